@@ -1,0 +1,1 @@
+"""Backends: the only code that touches NVML, /proc, /sys and subprocesses."""

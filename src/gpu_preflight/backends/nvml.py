@@ -1,0 +1,302 @@
+"""The only code that talks to NVML: read every field once into a raw dump.
+
+The dump has the layout of ``tests/fixtures/captured/h200-580.159.04/nvml_capture.json``
+(recorded on a real H200): each call is stored as ``{"ok": value}`` or, when NVML
+refuses, ``{"error": "NVMLError_NotSupported", "value": 3, "str": "Not Supported"}``.
+Live runs, ``gpu-preflight snapshot`` and ``--replay`` therefore share one parser
+(:mod:`gpu_preflight.probes.gpu`), and a replayed run judges exactly what a live run
+would have read.
+
+Each GPU is read in its own daemon thread with a deadline: a GPU that hangs NVML (a
+lost GPU can block for minutes) yields a partial dump marked ``timed_out`` and does not
+stop the other GPUs from being read.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+# (dump key, pynvml function name, extra positional args after the handle)
+DEVICE_CALLS: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
+    ("nvmlDeviceGetName", "nvmlDeviceGetName", ()),
+    ("nvmlDeviceGetUUID", "nvmlDeviceGetUUID", ()),
+    ("nvmlDeviceGetSerial", "nvmlDeviceGetSerial", ()),
+    ("nvmlDeviceGetBoardPartNumber", "nvmlDeviceGetBoardPartNumber", ()),
+    ("nvmlDeviceGetVbiosVersion", "nvmlDeviceGetVbiosVersion", ()),
+    ("nvmlDeviceGetInforomImageVersion", "nvmlDeviceGetInforomImageVersion", ()),
+    ("nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v3", ()),
+    ("nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo", ()),
+    ("nvmlDeviceGetTemperature", "nvmlDeviceGetTemperature", (0,)),  # NVML_TEMPERATURE_GPU
+    ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetPowerUsage", ()),
+    ("nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetEnforcedPowerLimit", ()),
+    ("nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetPowerManagementLimit", ()),
+    ("nvmlDeviceGetPowerManagementDefaultLimit", "nvmlDeviceGetPowerManagementDefaultLimit", ()),
+    ("nvmlDeviceGetPowerManagementLimitConstraints", "nvmlDeviceGetPowerManagementLimitConstraints", ()),
+    ("nvmlDeviceGetUtilizationRates", "nvmlDeviceGetUtilizationRates", ()),
+    ("nvmlDeviceGetPersistenceMode", "nvmlDeviceGetPersistenceMode", ()),
+    ("nvmlDeviceGetComputeMode", "nvmlDeviceGetComputeMode", ()),
+    ("nvmlDeviceGetMigMode", "nvmlDeviceGetMigMode", ()),
+    ("nvmlDeviceGetEccMode", "nvmlDeviceGetEccMode", ()),
+    ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksEventReasons", ()),
+    ("nvmlDeviceGetSupportedClocksEventReasons", "nvmlDeviceGetSupportedClocksEventReasons", ()),
+    ("nvmlDeviceGetRemappedRows", "nvmlDeviceGetRemappedRows", ()),
+    ("nvmlDeviceGetRetiredPagesPendingStatus", "nvmlDeviceGetRetiredPagesPendingStatus", ()),
+    ("nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkGeneration", ()),
+    ("nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkGeneration", ()),
+    ("nvmlDeviceGetGpuMaxPcieLinkGeneration", "nvmlDeviceGetGpuMaxPcieLinkGeneration", ()),
+    ("nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetCurrPcieLinkWidth", ()),
+    ("nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetMaxPcieLinkWidth", ()),
+    ("nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetPcieReplayCounter", ()),
+    ("nvmlDeviceGetPerformanceState", "nvmlDeviceGetPerformanceState", ()),
+    ("nvmlDeviceGetArchitecture", "nvmlDeviceGetArchitecture", ()),
+    ("nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetCudaComputeCapability", ()),
+    ("nvmlDeviceGetIndex", "nvmlDeviceGetIndex", ()),
+    ("nvmlDeviceGetMinorNumber", "nvmlDeviceGetMinorNumber", ()),
+    ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses", ()),
+    ("nvmlDeviceGetGspFirmwareVersion", "nvmlDeviceGetGspFirmwareVersion", ()),
+    ("nvmlDeviceGetNumaNodeId", "nvmlDeviceGetNumaNodeId", ()),
+    ("nvmlDeviceGetModuleId", "nvmlDeviceGetModuleId", ()),
+)
+
+CLOCK_TYPES = {"GRAPHICS": 0, "SM": 1, "MEM": 2, "VIDEO": 3}
+TEMP_THRESHOLDS = range(8)  # nvmlTemperatureThresholds_t: SHUTDOWN, SLOWDOWN, MEM_MAX, GPU_MAX, ...
+ECC_TOTALS = {  # key: (errorType, counterType)
+    "volatile_corrected": (0, 0),
+    "volatile_uncorrected": (1, 0),
+    "aggregate_corrected": (0, 1),
+    "aggregate_uncorrected": (1, 1),
+}
+MEMORY_LOCATIONS = {"dram": 2, "sram": 7}  # nvmlMemoryLocation_t
+RETIRED_PAGE_CAUSES = {"sbe": 0, "dbe": 1}
+NVLINK_ERROR_COUNTERS = range(5)  # DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA, DL_ECC_DATA
+
+# Field values read in one nvmlDeviceGetFieldValues call (names missing from an older
+# pynvml are skipped). The recovery action needs driver r570+.
+FIELDS: tuple[str, ...] = (
+    "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION",
+    "NVML_FI_DEV_MEMORY_TEMP",
+    "NVML_FI_DEV_ECC_CURRENT",
+    "NVML_FI_DEV_ECC_PENDING",
+    "NVML_FI_DEV_ECC_SBE_VOL_TOTAL",
+    "NVML_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "NVML_FI_DEV_ECC_SBE_AGG_TOTAL",
+    "NVML_FI_DEV_ECC_DBE_AGG_TOTAL",
+    "NVML_FI_DEV_RETIRED_SBE",
+    "NVML_FI_DEV_RETIRED_DBE",
+    "NVML_FI_DEV_RETIRED_PENDING",
+    "NVML_FI_DEV_REMAPPED_COR",
+    "NVML_FI_DEV_REMAPPED_UNC",
+    "NVML_FI_DEV_REMAPPED_PENDING",
+    "NVML_FI_DEV_REMAPPED_FAILURE",
+    "NVML_FI_DEV_PCIE_REPLAY_COUNTER",
+    "NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER",
+    "NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS",
+    "NVML_FI_DEV_PCIE_COUNT_FATAL_ERROR",
+    "NVML_FI_DEV_PCIE_COUNT_NON_FATAL_ERROR",
+    "NVML_FI_DEV_NVLINK_LINK_COUNT",
+    "NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    "NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    "NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+    "NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT",
+    "NVML_FI_DEV_POWER_DEFAULT_LIMIT",
+    "NVML_FI_DEV_POWER_CURRENT_LIMIT",
+    "NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT",
+    "NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT",
+)
+
+# c_nvmlValue_t member per nvmlValueType_t
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+class NvmlUnavailable(Exception):
+    """NVML could not be initialised; ``value`` is the NVML return code (12, 9, ...)."""
+
+    def __init__(self, name: str, value: int | None, message: str) -> None:
+        super().__init__(message)
+        self.name, self.value, self.message = name, value, message
+
+
+def error_entry(exc: BaseException) -> dict[str, Any]:
+    """Dump form of a failed call."""
+    value = getattr(exc, "value", None)
+    if isinstance(value, int) and hasattr(exc, "value"):
+        return {"error": type(exc).__name__, "value": value, "str": str(exc)}
+    return {"exc": type(exc).__name__, "str": str(exc)}
+
+
+def to_plain(value: Any) -> Any:
+    """Turn pynvml return values (bytes, ctypes structs, friendly objects) into JSON."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, ctypes.Structure):
+        return {name: to_plain(getattr(value, name)) for name, *_ in value._fields_
+                if not name.startswith(("reserved", "version"))}
+    if isinstance(value, ctypes.Array):
+        return [to_plain(v) for v in value]
+    if hasattr(value, "value") and isinstance(value, ctypes._SimpleCData):
+        return value.value
+    if hasattr(value, "__dict__"):
+        return {k: to_plain(v) for k, v in vars(value).items() if not k.startswith("_")}
+    return repr(value)
+
+
+class _Recorder:
+    """Call NVML functions and record results; remembers the call in progress for timeouts."""
+
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+        self.current: str | None = None
+
+    def call(self, name: str, *args: Any) -> dict[str, Any]:
+        self.current = name
+        try:
+            fn: Callable[..., Any] = getattr(self.nvml, name)
+            return {"ok": to_plain(fn(*args))}
+        except Exception as exc:  # NVMLError subclasses, AttributeError on old pynvml
+            return error_entry(exc)
+        finally:
+            self.current = None
+
+
+def read_device(nvml: Any, handle: Any, rec: _Recorder, out: dict[str, Any]) -> None:
+    """Fill ``out`` with every reading of one GPU (in place, so a timeout keeps what was read)."""
+    for key, fn, args in DEVICE_CALLS:
+        out[key] = rec.call(fn, handle, *args)
+    for group, fn in (("clocks_current", "nvmlDeviceGetClockInfo"), ("clocks_max", "nvmlDeviceGetMaxClockInfo"),
+                      ("clocks_app", "nvmlDeviceGetApplicationsClock")):
+        out[group] = {name: rec.call(fn, handle, ctype) for name, ctype in CLOCK_TYPES.items()}
+    out["temp_thresholds"] = {str(t): rec.call("nvmlDeviceGetTemperatureThreshold", handle, t)
+                              for t in TEMP_THRESHOLDS}
+    out["ecc_total"] = {k: rec.call("nvmlDeviceGetTotalEccErrors", handle, et, ct)
+                        for k, (et, ct) in ECC_TOTALS.items()}
+    out["memory_errors"] = {
+        loc: {k: rec.call("nvmlDeviceGetMemoryErrorCounter", handle, et, ct, code)
+              for k, (et, ct) in ECC_TOTALS.items() if k.startswith("aggregate")}
+        for loc, code in MEMORY_LOCATIONS.items()
+    }
+    out["retired_pages"] = {k: rec.call("nvmlDeviceGetRetiredPages", handle, cause)
+                            for k, cause in RETIRED_PAGE_CAUSES.items()}
+    out["nvlink"] = read_nvlinks(nvml, handle, rec)
+    out["field_values"] = read_fields(nvml, handle, rec)
+
+
+def read_nvlinks(nvml: Any, handle: Any, rec: _Recorder) -> dict[str, Any]:
+    """Links until the first one NVML does not know (NotSupported / InvalidArgument)."""
+    links: dict[str, Any] = {}
+    for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
+        state = rec.call("nvmlDeviceGetNvLinkState", handle, link)
+        if "ok" not in state:
+            links[str(link)] = state
+            break
+        links[str(link)] = {
+            "state": state,
+            "version": rec.call("nvmlDeviceGetNvLinkVersion", handle, link),
+            "remote_pci": rec.call("nvmlDeviceGetNvLinkRemotePciInfo", handle, link),
+            "errors": {str(c): rec.call("nvmlDeviceGetNvLinkErrorCounter", handle, link, c)
+                       for c in NVLINK_ERROR_COUNTERS},
+        }
+    return links
+
+
+def read_fields(nvml: Any, handle: Any, rec: _Recorder) -> dict[str, Any]:
+    names = [n for n in FIELDS if hasattr(nvml, n)]
+    rec.current = "nvmlDeviceGetFieldValues"
+    try:
+        values = nvml.nvmlDeviceGetFieldValues(handle, [getattr(nvml, n) for n in names])
+    except Exception as exc:
+        return error_entry(exc)
+    finally:
+        rec.current = None
+    result: dict[str, Any] = {}
+    for name, fv in zip(names, values, strict=False):
+        if fv.nvmlReturn != 0:
+            result[name] = {"nvmlReturn": int(fv.nvmlReturn)}
+            continue
+        member = _VALUE_MEMBERS.get(int(fv.valueType), "ullVal")
+        result[name] = {"id": int(fv.fieldId), "valueType": int(fv.valueType),
+                        "value": to_plain(getattr(fv.value, member))}
+    return result
+
+
+def import_pynvml() -> Any:
+    """Import pynvml (nvidia-ml-py); its absence is reported like a missing library."""
+    try:
+        import pynvml
+    except ImportError as exc:
+        raise NvmlUnavailable("ImportError", None, f"pynvml (nvidia-ml-py) is not installed: {exc}") from exc
+    return pynvml
+
+
+def collect(device_timeout_s: float = 10.0, nvml: Any = None) -> dict[str, Any]:
+    """Read the whole NVML state of this host into a dump dict.
+
+    Raises :class:`NvmlUnavailable` when NVML cannot be initialised (no library, no
+    driver); per-GPU failures are recorded in the dump instead.
+    """
+    nvml = nvml or import_pynvml()
+    t0 = time.perf_counter()
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        raise NvmlUnavailable(type(exc).__name__, getattr(exc, "value", None), str(exc)) from exc
+    init_s = time.perf_counter() - t0
+    try:
+        rec = _Recorder(nvml)
+        system = {
+            "nvmlSystemGetDriverVersion": rec.call("nvmlSystemGetDriverVersion"),
+            "nvmlSystemGetNVMLVersion": rec.call("nvmlSystemGetNVMLVersion"),
+            "nvmlSystemGetCudaDriverVersion": rec.call("nvmlSystemGetCudaDriverVersion"),
+            "nvmlDeviceGetCount": rec.call("nvmlDeviceGetCount"),
+        }
+        count = system["nvmlDeviceGetCount"].get("ok") or 0
+        devices = _read_devices(nvml, int(count), device_timeout_s)
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: S110 - shutdown failure changes nothing we report
+            pass
+    return {
+        "pynvml_version": getattr(nvml, "__version__", None),
+        "source": "live",
+        "init_s": init_s,
+        "system": system,
+        "devices": devices,
+    }
+
+
+def _read_devices(nvml: Any, count: int, timeout_s: float) -> list[dict[str, Any]]:
+    outs: list[dict[str, Any]] = [{} for _ in range(count)]
+    recorders = [_Recorder(nvml) for _ in range(count)]
+    threads = []
+
+    def work(i: int) -> None:
+        recorders[i].current = "nvmlDeviceGetHandleByIndex"
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+        except Exception as exc:
+            outs[i]["handle"] = error_entry(exc)
+            return
+        finally:
+            recorders[i].current = None
+        read_device(nvml, handle, recorders[i], outs[i])
+
+    for i in range(count):
+        t = threading.Thread(target=work, args=(i,), name=f"nvml-gpu{i}", daemon=True)
+        t.start()
+        threads.append(t)
+    deadline = time.monotonic() + timeout_s
+    for i, t in enumerate(threads):
+        t.join(max(0.0, deadline - time.monotonic()))
+        if t.is_alive():
+            outs[i] = dict(outs[i])  # freeze what was read; the thread may still write to the old dict
+            outs[i]["timed_out"] = {"call": recorders[i].current, "after_s": timeout_s}
+    return outs

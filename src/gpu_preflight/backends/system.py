@@ -1,0 +1,100 @@
+"""Host readings through psutil, /proc and /sys; each reading fails on its own.
+
+A reading that cannot be taken becomes ``NA`` with the reason, so one unreadable file
+(a container without /sys/devices/system/node, say) costs one check, not the probe.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import socket
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..model import NA
+from ..records import DiskUsage, SystemFacts
+
+T = TypeVar("T")
+
+
+def attempt(fn: Callable[[], T]) -> T | NA:
+    """Run one reading; an OS or library error becomes NA with its message."""
+    try:
+        return fn()
+    except Exception as exc:
+        return NA(f"{type(exc).__name__}: {exc}")
+
+
+def _rlimit(which: int) -> tuple[int, int]:
+    soft, hard = resource.getrlimit(which)
+    inf = resource.RLIM_INFINITY
+    return (-1 if soft == inf else soft, -1 if hard == inf else hard)
+
+
+def numa_nodes(root: str = "/sys/devices/system/node") -> int:
+    return len([p for p in Path(root).glob("node[0-9]*") if p.is_dir()])
+
+
+def disk_usage(path: str) -> DiskUsage:
+    import psutil
+
+    target = Path(path)
+    while not target.exists() and target != target.parent:
+        target = target.parent  # a report directory that run is about to create
+    try:
+        usage = psutil.disk_usage(str(target))
+    except OSError as exc:
+        reason = NA(f"{path}: {exc.strerror or exc}")
+        return DiskUsage(path, reason, reason)
+    return DiskUsage(path, usage.total, usage.free, mountpoint=attempt(lambda: _mountpoint(str(target))))
+
+
+def _mountpoint(path: str) -> str:
+    p = Path(path).resolve()
+    while not os.path.ismount(p) and p != p.parent:
+        p = p.parent
+    return str(p)
+
+
+def process_names() -> list[str]:
+    import psutil
+
+    names = set()
+    for proc in psutil.process_iter(["name"]):
+        name = proc.info.get("name")
+        if name:
+            names.add(name)
+    return sorted(names)
+
+
+def read_system(disk_paths: Iterable[str]) -> SystemFacts:
+    """Every host reading the system checks need, each independently."""
+    import psutil
+
+    vm = attempt(psutil.virtual_memory)
+    memlock = attempt(lambda: _rlimit(resource.RLIMIT_MEMLOCK))
+    nofile = attempt(lambda: _rlimit(resource.RLIMIT_NOFILE))
+
+    def part(value: Any, i: int) -> Any:
+        return value if isinstance(value, NA) else value[i]
+
+    return SystemFacts(
+        hostname=socket.gethostname(),
+        kernel=attempt(platform.release),
+        memory_total_bytes=vm if isinstance(vm, NA) else vm.total,
+        memory_available_bytes=vm if isinstance(vm, NA) else vm.available,
+        cpu_count=attempt(lambda: psutil.cpu_count(logical=True) or 0),
+        cpu_percent=attempt(lambda: psutil.cpu_percent(interval=0.05)),
+        load_1m=attempt(lambda: os.getloadavg()[0]),
+        disks=[disk_usage(p) for p in dict.fromkeys(disk_paths)],
+        shm_total_bytes=attempt(lambda: psutil.disk_usage("/dev/shm").total),
+        memlock_soft=part(memlock, 0),
+        memlock_hard=part(memlock, 1),
+        nofile_soft=part(nofile, 0),
+        nofile_hard=part(nofile, 1),
+        numa_nodes=attempt(numa_nodes),
+        processes=attempt(process_names),
+    )

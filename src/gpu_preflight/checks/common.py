@@ -1,0 +1,58 @@
+"""Helpers shared by check modules: which GPUs to judge, subjects, N/A handling.
+
+Checks stay pure: they receive facts and thresholds through the context and return
+findings. These helpers only encode the conventions every GPU check follows — no GPU to
+judge is a SKIP with the reason, a lost GPU is left to ``gpu.nvml``, an unreadable value
+is a SKIP naming what could not be read.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..model import NA, Finding, Status
+from ..records import GpuFacts, GpuRecord
+from ..registry import CheckContext
+
+
+def gpu_subject(ctx: CheckContext, gpu: GpuRecord) -> str:
+    return f"{ctx.host}/{gpu.label}"
+
+
+def gpu_targets(ctx: CheckContext, check_id: str) -> tuple[list[GpuRecord], list[Finding]]:
+    """GPUs this check can judge, plus SKIP findings for those it cannot."""
+    facts: GpuFacts = ctx.fact("gpu")
+    if not facts.available:
+        return [], [Finding(check_id, Status.SKIP, ctx.host, "no_nvml", f"no GPU to check: {facts.reason}")]
+    if not facts.gpus:
+        return [], [Finding(check_id, Status.SKIP, ctx.host, "no_gpus", "no GPU to check: NVML reports 0 GPUs")]
+    usable, skipped = [], []
+    for gpu in facts.gpus:
+        if gpu.lost:
+            skipped.append(Finding(check_id, Status.SKIP, gpu_subject(ctx, gpu), "gpu_lost",
+                                   f"not checked: {gpu.lost} (see gpu.nvml)"))
+        else:
+            usable.append(gpu)
+    return usable, skipped
+
+
+def not_read(check_id: str, subject: str, what: str, value: Any) -> Finding:
+    """SKIP for a reading NVML did not give (never a PASS)."""
+    reason = value.reason if isinstance(value, NA) else "not available"
+    return Finding(check_id, Status.SKIP, subject, "not_available", f"{what}: {reason}")
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """``"580.159.04"`` → ``(580, 159, 4)``; non-numeric parts are ignored."""
+    return tuple(int(p) for p in re.findall(r"\d+", text))
+
+
+def version_below(actual: str, minimum: str) -> bool:
+    a, m = version_tuple(actual), version_tuple(minimum)
+    width = max(len(a), len(m))
+    return a + (0,) * (width - len(a)) < m + (0,) * (width - len(m))
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

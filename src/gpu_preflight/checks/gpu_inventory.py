@@ -1,0 +1,251 @@
+"""GPU inventory: is NVML usable, are all GPUs there, is the software and mode right."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from ..model import Finding, Status
+from ..records import GpuFacts
+from ..registry import CheckContext, check
+from .common import gpu_subject, gpu_targets, not_read, version_below
+
+RESET = "Reset the GPU (nvidia-smi -r) or reboot the node; if it recurs, drain the node and RMA the GPU."
+
+
+@check("gpu.nvml", needs=("gpu",))
+def nvml_access(ctx: CheckContext) -> Iterator[Finding]:
+    """NVML is usable and every GPU answers.
+
+    SKIP when there is no NVIDIA driver stack and no NVIDIA GPU on the PCI bus (a CPU
+    node). FAIL when NVIDIA GPUs sit on the PCI bus but NVML cannot be initialised
+    (driver not loaded, library missing), and for every GPU that NVML reports lost or
+    that hung an NVML call. ERROR when NVML refused readings for other reasons
+    (permissions, unknown errors): those readings were not judged.
+    """
+    facts: GpuFacts = ctx.fact("gpu")
+    if not facts.available:
+        pci = facts.pci_gpus if isinstance(facts.pci_gpus, list) else []
+        if pci:
+            yield Finding("gpu.nvml", Status.FAIL, ctx.host, "driver_unusable",
+                          f"{len(pci)} NVIDIA GPU(s) on the PCI bus but NVML is unusable: {facts.reason}",
+                          observed=facts.nvml_error, expected="NVML initialised",
+                          recommendation="Load or reinstall the NVIDIA driver (lsmod | grep nvidia; "
+                                         "dmesg | grep -i nvrm) and make libnvidia-ml.so.1 visible.",
+                          details={"pci_gpus": pci})
+        else:
+            yield Finding("gpu.nvml", Status.SKIP, ctx.host, "no_nvml", f"NVML not available: {facts.reason}",
+                          observed=facts.nvml_error)
+        return
+    ok = True
+    for gpu in facts.gpus:
+        subject = gpu_subject(ctx, gpu)
+        if gpu.lost:
+            ok = False
+            yield Finding("gpu.nvml", Status.FAIL, subject, "gpu_lost", f"{gpu.label}: {gpu.lost}",
+                          observed=gpu.lost, expected="GPU answers NVML", recommendation=RESET)
+        elif gpu.call_errors:
+            ok = False
+            yield Finding("gpu.nvml", Status.ERROR, subject, "nvml_errors",
+                          f"{gpu.label}: NVML refused {len(gpu.call_errors)} reading(s); they were not judged",
+                          observed=gpu.call_errors,
+                          recommendation="Run as root or check driver health (nvidia-smi -q); "
+                                         "readings NVML refuses cannot be vouched for.")
+    if ok:
+        yield Finding("gpu.nvml", Status.PASS, ctx.host, "ok",
+                      f"NVML {facts.nvml_version} answered for {len(facts.gpus)} GPU(s) ({facts.source})",
+                      observed=len(facts.gpus))
+
+
+@check("gpu.inventory.count", needs=("gpu",))
+def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
+    """The node has the GPUs it should: count (and model, if configured) as expected.
+
+    FAIL when fewer usable GPUs than ``gpu.expected_count`` are found, when a GPU on the
+    PCI bus is missing from NVML, or when a GPU is not of ``gpu.expected_model``. WARN when
+    no GPU is found and no count is configured (a node without GPUs is never called
+    healthy), when more GPUs than expected are found, or when models are mixed.
+    """
+    cfg = ctx.config.gpu
+    facts: GpuFacts = ctx.fact("gpu")
+    expected = cfg.expected_count
+    usable = [g for g in facts.gpus if not g.lost] if facts.available else []
+    found = len(usable)
+    why = "" if facts.available else f" ({facts.reason})"
+    if expected is not None and found < expected:
+        yield Finding("gpu.inventory.count", Status.FAIL, ctx.host, "gpus_missing",
+                      f"{found} usable GPU(s), expected {expected}{why}", observed=found, expected=expected,
+                      unit="GPUs", recommendation="Check nvidia-smi and dmesg for GPUs that fell off the bus "
+                                                  "(Xid 79); drain the node until every GPU is back.")
+    elif expected is not None and found > expected:
+        yield Finding("gpu.inventory.count", Status.WARN, ctx.host, "gpus_extra",
+                      f"{found} GPUs, expected {expected}", observed=found, expected=expected, unit="GPUs",
+                      recommendation="Check the node type or the configured expected_count.")
+    elif expected is None and found == 0:
+        yield Finding("gpu.inventory.count", Status.WARN, ctx.host, "no_gpus",
+                      f"no usable NVIDIA GPU on this node{why}: it cannot run GPU training", observed=0,
+                      unit="GPUs", recommendation="Run on a GPU node, or pass --expect-gpus 0 to check a "
+                                                  "CPU-only node deliberately.")
+    else:
+        yield Finding("gpu.inventory.count", Status.PASS, ctx.host, "ok", f"{found} GPU(s) found",
+                      observed=found, expected=expected, unit="GPUs")
+    pci = facts.pci_gpus
+    if isinstance(pci, list) and facts.available and len(pci) > len(facts.gpus):
+        yield Finding("gpu.inventory.count", Status.FAIL, ctx.host, "gpu_not_in_nvml",
+                      f"{len(pci)} NVIDIA GPUs on the PCI bus but NVML sees {len(facts.gpus)}",
+                      observed=len(facts.gpus), expected=len(pci), unit="GPUs", details={"pci_gpus": pci},
+                      recommendation="A GPU is present but not initialised by the driver: check dmesg for "
+                                     "Xid 79 / RmInitAdapter failures; reboot, then RMA if it persists.")
+    names = [g.name for g in usable if isinstance(g.name, str)]
+    if cfg.expected_model:
+        wrong = sorted({n for n in names if cfg.expected_model.lower() not in n.lower()})
+        if wrong:
+            yield Finding("gpu.inventory.count", Status.FAIL, ctx.host, "wrong_model",
+                          f"GPU model {', '.join(wrong)} is not {cfg.expected_model}", observed=wrong,
+                          expected=cfg.expected_model, recommendation="Schedule onto the intended node type.")
+    if len(set(names)) > 1:
+        yield Finding("gpu.inventory.count", Status.WARN, ctx.host, "mixed_models",
+                      f"mixed GPU models: {dict(Counter(names))}", observed=dict(Counter(names)),
+                      recommendation="Distributed training runs at the pace of the slowest GPU model.")
+
+
+@check("gpu.inventory.driver", needs=("gpu",))
+def driver_version(ctx: CheckContext) -> Iterator[Finding]:
+    """The NVIDIA driver and its CUDA version are at least the configured minimums.
+
+    FAIL below ``gpu.min_driver_version`` or ``gpu.min_cuda_driver_version`` (a container
+    built for a newer CUDA will not start); SKIP without NVML.
+    """
+    cfg = ctx.config.gpu
+    facts: GpuFacts = ctx.fact("gpu")
+    if not facts.available:
+        yield Finding("gpu.inventory.driver", Status.SKIP, ctx.host, "no_nvml", f"no driver to check: {facts.reason}")
+        return
+    for what, actual, minimum in (("driver", facts.driver_version, cfg.min_driver_version),
+                                  ("CUDA driver version", facts.cuda_driver_version, cfg.min_cuda_driver_version)):
+        if not isinstance(actual, str):
+            yield not_read("gpu.inventory.driver", ctx.host, what, actual)
+        elif version_below(actual, minimum):
+            yield Finding("gpu.inventory.driver", Status.FAIL, ctx.host, f"{what.split()[0].lower()}_too_old",
+                          f"{what} {actual} is older than the required {minimum}", observed=actual,
+                          expected=f">= {minimum}", recommendation="Upgrade the NVIDIA driver on this node "
+                                                                  "(keep the fleet on one driver branch).")
+        else:
+            yield Finding("gpu.inventory.driver", Status.PASS, ctx.host, "ok", f"{what} {actual}",
+                          observed=actual, expected=f">= {minimum}")
+
+
+@check("gpu.inventory.identity", needs=("gpu",))
+def identity(ctx: CheckContext) -> Iterator[Finding]:
+    """Each GPU's identity (UUID, serial, PCI bus id, VBIOS) is readable and consistent.
+
+    Reports the identity of every GPU (history and RMA tracking key on UUID and serial).
+    WARN when GPUs of the same model run different VBIOS versions, FAIL when two GPUs
+    report the same UUID (a broken inventory).
+    """
+    gpus, skipped = gpu_targets(ctx, "gpu.inventory.identity")
+    yield from skipped
+    uuids = Counter(g.uuid for g in gpus if isinstance(g.uuid, str))
+    vbios_by_model: dict[str, set[str]] = {}
+    for gpu in gpus:
+        if isinstance(gpu.name, str) and isinstance(gpu.vbios, str):
+            vbios_by_model.setdefault(gpu.name, set()).add(gpu.vbios)
+    for gpu in gpus:
+        ident = {"name": gpu.name, "uuid": gpu.uuid, "serial": gpu.serial, "pci_bus_id": gpu.pci_bus_id,
+                 "vbios": gpu.vbios, "board_part_number": gpu.board_part_number}
+        subject = gpu_subject(ctx, gpu)
+        if isinstance(gpu.uuid, str) and uuids[gpu.uuid] > 1:
+            yield Finding("gpu.inventory.identity", Status.FAIL, subject, "duplicate_uuid",
+                          f"{gpu.label} shares UUID {gpu.uuid} with another GPU", observed=ident,
+                          recommendation="NVML inventory is inconsistent: reboot; escalate if it persists.")
+        elif not isinstance(gpu.uuid, str):
+            yield not_read("gpu.inventory.identity", subject, "UUID", gpu.uuid)
+        else:
+            yield Finding("gpu.inventory.identity", Status.PASS, subject, "ok",
+                          f"{gpu.name} {gpu.uuid} at {gpu.pci_bus_id}, VBIOS {gpu.vbios}", observed=ident)
+    for model, versions in sorted(vbios_by_model.items()):
+        if len(versions) > 1:
+            yield Finding("gpu.inventory.identity", Status.WARN, ctx.host, "vbios_mismatch",
+                          f"{model} GPUs run different VBIOS versions: {', '.join(sorted(versions))}",
+                          observed=sorted(versions), expected="one VBIOS per model",
+                          recommendation="Flash all GPUs of the node to the same VBIOS.")
+
+
+@check("gpu.inventory.persistence", needs=("gpu",))
+def persistence(ctx: CheckContext) -> Iterator[Finding]:
+    """Persistence mode is on, so the driver stays initialised between jobs.
+
+    WARN when off and ``gpu.expect_persistence_mode`` is true: every CUDA start then pays
+    the GPU initialisation, and idle GPUs may lose state.
+    """
+    gpus, skipped = gpu_targets(ctx, "gpu.inventory.persistence")
+    yield from skipped
+    for gpu in gpus:
+        subject = gpu_subject(ctx, gpu)
+        mode = gpu.persistence_mode
+        if not isinstance(mode, bool):
+            yield not_read("gpu.inventory.persistence", subject, "persistence mode", mode)
+        elif not mode and ctx.config.gpu.expect_persistence_mode:
+            yield Finding("gpu.inventory.persistence", Status.WARN, subject, "persistence_off",
+                          f"{gpu.label}: persistence mode is off", observed="off", expected="on",
+                          recommendation="Run nvidia-persistenced (or nvidia-smi -pm 1).")
+        else:
+            yield Finding("gpu.inventory.persistence", Status.PASS, subject, "ok",
+                          f"{gpu.label}: persistence mode {'on' if mode else 'off'}",
+                          observed="on" if mode else "off")
+
+
+@check("gpu.inventory.mig", needs=("gpu",))
+def mig_mode(ctx: CheckContext) -> Iterator[Finding]:
+    """MIG mode is as expected (``gpu.mig_mode``; off for training by default).
+
+    FAIL when the current MIG mode differs from the expected one (the GPU is split into
+    instances a training job cannot use as a whole, or the reverse); WARN when a MIG
+    change is pending a GPU reset. SKIP on GPUs without MIG support.
+    """
+    want = ctx.config.gpu.mig_mode
+    gpus, skipped = gpu_targets(ctx, "gpu.inventory.mig")
+    yield from skipped
+    for gpu in gpus:
+        subject = gpu_subject(ctx, gpu)
+        current, pending = gpu.mig_current, gpu.mig_pending
+        if not isinstance(current, bool):
+            yield not_read("gpu.inventory.mig", subject, "MIG mode", current)
+            continue
+        state = "enabled" if current else "disabled"
+        if want != "any" and state != want:
+            yield Finding("gpu.inventory.mig", Status.FAIL, subject, "mig_mismatch",
+                          f"{gpu.label}: MIG is {state}, expected {want}", observed=state, expected=want,
+                          recommendation=f"nvidia-smi -i {gpu.index} -mig {1 if want == 'enabled' else 0}, "
+                                         "then reset the GPU.")
+        elif isinstance(pending, bool) and pending != current:
+            yield Finding("gpu.inventory.mig", Status.WARN, subject, "mig_pending",
+                          f"{gpu.label}: MIG change to {'enabled' if pending else 'disabled'} pending a reset",
+                          observed=state, expected=want, recommendation="Reset the GPU to apply the MIG change.")
+        else:
+            yield Finding("gpu.inventory.mig", Status.PASS, subject, "ok", f"{gpu.label}: MIG {state}",
+                          observed=state, expected=want)
+
+
+@check("gpu.inventory.compute_mode", needs=("gpu",))
+def compute_mode(ctx: CheckContext) -> Iterator[Finding]:
+    """The compute mode lets training processes use the GPU.
+
+    FAIL for a mode outside ``gpu.allowed_compute_modes`` (``prohibited`` blocks all CUDA
+    contexts; ``exclusive_thread`` breaks multi-threaded frameworks).
+    """
+    allowed = ctx.config.gpu.allowed_compute_modes
+    gpus, skipped = gpu_targets(ctx, "gpu.inventory.compute_mode")
+    yield from skipped
+    for gpu in gpus:
+        subject = gpu_subject(ctx, gpu)
+        mode = gpu.compute_mode
+        if not isinstance(mode, str):
+            yield not_read("gpu.inventory.compute_mode", subject, "compute mode", mode)
+        elif mode not in allowed:
+            yield Finding("gpu.inventory.compute_mode", Status.FAIL, subject, "compute_mode",
+                          f"{gpu.label}: compute mode {mode} is not allowed", observed=mode, expected=allowed,
+                          recommendation=f"nvidia-smi -i {gpu.index} -c DEFAULT")
+        else:
+            yield Finding("gpu.inventory.compute_mode", Status.PASS, subject, "ok",
+                          f"{gpu.label}: compute mode {mode}", observed=mode, expected=allowed)

@@ -1,0 +1,40 @@
+"""GPU recovery action reported by the driver (r570+)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..model import Finding, Status
+from ..records import GpuFacts
+from ..recovery import MIN_DRIVER, recovery_action
+from ..registry import CheckContext, check
+from .common import gpu_subject, gpu_targets, is_number, version_below
+
+
+@check("gpu.recovery_action", needs=("gpu",))
+def recovery(ctx: CheckContext) -> Iterator[Finding]:
+    """The driver asks for no recovery action on any GPU.
+
+    Reads NVML's ``GET_GPU_RECOVERY_ACTION`` field: NONE passes; GPU_RESET, NODE_REBOOT,
+    DRAIN_AND_RESET (and the newer BUS_RESET, SYSTEM_REBOOT, RECOVER_IMEX_DOMAIN) FAIL;
+    DRAIN_P2P WARNs. Each finding carries the driver's recommendation. SKIP with the
+    reason on drivers older than r570, which do not expose the field.
+    """
+    facts: GpuFacts = ctx.fact("gpu")
+    gpus, skipped = gpu_targets(ctx, "gpu.recovery_action")
+    yield from skipped
+    old = isinstance(facts.driver_version, str) and version_below(facts.driver_version, MIN_DRIVER)
+    for gpu in gpus:
+        subject = gpu_subject(ctx, gpu)
+        value = gpu.recovery_action
+        if not is_number(value):
+            why = (f"driver {facts.driver_version} is older than r{MIN_DRIVER}" if old
+                   else f"not exposed ({value})")
+            yield Finding("gpu.recovery_action", Status.SKIP, subject, "not_available",
+                          f"{gpu.label}: recovery action unknown: {why}")
+            continue
+        action = recovery_action(int(value))
+        yield Finding("gpu.recovery_action", action.status, subject,
+                      "ok" if action.status is Status.PASS else action.name.lower(),
+                      f"{gpu.label}: recovery action {action.name}", observed=action.name, expected="NONE",
+                      recommendation=None if action.status is Status.PASS else action.recommendation)

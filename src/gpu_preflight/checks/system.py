@@ -1,0 +1,229 @@
+"""Host checks: memory, disk, CPU, shared memory, limits, kernel, NUMA, services."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..model import NA, Finding, Status
+from ..records import GpuFacts, SystemFacts
+from ..registry import CheckContext, check
+from .common import is_number, not_read, version_below
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+def _sys(ctx: CheckContext) -> SystemFacts:
+    facts: SystemFacts = ctx.fact("system")
+    return facts
+
+
+@check("system.memory", needs=("system",))
+def memory(ctx: CheckContext) -> Iterator[Finding]:
+    """Enough host RAM is available for data loaders and pinned buffers.
+
+    FAIL below ``system.memory_available_min_gib``; WARN below
+    ``system.memory_available_warn_percent`` of the total.
+    """
+    cfg, s = ctx.config.system, _sys(ctx)
+    avail, total = s.memory_available_bytes, s.memory_total_bytes
+    if not is_number(avail) or not is_number(total) or total <= 0:
+        yield not_read("system.memory", ctx.host, "memory", avail)
+        return
+    gib, pct = avail / GIB, 100.0 * avail / total
+    details = {"total_gib": round(total / GIB, 2), "available_gib": round(gib, 2), "available_percent": round(pct, 1)}
+    if gib < cfg.memory_available_min_gib:
+        yield Finding("system.memory", Status.FAIL, ctx.host, "memory_low", f"only {gib:.1f} GiB RAM available",
+                      observed=round(gib, 2), expected=f">= {cfg.memory_available_min_gib:g}", unit="GiB",
+                      details=details, recommendation="Stop what is using the host's memory before training.")
+    elif pct < cfg.memory_available_warn_percent:
+        yield Finding("system.memory", Status.WARN, ctx.host, "memory_pressure",
+                      f"{pct:.1f}% of RAM available", observed=round(pct, 1),
+                      expected=f">= {cfg.memory_available_warn_percent:g}", unit="%", details=details,
+                      recommendation="The host is under memory pressure: check for leftover processes.")
+    else:
+        yield Finding("system.memory", Status.PASS, ctx.host, "ok", f"{gib:.1f} GiB RAM available ({pct:.0f}%)",
+                      observed=round(gib, 2), unit="GiB", details=details)
+
+
+@check("system.disk", needs=("system",))
+def disk(ctx: CheckContext) -> Iterator[Finding]:
+    """Each configured path (and the report directory) has free space.
+
+    FAIL below ``system.disk_free_min_gib``, WARN below ``system.disk_free_warn_gib``:
+    checkpoints and logs that cannot be written kill jobs hours in.
+    """
+    cfg, s = ctx.config.system, _sys(ctx)
+    if not s.disks:
+        yield Finding("system.disk", Status.SKIP, ctx.host, "no_paths", "no disk paths configured")
+    for d in s.disks:
+        subject = f"{ctx.host}:{d.path}"
+        if not is_number(d.free_bytes):
+            yield Finding("system.disk", Status.ERROR, subject, "unreadable", f"{d.path}: {d.free_bytes}",
+                          recommendation="Check that the path exists and is mounted.")
+            continue
+        gib = d.free_bytes / GIB
+        details = {"mountpoint": d.mountpoint, "total_gib": round(d.total_bytes / GIB, 2)
+                   if is_number(d.total_bytes) else d.total_bytes}
+        if gib < cfg.disk_free_min_gib:
+            yield Finding("system.disk", Status.FAIL, subject, "disk_full", f"{d.path}: {gib:.2f} GiB free",
+                          observed=round(gib, 2), expected=f">= {cfg.disk_free_min_gib:g}", unit="GiB",
+                          details=details, recommendation=f"Free space on {d.mountpoint}.")
+        elif gib < cfg.disk_free_warn_gib:
+            yield Finding("system.disk", Status.WARN, subject, "disk_low", f"{d.path}: {gib:.1f} GiB free",
+                          observed=round(gib, 2), expected=f">= {cfg.disk_free_warn_gib:g}", unit="GiB",
+                          details=details, recommendation=f"Free space on {d.mountpoint} before long runs.")
+        else:
+            yield Finding("system.disk", Status.PASS, subject, "ok", f"{d.path}: {gib:.1f} GiB free",
+                          observed=round(gib, 2), unit="GiB", details=details)
+
+
+@check("system.cpu", needs=("system",))
+def cpu(ctx: CheckContext) -> Iterator[Finding]:
+    """Enough CPUs, and the host is not already loaded.
+
+    FAIL with fewer than ``system.cpu_count_min`` CPUs; WARN when the 1-minute load per
+    CPU exceeds ``system.load_per_cpu_warn`` (another workload competes for the host).
+    """
+    cfg, s = ctx.config.system, _sys(ctx)
+    count, load = s.cpu_count, s.load_1m
+    if not is_number(count) or count <= 0:
+        yield not_read("system.cpu", ctx.host, "CPU count", count)
+        return
+    details = {"count": count, "load_1m": load, "usage_percent": s.cpu_percent}
+    if count < cfg.cpu_count_min:
+        yield Finding("system.cpu", Status.FAIL, ctx.host, "too_few_cpus", f"{count} CPUs", observed=count,
+                      expected=f">= {cfg.cpu_count_min}", unit="CPUs", details=details,
+                      recommendation="Check CPU limits of the container or cgroup.")
+    elif is_number(load) and load / count > cfg.load_per_cpu_warn:
+        yield Finding("system.cpu", Status.WARN, ctx.host, "load_high",
+                      f"load {load:.2f} on {count} CPUs", observed=round(load / count, 2),
+                      expected=f"<= {cfg.load_per_cpu_warn:g}", unit="load/CPU", details=details,
+                      recommendation="Another workload is running on this host.")
+    else:
+        yield Finding("system.cpu", Status.PASS, ctx.host, "ok", f"{count} CPUs, load {load:.2f}" if is_number(load) else f"{count} CPUs", observed=count,
+                      unit="CPUs", details=details)
+
+
+@check("system.shm", needs=("system",))
+def shm(ctx: CheckContext) -> Iterator[Finding]:
+    """/dev/shm is large enough for NCCL and data loaders.
+
+    FAIL below ``system.shm_fail_mib`` (NCCL fails with "unhandled system error" on
+    Docker's 64 MB default), WARN below ``system.shm_warn_mib``.
+    """
+    cfg, s = ctx.config.system, _sys(ctx)
+    size = s.shm_total_bytes
+    if not is_number(size):
+        yield Finding("system.shm", Status.FAIL, ctx.host, "no_shm", f"/dev/shm not usable: {size}",
+                      recommendation="Mount a tmpfs on /dev/shm (docker run --shm-size=16g or --ipc=host).")
+        return
+    mib = size / MIB
+    if mib < cfg.shm_fail_mib:
+        status, code = Status.FAIL, "shm_too_small"
+    elif mib < cfg.shm_warn_mib:
+        status, code = Status.WARN, "shm_small"
+    else:
+        status, code = Status.PASS, "ok"
+    yield Finding("system.shm", status, ctx.host, code, f"/dev/shm is {mib:.0f} MiB", observed=round(mib),
+                  expected=f">= {cfg.shm_warn_mib:g}", unit="MiB",
+                  recommendation=None if status is Status.PASS else
+                  "Give the container more shared memory: --shm-size=16g, --ipc=host, or a larger tmpfs.")
+
+
+@check("system.limits", needs=("system",))
+def limits(ctx: CheckContext) -> Iterator[Finding]:
+    """Locked-memory and open-files limits suit RDMA and NCCL.
+
+    WARN when the memlock limit is not unlimited and ``system.memlock_require_unlimited``
+    is set (EFA/InfiniBand pin memory: "ibv_reg_mr failed"), and when the open-files soft
+    limit is below ``system.nofile_min``.
+    """
+    cfg, s = ctx.config.system, _sys(ctx)
+    if isinstance(s.memlock_soft, NA):
+        yield not_read("system.limits", ctx.host, "memlock limit", s.memlock_soft)
+    elif cfg.memlock_require_unlimited and s.memlock_soft != -1:
+        yield Finding("system.limits", Status.WARN, ctx.host, "memlock_limited",
+                      f"locked-memory limit is {s.memlock_soft} bytes, not unlimited", observed=s.memlock_soft,
+                      expected="unlimited", unit="bytes",
+                      recommendation="Set `ulimit -l unlimited` (limits.conf, docker --ulimit memlock=-1, "
+                                     "Slurm PropagateResourceLimits).")
+    else:
+        yield Finding("system.limits", Status.PASS, ctx.host, "memlock_ok", "locked-memory limit: "
+                      + ("unlimited" if s.memlock_soft == -1 else f"{s.memlock_soft} bytes"),
+                      observed="unlimited" if s.memlock_soft == -1 else s.memlock_soft)
+    nofile = s.nofile_soft
+    if not is_number(nofile):
+        yield not_read("system.limits", ctx.host, "open-files limit", nofile)
+    elif nofile != -1 and nofile < cfg.nofile_min:
+        yield Finding("system.limits", Status.WARN, ctx.host, "nofile_low", f"open-files limit is {nofile}",
+                      observed=nofile, expected=f">= {cfg.nofile_min}", unit="files",
+                      recommendation="Raise `ulimit -n` (many ranks and data-loader workers open many files).")
+    else:
+        yield Finding("system.limits", Status.PASS, ctx.host, "nofile_ok", f"open-files limit is {nofile}",
+                      observed=nofile, unit="files")
+
+
+@check("system.kernel", needs=("system",))
+def kernel(ctx: CheckContext) -> Iterator[Finding]:
+    """The kernel is at least ``system.kernel_min_version``; FAIL if older."""
+    cfg, s = ctx.config.system, _sys(ctx)
+    if not isinstance(s.kernel, str):
+        yield not_read("system.kernel", ctx.host, "kernel version", s.kernel)
+    elif version_below(s.kernel, cfg.kernel_min_version):
+        yield Finding("system.kernel", Status.FAIL, ctx.host, "kernel_too_old", f"kernel {s.kernel}",
+                      observed=s.kernel, expected=f">= {cfg.kernel_min_version}",
+                      recommendation="Upgrade the kernel; current NVIDIA drivers need a newer one.")
+    else:
+        yield Finding("system.kernel", Status.PASS, ctx.host, "ok", f"kernel {s.kernel}", observed=s.kernel,
+                      expected=f">= {cfg.kernel_min_version}")
+
+
+@check("system.numa", needs=("system",))
+def numa(ctx: CheckContext) -> Iterator[Finding]:
+    """The host exposes the expected NUMA nodes.
+
+    Reports the NUMA node count; WARN when fewer than ``system.numa_expected_nodes``
+    (NUMA disabled or sub-NUMA clustering changed in the BIOS breaks GPU/NIC affinity).
+    """
+    expected, nodes = ctx.config.system.numa_expected_nodes, _sys(ctx).numa_nodes
+    if not is_number(nodes):
+        yield not_read("system.numa", ctx.host, "NUMA nodes", nodes)
+    elif expected is not None and nodes < expected:
+        yield Finding("system.numa", Status.WARN, ctx.host, "numa_nodes", f"{nodes} NUMA node(s), expected {expected}",
+                      observed=nodes, expected=expected, unit="nodes",
+                      recommendation="Check the BIOS NUMA settings against the node type's reference.")
+    else:
+        yield Finding("system.numa", Status.PASS, ctx.host, "ok", f"{nodes} NUMA node(s)", observed=nodes,
+                      expected=expected, unit="nodes")
+
+
+@check("system.services", needs=("system", "gpu"))
+def services(ctx: CheckContext) -> Iterator[Finding]:
+    """The services a GPU node needs are running.
+
+    WARN for each missing process of ``system.required_services`` (nvidia-persistenced
+    by default). On NVSwitch systems FAIL when nv-fabricmanager is not running (CUDA
+    cannot initialise the GPUs). SKIP on nodes without NVIDIA GPUs.
+    """
+    cfg, s = ctx.config.system, _sys(ctx)
+    gpu: GpuFacts = ctx.fact("gpu")
+    if not gpu.available or not gpu.gpus:
+        yield Finding("system.services", Status.SKIP, ctx.host, "no_gpus",
+                      f"no NVIDIA GPU ({gpu.reason or '0 GPUs'}): NVIDIA services not required")
+        return
+    if not isinstance(s.processes, list):
+        yield not_read("system.services", ctx.host, "process list", s.processes)
+        return
+    running = set(s.processes)
+    required = [(name, Status.WARN) for name in cfg.required_services]
+    nvswitch = any(is_number(g.nvswitch_links) and g.nvswitch_links > 0 for g in gpu.gpus)
+    if nvswitch and cfg.fabricmanager_on_nvswitch:
+        required.append(("nv-fabricmanager", Status.FAIL))
+    for name, status in required:
+        if name in running:
+            yield Finding("system.services", Status.PASS, f"{ctx.host}:{name}", "ok", f"{name} is running")
+        else:
+            yield Finding("system.services", status, f"{ctx.host}:{name}", "service_missing",
+                          f"{name} is not running", observed="not running", expected="running",
+                          recommendation=f"Start {name} (systemctl start {name}).")

@@ -1,0 +1,200 @@
+"""Command line: argument parsing and output only; the work is in the library.
+
+argparse (not a framework) keeps ``gpu-preflight run`` fast to start: a node check is
+meant to cost well under a second, and most of that is interpreter start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .. import __version__
+
+EXIT_USAGE = 2
+EXIT_ERROR = 3
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("run", help="check this node and print a verdict",
+                       description="Run the node checks; exit 0 pass, 1 warn, 2 fail, 3 error (could not measure).")
+    suite = p.add_mutually_exclusive_group()
+    suite.add_argument("--quick", dest="suite", action="store_const", const="quick", help="quick suite (default)")
+    suite.add_argument("--full", dest="suite", action="store_const", const="full", help="full suite")
+    p.set_defaults(suite="quick")
+    p.add_argument("--check", action="append", default=[], metavar="ID",
+                   help="run only checks matching this id or glob (repeatable), e.g. 'gpu.*'")
+    p.add_argument("--skip", action="append", default=[], metavar="ID", help="skip checks matching this id or glob")
+    p.add_argument("--profile", default="auto",
+                   help="GPU-model profile name or .toml file (default: auto from the GPU name)")
+    p.add_argument("--config", metavar="FILE", help="site config file (TOML or YAML)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one setting, e.g. --set gpu.temp_margin_c=8")
+    p.add_argument("--expect-gpus", type=int, metavar="N", help="GPUs this node must have (missing ones FAIL)")
+    p.add_argument("--report-dir", metavar="DIR", help="write DIR/report.json and raw artifacts")
+    p.add_argument("--format", choices=("console", "json", "md", "junit"), default="console",
+                   help="output format (json/md/junit go to stdout alone; console to stderr)")
+    p.add_argument("--fail-on", choices=("warn", "fail"), default="fail",
+                   help="'warn' makes warnings fail the run (exit 2)")
+    p.add_argument("--timeout-s", type=float, default=30.0, help="time limit per probe and per check (s)")
+    p.add_argument("--replay", metavar="FILE", help="judge an NVML snapshot instead of the live GPUs")
+    p.add_argument("--kernel-log", metavar="FILE", help="read Xid events from a saved kernel log")
+    p.add_argument("--verbose", "-v", action="store_true", help="show every finding, including passes")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu-preflight",
+                                     description="Is this GPU node/cluster fit for distributed training?")
+    parser.add_argument("--version", action="version", version=f"gpu-preflight {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+
+    checks = sub.add_parser("checks", help="list or explain checks").add_subparsers(dest="checks_cmd", required=True)
+    checks.add_parser("list", help="list every check")
+    explain = checks.add_parser("explain", help="what a check does and what it judges against")
+    explain.add_argument("id")
+
+    config = sub.add_parser("config", help="show configuration").add_subparsers(dest="config_cmd", required=True)
+    defaults = config.add_parser("defaults", help="every threshold with its default and meaning")
+    defaults.add_argument("--format", choices=("toml", "json"), default="toml")
+    config.add_parser("profiles", help="the shipped GPU-model profiles")
+
+    snap = sub.add_parser("snapshot", help="record the raw NVML readings of this node as JSON (stdout)")
+    snap.add_argument("--timeout-s", type=float, default=30.0)
+
+    report = sub.add_parser("report", help="work with saved reports").add_subparsers(dest="report_cmd", required=True)
+    render = report.add_parser("render", help="re-render a saved report.json")
+    render.add_argument("path")
+    render.add_argument("--format", choices=("console", "json", "md", "junit"), default="md")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from ..config import ConfigError
+
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "checks":
+            return cmd_checks(args)
+        if args.command == "config":
+            return cmd_config(args)
+        if args.command == "snapshot":
+            return cmd_snapshot(args)
+        if args.command == "report":
+            return cmd_report(args)
+    except ConfigError as exc:
+        print(f"gpu-preflight: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return EXIT_ERROR
+    raise AssertionError(args.command)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..engine import RunOptions, run_checks
+    from ..probes.gpu import ReplayError, load_dump
+    from ..report import build_report, render, write_report
+    from ..report.console import render_console
+
+    if args.replay:
+        try:
+            load_dump(args.replay)  # fail fast with a clear message, before any check runs
+        except ReplayError as exc:
+            print(f"gpu-preflight: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    opts = RunOptions(suite=args.suite, include=args.check, exclude=args.skip, profile=args.profile,
+                      config_file=args.config, overrides=args.set, expect_gpus=args.expect_gpus,
+                      replay=args.replay, kernel_log=args.kernel_log, report_dir=args.report_dir,
+                      timeout_s=args.timeout_s, fail_on=args.fail_on)
+    try:
+        node = run_checks(opts)
+    except KeyError as exc:
+        print(f"gpu-preflight: {exc.args[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    report = build_report([node], expected_total_gpus=node_expected_gpus(node))
+    if args.report_dir:
+        path = write_report(report, [node], args.report_dir)
+        print(f"gpu-preflight: report written to {path}", file=sys.stderr)
+    if args.format == "console":
+        render_console(report, verbose=args.verbose)
+    else:
+        sys.stdout.write(render(report, args.format))
+        sys.stdout.flush()
+    return node.exit_code
+
+
+def node_expected_gpus(node: Any) -> int | None:
+    for f in node.findings:
+        if f.check_id == "gpu.inventory.count" and isinstance(f.expected, int):
+            return int(f.expected)
+    return None
+
+
+def cmd_checks(args: argparse.Namespace) -> int:
+    from ..registry import all_checks, get_check
+
+    if args.checks_cmd == "list":
+        for spec in all_checks():
+            print(f"{spec.id:28} {','.join(spec.suites):11} {spec.title}")
+        return 0
+    try:
+        spec = get_check(args.id)
+    except KeyError:
+        print(f"gpu-preflight: no check {args.id!r}; see `gpu-preflight checks list`", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"{spec.id}  (needs: {', '.join(spec.needs)}; suites: {', '.join(spec.suites)})\n")
+    print(spec.doc)
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from ..config import shipped_profiles
+    from ..config.describe import defaults_json, defaults_toml
+
+    if args.config_cmd == "profiles":
+        for profile in shipped_profiles():
+            print(f"{profile.name:12} {profile.title:28} match: {', '.join(profile.patterns)}")
+        return 0
+    if args.format == "json":
+        print(json.dumps(defaults_json(), indent=2))
+    else:
+        sys.stdout.write(defaults_toml())
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from ..backends.nvml import NvmlUnavailable, collect
+
+    try:
+        dump = collect(device_timeout_s=args.timeout_s)
+    except NvmlUnavailable as exc:
+        print(f"gpu-preflight: cannot snapshot: {exc.message} ({exc.name})", file=sys.stderr)
+        return EXIT_ERROR
+    print(json.dumps(dump, indent=1))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..report import render
+    from ..report.console import render_console
+
+    try:
+        with open(args.path, encoding="utf-8") as fh:
+            report = json.load(fh)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        print(f"gpu-preflight: cannot read report {args.path}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not isinstance(report, dict) or "findings" not in report or "cluster_summary" not in report:
+        print(f"gpu-preflight: {args.path} is not a gpu-preflight report (no findings/cluster_summary)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    if args.format == "console":
+        render_console(report)
+    else:
+        sys.stdout.write(render(report, args.format))
+    return 0

@@ -1,0 +1,44 @@
+"""Print every threshold with its default, unit and meaning (``config defaults``).
+
+The TOML form is a valid site file: copy it, edit the values you need, pass ``--config``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from typing import Any
+
+from .schema import SECTIONS
+
+
+def defaults_json() -> dict[str, dict[str, dict[str, Any]]]:
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for section, cls in SECTIONS.items():
+        instance = cls()
+        out[section] = {f.name: {"default": getattr(instance, f.name), "unit": f.metadata.get("unit"),
+                                 "doc": f.metadata.get("doc", "")} for f in fields(cls)}
+    return out
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)
+
+
+def defaults_toml() -> str:
+    lines = ["# gpu-preflight thresholds and their defaults. Usable as a site file (--config).", ""]
+    for section, entries in defaults_json().items():
+        lines.append(f"[{section}]")
+        for name, meta in entries.items():
+            unit = f" [{meta['unit']}]" if meta["unit"] else ""
+            lines.append(f"# {meta['doc']}{unit}")
+            if meta["default"] is None:
+                lines.append(f"# {name} =   (unset)")
+            else:
+                lines.append(f"{name} = {_toml_value(meta['default'])}")
+        lines.append("")
+    return "\n".join(lines)

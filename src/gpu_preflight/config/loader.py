@@ -1,0 +1,251 @@
+"""Load, validate and merge configuration layers.
+
+Order (later wins): typed defaults ← GPU-model profile ← site file ← environment
+(``GPU_PREFLIGHT_<SECTION>__<KEY>``) ← command line. Every layer is validated against
+the dataclasses in :mod:`.schema` with errors that name the file, the dotted key and,
+where the format allows, the line — a typo in a site file must not silently fall back
+to a default.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .schema import SECTIONS, Config
+
+ENV_PREFIX = "GPU_PREFLIGHT_"
+
+
+class ConfigError(ValueError):
+    """A configuration problem with its location."""
+
+    def __init__(self, message: str, *, source: str | None = None, key: str | None = None,
+                 line: int | None = None) -> None:
+        self.message, self.source, self.key, self.line = message, source, key, line
+        where = source or "config"
+        if line is not None:
+            where += f":{line}"
+        if key:
+            where += f": {key}"
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass
+class Layer:
+    """One source of settings: ``{section: {key: value}}`` plus where it came from."""
+
+    name: str
+    data: dict[str, dict[str, Any]]
+    lines: dict[str, int]
+
+    def line_of(self, key: str) -> int | None:
+        return self.lines.get(key)
+
+
+def read_file(path: str | Path) -> Layer:
+    """Parse a TOML or YAML file into a validated layer (extension decides; default TOML)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file: {exc.strerror or exc}", source=str(p)) from exc
+    if p.suffix.lower() in (".yaml", ".yml"):
+        data, lines = _parse_yaml(text, str(p))
+    else:
+        data, lines = _parse_toml(text, str(p))
+    return validate_layer(Layer(str(p), data, lines), allow_extra=())
+
+
+def _parse_toml(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise ConfigError(f"invalid TOML: {exc}", source=source, line=int(m.group(1)) if m else None) from exc
+    return data, toml_lines(text)
+
+
+def toml_lines(text: str) -> dict[str, int]:
+    """Map dotted keys to line numbers (tomllib does not keep positions)."""
+    lines: dict[str, int] = {}
+    table = ""
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if m := re.match(r"^\[\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]$", line):
+            table = m.group(1).replace('"', "").replace("'", "")
+            lines.setdefault(table, no)
+        elif m := re.match(r"^([A-Za-z0-9_.\-\"']+)\s*=", line):
+            key = m.group(1).replace('"', "").replace("'", "")
+            lines.setdefault(f"{table}.{key}" if table else key, no)
+    return lines
+
+
+def _parse_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]:
+    import yaml  # only YAML users pay for the import
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(f"invalid YAML: {exc}", source=source,
+                          line=mark.line + 1 if mark is not None else None) from exc
+    if data is None:
+        return {}, {}
+    if not isinstance(data, dict):
+        raise ConfigError("top level must be a mapping of sections", source=source, line=1)
+    lines: dict[str, int] = {}
+
+    def walk(n: Any, prefix: str) -> None:
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                key = f"{prefix}.{k.value}" if prefix else str(k.value)
+                lines[key] = k.start_mark.line + 1
+                walk(v, key)
+
+    walk(node, "")
+    return data, lines
+
+
+def validate_layer(layer: Layer, allow_extra: tuple[str, ...]) -> Layer:
+    """Check every section and key exists and every value has the field's type."""
+    clean: dict[str, dict[str, Any]] = {}
+    for section, values in layer.data.items():
+        if section in allow_extra:
+            continue
+        if section not in SECTIONS:
+            raise ConfigError(f"unknown section{_suggest(section, SECTIONS)}", source=layer.name,
+                              key=section, line=layer.line_of(section))
+        if not isinstance(values, Mapping):
+            raise ConfigError("must be a table of settings", source=layer.name, key=section,
+                              line=layer.line_of(section))
+        known = {f.name: f for f in fields(SECTIONS[section])}
+        hints = typing.get_type_hints(SECTIONS[section])
+        clean[section] = {}
+        for key, value in values.items():
+            dotted = f"{section}.{key}"
+            if key not in known:
+                raise ConfigError(f"unknown setting{_suggest(key, known)}", source=layer.name,
+                                  key=dotted, line=layer.line_of(dotted))
+            try:
+                clean[section][key] = coerce(value, hints[key])
+            except TypeError as exc:
+                raise ConfigError(str(exc), source=layer.name, key=dotted,
+                                  line=layer.line_of(dotted)) from exc
+    return Layer(layer.name, clean, layer.lines)
+
+
+def _suggest(name: str, choices: Mapping[str, Any]) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(sorted(choices))})"
+
+
+def coerce(value: Any, annotation: Any) -> Any:
+    """Return ``value`` checked against a field annotation; raise ``TypeError`` with a reason."""
+    ann = annotation
+    origin = typing.get_origin(ann)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(ann)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return coerce(value, arg)
+            except TypeError as exc:
+                errors.append(str(exc))
+        raise TypeError(" or ".join(errors))
+    if origin is typing.Literal:
+        choices = typing.get_args(ann)
+        if value in choices:
+            return value
+        raise TypeError(f"expected one of {', '.join(map(repr, choices))}, got {_kind(value)}")
+    if origin is list:
+        (item,) = typing.get_args(ann)
+        if not isinstance(value, list):
+            raise TypeError(f"expected a list, got {_kind(value)}")
+        return [coerce(v, item) for v in value]
+    if origin is dict:
+        _, vtype = typing.get_args(ann)
+        if not isinstance(value, Mapping):
+            raise TypeError(f"expected a table, got {_kind(value)}")
+        return {str(k): coerce(v, vtype) for k, v in value.items()}
+    if ann is bool:
+        if isinstance(value, bool):
+            return value
+        raise TypeError(f"expected true or false, got {_kind(value)}")
+    if ann is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise TypeError(f"expected an integer, got {_kind(value)}")
+    if ann is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise TypeError(f"expected a number, got {_kind(value)}")
+    if ann is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)  # "min_driver_version = 535" is a reasonable thing to write
+        raise TypeError(f"expected a string, got {_kind(value)}")
+    raise TypeError(f"unsupported setting type {ann!r}")
+
+
+def _kind(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+def env_layer(environ: Mapping[str, str] | None = None) -> Layer:
+    """Settings from ``GPU_PREFLIGHT_<SECTION>__<KEY>`` variables; values parse as TOML."""
+    env = os.environ if environ is None else environ
+    data: dict[str, dict[str, Any]] = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        section, _, key = name[len(ENV_PREFIX):].lower().partition("__")
+        data.setdefault(section, {})[key] = parse_scalar(raw)
+    return validate_layer(Layer("environment", data, {}), allow_extra=())
+
+
+def parse_scalar(raw: str) -> Any:
+    """Parse a command-line or environment value as a TOML value, else keep the string."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def apply(config: Config, layer: Layer) -> Config:
+    """A new config with the layer's values on top."""
+    for section, values in layer.data.items():
+        current = getattr(config, section)
+        config = replace(config, **{section: replace(current, **values)})
+    return config
+
+
+def resolve(layers: list[Layer]) -> Config:
+    config = Config()
+    for layer in layers:
+        config = apply(config, layer)
+    return config
+
+
+def overrides_layer(pairs: list[str], name: str = "command line") -> Layer:
+    """``--set section.key=value`` pairs as a validated layer."""
+    data: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        section, dot, field_name = key.strip().partition(".")
+        if not sep or not dot:
+            raise ConfigError(f"expected SECTION.KEY=VALUE, got {pair!r}", source=name)
+        data.setdefault(section, {})[field_name] = parse_scalar(raw.strip())
+    return validate_layer(Layer(name, data, {}), allow_extra=())

@@ -1,0 +1,92 @@
+"""GPU-model profiles: threshold layers keyed by what NVML calls the GPU.
+
+A profile is a TOML file with a ``[profile]`` table (``name``, ``title``, ``match`` — a
+list of regular expressions tried against the NVML device name) followed by ordinary
+config sections. Shipped profiles live beside this module; ``--profile FILE`` loads a
+site's own. Auto-selection picks the profile whose pattern matches the GPU name with the
+longest match, so "H100 PCIe" is not mistaken for a generic "H100".
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from .loader import ConfigError, Layer, toml_lines, validate_layer
+
+PROFILE_DIR = Path(__file__).with_name("profiles")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    title: str
+    patterns: tuple[str, ...]
+    layer: Layer
+    path: str
+
+    def match_length(self, gpu_name: str) -> int:
+        """Length of the longest pattern match in ``gpu_name`` (0: no match)."""
+        best = 0
+        for pattern in self.patterns:
+            if m := re.search(pattern, gpu_name, re.IGNORECASE):
+                best = max(best, len(m.group(0)))
+        return best
+
+
+def load_profile_file(path: str | Path) -> Profile:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except OSError as exc:
+        raise ConfigError(f"cannot read profile: {exc.strerror or exc}", source=str(p)) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", source=str(p)) from exc
+    lines = toml_lines(text)
+    meta = data.get("profile")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        raise ConfigError("a profile needs a [profile] table with a name", source=str(p),
+                          key="profile.name", line=lines.get("profile"))
+    patterns = meta.get("match", [])
+    if not isinstance(patterns, list) or not all(isinstance(x, str) for x in patterns):
+        raise ConfigError("expected a list of regular expressions", source=str(p), key="profile.match",
+                          line=lines.get("profile.match"))
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"bad regular expression {pattern!r}: {exc}", source=str(p),
+                              key="profile.match", line=lines.get("profile.match")) from exc
+    layer = validate_layer(Layer(f"profile {meta['name']} ({p})", data, lines), allow_extra=("profile",))
+    return Profile(meta["name"], str(meta.get("title", meta["name"])), tuple(patterns), layer, str(p))
+
+
+@cache
+def shipped_profiles() -> tuple[Profile, ...]:
+    return tuple(load_profile_file(p) for p in sorted(PROFILE_DIR.glob("*.toml")))
+
+
+def find_profile(name_or_path: str) -> Profile:
+    """A shipped profile by name, or a profile file by path."""
+    for profile in shipped_profiles():
+        if profile.name == name_or_path:
+            return profile
+    if Path(name_or_path).suffix == ".toml" or "/" in name_or_path:
+        return load_profile_file(name_or_path)
+    known = ", ".join(p.name for p in shipped_profiles())
+    raise ConfigError(f"unknown profile {name_or_path!r} (shipped: {known}; or give a .toml path)",
+                      source="--profile")
+
+
+def match_profile(gpu_names: list[str]) -> Profile | None:
+    """The shipped profile for the first GPU name that any profile recognises."""
+    for gpu_name in gpu_names:
+        scored = [(p.match_length(gpu_name), p) for p in shipped_profiles()]
+        scored = [s for s in scored if s[0] > 0]
+        if scored:
+            return max(scored, key=lambda s: s[0])[1]
+    return None

@@ -1,0 +1,161 @@
+"""Typed thresholds: every number a check judges against lives here, with its meaning.
+
+Defaults are deliberately conservative and GPU-model-neutral; the shipped GPU-model
+profiles (``profiles/*.toml``) and a site file refine them. ``gpu-preflight config
+defaults`` prints every field with the ``doc`` text below, so the documentation of a
+threshold and its value cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+
+def setting(default: Any, doc: str, unit: str | None = None) -> Any:
+    """A config field with its documentation (mutable defaults are copied per instance)."""
+    meta = {"doc": doc, "unit": unit}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class GpuConfig:
+    """Thresholds for the NVML-based GPU checks."""
+
+    expected_count: int | None = setting(
+        None, "GPUs this node must have; missing ones FAIL. Unset: not enforced, but zero GPUs still WARN."
+    )
+    expected_model: str | None = setting(
+        None, "Substring the GPU name must contain (e.g. 'H100'); unset: not enforced."
+    )
+    min_driver_version: str = setting("535.0", "Oldest acceptable NVIDIA driver (dotted version).")
+    min_cuda_driver_version: str = setting(
+        "12.0", "Oldest acceptable CUDA version the driver supports (as nvidia-smi shows it)."
+    )
+    expect_persistence_mode: bool = setting(
+        True, "Persistence mode should be on (otherwise every CUDA start re-initialises the GPU)."
+    )
+    mig_mode: Literal["enabled", "disabled", "any"] = setting(
+        "disabled", "Expected MIG mode; a mismatch FAILs (training needs whole GPUs unless MIG is planned)."
+    )
+    allowed_compute_modes: list[str] = setting(
+        ["default", "exclusive_process"],
+        "Compute modes that allow training; others (e.g. 'prohibited') FAIL.",
+    )
+    ecc_mode: Literal["enabled", "disabled", "any"] = setting(
+        "enabled", "Expected ECC mode; a mismatch WARNs (datacenter GPUs run with ECC on)."
+    )
+    ecc_volatile_uncorrected_fail: int = setting(
+        0, "Volatile (since last reset) uncorrectable ECC errors above this FAIL.", "errors"
+    )
+    ecc_aggregate_uncorrected_warn: int = setting(
+        0, "Lifetime uncorrectable ECC errors above this WARN.", "errors"
+    )
+    ecc_aggregate_corrected_warn: int = setting(
+        20_000_000, "Lifetime corrected ECC errors above this WARN (Azure's DRAM CE limit).", "errors"
+    )
+    sram_uncorrected_warn: int = setting(
+        0, "Lifetime uncorrectable SRAM ECC errors above this WARN, where NVML exposes them.", "errors"
+    )
+    sram_corrected_warn: int = setting(
+        10_000, "Lifetime corrected SRAM ECC errors above this WARN, where NVML exposes them.", "errors"
+    )
+    remapped_uncorrectable_rows_warn: int = setting(
+        512, "Rows remapped for uncorrectable errors above this WARN (the GPU is wearing out).", "rows"
+    )
+    retired_pages_warn: int = setting(
+        10, "Retired pages (single- plus double-bit causes, pre-Ampere GPUs) above this WARN.", "pages"
+    )
+    temp_margin_c: float = setting(
+        5.0, "WARN when the GPU is within this many degrees of its own slowdown temperature.", "C"
+    )
+    temp_warn_c: float | None = setting(
+        None, "Absolute GPU temperature that WARNs (profile value); unset: only NVML thresholds apply.", "C"
+    )
+    memory_temp_margin_c: float = setting(
+        5.0, "WARN when HBM is within this many degrees of its maximum operating temperature.", "C"
+    )
+    power_limit_min_fraction: float = setting(
+        1.0, "Enforced power limit below this fraction of the default limit WARNs (capped GPU).", "ratio"
+    )
+    pcie_expected_gen: int | None = setting(
+        None, "PCIe generation the GPU's link should reach (profile value); lower max link gen WARNs."
+    )
+    pcie_expected_width: int | None = setting(
+        None, "PCIe link width the GPU should have (profile value); narrower FAILs.", "lanes"
+    )
+    pcie_replay_warn: int = setting(1000, "PCIe replay counter above this WARNs (a marginal link).", "replays")
+    nvlink_expected_links: int | None = setting(
+        None, "Active NVLink links each GPU must have (profile value); fewer FAIL. Unset: any down link FAILs."
+    )
+    nvlink_crc_errors_warn: int = setting(
+        100, "NVLink CRC (flit + data) errors per GPU above this WARN.", "errors"
+    )
+    nvlink_recovery_errors_warn: int = setting(
+        0, "NVLink recovery events per GPU above this WARN (links retraining).", "events"
+    )
+    busy_memory_used_mib_warn: int = setting(
+        2048, "GPU memory in use above this WARNs: another job probably holds the GPU.", "MiB"
+    )
+
+
+@dataclass
+class SystemConfig:
+    """Thresholds for host checks (psutil, /proc, /sys)."""
+
+    memory_available_min_gib: float = setting(4.0, "Available RAM below this FAILs.", "GiB")
+    memory_available_warn_percent: float = setting(10.0, "Available RAM below this share WARNs.", "%")
+    disk_paths: list[str] = setting(
+        ["/", "/tmp"], "Paths whose filesystems must have free space (the report directory is added)."
+    )
+    disk_free_min_gib: float = setting(1.0, "Free space below this FAILs.", "GiB")
+    disk_free_warn_gib: float = setting(10.0, "Free space below this WARNs.", "GiB")
+    cpu_count_min: int = setting(1, "Fewer logical CPUs than this FAIL.", "CPUs")
+    load_per_cpu_warn: float = setting(
+        1.5, "1-minute load average per CPU above this WARNs (the host is busy).", "ratio"
+    )
+    shm_fail_mib: float = setting(
+        256, "/dev/shm smaller than this FAILs (NCCL needs shared memory; Docker's default is 64 MB).", "MiB"
+    )
+    shm_warn_mib: float = setting(1024, "/dev/shm smaller than this WARNs.", "MiB")
+    memlock_require_unlimited: bool = setting(
+        True, "The locked-memory limit should be unlimited (EFA and RDMA pin memory); otherwise WARN."
+    )
+    nofile_min: int = setting(32768, "Open-files soft limit below this WARNs.", "files")
+    kernel_min_version: str = setting("4.15", "Oldest acceptable kernel (dotted version).")
+    numa_expected_nodes: int | None = setting(
+        None, "NUMA nodes the host should expose; fewer WARN (NUMA disabled in BIOS?). Unset: not judged."
+    )
+    required_services: list[str] = setting(
+        ["nvidia-persistenced"], "Process names that must be running on a GPU node; missing ones WARN."
+    )
+    fabricmanager_on_nvswitch: bool = setting(
+        True, "On NVSwitch systems nv-fabricmanager must run; missing FAILs (CUDA cannot start)."
+    )
+
+
+@dataclass
+class XidConfig:
+    """How Xid events in the kernel log are judged."""
+
+    window_hours: float = setting(2.0, "Only Xid events this recent count (Azure's default window).", "h")
+    policy_file: str | None = setting(
+        None, "TOML file replacing the shipped Xid policy table (same layout as data/xid_policy.toml)."
+    )
+    severity_overrides: dict[str, str] = setting(
+        {}, "Per-Xid severity overrides, e.g. {\"13\" = \"ignore\", \"43\" = \"warn\"}."
+    )
+
+
+@dataclass
+class Config:
+    """The resolved configuration: defaults, then profile, site file, environment, CLI."""
+
+    gpu: GpuConfig = field(default_factory=GpuConfig)
+    system: SystemConfig = field(default_factory=SystemConfig)
+    xid: XidConfig = field(default_factory=XidConfig)
+
+
+SECTIONS: dict[str, type] = {f.name: f.default_factory for f in fields(Config)}  # type: ignore[misc]

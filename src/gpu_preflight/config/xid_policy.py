@@ -1,0 +1,297 @@
+"""The Xid policy: which Xids matter, how much, and what to do about them.
+
+Peers hard-code Xid lists and disagree (Azure fails on 63, NVIDIA says ignore it; EKS
+users asked for count/window thresholds after Xid 43 floods), so the judgement lives in a
+data file, ``data/xid_policy.toml``, that a site can replace or patch per Xid. Its
+format and sources are documented in the file's header.
+
+:meth:`XidPolicy.judge` turns parsed :class:`~gpu_preflight.parsers.kernel_log.XidEvent`
+records into one :class:`XidVerdict` per (Xid, GPU): events older than the window are
+dropped, events without a timestamp are kept and flagged (we cannot prove they are old),
+the same event read twice is counted once, and a rule's ``count`` decides whether a few
+application faults are still only "info". Severities stay plain strings; mapping them
+onto check statuses is the check's business.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ..parsers.kernel_log import XidEvent, normalize_pci
+from .loader import ConfigError, toml_lines
+
+__all__ = [
+    "ACTIONS", "CAUSES", "SEVERITIES", "SHIPPED_POLICY", "XidPolicy", "XidRule", "XidVerdict",
+    "load_xid_policy",
+]
+
+SHIPPED_POLICY = Path(__file__).resolve().parents[1] / "data" / "xid_policy.toml"
+SEVERITIES = ("ignore", "info", "warn", "fail")
+CAUSES = ("hardware", "application", "driver", "nvlink", "memory", "thermal-power", "unknown")
+ACTIONS = ("NONE", "RESTART_APP", "RESET_GPU", "REBOOT", "POWER_CYCLE", "CHECK_MECHANICALS",
+           "CONTACT_SUPPORT")
+OVERRIDES_SOURCE = "xid severity overrides"
+
+_CHOICES = {"severity": SEVERITIES, "cause": CAUSES, "action": ACTIONS}
+_TEXT_FIELDS = ("name", "recommendation")
+_REQUIRED = ("name", "severity", "cause", "action", "recommendation")
+_FIELDS = (*_REQUIRED, "count", "nvidia_action")
+_TABLES = ("default", "xid")
+
+
+@dataclass(frozen=True)
+class XidRule:
+    """How one Xid is judged; ``xid`` is ``None`` for the ``[default]`` rule."""
+
+    xid: int | None
+    name: str
+    severity: str
+    cause: str
+    action: str
+    recommendation: str
+    count: int = 1
+    nvidia_action: str | None = None
+
+    def severity_for(self, count: int) -> str:
+        """The severity for ``count`` events: one level lower below the rule's threshold."""
+        if count >= self.count:
+            return self.severity
+        return SEVERITIES[max(SEVERITIES.index(self.severity) - 1, 0)]
+
+
+@dataclass(frozen=True)
+class XidVerdict:
+    """All in-window events of one Xid on one GPU, judged together.
+
+    ``pci`` is normalised (``0000:38:00``) so it matches NVML's bus id after
+    :func:`~gpu_preflight.parsers.kernel_log.normalize_pci`; ``first``/``last`` span the
+    dated events only; ``undated`` says some events had no timestamp and were kept.
+    """
+
+    xid: int
+    pci: str | None
+    count: int
+    first: datetime | None
+    last: datetime | None
+    severity: str
+    rule: XidRule
+    message: str
+    undated: bool
+
+
+@dataclass(frozen=True)
+class XidPolicy:
+    """The rule table plus the fallback for Xids it does not list."""
+
+    rules: Mapping[int, XidRule]
+    default: XidRule
+    source: str
+
+    def rule(self, xid: int) -> XidRule:
+        """The rule for ``xid``, or the default rule (``xid is None``) when unlisted."""
+        return self.rules.get(xid, self.default)
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> XidPolicy:
+        """A copy with per-Xid severities replaced; ``"default"`` targets the fallback."""
+        rules = dict(self.rules)
+        default = self.default
+        for key, severity in overrides.items():
+            dotted = f"xid.severity_overrides.{key}"
+            _check_override_severity(severity, dotted)
+            if str(key).strip() == "default":
+                default = replace(default, severity=severity)
+                continue
+            xid = _xid_number(str(key), dotted, OVERRIDES_SOURCE, None)
+            base = rules.get(xid) or replace(default, xid=xid)
+            rules[xid] = replace(base, severity=severity)
+        return XidPolicy(MappingProxyType(rules), default, self.source)
+
+    def judge(self, events: Sequence[XidEvent], *, now: datetime,
+              window_hours: float) -> list[XidVerdict]:
+        """One verdict per (Xid, GPU) for the events inside ``window_hours`` before ``now``.
+
+        The window includes its start; events stamped after ``now`` (clock skew) count as
+        recent. Verdicts come worst first, then by Xid and PCI address.
+        """
+        cutoff = _cutoff(now, window_hours)
+        groups: dict[tuple[int, str | None], list[XidEvent]] = {}
+        for event in _in_window(events, cutoff):
+            groups.setdefault((event.xid, _pci_key(event.pci)), []).append(event)
+        verdicts = [self._verdict(xid, pci, group) for (xid, pci), group in groups.items()]
+        return sorted(verdicts, key=lambda v: (-SEVERITIES.index(v.severity), v.xid, v.pci or ""))
+
+    def _verdict(self, xid: int, pci: str | None, events: list[XidEvent]) -> XidVerdict:
+        rule = self.rule(xid)
+        dated = sorted((e.timestamp, i, e) for i, e in enumerate(events) if e.timestamp is not None)
+        return XidVerdict(
+            xid=xid,
+            pci=pci,
+            count=len(events),
+            first=dated[0][0] if dated else None,
+            last=dated[-1][0] if dated else None,
+            severity=rule.severity_for(len(events)),
+            rule=rule,
+            message=(dated[-1][2] if dated else events[-1]).message,
+            undated=len(dated) < len(events),
+        )
+
+
+def load_xid_policy(path: str | Path | None = None,
+                    overrides: Mapping[str, str] | None = None) -> XidPolicy:
+    """The policy from ``path`` (the shipped table by default), with severity overrides.
+
+    Every mistake raises :class:`ConfigError` naming the file, the dotted key
+    (``xid.13.severity``) and the line, so a typo cannot silently fall back to a default.
+    """
+    source = Path(path) if path is not None else SHIPPED_POLICY
+    text = _read(source)
+    data = _parse(text, str(source))
+    policy = _build(data, toml_lines(text), str(source))
+    return policy.with_overrides(overrides) if overrides else policy
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read Xid policy: {exc.strerror or exc}", source=str(path)) from exc
+
+
+def _parse(text: str, source: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise ConfigError(f"invalid TOML: {exc}", source=source,
+                          line=int(m.group(1)) if m else None) from exc
+
+
+def _build(data: Mapping[str, Any], lines: Mapping[str, int], source: str) -> XidPolicy:
+    for key in data:
+        if key not in _TABLES:
+            raise ConfigError(f"unknown table{_suggest(key, _TABLES)}", source=source, key=key,
+                              line=_line(lines, key))
+    if "default" not in data:
+        raise ConfigError("missing [default] table (the rule for Xids not listed)", source=source,
+                          key="default")
+    default = _rule(None, data["default"], "default", lines, source)
+    xids = data.get("xid", {})
+    if not isinstance(xids, Mapping):
+        raise ConfigError("must be a table of [xid.<number>] tables", source=source, key="xid",
+                          line=_line(lines, "xid"))
+    rules = {}
+    for key, table in xids.items():
+        dotted = f"xid.{key}"
+        xid = _xid_number(key, dotted, source, _line(lines, dotted))
+        rules[xid] = _rule(xid, table, dotted, lines, source)
+    return XidPolicy(MappingProxyType(rules), default, source)
+
+
+def _rule(xid: int | None, table: Any, where: str, lines: Mapping[str, int], source: str) -> XidRule:
+    if not isinstance(table, Mapping):
+        raise ConfigError("must be a table of rule fields", source=source, key=where,
+                          line=_line(lines, where))
+    for key in table:
+        if key not in _FIELDS:
+            raise ConfigError(f"unknown field{_suggest(key, _FIELDS)}", source=source,
+                              key=f"{where}.{key}", line=_line(lines, f"{where}.{key}"))
+    for key in _REQUIRED:
+        if key not in table:
+            raise ConfigError(f"missing required field '{key}'", source=source,
+                              key=f"{where}.{key}", line=_line(lines, where))
+    values = {key: _field(key, table[key], f"{where}.{key}", lines, source) for key in table}
+    return XidRule(xid=xid, **values)
+
+
+def _field(key: str, value: Any, dotted: str, lines: Mapping[str, int], source: str) -> Any:
+    problem = _field_problem(key, value)
+    if problem:
+        raise ConfigError(problem, source=source, key=dotted, line=_line(lines, dotted))
+    return value
+
+
+def _field_problem(key: str, value: Any) -> str | None:
+    """Why ``value`` is not valid for rule field ``key``, or ``None`` when it is."""
+    if key in _CHOICES:
+        if value not in _CHOICES[key]:
+            return f"expected one of {', '.join(map(repr, _CHOICES[key]))}, got {value!r}"
+    elif key == "count":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return f"expected an integer >= 1, got {value!r}"
+    elif not isinstance(value, str) or not value.strip():
+        return f"expected a non-empty string, got {value!r}"
+    return None
+
+
+def _check_override_severity(severity: Any, dotted: str) -> None:
+    if severity not in SEVERITIES:
+        raise ConfigError(f"expected one of {', '.join(map(repr, SEVERITIES))}, got {severity!r}",
+                          source=OVERRIDES_SOURCE, key=dotted)
+
+
+def _xid_number(key: str, dotted: str, source: str, line: int | None) -> int:
+    text = key.strip()
+    if not text.isdigit():
+        raise ConfigError(f"Xid must be a non-negative integer, got {key!r}", source=source,
+                          key=dotted, line=line)
+    return int(text)
+
+
+def _line(lines: Mapping[str, int], dotted: str) -> int | None:
+    """Line of ``dotted`` or of the nearest enclosing table that has one."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        if (line := lines.get(".".join(parts[:end]))) is not None:
+            return line
+    return None
+
+
+def _suggest(name: str, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(choices)})"
+
+
+def _cutoff(now: datetime, window_hours: float) -> datetime:
+    if now.utcoffset() is None:
+        raise ValueError(f"now must be timezone-aware, got {now!r}")
+    if not math.isfinite(window_hours) or window_hours < 0:
+        raise ValueError(f"window_hours must be a finite number >= 0, got {window_hours!r}")
+    return now - timedelta(hours=window_hours)
+
+
+def _in_window(events: Sequence[XidEvent], cutoff: datetime) -> list[XidEvent]:
+    """Dated events at or after ``cutoff`` (each distinct event once) and all undated ones.
+
+    Undated events cannot be de-duplicated: two identical lines without a time may be two
+    real events, so they are all kept.
+    """
+    kept: list[XidEvent] = []
+    seen: set[tuple[Any, ...]] = set()
+    for event in events:
+        if event.timestamp is not None:
+            if event.timestamp < cutoff:
+                continue
+            key = (event.xid, _pci_key(event.pci), event.timestamp, event.pid, event.message)
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(event)
+    return kept
+
+
+def _pci_key(pci: str | None) -> str | None:
+    if pci is None:
+        return None
+    try:
+        return normalize_pci(pci)
+    except ValueError:
+        return pci.strip().lower()

@@ -1,0 +1,174 @@
+"""Run the node checks: select → probe (timeouts, isolation) → evaluate → report.
+
+Fail closed at every step: a probe that raises or times out turns every check that
+needs it into ``ERROR``; a check that raises, hangs or says nothing is ``ERROR`` too.
+Nothing that could not be measured ever reaches the report as ``PASS``.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+from . import registry
+from .config import Config, Profile, build_config, find_profile, match_profile
+from .model import CheckResult, Finding, NodeReport, Status, jsonable
+from .registry import CheckContext, CheckSpec, ProbeContext
+
+T = TypeVar("T")
+
+
+@dataclass
+class RunOptions:
+    """Everything that shapes one node run (the CLI's ``run`` flags, as a library API)."""
+
+    suite: str = "quick"
+    include: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    profile: str | None = None
+    config_file: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    expect_gpus: int | None = None
+    replay: str | None = None
+    kernel_log: str | None = None
+    report_dir: str | None = None
+    timeout_s: float = 30.0
+    fail_on: str = "fail"
+    environ: Mapping[str, str] | None = None
+
+
+class Timeout(Exception):
+    """A probe or check did not finish within its time limit."""
+
+
+def call_with_timeout(fn: Callable[[], T], timeout_s: float, name: str) -> T:
+    """Run ``fn`` in a daemon thread; raise :class:`Timeout` if it does not return in time.
+
+    A hung call (NVML on a dying GPU, a blocked /proc read) cannot be killed from
+    Python, but a daemon thread lets the run report it and exit instead of hanging.
+    """
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise Timeout(f"{name} did not finish within {timeout_s:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+def _resolve_config(options: RunOptions, profile: Profile | None) -> tuple[Config, list[str]]:
+    overrides = list(options.overrides)
+    if options.expect_gpus is not None:
+        overrides.append(f"gpu.expected_count={int(options.expect_gpus)}")
+    return build_config(profile=profile, config_file=options.config_file, overrides=overrides,
+                        environ=options.environ)
+
+
+def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
+    """Run the selected node checks and return the node report.
+
+    Accepts a :class:`RunOptions` or its fields as keyword arguments, e.g.
+    ``run_checks(replay="node.json", include=["gpu.*"])``. Raises
+    :class:`~gpu_preflight.config.ConfigError` for bad configuration and ``KeyError`` for
+    a ``--check``/``--skip`` pattern that matches no check.
+    """
+    opts = options or RunOptions(**kwargs)
+    started = time.perf_counter()
+    timestamp = datetime.now(timezone.utc).isoformat()
+    specs = registry.select(opts.suite, opts.include, opts.exclude)
+    explicit = find_profile(opts.profile) if opts.profile and opts.profile != "auto" else None
+    config, sources = _resolve_config(opts, explicit)
+
+    probe_opts = {"replay": opts.replay, "kernel_log": opts.kernel_log, "report_dir": opts.report_dir}
+    needed = sorted({n for spec in specs for n in spec.needs})
+    probe_ctx = ProbeContext(config, probe_opts, opts.timeout_s)
+    facts, probe_errors = _run_probes(needed, probe_ctx, opts.timeout_s)
+
+    profile = explicit
+    if profile is None and "gpu" in facts:
+        profile = match_profile(facts["gpu"].names)
+        if profile is not None:
+            config, sources = _resolve_config(opts, profile)
+
+    host = facts["system"].hostname if "system" in facts else socket.gethostname()
+    ctx = CheckContext(host=host, facts=facts, config=config, options=probe_opts)
+    results = [_run_check(spec, ctx, probe_errors, opts.timeout_s) for spec in specs]
+    return NodeReport(
+        hostname=host,
+        timestamp=timestamp,
+        results=results,
+        facts={name: jsonable(value) for name, value in facts.items()},
+        profile=profile.name if profile else None,
+        config_sources=sources,
+        duration_s=time.perf_counter() - started,
+        fail_on=opts.fail_on,
+        raw_artifacts=dict(probe_ctx.artifacts),
+    )
+
+
+def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float) -> tuple[dict[str, Any], dict[str, str]]:
+    """Run probes concurrently; return facts and, for failed probes, the reason."""
+    facts: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    threads = []
+    lock = threading.Lock()
+
+    def work(name: str) -> None:
+        spec = registry.get_probe(name)
+        try:
+            value = call_with_timeout(lambda: spec.fn(ctx), timeout_s, f"probe {name}")
+        except Timeout as exc:
+            with lock:
+                errors[name] = str(exc)
+        except Exception as exc:
+            with lock:
+                errors[name] = f"probe {name} failed: {type(exc).__name__}: {exc}"
+        else:
+            with lock:
+                facts[name] = value
+
+    for name in names:
+        t = threading.Thread(target=work, args=(name,), name=f"run-probe-{name}", daemon=True)
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()  # each probe is already bounded by call_with_timeout
+    return facts, errors
+
+
+def _run_check(spec: CheckSpec, ctx: CheckContext, probe_errors: dict[str, str], timeout_s: float) -> CheckResult:
+    t0 = time.perf_counter()
+    failed = [probe_errors[n] for n in spec.needs if n in probe_errors]
+    if failed:
+        findings = [Finding(spec.id, Status.ERROR, ctx.host, "probe_failed",
+                            f"could not gather what this check needs: {'; '.join(failed)}",
+                            recommendation="Re-run with --verbose; a hung probe often means a GPU or "
+                                           "driver in trouble: check dmesg and nvidia-smi.")]
+        return CheckResult(spec.id, spec.title, findings, time.perf_counter() - t0)
+    try:
+        findings = list(call_with_timeout(lambda: list(spec.fn(ctx)), timeout_s, f"check {spec.id}"))
+    except Timeout as exc:
+        findings = [Finding(spec.id, Status.ERROR, ctx.host, "check_timeout", str(exc))]
+    except Exception as exc:
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        findings = [Finding(spec.id, Status.ERROR, ctx.host, "check_crashed",
+                            f"check raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})",
+                            recommendation="This is a gpu-preflight bug: please report it with the snapshot.")]
+    if not findings:
+        findings = [Finding(spec.id, Status.ERROR, ctx.host, "no_result", "check produced no finding")]
+    return CheckResult(spec.id, spec.title, findings, time.perf_counter() - t0)

@@ -1,0 +1,204 @@
+"""Statuses, findings, check results and the node report.
+
+Everything a check produces is a :class:`Finding`; everything a run produces is a
+:class:`NodeReport`. Both are plain dataclasses that serialise to JSON without custom
+encoders, so reports can be re-rendered later from the saved file alone.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = "1.0"
+
+
+class Status(str, enum.Enum):
+    """Outcome of a check for one subject.
+
+    ``ERROR`` means "could not measure": it is never a pass, and by default it gates a
+    run like ``FAIL``. The verdict of a set of findings is the one with the highest
+    :attr:`rank`; a definite ``FAIL`` outranks ``ERROR`` because it tells the operator
+    more (the node is bad, not merely unexamined).
+    """
+
+    PASS = "PASS"
+    SKIP = "SKIP"
+    WARN = "WARN"
+    ERROR = "ERROR"
+    FAIL = "FAIL"
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self]
+
+    @property
+    def exit_code(self) -> int:
+        """Process exit code for a verdict: 0 pass, 1 warn, 2 fail, 3 error."""
+        return _EXIT[self]
+
+    @classmethod
+    def worst(cls, statuses: Any) -> Status:
+        """Worst of an iterable of statuses; ``PASS`` when empty."""
+        worst = cls.PASS
+        for status in statuses:
+            if cls(status).rank > worst.rank:
+                worst = cls(status)
+        return worst
+
+
+_RANK = {Status.PASS: 0, Status.SKIP: 1, Status.WARN: 2, Status.ERROR: 3, Status.FAIL: 4}
+_EXIT = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.FAIL: 2, Status.ERROR: 3}
+
+
+@dataclass(frozen=True)
+class NA:
+    """A reading that could not be taken, with the reason.
+
+    Records hold ``NA`` instead of a fake zero so that a check can tell "zero errors"
+    from "the driver would not say", and so that the report shows why.
+    """
+
+    reason: str
+
+    def __bool__(self) -> bool:  # an NA is never truthy, so `if reading:` stays honest
+        return False
+
+    def __str__(self) -> str:
+        return f"N/A ({self.reason})"
+
+
+def is_na(value: object) -> bool:
+    return isinstance(value, NA)
+
+
+@dataclass
+class Finding:
+    """One judged observation: the unit every reporter renders.
+
+    ``check_id`` is the stable dotted id of the check that produced it, ``subject`` names
+    what was judged (``host/gpu2``, ``host``), ``code`` is a short cause slug that stays
+    stable across releases so alerting can key on it.
+    """
+
+    check_id: str
+    status: Status
+    subject: str
+    code: str
+    summary: str
+    observed: Any = None
+    expected: Any = None
+    unit: str | None = None
+    recommendation: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        data["observed"] = jsonable(self.observed)
+        data["expected"] = jsonable(self.expected)
+        data["details"] = jsonable(self.details)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        return cls(
+            check_id=data["check_id"],
+            status=Status(data["status"]),
+            subject=data["subject"],
+            code=data["code"],
+            summary=data["summary"],
+            observed=data.get("observed"),
+            expected=data.get("expected"),
+            unit=data.get("unit"),
+            recommendation=data.get("recommendation"),
+            details=data.get("details") or {},
+        )
+
+
+@dataclass
+class CheckResult:
+    """All findings of one check in one run, with its own timing."""
+
+    check_id: str
+    title: str
+    findings: list[Finding]
+    duration_s: float
+
+    @property
+    def status(self) -> Status:
+        return Status.worst(f.status for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check_id": self.check_id,
+            "title": self.title,
+            "status": self.status.value,
+            "duration_s": round(self.duration_s, 6),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+@dataclass
+class NodeReport:
+    """The result of running the node checks on one host.
+
+    ``facts`` holds the JSON form of every probe's record (the inputs the checks judged),
+    ``artifacts`` the paths of raw outputs saved beside the report.
+    """
+
+    hostname: str
+    timestamp: str
+    results: list[CheckResult]
+    facts: dict[str, Any] = field(default_factory=dict)
+    profile: str | None = None
+    config_sources: list[str] = field(default_factory=list)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    duration_s: float = 0.0
+    fail_on: str = "fail"
+    raw_artifacts: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for r in self.results for f in r.findings]
+
+    @property
+    def status(self) -> Status:
+        return Status.worst(f.status for f in self.findings)
+
+    @property
+    def exit_code(self) -> int:
+        return gated_exit_code(self.status, self.fail_on)
+
+
+def gated_exit_code(status: Status, fail_on: str) -> int:
+    """Exit code for a verdict; ``fail_on="warn"`` makes warnings gate like failures."""
+    if fail_on == "warn" and status is Status.WARN:
+        return Status.FAIL.exit_code
+    return status.exit_code
+
+
+def gating_statuses(fail_on: str) -> frozenset[Status]:
+    """Statuses that make a run a failure under the given ``--fail-on`` policy."""
+    gating = {Status.FAIL, Status.ERROR}
+    if fail_on == "warn":
+        gating.add(Status.WARN)
+    return frozenset(gating)
+
+
+def jsonable(value: Any) -> Any:
+    """Convert records (dataclasses, NA, enums, tuples) into JSON-ready values."""
+    if isinstance(value, NA):
+        return {"na": value.reason}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: jsonable(getattr(value, k)) for k in value.__dataclass_fields__}
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return None
+    return value

@@ -1,0 +1,1 @@
+"""Parsers: pure text → typed records, one module per tool or format."""

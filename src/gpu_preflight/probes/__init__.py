@@ -1,0 +1,1 @@
+"""Probes gather facts through backends; they never judge. Each registers with ``@probe``."""

@@ -1,0 +1,157 @@
+"""Self-registration of checks and probes.
+
+A check module declares ``@check("gpu.ecc", needs=("gpu",))`` on a pure function and is
+found by :func:`discover`, which imports every module of :mod:`gpu_preflight.checks`.
+Adding a check therefore touches one module; there is no central list to edit.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .model import Finding
+
+CheckFn = Callable[["CheckContext"], "Iterable[Finding]"]
+ProbeFn = Callable[["ProbeContext"], Any]
+
+SUITES = ("quick", "full")
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """A registered check: its id, what facts it needs and where it runs."""
+
+    id: str
+    fn: CheckFn
+    needs: tuple[str, ...]
+    title: str
+    doc: str
+    suites: tuple[str, ...] = SUITES
+    tags: tuple[str, ...] = ()
+
+    def matches(self, pattern: str) -> bool:
+        """Glob on the id (``gpu.*``) or exact tag (``gpu``)."""
+        return fnmatch.fnmatchcase(self.id, pattern) or pattern in self.tags
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """A registered probe: gathers one named fact through the backends."""
+
+    name: str
+    fn: ProbeFn
+    doc: str
+
+
+@dataclass
+class CheckContext:
+    """What a check may look at: facts gathered by probes, and thresholds. No I/O."""
+
+    host: str
+    facts: dict[str, Any]
+    config: Config
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def fact(self, name: str) -> Any:
+        return self.facts[name]
+
+
+@dataclass
+class ProbeContext:
+    """What a probe may use: the config, run options (replay file, kernel log file...)."""
+
+    config: Config
+    options: dict[str, Any]
+    timeout_s: float
+    artifacts: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def save_artifact(self, name: str, filename: str, content: str) -> None:
+        """Keep raw tool output; it is written beside the report, never inlined in it."""
+        self.artifacts[name] = (filename, content)
+
+
+_CHECKS: dict[str, CheckSpec] = {}
+_PROBES: dict[str, ProbeSpec] = {}
+
+
+def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SUITES,
+          tags: tuple[str, ...] = ()) -> Callable[[CheckFn], CheckFn]:
+    """Register a check. Its docstring's first line is the title, the rest its explanation."""
+
+    def register(fn: CheckFn) -> CheckFn:
+        if check_id in _CHECKS and _CHECKS[check_id].fn is not fn:
+            raise ValueError(f"check id {check_id!r} registered twice")
+        doc = inspect.cleandoc(fn.__doc__ or check_id)
+        title = doc.splitlines()[0].rstrip(".")
+        _CHECKS[check_id] = CheckSpec(check_id, fn, needs, title, doc, suites,
+                                      (check_id.split(".")[0], *tags))
+        return fn
+
+    return register
+
+
+def probe(name: str) -> Callable[[ProbeFn], ProbeFn]:
+    """Register the probe that provides fact ``name``."""
+
+    def register(fn: ProbeFn) -> ProbeFn:
+        _PROBES[name] = ProbeSpec(name, fn, inspect.cleandoc(fn.__doc__ or name))
+        return fn
+
+    return register
+
+
+_discovered = False
+
+
+def discover() -> None:
+    """Import every check and probe module once (they register on import)."""
+    global _discovered
+    if _discovered:
+        return
+    from . import checks, probes
+
+    for package in (probes, checks):
+        for mod in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{mod.name}")
+    _discovered = True
+
+
+def all_checks() -> list[CheckSpec]:
+    discover()
+    return sorted(_CHECKS.values(), key=lambda c: c.id)
+
+
+def get_check(check_id: str) -> CheckSpec:
+    discover()
+    return _CHECKS[check_id]
+
+
+def get_probe(name: str) -> ProbeSpec:
+    discover()
+    return _PROBES[name]
+
+
+def select(suite: str, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> list[CheckSpec]:
+    """Checks of a suite, narrowed by ``--check`` patterns and minus ``--skip`` patterns.
+
+    An include pattern that matches nothing is an error: a typo must not silently run
+    nothing and report success.
+    """
+    include, exclude = list(include), list(exclude)
+    specs = all_checks()
+    for pattern in [*include, *exclude]:
+        if not any(s.matches(pattern) for s in specs):
+            known = ", ".join(s.id for s in specs)
+            raise KeyError(f"no check matches {pattern!r} (known: {known})")
+    chosen = [s for s in specs if suite in s.suites]
+    if include:
+        chosen = [s for s in specs if any(s.matches(p) for p in include)]
+    return [s for s in chosen if not any(s.matches(p) for p in exclude)]

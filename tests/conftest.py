@@ -1,0 +1,34 @@
+"""Shared fixtures: where the third-party corpus and our own captured data live."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+H200_DUMP = FIXTURES / "captured" / "h200-580.159.04" / "nvml_capture.json"
+
+
+def corpus_root() -> Path:
+    """The shared corpus: ``$GPU_PREFLIGHT_CORPUS`` or ``../shared/corpus`` beside the repo."""
+    return Path(os.environ.get("GPU_PREFLIGHT_CORPUS", REPO.parent / "shared" / "corpus"))
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """The corpus directory; its absence is a test failure, never a skip (CI must run these)."""
+    root = corpus_root()
+    if not (root / "MANIFEST.md").is_file():
+        pytest.fail(f"corpus not found at {root}: set GPU_PREFLIGHT_CORPUS")
+    return root
+
+
+@pytest.fixture
+def h200_dump() -> dict[str, Any]:
+    """A fresh copy of the real H200 NVML dump, safe to edit for fault injection."""
+    return json.loads(H200_DUMP.read_text())
