@@ -6,15 +6,36 @@ Library use::
     node = run_checks(replay="node.json", include=["gpu.*"])
     print(node.status, node.exit_code)
     report = build_report([node])   # the canonical JSON report dict
+
+The names below are imported on first use, so ``import gpu_preflight`` (and the CLI's
+start-up) does not pay for the engine, reporters or their dependencies.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from .engine import RunOptions, run_checks  # noqa: E402
-from .model import NA, CheckResult, Finding, NodeReport, Status  # noqa: E402
-from .report.canonical import build_report  # noqa: E402
+_EXPORTS = {
+    "run_checks": "engine", "RunOptions": "engine",
+    "NA": "model", "CheckResult": "model", "Finding": "model", "NodeReport": "model", "Status": "model",
+    "build_report": "report.canonical",
+}
+
+if TYPE_CHECKING:
+    from .engine import RunOptions, run_checks
+    from .model import NA, CheckResult, Finding, NodeReport, Status
+    from .report.canonical import build_report
 
 __all__ = ["NA", "CheckResult", "Finding", "NodeReport", "RunOptions", "Status", "__version__",
            "build_report", "run_checks"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

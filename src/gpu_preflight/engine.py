@@ -10,7 +10,6 @@ from __future__ import annotations
 import socket
 import threading
 import time
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -165,6 +164,8 @@ def _run_check(spec: CheckSpec, ctx: CheckContext, probe_errors: dict[str, str],
     except Timeout as exc:
         findings = [Finding(spec.id, Status.ERROR, ctx.host, "check_timeout", str(exc))]
     except Exception as exc:
+        import traceback
+
         where = traceback.extract_tb(exc.__traceback__)[-1]
         findings = [Finding(spec.id, Status.ERROR, ctx.host, "check_crashed",
                             f"check raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})",

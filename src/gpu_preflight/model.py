@@ -48,6 +48,16 @@ class Status(str, enum.Enum):
         return worst
 
 
+def verdict(statuses: Any) -> Status:
+    """Overall status of a run: the worst status, except that skipped checks beside passing
+    ones do not turn a pass into "SKIP" (a run where *nothing* was checked stays SKIP)."""
+    seen = [Status(s) for s in statuses]
+    worst = Status.worst(seen)
+    if worst is Status.SKIP and Status.PASS in seen:
+        return Status.PASS
+    return worst
+
+
 _RANK = {Status.PASS: 0, Status.SKIP: 1, Status.WARN: 2, Status.ERROR: 3, Status.FAIL: 4}
 _EXIT = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.FAIL: 2, Status.ERROR: 3}
 
@@ -165,7 +175,7 @@ class NodeReport:
 
     @property
     def status(self) -> Status:
-        return Status.worst(f.status for f in self.findings)
+        return verdict(f.status for f in self.findings)
 
     @property
     def exit_code(self) -> int:

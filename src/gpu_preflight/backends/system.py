@@ -10,6 +10,7 @@ import os
 import platform
 import resource
 import socket
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +19,8 @@ from ..model import NA
 from ..records import DiskUsage, SystemFacts
 
 T = TypeVar("T")
+# CPU usage is measured over the probe's own work, padded to at least this long.
+CPU_SAMPLE_S = 0.01
 
 
 def attempt(fn: Callable[[], T]) -> T | NA:
@@ -70,10 +73,28 @@ def process_names() -> list[str]:
     return sorted(names)
 
 
+def _others_busy_percent(idle: float, me: Any, own_before: Any, elapsed: float) -> float:
+    """Host CPU use during the sample, minus gpu-preflight's own share (it would otherwise
+    report its own start-up as load)."""
+    import psutil
+
+    busy = 100.0 - idle
+    if isinstance(own_before, NA) or elapsed <= 0:
+        return busy
+    own_after = me.cpu_times()
+    own = (own_after.user + own_after.system - own_before.user - own_before.system) / elapsed
+    share = 100.0 * own / (psutil.cpu_count() or 1)
+    return round(max(0.0, busy - share), 1)
+
+
 def read_system(disk_paths: Iterable[str]) -> SystemFacts:
     """Every host reading the system checks need, each independently."""
     import psutil
 
+    me = psutil.Process()
+    cpu_before = attempt(lambda: psutil.cpu_times_percent(interval=None))
+    own_before = attempt(me.cpu_times)
+    started = time.monotonic()
     vm = attempt(psutil.virtual_memory)
     memlock = attempt(lambda: _rlimit(resource.RLIMIT_MEMLOCK))
     nofile = attempt(lambda: _rlimit(resource.RLIMIT_NOFILE))
@@ -81,20 +102,25 @@ def read_system(disk_paths: Iterable[str]) -> SystemFacts:
     def part(value: Any, i: int) -> Any:
         return value if isinstance(value, NA) else value[i]
 
+    processes = attempt(process_names)
+    disks = [disk_usage(p) for p in dict.fromkeys(disk_paths)]
+    time.sleep(max(0.0, CPU_SAMPLE_S - (time.monotonic() - started)))
+    busy = attempt(lambda: _others_busy_percent(psutil.cpu_times_percent(interval=None).idle, me, own_before,
+                                                time.monotonic() - started))
     return SystemFacts(
         hostname=socket.gethostname(),
         kernel=attempt(platform.release),
         memory_total_bytes=vm if isinstance(vm, NA) else vm.total,
         memory_available_bytes=vm if isinstance(vm, NA) else vm.available,
         cpu_count=attempt(lambda: psutil.cpu_count(logical=True) or 0),
-        cpu_percent=attempt(lambda: psutil.cpu_percent(interval=0.05)),
+        cpu_percent=busy if not isinstance(cpu_before, NA) else cpu_before,
         load_1m=attempt(lambda: os.getloadavg()[0]),
-        disks=[disk_usage(p) for p in dict.fromkeys(disk_paths)],
+        disks=disks,
         shm_total_bytes=attempt(lambda: psutil.disk_usage("/dev/shm").total),
         memlock_soft=part(memlock, 0),
         memlock_hard=part(memlock, 1),
         nofile_soft=part(nofile, 0),
         nofile_hard=part(nofile, 1),
         numa_nodes=attempt(numa_nodes),
-        processes=attempt(process_names),
+        processes=processes,
     )

@@ -9,7 +9,7 @@ to a default.
 
 from __future__ import annotations
 
-import difflib
+import functools
 import os
 import re
 import tomllib
@@ -129,7 +129,7 @@ def validate_layer(layer: Layer, allow_extra: tuple[str, ...]) -> Layer:
             raise ConfigError("must be a table of settings", source=layer.name, key=section,
                               line=layer.line_of(section))
         known = {f.name: f for f in fields(SECTIONS[section])}
-        hints = typing.get_type_hints(SECTIONS[section])
+        hints = _hints(SECTIONS[section])
         clean[section] = {}
         for key, value in values.items():
             dotted = f"{section}.{key}"
@@ -144,7 +144,14 @@ def validate_layer(layer: Layer, allow_extra: tuple[str, ...]) -> Layer:
     return Layer(layer.name, clean, layer.lines)
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
 def _suggest(name: str, choices: Mapping[str, Any]) -> str:
+    import difflib  # only on the error path
+
     close = difflib.get_close_matches(name, list(choices), n=1)
     return f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(sorted(choices))})"
 

@@ -247,11 +247,15 @@ def _xid_number(key: str, dotted: str, source: str, line: int | None) -> int:
 
 
 def _line(lines: Mapping[str, int], dotted: str) -> int | None:
-    """Line of ``dotted`` or of the nearest enclosing table that has one."""
+    """Line of ``dotted``, else of its nearest enclosing table (or that table's first entry)."""
     parts = dotted.split(".")
     for end in range(len(parts), 0, -1):
-        if (line := lines.get(".".join(parts[:end]))) is not None:
-            return line
+        prefix = ".".join(parts[:end])
+        if prefix in lines:
+            return lines[prefix]
+        nested = [line for key, line in lines.items() if key.startswith(f"{prefix}.")]
+        if nested:
+            return min(nested)
     return None
 
 

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..backends import nvml, pci
 from ..model import NA
 from ..records import GpuFacts, GpuProcess, GpuRecord, NvLink
 from ..registry import ProbeContext, probe
@@ -54,6 +53,8 @@ def gpu_probe(ctx: ProbeContext) -> GpuFacts:
     replay = ctx.options.get("replay")
     if replay:
         return facts_from_dump(load_dump(replay), source=f"replay:{replay}")
+    from ..backends import nvml, pci  # the live path only: replay needs neither ctypes nor pynvml
+
     pci_gpus = pci.nvidia_gpus()
     try:
         dump = nvml.collect(device_timeout_s=ctx.timeout_s * 0.8)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..model import SCHEMA_VERSION, Finding, NodeReport, Status, gated_exit_code, gating_statuses
+from ..model import SCHEMA_VERSION, Finding, NodeReport, Status, gated_exit_code, gating_statuses, verdict
 
 # cluster_summary.test_results: group name → check-id globs. A group is true when it
 # has a PASS and nothing worse than SKIP, false when anything WARNs or worse, and null
@@ -42,7 +42,7 @@ def _group_result(findings: list[Finding], patterns: tuple[str, ...]) -> bool | 
 
 def summarize(findings: list[Finding], fail_on: str) -> dict[str, Any]:
     """The ``summary`` block: overall status, test groups, issues and recommendations."""
-    overall = Status.worst(f.status for f in findings)
+    overall = verdict(f.status for f in findings)
     ordered = sorted((f for f in findings if f.status.rank >= Status.WARN.rank),
                      key=lambda f: (-f.status.rank, f.check_id, f.subject))
     issues = [f"[{f.status.value}] {f.subject} {f.check_id}: {f.summary}" for f in ordered]
@@ -69,7 +69,9 @@ def _gpu_section(facts: dict[str, Any]) -> dict[str, Any]:
 
         def num(key: str, scale: float = 1.0, _rec: dict[str, Any] = rec) -> Any:
             v = _rec.get(key)
-            return round(v / scale, 2) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                return None
+            return round(v / scale) if scale != 1.0 else v
 
         out[f"gpu_{rec['index']}"] = {
             "name": rec.get("name") if isinstance(rec.get("name"), str) else None,
