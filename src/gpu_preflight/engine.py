@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from . import registry
@@ -88,7 +88,7 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
     """
     opts = options or RunOptions(**kwargs)
     started = time.perf_counter()
-    timestamp = datetime.now(timezone.utc).isoformat()
+    timestamp = datetime.now(UTC).isoformat()
     specs = registry.select(opts.suite, opts.include, opts.exclude)
     explicit = find_profile(opts.profile) if opts.profile and opts.profile != "auto" else None
     config, sources = _resolve_config(opts, explicit)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 SCHEMA_VERSION = "1.0"
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     """Outcome of a check for one subject.
 
     ``ERROR`` means "could not measure": it is never a pass, and by default it gates a
@@ -203,6 +204,8 @@ def jsonable(value: Any) -> Any:
         return {"na": value.reason}
     if isinstance(value, enum.Enum):
         return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):

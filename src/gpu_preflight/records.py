@@ -8,8 +8,10 @@ and the report can say why a check was skipped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from .model import NA
+from .parsers.kernel_log import XidEvent
 
 IntR = int | NA
 FloatR = float | NA
@@ -144,3 +146,15 @@ class SystemFacts:
     nofile_hard: IntR = NA("not read")
     numa_nodes: IntR = NA("not read")
     processes: list[str] | NA = NA("not read")
+
+
+@dataclass
+class KernelLogFacts:
+    """Xid events read from the kernel log, or why the log could not be read."""
+
+    available: bool
+    source: str
+    read_at: datetime
+    reason: str | None = None
+    events: list[XidEvent] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)

@@ -14,6 +14,7 @@ stop the other GPUs from being read.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 import time
@@ -260,10 +261,8 @@ def collect(device_timeout_s: float = 10.0, nvml: Any = None) -> dict[str, Any]:
         count = system["nvmlDeviceGetCount"].get("ok") or 0
         devices = _read_devices(nvml, int(count), device_timeout_s)
     finally:
-        try:
+        with contextlib.suppress(Exception):  # a failed shutdown changes nothing we report
             nvml.nvmlShutdown()
-        except Exception:  # noqa: S110 - shutdown failure changes nothing we report
-            pass
     return {
         "pynvml_version": getattr(nvml, "__version__", None),
         "source": "live",

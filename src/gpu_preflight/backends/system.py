@@ -83,7 +83,7 @@ def _others_busy_percent(idle: float, me: Any, own_before: Any, elapsed: float) 
         return busy
     own_after = me.cpu_times()
     own = (own_after.user + own_after.system - own_before.user - own_before.system) / elapsed
-    share = 100.0 * own / (psutil.cpu_count() or 1)
+    share = 100.0 * float(own) / (psutil.cpu_count() or 1)
     return round(max(0.0, busy - share), 1)
 
 

@@ -9,7 +9,7 @@ is a SKIP naming what could not be read.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..model import NA, Finding, Status
 from ..records import GpuFacts, GpuRecord
@@ -54,5 +54,6 @@ def version_below(actual: str, minimum: str) -> bool:
     return a + (0,) * (width - len(a)) < m + (0,) * (width - len(m))
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: object) -> TypeGuard[int | float]:
+    """A real reading (not NA, not a bool); narrows the type for the checks."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)

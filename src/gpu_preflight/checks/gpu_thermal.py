@@ -23,7 +23,8 @@ CLOCK_REASONS: dict[int, tuple[str, Status]] = {
     0x100: ("display_clock_setting", Status.PASS),
 }
 CLOCK_ADVICE = {
-    "hw_slowdown": "Hardware slowdown is active: check cooling, power supplies and the GPU's sensors; drain if it persists.",
+    "hw_slowdown": "Hardware slowdown is active: check cooling, power supplies and the GPU's sensors; "
+                   "drain if it persists.",
     "hw_thermal_slowdown": "The GPU is throttling for heat: check airflow, fans and inlet temperature.",
     "hw_power_brake_slowdown": "External power brake asserted: check the node's PSUs and power delivery.",
     "sw_thermal_slowdown": "The driver is lowering clocks for temperature: check cooling before long jobs.",

@@ -101,7 +101,8 @@ def cpu(ctx: CheckContext) -> Iterator[Finding]:
                       expected=f"<= {cfg.load_per_cpu_warn:g}", unit="load/CPU", details=details,
                       recommendation="Another workload is running on this host.")
     else:
-        yield Finding("system.cpu", Status.PASS, ctx.host, "ok", f"{count} CPUs, load {load:.2f}" if is_number(load) else f"{count} CPUs", observed=count,
+        text = f"{count} CPUs, load {load:.2f}" if is_number(load) else f"{count} CPUs"
+        yield Finding("system.cpu", Status.PASS, ctx.host, "ok", text, observed=count,
                       unit="CPUs", details=details)
 
 

@@ -36,4 +36,9 @@ def build_config(
         layers.append(env)
     if overrides:
         layers.append(overrides_layer(overrides))
-    return resolve(layers), ["defaults", *(layer.name for layer in layers)]
+    config = resolve(layers)
+    if config.xid.policy_file or config.xid.severity_overrides:
+        from .xid_policy import load_xid_policy
+
+        load_xid_policy(config.xid.policy_file, config.xid.severity_overrides)  # a bad table is a config error
+    return config, ["defaults", *(layer.name for layer in layers)]

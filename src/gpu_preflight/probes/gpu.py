@@ -215,13 +215,16 @@ def gpu_record(index: int, dev: dict[str, Any]) -> GpuRecord:
     rec.nvswitch_links = _int(field_value(fields, "NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT"))
     rec.nvlinks = nvlinks(dev.get("nvlink"), rec)
     procs = v("nvmlDeviceGetComputeRunningProcesses")
-    rec.processes = [GpuProcess(int(p.get("pid", -1)), p.get("usedGpuMemory") if p.get("usedGpuMemory")
-                                is not None else NA("not reported")) for p in procs
-                     if isinstance(p, dict)] if isinstance(procs, list) else procs
+    rec.processes = [_process(p) for p in procs if isinstance(p, dict)] if isinstance(procs, list) else procs
     if "timed_out" in dev:
         hung = dev["timed_out"]
         rec.lost = rec.lost or f"NVML call {hung.get('call')} did not return within {hung.get('after_s')} s"
     return rec
+
+
+def _process(entry: dict[str, Any]) -> GpuProcess:
+    used = entry.get("usedGpuMemory")
+    return GpuProcess(int(entry.get("pid", -1)), int(used) if isinstance(used, int) else NA("not reported"))
 
 
 def nvlinks(entry: Any, rec: GpuRecord) -> list[NvLink] | NA:

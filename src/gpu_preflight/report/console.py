@@ -18,7 +18,7 @@ _STYLE = {"FAIL": "bold red", "ERROR": "bold magenta", "WARN": "yellow", "SKIP":
 
 def rows(report: dict[str, Any], verbose: bool = False) -> list[tuple[str, ...]]:
     """Table rows, worst first; PASS and SKIP rows are folded unless ``verbose``."""
-    out = []
+    out: list[tuple[str, ...]] = []
     for f in sorted(report.get("findings", []), key=lambda f: (_ORDER[f["status"]], f["check_id"], f["subject"])):
         if not verbose and f["status"] in ("PASS", "SKIP") and f["check_id"] in _seen(out):
             continue

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs and run it (this is what CI runs, via .ci/run).
+# Works on a fresh Debian 12 with Python 3.11, as root (apt) or as a user who already
+# has the system packages below.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System packages: gcc builds the stub libnvidia-ml.so.1 the NVML tests drive pynvml with.
+PKGS=(gcc libc6-dev python3-venv)
+missing=()
+for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})) && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+.venv/bin/ruff check src tests bench
+.venv/bin/mypy
+exec .venv/bin/python -m pytest -q "$@"

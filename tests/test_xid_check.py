@@ -1,0 +1,89 @@
+"""gpu.xid end to end: kernel logs (corpus and inline) judged through the policy, mapped to GPUs."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gpu_preflight import Status, run_checks
+from gpu_preflight.config import ConfigError
+
+from .conftest import H200_DUMP
+
+
+def xid_findings(tmp_path: Path, log: str | Path, *extra: str, dump: dict | None = None) -> list:
+    if isinstance(log, str):
+        path = tmp_path / "dmesg.txt"
+        path.write_text(log)
+        log = path
+    replay = H200_DUMP
+    if dump is not None:
+        replay = tmp_path / "dump.json"
+        replay.write_text(json.dumps(dump))
+    node = run_checks(replay=str(replay), kernel_log=str(log), include=["gpu.xid"], overrides=list(extra),
+                      environ={})
+    return [f for f in node.findings if f.check_id == "gpu.xid"]
+
+
+def iso(minutes_ago: float) -> str:
+    return (datetime.now(UTC) - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%S,000000+00:00")
+
+
+def test_xid79_on_the_replayed_gpu_fails_and_names_it(tmp_path: Path) -> None:
+    log = f"{iso(5)} NVRM: Xid (PCI:0000:00:06): 79, pid=1234, name=python, GPU has fallen off the bus.\n"
+    (f,) = xid_findings(tmp_path, log)
+    assert f.status is Status.FAIL and f.code == "xid_79" and f.subject.endswith("/gpu0")
+    assert f.recommendation and f.details["cause"] == "hardware"
+
+
+def test_old_events_outside_the_window_are_ignored(tmp_path: Path) -> None:
+    log = f"{iso(180)} NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+    (f,) = xid_findings(tmp_path, log)
+    assert f.status is Status.PASS and f.code == "ok"
+    (f,) = xid_findings(tmp_path, log, "xid.window_hours=4")
+    assert f.status is Status.FAIL
+
+
+def test_application_xid_warns_only_when_repeated(tmp_path: Path) -> None:
+    line = "{ts} NVRM: Xid (PCI:0000:00:06): 13, pid=7, name=pt_main_thread, Graphics Exception\n"
+    (once,) = xid_findings(tmp_path, line.format(ts=iso(1)))
+    assert once.status is Status.PASS  # info: reported, not gating
+    burst = "".join(line.format(ts=iso(1 + i)) for i in range(5))
+    (f,) = xid_findings(tmp_path, burst)
+    assert f.status is Status.WARN and f.observed == 5
+
+
+def test_severity_override_and_bad_override(tmp_path: Path) -> None:
+    log = f"{iso(1)} NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+    assert xid_findings(tmp_path, log, 'xid.severity_overrides={"79" = "warn"}')[0].status is Status.WARN
+    with pytest.raises(ConfigError):
+        xid_findings(tmp_path, log, 'xid.severity_overrides={"79" = "panic"}')
+
+
+def test_unreadable_kernel_log_is_skip_with_reason(tmp_path: Path, corpus: Path) -> None:
+    (f,) = xid_findings(tmp_path, corpus / "kernel-xid" / "hcdeep-dmesg-permission-denied-gke.txt")
+    assert f.status is Status.SKIP and "Operation not permitted" in f.summary
+
+
+def test_replay_without_kernel_log_skips() -> None:
+    node = run_checks(replay=str(H200_DUMP), include=["gpu.xid"], environ={})
+    (f,) = node.findings
+    assert f.status is Status.SKIP and "--kernel-log" in f.summary
+
+
+def test_corpus_burst_is_grouped_per_xid(tmp_path: Path, corpus: Path) -> None:
+    findings = xid_findings(tmp_path, corpus / "kernel-xid" / "gpud-dmesg-decode-iso-xid13-xid43-burst.log",
+                            "xid.window_hours=1000000")
+    by_code = {f.code: f for f in findings}
+    assert by_code["xid_13"].observed == 629 and by_code["xid_43"].observed == 7
+    assert all(f.subject.endswith("pci:0000:38:00") for f in findings)  # not a GPU of the replayed node
+
+
+def test_live_kernel_log_on_this_machine() -> None:
+    node = run_checks(include=["gpu.xid"], environ={})
+    (f,) = node.findings
+    assert f.status in (Status.PASS, Status.SKIP)
+    assert f.status is Status.PASS or "cannot read kernel log" in f.summary
