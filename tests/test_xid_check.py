@@ -85,5 +85,16 @@ def test_corpus_burst_is_grouped_per_xid(tmp_path: Path, corpus: Path) -> None:
 def test_live_kernel_log_on_this_machine() -> None:
     node = run_checks(include=["gpu.xid"], environ={})
     (f,) = node.findings
-    assert f.status in (Status.PASS, Status.SKIP)
-    assert f.status is Status.PASS or "cannot read kernel log" in f.summary
+    assert f.status is Status.SKIP  # no GPU here: nothing to judge, and never a PASS
+    assert "cannot read kernel log" in f.summary or "no GPU to judge" in f.summary
+
+
+def test_no_gpu_and_no_xid_is_skip_but_xids_still_reported(tmp_path: Path) -> None:
+    clean = tmp_path / "clean.txt"
+    clean.write_text("[    0.000000] Linux version 6.1\n")
+    node = run_checks(kernel_log=str(clean), include=["gpu.xid"], environ={})
+    assert [f.status for f in node.findings] == [Status.SKIP]
+    bad = tmp_path / "bad.txt"
+    bad.write_text(f"{iso(1)} NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n")
+    node = run_checks(kernel_log=str(bad), include=["gpu.xid"], environ={})
+    assert [f.status for f in node.findings] == [Status.FAIL]

@@ -10,8 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from typing import TYPE_CHECKING
+
 from .model import NA
-from .parsers.kernel_log import XidEvent
+
+if TYPE_CHECKING:
+    from .parsers.kernel_log import XidEvent
 
 IntR = int | NA
 FloatR = float | NA

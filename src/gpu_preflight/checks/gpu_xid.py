@@ -6,17 +6,21 @@ from collections.abc import Iterator
 from functools import lru_cache
 
 from ..config.schema import XidConfig
-from ..config.xid_policy import XidPolicy, load_xid_policy
+from typing import TYPE_CHECKING
 from ..model import Finding, Status
-from ..parsers.kernel_log import normalize_pci
 from ..records import GpuFacts, KernelLogFacts
 from ..registry import CheckContext, check
+
+if TYPE_CHECKING:
+    from ..config.xid_policy import XidPolicy
 
 SEVERITY_STATUS = {"fail": Status.FAIL, "warn": Status.WARN, "info": Status.PASS}
 
 
 @lru_cache(maxsize=8)
 def _policy(path: str | None, overrides: tuple[tuple[str, str], ...]) -> XidPolicy:
+    from ..config.xid_policy import load_xid_policy  # parsed only when there is a log to judge
+
     return load_xid_policy(path, dict(overrides) or None)
 
 
@@ -35,7 +39,8 @@ def xid_events(ctx: CheckContext) -> Iterator[Finding]:
     ``xid.severity_overrides``): hardware Xids such as 48, 63/64, 74, 79, 94/95, 119 FAIL
     or WARN with NVIDIA's recommended action; application Xids (13, 31, 43) WARN only
     when repeated. SKIP with the reason when the kernel log cannot be read — an
-    unreadable log is never reported as "no Xid errors".
+    unreadable log is never reported as "no Xid errors" — and on a node without usable
+    GPUs when the log holds no Xid (Xids found there are still reported).
     """
     log: KernelLogFacts = ctx.fact("kernel_log")
     if not log.available:
@@ -44,6 +49,8 @@ def xid_events(ctx: CheckContext) -> Iterator[Finding]:
         return
     window = ctx.config.xid.window_hours
     verdicts = xid_policy(ctx.config.xid).judge(log.events, now=log.read_at, window_hours=window)
+    from ..parsers.kernel_log import normalize_pci
+
     gpus: GpuFacts = ctx.fact("gpu")
     by_pci = {normalize_pci(g.pci_bus_id): g.label for g in gpus.gpus if isinstance(g.pci_bus_id, str)}
     shown = 0
@@ -61,7 +68,10 @@ def xid_events(ctx: CheckContext) -> Iterator[Finding]:
             details={"xid": v.xid, "pci": v.pci, "cause": v.rule.cause, "action": v.rule.action,
                      "first": v.first, "last": v.last, "undated": v.undated, "source": log.source},
         )
-    if not shown:
+    if not shown and not gpus.available:
+        yield Finding("gpu.xid", Status.SKIP, ctx.host, "no_gpus",
+                      f"no Xid events, and no GPU to judge: {gpus.reason}", details={"source": log.source})
+    elif not shown:
         yield Finding("gpu.xid", Status.PASS, ctx.host, "ok",
                       f"no Xid events needing attention in the last {window:g} h ({log.source})",
                       observed=0, unit="events", details={"source": log.source, "events_read": len(log.events)})

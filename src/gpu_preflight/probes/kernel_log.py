@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ..backends.kernel_log import KernelLogUnavailable, read_kernel_log, read_kernel_log_file
-from ..parsers.kernel_log import parse_xid_events
 from ..records import KernelLogFacts
 from ..registry import ProbeContext, probe
 
@@ -18,6 +16,9 @@ def kernel_log_probe(ctx: ProbeContext) -> KernelLogFacts:
     another host, so its live kernel log would say nothing about it: without a file,
     replay records the log as unavailable.
     """
+    from ..backends.kernel_log import KernelLogUnavailable, read_kernel_log, read_kernel_log_file
+    from ..parsers.kernel_log import parse_xid_events
+
     now = datetime.now(UTC)
     path = ctx.options.get("kernel_log")
     try:
