@@ -32,3 +32,19 @@ def corpus() -> Path:
 def h200_dump() -> dict[str, Any]:
     """A fresh copy of the real H200 NVML dump, safe to edit for fault injection."""
     return json.loads(H200_DUMP.read_text())
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-gpu", action="store_true", default=False,
+                     help="run tests that need a real NVIDIA GPU (they fail, not skip, without one)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Hardware tests are opt-in: deselected unless --run-gpu, and then they must find a GPU."""
+    if config.getoption("--run-gpu"):
+        return
+    selected = [i for i in items if "gpu" not in i.keywords]
+    deselected = [i for i in items if "gpu" in i.keywords]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = selected

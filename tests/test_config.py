@@ -50,7 +50,8 @@ def test_yaml_site_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "text", "key", "line", "fragment"),
     [
-        ("bad.toml", "[gpu]\nexpected_count = 8\ntemp_margn_c = 3\n", "gpu.temp_margn_c", 3, "did you mean 'temp_margin_c'"),
+        ("bad.toml", "[gpu]\nexpected_count = 8\ntemp_margn_c = 3\n", "gpu.temp_margn_c", 3,
+         "did you mean 'temp_margin_c'"),
         ("bad.toml", "[gpu]\n\nexpected_count = \"eight\"\n", "gpu.expected_count", 3, "expected an integer"),
         ("bad.toml", "[gpus]\nexpected_count = 8\n", "gpus", 1, "unknown section"),
         ("bad.toml", "[gpu]\nmig_mode = \"maybe\"\n", "gpu.mig_mode", 2, "expected one of"),
@@ -83,9 +84,9 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_bad_environment_and_override_values() -> None:
-    with pytest.raises(ConfigError, match="environment: gpu.expected_count"):
+    with pytest.raises(ConfigError, match=r"environment: gpu\.expected_count"):
         build_config(environ={"GPU_PREFLIGHT_GPU__EXPECTED_COUNT": "many"})
-    with pytest.raises(ConfigError, match="SECTION.KEY=VALUE"):
+    with pytest.raises(ConfigError, match=r"SECTION\.KEY=VALUE"):
         build_config(environ={}, overrides=["expected_count=3"])
 
 

@@ -121,7 +121,7 @@ def test_fail_on_warn_gates_warnings(tmp_path: Path) -> None:
 
 
 def test_unknown_check_pattern_is_rejected() -> None:
-    with pytest.raises(KeyError, match="no check matches 'gpu.eccc'"):
+    with pytest.raises(KeyError, match=r"no check matches 'gpu\.eccc'"):
         run_checks(include=["gpu.eccc"], environ={})
 
 
@@ -143,7 +143,7 @@ def test_no_torch_imported_on_node_path() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, gpu_preflight.cli.main as m; m.main(['run', '--replay', %r, '--format', 'json']); "
-            "print('TORCH' if 'torch' in sys.modules else 'CLEAN', file=sys.stderr)" % str(H200_DUMP))
+    code = (f"import sys, gpu_preflight.cli.main as m; m.main(['run', '--replay', {str(H200_DUMP)!r}, "
+            "'--format', 'json']); print('TORCH' if 'torch' in sys.modules else 'CLEAN', file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stderr.strip().endswith("CLEAN"), out.stderr
