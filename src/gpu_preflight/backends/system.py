@@ -38,6 +38,8 @@ def _rlimit(which: int) -> tuple[int, int]:
 
 
 def numa_nodes(root: str = "/sys/devices/system/node") -> int:
+    if not Path(root).is_dir():
+        raise FileNotFoundError(f"{root} not present")
     return len([p for p in Path(root).glob("node[0-9]*") if p.is_dir()])
 
 

@@ -62,7 +62,7 @@ def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
     """The node has the GPUs it should: count (and model, if configured) as expected.
 
     FAIL when fewer usable GPUs than ``gpu.expected_count`` are found, when a GPU on the
-    PCI bus is missing from NVML, or when a GPU is not of ``gpu.expected_model``. WARN when
+    PCI bus is missing from NVML (or none is usable although the bus shows some), or when a GPU is not of ``gpu.expected_model``. WARN when
     no GPU is found and no count is configured (a node without GPUs is never called
     healthy), when more GPUs than expected are found, or when models are mixed.
     """
@@ -72,7 +72,13 @@ def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
     usable = [g for g in facts.gpus if not g.lost] if facts.available else []
     found = len(usable)
     why = "" if facts.available else f" ({facts.reason})"
-    if expected is not None and found < expected:
+    pci = facts.pci_gpus
+    if not facts.available and isinstance(pci, list) and pci and expected is None:
+        yield Finding("gpu.inventory.count", Status.FAIL, ctx.host, "gpus_unusable",
+                      f"{len(pci)} NVIDIA GPU(s) on the PCI bus, none usable{why}", observed=0, expected=len(pci),
+                      unit="GPUs", details={"pci_gpus": pci},
+                      recommendation="Load or reinstall the NVIDIA driver; drain the node until the GPUs are usable.")
+    elif expected is not None and found < expected:
         yield Finding("gpu.inventory.count", Status.FAIL, ctx.host, "gpus_missing",
                       f"{found} usable GPU(s), expected {expected}{why}", observed=found, expected=expected,
                       unit="GPUs", recommendation="Check nvidia-smi and dmesg for GPUs that fell off the bus "
@@ -89,7 +95,6 @@ def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
     else:
         yield Finding("gpu.inventory.count", Status.PASS, ctx.host, "ok", f"{found} GPU(s) found",
                       observed=found, expected=expected, unit="GPUs")
-    pci = facts.pci_gpus
     if isinstance(pci, list) and facts.available and len(pci) > len(facts.gpus):
         yield Finding("gpu.inventory.count", Status.FAIL, ctx.host, "gpu_not_in_nvml",
                       f"{len(pci)} NVIDIA GPUs on the PCI bus but NVML sees {len(facts.gpus)}",

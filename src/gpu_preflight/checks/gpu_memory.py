@@ -55,6 +55,10 @@ def ecc_errors(ctx: CheckContext) -> Iterator[Finding]:
     yield from skipped
     for gpu in gpus:
         subject = gpu_subject(ctx, gpu)
+        if gpu.ecc_current is False:
+            yield Finding("gpu.ecc.errors", Status.SKIP, subject, "ecc_off",
+                          f"{gpu.label}: ECC is off, so no errors are counted (see gpu.ecc.mode)")
+            continue
         counters = {
             "volatile_uncorrected": gpu.ecc_volatile_uncorrected,
             "volatile_corrected": gpu.ecc_volatile_corrected,

@@ -111,7 +111,7 @@ def shm(ctx: CheckContext) -> Iterator[Finding]:
     """/dev/shm is large enough for NCCL and data loaders.
 
     FAIL below ``system.shm_fail_mib`` (NCCL fails with "unhandled system error" on
-    Docker's 64 MB default), WARN below ``system.shm_warn_mib``.
+    Docker's 64 MB default) or when /dev/shm is missing, WARN below ``system.shm_warn_mib``.
     """
     cfg, s = ctx.config.system, _sys(ctx)
     size = s.shm_total_bytes
@@ -221,6 +221,8 @@ def services(ctx: CheckContext) -> Iterator[Finding]:
     nvswitch = any(is_number(g.nvswitch_links) and g.nvswitch_links > 0 for g in gpu.gpus)
     if nvswitch and cfg.fabricmanager_on_nvswitch:
         required.append(("nv-fabricmanager", Status.FAIL))
+    if not required:
+        yield Finding("system.services", Status.PASS, ctx.host, "none_required", "no services required by config")
     for name, status in required:
         if name in running:
             yield Finding("system.services", Status.PASS, f"{ctx.host}:{name}", "ok", f"{name} is running")

@@ -84,7 +84,7 @@ class GpuConfig:
         None, "PCIe generation the GPU's link should reach (profile value); lower max link gen WARNs."
     )
     pcie_expected_width: int | None = setting(
-        None, "PCIe link width the GPU should have (profile value); narrower FAILs.", "lanes"
+        None, "PCIe link width the GPU should have (profile value); a narrower link WARNs.", "lanes"
     )
     pcie_replay_warn: int = setting(1000, "PCIe replay counter above this WARNs (a marginal link).", "replays")
     nvlink_expected_links: int | None = setting(

@@ -104,8 +104,9 @@ def value(entry: Any, record: GpuRecord | None = None, key: str = "") -> Any:
     return NA("not recorded")
 
 
-def field_value(fields: Any, name: str) -> Any:
-    if not isinstance(fields, dict):
+def field_value(fields: Any, name: str, record: GpuRecord) -> Any:
+    """One NVML field value; a refusal other than "not supported" is recorded like a failed call."""
+    if not isinstance(fields, dict) or "error" in fields or "exc" in fields:
         return NA("field values not read")
     fv = fields.get(name)
     if not isinstance(fv, dict):
@@ -113,7 +114,13 @@ def field_value(fields: Any, name: str) -> Any:
     if "value" in fv:
         return fv["value"]
     rc = fv.get("nvmlReturn")
-    return NA("not supported" if rc == NOT_SUPPORTED else f"NVML return {rc}")
+    if rc in BENIGN_ERRORS:
+        return NA(BENIGN_ERRORS[rc])
+    if rc == GPU_IS_LOST:
+        record.lost = record.lost or f"GPU is lost (field {name})"
+    else:
+        record.call_errors[f"field {name}"] = f"NVML return {rc}"
+    return NA(f"NVML return {rc}")
 
 
 def _int(v: Any) -> Any:
@@ -168,7 +175,9 @@ def gpu_record(index: int, dev: dict[str, Any]) -> GpuRecord:
     rec.temp_memory_max_c = _nested(thresholds, "2", rec, "temp_thresholds.2")
     rec.temp_gpu_max_c = _nested(thresholds, "3", rec, "temp_thresholds.3")
     fields = dev.get("field_values")
-    rec.memory_temperature_c = _int(field_value(fields, "NVML_FI_DEV_MEMORY_TEMP"))
+    if isinstance(fields, dict) and ("error" in fields or "exc" in fields):
+        value(fields, rec, "nvmlDeviceGetFieldValues")  # a failed bulk read marks the GPU like any call
+    rec.memory_temperature_c = _int(field_value(fields, "NVML_FI_DEV_MEMORY_TEMP", rec))
     rec.power_draw_w = _watts(v("nvmlDeviceGetPowerUsage"))
     rec.power_limit_w = _watts(v("nvmlDeviceGetEnforcedPowerLimit"))
     rec.power_default_limit_w = _watts(v("nvmlDeviceGetPowerManagementDefaultLimit"))
@@ -198,7 +207,7 @@ def gpu_record(index: int, dev: dict[str, Any]) -> GpuRecord:
         pages = _nested(retired, key, rec, f"retired_pages.{key}")
         setattr(rec, attr, len(pages) if isinstance(pages, list) else _int(pages))
     rec.retired_pages_pending = _bool(v("nvmlDeviceGetRetiredPagesPendingStatus"))
-    rec.recovery_action = _int(field_value(fields, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION"))
+    rec.recovery_action = _int(field_value(fields, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", rec))
     reasons = v("nvmlDeviceGetCurrentClocksEventReasons")
     if isinstance(reasons, NA) and "nvmlDeviceGetCurrentClocksThrottleReasons" in dev:
         reasons = v("nvmlDeviceGetCurrentClocksThrottleReasons")
@@ -212,7 +221,7 @@ def gpu_record(index: int, dev: dict[str, Any]) -> GpuRecord:
     rec.pcie_width_current = _int(v("nvmlDeviceGetCurrPcieLinkWidth"))
     rec.pcie_width_max = _int(v("nvmlDeviceGetMaxPcieLinkWidth"))
     rec.pcie_replay_counter = _int(v("nvmlDeviceGetPcieReplayCounter"))
-    rec.nvswitch_links = _int(field_value(fields, "NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT"))
+    rec.nvswitch_links = _int(field_value(fields, "NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT", rec))
     rec.nvlinks = nvlinks(dev.get("nvlink"), rec)
     procs = v("nvmlDeviceGetComputeRunningProcesses")
     rec.processes = [_process(p) for p in procs if isinstance(p, dict)] if isinstance(procs, list) else procs
