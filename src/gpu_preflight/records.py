@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-
 from typing import TYPE_CHECKING
 
 from .model import NA

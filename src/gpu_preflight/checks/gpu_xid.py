@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from ..config.schema import XidConfig
-from typing import TYPE_CHECKING
 from ..model import Finding, Status
 from ..records import GpuFacts, KernelLogFacts
 from ..registry import CheckContext, check
