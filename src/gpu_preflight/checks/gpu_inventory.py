@@ -64,7 +64,8 @@ def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
     FAIL when fewer usable GPUs than ``gpu.expected_count`` are found, when a GPU on the
     PCI bus is missing from NVML (or none is usable although the bus shows some), or when
     a GPU is not of ``gpu.expected_model``. WARN when no GPU is found and no count is
-    configured (a node without GPUs is never called healthy), when more GPUs than expected are found, or when models are mixed.
+    configured (a node without GPUs is never called healthy), when more GPUs than
+    expected are found, or when models are mixed.
     """
     cfg = ctx.config.gpu
     facts: GpuFacts = ctx.fact("gpu")
