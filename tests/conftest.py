@@ -28,6 +28,14 @@ def corpus() -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def stub_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stub libnvidia-ml.so.1 (tests/nvml_stub), compiled with gcc once per session."""
+    from .nvml_stub.stub import build_stub
+
+    return build_stub(tmp_path_factory.mktemp("fake_nvml"))
+
+
 @pytest.fixture
 def h200_dump() -> dict[str, Any]:
     """A fresh copy of the real H200 NVML dump, safe to edit for fault injection."""

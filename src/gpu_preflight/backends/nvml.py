@@ -171,6 +171,8 @@ class _Recorder:
 def read_device(nvml: Any, handle: Any, rec: _Recorder, out: dict[str, Any]) -> None:
     """Fill ``out`` with every reading of one GPU (in place, so a timeout keeps what was read)."""
     for key, fn, args in DEVICE_CALLS:
+        if fn == "nvmlDeviceGetModuleId":
+            args = (ctypes.c_uint(),)  # pynvml's default output buffer is shared by every thread
         out[key] = rec.call(fn, handle, *args)
     for group, fn in (("clocks_current", "nvmlDeviceGetClockInfo"), ("clocks_max", "nvmlDeviceGetMaxClockInfo"),
                       ("clocks_app", "nvmlDeviceGetApplicationsClock")):
@@ -260,9 +262,11 @@ def collect(device_timeout_s: float = 10.0, nvml: Any = None) -> dict[str, Any]:
         }
         count = system["nvmlDeviceGetCount"].get("ok") or 0
         devices = _read_devices(nvml, int(count), device_timeout_s)
-    finally:
-        with contextlib.suppress(Exception):  # a failed shutdown changes nothing we report
-            nvml.nvmlShutdown()
+    except BaseException:
+        _shutdown(nvml, device_timeout_s)
+        raise
+    if not any("timed_out" in d for d in devices):
+        _shutdown(nvml, device_timeout_s)  # with a GPU thread stuck in the driver, shutdown could block too
     return {
         "pynvml_version": getattr(nvml, "__version__", None),
         "source": "live",
@@ -270,6 +274,18 @@ def collect(device_timeout_s: float = 10.0, nvml: Any = None) -> dict[str, Any]:
         "system": system,
         "devices": devices,
     }
+
+
+def _shutdown(nvml: Any, timeout_s: float) -> None:
+    """nvmlShutdown with a deadline: a wedged driver must not hang the run after the reads."""
+
+    def work() -> None:
+        with contextlib.suppress(Exception):  # a failed shutdown changes nothing we report
+            nvml.nvmlShutdown()
+
+    t = threading.Thread(target=work, name="nvml-shutdown", daemon=True)
+    t.start()
+    t.join(timeout_s)
 
 
 def _read_devices(nvml: Any, count: int, timeout_s: float) -> list[dict[str, Any]]:
