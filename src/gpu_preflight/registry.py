@@ -12,7 +12,7 @@ import importlib
 import inspect
 import pkgutil
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ class CheckContext:
     facts: dict[str, Any]
     config: Config
     options: dict[str, Any] = field(default_factory=dict)
+    check_id: str = ""
 
     def fact(self, name: str) -> Any:
         return self.facts[name]
@@ -87,11 +88,15 @@ def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SU
     """Register a check. Its docstring's first line is the title, the rest its explanation."""
 
     def register(fn: CheckFn) -> CheckFn:
-        if check_id in _CHECKS and _CHECKS[check_id].fn is not fn:
+        if check_id in _CHECKS:
             raise ValueError(f"check id {check_id!r} registered twice")
         doc = inspect.cleandoc(fn.__doc__ or check_id)
         title = doc.splitlines()[0].rstrip(".")
-        _CHECKS[check_id] = CheckSpec(check_id, fn, needs, title, doc, suites,
+
+        def bound(ctx: CheckContext) -> Iterable[Finding]:
+            return fn(replace(ctx, check_id=check_id))  # the check knows its id, however it is called
+
+        _CHECKS[check_id] = CheckSpec(check_id, bound, needs, title, doc, suites,
                                       (check_id.split(".")[0], *tags))
         return fn
 

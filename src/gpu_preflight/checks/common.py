@@ -8,7 +8,9 @@ is a SKIP naming what could not be read.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable, Iterator
 from typing import Any, TypeGuard
 
 from ..model import NA, Finding, Status
@@ -35,6 +37,24 @@ def gpu_targets(ctx: CheckContext, check_id: str) -> tuple[list[GpuRecord], list
         else:
             usable.append(gpu)
     return usable, skipped
+
+
+def per_gpu(judge: Callable[[CheckContext, GpuRecord, str], Iterator[Finding]]) -> Callable[[CheckContext],
+                                                                                          Iterator[Finding]]:
+    """Turn a judgement of one GPU into a check of every GPU on the node.
+
+    The wrapper applies the common rules (no GPU → SKIP with the reason, lost GPU → left
+    to ``gpu.nvml``) so each check states only what it judges.
+    """
+
+    @functools.wraps(judge)
+    def check_all(ctx: CheckContext) -> Iterator[Finding]:
+        gpus, skipped = gpu_targets(ctx, ctx.check_id)
+        yield from skipped
+        for gpu in gpus:
+            yield from judge(ctx, gpu, gpu_subject(ctx, gpu))
+
+    return check_all
 
 
 def not_read(check_id: str, subject: str, what: str, value: Any) -> Finding:

@@ -6,9 +6,9 @@ from collections import Counter
 from collections.abc import Iterator
 
 from ..model import Finding, Status
-from ..records import GpuFacts
+from ..records import GpuFacts, GpuRecord
 from ..registry import CheckContext, check
-from .common import gpu_subject, gpu_targets, not_read, version_below
+from .common import gpu_subject, gpu_targets, not_read, per_gpu, version_below
 
 RESET = "Reset the GPU (nvidia-smi -r) or reboot the node; if it recurs, drain the node and RMA the GPU."
 
@@ -178,31 +178,29 @@ def identity(ctx: CheckContext) -> Iterator[Finding]:
 
 
 @check("gpu.inventory.persistence", needs=("gpu",))
-def persistence(ctx: CheckContext) -> Iterator[Finding]:
+@per_gpu
+def persistence(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """Persistence mode is on, so the driver stays initialised between jobs.
 
     WARN when off and ``gpu.expect_persistence_mode`` is true: every CUDA start then pays
     the GPU initialisation, and idle GPUs may lose state.
     """
-    gpus, skipped = gpu_targets(ctx, "gpu.inventory.persistence")
-    yield from skipped
-    for gpu in gpus:
-        subject = gpu_subject(ctx, gpu)
-        mode = gpu.persistence_mode
-        if not isinstance(mode, bool):
-            yield not_read("gpu.inventory.persistence", subject, "persistence mode", mode)
-        elif not mode and ctx.config.gpu.expect_persistence_mode:
-            yield Finding("gpu.inventory.persistence", Status.WARN, subject, "persistence_off",
-                          f"{gpu.label}: persistence mode is off", observed="off", expected="on",
-                          recommendation="Run nvidia-persistenced (or nvidia-smi -pm 1).")
-        else:
-            yield Finding("gpu.inventory.persistence", Status.PASS, subject, "ok",
-                          f"{gpu.label}: persistence mode {'on' if mode else 'off'}",
-                          observed="on" if mode else "off")
+    mode = gpu.persistence_mode
+    if not isinstance(mode, bool):
+        yield not_read("gpu.inventory.persistence", subject, "persistence mode", mode)
+    elif not mode and ctx.config.gpu.expect_persistence_mode:
+        yield Finding("gpu.inventory.persistence", Status.WARN, subject, "persistence_off",
+                      f"{gpu.label}: persistence mode is off", observed="off", expected="on",
+                      recommendation="Run nvidia-persistenced (or nvidia-smi -pm 1).")
+    else:
+        yield Finding("gpu.inventory.persistence", Status.PASS, subject, "ok",
+                      f"{gpu.label}: persistence mode {'on' if mode else 'off'}",
+                      observed="on" if mode else "off")
 
 
 @check("gpu.inventory.mig", needs=("gpu",))
-def mig_mode(ctx: CheckContext) -> Iterator[Finding]:
+@per_gpu
+def mig_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """MIG mode is as expected (``gpu.mig_mode``; off for training by default).
 
     FAIL when the current MIG mode differs from the expected one (the GPU is split into
@@ -210,48 +208,41 @@ def mig_mode(ctx: CheckContext) -> Iterator[Finding]:
     change is pending a GPU reset. SKIP on GPUs without MIG support.
     """
     want = ctx.config.gpu.mig_mode
-    gpus, skipped = gpu_targets(ctx, "gpu.inventory.mig")
-    yield from skipped
-    for gpu in gpus:
-        subject = gpu_subject(ctx, gpu)
-        current, pending = gpu.mig_current, gpu.mig_pending
-        if not isinstance(current, bool):
-            yield not_read("gpu.inventory.mig", subject, "MIG mode", current)
-            continue
-        state = "enabled" if current else "disabled"
-        if want != "any" and state != want:
-            yield Finding("gpu.inventory.mig", Status.FAIL, subject, "mig_mismatch",
-                          f"{gpu.label}: MIG is {state}, expected {want}", observed=state, expected=want,
-                          recommendation=f"nvidia-smi -i {gpu.index} -mig {1 if want == 'enabled' else 0}, "
-                                         "then reset the GPU.")
-        elif isinstance(pending, bool) and pending != current:
-            yield Finding("gpu.inventory.mig", Status.WARN, subject, "mig_pending",
-                          f"{gpu.label}: MIG change to {'enabled' if pending else 'disabled'} pending a reset",
-                          observed=state, expected=want, recommendation="Reset the GPU to apply the MIG change.")
-        else:
-            yield Finding("gpu.inventory.mig", Status.PASS, subject, "ok", f"{gpu.label}: MIG {state}",
-                          observed=state, expected=want)
+    current, pending = gpu.mig_current, gpu.mig_pending
+    if not isinstance(current, bool):
+        yield not_read("gpu.inventory.mig", subject, "MIG mode", current)
+        return
+    state = "enabled" if current else "disabled"
+    if want != "any" and state != want:
+        yield Finding("gpu.inventory.mig", Status.FAIL, subject, "mig_mismatch",
+                      f"{gpu.label}: MIG is {state}, expected {want}", observed=state, expected=want,
+                      recommendation=f"nvidia-smi -i {gpu.index} -mig {1 if want == 'enabled' else 0}, "
+                                     "then reset the GPU.")
+    elif isinstance(pending, bool) and pending != current:
+        yield Finding("gpu.inventory.mig", Status.WARN, subject, "mig_pending",
+                      f"{gpu.label}: MIG change to {'enabled' if pending else 'disabled'} pending a reset",
+                      observed=state, expected=want, recommendation="Reset the GPU to apply the MIG change.")
+    else:
+        yield Finding("gpu.inventory.mig", Status.PASS, subject, "ok", f"{gpu.label}: MIG {state}",
+                      observed=state, expected=want)
 
 
 @check("gpu.inventory.compute_mode", needs=("gpu",))
-def compute_mode(ctx: CheckContext) -> Iterator[Finding]:
+@per_gpu
+def compute_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """The compute mode lets training processes use the GPU.
 
     FAIL for a mode outside ``gpu.allowed_compute_modes`` (``prohibited`` blocks all CUDA
     contexts; ``exclusive_thread`` breaks multi-threaded frameworks).
     """
     allowed = ctx.config.gpu.allowed_compute_modes
-    gpus, skipped = gpu_targets(ctx, "gpu.inventory.compute_mode")
-    yield from skipped
-    for gpu in gpus:
-        subject = gpu_subject(ctx, gpu)
-        mode = gpu.compute_mode
-        if not isinstance(mode, str):
-            yield not_read("gpu.inventory.compute_mode", subject, "compute mode", mode)
-        elif mode not in allowed:
-            yield Finding("gpu.inventory.compute_mode", Status.FAIL, subject, "compute_mode",
-                          f"{gpu.label}: compute mode {mode} is not allowed", observed=mode, expected=allowed,
-                          recommendation=f"nvidia-smi -i {gpu.index} -c DEFAULT")
-        else:
-            yield Finding("gpu.inventory.compute_mode", Status.PASS, subject, "ok",
-                          f"{gpu.label}: compute mode {mode}", observed=mode, expected=allowed)
+    mode = gpu.compute_mode
+    if not isinstance(mode, str):
+        yield not_read("gpu.inventory.compute_mode", subject, "compute mode", mode)
+    elif mode not in allowed:
+        yield Finding("gpu.inventory.compute_mode", Status.FAIL, subject, "compute_mode",
+                      f"{gpu.label}: compute mode {mode} is not allowed", observed=mode, expected=allowed,
+                      recommendation=f"nvidia-smi -i {gpu.index} -c DEFAULT")
+    else:
+        yield Finding("gpu.inventory.compute_mode", Status.PASS, subject, "ok",
+                      f"{gpu.label}: compute mode {mode}", observed=mode, expected=allowed)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..model import Finding, Status
+from ..records import GpuRecord
 from ..registry import CheckContext, check
-from .common import gpu_subject, gpu_targets, is_number, not_read
+from .common import is_number, not_read, per_gpu
 
 
 @check("gpu.pcie", needs=("gpu",))
-def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
+@per_gpu
+def pcie_link(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """The PCIe link runs at full width and can reach the expected generation.
 
     FAIL when the current link width is below the link's maximum (a downtrained link:
@@ -21,54 +23,51 @@ def pcie_link(ctx: CheckContext) -> Iterator[Finding]:
     GPUs legitimately drop to gen1 to save power.
     """
     cfg = ctx.config.gpu
-    gpus, skipped = gpu_targets(ctx, "gpu.pcie")
-    yield from skipped
-    for gpu in gpus:
-        subject = gpu_subject(ctx, gpu)
-        width, max_width = gpu.pcie_width_current, gpu.pcie_width_max
-        if not is_number(width) or not is_number(max_width):
-            yield not_read("gpu.pcie", subject, "PCIe link width", width if not is_number(width) else max_width)
-            continue
-        link = {"gen_current": gpu.pcie_gen_current, "gen_max": gpu.pcie_gen_max,
-                "gen_gpu_max": gpu.pcie_gen_gpu_max, "width_current": width, "width_max": max_width,
-                "replay_counter": gpu.pcie_replay_counter}
-        flagged = False
-        if width < max_width:
-            flagged = True
-            yield Finding("gpu.pcie", Status.FAIL, subject, "link_downtrained",
-                          f"{gpu.label}: PCIe link x{width}, capable of x{max_width}", observed=width,
-                          expected=max_width, unit="lanes", details=link,
-                          recommendation="Reseat the GPU or its riser/retimer; check `lspci -vvv` LnkSta. "
-                                         "Host-device bandwidth is cut proportionally.")
-        elif cfg.pcie_expected_width and max_width < cfg.pcie_expected_width:
-            flagged = True
-            yield Finding("gpu.pcie", Status.WARN, subject, "link_narrow",
-                          f"{gpu.label}: PCIe link x{max_width}, expected x{cfg.pcie_expected_width}",
-                          observed=max_width, expected=cfg.pcie_expected_width, unit="lanes", details=link,
-                          recommendation="The slot or riser provides fewer lanes than this GPU model expects.")
-        gen_max = gpu.pcie_gen_max
-        if cfg.pcie_expected_gen and is_number(gen_max) and gen_max < cfg.pcie_expected_gen:
-            flagged = True
-            yield Finding("gpu.pcie", Status.WARN, subject, "link_gen_limited",
-                          f"{gpu.label}: PCIe link limited to gen{gen_max}, expected gen{cfg.pcie_expected_gen}",
-                          observed=gen_max, expected=cfg.pcie_expected_gen, details=link,
-                          recommendation="A switch, slot or BIOS setting limits the link generation: "
-                                         "check `dmesg | grep 'limited by'` and the BIOS PCIe settings.")
-        replays = gpu.pcie_replay_counter
-        if is_number(replays) and replays > cfg.pcie_replay_warn:
-            flagged = True
-            yield Finding("gpu.pcie", Status.WARN, subject, "replays_high",
-                          f"{gpu.label}: {replays} PCIe replays (limit {cfg.pcie_replay_warn})", observed=replays,
-                          expected=f"<= {cfg.pcie_replay_warn}", unit="replays", details=link,
-                          recommendation="A marginal PCIe link: reseat the GPU; replace the riser if it grows.")
-        if not flagged:
-            yield Finding("gpu.pcie", Status.PASS, subject, "ok",
-                          f"{gpu.label}: PCIe gen{gpu.pcie_gen_current}/gen{gen_max} x{width}/x{max_width}",
-                          observed=link)
+    width, max_width = gpu.pcie_width_current, gpu.pcie_width_max
+    if not is_number(width) or not is_number(max_width):
+        yield not_read("gpu.pcie", subject, "PCIe link width", width if not is_number(width) else max_width)
+        return
+    link = {"gen_current": gpu.pcie_gen_current, "gen_max": gpu.pcie_gen_max,
+            "gen_gpu_max": gpu.pcie_gen_gpu_max, "width_current": width, "width_max": max_width,
+            "replay_counter": gpu.pcie_replay_counter}
+    flagged = False
+    if width < max_width:
+        flagged = True
+        yield Finding("gpu.pcie", Status.FAIL, subject, "link_downtrained",
+                      f"{gpu.label}: PCIe link x{width}, capable of x{max_width}", observed=width,
+                      expected=max_width, unit="lanes", details=link,
+                      recommendation="Reseat the GPU or its riser/retimer; check `lspci -vvv` LnkSta. "
+                                     "Host-device bandwidth is cut proportionally.")
+    elif cfg.pcie_expected_width and max_width < cfg.pcie_expected_width:
+        flagged = True
+        yield Finding("gpu.pcie", Status.WARN, subject, "link_narrow",
+                      f"{gpu.label}: PCIe link x{max_width}, expected x{cfg.pcie_expected_width}",
+                      observed=max_width, expected=cfg.pcie_expected_width, unit="lanes", details=link,
+                      recommendation="The slot or riser provides fewer lanes than this GPU model expects.")
+    gen_max = gpu.pcie_gen_max
+    if cfg.pcie_expected_gen and is_number(gen_max) and gen_max < cfg.pcie_expected_gen:
+        flagged = True
+        yield Finding("gpu.pcie", Status.WARN, subject, "link_gen_limited",
+                      f"{gpu.label}: PCIe link limited to gen{gen_max}, expected gen{cfg.pcie_expected_gen}",
+                      observed=gen_max, expected=cfg.pcie_expected_gen, details=link,
+                      recommendation="A switch, slot or BIOS setting limits the link generation: "
+                                     "check `dmesg | grep 'limited by'` and the BIOS PCIe settings.")
+    replays = gpu.pcie_replay_counter
+    if is_number(replays) and replays > cfg.pcie_replay_warn:
+        flagged = True
+        yield Finding("gpu.pcie", Status.WARN, subject, "replays_high",
+                      f"{gpu.label}: {replays} PCIe replays (limit {cfg.pcie_replay_warn})", observed=replays,
+                      expected=f"<= {cfg.pcie_replay_warn}", unit="replays", details=link,
+                      recommendation="A marginal PCIe link: reseat the GPU; replace the riser if it grows.")
+    if not flagged:
+        yield Finding("gpu.pcie", Status.PASS, subject, "ok",
+                      f"{gpu.label}: PCIe gen{gpu.pcie_gen_current}/gen{gen_max} x{width}/x{max_width}",
+                      observed=link)
 
 
 @check("gpu.nvlink", needs=("gpu",))
-def nvlink(ctx: CheckContext) -> Iterator[Finding]:
+@per_gpu
+def nvlink(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """Every NVLink is up and error counters are low.
 
     On GPUs with NVLink: FAIL when any link is down, or fewer links are active than the
@@ -78,46 +77,42 @@ def nvlink(ctx: CheckContext) -> Iterator[Finding]:
     expects links, in which case a GPU without any FAILs.
     """
     cfg = ctx.config.gpu
-    gpus, skipped = gpu_targets(ctx, "gpu.nvlink")
-    yield from skipped
-    for gpu in gpus:
-        subject = gpu_subject(ctx, gpu)
-        links = gpu.nvlinks
-        if not isinstance(links, list):
-            if cfg.nvlink_expected_links:
-                yield Finding("gpu.nvlink", Status.FAIL, subject, "nvlink_missing",
-                              f"{gpu.label}: no NVLink reported, expected {cfg.nvlink_expected_links} links",
-                              observed=0, expected=cfg.nvlink_expected_links, unit="links",
-                              recommendation="Check the fabric manager and `nvidia-smi nvlink -s`.")
-            else:
-                yield not_read("gpu.nvlink", subject, "NVLink", links)
-            continue
-        down = [link.link for link in links if not link.active]
-        active = len(links) - len(down)
-        totals = {name: sum(int(v) for link in links if is_number(v := link.errors.get(name)))
-                  for name in ("replay", "recovery", "crc_flit", "crc_data", "ecc_data")}
-        details = {"links": len(links), "active": active, "down": down, "errors": totals}
-        flagged = False
-        if down or (cfg.nvlink_expected_links and active < cfg.nvlink_expected_links):
-            flagged = True
-            yield Finding("gpu.nvlink", Status.FAIL, subject, "nvlink_down",
-                          f"{gpu.label}: {active} NVLink(s) active, down: {down or 'none'}", observed=active,
-                          expected=cfg.nvlink_expected_links or len(links), unit="links", details=details,
-                          recommendation="Reset the GPU; if links stay down, drain the node and check the "
-                                         "NVSwitch tray / fabric manager logs.")
-        crc = totals["crc_flit"] + totals["crc_data"]
-        if crc > cfg.nvlink_crc_errors_warn:
-            flagged = True
-            yield Finding("gpu.nvlink", Status.WARN, subject, "nvlink_crc_errors",
-                          f"{gpu.label}: {crc} NVLink CRC errors", observed=crc,
-                          expected=f"<= {cfg.nvlink_crc_errors_warn}", unit="errors", details=details,
-                          recommendation="Watch the counters; rising CRC errors precede link failures.")
-        if totals["recovery"] > cfg.nvlink_recovery_errors_warn:
-            flagged = True
-            yield Finding("gpu.nvlink", Status.WARN, subject, "nvlink_recovery",
-                          f"{gpu.label}: {totals['recovery']} NVLink recovery events", observed=totals["recovery"],
-                          expected=f"<= {cfg.nvlink_recovery_errors_warn}", unit="events", details=details,
-                          recommendation="Links are retraining: reset the GPU and watch for recurrence.")
-        if not flagged:
-            yield Finding("gpu.nvlink", Status.PASS, subject, "ok", f"{gpu.label}: {active} NVLink(s) up",
-                          observed=active, unit="links", details=details)
+    links = gpu.nvlinks
+    if not isinstance(links, list):
+        if cfg.nvlink_expected_links:
+            yield Finding("gpu.nvlink", Status.FAIL, subject, "nvlink_missing",
+                          f"{gpu.label}: no NVLink reported, expected {cfg.nvlink_expected_links} links",
+                          observed=0, expected=cfg.nvlink_expected_links, unit="links",
+                          recommendation="Check the fabric manager and `nvidia-smi nvlink -s`.")
+        else:
+            yield not_read("gpu.nvlink", subject, "NVLink", links)
+        return
+    down = [link.link for link in links if not link.active]
+    active = len(links) - len(down)
+    totals = {name: sum(int(v) for link in links if is_number(v := link.errors.get(name)))
+              for name in ("replay", "recovery", "crc_flit", "crc_data", "ecc_data")}
+    details = {"links": len(links), "active": active, "down": down, "errors": totals}
+    flagged = False
+    if down or (cfg.nvlink_expected_links and active < cfg.nvlink_expected_links):
+        flagged = True
+        yield Finding("gpu.nvlink", Status.FAIL, subject, "nvlink_down",
+                      f"{gpu.label}: {active} NVLink(s) active, down: {down or 'none'}", observed=active,
+                      expected=cfg.nvlink_expected_links or len(links), unit="links", details=details,
+                      recommendation="Reset the GPU; if links stay down, drain the node and check the "
+                                     "NVSwitch tray / fabric manager logs.")
+    crc = totals["crc_flit"] + totals["crc_data"]
+    if crc > cfg.nvlink_crc_errors_warn:
+        flagged = True
+        yield Finding("gpu.nvlink", Status.WARN, subject, "nvlink_crc_errors",
+                      f"{gpu.label}: {crc} NVLink CRC errors", observed=crc,
+                      expected=f"<= {cfg.nvlink_crc_errors_warn}", unit="errors", details=details,
+                      recommendation="Watch the counters; rising CRC errors precede link failures.")
+    if totals["recovery"] > cfg.nvlink_recovery_errors_warn:
+        flagged = True
+        yield Finding("gpu.nvlink", Status.WARN, subject, "nvlink_recovery",
+                      f"{gpu.label}: {totals['recovery']} NVLink recovery events", observed=totals["recovery"],
+                      expected=f"<= {cfg.nvlink_recovery_errors_warn}", unit="events", details=details,
+                      recommendation="Links are retraining: reset the GPU and watch for recurrence.")
+    if not flagged:
+        yield Finding("gpu.nvlink", Status.PASS, subject, "ok", f"{gpu.label}: {active} NVLink(s) up",
+                      observed=active, unit="links", details=details)

@@ -5,44 +5,43 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..model import Finding, Status
+from ..records import GpuRecord
 from ..registry import CheckContext, check
-from .common import gpu_subject, gpu_targets, is_number, not_read
+from .common import is_number, not_read, per_gpu
 
 RESET_TO_REMAP = "Drain the node and reset the GPU (nvidia-smi -r -i N) so the pending remap takes effect."
 
 
 @check("gpu.ecc.mode", needs=("gpu",))
-def ecc_mode(ctx: CheckContext) -> Iterator[Finding]:
+@per_gpu
+def ecc_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """ECC is in the expected mode (``gpu.ecc_mode``) and no mode change is pending.
 
     WARN when ECC is off on a GPU expected to run with it (silent memory corruption goes
     unnoticed) or when a change is pending a reboot.
     """
     want = ctx.config.gpu.ecc_mode
-    gpus, skipped = gpu_targets(ctx, "gpu.ecc.mode")
-    yield from skipped
-    for gpu in gpus:
-        subject = gpu_subject(ctx, gpu)
-        if not isinstance(gpu.ecc_current, bool):
-            yield not_read("gpu.ecc.mode", subject, "ECC mode", gpu.ecc_current)
-            continue
-        state = "enabled" if gpu.ecc_current else "disabled"
-        if want != "any" and state != want:
-            yield Finding("gpu.ecc.mode", Status.WARN, subject, "ecc_mode",
-                          f"{gpu.label}: ECC is {state}, expected {want}", observed=state, expected=want,
-                          recommendation=f"nvidia-smi -i {gpu.index} -e {1 if want == 'enabled' else 0}, then reboot.")
-        elif isinstance(gpu.ecc_pending, bool) and gpu.ecc_pending != gpu.ecc_current:
-            yield Finding("gpu.ecc.mode", Status.WARN, subject, "ecc_pending",
-                          f"{gpu.label}: ECC change pending a reboot", observed=state,
-                          expected="enabled" if gpu.ecc_pending else "disabled",
-                          recommendation="Reboot the node to apply the ECC mode change.")
-        else:
-            yield Finding("gpu.ecc.mode", Status.PASS, subject, "ok", f"{gpu.label}: ECC {state}",
-                          observed=state, expected=want)
+    if not isinstance(gpu.ecc_current, bool):
+        yield not_read("gpu.ecc.mode", subject, "ECC mode", gpu.ecc_current)
+        return
+    state = "enabled" if gpu.ecc_current else "disabled"
+    if want != "any" and state != want:
+        yield Finding("gpu.ecc.mode", Status.WARN, subject, "ecc_mode",
+                      f"{gpu.label}: ECC is {state}, expected {want}", observed=state, expected=want,
+                      recommendation=f"nvidia-smi -i {gpu.index} -e {1 if want == 'enabled' else 0}, then reboot.")
+    elif isinstance(gpu.ecc_pending, bool) and gpu.ecc_pending != gpu.ecc_current:
+        yield Finding("gpu.ecc.mode", Status.WARN, subject, "ecc_pending",
+                      f"{gpu.label}: ECC change pending a reboot", observed=state,
+                      expected="enabled" if gpu.ecc_pending else "disabled",
+                      recommendation="Reboot the node to apply the ECC mode change.")
+    else:
+        yield Finding("gpu.ecc.mode", Status.PASS, subject, "ok", f"{gpu.label}: ECC {state}",
+                      observed=state, expected=want)
 
 
 @check("gpu.ecc.errors", needs=("gpu",))
-def ecc_errors(ctx: CheckContext) -> Iterator[Finding]:
+@per_gpu
+def ecc_errors(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """ECC error counters are clean.
 
     FAIL when volatile (since the last reset) uncorrectable errors exceed
@@ -51,52 +50,49 @@ def ecc_errors(ctx: CheckContext) -> Iterator[Finding]:
     exposes them, exceed their thresholds. SKIP when ECC is off or counters unsupported.
     """
     cfg = ctx.config.gpu
-    gpus, skipped = gpu_targets(ctx, "gpu.ecc.errors")
-    yield from skipped
-    for gpu in gpus:
-        subject = gpu_subject(ctx, gpu)
-        if gpu.ecc_current is False:
-            yield Finding("gpu.ecc.errors", Status.SKIP, subject, "ecc_off",
-                          f"{gpu.label}: ECC is off, so no errors are counted (see gpu.ecc.mode)")
-            continue
-        counters = {
-            "volatile_uncorrected": gpu.ecc_volatile_uncorrected,
-            "volatile_corrected": gpu.ecc_volatile_corrected,
-            "aggregate_uncorrected": gpu.ecc_aggregate_uncorrected,
-            "aggregate_corrected": gpu.ecc_aggregate_corrected,
-            "sram_aggregate_uncorrected": gpu.sram_aggregate_uncorrected,
-            "sram_aggregate_corrected": gpu.sram_aggregate_corrected,
-        }
-        if not any(is_number(v) for v in counters.values()):
-            yield not_read("gpu.ecc.errors", subject, "ECC counters", gpu.ecc_volatile_uncorrected)
-            continue
-        rules = (
-            ("volatile_uncorrected", cfg.ecc_volatile_uncorrected_fail, Status.FAIL, "ecc_volatile_uncorrectable",
-             "Drain the node now and reset the GPU; if uncorrectable errors return, RMA the GPU."),
-            ("aggregate_uncorrected", cfg.ecc_aggregate_uncorrected_warn, Status.WARN, "ecc_aggregate_uncorrectable",
-             "Track this GPU: check row remapping status and plan an RMA if the count grows."),
-            ("aggregate_corrected", cfg.ecc_aggregate_corrected_warn, Status.WARN, "ecc_aggregate_correctable",
-             "Memory is degrading: watch for remapping failures and plan a replacement."),
-            ("sram_aggregate_uncorrected", cfg.sram_uncorrected_warn, Status.WARN, "sram_uncorrectable",
-             "SRAM uncorrectable errors: reset the GPU; RMA if they recur."),
-            ("sram_aggregate_corrected", cfg.sram_corrected_warn, Status.WARN, "sram_correctable",
-             "SRAM correctable errors are high: monitor and plan an RMA."),
-        )
-        flagged = False
-        for key, limit, status, code, advice in rules:
-            count = counters[key]
-            if is_number(count) and count > limit:
-                flagged = True
-                yield Finding("gpu.ecc.errors", status, subject, code,
-                              f"{gpu.label}: {count} {key.replace('_', ' ')} ECC errors (limit {limit})",
-                              observed=count, expected=f"<= {limit}", unit="errors", recommendation=advice)
-        if not flagged:
-            yield Finding("gpu.ecc.errors", Status.PASS, subject, "ok", f"{gpu.label}: ECC counters within limits",
-                          observed=counters, unit="errors")
+    if gpu.ecc_current is False:
+        yield Finding("gpu.ecc.errors", Status.SKIP, subject, "ecc_off",
+                      f"{gpu.label}: ECC is off, so no errors are counted (see gpu.ecc.mode)")
+        return
+    counters = {
+        "volatile_uncorrected": gpu.ecc_volatile_uncorrected,
+        "volatile_corrected": gpu.ecc_volatile_corrected,
+        "aggregate_uncorrected": gpu.ecc_aggregate_uncorrected,
+        "aggregate_corrected": gpu.ecc_aggregate_corrected,
+        "sram_aggregate_uncorrected": gpu.sram_aggregate_uncorrected,
+        "sram_aggregate_corrected": gpu.sram_aggregate_corrected,
+    }
+    if not any(is_number(v) for v in counters.values()):
+        yield not_read("gpu.ecc.errors", subject, "ECC counters", gpu.ecc_volatile_uncorrected)
+        return
+    rules = (
+        ("volatile_uncorrected", cfg.ecc_volatile_uncorrected_fail, Status.FAIL, "ecc_volatile_uncorrectable",
+         "Drain the node now and reset the GPU; if uncorrectable errors return, RMA the GPU."),
+        ("aggregate_uncorrected", cfg.ecc_aggregate_uncorrected_warn, Status.WARN, "ecc_aggregate_uncorrectable",
+         "Track this GPU: check row remapping status and plan an RMA if the count grows."),
+        ("aggregate_corrected", cfg.ecc_aggregate_corrected_warn, Status.WARN, "ecc_aggregate_correctable",
+         "Memory is degrading: watch for remapping failures and plan a replacement."),
+        ("sram_aggregate_uncorrected", cfg.sram_uncorrected_warn, Status.WARN, "sram_uncorrectable",
+         "SRAM uncorrectable errors: reset the GPU; RMA if they recur."),
+        ("sram_aggregate_corrected", cfg.sram_corrected_warn, Status.WARN, "sram_correctable",
+         "SRAM correctable errors are high: monitor and plan an RMA."),
+    )
+    flagged = False
+    for key, limit, status, code, advice in rules:
+        count = counters[key]
+        if is_number(count) and count > limit:
+            flagged = True
+            yield Finding("gpu.ecc.errors", status, subject, code,
+                          f"{gpu.label}: {count} {key.replace('_', ' ')} ECC errors (limit {limit})",
+                          observed=count, expected=f"<= {limit}", unit="errors", recommendation=advice)
+    if not flagged:
+        yield Finding("gpu.ecc.errors", Status.PASS, subject, "ok", f"{gpu.label}: ECC counters within limits",
+                      observed=counters, unit="errors")
 
 
 @check("gpu.memory.remap", needs=("gpu",))
-def row_remap(ctx: CheckContext) -> Iterator[Finding]:
+@per_gpu
+def row_remap(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """Row remapping (Ampere and newer) has no pending remap and no failure.
 
     FAIL on a remapping failure (the GPU ran out of spare rows: it can no longer retire
@@ -105,63 +101,56 @@ def row_remap(ctx: CheckContext) -> Iterator[Finding]:
     SKIP on GPUs without row remapping (pre-Ampere use retired pages).
     """
     limit = ctx.config.gpu.remapped_uncorrectable_rows_warn
-    gpus, skipped = gpu_targets(ctx, "gpu.memory.remap")
-    yield from skipped
-    for gpu in gpus:
-        subject = gpu_subject(ctx, gpu)
-        rows = {"correctable": gpu.remapped_rows_correctable, "uncorrectable": gpu.remapped_rows_uncorrectable,
-                "pending": gpu.remap_pending, "failure": gpu.remap_failure}
-        if not isinstance(gpu.remap_pending, bool) or not isinstance(gpu.remap_failure, bool):
-            yield not_read("gpu.memory.remap", subject, "row remapping", gpu.remap_pending)
-            continue
-        if gpu.remap_failure:
-            yield Finding("gpu.memory.remap", Status.FAIL, subject, "remap_failure",
-                          f"{gpu.label}: row remapping failed", observed=rows, expected="no failure",
-                          recommendation="Drain the node and RMA the GPU: it cannot remap bad memory rows.")
-        if gpu.remap_pending:
-            yield Finding("gpu.memory.remap", Status.WARN, subject, "remap_pending",
-                          f"{gpu.label}: a row remap is pending a GPU reset", observed=rows,
-                          expected="no pending remap", recommendation=RESET_TO_REMAP)
-        unc = gpu.remapped_rows_uncorrectable
-        if is_number(unc) and unc > limit:
-            yield Finding("gpu.memory.remap", Status.WARN, subject, "remapped_rows_high",
-                          f"{gpu.label}: {unc} rows remapped for uncorrectable errors (limit {limit})",
-                          observed=unc, expected=f"<= {limit}", unit="rows",
-                          recommendation="The GPU's memory is wearing out: plan an RMA.")
-        if not gpu.remap_failure and not gpu.remap_pending and not (is_number(unc) and unc > limit):
-            yield Finding("gpu.memory.remap", Status.PASS, subject, "ok", f"{gpu.label}: no pending or failed remap",
-                          observed=rows)
+    rows = {"correctable": gpu.remapped_rows_correctable, "uncorrectable": gpu.remapped_rows_uncorrectable,
+            "pending": gpu.remap_pending, "failure": gpu.remap_failure}
+    if not isinstance(gpu.remap_pending, bool) or not isinstance(gpu.remap_failure, bool):
+        yield not_read("gpu.memory.remap", subject, "row remapping", gpu.remap_pending)
+        return
+    if gpu.remap_failure:
+        yield Finding("gpu.memory.remap", Status.FAIL, subject, "remap_failure",
+                      f"{gpu.label}: row remapping failed", observed=rows, expected="no failure",
+                      recommendation="Drain the node and RMA the GPU: it cannot remap bad memory rows.")
+    if gpu.remap_pending:
+        yield Finding("gpu.memory.remap", Status.WARN, subject, "remap_pending",
+                      f"{gpu.label}: a row remap is pending a GPU reset", observed=rows,
+                      expected="no pending remap", recommendation=RESET_TO_REMAP)
+    unc = gpu.remapped_rows_uncorrectable
+    if is_number(unc) and unc > limit:
+        yield Finding("gpu.memory.remap", Status.WARN, subject, "remapped_rows_high",
+                      f"{gpu.label}: {unc} rows remapped for uncorrectable errors (limit {limit})",
+                      observed=unc, expected=f"<= {limit}", unit="rows",
+                      recommendation="The GPU's memory is wearing out: plan an RMA.")
+    if not gpu.remap_failure and not gpu.remap_pending and not (is_number(unc) and unc > limit):
+        yield Finding("gpu.memory.remap", Status.PASS, subject, "ok", f"{gpu.label}: no pending or failed remap",
+                      observed=rows)
 
 
 @check("gpu.memory.retired_pages", needs=("gpu",))
-def retired_pages(ctx: CheckContext) -> Iterator[Finding]:
+@per_gpu
+def retired_pages(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """Page retirement (pre-Ampere GPUs) has nothing pending and few retired pages.
 
     WARN when a retirement is pending a reboot or when retired pages exceed
     ``gpu.retired_pages_warn``. SKIP where the GPU uses row remapping instead.
     """
     limit = ctx.config.gpu.retired_pages_warn
-    gpus, skipped = gpu_targets(ctx, "gpu.memory.retired_pages")
-    yield from skipped
-    for gpu in gpus:
-        subject = gpu_subject(ctx, gpu)
-        pending = gpu.retired_pages_pending
-        counts = [c for c in (gpu.retired_pages_sbe, gpu.retired_pages_dbe) if is_number(c)]
-        if not isinstance(pending, bool) and not counts:
-            yield not_read("gpu.memory.retired_pages", subject, "page retirement", pending)
-            continue
-        total = sum(counts)
-        flagged = False
-        if pending is True:
-            flagged = True
-            yield Finding("gpu.memory.retired_pages", Status.WARN, subject, "retirement_pending",
-                          f"{gpu.label}: page retirement pending a reboot", observed=True, expected=False,
-                          recommendation="Drain and reboot the node so the pages are retired.")
-        if total > limit:
-            flagged = True
-            yield Finding("gpu.memory.retired_pages", Status.WARN, subject, "retired_pages_high",
-                          f"{gpu.label}: {total} retired pages (limit {limit})", observed=total,
-                          expected=f"<= {limit}", unit="pages", recommendation="Plan an RMA for this GPU.")
-        if not flagged:
-            yield Finding("gpu.memory.retired_pages", Status.PASS, subject, "ok",
-                          f"{gpu.label}: {total} retired pages, none pending", observed=total, unit="pages")
+    pending = gpu.retired_pages_pending
+    counts = [c for c in (gpu.retired_pages_sbe, gpu.retired_pages_dbe) if is_number(c)]
+    if not isinstance(pending, bool) and not counts:
+        yield not_read("gpu.memory.retired_pages", subject, "page retirement", pending)
+        return
+    total = sum(counts)
+    flagged = False
+    if pending is True:
+        flagged = True
+        yield Finding("gpu.memory.retired_pages", Status.WARN, subject, "retirement_pending",
+                      f"{gpu.label}: page retirement pending a reboot", observed=True, expected=False,
+                      recommendation="Drain and reboot the node so the pages are retired.")
+    if total > limit:
+        flagged = True
+        yield Finding("gpu.memory.retired_pages", Status.WARN, subject, "retired_pages_high",
+                      f"{gpu.label}: {total} retired pages (limit {limit})", observed=total,
+                      expected=f"<= {limit}", unit="pages", recommendation="Plan an RMA for this GPU.")
+    if not flagged:
+        yield Finding("gpu.memory.retired_pages", Status.PASS, subject, "ok",
+                      f"{gpu.label}: {total} retired pages, none pending", observed=total, unit="pages")

@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..model import Finding, Status
-from ..records import GpuFacts
+from ..records import GpuFacts, GpuRecord
 from ..recovery import MIN_DRIVER, recovery_action
 from ..registry import CheckContext, check
-from .common import gpu_subject, gpu_targets, is_number, version_below
+from .common import is_number, per_gpu, version_below
 
 
 @check("gpu.recovery_action", needs=("gpu",))
-def recovery(ctx: CheckContext) -> Iterator[Finding]:
+@per_gpu
+def recovery(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """The driver asks for no recovery action on any GPU.
 
     Reads NVML's ``GET_GPU_RECOVERY_ACTION`` field: NONE passes; GPU_RESET, NODE_REBOOT,
@@ -21,20 +22,16 @@ def recovery(ctx: CheckContext) -> Iterator[Finding]:
     reason on drivers older than r570, which do not expose the field.
     """
     facts: GpuFacts = ctx.fact("gpu")
-    gpus, skipped = gpu_targets(ctx, "gpu.recovery_action")
-    yield from skipped
     old = isinstance(facts.driver_version, str) and version_below(facts.driver_version, MIN_DRIVER)
-    for gpu in gpus:
-        subject = gpu_subject(ctx, gpu)
-        value = gpu.recovery_action
-        if not is_number(value):
-            why = (f"driver {facts.driver_version} is older than r{MIN_DRIVER}" if old
-                   else f"not exposed ({value})")
-            yield Finding("gpu.recovery_action", Status.SKIP, subject, "not_available",
-                          f"{gpu.label}: recovery action unknown: {why}")
-            continue
-        action = recovery_action(int(value))
-        yield Finding("gpu.recovery_action", action.status, subject,
-                      "ok" if action.status is Status.PASS else action.name.lower(),
-                      f"{gpu.label}: recovery action {action.name}", observed=action.name, expected="NONE",
-                      recommendation=None if action.status is Status.PASS else action.recommendation)
+    value = gpu.recovery_action
+    if not is_number(value):
+        why = (f"driver {facts.driver_version} is older than r{MIN_DRIVER}" if old
+               else f"not exposed ({value})")
+        yield Finding("gpu.recovery_action", Status.SKIP, subject, "not_available",
+                      f"{gpu.label}: recovery action unknown: {why}")
+        return
+    action = recovery_action(int(value))
+    yield Finding("gpu.recovery_action", action.status, subject,
+                  "ok" if action.status is Status.PASS else action.name.lower(),
+                  f"{gpu.label}: recovery action {action.name}", observed=action.name, expected="NONE",
+                  recommendation=None if action.status is Status.PASS else action.recommendation)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..model import Finding, Status
+from ..records import GpuRecord
 from ..registry import CheckContext, check
-from .common import gpu_subject, gpu_targets, is_number, not_read
+from .common import is_number, not_read, per_gpu
 
 # nvmlClocksEventReasons bits. Idle, application clocks, SW power cap under load, sync
 # boost and display clocks are normal operation; HW slowdown, HW thermal and HW power
@@ -41,7 +42,8 @@ def decode_clock_reasons(mask: int) -> list[str]:
 
 
 @check("gpu.thermal", needs=("gpu",))
-def temperature(ctx: CheckContext) -> Iterator[Finding]:
+@per_gpu
+def temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """GPU and memory temperatures are clear of the GPU's own slowdown limits.
 
     FAIL at or above the GPU's slowdown threshold (as NVML reports it for this board).
@@ -50,100 +52,90 @@ def temperature(ctx: CheckContext) -> Iterator[Finding]:
     against its maximum operating temperature.
     """
     cfg = ctx.config.gpu
-    gpus, skipped = gpu_targets(ctx, "gpu.thermal")
-    yield from skipped
-    for gpu in gpus:
-        subject = gpu_subject(ctx, gpu)
-        temp = gpu.temperature_c
-        if not is_number(temp):
-            yield not_read("gpu.thermal", subject, "GPU temperature", temp)
-            continue
-        slowdown = gpu.temp_slowdown_c if is_number(gpu.temp_slowdown_c) else None
-        warn_at = [t for t in (
-            slowdown - cfg.temp_margin_c if slowdown is not None else None,
-            gpu.temp_gpu_max_c if is_number(gpu.temp_gpu_max_c) else None,
-            cfg.temp_warn_c,
-        ) if t is not None]
-        limits = {"slowdown_c": slowdown, "warn_c": min(warn_at) if warn_at else None}
-        if slowdown is not None and temp >= slowdown:
-            yield Finding("gpu.thermal", Status.FAIL, subject, "temp_slowdown",
-                          f"{gpu.label}: {temp} C at or above its slowdown threshold {slowdown} C",
-                          observed=temp, expected=f"< {slowdown}", unit="C", details=limits,
-                          recommendation="Check cooling (fans, airflow, inlet temperature) before running jobs.")
-        elif warn_at and temp >= min(warn_at):
-            yield Finding("gpu.thermal", Status.WARN, subject, "temp_high",
-                          f"{gpu.label}: {temp} C is close to its limits", observed=temp,
-                          expected=f"< {min(warn_at):g}", unit="C", details=limits,
-                          recommendation="The GPU will throttle under load: check cooling.")
-        else:
-            yield Finding("gpu.thermal", Status.PASS, subject, "ok", f"{gpu.label}: {temp} C", observed=temp,
-                          expected=f"< {min(warn_at):g}" if warn_at else None, unit="C", details=limits)
-        mem, mem_max = gpu.memory_temperature_c, gpu.temp_memory_max_c
-        if is_number(mem) and is_number(mem_max) and mem > 0:
-            if mem >= mem_max:
-                yield Finding("gpu.thermal", Status.FAIL, subject, "memory_temp_limit",
-                              f"{gpu.label}: HBM {mem} C at or above its maximum {mem_max} C", observed=mem,
-                              expected=f"< {mem_max}", unit="C", recommendation="Check cooling immediately.")
-            elif mem >= mem_max - cfg.memory_temp_margin_c:
-                yield Finding("gpu.thermal", Status.WARN, subject, "memory_temp_high",
-                              f"{gpu.label}: HBM {mem} C close to its maximum {mem_max} C", observed=mem,
-                              expected=f"< {mem_max - cfg.memory_temp_margin_c:g}", unit="C",
-                              recommendation="Memory is near its limit: check cooling.")
+    temp = gpu.temperature_c
+    if not is_number(temp):
+        yield not_read("gpu.thermal", subject, "GPU temperature", temp)
+        return
+    slowdown = gpu.temp_slowdown_c if is_number(gpu.temp_slowdown_c) else None
+    warn_at = [t for t in (
+        slowdown - cfg.temp_margin_c if slowdown is not None else None,
+        gpu.temp_gpu_max_c if is_number(gpu.temp_gpu_max_c) else None,
+        cfg.temp_warn_c,
+    ) if t is not None]
+    limits = {"slowdown_c": slowdown, "warn_c": min(warn_at) if warn_at else None}
+    if slowdown is not None and temp >= slowdown:
+        yield Finding("gpu.thermal", Status.FAIL, subject, "temp_slowdown",
+                      f"{gpu.label}: {temp} C at or above its slowdown threshold {slowdown} C",
+                      observed=temp, expected=f"< {slowdown}", unit="C", details=limits,
+                      recommendation="Check cooling (fans, airflow, inlet temperature) before running jobs.")
+    elif warn_at and temp >= min(warn_at):
+        yield Finding("gpu.thermal", Status.WARN, subject, "temp_high",
+                      f"{gpu.label}: {temp} C is close to its limits", observed=temp,
+                      expected=f"< {min(warn_at):g}", unit="C", details=limits,
+                      recommendation="The GPU will throttle under load: check cooling.")
+    else:
+        yield Finding("gpu.thermal", Status.PASS, subject, "ok", f"{gpu.label}: {temp} C", observed=temp,
+                      expected=f"< {min(warn_at):g}" if warn_at else None, unit="C", details=limits)
+    mem, mem_max = gpu.memory_temperature_c, gpu.temp_memory_max_c
+    if is_number(mem) and is_number(mem_max) and mem > 0:
+        if mem >= mem_max:
+            yield Finding("gpu.thermal", Status.FAIL, subject, "memory_temp_limit",
+                          f"{gpu.label}: HBM {mem} C at or above its maximum {mem_max} C", observed=mem,
+                          expected=f"< {mem_max}", unit="C", recommendation="Check cooling immediately.")
+        elif mem >= mem_max - cfg.memory_temp_margin_c:
+            yield Finding("gpu.thermal", Status.WARN, subject, "memory_temp_high",
+                          f"{gpu.label}: HBM {mem} C close to its maximum {mem_max} C", observed=mem,
+                          expected=f"< {mem_max - cfg.memory_temp_margin_c:g}", unit="C",
+                          recommendation="Memory is near its limit: check cooling.")
 
 
 @check("gpu.clocks", needs=("gpu",))
-def clock_events(ctx: CheckContext) -> Iterator[Finding]:
+@per_gpu
+def clock_events(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """No hardware clock slowdown is active.
 
     Decodes NVML's clock event reasons: HW slowdown, HW thermal slowdown and HW power
     brake FAIL; SW thermal slowdown WARNs; idle, application clocks, SW power cap (normal
     under load), sync boost and display clocks pass.
     """
-    gpus, skipped = gpu_targets(ctx, "gpu.clocks")
-    yield from skipped
-    for gpu in gpus:
-        subject = gpu_subject(ctx, gpu)
-        mask = gpu.clock_event_reasons
-        if not is_number(mask):
-            yield not_read("gpu.clocks", subject, "clock event reasons", mask)
-            continue
-        active = decode_clock_reasons(int(mask))
-        bad = [(name, status) for bit, (name, status) in CLOCK_REASONS.items()
-               if int(mask) & bit and status is not Status.PASS]
-        if not bad:
-            yield Finding("gpu.clocks", Status.PASS, subject, "ok",
-                          f"{gpu.label}: clock event reasons {', '.join(active) or 'none'}",
-                          observed=active, details={"mask": f"0x{int(mask):x}"})
-        for name, status in bad:
-            yield Finding("gpu.clocks", status, subject, name, f"{gpu.label}: {name.replace('_', ' ')} active",
-                          observed=active, expected="no hardware slowdown", recommendation=CLOCK_ADVICE[name],
-                          details={"mask": f"0x{int(mask):x}", "sm_clock_mhz": gpu.sm_clock_mhz,
-                                   "sm_clock_max_mhz": gpu.sm_clock_max_mhz})
+    mask = gpu.clock_event_reasons
+    if not is_number(mask):
+        yield not_read("gpu.clocks", subject, "clock event reasons", mask)
+        return
+    active = decode_clock_reasons(int(mask))
+    bad = [(name, status) for bit, (name, status) in CLOCK_REASONS.items()
+           if int(mask) & bit and status is not Status.PASS]
+    if not bad:
+        yield Finding("gpu.clocks", Status.PASS, subject, "ok",
+                      f"{gpu.label}: clock event reasons {', '.join(active) or 'none'}",
+                      observed=active, details={"mask": f"0x{int(mask):x}"})
+    for name, status in bad:
+        yield Finding("gpu.clocks", status, subject, name, f"{gpu.label}: {name.replace('_', ' ')} active",
+                      observed=active, expected="no hardware slowdown", recommendation=CLOCK_ADVICE[name],
+                      details={"mask": f"0x{int(mask):x}", "sm_clock_mhz": gpu.sm_clock_mhz,
+                               "sm_clock_max_mhz": gpu.sm_clock_max_mhz})
 
 
 @check("gpu.power", needs=("gpu",))
-def power_limit(ctx: CheckContext) -> Iterator[Finding]:
+@per_gpu
+def power_limit(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """The enforced power limit is not below the board's default.
 
     WARN when the enforced limit is below ``gpu.power_limit_min_fraction`` × the default
     limit: a capped GPU runs compute-bound kernels slower than its peers.
     """
     fraction = ctx.config.gpu.power_limit_min_fraction
-    gpus, skipped = gpu_targets(ctx, "gpu.power")
-    yield from skipped
-    for gpu in gpus:
-        subject = gpu_subject(ctx, gpu)
-        limit, default = gpu.power_limit_w, gpu.power_default_limit_w
-        if not is_number(limit) or not is_number(default):
-            yield not_read("gpu.power", subject, "power limits", limit if not is_number(limit) else default)
-            continue
-        floor = default * fraction
-        details = {"power_draw_w": gpu.power_draw_w, "default_limit_w": default}
-        if limit < floor:
-            yield Finding("gpu.power", Status.WARN, subject, "power_capped",
-                          f"{gpu.label}: power limit {limit:g} W below the default {default:g} W", observed=limit,
-                          expected=f">= {floor:g}", unit="W", details=details,
-                          recommendation=f"Restore the default limit: nvidia-smi -i {gpu.index} -pl {default:g}")
-        else:
-            yield Finding("gpu.power", Status.PASS, subject, "ok", f"{gpu.label}: power limit {limit:g} W",
-                          observed=limit, expected=f">= {floor:g}", unit="W", details=details)
+    limit, default = gpu.power_limit_w, gpu.power_default_limit_w
+    if not is_number(limit) or not is_number(default):
+        yield not_read("gpu.power", subject, "power limits", limit if not is_number(limit) else default)
+        return
+    floor = default * fraction
+    details = {"power_draw_w": gpu.power_draw_w, "default_limit_w": default}
+    if limit < floor:
+        yield Finding("gpu.power", Status.WARN, subject, "power_capped",
+                      f"{gpu.label}: power limit {limit:g} W below the default {default:g} W", observed=limit,
+                      expected=f">= {floor:g}", unit="W", details=details,
+                      recommendation=f"Restore the default limit: nvidia-smi -i {gpu.index} -pl {default:g}")
+    else:
+        yield Finding("gpu.power", Status.PASS, subject, "ok", f"{gpu.label}: power limit {limit:g} W",
+                      observed=limit, expected=f">= {floor:g}", unit="W", details=details)
