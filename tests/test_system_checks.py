@@ -398,3 +398,11 @@ def test_real_machine_facts_are_judged_without_errors(tmp_path: Path) -> None:
         for f in judge(check_id, facts):
             assert f.status is not ERROR, f
             assert f.code != "not_available" or check_id == "system.numa", f
+
+
+def test_services_skip_when_gpus_are_replayed() -> None:
+    replayed = GpuFacts(source="replay:node.json", available=True, gpus=ONE_GPU.gpus)
+    ctx = CheckContext(host="n1", facts={"system": SystemFacts(hostname="n1", processes=[]), "gpu": replayed},
+                       config=Config())
+    (finding,) = get_check("system.services").fn(ctx)
+    assert finding.status is Status.SKIP and finding.code == "replay"

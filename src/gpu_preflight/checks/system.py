@@ -205,13 +205,18 @@ def services(ctx: CheckContext) -> Iterator[Finding]:
 
     WARN for each missing process of ``system.required_services`` (nvidia-persistenced
     by default). On NVSwitch systems FAIL when nv-fabricmanager is not running (CUDA
-    cannot initialise the GPUs). SKIP on nodes without NVIDIA GPUs.
+    cannot initialise the GPUs). SKIP on nodes without NVIDIA GPUs, and when the GPUs are
+    replayed from a snapshot of another host.
     """
     cfg, s = ctx.config.system, _sys(ctx)
     gpu: GpuFacts = ctx.fact("gpu")
     if not gpu.available or not gpu.gpus:
         yield Finding("system.services", Status.SKIP, ctx.host, "no_gpus",
                       f"no NVIDIA GPU ({gpu.reason or '0 GPUs'}): NVIDIA services not required")
+        return
+    if gpu.source.startswith("replay"):
+        yield Finding("system.services", Status.SKIP, ctx.host, "replay",
+                      "GPUs replayed from a snapshot: the recorded host's services are unknown")
         return
     if not isinstance(s.processes, list):
         yield not_read("system.services", ctx.host, "process list", s.processes)
