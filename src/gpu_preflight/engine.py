@@ -106,7 +106,7 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
 
     host = facts["system"].hostname if "system" in facts else socket.gethostname()
     ctx = CheckContext(host=host, facts=facts, config=config, options=probe_opts)
-    results = [_run_check(spec, ctx, probe_errors, opts.timeout_s) for spec in specs]
+    results = [run_check(spec, ctx, probe_errors, opts.timeout_s) for spec in specs]
     return NodeReport(
         hostname=host,
         timestamp=timestamp,
@@ -150,7 +150,7 @@ def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float) -> tuple[
     return facts, errors
 
 
-def _run_check(spec: CheckSpec, ctx: CheckContext, probe_errors: dict[str, str], timeout_s: float) -> CheckResult:
+def run_check(spec: CheckSpec, ctx: CheckContext, probe_errors: dict[str, str], timeout_s: float) -> CheckResult:
     t0 = time.perf_counter()
     failed = [probe_errors[n] for n in spec.needs if n in probe_errors]
     if failed:

@@ -178,6 +178,21 @@ class NodeReport:
     def status(self) -> Status:
         return verdict(f.status for f in self.findings)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Transport form (to rank 0): everything but the raw artifacts, which stay on the node."""
+        return {"hostname": self.hostname, "timestamp": self.timestamp,
+                "results": [r.to_dict() for r in self.results], "facts": self.facts, "profile": self.profile,
+                "config_sources": self.config_sources, "duration_s": self.duration_s, "fail_on": self.fail_on,
+                "artifacts": self.artifacts}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NodeReport:
+        results = [CheckResult(r["check_id"], r["title"], [Finding.from_dict(f) for f in r["findings"]],
+                               r.get("duration_s", 0.0)) for r in data.get("results", [])]
+        return cls(data["hostname"], data["timestamp"], results, data.get("facts", {}), data.get("profile"),
+                   data.get("config_sources", []), data.get("artifacts", []), data.get("duration_s", 0.0),
+                   data.get("fail_on", "fail"))
+
     @property
     def exit_code(self) -> int:
         return gated_exit_code(self.status, self.fail_on)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .model import NA
 
@@ -161,3 +161,26 @@ class KernelLogFacts:
     reason: str | None = None
     events: list[XidEvent] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ClusterFacts:
+    """What rank 0 gathered from a distributed run: one payload per rank, and who is missing.
+
+    Payloads are the JSON forms of the workload results (collectives, GEMM, memory,
+    training, software stack) plus, from each node's local rank 0, its node report.
+    """
+
+    world_size: int
+    num_nodes: int
+    local_world_size: int
+    payloads: dict[int, dict[str, Any]]
+    missing: dict[int, str]
+    node_names: dict[int, str]
+    node_facts: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def rank_subject(self, rank: int, payload: dict[str, Any] | None = None) -> str:
+        p = payload or self.payloads.get(rank, {})
+        node = self.node_names.get(int(p.get("node_rank", rank // max(self.local_world_size, 1))), "unknown")
+        device = str(p.get("device", ""))
+        return f"{node}/gpu{p.get('local_rank', 0)}" if device.startswith("cuda") else f"{node}/rank{rank}"

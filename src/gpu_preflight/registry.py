@@ -36,6 +36,7 @@ class CheckSpec:
     doc: str
     suites: tuple[str, ...] = SUITES
     tags: tuple[str, ...] = ()
+    scope: str = "node"
 
     def matches(self, pattern: str) -> bool:
         """Glob on the id (``gpu.*``) or exact tag (``gpu``)."""
@@ -84,8 +85,12 @@ _PROBES: dict[str, ProbeSpec] = {}
 
 
 def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SUITES,
-          tags: tuple[str, ...] = ()) -> Callable[[CheckFn], CheckFn]:
-    """Register a check. Its docstring's first line is the title, the rest its explanation."""
+          tags: tuple[str, ...] = (), scope: str = "node") -> Callable[[CheckFn], CheckFn]:
+    """Register a check. Its docstring's first line is the title, the rest its explanation.
+
+    ``scope="node"`` checks judge one node's facts; ``scope="cluster"`` checks judge the
+    gathered results of a distributed run (fact ``cluster``) on rank 0.
+    """
 
     def register(fn: CheckFn) -> CheckFn:
         if check_id in _CHECKS:
@@ -97,7 +102,7 @@ def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SU
             return fn(replace(ctx, check_id=check_id))  # the check knows its id, however it is called
 
         _CHECKS[check_id] = CheckSpec(check_id, bound, needs, title, doc, suites,
-                                      (check_id.split(".")[0], *tags))
+                                      (check_id.split(".")[0], *tags), scope)
         return fn
 
     return register
@@ -144,7 +149,8 @@ def get_probe(name: str) -> ProbeSpec:
     return _PROBES[name]
 
 
-def select(suite: str, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> list[CheckSpec]:
+def select(suite: str, include: Iterable[str] = (), exclude: Iterable[str] = (),
+           scope: str = "node") -> list[CheckSpec]:
     """Checks of a suite, narrowed by ``--check`` patterns and minus ``--skip`` patterns.
 
     An include pattern that matches nothing is an error: a typo must not silently run
@@ -156,7 +162,7 @@ def select(suite: str, include: Iterable[str] = (), exclude: Iterable[str] = ())
         if not any(s.matches(pattern) for s in specs):
             known = ", ".join(s.id for s in specs)
             raise KeyError(f"no check matches {pattern!r} (known: {known})")
-    chosen = [s for s in specs if suite in s.suites]
+    chosen = [s for s in specs if suite in s.suites and s.scope == scope]
     if include:
-        chosen = [s for s in specs if any(s.matches(p) for p in include)]
+        chosen = [s for s in specs if s.scope == scope and any(s.matches(p) for p in include)]
     return [s for s in chosen if not any(s.matches(p) for p in exclude)]

@@ -10,7 +10,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from .. import __version__
 
@@ -39,7 +38,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="output format (json/md/junit go to stdout alone; console to stderr)")
     p.add_argument("--fail-on", choices=("warn", "fail"), default="fail",
                    help="'warn' makes warnings fail the run (exit 2)")
-    p.add_argument("--timeout-s", type=float, default=30.0, help="time limit per probe and per check (s)")
+    p.add_argument("--timeout-s", type=float, default=None,
+                   help="time limit per probe, check and collective (s); default 30 for node checks, "
+                        "60 per collective on one node, 180 across nodes (x3 with --full)")
+    p.add_argument("--node-only", action="store_true",
+                   help="only the node checks: no workers, no torch workloads")
     p.add_argument("--replay", metavar="FILE", help="judge an NVML snapshot instead of the live GPUs")
     p.add_argument("--kernel-log", metavar="FILE", help="read Xid events from a saved kernel log")
     p.add_argument("--verbose", "-v", action="store_true", help="show every finding, including passes")
@@ -78,7 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if args.command == "run":
-            return cmd_run(args)
+            from .run_cmd import cmd_run
+
+            return cmd_run(args, list(argv) if argv is not None else sys.argv[1:])
         if args.command == "checks":
             return cmd_checks(args)
         if args.command == "config":
@@ -93,46 +98,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_ERROR
     raise AssertionError(args.command)
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from ..engine import RunOptions, run_checks
-    from ..probes.gpu import ReplayError, load_dump
-    from ..report import build_report, render, write_report
-    from ..report.console import render_console
-
-    if args.replay:
-        try:
-            load_dump(args.replay)  # fail fast with a clear message, before any check runs
-        except ReplayError as exc:
-            print(f"gpu-preflight: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-    opts = RunOptions(suite=args.suite, include=args.check, exclude=args.skip, profile=args.profile,
-                      config_file=args.config, overrides=args.set, expect_gpus=args.expect_gpus,
-                      replay=args.replay, kernel_log=args.kernel_log, report_dir=args.report_dir,
-                      timeout_s=args.timeout_s, fail_on=args.fail_on)
-    try:
-        node = run_checks(opts)
-    except KeyError as exc:
-        print(f"gpu-preflight: {exc.args[0]}", file=sys.stderr)
-        return EXIT_USAGE
-    report = build_report([node], expected_total_gpus=node_expected_gpus(node))
-    if args.report_dir:
-        path = write_report(report, [node], args.report_dir)
-        print(f"gpu-preflight: report written to {path}", file=sys.stderr)
-    if args.format == "console":
-        render_console(report, verbose=args.verbose)
-    else:
-        sys.stdout.write(render(report, args.format))
-        sys.stdout.flush()
-    return node.exit_code
-
-
-def node_expected_gpus(node: Any) -> int | None:
-    for f in node.findings:
-        if f.check_id == "gpu.inventory.count" and isinstance(f.expected, int):
-            return int(f.expected)
-    return None
 
 
 def cmd_checks(args: argparse.Namespace) -> int:

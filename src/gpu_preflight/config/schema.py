@@ -150,12 +150,55 @@ class XidConfig:
 
 
 @dataclass
+class PerfConfig:
+    """What the distributed workloads are judged against (GPU-model profiles set the floors)."""
+
+    gemm_bf16_tflops: float | None = setting(None, "Sustained bf16 GEMM throughput the GPU model should reach.",
+                                             "TFLOP/s")
+    gemm_fp16_tflops: float | None = setting(None, "Sustained fp16 GEMM throughput.", "TFLOP/s")
+    gemm_tf32_tflops: float | None = setting(None, "Sustained tf32 GEMM throughput.", "TFLOP/s")
+    gemm_fp32_tflops: float | None = setting(None, "Sustained fp32 GEMM throughput (CPU: set per site).", "TFLOP/s")
+    gemm_warn_fraction: float = setting(0.9, "GEMM below this fraction of the expected throughput WARNs.", "ratio")
+    gemm_fail_fraction: float = setting(0.6, "GEMM below this fraction of the expected throughput FAILs.", "ratio")
+    peer_outlier_fraction: float = setting(
+        0.10, "A GPU or node more than this fraction below the median of its peers WARNs.", "ratio")
+    allreduce_busbw_min_gbps: float | None = setting(
+        None, "Node-local all_reduce bus bandwidth floor at the largest size (NVLink/PCIe).", "GB/s")
+    network_busbw_min_gbps: float | None = setting(
+        None, "Inter-node all_reduce bus bandwidth floor (one rank per node) at the largest size.", "GB/s")
+    device_copy_min_gbps: float | None = setting(None, "Device-to-device copy bandwidth floor (read+write).", "GB/s")
+    host_transfer_min_gbps: float | None = setting(None, "Pinned host-to-device and device-to-host floor.", "GB/s")
+    train_min_loss_drop: float = setting(0.2, "Training smoke: the loss must fall by at least this fraction.", "ratio")
+
+
+@dataclass
+class WorkloadConfig:
+    """How much work the distributed workloads do (quick vs full)."""
+
+    gemm_dtypes_gpu: list[str] = setting(["bf16", "fp16", "tf32", "fp32"], "GEMM precisions measured on GPUs.")
+    gemm_n_gpu: int = setting(8192, "GEMM matrix size on GPUs (n x n x n).")
+    gemm_n_cpu: int = setting(512, "GEMM matrix size on CPU workers.")
+    gemm_seconds_quick: float = setting(1.0, "Seconds of GEMM per precision on GPUs (quick).", "s")
+    gemm_seconds_full: float = setting(10.0, "Seconds of GEMM per precision on GPUs (full; sustained).", "s")
+    collective_max_bytes_quick_gpu: int = setting(256 << 20, "Largest collective message, quick, GPUs.", "bytes")
+    collective_max_bytes_full_gpu: int = setting(8 << 30, "Largest collective message, full, GPUs.", "bytes")
+    collective_max_bytes_cpu: int = setting(4 << 20, "Largest collective message on CPU workers.", "bytes")
+    collective_iters: int = setting(10, "Timed iterations per collective size (GPUs; CPU uses 3).")
+    memory_test_fraction: float = setting(0.5, "Share of free GPU memory the pattern test writes and verifies.",
+                                          "ratio")
+    train_steps: int = setting(40, "Training smoke steps (single GPU and DDP).")
+    cpu_workers: int = setting(2, "Local workers launched on a node without GPUs.")
+
+
+@dataclass
 class Config:
     """The resolved configuration: defaults, then profile, site file, environment, CLI."""
 
     gpu: GpuConfig = field(default_factory=GpuConfig)
     system: SystemConfig = field(default_factory=SystemConfig)
     xid: XidConfig = field(default_factory=XidConfig)
+    perf: PerfConfig = field(default_factory=PerfConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
 
 
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in fields(Config)}  # type: ignore[misc]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..model import SCHEMA_VERSION, Finding, NodeReport, Status, gated_exit_code, gating_statuses, verdict
+from ..model import SCHEMA_VERSION, CheckResult, Finding, NodeReport, Status, gated_exit_code, gating_statuses, verdict
 
 # cluster_summary.test_results: group name → check-id globs. A group is true when it
 # has a PASS and nothing worse than SKIP, false when anything WARNs or worse, and null
@@ -27,6 +27,9 @@ TEST_GROUPS: dict[str, tuple[str, ...]] = {
                    "gpu.power", "gpu.busy", "gpu.xid"),
     "gpu_links": ("gpu.pcie", "gpu.nvlink"),
     "system_resources": ("system.*",),
+    "nccl_communication": ("nccl.*", "cluster.completeness"),
+    "compute": ("compute.*", "memory.*"),
+    "training": ("train.*", "stack.*"),
 }
 READY = "Cluster is ready for distributed training"
 MB = 1024 * 1024
@@ -139,34 +142,55 @@ def node_section(report: NodeReport, node_info: dict[str, Any] | None = None) ->
 
 
 def build_report(nodes: list[NodeReport], *, expected_total_gpus: int | None = None,
-                 node_infos: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The whole report for one or more node reports (node_0 ... in the given order)."""
+                 node_infos: list[dict[str, Any]] | None = None, node_extras: list[dict[str, Any]] | None = None,
+                 cluster_results: list[CheckResult] | None = None, topology: dict[str, Any] | None = None,
+                 missing_nodes: list[str] | None = None,
+                 performance_summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The whole report for one or more node reports (node_0 ... in the given order).
+
+    A distributed run adds ``cluster_results`` (checks over the gathered workloads, listed
+    with ``"node": "cluster"``), per-node sections such as ``nccl`` (``node_extras``), the
+    job topology and the nodes that never reported.
+    """
     if not nodes:
         raise ValueError("a report needs at least one node")
     fail_on = nodes[0].fail_on
     sections = {f"node_{i}": node_section(n, (node_infos or [{}] * len(nodes))[i])
                 for i, n in enumerate(nodes)}
+    for key, extra in zip(sections, node_extras or [], strict=False):
+        sections[key].update(extra)
     findings = []
     for key, node in zip(sections, nodes, strict=True):
         for f in node.findings:
             findings.append({"node": key, **f.to_dict()})
-    all_findings = [f for n in nodes for f in n.findings]
+    cluster_findings = [f for r in cluster_results or [] for f in r.findings]
+    findings += [{"node": "cluster", **f.to_dict()} for f in cluster_findings]
+    all_findings = [f for n in nodes for f in n.findings] + cluster_findings
     gpus_per_node = [len(s["gpu"]) for s in sections.values()]
+    topo = topology or {}
+    summary = summarize(all_findings, fail_on)
+    summary["performance_summary"] = performance_summary or {}
+    missing = missing_nodes or []
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "gpu-preflight", "version": __version__},
         "timestamp": nodes[0].timestamp,
         "cluster_info": {
-            "data_completeness": "complete",
-            "note": f"Data from all {len(nodes)} nodes",
+            "data_completeness": "complete" if not missing else f"incomplete: missing {', '.join(missing)}",
+            "note": f"Data from all {len(nodes)} nodes" if not missing else
+                    f"Data from {len(nodes) - len(missing)} of {len(nodes)} nodes",
             "expected_total_gpus": expected_total_gpus,
             "cluster_topology": {
-                "total_nodes": len(nodes),
+                "total_nodes": topo.get("num_nodes", len(nodes)),
                 "gpus_per_node": max(gpus_per_node) if gpus_per_node else 0,
-                "processes_per_node": 1,
+                "processes_per_node": topo.get("local_world_size", 1),
+                "world_size": topo.get("world_size", 1),
+                "launcher": topo.get("launcher", "none"),
             },
+            "missing_nodes": missing,
         },
-        "cluster_summary": summarize(all_findings, fail_on),
+        "cluster_summary": summary,
+        "cluster_checks": [r.to_dict() for r in cluster_results or []],
         "nodes": sections,
         "findings": findings,
         "artifacts": [dict(a, node=key) for key, node in zip(sections, nodes, strict=True) for a in node.artifacts],

@@ -1,0 +1,137 @@
+"""Cluster checks over the gathered run: completeness and collectives (correctness, speed)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+from typing import Any
+
+from ..model import Finding, Status
+from ..records import ClusterFacts
+from ..registry import CheckContext, check
+
+
+def cluster(ctx: CheckContext) -> ClusterFacts:
+    facts: ClusterFacts = ctx.fact("cluster")
+    return facts
+
+
+@check("cluster.completeness", needs=("cluster",), scope="cluster")
+def completeness(ctx: CheckContext) -> Iterator[Finding]:
+    """Every rank of the job reported to rank 0.
+
+    FAIL for each rank that died, stopped answering (its heartbeat went stale) or did not
+    report before the deadline, naming the rank, its host and the stage it was in.
+    """
+    c = cluster(ctx)
+    for rank, why in sorted(c.missing.items()):
+        yield Finding("cluster.completeness", Status.FAIL, c.rank_subject(rank, {"node_rank": rank // max(
+            c.local_world_size, 1), "local_rank": rank % max(c.local_world_size, 1)}), "rank_missing", why,
+                      observed="missing", expected="reported",
+                      recommendation="Check that host (dmesg, nvidia-smi, network link); exclude it and re-run.")
+    if not c.missing:
+        yield Finding("cluster.completeness", Status.PASS, "cluster", "ok",
+                      f"all {c.world_size} ranks on {c.num_nodes} node(s) reported", observed=c.world_size)
+
+
+def _largest(entry: dict[str, Any]) -> dict[str, Any] | None:
+    results = entry.get("results") or []
+    return max(results, key=lambda r: r["size_bytes"]) if results else None
+
+
+def collective_entries(c: ClusterFacts) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each group's results once: as reported by the group's lowest rank (all members agree)."""
+    for rank, payload in sorted(c.payloads.items()):
+        for entry in payload.get("collectives", []):
+            if entry.get("ranks") and min(entry["ranks"]) == rank:
+                yield rank, entry
+
+
+@check("nccl.correctness", needs=("cluster",), scope="cluster")
+def correctness(ctx: CheckContext) -> Iterator[Finding]:
+    """Every collective produced exactly the expected values.
+
+    FAIL when any element of any verified collective was wrong (nccl-tests' ``#wrong``):
+    silent data corruption in a GPU, NVLink, NIC or the library. Names the group, the
+    collective and the message size.
+    """
+    c = cluster(ctx)
+    bad = False
+    seen = 0
+    for _, entry in collective_entries(c):
+        seen += 1
+        for r in entry.get("results", []):
+            if r.get("wrong"):
+                bad = True
+                yield Finding("nccl.correctness", Status.FAIL, f"group {entry['group']}", "wrong_elements",
+                              f"{entry['op']} on {entry['group']} (ranks {entry['ranks']}) at {r['size_bytes']} B: "
+                              f"{r['wrong']} wrong element(s)", observed=r["wrong"], expected=0, unit="elements",
+                              recommendation="Data corruption: run the pairwise localisation (--localize) or "
+                                             "DCGM diagnostics to find the GPU or link; drain the suspects.")
+    if not bad:
+        yield Finding("nccl.correctness", Status.PASS if seen else Status.SKIP, "cluster",
+                      "ok" if seen else "not_run",
+                      f"{seen} collective sweep(s) verified, no wrong element" if seen else
+                      "no collective ran (a single rank, or the run failed before)")
+
+
+@check("nccl.collectives", needs=("cluster",), scope="cluster")
+def collectives(ctx: CheckContext) -> Iterator[Finding]:
+    """Collectives complete and reach the expected bus bandwidth.
+
+    FAIL when a collective failed or timed out (naming the ranks that stopped answering),
+    or when all_reduce at the largest size is below ``perf.allreduce_busbw_min_gbps``
+    (node-local) or ``perf.network_busbw_min_gbps`` (one rank per node). WARN when a
+    node's node-local all_reduce is more than ``perf.peer_outlier_fraction`` below the
+    median of the nodes: a slow NVLink/PCIe fabric on that node.
+    """
+    c, perf = cluster(ctx), ctx.config.perf
+    entries = list(collective_entries(c))
+    errors = [(r, e) for r, p in sorted(c.payloads.items()) for e in p.get("collectives", []) if e.get("error")]
+    reported: set[str] = set()
+    for _rank, entry in errors:
+        key = f"{entry['op']}@{entry['group']}"
+        if key in reported:
+            continue
+        reported.add(key)
+        culprits = [why for r, why in sorted(c.missing.items()) if r in entry.get("ranks", [])]
+        yield Finding("nccl.collectives", Status.FAIL, f"group {entry['group']}", "collective_failed",
+                      f"{entry['op']} on {entry['group']} failed: {entry['error']}"
+                      + (f"; {'; '.join(culprits)}" if culprits else ""), observed=entry["error"],
+                      recommendation="A rank died, hung or lost its link: check the named host; exclude it "
+                                     "and re-run, or run --localize to find the bad node.")
+    intra: dict[str, float] = {}
+    for _, entry in entries:
+        if entry["op"] != "all_reduce" or not entry.get("results"):
+            continue
+        top = _largest(entry)
+        assert top is not None
+        busbw = float(top["busbw_gbps"])
+        floor = perf.network_busbw_min_gbps if entry.get("scope") == "inter_node" else perf.allreduce_busbw_min_gbps
+        subject = f"group {entry['group']}"
+        if entry.get("scope") in ("intra_node",) or (entry.get("scope") == "distributed" and c.num_nodes == 1):
+            intra[entry["group"]] = busbw
+        if floor is not None and busbw < floor:
+            yield Finding("nccl.collectives", Status.FAIL, subject, "busbw_below_floor",
+                          f"all_reduce busbw {busbw:.1f} GB/s on {entry['group']} at {top['size_bytes']} B, "
+                          f"floor {floor:g}", observed=round(busbw, 2), expected=f">= {floor:g}", unit="GB/s",
+                          recommendation="Check NVLink/NVSwitch health, NCCL env (NCCL_P2P_DISABLE, NCCL_IB_*), "
+                                         "and the network for inter-node groups.")
+        else:
+            yield Finding("nccl.collectives", Status.PASS, subject, "ok",
+                          f"all_reduce {busbw:.2f} GB/s busbw on {entry['group']} ({len(entry['ranks'])} ranks, "
+                          f"{top['size_bytes']} B)", observed=round(busbw, 3), expected=f">= {floor:g}" if floor
+                          else None, unit="GB/s")
+    if len(intra) >= 3:
+        median = statistics.median(intra.values())
+        for group, busbw in sorted(intra.items()):
+            if busbw < median * (1 - perf.peer_outlier_fraction):
+                yield Finding("nccl.collectives", Status.WARN, f"group {group}", "busbw_outlier",
+                              f"{group}: all_reduce busbw {busbw:.1f} GB/s, {100 * (1 - busbw / median):.0f}% below "
+                              f"the median node ({median:.1f})", observed=round(busbw, 2),
+                              expected=f">= {median * (1 - perf.peer_outlier_fraction):.1f}", unit="GB/s",
+                              recommendation="This node's GPU interconnect is slower than its peers: check NVLink "
+                                             "state and PCIe links (gpu.nvlink, gpu.pcie).")
+    if not entries and not errors:
+        yield Finding("nccl.collectives", Status.SKIP, "cluster", "not_run",
+                      "no collective ran: a single rank (add GPUs or nodes to test communication)")

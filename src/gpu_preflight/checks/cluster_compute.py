@@ -1,0 +1,228 @@
+"""Cluster checks over per-GPU workloads: GEMM, memory, training smoke, software stack, skew."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+from ..model import Finding, Status
+from ..registry import CheckContext, check
+from .cluster_comm import cluster
+from .common import version_below
+
+
+@check("compute.gemm", needs=("cluster",), scope="cluster")
+def gemm(ctx: CheckContext) -> Iterator[Finding]:
+    """Every GPU computes GEMMs correctly and at the expected speed.
+
+    FAIL when a product is wrong (Freivalds check against float64) or throughput is below
+    ``perf.gemm_fail_fraction`` of the profile's expected TFLOP/s for the precision; WARN
+    below ``perf.gemm_warn_fraction`` of it, or more than ``perf.peer_outlier_fraction``
+    below the median of all GPUs in the job for that precision. ERROR when a precision
+    could not run.
+    """
+    c, perf = cluster(ctx), ctx.config.perf
+    by_dtype: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+    for rank, payload in sorted(c.payloads.items()):
+        for g in payload.get("gemm", []):
+            by_dtype[g["dtype"]].append((rank, g))
+    if not by_dtype:
+        yield Finding("compute.gemm", Status.SKIP, "cluster", "not_run", "no GEMM result was gathered")
+    for dtype, rows in sorted(by_dtype.items()):
+        expected = getattr(perf, f"gemm_{dtype}_tflops", None)
+        ok_values = [g["tflops"] for _, g in rows if not g.get("error") and g.get("correct")]
+        median = statistics.median(ok_values) if len(ok_values) >= 2 else None
+        for rank, g in rows:
+            subject = c.rank_subject(rank)
+            tflops = float(g.get("tflops") or 0.0)
+            label = f"{dtype} GEMM {g['n']}^3"
+            if g.get("error"):
+                yield Finding("compute.gemm", Status.ERROR, subject, "gemm_error", f"{label}: {g['error']}",
+                              recommendation="Check the CUDA stack (stack.cuda) and GPU memory.")
+                continue
+            if not g.get("correct"):
+                yield Finding("compute.gemm", Status.FAIL, subject, "gemm_wrong",
+                              f"{label}: wrong result (relative error {g['rel_error']:.3g})",
+                              observed=g["rel_error"], unit="rel. error",
+                              recommendation="The GPU computes wrong results: drain the node, run DCGM level 3, "
+                                             "RMA the GPU if it repeats.")
+                continue
+            status, code, limit = Status.PASS, "ok", None
+            if expected:
+                if tflops < expected * perf.gemm_fail_fraction:
+                    status, code, limit = Status.FAIL, "gemm_slow", expected * perf.gemm_fail_fraction
+                elif tflops < expected * perf.gemm_warn_fraction:
+                    status, code, limit = Status.WARN, "gemm_below_expected", expected * perf.gemm_warn_fraction
+            if status is Status.PASS and median and tflops < median * (1 - perf.peer_outlier_fraction):
+                status, code, limit = Status.WARN, "gemm_outlier", median * (1 - perf.peer_outlier_fraction)
+            shown = f"{tflops * 1000:.1f} GFLOP/s" if tflops < 1 else f"{tflops:.1f} TFLOP/s"
+            yield Finding("compute.gemm", status, subject, code,
+                          f"{label}: {shown}" + (f" (expected {expected:g}, peers' median {median:.1f})"
+                                                  if expected and median else ""),
+                          observed=round(tflops, 4), expected=f">= {limit:.1f}" if limit else expected,
+                          unit="TFLOP/s", details={"dtype": dtype, "median_tflops": median, "expected": expected},
+                          recommendation=None if status is Status.PASS else
+                          "Check clocks and throttling (gpu.clocks, gpu.power, gpu.thermal) and other processes "
+                          "on the GPU (gpu.busy); compare with DCGM targeted stress.")
+
+
+@check("memory.bandwidth", needs=("cluster",), scope="cluster")
+def memory(ctx: CheckContext) -> Iterator[Finding]:
+    """GPU memory copies fast, host transfers reach PCIe/C2C speed, patterns read back intact.
+
+    FAIL on any pattern mismatch (bad HBM); WARN when device copy bandwidth is below
+    ``perf.device_copy_min_gbps`` or pinned host↔device below ``perf.host_transfer_min_gbps``
+    (a downtrained PCIe link halves it). ERROR when the test could not run; SKIP on CPU.
+    """
+    c, perf = cluster(ctx), ctx.config.perf
+    ran = False
+    for rank, payload in sorted(c.payloads.items()):
+        m = payload.get("memory")
+        if m is None:
+            continue
+        ran = True
+        subject = c.rank_subject(rank)
+        if m.get("error"):
+            yield Finding("memory.bandwidth", Status.ERROR, subject, "memory_error", f"memory test: {m['error']}")
+            continue
+        if m.get("pattern_errors"):
+            yield Finding("memory.bandwidth", Status.FAIL, subject, "pattern_errors",
+                          f"{m['pattern_errors']} word(s) read back wrong over {m['pattern_bytes'] / 1e9:.1f} GB",
+                          observed=m["pattern_errors"], expected=0, unit="words",
+                          recommendation="GPU memory is corrupting data: drain the node, check ECC/remapping, RMA.")
+        flagged = False
+        for key, floor, what in (("device_copy_gbps", perf.device_copy_min_gbps, "device copy"),
+                                 ("h2d_gbps", perf.host_transfer_min_gbps, "host-to-device"),
+                                 ("d2h_gbps", perf.host_transfer_min_gbps, "device-to-host")):
+            value = m.get(key)
+            if floor is not None and value is not None and value < floor:
+                flagged = True
+                yield Finding("memory.bandwidth", Status.WARN, subject, f"{key.removesuffix('_gbps')}_slow",
+                              f"{what} {value:.1f} GB/s below {floor:g}", observed=round(value, 2),
+                              expected=f">= {floor:g}", unit="GB/s",
+                              recommendation="Check the PCIe link (gpu.pcie) and NUMA placement for host "
+                                             "transfers; memory clocks and throttling for device copies.")
+        if not flagged and not m.get("pattern_errors"):
+            yield Finding("memory.bandwidth", Status.PASS, subject, "ok",
+                          f"copy {m['device_copy_gbps']:.0f} GB/s, H2D {m['h2d_gbps']:.1f}, D2H {m['d2h_gbps']:.1f}, "
+                          f"{m['pattern_bytes'] / 1e9:.1f} GB patterns intact", observed=m)
+    if not ran:
+        yield Finding("memory.bandwidth", Status.SKIP, "cluster", "no_gpu", "no GPU worker: memory test not run")
+
+
+@check("train.smoke", needs=("cluster",), scope="cluster")
+def training(ctx: CheckContext) -> Iterator[Finding]:
+    """A small model learns on every GPU, and DDP keeps every rank's parameters identical.
+
+    FAIL when the loss does not fall by ``perf.train_min_loss_drop`` or becomes non-finite,
+    or when DDP leaves parameters that differ between ranks (broken gradient all-reduce).
+    ERROR when training could not run.
+    """
+    c, drop = cluster(ctx), ctx.config.perf.train_min_loss_drop
+    for rank, payload in sorted(c.payloads.items()):
+        for key in ("train", "ddp"):
+            t = payload.get(key)
+            if t is None or (key == "ddp" and rank != min(c.payloads)):
+                continue
+            subject = c.rank_subject(rank) if key == "train" else "cluster"
+            name = "training smoke" if key == "train" else f"DDP smoke on {c.world_size} ranks"
+            if t.get("error"):
+                yield Finding("train.smoke", Status.ERROR, subject, f"{key}_error", f"{name}: {t['error']}")
+            elif not t.get("finite"):
+                yield Finding("train.smoke", Status.FAIL, subject, f"{key}_not_finite",
+                              f"{name}: loss became non-finite", observed=t["loss_end"],
+                              recommendation="NaN/Inf in training on this GPU: run DCGM diagnostics; drain it.")
+            elif not t.get("improved"):
+                yield Finding("train.smoke", Status.FAIL, subject, f"{key}_no_progress",
+                              f"{name}: loss {t['loss_start']:.3f} -> {t['loss_end']:.3f}, less than {drop:.0%} drop",
+                              observed=t["loss_end"], expected=f"<= {t['loss_start'] * (1 - drop):.3f}",
+                              recommendation="The model does not learn on this GPU: check GEMM correctness and "
+                                             "the CUDA stack.")
+            elif key == "ddp" and t.get("params_identical") is False:
+                yield Finding("train.smoke", Status.FAIL, subject, "ddp_params_differ",
+                              f"{name}: parameters differ between ranks after training",
+                              observed=len(set(t.get("param_digests") or [])), expected=1, unit="distinct",
+                              recommendation="Gradient all-reduce is broken: run --localize and nccl.correctness.")
+            else:
+                yield Finding("train.smoke", Status.PASS, subject, "ok",
+                              f"{name}: loss {t['loss_start']:.3f} -> {t['loss_end']:.3f}"
+                              + (", parameters identical on every rank" if key == "ddp" else ""),
+                              observed=round(t["loss_end"], 4))
+
+
+@check("stack.cuda", needs=("cluster",), scope="cluster")
+def stack(ctx: CheckContext) -> Iterator[Finding]:
+    """torch's CUDA matches the driver and CUDA starts on every GPU.
+
+    FAIL when CUDA cannot initialise on a GPU node, when torch was built for a newer CUDA
+    than the driver supports (the commonest cause of "no GPU" in containers), or when a
+    CPU-only torch runs on a GPU node. Reports torch, CUDA, NCCL and cuDNN versions.
+    """
+    c = cluster(ctx)
+    for _rank, payload in sorted(c.payloads.items()):
+        s = payload.get("stack")
+        if not s or payload.get("local_rank") not in (0, None):
+            continue
+        node = int(payload.get("node_rank", 0))
+        subject = c.node_names.get(node, f"node{node}")
+        gpu_facts = c.node_facts.get(node, {}).get("gpu", {})
+        gpus = len(gpu_facts.get("gpus", [])) if gpu_facts.get("available") else 0
+        driver_cuda = gpu_facts.get("cuda_driver_version")
+        versions = {k: s.get(k) for k in ("torch_version", "torch_cuda", "nccl_version", "cudnn_version")}
+        if s.get("cuda_init_error"):
+            yield Finding("stack.cuda", Status.FAIL, subject, "cuda_init_failed", f"CUDA did not start: "
+                          f"{s['cuda_init_error']}", observed=versions, recommendation=_fix(s, driver_cuda))
+        elif gpus and not s.get("torch_cuda"):
+            yield Finding("stack.cuda", Status.FAIL, subject, "cpu_only_torch",
+                          f"torch {s['torch_version']} is a CPU-only build on a node with {gpus} GPU(s)",
+                          observed=versions, recommendation="Install a CUDA build of torch matching the driver.")
+        elif s.get("torch_cuda") and isinstance(driver_cuda, str) and version_below(driver_cuda, s["torch_cuda"]):
+            yield Finding("stack.cuda", Status.FAIL, subject, "cuda_newer_than_driver",
+                          f"torch built for CUDA {s['torch_cuda']}, driver supports up to {driver_cuda}",
+                          observed=s["torch_cuda"], expected=f"<= {driver_cuda}", recommendation=_fix(s, driver_cuda))
+        else:
+            where = f"CUDA {s['torch_cuda']}, NCCL {s['nccl_version']}" if s.get("torch_cuda") else "CPU (gloo)"
+            yield Finding("stack.cuda", Status.PASS, subject, "ok", f"torch {s['torch_version']}, {where}",
+                          observed=versions)
+
+
+def _fix(stack: dict[str, Any], driver_cuda: Any) -> str:
+    return (f"Use an image whose CUDA ({stack.get('torch_cuda')}) the driver supports (driver CUDA "
+            f"{driver_cuda}), or upgrade the driver; check that the container sees the GPUs (--gpus all).")
+
+
+@check("cluster.consistency", needs=("cluster",), scope="cluster")
+def consistency(ctx: CheckContext) -> Iterator[Finding]:
+    """Nodes run the same software and have the same number of GPUs.
+
+    WARN when driver, CUDA, torch or NCCL versions differ between nodes (a classic source
+    of hangs and slowdowns), and when GPU counts differ between nodes.
+    """
+    c = cluster(ctx)
+    if c.num_nodes < 2:
+        yield Finding("cluster.consistency", Status.SKIP, "cluster", "single_node", "one node: nothing to compare")
+        return
+    values: dict[str, dict[str, Any]] = defaultdict(dict)
+    for node, facts in sorted(c.node_facts.items()):
+        name = c.node_names.get(node, f"node{node}")
+        gpu = facts.get("gpu", {})
+        values["driver"][name] = gpu.get("driver_version") if isinstance(gpu.get("driver_version"), str) else None
+        values["GPU count"][name] = len(gpu.get("gpus", [])) if gpu.get("available") else 0
+    for payload in c.payloads.values():
+        s = payload.get("stack") or {}
+        name = c.node_names.get(int(payload.get("node_rank", 0)), "?")
+        for key in ("torch_version", "torch_cuda", "nccl_version"):
+            values[key][name] = s.get(key)
+    skew = False
+    for what, per_node in sorted(values.items()):
+        distinct = {v for v in per_node.values()}
+        if len(distinct) > 1:
+            skew = True
+            yield Finding("cluster.consistency", Status.WARN, "cluster", "version_skew" if what != "GPU count"
+                          else "gpu_count_mismatch", f"{what} differs between nodes: {per_node}", observed=per_node,
+                          recommendation="Run every node on the same image, driver and GPU count.")
+    if not skew:
+        yield Finding("cluster.consistency", Status.PASS, "cluster", "ok",
+                      f"{c.num_nodes} nodes agree on driver, CUDA, torch, NCCL and GPU count")

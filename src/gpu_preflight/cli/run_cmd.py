@@ -1,0 +1,150 @@
+"""``gpu-preflight run``: node checks alone, one rank under a launcher, or self-launched workers.
+
+- ``--node-only``/``--replay``: the node checks of this host (no torch).
+- under torchrun, srun, mpirun, SageMaker or a PyTorchJob: this process is one rank;
+  rank 0 writes the cluster report.
+- alone: start one worker per GPU (two CPU workers without GPUs) and supervise them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from typing import Any
+
+EXIT_USAGE = 2
+
+
+def _timeout(args: argparse.Namespace, nodes: int) -> float:
+    if args.timeout_s is not None:
+        return float(args.timeout_s)
+    base = 60.0 if nodes <= 1 else 180.0
+    return base * (3 if args.suite == "full" else 1)
+
+
+def _options(args: argparse.Namespace, timeout_s: float) -> Any:
+    from ..engine import RunOptions
+
+    return RunOptions(suite=args.suite, include=args.check, exclude=args.skip, profile=args.profile,
+                      config_file=args.config, overrides=args.set, expect_gpus=args.expect_gpus,
+                      replay=args.replay, kernel_log=args.kernel_log, report_dir=args.report_dir,
+                      timeout_s=timeout_s, fail_on=args.fail_on)
+
+
+def emit(report: dict[str, Any], args: argparse.Namespace, nodes: list[Any]) -> None:
+    """Write the report directory and print the chosen format."""
+    from ..report import render, write_report
+    from ..report.console import render_console
+
+    if args.report_dir:
+        path = write_report(report, nodes, args.report_dir)
+        print(f"gpu-preflight: report written to {path}", file=sys.stderr)
+    if args.format == "console":
+        render_console(report, verbose=args.verbose)
+    else:
+        sys.stdout.write(render(report, args.format))
+        sys.stdout.flush()
+
+
+def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    from ..distributed.topology import TopologyError, detect
+    from ..probes.gpu import ReplayError, load_dump
+
+    if args.replay:
+        try:
+            load_dump(args.replay)  # fail fast with a clear message, before any check runs
+        except ReplayError as exc:
+            print(f"gpu-preflight: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    try:
+        topo = detect(os.environ)
+    except TopologyError as exc:
+        print(f"gpu-preflight: cannot tell this process's place in the job: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.node_only or args.replay:
+            return node_only(args)
+        if topo.is_distributed:
+            return as_rank(args, topo)
+        return self_launched(args, argv)
+    except KeyError as exc:
+        print(f"gpu-preflight: {exc.args[0]}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def node_only(args: argparse.Namespace, note: str | None = None) -> int:
+    from ..engine import run_checks
+    from ..model import CheckResult, Finding, Status
+    from ..report import build_report
+
+    node = run_checks(_options(args, args.timeout_s or 30.0))
+    if note:
+        node.results.append(CheckResult("workloads", "Distributed workloads", [Finding(
+            "workloads", Status.SKIP, node.hostname, "not_run", note,
+            recommendation="pip install 'gpu-preflight[torch]' to run GEMM, memory, collectives and training.")], 0.0))
+    report = build_report([node], expected_total_gpus=_expected(node))
+    emit(report, args, [node])
+    return node.exit_code
+
+
+def _expected(node: Any) -> int | None:
+    for f in node.findings:
+        if f.check_id == "gpu.inventory.count" and isinstance(f.expected, int):
+            return int(f.expected)
+    return None
+
+
+def as_rank(args: argparse.Namespace, topo: Any) -> int:
+    """One rank under a launcher (or under our own supervisor)."""
+    from ..cluster.aggregate import build_cluster_report
+    from ..distributed.runner import run_rank
+
+    timeout = _timeout(args, topo.num_nodes)
+    opts = _options(args, min(timeout, 30.0))
+    result_dir = os.environ.get("GPU_PREFLIGHT_RESULT_DIR")
+    gathered, config = run_rank(opts, topo, timeout_s=timeout, result_dir=result_dir)
+    if gathered is None:
+        return 0  # only rank 0 reports
+    report, code = build_cluster_report(gathered, config, fail_on=args.fail_on, include=args.check,
+                                        exclude=args.skip, suite=args.suite, timeout_s=timeout)
+    if topo.launcher == "self" and result_dir:
+        tmp = os.path.join(result_dir, "report.json.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(report, fh)
+        os.replace(tmp, os.path.join(result_dir, "report.json"))
+        return code
+    emit(report, args, [])
+    return code
+
+
+def self_launched(args: argparse.Namespace, argv: list[str]) -> int:
+    from ..distributed.launch import gathered_from_files, local_gpu_count, supervise, torch_available
+    from ..engine import RunOptions
+    from ..model import Status, gated_exit_code
+
+    if not torch_available():
+        return node_only(args, note="distributed workloads not run: torch is not installed")
+    gpus = local_gpu_count()
+    from ..config import build_config
+
+    config, _ = build_config(config_file=args.config, overrides=args.set)
+    workers = gpus or config.workload.cpu_workers
+    timeout = _timeout(args, 1)
+    budget = timeout * 4 + 120
+    sup = supervise(argv, workers, budget_s=budget)
+    report = sup.report
+    if report is None:
+        from ..cluster.aggregate import build_cluster_report
+
+        topo = {"launcher": "self", "world_size": workers, "num_nodes": 1, "local_world_size": workers,
+                "hostname": socket.gethostname(), "hosts": [socket.gethostname()]}
+        gathered = gathered_from_files(sup, workers, topo)
+        report, _ = build_cluster_report(gathered, config, fail_on=args.fail_on, include=args.check,
+                                         exclude=args.skip, suite=args.suite, timeout_s=timeout)
+    del RunOptions
+    emit(report, args, [])
+    print(f"gpu-preflight: worker logs in {sup.result_dir}", file=sys.stderr) if args.verbose else None
+    return gated_exit_code(Status(report["cluster_summary"]["overall_status"]), args.fail_on)

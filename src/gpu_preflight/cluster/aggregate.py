@@ -1,0 +1,120 @@
+"""Turn what rank 0 gathered into the cluster report.
+
+Node reports come from each node's local rank 0; workload results from every rank. A
+node whose local rank 0 never reported still gets a section, holding an ``ERROR`` that
+names it, so an incomplete run can never read as a healthy one.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from .. import registry
+from ..config import Config
+from ..engine import run_check
+from ..model import CheckResult, Finding, NodeReport, Status
+from ..records import ClusterFacts
+from ..registry import CheckContext
+
+SCOPE_PREFIX = {"distributed": "distributed", "intra_node": "intra_node", "inter_node": "inter_node"}
+
+
+def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
+    topo = gathered["topology"]
+    payloads = {int(r): p for r, p in gathered["payloads"].items()}
+    per_node = max(int(topo.get("local_world_size", 1)), 1)
+    names: dict[int, str] = {}
+    hosts = topo.get("hosts") or []
+    for node in range(int(topo.get("num_nodes", 1))):
+        names[node] = hosts[node] if node < len(hosts) else f"node{node}"
+    node_facts: dict[int, dict[str, Any]] = {}
+    for p in payloads.values():
+        node = int(p.get("node_rank", 0))
+        if not (node < len(hosts)):
+            names[node] = p.get("node_name") or p.get("hostname") or names.get(node, f"node{node}")
+        if "node_report" in p:
+            node_facts[node] = p["node_report"].get("facts", {})
+    return ClusterFacts(int(topo.get("world_size", 1)), int(topo.get("num_nodes", 1)), per_node, payloads,
+                        {int(r): why for r, why in gathered.get("missing", {}).items()}, names, node_facts)
+
+
+def _node_reports(facts: ClusterFacts, fail_on: str) -> tuple[list[NodeReport], list[dict[str, Any]], list[str]]:
+    reports, infos, missing = [], [], []
+    for node in range(facts.num_nodes):
+        first = node * facts.local_world_size
+        payload = facts.payloads.get(first)
+        name = facts.node_names.get(node, f"node{node}")
+        info = {"node_rank": node, "host_rank": node, "host_count": facts.num_nodes, "world_size": facts.world_size,
+                "rank": first, "local_rank": 0, "current_host": name}
+        if payload and "node_report" in payload:
+            report = NodeReport.from_dict(payload["node_report"])
+            report.fail_on = fail_on
+        else:
+            missing.append(name)
+            why = facts.missing.get(first, "its local rank 0 sent no node report")
+            report = NodeReport(name, datetime.now(UTC).isoformat(), [CheckResult(
+                "cluster.node_report", "Node report received", [Finding(
+                    "cluster.node_report", Status.ERROR, name, "node_report_missing",
+                    f"no node report from {name}: {why}",
+                    recommendation="The node was not checked: look at the host and re-run.")], 0.0)],
+                fail_on=fail_on)
+        reports.append(report)
+        infos.append(info)
+    return reports, infos, missing
+
+
+def _nccl_sections(facts: ClusterFacts) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Per node ``nccl.communication_tests`` and the performance summary (peak busbw per scope/op)."""
+    extras: list[dict[str, Any]] = []
+    summary: dict[str, float] = {}
+    for node in range(facts.num_nodes):
+        tests: dict[str, Any] = {}
+        for rank in range(node * facts.local_world_size, (node + 1) * facts.local_world_size):
+            for entry in facts.payloads.get(rank, {}).get("collectives", []):
+                key = f"{SCOPE_PREFIX.get(entry.get('scope', ''), entry.get('scope', 'group'))}_{entry['op']}"
+                if key in tests:
+                    continue
+                tests[key] = {"success": entry.get("success", False), "test_type": entry.get("scope"),
+                              "group": entry.get("group"), "processes_tested": len(entry.get("ranks", [])),
+                              "results": entry.get("results", []),
+                              "peak_bandwidth_gbps": entry.get("peak_bandwidth_gbps", 0.0),
+                              "error": entry.get("error")}
+                peak = float(entry.get("peak_bandwidth_gbps") or 0.0)
+                name = f"{key}_bandwidth_gbps"
+                if entry.get("scope") != "intra_node":
+                    summary[name] = max(summary.get(name, 0.0), peak)
+                else:
+                    summary[name] = min(summary.get(name, peak), peak)  # the slowest node bounds a job
+        extras.append({"nccl": {"nccl_tests_available": False, "communication_tests": tests}})
+    gemm: dict[str, list[float]] = {}
+    for p in facts.payloads.values():
+        for g in p.get("gemm", []):
+            if g.get("correct"):
+                gemm.setdefault(g["dtype"], []).append(float(g["tflops"]))
+    for dtype, values in gemm.items():
+        summary[f"gemm_{dtype}_tflops_min"] = round(min(values), 4)
+        summary[f"gemm_{dtype}_tflops_median"] = round(sorted(values)[len(values) // 2], 4)
+    return extras, summary
+
+
+def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: str, include: list[str],
+                         exclude: list[str], suite: str, timeout_s: float) -> tuple[dict[str, Any], int]:
+    """The report dict and the process exit code for a gathered distributed run."""
+    from ..model import gated_exit_code, verdict
+    from ..report.canonical import build_report
+
+    facts = cluster_facts(gathered)
+    nodes, infos, missing = _node_reports(facts, fail_on)
+    cluster_patterns = [p for p in include if any(s.matches(p) for s in registry.all_checks()
+                                                  if s.scope == "cluster")]
+    specs = registry.select(suite, cluster_patterns if include else [], exclude, scope="cluster") \
+        if (not include or cluster_patterns) else []
+    ctx = CheckContext(host="cluster", facts={"cluster": facts}, config=config)
+    results = [run_check(spec, ctx, {}, timeout_s) for spec in specs]
+    extras, perf = _nccl_sections(facts)
+    report = build_report(nodes, node_infos=infos, node_extras=extras, cluster_results=results,
+                          topology=gathered["topology"], missing_nodes=missing, performance_summary=perf,
+                          expected_total_gpus=None)
+    status = verdict([f.status for n in nodes for f in n.findings] + [f.status for r in results for f in r.findings])
+    return report, gated_exit_code(status, fail_on)

@@ -1,0 +1,1 @@
+"""Distributed runs: topology detection, self-launch of local workers, gather to rank 0."""

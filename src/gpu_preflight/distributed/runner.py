@@ -1,0 +1,272 @@
+"""One rank of a distributed run: node checks, workloads, and the gather to rank 0.
+
+Every rank measures its own device and takes part in collectives on the world, its node
+and (multi-node) one-rank-per-node groups. Results travel to rank 0 through the c10d
+key-value store, not through collectives: a broken process group (a dead or stopped
+peer) cannot stop the gather. A heartbeat per rank in the same store lets rank 0 name a
+rank that stopped answering within seconds instead of waiting out every timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from ..engine import RunOptions, run_checks
+from .topology import Topology
+
+PREFIX = "gpu-preflight"
+HEARTBEAT_S = 1.0
+STALE_S = 10.0  # a rank whose heartbeat is this old is dead or stopped
+MAX_PAYLOAD = 4 << 20  # a rank's result is bounded; raw artifacts stay on the node
+
+
+@dataclass
+class Plan:
+    """What this rank runs, derived from the suite, the device and the config."""
+
+    sizes: list[int]
+    iters: int
+    warmup: int
+    gemm_dtypes: list[str]
+    gemm_n: int
+    gemm_iters: int
+    gemm_seconds: float | None
+    memory: bool
+    train_steps: int
+    ops: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
+
+
+def make_plan(config: Config, suite: str, cuda: bool) -> Plan:
+    w = config.workload
+    if cuda:
+        top = w.collective_max_bytes_full_gpu if suite == "full" else w.collective_max_bytes_quick_gpu
+        start = 8 if suite == "full" else 1 << 20
+        factor = 2 if suite == "full" else 8
+        iters, dtypes, n = w.collective_iters, list(w.gemm_dtypes_gpu), w.gemm_n_gpu
+        seconds: float | None = w.gemm_seconds_full if suite == "full" else w.gemm_seconds_quick
+    else:
+        top, start, factor = w.collective_max_bytes_cpu, 1 << 10, 32
+        iters, dtypes, n, seconds = 3, ["fp32"], w.gemm_n_cpu, None
+    sizes, size = [], start
+    while size < top:
+        sizes.append(size)
+        size *= factor
+    sizes.append(top)
+    return Plan(sizes, iters, 1, dtypes, n, 3 if not cuda else 5, seconds, cuda, w.train_steps)
+
+
+@dataclass
+class Group:
+    name: str
+    scope: str  # "distributed" (all ranks), "intra_node", "inter_node"
+    ranks: list[int]
+    handle: Any = None
+
+
+def layout(topo: Topology) -> list[Group]:
+    """Groups every rank creates in the same order: world, each node, one rank per node."""
+    world = list(range(topo.world_size))
+    groups = [Group("all", "distributed", world)]
+    per_node = max(topo.local_world_size, 1)
+    if topo.num_nodes > 1:
+        if per_node > 1:
+            groups += [Group(f"node{n}", "intra_node", world[n * per_node:(n + 1) * per_node])
+                       for n in range(topo.num_nodes)]
+        groups.append(Group("inter0", "inter_node", [n * per_node for n in range(topo.num_nodes)]))
+    return groups
+
+
+class Heartbeat:
+    """A thread that stamps ``beat/<rank>`` in the store every second while the rank lives."""
+
+    def __init__(self, store: Any, rank: int) -> None:
+        self.store, self.rank = store, rank
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="gp-heartbeat", daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.store.set(f"{PREFIX}/beat/{self.rank}", str(time.time()))
+            except Exception:  # the store host may be gone at the very end of the run
+                return
+            self.stop.wait(HEARTBEAT_S)
+
+
+@dataclass
+class RankRun:
+    """State of one rank's run, filled stage by stage."""
+
+    topo: Topology
+    payload: dict[str, Any] = field(default_factory=dict)
+    broken: str | None = None
+
+
+def _stage(store: Any, rank: int, name: str) -> None:
+    store.set(f"{PREFIX}/progress/{rank}", name)
+
+
+def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float,
+             result_dir: str | None = None) -> tuple[dict[str, Any] | None, Config]:
+    """Run this rank; rank 0 also returns the gathered payloads (``{"payloads", "missing", ...}``)."""
+    import torch
+    import torch.distributed as dist
+
+    from ..config import build_config
+
+    node_report = run_checks(opts) if topo.local_rank == 0 else None
+    config, _ = build_config(profile=None, config_file=opts.config_file, overrides=opts.overrides,
+                             environ=opts.environ)
+    if node_report is not None and node_report.profile:
+        from ..config import find_profile
+
+        config, _ = build_config(profile=find_profile(node_report.profile), config_file=opts.config_file,
+                                 overrides=opts.overrides, environ=opts.environ)
+    cuda = torch.cuda.is_available() and torch.cuda.device_count() > topo.local_rank
+    device = torch.device(f"cuda:{topo.local_rank}") if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    plan = make_plan(config, opts.suite, cuda)
+    init = "env://" if topo.launcher in ("torchrun", "self") else f"tcp://{topo.master_addr}:{topo.master_port}"
+    dist.init_process_group("nccl" if cuda else "gloo", init_method=init, timeout=timedelta(seconds=timeout_s),
+                            rank=topo.rank, world_size=topo.world_size)
+    # Our own client of the job's store (hosted by rank 0 or the torchrun agent): results and
+    # heartbeats must not depend on the process group, which a dead peer can break.
+    store = dist.TCPStore(topo.master_addr or "127.0.0.1", topo.master_port or 29500,  # type: ignore[attr-defined]
+                          is_master=False, timeout=timedelta(seconds=timeout_s))
+    beat = Heartbeat(store, topo.rank)
+    beat.thread.start()
+    run = RankRun(topo, {"rank": topo.rank, "local_rank": topo.local_rank, "node_rank": topo.node_rank,
+                         "hostname": topo.hostname or socket.gethostname(), "node_name": topo.node_name,
+                         "device": str(device), "errors": [], "collectives": []})
+    store.set(f"{PREFIX}/hello/{topo.rank}", json.dumps({k: run.payload[k] for k in
+                                                          ("hostname", "node_name", "node_rank", "local_rank")}))
+    try:
+        _workloads(run, store, plan, device, config, timeout_s)
+    except Exception as exc:  # a workload bug must not lose the rest of the report
+        run.payload["errors"].append(f"{type(exc).__name__}: {exc}")
+    if node_report is not None:
+        run.payload["node_report"] = node_report.to_dict()
+    _stage(store, topo.rank, "done")
+    text = json.dumps(run.payload, default=str)
+    if len(text) > MAX_PAYLOAD:
+        run.payload.pop("node_report", None)
+        run.payload["errors"].append(f"payload of {len(text)} bytes exceeds {MAX_PAYLOAD}; node report dropped")
+        text = json.dumps(run.payload, default=str)
+    if result_dir:
+        Path(result_dir, f"rank{topo.rank}.json").write_text(text)
+    store.set(f"{PREFIX}/payload/{topo.rank}", text)
+    gathered = gather(store, topo, deadline=time.monotonic() + timeout_s + STALE_S) if topo.rank == 0 else None
+    beat.stop.set()
+    _destroy(dist)
+    return gathered, config
+
+
+def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config, timeout_s: float) -> None:
+    import torch.distributed as dist
+
+    from ..workloads.collectives import CollectiveTimeout, run_collective
+    from ..workloads.compute import run_gemm
+    from ..workloads.memory import run_memory
+    from ..workloads.stack import read_stack
+    from ..workloads.training import run_ddp, run_single
+
+    rank, p = run.topo.rank, run.payload
+    _stage(store, rank, "stack")
+    p["stack"] = read_stack(run.topo.local_rank).to_dict()
+    _stage(store, rank, "gemm")
+    p["gemm"] = [run_gemm(device, dt, plan.gemm_n, plan.gemm_iters, plan.gemm_seconds).to_dict()
+                 for dt in plan.gemm_dtypes]
+    if plan.memory:
+        _stage(store, rank, "memory")
+        w = config.workload
+        p["memory"] = run_memory(device, copy_bytes=1 << 30, transfer_bytes=256 << 20,
+                                 pattern_fraction=w.memory_test_fraction).to_dict()
+    _stage(store, rank, "train")
+    p["train"] = run_single(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()
+    groups = layout(run.topo)
+    for g in groups:
+        g.handle = dist.new_group(g.ranks) if len(g.ranks) < run.topo.world_size else None
+    for g in groups:
+        if rank not in g.ranks or len(g.ranks) < 2:
+            continue
+        for op in plan.ops:
+            _stage(store, rank, f"{op}@{g.name}")
+            try:
+                res = run_collective(op, group=g.handle, ranks=g.ranks, group_name=g.name, sizes=plan.sizes,
+                                     iters=plan.iters, warmup=plan.warmup, device=device, timeout_s=timeout_s)
+            except CollectiveTimeout as exc:
+                run.broken = f"{op} on group {g.name}: {exc}"
+                p["errors"].append(run.broken)
+                p["collectives"].append({"op": op, "group": g.name, "scope": g.scope, "ranks": g.ranks,
+                                         "success": False, "error": str(exc), "results": []})
+                return  # the process group is unusable after a timeout
+            except Exception as exc:  # a peer died: gloo/NCCL report a connection error
+                run.broken = f"{op} on group {g.name}: {type(exc).__name__}: {exc}"
+                p["errors"].append(run.broken)
+                p["collectives"].append({"op": op, "group": g.name, "scope": g.scope, "ranks": g.ranks,
+                                         "success": False, "error": run.broken, "results": []})
+                return
+            p["collectives"].append({**res.to_dict(), "scope": g.scope})
+    if run.topo.world_size > 1:
+        _stage(store, rank, "ddp")
+        p["ddp"] = run_ddp(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()
+
+
+def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
+    """Rank 0: collect every rank's payload; name ranks that died or stopped answering."""
+    payloads: dict[int, dict[str, Any]] = {}
+    pending = set(range(topo.world_size))
+    missing: dict[int, str] = {}
+    while pending and time.monotonic() < deadline:
+        for r in sorted(pending):
+            key = f"{PREFIX}/payload/{r}"
+            if store.check([key]):
+                payloads[r] = json.loads(store.get(key))
+                pending.discard(r)
+                continue
+            beat = _get(store, f"{PREFIX}/beat/{r}")
+            if beat is not None and time.time() - float(beat) > STALE_S:
+                missing[r] = f"stopped answering (last heartbeat {time.time() - float(beat):.0f} s ago)"
+                pending.discard(r)
+        if pending:
+            time.sleep(0.2)
+    for r in pending:
+        missing[r] = "did not report before the deadline"
+    for r, why in list(missing.items()):
+        hello = _get(store, f"{PREFIX}/hello/{r}")
+        progress = _get(store, f"{PREFIX}/progress/{r}")
+        where = json.loads(hello) if hello else {}
+        missing[r] = (f"rank {r} on {where.get('node_name') or where.get('hostname') or 'unknown host'} {why}"
+                      + (f", last stage {progress}" if progress else ""))
+    return {"payloads": payloads, "missing": missing, "topology": topo.to_dict()}
+
+
+def _get(store: Any, key: str) -> str | None:
+    try:
+        if store.check([key]):
+            return bytes(store.get(key)).decode()
+    except Exception:  # noqa: S110 - a store hiccup reads as "no information"
+        pass
+    return None
+
+
+def _destroy(dist: Any) -> None:
+    """Tear down the process group without risking a hang on a broken one."""
+    t = threading.Thread(target=lambda: dist.destroy_process_group(), daemon=True)
+    t.start()
+    t.join(5.0)
+
+
+def env_timeout(default: float) -> float:
+    raw = os.environ.get("GPU_PREFLIGHT_TIMEOUT_S")
+    return float(raw) if raw else default

@@ -1,0 +1,181 @@
+"""Who am I in the job: rank, local rank, node, and the job's shape, from the launcher's env.
+
+Pure functions over an environment mapping (and SageMaker's resource config), so every
+launcher is testable without running it. Order matters: torchrun inside ``srun`` or a
+SageMaker job sets both, and torchrun's per-process variables are the ones that
+describe *this* process.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SAGEMAKER_RESOURCE_CONFIG = Path("/opt/ml/input/config/resourceconfig.json")
+DEFAULT_PORT = 29500
+
+
+class TopologyError(ValueError):
+    """The launcher's variables are inconsistent or incomplete."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """This process's place in the job."""
+
+    launcher: str
+    world_size: int
+    rank: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    num_nodes: int
+    hostname: str
+    hosts: tuple[str, ...] = ()
+    master_addr: str | None = None
+    master_port: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_distributed(self) -> bool:
+        return self.launcher != "none"
+
+    @property
+    def node_name(self) -> str:
+        """The name of this node as the scheduler knows it (falls back to the hostname)."""
+        if self.hosts and 0 <= self.node_rank < len(self.hosts):
+            return self.hosts[self.node_rank]
+        return self.hostname
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["hosts"] = list(self.hosts)
+        return data
+
+
+def _int(env: Mapping[str, str], *names: str, default: int | None = None) -> int:
+    for name in names:
+        raw = env.get(name)
+        if raw not in (None, ""):
+            try:
+                return int(str(raw).strip())
+            except ValueError as exc:
+                raise TopologyError(f"{name}={raw!r} is not an integer") from exc
+    if default is None:
+        raise TopologyError(f"none of {', '.join(names)} is set")
+    return default
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm hostlist expansion (``gpu-[001-003,010],login1``) via python-hostlist."""
+    import hostlist
+
+    try:
+        return list(hostlist.expand_hostlist(text))
+    except hostlist.BadHostlist as exc:
+        raise TopologyError(f"bad Slurm hostlist {text!r}: {exc}") from exc
+
+
+def slurm_tasks_per_node(text: str) -> list[int]:
+    """``SLURM_TASKS_PER_NODE`` (``"4(x2),2"``) → ``[4, 4, 2]``."""
+    counts: list[int] = []
+    for part in filter(None, text.split(",")):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not m:
+            raise TopologyError(f"bad SLURM_TASKS_PER_NODE {text!r}")
+        counts += [int(m.group(1))] * int(m.group(2) or 1)
+    return counts
+
+
+def sagemaker_hosts(env: Mapping[str, str], resource_config: Path = SAGEMAKER_RESOURCE_CONFIG) -> tuple[list[str], str]:
+    """SageMaker's host list and this host: ``SM_HOSTS``/``SM_CURRENT_HOST`` or resourceconfig.json."""
+    hosts_raw, current = env.get("SM_HOSTS"), env.get("SM_CURRENT_HOST")
+    if hosts_raw and current:
+        try:
+            hosts = json.loads(hosts_raw)
+        except json.JSONDecodeError as exc:
+            raise TopologyError(f"SM_HOSTS is not a JSON list: {hosts_raw!r}") from exc
+        return [str(h) for h in hosts], current
+    try:
+        config = json.loads(resource_config.read_text())
+        return [str(h) for h in config["hosts"]], str(config["current_host"])
+    except (OSError, KeyError, ValueError, TypeError):
+        return [], ""
+
+
+def detect(env: Mapping[str, str], *, hostname: str | None = None,
+           resource_config: Path = SAGEMAKER_RESOURCE_CONFIG) -> Topology:
+    """The topology this process runs in; launcher ``"none"`` when started by hand."""
+    host = hostname or socket.gethostname()
+    sm_hosts, sm_current = sagemaker_hosts(env, resource_config)
+    slurm_hosts = expand_hostlist(env["SLURM_JOB_NODELIST"]) if env.get("SLURM_JOB_NODELIST") else (
+        expand_hostlist(env["SLURM_NODELIST"]) if env.get("SLURM_NODELIST") else [])
+    hosts = sm_hosts or slurm_hosts
+    port = _int(env, "MASTER_PORT", default=DEFAULT_PORT)
+
+    if env.get("TORCHELASTIC_RUN_ID") or all(k in env for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK")):
+        local_world = _int(env, "LOCAL_WORLD_SIZE", default=1)
+        world = _int(env, "WORLD_SIZE")
+        launcher = "self" if env.get("GPU_PREFLIGHT_LAUNCHER") == "self" else "torchrun"
+        return _checked(Topology(
+            launcher, world, _int(env, "RANK"), _int(env, "LOCAL_RANK"), local_world,
+            _int(env, "GROUP_RANK", "NODE_RANK", default=0), _int(env, "GROUP_WORLD_SIZE", default=0)
+            or max(1, world // max(local_world, 1)), host, tuple(hosts), env.get("MASTER_ADDR"), port,
+            {"run_id": env.get("TORCHELASTIC_RUN_ID")}))
+    if "OMPI_COMM_WORLD_RANK" in env:
+        world, local_world = _int(env, "OMPI_COMM_WORLD_SIZE"), _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", default=1)
+        return _checked(Topology(
+            "openmpi", world, _int(env, "OMPI_COMM_WORLD_RANK"), _int(env, "OMPI_COMM_WORLD_LOCAL_RANK", default=0),
+            local_world, _int(env, "OMPI_COMM_WORLD_NODE_RANK", default=0), max(1, world // max(local_world, 1)),
+            host, tuple(hosts), env.get("MASTER_ADDR") or (hosts[0] if hosts else None), port))
+    if "PMIX_RANK" in env and "SLURM_PROCID" not in env:
+        world = _int(env, "PMIX_SIZE", "WORLD_SIZE")
+        local_world = _int(env, "PMIX_LOCAL_SIZE", default=1)
+        return _checked(Topology(
+            "pmix", world, _int(env, "PMIX_RANK"), _int(env, "PMIX_LOCAL_RANK", default=0), local_world,
+            _int(env, "PMIX_NODE_RANK", default=0), max(1, world // max(local_world, 1)), host, tuple(hosts),
+            env.get("MASTER_ADDR") or (hosts[0] if hosts else None), port))
+    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        nodes = _int(env, "SLURM_JOB_NUM_NODES", "SLURM_NNODES", default=len(slurm_hosts) or 1)
+        per_node = slurm_tasks_per_node(env.get("SLURM_TASKS_PER_NODE", "")) if env.get("SLURM_TASKS_PER_NODE") else []
+        node_rank = _int(env, "SLURM_NODEID", default=0)
+        local_world = per_node[node_rank] if node_rank < len(per_node) else _int(
+            env, "SLURM_NTASKS_PER_NODE", default=max(1, _int(env, "SLURM_NTASKS") // nodes))
+        return _checked(Topology(
+            "slurm", _int(env, "SLURM_NTASKS"), _int(env, "SLURM_PROCID"), _int(env, "SLURM_LOCALID", default=0),
+            local_world, node_rank, nodes, host, tuple(slurm_hosts), env.get("MASTER_ADDR")
+            or (slurm_hosts[0] if slurm_hosts else None),
+            _int(env, "MASTER_PORT", default=DEFAULT_PORT + int(env.get("SLURM_JOB_ID", "0") or 0) % 1000),
+            {"job_id": env.get("SLURM_JOB_ID")}))
+    if "RANK" in env and "WORLD_SIZE" in env:  # Kubeflow PyTorchJob (one process per pod) or a plain env launch
+        world, rank = _int(env, "WORLD_SIZE"), _int(env, "RANK")
+        kubeflow = any(k.startswith("PET_") for k in env) or "KUBERNETES_SERVICE_HOST" in env
+        return _checked(Topology(
+            "kubeflow" if kubeflow else "env", world, rank, _int(env, "LOCAL_RANK", default=0),
+            _int(env, "LOCAL_WORLD_SIZE", default=1), _int(env, "NODE_RANK", default=rank),
+            _int(env, "NNODES", "PET_NNODES", default=world), host, tuple(hosts), env.get("MASTER_ADDR"), port))
+    if sm_hosts:  # a SageMaker job without a distribution launcher: one process per host
+        if sm_current not in sm_hosts:
+            raise TopologyError(f"SM_CURRENT_HOST {sm_current!r} is not in SM_HOSTS {sm_hosts}")
+        node = sm_hosts.index(sm_current)
+        return _checked(Topology("sagemaker", len(sm_hosts), node, 0, 1, node, len(sm_hosts), host,
+                                 tuple(sm_hosts), env.get("MASTER_ADDR") or sm_hosts[0], port,
+                                 {"current_host": sm_current}))
+    return Topology("none", 1, 0, 0, 1, 0, 1, host, tuple(hosts), None, None)
+
+
+def _checked(topo: Topology) -> Topology:
+    if topo.world_size < 1:
+        raise TopologyError(f"world size {topo.world_size} < 1 ({topo.launcher})")
+    if not 0 <= topo.rank < topo.world_size:
+        raise TopologyError(f"rank {topo.rank} outside world size {topo.world_size} ({topo.launcher})")
+    if not 0 <= topo.local_rank < max(topo.local_world_size, 1):
+        raise TopologyError(f"local rank {topo.local_rank} outside local world size {topo.local_world_size}")
+    if not 0 <= topo.node_rank < max(topo.num_nodes, 1):
+        raise TopologyError(f"node rank {topo.node_rank} outside {topo.num_nodes} nodes ({topo.launcher})")
+    return topo

@@ -1,0 +1,70 @@
+"""GEMM throughput with a correctness check, per device and dtype.
+
+Correctness uses Freivalds' check — ``C·x`` against ``A·(B·x)`` in float64 for a random
+vector ``x`` — which costs O(n²) instead of a second O(n³) product, so it can run on
+every measured result. A GPU that computes fast but wrong is the failure this catches.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# Relative error bound of C·x against the float64 reference, per dtype.
+TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3, "tf32": 5e-3, "fp32": 1e-4}
+
+
+@dataclass
+class GemmResult:
+    dtype: str
+    n: int
+    iters: int
+    tflops: float
+    rel_error: float
+    correct: bool
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _dtype(torch: Any, name: str) -> Any:
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp32": torch.float32}[name]
+
+
+def run_gemm(device: Any, dtype: str, n: int, iters: int, seconds: float | None = None) -> GemmResult:
+    """Time ``iters`` n×n×n products (or as many as fit in ``seconds``) and verify the last one."""
+    import torch
+
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    try:
+        gen = torch.Generator(device="cpu").manual_seed(1234)
+        a32 = torch.randn(n, n, generator=gen) / n**0.5
+        b32 = torch.randn(n, n, generator=gen) / n**0.5
+        a = a32.to(device=device, dtype=_dtype(torch, dtype))
+        b = b32.to(device=device, dtype=_dtype(torch, dtype))
+        c = a @ b  # warm-up (cuBLAS heuristics, CPU thread pools)
+        if cuda:
+            torch.cuda.synchronize(device)
+        done, t0 = 0, time.perf_counter()
+        while done < iters or (seconds is not None and time.perf_counter() - t0 < seconds):
+            c = a @ b
+            done += 1
+            if seconds is not None and done >= iters and cuda:
+                torch.cuda.synchronize(device)
+        if cuda:
+            torch.cuda.synchronize(device)
+        elapsed = time.perf_counter() - t0
+        x = torch.randn(n, 1, generator=gen, dtype=torch.float64)
+        a64, b64 = a.double().cpu(), b.double().cpu()
+        reference = a64 @ (b64 @ x)
+        got = c.double().cpu() @ x
+        rel = float((got - reference).norm() / reference.norm().clamp_min(1e-30))
+        finite = bool(torch.isfinite(c).all())
+        tflops = 2 * n**3 * done / elapsed / 1e12
+        return GemmResult(dtype, n, done, tflops, rel, finite and rel <= TOLERANCE[dtype])
+    except Exception as exc:  # an unsupported dtype on this device, out of memory...
+        return GemmResult(dtype, n, 0, 0.0, float("nan"), False, f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,53 @@
+"""The software stack as torch sees it: torch, its CUDA and NCCL, cuDNN, CUDA start-up.
+
+An image built for a newer CUDA than the driver supports is the commonest cause of
+"no GPU" inside containers; recording both sides lets a check name the mismatch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class StackInfo:
+    torch_version: str
+    torch_cuda: str | None
+    nccl_version: str | None
+    cudnn_version: int | None
+    cuda_available: bool
+    device_count: int
+    cuda_init_error: str | None
+    gloo_available: bool
+    nccl_available: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_stack(local_rank: int | None = None) -> StackInfo:
+    import torch
+    import torch.distributed as dist
+
+    nccl = None
+    init_error = None
+    count = 0
+    if torch.version.cuda:
+        try:
+            count = torch.cuda.device_count()
+            if count:
+                torch.cuda.init()
+                torch.zeros(1, device=f"cuda:{local_rank or 0}")  # actually create a context
+        except Exception as exc:  # "CUDA driver version is insufficient for CUDA runtime version", ...
+            init_error = f"{type(exc).__name__}: {exc}"
+        try:
+            nccl = ".".join(str(v) for v in torch.cuda.nccl.version())
+        except Exception:  # a CPU-only build or a missing libnccl
+            nccl = None
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return StackInfo(
+        torch_version=str(torch.__version__), torch_cuda=torch.version.cuda, nccl_version=nccl,
+        cudnn_version=cudnn, cuda_available=bool(torch.version.cuda) and count > 0 and init_error is None,
+        device_count=count, cuda_init_error=init_error, gloo_available=dist.is_gloo_available(),
+        nccl_available=dist.is_nccl_available())

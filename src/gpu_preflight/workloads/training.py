@@ -1,0 +1,101 @@
+"""Training smoke tests: a small model must learn, alone and under DDP.
+
+The single-device run catches a GPU whose arithmetic is subtly broken in the backward
+pass; the DDP run catches gradients that are averaged wrongly across ranks — after
+training, the parameters must be bit-identical on every rank.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class TrainResult:
+    mode: str  # "single" or "ddp"
+    steps: int
+    loss_start: float
+    loss_end: float
+    finite: bool
+    improved: bool
+    params_identical: bool | None = None
+    param_digests: list[str] | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _model_and_data(torch: Any, device: Any, seed: int) -> tuple[Any, Any, Any]:
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    x = torch.randn(512, 256, generator=gen)
+    teacher = torch.randn(256, 10, generator=gen)
+    y = (x @ teacher).argmax(dim=1)
+    return model.to(device), x.to(device), y.to(device)
+
+
+def _train(torch: Any, model: Any, x: Any, y: Any, steps: int, lr: float) -> tuple[float, float, bool]:
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    first = last = float("nan")
+    finite = True
+    for step in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        value = float(loss.detach())
+        finite = finite and math.isfinite(value)
+        if step == 0:
+            first = value
+        last = value
+    return first, last, finite
+
+
+def digest(torch: Any, model: Any) -> str:
+    """SHA-256 over the exact bytes of every parameter."""
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def run_single(device: Any, steps: int, min_drop: float, lr: float = 0.05) -> TrainResult:
+    """Train on one device; ``min_drop`` is the fraction the loss must fall by."""
+    import torch
+
+    try:
+        model, x, y = _model_and_data(torch, device, seed=7)
+        first, last, finite = _train(torch, model, x, y, steps, lr)
+        return TrainResult("single", steps, first, last, finite, finite and last <= first * (1 - min_drop))
+    except Exception as exc:
+        return TrainResult("single", steps, float("nan"), float("nan"), False, False,
+                           error=f"{type(exc).__name__}: {exc}")
+
+
+def run_ddp(device: Any, steps: int, min_drop: float, group: Any = None, lr: float = 0.05) -> TrainResult:
+    """DDP across ``group`` (every member must call); compares parameter digests afterwards."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    try:
+        model, x, y = _model_and_data(torch, device, seed=7)
+        shard = torch.arange(x.shape[0], device=x.device) % dist.get_world_size(group) == dist.get_rank(group)
+        ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, process_group=group)
+        first, last, finite = _train(torch, ddp, x[shard], y[shard], steps, lr)
+        digests: list[Any] = [None] * dist.get_world_size(group)
+        dist.all_gather_object(digests, digest(torch, model), group=group)
+        identical = len(set(digests)) == 1
+        return TrainResult("ddp", steps, first, last, finite, finite and last <= first * (1 - min_drop),
+                           identical, [str(d) for d in digests])
+    except Exception as exc:
+        return TrainResult("ddp", steps, float("nan"), float("nan"), False, False, False,
+                           error=f"{type(exc).__name__}: {exc}")
