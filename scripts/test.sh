@@ -16,7 +16,7 @@ fi
 
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test,torch]'
 .venv/bin/ruff check src tests bench
 .venv/bin/mypy
 exec .venv/bin/python -m pytest -q "$@"

@@ -107,7 +107,8 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
         top = _largest(entry)
         assert top is not None
         busbw = float(top["busbw_gbps"])
-        floor = perf.network_busbw_min_gbps if entry.get("scope") == "inter_node" else perf.allreduce_busbw_min_gbps
+        crosses_nodes = entry.get("scope") == "inter_node" or (entry.get("scope") == "distributed" and c.num_nodes > 1)
+        floor = perf.network_busbw_min_gbps if crosses_nodes else perf.allreduce_busbw_min_gbps
         subject = f"group {entry['group']}"
         if entry.get("scope") in ("intra_node",) or (entry.get("scope") == "distributed" and c.num_nodes == 1):
             intra[entry["group"]] = busbw
@@ -135,3 +136,62 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
     if not entries and not errors:
         yield Finding("nccl.collectives", Status.SKIP, "cluster", "not_run",
                       "no collective ran: a single rank (add GPUs or nodes to test communication)")
+
+
+@check("network.node_links", needs=("cluster",), scope="cluster")
+def node_links(ctx: CheckContext) -> Iterator[Finding]:
+    """Every node exchanges data with node 0 at the speed of its peers.
+
+    Node 0 exchanges a message both ways with each other node in turn. FAIL for an
+    exchange that failed, timed out or delivered wrong data, and for one below
+    ``perf.node_link_min_gbps``; WARN for one more than ``perf.peer_outlier_fraction``
+    below the median. The slow node is named: the peer of a slow exchange, or node 0
+    itself when (with three or more nodes) most of its exchanges are slow. SKIP on one node.
+    """
+    c, perf = cluster(ctx), ctx.config.perf
+    ref_rank = 0
+    pairs = c.payloads.get(ref_rank, {}).get("links", [])
+    if c.num_nodes < 2:
+        yield Finding("network.node_links", Status.SKIP, "cluster", "single_node", "one node: no node links to test")
+        return
+    node_of = {r: int(p.get("node_rank", 0)) for r, p in c.payloads.items()}
+    per_node = max(c.local_world_size, 1)
+
+    def name(rank: int) -> str:
+        return c.node_names.get(node_of.get(rank, rank // per_node), f"rank{rank}")
+
+    ok = [p for p in pairs if "gbps" in p and not p.get("wrong")]
+    median = statistics.median(p["gbps"] for p in ok) if ok else None
+    slow = []
+    for p in pairs:
+        peer = p["pair"][1]
+        if p.get("error") or p.get("wrong"):
+            slow.append(p)
+            yield Finding("network.node_links", Status.FAIL, name(peer), "exchange_failed",
+                          f"exchange {name(p['pair'][0])} <-> {name(peer)} failed: "
+                          f"{p.get('error') or str(p['wrong']) + ' wrong element(s)'}",
+                          recommendation="Check this node's network link (cables, NIC, switch port) and its "
+                                         "fabric settings; exclude it and re-run.")
+        elif perf.node_link_min_gbps is not None and p["gbps"] < perf.node_link_min_gbps:
+            slow.append(p)
+            yield Finding("network.node_links", Status.FAIL, name(peer), "link_below_floor",
+                          f"exchange with {name(p['pair'][0])}: {p['gbps']:.3f} GB/s", observed=round(p["gbps"], 4),
+                          expected=f">= {perf.node_link_min_gbps:g}", unit="GB/s",
+                          recommendation="This node's link is below the floor: check its NIC, cable and switch port.")
+        elif median and len(ok) >= 2 and p["gbps"] < median * (1 - perf.peer_outlier_fraction):
+            slow.append(p)
+            yield Finding("network.node_links", Status.WARN, name(peer), "link_slow",
+                          f"exchange with {name(p['pair'][0])}: {p['gbps']:.3f} GB/s, "
+                          f"{100 * (1 - p['gbps'] / median):.0f}% below the median {median:.3f}",
+                          observed=round(p["gbps"], 4), expected=f">= {median * (1 - perf.peer_outlier_fraction):.3f}",
+                          unit="GB/s", recommendation="This node's network link is slower than its peers': check "
+                                                      "its NIC, cable, switch port and link speed.")
+    if c.num_nodes >= 3 and pairs and len(slow) > len(pairs) / 2:
+        yield Finding("network.node_links", Status.FAIL, name(ref_rank), "reference_slow",
+                      f"{len(slow)} of {len(pairs)} exchanges with {name(ref_rank)} are slow or failed: "
+                      f"the common member, {name(ref_rank)}, is the likely culprit",
+                      recommendation="Check node 0's network link; re-run with it excluded to confirm.")
+    elif not slow:
+        yield Finding("network.node_links", Status.PASS, "cluster", "ok",
+                      f"{len(pairs)} node exchange(s) with {name(ref_rank)}, median {median or 0:.3f} GB/s",
+                      observed={name(p["pair"][1]): round(p.get("gbps", 0.0), 4) for p in pairs}, unit="GB/s")

@@ -20,8 +20,8 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
     FAIL when a product is wrong (Freivalds check against float64) or throughput is below
     ``perf.gemm_fail_fraction`` of the profile's expected TFLOP/s for the precision; WARN
     below ``perf.gemm_warn_fraction`` of it, or more than ``perf.peer_outlier_fraction``
-    below the median of all GPUs in the job for that precision. ERROR when a precision
-    could not run.
+    below the median of all GPUs in the job for that precision (CPU workers share cores,
+    so they are not compared with each other). ERROR when a precision could not run.
     """
     c, perf = cluster(ctx), ctx.config.perf
     by_dtype: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
@@ -32,8 +32,8 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding("compute.gemm", Status.SKIP, "cluster", "not_run", "no GEMM result was gathered")
     for dtype, rows in sorted(by_dtype.items()):
         expected = getattr(perf, f"gemm_{dtype}_tflops", None)
-        ok_values = [g["tflops"] for _, g in rows if not g.get("error") and g.get("correct")]
-        median = statistics.median(ok_values) if len(ok_values) >= 2 else None
+        ok_values = [g["tflops"] for r, g in rows if not g.get("error") and g.get("correct") and _on_gpu(c, r)]
+        median = statistics.median(ok_values) if len(ok_values) >= 2 else None  # CPU ranks share cores: no peers
         for rank, g in rows:
             subject = c.rank_subject(rank)
             tflops = float(g.get("tflops") or 0.0)
@@ -66,6 +66,10 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
                           recommendation=None if status is Status.PASS else
                           "Check clocks and throttling (gpu.clocks, gpu.power, gpu.thermal) and other processes "
                           "on the GPU (gpu.busy); compare with DCGM targeted stress.")
+
+
+def _on_gpu(c: Any, rank: int) -> bool:
+    return str(c.payloads.get(rank, {}).get("device", "")).startswith("cuda")
 
 
 @check("memory.bandwidth", needs=("cluster",), scope="cluster")

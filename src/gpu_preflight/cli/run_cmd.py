@@ -65,7 +65,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"gpu-preflight: cannot tell this process's place in the job: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        if args.node_only or args.replay:
+        if args.node_only or args.replay or not _wants_cluster_checks(args):
             return node_only(args)
         if topo.is_distributed:
             return as_rank(args, topo)
@@ -73,6 +73,15 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     except KeyError as exc:
         print(f"gpu-preflight: {exc.args[0]}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _wants_cluster_checks(args: argparse.Namespace) -> bool:
+    """``--check`` patterns that select only node checks need no workers."""
+    from ..registry import all_checks
+
+    if not args.check:
+        return True
+    return any(spec.scope == "cluster" and spec.matches(p) for spec in all_checks() for p in args.check)
 
 
 def node_only(args: argparse.Namespace, note: str | None = None) -> int:
@@ -105,11 +114,12 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
     timeout = _timeout(args, topo.num_nodes)
     opts = _options(args, min(timeout, 30.0))
     result_dir = os.environ.get("GPU_PREFLIGHT_RESULT_DIR")
-    gathered, config = run_rank(opts, topo, timeout_s=timeout, result_dir=result_dir)
-    if gathered is None:
-        return 0  # only rank 0 reports
-    report, code = build_cluster_report(gathered, config, fail_on=args.fail_on, include=args.check,
-                                        exclude=args.skip, suite=args.suite, timeout_s=timeout)
+    outcome = run_rank(opts, topo, timeout_s=timeout, result_dir=result_dir)
+    if outcome.gathered is None:
+        return outcome.await_verdict()  # only rank 0 reports; every rank exits with its verdict
+    report, code = build_cluster_report(outcome.gathered, outcome.config, fail_on=args.fail_on,
+                                        include=args.check, exclude=args.skip, suite=args.suite, timeout_s=timeout)
+    outcome.publish(code)
     if topo.launcher == "self" and result_dir:
         tmp = os.path.join(result_dir, "report.json.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:

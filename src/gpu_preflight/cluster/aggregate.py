@@ -35,6 +35,12 @@ def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
             names[node] = p.get("node_name") or p.get("hostname") or names.get(node, f"node{node}")
         if "node_report" in p:
             node_facts[node] = p["node_report"].get("facts", {})
+    seen: dict[str, int] = {}
+    for node in sorted(names):
+        seen[names[node]] = seen.get(names[node], 0) + 1
+    for node in sorted(names):
+        if seen[names[node]] > 1:  # nodes sharing a host name (loopback tests, containers) stay distinct
+            names[node] = f"{names[node]}#{node}"
     return ClusterFacts(int(topo.get("world_size", 1)), int(topo.get("num_nodes", 1)), per_node, payloads,
                         {int(r): why for r, why in gathered.get("missing", {}).items()}, names, node_facts)
 

@@ -166,6 +166,9 @@ class PerfConfig:
         None, "Node-local all_reduce bus bandwidth floor at the largest size (NVLink/PCIe).", "GB/s")
     network_busbw_min_gbps: float | None = setting(
         None, "Inter-node all_reduce bus bandwidth floor (one rank per node) at the largest size.", "GB/s")
+    node_link_min_gbps: float | None = setting(
+        None, "Bidirectional node-to-node exchange floor (node 0 with each node); unset: judged by the median.",
+        "GB/s")
     device_copy_min_gbps: float | None = setting(None, "Device-to-device copy bandwidth floor (read+write).", "GB/s")
     host_transfer_min_gbps: float | None = setting(None, "Pinned host-to-device and device-to-host floor.", "GB/s")
     train_min_loss_drop: float = setting(0.2, "Training smoke: the loss must fall by at least this fraction.", "ratio")

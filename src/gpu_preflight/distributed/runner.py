@@ -77,10 +77,9 @@ def layout(topo: Topology) -> list[Group]:
     world = list(range(topo.world_size))
     groups = [Group("all", "distributed", world)]
     per_node = max(topo.local_world_size, 1)
-    if topo.num_nodes > 1:
-        if per_node > 1:
-            groups += [Group(f"node{n}", "intra_node", world[n * per_node:(n + 1) * per_node])
-                       for n in range(topo.num_nodes)]
+    if topo.num_nodes > 1 and per_node > 1:  # with one rank per node, these groups would repeat "all"
+        groups += [Group(f"node{n}", "intra_node", world[n * per_node:(n + 1) * per_node])
+                   for n in range(topo.num_nodes)]
         groups.append(Group("inter0", "inter_node", [n * per_node for n in range(topo.num_nodes)]))
     return groups
 
@@ -111,13 +110,60 @@ class RankRun:
     broken: str | None = None
 
 
+# Test-only fault injection: "kill:RANK:STAGE" or "stop:RANK:STAGE" makes that rank die
+# (exit 137) or SIGSTOP itself when it enters the stage, as a crashed or hung GPU would.
+FAULT_ENV = "GPU_PREFLIGHT_TEST_FAULT"
+
+
 def _stage(store: Any, rank: int, name: str) -> None:
     store.set(f"{PREFIX}/progress/{rank}", name)
+    action, _, rest = os.environ.get(FAULT_ENV, "").partition(":")
+    target, _, stage = rest.partition(":")
+    if action and target == str(rank) and stage == name:
+        if action == "kill":
+            os._exit(137)
+        if action == "stop":
+            import signal
+
+            os.kill(os.getpid(), signal.SIGSTOP)
 
 
-def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float,
-             result_dir: str | None = None) -> tuple[dict[str, Any] | None, Config]:
-    """Run this rank; rank 0 also returns the gathered payloads (``{"payloads", "missing", ...}``)."""
+@dataclass
+class RankOutcome:
+    """The end of a rank's run: rank 0 holds the gather; every rank exits with rank 0's verdict.
+
+    All ranks leaving with the same code matters under torchrun: agents whose workers
+    succeeded wait at an exit barrier for agents whose workers failed, for minutes.
+    """
+
+    gathered: dict[str, Any] | None
+    config: Config
+    store: Any
+    beat: Heartbeat
+    timeout_s: float
+
+    def publish(self, code: int) -> None:
+        self.store.set(f"{PREFIX}/verdict", str(code))
+        self._finish()
+
+    def await_verdict(self) -> int:
+        try:
+            self.store.wait([f"{PREFIX}/verdict"], timedelta(seconds=self.timeout_s + STALE_S + 60))
+            code = int(bytes(self.store.get(f"{PREFIX}/verdict")).decode())
+        except Exception:  # rank 0 died before deciding: this run could not be judged
+            code = 3
+        self._finish()
+        return code
+
+    def _finish(self) -> None:
+        self.beat.stop.set()
+        import torch.distributed as dist
+
+        _destroy(dist)
+
+
+def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: str | None = None) -> RankOutcome:
+    """Run this rank; rank 0's outcome also holds the gathered payloads (``{"payloads", "missing", ...}``)."""
     import torch
     import torch.distributed as dist
 
@@ -166,9 +212,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float,
         Path(result_dir, f"rank{topo.rank}.json").write_text(text)
     store.set(f"{PREFIX}/payload/{topo.rank}", text)
     gathered = gather(store, topo, deadline=time.monotonic() + timeout_s + STALE_S) if topo.rank == 0 else None
-    beat.stop.set()
-    _destroy(dist)
-    return gathered, config
+    return RankOutcome(gathered, config, store, beat, timeout_s)
 
 
 def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config, timeout_s: float) -> None:
@@ -217,6 +261,13 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
                                          "success": False, "error": run.broken, "results": []})
                 return
             p["collectives"].append({**res.to_dict(), "scope": g.scope})
+    if run.topo.num_nodes > 1:
+        from ..workloads.links import run_star
+
+        _stage(store, rank, "links")
+        per_node = max(run.topo.local_world_size, 1)
+        p["links"] = run_star([n * per_node for n in range(run.topo.num_nodes)], nbytes=plan.sizes[-1],
+                              iters=plan.iters, device=device, timeout_s=timeout_s)
     if run.topo.world_size > 1:
         _stage(store, rank, "ddp")
         p["ddp"] = run_ddp(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()

@@ -110,8 +110,12 @@ def sagemaker_hosts(env: Mapping[str, str], resource_config: Path = SAGEMAKER_RE
 
 def detect(env: Mapping[str, str], *, hostname: str | None = None,
            resource_config: Path = SAGEMAKER_RESOURCE_CONFIG) -> Topology:
-    """The topology this process runs in; launcher ``"none"`` when started by hand."""
-    host = hostname or socket.gethostname()
+    """The topology this process runs in; launcher ``"none"`` when started by hand.
+
+    ``GPU_PREFLIGHT_NODE_NAME`` overrides the host name used in reports (containers often
+    have meaningless host names; the scheduler's node name is what an operator needs).
+    """
+    host = hostname or env.get("GPU_PREFLIGHT_NODE_NAME") or socket.gethostname()
     sm_hosts, sm_current = sagemaker_hosts(env, resource_config)
     slurm_hosts = expand_hostlist(env["SLURM_JOB_NODELIST"]) if env.get("SLURM_JOB_NODELIST") else (
         expand_hostlist(env["SLURM_NODELIST"]) if env.get("SLURM_NODELIST") else [])

@@ -1,0 +1,144 @@
+"""Distributed runs on CPU for real: gloo ranks through self-launch and torchrun, with faults.
+
+Every test runs real processes under an outer timeout; a hang is a test failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import REPO
+
+BASE_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_PREFLIGHT_", "RANK", "LOCAL_RANK",
+                                                                       "WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_"))}
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+
+
+def run(args: list[str], env: dict[str, str] | None = None,
+        timeout: float = 240) -> tuple[subprocess.CompletedProcess[str], float]:
+    t0 = time.monotonic()
+    out = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env={**BASE_ENV, **(env or {})},
+                         cwd=REPO)
+    return out, time.monotonic() - t0
+
+
+def gp(*args: str) -> list[str]:
+    return [sys.executable, "-m", "gpu_preflight", "run", "--format", "json", *args]
+
+
+def findings(report: dict[str, Any], check_id: str) -> list[dict[str, Any]]:
+    return [f for f in report["findings"] if f["check_id"] == check_id]
+
+
+def test_self_launch_two_cpu_ranks_full_report() -> None:
+    out, _ = run(gp("--timeout-s", "30"))
+    report = json.loads(out.stdout)
+    topo = report["cluster_info"]["cluster_topology"]
+    assert (topo["world_size"], topo["processes_per_node"], topo["launcher"]) == (2, 2, "self")
+    assert report["cluster_info"]["data_completeness"] == "complete"
+    tests = report["nodes"]["node_0"]["nccl"]["communication_tests"]
+    assert set(tests) == {f"distributed_{op}" for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                                         "all_to_all", "sendrecv")}
+    ar = tests["distributed_all_reduce"]
+    assert ar["success"] and ar["processes_tested"] == 2 and ar["peak_bandwidth_gbps"] > 0
+    row = ar["results"][-1]
+    assert set(row) >= {"size_bytes", "algbw_gbps", "busbw_gbps", "bandwidth_gbps", "latency_ms", "wrong"}
+    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"])  # 2(n-1)/n = 1 for n = 2
+    ag = tests["distributed_all_gather"]["results"][-1]
+    assert ag["busbw_gbps"] == pytest.approx(ag["algbw_gbps"] / 2, rel=0.01)  # (n-1)/n
+    perf = report["cluster_summary"]["performance_summary"]
+    assert perf["distributed_all_reduce_bandwidth_gbps"] == ar["peak_bandwidth_gbps"]
+    statuses = {(f["check_id"], f["subject"]): f["status"] for f in report["findings"] if f["node"] == "cluster"}
+    assert statuses[("train.smoke", "cluster")] == "PASS"  # DDP: loss fell, parameters identical
+    assert statuses[("nccl.correctness", "cluster")] == "PASS"
+    assert [k for k in statuses if k[0] == "compute.gemm"], "no GEMM finding per rank"
+    expected = {"PASS": 0, "WARN": 1, "FAIL": 2, "ERROR": 3}[report["cluster_summary"]["overall_status"]]
+    assert out.returncode == expected
+
+
+def test_self_launch_four_ranks() -> None:
+    out, _ = run(gp("--timeout-s", "60", "--set", "workload.cpu_workers=4", "--check", "nccl.*",
+                    "--check", "cluster.*"))
+    report = json.loads(out.stdout)
+    assert report["cluster_info"]["cluster_topology"]["world_size"] == 4
+    ar = report["nodes"]["node_0"]["nccl"]["communication_tests"]["distributed_all_reduce"]["results"][-1]
+    assert ar["busbw_gbps"] == pytest.approx(ar["algbw_gbps"] * 1.5, rel=0.01)  # 2(n-1)/n for n = 4
+    assert all(f["status"] != "FAIL" for f in findings(report, "nccl.correctness"))
+
+
+def test_torchrun_standalone_two_ranks() -> None:
+    out, _ = run([TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "gpu_preflight", "run", "--format",
+                  "json", "--timeout-s", "30", "--check", "nccl.*", "--check", "cluster.*"])
+    report = json.loads(out.stdout)  # only rank 0 prints
+    assert report["cluster_info"]["cluster_topology"]["launcher"] == "torchrun"
+    assert findings(report, "cluster.completeness")[0]["status"] == "PASS"
+
+
+def test_two_torchrun_agents_on_loopback_as_two_nodes(tmp_path: Path) -> None:
+    procs = []
+    for node in range(2):
+        env = {**BASE_ENV, "GPU_PREFLIGHT_NODE_NAME": f"node{node}"}
+        procs.append(subprocess.Popen(
+            ["timeout", "180", TORCHRUN, "--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d",
+             "--rdzv_endpoint=127.0.0.1:29731", "--rdzv_id=gp-loop", "-m", "gpu_preflight", "run", "--format",
+             "json", "--timeout-s", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            cwd=REPO))
+    outs = [p.communicate(timeout=200) for p in procs]
+    codes = [p.returncode for p in procs]
+    assert len(set(codes)) == 1, codes  # every rank exits with rank 0's verdict (no exit-barrier hang)
+    report = json.loads(next(o for o, _ in outs if o.strip()))
+    assert report["cluster_info"]["cluster_topology"]["total_nodes"] == 2
+    names = {n["node_info"]["current_host"] for n in report["nodes"].values()}
+    assert names == {"node0", "node1"}
+    link = findings(report, "network.node_links")
+    assert link and link[0]["status"] == "PASS"
+    assert findings(report, "cluster.consistency")[0]["status"] in ("PASS", "WARN")
+
+
+@pytest.mark.parametrize("fault", ["kill", "stop"])
+def test_dead_or_stopped_rank_is_named_within_timeout(fault: str) -> None:
+    timeout = 10
+    out, elapsed = run(gp("--timeout-s", str(timeout)),
+                       env={"GPU_PREFLIGHT_TEST_FAULT": f"{fault}:1:all_reduce@all"})
+    report = json.loads(out.stdout)
+    missing = findings(report, "cluster.completeness")
+    assert [f["status"] for f in missing] == ["FAIL"]
+    assert "rank 1" in missing[0]["summary"] and missing[0]["subject"].endswith("rank1")
+    failed = findings(report, "nccl.collectives")
+    assert any(f["status"] == "FAIL" and "all_reduce" in f["summary"] for f in failed)
+    assert report["cluster_summary"]["overall_status"] == "FAIL" and out.returncode == 2
+    assert elapsed < timeout + 15 + 10, elapsed  # + start-up of two torch processes on two cores
+
+
+def test_dead_rank_zero_still_gives_a_report() -> None:
+    out, _ = run(gp("--timeout-s", "10"), env={"GPU_PREFLIGHT_TEST_FAULT": "kill:0:gemm"})
+    report = json.loads(out.stdout)
+    missing = findings(report, "cluster.completeness")
+    assert any("rank 0" in f["summary"] for f in missing if f["status"] == "FAIL")
+    assert report["cluster_info"]["data_completeness"].startswith("incomplete")
+    assert out.returncode == 2
+
+
+def test_corrupted_reduction_is_caught() -> None:
+    out, _ = run(gp("--timeout-s", "30", "--check", "nccl.*"), env={"GPU_PREFLIGHT_TEST_CORRUPT": "all_reduce:1"})
+    report = json.loads(out.stdout)
+    wrong = [f for f in findings(report, "nccl.correctness") if f["status"] == "FAIL"]
+    assert wrong and all("all_reduce" in f["summary"] for f in wrong)
+    assert out.returncode == 2
+
+
+def test_node_only_and_check_selection_skip_workers() -> None:
+    t0 = time.monotonic()
+    out, _ = run(gp("--node-only"))
+    report = json.loads(out.stdout)
+    assert report["cluster_info"]["cluster_topology"]["world_size"] == 1
+    assert not findings(report, "nccl.collectives")
+    assert time.monotonic() - t0 < 20

@@ -1,0 +1,94 @@
+"""Topology detection for every launcher, from the variables each one sets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpu_preflight.distributed.topology import TopologyError, detect, slurm_tasks_per_node
+
+NO_SM = Path("/nonexistent/resourceconfig.json")
+
+
+def topo(env: dict[str, str], **kw: object):  # type: ignore[no-untyped-def]
+    return detect(env, hostname="h", resource_config=kw.get("rc", NO_SM))  # type: ignore[arg-type]
+
+
+def test_no_launcher() -> None:
+    t = topo({})
+    assert (t.launcher, t.world_size, t.rank, t.is_distributed) == ("none", 1, 0, False)
+
+
+def test_torchrun_multi_node() -> None:
+    t = topo({"TORCHELASTIC_RUN_ID": "j", "RANK": "11", "LOCAL_RANK": "3", "WORLD_SIZE": "16",
+              "LOCAL_WORLD_SIZE": "8", "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "MASTER_ADDR": "n0",
+              "MASTER_PORT": "29400"})
+    assert (t.launcher, t.rank, t.local_rank, t.node_rank, t.num_nodes, t.master_port) == ("torchrun", 11, 3, 1, 2,
+                                                                                          29400)
+
+
+def test_slurm_with_hostlist_and_tasks_per_node() -> None:
+    t = topo({"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
+              "SLURM_JOB_NUM_NODES": "2", "SLURM_TASKS_PER_NODE": "8(x2)", "SLURM_JOB_NODELIST": "gpu-[007,012]",
+              "SLURM_JOB_ID": "123"})
+    assert (t.launcher, t.rank, t.local_world_size, t.node_name, t.master_addr) == ("slurm", 9, 8, "gpu-012",
+                                                                                    "gpu-007")
+    assert t.hosts == ("gpu-007", "gpu-012") and t.master_port == 29500 + 123
+
+
+def test_torchrun_inside_srun_wins_but_keeps_slurm_hosts() -> None:
+    t = topo({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "a[1-2]", "RANK": "5",
+              "LOCAL_RANK": "1", "WORLD_SIZE": "8", "GROUP_RANK": "1", "LOCAL_WORLD_SIZE": "4"})
+    assert t.launcher == "torchrun" and t.node_name == "a2"
+
+
+def test_openmpi_and_pmix() -> None:
+    t = topo({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+              "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_NODE_RANK": "1", "MASTER_ADDR": "n0"})
+    assert (t.launcher, t.rank, t.node_rank, t.num_nodes, t.master_addr) == ("openmpi", 3, 1, 2, "n0")
+    p = topo({"PMIX_RANK": "1", "PMIX_SIZE": "2"})
+    assert (p.launcher, p.rank, p.world_size) == ("pmix", 1, 2)
+
+
+def test_sagemaker_env_and_resource_config(tmp_path: Path) -> None:
+    t = topo({"SM_HOSTS": '["algo-1","algo-2"]', "SM_CURRENT_HOST": "algo-2"})
+    assert (t.launcher, t.rank, t.node_rank, t.num_nodes, t.master_addr, t.node_name) == (
+        "sagemaker", 1, 1, 2, "algo-1", "algo-2")
+    rc = tmp_path / "resourceconfig.json"
+    rc.write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-1", "algo-2", "algo-3"]}))
+    t = detect({}, hostname="h", resource_config=rc)
+    assert (t.num_nodes, t.rank) == (3, 0)
+    # torchrun inside a SageMaker job: ranks from torchrun, node names from SageMaker
+    t = detect({"RANK": "4", "LOCAL_RANK": "0", "WORLD_SIZE": "8", "GROUP_RANK": "1", "LOCAL_WORLD_SIZE": "4"},
+               hostname="h", resource_config=rc)
+    assert t.launcher == "torchrun" and t.node_name == "algo-2"
+
+
+def test_kubeflow_pytorchjob() -> None:
+    t = topo({"RANK": "2", "WORLD_SIZE": "3", "MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456",
+              "PET_NNODES": "3"})
+    assert (t.launcher, t.rank, t.num_nodes, t.node_rank) == ("kubeflow", 2, 3, 2)
+
+
+def test_node_name_override() -> None:
+    assert detect({"GPU_PREFLIGHT_NODE_NAME": "rack3-n7"}, resource_config=NO_SM).hostname == "rack3-n7"
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"RANK": "4", "LOCAL_RANK": "0", "WORLD_SIZE": "4", "GROUP_RANK": "0"}, "rank 4 outside"),
+    ({"SLURM_PROCID": "x", "SLURM_NTASKS": "2"}, "not an integer"),
+    ({"SM_HOSTS": "[algo-1", "SM_CURRENT_HOST": "algo-1"}, "not a JSON list"),
+    ({"SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-9"}, "not in SM_HOSTS"),
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_JOB_NODELIST": "gpu-[3-"}, "bad Slurm hostlist"),
+])
+def test_inconsistent_variables_are_clear_errors(env: dict[str, str], message: str) -> None:
+    with pytest.raises(TopologyError, match=message):
+        topo(env)
+
+
+def test_tasks_per_node_forms() -> None:
+    assert slurm_tasks_per_node("4(x2),2") == [4, 4, 2]
+    with pytest.raises(TopologyError):
+        slurm_tasks_per_node("4(y2)")
