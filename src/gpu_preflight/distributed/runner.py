@@ -53,15 +53,17 @@ def make_plan(config: Config, suite: str, cuda: bool) -> Plan:
         factor = 2 if suite == "full" else 8
         iters, dtypes, n = w.collective_iters, list(w.gemm_dtypes_gpu), w.gemm_n_gpu
         seconds: float | None = w.gemm_seconds_full if suite == "full" else w.gemm_seconds_quick
+        steps = w.train_steps
     else:
         top, start, factor = w.collective_max_bytes_cpu, 1 << 10, 32
         iters, dtypes, n, seconds = 3, ["fp32"], w.gemm_n_cpu, None
+        steps = min(w.train_steps, 25)  # CPU ranks share cores: keep the smoke short
     sizes, size = [], start
     while size < top:
         sizes.append(size)
         size *= factor
     sizes.append(top)
-    return Plan(sizes, iters, 1, dtypes, n, 3 if not cuda else 5, seconds, cuda, w.train_steps)
+    return Plan(sizes, iters, 1, dtypes, n, 3 if not cuda else 5, seconds, cuda, steps)
 
 
 @dataclass
@@ -164,19 +166,19 @@ class RankOutcome:
 
 def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: str | None = None) -> RankOutcome:
     """Run this rank; rank 0's outcome also holds the gathered payloads (``{"payloads", "missing", ...}``)."""
+    from ..config import build_config
+
+    node_box: dict[str, Any] = {}
+    node_thread = None
+    if topo.local_rank == 0:  # node checks overlap torch start-up and the workloads
+        node_thread = threading.Thread(target=lambda: node_box.update(report=run_checks(opts)), daemon=True,
+                                       name="gp-node-checks")
+        node_thread.start()
     import torch
     import torch.distributed as dist
 
-    from ..config import build_config
-
-    node_report = run_checks(opts) if topo.local_rank == 0 else None
     config, _ = build_config(profile=None, config_file=opts.config_file, overrides=opts.overrides,
                              environ=opts.environ)
-    if node_report is not None and node_report.profile:
-        from ..config import find_profile
-
-        config, _ = build_config(profile=find_profile(node_report.profile), config_file=opts.config_file,
-                                 overrides=opts.overrides, environ=opts.environ)
     cuda = torch.cuda.is_available() and torch.cuda.device_count() > topo.local_rank
     device = torch.device(f"cuda:{topo.local_rank}") if cuda else torch.device("cpu")
     if cuda:
@@ -200,8 +202,18 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
         _workloads(run, store, plan, device, config, timeout_s)
     except Exception as exc:  # a workload bug must not lose the rest of the report
         run.payload["errors"].append(f"{type(exc).__name__}: {exc}")
+    if node_thread is not None:
+        node_thread.join(opts.timeout_s * 3)
+    node_report = node_box.get("report")
+    if node_report is not None and node_report.profile:
+        from ..config import find_profile
+
+        config, _ = build_config(profile=find_profile(node_report.profile), config_file=opts.config_file,
+                                 overrides=opts.overrides, environ=opts.environ)
     if node_report is not None:
         run.payload["node_report"] = node_report.to_dict()
+    elif topo.local_rank == 0:
+        run.payload["errors"].append("node checks did not finish")
     _stage(store, topo.rank, "done")
     text = json.dumps(run.payload, default=str)
     if len(text) > MAX_PAYLOAD:
