@@ -43,7 +43,8 @@ def worker(rank: int, world: int, size_mb: int, rounds: int, iters: int, port: i
         ours.append(res.results[0].busbw_gbps)
     if rank == 0:
         o, b = statistics.median(ours), statistics.median(bare)
-        print(f"all_reduce {size_mb} MiB x{world} ranks ({'NCCL' if cuda else 'gloo'}), {rounds} rounds x {iters} iters")
+        backend = "NCCL" if cuda else "gloo"
+        print(f"all_reduce {size_mb} MiB x{world} ranks ({backend}), {rounds} rounds x {iters} iters")
         print(f"bare torch.distributed loop   median busbw {b:8.3f} GB/s")
         print(f"gpu-preflight run_collective  median busbw {o:8.3f} GB/s")
         print(f"ratio {o / b:.3f}  (target >= 0.95)")
