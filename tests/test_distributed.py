@@ -74,11 +74,13 @@ def test_self_launch_four_ranks() -> None:
     assert all(f["status"] != "FAIL" for f in findings(report, "nccl.correctness"))
 
 
-def test_torchrun_standalone_two_ranks() -> None:
-    out, _ = run([TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "gpu_preflight", "run", "--format",
-                  "json", "--timeout-s", "30", "--check", "nccl.*", "--check", "cluster.*"])
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_torchrun_standalone(ranks: int) -> None:
+    out, _ = run([TORCHRUN, "--standalone", f"--nproc_per_node={ranks}", "-m", "gpu_preflight", "run", "--format",
+                  "json", "--timeout-s", "60", "--check", "nccl.*", "--check", "cluster.*"])
     report = json.loads(out.stdout)  # only rank 0 prints
     assert report["cluster_info"]["cluster_topology"]["launcher"] == "torchrun"
+    assert report["cluster_info"]["cluster_topology"]["world_size"] == ranks
     assert findings(report, "cluster.completeness")[0]["status"] == "PASS"
 
 
