@@ -65,6 +65,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         print(f"gpu-preflight: cannot tell this process's place in the job: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
+        _validate(args)
         if args.node_only or args.replay or not _wants_cluster_checks(args):
             return node_only(args)
         if topo.is_distributed:
@@ -73,6 +74,22 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     except KeyError as exc:
         print(f"gpu-preflight: {exc.args[0]}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _validate(args: argparse.Namespace) -> None:
+    """Configuration, profile and check patterns, checked before any worker starts.
+
+    A typo must be an error here (exit 2), not an ERROR finding from every worker later.
+    """
+    from ..config import build_config, find_profile
+    from ..registry import all_checks
+
+    profile = find_profile(args.profile) if args.profile and args.profile != "auto" else None
+    build_config(profile=profile, config_file=args.config, overrides=args.set)
+    specs = all_checks()
+    for pattern in [*args.check, *args.skip]:
+        if not any(s.matches(pattern) for s in specs):
+            raise KeyError(f"no check matches {pattern!r} (known: {', '.join(s.id for s in specs)})")
 
 
 def _wants_cluster_checks(args: argparse.Namespace) -> bool:
