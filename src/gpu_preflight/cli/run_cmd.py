@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 EXIT_USAGE = 2
+EXIT_ERROR = 3
 
 
 def _timeout(args: argparse.Namespace, nodes: int) -> float:
@@ -131,7 +132,12 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
     timeout = _timeout(args, topo.num_nodes)
     opts = _options(args, min(timeout, 30.0))
     result_dir = os.environ.get("GPU_PREFLIGHT_RESULT_DIR")
-    outcome = run_rank(opts, topo, timeout_s=timeout, result_dir=result_dir)
+    try:
+        outcome = run_rank(opts, topo, timeout_s=timeout, result_dir=result_dir)
+    except Exception as exc:  # rendezvous or process-group start-up failed: nothing was measured
+        print(f"gpu-preflight: rank {topo.rank} on {topo.node_name} could not join the job: "
+              f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     if outcome.gathered is None:
         return outcome.await_verdict()  # only rank 0 reports; every rank exits with its verdict
     report, code = build_cluster_report(outcome.gathered, outcome.config, fail_on=args.fail_on,
@@ -149,7 +155,6 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
 
 def self_launched(args: argparse.Namespace, argv: list[str]) -> int:
     from ..distributed.launch import gathered_from_files, local_gpu_count, supervise, torch_available
-    from ..engine import RunOptions
     from ..model import Status, gated_exit_code
 
     if not torch_available():
@@ -171,7 +176,7 @@ def self_launched(args: argparse.Namespace, argv: list[str]) -> int:
         gathered = gathered_from_files(sup, workers, topo)
         report, _ = build_cluster_report(gathered, config, fail_on=args.fail_on, include=args.check,
                                          exclude=args.skip, suite=args.suite, timeout_s=timeout)
-    del RunOptions
     emit(report, args, [])
-    print(f"gpu-preflight: worker logs in {sup.result_dir}", file=sys.stderr) if args.verbose else None
+    if args.verbose:
+        print(f"gpu-preflight: worker logs in {sup.result_dir}", file=sys.stderr)
     return gated_exit_code(Status(report["cluster_summary"]["overall_status"]), args.fail_on)
