@@ -177,6 +177,19 @@ def self_launched(args: argparse.Namespace, argv: list[str]) -> int:
         report, _ = build_cluster_report(gathered, config, fail_on=args.fail_on, include=args.check,
                                          exclude=args.skip, suite=args.suite, timeout_s=timeout)
     emit(report, args, [])
-    if args.verbose:
-        print(f"gpu-preflight: worker logs in {sup.result_dir}", file=sys.stderr)
+    _keep_worker_logs(sup, args.report_dir)
     return gated_exit_code(Status(report["cluster_summary"]["overall_status"]), args.fail_on)
+
+
+def _keep_worker_logs(sup: Any, report_dir: str | None) -> None:
+    """Worker logs go beside the report (``artifacts/workers/``); the scratch directory goes."""
+    import shutil
+    from pathlib import Path
+
+    if report_dir:
+        dest = Path(report_dir, "artifacts", "workers")
+        dest.mkdir(parents=True, exist_ok=True)
+        for rank, log in sup.logs.items():
+            if log.exists():
+                shutil.copyfile(log, dest / f"rank{rank}.log")
+    shutil.rmtree(sup.result_dir, ignore_errors=True)

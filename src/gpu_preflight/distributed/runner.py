@@ -211,6 +211,10 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
         config, _ = build_config(profile=find_profile(node_report.profile), config_file=opts.config_file,
                                  overrides=opts.overrides, environ=opts.environ)
     if node_report is not None:
+        if opts.report_dir:  # raw outputs stay on the node, beside where the report will be
+            from ..report.canonical import save_artifacts
+
+            node_report.artifacts = save_artifacts(node_report, Path(opts.report_dir), f"node_{topo.node_rank}")
         run.payload["node_report"] = node_report.to_dict()
     elif topo.local_rank == 0:
         run.payload["errors"].append("node checks did not finish")

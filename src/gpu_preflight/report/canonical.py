@@ -198,6 +198,19 @@ def build_report(nodes: list[NodeReport], *, expected_total_gpus: int | None = N
     }
 
 
+def save_artifacts(node: NodeReport, out: Path, node_key: str) -> list[dict[str, Any]]:
+    """Write a node's raw outputs under ``out/artifacts/<node_key>/``; return their references."""
+    refs = []
+    for name, (filename, content) in sorted(node.raw_artifacts.items()):
+        rel = Path("artifacts") / node_key / filename
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        data = content.encode("utf-8")
+        (out / rel).write_bytes(data)
+        refs.append({"name": name, "node": node_key, "path": str(rel), "bytes": len(data),
+                     "sha256": hashlib.sha256(data).hexdigest()})
+    return refs
+
+
 def write_report(report: dict[str, Any], nodes: list[NodeReport], report_dir: str | Path) -> Path:
     """Write ``report.json`` and the raw artifacts beside it; return the report path.
 
@@ -206,15 +219,9 @@ def write_report(report: dict[str, Any], nodes: list[NodeReport], report_dir: st
     """
     out = Path(report_dir)
     out.mkdir(parents=True, exist_ok=True)
-    artifacts = []
+    artifacts = [a for a in report.get("artifacts", []) if a.get("path")]  # saved on their nodes already
     for i, node in enumerate(nodes):
-        for name, (filename, content) in sorted(node.raw_artifacts.items()):
-            rel = Path("artifacts") / f"node_{i}" / filename
-            (out / rel).parent.mkdir(parents=True, exist_ok=True)
-            data = content.encode("utf-8")
-            (out / rel).write_bytes(data)
-            artifacts.append({"name": name, "node": f"node_{i}", "path": str(rel), "bytes": len(data),
-                              "sha256": hashlib.sha256(data).hexdigest()})
+        artifacts += save_artifacts(node, out, f"node_{i}")
     report["artifacts"] = artifacts
     path = out / "report.json"
     tmp = path.with_suffix(".json.tmp")
