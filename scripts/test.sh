@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System packages: gcc builds the stub libnvidia-ml.so.1 the NVML tests drive pynvml with;
-# iproute2 (ip, tc) builds the network-namespace hosts of the multi-node tests.
-PKGS=(gcc libc6-dev python3-venv iproute2)
+# iproute2 (ip, tc) builds the network-namespace hosts of the multi-node tests; prometheus
+# gives promtool and a real server for the /metrics tests.
+PKGS=(gcc libc6-dev python3-venv iproute2 prometheus)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})) && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then

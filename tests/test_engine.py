@@ -147,3 +147,9 @@ def test_no_torch_imported_on_node_path() -> None:
             "'--format', 'json']); print('TORCH' if 'torch' in sys.modules else 'CLEAN', file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stderr.strip().endswith("CLEAN"), out.stderr
+
+
+def test_checks_after_a_hung_one_still_run(temp_checks: None) -> None:
+    node = run_checks(include=["test.hang", "test.silent", "test.crash"], timeout_s=0.5, environ={})
+    codes = {f.check_id: f.code for f in node.findings}
+    assert codes == {"test.hang": "check_timeout", "test.silent": "no_result", "test.crash": "check_crashed"}

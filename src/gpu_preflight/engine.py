@@ -106,7 +106,7 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
 
     host = facts["system"].hostname if "system" in facts else socket.gethostname()
     ctx = CheckContext(host=host, facts=facts, config=config, options=probe_opts)
-    results = [run_check(spec, ctx, probe_errors, opts.timeout_s) for spec in specs]
+    results = run_specs(specs, ctx, probe_errors, opts.timeout_s)
     return NodeReport(
         hostname=host,
         timestamp=timestamp,
@@ -150,7 +150,8 @@ def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float) -> tuple[
     return facts, errors
 
 
-def run_check(spec: CheckSpec, ctx: CheckContext, probe_errors: dict[str, str], timeout_s: float) -> CheckResult:
+def _evaluate(spec: CheckSpec, ctx: CheckContext, probe_errors: dict[str, str]) -> CheckResult:
+    """One check, in the calling thread: failed probes, crashes and silence become ERROR."""
     t0 = time.perf_counter()
     failed = [probe_errors[n] for n in spec.needs if n in probe_errors]
     if failed:
@@ -160,9 +161,7 @@ def run_check(spec: CheckSpec, ctx: CheckContext, probe_errors: dict[str, str], 
                                            "driver in trouble: check dmesg and nvidia-smi.")]
         return CheckResult(spec.id, spec.title, findings, time.perf_counter() - t0)
     try:
-        findings = list(call_with_timeout(lambda: list(spec.fn(ctx)), timeout_s, f"check {spec.id}"))
-    except Timeout as exc:
-        findings = [Finding(spec.id, Status.ERROR, ctx.host, "check_timeout", str(exc))]
+        findings = list(spec.fn(ctx))
     except Exception as exc:
         import traceback
 
@@ -173,3 +172,48 @@ def run_check(spec: CheckSpec, ctx: CheckContext, probe_errors: dict[str, str], 
     if not findings:
         findings = [Finding(spec.id, Status.ERROR, ctx.host, "no_result", "check produced no finding")]
     return CheckResult(spec.id, spec.title, findings, time.perf_counter() - t0)
+
+
+def _timed_out(spec: CheckSpec, ctx: CheckContext, timeout_s: float) -> CheckResult:
+    return CheckResult(spec.id, spec.title, [Finding(spec.id, Status.ERROR, ctx.host, "check_timeout",
+                                                     f"check {spec.id} did not finish within {timeout_s:g} s")],
+                       timeout_s)
+
+
+def run_check(spec: CheckSpec, ctx: CheckContext, probe_errors: dict[str, str], timeout_s: float) -> CheckResult:
+    """One check in its own thread, under ``timeout_s``."""
+    return run_specs([spec], ctx, probe_errors, timeout_s)[0]
+
+
+def run_specs(specs: list[CheckSpec], ctx: CheckContext, probe_errors: dict[str, str],
+              timeout_s: float) -> list[CheckResult]:
+    """Run checks in order in one worker thread, each under its own time limit.
+
+    Checks are pure and fast, so one thread for all of them keeps a monitoring loop cheap;
+    a check that overruns is reported as ERROR, its thread is abandoned (daemon) and a fresh
+    worker carries on with the next check.
+    """
+    results: list[CheckResult] = []
+    start = 0
+    while start < len(specs):
+        batch = specs[start:]
+        out: list[CheckResult | None] = [None] * len(batch)
+        done = [threading.Event() for _ in batch]
+
+        def work(batch: list[CheckSpec] = batch, out: list[CheckResult | None] = out,
+                 done: list[threading.Event] = done) -> None:
+            for k, spec in enumerate(batch):
+                out[k] = _evaluate(spec, ctx, probe_errors)
+                done[k].set()
+
+        threading.Thread(target=work, name="run-checks", daemon=True).start()
+        for k, spec in enumerate(batch):
+            result = out[k] if done[k].wait(timeout_s) else None
+            if result is None:
+                results.append(_timed_out(spec, ctx, timeout_s))
+                start += k + 1
+                break
+            results.append(result)
+        else:
+            start = len(specs)
+    return results

@@ -229,15 +229,17 @@ static int parse_int(const char *s, long *out)
     return 1;
 }
 
+static size_t g_cap; /* capacity of g_entries; reset with it on every (re)load */
+
 static void add_entry(int dev, const char *key, nvmlReturn_t rc, int nvals, char **vals)
 {
-    static size_t cap;
+    size_t cap = g_cap;
     if (g_nentries == cap) {
         size_t ncap = cap ? cap * 2 : 256;
         entry_t *n = realloc(g_entries, ncap * sizeof *n);
         if (!n) { warn("out of memory"); return; }
         g_entries = n;
-        cap = ncap;
+        g_cap = ncap;
     }
     entry_t *e = &g_entries[g_nentries];
     e->dev = dev;
@@ -304,6 +306,7 @@ static int load_data(void)
     }
     g_entries = NULL; /* see the note on the tables above */
     g_nentries = 0;
+    g_cap = 0;
     g_init_rc = NVML_SUCCESS;
     memset(g_lost, 0, sizeof g_lost);
     memset(g_has_fields, 0, sizeof g_has_fields);

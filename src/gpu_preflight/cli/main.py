@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpu-preflight {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
+    from .serve_cmd import add_commands as add_serve_commands
+
+    add_serve_commands(sub)
 
     checks = sub.add_parser("checks", help="list or explain checks").add_subparsers(dest="checks_cmd", required=True)
     checks.add_parser("list", help="list every check")
@@ -84,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .run_cmd import cmd_run
 
             return cmd_run(args, list(argv) if argv is not None else sys.argv[1:])
+        if args.command == "serve":
+            from .serve_cmd import run as cmd_serve
+
+            return cmd_serve(args)
         if args.command == "checks":
             return cmd_checks(args)
         if args.command == "config":

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import registry
 from ..config import Config
-from ..engine import run_check
+from ..engine import run_specs
 from ..model import CheckResult, Finding, NodeReport, Status
 from ..records import ClusterFacts
 from ..registry import CheckContext
@@ -117,7 +117,7 @@ def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: s
     specs = registry.select(suite, cluster_patterns if include else [], exclude, scope="cluster") \
         if (not include or cluster_patterns) else []
     ctx = CheckContext(host="cluster", facts={"cluster": facts}, config=config)
-    results = [run_check(spec, ctx, {}, timeout_s) for spec in specs]
+    results = run_specs(specs, ctx, {}, timeout_s)
     extras, perf = _nccl_sections(facts)
     report = build_report(nodes, node_infos=infos, node_extras=extras, cluster_results=results,
                           topology=gathered["topology"], missing_nodes=missing, performance_summary=perf,

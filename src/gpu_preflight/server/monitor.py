@@ -1,0 +1,168 @@
+"""The monitor loop (quick node checks every interval) and the agent's alive sampler.
+
+Both run in their own daemon threads and call anything that can hang (NVML, the user's
+alive callback) through a bounded call, so neither thread ever blocks past its deadline
+and request threads never call either.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from ..engine import RunOptions
+from ..health.bounded import BoundedCall, Timeout
+from ..health.gpu_health import GPUHealthCheck
+from ..health.reader import NvmlReader, deadline_for
+from ..model import NodeReport
+from . import metrics
+from .state import AliveSample, Snapshot
+
+log = logging.getLogger(__name__)
+
+
+class Monitor:
+    """Runs the quick node checks every ``interval_s`` and keeps the last :class:`Snapshot`.
+
+    Only the ``quick`` suite ever runs here: no stress test, no multi-node work. When a
+    :class:`GPUHealthCheck` is given it judges the same report, so NVML is read once per
+    tick for the node checks and the GPU health alike.
+    """
+
+    def __init__(self, options: RunOptions, interval_s: float, gpu: GPUHealthCheck | None = None) -> None:
+        self.options = replace(options, suite="quick", include=[], report_dir=None)
+        self.interval_s = interval_s
+        self.deadline_s = deadline_for(self.options.timeout_s)
+        self.gpu = gpu
+        self._reader = NvmlReader("monitor-read")
+        self._stop = threading.Event()
+        self._changed = threading.Condition()
+        self._snapshot: Snapshot | None = None
+        self._busy_since: float | None = None
+        self._thread: threading.Thread | None = None
+        self._runs = 0
+        self._failures = 0
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self._snapshot
+
+    def busy_for(self, now_mono: float) -> float | None:
+        """How long the tick in progress has run, or None between ticks."""
+        since = self._busy_since
+        return None if since is None else now_mono - since
+
+    def is_running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("monitor already started")
+        self._thread = threading.Thread(target=self._loop, name="gpu-preflight-monitor", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop after the tick in progress (which is bounded by its own deadline)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def wait_for_tick(self, after: int = 0, timeout_s: float | None = None) -> Snapshot | None:
+        """Block until a tick numbered above ``after`` has finished; None on timeout."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._snapshot is not None and self._snapshot.tick > after, timeout_s)
+            snap = self._snapshot
+        return snap if snap is not None and snap.tick > after else None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # a rendering bug: keep looping; the verdict goes stale and /readyz says so
+                log.exception("monitor tick failed")
+                self._busy_since = None
+            self._stop.wait(self.interval_s)
+
+    def tick(self) -> Snapshot:
+        """Run the node checks once, judge GPU health and publish a new snapshot."""
+        started_mono = time.monotonic()
+        self._busy_since = started_mono
+        report: NodeReport | None = None
+        failure: BaseException | None = None
+        error: str | None = None
+        try:
+            report = self._reader.run(self.options)
+        except Timeout as exc:
+            failure, error = exc, f"node checks did not finish: {exc}"
+        except Exception as exc:  # a bad config file edited under a running server, or a bug
+            log.exception("node checks crashed")
+            failure, error = exc, f"node checks failed: {type(exc).__name__}: {exc}"
+        duration = time.monotonic() - started_mono
+        self._runs += 1
+        self._failures += error is not None
+        health = self.gpu.observe(report, failure or error, duration) if self.gpu is not None else None
+        finished = time.time()
+        snap = Snapshot(
+            tick=self._runs, finished_at=finished, finished_mono=time.monotonic(), duration_s=duration,
+            report=report, error=error, gpu=health,
+            metrics=metrics.tick_metrics(report, health, self._runs, self._failures, duration, finished),
+            runs_total=self._runs, run_failures_total=self._failures)
+        with self._changed:
+            self._snapshot = snap
+            self._busy_since = None
+            self._changed.notify_all()
+        return snap
+
+
+class AliveSampler:
+    """Samples the agent's ``alive_callback`` (its last progress time) every ``period_s``."""
+
+    def __init__(self, callback: Callable[[], float], period_s: float) -> None:
+        self.callback = callback
+        self.period_s = period_s
+        self._call = BoundedCall("alive-callback")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sample = AliveSample(None, time.monotonic(), "the alive callback has not been sampled yet")
+
+    @property
+    def sample(self) -> AliveSample:
+        return self._sample
+
+    def is_running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        self.sample_once()
+        self._thread = threading.Thread(target=self._loop, name="gpu-preflight-alive", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.sample_once()
+
+    def sample_once(self) -> AliveSample:
+        """Call the callback within ``period_s``; a hang, an exception or a non-number is an error."""
+        error: str | None = None
+        progress: float | None = None
+        try:
+            value = self._call(self.callback, self.period_s)
+        except Timeout as exc:
+            error = f"alive callback did not answer: {exc}"
+        except Exception as exc:
+            error = f"alive callback raised {type(exc).__name__}: {exc}"
+        else:
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                progress = float(value)
+            else:
+                error = f"alive callback returned {value!r}, not a Unix time"
+        self._sample = AliveSample(progress, time.monotonic(), error)
+        return self._sample

@@ -1,0 +1,88 @@
+"""What the endpoints answer from: immutable snapshots and the alive/ready rules.
+
+The monitor loop replaces one :class:`Snapshot` per tick; request threads only read the
+current reference, so no request ever waits for a check and no lock is held while
+answering. Both rules fail closed: no verdict yet, a stale verdict, a crashed loop or a
+silent agent all answer "no".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..health.status import HealthStatus
+from ..model import NodeReport, gating_statuses
+from ..report import build_report
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The result of one monitor tick, with its renderings prepared once."""
+
+    tick: int
+    finished_at: float
+    finished_mono: float
+    duration_s: float
+    report: NodeReport | None
+    error: str | None
+    gpu: HealthStatus | None  # None when GPU monitoring is disabled
+    metrics: str  # the per-tick part of /metrics
+    runs_total: int
+    run_failures_total: int
+
+    @cached_property
+    def report_json(self) -> str:
+        """The canonical report as JSON ("null" without a report), built on first use: most
+        ticks are never looked at through /status, and building it is most of a tick's cost."""
+        return json.dumps(build_report([self.report])) if self.report is not None else "null"
+
+
+@dataclass(frozen=True)
+class AliveSample:
+    """The agent's last reported progress (Unix time), as sampled from its callback."""
+
+    progress: float | None
+    sampled_mono: float
+    error: str | None = None
+
+
+def readiness(snap: Snapshot | None, *, now_mono: float, stale_after_s: float, fail_on: str,
+              healthy_when_unknown: bool) -> tuple[bool, list[str]]:
+    """Fit for work: a fresh verdict whose node checks do not gate and whose GPUs are healthy."""
+    if snap is None:
+        return False, ["no verdict yet: the first node checks have not finished"]
+    age = now_mono - snap.finished_mono
+    if age > stale_after_s:
+        return False, [f"last verdict is {age:.1f} s old (limit {stale_after_s:g} s): the monitor loop is stuck"]
+    reasons: list[str] = []
+    if snap.error is not None or snap.report is None:
+        reasons.append(snap.error or "no node report")
+    elif snap.report.status in gating_statuses(fail_on):
+        failed = [r.check_id for r in snap.report.results if r.status in gating_statuses(fail_on)]
+        reasons.append(f"node checks {snap.report.status.value}: {', '.join(failed)}")
+    if snap.gpu is not None and not snap.gpu.ok(healthy_when_unknown):
+        reasons.append(f"GPU health {snap.gpu.state.value}: {snap.gpu.reason}")
+    if reasons:
+        return False, reasons
+    verdict = snap.report.status.value if snap.report else "?"
+    gpus = "GPU monitoring disabled" if snap.gpu is None else f"GPU health {snap.gpu.state.value}"
+    return True, [f"node checks {verdict}; {gpus}"]
+
+
+def liveness(sample: AliveSample, *, now: float, now_mono: float, timeout_s: float, sampler_alive: bool,
+             loop_alive: bool, loop_busy_for: float | None, tick_deadline_s: float) -> tuple[bool, list[str]]:
+    """Alive: the monitor loop runs and is not stuck, and the agent reported progress within ``timeout_s``."""
+    reasons: list[str] = []
+    if not loop_alive:
+        reasons.append("the monitor loop is not running")
+    elif loop_busy_for is not None and loop_busy_for > tick_deadline_s + 1.0:
+        reasons.append(f"the monitor loop has been in one tick for {loop_busy_for:.1f} s")
+    if not sampler_alive or now_mono - sample.sampled_mono > timeout_s:
+        reasons.append("the alive callback is no longer sampled")
+    elif sample.error is not None:
+        reasons.append(sample.error)
+    elif sample.progress is not None and now - sample.progress > timeout_s:
+        reasons.append(f"no progress for {now - sample.progress:.1f} s (timeout {timeout_s:g} s)")
+    return not reasons, reasons or ["monitor loop running; agent progress within timeout"]
