@@ -1228,3 +1228,12 @@ def test_minimal_record_built_by_hand_skips_unread_values() -> None:
             assert statuses == [PASS]  # the UUID is all it needs
         else:
             assert statuses == [SKIP], check_id
+
+
+def test_pcie_narrow_at_idle_warns_only_for_models_that_do_it(facts: GpuFacts) -> None:
+    narrow_idle = edited(facts, pcie_width_current=8, pcie_width_max=16, clock_event_reasons=0x1)
+    assert outcome(judge("gpu.pcie", narrow_idle)) == [(FAIL, "link_downtrained")]
+    a10g = gpu_config(pcie_width_drops_at_idle=True)
+    assert outcome(judge("gpu.pcie", narrow_idle, a10g)) == [(WARN, "link_narrow_at_idle")]
+    busy = edited(facts, pcie_width_current=8, pcie_width_max=16, clock_event_reasons=0x0)
+    assert outcome(judge("gpu.pcie", busy, a10g)) == [(FAIL, "link_downtrained")]

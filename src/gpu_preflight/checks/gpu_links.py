@@ -16,8 +16,9 @@ def pcie_link(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
     """The PCIe link runs at full width and can reach the expected generation.
 
     FAIL when the current link width is below the link's maximum (a downtrained link:
-    bad riser, slot or retimer). WARN when the link's maximum generation is below the
-    profile's ``gpu.pcie_expected_gen`` (a slower switch or slot limits it), when the
+    bad riser, slot or retimer) — a WARN instead for GPU models that narrow their link at
+    idle (``gpu.pcie_width_drops_at_idle``, set for the A10G) while the GPU is idle.
+    WARN when the link's maximum generation is below the profile's ``gpu.pcie_expected_gen`` (a slower switch or slot limits it), when the
     width is below ``gpu.pcie_expected_width``, and when the replay counter exceeds
     ``gpu.pcie_replay_warn``. The *current* generation is reported, not judged: idle
     GPUs legitimately drop to gen1 to save power.
@@ -31,7 +32,15 @@ def pcie_link(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
             "gen_gpu_max": gpu.pcie_gen_gpu_max, "width_current": width, "width_max": max_width,
             "replay_counter": gpu.pcie_replay_counter}
     flagged = False
-    if width < max_width:
+    idle = isinstance(gpu.clock_event_reasons, int) and bool(gpu.clock_event_reasons & 0x1)
+    if width < max_width and idle and cfg.pcie_width_drops_at_idle:
+        flagged = True
+        yield Finding("gpu.pcie", Status.WARN, subject, "link_narrow_at_idle",
+                      f"{gpu.label}: PCIe link x{width} of x{max_width} while idle", observed=width,
+                      expected=max_width, unit="lanes", details=link,
+                      recommendation="This GPU model narrows its link at idle: re-check under load; if it "
+                                     "stays narrow, reseat the GPU or its riser.")
+    elif width < max_width:
         flagged = True
         yield Finding("gpu.pcie", Status.FAIL, subject, "link_downtrained",
                       f"{gpu.label}: PCIe link x{width}, capable of x{max_width}", observed=width,

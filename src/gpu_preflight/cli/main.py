@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .serve_cmd import add_commands as add_serve_commands
 
     add_serve_commands(sub)
+    from .evidence_cmd import add_commands as add_evidence_commands
+
+    add_evidence_commands(sub)
 
     checks = sub.add_parser("checks", help="list or explain checks").add_subparsers(dest="checks_cmd", required=True)
     checks.add_parser("list", help="list every check")
@@ -87,6 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .run_cmd import cmd_run
 
             return cmd_run(args, list(argv) if argv is not None else sys.argv[1:])
+        if args.command in ("parse", "judge"):
+            from .evidence_cmd import run as cmd_evidence
+
+            return cmd_evidence(args)
         if args.command == "serve":
             from .serve_cmd import run as cmd_serve
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from .evidence import EvidenceConfig
+
 
 def setting(default: Any, doc: str, unit: str | None = None) -> Any:
     """A config field with its documentation (mutable defaults are copied per instance)."""
@@ -86,6 +88,9 @@ class GpuConfig:
     pcie_expected_width: int | None = setting(
         None, "PCIe link width the GPU should have (profile value); a narrower link WARNs.", "lanes"
     )
+    pcie_width_drops_at_idle: bool = setting(
+        False, "This GPU model narrows its PCIe link when idle (A10G, T4): a narrower link at idle WARNs "
+               "instead of FAILing; under load it still FAILs.")
     pcie_replay_warn: int = setting(1000, "PCIe replay counter above this WARNs (a marginal link).", "replays")
     nvlink_expected_links: int | None = setting(
         None, "Active NVLink links each GPU must have (profile value); fewer FAIL. Unset: any down link FAILs."
@@ -202,6 +207,7 @@ class Config:
     xid: XidConfig = field(default_factory=XidConfig)
     perf: PerfConfig = field(default_factory=PerfConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
 
 
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in fields(Config)}  # type: ignore[misc]

@@ -181,7 +181,10 @@ def _iso(prefix: str, now: datetime | None, zone: tzinfo) -> datetime | None:
     if m is None:
         return None
     frac = (m.group("frac") or "")[:6].ljust(6, "0")
-    stamp = datetime.fromisoformat(f"{m.group('date')}T{m.group('time')}.{frac}")
+    try:
+        stamp = datetime.fromisoformat(f"{m.group('date')}T{m.group('time')}.{frac}")
+    except ValueError:  # an impossible stamp (hour 27): the event stays, undated
+        return None
     tz = m.group("tz")
     if tz is None:
         return stamp.replace(tzinfo=zone)

@@ -1,0 +1,131 @@
+"""Judging external evidence: a parsed tool output (a record) → findings.
+
+``gpu-preflight judge FILE`` and the tool runners share these functions. Each evidence
+kind has one judge, registered with :func:`judges` in a ``checks/evidence_*.py`` theme
+module (found by import, so adding a kind touches one module). Judges are pure: the
+record and the thresholds in, findings out. They are deliberately *not* ``@check``\\ s:
+a node run has no probe that produces these records.
+
+Where the node checks already judge the same facts (nvidia-smi's GPU fields, kernel-log
+Xids), the evidence is converted into their records and *their* rules run, so a GPU is
+judged the same way whether NVML or a saved ``nvidia-smi -q`` described it.
+
+Subjects are ``<source>`` or ``<source>/<part>`` (``dcgm.txt/gpu1``), where ``source``
+names the evidence (a file name, or a host when the runner knows it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import traceback
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..model import Finding, Status
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+__all__ = ["JudgeFn", "check_title", "judge_record", "judge_text", "judged_kinds", "judges", "parse_error_finding"]
+
+JudgeFn = Callable[[Any, "Config", str], Iterable[Finding]]
+
+_JUDGES: dict[str, JudgeFn] = {}
+_TITLES = {"evidence.parse": "The evidence could be read", "evidence.judge": "The evidence could be judged"}
+_discovered = False
+
+
+def judges(*kinds: str) -> Callable[[JudgeFn], JudgeFn]:
+    """Register ``fn(record, config, source)`` as the judge of the given evidence kinds."""
+
+    def register(fn: JudgeFn) -> JudgeFn:
+        for kind in kinds:
+            if kind in _JUDGES and _JUDGES[kind] is not fn:
+                raise ValueError(f"evidence kind {kind!r} judged twice")
+            _JUDGES[kind] = fn
+        return fn
+
+    return register
+
+
+def _discover() -> None:
+    global _discovered
+    if _discovered:
+        return
+    from .. import checks
+
+    for mod in pkgutil.iter_modules(checks.__path__):
+        if mod.name.startswith("evidence_"):
+            importlib.import_module(f"{checks.__name__}.{mod.name}")
+    _discovered = True
+
+
+def judged_kinds() -> list[str]:
+    _discover()
+    return sorted(_JUDGES)
+
+
+def judge_record(kind: str, record: Any, config: Config, *, source: str = "evidence") -> list[Finding]:
+    """Findings for a parsed record of ``kind``.
+
+    Fails closed: a kind without a judge, or a judge that raises on an odd record, yields
+    an ``ERROR`` finding (could not judge) instead of silence or a crash.
+    """
+    _discover()
+    judge = _JUDGES.get(kind)
+    if judge is None:
+        return [Finding("evidence.judge", Status.ERROR, source, "no_judge",
+                        f"no judgement rules for evidence kind {kind!r}", details={"kind": kind})]
+    try:
+        findings = list(judge(record, config, source))
+    except Exception as exc:
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return [Finding("evidence.judge", Status.ERROR, source, "judge_crashed",
+                        f"judging {kind} raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})",
+                        recommendation="This is a gpu-preflight bug: please report it with the input file.")]
+    if not findings:
+        return [Finding("evidence.judge", Status.ERROR, source, "no_result",
+                        f"the {kind} judge produced no finding")]
+    for finding in findings:
+        finding.details.setdefault("evidence_kind", kind)
+    return findings
+
+
+def check_title(check_id: str, kind: str) -> str:
+    """A report title for ``check_id``: the node check's own title, else the first line of the kind's judge."""
+    from ..registry import get_check
+
+    if check_id in _TITLES:
+        return _TITLES[check_id]
+    try:
+        return get_check(check_id).title
+    except KeyError:
+        pass
+    _discover()
+    judge = _JUDGES.get(kind)
+    doc = (judge.__doc__ or "").strip() if judge else ""
+    return doc.splitlines()[0].rstrip(".") if doc else check_id
+
+
+def judge_text(text: str, config: Config, *, kind: str | None = None, source: str = "evidence") -> list[Finding]:
+    """Parse ``text`` (kind detected when ``None``) and judge it; a parse failure is an ``ERROR`` finding."""
+    from ..parsers.detect import parse_text
+    from ..parsers.errors import ParseError
+
+    try:
+        kind, record = parse_text(text, kind)
+    except ParseError as exc:
+        return [parse_error_finding(exc, source)]
+    return judge_record(kind, record, config, source=source)
+
+
+def parse_error_finding(exc: Exception, source: str) -> Finding:
+    """The ``ERROR`` finding for evidence that could not be read: nothing was measured."""
+    kind = getattr(exc, "kind", "unknown")
+    line = getattr(exc, "line", None)
+    return Finding("evidence.parse", Status.ERROR, source, "parse_error",
+                   f"could not read {source} as {kind}: {getattr(exc, 'message', exc)}"
+                   + (f" (line {line})" if line else ""),
+                   recommendation="Check that the file is complete tool output; pass --kind if it was misdetected.",
+                   details={"kind": kind, "line": line})

@@ -1,0 +1,93 @@
+"""Judging a DCGM diagnostic (``dcgmi diag``), JSON or table.
+
+``dcgm.diag``: one finding per failing or warning GPU of each test, naming the GPU and
+quoting DCGM's own message (it is the diagnosis: "GPU 1 Max power of 224.1 did not reach
+desired power minimum..."); FAIL for a failed test, WARN for a warning. Skipped tests are
+reported as SKIP, and tests listed in ``evidence.dcgm_ignore_tests`` are reported as SKIP
+whatever their result. Passing tests fold into one PASS. A run DCGM could not complete
+(``Return: (-30)``, plugins missing) is an ERROR: nothing was measured; error lines beside
+a partial table are an ERROR too, since some tests did not run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..config.evidence import evidence_config
+from ..model import Finding, Status
+from .evidence import judges
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..parsers.dcgmi import DcgmDiagRecord, DcgmTest
+
+CHECK = "dcgm.diag"
+_STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
+_ADVICE = {
+    "fail": "Drain the node: rerun `dcgmi diag -r 3` on it and follow DCGM's message (reset the GPU, "
+            "check power/cooling, RMA if it fails again).",
+    "warn": "Rerun the test; if the warning repeats, check the GPU named in the message before long jobs.",
+}
+
+
+@judges("dcgmi-diag")
+def judge_dcgm(record: DcgmDiagRecord, config: Config, source: str) -> Iterator[Finding]:
+    """Per-test, per-GPU verdicts of a DCGM diagnostic run."""
+    ignored = {name.strip().lower() for name in evidence_config(config).dcgm_ignore_tests}
+    version = f"DCGM {record.dcgm_version}" if record.dcgm_version else "DCGM"
+    if record.overall == "error":
+        code = f" (return code {record.return_code})" if record.return_code is not None else ""
+        yield Finding(CHECK, Status.ERROR, source, "diag_error",
+                      f"{version} diagnostic could not run{code}: {'; '.join(record.errors)[:300]}",
+                      observed=record.return_code, expected=0, details={"errors": record.errors},
+                      recommendation="Fix the DCGM installation (nv-hostengine running, the diagnostic plugins for "
+                                     "this CUDA major installed) and rerun `dcgmi diag`.")
+        return
+    if record.errors:  # DCGM printed errors beside a partial result: what is missing was not measured
+        yield Finding(CHECK, Status.ERROR, source, "diag_errors",
+                      f"{version} reported errors beside its results: {'; '.join(record.errors)[:300]}",
+                      details={"errors": record.errors, "return_code": record.return_code},
+                      recommendation="Some tests may not have run: fix the error and rerun `dcgmi diag`.")
+    passed = []
+    for test in record.tests:
+        label = f"{test.category}/{test.name}" if test.category else test.name
+        if test.name.strip().lower() in ignored and test.status != "pass":
+            yield Finding(CHECK, Status.SKIP, source, _slug(test.name),
+                          f"{version} {label}: {test.status}, ignored (evidence.dcgm_ignore_tests)",
+                          observed=test.status, details=_details(test))
+        elif test.status in _STATUS:
+            yield from _failures(test, label, version, source)
+        elif test.status == "skip":
+            yield Finding(CHECK, Status.SKIP, source, _slug(test.name), f"{version} {label}: skipped by DCGM",
+                          observed="skip", details=_details(test))
+        else:
+            passed.append(label)
+    if passed:
+        yield Finding(CHECK, Status.PASS, source, "ok",
+                      f"{version}: {len(passed)} test(s) passed" + (f" (driver {record.driver_version})"
+                                                                     if record.driver_version else ""),
+                      observed=passed, details={"gpu_device_ids": record.gpu_device_ids})
+
+
+def _failures(test: DcgmTest, label: str, version: str, source: str) -> Iterator[Finding]:
+    status = _STATUS[test.status]
+    message = " ".join(test.messages) or "no message from DCGM"
+    targets: list[int | None] = list(test.gpus) or [None]
+    for gpu in targets:
+        subject = f"{source}/gpu{gpu}" if gpu is not None else source
+        where = f" on GPU {gpu}" if gpu is not None else ""
+        yield Finding(CHECK, status, subject, _slug(test.name),
+                      f"{version} {label} {'failed' if test.status == 'fail' else 'warned'}{where}: {message}"[:400],
+                      observed=test.status, expected="pass", recommendation=_ADVICE[test.status],
+                      details={**_details(test), "gpu": gpu})
+
+
+def _details(test: DcgmTest) -> dict[str, object]:
+    return {"category": test.category, "test": test.name, "gpu_status": test.gpu_status,
+            "messages": test.messages, "info": test.info, "error_ids": test.error_ids}
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "test"

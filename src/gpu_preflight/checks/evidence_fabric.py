@@ -1,0 +1,200 @@
+"""Judging the fabric: libfabric, InfiniBand/RoCE ports, perftest and PCIe links.
+
+* ``fabric.fi_info``: FAIL when fi_info lists fewer provider entries than
+  ``evidence.fi_info_min_entries`` (``fi_getinfo: -61`` is none: the provider the job
+  needs is not there).
+* ``fabric.pingpong``: FAIL when fi_pingpong did not complete, or its bandwidth at the
+  largest size is below ``evidence.pingpong_min_mb_per_s``.
+* ``ib.ports``: FAIL for an InfiniBand port that is not ACTIVE/LinkUp (WARN for an
+  Ethernet/RoCE port, which may be an unused NIC), for an HCA that vanished while listed
+  (``ibpanic``) and for fewer active ports than ``evidence.ib_expected_ports``; WARN for an
+  active port slower than ``evidence.ib_min_rate_gbps``.
+* ``ib.perftest``: FAIL when the test could not connect, or its best average bandwidth is
+  below ``evidence.perftest_min_bw_gbps`` (SKIP with the value when unset).
+* ``pcie.lnksta``: FAIL for a link trained narrower than it can (``lspci -vvv`` LnkSta
+  width below LnkCap); WARN for a NIC or bridge trained slower. A GPU's *speed* is
+  reported, not judged: idle GPUs drop to 2.5 GT/s to save power (as ``gpu.pcie`` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..config.evidence import evidence_config
+from ..model import Finding, Status
+from .evidence import judges
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..parsers.infiniband import IbDevicesRecord
+    from ..parsers.libfabric import FiInfoRecord, PingpongRecord
+    from ..parsers.lspci import LspciRecord, PciDevice
+    from ..parsers.perftest import PerftestRecord
+
+_GPU_CLASSES = ("3D controller", "VGA compatible controller", "Display controller")
+
+
+@judges("fi-info")
+def judge_fi_info(record: FiInfoRecord, config: Config, source: str) -> Iterator[Finding]:
+    """Does libfabric offer the provider the job will use?"""
+    minimum = evidence_config(config).fi_info_min_entries
+    names = sorted({p.provider for p in record.providers})
+    domains = sorted({p.domain for p in record.providers if p.domain})
+    if len(record.providers) < minimum:
+        reason = (f"fi_getinfo {record.error_code}" + (f" ({record.error})" if record.error else "")
+                  if record.error_code is not None else "no provider entry")
+        yield Finding("fabric.fi_info", Status.FAIL, source, "no_provider",
+                      f"libfabric lists {len(record.providers)} provider entr(y/ies), needs {minimum}: {reason}",
+                      observed=len(record.providers), expected=f">= {minimum}", unit="entries",
+                      details={"error_code": record.error_code, "providers": names},
+                      recommendation="Install the fabric's libfabric provider and driver (EFA: the EFA installer; "
+                                     "check `fi_info -p efa`, /sys/class/infiniband and FI_PROVIDER).")
+        return
+    yield Finding("fabric.fi_info", Status.PASS, source, "ok",
+                  f"{len(record.providers)} entr(y/ies): provider {', '.join(names)}; domain {', '.join(domains)}",
+                  observed=len(record.providers), expected=f">= {minimum}", unit="entries",
+                  details={"providers": names, "domains": domains})
+
+
+@judges("fi-pingpong")
+def judge_pingpong(record: PingpongRecord, config: Config, source: str) -> Iterator[Finding]:
+    """Did a fi_pingpong exchange complete, and fast enough at its largest size?"""
+    floor = evidence_config(config).pingpong_min_mb_per_s
+    if not record.rows:
+        yield Finding("fabric.pingpong", Status.FAIL, source, "pingpong_failed",
+                      f"fi_pingpong did not complete: {'; '.join(record.errors)[:300]}",
+                      recommendation="Check that both ends use the same provider and endpoint type, that the server "
+                                     "was reachable, and the provider's own error above.")
+        return
+    largest = max(record.rows, key=lambda r: r.size_bytes)
+    observed = largest.mb_per_s
+    what = f"fi_pingpong {len(record.rows)} size(s), {observed:g} MB/s at {largest.size_bytes} B" \
+        if observed is not None else f"fi_pingpong {len(record.rows)} size(s)"
+    if floor is not None and (observed is None or observed < floor):
+        yield Finding("fabric.pingpong", Status.FAIL, source, "bandwidth_low", f"{what}, below {floor:g} MB/s",
+                      observed=observed, expected=f">= {floor:g}", unit="MB/s",
+                      recommendation="Check the provider in use (FI_PROVIDER) and the link between the two hosts.")
+    else:
+        yield Finding("fabric.pingpong", Status.PASS, source, "ok", what, observed=observed,
+                      expected=f">= {floor:g}" if floor is not None else None, unit="MB/s")
+
+
+@judges("ibstat", "ibstatus", "ibv-devinfo")
+def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iterator[Finding]:
+    """Every IB/RoCE port up, at its rate, and as many as the node should have."""
+    cfg = evidence_config(config)
+    flagged = False
+    for error in record.errors:
+        flagged = True
+        yield Finding("ib.ports", Status.FAIL, source, "device_error", f"{record.format}: {error}",
+                      recommendation="An HCA disappeared or cannot be read: check dmesg for mlx5 errors, "
+                                     "reseat/reset the adapter, drain the node.")
+    active, rates = [], []
+    for device in record.devices:
+        for port in device.ports:
+            subject = f"{source}/{device.name}/port{port.port}"
+            state = f"{port.state or '?'}/{port.physical_state or '?'}"
+            if port.state == "ACTIVE" and port.physical_state in ("LINKUP", None):
+                active.append(f"{device.name}/{port.port}")
+                if port.rate_gbps is not None:
+                    rates.append(port.rate_gbps)
+                if cfg.ib_min_rate_gbps is not None and port.rate_gbps is not None \
+                        and port.rate_gbps < cfg.ib_min_rate_gbps:
+                    flagged = True
+                    yield Finding("ib.ports", Status.WARN, subject, "rate_low",
+                                  f"{device.name} port {port.port}: {port.rate_gbps:g} Gb/s, "
+                                  f"expected >= {cfg.ib_min_rate_gbps:g}", observed=port.rate_gbps,
+                                  expected=f">= {cfg.ib_min_rate_gbps:g}", unit="Gb/s",
+                                  recommendation="The link trained below its rate: check the cable and switch port.")
+                continue
+            flagged = True
+            infiniband = (port.link_layer or "").lower() == "infiniband"
+            yield Finding("ib.ports", Status.FAIL if infiniband else Status.WARN, subject, "port_down",
+                          f"{device.name} port {port.port} ({port.link_layer or 'unknown link layer'}) is {state}",
+                          observed=state, expected="ACTIVE/LINKUP",
+                          recommendation="Check the cable, the switch port and the subnet manager (IB) or the "
+                                         "switch config (RoCE); a port that is meant to be unused can be ignored.")
+    expected = cfg.ib_expected_ports
+    if expected is not None and len(active) < expected:
+        flagged = True
+        yield Finding("ib.ports", Status.FAIL, source, "ports_missing",
+                      f"{len(active)} active port(s), expected {expected}", observed=len(active), expected=expected,
+                      unit="ports", recommendation="Drain the node: it cannot reach its full fabric bandwidth.")
+    if not flagged:
+        yield Finding("ib.ports", Status.PASS, source, "ok",
+                      f"{len(active)} port(s) active" + (f" at {', '.join(f'{r:g}' for r in sorted(set(rates)))} Gb/s"
+                                                         if rates else ""),
+                      observed=len(active), expected=expected, unit="ports", details={"active": active})
+
+
+@judges("perftest")
+def judge_perftest(record: PerftestRecord, config: Config, source: str) -> Iterator[Finding]:
+    """A perftest bandwidth run: did it connect, and did it reach the floor?"""
+    floor = evidence_config(config).perftest_min_bw_gbps
+    if not record.rows:
+        yield Finding("ib.perftest", Status.FAIL, source, "perftest_failed",
+                      f"perftest did not measure: {'; '.join(record.errors)[:300]}",
+                      recommendation="The two ends could not connect: check the server is running, the device "
+                                     "and GID index (-d, -x), and that the ports are ACTIVE.")
+        return
+    best = record.bw_avg_max_gbps
+    what = (f"{record.test or 'perftest'} on {record.device or '?'} ({record.connection_type or '?'}): "
+            f"best average {best:g} Gb/s, peak {record.bw_peak_max_gbps:g} Gb/s"
+            if best is not None and record.bw_peak_max_gbps is not None else f"{record.test or 'perftest'}")
+    details = {"unit_printed": record.bw_unit, "warnings": record.warnings}
+    if floor is None:
+        yield Finding("ib.perftest", Status.SKIP, source, "no_floor",
+                      f"{what}; not judged: set evidence.perftest_min_bw_gbps", observed=best, unit="Gb/s",
+                      details=details)
+    elif best is None or best < floor:
+        yield Finding("ib.perftest", Status.FAIL, source, "bandwidth_low", f"{what}, below {floor:g} Gb/s",
+                      observed=best, expected=f">= {floor:g}", unit="Gb/s", details=details,
+                      recommendation="Check the port rate (ibstat), PCIe link of the HCA (lspci -vvv), and NUMA "
+                                     "placement of the test process.")
+    else:
+        yield Finding("ib.perftest", Status.PASS, source, "ok", what, observed=best, expected=f">= {floor:g}",
+                      unit="Gb/s", details=details)
+
+
+@judges("lspci")
+def judge_lspci(record: LspciRecord, config: Config, source: str) -> Iterator[Finding]:
+    """PCIe links trained below their capability (``lspci -vvv``)."""
+    linked = [d for d in record.devices if d.downgraded is not None]
+    if not linked:
+        yield Finding("pcie.lnksta", Status.SKIP, source, "no_link_status",
+                      f"{len(record.devices)} device(s) listed without link status: capture `lspci -vvv` "
+                      "(as root) to judge PCIe links", details={"devices": len(record.devices)})
+        return
+    flagged = False
+    for device in linked:
+        finding = _link_finding(device, source)
+        if finding is not None:
+            flagged = flagged or finding.status is not Status.PASS
+            yield finding
+    if not flagged:
+        yield Finding("pcie.lnksta", Status.PASS, source, "ok",
+                      f"{len(linked)} PCIe link(s) at full width" + ("" if all(not d.speed_downgraded for d in linked)
+                                                                   else " (idle GPUs at reduced speed, not judged)"),
+                      observed=len(linked), unit="links")
+
+
+def _link_finding(device: PciDevice, source: str) -> Finding | None:
+    subject = f"{source}/{device.address}"
+    link = (f"{device.name}: {device.sta_speed_gts:g} GT/s x{device.sta_width}, "
+            f"capable of {device.cap_speed_gts:g} GT/s x{device.cap_width}"
+            if None not in (device.sta_speed_gts, device.sta_width, device.cap_speed_gts, device.cap_width)
+            else device.name)
+    details = {"address": device.address, "class": device.device_class, "cap_speed_gts": device.cap_speed_gts,
+               "cap_width": device.cap_width, "sta_speed_gts": device.sta_speed_gts, "sta_width": device.sta_width}
+    if device.width_downgraded:
+        return Finding("pcie.lnksta", Status.FAIL, subject, "width_downgraded", f"{device.address} {link}",
+                       observed=device.sta_width, expected=device.cap_width, unit="lanes", details=details,
+                       recommendation="A link trained narrower than it can: reseat the card or riser, check the "
+                                      "slot; bandwidth to this device is cut proportionally.")
+    if device.speed_downgraded and not device.device_class.startswith(_GPU_CLASSES):
+        return Finding("pcie.lnksta", Status.WARN, subject, "speed_downgraded", f"{device.address} {link}",
+                       observed=device.sta_speed_gts, expected=device.cap_speed_gts, unit="GT/s", details=details,
+                       recommendation="The link trained at a lower generation: check the slot/switch generation "
+                                      "and BIOS PCIe settings (`dmesg | grep 'limited by'`).")
+    return None

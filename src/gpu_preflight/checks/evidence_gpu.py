@@ -1,0 +1,275 @@
+"""Judging GPU evidence (nvidia-smi in every form, kernel logs) with the node checks' own rules.
+
+An nvidia-smi record is converted into the :class:`~gpu_preflight.records.GpuFacts` the
+NVML probe produces, and every registered check that needs only ``gpu`` facts runs on it
+(``gpu.ecc.errors``, ``gpu.memory.remap``, ``gpu.clocks``, ``gpu.pcie``, ``gpu.nvlink``...),
+so thresholds, profiles and wording are the node run's. Fields the output does not show
+become ``NA`` with that reason, and the checks SKIP them as they do for NVML. A kernel log
+is judged by the registered ``gpu.xid`` check and the Xid policy table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ..model import NA, Finding, Status
+from .evidence import judges
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..parsers.dmesg import DmesgRecord
+    from ..parsers.nvidia_smi import NvidiaSmiRecord, SmiGpu
+    from ..parsers.nvidia_smi.dmon import DmonRecord
+    from ..parsers.nvidia_smi.listing import SmiListingRecord
+    from ..parsers.nvidia_smi.topo import TopoRecord
+    from ..records import GpuFacts, GpuRecord
+
+MIB = 1024 * 1024
+GPU_LIBRARIES = ("libnccl", "libcuda", "libnvidia", "libcudart", "libcublas", "libnvrm")
+_LIST_CHECKS = ("gpu.inventory.count", "gpu.inventory.identity", "gpu.inventory.mig")
+
+
+def _report_check(check_id: str) -> bool:
+    """gpu.nvml judges NVML access (meaningless for a saved report); NVLink state is not in these
+    reports: it is judged from ``nvidia-smi nvlink`` listings."""
+    return check_id not in ("gpu.nvml", "gpu.nvlink")
+
+
+def run_gpu_checks(facts: GpuFacts, config: Config, source: str, wanted: Callable[[str], bool]) -> list[Finding]:
+    """The registered checks that need only GPU facts and that ``wanted`` selects, run on ``facts``.
+
+    A check that raises on odd evidence is an ERROR finding, as in the node run.
+    """
+    from ..registry import CheckContext, all_checks
+
+    ctx = CheckContext(host=source, facts={"gpu": facts}, config=config)
+    findings: list[Finding] = []
+    for spec in all_checks():
+        if spec.needs != ("gpu",) or not wanted(spec.id):
+            continue
+        try:
+            findings.extend(spec.fn(ctx))
+        except Exception as exc:
+            findings.append(Finding(spec.id, Status.ERROR, source, "check_crashed",
+                                    f"check raised {type(exc).__name__}: {exc}"))
+    return findings
+
+
+@judges("nvidia-smi-xml", "nvidia-smi-q", "nvidia-smi-csv", "nvidia-smi-table")
+def judge_nvidia_smi(record: NvidiaSmiRecord, config: Config, source: str) -> Iterator[Finding]:
+    """The GPUs an nvidia-smi report describes, judged by the ``gpu.*`` node checks."""
+    yield from _inventory(record.format, len(record.gpus), record.attached_gpus, record.driver_version, source)
+    if not record.gpus:
+        return
+    facts = _facts(f"nvidia-smi {record.format}", record.driver_version, record.cuda_version,
+                   [to_gpu_record(g, record.format) for g in record.gpus])
+    yield from run_gpu_checks(facts, config, source, _report_check)
+
+
+@judges("nvidia-smi-nvlink", "nvidia-smi-list")
+def judge_listing(record: SmiListingRecord, config: Config, source: str) -> Iterator[Finding]:
+    """NVLink state/counters (``gpu.nvlink``) or GPU identities (``gpu.inventory.*``) of a listing."""
+    from ..records import GpuRecord, NvLink
+
+    what = "nvlink" if record.format == "nvlink" else "-L"
+    yield from _inventory(what, len(record.gpus), None, None, source)
+    if not record.gpus:
+        return
+    gpus = []
+    for g in record.gpus:
+        gpu = GpuRecord(index=g.index, name=g.name or NA("not listed"), uuid=g.uuid or NA("not listed"),
+                        mig_current=True if g.mig_devices else NA(f"nvidia-smi {what} shows no MIG mode"))
+        if record.format == "nvlink":
+            # `nvlink -e` prints counters only: a link it lists is taken as present, its state is `-s`'s to say
+            gpu.nvlinks = [NvLink(link=x.link, active=x.active is not False, errors=_link_errors(x.errors))
+                           for x in g.links] if g.links else NA("no NVLink listed")
+        gpus.append(gpu)
+    if record.elided:  # links cut out of a pasted excerpt are not missing links
+        config = dataclasses.replace(config, gpu=dataclasses.replace(config.gpu, nvlink_expected_links=None))
+    facts = _facts(f"nvidia-smi {what}", None, None, gpus)
+    wanted = ("gpu.nvlink",) if record.format == "nvlink" else _LIST_CHECKS
+    yield from run_gpu_checks(facts, config, source, lambda check_id: check_id in wanted)
+
+
+@judges("nvidia-smi-dmon")
+def judge_dmon(record: DmonRecord, config: Config, source: str) -> Iterator[Finding]:
+    """The hottest and most power-hungry sample per GPU, judged like a live reading."""
+    from ..records import GpuRecord
+
+    by_gpu: dict[int, list[dict[str, float | None]]] = {}
+    for sample in record.samples:
+        index = sample.get("gpu")
+        if index is not None:
+            by_gpu.setdefault(int(index), []).append(sample)
+    yield from _inventory("dmon", len(by_gpu), None, None, source)
+
+    def peak(samples: list[dict[str, float | None]], column: str) -> Any:
+        values = [v for s in samples if (v := s.get(column)) is not None]
+        return max(values) if values else NA(f"column {column!r} not sampled")
+
+    gpus = [GpuRecord(index=i, temperature_c=_as_int(peak(s, "gtemp")),
+                      memory_temperature_c=_as_int(peak(s, "mtemp")), power_draw_w=peak(s, "pwr"))
+            for i, s in sorted(by_gpu.items())]
+    if gpus:
+        yield from run_gpu_checks(_facts("nvidia-smi dmon", None, None, gpus), config, source,
+                                  lambda check_id: check_id == "gpu.thermal")
+
+
+@judges("nvidia-smi-topo")
+def judge_topo(record: TopoRecord, config: Config, source: str) -> Iterator[Finding]:
+    """Topology is recorded, not judged: there is no expected matrix to compare it with."""
+    gpus = [d.name for d in record.devices if d.name.startswith("GPU")]
+    yield Finding("nvidia_smi.topo", Status.SKIP, source, "not_judged",
+                  f"topology of {len(gpus)} GPU(s) and {len(record.devices) - len(gpus)} other device(s) recorded; "
+                  "no expected topology to judge it against",
+                  observed={d.name: d.links for d in record.devices},
+                  details={"affinity": {d.name: d.cpu_affinity for d in record.devices}})
+
+
+@judges("dmesg")
+def judge_dmesg(record: DmesgRecord, config: Config, source: str) -> Iterator[Finding]:
+    """Xids by the Xid policy (``gpu.xid``), PCIe ``limited by`` links, and GPU-library crashes.
+
+    The Xid window of a saved log ends at its newest dated event (the log has no "now");
+    an unreadable log is an ERROR: the file says nothing about Xids.
+    """
+    if not record.readable:
+        yield Finding("gpu.xid", Status.ERROR, source, "log_unreadable",
+                      f"the kernel log could not be read: {record.denied}",
+                      recommendation="Collect it with privileges (sudo dmesg, or CAP_SYSLOG in the container).")
+        return
+    yield from _xids(record, config, source)
+    for limit in record.pcie_limits:
+        yield Finding("pcie.limited_by", Status.WARN, f"{source}/{limit.device}", "link_limited",
+                      f"{limit.device}: {limit.available_gbps:g} Gb/s available, limited by a "
+                      f"{limit.limited_by_speed_gts:g} GT/s x{limit.limited_by_width} link at {limit.limited_at} "
+                      f"(capable of {limit.capable_gbps:g} Gb/s at {limit.capable_speed_gts:g} GT/s "
+                      f"x{limit.capable_width})",
+                      observed=limit.available_gbps, expected=limit.capable_gbps, unit="Gb/s",
+                      recommendation="A slower switch, slot or BIOS link setting upstream caps this device: check "
+                                     "the PCIe generation of the slot/switch and the BIOS PCIe settings.")
+    crashed = [s for s in record.segfaults if s.library and s.library.startswith(GPU_LIBRARIES)]
+    for seg in {(s.process, s.pid, s.library): s for s in crashed}.values():
+        yield Finding("kernel.segfault", Status.WARN, source, "gpu_library_segfault",
+                      f"{seg.process}[{seg.pid}] crashed inside {seg.library}",
+                      observed=seg.raw, details={"library": seg.library},
+                      recommendation="An application crash inside a GPU library: match NCCL/CUDA library versions "
+                                     "to the driver and check the job log for the first error.")
+
+
+def _xids(record: DmesgRecord, config: Config, source: str) -> Iterator[Finding]:
+    from ..records import GpuFacts, KernelLogFacts
+    from ..registry import CheckContext, get_check
+
+    events = [x.to_event() for x in record.xid_events]
+    dated = [e.timestamp for e in events if e.timestamp is not None]
+    read_at = max(dated) if dated else datetime(1970, 1, 1, tzinfo=UTC)
+    facts = {"kernel_log": KernelLogFacts(True, source, read_at, events=events),
+             "gpu": GpuFacts(source="kernel log", available=True)}
+    yield from get_check("gpu.xid").fn(CheckContext(host=source, facts=facts, config=config))
+
+
+def _inventory(what: str, listed: int, attached: int | None, driver: str | None, source: str) -> Iterator[Finding]:
+    if listed == 0:
+        yield Finding("nvidia_smi.gpu", Status.ERROR, source, "no_gpus",
+                      f"the nvidia-smi {what} output lists no GPU: nothing to judge")
+    elif attached is not None and attached > listed:
+        yield Finding("nvidia_smi.gpu", Status.WARN, source, "gpus_not_listed",
+                      f"nvidia-smi reports {attached} attached GPUs but lists {listed}: the others were not judged",
+                      observed=listed, expected=attached, unit="GPUs")
+    else:
+        yield Finding("nvidia_smi.gpu", Status.PASS, source, "ok",
+                      f"{listed} GPU(s) judged from nvidia-smi {what}" + (f" (driver {driver})" if driver else ""),
+                      observed=listed, unit="GPUs")
+
+
+def _facts(what: str, driver: str | None, cuda: str | None, gpus: list[GpuRecord]) -> GpuFacts:
+    from ..records import GpuFacts
+
+    missing = f"not in {what} output"
+    return GpuFacts(source=what, available=True, driver_version=driver or NA(missing),
+                    cuda_driver_version=cuda or NA(missing), nvml_version=NA(f"{what}, not NVML"),
+                    gpus=gpus, pci_gpus=NA(missing))
+
+
+def to_gpu_record(g: SmiGpu, fmt: str) -> GpuRecord:
+    """An nvidia-smi GPU as the NVML probe would have recorded it; absent fields are ``NA``."""
+    from ..parsers.nvidia_smi import clock_mask
+    from ..records import GpuProcess, GpuRecord
+
+    why = NA(f"not shown in nvidia-smi {fmt} output")
+
+    def val(value: Any) -> Any:
+        return why if value is None else value
+
+    def mib(value: int | None) -> Any:
+        return why if value is None else value * MIB
+
+    # NVML's list (what gpu.busy judges) holds compute processes: graphics-only ones (type G) are not jobs.
+    processes = ([GpuProcess(p.pid, p.used_memory_mib * MIB if p.used_memory_mib is not None else why)
+                  for p in g.processes if p.type != "G"] if g.processes is not None else why)
+    return GpuRecord(
+        index=g.index if g.index is not None else 0,
+        name=val(g.name), uuid=val(g.uuid), serial=val(g.serial), pci_bus_id=val(g.pci_bus_id), vbios=val(g.vbios),
+        memory_total_bytes=mib(g.memory_total_mib), memory_used_bytes=mib(g.memory_used_mib),
+        temperature_c=val(g.temperature_c), temp_slowdown_c=val(g.temp_slowdown_c),
+        temp_shutdown_c=val(g.temp_shutdown_c), temp_gpu_max_c=val(g.temp_gpu_max_c),
+        memory_temperature_c=val(g.memory_temperature_c), temp_memory_max_c=val(g.temp_memory_max_c),
+        power_draw_w=val(g.power_draw_w), power_limit_w=val(g.power_limit_w),
+        power_default_limit_w=val(g.power_default_limit_w), utilization_gpu_percent=val(g.utilization_gpu_percent),
+        persistence_mode=val(g.persistence_mode), compute_mode=val(g.compute_mode),
+        mig_current=_mode(g.mig_mode, why), mig_pending=_mode(g.mig_mode_pending, why),
+        ecc_current=val(g.ecc_mode), ecc_pending=val(g.ecc_mode_pending),
+        ecc_volatile_corrected=val(g.ecc_volatile_corrected), ecc_volatile_uncorrected=val(g.ecc_volatile_uncorrected),
+        ecc_aggregate_corrected=val(g.ecc_aggregate_corrected),
+        ecc_aggregate_uncorrected=val(g.ecc_aggregate_uncorrected),
+        sram_aggregate_corrected=val(g.sram_aggregate_corrected),
+        sram_aggregate_uncorrected=val(g.sram_aggregate_uncorrected),
+        remapped_rows_correctable=val(g.remapped_rows_correctable),
+        remapped_rows_uncorrectable=val(g.remapped_rows_uncorrectable),
+        remap_pending=val(g.remapped_rows_pending), remap_failure=val(g.remapped_rows_failure),
+        retired_pages_sbe=val(g.retired_pages_sbe), retired_pages_dbe=val(g.retired_pages_dbe),
+        retired_pages_pending=val(g.retired_pages_pending), recovery_action=_recovery(g.recovery_action, why),
+        clock_event_reasons=(clock_mask(g.clocks_event_reasons_active)
+                             if g.clocks_event_reasons_active is not None else why),
+        sm_clock_mhz=val(g.sm_clock_mhz), sm_clock_max_mhz=val(g.sm_clock_max_mhz),
+        performance_state=_pstate(g.performance_state, why),
+        pcie_gen_current=val(g.pcie_gen_current), pcie_gen_max=val(g.pcie_gen_max),
+        pcie_width_current=val(g.pcie_width_current), pcie_width_max=val(g.pcie_width_max),
+        pcie_replay_counter=val(g.pcie_replay_counter), processes=processes,
+        nvlinks=NA(f"NVLink state is not in nvidia-smi {fmt} output (judge `nvidia-smi nvlink -s`)"),
+    )
+
+
+def _mode(mode: str | None, why: NA) -> Any:
+    return why if mode is None else mode == "enabled"
+
+
+def _pstate(state: str | None, why: NA) -> Any:
+    if state and state.upper().startswith("P") and state[1:].isdigit():
+        return int(state[1:])
+    return why
+
+
+def _recovery(action: str | None, why: NA) -> Any:
+    """nvidia-smi's printed recovery action (``None``, ``GPU Reset``...) → NVML's value."""
+    from ..recovery import RECOVERY_ACTIONS
+
+    if action is None:
+        return why
+    by_name = {a.name: value for value, a in RECOVERY_ACTIONS.items()}
+    return by_name.get(action.upper().replace(" ", "_"), NA(f"unknown recovery action {action!r}"))
+
+
+def _link_errors(errors: dict[str, int]) -> dict[str, int | NA]:
+    """nvlink -e labels → the NVML counter names gpu.nvlink sums (``crc`` counts as flit CRC)."""
+    names = {"replay": "replay", "recovery": "recovery", "crc": "crc_flit", "crc_flit": "crc_flit",
+             "crc_data": "crc_data", "ecc_data": "ecc_data"}
+    return {names[k]: v for k, v in errors.items() if k in names}
+
+
+def _as_int(value: Any) -> Any:
+    return int(value) if isinstance(value, float) else value

@@ -1,0 +1,192 @@
+"""Judging collectives: nccl-tests results and the logs of failed NCCL / torch.distributed jobs.
+
+``nccl_tests.correctness``: FAIL when any ``#wrong`` count is above 0, when out-of-bounds
+values were found, when the legacy ``error`` column exceeds ``evidence.nccl_max_error``,
+or when the test aborted (``Test NCCL failure ...``, classified like a job log).
+``nccl_tests.bandwidth``: FAIL when the peak out-of-place bus bandwidth is below
+``evidence.nccl_busbw_min_gbps``; SKIP with the measured peak when no floor is set.
+
+``nccl_log.triage``: one finding per failure signature found in a job log (see
+:data:`ADVICE`), naming the ranks and hosts the lines came from, with what to do next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..config.evidence import evidence_config
+from ..model import Finding, Status
+from .evidence import judges
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..parsers.nccl_log import NcclLogRecord, NcclSignature
+    from ..parsers.nccl_tests import NcclTestsRecord
+
+
+@dataclass(frozen=True)
+class Advice:
+    status: Status
+    title: str
+    recommendation: str
+
+
+ADVICE: dict[str, Advice] = {
+    "watchdog_timeout": Advice(Status.FAIL, "collective timed out (a rank stopped making progress)",
+                               "Find the rank that never entered the collective: a hung or slow node, an Xid on "
+                               "its GPU, or ranks issuing collectives in different orders (TORCH_NCCL_DUMP_ON_TIMEOUT"
+                               ", py-spy dump)."),
+    "remote_error": Advice(Status.FAIL, "a peer rank died or the network dropped",
+                           "This rank is a victim: find the rank that exited first (torchrun 'Root Cause', OOM "
+                           "kills, Xid errors on its GPU, node preemption) and start there."),
+    "ib_completion_error": Advice(Status.FAIL, "InfiniBand completion error between hosts",
+                                  "Check the link between this host and the peer (ibstat, port error counters, "
+                                  "cables, switch port); error 12 is a transport retry timeout. Run ib_write_bw "
+                                  "between the pair and drain the node whose port misbehaves."),
+    "connection_refused": Advice(Status.FAIL, "a peer refused the connection",
+                                 "Check that the peer host is up and every rank started, that NCCL_SOCKET_IFNAME "
+                                 "names a reachable interface, and that no firewall blocks the ports."),
+    "net_plugin_missing": Advice(Status.FAIL, "the NCCL network plugin is missing",
+                                 "Install the fabric's NCCL net plugin (aws-ofi-nccl for EFA/Slingshot) and put "
+                                 "libnccl-net*.so on LD_LIBRARY_PATH; check NCCL_NET / NCCL_NET_PLUGIN."),
+    "net_plugin_fallback": Advice(Status.WARN, "NCCL fell back to its internal network transport",
+                                  "No external net plugin was loaded: on EFA or Slingshot NCCL then uses sockets, "
+                                  "far slower. Install the plugin or set NCCL_NET_PLUGIN."),
+    "invalid_usage": Advice(Status.FAIL, "NCCL reported invalid usage (a configuration error)",
+                            "Not a hardware fault: check the rank-to-GPU mapping (LOCAL_RANK, "
+                            "CUDA_VISIBLE_DEVICES), the world size and the launcher flags; NCCL_DEBUG=WARN says why."),
+    "duplicate_gpu": Advice(Status.FAIL, "two ranks share one GPU",
+                            "Set each rank's device from LOCAL_RANK (torch.cuda.set_device) and make "
+                            "--nproc-per-node match the GPUs visible to the job."),
+    "system_error": Advice(Status.FAIL, "a system call failed inside NCCL",
+                           "Check /dev/shm size, the locked-memory limit (ulimit -l), open-file limits and the "
+                           "network interface NCCL chose (NCCL_SOCKET_IFNAME)."),
+    "cuda_error": Advice(Status.FAIL, "a CUDA error inside NCCL",
+                         "Check the GPU (Xid errors in dmesg, nvidia-smi) and that the CUDA runtime matches the "
+                         "driver."),
+    "out_of_memory": Advice(Status.FAIL, "a GPU ran out of memory",
+                            "Lower the batch size or enable activation checkpointing; make sure no leftover "
+                            "process holds GPU memory."),
+    "internal_error": Advice(Status.FAIL, "NCCL internal error",
+                             "Rerun with NCCL_DEBUG=INFO; check NCCL, plugin and driver versions for known bugs."),
+    "rendezvous_timeout": Advice(Status.FAIL, "ranks did not all reach the rendezvous",
+                                 "Check that every node started, that MASTER_ADDR:MASTER_PORT is reachable from "
+                                 "all nodes, and the job's node count."),
+    "segfault": Advice(Status.FAIL, "a process crashed (segmentation fault)",
+                       "Find the first crash: check for mismatched NCCL/CUDA libraries and Xid errors at that time."),
+    "rank_exited": Advice(Status.FAIL, "the rank that exited first (root cause)",
+                          "Start triage with this rank's own log: its first error is the cause, the other ranks' "
+                          "errors are consequences."),
+}
+_UNKNOWN = Advice(Status.FAIL, "NCCL failure", "Rerun with NCCL_DEBUG=INFO and read the first WARN line.")
+
+
+@judges("nccl-tests")
+def judge_nccl_tests(record: NcclTestsRecord, config: Config, source: str) -> Iterator[Finding]:
+    """Correctness and bandwidth of an nccl-tests run."""
+    yield from _correctness(record, config, source)
+    yield from _bandwidth(record, config, source)
+
+
+def _correctness(record: NcclTestsRecord, config: Config, source: str) -> Iterator[Finding]:
+    from ..parsers.nccl_log import classify
+
+    check = "nccl_tests.correctness"
+    for failure in record.errors:
+        found = classify(failure.message)
+        kind = found[0] if found else "nccl_failure"
+        advice = ADVICE.get(kind, _UNKNOWN)
+        subject = f"{source}/{failure.host}" if failure.host else source
+        yield Finding(check, Status.FAIL, subject, kind,
+                      f"test aborted ({failure.kind} failure at {failure.file}:{failure.line}): {failure.message}",
+                      recommendation=advice.recommendation, details={"file": failure.file, "line": failure.line})
+    bad_sizes = [r.size_bytes for r in record.rows
+                 if (r.wrong or 0) > 0 or (r.in_place is not None and (r.in_place.wrong or 0) > 0)]
+    limit = evidence_config(config).nccl_max_error
+    flagged = bool(record.errors)
+    if record.wrong_total:
+        flagged = True
+        yield Finding(check, Status.FAIL, source, "wrong_results",
+                      f"{record.wrong_total} wrong value(s) at {len(bad_sizes)} size(s), first at {bad_sizes[0]} B",
+                      observed=record.wrong_total, expected=0, unit="values", details={"sizes": bad_sizes},
+                      recommendation="Data corruption in a collective: run the test per node pair to isolate the "
+                                     "GPU or link, check Xid errors and NVLink/IB error counters, drain the node.")
+    if record.out_of_bounds:
+        flagged = True
+        yield Finding(check, Status.FAIL, source, "out_of_bounds",
+                      f"{record.out_of_bounds} out-of-bounds value(s)", observed=record.out_of_bounds, expected=0,
+                      recommendation="Writes outside the result buffer: treat as data corruption (see #wrong).")
+    if record.max_error is not None and record.max_error > limit:
+        flagged = True
+        yield Finding(check, Status.FAIL, source, "error_too_large",
+                      f"largest result deviation {record.max_error:g} exceeds {limit:g}",
+                      observed=record.max_error, expected=f"<= {limit:g}",
+                      recommendation="Results deviate beyond rounding: check GPUs and links as for #wrong.")
+    if flagged or not record.rows:
+        return
+    if record.wrong_total is None and record.max_error is None:
+        yield Finding(check, Status.SKIP, source, "not_validated",
+                      "the run printed no #wrong or error values (validation off?)")
+        return
+    yield Finding(check, Status.PASS, source, "ok",
+                  f"{record.test or 'collective'}: no wrong values over {len(record.rows)} size(s)",
+                  observed=record.wrong_total if record.wrong_total is not None else record.max_error,
+                  expected=0 if record.wrong_total is not None else f"<= {limit:g}")
+
+
+def _bandwidth(record: NcclTestsRecord, config: Config, source: str) -> Iterator[Finding]:
+    check = "nccl_tests.bandwidth"
+    floor = evidence_config(config).nccl_busbw_min_gbps
+    peak = record.peak_busbw_gbps
+    if peak is None:
+        yield Finding(check, Status.SKIP, source, "no_results", "no bandwidth measured (no result rows)")
+        return
+    ranks = f", {record.nranks} ranks{' (inferred)' if record.nranks_inferred else ''}" if record.nranks else ""
+    what = (f"{record.test or 'collective'} peak busbw {peak:g} GB/s at {record.peak_size_bytes} B{ranks}, "
+            f"avg {record.avg_busbw_gbps:g} GB/s ({record.avg_busbw_source})" if record.avg_busbw_gbps is not None
+            else f"{record.test or 'collective'} peak busbw {peak:g} GB/s at {record.peak_size_bytes} B{ranks}")
+    details = {"avg_busbw_gbps": record.avg_busbw_gbps, "nranks": record.nranks, "hosts": record.hosts,
+               "peak_busbw_in_place_gbps": record.peak_busbw_in_place_gbps}
+    if floor is None:
+        yield Finding(check, Status.SKIP, source, "no_floor",
+                      f"{what}; not judged: set evidence.nccl_busbw_min_gbps", observed=peak, unit="GB/s",
+                      details=details)
+    elif peak < floor:
+        yield Finding(check, Status.FAIL, source, "busbw_low", f"{what}, below the {floor:g} GB/s floor",
+                      observed=peak, expected=f">= {floor:g}", unit="GB/s", details=details,
+                      recommendation="Run the test per node and per node pair to find the slow link; check NCCL "
+                                     "picked the fast transport (NCCL_DEBUG=INFO: NET/IB or OFI, not Socket).")
+    else:
+        yield Finding(check, Status.PASS, source, "ok", what, observed=peak, expected=f">= {floor:g}", unit="GB/s",
+                      details=details)
+
+
+@judges("nccl-log")
+def judge_nccl_log(record: NcclLogRecord, config: Config, source: str) -> Iterator[Finding]:
+    """One finding per failure signature in a job log, worst first in the report."""
+    by_kind: dict[str, list[NcclSignature]] = {}
+    for sig in record.signatures:
+        by_kind.setdefault(sig.kind, []).append(sig)
+    if not by_kind:
+        yield Finding("nccl_log.triage", Status.SKIP, source, "no_signature",
+                      f"no known NCCL/torch.distributed failure signature in {record.lines} line(s)",
+                      details={"nccl_version": record.nccl_version})
+        return
+    for kind, sigs in by_kind.items():
+        advice = ADVICE.get(kind, _UNKNOWN)
+        ranks = sorted({s.rank for s in sigs if s.rank is not None})
+        hosts = sorted({s.host for s in sigs if s.host})
+        peers = sorted({s.peer for s in sigs if s.peer})
+        where = ", ".join(filter(None, (f"rank {', '.join(map(str, ranks))}" if ranks else "",
+                                        f"host {', '.join(hosts)}" if hosts else "",
+                                        f"peer {', '.join(peers)}" if peers else "")))
+        subject = f"{source}/rank{ranks[0]}" if len(ranks) == 1 else (f"{source}/{hosts[0]}" if len(hosts) == 1
+                                                                        else source)
+        count = sum(s.count for s in sigs)
+        yield Finding("nccl_log.triage", advice.status, subject, kind,
+                      f"{advice.title}{f' ({where})' if where else ''}: {sigs[0].detail}"[:400],
+                      observed=count, unit="lines", recommendation=advice.recommendation,
+                      details={"ranks": ranks, "hosts": hosts, "peers": peers, "first_line": sigs[0].line,
+                               "nccl_version": record.nccl_version})

@@ -1,0 +1,184 @@
+"""``gpu-preflight parse FILE`` and ``gpu-preflight judge FILE``: make saved tool output useful.
+
+``parse`` prints ``{"kind": K, "record": {...}}`` (JSON, stdout). ``judge`` prints the
+findings the same way ``run`` does and exits like ``run`` (0 pass, 1 warn, 2 fail, 3
+error). Both detect the kind when ``--kind`` is not given. Exit 2 when the input cannot be
+used at all (unreadable file, unknown or undetectable kind, bad configuration); exit 3
+when a detected (or given) kind does not parse: the evidence could not be measured.
+``FILE`` may be ``-`` for standard input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+EXIT_USAGE = 2
+EXIT_ERROR = 3
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``parse`` and ``judge`` on the main parser's subcommands."""
+    parse = sub.add_parser("parse", help="parse a saved tool output into a JSON record",
+                           description="Print {\"kind\": K, \"record\": {...}} for a saved tool output.")
+    parse.add_argument("file", metavar="FILE", nargs="?", help="saved output of a supported tool ('-' for stdin)")
+    parse.add_argument("--kind", help="the tool/format (detected when omitted); see --list-kinds")
+    parse.add_argument("--list-kinds", action="store_true", help="print the supported kinds and exit")
+    parse.set_defaults(command="parse")
+
+    judge = sub.add_parser("judge", help="judge a saved tool output and exit like `run`",
+                           description="Judge a saved tool output; exit 0 pass, 1 warn, 2 fail, 3 error.")
+    judge.add_argument("file", metavar="FILE", help="saved output of a supported tool ('-' for stdin)")
+    judge.add_argument("--kind", help="the tool/format (detected when omitted)")
+    judge.add_argument("--format", choices=("console", "json", "md", "junit"), default="console",
+                       help="output format (json/md/junit go to stdout alone; console to stderr)")
+    judge.add_argument("--fail-on", choices=("warn", "fail"), default="fail",
+                       help="'warn' makes warnings fail the run (exit 2)")
+    judge.add_argument("--profile", default="auto",
+                       help="GPU-model profile name or .toml file (default: auto from GPU names in the input)")
+    judge.add_argument("--config", metavar="FILE", help="site config file (TOML or YAML)")
+    judge.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                       help="override one setting, e.g. --set evidence.nccl_busbw_min_gbps=180")
+    judge.add_argument("--source", help="name used in finding subjects (default: the file name)")
+    judge.add_argument("--verbose", "-v", action="store_true", help="show every finding, including passes")
+    judge.set_defaults(command="judge")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``parse`` or ``judge`` for parsed arguments; returns the exit code."""
+    from ..parsers.detect import all_kinds
+
+    if getattr(args, "list_kinds", False):
+        for spec in all_kinds():
+            print(f"{spec.kind:20} {spec.title}")
+        return 0
+    if args.file is None:
+        print(f"gpu-preflight {args.command}: a FILE is required ('-' for stdin)", file=sys.stderr)
+        return EXIT_USAGE
+    text = _read(args.file)
+    if text is None:
+        return EXIT_USAGE
+    kind = _kind(args.kind, text, args.file)
+    if kind is None:
+        return EXIT_USAGE
+    if args.command == "parse":
+        return _parse(text, kind)
+    return _judge(args, text, kind)
+
+
+def _read(path: str) -> str | None:
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        print(f"gpu-preflight: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def _kind(kind: str | None, text: str, path: str) -> str | None:
+    from ..parsers.detect import all_kinds, detect_kind, get_parser
+
+    if kind is not None:
+        try:
+            get_parser(kind)
+        except KeyError as exc:
+            print(f"gpu-preflight: {exc.args[0]}", file=sys.stderr)
+            return None
+        return kind
+    detected = detect_kind(text)
+    if detected is None:
+        known = ", ".join(s.kind for s in all_kinds())
+        print(f"gpu-preflight: cannot tell which tool printed {path}; pass --kind (one of: {known})",
+              file=sys.stderr)
+    return detected
+
+
+def _parse(text: str, kind: str) -> int:
+    from ..model import jsonable
+    from ..parsers.detect import get_parser
+    from ..parsers.errors import ParseError
+
+    try:
+        record = get_parser(kind).parse(text)
+    except ParseError as exc:
+        print(f"gpu-preflight: could not parse as {kind}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    sys.stdout.write(json.dumps({"kind": kind, "record": jsonable(record)}, indent=2) + "\n")
+    return 0
+
+
+def _judge(args: argparse.Namespace, text: str, kind: str) -> int:
+    from ..checks.evidence import judge_record, parse_error_finding
+    from ..config import ConfigError
+    from ..parsers.detect import get_parser
+    from ..parsers.errors import ParseError
+    from ..report import render
+    from ..report.console import render_console
+
+    source = args.source or (Path(args.file).name if args.file != "-" else "stdin")
+    record: Any = None
+    problem: ParseError | None = None
+    try:
+        record = get_parser(kind).parse(text)
+    except ParseError as exc:
+        problem = exc
+    try:
+        config, profile = _config(args, record)
+    except ConfigError as exc:
+        print(f"gpu-preflight: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    findings = ([parse_error_finding(problem, source)] if problem is not None
+                else judge_record(kind, record, config, source=source))
+    report, exit_code = evidence_report(findings, kind=kind, source=source, record=record, fail_on=args.fail_on,
+                                        profile=profile)
+    if args.format == "console":
+        render_console(report, verbose=args.verbose)
+    else:
+        sys.stdout.write(render(report, args.format))
+        sys.stdout.flush()
+    return exit_code
+
+
+def _config(args: argparse.Namespace, record: Any) -> tuple[Any, str | None]:
+    """The resolved config and the profile used (named, or matched from GPU names in the record)."""
+    from ..config import build_config, find_profile, match_profile
+
+    profile = None
+    if args.profile and args.profile != "auto":
+        profile = find_profile(args.profile)
+    elif record is not None:
+        profile = match_profile(_gpu_names(record))
+    config, _ = build_config(profile=profile, config_file=args.config, overrides=args.set)
+    return config, profile.name if profile else None
+
+
+def _gpu_names(record: Any) -> list[str]:
+    gpus = getattr(record, "gpus", None)
+    if not isinstance(gpus, list):
+        return []
+    return [name for g in gpus if isinstance(name := getattr(g, "name", None), str)]
+
+
+def evidence_report(findings: list[Any], *, kind: str, source: str, record: Any, fail_on: str = "fail",
+                    profile: str | None = None) -> tuple[dict[str, Any], int]:
+    """The canonical report (as ``run`` builds it) for the findings of one piece of evidence, and its exit code.
+
+    The evidence is one "node" named after its source; its parsed record is kept under
+    ``facts.evidence`` so the report can be re-rendered and audited without the input.
+    """
+    from ..checks.evidence import check_title
+    from ..model import CheckResult, NodeReport, jsonable
+    from ..report import build_report
+
+    by_check: dict[str, list[Any]] = {}
+    for finding in findings:
+        by_check.setdefault(finding.check_id, []).append(finding)
+    results = [CheckResult(check_id, check_title(check_id, kind), group, 0.0) for check_id, group in by_check.items()]
+    node = NodeReport(hostname=source, timestamp=datetime.now(UTC).isoformat(), results=results,
+                      facts={"evidence": {"kind": kind, "source": source, "record": jsonable(record)}},
+                      profile=profile, config_sources=[], fail_on=fail_on)
+    return build_report([node]), node.exit_code

@@ -1,0 +1,180 @@
+"""``dcgmi diag -j``: the JSON of DCGM 3.x (``"DCGM GPU Diagnostic"``) and 4.x (``"DCGM Diagnostic"``).
+
+Layouts, from NVIDIA/DCGM's ``NvvsJsonStrings.h`` and ``dcgm_diag_schema.json``:
+
+* 3.x: ``{"DCGM GPU Diagnostic": {"test_categories": [{"category", "tests": [{"name",
+  "results": [{"gpu_ids": "0,1" | 0, "status", "warnings": [str | {"warning",
+  "error_id"}], "info": [str]}]}]}], "version", "Driver Version Detected", "GPU Device
+  IDs", "runtime_error", "error_code"}}``. Arrays may hold ``null`` holes (results are
+  indexed by GPU id), and a banner line may precede the document.
+* 4.x: the same categories, but results are per entity (``entity_group``,
+  ``entity_id``), each test has a ``test_summary.status``, warnings carry ``error_id``/
+  ``error_category``/``error_severity``, and ``metadata`` / ``entity_groups`` sit beside
+  ``"DCGM Diagnostic"`` at the top level (accepted inside it too).
+
+No JSON schema is published as stable, so every field is read defensively: a missing one
+is ``None``, a field of the wrong type is a :class:`ParseError`, never a ``KeyError``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import ParseError
+from . import KIND, DcgmDiagRecord, DcgmTest, gpu_ids_in, normalize_status, overall_of, worst_status
+
+_ROOTS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")
+
+
+def parse_json(text: str) -> DcgmDiagRecord:
+    if "\x00" in text:
+        raise ParseError(KIND, "binary data (NUL bytes), not tool output")
+    start = text.find("{")
+    if start < 0:
+        raise ParseError(KIND, "no JSON object")
+    try:
+        data, _ = json.JSONDecoder().raw_decode(text[start:])
+    except json.JSONDecodeError as exc:
+        raise ParseError(KIND, f"malformed JSON: {exc.msg}", text[:start].count("\n") + exc.lineno) from None
+    if not isinstance(data, dict):
+        raise ParseError(KIND, "the JSON document is not an object")
+    key = next((k for k in _ROOTS if k in data), None)
+    if key is None:
+        raise ParseError(KIND, f"no {' or '.join(map(repr, _ROOTS))} key in the JSON document")
+    root = _object(data[key], key)
+    metadata = _object(data.get("metadata", root.get("metadata", {})), "metadata")
+    groups = data.get("entity_groups", root.get("entity_groups"))
+    record = DcgmDiagRecord(
+        format="json-4" if key == "DCGM Diagnostic" else "json-3",
+        dcgm_version=_str(root.get("version", metadata.get("version"))),
+        driver_version=_str(root.get("Driver Version Detected", metadata.get("Driver Version Detected"))),
+        gpu_device_ids=_device_ids(root.get("GPU Device IDs"), groups),
+    )
+    for where in (root, data):
+        value = where.get("runtime_error")
+        if isinstance(value, str) and value.strip() and value.strip() not in record.errors:
+            record.errors.append(value.strip())
+    code = root.get("error_code")
+    if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+        record.return_code = code
+    for category in _list(root.get("test_categories", []), "test_categories"):
+        if category is None:
+            continue
+        cat = _object(category, "test_categories[]")
+        for test in _list(cat.get("tests", []), "tests"):
+            if test is not None:
+                record.tests.append(_test(_str(cat.get("category")), _object(test, "tests[]")))
+    if not record.tests and not record.errors:
+        raise ParseError(KIND, "the diagnostic holds neither tests nor a runtime error")
+    record.overall = overall_of(record)
+    return record
+
+
+def _test(category: str | None, test: dict[str, Any]) -> DcgmTest:
+    name = _str(test.get("name"))
+    if not name:
+        raise ParseError(KIND, "a test without a name")
+    out = DcgmTest(category, name, "pass")
+    statuses = []
+    for result in _list(test.get("results", []), f"{name}.results"):
+        if result is None:
+            continue
+        res = _object(result, f"{name}.results[]")
+        status = normalize_status(_str(res.get("status")) or "") or "fail"
+        statuses.append(status)
+        ids = _result_gpus(res)
+        for gpu in ids:
+            out.gpu_status[str(gpu)] = status
+        for warning in _list(res.get("warnings", []) or [], f"{name}.warnings"):
+            message, error_id = _warning(warning)
+            if message:
+                out.messages.append(message)
+            if error_id is not None and error_id not in out.error_ids:
+                out.error_ids.append(error_id)
+            if status in ("fail", "warn") and not ids:
+                ids = gpu_ids_in(message)
+        out.info.extend(_info(res.get("info")))
+        if status in ("fail", "warn"):
+            out.gpus.extend(i for i in ids if i not in out.gpus)
+    summary = test.get("test_summary")
+    summary_status = normalize_status(_str(summary.get("status")) or "") if isinstance(summary, dict) else None
+    if summary_status is not None:
+        out.status = summary_status
+    elif statuses:
+        non_skip = [s for s in statuses if s != "skip"]
+        out.status = worst_status(non_skip) if non_skip else "skip"
+    else:
+        out.status = "skip"
+    return out
+
+
+def _result_gpus(res: dict[str, Any]) -> list[int]:
+    if "gpu_ids" in res or "gpu_id" in res:
+        value = res.get("gpu_ids", res.get("gpu_id"))
+        if isinstance(value, int) and not isinstance(value, bool):
+            return [value]
+        if isinstance(value, str):
+            return [int(x) for x in value.replace(" ", "").split(",") if x.isdigit()]
+        return []
+    group = res.get("entity_group")
+    entity = res.get("entity_id")
+    if isinstance(entity, int) and not isinstance(entity, bool) and (group is None or str(group).upper() == "GPU"):
+        return [entity]
+    return []
+
+
+def _warning(warning: Any) -> tuple[str, int | None]:
+    if isinstance(warning, str):
+        return warning.strip(), None
+    if isinstance(warning, dict):
+        error_id = warning.get("error_id")
+        return (_str(warning.get("warning")) or "",
+                error_id if isinstance(error_id, int) and not isinstance(error_id, bool) else None)
+    raise ParseError(KIND, f"a warning that is neither text nor an object: {type(warning).__name__}")
+
+
+def _info(info: Any) -> list[str]:
+    if info is None:
+        return []
+    if isinstance(info, str):
+        return [info]
+    if isinstance(info, dict):
+        return _info(info.get("messages"))
+    if isinstance(info, list):
+        return [x.strip() for x in info if isinstance(x, str)]
+    raise ParseError(KIND, f"an info field of type {type(info).__name__}")
+
+
+def _device_ids(value: Any, groups: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    ids: list[str] = []
+    for group in groups if isinstance(groups, list) else []:
+        if isinstance(group, dict) and str(group.get("entity_group", "GPU")).upper() == "GPU":
+            for entity in group.get("entities") or []:
+                if isinstance(entity, dict) and entity.get("device_id") is not None:
+                    ids.append(str(entity["device_id"]))
+    return ids
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ParseError(KIND, f"{where} is a {type(value).__name__}, expected an object")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ParseError(KIND, f"{where} is a {type(value).__name__}, expected a list")
+    return value
+
+
+def _str(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value).strip() or None
+    raise ParseError(KIND, f"expected text, got a {type(value).__name__}")

@@ -1,0 +1,153 @@
+"""The ``dcgmi diag`` text table, DCGM 1.x to 4.x.
+
+Rows are ``| label | result |``; a blank label continues the row above. Category rows
+(``+-----  Stress  ---+---+`` or ``|-----  Deployment  ----+----|``) open a section. What
+varies: ``Blacklist`` (≤2.4) / ``Denylist``; results ``Pass - All``, ``Pass - GPUs: 0, 2,
+3`` with ``Fail - GPU: 1`` on the next row (3.x), or a bare status with ``GPU0: Pass``
+sub-rows (4.x); ``Warning``/``Info``/``Error`` rows whose text DCGM hard-wraps at the cell
+width *in the middle of words* — chunks are therefore joined exactly as printed (the cell
+minus its one-space left and two-space right margin), which restores ``desire`` + ``d``
+into ``desired``. Tables pasted without their closing border, with trailing blanks after
+the last ``|``, or cut with ``...`` are read as far as they go.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import ParseError
+from ..text import is_noise, prepare
+from . import KIND, DcgmDiagRecord, DcgmTest, gpu_ids_in, normalize_status, overall_of, worst_status
+
+_CATEGORY = re.compile(r"^[|+]-+\s+(?P<name>[A-Za-z][\w /]*?)\s+-+[+|]")
+_ERROR = re.compile(r"^\s*Error:\s*(?P<msg>.*)$")
+_RETURN = re.compile(r"Return:\s*\((?P<code>-?\d+)\)")
+_PART = re.compile(r"^(?P<status>Pass|Fail|Warn|Skip|Skipped|Error|Not Run)\b\s*(?:-\s*(?P<scope>.*))?$",
+                   re.IGNORECASE)
+_PER_GPU = re.compile(r"^GPU\s*(?P<id>\d+)\s*:\s*(?P<status>\w[\w ]*)$", re.IGNORECASE)
+_MESSAGE_LABELS = ("warning", "info", "error", "note")
+_METADATA = {"dcgm version": "dcgm_version", "driver version detected": "driver_version"}
+
+
+def parse_table(text: str) -> DcgmDiagRecord:
+    lines = prepare(KIND, text)
+    record = DcgmDiagRecord(format="text")
+    category: str | None = None
+    current: DcgmTest | None = None
+    message: tuple[str, list[str]] | None = None  # label and the raw chunks of the row being continued
+    saw_table = False
+
+    def flush() -> None:
+        nonlocal message
+        if message is not None and current is not None:
+            label, chunks = message
+            _attach(current, label, _join(chunks))
+        message = None
+
+    for number, raw in enumerate(lines, 1):
+        line = raw.rstrip()
+        if not line.strip() or is_noise(raw) or line.lstrip().startswith("#"):
+            continue
+        if m := _ERROR.match(line):
+            record.errors.append(m.group("msg").strip())
+            if (code := _RETURN.search(line)) is not None:
+                record.return_code = int(code.group("code"))
+            continue
+        if m := _CATEGORY.match(line.strip()):
+            flush()
+            category, current, saw_table = m.group("name").strip(), None, True
+            continue
+        stripped = line.strip()
+        if stripped.startswith("+") or stripped.startswith("|=") or not stripped.startswith("|"):
+            continue
+        cells = stripped.split("|")
+        if len(cells) < 4:
+            raise ParseError(KIND, "table row without a label and a result cell", number)
+        saw_table = True
+        label, raw_result = cells[1].strip(), cells[2]
+        result = raw_result.strip()
+        if label.lower() == "diagnostic" and result.lower() == "result":
+            continue
+        if category and category.lower() == "metadata":
+            _metadata(record, label, result)
+            continue
+        if not label:
+            if message is not None:
+                message[1].append(raw_result)
+            elif current is not None:
+                _status_part(current, result)
+            continue
+        flush()
+        if label.split(":")[0].strip().lower() in _MESSAGE_LABELS:
+            if current is None:  # a message with no test before it (an excerpt): the category failed
+                current = DcgmTest(category, label.split(":")[0].strip(), "fail")
+                record.tests.append(current)
+            message = (label, [raw_result])
+            continue
+        current = DcgmTest(category, label, "pass")
+        _status_part(current, result, first=True)
+        record.tests.append(current)
+    flush()
+    if not saw_table and not record.errors:
+        raise ParseError(KIND, "no dcgmi diag result table and no DCGM error line")
+    record.overall = overall_of(record)
+    return record
+
+
+def _metadata(record: DcgmDiagRecord, label: str, value: str) -> None:
+    key = label.lower()
+    if key in _METADATA:
+        setattr(record, _METADATA[key], value or None)
+    elif key.startswith("gpu device ids"):
+        record.gpu_device_ids = [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _status_part(test: DcgmTest, result: str, first: bool = False) -> None:
+    """Fold one result fragment (``Pass - GPUs: 0, 2``, ``Fail - GPU: 1``, ``GPU0: Pass``) into ``test``."""
+    if m := _PER_GPU.match(result):
+        status = normalize_status(m.group("status"))
+        if status:
+            test.gpu_status[m.group("id")] = status
+            _fold(test, status, [int(m.group("id"))])
+        return
+    m = _PART.match(result)
+    if m is None:
+        if first:  # a result DCGM did not phrase as a status: not a pass
+            test.status = "fail"
+            test.messages.append(result)
+        return
+    status = normalize_status(m.group("status")) or "fail"
+    scope = m.group("scope") or ""
+    ids = [int(x) for x in re.findall(r"\d+", scope.split(":", 1)[1])] if ":" in scope else []
+    for gpu in ids:
+        test.gpu_status[str(gpu)] = status
+    if first:
+        test.status = status
+    _fold(test, status, ids)
+
+
+def _fold(test: DcgmTest, status: str, ids: list[int]) -> None:
+    """Combine a part into the test: the worse status wins, but skipped GPUs do not demote a pass."""
+    if {test.status, status} != {"pass", "skip"}:
+        test.status = worst_status([test.status, status])
+    if status in ("fail", "warn"):
+        test.gpus.extend(i for i in ids if i not in test.gpus)
+
+
+def _join(chunks: list[str]) -> str:
+    """Undo DCGM's hard wrap: every chunk but the last is exactly the printed cell content."""
+    parts = [c[1:-2] if len(c) >= 3 and c.startswith(" ") and c.endswith("  ") else c.strip() for c in chunks]
+    return ("".join(parts[:-1]) + parts[-1].rstrip()).strip() if parts else ""
+
+
+def _attach(test: DcgmTest, label: str, text: str) -> None:
+    kind = label.split(":")[0].strip().lower()
+    if kind == "info":
+        test.info.append(text)
+        return
+    test.messages.append(text)
+    named = gpu_ids_in(label) or gpu_ids_in(text)
+    if kind in ("warning", "error") and test.status in ("pass", "skip") and not test.gpus:
+        test.status = "warn" if kind == "warning" else "fail"
+    if not test.gpus:
+        test.gpus.extend(named)

@@ -1,0 +1,110 @@
+"""Which tool printed this? The kind registry and content sniffing.
+
+Each parser module registers its kind with :func:`parser`, giving the parse function and
+a *sniffer*: a pure function that scores how surely a text is of that kind (0: it is
+not; higher: more specific evidence, e.g. an XML root element beats a loose keyword).
+:func:`detect_kind` asks every sniffer and takes the best score, so adding a kind touches
+only its own module and detection does not depend on import order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ParseError
+
+__all__ = ["ParserSpec", "all_kinds", "detect_kind", "get_parser", "parse_text", "parser"]
+
+ParseFn = Callable[[str], Any]
+SniffFn = Callable[[str], int]
+
+SNIFF_WINDOW = 256 * 1024  # sniffers look at the head of a file; a 2 GB log must not be scanned twice
+
+
+@dataclass(frozen=True)
+class ParserSpec:
+    """One registered kind: its parser, its sniffer and a line of documentation."""
+
+    kind: str
+    parse: ParseFn
+    sniff: SniffFn
+    title: str
+
+
+_PARSERS: dict[str, ParserSpec] = {}
+_discovered = False
+
+
+def parser(kind: str, *, sniff: SniffFn, title: str) -> Callable[[ParseFn], ParseFn]:
+    """Register ``fn`` as the parser of ``kind`` (text → typed record; raises :class:`ParseError`)."""
+
+    def register(fn: ParseFn) -> ParseFn:
+        if kind in _PARSERS and _PARSERS[kind].parse is not fn:
+            raise ValueError(f"parser kind {kind!r} registered twice")
+        _PARSERS[kind] = ParserSpec(kind, fn, sniff, title)
+        return fn
+
+    return register
+
+
+def _discover() -> None:
+    """Import every parser module once (they register on import)."""
+    global _discovered
+    if _discovered:
+        return
+    from .. import parsers
+
+    for mod in pkgutil.walk_packages(parsers.__path__, prefix=f"{parsers.__name__}."):
+        importlib.import_module(mod.name)
+    _discovered = True
+
+
+def all_kinds() -> list[ParserSpec]:
+    """Every registered kind, sorted by name."""
+    _discover()
+    return [_PARSERS[k] for k in sorted(_PARSERS)]
+
+
+def get_parser(kind: str) -> ParserSpec:
+    """The parser of ``kind``; ``KeyError`` naming the known kinds otherwise."""
+    _discover()
+    if kind not in _PARSERS:
+        raise KeyError(f"unknown kind {kind!r} (known: {', '.join(sorted(_PARSERS))})")
+    return _PARSERS[kind]
+
+
+def detect_kind(text: str) -> str | None:
+    """The kind whose sniffer is surest about ``text``; ``None`` when none recognises it.
+
+    Never raises: a sniffer that trips over odd input simply does not vote.
+    """
+    _discover()
+    head = text[:SNIFF_WINDOW]
+    if "\x00" in head:
+        return None
+    best: tuple[int, str] | None = None
+    for kind, spec in sorted(_PARSERS.items()):
+        try:
+            score = spec.sniff(head)
+        except Exception:  # a sniffer bug must not turn detection into a crash
+            score = 0
+        if score > 0 and (best is None or score > best[0]):
+            best = (score, kind)
+    return best[1] if best else None
+
+
+def parse_text(text: str, kind: str | None = None) -> tuple[str, Any]:
+    """Parse ``text`` as ``kind`` (detected when ``None``): ``(kind, record)``.
+
+    Raises ``KeyError`` for an unknown kind, :class:`ParseError` when the kind cannot be
+    detected or the text is not a readable instance of it.
+    """
+    if kind is None:
+        kind = detect_kind(text)
+        if kind is None:
+            raise ParseError("unknown", "cannot tell which tool printed this; pass --kind")
+    return kind, get_parser(kind).parse(text)

@@ -1,0 +1,202 @@
+"""InfiniBand / RoCE port listings: ``ibstat``, ``ibstatus`` and ``ibv_devinfo``.
+
+Three tools, one record: devices (HCAs) with their ports' state, physical state, rate
+and link layer. Each tool spells the same facts differently — ``Active`` / ``4: ACTIVE``
+/ ``PORT_ACTIVE (4)``, ``Rate: 200`` / ``200 Gb/sec (4X HDR)`` / width × speed — and all
+land on one canonical form (``state="ACTIVE"``, ``physical_state="LINKUP"``,
+``rate_gbps=200.0``). Indentation (tabs or spaces), CA order (lexical: ``mlx5_1,
+mlx5_10``) and a leading ``#ibstat`` line do not matter. ``ibstat``'s stderr ``ibpanic:``
+lines (a CA that vanished while listing) are kept as errors: a missing device is a fact.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .detect import parser
+from .errors import ParseError
+from .text import is_noise, prepare, to_float, to_int
+
+IBSTAT_KIND = "ibstat"
+IBSTATUS_KIND = "ibstatus"
+DEVINFO_KIND = "ibv-devinfo"
+
+_KEY = re.compile(r"^(?P<key>[A-Za-z][\w .]*?)\s*:\s*(?P<value>.*)$")
+_WIDTH = re.compile(r"(\d+)X", re.IGNORECASE)
+
+
+@dataclass
+class IbPort:
+    port: int
+    state: str | None = None
+    physical_state: str | None = None
+    rate_gbps: float | None = None
+    link_layer: str | None = None
+    lid: int | None = None
+    sm_lid: int | None = None
+
+
+@dataclass
+class IbDevice:
+    name: str
+    ca_type: str | None = None
+    firmware: str | None = None
+    ports: list[IbPort] = field(default_factory=list)
+
+
+@dataclass
+class IbDevicesRecord:
+    format: str
+    devices: list[IbDevice] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def canonical_state(value: str | None) -> str | None:
+    """``Active``, ``4: ACTIVE``, ``PORT_ACTIVE (4)`` → ``ACTIVE``; ``LinkUp``/``5: LinkUp`` → ``LINKUP``."""
+    if value is None:
+        return None
+    text = re.sub(r"\(\d+\)|^\s*\d+\s*:", "", value).strip().upper()
+    text = text.removeprefix("PORT_").replace(" ", "")
+    return {"INITIALIZE": "INIT", "INITIALIZING": "INIT"}.get(text, text) or None
+
+
+def sniff_ibstat(text: str) -> int:
+    return 90 if re.search(r"^CA '[^']+'", text, re.MULTILINE) and "Port " in text else 0
+
+
+def sniff_ibstatus(text: str) -> int:
+    return 90 if re.search(r"^Infiniband device '[^']+' port \d+ status:", text, re.MULTILINE) else 0
+
+
+def sniff_devinfo(text: str) -> int:
+    return 90 if re.search(r"^hca_id:\s*\S+", text, re.MULTILINE) else 0
+
+
+def _lines(kind: str, text: str) -> list[tuple[int, str]]:
+    return [(n, line.strip()) for n, line in enumerate(prepare(kind, text), 1)
+            if line.strip() and not is_noise(line) and not line.lstrip().startswith("#")]
+
+
+@parser(IBSTAT_KIND, sniff=sniff_ibstat, title="ibstat")
+def parse_ibstat(text: str) -> IbDevicesRecord:
+    """Parse ``ibstat`` (every CA, or one), keeping ``ibpanic:`` lines as errors."""
+    record = IbDevicesRecord(format="ibstat")
+    device: IbDevice | None = None
+    port: IbPort | None = None
+    for number, line in _lines(IBSTAT_KIND, text):
+        if line.startswith("ibpanic:") or line.startswith("ibwarn:"):
+            record.errors.append(line)
+            continue
+        if m := re.match(r"^CA '(?P<name>[^']+)'", line):
+            device, port = IbDevice(m.group("name")), None
+            record.devices.append(device)
+            continue
+        if device is None:
+            continue
+        if m := re.match(r"^Port (\d+):$", line):
+            port = IbPort(int(m.group(1)))
+            device.ports.append(port)
+            continue
+        m = _KEY.match(line)
+        if m is None:
+            raise ParseError(IBSTAT_KIND, f"unexpected line {line[:60]!r}", number)
+        key, value = m.group("key").lower(), m.group("value").strip()
+        if port is None:
+            if key == "ca type":
+                device.ca_type = value or None
+            elif key == "firmware version":
+                device.firmware = value or None
+        elif key == "state":
+            port.state = canonical_state(value)
+        elif key == "physical state":
+            port.physical_state = canonical_state(value)
+        elif key == "rate":
+            port.rate_gbps = to_float(value)
+        elif key == "link layer":
+            port.link_layer = value or None
+        elif key == "base lid":
+            port.lid = to_int(value)
+        elif key == "sm lid":
+            port.sm_lid = to_int(value)
+    if not record.devices:
+        raise ParseError(IBSTAT_KIND, "no \"CA '<name>'\" block")
+    return record
+
+
+@parser(IBSTATUS_KIND, sniff=sniff_ibstatus, title="ibstatus")
+def parse_ibstatus(text: str) -> IbDevicesRecord:
+    """Parse ``ibstatus``: one block per (device, port)."""
+    record = IbDevicesRecord(format="ibstatus")
+    port: IbPort | None = None
+    for _, line in _lines(IBSTATUS_KIND, text):
+        if m := re.match(r"^Infiniband device '(?P<dev>[^']+)' port (?P<port>\d+) status:", line):
+            device = next((d for d in record.devices if d.name == m.group("dev")), None)
+            if device is None:
+                device = IbDevice(m.group("dev"))
+                record.devices.append(device)
+            port = IbPort(int(m.group("port")))
+            device.ports.append(port)
+            continue
+        if port is None or (m := _KEY.match(line)) is None:
+            continue
+        key, value = m.group("key").lower(), m.group("value").strip()
+        if key == "state":
+            port.state = canonical_state(value)
+        elif key == "phys state":
+            port.physical_state = canonical_state(value)
+        elif key == "rate":
+            port.rate_gbps = to_float(value)
+        elif key == "link_layer":
+            port.link_layer = value or None
+        elif key == "base lid":
+            port.lid = to_int(value)
+        elif key == "sm lid":
+            port.sm_lid = to_int(value)
+    if not record.devices:
+        raise ParseError(IBSTATUS_KIND, "no \"Infiniband device '<name>' port <n> status:\" block")
+    return record
+
+
+@parser(DEVINFO_KIND, sniff=sniff_devinfo, title="ibv_devinfo (plain or -v)")
+def parse_devinfo(text: str) -> IbDevicesRecord:
+    """Parse ``ibv_devinfo``; a port's rate is its active width times its active speed."""
+    record = IbDevicesRecord(format="ibv_devinfo")
+    device: IbDevice | None = None
+    port: IbPort | None = None
+    width: int | None = None
+    for _, line in _lines(DEVINFO_KIND, text):
+        m = _KEY.match(line)
+        if m is None:
+            continue
+        key, value = m.group("key").lower(), m.group("value").strip()
+        if key == "hca_id":
+            device, port = IbDevice(value), None
+            record.devices.append(device)
+        elif device is None:
+            continue
+        elif key == "port":
+            port, width = IbPort(to_int(value) or 0), None
+            device.ports.append(port)
+        elif port is None:
+            if key == "fw_ver":
+                device.firmware = value or None
+            elif key == "board_id":
+                device.ca_type = value or None
+        elif key == "state":
+            port.state = canonical_state(value)
+        elif key == "phys_state":
+            port.physical_state = canonical_state(value)
+        elif key == "link_layer":
+            port.link_layer = value or None
+        elif key == "port_lid":
+            port.lid = to_int(value)
+        elif key == "sm_lid":
+            port.sm_lid = to_int(value)
+        elif key == "active_width" and (w := _WIDTH.search(value)):
+            width = int(w.group(1))
+        elif key == "active_speed" and width is not None and (speed := to_float(value)) is not None:
+            port.rate_gbps = round(width * speed, 3)
+    if not record.devices:
+        raise ParseError(DEVINFO_KIND, "no 'hca_id:' line")
+    return record

@@ -1,0 +1,116 @@
+"""``lspci`` (plain, ``-nn``, ``-vvv``): PCI devices and, with ``-vvv``, their link state.
+
+Each device starts at column 0 with its address (``0000:04:00.0``, or ``04:00.0``
+without a domain), class and name; ``-nn`` adds ``[0302]`` class and ``[10de:20b2]``
+vendor:device ids. Under ``-vvv`` the PCIe capability prints ``LnkCap:`` (what the link
+can do: ``Speed 32GT/s, Width x16``) and ``LnkSta:`` (what it trained to: ``Speed 16GT/s
+(downgraded), Width x16 (ok)``; older pciutils print no annotation). ``downgraded`` is
+true when the trained speed or width is below the capability — pciutils' own
+``(downgraded)`` mark, or the numbers, whichever says so; ``None`` when the device shows
+no link at all.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .detect import parser
+from .errors import ParseError
+from .text import is_noise, prepare
+
+KIND = "lspci"
+
+_DEVICE = re.compile(r"^(?P<address>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+"
+                     r"(?P<class>[^:\[]+?)(?:\s+\[(?P<class_id>[0-9a-fA-F]{4})\])?:\s+(?P<name>.*)$")
+_IDS = re.compile(r"\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]")
+_SPEED = re.compile(r"Speed\s+(?P<speed>[\d.]+)GT/s(?P<note>\s*\((?:downgraded|ok)\))?", re.IGNORECASE)
+_WIDTH = re.compile(r"Width\s+x(?P<width>\d+)(?P<note>\s*\((?:downgraded|ok)\))?", re.IGNORECASE)
+
+
+@dataclass
+class PciDevice:
+    address: str
+    device_class: str
+    name: str
+    class_id: str | None = None
+    vendor_id: str | None = None
+    device_id: str | None = None
+    cap_speed_gts: float | None = None
+    cap_width: int | None = None
+    sta_speed_gts: float | None = None
+    sta_width: int | None = None
+    speed_downgraded: bool | None = None
+    width_downgraded: bool | None = None
+    downgraded: bool | None = None
+
+
+@dataclass
+class LspciRecord:
+    verbose: bool = False
+    devices: list[PciDevice] = field(default_factory=list)
+
+
+def sniff(text: str) -> int:
+    lines = [line for line in text.splitlines()[:200] if line.strip() and not is_noise(line)]
+    if not lines:
+        return 0
+    if "LnkSta:" in text and _DEVICE.match(lines[0]):
+        return 90
+    hits = sum(1 for line in lines if _DEVICE.match(line))
+    return 75 if hits >= max(1, len([x for x in lines if not x.startswith(("\t", " "))]) * 0.8) else 0
+
+
+@parser(KIND, sniff=sniff, title="lspci, lspci -nn, lspci -vvv (LnkCap/LnkSta)")
+def parse(text: str) -> LspciRecord:
+    """Parse lspci output; with ``-vvv`` also each device's link capability and status."""
+    record = LspciRecord()
+    current: PciDevice | None = None
+    for number, raw in enumerate(prepare(KIND, text), 1):
+        if not raw.strip() or is_noise(raw):
+            continue
+        if not raw[0].isspace():
+            m = _DEVICE.match(raw.rstrip())
+            if m is None:
+                raise ParseError(KIND, f"not an lspci device line: {raw.strip()[:60]!r}", number)
+            ids = _IDS.search(m.group("name"))
+            current = PciDevice(address=m.group("address"), device_class=m.group("class").strip(),
+                                name=m.group("name").strip(), class_id=m.group("class_id"),
+                                vendor_id=ids.group("vendor") if ids else None,
+                                device_id=ids.group("device") if ids else None)
+            record.devices.append(current)
+            continue
+        if current is None:
+            continue
+        line = raw.strip()
+        record.verbose = True
+        if line.startswith("LnkCap:"):
+            current.cap_speed_gts, current.cap_width, _, _ = _link(line)
+        elif line.startswith("LnkSta:"):
+            current.sta_speed_gts, current.sta_width, speed_note, width_note = _link(line)
+            current.speed_downgraded = _below(current.sta_speed_gts, current.cap_speed_gts, speed_note)
+            current.width_downgraded = _below(current.sta_width, current.cap_width, width_note)
+            flags = [f for f in (current.speed_downgraded, current.width_downgraded) if f is not None]
+            current.downgraded = any(flags) if flags else None
+    if not record.devices:
+        raise ParseError(KIND, "no lspci device line")
+    return record
+
+
+def _link(line: str) -> tuple[float | None, int | None, str | None, str | None]:
+    """Speed, width and pciutils' ``(ok)``/``(downgraded)`` notes of a LnkCap/LnkSta line."""
+    speed, width = _SPEED.search(line), _WIDTH.search(line)
+    return (float(speed.group("speed")) if speed else None, int(width.group("width")) if width else None,
+            _note(speed), _note(width))
+
+
+def _note(m: re.Match[str] | None) -> str | None:
+    return (m.group("note") or "").strip(" ()") or None if m else None
+
+
+def _below(status: float | None, capability: float | None, note: str | None) -> bool | None:
+    if note == "downgraded":
+        return True
+    if status is None or capability is None:
+        return None if note is None else False
+    return status < capability

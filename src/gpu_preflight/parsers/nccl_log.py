@@ -1,0 +1,207 @@
+"""NCCL and torch.distributed logs of a failed job: which known failure each line shows.
+
+A training job that died leaves thousands of lines; the cause is usually one of a dozen
+signatures. Each line is matched against :data:`SIGNATURES` (first match wins, most
+specific first) and tagged with what the line says about *where*: the rank
+(``[rank3]:``, ``[Rank 3]``), and from NCCL's own prefix ``host:pid:tid [cuda device]``
+the host, pid and device. NCCL wraps some warnings onto a second line; an unprefixed line
+after a prefixed NCCL line is joined to it first. Author commentary (``#`` lines) is
+ignored, so a pasted note that *mentions* a timeout does not become one.
+
+The torchrun summary's ``Root Cause (first observed failure)`` block names the rank that
+died first: it becomes a ``rank_exited`` signature, because on the other ranks the same
+incident only shows as a remote error.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .detect import parser
+from .errors import ParseError
+from .text import is_noise, prepare
+
+KIND = "nccl-log"
+
+# (kind, pattern): order matters, the first match classifies the line.
+SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("watchdog_timeout", re.compile(r"Watchdog caught collective operation timeout|collective operation timeout"
+                                    r"|NCCL (?:watchdog )?timeout", re.IGNORECASE)),
+    ("duplicate_gpu", re.compile(r"Duplicate GPU detected\s*:\s*rank (?P<a>\d+) and rank (?P<b>\d+) both on "
+                                 r"CUDA device (?P<dev>\S+)")),
+    ("ib_completion_error", re.compile(r"NET/IB\s*:\s*Got completion from peer (?P<peer>\S+) with (?:error|status)"
+                                       r"[ =](?P<code>\d+)")),
+    ("connection_refused", re.compile(r"Connect to (?P<peer>\S+?) failed\s*:\s*Connection refused"
+                                      r"|Connection refused", re.IGNORECASE)),
+    ("net_plugin_missing", re.compile(r"NCCL WARN .*network (?P<net>.+?) not found|Failed to initialize any NET "
+                                      r"plugin|NET/Plugin\s*:\s*Plugin load returned error", re.IGNORECASE)),
+    ("net_plugin_fallback", re.compile(r"NET/Plugin\s*:\s*(?:Could not find:?\s*(?P<plugin>.*?)\.?\s*Using internal"
+                                       r"|No plugin found)", re.IGNORECASE)),
+    ("remote_error", re.compile(r"remote process exited or there was a network error|ncclRemoteError"
+                                r"|Connection closed by remote peer|Connection reset by peer", re.IGNORECASE)),
+    ("invalid_usage", re.compile(r"invalid usage|ncclInvalidUsage", re.IGNORECASE)),
+    ("system_error", re.compile(r"unhandled system error|ncclSystemError", re.IGNORECASE)),
+    ("cuda_error", re.compile(r"unhandled cuda error|ncclUnhandledCudaError|CUDA error: (?!out of memory)",
+                              re.IGNORECASE)),
+    ("out_of_memory", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory", re.IGNORECASE)),
+    ("internal_error", re.compile(r"ncclInternalError|NCCL error.*internal error", re.IGNORECASE)),
+    ("rendezvous_timeout", re.compile(r"DistStoreError|RendezvousTimeoutError|Timed out after \d+ seconds waiting "
+                                      r"for clients|TCPStore.*(?:timed out|Timeout)", re.IGNORECASE)),
+    ("segfault", re.compile(r"Caught signal 11|Segmentation fault|SIGSEGV")),
+)
+
+_NCCL_PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+)\s+\[(?P<dev>\d+)\]")
+_RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:|\[Rank (?P<rank2>\d+)\]")
+_HOST_PREFIX = re.compile(r"^(?P<host>[\w.-]+):\s+Test (?:NCCL|CUDA) failure")
+_VERSION = re.compile(r"NCCL version[:\s]+(?P<v>\d+\.\d+\.\d+(?:\+\S+)?)")
+_STARTS_ENTRY = re.compile(r"^(?:\[|\w[\w.-]*:\d+:\d+\s|[A-Z]\d{4}\s|#|\s*File |Traceback|\w+(?:Error|Exception)\b"
+                           r"|terminate called|\s*what\(\)|NCCL|\w+:\s)")
+_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
+_ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)")
+_ROOT_HOST = re.compile(r"^\s*host\s*:\s*(?P<host>\S+)")
+
+
+@dataclass
+class NcclSignature:
+    """One recognised failure: what (``kind``), where (rank, host, pid, device, peer), the line and how often."""
+
+    kind: str
+    rank: int | None
+    detail: str
+    line: int
+    host: str | None = None
+    pid: int | None = None
+    device: int | None = None
+    peer: str | None = None
+    count: int = 1
+
+
+@dataclass
+class NcclLogRecord:
+    nccl_version: str | None = None
+    signatures: list[NcclSignature] = field(default_factory=list)
+    ranks_seen: list[int] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    lines: int = 0
+
+
+def classify(text: str) -> tuple[str, re.Match[str]] | None:
+    """The signature kind of one message and its match, or ``None`` (used by other parsers too)."""
+    for kind, pattern in SIGNATURES:
+        if m := pattern.search(text):
+            return kind, m
+    return None
+
+
+def sniff(text: str) -> int:
+    if re.search(r"\bNCCL WARN\b", text):
+        return 85
+    if re.search(r"ProcessGroupNCCL|ncclRemoteError|ncclSystemError|ncclInvalidUsage|NCCL error", text):
+        return 80
+    if re.search(r"\bNCCL INFO\b", text):
+        return 60
+    if re.search(r"torch\.distributed|DistBackendError|ChildFailedError", text):
+        return 50
+    return 0
+
+
+@parser(KIND, sniff=sniff, title="NCCL / torch.distributed job log (failure signature triage)")
+def parse(text: str) -> NcclLogRecord:
+    """Classify every line of an NCCL / torch.distributed log into known failure signatures."""
+    raw_lines = prepare(KIND, text)
+    record = NcclLogRecord(lines=len(raw_lines))
+    seen: dict[tuple[str, int | None, str | None, str], NcclSignature] = {}
+    ranks: set[int] = set()
+    hosts: set[str] = set()
+    for number, line in _logical_lines(raw_lines):
+        if line.lstrip().startswith("#"):
+            continue
+        if record.nccl_version is None and (v := _VERSION.search(line)):
+            record.nccl_version = v.group("v")
+        prefix = _NCCL_PREFIX.match(line)
+        rank_m = _RANK.search(line)
+        rank = int(rank_m.group("rank") or rank_m.group("rank2")) if rank_m else None
+        if rank is not None:
+            ranks.add(rank)
+        host = prefix.group("host") if prefix else None
+        if host is None and (h := _HOST_PREFIX.match(line)):
+            host = h.group("host")
+        if host:
+            hosts.add(host)
+        found = classify(line)
+        if found is None:
+            continue
+        kind, m = found
+        groups = m.groupdict()
+        if kind == "duplicate_gpu" and groups.get("a") is not None:
+            rank = int(groups["a"])
+        detail = _detail(line)
+        key = (kind, rank, host, detail)
+        if key in seen:
+            seen[key].count += 1
+            continue
+        sig = NcclSignature(kind=kind, rank=rank, detail=detail, line=number, host=host,
+                            pid=int(prefix.group("pid")) if prefix else None,
+                            device=int(prefix.group("dev")) if prefix else None,
+                            peer=groups.get("peer"))
+        seen[key] = sig
+        record.signatures.append(sig)
+    root = _root_cause(raw_lines)
+    if root is not None:
+        record.signatures.append(root)
+        if root.rank is not None:
+            ranks.add(root.rank)
+    record.ranks_seen = sorted(ranks)
+    record.hosts = sorted(hosts)
+    if not record.signatures and not _looks_like_log(text):
+        raise ParseError(KIND, "no NCCL or torch.distributed line")
+    return record
+
+
+def _logical_lines(lines: list[str]) -> list[tuple[int, str]]:
+    """Lines with NCCL's wrapped continuations joined to the prefixed line they continue."""
+    out: list[tuple[int, str]] = []
+    for number, raw in enumerate(lines, 1):
+        line = raw.rstrip()
+        if not line.strip() or is_noise(line):
+            continue
+        if out and _NCCL_PREFIX.match(out[-1][1]) and not _STARTS_ENTRY.match(line) and not line[:1].isspace():
+            out[-1] = (out[-1][0], f"{out[-1][1]} {line.strip()}")
+            continue
+        out.append((number, line))
+    return out
+
+
+def _detail(line: str) -> str:
+    """The message without launcher/NCCL prefixes, trimmed to a readable length."""
+    text = re.sub(r"^\[rank\d+\]:\s*", "", line.strip())
+    text = re.sub(r"^\[\d{4}-\d{2}-\d{2}[^\]]*\]\s*", "", text)
+    text = re.sub(r"^\[[EWIF]\d{4} [^\]]*\]\s*", "", text)
+    text = re.sub(r"^[\w.-]+:\d+:\d+\s+\[\d+\]\s*", "", text)
+    text = re.sub(r"^\S+\.(?:cc|cpp|h|cu):\d+\s+", "", text)
+    text = re.sub(r"^NCCL (?:WARN|INFO)\s+", "", text)
+    return text.strip()[:300]
+
+
+def _root_cause(lines: list[str]) -> NcclSignature | None:
+    """torchrun's ``Root Cause (first observed failure)`` block → the rank that died first."""
+    start = next((i for i, line in enumerate(lines) if "Root Cause (first observed failure)" in line), None)
+    if start is None:
+        return None
+    rank = code = host = None
+    for line in lines[start + 1:start + 12]:
+        if (m := _ROOT_RANK.match(line)) and rank is None:
+            rank = int(m.group("rank"))
+        elif (m := _ROOT_EXIT.match(line)) and code is None:
+            code = m.group("code")
+        elif (m := _ROOT_HOST.match(line)) and host is None:
+            host = m.group("host")
+    if rank is None:
+        return None
+    return NcclSignature(kind="rank_exited", rank=rank, host=host, line=start + 1,
+                         detail=f"torchrun: rank {rank} exited first (exitcode {code})")
+
+
+def _looks_like_log(text: str) -> bool:
+    return bool(re.search(r"\bNCCL\b|torch\.distributed|ProcessGroup|\[rank\d+\]", text))

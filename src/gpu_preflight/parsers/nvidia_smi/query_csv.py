@@ -1,0 +1,140 @@
+"""``nvidia-smi --query-gpu=... --format=csv``: one row per GPU, columns chosen by the caller.
+
+Columns are found by their header names (units such as `` [MiB]`` stripped), so any
+subset and order of fields works, with or without ``nounits``. Fields the header does not
+name stay ``None``. ``noheader`` output cannot be read: without names a column could be
+anything, so it is refused rather than guessed. Unsupported fields print ``[N/A]`` or
+``[Requested functionality has been deprecated]`` and read as ``None``.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+
+from ..detect import parser
+from ..errors import ParseError
+from ..text import is_noise, prepare, to_bool, to_float, to_int
+from . import CLOCK_REASON_BITS, NvidiaSmiRecord, SmiGpu, as_compute_mode, as_mode, as_string
+
+KIND = "nvidia-smi-csv"
+
+_UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")
+_KNOWN = ("name", "uuid", "pci.bus_id", "index", "driver_version", "temperature.gpu", "memory.total",
+          "power.draw", "utilization.gpu", "pstate", "vbios_version", "count", "serial")
+
+
+def sniff(text: str) -> int:
+    for line in text.splitlines()[:5]:
+        if is_noise(line) or not line.strip():
+            continue
+        names = [_UNIT.sub("", c).strip() for c in line.split(",")]
+        hits = sum(1 for n in names if n in _KNOWN or n.startswith(("clocks.", "ecc.", "pcie.", "power.")))
+        return 80 if hits >= 2 and len(names) >= 2 else 0
+    return 0
+
+
+@parser(KIND, sniff=sniff, title="nvidia-smi --query-gpu=... --format=csv (with header)")
+def parse(text: str) -> NvidiaSmiRecord:
+    """Parse ``--query-gpu`` CSV output; the first non-command line must be the header."""
+    numbered = [(n, line) for n, line in enumerate(prepare(KIND, text), 1) if line.strip() and not is_noise(line)]
+    if not numbered:
+        raise ParseError(KIND, "no CSV lines")
+    rows = [next(csv.reader([line], skipinitialspace=True), []) for _, line in numbered]
+    header = [_UNIT.sub("", c).strip() for c in rows[0]]
+    if not any(h in _KNOWN for h in header):
+        raise ParseError(KIND, "first line is not a --query-gpu header (was the output made with noheader?)",
+                         numbered[0][0])
+    gpus: list[SmiGpu] = []
+    for (number, _), row in zip(numbered[1:], rows[1:], strict=True):
+        if len(row) != len(header):
+            raise ParseError(KIND, f"{len(row)} fields where the header names {len(header)}", number)
+        values = {h: v.strip() for h, v in zip(header, row, strict=True)}
+        gpus.append(_gpu(len(gpus), values))
+    counts = [to_int(v) for v in _column(rows, header, "count")]
+    drivers = [as_string(v) for v in _column(rows, header, "driver_version")]
+    return NvidiaSmiRecord(
+        format="csv",
+        driver_version=next((d for d in drivers if d), None),
+        cuda_version=None,
+        attached_gpus=next((c for c in counts if c is not None), None),
+        gpus=gpus,
+    )
+
+
+def _column(rows: list[list[str]], header: list[str], name: str) -> list[str]:
+    if name not in header:
+        return []
+    i = header.index(name)
+    return [r[i] for r in rows[1:] if len(r) > i]
+
+
+def _gpu(position: int, v: dict[str, str]) -> SmiGpu:
+    def first(*names: str) -> str | None:
+        for name in names:
+            value = v.get(name)
+            if value is not None and to_float(value) is not None:
+                return value
+        return next((v[n] for n in names if n in v), None)
+
+    index = to_int(v.get("index"))
+    return SmiGpu(
+        index=index if index is not None else position,
+        pci_bus_id=as_string(v.get("pci.bus_id")),
+        name=as_string(v.get("name")),
+        uuid=as_string(v.get("uuid")),
+        serial=as_string(v.get("serial")),
+        vbios=as_string(v.get("vbios_version")),
+        memory_total_mib=to_int(v.get("memory.total")),
+        memory_used_mib=to_int(v.get("memory.used")),
+        temperature_c=to_int(v.get("temperature.gpu")),
+        memory_temperature_c=to_int(v.get("temperature.memory")),
+        power_draw_w=to_float(first("power.draw", "power.draw.instant", "power.draw.average")),
+        power_draw_average_w=to_float(v.get("power.draw.average")),
+        power_limit_w=to_float(first("enforced.power.limit", "power.limit")),
+        power_default_limit_w=to_float(v.get("power.default_limit")),
+        utilization_gpu_percent=to_int(v.get("utilization.gpu")),
+        fan_speed_percent=to_int(v.get("fan.speed")),
+        performance_state=as_string(v.get("pstate")),
+        persistence_mode=to_bool(v.get("persistence_mode")),
+        compute_mode=as_compute_mode(v.get("compute_mode")),
+        ecc_mode=to_bool(v.get("ecc.mode.current")),
+        ecc_mode_pending=to_bool(v.get("ecc.mode.pending")),
+        ecc_volatile_corrected=to_int(v.get("ecc.errors.corrected.volatile.total")),
+        ecc_volatile_uncorrected=to_int(v.get("ecc.errors.uncorrected.volatile.total")),
+        ecc_aggregate_corrected=to_int(v.get("ecc.errors.corrected.aggregate.total")),
+        ecc_aggregate_uncorrected=to_int(v.get("ecc.errors.uncorrected.aggregate.total")),
+        sram_aggregate_corrected=to_int(v.get("ecc.errors.corrected.aggregate.sram")),
+        sram_aggregate_uncorrected=to_int(v.get("ecc.errors.uncorrected.aggregate.sram")),
+        remapped_rows_correctable=to_int(v.get("remapped_rows.correctable")),
+        remapped_rows_uncorrectable=to_int(v.get("remapped_rows.uncorrectable")),
+        remapped_rows_pending=to_bool(v.get("remapped_rows.pending")),
+        remapped_rows_failure=to_bool(v.get("remapped_rows.failure")),
+        retired_pages_sbe=to_int(v.get("retired_pages.single_bit_ecc.count") or v.get("retired_pages.sbe")),
+        retired_pages_dbe=to_int(v.get("retired_pages.double_bit.count") or v.get("retired_pages.dbe")),
+        retired_pages_pending=to_bool(v.get("retired_pages.pending")),
+        clocks_event_reasons_active=_reasons(v),
+        sm_clock_mhz=to_int(first("clocks.current.sm", "clocks.sm")),
+        sm_clock_max_mhz=to_int(first("clocks.max.sm", "clocks.max.sm_clock")),
+        pcie_gen_current=to_int(v.get("pcie.link.gen.current")),
+        pcie_gen_max=to_int(v.get("pcie.link.gen.max")),
+        pcie_width_current=to_int(v.get("pcie.link.width.current")),
+        pcie_width_max=to_int(v.get("pcie.link.width.max")),
+        mig_mode=as_mode(v.get("mig.mode.current")),
+        mig_mode_pending=as_mode(v.get("mig.mode.pending")),
+        recovery_action=as_string(v.get("gpu_recovery_action"), keep_none=True),
+    )
+
+
+def _reasons(v: dict[str, str]) -> list[str] | None:
+    """Active reasons from the hex mask column, else from the per-reason Active/Not Active columns."""
+    for prefix in ("clocks_event_reasons", "clocks_throttle_reasons"):
+        mask = to_int(v.get(f"{prefix}.active"))
+        if mask is not None:
+            names = [name for name, bit in CLOCK_REASON_BITS.items() if mask & bit]
+            unknown = mask & ~sum(CLOCK_REASON_BITS.values())
+            return names + ([f"unknown_0x{unknown:x}"] if unknown else [])
+        columns = {k[len(prefix) + 1:]: val for k, val in v.items() if k.startswith(f"{prefix}.")}
+        if columns:
+            return [name for name in CLOCK_REASON_BITS if to_bool(columns.get(name)) is True]
+    return None

@@ -1,0 +1,250 @@
+"""``nvidia-smi -q`` (and ``-q -d SECTION``): the indented ``Key : Value`` report.
+
+The text is read into a tree by indentation first, then fields are looked up by their
+path of labels (case-insensitive), so a section that moved or a label printed
+``Gpu``/``GPU`` does not shift anything else. Differences handled: 535+ ``Clocks Event
+Reasons`` vs older ``Clocks Throttle Reasons`` (reasons may nest: ``HW Thermal
+Slowdown`` under ``HW Slowdown``); 590 ``Average``/``Instantaneous Power Draw`` vs one
+``Power Draw``; ECC counted by memory (``DRAM Uncorrectable``, ``SRAM Uncorrectable
+Parity``) or by bits (``Double Bit / Total``); ``Remapped Rows : N/A`` as a scalar; the
+relative ``T.Limit`` temperatures of Hopper, which are not thresholds and are ignored.
+An excerpt without the ``GPU <bus id>`` header (a pasted ``ECC Errors`` block) is read
+as one GPU of unknown address.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ..detect import parser
+from ..errors import ParseError
+from ..text import is_noise, prepare, to_bool, to_float, to_int
+from . import NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string
+
+KIND = "nvidia-smi-q"
+
+_GPU_HEADER = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_ENTRY = re.compile(r"^(?P<key>[^:]*?[^:\s])\s*(?::\s?(?P<value>.*))?$")
+_REASONS = {
+    "idle": "gpu_idle", "gpu idle": "gpu_idle", "applications clocks setting": "applications_clocks_setting",
+    "sw power cap": "sw_power_cap", "hw slowdown": "hw_slowdown", "hw thermal slowdown": "hw_thermal_slowdown",
+    "hw power brake slowdown": "hw_power_brake_slowdown", "sync boost": "sync_boost",
+    "sw thermal slowdown": "sw_thermal_slowdown", "display clock setting": "display_clock_setting",
+}
+_UNCORRECTED = ("DRAM Uncorrectable", "SRAM Uncorrectable", "SRAM Uncorrectable Parity",
+                "SRAM Uncorrectable SEC-DED")
+_CORRECTED = ("DRAM Correctable", "SRAM Correctable")
+
+
+@dataclass
+class Node:
+    """One ``Key : Value`` line (value ``None`` for a section header) and what is indented under it."""
+
+    key: str
+    value: str | None
+    line: int
+    children: list[Node] = field(default_factory=list)
+
+    def find(self, *path: str) -> Node | None:
+        node: Node | None = self
+        for label in path:
+            if node is None:
+                return None
+            want = label.lower()
+            node = next((c for c in node.children if c.key.lower() == want), None)
+        return node
+
+    def get(self, *path: str) -> str | None:
+        node = self.find(*path)
+        return node.value if node is not None else None
+
+    def walk(self) -> Iterator[Node]:
+        for child in self.children:
+            yield child
+            yield from child.walk()
+
+
+def sniff(text: str) -> int:
+    if "NVSMI LOG" in text:
+        return 90
+    score = 0
+    for label in ("Product Name", "ECC Errors", "Retired Pages", "Retired pages", "Remapped Rows",
+                  "Clocks Event Reasons", "Clocks Throttle Reasons", "FB Memory Usage", "GPU Power Readings"):
+        if re.search(rf"^\s+{label}\s*(?::|$)", text, re.MULTILINE):
+            score += 15
+    return min(score, 60)
+
+
+@parser(KIND, sniff=sniff, title="nvidia-smi -q (text report, or an excerpt of one)")
+def parse(text: str) -> NvidiaSmiRecord:
+    """Parse ``nvidia-smi -q`` output, whole or a pasted section of it."""
+    root = _tree(prepare(KIND, text))
+    gpu_nodes = [n for n in root.children if n.key.startswith("GPU ") and n.value is None and n.children]
+    if not gpu_nodes:
+        body = [n for n in root.children if n.children]
+        if not body:
+            raise ParseError(KIND, "no GPU section and no indented nvidia-smi -q block")
+        gpu_nodes = [Node("GPU", None, body[0].line, body)]
+    record = NvidiaSmiRecord(
+        format="q",
+        driver_version=as_string(root.get("Driver Version")),
+        cuda_version=as_string(root.get("CUDA Version")),
+        attached_gpus=to_int(root.get("Attached GPUs")),
+        timestamp=as_string(root.get("Timestamp")),
+        gpus=[_gpu(i, n) for i, n in enumerate(gpu_nodes)],
+    )
+    if record.driver_version is None and not any(g.has_readings() for g in record.gpus):
+        raise ParseError(KIND, "no nvidia-smi -q field found")
+    return record
+
+
+def _tree(lines: list[str]) -> Node:
+    """Nest ``Key : Value`` lines by indentation; a ``GPU <bus id>`` line opens a GPU section."""
+    root = Node("", None, 0)
+    stack: list[tuple[int, Node]] = [(-1, root)]
+    for number, raw in enumerate(lines, 1):
+        line = raw.expandtabs(4).rstrip()
+        stripped = line.strip()
+        if not stripped or is_noise(raw) or set(stripped) <= {"="} or "NVSMI LOG" in stripped:
+            continue
+        indent = len(line) - len(line.lstrip())
+        if m := _GPU_HEADER.match(stripped):
+            node = Node(f"GPU {m.group(1)}", None, number)
+        elif m := _ENTRY.match(stripped):
+            value = m.group("value")
+            node = Node(m.group("key"), value.strip() if value is not None else None, number)
+        else:
+            continue
+        while stack[-1][0] >= indent:
+            stack.pop()
+        stack[-1][1].children.append(node)
+        stack.append((indent, node))
+    return root
+
+
+def _gpu(index: int, g: Node) -> SmiGpu:
+    bus = g.key[4:] if g.key.startswith("GPU ") else None
+    power = g.find("GPU Power Readings") or g.find("Power Readings")
+    temps = g.find("Temperature")
+    remap = g.find("Remapped Rows")
+    remap_ok = remap is not None and bool(remap.children)
+    retired = g.find("Retired Pages")
+    link = g.find("PCI", "GPU Link Info")
+    mig_devices = [c for c in g.children if c.key.lower() == "mig device"]
+    return SmiGpu(
+        index=index,
+        pci_bus_id=bus or as_string(g.get("PCI", "Bus Id")),
+        name=as_string(g.get("Product Name")),
+        uuid=as_string(g.get("GPU UUID")),
+        serial=as_string(g.get("Serial Number")),
+        vbios=as_string(g.get("VBIOS Version")),
+        memory_total_mib=to_int(g.get("FB Memory Usage", "Total")),
+        memory_used_mib=to_int(g.get("FB Memory Usage", "Used")),
+        temperature_c=_temp(temps, "GPU Current Temp"),
+        temp_slowdown_c=_temp(temps, "GPU Slowdown Temp"),
+        temp_shutdown_c=_temp(temps, "GPU Shutdown Temp"),
+        temp_gpu_max_c=_temp(temps, "GPU Max Operating Temp"),
+        memory_temperature_c=_temp(temps, "Memory Current Temp"),
+        temp_memory_max_c=_temp(temps, "Memory Max Operating Temp"),
+        power_draw_w=_first(power, "Instantaneous Power Draw", "Power Draw", "Average Power Draw"),
+        power_draw_average_w=_first(power, "Average Power Draw"),
+        power_limit_w=_first(power, "Current Power Limit", "Enforced Power Limit", "Power Limit"),
+        power_default_limit_w=_first(power, "Default Power Limit"),
+        utilization_gpu_percent=to_int(g.get("Utilization", "GPU")),
+        fan_speed_percent=to_int(g.get("Fan Speed")),
+        performance_state=as_string(g.get("Performance State")),
+        persistence_mode=to_bool(g.get("Persistence Mode")),
+        compute_mode=as_compute_mode(g.get("Compute Mode")),
+        ecc_mode=to_bool(g.get("ECC Mode", "Current")),
+        ecc_mode_pending=to_bool(g.get("ECC Mode", "Pending")),
+        ecc_volatile_corrected=_ecc(g, "Volatile", _CORRECTED, "Single Bit"),
+        ecc_volatile_uncorrected=_ecc(g, "Volatile", _UNCORRECTED, "Double Bit"),
+        ecc_aggregate_corrected=_ecc(g, "Aggregate", _CORRECTED, "Single Bit"),
+        ecc_aggregate_uncorrected=_ecc(g, "Aggregate", _UNCORRECTED, "Double Bit"),
+        sram_aggregate_corrected=_sum(g.find("ECC Errors", "Aggregate"), ("SRAM Correctable",)),
+        sram_aggregate_uncorrected=_sum(g.find("ECC Errors", "Aggregate"), _UNCORRECTED[1:]),
+        remapped_rows_correctable=to_int(remap.get("Correctable Error")) if remap_ok and remap else None,
+        remapped_rows_uncorrectable=to_int(remap.get("Uncorrectable Error")) if remap_ok and remap else None,
+        remapped_rows_pending=to_bool(remap.get("Pending")) if remap_ok and remap else None,
+        remapped_rows_failure=to_bool(remap.get("Remapping Failure Occurred")) if remap_ok and remap else None,
+        retired_pages_sbe=to_int(retired.get("Single Bit ECC")) if retired else None,
+        retired_pages_dbe=to_int(retired.get("Double Bit ECC")) if retired else None,
+        retired_pages_pending=_retirement_pending(retired),
+        clocks_event_reasons_active=_reasons(g),
+        sm_clock_mhz=to_int(g.get("Clocks", "SM")),
+        sm_clock_max_mhz=to_int(g.get("Max Clocks", "SM")),
+        pcie_gen_current=to_int(link.get("PCIe Generation", "Current")) if link else None,
+        pcie_gen_max=to_int(link.get("PCIe Generation", "Max")) if link else None,
+        pcie_width_current=to_int(link.get("Link Width", "Current")) if link else None,
+        pcie_width_max=to_int(link.get("Link Width", "Max")) if link else None,
+        pcie_replay_counter=to_int(g.get("PCI", "Replays Since Reset")),
+        mig_mode=as_mode(g.get("MIG Mode", "Current")),
+        mig_mode_pending=as_mode(g.get("MIG Mode", "Pending")),
+        mig_devices=len(mig_devices) if as_mode(g.get("MIG Mode", "Current")) is not None else None,
+        recovery_action=as_string(g.get("GPU Recovery Action"), keep_none=True),
+        processes=_processes(g.find("Processes")),
+    )
+
+
+def _temp(temps: Node | None, label: str) -> int | None:
+    return to_int(temps.get(label)) if temps is not None else None
+
+
+def _first(section: Node | None, *labels: str) -> float | None:
+    if section is None:
+        return None
+    for label in labels:
+        value = to_float(section.get(label))
+        if value is not None:
+            return value
+    return None
+
+
+def _sum(section: Node | None, labels: tuple[str, ...]) -> int | None:
+    if section is None:
+        return None
+    values = [v for label in labels if (v := to_int(section.get(label))) is not None]
+    return sum(values) if values else None
+
+
+def _ecc(g: Node, scope: str, labels: tuple[str, ...], bits: str) -> int | None:
+    section = g.find("ECC Errors", scope)
+    by_memory = _sum(section, labels)
+    if by_memory is not None or section is None:
+        return by_memory
+    return to_int(section.get(bits, "Total"))
+
+
+def _retirement_pending(retired: Node | None) -> bool | None:
+    if retired is None:
+        return None
+    for label in ("Pending Page Retirement", "Pending Page Blacklist", "Pending"):
+        value = to_bool(retired.get(label))
+        if value is not None:
+            return value
+    return None
+
+
+def _reasons(g: Node) -> list[str] | None:
+    section = g.find("Clocks Event Reasons") or g.find("Clocks Throttle Reasons")
+    if section is None:
+        return None
+    active = []
+    for node in section.walk():
+        name = _REASONS.get(node.key.lower())
+        if name and (node.value or "").strip().lower() == "active":
+            active.append(name)
+    return active
+
+
+def _processes(section: Node | None) -> list[SmiProcess] | None:
+    if section is None:
+        return None
+    out = []
+    for node in section.walk():
+        if node.key.lower() == "process id" and (pid := to_int(node.value)) is not None:
+            out.append(SmiProcess(pid=pid, name=as_string(node.get("Name")), type=as_string(node.get("Type")),
+                                  used_memory_mib=to_int(node.get("Used GPU Memory"))))
+    return out

@@ -1,0 +1,219 @@
+"""Plain ``nvidia-smi``: the boxed summary table people paste most often.
+
+Each GPU is a block of rows (two or three, as many as the header has) of ``|``-separated
+cells. The header cells say what each data cell holds (``Pwr:Usage/Cap``,
+``Memory-Usage``, ``MIG M.``...), so a value is read from the cell under its label, not
+from a fixed column: the 79-column layout (up to 525), the 89-column layout (530+),
+Windows' ``Driver-Model`` in place of ``Persistence-M`` all read the same way. MIG mode
+prints ``On`` in the ECC cell and ``N/A`` utilisation; names longer than the cell end in
+``...``; ``ERR!`` can stand for a reading. The ``MIG devices:`` and ``Processes:`` boxes
+give instance and process counts per GPU.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ..detect import parser
+from ..errors import ParseError
+from ..text import prepare, to_bool, to_int
+from . import NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string
+
+KIND = "nvidia-smi-table"
+
+_VERSIONS = re.compile(r"NVIDIA-SMI\s+(?P<smi>\S+)\s+Driver Version:\s*(?P<driver>\S+)"
+                       r"(?:\s+CUDA Version:\s*(?P<cuda>[\w.]+))?")
+_RULE = re.compile(r"^\|?[=|+]+\|?$")
+_BORDER = re.compile(r"^\+[-+]+\+$")
+_BUS = re.compile(r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])(?:\s+(\S+))?")
+_POWER = re.compile(r"(\d+|N/A)W\s*/\s*(\d+|N/A)W")
+_MEMORY = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
+_PROCESS = re.compile(r"^\|\s*(?P<gpu>\d+)\s+(?:(?P<gi>\S+)\s+(?P<ci>\S+)\s+)?(?P<pid>\d+)\s+"
+                      r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>.*?)\s+(?P<mem>\d+MiB|N/A)\s*\|$")
+_MIG_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|")
+
+
+def sniff(text: str) -> int:
+    return 95 if _VERSIONS.search(text) and "Memory-Usage" in text else 0
+
+
+@parser(KIND, sniff=sniff, title="nvidia-smi (the default table)")
+def parse(text: str) -> NvidiaSmiRecord:
+    """Parse the default ``nvidia-smi`` table, with its MIG and process boxes when present."""
+    lines = [line.rstrip() for line in prepare(KIND, text)]
+    top = next((i for i, line in enumerate(lines) if _VERSIONS.search(line)), None)
+    if top is None:
+        raise ParseError(KIND, "no 'NVIDIA-SMI ... Driver Version' line")
+    versions = _VERSIONS.search(lines[top])
+    assert versions is not None
+    header, first_data = _header(lines, top)
+    gpus = [_gpu(header, block) for block in _blocks(lines, first_data, len(header))]
+    if not gpus:
+        raise ParseError(KIND, "the GPU table has no rows", first_data + 1)
+    _add_mig_devices(lines, gpus)
+    _add_processes(lines, gpus)
+    stamp = next((line.strip() for line in lines[:top] if line.strip() and not line.startswith(("$", "+"))), None)
+    return NvidiaSmiRecord(format="table", driver_version=versions.group("driver"),
+                           cuda_version=versions.group("cuda"), attached_gpus=len(gpus), timestamp=stamp,
+                           gpus=gpus)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _header(lines: list[str], top: int) -> tuple[list[list[str]], int]:
+    """Header rows (cells per row) of the GPU table and the index of its first data line."""
+    rows: list[list[str]] = []
+    for i in range(top + 1, len(lines)):
+        line = lines[i].strip()
+        if line.startswith("|=") or (line.startswith("|") and set(line) <= {"|", "=", "+"}):
+            if not rows:
+                break
+            return rows, i + 1
+        if line.startswith("|") and not set(line) <= {"|", "-", "+"}:
+            rows.append(_cells(line))
+    raise ParseError(KIND, "GPU table header not terminated by a '|====' rule", top + 1)
+
+
+def _blocks(lines: list[str], start: int, height: int) -> list[tuple[int, list[list[str]]]]:
+    """Data rows grouped per GPU (``height`` rows each) until the table's end."""
+    blocks: list[tuple[int, list[list[str]]]] = []
+    current: list[list[str]] = []
+    begin = start
+    for i in range(start, len(lines)):
+        line = lines[i].strip()
+        if _BORDER.match(line) or not line:
+            if current:
+                blocks.append((begin, current))
+                current = []
+            if not line or (i + 1 < len(lines) and not lines[i + 1].strip().startswith("|")):
+                break
+            begin = i + 1
+            continue
+        if not line.startswith("|"):
+            break
+        current.append(_cells(line))
+        if len(current) > height:
+            raise ParseError(KIND, f"a GPU block has more than the {height} rows of the header", i + 1)
+    if current:
+        blocks.append((begin, current))
+    return blocks
+
+
+def _gpu(header: list[list[str]], block: tuple[int, list[list[str]]]) -> SmiGpu:
+    begin, rows = block
+    gpu = SmiGpu()
+    for r, labels in enumerate(header):
+        for c, label in enumerate(labels):
+            cell = rows[r][c] if r < len(rows) and c < len(rows[r]) else ""
+            for key, reader in _READERS:
+                if key in label:
+                    reader(gpu, label, cell)
+    if gpu.index is None:
+        raise ParseError(KIND, "GPU row without an index", begin + 1)
+    return gpu
+
+
+def _name(gpu: SmiGpu, label: str, cell: str) -> None:
+    m = re.match(r"^(\d+)\s+(.*)$", cell)
+    if m is None:
+        return
+    gpu.index = int(m.group(1))
+    rest = m.group(2).strip()
+    if any(k in label for k in ("Persistence-M", "Driver-Model", "TCC/WDDM")):
+        rest, _, mode = rest.rpartition(" ")
+        if "Persistence-M" in label:
+            gpu.persistence_mode = to_bool(mode)
+    gpu.name = as_string(rest.strip()) or None
+
+
+def _bus(gpu: SmiGpu, label: str, cell: str) -> None:
+    if m := _BUS.search(cell):
+        gpu.pci_bus_id = m.group(1)
+
+
+def _ecc(gpu: SmiGpu, label: str, cell: str) -> None:
+    gpu.ecc_volatile_uncorrected = to_int(cell) if cell.isdigit() else None
+    if cell in ("On", "Off"):  # MIG mode prints the ECC mode here instead of a count
+        gpu.ecc_mode = cell == "On"
+
+
+def _power_row(gpu: SmiGpu, label: str, cell: str) -> None:
+    tokens = cell.split()
+    if tokens and "Fan" in label:
+        gpu.fan_speed_percent = to_int(tokens[0]) if tokens[0].endswith("%") else None
+    if m := re.search(r"(-?\d+)C\b", cell):
+        gpu.temperature_c = int(m.group(1))
+    if m := re.search(r"\b(P\d+)\b", cell):
+        gpu.performance_state = m.group(1)
+    if m := _POWER.search(cell):
+        gpu.power_draw_w = float(m.group(1)) if m.group(1).isdigit() else None
+        gpu.power_limit_w = float(m.group(2)) if m.group(2).isdigit() else None
+
+
+def _memory(gpu: SmiGpu, label: str, cell: str) -> None:
+    if m := _MEMORY.search(cell):
+        gpu.memory_used_mib, gpu.memory_total_mib = int(m.group(1)), int(m.group(2))
+
+
+def _util(gpu: SmiGpu, label: str, cell: str) -> None:
+    tokens = cell.split()
+    if tokens:
+        gpu.utilization_gpu_percent = to_int(tokens[0]) if tokens[0].endswith("%") else None
+    if len(tokens) > 1 and "Compute M" in label:
+        gpu.compute_mode = as_compute_mode(tokens[-1].replace(".", "_"))
+
+
+def _mig(gpu: SmiGpu, label: str, cell: str) -> None:
+    gpu.mig_mode = as_mode(cell)
+
+
+_READERS: tuple[tuple[str, Callable[[SmiGpu, str, str], None]], ...] = (
+    ("Name", _name), ("Bus-Id", _bus), ("Uncorr. ECC", _ecc), ("Pwr:Usage/Cap", _power_row),
+    ("Memory-Usage", _memory), ("GPU-Util", _util), ("MIG M.", _mig),
+)
+
+
+def _section(lines: list[str], title: str) -> list[str]:
+    """Data rows of a titled box (``MIG devices:``, ``Processes:``) after its ``|===`` rule."""
+    start = next((i for i, line in enumerate(lines) if title in line), None)
+    if start is None:
+        return []
+    rows = []
+    seen_rule = False
+    for line in lines[start + 1:]:
+        text = line.strip()
+        if not seen_rule:
+            seen_rule = text.startswith("|=")
+            continue
+        if not text or not (text.startswith("|") or text.startswith("+")):
+            break
+        rows.append(text)
+    return rows
+
+
+def _add_mig_devices(lines: list[str], gpus: list[SmiGpu]) -> None:
+    by_index = {g.index: g for g in gpus}
+    for g in gpus:
+        if g.mig_mode == "enabled":
+            g.mig_devices = 0
+    for row in _section(lines, "MIG devices:"):
+        if (m := _MIG_ROW.match(row)) and (gpu := by_index.get(int(m.group(1)))) is not None:
+            gpu.mig_devices = (gpu.mig_devices or 0) + 1
+
+
+def _add_processes(lines: list[str], gpus: list[SmiGpu]) -> None:
+    if not any("Processes:" in line for line in lines):
+        return
+    by_index = {g.index: g for g in gpus}
+    for g in gpus:
+        g.processes = []
+    for row in _section(lines, "Processes:"):
+        m = _PROCESS.match(row)
+        if m is None or (gpu := by_index.get(int(m.group("gpu")))) is None:
+            continue
+        assert gpu.processes is not None
+        gpu.processes.append(SmiProcess(pid=int(m.group("pid")), name=m.group("name").strip() or None,
+                                        type=m.group("type"), used_memory_mib=to_int(m.group("mem"))))

@@ -1,0 +1,119 @@
+"""perftest bandwidth tests (``ib_write_bw``, ``ib_send_bw``, ``ib_read_bw``): header and results.
+
+The header block is ``key : value`` pairs, two per line (``Dual-port : OFF<TAB>Device :
+mlx5_0``); the result table's columns are found by name. Bandwidth is reported in
+``Gb/sec`` with ``--report_gbits`` and in ``MiB/sec`` otherwise; both are converted to
+Gb/s (1 MiB/s = 2^20 * 8 / 10^9 Gb/s) and the unit printed is kept. Warnings perftest
+prints inside the table (``Conflicting CPU frequency values detected``) are kept as
+warnings; connection failures (``Unable to init the socket connection``) as errors, so a
+run that never measured reads as "could not measure".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .detect import parser
+from .errors import ParseError
+from .text import is_noise, prepare, to_float, to_int
+
+KIND = "perftest"
+
+_MIB_PER_S_TO_GBPS = 1024 * 1024 * 8 / 1e9
+_PAIR = re.compile(r"(?P<key>[A-Za-z][\w .*/-]*?)\s*:\s*(?P<value>\S+)")
+_HEADER_KEYS = {"device": "device", "transport type": "transport", "connection type": "connection_type",
+                "link type": "link_layer"}
+_ERROR = re.compile(r"unable to|failed|error|couldn't|cannot", re.IGNORECASE)
+
+
+@dataclass
+class PerftestRow:
+    size_bytes: int
+    iterations: int | None
+    bw_peak_gbps: float | None
+    bw_avg_gbps: float | None
+    msg_rate_mpps: float | None
+
+
+@dataclass
+class PerftestRecord:
+    test: str | None = None
+    device: str | None = None
+    transport: str | None = None
+    connection_type: str | None = None
+    link_layer: str | None = None
+    bw_unit: str | None = None
+    rows: list[PerftestRow] = field(default_factory=list)
+    bw_peak_max_gbps: float | None = None
+    bw_avg_max_gbps: float | None = None
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def sniff(text: str) -> int:
+    if re.search(r"#bytes\s+#iterations\s+BW peak", text):
+        return 95
+    if re.search(r"\b(?:RDMA_Write|RDMA_Read|Send) BW Test\b", text) or re.search(r"^\$ ib_\w+_bw\b", text, re.M):
+        return 80
+    return 0
+
+
+@parser(KIND, sniff=sniff, title="perftest ib_*_bw (Gb/sec or MiB/sec)")
+def parse(text: str) -> PerftestRecord:
+    """Parse a perftest bandwidth run: header facts, result rows, warnings and errors."""
+    record = PerftestRecord()
+    columns: list[str] | None = None
+    for number, raw in enumerate(prepare(KIND, text), 1):
+        line = raw.strip()
+        if not line or is_noise(raw) or set(line) <= {"-"}:
+            continue
+        if m := re.match(r"^(?P<test>\w+ BW Test)$", line):
+            record.test = m.group("test")
+            continue
+        if line.startswith("#bytes"):
+            columns = re.findall(r"#\w+|BW peak\[[^\]]+\]|BW average\[[^\]]+\]|MsgRate\[[^\]]+\]", line)
+            unit = re.search(r"BW peak\[([^\]]+)\]", line)
+            record.bw_unit = unit.group(1) if unit else None
+            continue
+        if columns is not None and line[:1].isdigit():
+            record.rows.append(_row(record, columns, line, number))
+            continue
+        if columns is None and ":" in line and not _ERROR.search(line):
+            _header(record, raw)
+            continue
+        if _ERROR.search(line) and not line.startswith("Conflicting"):
+            record.errors.append(line)
+        elif columns is not None or line.startswith(("Conflicting", "Warning", "WARNING")):
+            record.warnings.append(line)
+    if not record.rows and not record.errors:
+        raise ParseError(KIND, "no perftest result row and no error")
+    peaks = [r.bw_peak_gbps for r in record.rows if r.bw_peak_gbps is not None]
+    avgs = [r.bw_avg_gbps for r in record.rows if r.bw_avg_gbps is not None]
+    record.bw_peak_max_gbps = max(peaks) if peaks else None
+    record.bw_avg_max_gbps = max(avgs) if avgs else None
+    return record
+
+
+def _header(record: PerftestRecord, raw: str) -> None:
+    for m in _PAIR.finditer(raw.strip()):
+        attr = _HEADER_KEYS.get(m.group("key").strip().lower())
+        if attr is not None:
+            setattr(record, attr, m.group("value").strip() or None)
+
+
+def _row(record: PerftestRecord, columns: list[str], line: str, number: int) -> PerftestRow:
+    values = line.split()
+    if len(values) != len(columns):
+        raise ParseError(KIND, f"{len(values)} values for {len(columns)} columns", number)
+    cells = dict(zip(columns, values, strict=True))
+    size = to_int(cells.get("#bytes"))
+    if size is None:
+        raise ParseError(KIND, f"size {cells.get('#bytes')!r} is not a byte count", number)
+    scale = _MIB_PER_S_TO_GBPS if record.bw_unit and "MiB" in record.bw_unit else 1.0
+    peak = next((to_float(v) for k, v in cells.items() if k.startswith("BW peak")), None)
+    avg = next((to_float(v) for k, v in cells.items() if k.startswith("BW average")), None)
+    rate = next((to_float(v) for k, v in cells.items() if k.startswith("MsgRate")), None)
+    return PerftestRow(size_bytes=size, iterations=to_int(cells.get("#iterations")),
+                       bw_peak_gbps=round(peak * scale, 4) if peak is not None else None,
+                       bw_avg_gbps=round(avg * scale, 4) if avg is not None else None, msg_rate_mpps=rate)
