@@ -20,8 +20,9 @@ def pcie_link(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
     idle (``gpu.pcie_width_drops_at_idle``, set for the A10G) while the GPU is idle.
     WARN when the link's maximum generation is below the profile's
     ``gpu.pcie_expected_gen`` (a slower switch or slot limits it), when the width is below
-    ``gpu.pcie_expected_width``, and when the replay counter exceeds ``gpu.pcie_replay_warn``. The *current* generation is reported, not judged: idle
-    GPUs legitimately drop to gen1 to save power.
+    ``gpu.pcie_expected_width``, and when the replay counter exceeds ``gpu.pcie_replay_warn``.
+    The *current* generation is reported, not judged: idle GPUs legitimately drop to gen1
+    to save power.
     """
     cfg = ctx.config.gpu
     width, max_width = gpu.pcie_width_current, gpu.pcie_width_max
