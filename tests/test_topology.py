@@ -39,9 +39,12 @@ def test_slurm_with_hostlist_and_tasks_per_node() -> None:
 
 
 def test_torchrun_inside_srun_wins_but_keeps_slurm_hosts() -> None:
-    t = topo({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "a[1-2]", "RANK": "5",
-              "LOCAL_RANK": "1", "WORLD_SIZE": "8", "GROUP_RANK": "1", "LOCAL_WORLD_SIZE": "4"})
-    assert t.launcher == "torchrun" and t.node_name == "a2"
+    env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "a[1-2]", "RANK": "5",
+           "LOCAL_RANK": "1", "WORLD_SIZE": "8", "GROUP_RANK": "1", "LOCAL_WORLD_SIZE": "4"}
+    t = topo(env)
+    # c10d numbers nodes in join order: the host list cannot name this node, the host name can
+    assert t.launcher == "torchrun" and t.hosts == ("a1", "a2") and t.node_name == "h"
+    assert topo({**env, "SLURMD_NODENAME": "a1"}).node_name == "a1"
 
 
 def test_openmpi_and_pmix() -> None:
@@ -63,7 +66,7 @@ def test_sagemaker_env_and_resource_config(tmp_path: Path) -> None:
     # torchrun inside a SageMaker job: ranks from torchrun, node names from SageMaker
     t = detect({"RANK": "4", "LOCAL_RANK": "0", "WORLD_SIZE": "8", "GROUP_RANK": "1", "LOCAL_WORLD_SIZE": "4"},
                hostname="h", resource_config=rc)
-    assert t.launcher == "torchrun" and t.node_name == "algo-2"
+    assert t.launcher == "torchrun" and t.node_name == "algo-1"  # SageMaker says which host this is
 
 
 def test_kubeflow_pytorchjob() -> None:

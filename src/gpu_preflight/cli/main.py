@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .evidence_cmd import add_commands as add_evidence_commands
 
     add_evidence_commands(sub)
+    from .slurm_cmd import add_commands as add_slurm_commands
+
+    add_slurm_commands(sub)
 
     checks = sub.add_parser("checks", help="list or explain checks").add_subparsers(dest="checks_cmd", required=True)
     checks.add_parser("list", help="list every check")
@@ -90,6 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .run_cmd import cmd_run
 
             return cmd_run(args, list(argv) if argv is not None else sys.argv[1:])
+        if args.command == "slurm":
+            from .slurm_cmd import run as run_slurm
+
+            return run_slurm(args)
         if args.command in ("parse", "judge"):
             from .evidence_cmd import run as cmd_evidence
 

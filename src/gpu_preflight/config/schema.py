@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from .evidence import EvidenceConfig
+from .slurm_schema import SlurmConfig
 
 
 def setting(default: Any, doc: str, unit: str | None = None) -> Any:
@@ -208,6 +209,7 @@ class Config:
     perf: PerfConfig = field(default_factory=PerfConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
 
 
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in fields(Config)}  # type: ignore[misc]

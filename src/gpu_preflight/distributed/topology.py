@@ -12,7 +12,7 @@ import json
 import re
 import socket
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ class Topology:
     master_addr: str | None = None
     master_port: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    own_name: str | None = None
 
     @property
     def is_distributed(self) -> bool:
@@ -47,8 +48,15 @@ class Topology:
 
     @property
     def node_name(self) -> str:
-        """The name of this node as the scheduler knows it (falls back to the hostname)."""
-        if self.hosts and 0 <= self.node_rank < len(self.hosts):
+        """The name of this node as the scheduler knows it (falls back to the hostname).
+
+        A name the scheduler gives this very process wins; the host list is indexed by
+        node rank only where the launcher numbers nodes in list order (Slurm, SageMaker) —
+        torchrun's c10d rendezvous numbers nodes in join order.
+        """
+        if self.own_name:
+            return self.own_name
+        if self.launcher in ("slurm", "sagemaker") and self.hosts and 0 <= self.node_rank < len(self.hosts):
             return self.hosts[self.node_rank]
         return self.hostname
 
@@ -116,6 +124,12 @@ def detect(env: Mapping[str, str], *, hostname: str | None = None,
     have meaningless host names; the scheduler's node name is what an operator needs).
     """
     host = hostname or env.get("GPU_PREFLIGHT_NODE_NAME") or socket.gethostname()
+    topo = _detect(env, host, resource_config)
+    own = env.get("GPU_PREFLIGHT_NODE_NAME") or env.get("SLURMD_NODENAME") or sagemaker_hosts(env, resource_config)[1]
+    return replace(topo, own_name=own) if own else topo
+
+
+def _detect(env: Mapping[str, str], host: str, resource_config: Path) -> Topology:
     sm_hosts, sm_current = sagemaker_hosts(env, resource_config)
     slurm_hosts = expand_hostlist(env["SLURM_JOB_NODELIST"]) if env.get("SLURM_JOB_NODELIST") else (
         expand_hostlist(env["SLURM_NODELIST"]) if env.get("SLURM_NODELIST") else [])

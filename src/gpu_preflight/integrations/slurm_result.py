@@ -1,0 +1,156 @@
+"""What a saved gpu-preflight report says about a node: pass, fail (which checks) or unknown.
+
+This reads the canonical report dict directly instead of importing
+:mod:`gpu_preflight.report`: HealthCheckProgram mode must answer in about a tenth of a
+second, and the reporters package costs more than that to import. Only the report's
+stable parts are used: ``timestamp``, ``nodes.<key>.node_info`` and ``findings``
+(``node``, ``check_id``, ``status``, ``subject``).
+
+"Unknown" is its own answer and never a pass: a missing, unreadable, stale or empty
+report cannot resume a node, and drains one only where the site asked for that.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from ..config.slurm_schema import SlurmConfig
+
+__all__ = ["NodeResult", "Verdict", "judge", "node_results", "read_result"]
+
+_RANK = {"FAIL": 0, "ERROR": 1, "WARN": 2}
+FUTURE_SKEW = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer for one node: ``checks`` names what failed, ``detail`` says it in words."""
+
+    state: Literal["pass", "fail", "unknown"]
+    checks: tuple[str, ...] = ()
+    detail: str = ""
+    timestamp: datetime | None = None
+
+
+@dataclass
+class NodeResult:
+    """One node of a report: the names it goes by and its findings."""
+
+    label: str
+    names: set[str]
+    findings: list[dict[str, Any]] = field(default_factory=list)
+
+
+def judge(findings: Iterable[dict[str, Any]], cfg: SlurmConfig, timestamp: datetime | None) -> Verdict:
+    """Pass, fail or unknown for a node's findings under the drain policy.
+
+    A node where nothing passed (every finding skipped or ignored) is unknown: a report
+    that checked nothing is no evidence that the node is healthy.
+    """
+    gating = {"FAIL", "ERROR"} | ({"WARN"} if cfg.drain_on == "warn" else set())
+    counted = [f for f in findings if not any(fnmatch.fnmatchcase(str(f.get("check_id")), p)
+                                              for p in cfg.ignore_checks)]
+    bad = sorted((f for f in counted if f.get("status") in gating),
+                 key=lambda f: (_RANK[f["status"]], str(f.get("check_id"))))
+    if bad:
+        checks = tuple(dict.fromkeys(str(f.get("check_id")) for f in bad))
+        worst = bad[0]["status"]
+        return Verdict("fail", checks, f"{worst}: {', '.join(checks)}", timestamp)
+    if not any(f.get("status") in ("PASS", "WARN") for f in counted):
+        return Verdict("unknown", (), "the report checked nothing (every check skipped or ignored)", timestamp)
+    return Verdict("pass", (), "no finding gates a drain", timestamp)
+
+
+def parse_timestamp(value: object) -> datetime | None:
+    """The report's ISO timestamp as an aware datetime (naive ones are UTC, as reports write them)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def freshness(timestamp: datetime | None, cfg: SlurmConfig, now: datetime) -> str | None:
+    """Why a result is too old (or too new) to act on; None when it is fresh."""
+    if timestamp is None:
+        return "the report has no valid timestamp"
+    age = now - timestamp
+    if age < -FUTURE_SKEW:
+        return f"the report is dated {-age.total_seconds():.0f} s in the future (clock skew?)"
+    if age.total_seconds() > cfg.max_result_age_s:
+        return f"the result is {age.total_seconds():.0f} s old (limit {cfg.max_result_age_s:g} s)"
+    return None
+
+
+def node_results(report: dict[str, Any]) -> tuple[list[NodeResult], list[dict[str, Any]]]:
+    """Split a report's findings by node; also return cluster findings that name no node.
+
+    A single-node report keeps every finding (its cluster checks are about that node). In
+    a multi-node report a cluster finding belongs to the node its subject starts with
+    (``node3`` or ``node3/gpu1``); group- and cluster-wide findings belong to none.
+    """
+    sections = report.get("nodes") or {}
+    findings = [f for f in report.get("findings") or [] if isinstance(f, dict)]
+    nodes: dict[str, NodeResult] = {}
+    for key, section in sections.items():
+        info = section.get("node_info", {}) if isinstance(section, dict) else {}
+        names = {str(n) for n in (info.get("current_host"), info.get("hostname")) if n}
+        label = str(info.get("current_host") or info.get("hostname") or key)
+        nodes[key] = NodeResult(label, names or {label})
+    if len(nodes) == 1:
+        only = next(iter(nodes.values()))
+        only.findings = findings
+        return [only], []
+    unattributed = []
+    for f in findings:
+        key = f.get("node")
+        if key in nodes:
+            nodes[key].findings.append(f)
+            continue
+        head = str(f.get("subject", "")).split("/", 1)[0]
+        owner = next((n for n in nodes.values() if head in n.names), None)
+        if owner is not None:
+            owner.findings.append(f)
+        else:
+            unattributed.append(f)
+    return list(nodes.values()), unattributed
+
+
+def load_report(path: Path) -> dict[str, Any]:
+    """A report dict; raises ``ValueError`` saying why the file is not one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
+        raise ValueError(f"{path} is not a gpu-preflight report (no findings list)")
+    return data
+
+
+def read_result(path: Path, cfg: SlurmConfig, now: datetime, names: set[str]) -> Verdict:
+    """This node's verdict from its last result file (unknown when missing, unreadable or stale)."""
+    try:
+        report = load_report(path)
+    except FileNotFoundError:
+        return Verdict("unknown", (), f"no result at {path}: nothing has checked this node yet")
+    except ValueError as exc:
+        return Verdict("unknown", (), str(exc))
+    timestamp = parse_timestamp(report.get("timestamp"))
+    stale = freshness(timestamp, cfg, now)
+    if stale:
+        return Verdict("unknown", (), stale, timestamp)
+    nodes, _ = node_results(report)
+    mine = nodes[0] if len(nodes) == 1 else next((n for n in nodes if n.names & names), None)
+    if mine is None:
+        return Verdict("unknown", (), f"{path} has no section for {', '.join(sorted(names))}", timestamp)
+    return judge(mine.findings, cfg, timestamp)
