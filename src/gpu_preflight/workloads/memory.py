@@ -69,7 +69,9 @@ def run_memory(device: Any, *, copy_bytes: int, transfer_bytes: int, pattern_fra
             buf = torch.empty(words, dtype=torch.int64, device=device)
             for name, fill in (("address", None), ("ones", -1), ("alternating", 0x5555555555555555)):
                 if fill is None:
-                    torch.arange(words, out=buf)
+                    for start in range(0, words, CHUNK_WORDS):  # one arange past 2**32 elements goes wrong on CUDA
+                        part = buf[start:start + CHUNK_WORDS]
+                        torch.arange(start, start + part.numel(), device=device, out=part)
                     expected: Any = None
                 else:
                     buf.fill_(fill)
