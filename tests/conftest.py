@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +57,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = selected
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Runs during tests keep their history in a scratch directory, never in the user's."""
+    os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="gpu-preflight-test-xdg-")
+    os.environ.pop("GPU_PREFLIGHT_HISTORY", None)

@@ -46,6 +46,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--replay", metavar="FILE", help="judge an NVML snapshot instead of the live GPUs")
     p.add_argument("--kernel-log", metavar="FILE", help="read Xid events from a saved kernel log")
     p.add_argument("--verbose", "-v", action="store_true", help="show every finding, including passes")
+    from ..outputs.args import add_output_arguments
+
+    add_output_arguments(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .slurm_cmd import add_commands as add_slurm_commands
 
     add_slurm_commands(sub)
+    from .history_cmd import add_commands as add_history_commands
+
+    add_history_commands(sub)
 
     checks = sub.add_parser("checks", help="list or explain checks").add_subparsers(dest="checks_cmd", required=True)
     checks.add_parser("list", help="list every check")
@@ -93,6 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .run_cmd import cmd_run
 
             return cmd_run(args, list(argv) if argv is not None else sys.argv[1:])
+        if args.command in ("history", "baseline"):
+            from .history_cmd import run as run_history
+
+            return run_history(args)
         if args.command == "slurm":
             from .slurm_cmd import run as run_slurm
 

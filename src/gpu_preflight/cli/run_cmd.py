@@ -35,19 +35,26 @@ def _options(args: argparse.Namespace, timeout_s: float) -> Any:
                       timeout_s=timeout_s, fail_on=args.fail_on)
 
 
-def emit(report: dict[str, Any], args: argparse.Namespace, nodes: list[Any]) -> None:
-    """Write the report directory and print the chosen format."""
+def emit(report: dict[str, Any], args: argparse.Namespace, nodes: list[Any]) -> int:
+    """Judge against history, write the report directory, publish, print; return the exit code.
+
+    Publishing comes before the console table so that ``[RESULT]`` stays the last line.
+    """
+    from ..outputs import annotate, publish
     from ..report import render, write_report
     from ..report.console import render_console
 
+    annotate(report, args)
     if args.report_dir:
         path = write_report(report, nodes, args.report_dir)
         print(f"gpu-preflight: report written to {path}", file=sys.stderr)
+    publish(report, args, nodes)
     if args.format == "console":
         render_console(report, verbose=args.verbose)
     else:
         sys.stdout.write(render(report, args.format))
         sys.stdout.flush()
+    return int(report["cluster_summary"]["exit_code"])
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -113,8 +120,7 @@ def node_only(args: argparse.Namespace, note: str | None = None) -> int:
             "workloads", Status.SKIP, node.hostname, "not_run", note,
             recommendation="pip install 'gpu-preflight[torch]' to run GEMM, memory, collectives and training.")], 0.0))
     report = build_report([node], expected_total_gpus=_expected(node))
-    emit(report, args, [node])
-    return node.exit_code
+    return emit(report, args, [node])
 
 
 def _expected(node: Any) -> int | None:
@@ -142,6 +148,10 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
         return outcome.await_verdict()  # only rank 0 reports; every rank exits with its verdict
     report, code = build_cluster_report(outcome.gathered, outcome.config, fail_on=args.fail_on,
                                         include=args.check, exclude=args.skip, suite=args.suite, timeout_s=timeout)
+    from ..outputs import annotate
+
+    annotate(report, args)  # history findings count in the verdict every rank exits with
+    code = int(report["cluster_summary"]["exit_code"])
     outcome.publish(code)
     if topo.launcher == "self" and result_dir:
         tmp = os.path.join(result_dir, "report.json.tmp")
@@ -149,13 +159,11 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
             json.dump(report, fh)
         os.replace(tmp, os.path.join(result_dir, "report.json"))
         return code
-    emit(report, args, [])
-    return code
+    return emit(report, args, [])
 
 
 def self_launched(args: argparse.Namespace, argv: list[str]) -> int:
     from ..distributed.launch import gathered_from_files, local_gpu_count, supervise, torch_available
-    from ..model import Status, gated_exit_code
 
     if not torch_available():
         return node_only(args, note="distributed workloads not run: torch is not installed")
@@ -176,9 +184,9 @@ def self_launched(args: argparse.Namespace, argv: list[str]) -> int:
         gathered = gathered_from_files(sup, workers, topo)
         report, _ = build_cluster_report(gathered, config, fail_on=args.fail_on, include=args.check,
                                          exclude=args.skip, suite=args.suite, timeout_s=timeout)
-    emit(report, args, [])
+    code = emit(report, args, [])
     _keep_worker_logs(sup, args.report_dir)
-    return gated_exit_code(Status(report["cluster_summary"]["overall_status"]), args.fail_on)
+    return code
 
 
 def _keep_worker_logs(sup: Any, report_dir: str | None) -> None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from .evidence import EvidenceConfig
+from .history import HistoryConfig
+from .outputs import OutputsConfig
 from .slurm_schema import SlurmConfig
 
 
@@ -210,6 +212,8 @@ class Config:
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    history: HistoryConfig = field(default_factory=HistoryConfig)
+    outputs: OutputsConfig = field(default_factory=OutputsConfig)
 
 
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in fields(Config)}  # type: ignore[misc]

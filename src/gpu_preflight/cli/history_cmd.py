@@ -1,0 +1,288 @@
+"""``gpu-preflight history`` and ``gpu-preflight baseline``: the run history on the command line.
+
+- ``history [runs]``: the runs filed, newest last.
+- ``history trends``: each number per node and GPU over the last runs, with its change
+  against the median of the earlier ones.
+- ``history gpu ID``: where a GPU (UUID, UUID prefix or serial) has been and what it failed.
+- ``history check REPORT``: a saved report judged against the history (regressions,
+  repeat offenders); exit code as for ``run``.
+- ``history import REPORT...``: file saved reports (backfill; a report already filed is skipped).
+- ``history prune --older-than-days N``.
+- ``baseline capture [REPORT | --from-history]``: a profile with performance floors from a
+  known-good run or node.
+
+Only argparse is imported here; the work is imported when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["COMMANDS", "add_commands", "run"]
+
+COMMANDS = ("history", "baseline")
+EXIT_USAGE = 2
+
+
+def _common() -> argparse.ArgumentParser:
+    """Options accepted before and after the subcommand (``SUPPRESS``: a subcommand's parser does
+    not overwrite what was given before it)."""
+    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    common.add_argument("--db", metavar="PATH", help="history database (default: history.path, "
+                        "$GPU_PREFLIGHT_HISTORY or ~/.local/share/gpu-preflight/history.sqlite)")
+    common.add_argument("--config", metavar="FILE", help="site config file (TOML or YAML): [history] settings")
+    common.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                        help="override one setting, e.g. --set history.tflops_regression_fraction=0.03")
+    return common
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``history`` and ``baseline`` on the top-level subparsers."""
+    common = _common()
+    h = sub.add_parser("history", parents=[common], help="runs, trends and GPU records from the run history",
+                       description="The local run history: every run's findings and measurements.")
+    hs = h.add_subparsers(dest="history_cmd")
+    runs = hs.add_parser("runs", parents=[common], help="the runs filed, newest last")
+    runs.add_argument("--cluster", help="only this cluster's runs")
+    runs.add_argument("--last", type=int, default=30, metavar="N")
+    runs.add_argument("--format", choices=("text", "json"), default="text")
+    trends = hs.add_parser("trends", parents=[common], help="each number per node and GPU over the last runs")
+    trends.add_argument("--cluster", help="only this cluster's runs")
+    trends.add_argument("--node", help="only this node's numbers")
+    trends.add_argument("--gpu", metavar="ID", help="only this GPU (UUID, UUID prefix or serial), on any host")
+    trends.add_argument("--metric", default="*", metavar="GLOB", help="e.g. 'gemm.*', 'busbw.*all_reduce*'")
+    trends.add_argument("--last", type=int, default=20, metavar="N", help="runs to look back (default 20)")
+    trends.add_argument("--format", choices=("text", "json"), default="text")
+    gpu = hs.add_parser("gpu", parents=[common], help="where a GPU has been and what it failed")
+    gpu.add_argument("id", help="GPU UUID (or a prefix of it) or board serial")
+    gpu.add_argument("--format", choices=("text", "json"), default="text")
+    check = hs.add_parser("check", parents=[common], help="judge a saved report against the history")
+    check.add_argument("report", help="report.json")
+    check.add_argument("--cluster-name", metavar="NAME", help="cluster the report belongs to")
+    check.add_argument("--format", choices=("console", "json"), default="console")
+    imp = hs.add_parser("import", parents=[common], help="file saved reports in the history")
+    imp.add_argument("reports", nargs="+", metavar="REPORT")
+    imp.add_argument("--cluster-name", metavar="NAME", help="cluster the reports belong to")
+    prune = hs.add_parser("prune", parents=[common], help="forget old runs")
+    prune.add_argument("--older-than-days", type=float, required=True, metavar="N")
+
+    b = sub.add_parser("baseline", help="capture performance floors from a known-good run")
+    bs = b.add_subparsers(dest="baseline_cmd", required=True)
+    cap = bs.add_parser("capture", parents=[common], help="write a GPU-model profile with measured floors",
+                        description="Write a profile (TOML, for --profile) whose [perf] floors are a fraction of "
+                                    "what a known-good report or the history measured.")
+    src = cap.add_mutually_exclusive_group(required=True)
+    src.add_argument("report", nargs="?", help="report.json of a known-good run")
+    src.add_argument("--from-history", action="store_true", help="use the history's recent runs instead")
+    cap.add_argument("--cluster", help="history: only this cluster's runs")
+    cap.add_argument("--node", help="only this node's numbers (a known-good node)")
+    cap.add_argument("--run", type=int, metavar="ID", help="history: only this run")
+    cap.add_argument("--runs", type=int, default=10, metavar="N", help="history: the last N runs (default 10)")
+    cap.add_argument("--model", help="GPU model to capture where several are present")
+    cap.add_argument("--name", help="profile name (default baseline-<model>)")
+    cap.add_argument("--match", action="append", metavar="REGEX", help="GPU-name pattern (default: the model)")
+    cap.add_argument("--fraction", type=float, help="bandwidth floors at this fraction of the median "
+                     "(default history.capture_floor_fraction)")
+    cap.add_argument("--gemm-fraction", type=float, help="expected GEMM at this fraction of the median "
+                     "(default history.capture_gemm_fraction)")
+    cap.add_argument("--no-inherit", action="store_true", help="do not carry over the shipped profile's settings")
+    cap.add_argument("-o", "--output", metavar="FILE", help="write the profile here (default: stdout)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a ``history`` or ``baseline`` command; returns the exit code."""
+    from ..config import build_config
+
+    config, _ = build_config(config_file=getattr(args, "config", None), overrides=getattr(args, "set", None))
+    if args.command == "baseline":
+        return _capture(args, config)
+    command = getattr(args, "history_cmd", None) or "runs"
+    path = _db(args, config)
+    if command == "import":
+        return _import(args, config, path)
+    if command == "check":
+        return _check(args, config, path)
+    if not path.is_file():
+        print(f"gpu-preflight: no history at {path} (gpu-preflight run files every run there)", file=sys.stderr)
+        return EXIT_USAGE
+    from ..history import HistoryStore
+
+    with HistoryStore(path) as store:
+        if command == "runs":
+            return _runs(args, store)
+        if command == "trends":
+            return _trends(args, store)
+        if command == "gpu":
+            return _gpu(args, store)
+        removed = store.prune(args.older_than_days)
+        print(f"gpu-preflight: {removed} run(s) older than {args.older_than_days:g} days removed from {path}",
+              file=sys.stderr)
+        return 0
+
+
+def _db(args: argparse.Namespace, config: Any) -> Path:
+    from ..config.history import history_config
+    from ..history.store import default_path
+
+    chosen = getattr(args, "db", None) or history_config(config).path
+    return Path(chosen).expanduser() if chosen else default_path()
+
+
+def _cluster(args: argparse.Namespace, config: Any) -> str:
+    from ..config.history import history_config
+
+    return (getattr(args, "cluster_name", None) or history_config(config).cluster
+            or os.environ.get("SLURM_CLUSTER_NAME") or "default")
+
+
+def _load(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            report = json.load(fh)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        print(f"gpu-preflight: cannot read report {path}: {exc}", file=sys.stderr)
+        return None
+    if not isinstance(report, dict) or "findings" not in report or "nodes" not in report:
+        print(f"gpu-preflight: {path} is not a gpu-preflight report (no findings/nodes)", file=sys.stderr)
+        return None
+    return report
+
+
+def _runs(args: argparse.Namespace, store: Any) -> int:
+    from ..history.trends import render_runs
+
+    runs = store.runs(getattr(args, "cluster", None), getattr(args, "last", 30))  # bare `history` has no options
+    if getattr(args, "format", "text") == "json":
+        print(json.dumps([r.__dict__ for r in runs], indent=1))
+    else:
+        sys.stdout.write(render_runs(runs))
+    return 0
+
+
+def _trends(args: argparse.Namespace, store: Any) -> int:
+    from ..history.trends import render_trends, trends
+
+    found = trends(store, cluster=args.cluster, node=args.node, gpu=args.gpu, metric=args.metric, last=args.last)
+    if args.format == "json":
+        print(json.dumps([t.to_dict() for t in found], indent=1))
+    else:
+        sys.stdout.write(render_trends(found))
+    return 0
+
+
+def _gpu(args: argparse.Namespace, store: Any) -> int:
+    rows = store.gpu_timeline(args.id)
+    keys = ("run", "timestamp", "cluster", "node", "slot", "uuid", "serial", "model", "worst", "flagged_checks")
+    if args.format == "json":
+        print(json.dumps([dict(zip(keys, r, strict=True)) for r in rows], indent=1))
+        return 0
+    if not rows:
+        print(f"no GPU {args.id!r} in the history")
+        return 0
+    hosts = list(dict.fromkeys(r[3] for r in rows))
+    print(f"{rows[-1][5] or args.id} (serial {rows[-1][6] or '?'}, {rows[-1][7] or '?'}): {len(rows)} run(s) on "
+          f"{len(hosts)} host(s): {', '.join(hosts)}")
+    for r in rows:
+        flagged = f"  {', '.join(r[9])}" if r[9] else ""
+        print(f"  run {r[0]:<5} {r[1][:19]}  {r[2]}  {r[3]}/{r[4]}  {r[8]}{flagged}")
+    return 0
+
+
+def _import(args: argparse.Namespace, config: Any, path: Path) -> int:
+    from ..history import HistoryStore, extract
+
+    code = 0
+    with HistoryStore(path) as store:
+        for name in args.reports:
+            report = _load(name)
+            if report is None:
+                code = EXIT_USAGE
+                continue
+            run_id, new = store.record(extract(report), _cluster(args, config), name)
+            print(f"gpu-preflight: {name}: run #{run_id} {'filed' if new else 'already filed'}", file=sys.stderr)
+    return code
+
+
+def _check(args: argparse.Namespace, config: Any, path: Path) -> int:
+    from ..history import HistoryStore, history_findings
+    from ..model import gated_exit_code, verdict
+
+    report = _load(args.report)
+    if report is None:
+        return EXIT_USAGE
+    if path.is_file():
+        with HistoryStore(path) as store:
+            found = history_findings(report, store, config, _cluster(args, config))
+    else:
+        print(f"gpu-preflight: no history at {path}: nothing to compare with", file=sys.stderr)
+        found = []
+    if args.format == "json":
+        print(json.dumps([f.to_dict() for f in found], indent=1))
+    else:
+        for f in found:
+            print(f"{f.status.value:5} {f.check_id:24} {f.subject:20} {f.summary}")
+            if f.recommendation and f.status.value not in ("PASS", "SKIP"):
+                print(f"      -> {f.recommendation}")
+    fail_on = (report.get("run") or {}).get("fail_on", "fail")
+    return gated_exit_code(verdict(f.status for f in found), fail_on)
+
+
+def _capture(args: argparse.Namespace, config: Any) -> int:
+    from ..config import ConfigError
+    from ..config.history import history_config
+    from ..config.profiles import load_profile_file
+    from ..history.baseline import CaptureError, capture, render_toml
+
+    cfg = history_config(config)
+    if args.from_history:
+        from ..history import HistoryStore
+
+        path = _db(args, config)
+        if not path.is_file():
+            print(f"gpu-preflight: no history at {path}", file=sys.stderr)
+            return EXIT_USAGE
+        with HistoryStore(path) as store:
+            measurements = store.measurements(cluster=args.cluster, node=args.node, run=args.run, last=args.runs)
+        where = f"run {args.run}" if args.run else f"the last {args.runs} run(s)"
+        source = f"history {path}, {where}" + (f", cluster {args.cluster}" if args.cluster else "")
+    else:
+        from ..history import extract
+
+        report = _load(args.report)
+        if report is None:
+            return EXIT_USAGE
+        measurements = extract(report).measurements
+        source = f"report {args.report} ({report.get('timestamp', '?')})"
+    if args.node:
+        measurements = [m for m in measurements if m.node == args.node]
+        source += f", node {args.node}"
+    try:
+        captured = capture(measurements, source=source, model=args.model, name=args.name, match=args.match,
+                           floor_fraction=args.fraction if args.fraction is not None else cfg.capture_floor_fraction,
+                           gemm_fraction=args.gemm_fraction if args.gemm_fraction is not None
+                           else cfg.capture_gemm_fraction, inherit=not args.no_inherit)
+    except CaptureError as exc:
+        print(f"gpu-preflight: cannot capture a baseline: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    text = render_toml(captured)
+    with tempfile.TemporaryDirectory() as tmp:  # what we write must load as a profile
+        probe = Path(tmp) / "profile.toml"
+        probe.write_text(text, encoding="utf-8")
+        try:
+            load_profile_file(probe)
+        except ConfigError as exc:
+            print(f"gpu-preflight: internal error: the captured profile does not load: {exc}", file=sys.stderr)
+            return 3
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"gpu-preflight: profile {captured.name!r} written to {args.output} "
+              f"(use: gpu-preflight run --profile {args.output})", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,50 @@
+"""Where reports go besides ``--report-dir``: S3, MLflow, a Prometheus textfile, SageMaker.
+
+One section, ``[outputs]``, so a site can publish every run without every user
+remembering the flags. Command-line flags add to these (``--output`` appends to
+``urls``) or replace them (``--prom-textfile``, ``--mlflow-uri``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["OutputsConfig", "outputs_config"]
+
+
+def setting(default: Any, doc: str, unit: str | None = None) -> Any:
+    """Same contract as :func:`.schema.setting`; not imported from there because ``schema``
+    imports this module to register the section (an import cycle)."""
+    meta = {"doc": doc, "unit": unit}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class OutputsConfig:
+    """Publishing targets for every run's report."""
+
+    urls: list[str] = setting(
+        [], "Publish every report to these: 's3://bucket/prefix/', 'mlflow' (MLFLOW_TRACKING_URI) or "
+            "'mlflow+URI' (e.g. 'mlflow+http://mlflow:5000', 'mlflow+sqlite:///srv/mlflow.db').")
+    prom_textfile: str | None = setting(
+        None, "Write Prometheus metrics to this .prom file (node_exporter --collector.textfile.directory).")
+    mlflow_experiment: str = setting("gpu-preflight", "MLflow experiment the runs are logged under.")
+    mlflow_artifact_location: str | None = setting(
+        None, "Artifact root used when the MLflow experiment is first created; unset: the server's default.")
+    s3_endpoint_url: str | None = setting(
+        None, "S3 endpoint for S3-compatible stores (MinIO, Ceph); unset: AWS (or $AWS_ENDPOINT_URL_S3).")
+    sagemaker: bool = setting(
+        True, "In a SageMaker training job ($SM_OUTPUT_DATA_DIR set) write the report to "
+              "$SM_OUTPUT_DATA_DIR/metrics/health_check_metrics.json (uploaded in output.tar.gz), unless "
+              "--report-dir is already in a directory SageMaker uploads.")
+
+
+def outputs_config(config: object) -> OutputsConfig:
+    """The ``outputs`` section of a resolved config, or the defaults where none is registered."""
+    if isinstance(config, OutputsConfig):
+        return config
+    section = getattr(config, "outputs", None)
+    return section if isinstance(section, OutputsConfig) else OutputsConfig()

@@ -1,0 +1,283 @@
+"""What a run leaves in the history: where each GPU was, what was found, and the numbers.
+
+Everything is read from the canonical report dict alone, so ``history import`` of a
+report saved months ago files it exactly as the run itself would have. A GPU is known by
+its UUID and board serial, not by the host it sat in: that is what lets a later run
+recognise a GPU that failed before and was moved to another host.
+
+Cluster checks name GPUs ``<node>/gpu<local rank>``; the local rank is taken to be the
+NVML index of the GPU (true unless ``CUDA_VISIBLE_DEVICES`` reorders the devices).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["FindingSeen", "GpuSeen", "Measurement", "NodeIndex", "RunRecord", "extract", "metric_kind", "run_key"]
+
+_SLOT = re.compile(r"^(?P<node>.+)/(?P<slot>gpu\d+|rank\d+)$")
+_NO_SERIAL = {"", "0", "n/a", "[n/a]", "not supported", "[not supported]", "unknown"}
+_MEMORY_KEYS = ("device_copy", "h2d", "d2h")
+
+
+@dataclass(frozen=True)
+class GpuSeen:
+    """One GPU in one run: the slot it occupied and who it is."""
+
+    node: str
+    slot: str
+    uuid: str | None
+    serial: str | None
+    model: str | None
+    pci_bus_id: str | None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One number of a run. ``node`` is None for cluster-wide numbers, ``slot`` None for node-wide ones."""
+
+    metric: str
+    value: float
+    unit: str
+    subject: str
+    node: str | None
+    slot: str | None = None
+    uuid: str | None = None
+    serial: str | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class FindingSeen:
+    """A finding, tied to a node and (where its subject is one) to a GPU's identity."""
+
+    check_id: str
+    status: str
+    subject: str
+    code: str
+    summary: str
+    node: str | None
+    slot: str | None = None
+    uuid: str | None = None
+    serial: str | None = None
+
+
+@dataclass
+class RunRecord:
+    """The part of a report the history keeps."""
+
+    key: str
+    timestamp: str
+    status: str
+    num_nodes: int
+    world_size: int
+    tool_version: str | None
+    nodes: list[str]
+    gpus: list[GpuSeen] = field(default_factory=list)
+    findings: list[FindingSeen] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
+
+    def gpu(self, node: str | None, slot: str | None) -> GpuSeen | None:
+        for g in self.gpus:
+            if g.node == node and g.slot == slot:
+                return g
+        return None
+
+
+def metric_kind(metric: str) -> str | None:
+    """``tflops`` or ``bandwidth`` for judged metrics; None for trend-only ones (temperature, power)."""
+    if metric.startswith("gemm."):
+        return "tflops"
+    if metric.startswith(("busbw.", "memory.")):
+        return "bandwidth"
+    return None
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value == value else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _serial(value: Any) -> str | None:
+    text = _text(value)
+    return None if text is None or text.strip().lower() in _NO_SERIAL else text.strip()
+
+
+class NodeIndex:
+    """The report's node sections: names as subjects use them, and each node's GPUs."""
+
+    def __init__(self, report: Mapping[str, Any]) -> None:
+        self.keys: list[str] = []
+        self.names: list[str] = []
+        self.aliases: dict[str, int] = {}
+        self.gpus: list[dict[str, GpuSeen]] = []
+        sections = list((report.get("nodes") or {}).items())
+        hostnames = [str((s.get("node_info") or {}).get("hostname") or "") for _, s in sections]
+        for i, (key, section) in enumerate(sections):
+            info = section.get("node_info") or {}
+            current = str(info.get("current_host") or hostnames[i] or key)
+            # the host name is the machine's identity across jobs; where hosts share one
+            # (containers, loopback tests) the launcher's distinct name is used instead
+            name = hostnames[i] if hostnames[i] and hostnames.count(hostnames[i]) == 1 else current
+            self.keys.append(key)
+            self.names.append(name)
+            for alias in (hostnames[i], name, current):
+                if alias:
+                    self.aliases.setdefault(alias, i)
+            self.aliases[current] = i
+            self.gpus.append(self._gpus(name, section.get("gpu") or {}))
+
+    @staticmethod
+    def _gpus(node: str, section: Mapping[str, Any]) -> dict[str, GpuSeen]:
+        out = {}
+        for key, gpu in section.items():
+            index = key.rsplit("_", 1)[-1]
+            if not index.isdigit() or not isinstance(gpu, Mapping):
+                continue
+            slot = f"gpu{index}"
+            out[slot] = GpuSeen(node, slot, _text(gpu.get("uuid")), _serial(gpu.get("serial")), _text(gpu.get("name")),
+                                _text(gpu.get("pci_bus_id")))
+        return out
+
+    def model(self, i: int) -> str | None:
+        models = [g.model for g in self.gpus[i].values() if g.model]
+        return models[0] if models else None
+
+    def locate(self, subject: str, node_key: str | None) -> tuple[int | None, str | None]:
+        """Node index and slot a subject names (``h3/gpu2`` → (3, 'gpu2')); a bare node name → (i, None)."""
+        m = _SLOT.match(subject)
+        prefix, slot = (m.group("node"), m.group("slot")) if m else (subject, None)
+        if node_key in self.keys:
+            return self.keys.index(node_key), slot
+        return self.aliases.get(prefix), slot
+
+
+def run_key(report: Mapping[str, Any]) -> str:
+    """Identity of a run: the same report imported twice is filed once."""
+    hosts = sorted(str((s.get("node_info") or {}).get("hostname")) for s in (report.get("nodes") or {}).values())
+    topo = (report.get("cluster_info") or {}).get("cluster_topology") or {}
+    text = f"{report.get('timestamp')}|{','.join(hosts)}|{topo.get('world_size')}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def extract(report: Mapping[str, Any]) -> RunRecord:
+    """The history's view of a canonical report."""
+    nodes = NodeIndex(report)
+    topo = (report.get("cluster_info") or {}).get("cluster_topology") or {}
+    summary = report.get("cluster_summary") or {}
+    record = RunRecord(run_key(report), str(report.get("timestamp") or ""), str(summary.get("overall_status") or ""),
+                       int(topo.get("total_nodes") or len(nodes.names)), int(topo.get("world_size") or 1),
+                       _text((report.get("tool") or {}).get("version")), list(nodes.names))
+    for per_node in nodes.gpus:
+        record.gpus.extend(per_node.values())
+    for f in report.get("findings") or []:
+        record.findings.append(_finding(nodes, f))
+    record.measurements += _gemm_and_memory(nodes, report)
+    record.measurements += _bus_bandwidth(nodes, report)
+    record.measurements += _sensors(nodes, report)
+    return record
+
+
+def _where(nodes: NodeIndex, subject: str, node_key: str | None) -> dict[str, Any]:
+    i, slot = nodes.locate(subject, node_key)
+    if i is None:
+        return {"node": None, "slot": None}
+    gpu = nodes.gpus[i].get(slot or "")
+    return {"node": nodes.names[i], "slot": slot, "uuid": gpu.uuid if gpu else None,
+            "serial": gpu.serial if gpu else None}
+
+
+def _finding(nodes: NodeIndex, f: Mapping[str, Any]) -> FindingSeen:
+    node_key = f.get("node") if f.get("node") != "cluster" else None
+    return FindingSeen(str(f["check_id"]), str(f["status"]), str(f["subject"]), str(f.get("code") or ""),
+                       str(f.get("summary") or ""), **_where(nodes, str(f["subject"]), node_key))
+
+
+def _at(nodes: NodeIndex, subject: str, metric: str, value: float, unit: str) -> Measurement:
+    where = _where(nodes, subject, None)
+    i, _ = nodes.locate(subject, None)
+    gpu = nodes.gpus[i].get(where["slot"] or "") if i is not None else None
+    return Measurement(metric, value, unit, subject, model=gpu.model if gpu else None, **where)
+
+
+def _gemm_and_memory(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measurement]:
+    """Per-GPU GEMM TFLOP/s (``compute.gemm``) and memory bandwidth (``memory.bandwidth``)."""
+    out = []
+    for f in report.get("findings") or []:
+        subject, observed = str(f.get("subject")), f.get("observed")
+        if f.get("check_id") == "compute.gemm" and f.get("unit") == "TFLOP/s":
+            dtype = (f.get("details") or {}).get("dtype")
+            value = _num(observed)
+            if isinstance(dtype, str) and value is not None:
+                out.append(_at(nodes, subject, f"gemm.{dtype}", value, "TFLOP/s"))
+        elif f.get("check_id") == "memory.bandwidth" and _SLOT.match(subject):
+            if isinstance(observed, Mapping):
+                for key in _MEMORY_KEYS:
+                    value = _num(observed.get(f"{key}_gbps"))
+                    if value is not None:
+                        out.append(_at(nodes, subject, f"memory.{key}", value, "GB/s"))
+            elif str(f.get("code", "")).removesuffix("_slow") in _MEMORY_KEYS and _num(observed) is not None:
+                key = str(f["code"]).removesuffix("_slow")
+                out.append(_at(nodes, subject, f"memory.{key}", float(observed), "GB/s"))
+    return out
+
+
+def _bus_bandwidth(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measurement]:
+    """Bus bandwidth at the largest message size, per collective and process group.
+
+    Node-local groups (and, in a one-node report, the world group) belong to their node
+    and are named ``busbw.intra_node.*``; groups that cross nodes belong to the cluster.
+    So a node's NVLink/PCIe numbers are never compared with a network's. The rank count is
+    part of the metric: 16 ranks and 128 ranks are different baselines.
+    """
+    out, seen = [], set()
+    single = len(nodes.names) == 1
+    for i, section in enumerate((report.get("nodes") or {}).values()):
+        tests = (section.get("nccl") or {}).get("communication_tests") or {}
+        for key, entry in tests.items():
+            scope = str(entry.get("test_type") or "")
+            op = key[len(scope) + 1:] if scope and key.startswith(scope + "_") else key
+            group = str(entry.get("group") or key)
+            results = [r for r in entry.get("results") or [] if _num(r.get("busbw_gbps")) is not None]
+            if (scope, group, op) in seen or not entry.get("success") or not results:
+                continue
+            seen.add((scope, group, op))
+            top = max(results, key=lambda r: int(r.get("size_bytes") or 0))
+            node_local = scope == "intra_node" or single
+            label = "intra_node" if node_local else scope  # one node's world group is its node-local fabric
+            metric = f"busbw.{label}.{op}@{int(entry.get('processes_tested') or 0)}"
+            owner = i
+            if scope == "intra_node" and group.startswith("node") and group[4:].isdigit():
+                owner = int(group[4:])
+            if node_local and owner < len(nodes.names):
+                out.append(Measurement(metric, float(top["busbw_gbps"]), "GB/s", nodes.names[owner],
+                                       nodes.names[owner], model=nodes.model(owner)))
+            elif not node_local:
+                out.append(Measurement(metric, float(top["busbw_gbps"]), "GB/s", "cluster", None,
+                                       model=nodes.model(0)))
+    return out
+
+
+def _sensors(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measurement]:
+    """GPU temperature and power when the node was checked: trends only, never judged."""
+    out = []
+    for i, section in enumerate((report.get("nodes") or {}).values()):
+        for key, gpu in (section.get("gpu") or {}).items():
+            seen = nodes.gpus[i].get(f"gpu{key.rsplit('_', 1)[-1]}")
+            if seen is None:
+                continue
+            for field_name, metric, unit in (("temperature_c", "temperature", "C"), ("power_draw_w", "power", "W")):
+                value = _num(gpu.get(field_name))
+                if value is not None:
+                    out.append(Measurement(metric, value, unit, f"{seen.node}/{seen.slot}", seen.node, seen.slot,
+                                           seen.uuid, seen.serial, seen.model))
+    return out

@@ -1,0 +1,69 @@
+"""A report bundle: ``report.json``, ``report.html`` when rendered, and the raw artifacts.
+
+Every remote target (S3, MLflow, SageMaker's output directory) receives the same files
+under the same relative names as ``--report-dir`` holds, so the artifact paths inside
+``report.json`` stay valid wherever the bundle lands. Without ``--report-dir`` the bundle
+is written to a temporary directory first.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Bundle", "bundle_of"]
+
+REPORT = "report.json"
+HTML = "report.html"
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A directory holding a written report and what it references."""
+
+    root: Path
+
+    @property
+    def report_path(self) -> Path:
+        return self.root / REPORT
+
+    def report(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.report_path.read_text(encoding="utf-8"))
+        return data
+
+    def files(self) -> list[tuple[str, Path]]:
+        """(relative name, path) of the report, the HTML if present and every listed artifact that exists.
+
+        Artifacts come from the report's own list, not from a directory walk, so stale files
+        of an earlier run in a reused ``--report-dir`` are not published as this run's.
+        """
+        out = [(REPORT, self.report_path)]
+        if (self.root / HTML).is_file():
+            out.append((HTML, self.root / HTML))
+        root = self.root.resolve()
+        for artifact in self.report().get("artifacts") or []:
+            rel = str(artifact.get("path") or "") if isinstance(artifact, Mapping) else ""
+            path = (self.root / rel).resolve()
+            if rel and path.is_file() and path.is_relative_to(root):
+                out.append((path.relative_to(root).as_posix(), path))
+        return out
+
+
+@contextmanager
+def bundle_of(report: dict[str, Any], nodes: Sequence[Any] = (), report_dir: str | Path | None = None
+              ) -> Iterator[Bundle]:
+    """The bundle in ``report_dir`` when the report was written there, else a temporary one."""
+    if report_dir is not None and (Path(report_dir) / REPORT).is_file():
+        yield Bundle(Path(report_dir))
+        return
+    from ..report.canonical import write_report
+
+    with tempfile.TemporaryDirectory(prefix="gpu-preflight-bundle-") as tmp:
+        write_report(copy.deepcopy(report), list(nodes), tmp)
+        yield Bundle(Path(tmp))

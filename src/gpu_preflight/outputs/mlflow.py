@@ -1,0 +1,173 @@
+"""Log a report to MLflow (optional extra: ``pip install 'gpu-preflight[mlflow]'``).
+
+Teams that track training in MLflow see the preflight of a cluster beside the runs it
+gated: one MLflow run per preflight, with the cluster's shape as params, the headline
+numbers and every per-GPU measurement as metrics, the verdict as a tag and the report
+bundle as artifacts. A run that gates is marked FAILED so it stands out in the run list.
+
+The client is ``MlflowClient(tracking_uri)`` — no global ``mlflow.set_tracking_uri``
+and no active-run state, so logging a preflight never disturbs a training script's own
+MLflow run in the same process.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import socket
+import urllib.parse
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import PurePosixPath
+from typing import Any
+
+from .bundle import Bundle
+
+__all__ = ["check_reachable", "log_report", "metric_key", "metrics_of", "params_of", "tracking_uri_of"]
+
+BATCH = 1000  # MLflow's log_batch limit on metrics per call (params: 100)
+PARAM_BATCH = 100
+
+
+def tracking_uri_of(target: str) -> str | None:
+    """``mlflow`` → None (MLflow's own default, ``$MLFLOW_TRACKING_URI``); ``mlflow+URI`` → URI."""
+    return target.split("+", 1)[1] if target.startswith("mlflow+") else None
+
+
+def metric_key(text: str) -> str:
+    """A name MLflow accepts: its character set, no path tricks (``a//b``, ``./x``), at most 250 characters."""
+    key = posixpath.normpath(re.sub(r"[^/\w.\- ]", "_", text)).lstrip("/.")
+    return key[:250] or "_"
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value == value else None
+
+
+def params_of(report: Mapping[str, Any], cluster: str) -> dict[str, str]:
+    """The run's shape: what a reader filters runs by."""
+    info = report.get("cluster_info") or {}
+    topo = info.get("cluster_topology") or {}
+    nodes = list((report.get("nodes") or {}).values())
+    models = sorted({str(g.get("name")) for n in nodes for g in (n.get("gpu") or {}).values() if g.get("name")})
+    drivers = sorted({str(g.get("driver_version")) for n in nodes for g in (n.get("gpu") or {}).values()
+                      if g.get("driver_version")})
+    profiles = sorted({str((n.get("node_info") or {}).get("profile")) for n in nodes
+                       if (n.get("node_info") or {}).get("profile")})
+    hosts = [str((n.get("node_info") or {}).get("current_host") or (n.get("node_info") or {}).get("hostname"))
+             for n in nodes]
+    return {"cluster": cluster, "nodes": str(topo.get("total_nodes", len(nodes))),
+            "world_size": str(topo.get("world_size", 1)), "gpus_per_node": str(topo.get("gpus_per_node", 0)),
+            "launcher": str(topo.get("launcher", "none")), "gpu_models": ",".join(models) or "none",
+            "driver_versions": ",".join(drivers) or "none", "profiles": ",".join(profiles) or "none",
+            "hosts": ",".join(hosts)[:500], "fail_on": str((report.get("run") or {}).get("fail_on", "fail")),
+            "tool_version": str((report.get("tool") or {}).get("version", "")),
+            "schema_version": str(report.get("schema_version", "")),
+            "data_completeness": str(info.get("data_completeness", ""))}
+
+
+def metrics_of(report: Mapping[str, Any]) -> dict[str, float]:
+    """Headline numbers, health scores and per-GPU/per-node measurements (``metric/subject``)."""
+    from ..history.extract import extract
+
+    summary = report.get("cluster_summary") or {}
+    out: dict[str, float] = {}
+    if isinstance(summary.get("exit_code"), int):
+        out["exit_code"] = float(summary["exit_code"])
+    for status, count in (summary.get("counts") or {}).items():
+        out[f"findings.{str(status).lower()}"] = float(count)
+    duration = _num((report.get("run") or {}).get("duration_s"))
+    if duration is not None:
+        out["duration_s"] = duration
+    for key, value in (summary.get("performance_summary") or {}).items():
+        if _num(value) is not None:
+            out[str(key)] = float(value)
+    scores = summary.get("health_scores")
+    if isinstance(scores, Mapping):
+        overall = _num((scores.get("overall") or {}).get("score"))
+        if overall is not None:
+            out["health_score.overall"] = overall
+        for name, comp in (scores.get("components") or {}).items():
+            value = _num(comp.get("score")) if isinstance(comp, Mapping) else None
+            if value is not None:
+                out[f"health_score.{name}"] = value
+    for m in extract(report).measurements:
+        out[metric_key(f"{m.metric.replace('@', '.ranks')}/{m.subject}")] = m.value
+    return out
+
+
+def _millis(timestamp: Any) -> int | None:
+    try:
+        return int(datetime.fromisoformat(str(timestamp)).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def check_reachable(tracking_uri: str | None, timeout_s: float = 5.0) -> None:
+    """Fail in seconds when an HTTP tracking server does not answer.
+
+    MLflow retries a refused connection with exponential backoff for minutes
+    (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``); a preflight must not hold a job that long because
+    its tracking server is down. Transient errors later in the upload still get MLflow's retries.
+    """
+    parsed = urllib.parse.urlsplit(tracking_uri or "")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        return
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((parsed.hostname, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"MLflow tracking server {parsed.hostname}:{port} unreachable: {exc}") from exc
+
+
+def log_report(bundle: Bundle, *, tracking_uri: str | None, experiment: str, cluster: str,
+               artifact_location: str | None = None) -> str:
+    """Log the bundle's report as one MLflow run; returns the run id."""
+    from mlflow import MlflowClient  # type: ignore[import-not-found]  # optional extra
+    from mlflow.entities import Metric, Param, RunTag  # type: ignore[import-not-found]
+    from mlflow.exceptions import MlflowException  # type: ignore[import-not-found]
+
+    from ..report.canonical import failed_checks
+
+    report = bundle.report()
+    check_reachable(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
+    client = MlflowClient(tracking_uri=tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is not None:
+        experiment_id = found.experiment_id
+    else:
+        try:
+            experiment_id = client.create_experiment(experiment, artifact_location=artifact_location)
+        except MlflowException:  # another process created it in between
+            again = client.get_experiment_by_name(experiment)
+            if again is None:
+                raise
+            experiment_id = again.experiment_id
+    start = _millis(report.get("timestamp"))
+    status = str((report.get("cluster_summary") or {}).get("overall_status", "ERROR"))
+    run = client.create_run(experiment_id, start_time=start, run_name=f"preflight {cluster} {status}",
+                            tags={"gpu_preflight.verdict": status, "gpu_preflight.cluster": cluster})
+    run_id = run.info.run_id
+    try:
+        stamp = start or 0
+        params = [Param(k, v) for k, v in params_of(report, cluster).items()]
+        for i in range(0, len(params), PARAM_BATCH):
+            client.log_batch(run_id, params=params[i:i + PARAM_BATCH])
+        metrics = [Metric(metric_key(k), v, stamp, 0) for k, v in metrics_of(report).items()]
+        for i in range(0, len(metrics), BATCH):
+            client.log_batch(run_id, metrics=metrics[i:i + BATCH])
+        issues = (report.get("cluster_summary") or {}).get("issues") or []
+        client.log_batch(run_id, tags=[RunTag("gpu_preflight.issues", "\n".join(issues)[:5000])])
+        for relative, path in bundle.files():
+            parent = str(PurePosixPath(relative).parent)
+            client.log_artifact(run_id, str(path), None if parent == "." else parent)
+    except BaseException:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+    duration = (report.get("run") or {}).get("duration_s")
+    end = stamp + int(float(duration) * 1000) if start and isinstance(duration, (int, float)) else None
+    client.set_terminated(run_id, status="FAILED" if failed_checks(report) else "FINISHED", end_time=end)
+    return str(run_id)

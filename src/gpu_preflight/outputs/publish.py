@@ -1,0 +1,181 @@
+"""After a run: judge it against the history, then file and publish the report.
+
+Two entry points for ``cli/run_cmd.emit``:
+
+- :func:`annotate` before the report is written: adds ``history.regression`` and
+  ``history.repeat_offender`` findings (and refreshes the verdict) from the history store.
+- :func:`publish` after it is written: appends the run to the history, writes the
+  Prometheus textfile, copies the bundle into a SageMaker job's output directory, and
+  uploads to S3 and MLflow.
+
+A target that fails (bucket unreachable, database locked, MLflow down) is reported on
+stderr and in the returned list, and the others still run: the verdict is about the
+cluster, and a broken upload must not turn a healthy cluster into a failed job or hide a
+failed one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Published", "annotate", "cluster_name", "history_path", "publish"]
+
+
+@dataclass(frozen=True)
+class Published:
+    """What happened to one target."""
+
+    target: str
+    ok: bool
+    detail: str
+
+
+def _config(args: argparse.Namespace, config: object | None) -> object:
+    if config is not None:
+        return config
+    from ..config import build_config
+
+    resolved, _ = build_config(config_file=getattr(args, "config", None), overrides=getattr(args, "set", None))
+    return resolved
+
+
+def cluster_name(args: argparse.Namespace, config: object, environ: Mapping[str, str]) -> str:
+    """``--cluster-name``, else ``history.cluster``, else ``$SLURM_CLUSTER_NAME``, else ``default``."""
+    from ..config.history import history_config
+
+    return (getattr(args, "cluster_name", None) or history_config(config).cluster
+            or environ.get("SLURM_CLUSTER_NAME") or "default")
+
+
+def history_path(args: argparse.Namespace, config: object, environ: Mapping[str, str]) -> Path:
+    """``--history-db``, else ``history.path``, else the default location."""
+    from ..config.history import history_config
+    from ..history.store import default_path
+
+    chosen = getattr(args, "history_db", None) or history_config(config).path
+    return Path(chosen).expanduser() if chosen else default_path(dict(environ))
+
+
+def _history_on(args: argparse.Namespace, config: object) -> bool:
+    """``--history``/``--no-history`` win; otherwise the config, except for replays of other nodes' data."""
+    from ..config.history import history_config
+
+    flag = getattr(args, "history", None)
+    if flag is not None:
+        return bool(flag)
+    return history_config(config).enabled and not getattr(args, "replay", None)
+
+
+def _say(message: str) -> None:
+    print(f"gpu-preflight: {message}", file=sys.stderr)
+
+
+def annotate(report: dict[str, Any], args: argparse.Namespace, *, config: object | None = None,
+             environ: Mapping[str, str] | None = None) -> list[Any]:
+    """Add the history's findings to ``report`` (in place); returns them. Never raises for a bad store."""
+    from ..history import HistoryStore, add_findings, history_findings
+
+    env = os.environ if environ is None else environ
+    if any(str(f.get("check_id", "")).startswith("history.") for f in report.get("findings") or []):
+        return []  # already judged (rank 0 before sharing its verdict): once is enough
+    config = _config(args, config)
+    if not _history_on(args, config):
+        return []
+    path = history_path(args, config, env)
+    if not path.is_file():
+        return []  # a first run: nothing to compare with, and no reason to create the file yet
+    try:
+        with HistoryStore(path) as store:
+            found = history_findings(report, store, config, cluster_name(args, config, env))
+    except Exception as exc:  # a corrupt or locked store must not stop the report
+        _say(f"history not consulted ({path}): {type(exc).__name__}: {exc}")
+        return []
+    add_findings(report, found)
+    return found
+
+
+def publish(report: dict[str, Any], args: argparse.Namespace, nodes: Sequence[Any] = (), *,
+            config: object | None = None, environ: Mapping[str, str] | None = None) -> list[Published]:
+    """File and publish a written report; returns one entry per target (also printed to stderr)."""
+    from ..config.outputs import outputs_config
+    from .sagemaker import sagemaker_dirs
+
+    env = os.environ if environ is None else environ
+    config = _config(args, config)
+    out_cfg = outputs_config(config)
+    cluster = cluster_name(args, config, env)
+    results: list[Published] = []
+    if _history_on(args, config):
+        results.append(_guard("history", lambda: _record(report, history_path(args, config, env), cluster, args)))
+    textfile = getattr(args, "prom_textfile", None) or out_cfg.prom_textfile
+    if textfile:
+        results.append(_guard(f"prometheus textfile {textfile}", lambda: _textfile(report, textfile, cluster)))
+    targets = [*out_cfg.urls, *getattr(args, "output", [])]
+    if getattr(args, "mlflow_uri", None):
+        targets.append(f"mlflow+{args.mlflow_uri}")
+    sm = sagemaker_dirs(env) if out_cfg.sagemaker else None
+    if targets or sm is not None:
+        from .bundle import bundle_of
+
+        with bundle_of(report, nodes, getattr(args, "report_dir", None)) as bundle:
+            if sm is not None:
+                results.append(_guard(f"SageMaker output {sm.output_data}", lambda: _sagemaker(bundle, sm)))
+            for target in dict.fromkeys(targets):
+                results.append(_guard(target, lambda t=target: _remote(bundle, t, out_cfg, cluster, env)))
+    for r in results:
+        _say(f"{r.target}: {r.detail}" if r.ok else f"could not publish to {r.target}: {r.detail}")
+    return results
+
+
+def _guard(target: str, action: Any) -> Published:
+    try:
+        return Published(target, True, str(action()))
+    except ImportError as exc:
+        extra = "s3" if "boto" in str(exc) else "mlflow" if "mlflow" in str(exc) else None
+        hint = f" (pip install 'gpu-preflight[{extra}]')" if extra else ""
+        return Published(target, False, f"{exc}{hint}")
+    except Exception as exc:  # every failure is reported; none stops the other targets
+        return Published(target, False, f"{type(exc).__name__}: {exc}")
+
+
+def _record(report: dict[str, Any], path: Path, cluster: str, args: argparse.Namespace) -> str:
+    from ..history import HistoryStore, extract
+
+    source = getattr(args, "report_dir", None)
+    with HistoryStore(path) as store:
+        run_id, new = store.record(extract(report), cluster, str(source) if source else "run")
+    return f"run #{run_id} {'recorded' if new else 'already'} in {path} (cluster {cluster})"
+
+
+def _sagemaker(bundle: Any, dirs: Any) -> str:
+    from .sagemaker import write_to_sagemaker
+
+    where, written = write_to_sagemaker(bundle, dirs)
+    if not written:
+        return f"report at {where}, already uploaded by SageMaker with the job's output"
+    return f"report at {where} ({len(written)} file(s)), uploaded by SageMaker in output.tar.gz"
+
+
+def _textfile(report: dict[str, Any], path: str, cluster: str) -> str:
+    from ..report.textfile import write_textfile
+
+    return f"written ({write_textfile(report, path, cluster)})"
+
+
+def _remote(bundle: Any, target: str, out_cfg: Any, cluster: str, env: Mapping[str, str]) -> str:
+    if target.startswith("s3://"):
+        from .s3 import upload_bundle
+
+        written = upload_bundle(bundle, target, endpoint_url=out_cfg.s3_endpoint_url, environ=env)
+        return f"{len(written)} object(s) uploaded, report at {written[0]}"
+    from .mlflow import log_report, tracking_uri_of
+
+    run_id = log_report(bundle, tracking_uri=tracking_uri_of(target), experiment=out_cfg.mlflow_experiment,
+                        cluster=cluster, artifact_location=out_cfg.mlflow_artifact_location)
+    return f"MLflow run {run_id} in experiment {out_cfg.mlflow_experiment!r}"

@@ -1,0 +1,65 @@
+"""Inside a SageMaker training job: make sure the report lands where SageMaker uploads it.
+
+SageMaker uploads two directories when a job ends, failed or not: ``$SM_MODEL_DIR``
+(``/opt/ml/model`` → ``model.tar.gz``) and ``$SM_OUTPUT_DATA_DIR`` (``/opt/ml/output/data``
+→ ``output.tar.gz``), both under ``<output path>/<job name>/output/``. Anything else in the
+container is lost. So when ``--report-dir`` is already inside one of them (the SageMaker
+entry script, :mod:`gpu_preflight.integrations.sagemaker_entry`, points it at the model
+directory) nothing more is needed; otherwise the bundle is copied to
+``$SM_OUTPUT_DATA_DIR/metrics/`` with the report named ``health_check_metrics.json``, the
+SageMaker health-check tool's name, and ``report.html`` and ``artifacts/`` beside it. The
+model directory is not written here: deployment steps consume ``model.tar.gz``.
+
+The job's FailureReason file (``$SM_OUTPUT_DIR/failure``) belongs to the entry script,
+which knows whether this job is meant to fail on the verdict (``--job-fails-on``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .bundle import REPORT, Bundle
+
+__all__ = ["REPORT_NAME", "SageMakerDirs", "sagemaker_dirs", "write_to_sagemaker"]
+
+REPORT_NAME = "health_check_metrics.json"
+
+
+@dataclass(frozen=True)
+class SageMakerDirs:
+    """The directories SageMaker uploads at the end of the job."""
+
+    output_data: Path
+    model: Path | None
+
+    def uploads(self, path: Path) -> bool:
+        """Whether a file or directory at ``path`` is uploaded with the job's output."""
+        resolved = path.resolve()
+        return any(resolved.is_relative_to(d.resolve()) for d in (self.output_data, self.model) if d is not None)
+
+
+def sagemaker_dirs(environ: Mapping[str, str]) -> SageMakerDirs | None:
+    """The job's upload directories, or None outside a SageMaker training job."""
+    data = environ.get("SM_OUTPUT_DATA_DIR")
+    if not data:
+        return None
+    model = environ.get("SM_MODEL_DIR")
+    return SageMakerDirs(Path(data), Path(model) if model else None)
+
+
+def write_to_sagemaker(bundle: Bundle, dirs: SageMakerDirs) -> tuple[Path, list[Path]]:
+    """Copy the bundle under ``$SM_OUTPUT_DATA_DIR/metrics`` unless it is already uploaded;
+    returns where the report is and the files written."""
+    if dirs.uploads(bundle.root):
+        return bundle.report_path, []
+    dest = dirs.output_data / "metrics"
+    written = []
+    for relative, path in bundle.files():
+        target = dest / (REPORT_NAME if relative == REPORT else relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        written.append(target)
+    return dest / REPORT_NAME, written

@@ -1,0 +1,146 @@
+"""Prometheus metrics of a report, for node_exporter's textfile collector.
+
+node_exporter reads every ``*.prom`` file in ``--collector.textfile.directory`` at each
+scrape, so a preflight run that leaves its verdict there is on the same dashboards and
+alerts as the rest of the node, with no server to run. The file is replaced atomically
+(written beside it under a name that does not end in ``.prom``, then renamed), because a
+scrape that reads half a file drops the whole file.
+
+Names follow the conventions of the health server's ``/metrics``
+(:mod:`gpu_preflight.server.metrics`, whose exposition writer this reuses): the
+``gpu_preflight_`` prefix, base units (bytes per second, FLOP per second, seconds,
+celsius), the ``gpu`` label is the GPU index as in the server's metrics (``rankN`` for a
+CPU worker), and state sets for statuses (one series per status, 1 for the current one), so
+``gpu_preflight_check_status{status="fail"} == 1`` is an alert rule.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..model import Status
+from ..server.metrics import STATUSES, Exposition, number
+
+__all__ = ["render_textfile", "write_textfile"]
+
+GB = 1e9
+TFLOP = 1e12
+
+
+def _timestamp(text: Any) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except ValueError:
+        return None
+
+
+def render_textfile(report: Mapping[str, Any], cluster: str | None = None) -> str:
+    """The metrics of a canonical report as Prometheus text (format 0.0.4)."""
+    from ..history.extract import extract
+
+    out = Exposition()
+    summary = report.get("cluster_summary") or {}
+    topo = (report.get("cluster_info") or {}).get("cluster_topology") or {}
+    tool = report.get("tool") or {}
+    out.add("report_info", "gauge", "The last preflight report (value is always 1).", 1,
+            {"version": str(tool.get("version") or ""), "cluster": cluster or "",
+             "launcher": str(topo.get("launcher") or "none"), "schema_version": str(report.get("schema_version", ""))})
+    stamp = _timestamp(report.get("timestamp"))
+    if stamp is not None:
+        out.add("run_timestamp_seconds", "gauge", "Unix time the last preflight run started.", stamp)
+    duration = number((report.get("run") or {}).get("duration_s"))
+    if duration is not None:
+        out.add("run_duration_seconds", "gauge", "Wall time of the last preflight run.", duration)
+    out.add("run_nodes", "gauge", "Nodes in the last preflight run.", int(topo.get("total_nodes") or 0))
+    out.add("run_world_size", "gauge", "Ranks in the last preflight run.", int(topo.get("world_size") or 1))
+    out.state_set("run_status", "Verdict of the last preflight run (1 for the current status).",
+                  str(summary.get("overall_status", "ERROR")).lower(), STATUSES)
+    if isinstance(summary.get("exit_code"), int):
+        out.add("run_exit_code", "gauge", "Exit code of the last preflight run (0 pass, 1 warn, 2 fail, 3 error).",
+                summary["exit_code"])
+    for status, count in (summary.get("counts") or {}).items():
+        out.add("findings", "gauge", "Findings of the last preflight run by status.", int(count),
+                {"status": str(status).lower()})
+    _check_statuses(out, report)
+    _scores(out, summary.get("health_scores"))
+    _measurements(out, extract(report).measurements)
+    return out.render()
+
+
+def _check_statuses(out: Exposition, report: Mapping[str, Any]) -> None:
+    """Worst status per (check, subject): eight GPUs with the same fault are eight series, not one."""
+    worst: dict[tuple[str, str], Status] = {}
+    for f in report.get("findings") or []:
+        key = (str(f["check_id"]), str(f["subject"]))
+        status = Status(f["status"])
+        if key not in worst or status.rank > worst[key].rank:
+            worst[key] = status
+    for (check_id, subject), status in sorted(worst.items()):
+        out.state_set("check_status", "Status of each check per subject in the last run (1 for the current "
+                      "status).", status.value.lower(), STATUSES, {"check": check_id, "subject": subject})
+
+
+def _scores(out: Exposition, scores: Any) -> None:
+    """Health scores (0-100) where the report has them."""
+    if not isinstance(scores, Mapping):
+        return
+    overall = number((scores.get("overall") or {}).get("score"))
+    if overall is not None:
+        out.add("health_score", "gauge", "Health score 0-100, overall and per component.", overall,
+                {"component": "overall"})
+    for name, comp in (scores.get("components") or {}).items():
+        value = number(comp.get("score")) if isinstance(comp, Mapping) else None
+        if value is not None:
+            out.add("health_score", "gauge", "Health score 0-100, overall and per component.", value,
+                    {"component": str(name)})
+
+
+def _measurements(out: Exposition, measurements: list[Any]) -> None:
+    for m in measurements:
+        family, _, rest = m.metric.partition(".")
+        slot = m.slot or ""
+        gpu = {"node": m.node or "", "gpu": slot.removeprefix("gpu") if slot.startswith("gpu") else slot,
+               "uuid": m.uuid or ""}
+        if family == "gemm":
+            out.add("gemm_flops_per_second", "gauge", "Sustained GEMM throughput per GPU (FLOP/s) by precision.",
+                    m.value * TFLOP, {**gpu, "dtype": rest})
+        elif family == "memory":
+            out.add("memory_bandwidth_bytes_per_second", "gauge",
+                    "GPU memory bandwidth: device copy (read+write), pinned host-to-device and device-to-host.",
+                    m.value * GB, {**gpu, "kind": rest})
+        elif family == "busbw":
+            scope_op, _, ranks = rest.partition("@")
+            scope, _, op = scope_op.partition(".")
+            out.add("bus_bandwidth_bytes_per_second", "gauge",
+                    "Collective bus bandwidth at the largest message size (nccl-tests busbw), per process group.",
+                    m.value * GB, {"node": m.node or "", "scope": scope, "op": op, "ranks": ranks})
+        elif family == "temperature":
+            out.add("gpu_temperature_celsius", "gauge", "GPU die temperature.", m.value, gpu)
+        elif family == "power":
+            out.add("gpu_power_draw_watts", "gauge", "GPU board power draw.", m.value, gpu)
+
+
+def write_textfile(report: Mapping[str, Any], path: str | Path, cluster: str | None = None) -> Path:
+    """Replace ``path`` (a ``.prom`` file) atomically with the report's metrics; returns the path."""
+    target = Path(path)
+    if target.suffix != ".prom":
+        raise ValueError(f"{target}: node_exporter's textfile collector reads only files ending in .prom")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = render_textfile(report, cluster)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # node_exporter usually runs as another user
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
