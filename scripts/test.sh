@@ -19,7 +19,7 @@ fi
 
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test,torch]'
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test,torch,k8s,sagemaker]'
 .venv/bin/ruff check src tests bench
 .venv/bin/mypy
 exec .venv/bin/python -m pytest -q "$@"

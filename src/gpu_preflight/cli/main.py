@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .history_cmd import add_commands as add_history_commands
 
     add_history_commands(sub)
+    from .k8s_cmd import add_commands as add_k8s_commands
+
+    add_k8s_commands(sub)
 
     checks = sub.add_parser("checks", help="list or explain checks").add_subparsers(dest="checks_cmd", required=True)
     checks.add_parser("list", help="list every check")
@@ -99,6 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .run_cmd import cmd_run
 
             return cmd_run(args, list(argv) if argv is not None else sys.argv[1:])
+        if args.command == "k8s":
+            from .k8s_cmd import run as run_k8s
+
+            return run_k8s(args)
         if args.command in ("history", "baseline"):
             from .history_cmd import run as run_history
 

@@ -1,0 +1,94 @@
+"""``gpu-preflight k8s label SOURCE``: node labels and taints from a report.
+
+Dry run by default: prints the ``kubectl`` commands (stdout) and the notes (stderr), so
+an operator sees exactly what would change. ``--apply`` sends them through the official
+client (in-cluster service account, else the kubeconfig). Exit codes: 0 done; 1 the
+circuit breaker held taints back; 2 usage or an unreadable report; 3 the cluster could
+not be changed (no client, API errors, unknown node).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..integrations.k8s import LabelPlan
+
+EXIT_OK = 0
+EXIT_HELD = 1
+EXIT_USAGE = 2
+EXIT_API = 3
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``k8s`` on the CLI's subparsers (imports nothing: every command pays for the parser)."""
+    k8s = sub.add_parser("k8s", help="Kubernetes: label and taint nodes from a report").add_subparsers(
+        dest="k8s_cmd", required=True)
+    p = k8s.add_parser("label", help="labels gpu-preflight.io/health and last-run, taint on failure (dry run)",
+                       description="Label, annotate and (on FAIL/ERROR) taint the nodes of a report. Prints "
+                                   "kubectl commands unless --apply.")
+    p.add_argument("source", help="report.json, '-' for stdin, or a 'gpu-preflight serve' /status URL")
+    p.add_argument("--node", help="Kubernetes node name of a single-node report (default: the report's host name)")
+    p.add_argument("--apply", action="store_true", help="change the cluster through the API (default: dry run)")
+    p.add_argument("--taint-on", default="fail,error",
+                   help="comma-separated health values that taint: pass, warn, fail, error, unknown "
+                        "(default fail,error; '' never taints)")
+    p.add_argument("--taint-effect", default="NoSchedule",
+                   help="NoSchedule (default), PreferNoSchedule or NoExecute")
+    p.add_argument("--max-taint-fraction", type=float, default=0.5,
+                   help="circuit breaker: never taint more than this share of the nodes at once (default 0.5)")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    p.add_argument("--context", help="kubeconfig context")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``k8s label``; returns the process exit code."""
+    from ..integrations.k8s import ReportSourceError, hold_if_over, load_report, plan, render_commands
+
+    if not 0 < args.max_taint_fraction <= 1:
+        print("gpu-preflight: --max-taint-fraction must be in (0, 1]", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        report = load_report(args.source)
+        out = plan(report, node=args.node, taint_on=[t for t in args.taint_on.split(",") if t],
+                   effect=args.taint_effect)
+    except (ReportSourceError, ValueError) as exc:
+        print(f"gpu-preflight: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not args.apply:
+        hold_if_over(out, total_nodes=len(out.actions), already_tainted=set(), fraction=args.max_taint_fraction)
+        sys.stdout.write(render_commands(out))
+        _notes([*out.notes, "dry run: nothing changed (--apply changes the cluster)"])
+        return EXIT_HELD if out.tripped else EXIT_OK
+    return _apply(out, args)
+
+
+def _apply(out: LabelPlan, args: argparse.Namespace) -> int:
+    from ..integrations.k8s_apply import ClientMissing, apply, connect
+
+    try:
+        api = connect(args.kubeconfig, args.context)
+        result = apply(out, api, max_taint_fraction=args.max_taint_fraction)
+    except ClientMissing as exc:
+        print(f"gpu-preflight: {exc}", file=sys.stderr)
+        return EXIT_API
+    except Exception as exc:  # config and connection errors of the client share no base class
+        print(f"gpu-preflight: cannot reach the Kubernetes API: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_API
+    for action in out.actions:
+        if action.node in result.patched:
+            taint = action.taint.spec() if action.taint else "no gpu-preflight taint"
+            print(f"{action.node}: health={action.health}, {taint}")
+    for node, why in result.failed.items():
+        print(f"{node}: NOT changed: {why}", file=sys.stderr)
+    _notes(out.notes)
+    if result.failed:
+        return EXIT_API
+    return EXIT_HELD if out.tripped else EXIT_OK
+
+
+def _notes(notes: list[str]) -> None:
+    for note in notes:
+        print(f"gpu-preflight: {note}", file=sys.stderr)

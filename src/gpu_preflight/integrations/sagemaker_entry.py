@@ -1,0 +1,141 @@
+"""Inside a SageMaker training job: run gpu-preflight, keep the report, log for CloudWatch.
+
+ModelTrainer's drivers start the job's *entry script* (``python``, ``torchrun`` or
+``mpirun python -m mpi4py``) with the hyperparameters as ``--key value`` pairs; the
+launcher uploads a two-line script that calls :func:`main` here. Every process runs it;
+topology comes from the launcher's variables (``gpu_preflight.distributed.topology``,
+which reads SageMaker's ``SM_HOSTS``/``SM_CURRENT_HOST``), and rank 0 (on ``algo-1``)
+writes the report.
+
+What the job leaves behind:
+
+* ``report.json`` and raw artifacts in ``SM_MODEL_DIR`` (``/opt/ml/model``), which
+  SageMaker uploads to S3 as ``<output path>/<job name>/output/model.tar.gz``;
+* on stdout (CloudWatch Logs ``/aws/sagemaker/TrainingJobs``) one JSON line per finding
+  and a verdict line (:mod:`gpu_preflight.report.jsonl`), plus the console table on stderr;
+* when the job is failed by the verdict, ``$SM_OUTPUT_DIR/failure`` (``/opt/ml/output``): SageMaker shows its
+  first 1024 characters as the job's FailureReason, so the console says *which* check
+  failed instead of "AlgorithmError: exit code 2".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+DEFAULT_MODEL_DIR = "/opt/ml/model"
+DEFAULT_OUTPUT_DIR = "/opt/ml/output"
+FAILURE_MAX = 1024
+JOB_FAILS_ON = ("fail", "warn", "never")
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The hyperparameters the launcher sets (SageMaker passes them as ``--key value``)."""
+    p = argparse.ArgumentParser(prog="gpu-preflight-sagemaker-entry")
+    p.add_argument("--run-args", default="", help="arguments for 'gpu-preflight run', one shell-quoted string")
+    p.add_argument("--job-fails-on", choices=JOB_FAILS_ON, default="fail",
+                   help="fail: the job fails on FAIL/ERROR; warn: also on WARN; never: the job always "
+                        "succeeds and the verdict is only in the report and logs")
+    p.add_argument("--report-dir", default=None, help="default: $SM_MODEL_DIR (uploaded to S3 by SageMaker)")
+    return p.parse_args(list(argv))
+
+
+def run_argv(args: argparse.Namespace, env: Mapping[str, str]) -> list[str]:
+    """The ``gpu-preflight`` argv: ``run --report-dir <model dir>`` plus the user's arguments."""
+    report_dir = args.report_dir or env.get("SM_MODEL_DIR") or DEFAULT_MODEL_DIR
+    return ["run", "--report-dir", report_dir, *shlex.split(args.run_args)]
+
+
+def job_exit_code(code: int, job_fails_on: str) -> int:
+    """The process exit code that makes SageMaker mark the job failed or completed.
+
+    gpu-preflight's own codes are 0 pass, 1 warn, 2 fail, 3 error; a WARN should not fail
+    a health-check job unless asked, and ``never`` keeps a fleet scan from stopping at the
+    first bad node.
+    """
+    if job_fails_on == "never":
+        return 0
+    if job_fails_on == "fail" and code == 1:
+        return 0
+    return code
+
+
+def is_reporting_rank(env: Mapping[str, str]) -> bool:
+    """Whether this process is the one that wrote the report (global rank 0)."""
+    from ..distributed.topology import TopologyError, detect
+
+    try:
+        return detect(env).rank == 0
+    except TopologyError:
+        return False
+
+
+def failure_reason(report: dict[str, object]) -> str:
+    """A short FailureReason: the ``[RESULT]`` line, then the first issues, within 1024 characters."""
+    from ..report.canonical import result_line
+
+    summary = report.get("cluster_summary")
+    issues = summary.get("issues", []) if isinstance(summary, dict) else []
+    text = "gpu-preflight " + result_line(report)
+    for issue in issues if isinstance(issues, list) else []:
+        if len(text) + len(str(issue)) + 3 > FAILURE_MAX:
+            break
+        text += " | " + str(issue)
+    return text[:FAILURE_MAX]
+
+
+def failure_file(env: Mapping[str, str]) -> Path:
+    """Where SageMaker reads the FailureReason: ``failure`` in ``SM_OUTPUT_DIR``."""
+    return Path(env.get("SM_OUTPUT_DIR") or DEFAULT_OUTPUT_DIR) / "failure"
+
+
+def publish(report_path: Path, exit_code: int, failure_path: Path) -> None:
+    """CloudWatch lines on stdout and, when the job fails, the FailureReason file."""
+    import json
+
+    from ..report.jsonl import render_jsonl
+
+    try:
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"gpu-preflight: no report to publish at {report_path}: {exc}", file=sys.stderr)
+        return
+    sys.stdout.write(render_jsonl(report))
+    sys.stdout.flush()
+    if exit_code != 0:
+        try:
+            failure_path.parent.mkdir(parents=True, exist_ok=True)
+            failure_path.write_text(failure_reason(report), encoding="utf-8")
+        except OSError as exc:
+            print(f"gpu-preflight: cannot write {failure_path}: {exc}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Run gpu-preflight as this job's process; returns the job's exit code."""
+    from ..cli.main import main as cli_main
+
+    environ = os.environ if env is None else env
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv_run = run_argv(args, environ)
+    print(f"gpu-preflight: sagemaker entry: gpu-preflight {shlex.join(argv_run)}", file=sys.stderr, flush=True)
+    code = cli_main(argv_run)
+    exit_code = job_exit_code(code, args.job_fails_on)
+    report_path = Path(argv_run[2]) / "report.json"
+    if is_reporting_rank(environ) and report_path.is_file():
+        publish(report_path, exit_code, failure_file(environ))
+    return exit_code
+
+
+# The script the launcher uploads as the job's entry point (the image has gpu-preflight).
+ENTRY_SCRIPT_NAME = "gpu_preflight_entry.py"
+ENTRY_SCRIPT = '''"""SageMaker entry point: hands over to gpu-preflight, installed in the training image."""
+import sys
+
+from gpu_preflight.integrations.sagemaker_entry import main
+
+sys.exit(main())
+'''
