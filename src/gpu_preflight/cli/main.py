@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .k8s_cmd import add_commands as add_k8s_commands
 
     add_k8s_commands(sub)
+    from .localize_cmd import add_commands as add_localize_commands
+
+    add_localize_commands(sub)
 
     checks = sub.add_parser("checks", help="list or explain checks").add_subparsers(dest="checks_cmd", required=True)
     checks.add_parser("list", help="list every check")
@@ -102,6 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .run_cmd import cmd_run
 
             return cmd_run(args, list(argv) if argv is not None else sys.argv[1:])
+        if args.command == "localize":
+            from .localize_cmd import run as run_localize
+
+            return run_localize(args)
         if args.command == "k8s":
             from .k8s_cmd import run as run_k8s
 

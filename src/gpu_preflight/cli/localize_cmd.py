@@ -1,0 +1,133 @@
+"""``gpu-preflight localize simulate``: the real scheduler against a simulated cluster.
+
+It answers "how many rounds, and would it have drained the right nodes?" for a cluster
+size, fault mix and noise level before anyone spends GPU hours on it, and it is how the
+targets in ``bench/bench_localize.py`` are reproduced by hand. Prints ``rounds``,
+``found``, ``false_positives`` and ``missed`` (host names), the suspects and the exclude
+hostlist; ``--format json`` prints one JSON object alone on stdout.
+
+Exit codes: 0 when the suspects are exactly the injected faults, 1 when something was
+missed or wrongly accused, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EXIT_MISMATCH = 1
+EXIT_USAGE = 2
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``localize simulate`` on the main parser's subcommands."""
+    loc = sub.add_parser("localize", help="find the bad node: pairwise and group localisation",
+                         description="Localise bad nodes, links and rails with rounds of disjoint pair/group tests.")
+    cmds = loc.add_subparsers(dest="localize_cmd", required=True)
+    sim = cmds.add_parser("simulate", help="run the real scheduler against a simulated cluster",
+                          description="Run the localisation scheduler against a simulated cluster and score it.")
+    sim.add_argument("--nodes", type=int, required=True, metavar="N", help="number of nodes (>= 2)")
+    sim.add_argument("--bad", type=int, default=1, metavar="K", help="number of faulty nodes (default 1)")
+    sim.add_argument("--fault", choices=("slow", "dead", "flaky", "rail", "mixed"), default="slow",
+                     help="what is wrong with the bad nodes (default slow; mixed cycles slow, dead, flaky)")
+    sim.add_argument("--slow-factor", type=float, default=0.3,
+                     help="speed of a slow node, rail or link as a fraction of healthy (default 0.3)")
+    sim.add_argument("--flaky-p", type=float, default=0.7, help="chance a test with a flaky node fails")
+    sim.add_argument("--slow-link", action="append", default=[], metavar="A,B",
+                     help="a slow link between nodes A and B (indices; repeatable)")
+    sim.add_argument("--noise", type=float, default=0.0,
+                     help="measurement noise, relative standard deviation (e.g. 0.1)")
+    sim.add_argument("--seed", type=int, default=0, help="seed for the faults, the noise and the pairing")
+    sim.add_argument("--mode", choices=("quick", "full", "group"), default="quick",
+                     help="quick: one pair round + second passes; full: round-robin; group: bisection")
+    sim.add_argument("--rails", type=int, default=1, help="rails (GPU/NIC pairs) per node tested rail-aligned")
+    sim.add_argument("--cover-passes", type=int, default=1,
+                     help="quick mode: first-round pairings (extra ones re-pair at random, for flaky nodes)")
+    sim.add_argument("--floor-gbps", type=float, help="bandwidth floor: below it a test fails outright")
+    sim.add_argument("--dead-unknown", action="store_true",
+                     help="do not tell the scheduler which nodes died in round 0: find them from timeouts")
+    sim.add_argument("--star", action="store_true", help="round 0 includes node 0's exchange with each node")
+    sim.add_argument("--exclude-file", metavar="FILE", help="write the hosts to exclude to FILE")
+    sim.add_argument("--exclude-style", choices=("lines", "hostlist"), default="lines",
+                     help="FILE format: one host per line (default) or one Slurm hostlist")
+    sim.add_argument("--format", choices=("console", "json"), default="console",
+                     help="json: one object alone on stdout; console: a summary on stderr")
+    loc.set_defaults(command="localize")
+
+
+def _links(raw: list[str]) -> list[tuple[int, int]]:
+    out = []
+    for item in raw:
+        a, sep, b = item.partition(",")
+        if not sep or not a.strip().isdigit() or not b.strip().isdigit():
+            raise ValueError(f"--slow-link wants A,B (two node indices), not {item!r}")
+        out.append((int(a), int(b)))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``localize simulate``; returns the exit code."""
+    from ..localize.model import LocalizeConfig
+    from ..localize.report import localization_block, write_exclude_file
+    from ..localize.simulate import make_scenario, simulate
+
+    try:
+        if args.nodes < 2:
+            raise ValueError("--nodes must be at least 2")
+        config = LocalizeConfig(mode=args.mode, rails=args.rails, cover_passes=args.cover_passes,
+                                floor_gbps=args.floor_gbps)
+        scenario = make_scenario(args.nodes, args.bad, fault=args.fault, slow_factor=args.slow_factor,
+                                 flaky_p=args.flaky_p, slow_links=_links(args.slow_link),
+                                 link_factor=args.slow_factor, noise=args.noise, rails=args.rails, seed=args.seed)
+    except ValueError as exc:
+        print(f"gpu-preflight localize: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    result = simulate(scenario, config, seed=args.seed, dead_known=not args.dead_unknown, star=args.star)
+    width = max(4, len(str(args.nodes - 1)))
+    names = [f"node{i:0{width}d}" for i in range(args.nodes)]
+    block = localization_block(result.outcome, names)
+    out: dict[str, Any] = {
+        "nodes": args.nodes, "mode": args.mode, "seed": args.seed, "noise": args.noise,
+        "rounds": result.outcome.rounds, "rounds_to_find": result.rounds_to_find, "tests": result.outcome.tests,
+        "found": [names[n] for n in result.found],
+        "false_positives": [names[n] for n in result.false_positives],
+        "missed": [names[n] for n in result.missed],
+        "links_found": [[names[a], names[b]] for a, b in result.links_found],
+        "links_missed": [[names[a], names[b]] for a, b in result.links_missed],
+        "suspects": block["suspects"],
+        "exclude_hostlist": block["exclude_hostlist"],
+        "localization": block,
+    }
+    if args.exclude_file:
+        write_exclude_file(args.exclude_file, block["exclude_nodes"], args.exclude_style)
+    if args.format == "json":
+        print(json.dumps(out, indent=1))
+    else:
+        _console(out)
+    return 0 if result.exact else EXIT_MISMATCH
+
+
+def _console(out: dict[str, Any]) -> None:
+    err = sys.stderr
+    print(f"localize simulate: {out['nodes']} nodes, mode {out['mode']}, noise {out['noise']:g}, seed {out['seed']}",
+          file=err)
+    print(f"rounds {out['rounds']} (all faults found by round {out['rounds_to_find']}), tests {out['tests']}",
+          file=err)
+    for key in ("found", "false_positives", "missed"):
+        print(f"{key:16} {len(out[key]):4}  {' '.join(out[key])}", file=err)
+    for s in out["suspects"]:
+        print(f"  {s['kind']:5} {s['node']:14} {s['reason']:11} conf {s['confidence']:.3f}  {s['summary']}", file=err)
+    print(f"exclude: {out['exclude_hostlist'] or '(none)'}", file=err)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (``python -m gpu_preflight.cli.localize_cmd localize simulate ...``)."""
+    parser = argparse.ArgumentParser(prog="gpu-preflight")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
