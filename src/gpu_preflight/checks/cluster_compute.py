@@ -125,10 +125,11 @@ def training(ctx: CheckContext) -> Iterator[Finding]:
     ERROR when training could not run.
     """
     c, drop = cluster(ctx), ctx.config.perf.train_min_loss_drop
+    first = min(c.payloads, default=0)
     for rank, payload in sorted(c.payloads.items()):
         for key in ("train", "ddp"):
             t = payload.get(key)
-            if t is None or (key == "ddp" and rank != min(c.payloads)):
+            if t is None or (key == "ddp" and rank != first):
                 continue
             subject = c.rank_subject(rank) if key == "train" else "cluster"
             name = "training smoke" if key == "train" else f"DDP smoke on {c.world_size} ranks"

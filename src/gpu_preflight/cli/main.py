@@ -43,6 +43,11 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "60 per collective on one node, 180 across nodes (x3 with --full)")
     p.add_argument("--node-only", action="store_true",
                    help="only the node checks: no workers, no torch workloads")
+    p.add_argument("--localize", nargs="?", const="quick", choices=("quick", "full", "group"),
+                   help="find bad nodes with pairwise/group rounds after the all-node tests (multi-node runs)")
+    p.add_argument("--exclude-file", metavar="FILE", help="with --localize: write the nodes to exclude to FILE")
+    p.add_argument("--exclude-style", choices=("lines", "hostlist"), default="lines",
+                   help="exclude file format: one host per line (sbatch --exclude=./FILE) or a Slurm hostlist")
     p.add_argument("--replay", metavar="FILE", help="judge an NVML snapshot instead of the live GPUs")
     p.add_argument("--kernel-log", metavar="FILE", help="read Xid events from a saved kernel log")
     p.add_argument("--verbose", "-v", action="store_true", help="show every finding, including passes")

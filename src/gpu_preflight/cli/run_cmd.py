@@ -144,10 +144,18 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
         print(f"gpu-preflight: rank {topo.rank} on {topo.node_name} could not join the job: "
               f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    localized = _localize(args, topo, outcome, timeout) if args.localize and topo.num_nodes > 1 else None
     if outcome.gathered is None:
         return outcome.await_verdict()  # only rank 0 reports; every rank exits with its verdict
+    extra, blocks = ([localized[0]], {"localization": localized[1]}) if localized else ([], {})
     report, code = build_cluster_report(outcome.gathered, outcome.config, fail_on=args.fail_on,
-                                        include=args.check, exclude=args.skip, suite=args.suite, timeout_s=timeout)
+                                        include=args.check, exclude=args.skip, suite=args.suite, timeout_s=timeout,
+                                        extra_results=extra, summary_extra=blocks)
+    if localized and args.exclude_file:
+        from ..localize.report import write_exclude_file
+
+        path = write_exclude_file(args.exclude_file, localized[1]["exclude_nodes"], args.exclude_style)
+        print(f"gpu-preflight: exclude list written to {path}", file=sys.stderr)
     from ..outputs import annotate
 
     annotate(report, args)  # history findings count in the verdict every rank exits with
@@ -160,6 +168,25 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
         os.replace(tmp, os.path.join(result_dir, "report.json"))
         return code
     return emit(report, args, [])
+
+
+def _localize(args: argparse.Namespace, topo: Any, outcome: Any, timeout: float) -> tuple[Any, dict[str, Any]] | None:
+    """Pairwise/group localisation rounds (every rank takes part); rank 0 returns result and block."""
+    from ..distributed import localize_rounds as rounds
+
+    plan = outcome.plan
+    nbytes, iters = (plan.sizes[-1], plan.iters) if plan else (4 << 20, 3)
+    if outcome.gathered is None:
+        rounds.follow(outcome.store, topo, nbytes=nbytes, iters=iters, device=outcome.device, budget_s=timeout * 30)
+        return None
+    from ..cluster.aggregate import node_names
+    from ..localize.report import localization_block, localization_result
+
+    loc, wall = rounds.lead(outcome.store, topo, outcome.gathered, mode=args.localize,
+                            floor_gbps=outcome.config.perf.node_link_min_gbps, timeout_s=timeout, nbytes=nbytes,
+                            iters=iters, device=outcome.device)
+    names = node_names(outcome.gathered)
+    return localization_result(loc, names, duration_s=wall), localization_block(loc, names, duration_s=wall)
 
 
 def self_launched(args: argparse.Namespace, argv: list[str]) -> int:

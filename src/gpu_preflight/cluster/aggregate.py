@@ -16,6 +16,7 @@ from ..engine import run_specs
 from ..model import CheckResult, Finding, NodeReport, Status
 from ..records import ClusterFacts
 from ..registry import CheckContext
+from ..report.diagnostic_sections import communication_test
 
 SCOPE_PREFIX = {"distributed": "distributed", "intra_node": "intra_node", "inter_node": "inter_node"}
 
@@ -28,6 +29,10 @@ def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
     hosts = topo.get("hosts") or []
     for node in range(int(topo.get("num_nodes", 1))):
         names[node] = hosts[node] if node < len(hosts) else f"node{node}"
+    for rank, name in (gathered.get("names") or {}).items():  # ranks that fell silent still have names
+        node = int(rank) // per_node
+        if node >= len(hosts) and name:
+            names[node] = str(name)
     node_facts: dict[int, dict[str, Any]] = {}
     for p in payloads.values():
         node = int(p.get("node_rank", 0))
@@ -43,6 +48,12 @@ def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
             names[node] = f"{names[node]}#{node}"
     return ClusterFacts(int(topo.get("world_size", 1)), int(topo.get("num_nodes", 1)), per_node, payloads,
                         {int(r): why for r, why in gathered.get("missing", {}).items()}, names, node_facts)
+
+
+def node_names(gathered: dict[str, Any]) -> list[str]:
+    """Node names in node-rank order (what localisation and exclude lists print)."""
+    facts = cluster_facts(gathered)
+    return [facts.node_names.get(n, f"node{n}") for n in range(facts.num_nodes)]
 
 
 def _node_reports(facts: ClusterFacts, fail_on: str) -> tuple[list[NodeReport], list[dict[str, Any]], list[str]]:
@@ -92,7 +103,11 @@ def _nccl_sections(facts: ClusterFacts) -> tuple[list[dict[str, Any]], dict[str,
                     summary[name] = max(summary.get(name, 0.0), peak)
                 else:
                     summary[name] = min(summary.get(name, peak), peak)  # the slowest node bounds a job
-        extras.append({"nccl": {"nccl_tests_available": False, "communication_tests": tests}})
+        extra: dict[str, Any] = {"nccl": {"communication_tests": tests}}
+        pingpong = facts.payloads.get(node * facts.local_world_size, {}).get("pingpong")
+        if pingpong:
+            extra["network"] = {"efa_communication_test": communication_test(pingpong)}
+        extras.append(extra)
     gemm: dict[str, list[float]] = {}
     for p in facts.payloads.values():
         for g in p.get("gemm", []):
@@ -105,8 +120,14 @@ def _nccl_sections(facts: ClusterFacts) -> tuple[list[dict[str, Any]], dict[str,
 
 
 def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: str, include: list[str],
-                         exclude: list[str], suite: str, timeout_s: float) -> tuple[dict[str, Any], int]:
-    """The report dict and the process exit code for a gathered distributed run."""
+                         exclude: list[str], suite: str, timeout_s: float,
+                         extra_results: list[CheckResult] | None = None,
+                         summary_extra: dict[str, Any] | None = None) -> tuple[dict[str, Any], int]:
+    """The report dict and the process exit code for a gathered distributed run.
+
+    ``extra_results`` are cluster-level results computed outside the registered checks
+    (the localisation rounds); ``summary_extra`` adds blocks to ``cluster_summary``.
+    """
     from ..model import gated_exit_code, verdict
     from ..report.canonical import build_report
 
@@ -117,10 +138,11 @@ def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: s
     specs = registry.select(suite, cluster_patterns if include else [], exclude, scope="cluster") \
         if (not include or cluster_patterns) else []
     ctx = CheckContext(host="cluster", facts={"cluster": facts}, config=config)
-    results = run_specs(specs, ctx, {}, timeout_s)
+    results = run_specs(specs, ctx, {}, timeout_s) + list(extra_results or [])
     extras, perf = _nccl_sections(facts)
     report = build_report(nodes, node_infos=infos, node_extras=extras, cluster_results=results,
                           topology=gathered["topology"], missing_nodes=missing, performance_summary=perf,
                           expected_total_gpus=None)
+    report["cluster_summary"].update(summary_extra or {})
     status = verdict([f.status for n in nodes for f in n.findings] + [f.status for r in results for f in r.findings])
     return report, gated_exit_code(status, fail_on)

@@ -143,6 +143,8 @@ class RankOutcome:
     store: Any
     beat: Heartbeat
     timeout_s: float
+    device: Any = None
+    plan: Plan | None = None
 
     def publish(self, code: int) -> None:
         self.store.set(f"{PREFIX}/verdict", str(code))
@@ -228,7 +230,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
         Path(result_dir, f"rank{topo.rank}.json").write_text(text)
     store.set(f"{PREFIX}/payload/{topo.rank}", text)
     gathered = gather(store, topo, deadline=time.monotonic() + timeout_s + STALE_S) if topo.rank == 0 else None
-    return RankOutcome(gathered, config, store, beat, timeout_s)
+    return RankOutcome(gathered, config, store, beat, timeout_s, device, plan)
 
 
 def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config, timeout_s: float) -> None:
@@ -284,6 +286,13 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
         per_node = max(run.topo.local_world_size, 1)
         p["links"] = run_star([n * per_node for n in range(run.topo.num_nodes)], nbytes=plan.sizes[-1],
                               iters=plan.iters, device=device, timeout_s=timeout_s)
+        if run.topo.local_rank == 0:  # node leaders: libfabric fi_pingpong, node 2k serves node 2k+1
+            from ..config.diagnostics import diagnostics_config
+            from .pingpong import exchange_pingpong
+
+            _stage(store, rank, "pingpong")
+            p["pingpong"] = exchange_pingpong(store, run.topo.node_rank, run.topo.num_nodes, run.topo.master_addr,
+                                              diagnostics_config(config), wait_s=timeout_s, prefix=PREFIX)
     if run.topo.world_size > 1:
         _stage(store, rank, "ddp")
         p["ddp"] = run_ddp(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()
@@ -309,13 +318,18 @@ def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
             time.sleep(0.2)
     for r in pending:
         missing[r] = "did not report before the deadline"
+    names: dict[int, str] = {}
+    for r in range(topo.world_size):  # every rank said hello after init: names even for the silent ones
+        hello = _get(store, f"{PREFIX}/hello/{r}") if r in missing or r not in payloads else None
+        if hello:
+            names[r] = json.loads(hello).get("node_name") or json.loads(hello).get("hostname")
     for r, why in list(missing.items()):
         hello = _get(store, f"{PREFIX}/hello/{r}")
         progress = _get(store, f"{PREFIX}/progress/{r}")
         where = json.loads(hello) if hello else {}
         missing[r] = (f"rank {r} on {where.get('node_name') or where.get('hostname') or 'unknown host'} {why}"
                       + (f", last stage {progress}" if progress else ""))
-    return {"payloads": payloads, "missing": missing, "topology": topo.to_dict()}
+    return {"payloads": payloads, "missing": missing, "names": names, "topology": topo.to_dict()}
 
 
 def _get(store: Any, key: str) -> str | None:

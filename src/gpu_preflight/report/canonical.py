@@ -10,6 +10,7 @@ beside the report and referenced by path).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from .. import __version__
 from ..model import SCHEMA_VERSION, CheckResult, Finding, NodeReport, Status, gated_exit_code, gating_statuses, verdict
+from .diagnostic_sections import diagnostic_sections
 
 # cluster_summary.test_results: group name → check-id globs. A group is true when it
 # has a PASS and nothing worse than SKIP, false when anything WARNs or worse, and null
@@ -27,7 +29,9 @@ TEST_GROUPS: dict[str, tuple[str, ...]] = {
                    "gpu.power", "gpu.busy", "gpu.xid"),
     "gpu_links": ("gpu.pcie", "gpu.nvlink"),
     "system_resources": ("system.*",),
-    "nccl_communication": ("nccl.*", "cluster.completeness"),
+    "nccl_communication": ("nccl.*", "nccl_tests.*", "cluster.completeness"),
+    "efa_network": ("fabric.*", "ib.*"),
+    "dcgm_diagnostics": ("dcgm.*",),
     "compute": ("compute.*", "memory.*"),
     "training": ("train.*", "stack.*"),
 }
@@ -36,11 +40,25 @@ MB = 1024 * 1024
 GB = 1024**3
 
 
-def _group_result(findings: list[Finding], patterns: tuple[str, ...]) -> bool | None:
-    statuses = [f.status for f in findings if any(fnmatch.fnmatchcase(f.check_id, p) for p in patterns)]
-    if not statuses or all(s is Status.SKIP for s in statuses):
-        return None
-    return Status.worst(statuses).rank <= Status.SKIP.rank
+@functools.cache
+def _groups_of(check_id: str) -> tuple[str, ...]:
+    """The test groups a check id belongs to (cached: one glob match per id, not per finding)."""
+    return tuple(name for name, pats in TEST_GROUPS.items() if any(fnmatch.fnmatchcase(check_id, p) for p in pats))
+
+
+def _test_results(findings: list[Finding]) -> dict[str, bool | None]:
+    """True: a PASS and nothing worse than SKIP; False: a WARN or worse; None: all skipped."""
+    seen: dict[str, set[Status]] = {name: set() for name in TEST_GROUPS}
+    for f in findings:
+        for name in _groups_of(f.check_id):
+            seen[name].add(f.status)
+    out: dict[str, bool | None] = {}
+    for name, statuses in seen.items():
+        if not statuses or statuses == {Status.SKIP}:
+            out[name] = None
+        else:
+            out[name] = Status.worst(statuses).rank <= Status.SKIP.rank
+    return out
 
 
 def summarize(findings: list[Finding], fail_on: str) -> dict[str, Any]:
@@ -56,7 +74,7 @@ def summarize(findings: list[Finding], fail_on: str) -> dict[str, Any]:
     return {
         "overall_status": overall.value,
         "exit_code": gated_exit_code(overall, fail_on),
-        "test_results": {name: _group_result(findings, pats) for name, pats in TEST_GROUPS.items()},
+        "test_results": _test_results(findings),
         "cluster_info": {},
         "performance_summary": {},
         "issues": issues,
@@ -132,9 +150,7 @@ def node_section(report: NodeReport, node_info: dict[str, Any] | None = None) ->
         "summary": summarize(report.findings, report.fail_on),
         "gpu": gpus,
         "system": _system_section(report.facts),
-        "network": {},
-        "nccl": {},
-        "dcgm": {},
+        **diagnostic_sections(report.facts, report.artifacts),
         "checks": [r.to_dict() for r in report.results],
         "facts": report.facts,
         "duration_s": round(report.duration_s, 4),
@@ -158,7 +174,10 @@ def build_report(nodes: list[NodeReport], *, expected_total_gpus: int | None = N
     sections = {f"node_{i}": node_section(n, (node_infos or [{}] * len(nodes))[i])
                 for i, n in enumerate(nodes)}
     for key, extra in zip(sections, node_extras or [], strict=False):
-        sections[key].update(extra)
+        for name, value in extra.items():  # extras add to a section (nccl, network), never wipe what the node said
+            current = sections[key].get(name)
+            sections[key][name] = {**current, **value} if isinstance(current, dict) and isinstance(value, dict) \
+                else value
     findings = []
     for key, node in zip(sections, nodes, strict=True):
         for f in node.findings:
