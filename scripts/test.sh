@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 # System packages: gcc builds the stub libnvidia-ml.so.1 the NVML tests drive pynvml with;
 # iproute2 (ip, tc) builds the network-namespace hosts of the multi-node tests; prometheus
 # gives promtool and a real server for the /metrics tests; Slurm and munge run a real
-# controller and daemons for the drain/resume tests (the tests start and stop them).
-PKGS=(gcc libc6-dev python3-venv iproute2 prometheus slurm-wlm munge slurm-client slurmctld slurmd)
+# controller and daemons for the drain/resume tests (the tests start and stop them);
+# libfabric-bin gives the real fi_info and fi_pingpong (tcp provider) of the fabric tests.
+PKGS=(gcc libc6-dev python3-venv iproute2 prometheus slurm-wlm munge slurm-client slurmctld slurmd libfabric-bin)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})) && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then

@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -93,7 +93,8 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
     explicit = find_profile(opts.profile) if opts.profile and opts.profile != "auto" else None
     config, sources = _resolve_config(opts, explicit)
 
-    probe_opts = {"replay": opts.replay, "kernel_log": opts.kernel_log, "report_dir": opts.report_dir}
+    probe_opts = {"replay": opts.replay, "kernel_log": opts.kernel_log, "report_dir": opts.report_dir,
+                  "suite": opts.suite}
     needed = sorted({n for spec in specs for n in spec.needs})
     probe_ctx = ProbeContext(config, probe_opts, opts.timeout_s)
     facts, probe_errors = _run_probes(needed, probe_ctx, opts.timeout_s)
@@ -128,9 +129,13 @@ def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float) -> tuple[
     lock = threading.Lock()
 
     def work(name: str) -> None:
+        from .diagnostics.budgets import probe_budget
+
         spec = registry.get_probe(name)
+        limit = max(timeout_s, probe_budget(name, ctx))  # DCGM r2, nccl-tests: minutes, not the run's seconds
+        own = ctx if limit == timeout_s else replace(ctx, timeout_s=limit)
         try:
-            value = call_with_timeout(lambda: spec.fn(ctx), timeout_s, f"probe {name}")
+            value = call_with_timeout(lambda: spec.fn(own), limit, f"probe {name}")
         except Timeout as exc:
             with lock:
                 errors[name] = str(exc)

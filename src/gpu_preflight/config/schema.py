@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from .diagnostics import DiagnosticsConfig
 from .evidence import EvidenceConfig
 from .history import HistoryConfig
 from .outputs import OutputsConfig
@@ -211,6 +212,7 @@ class Config:
     perf: PerfConfig = field(default_factory=PerfConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
+    diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     history: HistoryConfig = field(default_factory=HistoryConfig)
     outputs: OutputsConfig = field(default_factory=OutputsConfig)

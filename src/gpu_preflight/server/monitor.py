@@ -33,7 +33,9 @@ class Monitor:
     """
 
     def __init__(self, options: RunOptions, interval_s: float, gpu: GPUHealthCheck | None = None) -> None:
-        self.options = replace(options, suite="quick", include=[], report_dir=None)
+        # no GPU-loading diagnostics (DCGM, nccl-tests: tag "active") under a running job, every tick
+        self.options = replace(options, suite="quick", include=[], report_dir=None,
+                               exclude=[*options.exclude, "active"])
         self.interval_s = interval_s
         self.deadline_s = deadline_for(self.options.timeout_s)
         self.gpu = gpu

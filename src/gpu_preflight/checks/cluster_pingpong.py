@@ -1,0 +1,107 @@
+"""Node pairs exchanged libfabric ``fi_pingpong`` traffic (EFA in production, tcp in CI)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ..config.diagnostics import diagnostics_config
+from ..model import Finding, Status
+from ..records import ClusterFacts
+from ..registry import CheckContext, check
+from .evidence import judge_record, parse_error_finding
+
+CHECK = "fabric.pingpong"
+
+
+def pair_records(c: ClusterFacts) -> dict[int, dict[str, dict[str, Any]]]:
+    """``{pair: {"server": record, "client": record}}`` from the node leaders' payloads."""
+    pairs: dict[int, dict[str, dict[str, Any]]] = {}
+    for _, payload in sorted(c.payloads.items()):
+        for record in payload.get("pingpong") or []:
+            entry = dict(record, node=int(payload.get("node_rank", 0)))
+            pairs.setdefault(int(record.get("pair", 0)), {})[str(record.get("test_role"))] = entry
+    return pairs
+
+
+def _expected(ctx: CheckContext, c: ClusterFacts, provider: str, nodes: list[int]) -> bool:
+    """A missing provider FAILs only where it should exist (as ``fabric.fi_info`` decides per node)."""
+    wanted = diagnostics_config(ctx.config).efa_expected
+    if provider != "efa":
+        return True
+    if wanted is not None:
+        return wanted
+    return any((c.node_facts.get(n, {}).get("fabric") or {}).get("efa_devices") for n in nodes)
+
+
+@check(CHECK, needs=("cluster",), scope="cluster")
+def pingpong(ctx: CheckContext) -> Iterator[Finding]:
+    """Each node pair exchanged fi_pingpong traffic over the configured libfabric provider.
+
+    Node 2k serves and node 2k+1 connects (an odd last node connects to node 0), over
+    ``diagnostics.pingpong_provider`` (efa; tcp to test without EFA) and
+    ``pingpong_endpoint``. Judged by the ``fi-pingpong`` rules on the client's table: FAIL
+    when the exchange did not complete (refused, reset, provider error) or the largest size
+    is below ``evidence.pingpong_min_mb_per_s``. ERROR when the client timed out or a side
+    sent no result;
+    SKIP when fi_pingpong is not installed, or the provider is absent on nodes that are
+    not expected to have it. SKIP on a single node.
+    """
+    c: ClusterFacts = ctx.fact("cluster")
+    pairs = pair_records(c)
+    if not pairs:
+        why = "one node: no node pair" if c.num_nodes < 2 else "no node reported a fi_pingpong result"
+        yield Finding(CHECK, Status.SKIP, "cluster", "not_run", f"fi_pingpong not run: {why}")
+        return
+    for k, sides in sorted(pairs.items()):
+        yield _pair(ctx, c, k, sides)
+
+
+def _pair(ctx: CheckContext, c: ClusterFacts, k: int, sides: dict[str, dict[str, Any]]) -> Finding:
+    server, client = sides.get("server"), sides.get("client")
+    nodes = [s["node"] for s in (server, client) if s] + [int(s.get("peer_node", -1)) for s in (server, client) if s]
+    nodes = sorted({n for n in nodes if n >= 0})
+    subject = "<->".join(c.node_names.get(n, f"node{n}") for n in nodes)
+    provider = str((client or server or {}).get("provider"))
+    details = {"pair": k, "server": _brief(server), "client": _brief(client)}
+    for side in (server, client):
+        if side and side.get("missing"):
+            return Finding(CHECK, Status.SKIP, subject, "not_installed",
+                           f"fi_pingpong not found on {c.node_names.get(side['node'], side['node'])}",
+                           details=details, recommendation="Install libfabric's fabtests (fi_pingpong) on every node.")
+    if any(s and s.get("provider_missing") for s in (server, client)) and not _expected(ctx, c, provider, nodes):
+        return Finding(CHECK, Status.SKIP, subject, "no_provider",
+                       f"provider {provider} not available (fi_getinfo -61) and not expected here", details=details)
+    if server is None or client is None:
+        gone = "server" if server is None else "client"
+        return Finding(CHECK, Status.ERROR, subject, "side_missing",
+                       f"pair {k}: no fi_pingpong result from the {gone} side", details=details,
+                       recommendation="That node did not run or report its side: see cluster.completeness.")
+    if client.get("timed_out"):  # the client's outcome is the measurement; a server waits for it
+        where = c.node_names.get(client["node"], client["node"])
+        return Finding(CHECK, Status.ERROR, subject, "tool_timeout",
+                       f"fi_pingpong (client on {where}) did not finish within its time limit: {client.get('error')}",
+                       details=details, recommendation="Check that the two nodes can reach each other on the control "
+                                                       "port and that the provider works on both (`fi_info -p`).")
+    from ..parsers.errors import ParseError
+    from ..parsers.libfabric import parse_pingpong
+
+    try:
+        record = parse_pingpong(str(client.get("raw_output") or client.get("error") or ""))
+    except ParseError as exc:
+        finding = parse_error_finding(exc, subject)
+        finding.check_id, finding.details = CHECK, {**finding.details, **details}
+        return finding
+    if not record.rows and client.get("error"):
+        record.errors.append(str(client["error"]))
+    findings = judge_record("fi-pingpong", record, ctx.config, source=subject)
+    worst = max(findings, key=lambda f: f.status.rank)
+    worst.details.update(details)
+    return worst
+
+
+def _brief(side: dict[str, Any] | None) -> dict[str, Any] | None:
+    if side is None:
+        return None
+    return {k: side.get(k) for k in ("node", "test_role", "peer", "provider", "endpoint", "port", "rc", "timed_out",
+                                     "attempts", "duration_s", "error")}

@@ -1,0 +1,110 @@
+"""InfiniBand / RoCE / EFA ports of this node: state and rate (``ib.ports``), error counters (``ib.counters``)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+
+from ..config.diagnostics import diagnostics_config
+from ..config.evidence import evidence_config
+from ..diagnostics.records import InfinibandFacts
+from ..diagnostics.verdicts import not_run, unreadable
+from ..model import Finding, Status
+from ..registry import CheckContext, check
+from .evidence import judge_record
+
+
+@check("ib.ports", needs=("infiniband",), tags=("diagnostics",))
+def ports(ctx: CheckContext) -> Iterator[Finding]:
+    """Every RDMA port is up at its rate, and the node has as many as it should.
+
+    Reads ``/sys/class/infiniband`` (``diagnostics.infiniband_sysfs``) — what ``ibstat``
+    shows, without needing it — and applies the ``ibstat`` rules: FAIL for an InfiniBand
+    port not ACTIVE/LinkUp (WARN for an Ethernet/RoCE or EFA port, which may be an unused
+    NIC) and for fewer active ports than ``evidence.ib_expected_ports``; WARN for an active
+    port below ``evidence.ib_min_rate_gbps``. ``ibstat``/``ibv_devinfo`` run when installed:
+    their output is kept, and a device they cannot read (``ibpanic``) FAILs. SKIP on a node
+    without RDMA devices unless ports are expected.
+    """
+    facts: InfinibandFacts = ctx.fact("infiniband")
+    if not facts.readable:
+        status = Status.SKIP if facts.reason and facts.reason.startswith("replayed") else Status.ERROR
+        yield Finding(ctx.check_id, status, ctx.host, "not_read", f"RDMA ports not read: {facts.reason}")
+        return
+    expected = evidence_config(ctx.config).ib_expected_ports
+    if not facts.devices and not expected:
+        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "no_devices", f"no RDMA device: {facts.reason}",
+                      details={"root": facts.root})
+        return
+    record = copy.deepcopy(facts.ports) if facts.ports is not None else None
+    if record is None:
+        from ..parsers.infiniband import IbDevicesRecord
+
+        record = IbDevicesRecord(format="sysfs")
+    for tool in facts.tools:
+        if (finding := not_run(ctx.check_id, f"{ctx.host}/{tool.name}", tool.run)) is not None:
+            yield finding
+        elif tool.record is not None:
+            record.errors.extend(f"{tool.name}: {e}" for e in tool.record.errors)
+        elif tool.run.rc != 0:
+            yield unreadable(ctx.check_id, f"{ctx.host}/{tool.name}", tool.run, tool.parse_error)
+    for finding in judge_record("ibstat", record, ctx.config, source=ctx.host):
+        finding.details.setdefault("source", f"sysfs {facts.root}")
+        yield finding
+
+
+@check("ib.counters", needs=("infiniband",), tags=("diagnostics",))
+def counters(ctx: CheckContext) -> Iterator[Finding]:
+    """No RDMA port's error counters rose during the run.
+
+    The port counters (``counters/`` and ``hw_counters/`` in sysfs) are read when the run
+    starts and again after its heavy tools (DCGM, nccl-tests) finish, at least
+    ``diagnostics.ib_counter_min_window_s`` apart. An increase above
+    ``diagnostics.ib_counters_fail_above`` (default: any ``link_downed``, a link that
+    flapped) FAILs; above ``diagnostics.ib_counters_warn_above`` (symbol errors, receive
+    errors, link recoveries, discards) WARNs. Lifetime totals are reported in the details
+    but not judged: they cannot say whether the errors are recent. A counter that went
+    down (reset, driver reload) is reported, not judged. SKIP without RDMA devices.
+    """
+    facts: InfinibandFacts = ctx.fact("infiniband")
+    if not facts.devices:
+        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "no_devices",
+                      f"no RDMA port counters to read: {facts.reason or 'no device'}")
+        return
+    if not facts.counters_end:
+        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "no_counters",
+                      f"{len(facts.devices)} RDMA device(s) but no readable port counters under {facts.root}")
+        return
+    cfg = diagnostics_config(ctx.config)
+    flagged, judged = False, 0
+    for port in sorted(facts.counters_end):
+        start, end = facts.counters_start.get(port, {}), facts.counters_end[port]
+        subject = f"{ctx.host}/{port.replace('/', '/port')}"
+        deltas = {name: end[name] - start[name] for name in end if name in start}
+        judged += 1
+        reset = sorted(name for name, d in deltas.items() if d < 0)
+        if reset:
+            flagged = True
+            yield Finding(ctx.check_id, Status.WARN, subject, "counter_reset",
+                          f"counter(s) went down during the run (reset or driver reload): {', '.join(reset)}",
+                          details={"start": start, "end": end})
+        for limits, status in ((cfg.ib_counters_fail_above, Status.FAIL), (cfg.ib_counters_warn_above, Status.WARN)):
+            over = {name: deltas[name] for name, limit in limits.items()
+                    if name in deltas and deltas[name] > limit}
+            if status is Status.WARN:
+                over = {k: v for k, v in over.items() if k not in cfg.ib_counters_fail_above
+                        or v <= cfg.ib_counters_fail_above[k]}
+            for name, delta in sorted(over.items()):
+                flagged = True
+                yield Finding(ctx.check_id, status, subject, name,
+                              f"{port} {name} rose by {delta} in {facts.window_s:g} s (total {end[name]})",
+                              observed=delta, expected=f"<= {limits[name]}", unit="errors",
+                              details={"window_s": facts.window_s, "total": end[name]},
+                              recommendation="A link that flaps or corrupts packets under load: check the cable "
+                                             "and switch port (mlxlink, ibdiagnet), reseat or replace; drain the "
+                                             "node if it repeats.")
+    if not flagged:
+        yield Finding(ctx.check_id, Status.PASS, ctx.host, "ok",
+                      f"{judged} port(s): no error counter rose over {facts.window_s:g} s",
+                      observed=judged, unit="ports", details={"window_s": facts.window_s,
+                                                              "totals": facts.counters_end})

@@ -1,0 +1,154 @@
+"""DCGM run on the node: a fake ``dcgmi`` on PATH replays real outputs; levels, exclusions, failures to run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpu_preflight.model import Status
+from gpu_preflight.probes.dcgm import dcgm_probe
+
+from .conftest import REPO
+from .diag_tools import check, config, hang, probe_ctx, replay, statuses
+from .test_parsers_dcgmi import SPEC_WARNING
+
+SPEC = REPO / "tests" / "fixtures" / "evidence" / "spec-dcgmi-diag-r3-targeted-power-fail.txt"
+TORCHRUN_ENV = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "GROUP_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+
+
+@pytest.fixture
+def bindir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "bin"
+    path.mkdir()
+    monkeypatch.setenv("PATH", f"{path}:{os.environ['PATH']}")
+    return path
+
+
+def run_cli(bindir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PREFLIGHT_")}
+    env["PATH"] = f"{bindir}:{env['PATH']}"
+    return subprocess.run([sys.executable, "-m", "gpu_preflight", *args], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=120)
+
+
+def test_spec_failure_through_gpu_preflight_run_is_a_fail_naming_gpu_1(bindir: Path, tmp_path: Path) -> None:
+    replay(bindir, "dcgmi", SPEC, rc=226)
+    out = tmp_path / "report"
+    proc = run_cli(bindir, "run", "--node-only", "--check", "dcgm.*", "--format", "json", "--report-dir", str(out))
+    assert proc.returncode == 2, proc.stderr
+    report = json.loads(proc.stdout)
+    fails = [f for f in report["findings"] if f["status"] == "FAIL"]
+    assert len(fails) == 1
+    fail = fails[0]
+    host = report["nodes"]["node_0"]["node_info"]["hostname"]
+    assert (fail["check_id"], fail["subject"], fail["code"]) == ("dcgm.diag", f"{host}/gpu1", "targeted_power")
+    assert "GPU 1" in fail["summary"] and SPEC_WARNING in fail["summary"]
+    assert fail["details"]["level"] == 1 and fail["details"]["gpu"] == 1
+    saved = out / "artifacts" / "node_0" / "dcgmi_diag_r1.txt"
+    assert saved.read_text() == SPEC.read_text()  # the raw output, byte for byte
+    assert {a["name"]: a["path"] for a in report["artifacts"]}["dcgm_diag_r1"] == "artifacts/node_0/dcgmi_diag_r1.txt"
+    again = run_cli(bindir, "judge", str(saved), "--format", "json")  # the artifact judges the same way
+    assert again.returncode == 2 and SPEC_WARNING in again.stdout
+
+
+@pytest.mark.parametrize(("suite", "settings", "expected"), [
+    ("quick", {}, "diag -r 1 -j"),
+    ("full", {}, "diag -r 2 -j"),
+    ("full", {"dcgm_level_full": 3}, "diag -r 3 -j"),
+    ("quick", {"dcgm_args": ["-i", "0,1", "-p", "pcie.gpu_nvlinks_expected_up=18"]},
+     "diag -r 1 -j -i 0,1 -p pcie.gpu_nvlinks_expected_up=18"),
+])
+def test_level_follows_the_suite_and_r3_only_on_request(bindir: Path, tmp_path: Path, suite: str,
+                                                         settings: dict[str, Any], expected: str) -> None:
+    log = tmp_path / "argv"
+    replay(bindir, "dcgmi", SPEC, argv_log=log)
+    facts = dcgm_probe(probe_ctx(config(**settings), suite=suite))
+    assert log.read_text().strip() == expected
+    assert facts.level == int(expected.split()[2]) and facts.record is not None
+
+
+@pytest.mark.parametrize(("name", "rc", "expected"), [
+    ("dcgm/awsome-dcgmi-diag-r2-3.3.3-p4de-a100-pass.txt", 0, {("PASS", "n1", "ok")}),
+    ("dcgm/deepops-dcgmi-diag-r1-legacy-blacklist-pass.txt", 0, {("PASS", "n1", "ok")}),
+    ("dcgm/dcgm-issue254-dcgmi-diag-r2-4.4.1-v100-pcie-fail-excerpt.txt", 226, {("FAIL", "n1", "pcie")}),
+    ("dcgm/stas00-dcgmi-diag-deployment-row-remap-error-excerpt.txt", 226, {("FAIL", "n1/gpu3", "error")}),
+    ("dcgm/hcdeep-dcgmi-diag-r3-4.4.0-plugin-load-error.txt", 226, {("ERROR", "n1", "diag_error")}),
+])
+def test_corpus_outputs_replayed_by_dcgmi(bindir: Path, corpus: Path, name: str, rc: int,
+                                          expected: set[tuple[str, str, str]]) -> None:
+    replay(bindir, "dcgmi", corpus / name, rc=rc)
+    findings = check("dcgm.diag", "dcgm", dcgm_probe(probe_ctx()))
+    worst = Status.worst(f.status for f in findings)
+    assert {s for s in statuses(findings) if s[0] == worst.value} == expected, statuses(findings)
+
+
+def test_excluded_test_failure_is_a_skip(bindir: Path) -> None:
+    replay(bindir, "dcgmi", SPEC, rc=226)
+    cfg = config(evidence={"dcgm_ignore_tests": ["targeted power"]})
+    findings = check("dcgm.diag", "dcgm", dcgm_probe(probe_ctx(cfg)), cfg)
+    assert Status.FAIL not in {f.status for f in findings}
+    assert ("SKIP", "n1", "targeted_power") in statuses(findings)
+
+
+def test_absent_dcgmi_is_a_skip_with_the_reason(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    findings = check("dcgm.diag", "dcgm", dcgm_probe(probe_ctx()))
+    assert statuses(findings) == [("SKIP", "n1", "not_run")]
+    assert "dcgmi not found (looked in PATH)" in findings[0].summary
+
+
+@pytest.mark.parametrize(("options", "settings", "reason"), [
+    ({"replay": "snap.json"}, {}, "replayed snapshot"),
+    ({}, {"dcgm_enabled": False}, "disabled (diagnostics.dcgm_enabled = false)"),
+])
+def test_not_run_on_replay_or_when_disabled(bindir: Path, tmp_path: Path, options: dict[str, Any],
+                                            settings: dict[str, Any], reason: str) -> None:
+    log = tmp_path / "argv"
+    replay(bindir, "dcgmi", SPEC, argv_log=log)
+    findings = check("dcgm.diag", "dcgm", dcgm_probe(probe_ctx(config(**settings), **options)))
+    assert statuses(findings) == [("SKIP", "n1", "not_run")] and reason in findings[0].summary
+    assert not log.exists()
+
+
+def test_stress_levels_wait_for_the_gpus_of_a_launched_job(bindir: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "argv"
+    replay(bindir, "dcgmi", SPEC, argv_log=log)
+    for key, value in TORCHRUN_ENV.items():
+        monkeypatch.setenv(key, value)
+    full = check("dcgm.diag", "dcgm", dcgm_probe(probe_ctx(suite="full")))
+    assert statuses(full) == [("SKIP", "n1", "not_run")] and "torchrun job" in full[0].summary
+    assert not log.exists()
+    dcgm_probe(probe_ctx(suite="quick"))  # level 1 only reads the deployment: it still runs
+    assert log.read_text().strip() == "diag -r 1 -j"
+
+
+def test_hung_dcgmi_is_an_error_naming_the_tool_and_the_limit(bindir: Path) -> None:
+    hang(bindir, "dcgmi")
+    findings = check("dcgm.diag", "dcgm", dcgm_probe(probe_ctx(timeout_s=3.0)))
+    assert statuses(findings) == [("ERROR", "n1", "tool_timeout")]
+    text = findings[0].summary
+    assert "dcgmi diag -r 1 -j` did not finish within 2 s" in text and "raise --timeout-s" in text
+
+
+def test_dcgmi_failing_without_output_is_an_error(bindir: Path) -> None:
+    replay(bindir, "dcgmi", None, rc=255, stderr="Error: unable to establish a connection to the specified host")
+    findings = check("dcgm.diag", "dcgm", dcgm_probe(probe_ctx()))
+    assert [(f.status, f.code) for f in findings] == [(Status.ERROR, "diag_error")]
+    assert "unable to establish a connection" in findings[0].summary
+
+
+def test_dcgmi_printing_garbage_is_an_error(bindir: Path, tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.txt"
+    garbage.write_text("Segmentation fault (core dumped)\n")
+    replay(bindir, "dcgmi", garbage, rc=139)
+    findings = check("dcgm.diag", "dcgm", dcgm_probe(probe_ctx()))
+    assert statuses(findings) == [("ERROR", "n1", "unreadable_output")]
+    assert "exit status 139" in findings[0].summary
