@@ -49,14 +49,14 @@ def limited_by(ctx: CheckContext) -> Iterator[Finding]:
     applies the ``dmesg`` rule: WARN for each such device (a gen4 switch under a gen5 GPU,
     a slot or BIOS setting). SKIP when the kernel log cannot be read.
     """
-    from ..parsers.dmesg import DmesgRecord, parse
-    from ..parsers.errors import ParseError
 
     facts: PcieFacts = ctx.fact("pcie")
     if facts.kernel_log_source is None:
         yield Finding(ctx.check_id, Status.SKIP, ctx.host, "log_unreadable",
                       f"PCIe limits not read: {facts.kernel_log_reason or 'no kernel log'}")
         return
+    from ..parsers.dmesg import DmesgRecord, parse
+    from ..parsers.errors import ParseError
     record = DmesgRecord()
     if facts.limited_lines:
         try:

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from importlib import import_module
 
 from .. import __version__
 
@@ -56,30 +57,38 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_output_arguments(p)
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Commands whose parsers live in their own modules (imported only when needed: a node run
+# should not pay for the Slurm, Kubernetes or history command-line code).
+PLUGINS = {"serve": "serve_cmd", "parse": "evidence_cmd", "judge": "evidence_cmd", "slurm": "slurm_cmd",
+           "history": "history_cmd", "baseline": "history_cmd", "k8s": "k8s_cmd", "localize": "localize_cmd"}
+
+
+def _plugin_modules(only: str | None) -> list[str]:
+    """Every plugin module, or none when the command is a built-in one (``run``, ``checks``...)."""
+    if only is not None and only not in PLUGINS:
+        return []
+    wanted = [PLUGINS[only]] if only in PLUGINS else list(PLUGINS.values())
+    return list(dict.fromkeys(wanted))
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line; None when unclear (help, version, typo)."""
+    builtins = {"run", "checks", "config", "snapshot", "report"}
+    for token in argv:
+        if token.startswith("-"):
+            return None
+        return token if token in builtins or token in PLUGINS else None
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpu-preflight",
                                      description="Is this GPU node/cluster fit for distributed training?")
     parser.add_argument("--version", action="version", version=f"gpu-preflight {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
-    from .serve_cmd import add_commands as add_serve_commands
-
-    add_serve_commands(sub)
-    from .evidence_cmd import add_commands as add_evidence_commands
-
-    add_evidence_commands(sub)
-    from .slurm_cmd import add_commands as add_slurm_commands
-
-    add_slurm_commands(sub)
-    from .history_cmd import add_commands as add_history_commands
-
-    add_history_commands(sub)
-    from .k8s_cmd import add_commands as add_k8s_commands
-
-    add_k8s_commands(sub)
-    from .localize_cmd import add_commands as add_localize_commands
-
-    add_localize_commands(sub)
+    for module in _plugin_modules(only):
+        import_module(f".{module}", __package__).add_commands(sub)
 
     checks = sub.add_parser("checks", help="list or explain checks").add_subparsers(dest="checks_cmd", required=True)
     checks.add_parser("list", help="list every check")
@@ -102,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(_command_of(tokens)).parse_args(tokens)
     from ..config import ConfigError
 
     try:

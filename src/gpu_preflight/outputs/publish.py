@@ -79,8 +79,6 @@ def _say(message: str) -> None:
 def annotate(report: dict[str, Any], args: argparse.Namespace, *, config: object | None = None,
              environ: Mapping[str, str] | None = None) -> list[Any]:
     """Add the history's findings to ``report`` (in place); returns them. Never raises for a bad store."""
-    from ..history import HistoryStore, add_findings, history_findings
-
     env = os.environ if environ is None else environ
     if any(str(f.get("check_id", "")).startswith("history.") for f in report.get("findings") or []):
         return []  # already judged (rank 0 before sharing its verdict): once is enough
@@ -90,6 +88,8 @@ def annotate(report: dict[str, Any], args: argparse.Namespace, *, config: object
     path = history_path(args, config, env)
     if not path.is_file():
         return []  # a first run: nothing to compare with, and no reason to create the file yet
+    from ..history import HistoryStore, add_findings, history_findings  # only when there is history to read
+
     try:
         with HistoryStore(path) as store:
             found = history_findings(report, store, config, cluster_name(args, config, env))

@@ -33,8 +33,6 @@ def dcgm_budget(ctx: ProbeContext) -> float:
 def dcgm_probe(ctx: ProbeContext) -> DcgmFacts:
     """Run the DCGM diagnostic of this run's level and parse its result."""
     from ..backends.commands import find_tool
-    from ..parsers.dcgmi import parse
-    from ..parsers.errors import ParseError
 
     cfg = diag_config(ctx)
     level = dcgm_level(ctx)
@@ -45,6 +43,8 @@ def dcgm_probe(ctx: ProbeContext) -> DcgmFacts:
         return DcgmFacts(True, level, "disabled (diagnostics.dcgm_enabled = false)")
     if reason := replay_reason(ctx):
         return DcgmFacts(True, level, reason)
+    from ..parsers.dcgmi import parse
+    from ..parsers.errors import ParseError
     launcher = launched_as_rank()
     if level > 1 and launcher:
         return DcgmFacts(True, level, f"level {level} stresses the GPUs, which this {launcher} job's workers are "

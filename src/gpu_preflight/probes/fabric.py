@@ -16,16 +16,16 @@ from ..registry import ProbeContext, probe
 @probe("fabric")
 def fabric_probe(ctx: ProbeContext) -> FabricFacts:
     """List the configured libfabric provider, EFA devices, the aws-ofi-nccl plugin and FI_/NCCL_ variables."""
-    from ..backends.fabric import fabric_environment, find_ofi_plugin
-    from ..backends.infiniband import read_tree
-    from ..parsers.errors import ParseError
-    from ..parsers.libfabric import parse_info
-
     cfg = diag_config(ctx)
     facts = FabricFacts(provider=cfg.fabric_provider)
     if reason := replay_reason(ctx):
         facts.reason = reason
         return facts
+    from ..backends.fabric import fabric_environment, find_ofi_plugin
+    from ..backends.infiniband import read_tree
+    from ..parsers.errors import ParseError
+    from ..parsers.libfabric import parse_info
+
     facts.efa_devices = read_tree(cfg.infiniband_sysfs).efa_devices
     facts.plugin = find_ofi_plugin(cfg.ofi_nccl_plugin_dirs)
     facts.env = fabric_environment()

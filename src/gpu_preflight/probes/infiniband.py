@@ -29,12 +29,12 @@ def infiniband_budget(ctx: ProbeContext) -> float:
 @probe("infiniband")
 def infiniband_probe(ctx: ProbeContext) -> InfinibandFacts:
     """Read RDMA ports and counters from sysfs (start and end of the run) and run ibstat/ibv_devinfo."""
-    from ..backends.commands import find_tool
-    from ..backends.infiniband import read_counters, read_tree
-
     cfg = diag_config(ctx)
     if reason := replay_reason(ctx):
         return InfinibandFacts(cfg.infiniband_sysfs, readable=False, reason=reason)
+    from ..backends.commands import find_tool
+    from ..backends.infiniband import read_counters, read_tree
+
     started = time.monotonic()
     tree = read_tree(cfg.infiniband_sysfs)
     facts = InfinibandFacts(tree.root, tree.readable, tree.reason, tree.devices, tree.ports)

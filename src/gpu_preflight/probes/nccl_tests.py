@@ -44,8 +44,6 @@ def nccl_tests_budget(ctx: ProbeContext) -> float:
 def nccl_tests_probe(ctx: ProbeContext) -> NcclTestsFacts:
     """Run each configured nccl-tests binary found on this node with ``-g <gpus>`` and parse its table."""
     from ..backends.commands import find_tool
-    from ..parsers.errors import ParseError
-    from ..parsers.nccl_tests import parse
 
     cfg = diag_config(ctx)
     dirs = [d for d in (cfg.nccl_tests_dir, *cfg.tool_dirs) if d]
@@ -59,6 +57,8 @@ def nccl_tests_probe(ctx: ProbeContext) -> NcclTestsFacts:
     if reason := replay_reason(ctx):
         facts.reason = reason
         return facts
+    from ..parsers.errors import ParseError
+    from ..parsers.nccl_tests import parse
     if launcher := launched_as_rank():
         facts.reason = (f"this process is one rank of a {launcher} job whose workers use the GPUs; run nccl-tests "
                         "across nodes with mpirun/srun (docs/diagnostics.md) or `gpu-preflight run --node-only`")

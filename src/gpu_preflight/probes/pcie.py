@@ -34,9 +34,6 @@ def is_gpu_or_nic(device: object) -> bool:
 @probe("pcie")
 def pcie_probe(ctx: ProbeContext) -> PcieFacts:
     """Run ``lspci -vvv -nn``, keep the GPUs and NICs, and collect the kernel's PCIe ``limited by`` lines."""
-    from ..parsers.errors import ParseError
-    from ..parsers.lspci import parse
-
     cfg = diag_config(ctx)
     facts = PcieFacts()
     if reason := replay_reason(ctx):
@@ -45,6 +42,9 @@ def pcie_probe(ctx: ProbeContext) -> PcieFacts:
         if ctx.options.get("kernel_log"):
             _limited_lines(ctx, facts)
         return facts
+    from ..parsers.errors import ParseError
+    from ..parsers.lspci import parse
+
     limit, capped = time_limit(ctx, cfg.tool_timeout_s)
     result, facts.lspci = run_and_keep(ctx, ["lspci", "-vvv", "-nn"], limit, artifact="lspci",
                                        filename="lspci-vvv-nn.txt", capped=capped)
