@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # gives promtool and a real server for the /metrics tests; Slurm and munge run a real
 # controller and daemons for the drain/resume tests (the tests start and stop them);
 # libfabric-bin gives the real fi_info and fi_pingpong (tcp provider) of the fabric tests.
-PKGS=(gcc libc6-dev python3-venv iproute2 prometheus slurm-wlm munge slurm-client slurmctld slurmd libfabric-bin)
+PKGS=(gcc libc6-dev python3-venv iproute2 prometheus slurm-wlm munge slurm-client slurmctld slurmd libfabric-bin chromium fonts-dejavu-core)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})) && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then

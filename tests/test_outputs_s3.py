@@ -101,6 +101,7 @@ def test_the_spec_layout_with_the_job_name_and_no_report_dir(s3: Any, tmp_path: 
     assert results[0].ok, results[0].detail
     found = keys(s3, "llama-pretrain-7/")
     assert set(found) == {"llama-pretrain-7/metrics/health_check_metrics.json",
+                          "llama-pretrain-7/metrics/report.html",
                           "llama-pretrain-7/metrics/artifacts/node_0/kernel_log_nvrm.txt"}
     uploaded = json.loads(found["llama-pretrain-7/metrics/health_check_metrics.json"])
     assert uploaded["findings"] == w.report["findings"]

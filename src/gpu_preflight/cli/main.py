@@ -35,7 +35,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="override one setting, e.g. --set gpu.temp_margin_c=8")
     p.add_argument("--expect-gpus", type=int, metavar="N", help="GPUs this node must have (missing ones FAIL)")
     p.add_argument("--report-dir", metavar="DIR", help="write DIR/report.json and raw artifacts")
-    p.add_argument("--format", choices=("console", "json", "md", "junit"), default="console",
+    p.add_argument("--format", choices=("console", "json", "md", "junit", "html"), default="console",
                    help="output format (json/md/junit go to stdout alone; console to stderr)")
     p.add_argument("--fail-on", choices=("warn", "fail"), default="fail",
                    help="'warn' makes warnings fail the run (exit 2)")
@@ -106,7 +106,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="work with saved reports").add_subparsers(dest="report_cmd", required=True)
     render = report.add_parser("render", help="re-render a saved report.json")
     render.add_argument("path")
-    render.add_argument("--format", choices=("console", "json", "md", "junit"), default="md")
+    render.add_argument("--format", choices=("console", "json", "md", "junit", "html"), default="md")
     return parser
 
 

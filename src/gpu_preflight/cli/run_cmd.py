@@ -13,7 +13,10 @@ import json
 import os
 import socket
 import sys
+import time
 from typing import Any
+
+STARTED = time.monotonic()  # the run's wall time prices the checks (cluster_summary.cost_benefit)
 
 EXIT_USAGE = 2
 EXIT_ERROR = 3
@@ -35,6 +38,18 @@ def _options(args: argparse.Namespace, timeout_s: float) -> Any:
                       timeout_s=timeout_s, fail_on=args.fail_on)
 
 
+def rescore(report: dict[str, Any], args: argparse.Namespace) -> None:
+    """Scores, advice and cost with the site's ``[report]`` settings, over the final findings
+    (history, localisation) and the run's whole wall time."""
+    from ..config import build_config
+    from ..report.advice import add_advice
+    from ..report.scores import add_scores
+
+    config = build_config(config_file=args.config, overrides=args.set)[0].report
+    report.setdefault("run", {})["wall_s"] = round(time.monotonic() - STARTED, 3)
+    add_advice(add_scores(report, config), config)
+
+
 def emit(report: dict[str, Any], args: argparse.Namespace, nodes: list[Any]) -> int:
     """Judge against history, write the report directory, publish, print; return the exit code.
 
@@ -45,6 +60,7 @@ def emit(report: dict[str, Any], args: argparse.Namespace, nodes: list[Any]) -> 
     from ..report.console import render_console
 
     annotate(report, args)
+    rescore(report, args)
     if args.report_dir:
         path = write_report(report, nodes, args.report_dir)
         print(f"gpu-preflight: report written to {path}", file=sys.stderr)

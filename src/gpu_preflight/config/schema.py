@@ -15,6 +15,7 @@ from .diagnostics import DiagnosticsConfig
 from .evidence import EvidenceConfig
 from .history import HistoryConfig
 from .outputs import OutputsConfig
+from .report_schema import ReportConfig
 from .slurm_schema import SlurmConfig
 
 
@@ -216,6 +217,7 @@ class Config:
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     history: HistoryConfig = field(default_factory=HistoryConfig)
     outputs: OutputsConfig = field(default_factory=OutputsConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
 
 
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in fields(Config)}  # type: ignore[misc]

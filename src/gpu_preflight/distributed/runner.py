@@ -236,6 +236,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
 def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config, timeout_s: float) -> None:
     import torch.distributed as dist
 
+    from ..report.progress import progress
     from ..workloads.collectives import CollectiveTimeout, run_collective
     from ..workloads.compute import run_gemm
     from ..workloads.memory import run_memory
@@ -245,40 +246,48 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
     rank, p = run.topo.rank, run.payload
     _stage(store, rank, "stack")
     p["stack"] = read_stack(run.topo.local_rank).to_dict()
+    show = None if rank == 0 else False  # one bar per terminal: ranks share it under launchers
     _stage(store, rank, "gemm")
-    p["gemm"] = [run_gemm(device, dt, plan.gemm_n, plan.gemm_iters, plan.gemm_seconds).to_dict()
-                 for dt in plan.gemm_dtypes]
+    p["gemm"] = []
+    with progress("GEMM", total=len(plan.gemm_dtypes), enabled=show) as bar:
+        for dt in plan.gemm_dtypes:
+            p["gemm"].append(run_gemm(device, dt, plan.gemm_n, plan.gemm_iters, plan.gemm_seconds).to_dict())
+            bar.advance(dt)
     if plan.memory:
         _stage(store, rank, "memory")
         w = config.workload
-        p["memory"] = run_memory(device, copy_bytes=1 << 30, transfer_bytes=256 << 20,
-                                 pattern_fraction=w.memory_test_fraction).to_dict()
+        with progress("memory test", enabled=show):
+            p["memory"] = run_memory(device, copy_bytes=1 << 30, transfer_bytes=256 << 20,
+                                     pattern_fraction=w.memory_test_fraction).to_dict()
     _stage(store, rank, "train")
     p["train"] = run_single(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()
     groups = layout(run.topo)
     for g in groups:
         g.handle = dist.new_group(g.ranks) if len(g.ranks) < run.topo.world_size else None
-    for g in groups:
-        if rank not in g.ranks or len(g.ranks) < 2:
-            continue
-        for op in plan.ops:
-            _stage(store, rank, f"{op}@{g.name}")
-            try:
-                res = run_collective(op, group=g.handle, ranks=g.ranks, group_name=g.name, sizes=plan.sizes,
-                                     iters=plan.iters, warmup=plan.warmup, device=device, timeout_s=timeout_s)
-            except CollectiveTimeout as exc:
-                run.broken = f"{op} on group {g.name}: {exc}"
-                p["errors"].append(run.broken)
-                p["collectives"].append({"op": op, "group": g.name, "scope": g.scope, "ranks": g.ranks,
-                                         "success": False, "error": str(exc), "results": []})
-                return  # the process group is unusable after a timeout
-            except Exception as exc:  # a peer died: gloo/NCCL report a connection error
-                run.broken = f"{op} on group {g.name}: {type(exc).__name__}: {exc}"
-                p["errors"].append(run.broken)
-                p["collectives"].append({"op": op, "group": g.name, "scope": g.scope, "ranks": g.ranks,
-                                         "success": False, "error": run.broken, "results": []})
-                return
-            p["collectives"].append({**res.to_dict(), "scope": g.scope})
+    mine = sum(len(plan.ops) for g in groups if rank in g.ranks and len(g.ranks) >= 2)
+    with progress("collectives", total=mine, enabled=show) as bar:
+        for g in groups:
+            if rank not in g.ranks or len(g.ranks) < 2:
+                continue
+            for op in plan.ops:
+                _stage(store, rank, f"{op}@{g.name}")
+                bar.advance(f"{op} on {g.name}")
+                try:
+                    res = run_collective(op, group=g.handle, ranks=g.ranks, group_name=g.name, sizes=plan.sizes,
+                                         iters=plan.iters, warmup=plan.warmup, device=device, timeout_s=timeout_s)
+                except CollectiveTimeout as exc:
+                    run.broken = f"{op} on group {g.name}: {exc}"
+                    p["errors"].append(run.broken)
+                    p["collectives"].append({"op": op, "group": g.name, "scope": g.scope, "ranks": g.ranks,
+                                             "success": False, "error": str(exc), "results": []})
+                    return  # the process group is unusable after a timeout
+                except Exception as exc:  # a peer died: gloo/NCCL report a connection error
+                    run.broken = f"{op} on group {g.name}: {type(exc).__name__}: {exc}"
+                    p["errors"].append(run.broken)
+                    p["collectives"].append({"op": op, "group": g.name, "scope": g.scope, "ranks": g.ranks,
+                                             "success": False, "error": run.broken, "results": []})
+                    return
+                p["collectives"].append({**res.to_dict(), "scope": g.scope})
     if run.topo.num_nodes > 1:
         from ..workloads.links import run_star
 

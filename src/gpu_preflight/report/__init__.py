@@ -7,7 +7,7 @@ from typing import Any
 
 from .canonical import build_report, result_line, write_report
 
-FORMATS = ("console", "json", "md", "junit")
+FORMATS = ("console", "json", "md", "junit", "html")
 
 __all__ = ["FORMATS", "build_report", "render", "result_line", "write_report"]
 
@@ -24,4 +24,8 @@ def render(report: dict[str, Any], fmt: str) -> str:
         from .junit import render_junit
 
         return render_junit(report)
+    if fmt == "html":
+        from .html import render_html
+
+        return render_html(report)
     raise ValueError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")

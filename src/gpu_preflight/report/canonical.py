@@ -190,7 +190,7 @@ def build_report(nodes: list[NodeReport], *, expected_total_gpus: int | None = N
     summary = summarize(all_findings, fail_on)
     summary["performance_summary"] = performance_summary or {}
     missing = missing_nodes or []
-    return {
+    report = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "gpu-preflight", "version": __version__},
         "timestamp": nodes[0].timestamp,
@@ -215,6 +215,10 @@ def build_report(nodes: list[NodeReport], *, expected_total_gpus: int | None = N
         "artifacts": [dict(a, node=key) for key, node in zip(sections, nodes, strict=True) for a in node.artifacts],
         "run": {"fail_on": fail_on, "duration_s": round(max(n.duration_s for n in nodes), 4)},
     }
+    from .advice import add_advice
+    from .scores import add_scores
+
+    return add_advice(add_scores(report))
 
 
 def save_artifacts(node: NodeReport, out: Path, node_key: str) -> list[dict[str, Any]]:
@@ -246,6 +250,9 @@ def write_report(report: dict[str, Any], nodes: list[NodeReport], report_dir: st
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)
+    from .html import render_html
+
+    (out / "report.html").write_text(render_html(report), encoding="utf-8")
     return path
 
 

@@ -1,0 +1,73 @@
+"""Settings of the report's assessment: health-score points and bands, and the cost-benefit line.
+
+One section, ``[report]``. The score points are data, like every threshold, so a site that
+weighs warnings differently can say so and the report states the numbers it used. The
+price of a GPU-hour has no default: a guessed price would print a confident dollar figure
+that is wrong for most sites, so until it is set the cost-benefit line counts GPU-hours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["COMPONENTS", "ReportConfig", "report_config"]
+
+COMPONENTS = ("network_infrastructure", "hardware_health", "software_stack", "service_reliability",
+              "performance_consistency")
+
+
+def setting(default: Any, doc: str, unit: str | None = None) -> Any:
+    """Same contract as :func:`.schema.setting`; not imported from there because ``schema``
+    imports this module to register the section (an import cycle)."""
+    meta = {"doc": doc, "unit": unit}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class ReportConfig:
+    """How the report scores health (0-100 per component) and prices what the checks caught."""
+
+    fail_points: float = setting(60.0, "Points a component loses for a FAIL finding (one FAIL makes it CRITICAL).",
+                                 "points")
+    error_points: float = setting(30.0, "Points a component loses for an ERROR finding (could not measure).",
+                                  "points")
+    warn_points: float = setting(10.0, "Points a component loses for a WARN finding.", "points")
+    repeat_fraction: float = setting(
+        0.25, "Each further finding with the same check, code and status costs this share of the first "
+              "(eight GPUs with one cause are one problem, not eight).", "ratio")
+    repeat_max_multiple: float = setting(
+        2.0, "A group of findings with the same check, code and status costs at most this many times the first.",
+        "ratio")
+    consistency_ok: float = setting(
+        0.02, "Dispersion (max of CV and straggler gap) up to this costs the performance score nothing.", "ratio")
+    consistency_bad: float = setting(
+        0.25, "Dispersion at or above this costs a measurement family its full consistency_max_points.", "ratio")
+    consistency_max_points: float = setting(
+        40.0, "Points one measurement family (GEMM, node fabric bandwidth, node links) can take at most.",
+        "points")
+    band_excellent: float = setting(90.0, "Scores at or above this are EXCELLENT.", "points")
+    band_good: float = setting(75.0, "Scores at or above this (below EXCELLENT) are GOOD.", "points")
+    band_moderate: float = setting(50.0, "Scores at or above this (below GOOD) are MODERATE; lower is CRITICAL.",
+                                   "points")
+    gating_overall_cap: float = setting(
+        74.0, "Overall score ceiling when the run's verdict gates (FAIL/ERROR): never better than MODERATE.",
+        "points")
+    weights: dict[str, float] = setting(
+        {}, "Weight of each component in the overall score (network_infrastructure, hardware_health, "
+            "software_stack, service_reliability, performance_consistency); unset components weigh 1.")
+    gpu_hour_price: float | None = setting(
+        None, "Price of one GPU-hour; unset: the cost-benefit line counts GPU-hours, not money.", "currency/GPU-h")
+    currency: str = setting("USD", "Currency of gpu_hour_price, as shown in reports.")
+    job_hours: float = setting(24.0, "Length of the training job the cost-benefit line prices failures for.", "h")
+    failure_loss_fraction: float = setting(
+        0.5, "Share of a job's GPU-hours lost when a caught failure would have struck (on average halfway).",
+        "ratio")
+
+
+def report_config(config: object) -> ReportConfig:
+    """The ``report`` section of a resolved config, or the defaults where none is registered."""
+    section = getattr(config, "report", None)
+    return section if isinstance(section, ReportConfig) else ReportConfig()

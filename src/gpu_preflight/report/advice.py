@@ -1,0 +1,161 @@
+"""Recommendations grouped by urgency, and what the checks cost against what they caught.
+
+Urgency follows the run's own gate, so the report and the exit code never disagree:
+
+- ``immediate``: findings that gate the run (FAIL and ERROR; WARN too under ``--fail-on warn``):
+  the job should not start until they are fixed or the node is excluded.
+- ``short_term``: the remaining warnings — the job can run, but slower or at risk.
+- ``monitoring``: what to keep an eye on — skipped checks that say how to cover them,
+  components that were not tested at all, and measurement spreads that cost points.
+
+Findings with the same check, code and advice are one entry listing every subject, so a
+cluster-wide cause reads as one action, not a thousand lines.
+
+The cost-benefit line compares the GPU-hours the checks used (run time × GPUs) with the
+GPU-hours a job of ``report.job_hours`` would have lost to what they caught: a gating
+finding loses ``failure_loss_fraction`` of the job (a failure strikes, on average,
+halfway); without one, a measured straggler slows every synchronous step by its gap.
+Money appears only where ``report.gpu_hour_price`` is set.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from ..config.report_schema import ReportConfig
+from ..model import Status, gating_statuses
+from .measurements import num
+from .scores import component_of, compute_scores
+
+__all__ = ["URGENCIES", "add_advice", "cost_benefit", "recommendations_by_urgency"]
+
+URGENCIES = ("immediate", "short_term", "monitoring")
+_UNTESTED_HINT = {
+    "network_infrastructure": "Run across two or more nodes (torchrun, srun) so collectives and node links are "
+                              "measured.",
+    "hardware_health": "Run on a GPU node (NVML) so the GPUs themselves are checked.",
+    "software_stack": "Install the torch extra and run the node checks so driver, CUDA and NCCL are checked.",
+    "service_reliability": "Run the full check (not --check subsets) so services and completeness are checked.",
+    "performance_consistency": "Run with GPUs and the torch extra so GEMM and bandwidth can be compared across "
+                               "GPUs and nodes.",
+}
+
+
+def _urgency(status: str, gating: set[str]) -> str | None:
+    if status in gating:
+        return "immediate"
+    if status == Status.WARN.value:
+        return "short_term"
+    return None
+
+
+def recommendations_by_urgency(report: Mapping[str, Any], scores: Mapping[str, Any]) -> dict[str, list[dict]]:
+    """``{"immediate": [...], "short_term": [...], "monitoring": [...]}``, worst and widest first."""
+    gating = {s.value for s in gating_statuses((report.get("run") or {}).get("fail_on", "fail"))}
+    groups: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for f in report.get("findings") or []:
+        urgency = _urgency(f["status"], gating)
+        if urgency is None and f["status"] == Status.SKIP.value and f.get("recommendation"):
+            urgency = "monitoring"
+        if urgency is None:
+            continue
+        action = f.get("recommendation") or f"Investigate: {f['summary']}"
+        groups[(urgency, f["check_id"], f.get("code") or "", action)].append(f)
+    out: dict[str, list[dict[str, Any]]] = {u: [] for u in URGENCIES}
+    for (urgency, check_id, code, action), members in groups.items():
+        out[urgency].append({
+            "check_id": check_id, "code": code, "component": component_of(check_id),
+            "status": Status.worst(f["status"] for f in members).value, "recommendation": action,
+            "subjects": list(dict.fromkeys(str(f["subject"]) for f in members)), "count": len(members),
+            "summary": members[0]["summary"]})
+    rank = {s.value: s.rank for s in Status}
+    for entries in out.values():
+        entries.sort(key=lambda e: (-rank[e["status"]], -e["count"], e["check_id"], e["code"]))
+    for name, comp in (scores.get("components") or {}).items():
+        if not comp.get("tested"):
+            out["monitoring"].append({"check_id": None, "code": "not_tested", "component": name, "status": "SKIP",
+                                      "recommendation": _UNTESTED_HINT.get(name, "Run the checks of this component."),
+                                      "subjects": [], "count": 0, "summary": f"{comp['title']}: {comp['reason']}"})
+    perf = (scores.get("components") or {}).get("performance_consistency") or {}
+    for d in (d for d in perf.get("deductions") or [] if "family" in d):  # spreads; findings are listed above
+        out["monitoring"].append({
+            "check_id": None, "code": f"spread_{d['family']}", "component": "performance_consistency",
+            "status": "PASS", "subjects": [d["slowest"]], "count": 1,
+            "summary": f"{d['series']}: dispersion {100 * d['dispersion']:.1f}% (slowest {d['slowest']})",
+            "recommendation": f"Watch {d['slowest']}: compare its clocks, temperature and links with its peers and "
+                              f"re-measure; a persistent straggler slows every synchronous step."})
+    return out
+
+
+def _gpu_count(report: Mapping[str, Any]) -> int:
+    return sum(len(section.get("gpu") or {}) for section in (report.get("nodes") or {}).values())
+
+
+def _money(gpu_hours: float, cfg: ReportConfig) -> float | None:
+    return round(gpu_hours * cfg.gpu_hour_price, 4) if cfg.gpu_hour_price is not None else None
+
+
+def _fmt(gpu_hours: float, cost: float | None, cfg: ReportConfig) -> str:
+    text = f"{gpu_hours:,.4g} GPU-h" if gpu_hours == 0 or gpu_hours >= 0.01 else f"{gpu_hours * 3600:.3g} GPU-s"
+    if cost is None:
+        return text
+    return f"{text} = {cost:,.2f} {cfg.currency}" if cost >= 1 or cost == 0 else f"{text} = {cost:.4f} {cfg.currency}"
+
+
+def cost_benefit(report: Mapping[str, Any], scores: Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
+    """What the checks cost and what the failures they caught would have cost a job of ``job_hours``."""
+    run = report.get("run") or {}
+    source = "run.wall_s" if num(run.get("wall_s")) is not None else "run.duration_s"
+    duration = num(run.get("wall_s") if source == "run.wall_s" else run.get("duration_s")) or 0.0
+    gpus = _gpu_count(report)
+    gating = {s.value for s in gating_statuses(run.get("fail_on", "fail"))}
+    caught = sorted({(f["check_id"], str(f["subject"])) for f in report.get("findings") or []
+                     if f["status"] in gating})
+    perf = (scores.get("components") or {}).get("performance_consistency") or {}
+    slowdown = max((float(m["straggler_gap"]) for m in perf.get("measurements") or []
+                    if m.get("counted") and m.get("points", 0) > 0), default=0.0)
+    check_gpu_hours = duration / 3600.0 * gpus
+    job_gpu_hours = cfg.job_hours * gpus
+    if caught:
+        basis, averted = "failure", job_gpu_hours * cfg.failure_loss_fraction
+    elif slowdown > 0:
+        basis, averted = "slowdown", job_gpu_hours * slowdown
+    else:
+        basis, averted = "none", 0.0
+    check_cost, averted_cost = _money(check_gpu_hours, cfg), _money(averted, cfg)
+    ratio = round(averted / check_gpu_hours, 1) if check_gpu_hours > 0 and averted > 0 else None
+    checks = f"The checks used {duration:.1f} s × {gpus} GPU(s): {_fmt(check_gpu_hours, check_cost, cfg)}"
+    if gpus == 0:
+        line = f"{checks}: no GPU in this run, so there is nothing to price."
+    elif basis == "failure":
+        line = (f"{checks}; the {len(caught)} gating finding(s) they caught would have cost a {cfg.job_hours:g} h "
+                f"job on these GPUs about {_fmt(averted, averted_cost, cfg)} "
+                f"({100 * cfg.failure_loss_fraction:.0f}% of {job_gpu_hours:,.4g} GPU-h).")
+    elif basis == "slowdown":
+        line = (f"{checks}; the slowest member is {100 * slowdown:.1f}% behind its peers, which would cost a "
+                f"{cfg.job_hours:g} h job about {_fmt(averted, averted_cost, cfg)}.")
+    else:
+        line = f"{checks}; nothing they caught would have cost a {cfg.job_hours:g} h job: ready to train."
+    return {"gpus": gpus, "check_duration_s": round(duration, 3), "duration_source": source,
+            "check_gpu_hours": round(check_gpu_hours, 6), "check_cost": check_cost,
+            "job_hours": cfg.job_hours, "job_gpu_hours": round(job_gpu_hours, 4), "basis": basis,
+            "gating_findings": len(caught), "failure_loss_fraction": cfg.failure_loss_fraction,
+            "slowdown_fraction": round(slowdown, 4), "averted_gpu_hours": round(averted, 4),
+            "averted_cost": averted_cost, "benefit_cost_ratio": ratio,
+            "gpu_hour_price": cfg.gpu_hour_price, "currency": cfg.currency, "line": line}
+
+
+def add_advice(report: dict[str, Any], config: ReportConfig | None = None) -> dict[str, Any]:
+    """Add ``recommendations_by_urgency`` and ``cost_benefit`` to ``cluster_summary``; returns the report.
+
+    Uses ``cluster_summary.health_scores`` when present (call :func:`.scores.add_scores`
+    first to score with a pair matrix), otherwise scores the report itself.
+    """
+    cfg = config or ReportConfig()
+    summary = report.setdefault("cluster_summary", {})
+    scores = summary.get("health_scores") or compute_scores(report, cfg)
+    summary["recommendations_by_urgency"] = recommendations_by_urgency(report, scores)
+    summary["cost_benefit"] = cost_benefit(report, scores, cfg)
+    return report

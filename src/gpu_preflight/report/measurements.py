@@ -1,0 +1,143 @@
+"""Measurements read back out of a canonical report: GEMM per GPU, bandwidth sweeps, GPU sensors.
+
+The health scores and the HTML plots both need the numbers behind the findings. They read
+them from the report dict alone (not from the gathered payloads), so a report saved months
+ago scores and plots exactly as a fresh one does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import Status
+from .connectivity import node_names
+
+__all__ = ["Curve", "GemmPoint", "GpuSensors", "busbw_curves", "gemm_points", "gpu_sensors", "node_peak_busbw"]
+
+_GPU_SUBJECT = re.compile(r"/gpu\d+$")
+
+
+def num(value: Any) -> float | None:
+    """A finite number, or None for anything else (N/A dicts, strings, bools, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value == value else None
+
+
+@dataclass(frozen=True)
+class GemmPoint:
+    """One GPU's (or CPU worker's) GEMM throughput for one precision."""
+
+    subject: str
+    dtype: str
+    tflops: float
+    expected: float | None
+    status: str
+    on_gpu: bool
+
+
+def gemm_points(report: Mapping[str, Any]) -> list[GemmPoint]:
+    """Correct GEMM measurements from ``compute.gemm`` findings (wrong or failed runs have no speed)."""
+    out = []
+    for f in report.get("findings") or []:
+        if f.get("check_id") != "compute.gemm" or f.get("code") in ("gemm_wrong", "gemm_error", "not_run"):
+            continue
+        tflops = num(f.get("observed"))
+        details = f.get("details") or {}
+        if tflops is None or not isinstance(details.get("dtype"), str):
+            continue
+        out.append(GemmPoint(f["subject"], details["dtype"], tflops, num(details.get("expected")), f["status"],
+                             bool(_GPU_SUBJECT.search(f["subject"]))))
+    return out
+
+
+@dataclass
+class Curve:
+    """A bandwidth sweep of one collective on one process group."""
+
+    op: str
+    scope: str
+    group: str
+    label: str
+    points: list[tuple[int, float]] = field(default_factory=list)
+    success: bool = True
+
+
+def _scope_op(key: str, entry: Mapping[str, Any]) -> tuple[str, str]:
+    scope = str(entry.get("test_type") or "")
+    op = key[len(scope) + 1:] if scope and key.startswith(scope + "_") else key
+    return scope, op
+
+
+def busbw_curves(report: Mapping[str, Any]) -> dict[str, list[Curve]]:
+    """Per collective, one curve per process group (a group shared by several nodes appears once).
+
+    Node-local groups give a line per node; the world and one-rank-per-node groups a line
+    each, labelled with the scope, so a slow node's fabric stands apart from the network.
+    """
+    curves: dict[str, dict[tuple[str, str], Curve]] = {}
+    names = node_names(report)
+    for i, section in enumerate((report.get("nodes") or {}).values()):
+        tests = ((section.get("nccl") or {}).get("communication_tests") or {})
+        for key, entry in tests.items():
+            scope, op = _scope_op(key, entry)
+            group = str(entry.get("group") or key)
+            if (scope, group) in curves.get(op, {}):
+                continue
+            label = f"{names[i]} (node-local)" if scope == "intra_node" else f"{group} ({scope or 'group'})"
+            points = [(int(r["size_bytes"]), float(r["busbw_gbps"])) for r in entry.get("results") or []
+                      if num(r.get("busbw_gbps")) is not None and num(r.get("size_bytes"))]
+            curves.setdefault(op, {})[(scope, group)] = Curve(op, scope, group, label, sorted(points),
+                                                              bool(entry.get("success")))
+    return {op: list(by_group.values()) for op, by_group in curves.items()}
+
+
+def node_peak_busbw(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Per collective, each node's peak node-local bus bandwidth (its NVLink/PCIe fabric)."""
+    out: dict[str, dict[str, float]] = {}
+    names = node_names(report)
+    for i, section in enumerate((report.get("nodes") or {}).values()):
+        tests = ((section.get("nccl") or {}).get("communication_tests") or {})
+        for key, entry in tests.items():
+            scope, op = _scope_op(key, entry)
+            peak = num(entry.get("peak_bandwidth_gbps"))
+            if scope == "intra_node" and entry.get("success") and peak is not None:
+                out.setdefault(op, {})[names[i]] = peak
+    return out
+
+
+@dataclass(frozen=True)
+class GpuSensors:
+    """What NVML said about one GPU when the node was checked, with its own limits."""
+
+    subject: str
+    temperature_c: float | None
+    slowdown_c: float | None
+    power_w: float | None
+    power_limit_w: float | None
+
+
+def gpu_sensors(report: Mapping[str, Any]) -> list[GpuSensors]:
+    """Temperature and power per GPU, from the node sections (limits from the recorded facts)."""
+    out = []
+    names = node_names(report)
+    for i, section in enumerate((report.get("nodes") or {}).values()):
+        facts = {g.get("index"): g for g in ((section.get("facts") or {}).get("gpu") or {}).get("gpus") or []
+                 if isinstance(g, Mapping)}
+        for key, gpu in (section.get("gpu") or {}).items():
+            index = int(key.rsplit("_", 1)[-1]) if key.rsplit("_", 1)[-1].isdigit() else None
+            fact = facts.get(index) or {}
+            sensors = GpuSensors(f"{names[i]}/gpu{index if index is not None else key}",
+                                 num(gpu.get("temperature_c")), num(fact.get("temp_slowdown_c")),
+                                 num(gpu.get("power_draw_w")), num(fact.get("power_limit_w")))
+            if sensors.temperature_c is not None or sensors.power_w is not None:
+                out.append(sensors)
+    return out
+
+
+def worst_status(statuses: list[str]) -> str:
+    """Worst of report status strings (PASS when empty)."""
+    return Status.worst(statuses).value

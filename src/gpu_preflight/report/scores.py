@@ -1,0 +1,240 @@
+"""Health scores, 0-100 per component and overall, with what lowered each one.
+
+A score is only as useful as its explanation, so every point taken is listed with the
+findings (check, code, subjects) or the measurement that took it. The formula
+(``docs/reports.md``):
+
+- Every component is scored from findings. Each check id maps to one component
+  (:data:`COMPONENT_RULES`, first match wins). A component starts at 100 and loses
+  ``fail_points``/``error_points``/``warn_points`` per group of findings sharing check,
+  code and status; each further finding of a group adds ``repeat_fraction`` of the first,
+  up to ``repeat_max_multiple`` times it (eight GPUs throttled by one cause are one
+  problem, not eight). A component with nothing but SKIPs is not tested: ``score: null``.
+- Performance consistency also loses points for spread in measurements (its own findings
+  are history regressions: consistency over time): GEMM TFLOP/s across GPUs (per
+  precision), node-local bus bandwidth across nodes (per collective) and node-to-node
+  exchange speed across pairs. Each family's dispersion is ``max(CV, 1 - min/median)`` —
+  the coefficient of variation, or the straggler gap when one slow member hides in a large
+  population (a synchronous job runs at its slowest rank) — and costs
+  ``consistency_max_points × (d - ok) / (bad - ok)``, clamped to [0, max].
+- Overall is the weighted mean of the tested components; when the run's verdict gates
+  (FAIL/ERROR) it is capped at ``gating_overall_cap`` (never better than MODERATE).
+- Bands: EXCELLENT ≥ 90, GOOD ≥ 75, MODERATE ≥ 50, else CRITICAL (configurable).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..config.report_schema import COMPONENTS, ReportConfig
+from ..model import Status, gating_statuses
+from .connectivity import connectivity
+from .measurements import gemm_points, node_peak_busbw, num
+
+__all__ = ["COMPONENT_RULES", "TITLES", "add_scores", "component_of", "compute_scores", "dispersion", "rating"]
+
+TITLES = {"network_infrastructure": "Network infrastructure", "hardware_health": "Hardware health",
+          "software_stack": "Software stack", "service_reliability": "Service reliability",
+          "performance_consistency": "Performance consistency"}
+
+# check-id glob → component; first match wins. Unlisted checks count as service reliability
+# ("something stopped the run from being fully checked") until they are mapped here.
+COMPONENT_RULES: tuple[tuple[str, str], ...] = (
+    ("gpu.busy", "service_reliability"),
+    ("gpu.inventory.driver", "software_stack"),
+    ("gpu.inventory.persistence", "software_stack"),
+    ("gpu.inventory.mig", "software_stack"),
+    ("gpu.inventory.compute_mode", "software_stack"),
+    ("history.repeat_offender", "hardware_health"),
+    ("history.*", "performance_consistency"),
+    ("gpu.*", "hardware_health"),
+    ("compute.*", "hardware_health"),
+    ("memory.*", "hardware_health"),
+    ("dcgm.*", "hardware_health"),
+    ("pcie.*", "hardware_health"),
+    ("nvidia_smi.*", "hardware_health"),
+    ("system.numa", "hardware_health"),
+    ("nccl.*", "network_infrastructure"),
+    ("nccl_tests.*", "network_infrastructure"),
+    ("nccl_log.*", "network_infrastructure"),
+    ("localize.*", "network_infrastructure"),
+    ("network.*", "network_infrastructure"),
+    ("fabric.*", "network_infrastructure"),
+    ("ib.*", "network_infrastructure"),
+    ("stack.*", "software_stack"),
+    ("cluster.consistency", "software_stack"),
+    ("system.kernel", "software_stack"),
+    ("system.limits", "software_stack"),
+    ("system.shm", "software_stack"),
+    ("kernel.*", "software_stack"),
+    ("*", "service_reliability"),
+)
+MAX_SUBJECTS = 12
+
+
+def component_of(check_id: str) -> str:
+    """The component a check's findings count against."""
+    for pattern, component in COMPONENT_RULES:
+        if fnmatch.fnmatchcase(check_id, pattern):
+            return component
+    return "service_reliability"
+
+
+def rating(score: float | None, cfg: ReportConfig) -> str | None:
+    """EXCELLENT / GOOD / MODERATE / CRITICAL for a score; ``None`` for an untested component."""
+    if score is None:
+        return None
+    if score >= cfg.band_excellent:
+        return "EXCELLENT"
+    if score >= cfg.band_good:
+        return "GOOD"
+    if score >= cfg.band_moderate:
+        return "MODERATE"
+    return "CRITICAL"
+
+
+def _points(status: str, cfg: ReportConfig) -> float:
+    return {Status.FAIL.value: cfg.fail_points, Status.ERROR.value: cfg.error_points,
+            Status.WARN.value: cfg.warn_points}.get(status, 0.0)
+
+
+def _finding_components(findings: list[Mapping[str, Any]], cfg: ReportConfig) -> dict[str, dict[str, Any]]:
+    by_component: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for f in findings:
+        by_component[component_of(f["check_id"])].append(f)
+    out = {}
+    for component in COMPONENTS:
+        found = by_component.get(component, [])
+        counts = {s.value: sum(1 for f in found if f["status"] == s.value) for s in Status}
+        groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+        for f in found:
+            if _points(f["status"], cfg):
+                groups[(f["check_id"], f.get("code") or "", f["status"])].append(f)
+        deductions = []
+        for (check_id, code, status), members in groups.items():
+            base = _points(status, cfg)
+            multiple = min(1 + cfg.repeat_fraction * (len(members) - 1), cfg.repeat_max_multiple)
+            subjects = list(dict.fromkeys(str(f["subject"]) for f in members))
+            deductions.append({"check_id": check_id, "code": code, "status": status, "count": len(members),
+                               "points": round(base * max(multiple, 1.0), 2), "subjects": subjects[:MAX_SUBJECTS],
+                               "summary": members[0]["summary"]})
+        deductions.sort(key=lambda d: (-d["points"], d["check_id"], d["code"]))
+        tested = any(f["status"] != Status.SKIP.value for f in found)
+        score = round(max(0.0, 100.0 - sum(d["points"] for d in deductions)), 1) if tested else None
+        out[component] = {"title": TITLES[component], "score": score, "rating": rating(score, cfg), "tested": tested,
+                          "counts": counts, "deductions": deductions,
+                          "reason": None if tested else "not tested: no check of this component ran here"}
+    return out
+
+
+def dispersion(values: Iterable[float]) -> dict[str, float] | None:
+    """Spread statistics of one series; ``None`` below two values.
+
+    ``dispersion = max(cv, straggler_gap)``: for two values both are |a-b|/(a+b); for
+    many, the straggler gap (1 - min/median) keeps one slow GPU among a thousand from
+    vanishing in the CV.
+    """
+    xs = [float(v) for v in values]
+    if len(xs) < 2:
+        return None
+    mean, median = statistics.fmean(xs), statistics.median(xs)
+    cv = statistics.pstdev(xs) / mean if mean > 0 else 0.0
+    gap = 1.0 - min(xs) / median if median > 0 else 0.0
+    return {"n": len(xs), "mean": mean, "median": median, "min": min(xs), "max": max(xs), "cv": cv,
+            "straggler_gap": max(gap, 0.0), "spread": (max(xs) - min(xs)) / max(xs) if max(xs) > 0 else 0.0,
+            "dispersion": max(cv, gap, 0.0)}
+
+
+def _series(report: Mapping[str, Any], conn: Mapping[str, Any] | None) -> list[tuple[str, str, dict[str, float]]]:
+    """(family, series label, {subject: value}) for every measurement that has peers to compare."""
+    out: list[tuple[str, str, dict[str, float]]] = []
+    by_dtype: dict[str, dict[str, float]] = defaultdict(dict)
+    for p in gemm_points(report):
+        if p.on_gpu:  # CPU workers share cores: their spread says nothing about hardware
+            by_dtype[p.dtype][p.subject] = p.tflops
+    out += [("gemm", f"{dtype} GEMM TFLOP/s across GPUs", vals) for dtype, vals in sorted(by_dtype.items())]
+    out += [("node_fabric", f"{op} node-local bus bandwidth across nodes", vals)
+            for op, vals in sorted(node_peak_busbw(report).items())]
+    if conn:
+        links = {f"{p['a']}<->{p['b']}": float(p["gbps"]) for p in conn["pairs"] if num(p.get("gbps")) is not None}
+        out.append(("node_links", f"node-pair GB/s ({conn['source']})", links))
+    return out
+
+
+def _consistency(report: Mapping[str, Any], conn: Mapping[str, Any] | None, cfg: ReportConfig,
+                 from_findings: Mapping[str, Any]) -> dict[str, Any]:
+    """Measurement families on top of the component's own findings (history regressions)."""
+    measurements: list[dict[str, Any]] = []
+    for family, label, values in _series(report, conn):
+        stats = dispersion(values.values())
+        if stats is None:
+            continue
+        span = max(cfg.consistency_bad - cfg.consistency_ok, 1e-9)
+        share = min(max((stats["dispersion"] - cfg.consistency_ok) / span, 0.0), 1.0)
+        slowest = min(values, key=lambda k: values[k])
+        measurements.append({"family": family, "series": label, "slowest": slowest,
+                             **{k: round(v, 4) for k, v in stats.items()},
+                             "points": round(cfg.consistency_max_points * share, 2)})
+    worst: dict[str, dict[str, Any]] = {}
+    for m in measurements:  # precisions (or collectives) of one family measure the same GPUs: count the worst
+        if m["family"] not in worst or m["points"] > worst[m["family"]]["points"]:
+            worst[m["family"]] = m
+    for m in measurements:
+        m["counted"] = worst[m["family"]] is m
+    tested = bool(measurements) or from_findings["tested"]
+    deductions = [*from_findings["deductions"], *(
+        {"family": m["family"], "series": m["series"], "points": m["points"], "slowest": m["slowest"],
+         "dispersion": m["dispersion"]} for m in worst.values() if m["points"] > 0)]
+    score = round(max(0.0, 100.0 - sum(d["points"] for d in deductions)), 1) if tested else None
+    return {"title": TITLES["performance_consistency"], "score": score, "rating": rating(score, cfg),
+            "tested": tested, "counts": from_findings["counts"],
+            "deductions": sorted(deductions, key=lambda d: -d["points"]), "measurements": measurements,
+            "reason": None if tested else "not measured: needs GEMM on two or more GPUs, node-local collectives "
+                                          "on two or more nodes, or node-to-node exchanges"}
+
+
+def compute_scores(report: Mapping[str, Any], config: ReportConfig | None = None,
+                   matrix: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The ``health_scores`` block for a canonical report (pure: reads the dict, changes nothing)."""
+    cfg = config or ReportConfig()
+    findings = list(report.get("findings") or [])
+    components = _finding_components(findings, cfg)
+    conn = connectivity(report, matrix)
+    components["performance_consistency"] = _consistency(report, conn, cfg, components["performance_consistency"])
+    weights = {c: float(cfg.weights.get(c, 1.0)) for c in COMPONENTS}
+    tested = {c: v["score"] for c, v in components.items() if v["score"] is not None and weights[c] > 0}
+    overall: float | None = None
+    cap = None
+    if tested:
+        overall = sum(weights[c] * s for c, s in tested.items()) / sum(weights[c] for c in tested)
+        fail_on = (report.get("run") or {}).get("fail_on", "fail")
+        gating = {s.value for s in gating_statuses(fail_on)} & {f["status"] for f in findings}
+        if gating and overall > cfg.gating_overall_cap:
+            cap = {"at": cfg.gating_overall_cap, "mean": round(overall, 1),
+                   "why": f"the run has {'/'.join(sorted(gating))} findings: not fit for training whatever the mean"}
+            overall = cfg.gating_overall_cap
+        overall = round(overall, 1)
+    return {
+        "overall": {"score": overall, "rating": rating(overall, cfg), "cap": cap,
+                    "components_counted": sorted(tested, key=COMPONENTS.index)},
+        "components": components,
+        "connectivity": conn,
+        "settings": {"fail_points": cfg.fail_points, "error_points": cfg.error_points,
+                     "warn_points": cfg.warn_points, "repeat_fraction": cfg.repeat_fraction,
+                     "repeat_max_multiple": cfg.repeat_max_multiple, "consistency_ok": cfg.consistency_ok,
+                     "consistency_bad": cfg.consistency_bad, "consistency_max_points": cfg.consistency_max_points,
+                     "bands": {"EXCELLENT": cfg.band_excellent, "GOOD": cfg.band_good,
+                               "MODERATE": cfg.band_moderate}, "weights": weights},
+        "formula": "docs/reports.md#health-scores",
+    }
+
+
+def add_scores(report: dict[str, Any], config: ReportConfig | None = None,
+               matrix: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Put :func:`compute_scores` under ``cluster_summary.health_scores``; returns the report."""
+    report.setdefault("cluster_summary", {})["health_scores"] = compute_scores(report, config, matrix)
+    return report

@@ -1,0 +1,186 @@
+"""Inline SVG charts drawn in Python: a report file must open on an air-gapped laptop.
+
+Inline ``<svg>`` in HTML needs no namespace declaration, so the page carries no URL at all.
+
+No plotting library and no script: a line chart (log-x for message sizes) and a bar chart
+with reference lines cover every plot the HTML report shows. Hover text uses SVG
+``<title>`` elements, which browsers show natively.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html import escape
+
+__all__ = ["STATUS_COLORS", "Bar", "Ref", "Series", "bar_chart", "human_bytes", "line_chart"]
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf")
+STATUS_COLORS = {"PASS": "#2e7d32", "SKIP": "#9e9e9e", "WARN": "#e0a800", "ERROR": "#8e24aa", "FAIL": "#c62828"}
+_MARGIN = (56, 16, 30, 46)  # left, right, top, bottom
+
+
+@dataclass
+class Series:
+    """One line: its label and (x, y) points."""
+
+    label: str
+    points: list[tuple[float, float]]
+    dashed: bool = False
+    color: str | None = None
+    legend: bool = True
+
+
+@dataclass
+class Bar:
+    """One bar; ``status`` picks its colour."""
+
+    label: str
+    value: float
+    status: str = "PASS"
+    note: str = ""
+
+
+@dataclass
+class Ref:
+    """A horizontal reference line (an expected value, a limit)."""
+
+    value: float
+    label: str
+    color: str = "#555"
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:g}{unit}" if unit == "B" else f"{n:.0f}{unit}" if n == int(n) else f"{n:.1f}{unit}"
+        n /= 1024
+    return f"{n:g}"
+
+
+def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    if hi <= lo:
+        hi = lo + 1.0
+    raw = (hi - lo) / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.floor(lo / step) * step
+    ticks: list[float] = []
+    t = first
+    while not ticks or ticks[-1] < hi - step * 1e-9:  # the last tick covers hi: nothing drawn above the frame
+        ticks.append(round(t, 10))
+        t += step
+    return ticks
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def _frame(width: int, height: int, title: str, y_label: str) -> list[str]:
+    return [f'<svg class="chart" role="img" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" aria-label="{escape(title)}">',
+            f"<title>{escape(title)}</title>",
+            f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" class="ct">{escape(title)}</text>',
+            f'<text x="12" y="{height / 2:.0f}" transform="rotate(-90 12 {height / 2:.0f})" text-anchor="middle" '
+            f'class="cl">{escape(y_label)}</text>']
+
+
+def _y_axis(ticks: list[float], y: Callable[[float], float], x0: float, x1: float) -> list[str]:
+    out = []
+    for t in ticks:
+        py = y(t)
+        out.append(f'<line x1="{x0:.1f}" y1="{py:.1f}" x2="{x1:.1f}" y2="{py:.1f}" class="grid"/>'
+                   f'<text x="{x0 - 4:.1f}" y="{py + 4:.1f}" text-anchor="end" class="tk">{_fmt(t)}</text>')
+    return out
+
+
+def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, log_x: bool = True,
+               width: int = 600, height: int = 300, x_format: str = "bytes") -> str:
+    """Lines with markers; x on a log2 scale for message sizes. Empty input gives a note, not a broken chart."""
+    pts = [(x, y) for s in series for x, y in s.points if (x > 0 or not log_x)]
+    if not pts:
+        return f'<p class="empty">{escape(title)}: no data</p>'
+    left, right, top, bottom = _MARGIN
+    keyed = [s for s in series if s.legend]
+    legend_h = 14 * ((len(keyed) + 2) // 3)
+    plot_h = height - top - bottom - legend_h
+    fx = (lambda v: math.log2(v)) if log_x else (lambda v: v)
+    xs = [fx(x) for x, _ in pts]
+    x_lo, x_hi = min(xs), max(xs)
+    if x_hi == x_lo:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    yt = _nice_ticks(0.0, max(y for _, y in pts) * 1.05 or 1.0)
+    y_hi = yt[-1]
+
+    def px(v: float) -> float:
+        return left + (fx(v) - x_lo) / (x_hi - x_lo) * (width - left - right)
+
+    def py(v: float) -> float:
+        return top + plot_h - v / y_hi * plot_h
+
+    out = _frame(width, height, title, y_label) + _y_axis(yt, py, left, width - right)
+    step = max(1, math.ceil((x_hi - x_lo) / 8))
+    for e in range(math.ceil(x_lo), math.floor(x_hi) + 1, step) if log_x else []:
+        v = 2.0**e
+        label = human_bytes(v) if x_format == "bytes" else _fmt(v)
+        out.append(f'<text x="{px(v):.1f}" y="{top + plot_h + 14:.1f}" text-anchor="middle" class="tk">{label}</text>')
+    out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{top + plot_h + 28:.0f}" text-anchor="middle" '
+               f'class="cl">{escape(x_label)}</text>')
+    for i, s in enumerate(series):
+        color = s.color or PALETTE[(keyed.index(s) if s.legend else i) % len(PALETTE)]
+        coords = [(px(x), py(y), x, y) for x, y in sorted(s.points) if x > 0 or not log_x]
+        dash = ' stroke-dasharray="5 3"' if s.dashed else ""
+        path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy, _, _ in coords)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="1.8"{dash}/>')
+        for cx, cy, x, y in coords:
+            xl = human_bytes(x) if x_format == "bytes" else _fmt(x)
+            out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.6" fill="{color}"><title>{escape(s.label)}: '
+                       f"{xl}, {_fmt(y)}</title></circle>")
+        if not s.legend:
+            continue
+        k = keyed.index(s)
+        lx, ly = left + (k % 3) * ((width - left - right) / 3), height - legend_h + 10 + 14 * (k // 3)
+        out.append(f'<rect x="{lx:.0f}" y="{ly - 8:.0f}" width="10" height="10" fill="{color}"/>'
+                   f'<text x="{lx + 14:.0f}" y="{ly + 1:.0f}" class="lg">{escape(s.label[:40])}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def bar_chart(bars: list[Bar], *, title: str, y_label: str, refs: list[Ref] | None = None, width: int = 600,
+              height: int = 280) -> str:
+    """Vertical bars coloured by status, with dashed reference lines labelled at the right edge."""
+    if not bars:
+        return f'<p class="empty">{escape(title)}: no data</p>'
+    refs = refs or []
+    left, right, top, bottom = _MARGIN
+    right, top = right + 70, top + 8
+    plot_h = height - top - bottom - 14
+    yt = _nice_ticks(0.0, max([b.value for b in bars] + [r.value for r in refs]) * 1.08 or 1.0)
+    y_hi = yt[-1]
+
+    def py(v: float) -> float:
+        return top + plot_h - max(v, 0.0) / y_hi * plot_h
+
+    out = _frame(width, height, title, y_label) + _y_axis(yt, py, left, width - right)
+    slot = (width - left - right) / len(bars)
+    bw = max(2.0, min(48.0, slot * 0.7))
+    for i, b in enumerate(bars):
+        cx = left + slot * (i + 0.5)
+        y = py(b.value)
+        color = STATUS_COLORS.get(b.status, PALETTE[0])
+        out.append(f'<rect x="{cx - bw / 2:.1f}" y="{y:.1f}" width="{bw:.1f}" height="{top + plot_h - y:.1f}" '
+                   f'fill="{color}"><title>{escape(b.label)}: {_fmt(b.value)} {escape(b.note)}</title></rect>')
+        if len(bars) <= 24:
+            out.append(f'<text x="{cx:.1f}" y="{top + plot_h + 13:.1f}" text-anchor="middle" class="tk">'
+                       f"{escape(b.label[-14:])}</text>")
+    for r in refs:
+        y = py(r.value)
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="{r.color}" '
+                   f'stroke-width="1.5" stroke-dasharray="6 3"/><text x="{width - right + 4}" y="{y + 4:.1f}" '
+                   f'class="lg">{escape(r.label)} {_fmt(r.value)}</text>')
+    out.append("</svg>")
+    return "".join(out)
