@@ -10,18 +10,12 @@ the InfiniBand counter limits, which only a live run can measure (a saved log ha
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
+
+from .fields import setting
 
 __all__ = ["DiagnosticsConfig", "diagnostics_config"]
-
-
-def setting(default: Any, doc: str, unit: str | None = None) -> Any:
-    """Same contract as :func:`.schema.setting` (not imported: ``schema`` imports this module)."""
-    meta = {"doc": doc, "unit": unit}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass

@@ -8,19 +8,11 @@ floor would either cry wolf or wave a slow fabric through.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+
+from .fields import setting
 
 __all__ = ["EvidenceConfig", "evidence_config"]
-
-
-def setting(default: Any, doc: str, unit: str | None = None) -> Any:
-    """Same contract as :func:`.schema.setting`; not imported from there because ``schema``
-    imports this module to register the section (an import cycle)."""
-    meta = {"doc": doc, "unit": unit}
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass

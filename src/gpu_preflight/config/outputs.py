@@ -7,19 +7,11 @@ remembering the flags. Command-line flags add to these (``--output`` appends to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+
+from .fields import setting
 
 __all__ = ["OutputsConfig", "outputs_config"]
-
-
-def setting(default: Any, doc: str, unit: str | None = None) -> Any:
-    """Same contract as :func:`.schema.setting`; not imported from there because ``schema``
-    imports this module to register the section (an import cycle)."""
-    meta = {"doc": doc, "unit": unit}
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass

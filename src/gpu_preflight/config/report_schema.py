@@ -8,22 +8,14 @@ that is wrong for most sites, so until it is set the cost-benefit line counts GP
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+
+from .fields import setting
 
 __all__ = ["COMPONENTS", "ReportConfig", "report_config"]
 
 COMPONENTS = ("network_infrastructure", "hardware_health", "software_stack", "service_reliability",
               "performance_consistency")
-
-
-def setting(default: Any, doc: str, unit: str | None = None) -> Any:
-    """Same contract as :func:`.schema.setting`; not imported from there because ``schema``
-    imports this module to register the section (an import cycle)."""
-    meta = {"doc": doc, "unit": unit}
-    if isinstance(default, dict):
-        return field(default_factory=lambda: dict(default), metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass

@@ -9,22 +9,15 @@ threshold and its value cannot drift apart.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Literal
 
 from .diagnostics import DiagnosticsConfig
 from .evidence import EvidenceConfig
+from .fields import setting
 from .history import HistoryConfig
 from .outputs import OutputsConfig
 from .report_schema import ReportConfig
 from .slurm_schema import SlurmConfig
-
-
-def setting(default: Any, doc: str, unit: str | None = None) -> Any:
-    """A config field with its documentation (mutable defaults are copied per instance)."""
-    meta = {"doc": doc, "unit": unit}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass
