@@ -371,7 +371,7 @@ def test_many_clients_at_once(serve: Callable[..., GPUHealthCheckServer]) -> Non
         t.join(60)
     assert not errors
     assert results == [200] * 640
-    assert server.monitor.snapshot is not None and server.monitor.snapshot.tick > 1
+    assert server.wait_for_tick(1, 30)  # the monitor kept ticking through the burst (no timing bet)
 
 
 def test_keep_alive_answers_are_not_held_back(serve: Callable[..., GPUHealthCheckServer]) -> None:
