@@ -98,6 +98,8 @@ def test_link_cut_mid_run_is_named_and_the_run_ends(tmp_path: Path) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+        # torchrun starts its workers in sessions of their own: the cut-off host's worker survives killpg
+        subprocess.run(["pkill", "-KILL", "-f", str(tmp_path / "rd")], check=False)
     assert report_path.exists(), "rank 0 wrote no report within 240 s"
     report = json.loads(report_path.read_text())
     loc = report["cluster_summary"]["localization"]
