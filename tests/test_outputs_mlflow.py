@@ -13,8 +13,8 @@ import pytest
 
 from gpu_preflight.config.history import HistoryConfig
 from gpu_preflight.config.outputs import OutputsConfig
-from gpu_preflight.outputs import publish
 from gpu_preflight.outputs.mlflow import metric_key
+from gpu_preflight.outputs.publish import publish
 
 from .history_data import cluster_run, gpus
 from .outputs_data import NVRM, run_args, written_report

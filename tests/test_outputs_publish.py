@@ -13,7 +13,8 @@ import pytest
 from gpu_preflight.config.history import HistoryConfig
 from gpu_preflight.config.outputs import OutputsConfig
 from gpu_preflight.history import HistoryStore
-from gpu_preflight.outputs import add_output_arguments, annotate, publish
+from gpu_preflight.outputs import add_output_arguments
+from gpu_preflight.outputs.publish import annotate, publish
 
 from .history_data import cluster_run, gpus
 from .outputs_data import NVRM, run_args, written_report

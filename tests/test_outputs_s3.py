@@ -17,7 +17,7 @@ import pytest
 
 from gpu_preflight.config.history import HistoryConfig
 from gpu_preflight.config.outputs import OutputsConfig
-from gpu_preflight.outputs import publish
+from gpu_preflight.outputs.publish import publish
 from gpu_preflight.outputs.s3 import job_name, parse_s3_url
 
 from .outputs_data import NVRM, run_args, written_report

@@ -55,7 +55,7 @@ def emit(report: dict[str, Any], args: argparse.Namespace, nodes: list[Any]) -> 
 
     Publishing comes before the console table so that ``[RESULT]`` stays the last line.
     """
-    from ..outputs import annotate, publish
+    from ..outputs.publish import annotate, publish
     from ..report import render, write_report
     from ..report.console import render_console
 
@@ -84,14 +84,14 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             print(f"gpu-preflight: {exc}", file=sys.stderr)
             return EXIT_USAGE
     try:
-        topo = detect(os.environ)
-    except TopologyError as exc:
-        print(f"gpu-preflight: cannot tell this process's place in the job: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
         _validate(args)
         if args.node_only or args.replay or not _wants_cluster_checks(args):
             return node_only(args)
+        try:
+            topo = detect(os.environ)
+        except TopologyError as exc:
+            print(f"gpu-preflight: cannot tell this process's place in the job: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         if topo.is_distributed:
             return as_rank(args, topo)
         return self_launched(args, argv)
@@ -172,7 +172,7 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
 
         path = write_exclude_file(args.exclude_file, localized[1]["exclude_nodes"], args.exclude_style)
         print(f"gpu-preflight: exclude list written to {path}", file=sys.stderr)
-    from ..outputs import annotate
+    from ..outputs.publish import annotate
 
     annotate(report, args)  # history findings count in the verdict every rank exits with
     code = int(report["cluster_summary"]["exit_code"])

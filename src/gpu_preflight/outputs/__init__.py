@@ -7,6 +7,7 @@ needs them (optional extras ``s3`` and ``mlflow``).
 from __future__ import annotations
 
 from .args import add_output_arguments, output_target
-from .publish import Published, annotate, publish
 
-__all__ = ["Published", "add_output_arguments", "annotate", "output_target", "publish"]
+# The publishing machinery is imported from ``.publish`` where it is used: ``run`` adds
+# these flags on every start and should not pay for what a plain run never calls.
+__all__ = ["add_output_arguments", "output_target"]

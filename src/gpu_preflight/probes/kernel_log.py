@@ -16,19 +16,16 @@ def kernel_log_probe(ctx: ProbeContext) -> KernelLogFacts:
     another host, so its live kernel log would say nothing about it: without a file,
     replay records the log as unavailable.
     """
+    now = datetime.now(UTC)
+    path = ctx.options.get("kernel_log")
+    if not path and ctx.options.get("replay"):
+        return KernelLogFacts(False, "none", now, reason="replayed snapshot: no kernel log given "
+                                                         "(pass --kernel-log FILE)")
     from ..backends.kernel_log import KernelLogUnavailable, read_kernel_log, read_kernel_log_file
     from ..parsers.kernel_log import parse_xid_events
 
-    now = datetime.now(UTC)
-    path = ctx.options.get("kernel_log")
     try:
-        if path:
-            log = read_kernel_log_file(path)
-        elif ctx.options.get("replay"):
-            return KernelLogFacts(False, "none", now, reason="replayed snapshot: no kernel log given "
-                                                             "(pass --kernel-log FILE)")
-        else:
-            log = read_kernel_log(timeout_s=min(ctx.timeout_s, 10.0))
+        log = read_kernel_log_file(path) if path else read_kernel_log(timeout_s=min(ctx.timeout_s, 10.0))
     except KernelLogUnavailable as exc:
         return KernelLogFacts(False, str(path or "live"), now, reason=f"cannot read kernel log: {exc}")
     nvrm = "\n".join(line for line in log.text.splitlines() if "NVRM" in line)
