@@ -11,9 +11,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from ..engine import Timeout
+from ..engine import Timeout, await_call, spawn
 
 T = TypeVar("T")
 
@@ -46,25 +46,11 @@ class BoundedCall:
         return time.monotonic() - self._started
 
     def __call__(self, fn: Callable[[], T], timeout_s: float) -> T:
-        box: dict[str, Any] = {}
-
-        def target() -> None:
-            try:
-                box["value"] = fn()
-            except BaseException as exc:
-                box["error"] = exc
-
         with self._guard:
             age = self.stuck_for()
             if age is not None:
                 raise Stuck(f"{self.name}: the previous call has not returned for {age:.1f} s; "
                             "not starting another")
-            worker = threading.Thread(target=target, name=self.name, daemon=True)
+            worker, box = spawn(fn, self.name)
             self._worker, self._started = worker, time.monotonic()
-            worker.start()
-        worker.join(timeout_s)
-        if worker.is_alive():
-            raise Timeout(f"{self.name} did not finish within {timeout_s:g} s")
-        if "error" in box:
-            raise box["error"]
-        return box["value"]  # type: ignore[no-any-return]
+        return await_call(worker, box, timeout_s, self.name)  # type: ignore[no-any-return]
