@@ -12,7 +12,9 @@ lines (a CA that vanished while listing) are kept as errors: a missing device is
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .detect import parser
 from .errors import ParseError
@@ -78,6 +80,25 @@ def _lines(kind: str, text: str) -> list[tuple[int, str]]:
             if line.strip() and not is_noise(line) and not line.lstrip().startswith("#")]
 
 
+# Port lines of ibstat and ibstatus: the same facts under slightly different labels.
+_PORT_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "state": ("state", canonical_state),
+    "physical state": ("physical_state", canonical_state),
+    "phys state": ("physical_state", canonical_state),
+    "rate": ("rate_gbps", to_float),
+    "link layer": ("link_layer", lambda v: v or None),
+    "link_layer": ("link_layer", lambda v: v or None),
+    "base lid": ("lid", to_int),
+    "sm lid": ("sm_lid", to_int),
+}
+
+
+def _set_port_field(port: IbPort, key: str, value: str) -> None:
+    if key in _PORT_FIELDS:
+        attr, convert = _PORT_FIELDS[key]
+        setattr(port, attr, convert(value))
+
+
 @parser(IBSTAT_KIND, sniff=sniff_ibstat, title="ibstat")
 def parse_ibstat(text: str) -> IbDevicesRecord:
     """Parse ``ibstat`` (every CA, or one), keeping ``ibpanic:`` lines as errors."""
@@ -107,18 +128,8 @@ def parse_ibstat(text: str) -> IbDevicesRecord:
                 device.ca_type = value or None
             elif key == "firmware version":
                 device.firmware = value or None
-        elif key == "state":
-            port.state = canonical_state(value)
-        elif key == "physical state":
-            port.physical_state = canonical_state(value)
-        elif key == "rate":
-            port.rate_gbps = to_float(value)
-        elif key == "link layer":
-            port.link_layer = value or None
-        elif key == "base lid":
-            port.lid = to_int(value)
-        elif key == "sm lid":
-            port.sm_lid = to_int(value)
+        else:
+            _set_port_field(port, key, value)
     if not record.devices:
         raise ParseError(IBSTAT_KIND, "no \"CA '<name>'\" block")
     return record
@@ -140,19 +151,7 @@ def parse_ibstatus(text: str) -> IbDevicesRecord:
             continue
         if port is None or (m := _KEY.match(line)) is None:
             continue
-        key, value = m.group("key").lower(), m.group("value").strip()
-        if key == "state":
-            port.state = canonical_state(value)
-        elif key == "phys state":
-            port.physical_state = canonical_state(value)
-        elif key == "rate":
-            port.rate_gbps = to_float(value)
-        elif key == "link_layer":
-            port.link_layer = value or None
-        elif key == "base lid":
-            port.lid = to_int(value)
-        elif key == "sm lid":
-            port.sm_lid = to_int(value)
+        _set_port_field(port, m.group("key").lower(), m.group("value").strip())
     if not record.devices:
         raise ParseError(IBSTATUS_KIND, "no \"Infiniband device '<name>' port <n> status:\" block")
     return record
