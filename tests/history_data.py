@@ -20,6 +20,8 @@ from gpu_preflight.cluster.aggregate import build_cluster_report
 from gpu_preflight.config import Config
 from gpu_preflight.config.schema import PerfConfig
 from gpu_preflight.engine import run_checks
+from gpu_preflight.model import NodeReport
+from gpu_preflight.report.canonical import node_entry
 
 from .conftest import H200_DUMP
 
@@ -38,8 +40,8 @@ class Gpu:
     faults: dict[str, Any] = field(default_factory=dict)
 
 
-def node_report(host: str, gpus: list[Gpu]) -> dict[str, Any]:
-    """A node report (transport form) of ``host`` with these GPUs, through the real node checks."""
+def node_report(host: str, gpus: list[Gpu]) -> NodeReport:
+    """A node report of ``host`` with these GPUs, through the real node checks."""
     dump = json.loads(H200_DUMP.read_text())
     base = dump["devices"][0]
     devices = []
@@ -64,7 +66,7 @@ def node_report(host: str, gpus: list[Gpu]) -> dict[str, Any]:
         if f.subject == node.hostname or f.subject.startswith(node.hostname + "/"):
             f.subject = host + f.subject[len(node.hostname):]
     node.hostname = host
-    return node.to_dict()
+    return node
 
 
 def _collective(op: str, group: str, scope: str, ranks: list[int], busbw: float) -> dict[str, Any]:
@@ -105,7 +107,7 @@ def gathered_run(hosts: dict[str, list[Gpu]], *, node_fabric: dict[str, float] |
                 p["collectives"].append(_collective("all_reduce", f"node{node}", "intra_node", members,
                                                     fabric.get(host, 450.0)))
             if local == 0:
-                p["node_report"] = node_report(host, hosts[host])
+                p["node_entry"] = node_entry(node_report(host, hosts[host]), f"node_{node}")
             payloads[rank] = p
     return {"payloads": payloads, "missing": {},
             "topology": {"world_size": world, "num_nodes": len(names), "local_world_size": per_node,

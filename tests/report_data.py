@@ -22,6 +22,7 @@ from gpu_preflight import build_report, run_checks
 from gpu_preflight.cluster.aggregate import build_cluster_report
 from gpu_preflight.config import Config
 from gpu_preflight.config.schema import PerfConfig
+from gpu_preflight.report.canonical import node_entry
 
 from .conftest import H200_DUMP, REPO
 
@@ -40,8 +41,8 @@ def h200_report(tmp_path: Path | None = None, **faults: Any) -> dict[str, Any]:
 
 
 @functools.cache
-def _node_report_dict() -> dict[str, Any]:
-    return run_checks(replay=str(H200_DUMP), include=["gpu.*"], environ={}).to_dict()
+def _node_entry(node: int) -> dict[str, Any]:
+    return node_entry(run_checks(replay=str(H200_DUMP), include=["gpu.*"], environ={}), f"node_{node}")
 
 
 def _sweep(peak: float) -> list[dict[str, Any]]:
@@ -86,7 +87,7 @@ def gathered_cluster(nodes: int = 3, per_node: int = 2, *, gemm: list[float] | N
             p["collectives"].append(_collective(op, "all", "distributed", list(range(world)), 40.0))
             p["collectives"].append(_collective(op, f"node{node}", "intra_node", members, node_fabric[node]))
         if local == 0:
-            p["node_report"] = copy.deepcopy(_node_report_dict())
+            p["node_entry"] = copy.deepcopy(_node_entry(node))
         payloads[rank] = p
     payloads[0]["links"] = [{"pair": [0, n * per_node], "bytes": SIZES[-1], "iters": 10, "gbps": gbps}
                             for n, gbps in zip(range(1, nodes), links, strict=True)]

@@ -10,8 +10,9 @@ import pytest
 from gpu_preflight.cluster.aggregate import build_cluster_report, cluster_facts
 from gpu_preflight.config import Config
 from gpu_preflight.config.schema import PerfConfig
-from gpu_preflight.model import Status
+from gpu_preflight.model import NodeReport, Status
 from gpu_preflight.registry import CheckContext, get_check
+from gpu_preflight.report.canonical import node_entry
 from gpu_preflight.workloads.collectives import bus_factor
 
 
@@ -155,7 +156,7 @@ def test_version_skew_and_completeness() -> None:
 
 def test_cluster_report_marks_missing_node_incomplete() -> None:
     a = payload(0, 0, 0)
-    a["node_report"] = {"hostname": "h0", "timestamp": "t", "results": [], "facts": {}}
+    a["node_entry"] = node_entry(NodeReport("h0", "t", []), "node_0")
     gathered = {"payloads": {0: copy.deepcopy(a)}, "missing": {1: "rank 1 on h1 did not report"},
                 "topology": {"world_size": 2, "num_nodes": 2, "local_world_size": 1, "hosts": ["h0", "h1"]}}
     report, code = build_cluster_report(gathered, Config(), fail_on="fail", include=[], exclude=[], suite="quick",

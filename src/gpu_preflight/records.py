@@ -7,6 +7,7 @@ and the report can say why a check was skipped.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -178,9 +179,39 @@ class ClusterFacts:
     missing: dict[int, str]
     node_names: dict[int, str]
     node_facts: dict[int, dict[str, Any]] = field(default_factory=dict)
+    _subjects: dict[int, str] = field(default_factory=dict, repr=False)
+
+    @functools.cached_property
+    def gpu_ranks(self) -> frozenset[int]:
+        """Ranks that ran on a GPU (CPU workers share cores: they are not compared with each other)."""
+        return frozenset(r for r, p in self.payloads.items() if str(p.get("device", "")).startswith("cuda"))
+
+    @functools.cached_property
+    def group_entries(self) -> list[tuple[int, dict[str, Any]]]:
+        """Each collective group's results once, as reported by the group's lowest rank (all members agree)."""
+        return [(rank, e) for rank, p in self.payloads.items() for e in p.get("collectives", ())
+                if e.get("ranks") and e["ranks"][0] == rank]
+
+    @functools.cached_property
+    def collective_errors(self) -> list[tuple[int, dict[str, Any]]]:
+        """Every failed collective as each rank that saw it reported it."""
+        return [(rank, e) for rank, p in self.payloads.items() for e in p.get("collectives", ()) if e.get("error")]
+
+    @functools.cached_property
+    def leaders(self) -> dict[int, dict[str, Any]]:
+        """Per node, the payload of its local rank 0 (the one that carries the node's own results)."""
+        per_node = max(self.local_world_size, 1)
+        return {n: p for n in range(self.num_nodes) if (p := self.payloads.get(n * per_node)) is not None}
 
     def rank_subject(self, rank: int, payload: dict[str, Any] | None = None) -> str:
+        """``node/gpuN`` for a GPU worker, ``node/rankR`` for a CPU one (cached: several cluster
+        checks name each of up to 80,000 ranks)."""
+        if payload is None and rank in self._subjects:
+            return self._subjects[rank]
         p = payload or self.payloads.get(rank, {})
         node = self.node_names.get(int(p.get("node_rank", rank // max(self.local_world_size, 1))), "unknown")
         device = str(p.get("device", ""))
-        return f"{node}/gpu{p.get('local_rank', 0)}" if device.startswith("cuda") else f"{node}/rank{rank}"
+        subject = f"{node}/gpu{p.get('local_rank', 0)}" if device.startswith("cuda") else f"{node}/rank{rank}"
+        if payload is None:
+            self._subjects[rank] = subject
+        return subject

@@ -9,6 +9,7 @@ from typing import Any
 from ..model import Finding, Status
 from ..records import ClusterFacts
 from ..registry import CheckContext, check
+from .rollup import Passes
 
 
 def cluster(ctx: CheckContext) -> ClusterFacts:
@@ -41,10 +42,7 @@ def _largest(entry: dict[str, Any]) -> dict[str, Any] | None:
 
 def collective_entries(c: ClusterFacts) -> Iterator[tuple[int, dict[str, Any]]]:
     """Each group's results once: as reported by the group's lowest rank (all members agree)."""
-    for rank, payload in sorted(c.payloads.items()):
-        for entry in payload.get("collectives", []):
-            if entry.get("ranks") and min(entry["ranks"]) == rank:
-                yield rank, entry
+    yield from c.group_entries
 
 
 @check("nccl.correctness", needs=("cluster",), scope="cluster")
@@ -86,8 +84,9 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
     median of the nodes: a slow NVLink/PCIe fabric on that node.
     """
     c, perf = cluster(ctx), ctx.config.perf
+    passes = Passes(ctx, c)
     entries = list(collective_entries(c))
-    errors = [(r, e) for r, p in sorted(c.payloads.items()) for e in p.get("collectives", []) if e.get("error")]
+    errors = c.collective_errors
     reported: set[str] = set()
     for _rank, entry in errors:
         key = f"{entry['op']}@{entry['group']}"
@@ -119,10 +118,10 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
                           recommendation="Check NVLink/NVSwitch health, NCCL env (NCCL_P2P_DISABLE, NCCL_IB_*), "
                                          "and the network for inter-node groups.")
         else:
-            yield Finding("nccl.collectives", Status.PASS, subject, "ok",
-                          f"all_reduce {busbw:.2f} GB/s busbw on {entry['group']} ({len(entry['ranks'])} ranks, "
-                          f"{top['size_bytes']} B)", observed=round(busbw, 3), expected=f">= {floor:g}" if floor
-                          else None, unit="GB/s")
+            yield from passes.add(subject, round(busbw, 3), _allreduce_pass, subject, busbw, entry, top, floor,
+                                  group=str(entry.get("scope")), label=f"all_reduce ({entry.get('scope')})",
+                                  unit="GB/s busbw")
+    yield from passes.findings()
     if len(intra) >= 3:
         median = statistics.median(intra.values())
         for group, busbw in sorted(intra.items()):
@@ -136,6 +135,14 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
     if not entries and not errors:
         yield Finding("nccl.collectives", Status.SKIP, "cluster", "not_run",
                       "no collective ran: a single rank (add GPUs or nodes to test communication)")
+
+
+def _allreduce_pass(subject: str, busbw: float, entry: dict[str, Any], top: dict[str, Any],
+                    floor: float | None) -> Finding:
+    return Finding("nccl.collectives", Status.PASS, subject, "ok",
+                   f"all_reduce {busbw:.2f} GB/s busbw on {entry['group']} ({len(entry['ranks'])} ranks, "
+                   f"{top['size_bytes']} B)", observed=round(busbw, 3), expected=f">= {floor:g}" if floor else None,
+                   unit="GB/s")
 
 
 @check("network.node_links", needs=("cluster",), scope="cluster")

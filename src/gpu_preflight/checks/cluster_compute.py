@@ -8,9 +8,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..model import Finding, Status
+from ..records import ClusterFacts
 from ..registry import CheckContext, check
 from .cluster_comm import cluster
 from .common import version_below
+from .rollup import Passes
 
 
 @check("compute.gemm", needs=("cluster",), scope="cluster")
@@ -24,52 +26,75 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
     so they are not compared with each other). ERROR when a precision could not run.
     """
     c, perf = cluster(ctx), ctx.config.perf
+    passes = Passes(ctx, c)
     by_dtype: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
-    for rank, payload in sorted(c.payloads.items()):
-        for g in payload.get("gemm", []):
+    for rank, payload in c.payloads.items():
+        for g in payload.get("gemm", ()):
             by_dtype[g["dtype"]].append((rank, g))
     if not by_dtype:
         yield Finding("compute.gemm", Status.SKIP, "cluster", "not_run", "no GEMM result was gathered")
+    on_gpu = c.gpu_ranks
     for dtype, rows in sorted(by_dtype.items()):
         expected = getattr(perf, f"gemm_{dtype}_tflops", None)
-        ok_values = [g["tflops"] for r, g in rows if not g.get("error") and g.get("correct") and _on_gpu(c, r)]
+        ok_values = [g["tflops"] for r, g in rows if g.get("correct") and not g.get("error") and r in on_gpu]
         median = statistics.median(ok_values) if len(ok_values) >= 2 else None  # CPU ranks share cores: no peers
+        details = {"dtype": dtype, "median_tflops": median, "expected": expected}
+        floors = [x for x in (expected and expected * perf.gemm_warn_fraction,
+                              median and median * (1 - perf.peer_outlier_fraction)) if x]
+        low = max(floors) if floors else float("-inf")
+        # Screen first: at 80,000 GPUs only the few below a floor, wrong or failed need a verdict each.
+        flagged = {r for r, g in rows if g.get("error") or not g.get("correct") or (g.get("tflops") or 0.0) < low}
         for rank, g in rows:
-            subject = c.rank_subject(rank)
-            tflops = float(g.get("tflops") or 0.0)
-            label = f"{dtype} GEMM {g['n']}^3"
-            if g.get("error"):
-                yield Finding("compute.gemm", Status.ERROR, subject, "gemm_error", f"{label}: {g['error']}",
-                              recommendation="Check the CUDA stack (stack.cuda) and GPU memory.")
-                continue
-            if not g.get("correct"):
-                yield Finding("compute.gemm", Status.FAIL, subject, "gemm_wrong",
-                              f"{label}: wrong result (relative error {g['rel_error']:.3g})",
-                              observed=g["rel_error"], unit="rel. error",
-                              recommendation="The GPU computes wrong results: drain the node, run DCGM level 3, "
-                                             "RMA the GPU if it repeats.")
-                continue
-            status, code, limit = Status.PASS, "ok", None
-            if expected:
-                if tflops < expected * perf.gemm_fail_fraction:
-                    status, code, limit = Status.FAIL, "gemm_slow", expected * perf.gemm_fail_fraction
-                elif tflops < expected * perf.gemm_warn_fraction:
-                    status, code, limit = Status.WARN, "gemm_below_expected", expected * perf.gemm_warn_fraction
-            if status is Status.PASS and median and tflops < median * (1 - perf.peer_outlier_fraction):
-                status, code, limit = Status.WARN, "gemm_outlier", median * (1 - perf.peer_outlier_fraction)
-            shown = f"{tflops * 1000:.1f} GFLOP/s" if tflops < 1 else f"{tflops:.1f} TFLOP/s"
-            yield Finding("compute.gemm", status, subject, code,
-                          f"{label}: {shown}" + (f" (expected {expected:g}, peers' median {median:.1f})"
-                                                  if expected and median else ""),
-                          observed=round(tflops, 4), expected=f">= {limit:.1f}" if limit else expected,
-                          unit="TFLOP/s", details={"dtype": dtype, "median_tflops": median, "expected": expected},
-                          recommendation=None if status is Status.PASS else
-                          "Check clocks and throttling (gpu.clocks, gpu.power, gpu.thermal) and other processes "
-                          "on the GPU (gpu.busy); compare with DCGM targeted stress.")
+            if rank in flagged:
+                yield _judge_gemm(c.rank_subject(rank), dtype, g, perf, details)
+        passing = [(r, g) for r, g in rows if r not in flagged]
+        if passes.rolled:
+            passes.record({c.rank_subject(r): round(float(g["tflops"]), 4) for r, g in passing}, group=dtype,
+                          label=f"{dtype} GEMM", unit="TFLOP/s", details=details)
+        else:
+            for rank, g in passing:
+                yield _gemm_finding(c.rank_subject(rank), f"{dtype} GEMM {g['n']}^3", float(g["tflops"]),
+                                    Status.PASS, "ok", None, details)
+    yield from passes.findings()
 
 
-def _on_gpu(c: Any, rank: int) -> bool:
-    return str(c.payloads.get(rank, {}).get("device", "")).startswith("cuda")
+def _judge_gemm(subject: str, dtype: str, g: dict[str, Any], perf: Any, details: dict[str, Any]) -> Finding:
+    """The verdict on one GPU's GEMM for one precision (wrong, failed, slow, outlier or fine)."""
+    expected, median = details["expected"], details["median_tflops"]
+    tflops = float(g.get("tflops") or 0.0)
+    label = f"{dtype} GEMM {g['n']}^3"
+    if g.get("error"):
+        return Finding("compute.gemm", Status.ERROR, subject, "gemm_error", f"{label}: {g['error']}",
+                       recommendation="Check the CUDA stack (stack.cuda) and GPU memory.")
+    if not g.get("correct"):
+        return Finding("compute.gemm", Status.FAIL, subject, "gemm_wrong",
+                       f"{label}: wrong result (relative error {g['rel_error']:.3g})",
+                       observed=g["rel_error"], unit="rel. error",
+                       recommendation="The GPU computes wrong results: drain the node, run DCGM level 3, "
+                                      "RMA the GPU if it repeats.")
+    status, code, limit = Status.PASS, "ok", None
+    if expected:
+        if tflops < expected * perf.gemm_fail_fraction:
+            status, code, limit = Status.FAIL, "gemm_slow", expected * perf.gemm_fail_fraction
+        elif tflops < expected * perf.gemm_warn_fraction:
+            status, code, limit = Status.WARN, "gemm_below_expected", expected * perf.gemm_warn_fraction
+    if status is Status.PASS and median and tflops < median * (1 - perf.peer_outlier_fraction):
+        status, code, limit = Status.WARN, "gemm_outlier", median * (1 - perf.peer_outlier_fraction)
+    return _gemm_finding(subject, label, tflops, status, code, limit, details)
+
+
+def _gemm_finding(subject: str, label: str, tflops: float, status: Status, code: str, limit: float | None,
+                  details: dict[str, Any]) -> Finding:
+    expected, median = details["expected"], details["median_tflops"]
+    shown = f"{tflops * 1000:.1f} GFLOP/s" if tflops < 1 else f"{tflops:.1f} TFLOP/s"
+    return Finding("compute.gemm", status, subject, code,
+                   f"{label}: {shown}" + (f" (expected {expected:g}, peers' median {median:.1f})"
+                                          if expected and median else ""),
+                   observed=round(tflops, 4), expected=f">= {limit:.1f}" if limit else expected,
+                   unit="TFLOP/s", details=details,
+                   recommendation=None if status is Status.PASS else
+                   "Check clocks and throttling (gpu.clocks, gpu.power, gpu.thermal) and other processes "
+                   "on the GPU (gpu.busy); compare with DCGM targeted stress.")
 
 
 @check("memory.bandwidth", needs=("cluster",), scope="cluster")
@@ -81,39 +106,58 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     (a downtrained PCIe link halves it). ERROR when the test could not run; SKIP on CPU.
     """
     c, perf = cluster(ctx), ctx.config.perf
-    ran = False
-    for rank, payload in sorted(c.payloads.items()):
-        m = payload.get("memory")
-        if m is None:
-            continue
-        ran = True
-        subject = c.rank_subject(rank)
-        if m.get("error"):
-            yield Finding("memory.bandwidth", Status.ERROR, subject, "memory_error", f"memory test: {m['error']}")
-            continue
-        if m.get("pattern_errors"):
-            yield Finding("memory.bandwidth", Status.FAIL, subject, "pattern_errors",
-                          f"{m['pattern_errors']} word(s) read back wrong over {m['pattern_bytes'] / 1e9:.1f} GB",
-                          observed=m["pattern_errors"], expected=0, unit="words",
-                          recommendation="GPU memory is corrupting data: drain the node, check ECC/remapping, RMA.")
-        flagged = False
-        for key, floor, what in (("device_copy_gbps", perf.device_copy_min_gbps, "device copy"),
-                                 ("h2d_gbps", perf.host_transfer_min_gbps, "host-to-device"),
-                                 ("d2h_gbps", perf.host_transfer_min_gbps, "device-to-host")):
-            value = m.get(key)
-            if floor is not None and value is not None and value < floor:
-                flagged = True
-                yield Finding("memory.bandwidth", Status.WARN, subject, f"{key.removesuffix('_gbps')}_slow",
-                              f"{what} {value:.1f} GB/s below {floor:g}", observed=round(value, 2),
-                              expected=f">= {floor:g}", unit="GB/s",
-                              recommendation="Check the PCIe link (gpu.pcie) and NUMA placement for host "
-                                             "transfers; memory clocks and throttling for device copies.")
-        if not flagged and not m.get("pattern_errors"):
-            yield Finding("memory.bandwidth", Status.PASS, subject, "ok",
-                          f"copy {m['device_copy_gbps']:.0f} GB/s, H2D {m['h2d_gbps']:.1f}, D2H {m['d2h_gbps']:.1f}, "
-                          f"{m['pattern_bytes'] / 1e9:.1f} GB patterns intact", observed=m)
-    if not ran:
+    passes = Passes(ctx, c)
+    rows = [(r, m) for r, p in c.payloads.items() if (m := p.get("memory")) is not None]
+    copy_floor, host_floor = perf.device_copy_min_gbps, perf.host_transfer_min_gbps
+    inf = float("inf")
+    # Screen first (one cheap test per GPU); only the flagged get a verdict each.
+    flagged = {r for r, m in rows if m.get("error") or m.get("pattern_errors")
+               or (copy_floor is not None and (m.get("device_copy_gbps") or inf) < copy_floor)
+               or (host_floor is not None and min(m.get("h2d_gbps") or inf, m.get("d2h_gbps") or inf) < host_floor)}
+    for rank, m in rows:
+        if rank in flagged:
+            yield from _judge_memory(c.rank_subject(rank), m, perf)
+    if passes.rolled:
+        passes.record({c.rank_subject(r): m for r, m in rows if r not in flagged}, label="the memory test")
+    else:
+        for rank, m in rows:
+            if rank not in flagged:
+                yield _memory_pass(c.rank_subject(rank), m)
+    yield from passes.findings()
+    if not rows:
         yield Finding("memory.bandwidth", Status.SKIP, "cluster", "no_gpu", "no GPU worker: memory test not run")
+
+
+def _judge_memory(subject: str, m: dict[str, Any], perf: Any) -> Iterator[Finding]:
+    """The findings for one GPU's memory test: error, corrupted patterns, each slow direction, or a pass."""
+    if m.get("error"):
+        yield Finding("memory.bandwidth", Status.ERROR, subject, "memory_error", f"memory test: {m['error']}")
+        return
+    if m.get("pattern_errors"):
+        yield Finding("memory.bandwidth", Status.FAIL, subject, "pattern_errors",
+                      f"{m['pattern_errors']} word(s) read back wrong over {m['pattern_bytes'] / 1e9:.1f} GB",
+                      observed=m["pattern_errors"], expected=0, unit="words",
+                      recommendation="GPU memory is corrupting data: drain the node, check ECC/remapping, RMA.")
+    flagged = False
+    for key, floor, what in (("device_copy_gbps", perf.device_copy_min_gbps, "device copy"),
+                             ("h2d_gbps", perf.host_transfer_min_gbps, "host-to-device"),
+                             ("d2h_gbps", perf.host_transfer_min_gbps, "device-to-host")):
+        value = m.get(key)
+        if floor is not None and value is not None and value < floor:
+            flagged = True
+            yield Finding("memory.bandwidth", Status.WARN, subject, f"{key.removesuffix('_gbps')}_slow",
+                          f"{what} {value:.1f} GB/s below {floor:g}", observed=round(value, 2),
+                          expected=f">= {floor:g}", unit="GB/s",
+                          recommendation="Check the PCIe link (gpu.pcie) and NUMA placement for host "
+                                         "transfers; memory clocks and throttling for device copies.")
+    if not flagged and not m.get("pattern_errors"):
+        yield _memory_pass(subject, m)
+
+
+def _memory_pass(subject: str, m: dict[str, Any]) -> Finding:
+    return Finding("memory.bandwidth", Status.PASS, subject, "ok",
+                   f"copy {m['device_copy_gbps']:.0f} GB/s, H2D {m['h2d_gbps']:.1f}, D2H {m['d2h_gbps']:.1f}, "
+                   f"{m['pattern_bytes'] / 1e9:.1f} GB patterns intact", observed=m)
 
 
 @check("train.smoke", needs=("cluster",), scope="cluster")
@@ -125,36 +169,55 @@ def training(ctx: CheckContext) -> Iterator[Finding]:
     ERROR when training could not run.
     """
     c, drop = cluster(ctx), ctx.config.perf.train_min_loss_drop
+    passes = Passes(ctx, c)
+    rows = [(r, t) for r, p in c.payloads.items() if (t := p.get("train")) is not None]
+    flagged = {r for r, t in rows if t.get("error") or not t.get("finite") or not t.get("improved")}
+    for rank, t in rows:
+        if rank in flagged:
+            yield _judge_training(c, c.rank_subject(rank), "train", "training smoke", t, drop)
+    if passes.rolled:
+        passes.record({c.rank_subject(r): round(t["loss_end"], 4) for r, t in rows if r not in flagged},
+                      label="the training smoke", unit="final loss")
+    else:
+        for rank, t in rows:
+            if rank not in flagged:
+                yield _train_pass(c.rank_subject(rank), "training smoke", t, "")
+    yield from passes.findings()
     first = min(c.payloads, default=0)
-    for rank, payload in sorted(c.payloads.items()):
-        for key in ("train", "ddp"):
-            t = payload.get(key)
-            if t is None or (key == "ddp" and rank != first):
-                continue
-            subject = c.rank_subject(rank) if key == "train" else "cluster"
-            name = "training smoke" if key == "train" else f"DDP smoke on {c.world_size} ranks"
-            if t.get("error"):
-                yield Finding("train.smoke", Status.ERROR, subject, f"{key}_error", f"{name}: {t['error']}")
-            elif not t.get("finite"):
-                yield Finding("train.smoke", Status.FAIL, subject, f"{key}_not_finite",
-                              f"{name}: loss became non-finite", observed=t["loss_end"],
-                              recommendation="NaN/Inf in training on this GPU: run DCGM diagnostics; drain it.")
-            elif not t.get("improved"):
-                yield Finding("train.smoke", Status.FAIL, subject, f"{key}_no_progress",
-                              f"{name}: loss {t['loss_start']:.3f} -> {t['loss_end']:.3f}, less than {drop:.0%} drop",
-                              observed=t["loss_end"], expected=f"<= {t['loss_start'] * (1 - drop):.3f}",
-                              recommendation="The model does not learn on this GPU: check GEMM correctness and "
-                                             "the CUDA stack.")
-            elif key == "ddp" and t.get("params_identical") is False:
-                yield Finding("train.smoke", Status.FAIL, subject, "ddp_params_differ",
-                              f"{name}: parameters differ between ranks after training",
-                              observed=len(set(t.get("param_digests") or [])), expected=1, unit="distinct",
-                              recommendation="Gradient all-reduce is broken: run --localize and nccl.correctness.")
-            else:
-                yield Finding("train.smoke", Status.PASS, subject, "ok",
-                              f"{name}: loss {t['loss_start']:.3f} -> {t['loss_end']:.3f}"
-                              + (", parameters identical on every rank" if key == "ddp" else ""),
-                              observed=round(t["loss_end"], 4))
+    ddp = c.payloads.get(first, {}).get("ddp")
+    if ddp is not None:
+        yield _judge_training(c, "cluster", "ddp", f"DDP smoke on {c.world_size} ranks", ddp, drop)
+
+
+def _judge_training(c: ClusterFacts, subject: str, key: str, name: str, t: dict[str, Any],
+                    drop: float) -> Finding:
+    """The verdict on one training smoke result (``key`` "train" on one GPU, "ddp" for the job)."""
+    if t.get("error"):
+        return Finding("train.smoke", Status.ERROR, subject, f"{key}_error", f"{name}: {t['error']}")
+    if not t.get("finite"):
+        return Finding("train.smoke", Status.FAIL, subject, f"{key}_not_finite",
+                       f"{name}: loss became non-finite", observed=t["loss_end"],
+                       recommendation="NaN/Inf in training on this GPU: run DCGM diagnostics; drain it.")
+    if not t.get("improved"):
+        return Finding("train.smoke", Status.FAIL, subject, f"{key}_no_progress",
+                       f"{name}: loss {t['loss_start']:.3f} -> {t['loss_end']:.3f}, less than {drop:.0%} drop",
+                       observed=t["loss_end"], expected=f"<= {t['loss_start'] * (1 - drop):.3f}",
+                       recommendation="The model does not learn on this GPU: check GEMM correctness and "
+                                      "the CUDA stack.")
+    if key == "ddp" and t.get("params_identical") is False:
+        odd = t.get("odd_ranks") or []
+        return Finding("train.smoke", Status.FAIL, subject, "ddp_params_differ",
+                       f"{name}: parameters differ between ranks after training"
+                       + (f" (differing from most: {', '.join(c.rank_subject(r) for r in odd)})" if odd else ""),
+                       observed=len(set(t.get("param_digests") or [])), expected=1, unit="distinct",
+                       recommendation="Gradient all-reduce is broken: run --localize and nccl.correctness.")
+    return _train_pass(subject, name, t, ", parameters identical on every rank" if key == "ddp" else "")
+
+
+def _train_pass(subject: str, name: str, t: dict[str, Any], extra: str) -> Finding:
+    return Finding("train.smoke", Status.PASS, subject, "ok",
+                   f"{name}: loss {t['loss_start']:.3f} -> {t['loss_end']:.3f}{extra}",
+                   observed=round(t["loss_end"], 4))
 
 
 @check("stack.cuda", needs=("cluster",), scope="cluster")
@@ -166,11 +229,11 @@ def stack(ctx: CheckContext) -> Iterator[Finding]:
     CPU-only torch runs on a GPU node. Reports torch, CUDA, NCCL and cuDNN versions.
     """
     c = cluster(ctx)
-    for _rank, payload in sorted(c.payloads.items()):
+    passes = Passes(ctx, c)
+    for node, payload in c.leaders.items():
         s = payload.get("stack")
-        if not s or payload.get("local_rank") not in (0, None):
+        if not s:
             continue
-        node = int(payload.get("node_rank", 0))
         subject = c.node_names.get(node, f"node{node}")
         gpu_facts = c.node_facts.get(node, {}).get("gpu", {})
         gpus = len(gpu_facts.get("gpus", [])) if gpu_facts.get("available") else 0
@@ -189,8 +252,10 @@ def stack(ctx: CheckContext) -> Iterator[Finding]:
                           observed=s["torch_cuda"], expected=f"<= {driver_cuda}", recommendation=_fix(s, driver_cuda))
         else:
             where = f"CUDA {s['torch_cuda']}, NCCL {s['nccl_version']}" if s.get("torch_cuda") else "CPU (gloo)"
-            yield Finding("stack.cuda", Status.PASS, subject, "ok", f"torch {s['torch_version']}, {where}",
-                          observed=versions)
+            text = f"torch {s['torch_version']}, {where}"
+            yield from passes.add(subject, versions, Finding, "stack.cuda", Status.PASS, subject, "ok", text,
+                                  versions, group=text, label=f"the software stack check ({text})")
+    yield from passes.findings()
 
 
 def _fix(stack: dict[str, Any], driver_cuda: Any) -> str:
@@ -215,19 +280,31 @@ def consistency(ctx: CheckContext) -> Iterator[Finding]:
         gpu = facts.get("gpu", {})
         values["driver"][name] = gpu.get("driver_version") if isinstance(gpu.get("driver_version"), str) else None
         values["GPU count"][name] = len(gpu.get("gpus", [])) if gpu.get("available") else 0
-    for payload in c.payloads.values():
+    for node, payload in c.leaders.items():  # ranks of one node share its image
         s = payload.get("stack") or {}
-        name = c.node_names.get(int(payload.get("node_rank", 0)), "?")
+        name = c.node_names.get(node, "?")
         for key in ("torch_version", "torch_cuda", "nccl_version"):
             values[key][name] = s.get(key)
     skew = False
     for what, per_node in sorted(values.items()):
-        distinct = {v for v in per_node.values()}
-        if len(distinct) > 1:
+        by_value: dict[Any, list[str]] = defaultdict(list)
+        for name, value in per_node.items():
+            by_value[value].append(name)
+        if len(by_value) > 1:
             skew = True
             yield Finding("cluster.consistency", Status.WARN, "cluster", "version_skew" if what != "GPU count"
-                          else "gpu_count_mismatch", f"{what} differs between nodes: {per_node}", observed=per_node,
+                          else "gpu_count_mismatch", f"{what} differs between nodes: {_spread(by_value)}",
+                          observed=per_node,
                           recommendation="Run every node on the same image, driver and GPU count.")
     if not skew:
         yield Finding("cluster.consistency", Status.PASS, "cluster", "ok",
                       f"{c.num_nodes} nodes agree on driver, CUDA, torch, NCCL and GPU count")
+
+
+def _spread(by_value: dict[Any, list[str]], shown: int = 4) -> str:
+    """``535.1 on 2 nodes (h3, h9); 550.54 on 998 nodes (h0, h1, h2, h4, ...)``: readable at 10,000 nodes."""
+    parts = []
+    for value, names in sorted(by_value.items(), key=lambda kv: len(kv[1])):
+        more = ", ..." if len(names) > shown else ""
+        parts.append(f"{value} on {len(names)} node{'s' if len(names) != 1 else ''} ({', '.join(names[:shown])}{more})")
+    return "; ".join(parts)

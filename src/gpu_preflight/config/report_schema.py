@@ -57,6 +57,12 @@ class ReportConfig:
     failure_loss_fraction: float = setting(
         0.5, "Share of a job's GPU-hours lost when a caught failure would have struck (on average halfway).",
         "ratio")
+    detail_max_nodes: int = setting(
+        32, "Largest cluster whose report lists every finding. Above it, nodes list only WARN/ERROR/FAIL "
+            "findings (PASS and SKIP stay in each node's own report and are counted per check; each cause of a "
+            "SKIP is listed once with its node count) and each cluster check's passes become one finding with "
+            "the per-subject values: a 10,000-node report stays readable and fits rank 0's memory.",
+        "nodes")
 
 
 def report_config(config: object) -> ReportConfig:

@@ -213,17 +213,13 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
         config, _ = build_config(profile=find_profile(node_report.profile), config_file=opts.config_file,
                                  overrides=opts.overrides, environ=opts.environ)
     if node_report is not None:
-        if opts.report_dir:  # raw outputs stay on the node, beside where the report will be
-            from ..report.canonical import save_artifacts
-
-            node_report.artifacts = save_artifacts(node_report, Path(opts.report_dir), f"node_{topo.node_rank}")
-        run.payload["node_report"] = node_report.to_dict()
+        run.payload["node_entry"] = node_payload(node_report, topo, config, opts.report_dir)
     elif topo.local_rank == 0:
         run.payload["errors"].append("node checks did not finish")
     _stage(store, topo.rank, "done")
     text = json.dumps(run.payload, default=str)
     if len(text) > MAX_PAYLOAD:
-        run.payload.pop("node_report", None)
+        run.payload.pop("node_entry", None)
         run.payload["errors"].append(f"payload of {len(text)} bytes exceeds {MAX_PAYLOAD}; node report dropped")
         text = json.dumps(run.payload, default=str)
     if result_dir:
@@ -231,6 +227,30 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
     store.set(f"{PREFIX}/payload/{topo.rank}", text)
     gathered = gather(store, topo, deadline=time.monotonic() + timeout_s + STALE_S) if topo.rank == 0 else None
     return RankOutcome(gathered, config, store, beat, timeout_s, device, plan)
+
+
+def node_payload(report: Any, topo: Topology, config: Config, report_dir: str | None) -> dict[str, Any]:
+    """The node leader's contribution to the cluster report, built here rather than on rank 0.
+
+    Above ``report.detail_max_nodes`` nodes the PASS and SKIP findings stay on the node (in
+    ``artifacts/node_<i>/node_report.json`` with ``--report-dir``) and only the facts the
+    cluster report reads travel: rank 0 of a 10,000-node job places sections, it does not
+    rebuild them.
+    """
+    from ..cluster.aggregate import node_info
+    from ..config.report_schema import report_config
+    from ..report.canonical import node_entry, save_artifacts
+
+    key = f"node_{topo.node_rank}"
+    detail = topo.num_nodes <= report_config(config).detail_max_nodes
+    if not detail:
+        report.raw_artifacts["node_report"] = ("node_report.json", json.dumps(report.to_dict(), default=str))
+    if report_dir:  # raw outputs stay on the node, beside where the report will be
+        report.artifacts = save_artifacts(report, Path(report_dir), key)
+    info = node_info(topo.node_rank, topo.num_nodes, topo.world_size, topo.local_world_size,
+                     topo.node_name or topo.hostname or socket.gethostname())
+    entry: dict[str, Any] = node_entry(report, key, info, detail=detail)
+    return entry
 
 
 def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config, timeout_s: float) -> None:
@@ -287,7 +307,8 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
                     p["collectives"].append({"op": op, "group": g.name, "scope": g.scope, "ranks": g.ranks,
                                              "success": False, "error": run.broken, "results": []})
                     return
-                p["collectives"].append({**res.to_dict(), "scope": g.scope})
+                if rank == g.ranks[0]:  # every member measured the same sweep: its lowest rank reports it
+                    p["collectives"].append({**res.to_dict(), "scope": g.scope})
     if run.topo.num_nodes > 1:
         from ..workloads.links import run_star
 
@@ -304,7 +325,9 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
                                               diagnostics_config(config), wait_s=timeout_s, prefix=PREFIX)
     if run.topo.world_size > 1:
         _stage(store, rank, "ddp")
-        p["ddp"] = run_ddp(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()
+        ddp = run_ddp(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()
+        if rank == 0:  # every rank gathered the same digests: rank 0 speaks for the job
+            p["ddp"] = ddp
 
 
 def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:

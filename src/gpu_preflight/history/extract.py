@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model import per_subject
+
 __all__ = ["FindingSeen", "GpuSeen", "Measurement", "NodeIndex", "RunRecord", "extract", "metric_kind", "run_key"]
 
 _SLOT = re.compile(r"^(?P<node>.+)/(?P<slot>gpu\d+|rank\d+)$")
@@ -212,7 +214,7 @@ def _at(nodes: NodeIndex, subject: str, metric: str, value: float, unit: str) ->
 def _gemm_and_memory(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measurement]:
     """Per-GPU GEMM TFLOP/s (``compute.gemm``) and memory bandwidth (``memory.bandwidth``)."""
     out = []
-    for f in report.get("findings") or []:
+    for f in per_subject(report.get("findings") or []):
         subject, observed = str(f.get("subject")), f.get("observed")
         if f.get("check_id") == "compute.gemm" and f.get("unit") == "TFLOP/s":
             dtype = (f.get("details") or {}).get("dtype")
@@ -225,9 +227,10 @@ def _gemm_and_memory(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measur
                     value = _num(observed.get(f"{key}_gbps"))
                     if value is not None:
                         out.append(_at(nodes, subject, f"memory.{key}", value, "GB/s"))
-            elif str(f.get("code", "")).removesuffix("_slow") in _MEMORY_KEYS and _num(observed) is not None:
-                key = str(f["code"]).removesuffix("_slow")
-                out.append(_at(nodes, subject, f"memory.{key}", float(observed), "GB/s"))
+            elif str(f.get("code", "")).removesuffix("_slow") in _MEMORY_KEYS:
+                key, value = str(f["code"]).removesuffix("_slow"), _num(observed)
+                if value is not None:
+                    out.append(_at(nodes, subject, f"memory.{key}", value, "GB/s"))
     return out
 
 

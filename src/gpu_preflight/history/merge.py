@@ -21,10 +21,11 @@ TITLES = {"history.regression": "No regression against the run history",
 
 def add_findings(report: dict[str, Any], findings: Sequence[Finding]) -> dict[str, Any]:
     """Append ``findings`` (to ``findings`` and ``cluster_checks``) and refresh the summary; returns the report."""
-    from ..report.canonical import findings_of, summarize
+    from ..report.canonical import summarize
 
     if not findings:
         return report
+    summary = report.setdefault("cluster_summary", {})
     nodes = NodeIndex(report)
     for f in findings:
         index, _ = nodes.locate(f.subject, None)
@@ -37,8 +38,7 @@ def add_findings(report: dict[str, Any], findings: Sequence[Finding]) -> dict[st
         CheckResult(check_id, TITLES.get(check_id, check_id), found, 0.0).to_dict()
         for check_id, found in by_check.items())
     fail_on = (report.get("run") or {}).get("fail_on", "fail")
-    fresh = summarize(findings_of(report), fail_on)
-    summary = report.setdefault("cluster_summary", {})
+    fresh = summarize(report["findings"], fail_on, summary.get("unlisted"))
     for key in ("overall_status", "exit_code", "issues", "recommendations", "counts"):
         summary[key] = fresh[key]
     return report

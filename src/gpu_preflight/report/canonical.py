@@ -13,6 +13,8 @@ import fnmatch
 import functools
 import hashlib
 import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ TEST_GROUPS: dict[str, tuple[str, ...]] = {
 }
 READY = "Cluster is ready for distributed training"
 MB = 1024 * 1024
+_RANK = {s.value: s.rank for s in Status}
 GB = 1024**3
 
 
@@ -46,40 +49,55 @@ def _groups_of(check_id: str) -> tuple[str, ...]:
     return tuple(name for name, pats in TEST_GROUPS.items() if any(fnmatch.fnmatchcase(check_id, p) for p in pats))
 
 
-def _test_results(findings: list[Finding]) -> dict[str, bool | None]:
+Unlisted = Mapping[str, Mapping[str, int]]  # check id -> status -> findings a node kept to itself
+
+
+def _test_results(findings: Iterable[Mapping[str, Any]], unlisted: Unlisted) -> dict[str, bool | None]:
     """True: a PASS and nothing worse than SKIP; False: a WARN or worse; None: all skipped."""
-    seen: dict[str, set[Status]] = {name: set() for name in TEST_GROUPS}
-    for f in findings:
-        for name in _groups_of(f.check_id):
-            seen[name].add(f.status)
+    seen: dict[str, set[str]] = {name: set() for name in TEST_GROUPS}
+    pairs = {(f["check_id"], f["status"]) for f in findings}
+    pairs |= {(check_id, status) for check_id, by in unlisted.items() for status, n in by.items() if n}
+    for check_id, status in pairs:
+        for name in _groups_of(check_id):
+            seen[name].add(status)
     out: dict[str, bool | None] = {}
     for name, statuses in seen.items():
-        if not statuses or statuses == {Status.SKIP}:
-            out[name] = None
-        else:
-            out[name] = Status.worst(statuses).rank <= Status.SKIP.rank
+        statuses.discard(Status.SKIP.value)
+        out[name] = None if not statuses else statuses == {Status.PASS.value}
     return out
 
 
-def summarize(findings: list[Finding], fail_on: str) -> dict[str, Any]:
-    """The ``summary`` block: overall status, test groups, issues and recommendations."""
-    overall = verdict(f.status for f in findings)
-    ordered = sorted((f for f in findings if f.status.rank >= Status.WARN.rank),
-                     key=lambda f: (-f.status.rank, f.check_id, f.subject))
-    issues = [f"[{f.status.value}] {f.subject} {f.check_id}: {f.summary}" for f in ordered]
+def summarize(findings: Sequence[Mapping[str, Any]], fail_on: str, unlisted: Unlisted | None = None) -> dict[str, Any]:
+    """The ``summary`` block: overall status, test groups, issues and recommendations.
+
+    ``findings`` are finding dicts (``Finding.to_dict`` form). ``unlisted`` counts, per
+    check id and status, PASS and SKIP findings that are not in the list (those a node of
+    a large cluster keeps to itself, see :func:`node_entry`): they count all the same.
+    """
+    unlisted = unlisted or {}
+    counts = dict.fromkeys((s.value for s in Status), 0)
+    for f in findings:
+        counts[f["status"]] = counts.get(f["status"], 0) + 1
+    for by in unlisted.values():
+        for status, n in by.items():
+            counts[status] = counts.get(status, 0) + int(n)
+    overall = verdict(Status(s) for s, n in counts.items() if n)
+    worse = [f for f in findings if _RANK.get(f["status"], 0) >= Status.WARN.rank]
+    worse.sort(key=lambda f: (-_RANK[f["status"]], f["check_id"], f["subject"]))
+    issues = [f"[{f['status']}] {f['subject']} {f['check_id']}: {f['summary']}" for f in worse]
     recommendations = list(dict.fromkeys(
-        f"{f.subject}: {f.recommendation}" for f in ordered if f.recommendation))
-    if not gating_statuses(fail_on) & {f.status for f in findings} and overall is Status.PASS:
+        f"{f['subject']}: {f['recommendation']}" for f in worse if f.get("recommendation")))
+    if not any(counts[s.value] for s in gating_statuses(fail_on)) and overall is Status.PASS:
         recommendations.append(READY)
     return {
         "overall_status": overall.value,
         "exit_code": gated_exit_code(overall, fail_on),
-        "test_results": _test_results(findings),
+        "test_results": _test_results(findings, unlisted),
         "cluster_info": {},
         "performance_summary": {},
         "issues": issues,
         "recommendations": recommendations,
-        "counts": {s.value: sum(1 for f in findings if f.status is s) for s in Status},
+        "counts": counts,
     }
 
 
@@ -137,6 +155,8 @@ def _system_section(facts: dict[str, Any]) -> dict[str, Any]:
 
 
 def node_section(report: NodeReport, node_info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A node's section of the report. Its checks list status and timing; their findings
+    live once, in the report's top-level ``findings`` with the node's key."""
     gpus = _gpu_section(report.facts)
     info = {
         "hostname": report.hostname, "world_size": 1, "rank": 0, "local_rank": 0, "host_rank": 0,
@@ -147,60 +167,161 @@ def node_section(report: NodeReport, node_info: dict[str, Any] | None = None) ->
     return {
         "timestamp": report.timestamp,
         "node_info": info,
-        "summary": summarize(report.findings, report.fail_on),
+        "summary": summarize([f.to_dict() for f in report.findings], report.fail_on),
         "gpu": gpus,
         "system": _system_section(report.facts),
         **diagnostic_sections(report.facts, report.artifacts),
-        "checks": [r.to_dict() for r in report.results],
+        "checks": [{"check_id": r.check_id, "title": r.title, "status": r.status.value,
+                    "duration_s": round(r.duration_s, 6), "findings": len(r.findings)} for r in report.results],
         "facts": report.facts,
         "duration_s": round(report.duration_s, 4),
     }
 
 
-def build_report(nodes: list[NodeReport], *, expected_total_gpus: int | None = None,
-                 node_infos: list[dict[str, Any]] | None = None, node_extras: list[dict[str, Any]] | None = None,
-                 cluster_results: list[CheckResult] | None = None, topology: dict[str, Any] | None = None,
-                 missing_nodes: list[str] | None = None,
-                 performance_summary: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The whole report for one or more node reports (node_0 ... in the given order).
+_GPU_FACTS = ("index", "name", "uuid", "serial", "pci_bus_id", "temp_slowdown_c", "power_limit_w", "lost")
+
+
+def summary_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The facts a cluster report reads (cluster checks, sensor plots), from a node's full facts.
+
+    The GPU probe's scalar fields (driver, CUDA, NVML), the GPUs' identities and limits,
+    the EFA devices; the node's own report (saved on the node) keeps everything else.
+    """
+    out: dict[str, Any] = {probe: {k: v for k, v in rec.items() if not isinstance(v, (dict, list))}
+                           for probe, rec in facts.items() if probe in ("gpu", "fabric") and isinstance(rec, Mapping)}
+    gpus = (facts.get("gpu") or {}).get("gpus")
+    if isinstance(gpus, list) and "gpu" in out:
+        out["gpu"]["gpus"] = [{k: g.get(k) for k in _GPU_FACTS if k in g} for g in gpus if isinstance(g, Mapping)]
+    efa = (facts.get("fabric") or {}).get("efa_devices")
+    if efa and "fabric" in out:
+        out["fabric"]["efa_devices"] = efa
+    return out
+
+
+def node_entry(report: NodeReport, node_key: str, node_info: dict[str, Any] | None = None, *,
+               detail: bool = True) -> dict[str, Any]:
+    """What a node contributes to a report: its section, its findings, its artifacts.
+
+    Built where the node's checks ran (on the node itself in a distributed run), so rank 0
+    only places sections. ``detail=False`` (clusters above ``report.detail_max_nodes``)
+    lists only WARN, ERROR and FAIL findings: PASS and SKIP findings are counted per check
+    (``unlisted``; the section's summary counts them too), and the first SKIP of each
+    check and cause travels as an example, so rank 0 can say "dcgmi not installed on
+    9,998 nodes" once instead of 9,998 times. The node's own report keeps everything.
+    """
+    if detail:
+        findings = [{"node": node_key, **f.to_dict()} for f in report.findings]
+        unlisted: dict[str, dict[str, int]] = {}
+        skips: dict[str, dict[str, Any]] = {}
+    else:
+        findings, unlisted, skips = [], {}, {}
+        for f in report.findings:
+            if f.status.rank >= Status.WARN.rank:
+                findings.append({"node": node_key, **f.to_dict()})
+                continue
+            by = unlisted.setdefault(f.check_id, {})
+            by[f.status.value] = by.get(f.status.value, 0) + 1
+            if f.status is Status.SKIP and f"{f.check_id}|{f.code}" not in skips:
+                skips[f"{f.check_id}|{f.code}"] = {"node": node_key, "check_id": f.check_id, "status": "SKIP",
+                                                   "subject": f.subject, "code": f.code, "summary": f.summary,
+                                                   "recommendation": f.recommendation}
+    section = node_section(report, node_info)
+    if not detail:
+        section["facts"] = summary_facts(report.facts)
+        for check in section["checks"]:  # the titles are in the checks' docs, not needed 10,000 times
+            del check["title"]
+    return {"section": section, "findings": findings,
+            "artifacts": [dict(a, node=node_key) for a in report.artifacts], "duration_s": report.duration_s,
+            "unlisted": unlisted, "skip_examples": skips}
+
+
+def _rolled_skips(entries: list[dict[str, Any]], unlisted: dict[str, Counter[str]]) -> list[dict[str, Any]]:
+    """One SKIP finding per check and cause for the nodes that kept their skips to themselves.
+
+    Each stands for every node that skipped for that cause (``details.nodes``, with up to
+    twelve node keys); it is counted once, and one fewer SKIP stays unlisted, so the
+    report's counts still equal the findings the nodes made.
+    """
+    groups: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for e in entries:
+        for key, f in (e.get("skip_examples") or {}).items():
+            if key in groups:
+                groups[key][1].append(f["node"])
+            else:
+                groups[key] = (f, [f["node"]])
+    out = []
+    for _key, (example, nodes) in sorted(groups.items()):
+        if len(nodes) == 1:
+            rolled = example
+        else:
+            rolled = {**example, "node": "cluster", "subject": "cluster",
+                      "summary": f"on {len(nodes)} nodes, e.g. {example['subject']}: {example['summary']}",
+                      "details": {**(example.get("details") or {}), "rolled_up": True, "nodes": len(nodes),
+                                  "node_keys": nodes[:12]}}
+        unlisted[example["check_id"]][Status.SKIP.value] -= 1
+        out.append(rolled)
+    return out
+
+
+def build_report(nodes: list[NodeReport], *, node_infos: list[dict[str, Any]] | None = None,
+                 **kwargs: Any) -> dict[str, Any]:
+    """The whole report for one or more node reports (node_0 ... in the given order);
+    ``kwargs`` as for :func:`assemble_report`."""
+    if not nodes:
+        raise ValueError("a report needs at least one node")
+    infos = node_infos or [{}] * len(nodes)
+    entries = [node_entry(n, f"node_{i}", infos[i]) for i, n in enumerate(nodes)]
+    return assemble_report(entries, fail_on=nodes[0].fail_on, **kwargs)
+
+
+def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_total_gpus: int | None = None,
+                    node_extras: list[dict[str, Any]] | None = None,
+                    cluster_results: list[CheckResult] | None = None, topology: dict[str, Any] | None = None,
+                    missing_nodes: list[str] | None = None,
+                    performance_summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The report from node entries (:func:`node_entry`), in node order.
 
     A distributed run adds ``cluster_results`` (checks over the gathered workloads, listed
     with ``"node": "cluster"``), per-node sections such as ``nccl`` (``node_extras``), the
-    job topology and the nodes that never reported.
+    job topology and the nodes that never reported. The entries' sections and finding
+    dicts are placed, not copied: at 10,000 nodes a copy is what a run cannot afford.
     """
-    if not nodes:
+    if not entries:
         raise ValueError("a report needs at least one node")
-    fail_on = nodes[0].fail_on
-    sections = {f"node_{i}": node_section(n, (node_infos or [{}] * len(nodes))[i])
-                for i, n in enumerate(nodes)}
+    sections = {f"node_{i}": e["section"] for i, e in enumerate(entries)}
     for key, extra in zip(sections, node_extras or [], strict=False):
         for name, value in extra.items():  # extras add to a section (nccl, network), never wipe what the node said
             current = sections[key].get(name)
             sections[key][name] = {**current, **value} if isinstance(current, dict) and isinstance(value, dict) \
                 else value
-    findings = []
-    for key, node in zip(sections, nodes, strict=True):
-        for f in node.findings:
-            findings.append({"node": key, **f.to_dict()})
-    cluster_findings = [f for r in cluster_results or [] for f in r.findings]
-    findings += [{"node": "cluster", **f.to_dict()} for f in cluster_findings]
-    all_findings = [f for n in nodes for f in n.findings] + cluster_findings
+    findings: list[dict[str, Any]] = []
+    for e in entries:
+        findings.extend(e["findings"])
+    checks = [r.to_dict() for r in cluster_results or []]  # each finding serialised once, listed twice
+    findings.extend({"node": "cluster", **f} for r in checks for f in r["findings"])
+    unlisted: dict[str, Counter[str]] = defaultdict(Counter)
+    for e in entries:
+        for check_id, by in (e.get("unlisted") or {}).items():
+            unlisted[check_id].update(by)
+    findings.extend(_rolled_skips(entries, unlisted))
+    summary = summarize(findings, fail_on, unlisted)
+    if unlisted:  # where the findings a large cluster's nodes kept to themselves are counted
+        summary["unlisted"] = {c: {s: n for s, n in by.items() if n} for c, by in sorted(unlisted.items())}
+    summary["performance_summary"] = performance_summary or {}
     gpus_per_node = [len(s["gpu"]) for s in sections.values()]
     topo = topology or {}
-    summary = summarize(all_findings, fail_on)
-    summary["performance_summary"] = performance_summary or {}
     missing = missing_nodes or []
     report = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "gpu-preflight", "version": __version__},
-        "timestamp": nodes[0].timestamp,
+        "timestamp": entries[0]["section"]["timestamp"],
         "cluster_info": {
             "data_completeness": "complete" if not missing else f"incomplete: missing {', '.join(missing)}",
-            "note": f"Data from all {len(nodes)} nodes" if not missing else
-                    f"Data from {len(nodes) - len(missing)} of {len(nodes)} nodes",
+            "note": f"Data from all {len(entries)} nodes" if not missing else
+                    f"Data from {len(entries) - len(missing)} of {len(entries)} nodes",
             "expected_total_gpus": expected_total_gpus,
             "cluster_topology": {
-                "total_nodes": topo.get("num_nodes", len(nodes)),
+                "total_nodes": topo.get("num_nodes", len(entries)),
                 "gpus_per_node": max(gpus_per_node) if gpus_per_node else 0,
                 "processes_per_node": topo.get("local_world_size", 1),
                 "world_size": topo.get("world_size", 1),
@@ -209,11 +330,11 @@ def build_report(nodes: list[NodeReport], *, expected_total_gpus: int | None = N
             "missing_nodes": missing,
         },
         "cluster_summary": summary,
-        "cluster_checks": [r.to_dict() for r in cluster_results or []],
+        "cluster_checks": checks,
         "nodes": sections,
         "findings": findings,
-        "artifacts": [dict(a, node=key) for key, node in zip(sections, nodes, strict=True) for a in node.artifacts],
-        "run": {"fail_on": fail_on, "duration_s": round(max(n.duration_s for n in nodes), 4)},
+        "artifacts": [a for e in entries for a in e["artifacts"]],
+        "run": {"fail_on": fail_on, "duration_s": round(max(float(e["duration_s"]) for e in entries), 4)},
     }
     from .advice import add_advice
     from .scores import add_scores

@@ -14,6 +14,8 @@ from typing import Any, TypedDict
 
 from ..model import Status
 
+MATRIX_MAX_NODES = 32  # larger clusters get a list of pairs, not a grid
+
 __all__ = ["Pair", "connectivity", "node_names"]
 
 
@@ -95,7 +97,8 @@ def connectivity(report: Mapping[str, Any], matrix: Iterable[Mapping[str, Any]] 
     """``{"source", "nodes", "pairs", "cells"}`` or ``None`` where no pair was measured.
 
     ``cells[i][j]`` is ``{"gbps", "status"}`` for a measured pair (symmetric), ``None``
-    otherwise. ``matrix`` (see :func:`_from_matrix`) replaces what the report holds;
+    otherwise; above :data:`MATRIX_MAX_NODES` nodes ``cells`` is ``None`` and ``pairs``
+    says it all. ``matrix`` (see :func:`_from_matrix`) replaces what the report holds;
     ``truncated`` says the localisation kept only failing cells of a huge matrix.
     """
     names = node_names(report)
@@ -116,11 +119,13 @@ def connectivity(report: Mapping[str, Any], matrix: Iterable[Mapping[str, Any]] 
         for name in (p["a"], p["b"]):
             if name not in names:
                 names.append(name)
-    index = {n: i for i, n in enumerate(names)}
-    cells: list[list[dict[str, Any] | None]] = [[None] * len(names) for _ in names]
-    for p in pairs:
-        cell = {"gbps": p["gbps"], "status": p["status"]}
-        cells[index[p["a"]]][index[p["b"]]] = cell
-        cells[index[p["b"]]][index[p["a"]]] = cell
+    cells: list[list[dict[str, Any] | None]] | None = None
+    if len(names) <= MATRIX_MAX_NODES:  # a grid of 10,000 x 10,000 cells would be 100 million Nones
+        index = {n: i for i, n in enumerate(names)}
+        cells = [[None] * len(names) for _ in names]
+        for p in pairs:
+            cell = {"gbps": p["gbps"], "status": p["status"]}
+            cells[index[p["a"]]][index[p["b"]]] = cell
+            cells[index[p["b"]]][index[p["a"]]] = cell
     return {"source": source, "nodes": names, "pairs": [dict(p) for p in pairs], "cells": cells,
             "truncated": truncated}

@@ -17,7 +17,7 @@ from ..config.report_schema import ReportConfig
 from ..model import Status
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .canonical import display, result_line
-from .connectivity import node_names
+from .connectivity import MATRIX_MAX_NODES, node_names
 from .html_plots import plots
 from .scores import compute_scores
 from .svg import STATUS_COLORS
@@ -25,7 +25,6 @@ from .svg import STATUS_COLORS
 __all__ = ["render_html"]
 
 MAX_QUIET_ROWS = 2000
-MATRIX_MAX_NODES = 32
 _WATCH = "#607d8b"
 _ORDER = {"FAIL": 0, "ERROR": 1, "WARN": 2, "SKIP": 3, "PASS": 4}
 _RATING_COLORS = {"EXCELLENT": "#2e7d32", "GOOD": "#558b2f", "MODERATE": "#e0a800", "CRITICAL": "#c62828"}
@@ -198,7 +197,7 @@ def _matrix(conn: Mapping[str, Any] | None) -> str:
     if not conn:
         return ""
     nodes = conn["nodes"]
-    if len(nodes) > MATRIX_MAX_NODES:
+    if len(nodes) > MATRIX_MAX_NODES or conn.get("cells") is None:
         return _pair_list(conn)
     head = "".join(f"<th>{escape(n)}</th>" for n in nodes)
     rows = []

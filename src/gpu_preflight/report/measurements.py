@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..model import Status
 from .connectivity import node_names
@@ -27,9 +27,8 @@ def num(value: Any) -> float | None:
     return float(value) if value == value else None
 
 
-@dataclass(frozen=True)
-class GemmPoint:
-    """One GPU's (or CPU worker's) GEMM throughput for one precision."""
+class GemmPoint(NamedTuple):
+    """One GPU's (or CPU worker's) GEMM throughput for one precision (a tuple: 80,000 GPUs make 320,000)."""
 
     subject: str
     dtype: str
@@ -45,12 +44,17 @@ def gemm_points(report: Mapping[str, Any]) -> list[GemmPoint]:
     for f in report.get("findings") or []:
         if f.get("check_id") != "compute.gemm" or f.get("code") in ("gemm_wrong", "gemm_error", "not_run"):
             continue
-        tflops = num(f.get("observed"))
         details = f.get("details") or {}
-        if tflops is None or not isinstance(details.get("dtype"), str):
+        dtype, expected = details.get("dtype"), num(details.get("expected"))
+        if not isinstance(dtype, str):
             continue
-        out.append(GemmPoint(f["subject"], details["dtype"], tflops, num(details.get("expected")), f["status"],
-                             bool(_GPU_SUBJECT.search(f["subject"]))))
+        rolled = details.get("subjects") if details.get("rolled_up") else None
+        values = rolled.items() if isinstance(rolled, Mapping) else ((f["subject"], f.get("observed")),)
+        status = f["status"]
+        for subject, observed in values:  # a rolled-up pass holds every GPU's value (checks/rollup.py)
+            tflops = num(observed)
+            if tflops is not None:
+                out.append(GemmPoint(subject, dtype, tflops, expected, status, bool(_GPU_SUBJECT.search(subject))))
     return out
 
 

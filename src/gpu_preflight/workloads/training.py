@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -22,7 +23,8 @@ class TrainResult:
     finite: bool
     improved: bool
     params_identical: bool | None = None
-    param_digests: list[str] | None = None
+    param_digests: list[str] | None = None  # the distinct digests (one when DDP works)
+    odd_ranks: list[int] | None = None  # ranks whose parameters differ from most ranks' (the first 64)
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -93,9 +95,11 @@ def run_ddp(device: Any, steps: int, min_drop: float, group: Any = None, lr: flo
         first, last, finite = _train(torch, ddp, x[shard], y[shard], steps, lr)
         digests: list[Any] = [None] * dist.get_world_size(group)
         dist.all_gather_object(digests, digest(torch, model), group=group)
-        identical = len(set(digests)) == 1
+        counts = Counter(str(d) for d in digests)
+        majority = counts.most_common(1)[0][0]
+        odd = [r for r, d in enumerate(digests) if str(d) != majority][:64]
         return TrainResult("ddp", steps, first, last, finite, finite and last <= first * (1 - min_drop),
-                           identical, [str(d) for d in digests])
+                           len(counts) == 1, sorted(counts), odd)
     except Exception as exc:
         return TrainResult("ddp", steps, float("nan"), float("nan"), False, False, False,
                            error=f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,73 @@
+"""PASS findings of a cluster check at scale: one per subject up to a size, one per group beyond.
+
+A 10,000-node job has 80,000 GPUs; ``compute.gemm`` alone would yield 320,000 PASS
+findings, each built, serialised and scored, for nothing anybody reads one by one. Above
+``report.detail_max_nodes`` nodes a check's passes become one finding per group (a GEMM
+precision, say) that states how many subjects passed with the spread of their values, and
+keeps every subject's value in ``details.subjects`` for plots, scores and the history
+(:func:`gpu_preflight.model.per_subject` expands it back). Failures and warnings are never
+rolled up: each still names its GPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config.report_schema import report_config
+from ..model import Finding, JsonDict, Status
+from ..records import ClusterFacts
+from ..registry import CheckContext
+
+
+@dataclass
+class _Group:
+    label: str
+    unit: str | None
+    details: dict[str, Any]
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+class Passes:
+    """Collects a check's PASS findings; :meth:`add` yields them itself on small clusters."""
+
+    def __init__(self, ctx: CheckContext, facts: ClusterFacts) -> None:
+        self.check_id = ctx.check_id or "cluster"
+        self.rolled = facts.num_nodes > report_config(ctx.config).detail_max_nodes
+        self.groups: dict[str, _Group] = {}
+
+    def add(self, subject: str, observed: Any, make: Callable[..., Finding], *args: Any, group: str = "",
+            label: str = "", unit: str | None = None, details: dict[str, Any] | None = None) -> Iterator[Finding]:
+        """Yield ``make(*args)`` on a small cluster; at scale remember ``observed`` for ``subject`` instead.
+
+        ``make`` is only called when its finding is kept: at scale the per-subject text is
+        never formatted. ``group``/``label``/``unit``/``details`` describe the rolled-up
+        finding (details shared by every member, such as the precision and its expectation).
+        """
+        if not self.rolled:
+            yield make(*args)
+            return
+        self.record({subject: observed}, group=group, label=label, unit=unit, details=details)
+
+    def record(self, values: dict[str, Any], *, group: str = "", label: str = "", unit: str | None = None,
+               details: dict[str, Any] | None = None) -> None:
+        """At scale: remember many subjects' observed values at once (``{subject: observed}``)."""
+        g = self.groups.get(group)
+        if g is None:
+            g = self.groups[group] = _Group(label or self.check_id, unit, dict(details or {}))
+        g.values.update(values)
+
+    def findings(self) -> Iterator[Finding]:
+        """The rolled-up PASS findings (none on a small cluster)."""
+        for g in self.groups.values():
+            numbers = sorted(v for v in g.values.values() if isinstance(v, (int, float)) and not isinstance(v, bool))
+            spread: dict[str, Any] = {"count": len(g.values)}
+            text = f"{len(g.values)} subject(s) passed {g.label}"
+            if numbers:
+                spread.update(min=numbers[0], median=statistics.median(numbers), max=numbers[-1])
+                unit = f" {g.unit}" if g.unit else ""
+                text += f": min {numbers[0]:g}, median {spread['median']:g}, max {numbers[-1]:g}{unit}"
+            yield Finding(self.check_id, Status.PASS, "cluster", "ok", text, observed=spread, unit=g.unit,
+                          details={**g.details, "rolled_up": True, "subjects": JsonDict(g.values)})
