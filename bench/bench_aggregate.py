@@ -2,8 +2,9 @@
 
 Target (issue #8): 10,000 nodes in <= 2 s and <= 1 GB on rank 0.
 
-The gathered input is what ``distributed/runner.py`` sends, parsed from JSON per rank (so
-every rank's objects are distinct, as after ``json.loads`` of the store values): GEMM,
+The gathered input is what ``distributed/runner.py`` sends, bundled per node as the node
+leaders do and decoded one bundle at a time as rank 0's ``gather`` does (so no two nodes
+share an object, and no list of all the texts is ever held): GEMM,
 memory, training and stack results from every rank; each collective group's sweep from
 its lowest rank; DDP from rank 0; node 0's node-link exchanges; and from each node's local
 rank 0 its node entry, built on the node by the runner's own code from a real node report
@@ -78,6 +79,8 @@ def entry(op: str, group: str, scope: str, ranks: list[int], busbw: float) -> di
 
 def gathered_input(nodes: int, gpus: int) -> tuple[dict[str, Any], float, int]:
     """What rank 0's ``gather`` returns for this cluster, the seconds ``json.loads`` took, and the bytes."""
+    from gpu_preflight.distributed.runner import _bundle
+
     world = nodes * gpus
     entry_text = node_entry_text(gpus, nodes)
     base = {"errors": [],
@@ -92,33 +95,36 @@ def gathered_input(nodes: int, gpus: int) -> tuple[dict[str, Any], float, int]:
                       "improved": True, "params_identical": None, "param_digests": None, "error": None}}
     world_ranks = list(range(world))
     leaders = list(range(0, world, gpus))
-    texts: list[str] = []
-    for rank in range(world):
-        node, local = divmod(rank, gpus)
-        p: dict[str, Any] = dict(base, rank=rank, local_rank=local, node_rank=node, hostname=f"gpu{node:05d}",
-                                 node_name=f"gpu{node:05d}", device=f"cuda:{local}", collectives=[])
-        groups = [("all", "distributed", world_ranks, 180.0),
-                  (f"node{node}", "intra_node", list(range(node * gpus, (node + 1) * gpus)), 360.0)]
-        if nodes > 1:
-            groups.append(("inter0", "inter_node", leaders, 45.0))
-        for name, scope, ranks, bw in groups:
-            if rank == ranks[0]:  # the runner: a group's lowest rank reports its sweep
-                p["collectives"] += [entry(op, name, scope, ranks, bw) for op in OPS]
-        if rank == 0 and nodes > 1:
-            p["links"] = [{"pair": [0, peer], "bytes": 256 << 20, "iters": 10, "gbps": 47.0, "time_us": 11000.0,
-                           "wrong": 0} for peer in leaders[1:]]
-            p["ddp"] = {"mode": "ddp", "steps": 40, "loss_start": 2.4, "loss_end": 0.6, "finite": True,
-                        "improved": True, "params_identical": True, "param_digests": ["9f" * 32], "odd_ranks": [],
-                        "error": None}
-        text = json.dumps(p)
-        if local == 0:
-            text = text[:-1] + ', "node_entry": ' + entry_text.replace("node_0", f"node_{node}") + "}"
-        texts.append(text)
-    size = sum(map(len, texts))
-    t0 = time.perf_counter()
-    payloads = {rank: json.loads(t) for rank, t in enumerate(texts)}
-    decode_s = time.perf_counter() - t0
-    del texts
+    payloads: dict[int, dict[str, Any]] = {}
+    size, decode_s = 0, 0.0
+    for node in range(nodes):
+        texts: dict[int, str] = {}
+        for local in range(gpus):
+            rank = node * gpus + local
+            p: dict[str, Any] = dict(base, rank=rank, local_rank=local, node_rank=node, hostname=f"gpu{node:05d}",
+                                     node_name=f"gpu{node:05d}", device=f"cuda:{local}", collectives=[])
+            groups = [("all", "distributed", world_ranks, 180.0),
+                      (f"node{node}", "intra_node", list(range(node * gpus, (node + 1) * gpus)), 360.0)]
+            if nodes > 1:
+                groups.append(("inter0", "inter_node", leaders, 45.0))
+            for name, scope, ranks, bw in groups:
+                if rank == ranks[0]:  # the runner: a group's lowest rank reports its sweep
+                    p["collectives"] += [entry(op, name, scope, ranks, bw) for op in OPS]
+            if rank == 0 and nodes > 1:
+                p["links"] = [{"pair": [0, peer], "bytes": 256 << 20, "iters": 10, "gbps": 47.0,
+                               "time_us": 11000.0, "wrong": 0} for peer in leaders[1:]]
+                p["ddp"] = {"mode": "ddp", "steps": 40, "loss_start": 2.4, "loss_end": 0.6, "finite": True,
+                            "improved": True, "params_identical": True, "param_digests": ["9f" * 32],
+                            "odd_ranks": [], "error": None}
+            text = json.dumps(p)
+            if local == 0:
+                text = text[:-1] + ', "node_entry": ' + entry_text.replace("node_0", f"node_{node}") + "}"
+            texts[rank] = text
+        bundle = _bundle(texts, {})  # the node leader's one store value (runner.post_node_bundle)
+        size += len(bundle)
+        t0 = time.perf_counter()
+        payloads.update((int(r), q) for r, q in json.loads(bundle)["payloads"].items())  # rank 0's gather
+        decode_s += time.perf_counter() - t0
     topology = {"launcher": "slurm", "world_size": world, "rank": 0, "local_rank": 0, "local_world_size": gpus,
                 "node_rank": 0, "num_nodes": nodes, "hostname": "gpu00000",
                 "hosts": [f"gpu{n:05d}" for n in range(nodes)], "master_addr": "gpu00000", "master_port": 29500,
@@ -127,6 +133,7 @@ def gathered_input(nodes: int, gpus: int) -> tuple[dict[str, Any], float, int]:
 
 
 def rss_mb() -> float:
+    """Peak resident set of this process so far (MB): input, aggregation and report together."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -225,7 +226,9 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
     if result_dir:
         Path(result_dir, f"rank{topo.rank}.json").write_text(text)
     store.set(f"{PREFIX}/payload/{topo.rank}", text)
-    gathered = gather(store, topo, deadline=time.monotonic() + timeout_s + STALE_S) if topo.rank == 0 else None
+    if topo.local_rank == 0:  # node leaders bundle their node's payloads: rank 0 reads one key per node
+        post_node_bundle(store, topo, deadline=time.monotonic() + timeout_s + STALE_S)
+    gathered = gather(store, topo, deadline=time.monotonic() + timeout_s + 2 * STALE_S) if topo.rank == 0 else None
     return RankOutcome(gathered, config, store, beat, timeout_s, device, plan)
 
 
@@ -330,26 +333,86 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
             p["ddp"] = ddp
 
 
-def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
-    """Rank 0: collect every rank's payload; name ranks that died or stopped answering."""
-    payloads: dict[int, dict[str, Any]] = {}
-    pending = set(range(topo.world_size))
+def node_ranks(topo: Topology, node: int) -> range:
+    per_node = max(topo.local_world_size, 1)
+    return range(node * per_node, min((node + 1) * per_node, topo.world_size))
+
+
+def collect(store: Any, ranks: Iterable[int], deadline: float) -> tuple[dict[int, str], dict[int, str]]:
+    """These ranks' payload texts as they arrive, and why each rank that did not arrive is missing
+    (its heartbeat went stale, or the deadline passed). One pass when the deadline is already past."""
+    texts: dict[int, str] = {}
     missing: dict[int, str] = {}
-    while pending and time.monotonic() < deadline:
+    pending = set(ranks)
+    while pending:
         for r in sorted(pending):
             key = f"{PREFIX}/payload/{r}"
             if store.check([key]):
-                payloads[r] = json.loads(store.get(key))
+                texts[r] = bytes(store.get(key)).decode()
                 pending.discard(r)
                 continue
             beat = _get(store, f"{PREFIX}/beat/{r}")
             if beat is not None and time.time() - float(beat) > STALE_S:
                 missing[r] = f"stopped answering (last heartbeat {time.time() - float(beat):.0f} s ago)"
                 pending.discard(r)
-        if pending:
-            time.sleep(0.2)
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
     for r in pending:
         missing[r] = "did not report before the deadline"
+    return texts, missing
+
+
+def _bundle(texts: dict[int, str], missing: dict[int, str]) -> str:
+    """``{"payloads": {rank: payload}, "missing": {rank: why}}`` from payload texts, without decoding them."""
+    body = ", ".join(f'"{r}": {t}' for r, t in sorted(texts.items()))
+    return f'{{"payloads": {{{body}}}, "missing": {json.dumps({str(r): w for r, w in missing.items()})}}}'
+
+
+def post_node_bundle(store: Any, topo: Topology, deadline: float) -> None:
+    """Node leader: put the node's payloads in one store value for rank 0.
+
+    At 80,000 ranks rank 0 would otherwise poll 80,000 keys and decode 80,000 texts; a
+    bundle per node is 10,000 of each, and one decode per node shares the key strings of
+    its ranks' payloads (a third of rank 0's memory at that scale).
+    """
+    texts, missing = collect(store, node_ranks(topo, topo.node_rank), deadline)
+    store.set(f"{PREFIX}/node/{topo.node_rank}", _bundle(texts, missing))
+
+
+def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
+    """Rank 0: collect every node's bundle; name ranks that died or stopped answering.
+
+    A node whose leader died (stale heartbeat) or never posted a bundle is read rank by rank,
+    so its surviving ranks still count.
+    """
+    payloads: dict[int, dict[str, Any]] = {}
+    missing: dict[int, str] = {}
+    pending = set(range(topo.num_nodes))
+
+    def take(texts: dict[int, str], why: dict[int, str]) -> None:
+        payloads.update((r, json.loads(t)) for r, t in texts.items())
+        missing.update(why)
+
+    while pending:
+        for n in sorted(pending):
+            key = f"{PREFIX}/node/{n}"
+            if store.check([key]):
+                bundle = json.loads(store.get(key))
+                payloads.update((int(r), p) for r, p in bundle["payloads"].items())
+                missing.update((int(r), w) for r, w in bundle["missing"].items())
+                pending.discard(n)
+                continue
+            leader = node_ranks(topo, n)[0]
+            beat = _get(store, f"{PREFIX}/beat/{leader}")
+            if beat is not None and time.time() - float(beat) > STALE_S:
+                take(*collect(store, node_ranks(topo, n), deadline))
+                pending.discard(n)
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    for n in sorted(pending):  # no bundle in time: whatever its ranks posted themselves
+        take(*collect(store, node_ranks(topo, n), time.monotonic()))
     names: dict[int, str] = {}
     for r in range(topo.world_size):  # every rank said hello after init: names even for the silent ones
         hello = _get(store, f"{PREFIX}/hello/{r}") if r in missing or r not in payloads else None

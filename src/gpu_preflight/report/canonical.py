@@ -13,7 +13,7 @@ import fnmatch
 import functools
 import hashlib
 import json
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -178,14 +178,15 @@ def node_section(report: NodeReport, node_info: dict[str, Any] | None = None) ->
     }
 
 
-_GPU_FACTS = ("index", "name", "uuid", "serial", "pci_bus_id", "temp_slowdown_c", "power_limit_w", "lost")
+_GPU_FACTS = ("index", "temp_slowdown_c", "power_limit_w", "lost")  # identities are in the gpu section
 
 
 def summary_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
     """The facts a cluster report reads (cluster checks, sensor plots), from a node's full facts.
 
-    The GPU probe's scalar fields (driver, CUDA, NVML), the GPUs' identities and limits,
-    the EFA devices; the node's own report (saved on the node) keeps everything else.
+    The GPU probe's scalar fields (driver, CUDA, NVML), the GPUs' limits (their identities
+    are in the section's ``gpu`` block), the EFA devices; the node's own report (saved on
+    the node) keeps everything else.
     """
     out: dict[str, Any] = {probe: {k: v for k, v in rec.items() if not isinstance(v, (dict, list))}
                            for probe, rec in facts.items() if probe in ("gpu", "fabric") and isinstance(rec, Mapping)}
@@ -209,57 +210,56 @@ def node_entry(report: NodeReport, node_key: str, node_info: dict[str, Any] | No
     check and cause travels as an example, so rank 0 can say "dcgmi not installed on
     9,998 nodes" once instead of 9,998 times. The node's own report keeps everything.
     """
+    unlisted: dict[str, dict[str, int]] = {}  # status -> check id -> count (two dicts, not one per check)
+    skips: dict[str, list[Any]] = {}  # "check|code" -> [subject, summary, recommendation]
     if detail:
         findings = [{"node": node_key, **f.to_dict()} for f in report.findings]
-        unlisted: dict[str, dict[str, int]] = {}
-        skips: dict[str, dict[str, Any]] = {}
     else:
-        findings, unlisted, skips = [], {}, {}
+        findings = []
         for f in report.findings:
             if f.status.rank >= Status.WARN.rank:
                 findings.append({"node": node_key, **f.to_dict()})
                 continue
-            by = unlisted.setdefault(f.check_id, {})
-            by[f.status.value] = by.get(f.status.value, 0) + 1
-            if f.status is Status.SKIP and f"{f.check_id}|{f.code}" not in skips:
-                skips[f"{f.check_id}|{f.code}"] = {"node": node_key, "check_id": f.check_id, "status": "SKIP",
-                                                   "subject": f.subject, "code": f.code, "summary": f.summary,
-                                                   "recommendation": f.recommendation}
+            by = unlisted.setdefault(f.status.value, {})
+            by[f.check_id] = by.get(f.check_id, 0) + 1
+            if f.status is Status.SKIP:
+                skips.setdefault(f"{f.check_id}|{f.code}", [f.subject, f.summary, f.recommendation])
     section = node_section(report, node_info)
     if not detail:
         section["facts"] = summary_facts(report.facts)
-        for check in section["checks"]:  # the titles are in the checks' docs, not needed 10,000 times
-            del check["title"]
+        # Statuses by check id: the titles are in the checks' docs, and 10,000 copies of them are not needed.
+        section["checks"] = {c["check_id"]: c["status"] for c in section["checks"]}
     return {"section": section, "findings": findings,
             "artifacts": [dict(a, node=node_key) for a in report.artifacts], "duration_s": report.duration_s,
             "unlisted": unlisted, "skip_examples": skips}
 
 
-def _rolled_skips(entries: list[dict[str, Any]], unlisted: dict[str, Counter[str]]) -> list[dict[str, Any]]:
+def _rolled_skips(entries: list[dict[str, Any]], unlisted: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
     """One SKIP finding per check and cause for the nodes that kept their skips to themselves.
 
     Each stands for every node that skipped for that cause (``details.nodes``, with up to
     twelve node keys); it is counted once, and one fewer SKIP stays unlisted, so the
     report's counts still equal the findings the nodes made.
     """
-    groups: dict[str, tuple[dict[str, Any], list[str]]] = {}
-    for e in entries:
-        for key, f in (e.get("skip_examples") or {}).items():
+    groups: dict[str, tuple[list[Any], list[str]]] = {}
+    for i, e in enumerate(entries):
+        for key, example in (e.get("skip_examples") or {}).items():
             if key in groups:
-                groups[key][1].append(f["node"])
+                groups[key][1].append(f"node_{i}")
             else:
-                groups[key] = (f, [f["node"]])
+                groups[key] = (example, [f"node_{i}"])
     out = []
-    for _key, (example, nodes) in sorted(groups.items()):
-        if len(nodes) == 1:
-            rolled = example
-        else:
-            rolled = {**example, "node": "cluster", "subject": "cluster",
-                      "summary": f"on {len(nodes)} nodes, e.g. {example['subject']}: {example['summary']}",
-                      "details": {**(example.get("details") or {}), "rolled_up": True, "nodes": len(nodes),
-                                  "node_keys": nodes[:12]}}
-        unlisted[example["check_id"]][Status.SKIP.value] -= 1
-        out.append(rolled)
+    for key, ((subject, summary, recommendation), nodes) in sorted(groups.items()):
+        check_id, _, code = key.partition("|")
+        finding = {"node": nodes[0], "check_id": check_id, "status": Status.SKIP.value, "subject": subject,
+                   "code": code, "summary": summary, "observed": None, "expected": None, "unit": None,
+                   "recommendation": recommendation, "details": {}}
+        if len(nodes) > 1:
+            finding.update(node="cluster", subject="cluster", summary=f"on {len(nodes)} nodes, e.g. {subject}: "
+                                                                      f"{summary}",
+                           details={"rolled_up": True, "nodes": len(nodes), "node_keys": nodes[:12]})
+        unlisted[check_id][Status.SKIP.value] -= 1
+        out.append(finding)
     return out
 
 
@@ -299,10 +299,11 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
         findings.extend(e["findings"])
     checks = [r.to_dict() for r in cluster_results or []]  # each finding serialised once, listed twice
     findings.extend({"node": "cluster", **f} for r in checks for f in r["findings"])
-    unlisted: dict[str, Counter[str]] = defaultdict(Counter)
+    unlisted: dict[str, dict[str, int]] = defaultdict(lambda: {Status.PASS.value: 0, Status.SKIP.value: 0})
     for e in entries:
-        for check_id, by in (e.get("unlisted") or {}).items():
-            unlisted[check_id].update(by)
+        for status, by in (e.get("unlisted") or {}).items():
+            for check_id, n in by.items():
+                unlisted[check_id][status] += n
     findings.extend(_rolled_skips(entries, unlisted))
     summary = summarize(findings, fail_on, unlisted)
     if unlisted:  # where the findings a large cluster's nodes kept to themselves are counted

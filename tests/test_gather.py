@@ -1,0 +1,91 @@
+"""The two-level gather (node leaders bundle their node's payloads for rank 0) on a real c10d TCPStore.
+
+Ranks are played by this process writing what the runner writes (hello, heartbeat,
+payload); the store, the bundling and rank 0's gather are the real ones. A dead leader
+must not hide its node's surviving ranks, and a dead rank under a live leader is named.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from gpu_preflight.distributed.runner import PREFIX, STALE_S, gather, post_node_bundle
+from gpu_preflight.distributed.topology import Topology
+
+dist = pytest.importorskip("torch.distributed")
+
+PER_NODE, NODES = 2, 2
+
+
+@pytest.fixture
+def store() -> Iterator[Any]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    st = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=10))
+    yield st
+    del st
+
+
+def topo(rank: int) -> Topology:
+    node, local = divmod(rank, PER_NODE)
+    return Topology(launcher="torchrun", world_size=PER_NODE * NODES, rank=rank, local_rank=local,
+                    local_world_size=PER_NODE, node_rank=node, num_nodes=NODES, hostname=f"h{node}")
+
+
+def rank_posts(store: Any, rank: int, *, alive: bool = True, payload: bool = True) -> None:
+    node = rank // PER_NODE
+    store.set(f"{PREFIX}/hello/{rank}", json.dumps({"hostname": f"h{node}", "node_name": f"h{node}"}))
+    store.set(f"{PREFIX}/beat/{rank}", str(time.time() if alive else time.time() - 3 * STALE_S))
+    if payload:
+        store.set(f"{PREFIX}/payload/{rank}", json.dumps({"rank": rank, "node_rank": node, "gemm": []}))
+
+
+def test_every_rank_arrives_through_its_node_bundle(store: Any) -> None:
+    for r in range(PER_NODE * NODES):
+        rank_posts(store, r)
+    post_node_bundle(store, topo(2), time.monotonic() + 5)
+    post_node_bundle(store, topo(0), time.monotonic() + 5)
+    got = gather(store, topo(0), time.monotonic() + 5)
+    assert sorted(got["payloads"]) == [0, 1, 2, 3] and got["missing"] == {}
+    assert got["payloads"][3] == {"rank": 3, "node_rank": 1, "gemm": []}
+
+
+def test_a_dead_leader_does_not_hide_its_nodes_other_ranks(store: Any) -> None:
+    for r in (0, 1, 3):
+        rank_posts(store, r)
+    rank_posts(store, 2, alive=False, payload=False)  # node 1's leader died before bundling
+    post_node_bundle(store, topo(0), time.monotonic() + 5)
+    start = time.monotonic()
+    got = gather(store, topo(0), time.monotonic() + 30)
+    assert time.monotonic() - start < 5  # the stale heartbeat is noticed, not the deadline waited out
+    assert sorted(got["payloads"]) == [0, 1, 3]
+    assert list(got["missing"]) == [2] and "rank 2 on h1 stopped answering" in got["missing"][2]
+
+
+def test_a_dead_rank_under_a_live_leader_is_named_in_the_bundle(store: Any) -> None:
+    for r in (0, 1, 2):
+        rank_posts(store, r)
+    rank_posts(store, 3, alive=False, payload=False)
+    store.set(f"{PREFIX}/progress/3", "all_reduce@all")
+    post_node_bundle(store, topo(2), time.monotonic() + 5)
+    post_node_bundle(store, topo(0), time.monotonic() + 5)
+    got = gather(store, topo(0), time.monotonic() + 5)
+    assert sorted(got["payloads"]) == [0, 1, 2]
+    assert got["missing"][3].startswith("rank 3 on h1 stopped answering")
+    assert got["missing"][3].endswith("last stage all_reduce@all")
+
+
+def test_a_node_that_never_bundles_is_read_rank_by_rank_at_the_deadline(store: Any) -> None:
+    for r in range(PER_NODE * NODES):
+        rank_posts(store, r)  # node 1's leader is alive but never bundles (hung after posting)
+    post_node_bundle(store, topo(0), time.monotonic() + 5)
+    got = gather(store, topo(0), time.monotonic() + 1)
+    assert sorted(got["payloads"]) == [0, 1, 2, 3] and got["missing"] == {}
