@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight.cluster.columns import unpack
 from gpu_preflight.distributed.runner import PREFIX, STALE_S, gather, post_node_bundle
 from gpu_preflight.distributed.topology import Topology
 
@@ -45,7 +46,9 @@ def rank_posts(store: Any, rank: int, *, alive: bool = True, payload: bool = Tru
     store.set(f"{PREFIX}/hello/{rank}", json.dumps({"hostname": f"h{node}", "node_name": f"h{node}"}))
     store.set(f"{PREFIX}/beat/{rank}", str(time.time() if alive else time.time() - 3 * STALE_S))
     if payload:
-        store.set(f"{PREFIX}/payload/{rank}", json.dumps({"rank": rank, "node_rank": node, "gemm": []}))
+        gemm = [{"dtype": "bf16", "n": 8192, "tflops": 600.0 + rank, "correct": True, "rel_error": 1e-3,
+                 "error": None}]
+        store.set(f"{PREFIX}/payload/{rank}", json.dumps({"rank": rank, "node_rank": node, "gemm": gemm}))
 
 
 def test_every_rank_arrives_through_its_node_bundle(store: Any) -> None:
@@ -55,7 +58,9 @@ def test_every_rank_arrives_through_its_node_bundle(store: Any) -> None:
     post_node_bundle(store, topo(0), time.monotonic() + 5)
     got = gather(store, topo(0), time.monotonic() + 5)
     assert sorted(got["payloads"]) == [0, 1, 2, 3] and got["missing"] == {}
-    assert got["payloads"][3] == {"rank": 3, "node_rank": 1, "gemm": []}
+    assert got["payloads"][3] == {"rank": 3, "node_rank": 1}  # its GEMM result travels in the node's columns
+    gemm = unpack(got["columns"])["gemm"]["bf16"]
+    assert gemm["rank"] == [0, 1, 2, 3] and gemm["tflops"] == [600.0, 601.0, 602.0, 603.0]
 
 
 def test_a_dead_leader_does_not_hide_its_nodes_other_ranks(store: Any) -> None:
@@ -67,6 +72,7 @@ def test_a_dead_leader_does_not_hide_its_nodes_other_ranks(store: Any) -> None:
     got = gather(store, topo(0), time.monotonic() + 30)
     assert time.monotonic() - start < 5  # the stale heartbeat is noticed, not the deadline waited out
     assert sorted(got["payloads"]) == [0, 1, 3]
+    assert "gemm" in got["payloads"][3]  # read directly: rank 0 puts it in columns itself (ClusterFacts.columns)
     assert list(got["missing"]) == [2] and "rank 2 on h1 stopped answering" in got["missing"][2]
 
 

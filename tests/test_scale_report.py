@@ -100,3 +100,14 @@ def test_connectivity_grid_only_for_small_clusters() -> None:
                         "summary": "", "observed": {n: 40.0 for n in names[1:]}}]
     wide = connectivity(big)
     assert wide is not None and wide["cells"] is None and len(wide["pairs"]) == MATRIX_MAX_NODES
+
+
+def test_history_reads_the_same_gpu_measurements_from_either_report() -> None:
+    from gpu_preflight.history.extract import extract
+
+    def measured(report: dict[str, Any]) -> set[tuple[str, str, float]]:
+        return {(m.metric, m.subject, m.value) for m in extract(report).measurements
+                if m.metric.startswith(("gemm.", "memory."))}
+
+    full, small = measured(_report(summarized=False)), measured(_report(summarized=True))
+    assert full and full == small

@@ -179,23 +179,71 @@ class ClusterFacts:
     missing: dict[int, str]
     node_names: dict[int, str]
     node_facts: dict[int, dict[str, Any]] = field(default_factory=dict)
+    node_columns: list[dict[str, Any]] = field(default_factory=list)  # results the node leaders put in columns
     _subjects: dict[int, str] = field(default_factory=dict, repr=False)
 
     @functools.cached_property
+    def _index(self) -> dict[str, Any]:
+        """One walk over every payload for everything the cluster checks look up per rank.
+
+        At 80,000 ranks each walk over the payloads costs a tenth of a second or more (the
+        dicts are spread over a gigabyte of heap), so subjects, GPU ranks, group results,
+        failures and unpacked results are all collected in the same walk.
+        """
+        per_node = max(self.local_world_size, 1)
+        subjects: dict[int, str] = {}
+        gpu: set[int] = set()
+        raw: dict[int, dict[str, Any]] = {}
+        groups: list[tuple[int, dict[str, Any]]] = []
+        errors: list[tuple[int, dict[str, Any]]] = []
+        for r, p in self.payloads.items():
+            node = self.node_names.get(int(p.get("node_rank", r // per_node)), "unknown")
+            if str(p.get("device", "")).startswith("cuda"):
+                gpu.add(r)
+                subjects[r] = f"{node}/gpu{p.get('local_rank', 0)}"
+            else:
+                subjects[r] = f"{node}/rank{r}"
+            if "gemm" in p or "memory" in p or "train" in p:
+                raw[r] = p
+            for e in p.get("collectives", ()):
+                if e.get("error"):
+                    errors.append((r, e))
+                ranks = e.get("ranks")
+                if ranks and ranks[0] == r:
+                    groups.append((r, e))
+        return {"subjects": subjects, "gpu": frozenset(gpu), "raw": raw, "groups": groups, "errors": errors}
+
+    @property
+    def subjects(self) -> dict[int, str]:
+        """:meth:`rank_subject` of every rank that reported."""
+        subjects: dict[int, str] = self._index["subjects"]
+        return subjects
+
+    @property
     def gpu_ranks(self) -> frozenset[int]:
         """Ranks that ran on a GPU (CPU workers share cores: they are not compared with each other)."""
-        return frozenset(r for r, p in self.payloads.items() if str(p.get("device", "")).startswith("cuda"))
+        gpu: frozenset[int] = self._index["gpu"]
+        return gpu
 
-    @functools.cached_property
+    @property
     def group_entries(self) -> list[tuple[int, dict[str, Any]]]:
         """Each collective group's results once, as reported by the group's lowest rank (all members agree)."""
-        return [(rank, e) for rank, p in self.payloads.items() for e in p.get("collectives", ())
-                if e.get("ranks") and e["ranks"][0] == rank]
+        groups: list[tuple[int, dict[str, Any]]] = self._index["groups"]
+        return groups
 
-    @functools.cached_property
+    @property
     def collective_errors(self) -> list[tuple[int, dict[str, Any]]]:
         """Every failed collective as each rank that saw it reported it."""
-        return [(rank, e) for rank, p in self.payloads.items() for e in p.get("collectives", ()) if e.get("error")]
+        errors: list[tuple[int, dict[str, Any]]] = self._index["errors"]
+        return errors
+
+    @functools.cached_property
+    def columns(self) -> dict[str, Any]:
+        """Every rank's GEMM, memory and training results as columns (``cluster/columns.py``):
+        the leaders' packed columns, plus those of payloads that still hold their results."""
+        from .cluster.columns import columns_of, unpack
+
+        return unpack([*self.node_columns, columns_of(self._index["raw"])])
 
     @functools.cached_property
     def leaders(self) -> dict[int, dict[str, Any]]:

@@ -100,6 +100,7 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
                       recommendation="A rank died, hung or lost its link: check the named host; exclude it "
                                      "and re-run, or run --localize to find the bad node.")
     intra: dict[str, float] = {}
+    passing: dict[str, dict[str, float]] = {}  # scope -> group -> busbw, at scale (rolled up below)
     for _, entry in entries:
         if entry["op"] != "all_reduce" or not entry.get("results"):
             continue
@@ -117,10 +118,12 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
                           f"floor {floor:g}", observed=round(busbw, 2), expected=f">= {floor:g}", unit="GB/s",
                           recommendation="Check NVLink/NVSwitch health, NCCL env (NCCL_P2P_DISABLE, NCCL_IB_*), "
                                          "and the network for inter-node groups.")
+        elif passes.rolled:
+            passing.setdefault(str(entry.get("scope")), {})[subject] = round(busbw, 3)
         else:
-            yield from passes.add(subject, round(busbw, 3), _allreduce_pass, subject, busbw, entry, top, floor,
-                                  group=str(entry.get("scope")), label=f"all_reduce ({entry.get('scope')})",
-                                  unit="GB/s busbw")
+            yield _allreduce_pass(subject, busbw, entry, top, floor)
+    for scope, values in passing.items():
+        passes.record(values, group=scope, label=f"all_reduce ({scope})", unit="GB/s busbw")
     yield from passes.findings()
     if len(intra) >= 3:
         median = statistics.median(intra.values())

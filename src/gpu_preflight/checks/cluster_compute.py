@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
+from ..cluster.columns import row
 from ..model import Finding, Status
 from ..records import ClusterFacts
 from ..registry import CheckContext, check
@@ -27,34 +28,36 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
     """
     c, perf = cluster(ctx), ctx.config.perf
     passes = Passes(ctx, c)
-    by_dtype: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
-    for rank, payload in c.payloads.items():
-        for g in payload.get("gemm", ()):
-            by_dtype[g["dtype"]].append((rank, g))
+    by_dtype = c.columns["gemm"]
     if not by_dtype:
         yield Finding("compute.gemm", Status.SKIP, "cluster", "not_run", "no GEMM result was gathered")
-    on_gpu = c.gpu_ranks
-    for dtype, rows in sorted(by_dtype.items()):
+    on_gpu, subject = c.gpu_ranks, c.rank_subject
+    for dtype, col in sorted(by_dtype.items()):
+        ranks, tflops = col["rank"], col["tflops"]
         expected = getattr(perf, f"gemm_{dtype}_tflops", None)
-        ok_values = [g["tflops"] for r, g in rows if g.get("correct") and not g.get("error") and r in on_gpu]
+        ok = [bool(k) and not e for k, e in zip(col["correct"], col["error"], strict=True)]
+        ok_values = [t for t, k, r in zip(tflops, ok, ranks, strict=True) if k and r in on_gpu]
         median = statistics.median(ok_values) if len(ok_values) >= 2 else None  # CPU ranks share cores: no peers
         details = {"dtype": dtype, "median_tflops": median, "expected": expected}
         floors = [x for x in (expected and expected * perf.gemm_warn_fraction,
                               median and median * (1 - perf.peer_outlier_fraction)) if x]
         low = max(floors) if floors else float("-inf")
-        # Screen first: at 80,000 GPUs only the few below a floor, wrong or failed need a verdict each.
-        flagged = {r for r, g in rows if g.get("error") or not g.get("correct") or (g.get("tflops") or 0.0) < low}
-        for rank, g in rows:
-            if rank in flagged:
-                yield _judge_gemm(c.rank_subject(rank), dtype, g, perf, details)
-        passing = [(r, g) for r, g in rows if r not in flagged]
+        # Screen the columns first: of 80,000 GPUs only those wrong, failed or below a floor need a verdict each.
+        flagged = {i for i, (t, k) in enumerate(zip(tflops, ok, strict=True)) if not k or (t or 0.0) < low}
+        for i in sorted(flagged):
+            yield _judge_gemm(subject(ranks[i]), dtype, row(col, i), perf, details)
         if passes.rolled:
-            passes.record({c.rank_subject(r): round(float(g["tflops"]), 4) for r, g in passing}, group=dtype,
-                          label=f"{dtype} GEMM", unit="TFLOP/s", details=details)
-        else:
-            for rank, g in passing:
-                yield _gemm_finding(c.rank_subject(rank), f"{dtype} GEMM {g['n']}^3", float(g["tflops"]),
-                                    Status.PASS, "ok", None, details)
+            names = c.subjects
+            passing = {names[r]: round(t, 4) for i, (r, t) in enumerate(zip(ranks, tflops, strict=True))
+                       if i not in flagged}
+            gpu_only = on_gpu.issuperset([r for i, r in enumerate(ranks) if i not in flagged])
+            passes.record(passing, group=dtype, label=f"{dtype} GEMM", unit="TFLOP/s",
+                          details={**details, "gpu_only": gpu_only})
+            continue
+        for i, r in enumerate(ranks):
+            if i not in flagged:
+                yield _gemm_finding(subject(r), f"{dtype} GEMM {col['n'][i]}^3", float(tflops[i]), Status.PASS, "ok",
+                                    None, details)
     yield from passes.findings()
 
 
@@ -107,24 +110,30 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     """
     c, perf = cluster(ctx), ctx.config.perf
     passes = Passes(ctx, c)
-    rows = [(r, m) for r, p in c.payloads.items() if (m := p.get("memory")) is not None]
+    col, subject = c.columns["memory"], c.rank_subject
+    ranks, copy, h2d, d2h = col["rank"], col["device_copy_gbps"], col["h2d_gbps"], col["d2h_gbps"]
     copy_floor, host_floor = perf.device_copy_min_gbps, perf.host_transfer_min_gbps
     inf = float("inf")
-    # Screen first (one cheap test per GPU); only the flagged get a verdict each.
-    flagged = {r for r, m in rows if m.get("error") or m.get("pattern_errors")
-               or (copy_floor is not None and (m.get("device_copy_gbps") or inf) < copy_floor)
-               or (host_floor is not None and min(m.get("h2d_gbps") or inf, m.get("d2h_gbps") or inf) < host_floor)}
-    for rank, m in rows:
-        if rank in flagged:
-            yield from _judge_memory(c.rank_subject(rank), m, perf)
+    # Screen the columns first (one cheap test per GPU); only the flagged get a verdict each.
+    flagged = {i for i, (e, bad, dc, hd, dh) in enumerate(zip(col["error"], col["pattern_errors"], copy, h2d, d2h,
+                                                                strict=True))
+               if e or bad or (copy_floor is not None and (dc or inf) < copy_floor)
+               or (host_floor is not None and min(hd or inf, dh or inf) < host_floor)}
+    for i in sorted(flagged):
+        yield from _judge_memory(subject(ranks[i]), row(col, i), perf)
     if passes.rolled:
-        passes.record({c.rank_subject(r): m for r, m in rows if r not in flagged}, label="the memory test")
+        names = c.subjects
+        keep = [(i, names[r]) for i, r in enumerate(ranks) if i not in flagged]
+        for key, values, what in (("device_copy", copy, "device copy"), ("h2d", h2d, "host-to-device"),
+                                  ("d2h", d2h, "device-to-host")):
+            passes.record({name: values[i] for i, name in keep}, group=key, label=f"the memory test ({what})",
+                          unit="GB/s", details={"memory_key": key})
     else:
-        for rank, m in rows:
-            if rank not in flagged:
-                yield _memory_pass(c.rank_subject(rank), m)
+        for i, r in enumerate(ranks):
+            if i not in flagged:
+                yield _memory_pass(subject(r), row(col, i))
     yield from passes.findings()
-    if not rows:
+    if not ranks:
         yield Finding("memory.bandwidth", Status.SKIP, "cluster", "no_gpu", "no GPU worker: memory test not run")
 
 
@@ -170,18 +179,20 @@ def training(ctx: CheckContext) -> Iterator[Finding]:
     """
     c, drop = cluster(ctx), ctx.config.perf.train_min_loss_drop
     passes = Passes(ctx, c)
-    rows = [(r, t) for r, p in c.payloads.items() if (t := p.get("train")) is not None]
-    flagged = {r for r, t in rows if t.get("error") or not t.get("finite") or not t.get("improved")}
-    for rank, t in rows:
-        if rank in flagged:
-            yield _judge_training(c, c.rank_subject(rank), "train", "training smoke", t, drop)
+    col, subject = c.columns["train"], c.rank_subject
+    ranks, loss_end = col["rank"], col["loss_end"]
+    flagged = {i for i, (e, fin, imp) in enumerate(zip(col["error"], col["finite"], col["improved"], strict=True))
+               if e or not fin or not imp}
+    for i in sorted(flagged):
+        yield _judge_training(c, subject(ranks[i]), "train", "training smoke", row(col, i), drop)
     if passes.rolled:
-        passes.record({c.rank_subject(r): round(t["loss_end"], 4) for r, t in rows if r not in flagged},
+        names = c.subjects
+        passes.record({names[r]: round(loss_end[i], 4) for i, r in enumerate(ranks) if i not in flagged},
                       label="the training smoke", unit="final loss")
     else:
-        for rank, t in rows:
-            if rank not in flagged:
-                yield _train_pass(c.rank_subject(rank), "training smoke", t, "")
+        for i, r in enumerate(ranks):
+            if i not in flagged:
+                yield _train_pass(subject(r), "training smoke", row(col, i), "")
     yield from passes.findings()
     first = min(c.payloads, default=0)
     ddp = c.payloads.get(first, {}).get("ddp")

@@ -8,7 +8,7 @@ names it, so an incomplete run can never read as a healthy one.
 from __future__ import annotations
 
 import gc
-from collections import defaultdict
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,7 +25,11 @@ SCOPE_PREFIX = {"distributed": "distributed", "intra_node": "intra_node", "inter
 
 def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
     topo = gathered["topology"]
-    payloads = dict(sorted((int(r), p) for r, p in gathered["payloads"].items()))  # checks walk them in rank order
+    items = [(int(r), p) for r, p in gathered["payloads"].items()]
+    ranks = [r for r, _ in items]
+    if ranks != sorted(ranks):  # checks walk them in rank order (bundles arrive in node order already)
+        items.sort(key=lambda item: item[0])
+    payloads = dict(items)
     per_node = max(int(topo.get("local_world_size", 1)), 1)
     names: dict[int, str] = {}
     hosts = topo.get("hosts") or []
@@ -35,12 +39,15 @@ def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
         node = int(rank) // per_node
         if node >= len(hosts) and name:
             names[node] = str(name)
+    if len(hosts) < int(topo.get("num_nodes", 1)):  # the launcher did not name every node: the ranks did
+        for p in payloads.values():
+            node = int(p.get("node_rank", 0))
+            if not (node < len(hosts)):
+                names[node] = p.get("node_name") or p.get("hostname") or names.get(node, f"node{node}")
     node_facts: dict[int, dict[str, Any]] = {}
-    for p in payloads.values():
-        node = int(p.get("node_rank", 0))
-        if not (node < len(hosts)):
-            names[node] = p.get("node_name") or p.get("hostname") or names.get(node, f"node{node}")
-        if "node_entry" in p:
+    for node in range(int(topo.get("num_nodes", 1))):  # node entries travel with each node's local rank 0
+        p = payloads.get(node * per_node)
+        if p is not None and "node_entry" in p:
             node_facts[node] = p["node_entry"]["section"].get("facts") or {}
     seen: dict[str, int] = {}
     for node in sorted(names):
@@ -49,7 +56,8 @@ def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
         if seen[names[node]] > 1:  # nodes sharing a host name (loopback tests, containers) stay distinct
             names[node] = f"{names[node]}#{node}"
     return ClusterFacts(int(topo.get("world_size", 1)), int(topo.get("num_nodes", 1)), per_node, payloads,
-                        {int(r): why for r, why in gathered.get("missing", {}).items()}, names, node_facts)
+                        {int(r): why for r, why in gathered.get("missing", {}).items()}, names, node_facts,
+                        list(gathered.get("columns") or []))
 
 
 def node_names(gathered: dict[str, Any]) -> list[str]:
@@ -91,7 +99,26 @@ def node_info(node: int, num_nodes: int, world_size: int, local_world_size: int,
             "rank": node * max(local_world_size, 1), "local_rank": 0, "current_host": name}
 
 
-def _nccl_sections(facts: ClusterFacts) -> tuple[list[dict[str, Any]], dict[str, float]]:
+def test_key(entry: dict[str, Any]) -> str:
+    """``<scope>_<op>``: the key of a collective in ``nccl.communication_tests``."""
+    return f"{SCOPE_PREFIX.get(entry.get('scope', ''), entry.get('scope', 'group'))}_{entry['op']}"
+
+
+def communication_tests(entries: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A node's ``nccl.communication_tests`` (the SageMaker layout) from the collective results its
+    ranks reported; the first result of each scope and collective wins."""
+    tests: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        key = test_key(entry)
+        if key not in tests:
+            tests[key] = {"success": entry.get("success", False), "test_type": entry.get("scope"),
+                          "group": entry.get("group"), "processes_tested": len(entry.get("ranks", [])),
+                          "results": entry.get("results", []),
+                          "peak_bandwidth_gbps": entry.get("peak_bandwidth_gbps", 0.0), "error": entry.get("error")}
+    return tests
+
+
+def _nccl_sections(facts: ClusterFacts) -> tuple[dict[int, dict[str, Any]], dict[str, float]]:
     """Per node ``nccl.communication_tests`` and the performance summary (peak busbw per scope/op).
 
     A group's sweep is listed on the node of the rank that reported it (the group's lowest
@@ -99,39 +126,30 @@ def _nccl_sections(facts: ClusterFacts) -> tuple[list[dict[str, Any]], dict[str,
     node that saw them.
     """
     per_node = max(facts.local_world_size, 1)
-    tests: list[dict[str, Any]] = [{} for _ in range(facts.num_nodes)]
+    by_node: dict[int, list[dict[str, Any]]] = {}
     summary: dict[str, float] = {}
     for rank, entry in [*facts.group_entries, *facts.collective_errors]:
         node = rank // per_node
         if node >= facts.num_nodes:
             continue
-        key = f"{SCOPE_PREFIX.get(entry.get('scope', ''), entry.get('scope', 'group'))}_{entry['op']}"
-        if key in tests[node]:
-            continue
-        tests[node][key] = {"success": entry.get("success", False), "test_type": entry.get("scope"),
-                            "group": entry.get("group"), "processes_tested": len(entry.get("ranks", [])),
-                            "results": entry.get("results", []),
-                            "peak_bandwidth_gbps": entry.get("peak_bandwidth_gbps", 0.0), "error": entry.get("error")}
+        by_node.setdefault(node, []).append(entry)
+        name = f"{test_key(entry)}_bandwidth_gbps"
         peak = float(entry.get("peak_bandwidth_gbps") or 0.0)
-        name = f"{key}_bandwidth_gbps"
         if entry.get("scope") != "intra_node":
             summary[name] = max(summary.get(name, 0.0), peak)
         else:
             summary[name] = min(summary.get(name, peak), peak)  # the slowest node bounds a job
-    extras: list[dict[str, Any]] = []
+    extras: dict[int, dict[str, Any]] = {}
     for node in range(facts.num_nodes):
-        extra: dict[str, Any] = {"nccl": {"communication_tests": tests[node]}}
+        extra: dict[str, Any] = {"nccl": {"communication_tests": communication_tests(by_node.get(node, ()))}}
         pingpong = facts.leaders.get(node, {}).get("pingpong")
         if pingpong:
             extra["network"] = {"efa_communication_test": communication_test(pingpong)}
-        extras.append(extra)
-    gemm: dict[str, list[float]] = defaultdict(list)
-    for p in facts.payloads.values():
-        for g in p.get("gemm", ()):
-            if g.get("correct"):
-                gemm[g["dtype"]].append(float(g["tflops"]))
-    for dtype, values in gemm.items():
-        values.sort()
+        extras[node] = extra
+    for dtype, col in facts.columns["gemm"].items():
+        values = sorted([t for t, ok in zip(col["tflops"], col["correct"], strict=True) if ok])
+        if not values:
+            continue
         summary[f"gemm_{dtype}_tflops_min"] = round(values[0], 4)
         summary[f"gemm_{dtype}_tflops_median"] = round(values[len(values) // 2], 4)
     return extras, summary
@@ -147,14 +165,17 @@ def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: s
     (the localisation rounds); ``summary_extra`` adds blocks to ``cluster_summary``.
     """
     # The gathered payloads (tens of millions of objects at 10,000 nodes) live until the end
-    # and hold no cycles: a full collection walking them mid-aggregation is pure waste, and
-    # used to be a quarter of its time. Freezing them spares them; new objects are still collected.
-    gc.freeze()
+    # and hold no cycles, and neither does what the aggregation builds: collections walking
+    # them mid-aggregation are pure waste (a quarter of its time at 10,000 nodes, measured
+    # with bench/bench_aggregate.py). The collector resumes afterwards.
+    enabled = gc.isenabled()
+    gc.disable()
     try:
         return _build(gathered, config, fail_on=fail_on, include=include, exclude=exclude, suite=suite,
                       timeout_s=timeout_s, extra_results=extra_results, summary_extra=summary_extra)
     finally:
-        gc.unfreeze()
+        if enabled:
+            gc.enable()
 
 
 def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: list[str], exclude: list[str],

@@ -364,17 +364,26 @@ def collect(store: Any, ranks: Iterable[int], deadline: float) -> tuple[dict[int
 
 
 def _bundle(texts: dict[int, str], missing: dict[int, str]) -> str:
-    """``{"payloads": {rank: payload}, "missing": {rank: why}}`` from payload texts, without decoding them."""
-    body = ", ".join(f'"{r}": {t}' for r, t in sorted(texts.items()))
-    return f'{{"payloads": {{{body}}}, "missing": {json.dumps({str(r): w for r, w in missing.items()})}}}'
+    """``{"payloads", "missing", "columns"}``: the node's payloads with their GEMM, memory and
+    training results moved into columns (:mod:`gpu_preflight.cluster.columns`)."""
+    from ..cluster.columns import take_results
+
+    payloads = {r: json.loads(t) for r, t in sorted(texts.items())}
+    columns = take_results(payloads)
+    first = payloads.get(min(payloads, default=-1), {})
+    for p in payloads.values():  # rank 0 reads the software stack of node leaders only: one copy per node
+        if p is not first and p.get("stack") == first.get("stack"):
+            p.pop("stack", None)
+    return json.dumps({"payloads": {str(r): p for r, p in payloads.items()},
+                       "missing": {str(r): w for r, w in missing.items()}, "columns": columns})
 
 
 def post_node_bundle(store: Any, topo: Topology, deadline: float) -> None:
     """Node leader: put the node's payloads in one store value for rank 0.
 
     At 80,000 ranks rank 0 would otherwise poll 80,000 keys and decode 80,000 texts; a
-    bundle per node is 10,000 of each, and one decode per node shares the key strings of
-    its ranks' payloads (a third of rank 0's memory at that scale).
+    bundle per node is 10,000 of each, one decode per node shares the key strings of its
+    ranks' payloads, and the results arrive as columns rank 0 can screen in bulk.
     """
     texts, missing = collect(store, node_ranks(topo, topo.node_rank), deadline)
     store.set(f"{PREFIX}/node/{topo.node_rank}", _bundle(texts, missing))
@@ -388,6 +397,7 @@ def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
     """
     payloads: dict[int, dict[str, Any]] = {}
     missing: dict[int, str] = {}
+    columns: list[dict[str, Any]] = []
     pending = set(range(topo.num_nodes))
 
     def take(texts: dict[int, str], why: dict[int, str]) -> None:
@@ -401,6 +411,7 @@ def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
                 bundle = json.loads(store.get(key))
                 payloads.update((int(r), p) for r, p in bundle["payloads"].items())
                 missing.update((int(r), w) for r, w in bundle["missing"].items())
+                columns.append(bundle.get("columns") or {})
                 pending.discard(n)
                 continue
             leader = node_ranks(topo, n)[0]
@@ -424,7 +435,8 @@ def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
         where = json.loads(hello) if hello else {}
         missing[r] = (f"rank {r} on {where.get('node_name') or where.get('hostname') or 'unknown host'} {why}"
                       + (f", last stage {progress}" if progress else ""))
-    return {"payloads": payloads, "missing": missing, "names": names, "topology": topo.to_dict()}
+    return {"payloads": payloads, "missing": missing, "names": names, "topology": topo.to_dict(),
+            "columns": columns}
 
 
 def _get(store: Any, key: str) -> str | None:

@@ -227,8 +227,9 @@ def _gemm_and_memory(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measur
                     value = _num(observed.get(f"{key}_gbps"))
                     if value is not None:
                         out.append(_at(nodes, subject, f"memory.{key}", value, "GB/s"))
-            elif str(f.get("code", "")).removesuffix("_slow") in _MEMORY_KEYS:
-                key, value = str(f["code"]).removesuffix("_slow"), _num(observed)
+            elif (key := str((f.get("details") or {}).get("memory_key")  # a rolled-up pass names its direction
+                             or str(f.get("code", "")).removesuffix("_slow"))) in _MEMORY_KEYS:
+                value = _num(observed)
                 if value is not None:
                     out.append(_at(nodes, subject, f"memory.{key}", value, "GB/s"))
     return out

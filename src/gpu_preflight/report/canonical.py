@@ -121,6 +121,8 @@ def _gpu_section(facts: dict[str, Any]) -> dict[str, Any]:
             "temperature_c": num("temperature_c"),
             "utilization_percent": num("utilization_gpu_percent"),
             "power_draw_w": num("power_draw_w"),
+            "power_limit_w": num("power_limit_w"),
+            "slowdown_temperature_c": num("temp_slowdown_c"),
             "uuid": rec.get("uuid") if isinstance(rec.get("uuid"), str) else None,
             "serial": rec.get("serial") if isinstance(rec.get("serial"), str) else None,
             "pci_bus_id": rec.get("pci_bus_id") if isinstance(rec.get("pci_bus_id"), str) else None,
@@ -178,21 +180,18 @@ def node_section(report: NodeReport, node_info: dict[str, Any] | None = None) ->
     }
 
 
-_GPU_FACTS = ("index", "temp_slowdown_c", "power_limit_w", "lost")  # identities are in the gpu section
-
-
 def summary_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
-    """The facts a cluster report reads (cluster checks, sensor plots), from a node's full facts.
+    """The facts a cluster report reads (the cluster checks), from a node's full facts.
 
-    The GPU probe's scalar fields (driver, CUDA, NVML), the GPUs' limits (their identities
-    are in the section's ``gpu`` block), the EFA devices; the node's own report (saved on
-    the node) keeps everything else.
+    The GPU probe's scalar fields (driver, CUDA, NVML) with the GPUs as a list of their
+    indices (each GPU's identity, readings and limits are in the section's ``gpu`` block),
+    the EFA devices; the node's own report (saved on the node) keeps everything else.
     """
     out: dict[str, Any] = {probe: {k: v for k, v in rec.items() if not isinstance(v, (dict, list))}
                            for probe, rec in facts.items() if probe in ("gpu", "fabric") and isinstance(rec, Mapping)}
     gpus = (facts.get("gpu") or {}).get("gpus")
     if isinstance(gpus, list) and "gpu" in out:
-        out["gpu"]["gpus"] = [{k: g.get(k) for k in _GPU_FACTS if k in g} for g in gpus if isinstance(g, Mapping)]
+        out["gpu"]["gpus"] = [g.get("index") for g in gpus if isinstance(g, Mapping)]
     efa = (facts.get("fabric") or {}).get("efa_devices")
     if efa and "fabric" in out:
         out["fabric"]["efa_devices"] = efa
@@ -275,7 +274,7 @@ def build_report(nodes: list[NodeReport], *, node_infos: list[dict[str, Any]] | 
 
 
 def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_total_gpus: int | None = None,
-                    node_extras: list[dict[str, Any]] | None = None,
+                    node_extras: Mapping[int, dict[str, Any]] | None = None,
                     cluster_results: list[CheckResult] | None = None, topology: dict[str, Any] | None = None,
                     missing_nodes: list[str] | None = None,
                     performance_summary: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -289,11 +288,11 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
     if not entries:
         raise ValueError("a report needs at least one node")
     sections = {f"node_{i}": e["section"] for i, e in enumerate(entries)}
-    for key, extra in zip(sections, node_extras or [], strict=False):
+    for index, extra in (node_extras or {}).items():
+        section = entries[index]["section"]
         for name, value in extra.items():  # extras add to a section (nccl, network), never wipe what the node said
-            current = sections[key].get(name)
-            sections[key][name] = {**current, **value} if isinstance(current, dict) and isinstance(value, dict) \
-                else value
+            current = section.get(name)
+            section[name] = {**current, **value} if isinstance(current, dict) and isinstance(value, dict) else value
     findings: list[dict[str, Any]] = []
     for e in entries:
         findings.extend(e["findings"])

@@ -115,9 +115,11 @@ def connectivity(report: Mapping[str, Any], matrix: Iterable[Mapping[str, Any]] 
         source = "network.node_links"
     if not pairs:
         return None
+    known = set(names)
     for p in pairs:
         for name in (p["a"], p["b"]):
-            if name not in names:
+            if name not in known:
+                known.add(name)
                 names.append(name)
     cells: list[list[dict[str, Any] | None]] | None = None
     if len(names) <= MATRIX_MAX_NODES:  # a grid of 10,000 x 10,000 cells would be 100 million Nones

@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 from ..model import Status
 from .connectivity import node_names
 
-__all__ = ["Curve", "GemmPoint", "GpuSensors", "busbw_curves", "gemm_points", "gpu_sensors", "node_peak_busbw"]
+__all__ = ["Curve", "GemmPoint", "GpuSensors", "busbw_curves", "gemm_by_gpu", "gemm_points", "gpu_sensors",
+           "node_peak_busbw"]
 
 _GPU_SUBJECT = re.compile(r"/gpu\d+$")
 
@@ -41,6 +42,7 @@ class GemmPoint(NamedTuple):
 def gemm_points(report: Mapping[str, Any]) -> list[GemmPoint]:
     """Correct GEMM measurements from ``compute.gemm`` findings (wrong or failed runs have no speed)."""
     out = []
+    on_gpu: dict[str, bool] = {}  # 80,000 subjects over four precisions: one regex match each
     for f in report.get("findings") or []:
         if f.get("check_id") != "compute.gemm" or f.get("code") in ("gemm_wrong", "gemm_error", "not_run"):
             continue
@@ -52,9 +54,34 @@ def gemm_points(report: Mapping[str, Any]) -> list[GemmPoint]:
         values = rolled.items() if isinstance(rolled, Mapping) else ((f["subject"], f.get("observed")),)
         status = f["status"]
         for subject, observed in values:  # a rolled-up pass holds every GPU's value (checks/rollup.py)
-            tflops = num(observed)
+            tflops = observed if type(observed) is float else num(observed)
             if tflops is not None:
-                out.append(GemmPoint(subject, dtype, tflops, expected, status, bool(_GPU_SUBJECT.search(subject))))
+                gpu = on_gpu.get(subject)
+                if gpu is None:
+                    gpu = on_gpu[subject] = bool(_GPU_SUBJECT.search(subject))
+                out.append(GemmPoint(subject, dtype, tflops, expected, status, gpu))
+    return out
+
+
+def gemm_by_gpu(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Per precision, each GPU's TFLOP/s (CPU workers left out): what the consistency score compares.
+
+    A rolled-up pass whose members all ran on GPUs (``details.gpu_only``) lends its value map
+    whole; anything else goes point by point through :func:`gemm_points`.
+    """
+    out: dict[str, dict[str, float]] = {}
+    rest = []
+    for f in report.get("findings") or []:
+        details = f.get("details") or {} if f.get("check_id") == "compute.gemm" else {}
+        subjects = details.get("subjects")
+        if details.get("rolled_up") and details.get("gpu_only") and isinstance(subjects, Mapping) \
+                and isinstance(details.get("dtype"), str):
+            out.setdefault(details["dtype"], {}).update(subjects)
+        else:
+            rest.append(f)
+    for p in gemm_points({"findings": rest}):
+        if p.on_gpu:
+            out.setdefault(p.dtype, {})[p.subject] = p.tflops
     return out
 
 
@@ -124,8 +151,14 @@ class GpuSensors:
     power_limit_w: float | None
 
 
+def _first(*values: Any) -> float | None:
+    """The first number among the values (limits: the gpu section's, then older reports' facts)."""
+    return next((n for n in map(num, values) if n is not None), None)
+
+
 def gpu_sensors(report: Mapping[str, Any]) -> list[GpuSensors]:
-    """Temperature and power per GPU, from the node sections (limits from the recorded facts)."""
+    """Temperature and power per GPU, from the node sections (limits from the ``gpu`` block, or
+    from the recorded facts in reports older than those fields)."""
     out = []
     names = node_names(report)
     for i, section in enumerate((report.get("nodes") or {}).values()):
@@ -135,8 +168,10 @@ def gpu_sensors(report: Mapping[str, Any]) -> list[GpuSensors]:
             index = int(key.rsplit("_", 1)[-1]) if key.rsplit("_", 1)[-1].isdigit() else None
             fact = facts.get(index) or {}
             sensors = GpuSensors(f"{names[i]}/gpu{index if index is not None else key}",
-                                 num(gpu.get("temperature_c")), num(fact.get("temp_slowdown_c")),
-                                 num(gpu.get("power_draw_w")), num(fact.get("power_limit_w")))
+                                 num(gpu.get("temperature_c")),
+                                 _first(gpu.get("slowdown_temperature_c"), fact.get("temp_slowdown_c")),
+                                 num(gpu.get("power_draw_w")),
+                                 _first(gpu.get("power_limit_w"), fact.get("power_limit_w")))
             if sensors.temperature_c is not None or sensors.power_w is not None:
                 out.append(sensors)
     return out

@@ -35,7 +35,7 @@ from typing import Any
 from ..config.report_schema import COMPONENTS, ReportConfig
 from ..model import Status, gating_statuses
 from .connectivity import connectivity
-from .measurements import gemm_points, node_peak_busbw, num
+from .measurements import gemm_by_gpu, node_peak_busbw, num
 
 __all__ = ["COMPONENT_RULES", "TITLES", "add_scores", "component_of", "compute_scores", "dispersion", "rating"]
 
@@ -167,11 +167,8 @@ def dispersion(values: Iterable[float]) -> dict[str, float] | None:
 def _series(report: Mapping[str, Any], conn: Mapping[str, Any] | None) -> list[tuple[str, str, dict[str, float]]]:
     """(family, series label, {subject: value}) for every measurement that has peers to compare."""
     out: list[tuple[str, str, dict[str, float]]] = []
-    by_dtype: dict[str, dict[str, float]] = defaultdict(dict)
-    for p in gemm_points(report):
-        if p.on_gpu:  # CPU workers share cores: their spread says nothing about hardware
-            by_dtype[p.dtype][p.subject] = p.tflops
-    out += [("gemm", f"{dtype} GEMM TFLOP/s across GPUs", vals) for dtype, vals in sorted(by_dtype.items())]
+    # CPU workers share cores: their spread says nothing about hardware, so GPUs only.
+    out += [("gemm", f"{dtype} GEMM TFLOP/s across GPUs", vals) for dtype, vals in sorted(gemm_by_gpu(report).items())]
     out += [("node_fabric", f"{op} node-local bus bandwidth across nodes", vals)
             for op, vals in sorted(node_peak_busbw(report).items())]
     if conn:
