@@ -98,6 +98,8 @@ def gathered_input(nodes: int, gpus: int) -> tuple[dict[str, Any], float, int]:
     leaders = list(range(0, world, gpus))
     payloads: dict[int, dict[str, Any]] = {}
     columns: list[dict[str, Any]] = []
+    index: list[list[Any]] = []
+    collectives: list[list[Any]] = []
     size, decode_s = 0, 0.0
     for node in range(nodes):
         texts: dict[int, str] = {}
@@ -128,12 +130,15 @@ def gathered_input(nodes: int, gpus: int) -> tuple[dict[str, Any], float, int]:
         decoded = json.loads(bundle)  # rank 0's gather
         payloads.update((int(r), q) for r, q in decoded["payloads"].items())
         columns.append(decoded["columns"])
+        index.append(decoded["index"])
+        collectives.append(decoded["collectives"])
         decode_s += time.perf_counter() - t0
     topology = {"launcher": "slurm", "world_size": world, "rank": 0, "local_rank": 0, "local_world_size": gpus,
                 "node_rank": 0, "num_nodes": nodes, "hostname": "gpu00000",
                 "hosts": [f"gpu{n:05d}" for n in range(nodes)], "master_addr": "gpu00000", "master_port": 29500,
                 "extra": {}}
-    return {"payloads": payloads, "missing": {}, "topology": topology, "columns": columns}, decode_s, size
+    return {"payloads": payloads, "missing": {}, "topology": topology, "columns": columns, "index": index,
+            "collectives": collectives}, decode_s, size
 
 
 def rss_mb() -> float:

@@ -180,6 +180,8 @@ class ClusterFacts:
     node_names: dict[int, str]
     node_facts: dict[int, dict[str, Any]] = field(default_factory=dict)
     node_columns: list[dict[str, Any]] = field(default_factory=list)  # results the node leaders put in columns
+    node_index: list[list[Any]] = field(default_factory=list)  # leaders' [rank, node, local_rank, on_gpu] rows
+    node_collectives: list[list[Any]] = field(default_factory=list)  # leaders' [rank, entry] collective results
     _subjects: dict[int, str] = field(default_factory=dict, repr=False)
 
     @functools.cached_property
@@ -196,21 +198,39 @@ class ClusterFacts:
         raw: dict[int, dict[str, Any]] = {}
         groups: list[tuple[int, dict[str, Any]]] = []
         errors: list[tuple[int, dict[str, Any]]] = []
-        for r, p in self.payloads.items():
-            node = self.node_names.get(int(p.get("node_rank", r // per_node)), "unknown")
-            if str(p.get("device", "")).startswith("cuda"):
+        names = self.node_names
+
+        def note(r: int, node: int, local: int, on_gpu: bool) -> None:
+            if on_gpu:
                 gpu.add(r)
-                subjects[r] = f"{node}/gpu{p.get('local_rank', 0)}"
+                subjects[r] = f"{names.get(node, 'unknown')}/gpu{local}"
             else:
-                subjects[r] = f"{node}/rank{r}"
+                subjects[r] = f"{names.get(node, 'unknown')}/rank{r}"
+
+        def collective(r: int, e: dict[str, Any]) -> None:
+            if e.get("error"):
+                errors.append((r, e))
+            ranks = e.get("ranks")
+            if ranks and ranks[0] == r:
+                groups.append((r, e))
+
+        for rows in self.node_index:  # what node leaders indexed needs no walk over its payloads
+            for r, node, local, on_gpu in zip(rows[0::4], rows[1::4], rows[2::4], rows[3::4], strict=True):
+                note(r, node, local, bool(on_gpu))
+        for pairs in self.node_collectives:
+            for r, e in pairs:
+                collective(r, e)
+        for r, p in self.payloads.items():
+            if r in subjects:
+                continue
+            note(r, int(p.get("node_rank", r // per_node)), p.get("local_rank", 0),
+                 str(p.get("device", "")).startswith("cuda"))
             if "gemm" in p or "memory" in p or "train" in p:
                 raw[r] = p
             for e in p.get("collectives", ()):
-                if e.get("error"):
-                    errors.append((r, e))
-                ranks = e.get("ranks")
-                if ranks and ranks[0] == r:
-                    groups.append((r, e))
+                collective(r, e)
+        groups.sort(key=lambda g: g[0])
+        errors.sort(key=lambda g: g[0])
         return {"subjects": subjects, "gpu": frozenset(gpu), "raw": raw, "groups": groups, "errors": errors}
 
     @property

@@ -164,11 +164,11 @@ def node_links(ctx: CheckContext) -> Iterator[Finding]:
     if c.num_nodes < 2:
         yield Finding("network.node_links", Status.SKIP, "cluster", "single_node", "one node: no node links to test")
         return
-    node_of = {r: int(p.get("node_rank", 0)) for r, p in c.payloads.items()}
     per_node = max(c.local_world_size, 1)
 
     def name(rank: int) -> str:
-        return c.node_names.get(node_of.get(rank, rank // per_node), f"rank{rank}")
+        node = int(c.payloads[rank].get("node_rank", rank // per_node)) if rank in c.payloads else rank // per_node
+        return c.node_names.get(node, f"rank{rank}")
 
     ok = [p for p in pairs if "gbps" in p and not p.get("wrong")]
     median = statistics.median(p["gbps"] for p in ok) if ok else None

@@ -48,9 +48,13 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
             yield _judge_gemm(subject(ranks[i]), dtype, row(col, i), perf, details)
         if passes.rolled:
             names = c.subjects
-            passing = {names[r]: round(t, 4) for i, (r, t) in enumerate(zip(ranks, tflops, strict=True))
-                       if i not in flagged}
-            gpu_only = on_gpu.issuperset([r for i, r in enumerate(ranks) if i not in flagged])
+            if flagged:
+                kept = [i for i in range(len(ranks)) if i not in flagged]
+                passing = {names[ranks[i]]: tflops[i] for i in kept}
+                gpu_only = on_gpu.issuperset([ranks[i] for i in kept])
+            else:  # the common case, at C speed
+                passing = dict(zip([names[r] for r in ranks], tflops, strict=True))
+                gpu_only = on_gpu.issuperset(ranks)
             passes.record(passing, group=dtype, label=f"{dtype} GEMM", unit="TFLOP/s",
                           details={**details, "gpu_only": gpu_only})
             continue

@@ -8,7 +8,6 @@ names it, so an incomplete run can never read as a healthy one.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,7 +56,8 @@ def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
             names[node] = f"{names[node]}#{node}"
     return ClusterFacts(int(topo.get("world_size", 1)), int(topo.get("num_nodes", 1)), per_node, payloads,
                         {int(r): why for r, why in gathered.get("missing", {}).items()}, names, node_facts,
-                        list(gathered.get("columns") or []))
+                        list(gathered.get("columns") or []), list(gathered.get("index") or []),
+                        list(gathered.get("collectives") or []))
 
 
 def node_names(gathered: dict[str, Any]) -> list[str]:
@@ -104,18 +104,11 @@ def test_key(entry: dict[str, Any]) -> str:
     return f"{SCOPE_PREFIX.get(entry.get('scope', ''), entry.get('scope', 'group'))}_{entry['op']}"
 
 
-def communication_tests(entries: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """A node's ``nccl.communication_tests`` (the SageMaker layout) from the collective results its
-    ranks reported; the first result of each scope and collective wins."""
-    tests: dict[str, dict[str, Any]] = {}
-    for entry in entries:
-        key = test_key(entry)
-        if key not in tests:
-            tests[key] = {"success": entry.get("success", False), "test_type": entry.get("scope"),
-                          "group": entry.get("group"), "processes_tested": len(entry.get("ranks", [])),
-                          "results": entry.get("results", []),
-                          "peak_bandwidth_gbps": entry.get("peak_bandwidth_gbps", 0.0), "error": entry.get("error")}
-    return tests
+def _test(entry: dict[str, Any]) -> dict[str, Any]:
+    """One collective's entry in ``nccl.communication_tests`` (the SageMaker layout)."""
+    return {"success": entry.get("success", False), "test_type": entry.get("scope"), "group": entry.get("group"),
+            "processes_tested": len(entry.get("ranks", [])), "results": entry.get("results", []),
+            "peak_bandwidth_gbps": entry.get("peak_bandwidth_gbps", 0.0), "error": entry.get("error")}
 
 
 def _nccl_sections(facts: ClusterFacts) -> tuple[dict[int, dict[str, Any]], dict[str, float]]:
@@ -126,22 +119,26 @@ def _nccl_sections(facts: ClusterFacts) -> tuple[dict[int, dict[str, Any]], dict
     node that saw them.
     """
     per_node = max(facts.local_world_size, 1)
-    by_node: dict[int, list[dict[str, Any]]] = {}
+    tests: dict[int, dict[str, dict[str, Any]]] = {}
     summary: dict[str, float] = {}
     for rank, entry in [*facts.group_entries, *facts.collective_errors]:
         node = rank // per_node
         if node >= facts.num_nodes:
             continue
-        by_node.setdefault(node, []).append(entry)
-        name = f"{test_key(entry)}_bandwidth_gbps"
+        key = test_key(entry)
+        on_node = tests.setdefault(node, {})
+        if key not in on_node:  # as communication_tests: the first result of each scope and collective
+            on_node[key] = _test(entry)
+        name = f"{key}_bandwidth_gbps"
         peak = float(entry.get("peak_bandwidth_gbps") or 0.0)
         if entry.get("scope") != "intra_node":
-            summary[name] = max(summary.get(name, 0.0), peak)
-        else:
-            summary[name] = min(summary.get(name, peak), peak)  # the slowest node bounds a job
+            current = summary.get(name, 0.0)
+            summary[name] = peak if peak > current else current
+        elif name not in summary or peak < summary[name]:  # the slowest node bounds a job
+            summary[name] = peak
     extras: dict[int, dict[str, Any]] = {}
     for node in range(facts.num_nodes):
-        extra: dict[str, Any] = {"nccl": {"communication_tests": communication_tests(by_node.get(node, ()))}}
+        extra: dict[str, Any] = {"nccl": {"communication_tests": tests.get(node, {})}}
         pingpong = facts.leaders.get(node, {}).get("pingpong")
         if pingpong:
             extra["network"] = {"efa_communication_test": communication_test(pingpong)}

@@ -364,18 +364,29 @@ def collect(store: Any, ranks: Iterable[int], deadline: float) -> tuple[dict[int
 
 
 def _bundle(texts: dict[int, str], missing: dict[int, str]) -> str:
-    """``{"payloads", "missing", "columns"}``: the node's payloads with their GEMM, memory and
-    training results moved into columns (:mod:`gpu_preflight.cluster.columns`)."""
+    """The node's payloads for rank 0, arranged so rank 0 never has to walk them one by one.
+
+    ``columns``: GEMM, memory and training results packed into columns
+    (:mod:`gpu_preflight.cluster.columns`); ``index``: ``[rank, node, local_rank, on_gpu]``
+    rows laid end to end; ``collectives``: ``[rank, entry]`` for every collective result,
+    moved out of the payloads; the software stack of ranks that share the leader's is
+    dropped (rank 0 reads leaders' only). What stays in ``payloads`` is small.
+    """
     from ..cluster.columns import take_results
 
     payloads = {r: json.loads(t) for r, t in sorted(texts.items())}
     columns = take_results(payloads)
     first = payloads.get(min(payloads, default=-1), {})
-    for p in payloads.values():  # rank 0 reads the software stack of node leaders only: one copy per node
+    index: list[Any] = []
+    collectives: list[list[Any]] = []
+    for r, p in payloads.items():
+        index += [r, p.get("node_rank", 0), p.get("local_rank", 0), str(p.get("device", "")).startswith("cuda")]
+        collectives += [[r, e] for e in p.pop("collectives", None) or ()]
         if p is not first and p.get("stack") == first.get("stack"):
             p.pop("stack", None)
     return json.dumps({"payloads": {str(r): p for r, p in payloads.items()},
-                       "missing": {str(r): w for r, w in missing.items()}, "columns": columns})
+                       "missing": {str(r): w for r, w in missing.items()}, "columns": columns, "index": index,
+                       "collectives": collectives})
 
 
 def post_node_bundle(store: Any, topo: Topology, deadline: float) -> None:
@@ -398,6 +409,8 @@ def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
     payloads: dict[int, dict[str, Any]] = {}
     missing: dict[int, str] = {}
     columns: list[dict[str, Any]] = []
+    index: list[list[Any]] = []
+    collectives: list[list[Any]] = []
     pending = set(range(topo.num_nodes))
 
     def take(texts: dict[int, str], why: dict[int, str]) -> None:
@@ -412,6 +425,8 @@ def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
                 payloads.update((int(r), p) for r, p in bundle["payloads"].items())
                 missing.update((int(r), w) for r, w in bundle["missing"].items())
                 columns.append(bundle.get("columns") or {})
+                index.append(bundle.get("index") or [])
+                collectives.append(bundle.get("collectives") or [])
                 pending.discard(n)
                 continue
             leader = node_ranks(topo, n)[0]
@@ -436,7 +451,7 @@ def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
         missing[r] = (f"rank {r} on {where.get('node_name') or where.get('hostname') or 'unknown host'} {why}"
                       + (f", last stage {progress}" if progress else ""))
     return {"payloads": payloads, "missing": missing, "names": names, "topology": topo.to_dict(),
-            "columns": columns}
+            "columns": columns, "index": index, "collectives": collectives}
 
 
 def _get(store: Any, key: str) -> str | None:
