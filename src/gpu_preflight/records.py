@@ -215,11 +215,24 @@ class ClusterFacts:
                 groups.append((r, e))
 
         for rows in self.node_index:  # what node leaders indexed needs no walk over its payloads
-            for r, node, local, on_gpu in zip(rows[0::4], rows[1::4], rows[2::4], rows[3::4], strict=True):
-                note(r, node, local, bool(on_gpu))
+            ranks, nodes, locals_, on = rows[0::4], rows[1::4], rows[2::4], rows[3::4]
+            if not ranks:
+                continue
+            if len(set(nodes)) != 1:
+                for r, node, local, on_gpu in zip(ranks, nodes, locals_, on, strict=True):
+                    note(r, node, local, bool(on_gpu))
+                continue
+            name = names.get(nodes[0], "unknown")  # one node per bundle: its ranks named in one go
+            subjects.update(zip(ranks, [f"{name}/gpu{local}" if g else f"{name}/rank{r}"
+                                        for r, local, g in zip(ranks, locals_, on, strict=True)], strict=True))
+            gpu.update([r for r, g in zip(ranks, on, strict=True) if g])
         for pairs in self.node_collectives:
             for r, e in pairs:
-                collective(r, e)
+                if e.get("error"):
+                    errors.append((r, e))
+                ranks_ = e.get("ranks")
+                if ranks_ and ranks_[0] == r:
+                    groups.append((r, e))
         for r, p in self.payloads.items():
             if r in subjects:
                 continue

@@ -118,11 +118,12 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     ranks, copy, h2d, d2h = col["rank"], col["device_copy_gbps"], col["h2d_gbps"], col["d2h_gbps"]
     copy_floor, host_floor = perf.device_copy_min_gbps, perf.host_transfer_min_gbps
     inf = float("inf")
-    # Screen the columns first (one cheap test per GPU); only the flagged get a verdict each.
+    # Screen the columns first (one cheap test per GPU); only the flagged get a verdict each. An
+    # unmeasured direction (None) is not slow, as _judge_memory judges it; 0.0 is.
     flagged = {i for i, (e, bad, dc, hd, dh) in enumerate(zip(col["error"], col["pattern_errors"], copy, h2d, d2h,
                                                                 strict=True))
-               if e or bad or (copy_floor is not None and (dc or inf) < copy_floor)
-               or (host_floor is not None and min(hd or inf, dh or inf) < host_floor)}
+               if e or bad or (copy_floor is not None and (inf if dc is None else dc) < copy_floor)
+               or (host_floor is not None and min(inf if hd is None else hd, inf if dh is None else dh) < host_floor)}
     for i in sorted(flagged):
         yield from _judge_memory(subject(ranks[i]), row(col, i), perf)
     if passes.rolled:

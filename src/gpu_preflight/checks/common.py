@@ -68,6 +68,7 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text))
 
 
+@functools.lru_cache(maxsize=1024)  # 10,000 nodes ask about the same few versions
 def version_below(actual: str, minimum: str) -> bool:
     a, m = version_tuple(actual), version_tuple(minimum)
     width = max(len(a), len(m))

@@ -13,7 +13,7 @@ import fnmatch
 import functools
 import hashlib
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -240,23 +240,27 @@ def _rolled_skips(entries: list[dict[str, Any]], unlisted: dict[str, dict[str, i
     twelve node keys); it is counted once, and one fewer SKIP stays unlisted, so the
     report's counts still equal the findings the nodes made.
     """
-    groups: dict[str, tuple[list[Any], list[str]]] = {}
+    same: dict[tuple[str, ...], list[int]] = {}  # nodes mostly skip for the same causes: group them first
     for i, e in enumerate(entries):
-        for key, example in (e.get("skip_examples") or {}).items():
-            if key in groups:
-                groups[key][1].append(f"node_{i}")
-            else:
-                groups[key] = (example, [f"node_{i}"])
+        if e.get("skip_examples"):
+            same.setdefault(tuple(e["skip_examples"]), []).append(i)
+    groups: dict[str, list[int]] = {}
+    for keys, members in same.items():
+        for key in keys:
+            groups.setdefault(key, []).extend(members)
     out = []
-    for key, ((subject, summary, recommendation), nodes) in sorted(groups.items()):
+    for key, members in sorted(groups.items()):
+        members.sort()
+        subject, summary, recommendation = entries[members[0]]["skip_examples"][key]
         check_id, _, code = key.partition("|")
-        finding = {"node": nodes[0], "check_id": check_id, "status": Status.SKIP.value, "subject": subject,
-                   "code": code, "summary": summary, "observed": None, "expected": None, "unit": None,
-                   "recommendation": recommendation, "details": {}}
-        if len(nodes) > 1:
-            finding.update(node="cluster", subject="cluster", summary=f"on {len(nodes)} nodes, e.g. {subject}: "
+        finding = {"node": f"node_{members[0]}", "check_id": check_id, "status": Status.SKIP.value,
+                   "subject": subject, "code": code, "summary": summary, "observed": None, "expected": None,
+                   "unit": None, "recommendation": recommendation, "details": {}}
+        if len(members) > 1:
+            finding.update(node="cluster", subject="cluster", summary=f"on {len(members)} nodes, e.g. {subject}: "
                                                                       f"{summary}",
-                           details={"rolled_up": True, "nodes": len(nodes), "node_keys": nodes[:12]})
+                           details={"rolled_up": True, "nodes": len(members),
+                                    "node_keys": [f"node_{i}" for i in members[:12]]})
         unlisted[check_id][Status.SKIP.value] -= 1
         out.append(finding)
     return out
@@ -299,10 +303,11 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
     checks = [r.to_dict() for r in cluster_results or []]  # each finding serialised once, listed twice
     findings.extend({"node": "cluster", **f} for r in checks for f in r["findings"])
     unlisted: dict[str, dict[str, int]] = defaultdict(lambda: {Status.PASS.value: 0, Status.SKIP.value: 0})
-    for e in entries:
-        for status, by in (e.get("unlisted") or {}).items():
-            for check_id, n in by.items():
-                unlisted[check_id][status] += n
+    # Nodes mostly keep the same counts: count identical ones first (C speed), then add each kind once.
+    same = Counter((status, tuple(by.items())) for e in entries for status, by in (e.get("unlisted") or {}).items())
+    for (status, items), times in same.items():
+        for check_id, n in items:
+            unlisted[check_id][status] += n * times
     findings.extend(_rolled_skips(entries, unlisted))
     summary = summarize(findings, fail_on, unlisted)
     if unlisted:  # where the findings a large cluster's nodes kept to themselves are counted
