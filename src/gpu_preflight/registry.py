@@ -7,13 +7,15 @@ Adding a check therefore touches one module; there is no central list to edit.
 
 from __future__ import annotations
 
-import fnmatch
+import functools
 import importlib
 import inspect
 import pkgutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
+
+from .model import id_matches
 
 if TYPE_CHECKING:
     from .config import Config
@@ -40,7 +42,7 @@ class CheckSpec:
 
     def matches(self, pattern: str) -> bool:
         """Glob on the id (``gpu.*``) or exact tag (``gpu``)."""
-        return fnmatch.fnmatchcase(self.id, pattern) or pattern in self.tags
+        return id_matches(self.id, pattern) or pattern in self.tags
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SU
         doc = inspect.cleandoc(fn.__doc__ or check_id)
         title = doc.splitlines()[0].rstrip(".")
 
+        @functools.wraps(fn)  # keeps the check's module and name (tests tie cluster checks to their modules)
         def bound(ctx: CheckContext) -> Iterable[Finding]:
             return fn(replace(ctx, check_id=check_id))  # the check knows its id, however it is called
 
@@ -118,25 +121,46 @@ def probe(name: str) -> Callable[[ProbeFn], ProbeFn]:
     return register
 
 
-_discovered = False
+_discovered: set[str] = set()  # "node", "cluster": which modules are imported
+CLUSTER_MODULE_PREFIX = "cluster_"  # checks/cluster_*.py hold the cluster-scope checks (tested)
 
 
-def discover() -> None:
-    """Import every check and probe module once (they register on import)."""
-    global _discovered
-    if _discovered:
+def discover(scope: str | None = None) -> None:
+    """Import the check and probe modules once (they register on import).
+
+    ``scope="node"`` imports all but ``checks/cluster_*.py``: a node-only run (the start-up
+    a user waits for on every node) does not pay for the cluster checks' imports.
+    """
+    wanted = {"node"} if scope == "node" else {"node", "cluster"}
+    if wanted <= _discovered:
         return
     from . import checks, probes
 
     for package in (probes, checks):
         for mod in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{package.__name__}.{mod.name}")
-    _discovered = True
+            kind = "cluster" if package is checks and mod.name.startswith(CLUSTER_MODULE_PREFIX) else "node"
+            if kind in wanted:
+                importlib.import_module(f"{package.__name__}.{mod.name}")
+    _discovered.update(wanted)
 
 
-def all_checks() -> list[CheckSpec]:
-    discover()
-    return sorted(_CHECKS.values(), key=lambda c: c.id)
+def all_checks(scope: str | None = None) -> list[CheckSpec]:
+    """Registered checks; ``scope="node"`` needs (and imports) only the node checks."""
+    discover(scope)
+    return sorted((c for c in _CHECKS.values() if scope is None or c.scope == scope), key=lambda c: c.id)
+
+
+def matching(patterns: Iterable[str], scope: str | None = None) -> list[CheckSpec]:
+    """Checks of ``scope`` for the given patterns' validation: every pattern must match some
+    check of any scope (the cluster checks are imported only when a pattern needs them)."""
+    specs = all_checks(scope)
+    for pattern in patterns:
+        if not any(s.matches(pattern) for s in specs):
+            everything = all_checks()
+            if not any(s.matches(pattern) for s in everything):
+                known = ", ".join(s.id for s in everything)
+                raise KeyError(f"no check matches {pattern!r} (known: {known})")
+    return specs
 
 
 def get_check(check_id: str) -> CheckSpec:
@@ -145,7 +169,7 @@ def get_check(check_id: str) -> CheckSpec:
 
 
 def get_probe(name: str) -> ProbeSpec:
-    discover()
+    discover("node")  # every probe is a node module
     return _PROBES[name]
 
 
@@ -157,11 +181,7 @@ def select(suite: str, include: Iterable[str] = (), exclude: Iterable[str] = (),
     nothing and report success.
     """
     include, exclude = list(include), list(exclude)
-    specs = all_checks()
-    for pattern in [*include, *exclude]:
-        if not any(s.matches(pattern) for s in specs):
-            known = ", ".join(s.id for s in specs)
-            raise KeyError(f"no check matches {pattern!r} (known: {known})")
+    specs = matching([*include, *exclude], scope)
     chosen = [s for s in specs if suite in s.suites and s.scope == scope]
     if include:
         chosen = [s for s in specs if s.scope == scope and any(s.matches(p) for p in include)]

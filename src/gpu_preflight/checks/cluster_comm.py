@@ -9,7 +9,7 @@ from typing import Any
 from ..model import Finding, Status
 from ..records import ClusterFacts
 from ..registry import CheckContext, check
-from .rollup import Passes
+from .cluster_rollup import Passes
 
 
 def cluster(ctx: CheckContext) -> ClusterFacts:

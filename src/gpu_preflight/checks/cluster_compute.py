@@ -12,8 +12,8 @@ from ..model import Finding, Status
 from ..records import ClusterFacts
 from ..registry import CheckContext, check
 from .cluster_comm import cluster
+from .cluster_rollup import Passes
 from .common import version_below
-from .rollup import Passes
 
 
 @check("compute.gemm", needs=("cluster",), scope="cluster")

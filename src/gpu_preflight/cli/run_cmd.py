@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 import time
 from typing import Any
@@ -74,7 +73,6 @@ def emit(report: dict[str, Any], args: argparse.Namespace, nodes: list[Any]) -> 
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
-    from ..distributed.topology import TopologyError, detect
     from ..probes.gpu import ReplayError, load_dump
 
     if args.replay:
@@ -87,6 +85,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         _validate(args)
         if args.node_only or args.replay or not _wants_cluster_checks(args):
             return node_only(args)
+        from ..distributed.topology import TopologyError, detect  # not needed by node-only runs
+
         try:
             topo = detect(os.environ)
         except TopologyError as exc:
@@ -106,14 +106,11 @@ def _validate(args: argparse.Namespace) -> None:
     A typo must be an error here (exit 2), not an ERROR finding from every worker later.
     """
     from ..config import build_config, find_profile
-    from ..registry import all_checks
+    from ..registry import matching
 
     profile = find_profile(args.profile) if args.profile and args.profile != "auto" else None
     build_config(profile=profile, config_file=args.config, overrides=args.set)
-    specs = all_checks()
-    for pattern in [*args.check, *args.skip]:
-        if not any(s.matches(pattern) for s in specs):
-            raise KeyError(f"no check matches {pattern!r} (known: {', '.join(s.id for s in specs)})")
+    matching([*args.check, *args.skip], "node")
 
 
 def _wants_cluster_checks(args: argparse.Namespace) -> bool:
@@ -135,7 +132,7 @@ def node_only(args: argparse.Namespace, note: str | None = None) -> int:
         node.results.append(CheckResult("workloads", "Distributed workloads", [Finding(
             "workloads", Status.SKIP, node.hostname, "not_run", note,
             recommendation="pip install 'gpu-preflight[torch]' to run GEMM, memory, collectives and training.")], 0.0))
-    report = build_report([node], expected_total_gpus=_expected(node))
+    report = build_report([node], expected_total_gpus=_expected(node), assess=False)  # emit() scores it
     return emit(report, args, [node])
 
 
@@ -166,7 +163,7 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
     extra, blocks = ([localized[0]], {"localization": localized[1]}) if localized else ([], {})
     report, code = build_cluster_report(outcome.gathered, outcome.config, fail_on=args.fail_on,
                                         include=args.check, exclude=args.skip, suite=args.suite, timeout_s=timeout,
-                                        extra_results=extra, summary_extra=blocks)
+                                        extra_results=extra, summary_extra=blocks, assess=False)  # emit() scores
     if localized and args.exclude_file:
         from ..localize.report import write_exclude_file
 
@@ -223,10 +220,10 @@ def self_launched(args: argparse.Namespace, argv: list[str]) -> int:
         from ..cluster.aggregate import build_cluster_report
 
         topo = {"launcher": "self", "world_size": workers, "num_nodes": 1, "local_world_size": workers,
-                "hostname": socket.gethostname(), "hosts": [socket.gethostname()]}
+                "hostname": os.uname().nodename, "hosts": [os.uname().nodename]}
         gathered = gathered_from_files(sup, workers, topo)
         report, _ = build_cluster_report(gathered, config, fail_on=args.fail_on, include=args.check,
-                                         exclude=args.skip, suite=args.suite, timeout_s=timeout)
+                                         exclude=args.skip, suite=args.suite, timeout_s=timeout, assess=False)
     code = emit(report, args, [])
     _keep_worker_logs(sup, args.report_dir)
     return code

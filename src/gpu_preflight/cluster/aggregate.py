@@ -155,7 +155,8 @@ def _nccl_sections(facts: ClusterFacts) -> tuple[dict[int, dict[str, Any]], dict
 def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: str, include: list[str],
                          exclude: list[str], suite: str, timeout_s: float,
                          extra_results: list[CheckResult] | None = None,
-                         summary_extra: dict[str, Any] | None = None) -> tuple[dict[str, Any], int]:
+                         summary_extra: dict[str, Any] | None = None,
+                         assess: bool = True) -> tuple[dict[str, Any], int]:
     """The report dict and the process exit code for a gathered distributed run.
 
     ``extra_results`` are cluster-level results computed outside the registered checks
@@ -169,7 +170,7 @@ def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: s
     gc.disable()
     try:
         return _build(gathered, config, fail_on=fail_on, include=include, exclude=exclude, suite=suite,
-                      timeout_s=timeout_s, extra_results=extra_results, summary_extra=summary_extra)
+                      timeout_s=timeout_s, extra_results=extra_results, summary_extra=summary_extra, assess=assess)
     finally:
         if enabled:
             gc.enable()
@@ -177,7 +178,7 @@ def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: s
 
 def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: list[str], exclude: list[str],
            suite: str, timeout_s: float, extra_results: list[CheckResult] | None,
-           summary_extra: dict[str, Any] | None) -> tuple[dict[str, Any], int]:
+           summary_extra: dict[str, Any] | None, assess: bool) -> tuple[dict[str, Any], int]:
     from ..model import gated_exit_code
     from ..report.canonical import assemble_report
 
@@ -191,6 +192,7 @@ def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: l
     results = run_specs(specs, ctx, {}, timeout_s) + list(extra_results or [])
     extras, perf = _nccl_sections(facts)
     report = assemble_report(entries, fail_on=fail_on, node_extras=extras, cluster_results=results,
-                             topology=gathered["topology"], missing_nodes=missing, performance_summary=perf)
+                             topology=gathered["topology"], missing_nodes=missing, performance_summary=perf,
+                             assess=assess)
     report["cluster_summary"].update(summary_extra or {})
     return report, gated_exit_code(Status(report["cluster_summary"]["overall_status"]), fail_on)

@@ -16,12 +16,13 @@ which knows whether this job is meant to fail on the verdict (``--job-fails-on``
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .bundle import REPORT, Bundle
+if TYPE_CHECKING:  # the bundle module (tempfile, copies) is only needed when writing
+    from .bundle import Bundle
 
 __all__ = ["REPORT_NAME", "SageMakerDirs", "sagemaker_dirs", "write_to_sagemaker"]
 
@@ -53,6 +54,10 @@ def sagemaker_dirs(environ: Mapping[str, str]) -> SageMakerDirs | None:
 def write_to_sagemaker(bundle: Bundle, dirs: SageMakerDirs) -> tuple[Path, list[Path]]:
     """Copy the bundle under ``$SM_OUTPUT_DATA_DIR/metrics`` unless it is already uploaded;
     returns where the report is and the files written."""
+    import shutil
+
+    from .bundle import REPORT
+
     if dirs.uploads(bundle.root):
         return bundle.report_path, []
     dest = dirs.output_data / "metrics"

@@ -24,7 +24,6 @@ findings (check, code, subjects) or the measurement that took it. The formula
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import math
 import operator
@@ -33,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..config.report_schema import COMPONENTS, ReportConfig
-from ..model import Status, gating_statuses
+from ..model import Status, gating_statuses, id_matches
 from .connectivity import connectivity
 from .measurements import gemm_by_gpu, node_peak_busbw, num
 
@@ -82,7 +81,7 @@ MAX_SUBJECTS = 12
 def component_of(check_id: str) -> str:
     """The component a check's findings count against."""
     for pattern, component in COMPONENT_RULES:
-        if fnmatch.fnmatchcase(check_id, pattern):
+        if id_matches(check_id, pattern):
             return component
     return "service_reliability"
 
