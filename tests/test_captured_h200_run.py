@@ -12,6 +12,7 @@ from gpu_preflight.report import render
 from .conftest import FIXTURES
 
 RUN = FIXTURES / "captured" / "h200-run-2026-11-26"
+RUN_GATHERED = FIXTURES / "captured" / "h200-run-2026-11-26b"  # after the two-level gather
 
 
 def test_our_own_snapshot_of_a_real_h200_replays_healthy() -> None:
@@ -40,3 +41,19 @@ def test_h200_profile_floors_accept_what_a_healthy_h200_measured() -> None:
         assert value >= expected * perf.gemm_warn_fraction, dtype
     assert (perf.device_copy_min_gbps or 0) <= 4253 and (perf.host_transfer_min_gbps or 0) <= 55.3
     assert isinstance(config, Config) and Path(RUN / "log.txt").read_text().count("passed") >= 1
+
+
+def test_real_run_through_node_bundles_and_columns_keeps_every_figure() -> None:
+    """The second recording went through the node bundle and packed columns: the same figures
+    arrive, per GPU, and the node section was built on the node."""
+    report = json.loads((RUN_GATHERED / "cluster_report.json").read_text())
+    gemm = {f["details"]["dtype"]: f["observed"] for f in report["findings"] if f["check_id"] == "compute.gemm"}
+    assert gemm["bf16"] > 600 and gemm["tf32"] > 300 and set(gemm) == {"bf16", "fp16", "tf32", "fp32"}
+    perf = report["cluster_summary"]["performance_summary"]
+    assert perf["gemm_bf16_tflops_min"] == perf["gemm_bf16_tflops_median"] > 600
+    mem = next(f for f in report["findings"] if f["check_id"] == "memory.bandwidth")
+    assert mem["status"] == "PASS" and mem["observed"]["pattern_errors"] == 0
+    section = report["nodes"]["node_0"]
+    assert section["gpu"]["gpu_0"]["power_limit_w"] == 700 and section["gpu"]["gpu_0"]["slowdown_temperature_c"]
+    assert {c["check_id"] for c in section["checks"]} >= {"gpu.ecc.errors", "gpu.thermal"}
+    assert report["cluster_summary"]["overall_status"] == "WARN"  # the image's limits, not the GPU
