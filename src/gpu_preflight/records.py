@@ -270,6 +270,20 @@ class ClusterFacts:
         errors: list[tuple[int, dict[str, Any]]] = self._index["errors"]
         return errors
 
+    def ranks_view(self, ranks: list[int]) -> tuple[list[str], bool]:
+        """The subjects of these ranks, in order, and whether all of them ran on a GPU.
+
+        The result columns of a run share one rank order, so the last answer is kept: the
+        four GEMM precisions, memory and training of 80,000 ranks name them once.
+        """
+        last = self.__dict__.get("_ranks_view")
+        if last is not None and (last[0] is ranks or last[0] == ranks):
+            return last[1], last[2]
+        names = self.subjects
+        view = ([names[r] if r in names else self.rank_subject(r) for r in ranks], self.gpu_ranks.issuperset(ranks))
+        self.__dict__["_ranks_view"] = (ranks, *view)
+        return view
+
     @functools.cached_property
     def columns(self) -> dict[str, Any]:
         """Every rank's GEMM, memory and training results as columns (``cluster/columns.py``):

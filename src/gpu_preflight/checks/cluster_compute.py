@@ -34,27 +34,34 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
     on_gpu, subject = c.gpu_ranks, c.rank_subject
     for dtype, col in sorted(by_dtype.items()):
         ranks, tflops = col["rank"], col["tflops"]
+        names, all_gpu = c.ranks_view(ranks)
         expected = getattr(perf, f"gemm_{dtype}_tflops", None)
-        ok = [bool(k) and not e for k, e in zip(col["correct"], col["error"], strict=True)]
-        ok_values = [t for t, k, r in zip(tflops, ok, ranks, strict=True) if k and r in on_gpu]
+        # The common case costs a few C-speed calls per precision: every product correct, no
+        # error, all on GPUs, the slowest above the floors; anything else is looked at GPU by GPU.
+        clean = all(col["correct"]) and not any(col["error"]) and None not in tflops
+        ok = [True] * len(ranks) if clean else [bool(k) and not e for k, e in zip(col["correct"], col["error"],
+                                                                                    strict=True)]
+        ok_values = tflops if clean and all_gpu else [t for t, k, r in zip(tflops, ok, ranks, strict=True)
+                                                      if k and r in on_gpu]
         median = statistics.median(ok_values) if len(ok_values) >= 2 else None  # CPU ranks share cores: no peers
         details = {"dtype": dtype, "median_tflops": median, "expected": expected}
         floors = [x for x in (expected and expected * perf.gemm_warn_fraction,
                               median and median * (1 - perf.peer_outlier_fraction)) if x]
         low = max(floors) if floors else float("-inf")
-        # Screen the columns first: of 80,000 GPUs only those wrong, failed or below a floor need a verdict each.
-        flagged = {i for i, (t, k) in enumerate(zip(tflops, ok, strict=True)) if not k or (t or 0.0) < low}
+        if clean and (not tflops or min(tflops) >= low):
+            flagged: set[int] = set()
+        else:
+            flagged = {i for i, (t, k) in enumerate(zip(tflops, ok, strict=True)) if not k or (t or 0.0) < low}
         for i in sorted(flagged):
             yield _judge_gemm(subject(ranks[i]), dtype, row(col, i), perf, details)
         if passes.rolled:
-            names = c.subjects
             if flagged:
                 kept = [i for i in range(len(ranks)) if i not in flagged]
-                passing = {names[ranks[i]]: tflops[i] for i in kept}
+                passing = {names[i]: tflops[i] for i in kept}
                 gpu_only = on_gpu.issuperset([ranks[i] for i in kept])
-            else:  # the common case, at C speed
-                passing = dict(zip([names[r] for r in ranks], tflops, strict=True))
-                gpu_only = on_gpu.issuperset(ranks)
+            else:
+                passing = dict(zip(names, tflops, strict=True))
+                gpu_only = all_gpu
             passes.record(passing, group=dtype, label=f"{dtype} GEMM", unit="TFLOP/s",
                           details={**details, "gpu_only": gpu_only})
             continue
@@ -118,21 +125,28 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     ranks, copy, h2d, d2h = col["rank"], col["device_copy_gbps"], col["h2d_gbps"], col["d2h_gbps"]
     copy_floor, host_floor = perf.device_copy_min_gbps, perf.host_transfer_min_gbps
     inf = float("inf")
-    # Screen the columns first (one cheap test per GPU); only the flagged get a verdict each. An
-    # unmeasured direction (None) is not slow, as _judge_memory judges it; 0.0 is.
-    flagged = {i for i, (e, bad, dc, hd, dh) in enumerate(zip(col["error"], col["pattern_errors"], copy, h2d, d2h,
-                                                                strict=True))
-               if e or bad or (copy_floor is not None and (inf if dc is None else dc) < copy_floor)
-               or (host_floor is not None and min(inf if hd is None else hd, inf if dh is None else dh) < host_floor)}
+    # Screen the columns first; only the flagged get a verdict each. The common case is a few
+    # C-speed calls (no error, no bad pattern, every minimum above its floor). An unmeasured
+    # direction (None) is not slow, as _judge_memory judges it; 0.0 is.
+    clean = not any(col["error"]) and not any(col["pattern_errors"]) and None not in copy and None not in h2d \
+        and None not in d2h and (not ranks or (
+            (copy_floor is None or min(copy) >= copy_floor)
+            and (host_floor is None or min(min(h2d), min(d2h)) >= host_floor)))
+    flagged: set[int] = set() if clean else {
+        i for i, (e, bad, dc, hd, dh) in enumerate(zip(col["error"], col["pattern_errors"], copy, h2d, d2h,
+                                                        strict=True))
+        if e or bad or (copy_floor is not None and (inf if dc is None else dc) < copy_floor)
+        or (host_floor is not None and min(inf if hd is None else hd, inf if dh is None else dh) < host_floor)}
     for i in sorted(flagged):
         yield from _judge_memory(subject(ranks[i]), row(col, i), perf)
     if passes.rolled:
-        names = c.subjects
-        keep = [(i, names[r]) for i, r in enumerate(ranks) if i not in flagged]
+        names, _ = c.ranks_view(ranks)
+        keep = [i for i in range(len(ranks)) if i not in flagged] if flagged else None
         for key, values, what in (("device_copy", copy, "device copy"), ("h2d", h2d, "host-to-device"),
                                   ("d2h", d2h, "device-to-host")):
-            passes.record({name: values[i] for i, name in keep}, group=key, label=f"the memory test ({what})",
-                          unit="GB/s", details={"memory_key": key})
+            passing = dict(zip(names, values, strict=True)) if keep is None else {names[i]: values[i] for i in keep}
+            passes.record(passing, group=key, label=f"the memory test ({what})", unit="GB/s",
+                          details={"memory_key": key})
     else:
         for i, r in enumerate(ranks):
             if i not in flagged:
@@ -186,13 +200,15 @@ def training(ctx: CheckContext) -> Iterator[Finding]:
     passes = Passes(ctx, c)
     col, subject = c.columns["train"], c.rank_subject
     ranks, loss_end = col["rank"], col["loss_end"]
-    flagged = {i for i, (e, fin, imp) in enumerate(zip(col["error"], col["finite"], col["improved"], strict=True))
-               if e or not fin or not imp}
+    clean = not any(col["error"]) and all(col["finite"]) and all(col["improved"])  # C speed, the common case
+    flagged: set[int] = set() if clean else {
+        i for i, (e, fin, imp) in enumerate(zip(col["error"], col["finite"], col["improved"], strict=True))
+        if e or not fin or not imp}
     for i in sorted(flagged):
         yield _judge_training(c, subject(ranks[i]), "train", "training smoke", row(col, i), drop)
     if passes.rolled:
-        names = c.subjects
-        passes.record({names[r]: round(loss_end[i], 4) for i, r in enumerate(ranks) if i not in flagged},
+        names, _ = c.ranks_view(ranks)
+        passes.record({names[i]: round(loss_end[i], 4) for i in range(len(ranks)) if i not in flagged},
                       label="the training smoke", unit="final loss")
     else:
         for i, r in enumerate(ranks):

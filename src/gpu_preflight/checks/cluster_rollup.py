@@ -61,7 +61,14 @@ class Passes:
     def findings(self) -> Iterator[Finding]:
         """The rolled-up PASS findings (none on a small cluster)."""
         for g in self.groups.values():
-            numbers = sorted([v for v in g.values.values() if type(v) is float or type(v) is int])
+            values = list(g.values.values())
+            try:  # measurements are numbers: sort them at C speed, and filter only when they are not
+                numbers = sorted(values)
+                plain = not numbers or (type(numbers[0]) in (float, int) and type(numbers[-1]) in (float, int))
+            except TypeError:
+                plain = False
+            if not plain:
+                numbers = sorted([v for v in values if type(v) is float or type(v) is int])
             spread: dict[str, Any] = {"count": len(g.values)}
             text = f"{len(g.values)} subject(s) passed {g.label}"
             if numbers:
