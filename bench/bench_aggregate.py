@@ -99,7 +99,7 @@ def gathered_input(nodes: int, gpus: int) -> tuple[dict[str, Any], float, int]:
     payloads: dict[int, dict[str, Any]] = {}
     columns: list[dict[str, Any]] = []
     index: list[list[Any]] = []
-    collectives: list[list[Any]] = []
+    collectives: list[dict[str, Any]] = []
     size, decode_s = 0, 0.0
     for node in range(nodes):
         texts: dict[int, str] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from .model import NA
@@ -181,7 +182,7 @@ class ClusterFacts:
     node_facts: dict[int, dict[str, Any]] = field(default_factory=dict)
     node_columns: list[dict[str, Any]] = field(default_factory=list)  # results the node leaders put in columns
     node_index: list[list[Any]] = field(default_factory=list)  # leaders' [rank, node, local_rank, on_gpu] rows
-    node_collectives: list[list[Any]] = field(default_factory=list)  # leaders' [rank, entry] collective results
+    node_collectives: list[dict[str, Any]] = field(default_factory=list)  # leaders' {"groups", "failures"}
     _subjects: dict[int, str] = field(default_factory=dict, repr=False)
 
     @functools.cached_property
@@ -214,25 +215,16 @@ class ClusterFacts:
             if ranks and ranks[0] == r:
                 groups.append((r, e))
 
-        for rows in self.node_index:  # what node leaders indexed needs no walk over its payloads
-            ranks, nodes, locals_, on = rows[0::4], rows[1::4], rows[2::4], rows[3::4]
-            if not ranks:
-                continue
-            if len(set(nodes)) != 1:
-                for r, node, local, on_gpu in zip(ranks, nodes, locals_, on, strict=True):
-                    note(r, node, local, bool(on_gpu))
-                continue
-            name = names.get(nodes[0], "unknown")  # one node per bundle: its ranks named in one go
-            subjects.update(zip(ranks, [f"{name}/gpu{local}" if g else f"{name}/rank{r}"
-                                        for r, local, g in zip(ranks, locals_, on, strict=True)], strict=True))
-            gpu.update([r for r, g in zip(ranks, on, strict=True) if g])
-        for pairs in self.node_collectives:
-            for r, e in pairs:
-                if e.get("error"):
-                    errors.append((r, e))
-                ranks_ = e.get("ranks")
-                if ranks_ and ranks_[0] == r:
-                    groups.append((r, e))
+        # What node leaders indexed needs no walk over their payloads: all their rows at once.
+        rows = list(chain.from_iterable(self.node_index))
+        ranks, nodes, locals_, on = rows[0::4], rows[1::4], rows[2::4], rows[3::4]
+        node_name = {n: names.get(n, "unknown") for n in set(nodes)}
+        subjects.update(zip(ranks, [f"{node_name[n]}/gpu{local}" if g else f"{node_name[n]}/rank{r}"
+                                    for r, n, local, g in zip(ranks, nodes, locals_, on, strict=True)], strict=True))
+        gpu.update([r for r, g in zip(ranks, on, strict=True) if g])
+        for part in self.node_collectives:  # sorted by the leaders already
+            groups.extend(part.get("groups") or ())
+            errors.extend(part.get("failures") or ())
         for r, p in self.payloads.items():
             if r in subjects:
                 continue

@@ -368,8 +368,9 @@ def _bundle(texts: dict[int, str], missing: dict[int, str]) -> str:
 
     ``columns``: GEMM, memory and training results packed into columns
     (:mod:`gpu_preflight.cluster.columns`); ``index``: ``[rank, node, local_rank, on_gpu]``
-    rows laid end to end; ``collectives``: ``[rank, entry]`` for every collective result,
-    moved out of the payloads; the software stack of ranks that share the leader's is
+    rows laid end to end; ``collectives``: the collective results moved out of the payloads,
+    as ``{"groups": [[rank, entry]], "failures": [[rank, entry]]}`` (each group's sweep from its
+    lowest rank; every failure as each rank saw it); the software stack of ranks that share the leader's is
     dropped (rank 0 reads leaders' only). What stays in ``payloads`` is small.
     """
     from ..cluster.columns import take_results
@@ -378,10 +379,14 @@ def _bundle(texts: dict[int, str], missing: dict[int, str]) -> str:
     columns = take_results(payloads)
     first = payloads.get(min(payloads, default=-1), {})
     index: list[Any] = []
-    collectives: list[list[Any]] = []
+    collectives: dict[str, list[list[Any]]] = {"groups": [], "failures": []}
     for r, p in payloads.items():
         index += [r, p.get("node_rank", 0), p.get("local_rank", 0), str(p.get("device", "")).startswith("cuda")]
-        collectives += [[r, e] for e in p.pop("collectives", None) or ()]
+        for e in p.pop("collectives", None) or ():
+            if e.get("error"):
+                collectives["failures"].append([r, e])
+            if e.get("ranks") and e["ranks"][0] == r:
+                collectives["groups"].append([r, e])
         if p is not first and p.get("stack") == first.get("stack"):
             p.pop("stack", None)
     return json.dumps({"payloads": {str(r): p for r, p in payloads.items()},
@@ -410,7 +415,7 @@ def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
     missing: dict[int, str] = {}
     columns: list[dict[str, Any]] = []
     index: list[list[Any]] = []
-    collectives: list[list[Any]] = []
+    collectives: list[dict[str, Any]] = []
     pending = set(range(topo.num_nodes))
 
     def take(texts: dict[int, str], why: dict[int, str]) -> None:
@@ -426,7 +431,7 @@ def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
                 missing.update((int(r), w) for r, w in bundle["missing"].items())
                 columns.append(bundle.get("columns") or {})
                 index.append(bundle.get("index") or [])
-                collectives.append(bundle.get("collectives") or [])
+                collectives.append(bundle.get("collectives") or {})
                 pending.discard(n)
                 continue
             leader = node_ranks(topo, n)[0]

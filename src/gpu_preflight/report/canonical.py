@@ -217,7 +217,7 @@ def node_entry(report: NodeReport, node_key: str, node_info: dict[str, Any] | No
     check and cause travels as an example, so rank 0 can say "dcgmi not installed on
     9,998 nodes" once instead of 9,998 times. The node's own report keeps everything.
     """
-    unlisted: dict[str, dict[str, int]] = {}  # status -> check id -> count (two dicts, not one per check)
+    unlisted: dict[str, dict[str, int]] = {}  # status -> check id -> count
     skips: dict[str, list[Any]] = {}  # "check|code" -> [subject, summary, recommendation]
     if detail:
         findings = [{"node": node_key, **f.to_dict()} for f in report.findings]
@@ -238,7 +238,10 @@ def node_entry(report: NodeReport, node_key: str, node_info: dict[str, Any] | No
         section["checks"] = {c["check_id"]: c["status"] for c in section["checks"]}
     return {"section": section, "findings": findings,
             "artifacts": [dict(a, node=node_key) for a in report.artifacts], "duration_s": report.duration_s,
-            "unlisted": unlisted, "skip_examples": skips}
+            # Canonical JSON text: rank 0 counts identical texts by hashing (nodes mostly skip
+            # and pass the same checks) and decodes each distinct one once.
+            "unlisted": json.dumps(unlisted, sort_keys=True, separators=(",", ":")) if unlisted else "",
+            "skip_examples": skips}
 
 
 def _rolled_skips(entries: list[dict[str, Any]], unlisted: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
@@ -316,10 +319,10 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
     findings.extend({"node": "cluster", **f} for r in checks for f in r["findings"])
     unlisted: dict[str, dict[str, int]] = defaultdict(lambda: {Status.PASS.value: 0, Status.SKIP.value: 0})
     # Nodes mostly keep the same counts: count identical ones first (C speed), then add each kind once.
-    same = Counter((status, tuple(by.items())) for e in entries for status, by in (e.get("unlisted") or {}).items())
-    for (status, items), times in same.items():
-        for check_id, n in items:
-            unlisted[check_id][status] += n * times
+    for text, times in Counter(e.get("unlisted") or "" for e in entries).items():
+        for status, by in (json.loads(text) if text else {}).items():
+            for check_id, n in by.items():
+                unlisted[check_id][status] += int(n) * times
     findings.extend(_rolled_skips(entries, unlisted))
     summary = summarize(findings, fail_on, unlisted)
     if unlisted:  # where the findings a large cluster's nodes kept to themselves are counted

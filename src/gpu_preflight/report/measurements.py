@@ -137,7 +137,8 @@ def node_peak_busbw(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
                 continue  # cheap test first: 60,000 entries at 10,000 nodes
             peak = num(entry.get("peak_bandwidth_gbps"))
             if peak is not None:
-                out.setdefault(_scope_op(key, entry)[1], {})[names[i]] = peak
+                op = entry.get("op") or _scope_op(key, entry)[1]  # gathered entries name their collective
+                out.setdefault(op, {})[names[i]] = peak
     return out
 
 
