@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import chain
+from itertools import chain, compress
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .model import NA
@@ -221,7 +222,7 @@ class ClusterFacts:
         node_name = {n: names.get(n, "unknown") for n in set(nodes)}
         subjects.update(zip(ranks, [f"{node_name[n]}/gpu{local}" if g else f"{node_name[n]}/rank{r}"
                                     for r, n, local, g in zip(ranks, nodes, locals_, on, strict=True)], strict=True))
-        gpu.update([r for r, g in zip(ranks, on, strict=True) if g])
+        gpu.update(compress(ranks, on))
         for part in self.node_collectives:  # sorted by the leaders already
             groups.extend(part.get("groups") or ())
             errors.extend(part.get("failures") or ())
@@ -234,8 +235,8 @@ class ClusterFacts:
                 raw[r] = p
             for e in p.get("collectives", ()):
                 collective(r, e)
-        groups.sort(key=lambda g: g[0])
-        errors.sort(key=lambda g: g[0])
+        groups.sort(key=itemgetter(0))
+        errors.sort(key=itemgetter(0))
         return {"subjects": subjects, "gpu": frozenset(gpu), "raw": raw, "groups": groups, "errors": errors}
 
     @property

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -43,7 +42,10 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
                                                                                     strict=True)]
         ok_values = tflops if clean and all_gpu else [t for t, k, r in zip(tflops, ok, ranks, strict=True)
                                                       if k and r in on_gpu]
-        median = statistics.median(ok_values) if len(ok_values) >= 2 else None  # CPU ranks share cores: no peers
+        ordered = sorted(ok_values)
+        n_ok = len(ordered)  # CPU ranks share cores: no peers, no median
+        median = (ordered[n_ok // 2] if n_ok % 2 else (ordered[n_ok // 2 - 1] + ordered[n_ok // 2]) / 2) \
+            if n_ok >= 2 else None
         details = {"dtype": dtype, "median_tflops": median, "expected": expected}
         floors = [x for x in (expected and expected * perf.gemm_warn_fraction,
                               median and median * (1 - perf.peer_outlier_fraction)) if x]
@@ -62,8 +64,9 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
             else:
                 passing = dict(zip(names, tflops, strict=True))
                 gpu_only = all_gpu
+            same = not flagged and clean and all_gpu  # then the passes are exactly the sorted median values
             passes.record(passing, group=dtype, label=f"{dtype} GEMM", unit="TFLOP/s",
-                          details={**details, "gpu_only": gpu_only})
+                          details={**details, "gpu_only": gpu_only}, ordered=ordered if same else None)
             continue
         for i, r in enumerate(ranks):
             if i not in flagged:
