@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import Any
 
 from ..model import Finding, Status
@@ -37,7 +38,10 @@ def completeness(ctx: CheckContext) -> Iterator[Finding]:
 
 def _largest(entry: dict[str, Any]) -> dict[str, Any] | None:
     results = entry.get("results") or []
-    return max(results, key=lambda r: r["size_bytes"]) if results else None
+    return max(results, key=_SIZE) if results else None
+
+
+_SIZE = itemgetter("size_bytes")
 
 
 def collective_entries(c: ClusterFacts) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -265,6 +265,7 @@ def stack(ctx: CheckContext) -> Iterator[Finding]:
     """
     c = cluster(ctx)
     passes = Passes(ctx, c)
+    passing: dict[str, dict[str, Any]] = {}
     for node, payload in c.leaders.items():
         s = payload.get("stack")
         if not s:
@@ -288,8 +289,12 @@ def stack(ctx: CheckContext) -> Iterator[Finding]:
         else:
             where = f"CUDA {s['torch_cuda']}, NCCL {s['nccl_version']}" if s.get("torch_cuda") else "CPU (gloo)"
             text = f"torch {s['torch_version']}, {where}"
-            yield from passes.add(subject, versions, Finding, "stack.cuda", Status.PASS, subject, "ok", text,
-                                  versions, group=text, label=f"the software stack check ({text})")
+            if passes.rolled:  # one dict per stack at scale, not one finding per node
+                passing.setdefault(text, {})[subject] = versions
+            else:
+                yield Finding("stack.cuda", Status.PASS, subject, "ok", text, observed=versions)
+    for text, values in passing.items():
+        passes.record(values, group=text, label=f"the software stack check ({text})")
     yield from passes.findings()
 
 

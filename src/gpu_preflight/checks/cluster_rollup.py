@@ -11,7 +11,7 @@ rolled up: each still names its GPU.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,25 +31,13 @@ class _Group:
 
 
 class Passes:
-    """Collects a check's PASS findings; :meth:`add` yields them itself on small clusters."""
+    r"""A check's PASS findings at scale: the check asks :attr:`rolled` and, when it is set,
+    :meth:`record`\ s its passes instead of yielding them one per subject."""
 
     def __init__(self, ctx: CheckContext, facts: ClusterFacts) -> None:
         self.check_id = ctx.check_id or "cluster"
         self.rolled = facts.num_nodes > report_config(ctx.config).detail_max_nodes
         self.groups: dict[str, _Group] = {}
-
-    def add(self, subject: str, observed: Any, make: Callable[..., Finding], *args: Any, group: str = "",
-            label: str = "", unit: str | None = None, details: dict[str, Any] | None = None) -> Iterator[Finding]:
-        """Yield ``make(*args)`` on a small cluster; at scale remember ``observed`` for ``subject`` instead.
-
-        ``make`` is only called when its finding is kept: at scale the per-subject text is
-        never formatted. ``group``/``label``/``unit``/``details`` describe the rolled-up
-        finding (details shared by every member, such as the precision and its expectation).
-        """
-        if not self.rolled:
-            yield make(*args)
-            return
-        self.record({subject: observed}, group=group, label=label, unit=unit, details=details)
 
     def record(self, values: dict[str, Any], *, group: str = "", label: str = "", unit: str | None = None,
                details: dict[str, Any] | None = None, ordered: list[float] | None = None) -> None:
