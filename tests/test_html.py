@@ -185,3 +185,24 @@ def test_large_cluster_lists_bad_pairs_and_greys_out_all_but_the_slowest_nodes()
     legend = set(re.findall(r'class="lg">([^<]*)<', text))
     assert {"h39 (node-local)", "h31 (node-local)"} <= legend and "h30 (node-local)" not in legend
     assert "h30 (node-local): 1MiB" in page.text["plots"]  # grey lines still name their node on hover
+
+
+def test_localisation_pair_matrix_is_the_connectivity_grid() -> None:
+    """With --localize, the node x node pair matrix the rounds measured is what the page shows."""
+    from gpu_preflight.localize.report import localization_block
+    from gpu_preflight.localize.scheduler import LocalizeConfig
+    from gpu_preflight.localize.simulate import Scenario, simulate
+
+    names = ["h0", "h1", "h2", "h3"]
+    report = cluster_report(nodes=4)
+    scenario = Scenario(4, slow={2: 0.3})
+    outcome = simulate(scenario, LocalizeConfig(mode="full")).outcome
+    report["cluster_summary"]["localization"] = localization_block(outcome, names)
+    text, page = parse(add_scores(report))
+    assert_self_contained(text, page)
+    conn = report["cluster_summary"]["health_scores"]["connectivity"]
+    assert conn["source"] == "localization" and conn["cells"] is not None
+    assert "source: localization" in page.text["connectivity"]
+    assert page.count("table", **{"class": "matrix"}) == 1
+    slow = {(p["a"], p["b"]) for p in conn["pairs"] if p["status"] != "PASS"}
+    assert slow and all("h2" in pair for pair in slow)  # every pair that is not PASS involves the slow node
