@@ -133,21 +133,24 @@ def _nccl_sections(facts: ClusterFacts) -> tuple[dict[int, dict[str, Any]], dict
     tests: dict[int, dict[str, dict[str, Any]]] = {}
     summary: dict[str, float] = {}
     keys: dict[tuple[Any, Any], tuple[str, str]] = {}  # (scope, op) -> key, summary name: few for 60,000 entries
+    at_node, on_node = -1, {}
     for rank, entry in [*facts.group_entries, *facts.collective_errors]:
         node = rank // per_node
         if node >= facts.num_nodes:
             continue
-        kind = (entry.get("scope"), entry["op"])
+        scope = entry.get("scope")
+        kind = (scope, entry["op"])
         if kind not in keys:
             keys[kind] = (test_key(entry), f"{test_key(entry)}_bandwidth_gbps")
         key, name = keys[kind]
-        on_node = tests.setdefault(node, {})
+        if node != at_node:  # entries come in rank order: one lookup per node, not per entry
+            at_node, on_node = node, tests.setdefault(node, {})
         if key not in on_node:  # the first result of each scope and collective
             on_node[key] = _as_test(entry)
         peak = float(entry.get("peak_bandwidth_gbps") or 0.0)
-        if entry.get("scope") != "intra_node":
-            current = summary.get(name, 0.0)
-            summary[name] = peak if peak > current else current
+        if scope != "intra_node":
+            best = summary.get(name, 0.0)
+            summary[name] = peak if peak > best else best
         elif name not in summary or peak < summary[name]:  # the slowest node bounds a job
             summary[name] = peak
     extras: dict[int, dict[str, Any]] = {}

@@ -130,15 +130,24 @@ def node_peak_busbw(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """Per collective, each node's peak node-local bus bandwidth (its NVLink/PCIe fabric)."""
     out: dict[str, dict[str, float]] = {}
     names = node_names(report)
-    for i, section in enumerate((report.get("nodes") or {}).values()):
+    ops: dict[str, str] = {}  # test key -> collective: a handful of keys over 60,000 entries at 10,000 nodes
+    for name, section in zip(names, (report.get("nodes") or {}).values(), strict=False):
         tests = ((section.get("nccl") or {}).get("communication_tests") or {})
         for key, entry in tests.items():
             if entry.get("test_type") != "intra_node" or not entry.get("success"):
-                continue  # cheap test first: 60,000 entries at 10,000 nodes
-            peak = num(entry.get("peak_bandwidth_gbps"))
-            if peak is not None:
-                op = entry.get("op") or _scope_op(key, entry)[1]  # gathered entries name their collective
-                out.setdefault(op, {})[names[i]] = peak
+                continue
+            peak = entry.get("peak_bandwidth_gbps")
+            if type(peak) is not float or peak != peak:  # the common case is a plain float; NaN is no reading
+                peak = num(peak)
+                if peak is None:
+                    continue
+            op = ops.get(key)
+            if op is None:
+                op = ops[key] = _scope_op(key, entry)[1]
+            per_node = out.get(op)
+            if per_node is None:
+                per_node = out[op] = {}
+            per_node[name] = peak
     return out
 
 
