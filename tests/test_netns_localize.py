@@ -66,7 +66,7 @@ def test_capped_host_is_the_only_one_excluded(four_hosts: list[str], tmp_path: P
 def test_healthy_cluster_excludes_nobody(four_hosts: list[str], tmp_path: Path) -> None:
     results, _ = launch(four_hosts, 29852, tmp_path, [])
     loc = report_of(results)["cluster_summary"]["localization"]
-    assert loc["exclude_nodes"] == [] and len(loc["healthy_nodes"]) == 4
+    assert loc["exclude_nodes"] == [] and len(loc["healthy_nodes"]) == 4, loc["suspects"]
     assert (tmp_path / "exclude").read_text() == ""
 
 
