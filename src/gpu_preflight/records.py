@@ -226,9 +226,8 @@ class ClusterFacts:
         for part in self.node_collectives:  # sorted by the leaders already
             groups.extend(part.get("groups") or ())
             errors.extend(part.get("failures") or ())
-        for r, p in self.payloads.items():
-            if r in subjects:
-                continue
+        for r in sorted(self.payloads.keys() - subjects.keys()):  # payloads no leader indexed
+            p = self.payloads[r]
             note(r, int(p.get("node_rank", r // per_node)), p.get("local_rank", 0),
                  str(p.get("device", "")).startswith("cuda"))
             if "gemm" in p or "memory" in p or "train" in p:

@@ -265,37 +265,53 @@ def stack(ctx: CheckContext) -> Iterator[Finding]:
     """
     c = cluster(ctx)
     passes = Passes(ctx, c)
-    passing: dict[str, dict[str, Any]] = {}
+    # Nodes run a handful of distinct images: judge each (stack, GPU count, driver CUDA) once
+    # and name every node that has it, rather than judging 10,000 identical stacks.
+    kinds: dict[tuple[Any, ...], tuple[dict[str, Any], int, Any, list[str]]] = {}
     for node, payload in c.leaders.items():
         s = payload.get("stack")
         if not s:
             continue
-        subject = c.node_names.get(node, f"node{node}")
         gpu_facts = c.node_facts.get(node, {}).get("gpu", {})
         gpus = len(gpu_facts.get("gpus", [])) if gpu_facts.get("available") else 0
         driver_cuda = gpu_facts.get("cuda_driver_version")
+        key = (*(str(s.get(k)) for k in _STACK_KEYS), gpus, str(driver_cuda))
+        kind = kinds.get(key)
+        if kind is None:
+            kind = kinds[key] = (s, gpus, driver_cuda, [])
+        kind[3].append(c.node_names.get(node, f"node{node}"))
+    for s, gpus, driver_cuda, names in kinds.values():
         versions = {k: s.get(k) for k in ("torch_version", "torch_cuda", "nccl_version", "cudnn_version")}
-        if s.get("cuda_init_error"):
-            yield Finding("stack.cuda", Status.FAIL, subject, "cuda_init_failed", f"CUDA did not start: "
-                          f"{s['cuda_init_error']}", observed=versions, recommendation=_fix(s, driver_cuda))
-        elif gpus and not s.get("torch_cuda"):
-            yield Finding("stack.cuda", Status.FAIL, subject, "cpu_only_torch",
-                          f"torch {s['torch_version']} is a CPU-only build on a node with {gpus} GPU(s)",
-                          observed=versions, recommendation="Install a CUDA build of torch matching the driver.")
-        elif s.get("torch_cuda") and isinstance(driver_cuda, str) and version_below(driver_cuda, s["torch_cuda"]):
-            yield Finding("stack.cuda", Status.FAIL, subject, "cuda_newer_than_driver",
-                          f"torch built for CUDA {s['torch_cuda']}, driver supports up to {driver_cuda}",
-                          observed=s["torch_cuda"], expected=f"<= {driver_cuda}", recommendation=_fix(s, driver_cuda))
+        verdict = _judge_stack(s, gpus, driver_cuda, versions)
+        if verdict is not None:
+            for name in names:
+                yield Finding("stack.cuda", Status.FAIL, name, *verdict)
+            continue
+        where = f"CUDA {s['torch_cuda']}, NCCL {s['nccl_version']}" if s.get("torch_cuda") else "CPU (gloo)"
+        text = f"torch {s['torch_version']}, {where}"
+        if passes.rolled:  # one dict per stack at scale, not one finding per node
+            passes.record(dict.fromkeys(names, versions), group=text, label=f"the software stack check ({text})")
         else:
-            where = f"CUDA {s['torch_cuda']}, NCCL {s['nccl_version']}" if s.get("torch_cuda") else "CPU (gloo)"
-            text = f"torch {s['torch_version']}, {where}"
-            if passes.rolled:  # one dict per stack at scale, not one finding per node
-                passing.setdefault(text, {})[subject] = versions
-            else:
-                yield Finding("stack.cuda", Status.PASS, subject, "ok", text, observed=versions)
-    for text, values in passing.items():
-        passes.record(values, group=text, label=f"the software stack check ({text})")
+            for name in names:
+                yield Finding("stack.cuda", Status.PASS, name, "ok", text, observed=versions)
     yield from passes.findings()
+
+
+_STACK_KEYS = ("torch_version", "torch_cuda", "nccl_version", "cudnn_version", "cuda_init_error")
+
+
+def _judge_stack(s: dict[str, Any], gpus: int, driver_cuda: Any, versions: dict[str, Any]) -> tuple[Any, ...] | None:
+    """``(code, summary, observed, expected, unit, recommendation)`` of a FAIL, or None for a good stack."""
+    if s.get("cuda_init_error"):
+        return ("cuda_init_failed", f"CUDA did not start: {s['cuda_init_error']}", versions, None, None,
+                _fix(s, driver_cuda))
+    if gpus and not s.get("torch_cuda"):
+        return ("cpu_only_torch", f"torch {s['torch_version']} is a CPU-only build on a node with {gpus} GPU(s)",
+                versions, None, None, "Install a CUDA build of torch matching the driver.")
+    if s.get("torch_cuda") and isinstance(driver_cuda, str) and version_below(driver_cuda, s["torch_cuda"]):
+        return ("cuda_newer_than_driver", f"torch built for CUDA {s['torch_cuda']}, driver supports up to "
+                f"{driver_cuda}", s["torch_cuda"], f"<= {driver_cuda}", None, _fix(s, driver_cuda))
+    return None
 
 
 def _fix(stack: dict[str, Any], driver_cuda: Any) -> str:
@@ -313,6 +329,15 @@ def consistency(ctx: CheckContext) -> Iterator[Finding]:
     c = cluster(ctx)
     if c.num_nodes < 2:
         yield Finding("cluster.consistency", Status.SKIP, "cluster", "single_node", "one node: nothing to compare")
+        return
+    # The common case first: every node's (driver, GPU count) and (torch, CUDA, NCCL) the same.
+    hardware = {(str(f.get("gpu", {}).get("driver_version")), len(f.get("gpu", {}).get("gpus", []))
+                 if f.get("gpu", {}).get("available") else 0) for f in c.node_facts.values()}
+    software = {tuple(str((p.get("stack") or {}).get(k)) for k in ("torch_version", "torch_cuda", "nccl_version"))
+                for p in c.leaders.values()}
+    if len(hardware) <= 1 and len(software) <= 1:
+        yield Finding("cluster.consistency", Status.PASS, "cluster", "ok",
+                      f"{c.num_nodes} nodes agree on driver, CUDA, torch, NCCL and GPU count")
         return
     values: dict[str, dict[str, Any]] = defaultdict(dict)
     for node, facts in sorted(c.node_facts.items()):

@@ -22,11 +22,10 @@ from ..report.diagnostic_sections import communication_test
 
 def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
     topo = gathered["topology"]
-    items = [(int(r), p) for r, p in gathered["payloads"].items()]
-    ranks = [r for r, _ in items]
-    if ranks != sorted(ranks):  # checks walk them in rank order (bundles arrive in node order already)
-        items.sort(key=lambda item: item[0])
-    payloads = dict(items)
+    payloads = gathered["payloads"]
+    ranks = list(payloads)
+    if not all(type(r) is int for r in ranks[:1]) or ranks != sorted(ranks):  # saved files have string keys
+        payloads = dict(sorted((int(r), p) for r, p in payloads.items()))  # checks walk them in rank order
     per_node = max(int(topo.get("local_world_size", 1)), 1)
     names: dict[int, str] = {}
     hosts = topo.get("hosts") or []
