@@ -11,7 +11,9 @@ rank 0 its node entry, built on the node by the runner's own code from a real no
 (the node checks over the captured H200 NVML snapshot, widened to 8 GPUs). Above
 ``report.detail_max_nodes`` the entry leaves PASS findings on the node, as the runner does.
 
-Printed: the time to build the report (``aggregate_s``), rank 0's peak RSS with the input
+Printed: the time to build the report (``aggregate_s``, the first run, which also imports the
+cluster checks; ``aggregate_runs_s`` and their ``aggregate_median_s`` over three runs on the same
+input, for a noisy machine), rank 0's peak RSS with the input
 and the report in memory (``rss_peak_mb``; ``rss_peak_with_json_text_mb`` adds the report
 serialised into one string), the report's JSON size and time to serialise, and as a same-run
 reference the time ``json.loads`` takes to decode the payloads (``decode_s``): aggregation
@@ -28,6 +30,7 @@ import copy
 import gc
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -171,6 +174,14 @@ def measure(nodes: int, gpus: int, profile: bool) -> dict[str, Any]:
            "report_json_mb": round(len(text) / 1e6, 1), "report_json_s": round(dump_s, 3),
            "findings": len(report["findings"]), "exit_code": code}
     del report, text
+    again = []  # the same aggregation twice more: the median of three says what one noisy run does not
+    for _ in range(2):
+        gc.collect()
+        t0 = time.perf_counter()
+        build_cluster_report(gathered, Config(), **kwargs)
+        again.append(time.perf_counter() - t0)
+    out["aggregate_runs_s"] = [round(x, 3) for x in (agg_s, *again)]
+    out["aggregate_median_s"] = round(statistics.median((agg_s, *again)), 3)
     if profile:
         import cProfile
         import pstats
@@ -197,9 +208,9 @@ def main() -> None:
     result = measure(a.nodes, a.gpus, a.profile)
     print(json.dumps(result))
     if a.nodes >= 10_000:
-        ok = result["aggregate_s"] <= 2.0 and result["rss_peak_mb"] <= 1024
-        print(f"target <= 2 s and <= 1 GB: aggregate {result['aggregate_s']} s, peak RSS {result['rss_peak_mb']} MB "
-              f"-> {'OK' if ok else 'MISS'}")
+        ok = result["aggregate_median_s"] <= 2.0 and result["rss_peak_mb"] <= 1024
+        print(f"target <= 2 s and <= 1 GB: aggregate {result['aggregate_median_s']} s (median of "
+              f"{result['aggregate_runs_s']}), peak RSS {result['rss_peak_mb']} MB -> {'OK' if ok else 'MISS'}")
 
 
 if __name__ == "__main__":
