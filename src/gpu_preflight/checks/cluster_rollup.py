@@ -72,5 +72,8 @@ class Passes:
                 spread.update(min=numbers[0], median=median, max=numbers[-1])
                 unit = f" {g.unit}" if g.unit else ""
                 text += f": min {numbers[0]:g}, median {spread['median']:g}, max {numbers[-1]:g}{unit}"
+            subjects = JsonDict(g.values)
+            if numbers and len(numbers) == len(values):
+                subjects.ordered = numbers
             yield Finding(self.check_id, Status.PASS, "cluster", "ok", text, observed=spread, unit=g.unit,
-                          details={**g.details, "rolled_up": True, "subjects": JsonDict(g.values)})
+                          details={**g.details, "rolled_up": True, "subjects": subjects})

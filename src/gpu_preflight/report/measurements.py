@@ -70,17 +70,28 @@ def gemm_by_gpu(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     whole; anything else goes point by point through :func:`gemm_points`.
     """
     out: dict[str, dict[str, float]] = {}
+    borrowed: set[str] = set()  # precisions whose map is a finding's own (not to be written to)
     rest = []
     for f in report.get("findings") or []:
         details = f.get("details") or {} if f.get("check_id") == "compute.gemm" else {}
         subjects = details.get("subjects")
-        if details.get("rolled_up") and details.get("gpu_only") and isinstance(subjects, Mapping) \
-                and isinstance(details.get("dtype"), str):
-            out.setdefault(details["dtype"], {}).update(subjects)
+        dtype = details.get("dtype")
+        if details.get("rolled_up") and details.get("gpu_only") and isinstance(subjects, dict) \
+                and isinstance(dtype, str):
+            if dtype not in out:  # the whole series, as the check rolled it up: used as it is
+                out[dtype] = subjects
+                borrowed.add(dtype)
+                continue
+            own = out[dtype] = dict(out[dtype]) if dtype in borrowed else out[dtype]
+            borrowed.discard(dtype)
+            own.update(subjects)
         else:
             rest.append(f)
     for p in gemm_points({"findings": rest}):
         if p.on_gpu:
+            if p.dtype in borrowed:
+                out[p.dtype] = dict(out[p.dtype])
+                borrowed.discard(p.dtype)
             out.setdefault(p.dtype, {})[p.subject] = p.tflops
     return out
 

@@ -143,14 +143,14 @@ def _finding_components(findings: list[Mapping[str, Any]], cfg: ReportConfig,
 _DEDUCTING = frozenset({Status.FAIL.value, Status.ERROR.value, Status.WARN.value})
 
 
-def dispersion(values: Iterable[float]) -> dict[str, float] | None:
+def dispersion(values: Iterable[float], ordered: list[float] | None = None) -> dict[str, float] | None:
     """Spread statistics of one series; ``None`` below two values.
 
     ``dispersion = max(cv, straggler_gap)``: for two values both are |a-b|/(a+b); for
     many, the straggler gap (1 - min/median) keeps one slow GPU among a thousand from
-    vanishing in the CV.
+    vanishing in the CV. ``ordered``: the values already sorted, when the caller has them.
     """
-    xs = sorted(map(float, values))
+    xs = ordered if ordered is not None else sorted(map(float, values))
     n = len(xs)
     if n < 2:
         return None
@@ -185,7 +185,8 @@ def _consistency(report: Mapping[str, Any], conn: Mapping[str, Any] | None, cfg:
     """Measurement families on top of the component's own findings (history regressions)."""
     measurements: list[dict[str, Any]] = []
     for family, label, values in _series(report, conn):
-        stats = dispersion(values.values())
+        ordered = getattr(values, "ordered", None)  # a rolled-up series the check sorted already
+        stats = dispersion(values.values(), ordered if ordered is not None and len(ordered) == len(values) else None)
         if stats is None:
             continue
         span = max(cfg.consistency_bad - cfg.consistency_ok, 1e-9)
