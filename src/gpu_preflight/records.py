@@ -184,7 +184,6 @@ class ClusterFacts:
     node_columns: list[dict[str, Any]] = field(default_factory=list)  # results the node leaders put in columns
     node_index: list[list[Any]] = field(default_factory=list)  # leaders' [rank, node, local_rank, on_gpu] rows
     node_collectives: list[dict[str, Any]] = field(default_factory=list)  # leaders' {"groups", "failures"}
-    _subjects: dict[int, str] = field(default_factory=dict, repr=False)
 
     @functools.cached_property
     def _index(self) -> dict[str, Any]:
@@ -203,11 +202,9 @@ class ClusterFacts:
         names = self.node_names
 
         def note(r: int, node: int, local: int, on_gpu: bool) -> None:
+            subjects[r] = subject_name(names.get(node, "unknown"), r, local, on_gpu)
             if on_gpu:
                 gpu.add(r)
-                subjects[r] = f"{names.get(node, 'unknown')}/gpu{local}"
-            else:
-                subjects[r] = f"{names.get(node, 'unknown')}/rank{r}"
 
         def collective(r: int, e: dict[str, Any]) -> None:
             if e.get("error"):
@@ -220,7 +217,7 @@ class ClusterFacts:
         rows = list(chain.from_iterable(self.node_index))
         ranks, nodes, locals_, on = rows[0::4], rows[1::4], rows[2::4], rows[3::4]
         node_name = {n: names.get(n, "unknown") for n in set(nodes)}
-        subjects.update(zip(ranks, [f"{node_name[n]}/gpu{local}" if g else f"{node_name[n]}/rank{r}"
+        subjects.update(zip(ranks, [subject_name(node_name[n], r, local, g)
                                     for r, n, local, g in zip(ranks, nodes, locals_, on, strict=True)], strict=True))
         gpu.update(compress(ranks, on))
         for part in self.node_collectives:  # sorted by the leaders already
@@ -291,14 +288,14 @@ class ClusterFacts:
         return {n: p for n in range(self.num_nodes) if (p := self.payloads.get(n * per_node)) is not None}
 
     def rank_subject(self, rank: int, payload: dict[str, Any] | None = None) -> str:
-        """``node/gpuN`` for a GPU worker, ``node/rankR`` for a CPU one (cached: several cluster
-        checks name each of up to 80,000 ranks)."""
-        if payload is None and rank in self._subjects:
-            return self._subjects[rank]
+        """``node/gpuN`` for a GPU worker, ``node/rankR`` for a CPU one (or one that never reported)."""
+        if payload is None and rank in self.subjects:
+            return self.subjects[rank]
         p = payload or self.payloads.get(rank, {})
         node = self.node_names.get(int(p.get("node_rank", rank // max(self.local_world_size, 1))), "unknown")
-        device = str(p.get("device", ""))
-        subject = f"{node}/gpu{p.get('local_rank', 0)}" if device.startswith("cuda") else f"{node}/rank{rank}"
-        if payload is None:
-            self._subjects[rank] = subject
-        return subject
+        return subject_name(node, rank, p.get("local_rank", 0), str(p.get("device", "")).startswith("cuda"))
+
+
+def subject_name(node: str, rank: int, local_rank: Any, on_gpu: bool) -> str:
+    """How the cluster checks name a rank: its GPU on its node, or the rank itself for a CPU worker."""
+    return f"{node}/gpu{local_rank}" if on_gpu else f"{node}/rank{rank}"

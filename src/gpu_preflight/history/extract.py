@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import per_subject
+from ..report.measurements import num
 
 __all__ = ["FindingSeen", "GpuSeen", "Measurement", "NodeIndex", "RunRecord", "extract", "metric_kind", "run_key"]
 
@@ -97,12 +98,6 @@ def metric_kind(metric: str) -> str | None:
     if metric.startswith(("busbw.", "memory.")):
         return "bandwidth"
     return None
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if value == value else None
 
 
 def _text(value: Any) -> str | None:
@@ -218,18 +213,18 @@ def _gemm_and_memory(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measur
         subject, observed = str(f.get("subject")), f.get("observed")
         if f.get("check_id") == "compute.gemm" and f.get("unit") == "TFLOP/s":
             dtype = (f.get("details") or {}).get("dtype")
-            value = _num(observed)
+            value = num(observed)
             if isinstance(dtype, str) and value is not None:
                 out.append(_at(nodes, subject, f"gemm.{dtype}", value, "TFLOP/s"))
         elif f.get("check_id") == "memory.bandwidth" and _SLOT.match(subject):
             if isinstance(observed, Mapping):
                 for key in _MEMORY_KEYS:
-                    value = _num(observed.get(f"{key}_gbps"))
+                    value = num(observed.get(f"{key}_gbps"))
                     if value is not None:
                         out.append(_at(nodes, subject, f"memory.{key}", value, "GB/s"))
             elif (key := str((f.get("details") or {}).get("memory_key")  # a rolled-up pass names its direction
                              or str(f.get("code", "")).removesuffix("_slow"))) in _MEMORY_KEYS:
-                value = _num(observed)
+                value = num(observed)
                 if value is not None:
                     out.append(_at(nodes, subject, f"memory.{key}", value, "GB/s"))
     return out
@@ -251,7 +246,7 @@ def _bus_bandwidth(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measurem
             scope = str(entry.get("test_type") or "")
             op = key[len(scope) + 1:] if scope and key.startswith(scope + "_") else key
             group = str(entry.get("group") or key)
-            results = [r for r in entry.get("results") or [] if _num(r.get("busbw_gbps")) is not None]
+            results = [r for r in entry.get("results") or [] if num(r.get("busbw_gbps")) is not None]
             if (scope, group, op) in seen or not entry.get("success") or not results:
                 continue
             seen.add((scope, group, op))
@@ -280,7 +275,7 @@ def _sensors(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measurement]:
             if seen is None:
                 continue
             for field_name, metric, unit in (("temperature_c", "temperature", "C"), ("power_draw_w", "power", "W")):
-                value = _num(gpu.get(field_name))
+                value = num(gpu.get(field_name))
                 if value is not None:
                     out.append(Measurement(metric, value, unit, f"{seen.node}/{seen.slot}", seen.node, seen.slot,
                                            seen.uuid, seen.serial, seen.model))
