@@ -56,6 +56,7 @@ def test_every_rank_arrives_through_its_node_bundle(store: Any) -> None:
         rank_posts(store, r)
     post_node_bundle(store, topo(2), time.monotonic() + 5)
     post_node_bundle(store, topo(0), time.monotonic() + 5)
+    assert not store.check([f"{PREFIX}/payload/3"])  # bundled: the store keeps one copy
     got = gather(store, topo(0), time.monotonic() + 5)
     assert sorted(got["payloads"]) == [0, 1, 2, 3] and got["missing"] == {}
     assert got["payloads"][3] == {"rank": 3, "node_rank": 1}  # its GEMM result travels in the node's columns

@@ -9,6 +9,7 @@ rank that stopped answering within seconds instead of waiting out every timeout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -334,6 +335,7 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
 
 
 def node_ranks(topo: Topology, node: int) -> range:
+    """The ranks of one node (ranks are laid out node by node)."""
     per_node = max(topo.local_world_size, 1)
     return range(node * per_node, min((node + 1) * per_node, topo.world_size))
 
@@ -403,6 +405,9 @@ def post_node_bundle(store: Any, topo: Topology, deadline: float) -> None:
     """
     texts, missing = collect(store, node_ranks(topo, topo.node_rank), deadline)
     store.set(f"{PREFIX}/node/{topo.node_rank}", _bundle(texts, missing))
+    for r in texts:  # the bundle holds them now: the store's host keeps one copy, not two
+        with contextlib.suppress(Exception):
+            store.delete_key(f"{PREFIX}/payload/{r}")
 
 
 def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
