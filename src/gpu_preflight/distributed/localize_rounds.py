@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -19,6 +20,8 @@ from .runner import PREFIX, STALE_S
 
 LOC = f"{PREFIX}/loc"
 POLL_S = 0.05
+CPU_SLOW_FRACTION = 0.5  # CPU workers: a pair is slow below half the typical speed (GPUs: 0.25)
+CPU_ASSUMED_NOISE = 0.3  # and their figures are assumed to swing by 30 % (GPUs: 10 %)
 
 
 def _exchange(members: list[int], me: int, nbytes: int, iters: int, timeout_s: float, device: Any,
@@ -110,8 +113,14 @@ def lead(store: Any, topo: Any, gathered: dict[str, Any], *, mode: str, floor_gb
     from ..localize.scheduler import Localizer
 
     started = time.monotonic()
-    loc = Localizer(topo.num_nodes, LocalizeConfig(mode=mode, floor_gbps=floor_gbps, test_timeout_s=timeout_s),
-                    seed=topo.world_size)
+    config = LocalizeConfig(mode=mode, floor_gbps=floor_gbps, test_timeout_s=timeout_s)
+    if getattr(device, "type", "cpu") != "cuda":
+        # CPU (gloo) workers share the host's cores with every other worker, and their pair
+        # figures swing far more than NCCL's on GPUs: a pair is slow only below half the
+        # typical speed, against 30 % assumed noise (a capped or cut link is still orders of
+        # magnitude below; a healthy 2-core test cluster was sometimes called slow otherwise).
+        config = replace(config, slow_fraction=CPU_SLOW_FRACTION, assumed_noise=CPU_ASSUMED_NOISE)
+    loc = Localizer(topo.num_nodes, config, seed=topo.world_size)
     for evidence in evidence_from_gathered(gathered):
         loc.add_evidence(evidence)
     loc.record(star_measurements(gathered))
