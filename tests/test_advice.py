@@ -31,6 +31,16 @@ def recs(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return recommendations_by_urgency(report, compute_scores(report))
 
 
+def test_a_node_without_usable_gpus_is_immediate_although_it_only_warns() -> None:
+    findings = [finding("gpu.inventory.count", "WARN", "h0", "no_gpus", recommendation="Run on a GPU node."),
+                finding("system.limits", "WARN", "h0", "nofile_low", recommendation="Raise ulimit -n.")]
+    out = recs(report_of(findings))
+    assert [e["code"] for e in out["immediate"]] == ["no_gpus"]
+    assert [e["code"] for e in out["short_term"]] == ["nofile_low"]
+    declared = recs(report_of([finding("gpu.inventory.count", "PASS", "h0", "ok", expected=0)]))
+    assert declared["immediate"] == []
+
+
 def test_urgency_follows_the_gate() -> None:
     findings = [finding("gpu.thermal", "FAIL", "h0/gpu1", "hot", recommendation="Fix cooling."),
                 finding("stack.cuda", "ERROR", "h0", "cuda_init_failed"),

@@ -102,9 +102,10 @@ def test_skipped_or_absent_component_is_not_tested_not_perfect() -> None:
 
 def test_overall_is_weighted_mean_and_capped_when_the_run_gates() -> None:
     findings = [finding("gpu.thermal", "WARN"), finding("system.limits", "PASS"),
-                finding("nccl.collectives", "PASS"), finding("train.smoke", "PASS")]
+                finding("network.node_links", "PASS"), finding("train.smoke", "PASS")]
     overall = compute_scores(report_of(findings))["overall"]
     assert overall["score"] == 97.5 and overall["rating"] == "EXCELLENT" and overall["cap"] is None
+    assert overall["incomplete"] == []
     weighted = compute_scores(report_of(findings), ReportConfig(weights={"hardware_health": 3.0}))["overall"]
     assert weighted["score"] == pytest.approx((3 * 90 + 300) / 6, abs=0.05)
     gating = [*findings, finding("train.smoke", "ERROR", code="x")]  # service 70: mean 90 but ERROR gates
@@ -243,3 +244,47 @@ def test_history_regressions_lower_consistency_beside_the_spread() -> None:
     skipped = component(report_of([finding("history.regression", "SKIP", "cluster", "not_measured")]),
                         "performance_consistency")
     assert skipped["score"] is None
+
+
+# Praise needs evidence: (findings, component, tested, rating, overall rating). Host checks alone
+# do not test the hardware; node-local collectives do not test the network.
+_NO_GPU = [finding("gpu.inventory.count", "WARN", code="no_gpus"), finding("gpu.thermal", "SKIP"),
+           finding("system.numa", "PASS"), finding("system.limits", "PASS")]
+
+
+@pytest.mark.parametrize("findings, name, tested, band, overall_band", [
+    (_NO_GPU, "hardware_health", False, "INCOMPLETE", "INCOMPLETE"),       # 90 from host checks: no praise
+    ([*_NO_GPU[1:], finding("gpu.inventory.count", "PASS", expected=0)],   # --expect-gpus 0: CPU node by choice
+     "hardware_health", True, "EXCELLENT", "INCOMPLETE"),                   # ... but no network measured
+    ([finding("gpu.inventory.count", "FAIL", code="gpus_missing")], "hardware_health", False, "CRITICAL",
+     "CRITICAL"),                                                           # bad news keeps its band
+    ([finding("gpu.thermal", "PASS"), finding("nccl.collectives", "PASS")], "network_infrastructure", False, None,
+     "INCOMPLETE"),                                                         # two local processes talking
+    ([finding("gpu.thermal", "PASS"), finding("nccl.collectives", "WARN")], "network_infrastructure", False,
+     "INCOMPLETE", "INCOMPLETE"),
+    ([finding("gpu.thermal", "PASS"), finding("network.node_links", "PASS")], "network_infrastructure", True,
+     "EXCELLENT", "EXCELLENT"),
+    ([finding("gpu.thermal", "PASS"), finding("network.node_links", "SKIP", code="single_node")],
+     "network_infrastructure", False, None, "INCOMPLETE"),
+    ([finding("gpu.thermal", "PASS"), finding("network.node_links", "ERROR")], "network_infrastructure", False,
+     "MODERATE", "MODERATE"),                                              # could not measure is not measured
+    ([finding("nvidia_smi.gpu", "PASS"), finding("localize.suspect", "FAIL")], "hardware_health", True,
+     "EXCELLENT", "MODERATE"),                                              # judged logs read GPUs too
+])
+def test_core_components_are_rated_only_on_what_was_measured(
+        findings: list[dict[str, Any]], name: str, tested: bool, band: str | None, overall_band: str) -> None:
+    scores = compute_scores(report_of(findings))
+    comp = scores["components"][name]
+    assert comp["tested"] is tested and comp["rating"] == band
+    assert (comp["reason"] is None) is tested
+    assert scores["overall"]["rating"] == overall_band
+    missing = {m["component"] for m in scores["overall"]["incomplete"]}
+    assert (name in missing) is (not tested)
+
+
+def test_unlisted_passes_of_a_large_cluster_prove_the_core() -> None:
+    report = report_of([])
+    report["cluster_summary"]["unlisted"] = {"gpu.ecc.errors": {"PASS": 80000}, "network.node_links": {"PASS": 1}}
+    scores = compute_scores(report)
+    assert scores["overall"]["incomplete"] == []
+    assert scores["components"]["hardware_health"]["tested"]

@@ -3,7 +3,9 @@
 Urgency follows the run's own gate, so the report and the exit code never disagree:
 
 - ``immediate``: findings that gate the run (FAIL and ERROR; WARN too under ``--fail-on warn``):
-  the job should not start until they are fixed or the node is excluded.
+  the job should not start until they are fixed or the node is excluded. A node with no
+  usable GPU that was not declared CPU-only (``gpu.inventory.count`` ``no_gpus``) is
+  immediate too, although it is a WARN: a GPU job placed on it cannot run at all.
 - ``short_term``: the remaining warnings — the job can run, but slower or at risk.
 - ``monitoring``: what to keep an eye on — skipped checks that say how to cover them,
   components that were not tested at all, and measurement spreads that cost points.
@@ -43,8 +45,13 @@ _UNTESTED_HINT = {
 }
 
 
-def _urgency(status: str, gating: set[str]) -> str | None:
-    if status in gating:
+# (check id, code) pairs that block a GPU job whatever their status: a WARN because the run
+# was not told to expect GPUs, but nothing later can make that node train.
+BLOCKING = frozenset({("gpu.inventory.count", "no_gpus")})
+
+
+def _urgency(status: str, gating: set[str], blocking: bool = False) -> str | None:
+    if status in gating or (blocking and status != Status.SKIP.value):
         return "immediate"
     if status == Status.WARN.value:
         return "short_term"
@@ -56,7 +63,7 @@ def recommendations_by_urgency(report: Mapping[str, Any], scores: Mapping[str, A
     gating = {s.value for s in gating_statuses((report.get("run") or {}).get("fail_on", "fail"))}
     groups: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
     for f in report.get("findings") or []:
-        urgency = _urgency(f["status"], gating)
+        urgency = _urgency(f["status"], gating, (f["check_id"], f.get("code") or "") in BLOCKING)
         if urgency is None and f["status"] == Status.SKIP.value and f.get("recommendation"):
             urgency = "monitoring"
         if urgency is None:

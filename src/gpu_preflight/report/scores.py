@@ -20,6 +20,13 @@ findings (check, code, subjects) or the measurement that took it. The formula
 - Overall is the weighted mean of the tested components; when the run's verdict gates
   (FAIL/ERROR) it is capped at ``gating_overall_cap`` (never better than MODERATE).
 - Bands: EXCELLENT ≥ 90, GOOD ≥ 75, MODERATE ≥ 50, else CRITICAL (configurable).
+- Praise needs evidence. Hardware health and network infrastructure are *core* components
+  (:data:`CORE`): they count as tested only when their core was measured — at least one GPU
+  read (or a run that deliberately expected no GPUs), a link between two nodes. Two local
+  processes talking say nothing about the network; host checks say nothing about the GPUs.
+  A core component that was not measured keeps the points its findings took (bad news is
+  real) but is rated ``INCOMPLETE`` instead of EXCELLENT or GOOD, and so is the overall
+  rating while any core component is unmeasured; ``overall.incomplete`` says what is missing.
 """
 
 from __future__ import annotations
@@ -36,7 +43,8 @@ from ..model import Status, gating_statuses, id_matches
 from .connectivity import connectivity
 from .measurements import gemm_by_gpu, node_peak_busbw, num
 
-__all__ = ["COMPONENT_RULES", "TITLES", "add_scores", "component_of", "compute_scores", "dispersion", "rating"]
+__all__ = ["COMPONENT_RULES", "CORE", "INCOMPLETE", "TITLES", "add_scores", "component_of", "compute_scores",
+           "dispersion", "rating"]
 
 TITLES = {"network_infrastructure": "Network infrastructure", "hardware_health": "Hardware health",
           "software_stack": "Software stack", "service_reliability": "Service reliability",
@@ -75,6 +83,21 @@ COMPONENT_RULES: tuple[tuple[str, str], ...] = (
     ("*", "service_reliability"),
 )
 MAX_SUBJECTS = 12
+INCOMPLETE = "INCOMPLETE"
+
+# Core components: check-id globs whose PASS/WARN/FAIL findings prove the component was
+# measured, and what the report says is missing when none did. gpu.* checks other than the
+# inventory only judge (rather than SKIP) when NVML described a GPU; nvidia_smi.*/dcgm.*
+# judge GPUs from saved outputs. Node links, fi_pingpong pairs and localisation rounds are
+# the only measurements that cross a node boundary (nccl.* also runs inside one node).
+CORE: dict[str, tuple[tuple[str, ...], str]] = {
+    "hardware_health": (("gpu.ecc.*", "gpu.memory.*", "gpu.thermal", "gpu.clocks", "gpu.power", "gpu.pcie",
+                         "gpu.nvlink", "gpu.recovery_action", "nvidia_smi.*", "dcgm.*"),
+                        "no GPU was read"),
+    "network_infrastructure": (("network.node_links", "fabric.pingpong", "localize.*"),
+                               "no link between two nodes was measured"),
+}
+_MEASURED = frozenset({Status.PASS.value, Status.WARN.value, Status.FAIL.value})
 
 
 @functools.cache
@@ -99,6 +122,29 @@ def rating(score: float | None, cfg: ReportConfig) -> str | None:
     return "CRITICAL"
 
 
+def _capped(rating_: str | None, complete: bool) -> str | None:
+    """A rating that only praises what was measured: EXCELLENT/GOOD become INCOMPLETE when not."""
+    return INCOMPLETE if not complete and rating_ in ("EXCELLENT", "GOOD") else rating_
+
+
+@functools.cache
+def _proves_core(check_id: str, component: str) -> bool:
+    return any(id_matches(check_id, p) for p in CORE[component][0])
+
+
+def _core_measured(component: str, pairs: Iterable[tuple[str, str]], expects_no_gpus: bool) -> bool:
+    """Whether a core component's own measurement is among the (check id, status) pairs."""
+    if component == "hardware_health" and expects_no_gpus:
+        return True
+    return any(status in _MEASURED and _proves_core(check_id, component) for check_id, status in pairs)
+
+
+def _expects_no_gpus(findings: Iterable[Mapping[str, Any]]) -> bool:
+    """The run was told this is a CPU-only node (``--expect-gpus 0``) and found it so."""
+    return any(f["check_id"] == "gpu.inventory.count" and f["status"] == Status.PASS.value and f.get("expected") == 0
+               for f in findings)
+
+
 def _points(status: str, cfg: ReportConfig) -> float:
     return {Status.FAIL.value: cfg.fail_points, Status.ERROR.value: cfg.error_points,
             Status.WARN.value: cfg.warn_points}.get(status, 0.0)
@@ -118,6 +164,9 @@ def _finding_components(findings: list[Mapping[str, Any]], cfg: ReportConfig,
         counts[component][status] = counts[component].get(status, 0) + 1
         if status in _DEDUCTING:
             groups[component][(f["check_id"], f.get("code") or "", status)].append(f)
+    pairs = {(f["check_id"], f["status"]) for f in findings}
+    pairs |= {(check_id, status) for check_id, by in unlisted.items() for status, n in by.items() if n}
+    no_gpus = _expects_no_gpus(findings)
     out = {}
     for component in COMPONENTS:
         deductions = []
@@ -132,11 +181,18 @@ def _finding_components(findings: list[Mapping[str, Any]], cfg: ReportConfig,
                                "summary": members[0]["summary"]})
         deductions.sort(key=lambda d: (-d["points"], d["check_id"], d["code"]))
         found = counts[component]
-        tested = any(n for status, n in found.items() if status != Status.SKIP.value)
-        score = round(max(0.0, 100.0 - sum(d["points"] for d in deductions)), 1) if tested else None
-        out[component] = {"title": TITLES[component], "score": score, "rating": rating(score, cfg), "tested": tested,
-                          "counts": found, "deductions": deductions,
-                          "reason": None if tested else "not tested: no check of this component ran here"}
+        ran = any(n for status, n in found.items() if status != Status.SKIP.value)
+        core = component not in CORE or _core_measured(component, pairs, no_gpus)
+        tested = ran and core
+        # An unmeasured core keeps the points its findings took (a WARN is real news) but no praise.
+        scored = tested or (ran and bool(deductions))
+        score = round(max(0.0, 100.0 - sum(d["points"] for d in deductions)), 1) if scored else None
+        reason = None
+        if not tested:
+            reason = f"not tested: {CORE[component][1]}" if component in CORE and not core \
+                else "not tested: no check of this component ran here"
+        out[component] = {"title": TITLES[component], "score": score, "rating": _capped(rating(score, cfg), tested),
+                          "tested": tested, "counts": found, "deductions": deductions, "reason": reason}
     return out
 
 
@@ -225,6 +281,8 @@ def compute_scores(report: Mapping[str, Any], config: ReportConfig | None = None
     components["performance_consistency"] = _consistency(report, conn, cfg, components["performance_consistency"])
     weights = {c: float(cfg.weights.get(c, 1.0)) for c in COMPONENTS}
     tested = {c: v["score"] for c, v in components.items() if v["score"] is not None and weights[c] > 0}
+    incomplete = [{"component": c, "title": TITLES[c], "missing": CORE[c][1]}
+                  for c in CORE if not components[c]["tested"]]
     overall: float | None = None
     cap = None
     if tested:
@@ -237,8 +295,8 @@ def compute_scores(report: Mapping[str, Any], config: ReportConfig | None = None
             overall = cfg.gating_overall_cap
         overall = round(overall, 1)
     return {
-        "overall": {"score": overall, "rating": rating(overall, cfg), "cap": cap,
-                    "components_counted": sorted(tested, key=COMPONENTS.index)},
+        "overall": {"score": overall, "rating": _capped(rating(overall, cfg), not incomplete), "cap": cap,
+                    "components_counted": sorted(tested, key=COMPONENTS.index), "incomplete": incomplete},
         "components": components,
         "connectivity": conn,
         "settings": {"fail_points": cfg.fail_points, "error_points": cfg.error_points,
