@@ -1,0 +1,221 @@
+"""Reading files a user names, without blocking or running out of memory.
+
+Every command that takes a path (``judge``, ``parse``, ``--config``, ``--replay``,
+``--kernel-log``, ``report render``) reads it through here, because a path may name a
+FIFO (``open`` blocks until a writer appears, forever in a script), a character device
+(``/dev/zero`` never ends, so reading it "whole" ends in ``MemoryError``), a directory,
+or a regular file far larger than any tool output. So:
+
+- only a regular file, or standard input (``-``), is read; anything else is refused
+  before a byte is read. The file is opened with ``O_NONBLOCK`` so that even opening a
+  FIFO returns at once, and ``fstat`` on the open descriptor decides (no race between a
+  check and the open);
+- every read is bounded by a byte limit; a larger input is refused, not truncated, since
+  judging half a log would judge the wrong thing;
+- text must be UTF-8 where a format says so; a UTF-16 file (Windows editors) is named as
+  such rather than surfacing as a ``UnicodeDecodeError``;
+- JSON is refused when nested deeper than any file this project writes, before the
+  decoder recurses (a 10 KB file of 5,000 ``[`` otherwise ends in ``RecursionError``).
+
+The limits are module constants so the documentation (``docs/diagnostics.md``) and the
+callers name the same numbers. Every failure is an :class:`InputError` whose text is one
+line that names the path.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import re
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+__all__ = [
+    "CONFIG_LIMIT", "EVIDENCE_LIMIT", "JSON_MAX_DEPTH", "REPORT_LIMIT", "SNAPSHOT_LIMIT", "InputError",
+    "decode", "iter_lines", "load_json", "nesting_depth", "parse_json", "read_bytes", "read_text",
+]
+
+MiB = 1024 * 1024
+EVIDENCE_LIMIT = 256 * MiB  # a saved tool output or kernel log (judge, parse, --kernel-log)
+REPORT_LIMIT = 256 * MiB  # a gpu-preflight JSON report (report render)
+SNAPSHOT_LIMIT = 64 * MiB  # an NVML snapshot (--replay): a few hundred KB per GPU
+CONFIG_LIMIT = 1 * MiB  # a site config file or profile: a few KB in practice
+JSON_MAX_DEPTH = 64  # deeper than any file gpu-preflight writes (reports nest about 8 levels)
+
+_CHUNK = 1 * MiB
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"))
+
+
+class InputError(ValueError):
+    """A path (or standard input) that cannot be read as the caller needs: one line naming it."""
+
+
+def read_bytes(path: str | Path, *, limit: int, what: str = "input") -> bytes:
+    """The whole content of a regular file (or of stdin for ``"-"``), at most ``limit`` bytes.
+
+    ``what`` names the input in messages ("config file", "replay file").
+    """
+    name = str(path)
+    if name == "-":
+        return _read_capped(sys.stdin.buffer, limit, what, "standard input")
+    with _open_regular(name, limit, what) as fh:
+        return _read_capped(fh, limit, what, name)
+
+
+def read_text(path: str | Path, *, limit: int, what: str = "input", strict: bool = True) -> str:
+    """:func:`read_bytes` decoded as UTF-8 (a leading BOM dropped).
+
+    ``strict=False`` replaces undecodable bytes instead of refusing them: right for tool
+    logs, where one damaged byte must not hide the rest; wrong for config and JSON, where
+    it would change a value.
+    """
+    return decode(read_bytes(path, limit=limit, what=what), str(path), what=what, strict=strict)
+
+
+def decode(data: bytes, name: str, *, what: str = "input", strict: bool = True) -> str:
+    """UTF-8 text of ``data``; a UTF-16/32 file is named as such (they are common from Windows editors)."""
+    for bom, encoding in ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+                          (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16")):
+        if data.startswith(bom):
+            raise InputError(f"{_label(name)}: {what} is {encoding} text; save it as UTF-8")
+    try:
+        return data.decode("utf-8-sig", errors="strict" if strict else "replace")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{_label(name)}: {what} is not UTF-8 text (invalid byte at offset {exc.start})") from None
+
+
+def iter_lines(path: str | Path, *, limit: int, what: str = "input") -> Iterator[str]:
+    """The lines of a regular file (or stdin), decoded leniently, without holding the file in memory.
+
+    The total is still bounded by ``limit`` (a regular file can be sparse and huge), and so
+    is each line, so that a file with no newline cannot become one giant string. Lines
+    keep no trailing newline.
+    """
+    name = str(path)
+    if name == "-":
+        yield from _lines(sys.stdin.buffer, limit, what, "standard input")
+        return
+    with _open_regular(name, limit, what) as fh:
+        yield from _lines(fh, limit, what, name)
+
+
+def load_json(path: str | Path, *, limit: int, what: str = "JSON file", max_depth: int = JSON_MAX_DEPTH) -> Any:
+    """A JSON file read through :func:`read_text` and :func:`parse_json`."""
+    return parse_json(read_text(path, limit=limit, what=what), str(path), what=what, max_depth=max_depth)
+
+
+def parse_json(text: str, name: str = "input", *, what: str = "JSON", max_depth: int = JSON_MAX_DEPTH) -> Any:
+    """``json.loads`` that refuses nesting deeper than ``max_depth`` before decoding.
+
+    The depth is measured on the text (brackets outside strings), so neither the decoder
+    nor any later walk over the value can recurse past ``max_depth``.
+    """
+    if text.count("[") + text.count("{") > max_depth and (depth := nesting_depth(text)) > max_depth:
+        raise InputError(f"{_label(name)}: {what} nests {depth} levels deep (at most {max_depth} accepted)")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{_label(name)}: {what} is not valid JSON: {exc}") from None
+    except RecursionError:  # pragma: no cover - max_depth is far below the interpreter's limit
+        raise InputError(f"{_label(name)}: {what} nests too deeply") from None
+
+
+_SPECIAL = re.compile(r'[\[\]{}"\\]')
+
+
+def nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of JSON text, ignoring brackets inside strings.
+
+    One pass over the structural characters only (found at C speed), linear in the
+    text whatever it holds: unterminated strings and stray backslashes included.
+    """
+    depth = deepest = 0
+    in_string = False
+    escaped_at = -1
+    for m in _SPECIAL.finditer(text):
+        pos = m.start()
+        if pos == escaped_at:
+            continue
+        c = text[pos]
+        if in_string:
+            if c == "\\":
+                escaped_at = pos + 1
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def _label(name: str) -> str:
+    return "standard input" if name == "-" else name
+
+
+def _open_regular(name: str, limit: int, what: str) -> BinaryIO:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read {what}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((label for test, label in _KINDS if test(st.st_mode)), "not a regular file")
+            raise InputError(f"{name}: {what} is {kind}; only a regular file or '-' (stdin) is read")
+        if st.st_size > limit:
+            raise InputError(f"{name}: {what} is {_size(st.st_size)}, more than the {_size(limit)} accepted")
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def _read_capped(fh: BinaryIO, limit: int, what: str, name: str) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        try:
+            chunk = fh.read(min(_CHUNK, limit + 1 - total))
+        except BlockingIOError:
+            raise InputError(f"{name}: {what} would block (not a plain file)") from None
+        except OSError as exc:
+            raise InputError(f"{name}: cannot read {what}: {exc.strerror or exc}") from None
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise InputError(f"{name}: {what} is more than the {_size(limit)} accepted")
+
+
+def _lines(fh: BinaryIO, limit: int, what: str, name: str) -> Iterator[str]:
+    total = 0
+    max_line = min(limit, 16 * MiB)
+    while True:
+        try:
+            raw = fh.readline(max_line + 1)
+        except BlockingIOError:
+            raise InputError(f"{name}: {what} would block (not a plain file)") from None
+        except OSError as exc:
+            raise InputError(f"{name}: cannot read {what}: {exc.strerror or exc}") from None
+        if not raw:
+            return
+        total += len(raw)
+        if total > limit:
+            raise InputError(f"{name}: {what} is more than the {_size(limit)} accepted")
+        if len(raw) > max_line:
+            raise InputError(f"{name}: {what} has a line longer than {_size(max_line)}")
+        yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def _size(n: int) -> str:
+    return f"{n / MiB:.0f} MiB" if n >= MiB else f"{n} bytes"
