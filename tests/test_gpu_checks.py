@@ -1117,12 +1117,21 @@ def test_pcie_e2e_changed_replay_threshold(tmp_path: Path, h200_dump: Dump) -> N
     (links(4, down=[0], crc_data=500, recovery=2), {},
      [(FAIL, "nvlink_down"), (WARN, "nvlink_crc_errors"), (WARN, "nvlink_recovery")]),
     (NA("GPU has no NVLink"), {}, [(SKIP, "not_available")]),
-    (NA("GPU has no NVLink"), {"nvlink_expected_links": 18}, [(FAIL, "nvlink_missing")]),
+    (NA("GPU has no NVLink"), {"nvlink_expected_links": 18}, [(SKIP, "single_gpu")]),  # the node's only GPU
 ])
 def test_nvlink(facts: GpuFacts, nvlinks: list[NvLink] | NA, config: dict[str, Any],
                 expected: list[tuple[Status, str]]) -> None:
     findings = judge("gpu.nvlink", edited(facts, nvlinks=nvlinks), gpu_config(**config))
     assert outcome(findings) == expected
+    assert_advice(findings)
+
+
+def test_nvlink_missing_beside_a_peer_fails(facts: GpuFacts) -> None:
+    """With two GPUs on the node, NVLink has work to do: links expected and none reported is a FAIL."""
+    one = replace(facts.gpus[0], nvlinks=NA("GPU has no NVLink"))
+    two = replace(facts, gpus=[one, replace(one, index=1)])
+    findings = judge("gpu.nvlink", two, gpu_config(nvlink_expected_links=18))
+    assert outcome(findings) == [(FAIL, "nvlink_missing"), (FAIL, "nvlink_missing")]
     assert_advice(findings)
 
 
@@ -1140,7 +1149,7 @@ def test_nvlink_unsupported_error_counters_are_not_summed(facts: GpuFacts) -> No
     (nvlink([1, 1, 1, 1], {1: {"2": 101}}), [], WARN, "nvlink_crc_errors"),
     (nvlink([1, 1, 1, 1], {1: {"1": 1}}), [], WARN, "nvlink_recovery"),
     (None, [], SKIP, "not_available"),                                  # the H200 as captured: no NVLink
-    (None, ["gpu.nvlink_expected_links=18"], FAIL, "nvlink_missing"),
+    (None, ["gpu.nvlink_expected_links=18"], SKIP, "single_gpu"),       # ... and it is the node's only GPU
 ])
 def test_nvlink_e2e(tmp_path: Path, h200_dump: Dump, edit: Edit | None, overrides: list[str], status: Status,
                     code: str) -> None:

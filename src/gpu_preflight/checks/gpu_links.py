@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..model import Finding, Status
-from ..records import GpuRecord
+from ..records import GpuFacts, GpuRecord
 from ..registry import CheckContext, check
 from .common import is_number, not_read, per_gpu
 
@@ -84,12 +84,21 @@ def nvlink(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]
     profile's ``gpu.nvlink_expected_links``. WARN when CRC (flit + data) errors exceed
     ``gpu.nvlink_crc_errors_warn`` or recovery events exceed
     ``gpu.nvlink_recovery_errors_warn``. SKIP on GPUs without NVLink — unless the profile
-    expects links, in which case a GPU without any FAILs.
+    expects links, in which case a GPU without any FAILs. The one exception is a node that
+    shows a single GPU (a one-GPU VM or pod on an HGX board, where the hypervisor hides
+    NVLink): NVLink carries traffic between GPUs of one node, so with no peer there is
+    nothing for it to do and nothing to judge — SKIP ``single_gpu``, saying so.
     """
     cfg = ctx.config.gpu
     links = gpu.nvlinks
     if not isinstance(links, list):
-        if cfg.nvlink_expected_links:
+        facts: GpuFacts = ctx.fact("gpu")
+        if cfg.nvlink_expected_links and len(facts.gpus) == 1:
+            yield Finding("gpu.nvlink", Status.SKIP, subject, "single_gpu",
+                          f"{gpu.label}: the only GPU on this node and no NVLink reported: NVLink connects GPUs of "
+                          f"one node, so the {cfg.nvlink_expected_links} expected links are not judged",
+                          observed=0, expected=cfg.nvlink_expected_links, unit="links")
+        elif cfg.nvlink_expected_links:
             yield Finding("gpu.nvlink", Status.FAIL, subject, "nvlink_missing",
                           f"{gpu.label}: no NVLink reported, expected {cfg.nvlink_expected_links} links",
                           observed=0, expected=cfg.nvlink_expected_links, unit="links",
