@@ -24,8 +24,8 @@ IBSTAT_KIND = "ibstat"
 IBSTATUS_KIND = "ibstatus"
 DEVINFO_KIND = "ibv-devinfo"
 
-_KEY = re.compile(r"^(?P<key>[A-Za-z][\w .]*?)\s*:\s*(?P<value>.*)$")
-_WIDTH = re.compile(r"(\d+)X", re.IGNORECASE)
+_KEY = re.compile(r"^(?P<key>[A-Za-z](?:[\w.]| +(?=[\w.]))*)\s*:\s*(?P<value>.*)$")
+_WIDTH = re.compile(r"(?<!\d)(\d+)X", re.IGNORECASE)
 
 
 @dataclass

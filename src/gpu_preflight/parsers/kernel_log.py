@@ -14,6 +14,12 @@ boot-relative times need ``boot_time``; a syslog line has no year, so it needs `
 Where the time cannot be known the event keeps ``timestamp=None`` instead of a guess: the
 policy then treats it as undated rather than silently old or new.
 
+A line that has the shape of an Xid event (``NVRM: Xid``) but not its grammar (the Xid
+number cut off, an unclosed parenthesis, ``-1``) is an :class:`UnparsedXid`, never
+silently nothing: a truncated ``Xid 79`` line must not read as a clean log. Patterns only
+look at the first :data:`MAX_LINE` characters of a line (a kernel record is at most 1 KiB),
+and none has nested or overlapping quantifiers, so a long line costs linear time.
+
 A failed read (``dmesg: read kernel buffer failed: Operation not permitted``) contains
 no Xid lines either; :func:`kernel_log_denied` tells it apart from a clean log, so a
 collector can say "cannot read kernel log" instead of "no Xid errors".
@@ -25,7 +31,12 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
-__all__ = ["XidEvent", "kernel_log_denied", "normalize_pci", "parse_xid_events"]
+__all__ = [
+    "MAX_LINE", "UnparsedXid", "XidEvent", "kernel_log_denied", "line_timestamp", "normalize_pci",
+    "parse_xid_events", "scan_xid_line",
+]
+
+MAX_LINE = 4096  # characters of a line the patterns read; printk records are at most 1024
 
 
 @dataclass(frozen=True)
@@ -41,8 +52,20 @@ class XidEvent:
     raw: str
 
 
+@dataclass(frozen=True)
+class UnparsedXid:
+    """A line shaped like an Xid event whose Xid or GPU cannot be read; ``raw`` is capped."""
+
+    raw: str
+    timestamp: datetime | None
+    reason: str
+
+
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+(?::[0-9A-Fa-f.]+)?)\): "
-                  r"(?P<xid>\d+)(?P<rest>.*)$")
+                  r"(?P<xid>\d{1,6})(?=[,\s]|$)(?P<rest>.*)$")
+_SHAPE = re.compile(r"NVRM:\s*Xid\b", re.IGNORECASE)
+_XID_NUMBER = re.compile(r"\): (?P<xid>\S*)")
+_STAMP_PREFIX = 96  # a timestamp prefix is never longer than this
 _PID = re.compile(r"^pid=(?:'?<unknown>'?|(?P<pid>\d+))(?:,\s*|$)")
 _NAME = re.compile(r"^name=(?P<name>[^,]*)(?:,\s*|$)")
 
@@ -81,7 +104,38 @@ def parse_xid_events(
     """
     _require_aware(boot_time=boot_time, now=now)
     zone = local_tz or UTC
-    return [event for line in text.splitlines() if (event := _parse_line(line, boot_time, now, zone))]
+    return [event for line in text.splitlines()
+            if isinstance(event := scan_xid_line(line, boot_time=boot_time, now=now, zone=zone), XidEvent)]
+
+
+def scan_xid_line(line: str, *, boot_time: datetime | None = None, now: datetime | None = None,
+                  zone: tzinfo = UTC) -> XidEvent | UnparsedXid | None:
+    """The Xid event on ``line``, an :class:`UnparsedXid` when the line only looks like one, else ``None``.
+
+    Callers that stream a log check the times once with :func:`parse_xid_events`'s rules;
+    here they must already be timezone-aware.
+    """
+    bounded = line[:MAX_LINE]
+    if "Xid" not in bounded and "xid" not in bounded.lower():
+        return None
+    shape = _SHAPE.search(bounded)
+    if shape is None:
+        return None
+    m = _XID.search(bounded)
+    if m is None:
+        stamp = _safe_timestamp(bounded[: shape.start()], boot_time, now, zone)
+        return UnparsedXid(bounded[:300].strip(), stamp, _unparsed_reason(bounded[shape.start():]))
+    return _event(m, line, boot_time, now, zone)
+
+
+def line_timestamp(line: str, *, boot_time: datetime | None = None, now: datetime | None = None,
+                   zone: tzinfo = UTC) -> datetime | None:
+    """The wall-clock time a kernel-log line was written at, by the same prefix rules as an Xid."""
+    head = line[:_STAMP_PREFIX]
+    semicolon = head.find(";")
+    if semicolon > 0 and _KMSG.match(head[: semicolon + 1]):
+        head = head[: semicolon + 1]
+    return _safe_timestamp(head, boot_time, now, zone)
 
 
 def kernel_log_denied(text: str) -> str | None:
@@ -123,21 +177,42 @@ def _require_aware(**values: datetime | None) -> None:
             raise ValueError(f"{name} must be timezone-aware, got {value!r}")
 
 
-def _parse_line(line: str, boot_time: datetime | None, now: datetime | None,
-                zone: tzinfo) -> XidEvent | None:
-    m = _XID.search(line)
-    if m is None:
-        return None
+def _event(m: re.Match[str], line: str, boot_time: datetime | None, now: datetime | None,
+           zone: tzinfo) -> XidEvent:
     pid, process, message = _fields(m.group("rest"))
     return XidEvent(
         xid=int(m.group("xid")),
         pci=m.group("pci"),
-        timestamp=_timestamp(line[: m.start()], boot_time, now, zone),
+        timestamp=_safe_timestamp(line[: m.start()], boot_time, now, zone),
         pid=pid,
         process=process,
         message=message,
         raw=line,
     )
+
+
+def _unparsed_reason(tail: str) -> str:
+    """Why an ``NVRM: Xid`` line is not an event, in the words of the grammar it breaks."""
+    if not tail.startswith("NVRM: Xid ("):
+        return "expected 'NVRM: Xid (<PCI address>): <Xid>'"
+    close = tail.find(")")
+    if close < 0:
+        return "unclosed parenthesis after 'NVRM: Xid ('"
+    number = _XID_NUMBER.match(tail, close)
+    if number is None:
+        return "no ': <Xid>' after the PCI address"
+    if not number.group("xid").rstrip(",").isdigit():
+        return f"Xid is not a number: {number.group('xid')[:20]!r}"
+    return "PCI address or Xid number out of form"
+
+
+def _safe_timestamp(prefix: str, boot_time: datetime | None, now: datetime | None,
+                    zone: tzinfo) -> datetime | None:
+    """A prefix's time, or ``None`` for an impossible one (hour 27, month 13)."""
+    try:
+        return _timestamp(prefix, boot_time, now, zone)
+    except (ValueError, OverflowError):
+        return None
 
 
 def _fields(rest: str) -> tuple[int | None, str | None, str]:

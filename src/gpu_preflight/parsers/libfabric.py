@@ -25,7 +25,7 @@ INFO_KIND = "fi-info"
 PINGPONG_KIND = "fi-pingpong"
 
 _GETINFO_ERROR = re.compile(r"fi_getinfo:\s*(?P<code>-?\d+)(?:\s*\((?P<text>[^)]*)\))?")
-_KEY = re.compile(r"^(?P<indent>\s*)(?P<key>[\w ]+?):\s*(?P<value>.*)$")
+_KEY = re.compile(r"^(?P<indent>\s*)(?P<key>\w[\w ]*?):\s*(?P<value>.*)$")
 _SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 _SIZE = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[kmgt]?)$", re.IGNORECASE)
 

@@ -36,8 +36,8 @@ _LIBRARY = re.compile(r"nccl-library=(?P<code>\d+)")
 _TESTS_VERSION = re.compile(r"#\s*nccl-tests version\s+(?P<v>\S+)")
 _AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)")
 _OOB = re.compile(r"#\s*Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<verdict>\w+)?")
-_FAILURE = re.compile(r"(?:(?P<host>[\w.-]+):\s*)?Test (?P<what>NCCL|CUDA) failure (?P<file>[\w./-]+):(?P<line>\d+)"
-                      r"\s*'?(?P<message>[^']*)'?")
+_FAILURE = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\s*)?Test (?P<what>NCCL|CUDA) failure "
+                      r"(?P<file>[\w./-]+):(?P<line>\d+)\s*'?(?P<message>[^']*)'?")
 # busbw = algbw * factor(n): invert it where the factor depends on the rank count.
 _FACTORS = {"all_reduce": "2(n-1)/n", "all_gather": "(n-1)/n", "reduce_scatter": "(n-1)/n", "alltoall": "(n-1)/n"}
 

@@ -22,6 +22,7 @@ KIND = "perftest"
 
 _MIB_PER_S_TO_GBPS = 1024 * 1024 * 8 / 1e9
 _PAIR = re.compile(r"(?P<key>[A-Za-z][\w .*/-]*?)\s*:\s*(?P<value>\S+)")
+_HEADER_LINE_MAX = 512  # a header line is ~80 characters; _PAIR is quadratic in a line without a colon
 _HEADER_KEYS = {"device": "device", "transport type": "transport", "connection type": "connection_type",
                 "link type": "link_layer"}
 _ERROR = re.compile(r"unable to|failed|error|couldn't|cannot", re.IGNORECASE)
@@ -96,7 +97,7 @@ def parse(text: str) -> PerftestRecord:
 
 
 def _header(record: PerftestRecord, raw: str) -> None:
-    for m in _PAIR.finditer(raw.strip()):
+    for m in _PAIR.finditer(raw.strip()[:_HEADER_LINE_MAX]):
         attr = _HEADER_KEYS.get(m.group("key").strip().lower())
         if attr is not None:
             setattr(record, attr, m.group("value").strip() or None)

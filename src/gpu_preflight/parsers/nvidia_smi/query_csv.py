@@ -19,7 +19,7 @@ from . import CLOCK_REASON_BITS, NvidiaSmiRecord, SmiGpu, as_compute_mode, as_mo
 
 KIND = "nvidia-smi-csv"
 
-_UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")
+_UNIT = re.compile(r"(?<!\s)\s*\[[^\[\]]*\]\s*$")
 _KNOWN = ("name", "uuid", "pci.bus_id", "index", "driver_version", "temperature.gpu", "memory.total",
           "power.draw", "utilization.gpu", "pstate", "vbios_version", "count", "serial")
 

@@ -27,8 +27,8 @@ _VERSIONS = re.compile(r"NVIDIA-SMI\s+(?P<smi>\S+)\s+Driver Version:\s*(?P<drive
 _RULE = re.compile(r"^\|?[=|+]+\|?$")
 _BORDER = re.compile(r"^\+[-+]+\+$")
 _BUS = re.compile(r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])(?:\s+(\S+))?")
-_POWER = re.compile(r"(\d+|N/A)W\s*/\s*(\d+|N/A)W")
-_MEMORY = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
+_POWER = re.compile(r"(?<!\d)(\d+|N/A)W\s*/\s*(\d+|N/A)W")
+_MEMORY = re.compile(r"(?<!\d)(\d+)MiB\s*/\s*(\d+)MiB")
 _PROCESS = re.compile(r"^\|\s*(?P<gpu>\d+)\s+(?:(?P<gi>\S+)\s+(?P<ci>\S+)\s+)?(?P<pid>\d+)\s+"
                       r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>.*?)\s+(?P<mem>\d+MiB|N/A)\s*\|$")
 _MIG_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|")
