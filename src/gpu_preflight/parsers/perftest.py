@@ -2,8 +2,9 @@
 
 The header block is ``key : value`` pairs, two per line (``Dual-port : OFF<TAB>Device :
 mlx5_0``); the result table's columns are found by name. Bandwidth is reported in
-``Gb/sec`` with ``--report_gbits`` and in ``MiB/sec`` otherwise; both are converted to
-Gb/s (1 MiB/s = 2^20 * 8 / 10^9 Gb/s) and the unit printed is kept. Warnings perftest
+``Gb/sec`` with ``--report_gbits`` and otherwise in ``MiB/sec`` (``MB/sec`` in older
+releases, which count the same 2^20-byte megabytes); both are converted to Gb/s
+(1 MiB/s = 2^20 * 8 / 10^9 Gb/s) and the unit printed is kept. Warnings perftest
 prints inside the table (``Conflicting CPU frequency values detected``) are kept as
 warnings; connection failures (``Unable to init the socket connection``) as errors, so a
 run that never measured reads as "could not measure".
@@ -111,7 +112,7 @@ def _row(record: PerftestRecord, columns: list[str], line: str, number: int) -> 
     size = to_int(cells.get("#bytes"))
     if size is None:
         raise ParseError(KIND, f"size {cells.get('#bytes')!r} is not a byte count", number)
-    scale = _MIB_PER_S_TO_GBPS if record.bw_unit and "MiB" in record.bw_unit else 1.0
+    scale = 1.0 if not record.bw_unit or record.bw_unit.startswith("Gb") else _MIB_PER_S_TO_GBPS
     peak = next((to_float(v) for k, v in cells.items() if k.startswith("BW peak")), None)
     avg = next((to_float(v) for k, v in cells.items() if k.startswith("BW average")), None)
     rate = next((to_float(v) for k, v in cells.items() if k.startswith("MsgRate")), None)
