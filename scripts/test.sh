@@ -5,6 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Under CI the real-world corpus layer must run: say so now, not after the install and the tests.
+CORPUS=${GPU_PREFLIGHT_CORPUS:-../shared/corpus}
+if [ ! -f "$CORPUS/MANIFEST.md" ]; then
+  case "${CI:-}" in
+    1|true|TRUE|True|yes) echo "CI=true but corpus not found at $CORPUS: set GPU_PREFLIGHT_CORPUS" >&2; exit 1 ;;
+    *) echo "corpus not found at $CORPUS: its tests are skipped (set GPU_PREFLIGHT_CORPUS=/path/to/corpus)" >&2 ;;
+  esac
+fi
+
 # System packages: gcc builds the stub libnvidia-ml.so.1 the NVML tests drive pynvml with;
 # iproute2 (ip, tc) builds the network-namespace hosts of the multi-node tests; prometheus
 # gives promtool and a real server for the /metrics tests; Slurm and munge run a real
