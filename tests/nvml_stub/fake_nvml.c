@@ -20,6 +20,13 @@
  *                                      <handle> = 1, nvmlDeviceGetHandleByIndex fails too
  *   sys <symbol> <rc> [values...]      a call without a device (driver version, count)
  *   dev <idx> <key> <rc> [values...]   a call for one device
+ *   seq <idx> <key> <width> values...  a device call whose answer changes with each call:
+ *                                      the values are cut into answers of <width> values
+ *                                      and the n-th call returns the n-th answer (then the
+ *                                      last one for ever), so a test can play a series
+ *                                      (clocks under load, a temperature climbing) through
+ *                                      the real pynvml. A seq record wins over dev records
+ *                                      of the same key, whatever the order.
  *
  * <key> is the C symbol name, followed by "/<arg>" for each enum/index argument in the
  * order of the C prototype, e.g. nvmlDeviceGetClockInfo/2, nvmlDeviceGetTotalEccErrors/1/0,
@@ -76,6 +83,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
 
 /* ---- NVML types (ABI-compatible subset of nvml.h) --------------------------------- */
 
@@ -161,6 +169,8 @@ typedef struct {
     nvmlReturn_t rc;
     int nvals;
     char **vals;
+    int width; /* > 0: a seq record, answers of `width` values played one per call */
+    int calls; /* seq records: calls answered so far (under g_seq_lock) */
 } entry_t;
 
 typedef struct {
@@ -246,6 +256,8 @@ static void add_entry(int dev, const char *key, nvmlReturn_t rc, int nvals, char
     e->key = strdup(key);
     e->rc = rc;
     e->nvals = nvals;
+    e->width = 0;
+    e->calls = 0;
     e->vals = calloc((size_t)(nvals > 0 ? nvals : 1), sizeof(char *));
     if (!e->key || !e->vals) { warn("out of memory"); return; }
     for (int i = 0; i < nvals; i++) e->vals[i] = strdup(vals[i]);
@@ -286,6 +298,10 @@ static void parse_line(char *line, long lineno)
     } else if (strcmp(tok[0], "dev") == 0 && n >= 4 && parse_int(tok[1], &a) && a >= 0 &&
                a < MAX_DEVICES && parse_int(tok[3], &rc)) {
         add_entry((int)a, tok[2], (nvmlReturn_t)rc, n - 4, tok + 4);
+    } else if (strcmp(tok[0], "seq") == 0 && n >= 5 && parse_int(tok[1], &a) && a >= 0 &&
+               a < MAX_DEVICES && parse_int(tok[3], &b) && b > 0 && (n - 4) % b == 0) {
+        add_entry((int)a, tok[2], NVML_SUCCESS, n - 4, tok + 4);
+        g_entries[g_nentries - 1].width = (int)b;
     } else {
         warn("%s: malformed record on line %ld, ignored", getenv("FAKE_NVML_DATA"), lineno);
     }
@@ -359,11 +375,31 @@ static void load_injections(void)
 
 /* ---- lookups ------------------------------------------------------------------------ */
 
+static pthread_mutex_t g_seq_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread entry_t t_answer; /* the current answer of a seq record, per calling thread */
+
+/* The record for (dev, key): a seq record's next answer if there is one, else the last
+ * dev/sys record. */
 static const entry_t *find(int dev, const char *key)
 {
-    for (size_t i = g_nentries; i-- > 0; )
-        if (g_entries[i].dev == dev && strcmp(g_entries[i].key, key) == 0) return &g_entries[i];
-    return NULL;
+    const entry_t *last = NULL;
+    for (size_t i = g_nentries; i-- > 0; ) {
+        entry_t *e = &g_entries[i];
+        if (e->dev != dev || strcmp(e->key, key) != 0) continue;
+        if (e->width > 0) {
+            pthread_mutex_lock(&g_seq_lock);
+            int answers = e->nvals / e->width;
+            int at = e->calls < answers - 1 ? e->calls : answers - 1;
+            e->calls++;
+            pthread_mutex_unlock(&g_seq_lock);
+            t_answer = *e;
+            t_answer.vals = e->vals + (size_t)at * (size_t)e->width;
+            t_answer.nvals = e->width;
+            return &t_answer;
+        }
+        if (!last) last = e;
+    }
+    return last;
 }
 
 /* "name" matches "name" and "name_v<digits>". */

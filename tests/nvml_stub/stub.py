@@ -119,7 +119,7 @@ def build_stub(out_dir: Path, source: Path = C_SOURCE) -> Path:
     if gcc is None:
         raise StubBuildError("gcc not found on PATH: the NVML stub tests need a C compiler")
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [gcc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", str(out_dir / LIB_NAME), str(source)]
+    cmd = [gcc, "-shared", "-fPIC", "-pthread", "-O1", "-Wall", "-Werror", "-o", str(out_dir / LIB_NAME), str(source)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise StubBuildError(f"{' '.join(cmd)} failed (rc {proc.returncode}):\n{proc.stderr}{proc.stdout}")
@@ -147,6 +147,7 @@ def write_stub_data(
     init_rc: int = 0,
     lost_devices: Iterable[int] = (),
     lost_at_handle: bool = True,
+    series: Mapping[tuple[int, str], Iterable[Any]] | None = None,
 ) -> None:
     """Write the stub's data file for ``dump`` (the ``nvml_capture.json`` layout).
 
@@ -155,6 +156,9 @@ def write_stub_data(
     does not implement, ``{"exc": ...}`` entries and unknown keys are skipped (the stub
     then answers NOT_SUPPORTED). ``lost_devices`` makes every call for those devices
     return GPU_IS_LOST; with ``lost_at_handle`` ``nvmlDeviceGetHandleByIndex`` fails too.
+    ``series`` maps ``(device, stub key)`` to the answers successive calls return, each an
+    integer or a tuple of integers (``nvmlDeviceGetUtilizationRates``: gpu, memory), e.g.
+    ``{(0, "nvmlDeviceGetClockInfo/1"): [1980, 1980, 1200]}``: see :func:`seq_line`.
     """
     devices: list[Mapping[str, Any]] = list(dump.get("devices") or [])
     system: Mapping[str, Any] = dump.get("system") or {}
@@ -171,7 +175,17 @@ def write_stub_data(
         lines.append(f"sys nvmlDeviceGetCount_v2 0 {len(devices)}")
     for index, device in enumerate(devices):
         lines += _device_lines(index, device)
+    lines += [seq_line(dev, key, answers) for (dev, key), answers in (series or {}).items()]
     path.write_text("\n".join(lines) + "\n")
+
+
+def seq_line(device: int, key: str, answers: Iterable[Any]) -> str:
+    """A ``seq`` record: the n-th call of ``key`` on ``device`` returns the n-th answer (then the last)."""
+    rows = [tuple(a) if isinstance(a, (tuple, list)) else (a,) for a in answers]
+    if not rows or len({len(r) for r in rows}) != 1:
+        raise ValueError(f"seq {key}: answers must be non-empty and of one width")
+    values = " ".join(_token(v) for row in rows for v in row)
+    return f"seq {int(device)} {key} {len(rows[0])} {values}"
 
 
 def _device_lines(index: int, device: Mapping[str, Any]) -> list[str]:

@@ -62,6 +62,7 @@ COMPONENT_RULES: tuple[tuple[str, str], ...] = (
     ("history.*", "performance_consistency"),
     ("gpu.*", "hardware_health"),
     ("compute.*", "hardware_health"),
+    ("load.*", "hardware_health"),
     ("memory.*", "hardware_health"),
     ("dcgm.*", "hardware_health"),
     ("pcie.*", "hardware_health"),
@@ -92,7 +93,7 @@ INCOMPLETE = "INCOMPLETE"
 # the only measurements that cross a node boundary (nccl.* also runs inside one node).
 CORE: dict[str, tuple[tuple[str, ...], str]] = {
     "hardware_health": (("gpu.ecc.*", "gpu.memory.*", "gpu.thermal", "gpu.clocks", "gpu.power", "gpu.pcie",
-                         "gpu.nvlink", "gpu.recovery_action", "nvidia_smi.*", "dcgm.*"),
+                         "gpu.nvlink", "gpu.recovery_action", "nvidia_smi.*", "dcgm.*", "load.*"),
                         "no GPU was read"),
     "network_infrastructure": (("network.node_links", "fabric.pingpong", "localize.*"),
                                "no link between two nodes was measured"),
