@@ -281,3 +281,34 @@ print(json.dumps({"n": len(rec.t), "errors": rec.errors, "phases": rec.phases}))
     out = json.loads(proc.stdout)
     assert 10 <= out["n"] <= 40 and out["phases"] == ["idle", "gemm_bf16"]
     assert "stop_timeout" not in out["errors"] and not any(k.startswith("crash") for k in out["errors"])
+
+
+def test_the_cluster_report_keeps_each_gpus_series_and_the_html_plots_it() -> None:
+    """Two GPUs of one node through the whole aggregation: load.* findings, nodes.<n>.load, the charts."""
+    import xml.etree.ElementTree as ET
+
+    from gpu_preflight.cluster.aggregate import build_cluster_report
+    from gpu_preflight.report import render
+
+    from .test_cluster_checks import payload
+
+    real = summarize(h100_record())
+    slow = json.loads(json.dumps(real))
+    slow["phases"]["gemm_bf16"]["sm_mhz"]["median"] *= 0.8
+    slow["phases"]["gemm_bf16"]["reason_share"]["0x8"] = 0.63
+    payloads = {0: {**payload(0, 0, 0), "load": real}, 1: {**payload(1, 0, 1), "load": slow}}
+    gathered = {"payloads": payloads, "missing": {},
+                "topology": {"world_size": 2, "num_nodes": 1, "local_world_size": 2, "hosts": ["h0"]}}
+    report, code = build_cluster_report(gathered, Config(), fail_on="fail", include=[], exclude=[], suite="quick",
+                                        timeout_s=30)
+    load = [f for f in report["findings"] if f["check_id"].startswith("load.")]
+    bad = {(f["check_id"], f["subject"], f["status"]) for f in load if f["status"] != "PASS"}
+    assert ("load.clocks", "h0/gpu1", "FAIL") in bad and ("load.peers", "h0/gpu1", "WARN") in bad
+    assert not any(subject == "h0/gpu0" for _, subject, _ in bad)
+    assert code == 2 and report["cluster_summary"]["test_results"]["gpu_health"] is False
+    assert set(report["nodes"]["node_0"]["load"]) == {"gpu0", "gpu1"}
+    page = render(report, "html")
+    charts = [c for c in page.split('<svg class="chart"')[1:] if "under load" in c.split("</title>")[0]]
+    assert len(charts) == 3 and "gemm_bf16" in page and "limit" in charts[1]
+    for chart in charts:
+        ET.fromstring('<svg class="chart"' + chart.split("</svg>")[0] + "</svg>")

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import registry
 from ..config import Config
+from ..config.report_schema import report_config
 from ..engine import run_specs
 from ..model import CheckResult, Finding, NodeReport, Status
 from ..records import ClusterFacts
@@ -170,6 +171,20 @@ def _nccl_sections(facts: ClusterFacts) -> tuple[dict[int, dict[str, Any]], dict
     return extras, summary
 
 
+def _load_sections(facts: ClusterFacts, extras: dict[int, dict[str, Any]], config: Config) -> None:
+    """``nodes.<node>.load.<gpu>``: each GPU's under-load summary, on clusters small enough to list
+    every GPU (above ``report.detail_max_nodes`` the load findings carry the flagged GPUs' numbers)."""
+    if facts.num_nodes > report_config(config).detail_max_nodes:
+        return
+    per_node = max(facts.local_world_size, 1)
+    for rank, payload in sorted(facts.payloads.items()):
+        load = payload.get("load")
+        node = int(payload.get("node_rank", rank // per_node))
+        if isinstance(load, dict) and node in extras:
+            label = facts.rank_subject(rank).rsplit("/", 1)[-1]
+            extras[node].setdefault("load", {})[label] = load
+
+
 def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: str, include: list[str],
                          exclude: list[str], suite: str, timeout_s: float,
                          extra_results: list[CheckResult] | None = None,
@@ -209,6 +224,7 @@ def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: l
     ctx = CheckContext(host="cluster", facts={"cluster": facts}, config=config)
     results = run_specs(specs, ctx, {}, timeout_s) + list(extra_results or [])
     extras, perf = _nccl_sections(facts)
+    _load_sections(facts, extras, config)
     report = assemble_report(entries, fail_on=fail_on, node_extras=extras, cluster_results=results,
                              topology=gathered["topology"], missing_nodes=missing, performance_summary=perf,
                              assess=assess)

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from .load_plots import load_plots
 from .measurements import busbw_curves, gemm_points, gpu_sensors, worst_status
 from .svg import Bar, Ref, Series, bar_chart, line_chart
 
@@ -92,5 +93,5 @@ def sensor_plots(report: Mapping[str, Any]) -> list[str]:
 def plots(report: Mapping[str, Any]) -> dict[str, list[str]]:
     """Plot groups for the page, in display order; empty groups are left out."""
     groups = {"Bus bandwidth": bandwidth_plots(report), "GEMM throughput": gemm_plots(report),
-              "Temperature and power": sensor_plots(report)}
+              "Temperature and power": sensor_plots(report), "Under load": load_plots(report)}
     return {title: charts for title, charts in groups.items() if charts}

@@ -184,3 +184,73 @@ def bar_chart(bars: list[Bar], *, title: str, y_label: str, refs: list[Ref] | No
                    f'class="lg">{escape(r.label)} {_fmt(r.value)}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+@dataclass
+class Band:
+    """A shaded span of the x axis (a workload phase) with its label."""
+
+    start: float
+    end: float
+    label: str
+
+
+def time_chart(series: list[Series], *, title: str, y_label: str, bands: list[Band] | None = None,
+               refs: list[Ref] | None = None, width: int = 640, height: int = 260) -> str:
+    """Lines over time (x in seconds, linear), phases shaded behind them, limits as dashed lines.
+
+    Points are joined without markers: a 10 Hz series has hundreds of them. Empty input gives
+    a note, not a broken chart.
+    """
+    pts = [(x, y) for s in series for x, y in s.points]
+    if not pts:
+        return f'<p class="empty">{escape(title)}: no data</p>'
+    bands, refs = bands or [], refs or []
+    left, right, top, bottom = _MARGIN
+    top += 12  # room for the phase labels
+    keyed = [s for s in series if s.legend]
+    legend_h = 14 * ((len(keyed) + 3) // 4)
+    plot_h = height - top - bottom - legend_h
+    x_hi = max(max(x for x, _ in pts), max((b.end for b in bands), default=0.0)) or 1.0
+    yt = _nice_ticks(0.0, max([y for _, y in pts] + [r.value for r in refs]) * 1.05 or 1.0)
+    y_hi = yt[-1]
+
+    def px(v: float) -> float:
+        return left + v / x_hi * (width - left - right)
+
+    def py(v: float) -> float:
+        return top + plot_h - max(v, 0.0) / y_hi * plot_h
+
+    out = _frame(width, height, title, y_label)
+    for i, b in enumerate(bands):
+        x0, x1 = px(b.start), px(max(b.end, b.start))
+        shade = "#eef3fb" if i % 2 == 0 else "#f7f7f7"
+        out.append(f'<rect x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 0.5):.1f}" height="{plot_h}" fill="{shade}">'
+                   f"<title>{escape(b.label)}: {_fmt(b.start)}-{_fmt(b.end)} s</title></rect>")
+        if x1 - x0 > 24:
+            out.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{top - 3}" text-anchor="middle" class="tk">'
+                       f"{escape(b.label[: max(3, int((x1 - x0) / 6))])}</text>")
+    out += _y_axis(yt, py, left, width - right)
+    for t in _nice_ticks(0.0, x_hi, 6):
+        if t <= x_hi:
+            out.append(f'<text x="{px(t):.1f}" y="{top + plot_h + 14:.1f}" text-anchor="middle" class="tk">'
+                       f"{_fmt(t)}</text>")
+    out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{top + plot_h + 28:.0f}" text-anchor="middle" '
+               f'class="cl">seconds</text>')
+    for r in refs:
+        y = py(r.value)
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="{r.color}" '
+                   f'stroke-width="1.2" stroke-dasharray="6 3"><title>{escape(r.label)} {_fmt(r.value)}</title></line>')
+    for i, s in enumerate(series):
+        color = s.color or PALETTE[(keyed.index(s) if s.legend else i) % len(PALETTE)]
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in s.points)
+        dash = ' stroke-dasharray="5 3"' if s.dashed else ""
+        out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="1.4"{dash}>'
+                   f"<title>{escape(s.label)}</title></polyline>")
+        if s.legend:
+            k = keyed.index(s)
+            lx, ly = left + (k % 4) * ((width - left - right) / 4), height - legend_h + 10 + 14 * (k // 4)
+            out.append(f'<rect x="{lx:.0f}" y="{ly - 8:.0f}" width="10" height="10" fill="{color}"/>'
+                       f'<text x="{lx + 14:.0f}" y="{ly + 1:.0f}" class="lg">{escape(s.label[:30])}</text>')
+    out.append("</svg>")
+    return "".join(out)

@@ -1,0 +1,81 @@
+"""The HTML report's under-load plots: SM clock, power and temperature over time, per node.
+
+One chart per quantity and node, a line per GPU, the workload phases shaded behind the
+lines (from the node's first sampled GPU: the ranks of a node run their phases together)
+and the GPU's own limits dashed. Nodes with a load finding worse than PASS come first;
+at most :data:`MAX_NODES` nodes are drawn, so the page stays small on a large cluster
+(their statistics stay in the JSON report).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .measurements import worst_status
+from .svg import Band, Ref, Series, time_chart
+
+__all__ = ["MAX_NODES", "load_plots", "node_loads"]
+
+MAX_NODES = 8
+QUANTITIES = (("sm_mhz", "SM clock", "MHz", None), ("power_w", "power", "W", "power_limit_w"),
+              ("temp_c", "GPU temperature", "°C", "temp_slowdown_c"))
+
+
+def node_loads(report: Mapping[str, Any]) -> dict[str, dict[str, Mapping[str, Any]]]:
+    """``{node name: {gpu label: load summary}}`` for nodes whose report section carries series."""
+    out: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for key, section in (report.get("nodes") or {}).items():
+        loads = section.get("load") or {}
+        name = (section.get("node_info") or {}).get("hostname") or key
+        drawn = {gpu: load for gpu, load in loads.items() if (load.get("series") or {}).get("t")}
+        if drawn:
+            out[str(name)] = drawn
+    return out
+
+
+def _bands(load: Mapping[str, Any]) -> list[Band]:
+    series, names = load.get("series") or {}, load.get("phase_names") or []
+    t, phase = series.get("t") or [], series.get("phase") or []
+    bands: list[Band] = []
+    for x, p in zip(t, phase, strict=False):
+        label = names[p] if 0 <= p < len(names) else str(p)
+        if bands and bands[-1].label == label:
+            bands[-1].end = x
+        else:
+            bands.append(Band(x, x, label))
+    return bands
+
+
+def _order(report: Mapping[str, Any], nodes: list[str]) -> list[str]:
+    worst: dict[str, str] = {}
+    for f in report.get("findings") or []:
+        if str(f.get("check_id", "")).startswith("load."):
+            node = str(f["subject"]).split("/", 1)[0]
+            worst[node] = worst_status([worst.get(node, "PASS"), f["status"]])
+    rank = {"FAIL": 0, "ERROR": 1, "WARN": 2}
+    return sorted(nodes, key=lambda n: (rank.get(worst.get(n, "PASS"), 3), n))
+
+
+def load_plots(report: Mapping[str, Any]) -> list[str]:
+    """SVG charts, worst nodes first; empty when no node sampled its GPUs under load."""
+    loads = node_loads(report)
+    out: list[str] = []
+    for node in _order(report, list(loads))[:MAX_NODES]:
+        gpus = loads[node]
+        first = gpus[sorted(gpus)[0]]
+        for key, what, unit, limit_key in QUANTITIES:
+            series = []
+            for gpu in sorted(gpus):
+                s = gpus[gpu].get("series") or {}
+                pts = [(float(x), float(y)) for x, y in zip(s.get("t") or [], s.get(key) or [], strict=False)
+                       if y is not None]
+                if pts:
+                    series.append(Series(gpu, pts))
+            limits = sorted({float(v) for g in gpus.values() if (v := (g.get("static") or {}).get(limit_key))}) \
+                if limit_key else []
+            refs = [Ref(limits[0], "limit", "#c62828")] if limits else []
+            if series:
+                out.append(time_chart(series, title=f"{node}: {what} under load", y_label=unit,
+                                      bands=_bands(first), refs=refs))
+    return out
