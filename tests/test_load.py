@@ -312,3 +312,10 @@ def test_the_cluster_report_keeps_each_gpus_series_and_the_html_plots_it() -> No
     assert len(charts) == 3 and "gemm_bf16" in page and "limit" in charts[1]
     for chart in charts:
         ET.fromstring('<svg class="chart"' + chart.split("</svg>")[0] + "</svg>")
+
+
+def test_a_large_clusters_ranks_send_statistics_without_series() -> None:
+    rec = h100_record()
+    full, lean = summarize(rec), summarize(rec, max_points=0)
+    assert lean["series"] == {"t": [], "phase": [], "sm_mhz": [], "power_w": [], "temp_c": []}
+    assert lean["phases"] == full["phases"] and len(json.dumps(lean)) < len(json.dumps(full)) / 2

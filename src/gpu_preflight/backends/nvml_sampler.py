@@ -198,7 +198,9 @@ def summarize(record: LoadRecord, max_points: int = 240) -> dict[str, Any]:
     Phases are listed in the order they ran; each has ``n`` samples, ``seconds``, the
     min/median/max of every field, ``reason_share`` (bit → share of samples) and
     ``power_max_fraction`` (of the enforced limit). ``series`` holds at most
-    ``max_points`` samples of t, phase index, SM clock, power and temperature.
+    ``max_points`` samples of t, phase index, SM clock, power and temperature; with
+    ``max_points`` 0 it is empty (a large cluster's ranks send statistics only: 80,000
+    series would not fit rank 0's memory, and nobody reads them one by one).
     """
     phases: dict[str, dict[str, Any]] = {}
     for index, name in enumerate(record.phases):
@@ -218,8 +220,8 @@ def summarize(record: LoadRecord, max_points: int = 240) -> dict[str, Any]:
         if limit and "power_w" in entry:
             entry["power_max_fraction"] = round(entry["power_w"]["max"] / limit, 4)
         phases[name] = entry
-    step = max(1, -(-len(record.t) // max_points))
-    keep = range(0, len(record.t), step)
+    step = max(1, -(-len(record.t) // max_points)) if max_points > 0 else 1
+    keep = range(0, len(record.t), step) if max_points > 0 else range(0)
     series = {"t": [record.t[i] for i in keep], "phase": [record.phase[i] for i in keep],
               **{k: [record.columns[k][i] for i in keep] for k in PLOTTED}}
     ecc = {k: (record.ecc_after.get(k) or 0) - (v or 0) for k, v in record.ecc_before.items()

@@ -27,11 +27,12 @@ class RankSampler:
         if self.sampler is not None:
             self.sampler.mark(phase)
 
-    def finish(self, payload: dict[str, Any], cfg: LoadConfig) -> None:
-        """Stop sampling and put the summary (or the reason for none) into the rank's payload."""
+    def finish(self, payload: dict[str, Any], cfg: LoadConfig, series: bool = True) -> None:
+        """Stop sampling and put the summary (or the reason for none) into the rank's payload;
+        ``series=False`` (a cluster too large to list every GPU) sends the statistics alone."""
         if self.sampler is not None:
             try:
-                payload["load"] = summarize(self.sampler.stop(), cfg.max_points)
+                payload["load"] = summarize(self.sampler.stop(), cfg.max_points if series else 0)
             except Exception as exc:  # a broken summary must not cost the rank's other results
                 payload["load_error"] = f"{type(exc).__name__}: {exc}"
             if self.nvml is not None:
