@@ -100,4 +100,4 @@ def test_nothing_to_capture_and_mixed_models_are_errors(tmp_path: Path) -> None:
     assert h100.perf["gemm_bf16_tflops"] == 680.0 and h100.inherited_from == "h100-sxm"
     report = tmp_path / "r.json"
     report.write_text(json.dumps(node_only))
-    assert cli("baseline", "capture", str(report)) == 2
+    assert cli("baseline", "capture", str(report)) == 3

@@ -35,7 +35,7 @@ def test_no_gpu_is_never_pass() -> None:
     assert out.returncode == 1, out.stderr
     assert "NVML library not found" in out.stderr
     assert "PASS    gpu." not in out.stderr
-    assert out.stderr.rstrip().endswith("[RESULT] SUCCESS")
+    assert out.stderr.rstrip().endswith("[RESULT] WARNING: [gpu.inventory.count]")  # the word says what exit 1 says
     assert out.stdout == ""
 
 
@@ -84,14 +84,15 @@ def test_report_dir_and_rerender(tmp_path: Path) -> None:
     report = json.loads(path.read_text())
     assert report["cluster_summary"]["overall_status"] == "WARN"
     md = cli("report", "render", str(path), "--format", "md")
-    assert md.returncode == 0 and "| WARN | gpu.thermal |" in md.stdout and "[RESULT] SUCCESS" in md.stdout
+    assert md.returncode == 0 and "| WARN | gpu.thermal |" in md.stdout
+    assert "[RESULT] WARNING: [gpu.thermal]" in md.stdout
     junit = cli("report", "render", str(path), "--format", "junit")
     root = ET.fromstring(junit.stdout)
     assert int(root.get("tests", "0")) == len(report["findings"])
     again = json.loads(cli("report", "render", str(path), "--format", "json").stdout)
     assert again == report
     console = cli("report", "render", str(path), "--format", "console")
-    assert console.stderr.rstrip().endswith("[RESULT] SUCCESS")
+    assert console.stderr.rstrip().endswith("[RESULT] WARNING: [gpu.thermal]")
 
 
 def test_other_formats_on_stdout(tmp_path: Path) -> None:
@@ -102,25 +103,33 @@ def test_other_formats_on_stdout(tmp_path: Path) -> None:
 
 
 def test_bad_inputs_give_clear_errors(tmp_path: Path) -> None:
+    """Usage errors judge no node: exit 3 (could not judge), never 2 (this node failed), with one line."""
     bad_cfg = tmp_path / "site.toml"
     bad_cfg.write_text("[gpu]\nexpected_count = 8\nexpectd_model = 'H100'\n")
     out = cli("run", "--config", str(bad_cfg))
-    assert out.returncode == 2 and f"{bad_cfg}:3: gpu.expectd_model: unknown setting" in out.stderr
+    assert out.returncode == 3 and f"{bad_cfg}:3: gpu.expectd_model: unknown setting" in out.stderr
     not_json = tmp_path / "x.json"
     not_json.write_text("{nope")
     out = cli("run", "--replay", str(not_json))
-    assert out.returncode == 2 and "not a JSON NVML dump" in out.stderr
+    assert out.returncode == 3 and "not a JSON NVML dump" in out.stderr
     out = cli("run", "--replay", str(tmp_path / "missing.json"))
-    assert out.returncode == 2 and "cannot read replay file" in out.stderr
+    assert out.returncode == 3 and "cannot read replay file" in out.stderr
     wrong = tmp_path / "wrong.json"
     wrong.write_text('{"hello": 1}')
     assert "not an NVML dump" in cli("run", "--replay", str(wrong)).stderr
     out = cli("run", "--check", "gpu.nope")
-    assert out.returncode == 2 and "no check matches 'gpu.nope'" in out.stderr
+    assert out.returncode == 3 and "no check matches 'gpu.nope'" in out.stderr
     out = cli("report", "render", str(not_json))
-    assert out.returncode == 2 and "cannot read report" in out.stderr
+    assert out.returncode == 3 and "cannot read report" in out.stderr
     out = cli("run", "--profile", "nonesuch")
-    assert out.returncode == 2 and "unknown profile" in out.stderr
+    assert out.returncode == 3 and "unknown profile" in out.stderr
+    out = cli("run", "--chek", "gpu.*")
+    assert out.returncode == 3 and out.stderr.splitlines() == [
+        "gpu-preflight: error: unrecognized arguments: --chek gpu.* (see 'gpu-preflight --help')"]
+    out = cli("run", "--format", "yaml")
+    assert out.returncode == 3 and len(out.stderr.splitlines()) == 1 and "invalid choice: 'yaml'" in out.stderr
+    out = cli("report", "render", str(wrong))
+    assert out.returncode == 3 and "is not a gpu-preflight report" in out.stderr
 
 
 def test_checks_list_and_explain() -> None:
@@ -129,7 +138,7 @@ def test_checks_list_and_explain() -> None:
         assert check_id in listing
     explain = cli("checks", "explain", "gpu.clocks")
     assert explain.returncode == 0 and "HW slowdown" in explain.stdout
-    assert cli("checks", "explain", "gpu.nope").returncode == 2
+    assert cli("checks", "explain", "gpu.nope").returncode == 3
 
 
 def test_config_defaults_and_profiles() -> None:

@@ -47,13 +47,13 @@ def test_parse_with_kind_and_nulls(corpus: Path, capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.parametrize(("argv", "code", "message"), [
-    (("parse", "/no/such/file"), 2, "cannot read /no/such/file"),
-    (("parse", "--kind", "nope", str(SPEC)), 2, "unknown kind 'nope'"),
-    (("judge", "--kind", "nope", str(SPEC)), 2, "unknown kind 'nope'"),
-    (("parse", str(FIXTURES / "README.md")), 2, "cannot tell which tool printed"),
+    (("parse", "/no/such/file"), 3, "cannot read /no/such/file"),
+    (("parse", "--kind", "nope", str(SPEC)), 3, "unknown kind 'nope'"),
+    (("judge", "--kind", "nope", str(SPEC)), 3, "unknown kind 'nope'"),
+    (("parse", str(FIXTURES / "README.md")), 3, "cannot tell which tool printed"),
     (("parse", "--kind", "ibstat", str(SPEC)), 3, "could not parse as ibstat"),
-    (("parse",), 2, "a FILE is required"),
-    (("judge", "--set", "gpu.nope=1", str(SPEC)), 2, "configuration error"),
+    (("parse",), 3, "a FILE is required"),
+    (("judge", "--set", "gpu.nope=1", str(SPEC)), 3, "configuration error"),
 ])
 def test_unusable_input_exit_codes(argv: tuple[str, ...], code: int, message: str,
                                    capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,7 +129,7 @@ def test_judge_thresholds_from_set(corpus: Path, evidence_registered: None,
     assert cli("judge", str(path)) == 0  # no floor: bandwidth SKIP, correctness PASS
     assert cli("judge", str(path), "--set", "evidence.nccl_busbw_min_gbps=338.82") == 0
     assert cli("judge", str(path), "--set", "evidence.nccl_busbw_min_gbps=400") == 2
-    assert cli("judge", str(path), "--set", "evidence.nccl_busbw_min_gbps=fast") == 2  # a config error
+    assert cli("judge", str(path), "--set", "evidence.nccl_busbw_min_gbps=fast") == 3  # a config error
     assert "configuration error" in capsys.readouterr().err
 
 

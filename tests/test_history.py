@@ -267,7 +267,7 @@ def test_cli_import_check_and_prune(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert cli("history", "prune", "--older-than-days", "0", "--db", db) == 0
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT COUNT(*) FROM measurements").fetchone() == (0,)  # cascades
-    assert cli("history", "runs", "--db", str(tmp_path / "missing.sqlite")) == 2
+    assert cli("history", "runs", "--db", str(tmp_path / "missing.sqlite")) == 3
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    assert cli("history", "import", str(bad), "--db", db) == 2
+    assert cli("history", "import", str(bad), "--db", db) == 3

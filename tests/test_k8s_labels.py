@@ -162,7 +162,7 @@ def test_cli_dry_run_breaker_exit_code(tmp_path: Path, capsys: pytest.CaptureFix
 def test_cli_usage_errors(tmp_path: Path, two_nodes: dict[str, Any], argv: list[str]) -> None:
     path = tmp_path / "report.json"
     path.write_text(json.dumps(two_nodes))
-    assert cli([a.replace("REPORT", str(path)) for a in argv]) == 2
+    assert cli([a.replace("REPORT", str(path)) for a in argv]) == 3
 
 
 def test_parser_costs_no_import() -> None:

@@ -56,8 +56,8 @@ def test_a_wrong_answer_exits_one_and_bad_arguments_exit_two() -> None:
     assert miss.returncode == 1 and json.loads(miss.stdout)["missed"]
     floored = json.loads(cli("--nodes", "2", "--bad", "1", "--floor-gbps", "30", "--format", "json").stdout)
     assert floored["exclude_hostlist"] == "node[0000-0001]"  # unresolved: both excluded, one wrongly
-    assert cli("--nodes", "8", "--cover-passes", "0").returncode == 2
+    assert cli("--nodes", "8", "--cover-passes", "0").returncode == 3
     bad = cli("--nodes", "8", "--slow-link", "3-4")
-    assert bad.returncode == 2 and "A,B" in bad.stderr
-    assert cli("--nodes", "4", "--bad", "9").returncode == 2
-    assert cli("--nodes", "4", "--mode", "bogus").returncode == 2
+    assert bad.returncode == 3 and "A,B" in bad.stderr
+    assert cli("--nodes", "4", "--bad", "9").returncode == 3
+    assert cli("--nodes", "4", "--mode", "bogus").returncode == 3

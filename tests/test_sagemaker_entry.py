@@ -121,7 +121,7 @@ def test_never_policy_completes_the_job_but_keeps_the_verdict(tmp_path: Path) ->
 
 def test_bad_run_arguments_fail_the_job(tmp_path: Path) -> None:
     proc = start(tmp_path, hp_args(run_args=("--check", "no.such.check", "--node-only")), sm_env(tmp_path))
-    assert proc.returncode == 2
+    assert proc.returncode == 3  # a usage error: could not judge the node
     assert jsonl(proc.stdout) == []
 
 

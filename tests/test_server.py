@@ -554,7 +554,7 @@ def test_cli_once_query_and_sigterm(tmp_path: Path, h200_dump: dict[str, Any]) -
         "NODE_REBOOT"
     usage = subprocess.run([sys.executable, "-c", SERVE, "serve", "--replay", str(tmp_path / "missing.json")],
                            capture_output=True, text=True)
-    assert usage.returncode == 2 and "cannot read replay file" in usage.stderr
+    assert usage.returncode == 3 and "cannot read replay file" in usage.stderr
 
     served = start_cli("--replay", healthy, "--interval", "0.2")
     try:

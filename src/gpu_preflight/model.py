@@ -52,10 +52,17 @@ class Status(enum.StrEnum):
 
 def verdict(statuses: Any) -> Status:
     """Overall status of a run: the worst status, except that skipped checks beside passing
-    ones do not turn a pass into "SKIP" (a run where *nothing* was checked stays SKIP)."""
+    ones do not turn a pass into "SKIP".
+
+    A run that judged nothing (no finding at all, or only SKIPs: every check excluded or
+    none applicable) is ``ERROR``: it is no evidence that the node is fit, and "could not
+    judge" is what exit code 3 means to prologs and drain hooks.
+    """
     seen = [Status(s) for s in statuses]
+    if not any(s is not Status.SKIP for s in seen):
+        return Status.ERROR
     worst = Status.worst(seen)
-    if worst is Status.SKIP and Status.PASS in seen:
+    if worst is Status.SKIP:
         return Status.PASS
     return worst
 

@@ -17,8 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-EXIT_USAGE = 2
-EXIT_ERROR = 3
+from .exits import EXIT_ERROR, EXIT_USAGE
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

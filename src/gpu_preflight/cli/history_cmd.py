@@ -24,10 +24,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .exits import EXIT_USAGE
+
 __all__ = ["COMMANDS", "add_commands", "run"]
 
 COMMANDS = ("history", "baseline")
-EXIT_USAGE = 2
 
 
 def _common() -> argparse.ArgumentParser:
@@ -211,7 +212,7 @@ def _import(args: argparse.Namespace, config: Any, path: Path) -> int:
 
 def _check(args: argparse.Namespace, config: Any, path: Path) -> int:
     from ..history import HistoryStore, history_findings
-    from ..model import gated_exit_code, verdict
+    from ..model import Status, gated_exit_code
 
     report = _load(args.report)
     if report is None:
@@ -230,7 +231,8 @@ def _check(args: argparse.Namespace, config: Any, path: Path) -> int:
             if f.recommendation and f.status.value not in ("PASS", "SKIP"):
                 print(f"      -> {f.recommendation}")
     fail_on = (report.get("run") or {}).get("fail_on", "fail")
-    return gated_exit_code(verdict(f.status for f in found), fail_on)
+    # The worst history finding, not a run verdict: nothing to compare with is not an error here.
+    return gated_exit_code(Status.worst(f.status for f in found), fail_on)
 
 
 def _capture(args: argparse.Namespace, config: Any) -> int:

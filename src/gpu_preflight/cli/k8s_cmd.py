@@ -13,12 +13,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from .exits import EXIT_USAGE
+
 if TYPE_CHECKING:
     from ..integrations.k8s import LabelPlan
 
 EXIT_OK = 0
 EXIT_HELD = 1
-EXIT_USAGE = 2
 EXIT_API = 3
 
 

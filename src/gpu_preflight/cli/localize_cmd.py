@@ -7,7 +7,7 @@ targets in ``bench/bench_localize.py`` are reproduced by hand. Prints ``rounds``
 hostlist; ``--format json`` prints one JSON object alone on stdout.
 
 Exit codes: 0 when the suspects are exactly the injected faults, 1 when something was
-missed or wrongly accused, 2 for bad arguments.
+missed or wrongly accused, 3 for bad arguments (one line on stderr).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import json
 import sys
 from typing import Any
 
+from .exits import EXIT_USAGE, Parser
+
 EXIT_MISMATCH = 1
-EXIT_USAGE = 2
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -124,7 +125,7 @@ def _console(out: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Stand-alone entry (``python -m gpu_preflight.cli.localize_cmd localize simulate ...``)."""
-    parser = argparse.ArgumentParser(prog="gpu-preflight")
+    parser = Parser(prog="gpu-preflight")
     add_commands(parser.add_subparsers(dest="command", required=True))
     return run(parser.parse_args(argv))
 

@@ -13,14 +13,13 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from .. import __version__
-
-EXIT_USAGE = 2
-EXIT_ERROR = 3
+from .exits import EXIT_ERROR, EXIT_USAGE, Parser
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("run", help="check this node and print a verdict",
-                       description="Run the node checks; exit 0 pass, 1 warn, 2 fail, 3 error (could not measure).")
+                       description="Run the node checks; exit 0 pass, 1 warn, 2 fail, 3 error (could not measure "
+                                   "or judge anything, or a usage error).")
     suite = p.add_mutually_exclusive_group()
     suite.add_argument("--quick", dest="suite", action="store_const", const="quick", help="quick suite (default)")
     suite.add_argument("--full", dest="suite", action="store_const", const="full", help="full suite")
@@ -82,8 +81,7 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpu-preflight",
-                                     description="Is this GPU node/cluster fit for distributed training?")
+    parser = Parser(prog="gpu-preflight", description="Is this GPU node/cluster fit for distributed training?")
     parser.add_argument("--version", action="version", version=f"gpu-preflight {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)

@@ -15,10 +15,9 @@ import sys
 import time
 from typing import Any
 
-STARTED = time.monotonic()  # the run's wall time prices the checks (cluster_summary.cost_benefit)
+from .exits import EXIT_ERROR, EXIT_USAGE
 
-EXIT_USAGE = 2
-EXIT_ERROR = 3
+STARTED = time.monotonic()  # the run's wall time prices the checks (cluster_summary.cost_benefit)
 
 
 def _timeout(args: argparse.Namespace, nodes: int) -> float:
@@ -103,7 +102,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 def _validate(args: argparse.Namespace) -> None:
     """Configuration, profile and check patterns, checked before any worker starts.
 
-    A typo must be an error here (exit 2), not an ERROR finding from every worker later.
+    A typo must be a usage error here (exit 3), not an ERROR finding from every worker later.
     """
     from ..config import build_config, find_profile
     from ..registry import matching

@@ -18,8 +18,9 @@ import threading
 import time
 from typing import Any
 
+from .exits import EXIT_USAGE
+
 EXIT_OK = 0
-EXIT_USAGE = 2
 EXIT_NOT_READY = 2
 EXIT_NO_ANSWER = 3
 DEFAULT_PORT = 9470

@@ -25,8 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-EXIT_USAGE = 2
-EXIT_ERROR = 3
+from .exits import EXIT_ERROR, EXIT_USAGE, Parser
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -186,7 +185,7 @@ def _drain_report(args: argparse.Namespace, cfg: Any, ctl: Any) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m gpu_preflight.cli.slurm_cmd SUBCOMMAND ...`` (the same as ``gpu-preflight slurm``)."""
-    parser = argparse.ArgumentParser(prog="gpu-preflight")
+    parser = Parser(prog="gpu-preflight")
     add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["slurm", *(sys.argv[1:] if argv is None else argv)])
     try:

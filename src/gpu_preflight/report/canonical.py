@@ -13,6 +13,7 @@ import functools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,11 @@ READY = "Cluster is ready for distributed training"
 MB = 1024 * 1024
 _RANK = {s.value: s.rank for s in Status}
 GB = 1024**3
+# The finding a report gets when nothing in it was judged: it makes the ERROR verdict
+# visible in every format (a row, a JUnit <error>, a Prometheus series), not only in the exit code.
+COVERAGE_CHECK = "run.coverage"
+# The [RESULT] word for each exit code: the line can never say something the exit code does not.
+RESULT_WORDS = {0: "SUCCESS", 1: "WARNING", 2: "FAILURE", 3: "ERROR"}
 
 
 @functools.cache
@@ -60,19 +66,29 @@ def _groups_of(check_id: str) -> tuple[str, ...]:
 Unlisted = Mapping[str, Mapping[str, int]]  # check id -> status -> findings a node kept to itself
 
 
-def _test_results(findings: Iterable[Mapping[str, Any]], unlisted: Unlisted) -> dict[str, bool | None]:
-    """True: a PASS and nothing worse than SKIP; False: a WARN or worse; None: all skipped."""
-    seen: dict[str, set[str]] = {name: set() for name in TEST_GROUPS}
+def group_statuses(findings: Iterable[Mapping[str, Any]], unlisted: Unlisted | None = None) -> dict[str, Status | None]:
+    """Each test group's worst judged status; None when nothing in it was judged (all SKIP or not run).
+
+    The one source of ``test_results`` (true only for PASS) and of the Markdown and HTML
+    group tables, so a group that only warns reads WARN everywhere and false in the JSON.
+    """
+    worst: dict[str, Status | None] = dict.fromkeys(TEST_GROUPS)
     pairs = {(f["check_id"], f["status"]) for f in findings}
-    pairs |= {(check_id, status) for check_id, by in unlisted.items() for status, n in by.items() if n}
-    for check_id, status in pairs:
+    pairs |= {(check_id, status) for check_id, by in (unlisted or {}).items() for status, n in by.items() if n}
+    for check_id, value in pairs:
+        status = Status(value)
+        if status is Status.SKIP:
+            continue
         for name in _groups_of(check_id):
-            seen[name].add(status)
-    out: dict[str, bool | None] = {}
-    for name, statuses in seen.items():
-        statuses.discard(Status.SKIP.value)
-        out[name] = None if not statuses else statuses == {Status.PASS.value}
-    return out
+            current = worst[name]
+            if current is None or status.rank > current.rank:
+                worst[name] = status
+    return worst
+
+
+def _test_results(groups: Mapping[str, Status | None]) -> dict[str, bool | None]:
+    """True: a PASS and nothing worse than SKIP; False: a WARN or worse; None: all skipped."""
+    return {name: None if status is None else status is Status.PASS for name, status in groups.items()}
 
 
 def summarize(findings: Sequence[Mapping[str, Any]], fail_on: str, unlisted: Unlisted | None = None) -> dict[str, Any]:
@@ -100,13 +116,32 @@ def summarize(findings: Sequence[Mapping[str, Any]], fail_on: str, unlisted: Unl
     return {
         "overall_status": overall.value,
         "exit_code": gated_exit_code(overall, fail_on),
-        "test_results": _test_results(findings, unlisted),
+        "test_results": _test_results(group_statuses(findings, unlisted)),
         "cluster_info": {},
         "performance_summary": {},
         "issues": issues,
         "recommendations": recommendations,
         "counts": counts,
     }
+
+
+def _nothing_judged(findings: Sequence[Mapping[str, Any]], unlisted: Unlisted) -> dict[str, Any] | None:
+    """The ERROR finding for a report in which no check reached a verdict; None when something did."""
+    if any(f["status"] != Status.SKIP.value for f in findings):
+        return None
+    if any(n for by in unlisted.values() for status, n in by.items() if status != Status.SKIP.value):
+        return None
+    if findings or unlisted:
+        example = findings[0] if findings else None
+        why = "every check that ran was skipped" + (f" (e.g. {example['check_id']}: {example['summary']})"
+                                                     if example else "")
+    else:
+        why = "the selection left no check to run (--check/--skip)"
+    return {"node": "cluster", "check_id": COVERAGE_CHECK, "status": Status.ERROR.value, "subject": "cluster",
+            "code": "nothing_judged", "summary": f"no check was run: {why}", "observed": None, "expected": None,
+            "unit": None, "details": {},
+            "recommendation": "Select checks that apply to this node (--check, --skip, --expect-gpus): a run that "
+                              "judged nothing is no evidence that the node is fit."}
 
 
 def _gpu_section(facts: dict[str, Any]) -> dict[str, Any]:
@@ -324,6 +359,12 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
             for check_id, n in by.items():
                 unlisted[check_id][status] += int(n) * times
     findings.extend(_rolled_skips(entries, unlisted))
+    coverage = _nothing_judged(findings, unlisted)
+    if coverage is not None:
+        findings.append(coverage)
+        checks.append({"check_id": COVERAGE_CHECK, "title": "At least one check reached a verdict",
+                       "status": Status.ERROR.value, "duration_s": 0.0,
+                       "findings": [{k: v for k, v in coverage.items() if k != "node"}]})
     summary = summarize(findings, fail_on, unlisted)
     if unlisted:  # where the findings a large cluster's nodes kept to themselves are counted
         summary["unlisted"] = {c: {s: n for s, n in by.items() if n} for c, by in sorted(unlisted.items())}
@@ -415,12 +456,86 @@ def failed_checks(report: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(f["check_id"] for f in bad))
 
 
-def result_line(report: dict[str, Any]) -> str:
-    """The acceptance suite's last line: ``[RESULT] SUCCESS`` or ``[RESULT] FAILURE: [...]``."""
-    failed = failed_checks(report)
-    if failed:
-        return f"[RESULT] FAILURE: [{', '.join(failed)}]"
-    return "[RESULT] SUCCESS"
+@dataclass(frozen=True)
+class Verdict:
+    """The run's one verdict, as every format says it.
+
+    ``status`` is the worst judged status (``cluster_summary.overall_status``), ``exit_code``
+    that status under ``--fail-on``, ``word`` the ``[RESULT]`` word of the exit code.
+    ``checks`` are the ids the word names: WARN ids for WARNING; FAIL ids (and WARN ids when
+    ``--fail-on warn`` makes them gate) for FAILURE; ERROR ids for ERROR. ``errors`` are the
+    ERROR ids beside a FAILURE (a FAIL outranks them, but they were not measured either).
+    """
+
+    status: Status
+    exit_code: int
+    fail_on: str
+    checks: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+    @property
+    def word(self) -> str:
+        return RESULT_WORDS[self.exit_code]
+
+    @property
+    def gated(self) -> bool:
+        """True when ``--fail-on warn`` turned a WARN verdict into a failure."""
+        return self.status is Status.WARN and self.exit_code == Status.FAIL.exit_code
+
+    @property
+    def label(self) -> str:
+        """The status as headers and badges show it: ``WARN``, or ``WARN (gating: --fail-on warn)``."""
+        return f"{self.status.value} (gating: --fail-on warn)" if self.gated else self.status.value
+
+    @property
+    def line(self) -> str:
+        """``[RESULT] SUCCESS``, ``[RESULT] WARNING: [...]``, ``[RESULT] FAILURE: [...]`` (then
+        ``; ERROR: [...]`` when checks could not be measured too) or ``[RESULT] ERROR: [...]``."""
+        if self.word == "SUCCESS":
+            return "[RESULT] SUCCESS"
+        text = f"[RESULT] {self.word}: [{', '.join(self.checks)}]"
+        if self.errors:
+            text += f"; ERROR: [{', '.join(self.errors)}]"
+        return text
+
+
+def _ids(findings: Iterable[Mapping[str, Any]], statuses: Iterable[Status]) -> tuple[str, ...]:
+    wanted = {s.value: s.rank for s in statuses}
+    chosen = sorted((f for f in findings if f.get("status") in wanted),
+                    key=lambda f: (-wanted[f["status"]], str(f["check_id"])))
+    return tuple(dict.fromkeys(str(f["check_id"]) for f in chosen))
+
+
+def verdict_of(report: Mapping[str, Any]) -> Verdict:
+    """The verdict of a canonical report: what the console header, ``[RESULT]`` line, HTML
+    badge, Markdown, JUnit and Prometheus textfile all say, and the exit code the CLI returns.
+
+    Read from ``cluster_summary.overall_status`` and ``run.fail_on`` (recomputed from the
+    findings for a report without a summary status), so a re-rendered report says what the run said.
+    """
+    findings = report.get("findings") or []
+    summary = report.get("cluster_summary") or {}
+    fail_on = str((report.get("run") or {}).get("fail_on", "fail"))
+    try:
+        status = Status(summary["overall_status"])
+    except (KeyError, ValueError):
+        status = verdict(f["status"] for f in findings)
+    if status is Status.SKIP:  # a report from before SKIP stopped being a verdict: it judged nothing
+        status = Status.ERROR
+    code = gated_exit_code(status, fail_on)
+    if code == Status.PASS.exit_code:
+        return Verdict(status, code, fail_on)
+    if code == Status.WARN.exit_code:
+        return Verdict(status, code, fail_on, _ids(findings, [Status.WARN]))
+    if code == Status.FAIL.exit_code:
+        failing = [Status.FAIL, Status.WARN] if fail_on == "warn" else [Status.FAIL]
+        return Verdict(status, code, fail_on, _ids(findings, failing), _ids(findings, [Status.ERROR]))
+    return Verdict(status, code, fail_on, _ids(findings, [Status.ERROR]))
+
+
+def result_line(report: Mapping[str, Any]) -> str:
+    """The acceptance suite's last line, the same word as the exit code (see :class:`Verdict`)."""
+    return verdict_of(report).line
 
 
 def display(value: Any, unit: str | None = None) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
-from .canonical import display, result_line
+from .canonical import display, verdict_of
 
 COLUMNS = ("Status", "Check", "Subject", "Observed", "Expected", "Summary / recommendation")
 _ORDER = {"FAIL": 0, "ERROR": 1, "WARN": 2, "SKIP": 3, "PASS": 4}
@@ -35,16 +35,17 @@ def _seen(rows_so_far: list[tuple[str, ...]]) -> set[str]:
 
 
 def render_console(report: dict[str, Any], stream: IO[str] | None = None, verbose: bool = False) -> None:
+    """The verdict table, headed by the verdict and ending with the ``[RESULT]`` line (both from :func:`verdict_of`)."""
     stream = stream or sys.stderr
     table = rows(report, verbose)
-    summary = report["cluster_summary"]
-    counts = ", ".join(f"{v} {k}" for k, v in summary.get("counts", {}).items() if v)
-    header = f"gpu-preflight: {summary['overall_status']} ({counts})"
+    verdict = verdict_of(report)
+    counts = ", ".join(f"{v} {k}" for k, v in (report.get("cluster_summary") or {}).get("counts", {}).items() if v)
+    header = f"gpu-preflight: {verdict.label} ({counts})"
     if stream.isatty():
         _render_rich(table, header, stream)
     else:
         _render_plain(table, header, stream)
-    stream.write(result_line(report) + "\n")
+    stream.write(verdict.line + "\n")
     stream.flush()
 
 
@@ -61,11 +62,13 @@ def _render_plain(table: list[tuple[str, ...]], header: str, stream: IO[str]) ->
 
 def _render_rich(table: list[tuple[str, ...]], header: str, stream: IO[str]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=header, show_lines=False, expand=False)
+    # Log text and ids may hold "[...]" that rich would read as markup (or refuse): escape all of it.
+    t = Table(title=escape(header), show_lines=False, expand=False)
     for col in COLUMNS:
         t.add_column(col, overflow="fold")
     for r in table:
-        t.add_row(f"[{_STYLE[r[0]]}]{r[0]}[/]", *r[1:])
+        t.add_row(f"[{_STYLE[r[0]]}]{r[0]}[/]", *(escape(c) for c in r[1:]))
     Console(file=stream, stderr=True).print(t)

@@ -16,7 +16,7 @@ from typing import Any
 from ..config.report_schema import ReportConfig
 from ..model import Status
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
-from .canonical import display, result_line
+from .canonical import display, verdict_of
 from .connectivity import MATRIX_MAX_NODES, node_names
 from .html_plots import plots
 from .scores import compute_scores
@@ -32,6 +32,7 @@ _URGENCY_TITLES = {"immediate": "Immediate (before the job starts)", "short_term
                    "monitoring": "Monitoring"}
 _HEADLINE = {"PASS": "ready for distributed training", "SKIP": "nothing was checked",
              "WARN": "usable, with warnings", "ERROR": "could not be fully checked", "FAIL": "not ready"}
+_GATED_HEADLINE = "not ready: warnings fail this run (--fail-on warn)"
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222;background:#f6f7f9}
@@ -71,16 +72,20 @@ def _badge(status: str) -> str:
 
 
 def _banner(report: Mapping[str, Any]) -> str:
+    """The badge: status, headline and ``[RESULT]`` line, all from :func:`verdict_of` (as the exit code is)."""
     summary = report["cluster_summary"]
-    status = summary["overall_status"]
+    verdict = verdict_of(report)
+    status = verdict.status.value
+    headline = _GATED_HEADLINE if verdict.gated else _HEADLINE.get(status, "")
     info = report.get("cluster_info") or {}
     topo = info.get("cluster_topology") or {}
     gpus = sum(len(s.get("gpu") or {}) for s in (report.get("nodes") or {}).values())
     counts = ", ".join(f"{v} {k}" for k, v in (summary.get("counts") or {}).items() if v)
     tool = report.get("tool") or {}
-    return (f'<header class="banner" style="background:{STATUS_COLORS.get(status, "#555")}">'
-            f"<h1>{escape(status)}: {escape(_HEADLINE.get(status, ''))}</h1>"
-            f"<p><code>{escape(result_line(dict(report)))}</code></p>"
+    color = STATUS_COLORS["FAIL"] if verdict.gated else STATUS_COLORS.get(status, "#555")
+    return (f'<header class="banner" style="background:{color}" data-exit-code="{verdict.exit_code}">'
+            f'<h1><span id="verdict">{escape(status)}</span>: {escape(headline)}</h1>'
+            f'<p><code id="result">{escape(verdict.line)}</code></p>'
             f"<p>{escape(str(report.get('timestamp', '')))} · {topo.get('total_nodes', len(report.get('nodes') or {}))}"
             f" node(s), {gpus} GPU(s), world size {topo.get('world_size', 1)}, launcher "
             f"{escape(str(topo.get('launcher', 'none')))} · data {escape(str(info.get('data_completeness', '?')))}"
@@ -258,7 +263,7 @@ def render_html(report: Mapping[str, Any], config: ReportConfig | None = None) -
                                                         ("findings", "Findings")))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>gpu-preflight: {escape(summary['overall_status'])}</title><style>{CSS}</style></head><body>"
+            f"<title>gpu-preflight: {escape(verdict_of(report).label)}</title><style>{CSS}</style></head><body>"
             f"{_banner(report)}<nav>{nav}</nav><main>{_scores(scores)}{_recommendations(recs, cost)}{_grid(report)}"
             f"{_matrix(scores.get('connectivity'))}{_plots(report)}{_findings(report)}</main>"
             f"<script>{SCRIPT}</script></body></html>\n")

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..model import Status
 from ..server.metrics import STATUSES, Exposition, number
+from .canonical import verdict_of
 
 __all__ = ["render_textfile", "write_textfile"]
 
@@ -58,11 +59,11 @@ def render_textfile(report: Mapping[str, Any], cluster: str | None = None) -> st
         out.add("run_duration_seconds", "gauge", "Wall time of the last preflight run.", duration)
     out.add("run_nodes", "gauge", "Nodes in the last preflight run.", int(topo.get("total_nodes") or 0))
     out.add("run_world_size", "gauge", "Ranks in the last preflight run.", int(topo.get("world_size") or 1))
+    verdict = verdict_of(report)  # the same verdict and exit code as the run's [RESULT] line
     out.state_set("run_status", "Verdict of the last preflight run (1 for the current status).",
-                  str(summary.get("overall_status", "ERROR")).lower(), STATUSES)
-    if isinstance(summary.get("exit_code"), int):
-        out.add("run_exit_code", "gauge", "Exit code of the last preflight run (0 pass, 1 warn, 2 fail, 3 error).",
-                summary["exit_code"])
+                  verdict.status.value.lower(), STATUSES)
+    out.add("run_exit_code", "gauge", "Exit code of the last preflight run (0 pass, 1 warn, 2 fail, 3 error).",
+            verdict.exit_code)
     for status, count in (summary.get("counts") or {}).items():
         out.add("findings", "gauge", "Findings of the last preflight run by status.", int(count),
                 {"status": str(status).lower()})
