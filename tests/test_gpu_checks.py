@@ -298,6 +298,7 @@ def test_nvml_lost_first_gpu_e2e(tmp_path: Path, h200_dump: Dump) -> None:
     healthy = copy.deepcopy(dev(h200_dump))
     healthy["nvmlDeviceGetIndex"] = {"ok": 1}
     h200_dump["devices"] = [{"handle": dict(GPU_LOST)}, healthy]
+    h200_dump["system"]["nvmlDeviceGetCount"] = {"ok": 2}
     report = replay(tmp_path, h200_dump)
     expect(report, "gpu.nvml", FAIL, "gpu_lost", gpu=0)
     expect(report, "gpu.thermal", SKIP, "gpu_lost", gpu=0)
@@ -730,7 +731,8 @@ def test_ecc_errors_e2e(tmp_path: Path, h200_dump: Dump, edit: Edit, status: Sta
 ])
 def test_ecc_errors_e2e_sram(tmp_path: Path, h200_dump: Dump, key: str, count: int, status: Status,
                              code: str) -> None:
-    dev(h200_dump)["memory_errors"] = {"sram": {key: {"ok": count}}}
+    dev(h200_dump)["memory_errors"] = {"sram": {"aggregate_corrected": {"ok": 0}, "aggregate_uncorrected": {"ok": 0},
+                                                key: {"ok": count}}}
     expect(replay(tmp_path, h200_dump), "gpu.ecc.errors", status, code)
 
 

@@ -318,6 +318,8 @@ def test_read_kernel_log_file_refuses_saved_denial_and_missing_file(corpus: Path
         backend.read_kernel_log_file(corpus / XID_DIR / "hcdeep-dmesg-permission-denied-gke.txt")
     with pytest.raises(backend.KernelLogUnavailable, match="No such file"):
         backend.read_kernel_log_file(tmp_path / "missing.log")
+    with pytest.raises(backend.KernelLogFileError, match="No such file"):
+        backend.SavedKernelLog(tmp_path / "missing.log")
 
 
 def test_boot_time_from_btime_then_uptime_then_unknown(tmp_path: Path) -> None:

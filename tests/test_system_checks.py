@@ -400,9 +400,21 @@ def test_real_machine_facts_are_judged_without_errors(tmp_path: Path) -> None:
             assert f.code != "not_available" or check_id == "system.numa", f
 
 
-def test_services_skip_when_gpus_are_replayed() -> None:
+def test_services_on_a_replay_are_the_recorded_hosts() -> None:
     replayed = GpuFacts(source="replay:node.json", available=True, gpus=ONE_GPU.gpus)
-    ctx = CheckContext(host="n1", facts={"system": SystemFacts(hostname="n1", processes=[]), "gpu": replayed},
-                       config=Config())
-    (finding,) = get_check("system.services").fn(ctx)
-    assert finding.status is Status.SKIP and finding.code == "replay"
+    recorded = SystemFacts(hostname="n1", processes=["nvidia-persistenced"])
+    ctx = CheckContext(host="n1", facts={"system": recorded, "gpu": replayed}, config=Config())
+    assert [f.status for f in get_check("system.services").fn(ctx)] == [Status.PASS]
+    missing = CheckContext(host="n1", facts={"system": SystemFacts(hostname="n1", processes=[]), "gpu": replayed},
+                           config=Config())
+    assert [f.code for f in get_check("system.services").fn(missing)] == ["service_missing"]
+
+
+@pytest.mark.parametrize("check_id", sorted(s.id for s in all_checks() if s.id.startswith("system.")))
+def test_every_host_check_skips_when_the_snapshot_has_no_host_facts(check_id: str) -> None:
+    absent = SystemFacts(hostname="replay:node.json", not_recorded="not in the snapshot")
+    replayed = GpuFacts(source="replay:node.json", available=True, gpus=ONE_GPU.gpus)
+    ctx = CheckContext(host="replay:node.json", facts={"system": absent, "gpu": replayed}, config=Config())
+    (finding,) = get_check(check_id).fn(ctx)
+    assert (finding.status, finding.code) == (Status.SKIP, "not_recorded")
+    assert "not in the snapshot" in finding.summary

@@ -39,12 +39,14 @@ def test_xid79_on_the_replayed_gpu_fails_and_names_it(tmp_path: Path) -> None:
     assert f.recommendation and f.details["cause"] == "hardware"
 
 
-def test_old_events_outside_the_window_are_ignored(tmp_path: Path) -> None:
-    log = f"{iso(180)} NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+def test_old_events_outside_the_window_are_left_out_and_counted(tmp_path: Path) -> None:
+    log = (f"{iso(180)} NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+           f"{iso(0)} kernel: eth0: link up\n")
     (f,) = xid_findings(tmp_path, log)
     assert f.status is Status.PASS and f.code == "ok"
+    assert "1 older event(s) left out" in f.summary and f.details["events_outside_window"] == 1
     (f,) = xid_findings(tmp_path, log, "xid.window_hours=4")
-    assert f.status is Status.FAIL
+    assert f.status is Status.FAIL and f.details["events_outside_window"] == 0
 
 
 def test_application_xid_warns_only_when_repeated(tmp_path: Path) -> None:

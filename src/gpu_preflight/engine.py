@@ -116,7 +116,7 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
         if profile is not None:
             config, sources = _resolve_config(opts, profile)
 
-    host = facts["system"].hostname if "system" in facts else socket.gethostname()
+    host = facts["system"].hostname if "system" in facts else _host_name(opts.replay)
     ctx = CheckContext(host=host, facts=facts, config=config, options=probe_opts)
     results = run_specs(specs, ctx, probe_errors, opts.timeout_s)
     return NodeReport(
@@ -130,6 +130,19 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
         fail_on=opts.fail_on,
         raw_artifacts=dict(probe_ctx.artifacts),
     )
+
+
+def _host_name(replay: str | None) -> str:
+    """This machine's name, or on a replay the recorded node's: a replay judges that node only."""
+    if not replay:
+        return socket.gethostname()
+    from .probes.gpu import ReplayError, load_dump
+    from .probes.system import replay_hostname
+
+    try:
+        return replay_hostname(load_dump(replay), replay)
+    except ReplayError:
+        return replay_hostname({}, replay)
 
 
 def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float) -> tuple[dict[str, Any], dict[str, str]]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .model import NA
 
 if TYPE_CHECKING:
-    from .parsers.kernel_log import XidEvent
+    from .config.xid_window import XidTally
 
 IntR = int | NA
 FloatR = float | NA
@@ -152,17 +152,22 @@ class SystemFacts:
     nofile_hard: IntR = NA("not read")
     numa_nodes: IntR = NA("not read")
     processes: list[str] | NA = NA("not read")
+    not_recorded: str | None = None  # why a replayed snapshot holds no host facts: every host check SKIPs
 
 
 @dataclass
 class KernelLogFacts:
-    """Xid events read from the kernel log, or why the log could not be read."""
+    """Xid events read from the kernel log, or why the log could not be read.
+
+    ``tally`` holds per-(Xid, GPU) counts within the window and how many events fell
+    outside it (never every event: a 200 MB log must not become 200 MB of facts).
+    """
 
     available: bool
     source: str
     read_at: datetime
     reason: str | None = None
-    events: list[XidEvent] = field(default_factory=list)
+    tally: XidTally | None = None
     failures: list[str] = field(default_factory=list)
 
 

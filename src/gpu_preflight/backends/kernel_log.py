@@ -6,8 +6,12 @@ journald may hold the kernel log when neither works. Sources are tried in that o
 the first that yields a log wins. When all fail, :class:`KernelLogUnavailable` carries
 every source's reason: the caller reports "cannot read kernel log", never "no Xid".
 
-``read_kernel_log_file`` loads a saved log (``--replay``, support bundles) and applies the
-same denial test, so a saved "Operation not permitted" is not mistaken for a clean log.
+A saved log (``--kernel-log FILE``, support bundles) is streamed by :class:`SavedKernelLog`:
+only a regular file is opened (a FIFO would block, ``/dev/zero`` never ends), lines are
+read one at a time with a cap on their length, and the same denial test applies, so a
+saved "Operation not permitted" is not mistaken for a clean log. A path that is missing or
+not a regular file raises :class:`KernelLogFileError`: the user named a file that cannot
+be a log, which is a usage error, not "kernel log unavailable".
 """
 
 from __future__ import annotations
@@ -16,14 +20,17 @@ import errno
 import os
 import subprocess
 import time
+from collections import deque
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..parsers.kernel_log import kernel_log_denied
+from ..parsers.kernel_log import kernel_log_denied, line_timestamp
 
 __all__ = [
-    "KernelLog", "KernelLogUnavailable", "read_boot_time", "read_kernel_log", "read_kernel_log_file",
+    "KernelLog", "KernelLogFileError", "KernelLogUnavailable", "SavedKernelLog", "read_boot_time",
+    "read_kernel_log", "read_kernel_log_file",
 ]
 
 DMESG_ARGV: tuple[str, ...] = ("dmesg", "--time-format", "iso", "--nopager")
@@ -31,6 +38,9 @@ JOURNALCTL_ARGV: tuple[str, ...] = ("journalctl", "-k", "-o", "short-iso", "--no
 KMSG_PATH = "/dev/kmsg"
 PROC = "/proc"
 _KMSG_RECORD_MAX = 8192  # the kernel's per-record limit; a smaller buffer gets EINVAL
+TAIL_LINES = 1000  # a saved log's last timestamp is looked for in its last lines first
+_STAMP_CHARS = 96  # a line's timestamp prefix is never longer
+_DENIAL_HINTS = ("failed:", "No journal files", "/dev/kmsg:")
 
 
 @dataclass(frozen=True)
@@ -55,8 +65,69 @@ class KernelLogUnavailable(RuntimeError):
         super().__init__("; ".join(self.failures))
 
 
+class KernelLogFileError(ValueError):
+    """A ``--kernel-log`` path that is missing, unreadable, too large or not a regular file (one line)."""
+
+
 class _SourceFailed(Exception):
     pass
+
+
+class SavedKernelLog:
+    """A saved kernel log, read line by line through :mod:`gpu_preflight.boundedio`.
+
+    Constructing one checks the path (a regular readable file within
+    ``boundedio.EVIDENCE_LIMIT``) and raises :class:`KernelLogFileError` otherwise.
+    :meth:`lines` may be iterated more than once; after a full pass ``denied`` holds the
+    refusal line when the file is a saved failed read.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        if str(path) == "-":
+            raise KernelLogFileError("--kernel-log -: a saved log is read twice (its end, then its events); "
+                                     "give a file, not standard input")
+        self.path = Path(path)
+        self.denied: str | None = None
+        self.lines_read = 0
+        probe = self._iter()
+        try:
+            next(probe, None)
+        finally:
+            probe.close()
+
+    @property
+    def source(self) -> str:
+        return f"file:{self.path}"
+
+    def _iter(self) -> Generator[str, None, None]:
+        from ..boundedio import EVIDENCE_LIMIT, InputError, iter_lines
+
+        try:
+            yield from iter_lines(self.path, limit=EVIDENCE_LIMIT, what="kernel log")
+        except InputError as exc:
+            raise KernelLogFileError(f"--kernel-log {exc}") from None
+
+    def lines(self) -> Iterator[str]:
+        """Every line, without its end of line, one at a time."""
+        self.denied, self.lines_read = None, 0
+        for line in self._iter():
+            self.lines_read += 1
+            if self.denied is None and any(h in line for h in _DENIAL_HINTS):
+                self.denied = kernel_log_denied(line)
+            yield line
+
+    def last_timestamp(self, now: datetime | None = None) -> datetime | None:
+        """The time of the log's last dated line: where a saved log's Xid window ends."""
+        tail: deque[str] = deque(maxlen=TAIL_LINES)
+        for line in self._iter():
+            tail.append(line[:_STAMP_CHARS])
+        for line in reversed(tail):
+            if (stamp := line_timestamp(line, now=now)) is not None:
+                return stamp
+        last = None
+        for line in self._iter():  # no dated line near the end: rare, so a second full pass
+            last = line_timestamp(line[:_STAMP_CHARS], now=now) or last
+        return last
 
 
 def read_kernel_log(timeout_s: float = 5.0) -> KernelLog:
@@ -77,15 +148,19 @@ def read_kernel_log(timeout_s: float = 5.0) -> KernelLog:
 
 
 def read_kernel_log_file(path: str | Path) -> KernelLog:
-    """A saved kernel log; a saved refusal or an unreadable file raises ``KernelLogUnavailable``."""
-    p = Path(path)
+    """A saved log as one text, for small consumers; :class:`SavedKernelLog` streams it.
+
+    A path that is not a regular readable file, or a saved refusal, raises
+    ``KernelLogUnavailable`` (the caller reports "cannot read kernel log").
+    """
     try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise KernelLogUnavailable(f"{p}: {exc.strerror or exc}") from exc
-    if denied := kernel_log_denied(text):
-        raise KernelLogUnavailable(f"{p}: {denied}")
-    return KernelLog(f"file:{p}", text, None)
+        log = SavedKernelLog(path)
+        text = "\n".join(log.lines())
+    except KernelLogFileError as exc:
+        raise KernelLogUnavailable(str(exc).removeprefix("--kernel-log ")) from exc
+    if log.denied:
+        raise KernelLogUnavailable(f"{log.path}: {log.denied}")
+    return KernelLog(log.source, text, None)
 
 
 def read_boot_time(proc: str | Path | None = None) -> datetime | None:

@@ -133,7 +133,7 @@ def judge_topo(record: TopoRecord, config: Config, source: str) -> Iterator[Find
 def judge_dmesg(record: DmesgRecord, config: Config, source: str) -> Iterator[Finding]:
     """Xids by the Xid policy (``gpu.xid``), PCIe ``limited by`` links, and GPU-library crashes.
 
-    The Xid window of a saved log ends at its newest dated event (the log has no "now");
+    The Xid window of a saved log ends at its last timestamp (the log has no "now");
     an unreadable log is an ERROR: the file says nothing about Xids.
     """
     if not record.readable:
@@ -161,13 +161,14 @@ def judge_dmesg(record: DmesgRecord, config: Config, source: str) -> Iterator[Fi
 
 
 def _xids(record: DmesgRecord, config: Config, source: str) -> Iterator[Finding]:
+    from ..config.xid_window import count_events, xid_window
     from ..records import GpuFacts, KernelLogFacts
     from ..registry import CheckContext, get_check
 
-    events = [x.to_event() for x in record.xid_events]
-    dated = [e.timestamp for e in events if e.timestamp is not None]
-    read_at = max(dated) if dated else datetime(1970, 1, 1, tzinfo=UTC)
-    facts = {"kernel_log": KernelLogFacts(True, source, read_at, events=events),
+    end = datetime.fromisoformat(record.last_timestamp) if record.last_timestamp else None
+    window = xid_window(config.xid.window_hours, log_end=end, saved=True)
+    tally = count_events([*(x.to_event() for x in record.xid_events), *record.unparsed_xids], window)
+    facts = {"kernel_log": KernelLogFacts(True, source, end or datetime(1970, 1, 1, tzinfo=UTC), tally=tally),
              "gpu": GpuFacts(source="kernel log", available=True)}
     yield from get_check("gpu.xid").fn(CheckContext(host=source, facts=facts, config=config))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -33,27 +34,50 @@ def xid_policy(cfg: XidConfig) -> XidPolicy:
 def xid_events(ctx: CheckContext) -> Iterator[Finding]:
     """No serious Xid event in the kernel log within the window.
 
-    Reads ``NVRM: Xid`` lines (dmesg, /dev/kmsg, journalctl, or ``--kernel-log FILE``)
-    within ``xid.window_hours``, groups them per Xid and GPU, and applies the Xid policy
-    table (``data/xid_policy.toml``, replaceable with ``xid.policy_file`` and
-    ``xid.severity_overrides``): hardware Xids such as 48, 63/64, 74, 79, 94/95, 119 FAIL
-    or WARN with NVIDIA's recommended action; application Xids (13, 31, 43) WARN only
-    when repeated. SKIP with the reason when the kernel log cannot be read — an
-    unreadable log is never reported as "no Xid errors" — and on a node without usable
+    Reads ``NVRM: Xid`` lines (dmesg, /dev/kmsg, journalctl, ``--kernel-log FILE`` or the
+    log a replayed snapshot recorded) within ``xid.window_hours``: a live log's window
+    ends now, a saved log's at its last timestamp, a snapshot's when it was taken. Every
+    finding says which window it covers and how many events fell outside it. Groups
+    events per Xid and GPU and applies the Xid policy table (``data/xid_policy.toml``,
+    replaceable with ``xid.policy_file`` and ``xid.severity_overrides``): hardware Xids
+    such as 48, 63/64, 74, 79, 94/95, 119 FAIL or WARN with NVIDIA's recommended action;
+    application Xids (13, 31, 43) WARN only when repeated. A line shaped like an Xid event
+    that cannot be read (the number cut off, an unclosed parenthesis) is an ERROR: it may
+    have been any Xid. SKIP with the reason when the kernel log cannot be read (an
+    unreadable log is never reported as "no Xid errors") and on a node without usable
     GPUs when the log holds no Xid (Xids found there are still reported).
     """
     log: KernelLogFacts = ctx.fact("kernel_log")
-    if not log.available:
+    if not log.available or log.tally is None:
         yield Finding("gpu.xid", Status.SKIP, ctx.host, "log_unreadable", log.reason or "kernel log not read",
                       details={"failures": log.failures})
         return
-    window = ctx.config.xid.window_hours
-    verdicts = xid_policy(ctx.config.xid).judge(log.events, now=log.read_at, window_hours=window)
+    tally = log.tally
+    window = tally.window.describe()
+    coverage = {**tally.coverage(), "source": log.source}
+    outside = f"; {tally.outside} older event(s) left out" if tally.outside else ""
+    verdicts = xid_policy(ctx.config.xid).judge_tally(tally)
     from ..parsers.kernel_log import normalize_pci
 
     gpus: GpuFacts = ctx.fact("gpu")
-    by_pci = {normalize_pci(g.pci_bus_id): g.label for g in gpus.gpus if isinstance(g.pci_bus_id, str)}
+    by_pci = {}
+    for g in gpus.gpus:
+        if isinstance(g.pci_bus_id, str):
+            with contextlib.suppress(ValueError):
+                by_pci[normalize_pci(g.pci_bus_id)] = g.label
     shown = 0
+    if tally.unparsed:
+        shown += 1
+        examples = [u.raw for u in tally.unparsed_examples]
+        yield Finding(
+            "gpu.xid", Status.ERROR, ctx.host, "xid_unparsed",
+            f"{tally.unparsed} line(s) shaped like an Xid event could not be read in {window}{outside}: "
+            f"{tally.unparsed_examples[0].reason}: {examples[0][:120]}",
+            observed=tally.unparsed, unit="lines",
+            recommendation="Read these lines in the raw kernel log (kernel_log_nvrm.txt): a cut-off Xid "
+                           "may be any Xid, including 79 (GPU fallen off the bus).",
+            details={**coverage, "examples": examples, "reasons": sorted({u.reason for u in tally.unparsed_examples})},
+        )
     for v in verdicts:
         if v.severity == "ignore":
             continue
@@ -62,16 +86,17 @@ def xid_events(ctx: CheckContext) -> Iterator[Finding]:
         when = f"{v.first:%Y-%m-%d %H:%M}..{v.last:%H:%M} UTC" if v.first and v.last else "undated"
         yield Finding(
             "gpu.xid", SEVERITY_STATUS[v.severity], f"{ctx.host}/{label}", f"xid_{v.xid}",
-            f"Xid {v.xid} ({v.rule.name}) x{v.count} on {label}, {when}: {v.message.strip()[:160]}",
+            f"Xid {v.xid} ({v.rule.name}) x{v.count} on {label}, {when}, in {window}{outside}: "
+            f"{v.message.strip()[:160]}",
             observed=v.count, expected=f"< {v.rule.count}" if v.rule.count > 1 else 0, unit="events",
             recommendation=v.rule.recommendation,
-            details={"xid": v.xid, "pci": v.pci, "cause": v.rule.cause, "action": v.rule.action,
-                     "first": v.first, "last": v.last, "undated": v.undated, "source": log.source},
+            details={**coverage, "xid": v.xid, "pci": v.pci, "cause": v.rule.cause, "action": v.rule.action,
+                     "first": v.first, "last": v.last, "undated": v.undated, "examples": list(v.examples)},
         )
     if not shown and not gpus.available:
         yield Finding("gpu.xid", Status.SKIP, ctx.host, "no_gpus",
-                      f"no Xid events, and no GPU to judge: {gpus.reason}", details={"source": log.source})
+                      f"no Xid events in {window}{outside}, and no GPU to judge: {gpus.reason}", details=coverage)
     elif not shown:
         yield Finding("gpu.xid", Status.PASS, ctx.host, "ok",
-                      f"no Xid events needing attention in the last {window:g} h ({log.source})",
-                      observed=0, unit="events", details={"source": log.source, "events_read": len(log.events)})
+                      f"no Xid events needing attention in {window} ({log.source}){outside}",
+                      observed=0, unit="events", details=coverage)

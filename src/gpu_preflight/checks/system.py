@@ -1,4 +1,9 @@
-"""Host checks: memory, disk, CPU, shared memory, limits, kernel, NUMA, services."""
+"""Host checks: memory, disk, CPU, shared memory, limits, kernel, NUMA, services.
+
+On ``--replay`` the facts are the recorded node's (``gpu-preflight snapshot`` records
+them); a snapshot without them makes every host check SKIP saying so, never a judgement
+of the machine the replay runs on.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,14 @@ def _sys(ctx: CheckContext) -> SystemFacts:
     return facts
 
 
+def _not_recorded(check_id: str, ctx: CheckContext) -> Finding | None:
+    """SKIP for a replayed snapshot that holds no host facts."""
+    why = _sys(ctx).not_recorded
+    if why is None:
+        return None
+    return Finding(check_id, Status.SKIP, ctx.host, "not_recorded", f"host facts {why}")
+
+
 @check("system.memory", needs=("system",))
 def memory(ctx: CheckContext) -> Iterator[Finding]:
     """Enough host RAM is available for data loaders and pinned buffers.
@@ -25,6 +38,9 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     FAIL below ``system.memory_available_min_gib``; WARN below
     ``system.memory_available_warn_percent`` of the total.
     """
+    if skip := _not_recorded("system.memory", ctx):
+        yield skip
+        return
     cfg, s = ctx.config.system, _sys(ctx)
     avail, total = s.memory_available_bytes, s.memory_total_bytes
     if not is_number(avail) or not is_number(total) or total <= 0:
@@ -53,6 +69,9 @@ def disk(ctx: CheckContext) -> Iterator[Finding]:
     FAIL below ``system.disk_free_min_gib``, WARN below ``system.disk_free_warn_gib``:
     checkpoints and logs that cannot be written kill jobs hours in.
     """
+    if skip := _not_recorded("system.disk", ctx):
+        yield skip
+        return
     cfg, s = ctx.config.system, _sys(ctx)
     if not s.disks:
         yield Finding("system.disk", Status.SKIP, ctx.host, "no_paths", "no disk paths configured")
@@ -85,6 +104,9 @@ def cpu(ctx: CheckContext) -> Iterator[Finding]:
     FAIL with fewer than ``system.cpu_count_min`` CPUs; WARN when the 1-minute load per
     CPU exceeds ``system.load_per_cpu_warn`` (another workload competes for the host).
     """
+    if skip := _not_recorded("system.cpu", ctx):
+        yield skip
+        return
     cfg, s = ctx.config.system, _sys(ctx)
     count, load = s.cpu_count, s.load_1m
     if not is_number(count) or count <= 0:
@@ -113,6 +135,9 @@ def shm(ctx: CheckContext) -> Iterator[Finding]:
     FAIL below ``system.shm_fail_mib`` (NCCL fails with "unhandled system error" on
     Docker's 64 MB default) or when /dev/shm is missing, WARN below ``system.shm_warn_mib``.
     """
+    if skip := _not_recorded("system.shm", ctx):
+        yield skip
+        return
     cfg, s = ctx.config.system, _sys(ctx)
     size = s.shm_total_bytes
     if not is_number(size):
@@ -140,6 +165,9 @@ def limits(ctx: CheckContext) -> Iterator[Finding]:
     is set (EFA/InfiniBand pin memory: "ibv_reg_mr failed"), and when the open-files soft
     limit is below ``system.nofile_min``.
     """
+    if skip := _not_recorded("system.limits", ctx):
+        yield skip
+        return
     cfg, s = ctx.config.system, _sys(ctx)
     if isinstance(s.memlock_soft, NA):
         yield not_read("system.limits", ctx.host, "memlock limit", s.memlock_soft)
@@ -168,6 +196,9 @@ def limits(ctx: CheckContext) -> Iterator[Finding]:
 @check("system.kernel", needs=("system",))
 def kernel(ctx: CheckContext) -> Iterator[Finding]:
     """The kernel is at least ``system.kernel_min_version``; FAIL if older."""
+    if skip := _not_recorded("system.kernel", ctx):
+        yield skip
+        return
     cfg, s = ctx.config.system, _sys(ctx)
     if not isinstance(s.kernel, str):
         yield not_read("system.kernel", ctx.host, "kernel version", s.kernel)
@@ -187,6 +218,9 @@ def numa(ctx: CheckContext) -> Iterator[Finding]:
     Reports the NUMA node count; WARN when fewer than ``system.numa_expected_nodes``
     (NUMA disabled or sub-NUMA clustering changed in the BIOS breaks GPU/NIC affinity).
     """
+    if skip := _not_recorded("system.numa", ctx):
+        yield skip
+        return
     expected, nodes = ctx.config.system.numa_expected_nodes, _sys(ctx).numa_nodes
     if not is_number(nodes):
         yield not_read("system.numa", ctx.host, "NUMA nodes", nodes)
@@ -205,18 +239,17 @@ def services(ctx: CheckContext) -> Iterator[Finding]:
 
     WARN for each missing process of ``system.required_services`` (nvidia-persistenced
     by default). On NVSwitch systems FAIL when nv-fabricmanager is not running (CUDA
-    cannot initialise the GPUs). SKIP on nodes without NVIDIA GPUs, and when the GPUs are
-    replayed from a snapshot of another host.
+    cannot initialise the GPUs). SKIP on nodes without NVIDIA GPUs, and on a replay whose
+    snapshot did not record the host's processes.
     """
+    if skip := _not_recorded("system.services", ctx):
+        yield skip
+        return
     cfg, s = ctx.config.system, _sys(ctx)
     gpu: GpuFacts = ctx.fact("gpu")
     if not gpu.available or not gpu.gpus:
         yield Finding("system.services", Status.SKIP, ctx.host, "no_gpus",
                       f"no NVIDIA GPU ({gpu.reason or '0 GPUs'}): NVIDIA services not required")
-        return
-    if gpu.source.startswith("replay"):
-        yield Finding("system.services", Status.SKIP, ctx.host, "replay",
-                      "GPUs replayed from a snapshot: the recorded host's services are unknown")
         return
     if not isinstance(s.processes, list):
         yield not_read("system.services", ctx.host, "process list", s.processes)

@@ -5,29 +5,30 @@ users asked for count/window thresholds after Xid 43 floods), so the judgement l
 data file, ``data/xid_policy.toml``, that a site can replace or patch per Xid. Its
 format and sources are documented in the file's header.
 
-:meth:`XidPolicy.judge` turns parsed :class:`~gpu_preflight.parsers.kernel_log.XidEvent`
-records into one :class:`XidVerdict` per (Xid, GPU): events older than the window are
-dropped, events without a timestamp are kept and flagged (we cannot prove they are old),
-the same event read twice is counted once, and a rule's ``count`` decides whether a few
-application faults are still only "info". Severities stay plain strings; mapping them
+:meth:`XidPolicy.judge_tally` turns a :class:`~gpu_preflight.config.xid_window.XidTally`
+(events counted against the one window :func:`~gpu_preflight.config.xid_window.xid_window`
+decides) into one :class:`XidVerdict` per (Xid, GPU): events older than the window are
+left out and counted, events without a timestamp are kept and flagged (we cannot prove
+they are old), the same event read twice is counted once, and a rule's ``count`` decides
+whether a few application faults are still only "info". Severities stay plain strings; mapping them
 onto check statuses is the check's business.
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..parsers.kernel_log import XidEvent, normalize_pci
+from ..parsers.kernel_log import XidEvent
 from .loader import ConfigError, toml_lines
+from .xid_window import XidGroup, XidTally, count_events, xid_window
 
 __all__ = [
     "ACTIONS", "CAUSES", "SEVERITIES", "SHIPPED_POLICY", "XidPolicy", "XidRule", "XidVerdict",
@@ -86,6 +87,7 @@ class XidVerdict:
     rule: XidRule
     message: str
     undated: bool
+    examples: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,26 +124,19 @@ class XidPolicy:
         The window includes its start; events stamped after ``now`` (clock skew) count as
         recent. Verdicts come worst first, then by Xid and PCI address.
         """
-        cutoff = _cutoff(now, window_hours)
-        groups: dict[tuple[int, str | None], list[XidEvent]] = {}
-        for event in _in_window(events, cutoff):
-            groups.setdefault((event.xid, _pci_key(event.pci)), []).append(event)
-        verdicts = [self._verdict(xid, pci, group) for (xid, pci), group in groups.items()]
+        return self.judge_tally(count_events(events, xid_window(window_hours, now=now)))
+
+    def judge_tally(self, tally: XidTally) -> list[XidVerdict]:
+        """One verdict per counted (Xid, GPU) group, worst first, then by Xid and PCI address."""
+        verdicts = [self._verdict(group) for group in tally.groups]
         return sorted(verdicts, key=lambda v: (-SEVERITIES.index(v.severity), v.xid, v.pci or ""))
 
-    def _verdict(self, xid: int, pci: str | None, events: list[XidEvent]) -> XidVerdict:
-        rule = self.rule(xid)
-        dated = sorted((e.timestamp, i, e) for i, e in enumerate(events) if e.timestamp is not None)
+    def _verdict(self, group: XidGroup) -> XidVerdict:
+        rule = self.rule(group.xid)
         return XidVerdict(
-            xid=xid,
-            pci=pci,
-            count=len(events),
-            first=dated[0][0] if dated else None,
-            last=dated[-1][0] if dated else None,
-            severity=rule.severity_for(len(events)),
-            rule=rule,
-            message=(dated[-1][2] if dated else events[-1]).message,
-            undated=len(dated) < len(events),
+            xid=group.xid, pci=group.pci, count=group.count, first=group.first, last=group.last,
+            severity=rule.severity_for(group.count), rule=rule, message=group.message,
+            undated=group.undated > 0, examples=group.examples,
         )
 
 
@@ -262,40 +257,3 @@ def _line(lines: Mapping[str, int], dotted: str) -> int | None:
 def _suggest(name: str, choices: Sequence[str]) -> str:
     close = difflib.get_close_matches(name, list(choices), n=1)
     return f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(choices)})"
-
-
-def _cutoff(now: datetime, window_hours: float) -> datetime:
-    if now.utcoffset() is None:
-        raise ValueError(f"now must be timezone-aware, got {now!r}")
-    if not math.isfinite(window_hours) or window_hours < 0:
-        raise ValueError(f"window_hours must be a finite number >= 0, got {window_hours!r}")
-    return now - timedelta(hours=window_hours)
-
-
-def _in_window(events: Sequence[XidEvent], cutoff: datetime) -> list[XidEvent]:
-    """Dated events at or after ``cutoff`` (each distinct event once) and all undated ones.
-
-    Undated events cannot be de-duplicated: two identical lines without a time may be two
-    real events, so they are all kept.
-    """
-    kept: list[XidEvent] = []
-    seen: set[tuple[Any, ...]] = set()
-    for event in events:
-        if event.timestamp is not None:
-            if event.timestamp < cutoff:
-                continue
-            key = (event.xid, _pci_key(event.pci), event.timestamp, event.pid, event.message)
-            if key in seen:
-                continue
-            seen.add(key)
-        kept.append(event)
-    return kept
-
-
-def _pci_key(pci: str | None) -> str | None:
-    if pci is None:
-        return None
-    try:
-        return normalize_pci(pci)
-    except ValueError:
-        return pci.strip().lower()

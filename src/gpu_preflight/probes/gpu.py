@@ -6,6 +6,7 @@ snapshot judges exactly what the live run read.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -29,21 +30,39 @@ class ReplayError(ValueError):
 
 
 def load_dump(path: str | Path) -> dict[str, Any]:
-    """Read and sanity-check a dump written by ``gpu-preflight snapshot``."""
+    """Read a dump written by ``gpu-preflight snapshot`` and check every value a check reads.
+
+    A damaged dump (a wrong type, an impossible value, a GPU announced but not described)
+    raises :class:`ReplayError` naming the keys: judging it would pass a broken GPU.
+    Loaded dumps are cached per file version, since the gpu, system and kernel-log probes
+    all read the same snapshot.
+    """
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        st = p.stat()
     except OSError as exc:
         raise ReplayError(f"{p}: cannot read replay file: {exc.strerror or exc}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReplayError(f"{p}: not a JSON NVML dump: {exc}") from exc
+    return _load_dump(str(p), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_dump(path: str, _mtime_ns: int, _size: int) -> dict[str, Any]:
+    from ..boundedio import SNAPSHOT_LIMIT, InputError, load_json
+    from .dump_schema import dump_problems
+
+    try:
+        data = load_json(path, limit=SNAPSHOT_LIMIT, what="NVML snapshot")
+    except InputError as exc:
+        raise ReplayError(f"not a JSON NVML dump: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("system"), dict) \
             or not isinstance(data.get("devices"), list):
-        raise ReplayError(f"{p}: not an NVML dump (expected 'system' and 'devices' keys, "
+        raise ReplayError(f"{path}: not an NVML dump (expected 'system' and 'devices' keys, "
                           "as written by `gpu-preflight snapshot`)")
     for i, dev in enumerate(data["devices"]):
         if not isinstance(dev, dict):
-            raise ReplayError(f"{p}: devices[{i}] is not an object")
+            raise ReplayError(f"{path}: devices[{i}] is not an object")
+    if problems := dump_problems(data):
+        raise ReplayError(f"{path}: damaged NVML dump: {'; '.join(problems)}")
     return data
 
 
@@ -80,6 +99,10 @@ def facts_from_dump(dump: dict[str, Any], source: str) -> GpuFacts:
         pci_gpus=NA("replayed snapshot: PCI bus not scanned") if source != "live" else NA("not read"),
     )
     facts.gpus = [gpu_record(i, dev) for i, dev in enumerate(dump.get("devices", []))]
+    refused = {f"system {key}": f"{entry['error']}: {entry.get('str', '')}" for key, entry in system.items()
+               if isinstance(entry, dict) and "error" in entry and entry.get("value") not in BENIGN_ERRORS}
+    for rec in facts.gpus:  # a driver that refuses system-wide calls is judged like a refused reading
+        rec.call_errors.update(refused)
     return facts
 
 

@@ -1,35 +1,110 @@
-"""The ``kernel_log`` fact: Xid events from dmesg, /dev/kmsg, the journal or a saved file."""
+"""The ``kernel_log`` fact: Xid events from dmesg, /dev/kmsg, the journal, a saved file or a snapshot.
+
+Every source is streamed line by line into one :class:`~gpu_preflight.config.xid_window.XidCounter`
+whose window comes from :func:`~gpu_preflight.config.xid_window.xid_window`: a live log's
+window ends now, a saved file's at its last timestamp, a replayed snapshot's when the
+snapshot was taken. Only counts and a few example lines are kept.
+"""
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from ..records import KernelLogFacts
 from ..registry import ProbeContext, probe
 
+NVRM_ARTIFACT_LINES = 2000  # the newest NVRM lines saved beside the report
+
 
 @probe("kernel_log")
 def kernel_log_probe(ctx: ProbeContext) -> KernelLogFacts:
-    """Read the kernel log once and extract Xid events; an unreadable log is a fact too.
+    """Read the kernel log once and count Xid events in the window; an unreadable log is a fact too.
 
-    ``--kernel-log FILE`` reads a saved log instead. A replayed NVML snapshot comes from
-    another host, so its live kernel log would say nothing about it: without a file,
-    replay records the log as unavailable.
+    ``--kernel-log FILE`` reads a saved log instead (a path that is not a readable regular
+    file raises: the run cannot judge what the user asked for). A replayed NVML snapshot
+    comes from another host, so its live kernel log would say nothing about it: replay
+    uses the log recorded in the snapshot, else records the log as unavailable.
     """
     now = datetime.now(UTC)
+    hours = ctx.config.xid.window_hours
     path = ctx.options.get("kernel_log")
-    if not path and ctx.options.get("replay"):
-        return KernelLogFacts(False, "none", now, reason="replayed snapshot: no kernel log given "
-                                                         "(pass --kernel-log FILE)")
-    from ..backends.kernel_log import KernelLogUnavailable, read_kernel_log, read_kernel_log_file
-    from ..parsers.kernel_log import parse_xid_events
+    if path:
+        return saved_log_facts(ctx, str(path), hours, now)
+    replay = ctx.options.get("replay")
+    if replay:
+        from .gpu import load_dump
+
+        return snapshot_log_facts(load_dump(replay).get("host"), hours, now)
+    from ..backends.kernel_log import KernelLogUnavailable, read_kernel_log
 
     try:
-        log = read_kernel_log_file(path) if path else read_kernel_log(timeout_s=min(ctx.timeout_s, 10.0))
+        log = read_kernel_log(timeout_s=min(ctx.timeout_s, 10.0))
     except KernelLogUnavailable as exc:
-        return KernelLogFacts(False, str(path or "live"), now, reason=f"cannot read kernel log: {exc}")
-    nvrm = "\n".join(line for line in log.text.splitlines() if "NVRM" in line)
-    if nvrm:
-        ctx.save_artifact("kernel_log_nvrm", "kernel_log_nvrm.txt", nvrm + "\n")
-    events = parse_xid_events(log.text, boot_time=log.boot_time, now=now)
-    return KernelLogFacts(True, log.source, now, events=events, failures=list(log.failures))
+        return KernelLogFacts(False, "live", now, reason=f"cannot read kernel log: {exc}")
+    from ..config.xid_window import xid_window
+
+    window = xid_window(hours, now=now)
+    return _count(ctx, log.source, now, window, log.text.splitlines(), log.boot_time, now, list(log.failures))
+
+
+def saved_log_facts(ctx: ProbeContext | None, path: str, hours: float, now: datetime) -> KernelLogFacts:
+    """A saved log, streamed twice: once for its last timestamp (the window's end), once to count."""
+    from ..backends.kernel_log import KernelLogUnavailable, SavedKernelLog
+    from ..config.xid_window import xid_window
+
+    log = SavedKernelLog(path)
+    window = xid_window(hours, log_end=log.last_timestamp(now=now), saved=True)
+    facts = _count(ctx, log.source, now, window, log.lines(), None, now, [])
+    if log.denied:
+        return KernelLogFacts(False, log.source, now, reason=f"cannot read kernel log: "
+                                                             f"{KernelLogUnavailable(f'{path}: {log.denied}')}")
+    return facts
+
+
+def snapshot_log_facts(host: Any, hours: float, now: datetime) -> KernelLogFacts:
+    """The kernel-log lines a snapshot recorded, judged as of the time the snapshot was taken."""
+    from ..config.xid_window import xid_window
+
+    recorded = host.get("kernel_log") if isinstance(host, Mapping) else None
+    if not isinstance(recorded, Mapping):
+        return KernelLogFacts(False, "snapshot", now, reason="kernel log not in the snapshot "
+                                                             "(pass --kernel-log FILE)")
+    read_at = _when(recorded.get("read_at")) or now
+    if not recorded.get("available"):
+        return KernelLogFacts(False, "snapshot", read_at, reason=f"snapshot: {recorded.get('reason')}")
+    window = xid_window(hours, log_end=read_at, saved=True, basis="snapshot time")
+    lines = [line for line in recorded.get("lines", []) if isinstance(line, str)]
+    source = f"snapshot:{recorded.get('source', 'kernel log')}"
+    return _count(None, source, read_at, window, lines, _when(recorded.get("boot_time")), read_at, [])
+
+
+def _count(ctx: ProbeContext | None, source: str, read_at: datetime, window: Any, lines: Iterable[str],
+           boot_time: datetime | None, now: datetime, failures: list[str]) -> KernelLogFacts:
+    from ..config.xid_window import XidCounter
+    from ..parsers.kernel_log import scan_xid_line
+
+    counter = XidCounter(window)
+    nvrm: deque[str] = deque(maxlen=NVRM_ARTIFACT_LINES)
+    for line in lines:
+        if "Xid" not in line and "xid" not in line and "XID" not in line:
+            continue
+        nvrm.append(line[:1024])
+        found = scan_xid_line(line, boot_time=boot_time, now=now)
+        if found is not None:
+            counter.add(found)
+    if nvrm and ctx is not None:
+        ctx.save_artifact("kernel_log_nvrm", "kernel_log_nvrm.txt", "\n".join(nvrm) + "\n")
+    return KernelLogFacts(True, source, read_at, tally=counter.tally(), failures=failures)
+
+
+def _when(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return stamp if stamp.utcoffset() is not None else None
