@@ -191,14 +191,19 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
+    """NVML readings plus the host facts and kernel-log Xid lines, so a replay judges this node only."""
     from ..backends.nvml import NvmlUnavailable, collect
+    from ..config import build_config
+    from ..model import jsonable
+    from ..probes.system import snapshot_host
 
     try:
         dump = collect(device_timeout_s=args.timeout_s)
     except NvmlUnavailable as exc:
         print(f"gpu-preflight: cannot snapshot: {exc.message} ({exc.name})", file=sys.stderr)
         return EXIT_ERROR
-    print(json.dumps(dump, indent=1))
+    dump["host"] = snapshot_host(build_config()[0])
+    print(json.dumps(jsonable(dump), indent=1))
     return 0
 
 

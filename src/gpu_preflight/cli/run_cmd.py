@@ -80,6 +80,14 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         except ReplayError as exc:
             print(f"gpu-preflight: {exc}", file=sys.stderr)
             return EXIT_USAGE
+    if args.kernel_log:
+        from ..backends.kernel_log import KernelLogFileError, SavedKernelLog
+
+        try:
+            SavedKernelLog(args.kernel_log)  # a missing file, a FIFO or /dev/zero: refused before any check runs
+        except KernelLogFileError as exc:
+            print(f"gpu-preflight: {exc}", file=sys.stderr)
+            return EXIT_ERROR
     try:
         _validate(args)
         if args.node_only or args.replay or not _wants_cluster_checks(args):
