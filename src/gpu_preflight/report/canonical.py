@@ -37,7 +37,7 @@ from .diagnostic_sections import diagnostic_sections
 TEST_GROUPS: dict[str, tuple[str, ...]] = {
     "gpu_detection": ("gpu.nvml", "gpu.inventory.*"),
     "gpu_health": ("gpu.ecc.*", "gpu.memory.*", "gpu.recovery_action", "gpu.thermal", "gpu.clocks",
-                   "gpu.power", "gpu.busy", "gpu.xid"),
+                   "gpu.power", "gpu.busy", "gpu.xid", "load.*"),
     "gpu_links": ("gpu.pcie", "gpu.nvlink"),
     "system_resources": ("system.*",),
     "nccl_communication": ("nccl.*", "nccl_tests.*", "cluster.completeness"),
