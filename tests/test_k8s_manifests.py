@@ -62,7 +62,7 @@ def core_docs() -> list[tuple[str, dict[str, Any]]]:
 
 def test_every_manifest_is_covered() -> None:
     kinds = sorted(d["kind"] for _, d in documents())
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "DaemonSet", "Job", "Namespace", "PyTorchJob",
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Job", "Namespace", "PyTorchJob",
                      "ServiceAccount"]
 
 
