@@ -10,8 +10,9 @@ checks cannot see it. CPU workers and replays have no series: the checks SKIP an
 
 from __future__ import annotations
 
+import functools
 import statistics
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..config.load import LoadConfig, load_config
@@ -46,12 +47,29 @@ def _loads(ctx: CheckContext) -> tuple[ClusterFacts, LoadConfig, list[tuple[str,
     return c, cfg, out, problems
 
 
-def _no_series(check_id: str, problems: list[Finding], c: ClusterFacts) -> Iterator[Finding]:
-    yield from problems
-    if not problems:
-        why = "no GPU rank sampled its GPU under load" if c.gpu_ranks else \
-            "CPU workers only: there is no GPU to sample under load"
-        yield Finding(check_id, Status.SKIP, "cluster", "no_series", why)
+Judge = Callable[[LoadConfig, list[tuple[str, int, Load]], Passes], Iterator[Finding]]
+
+
+def over_loads(judge: Judge) -> Callable[[CheckContext], Iterator[Finding]]:
+    """Turn a judgement of the sampled GPUs into a cluster check: the rules every load check
+    shares (no series → SKIP saying why; a GPU whose sampler failed → ERROR; passes rolled up
+    at scale) so each check states only what it judges."""
+
+    @functools.wraps(judge)
+    def check_all(ctx: CheckContext) -> Iterator[Finding]:
+        c, cfg, loads, problems = _loads(ctx)
+        yield from problems
+        if not loads:
+            if not problems:
+                why = "no GPU rank sampled its GPU under load" if c.gpu_ranks else \
+                    "CPU workers only: there is no GPU to sample under load"
+                yield Finding(ctx.check_id or "load", Status.SKIP, "cluster", "no_series", why)
+            return
+        passes = Passes(ctx, c)
+        yield from judge(cfg, loads, passes)
+        yield from passes.findings()
+
+    return check_all
 
 
 def _load_phases(load: Load, cfg: LoadConfig) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -76,7 +94,8 @@ def _median(ph: Mapping[str, Any], key: str) -> float | None:
 
 
 @check("load.clocks", needs=("cluster",), scope="cluster")
-def clocks(ctx: CheckContext) -> Iterator[Finding]:
+@over_loads
+def clocks(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
     """Clocks hold under load: no hardware slowdown, no sustained drop.
 
     Per GPU and load phase: FAIL when HW slowdown, HW thermal slowdown or HW power brake
@@ -87,12 +106,6 @@ def clocks(ctx: CheckContext) -> Iterator[Finding]:
     below, FAIL more than ``load.clock_drop_fail_fraction`` below. SW power cap is normal
     under a dense GEMM and never judged. A GPU lost during the run FAILs.
     """
-    c, cfg, loads, problems = _loads(ctx)
-    if not loads:
-        yield from _no_series("load.clocks", problems, c)
-        return
-    yield from problems
-    passes = Passes(ctx, c)
     for subject, _, load in loads:
         flagged = False
         if load.get("lost"):
@@ -141,23 +154,17 @@ def clocks(ctx: CheckContext) -> Iterator[Finding]:
             yield from _passed(passes, Finding(
                 "load.clocks", Status.PASS if judged else Status.SKIP, subject, "ok" if judged else "too_short",
                 text, observed=lowest, unit="MHz", details={"phases": judged}))
-    yield from passes.findings()
 
 
 @check("load.thermal", needs=("cluster",), scope="cluster")
-def thermal(ctx: CheckContext) -> Iterator[Finding]:
+@over_loads
+def thermal(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
     """Temperatures stay clear of the GPU's own limits under load.
 
     Per GPU and load phase, the maximum GPU temperature against the GPU's slowdown
     temperature (and memory temperature against its maximum operating temperature), as
     the GPU itself reports them: FAIL at or above, WARN within ``load.temp_margin_c``.
     """
-    c, cfg, loads, problems = _loads(ctx)
-    if not loads:
-        yield from _no_series("load.thermal", problems, c)
-        return
-    yield from problems
-    passes = Passes(ctx, c)
     for subject, _, load in loads:
         static = load.get("static") or {}
         worst: tuple[float, str, str, float, float] | None = None  # (headroom, phase, what, max, limit)
@@ -184,23 +191,17 @@ def thermal(ctx: CheckContext) -> Iterator[Finding]:
             expected=f"< {limit - cfg.temp_margin_c:g}", unit="C", details={"phase": name, "what": what},
             recommendation=None if status is Status.PASS else
             "Check airflow, fans, inlet temperature and neighbouring GPUs before long jobs."))
-    yield from passes.findings()
 
 
 @check("load.power", needs=("cluster",), scope="cluster")
-def power(ctx: CheckContext) -> Iterator[Finding]:
+@over_loads
+def power(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
     """Under GEMM the GPU draws the power it needs (DCGM's targeted-power idea).
 
     WARN when a GPU's power never reaches ``load.gemm_power_min_fraction`` of its enforced
     limit in any GEMM phase: a board that cannot draw power (a failing VRM, a brake, a
     throttled PSU) cannot compute at speed. SKIP where no GEMM phase was long enough.
     """
-    c, cfg, loads, problems = _loads(ctx)
-    if not loads:
-        yield from _no_series("load.power", problems, c)
-        return
-    yield from problems
-    passes = Passes(ctx, c)
     for subject, _, load in loads:
         fractions = {n: float(ph["power_max_fraction"]) for n, ph in _load_phases(load, cfg)
                      if n.startswith("gemm") and ph.get("power_max_fraction") is not None}
@@ -221,11 +222,11 @@ def power(ctx: CheckContext) -> Iterator[Finding]:
         else:
             yield from _passed(passes, Finding("load.power", Status.PASS, subject, "ok", text, observed=round(best, 4),
                                                expected=f">= {cfg.gemm_power_min_fraction:g}", unit="of limit"))
-    yield from passes.findings()
 
 
 @check("load.peers", needs=("cluster",), scope="cluster")
-def peers(ctx: CheckContext) -> Iterator[Finding]:
+@over_loads
+def peers(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
     """Under the same load, a GPU's clocks and power match those of its node's other GPUs.
 
     Per node and load phase, each GPU's median SM clock and median power are compared
@@ -233,16 +234,10 @@ def peers(ctx: CheckContext) -> Iterator[Finding]:
     ``load.peer_fraction`` below, naming the GPU and the numbers. SKIP with fewer than two
     sampled GPUs on every node.
     """
-    c, cfg, loads, problems = _loads(ctx)
-    if not loads:
-        yield from _no_series("load.peers", problems, c)
-        return
-    yield from problems
     by_node: dict[str, list[tuple[str, Load]]] = {}
     for subject, _, load in loads:
         by_node.setdefault(subject.rsplit("/", 1)[0], []).append((subject, load))
     compared = 0
-    passes = Passes(ctx, c)
     for node, members in sorted(by_node.items()):
         if len(members) < 2:
             continue
@@ -273,26 +268,20 @@ def peers(ctx: CheckContext) -> Iterator[Finding]:
                 yield from _passed(passes, Finding(
                     "load.peers", Status.PASS, subject, "ok",
                     f"{subject}: clocks and power under load in line with {len(members) - 1} peer(s)"))
-    yield from passes.findings()
     if not compared:
         yield Finding("load.peers", Status.SKIP, "cluster", "no_peers",
                       "no node sampled two or more GPUs under the same load: nothing to compare")
 
 
 @check("load.ecc", needs=("cluster",), scope="cluster")
-def ecc(ctx: CheckContext) -> Iterator[Finding]:
+@over_loads
+def ecc(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
     """No uncorrectable ECC error appeared while the workloads ran.
 
     The sampler reads the volatile ECC counters before and after: FAIL when the
     uncorrectable count rose under load (the memory failed while it was being used);
     corrected errors are counted in the details and judged by ``gpu.ecc.errors``.
     """
-    c, _, loads, problems = _loads(ctx)
-    if not loads:
-        yield from _no_series("load.ecc", problems, c)
-        return
-    yield from problems
-    passes = Passes(ctx, c)
     for subject, _, load in loads:
         delta = load.get("ecc_delta") or {}
         if "volatile_uncorrected" not in delta:
@@ -308,4 +297,3 @@ def ecc(ctx: CheckContext) -> Iterator[Finding]:
                                                f"{subject}: no uncorrectable ECC error during the run "
                                                f"({delta.get('volatile_corrected', 0)} corrected)", observed=0,
                                                unit="errors"))
-    yield from passes.findings()

@@ -98,6 +98,13 @@ def _y_axis(ticks: list[float], y: Callable[[float], float], x0: float, x1: floa
     return out
 
 
+def _legend_entry(k: int, per_row: int, label: str, color: str, x0: float, x1: float, top: float) -> str:
+    """The k-th legend entry of a chart: a colour swatch and its label, ``per_row`` to a row."""
+    lx, ly = x0 + (k % per_row) * ((x1 - x0) / per_row), top + 10 + 14 * (k // per_row)
+    return (f'<rect x="{lx:.0f}" y="{ly - 8:.0f}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{lx + 14:.0f}" y="{ly + 1:.0f}" class="lg">{escape(label)}</text>')
+
+
 def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, log_x: bool = True,
                width: int = 600, height: int = 300, x_format: str = "bytes") -> str:
     """Lines with markers; x on a log2 scale for message sizes. Empty input gives a note, not a broken chart."""
@@ -140,12 +147,8 @@ def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, 
             xl = human_bytes(x) if x_format == "bytes" else _fmt(x)
             out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.6" fill="{color}"><title>{escape(s.label)}: '
                        f"{xl}, {_fmt(y)}</title></circle>")
-        if not s.legend:
-            continue
-        k = keyed.index(s)
-        lx, ly = left + (k % 3) * ((width - left - right) / 3), height - legend_h + 10 + 14 * (k // 3)
-        out.append(f'<rect x="{lx:.0f}" y="{ly - 8:.0f}" width="10" height="10" fill="{color}"/>'
-                   f'<text x="{lx + 14:.0f}" y="{ly + 1:.0f}" class="lg">{escape(s.label[:40])}</text>')
+        if s.legend:
+            out.append(_legend_entry(keyed.index(s), 3, s.label[:40], color, left, width - right, height - legend_h))
     out.append("</svg>")
     return "".join(out)
 
@@ -248,9 +251,6 @@ def time_chart(series: list[Series], *, title: str, y_label: str, bands: list[Ba
         out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="1.4"{dash}>'
                    f"<title>{escape(s.label)}</title></polyline>")
         if s.legend:
-            k = keyed.index(s)
-            lx, ly = left + (k % 4) * ((width - left - right) / 4), height - legend_h + 10 + 14 * (k // 4)
-            out.append(f'<rect x="{lx:.0f}" y="{ly - 8:.0f}" width="10" height="10" fill="{color}"/>'
-                       f'<text x="{lx + 14:.0f}" y="{ly + 1:.0f}" class="lg">{escape(s.label[:30])}</text>')
+            out.append(_legend_entry(keyed.index(s), 4, s.label[:30], color, left, width - right, height - legend_h))
     out.append("</svg>")
     return "".join(out)
