@@ -47,13 +47,16 @@ def test_parse_with_kind_and_nulls(corpus: Path, capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.parametrize(("argv", "code", "message"), [
-    (("parse", "/no/such/file"), 3, "cannot read /no/such/file"),
+    (("parse", "/no/such/file"), 3, "/no/such/file: cannot read tool output: No such file"),
     (("parse", "--kind", "nope", str(SPEC)), 3, "unknown kind 'nope'"),
     (("judge", "--kind", "nope", str(SPEC)), 3, "unknown kind 'nope'"),
     (("parse", str(FIXTURES / "README.md")), 3, "cannot tell which tool printed"),
     (("parse", "--kind", "ibstat", str(SPEC)), 3, "could not parse as ibstat"),
     (("parse",), 3, "a FILE is required"),
     (("judge", "--set", "gpu.nope=1", str(SPEC)), 3, "configuration error"),
+    (("judge", str(Path(__file__).parents[1] / "README.md")), 3, "cannot tell which tool printed"),
+    (("judge", "/dev/zero"), 3, "/dev/zero: tool output is a character device"),
+    (("parse", "/"), 3, "/: tool output is a directory"),
 ])
 def test_unusable_input_exit_codes(argv: tuple[str, ...], code: int, message: str,
                                    capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,6 +12,13 @@ judged the same way whether NVML or a saved ``nvidia-smi -q`` described it.
 
 Subjects are ``<source>`` or ``<source>/<part>`` (``dcgm.txt/gpu1``), where ``source``
 names the evidence (a file name, or a host when the runner knows it).
+
+A parser that sees less than the tool printed (a table without its closing border, an
+nccl-tests log without its summary, fewer GPU sections or ports than announced, a value
+it cannot read where a reading belongs) lists why in its record's ``incomplete``. Such a
+record is never a pass: :func:`judge_record` adds one ``evidence.complete`` ``ERROR``
+("output incomplete: ...") beside whatever the judge found in the part that is there, so
+a failure still visible stays FAIL and a cut file that lost its failure cannot pass.
 """
 
 from __future__ import annotations
@@ -27,12 +34,14 @@ from ..model import Finding, Status
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["JudgeFn", "check_title", "judge_record", "judge_text", "judged_kinds", "judges", "parse_error_finding"]
+__all__ = ["JudgeFn", "check_title", "incomplete_parts", "judge_record", "judge_text", "judged_kinds", "judges",
+           "parse_error_finding"]
 
 JudgeFn = Callable[[Any, "Config", str], Iterable[Finding]]
 
 _JUDGES: dict[str, JudgeFn] = {}
-_TITLES = {"evidence.parse": "The evidence could be read", "evidence.judge": "The evidence could be judged"}
+_TITLES = {"evidence.parse": "The evidence could be read", "evidence.judge": "The evidence could be judged",
+           "evidence.complete": "The evidence was complete"}
 _discovered = False
 
 
@@ -87,9 +96,21 @@ def judge_record(kind: str, record: Any, config: Config, *, source: str = "evide
     if not findings:
         return [Finding("evidence.judge", Status.ERROR, source, "no_result",
                         f"the {kind} judge produced no finding")]
+    if missing := incomplete_parts(record):
+        findings.append(Finding("evidence.complete", Status.ERROR, source, "incomplete",
+                                f"output incomplete: {'; '.join(missing)}"[:600], observed=len(missing),
+                                recommendation="Save the whole output of the tool (no cut, no elided lines, no "
+                                               "edits) and judge it again; the part shown was judged as it is.",
+                                details={"missing": missing}))
     for finding in findings:
         finding.details.setdefault("evidence_kind", kind)
     return findings
+
+
+def incomplete_parts(record: Any) -> list[str]:
+    """What a record says it lacks (its ``incomplete`` list); empty for a complete record."""
+    missing = getattr(record, "incomplete", None)
+    return [str(m) for m in missing] if isinstance(missing, list) else []
 
 
 def check_title(check_id: str, kind: str) -> str:

@@ -2,10 +2,14 @@
 
 ``parse`` prints ``{"kind": K, "record": {...}}`` (JSON, stdout). ``judge`` prints the
 findings the same way ``run`` does and exits like ``run`` (0 pass, 1 warn, 2 fail, 3
-error). Both detect the kind when ``--kind`` is not given. Exit 2 when the input cannot be
-used at all (unreadable file, unknown or undetectable kind, bad configuration); exit 3
-when a detected (or given) kind does not parse: the evidence could not be measured.
-``FILE`` may be ``-`` for standard input.
+error). Both detect the kind when ``--kind`` is not given. ``FILE`` may be ``-`` for
+standard input.
+
+Exit 3 whenever nothing could be judged: the file cannot be read (not a regular file,
+over :data:`~gpu_preflight.boundedio.EVIDENCE_LIMIT`, missing), no parser recognises it
+with confidence (a README is not an NCCL log), the given or detected kind does not
+parse, or the command line or configuration is wrong. Exit 2 is only ever a FAIL found
+in the evidence.
 """
 
 from __future__ import annotations
@@ -60,22 +64,24 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     text = _read(args.file)
     if text is None:
-        return EXIT_USAGE
+        return EXIT_ERROR
     kind = _kind(args.kind, text, args.file)
     if kind is None:
-        return EXIT_USAGE
+        return EXIT_ERROR
     if args.command == "parse":
         return _parse(text, kind)
     return _judge(args, text, kind)
 
 
 def _read(path: str) -> str | None:
+    """The file's text, bounded; undecodable bytes replaced (one damaged byte must not hide a log)."""
+    from ..boundedio import EVIDENCE_LIMIT, InputError, read_text
+
     try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except OSError as exc:
-        print(f"gpu-preflight: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return read_text(path, limit=EVIDENCE_LIMIT, what="tool output", strict=False)
+    except InputError as exc:
+        print(f"gpu-preflight: {exc}", file=sys.stderr)
         return None
-    return data.decode("utf-8", errors="replace")
 
 
 def _kind(kind: str | None, text: str, path: str) -> str | None:

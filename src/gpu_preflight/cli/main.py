@@ -208,14 +208,14 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from ..boundedio import REPORT_LIMIT, InputError, load_json
     from ..report import render
     from ..report.console import render_console
 
     try:
-        with open(args.path, encoding="utf-8") as fh:
-            report = json.load(fh)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        print(f"gpu-preflight: cannot read report {args.path}: {exc}", file=sys.stderr)
+        report = load_json(args.path, limit=REPORT_LIMIT, what="report")
+    except InputError as exc:
+        print(f"gpu-preflight: cannot read report: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if not isinstance(report, dict) or "findings" not in report or "cluster_summary" not in report:
         print(f"gpu-preflight: {args.path} is not a gpu-preflight report (no findings/cluster_summary)",

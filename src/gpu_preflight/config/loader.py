@@ -53,15 +53,20 @@ class Layer:
 
 def read_file(path: str | Path) -> Layer:
     """Parse a TOML or YAML file into a validated layer (extension decides; default TOML)."""
+    from ..boundedio import CONFIG_LIMIT, InputError, read_text
+
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file: {exc.strerror or exc}", source=str(p)) from exc
-    if p.suffix.lower() in (".yaml", ".yml"):
-        data, lines = _parse_yaml(text, str(p))
-    else:
-        data, lines = _parse_toml(text, str(p))
+        text = read_text(p, limit=CONFIG_LIMIT, what="config file")
+    except InputError as exc:
+        raise ConfigError(str(exc).removeprefix(f"{p}: "), source=str(p)) from None
+    try:
+        if p.suffix.lower() in (".yaml", ".yml"):
+            data, lines = _parse_yaml(text, str(p))
+        else:
+            data, lines = _parse_toml(text, str(p))
+    except RecursionError:
+        raise ConfigError("nested too deeply to be a config file", source=str(p)) from None
     return validate_layer(Layer(str(p), data, lines), allow_extra=())
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,10 @@ ParseFn = Callable[[str], Any]
 SniffFn = Callable[[str], int]
 
 SNIFF_WINDOW = 256 * 1024  # sniffers look at the head of a file; a 2 GB log must not be scanned twice
+# Statements at the start of a line that no diagnostic tool prints but every source file
+# does: a module that quotes tool output in its tests must not be "detected" as that tool.
+_SOURCE_CODE = re.compile(r"^(?:def |async def |class \w+[(:]|import \w|from [\w.]+ import |#include [<\"]"
+                          r"|package \w|func \w|fn \w|#!/)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -80,11 +85,12 @@ def get_parser(kind: str) -> ParserSpec:
 def detect_kind(text: str) -> str | None:
     """The kind whose sniffer is surest about ``text``; ``None`` when none recognises it.
 
-    Never raises: a sniffer that trips over odd input simply does not vote.
+    Never raises: a sniffer that trips over odd input simply does not vote. Binary data
+    and source code are nobody's output; guessing there would judge garbage as evidence.
     """
     _discover()
     head = text[:SNIFF_WINDOW]
-    if "\x00" in head:
+    if "\x00" in head or len(_SOURCE_CODE.findall(head)) >= 3:
         return None
     best: tuple[int, str] | None = None
     for kind, spec in sorted(_PARSERS.items()):

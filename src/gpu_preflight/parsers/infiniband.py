@@ -7,6 +7,13 @@ land on one canonical form (``state="ACTIVE"``, ``physical_state="LINKUP"``,
 ``rate_gbps=200.0``). Indentation (tabs or spaces), CA order (lexical: ``mlx5_1,
 mlx5_10``) and a leading ``#ibstat`` line do not matter. ``ibstat``'s stderr ``ibpanic:``
 lines (a CA that vanished while listing) are kept as errors: a missing device is a fact.
+
+Completeness: ``ibstat`` announces each CA's ``Number of ports`` and ``ibv_devinfo`` its
+``phys_port_cnt``; fewer port blocks than announced (unless the pasted command asked for
+one port, ``ibv_devinfo -i 2``), or a port block without its state or its link layer
+(every tool prints the link layer last), means the
+output was cut, and the record lists it in ``incomplete``: a cut listing that lost its
+down port must not read as "every port active".
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ class IbDevicesRecord:
     format: str
     devices: list[IbDevice] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)
 
 
 def canonical_state(value: str | None) -> str | None:
@@ -105,6 +113,7 @@ def parse_ibstat(text: str) -> IbDevicesRecord:
     record = IbDevicesRecord(format="ibstat")
     device: IbDevice | None = None
     port: IbPort | None = None
+    announced: dict[str, int] = {}
     for number, line in _lines(IBSTAT_KIND, text):
         if line.startswith("ibpanic:") or line.startswith("ibwarn:"):
             record.errors.append(line)
@@ -128,11 +137,29 @@ def parse_ibstat(text: str) -> IbDevicesRecord:
                 device.ca_type = value or None
             elif key == "firmware version":
                 device.firmware = value or None
+            elif key == "number of ports" and (n := to_int(value)) is not None:
+                announced[device.name] = n
         else:
             _set_port_field(port, key, value)
     if not record.devices:
         raise ParseError(IBSTAT_KIND, "no \"CA '<name>'\" block")
+    _check_ports(record, announced)
     return record
+
+
+def _check_ports(record: IbDevicesRecord, announced: dict[str, int]) -> None:
+    """Name every announced port that is not there and every port block without a state."""
+    for device in record.devices:
+        want = announced.get(device.name)
+        if not device.ports:
+            record.incomplete.append(f"{device.name}: no port listed (every device has one)")
+        elif want is not None and len(device.ports) < want:
+            record.incomplete.append(f"{device.name}: {len(device.ports)} of {want} announced port(s) listed")
+        for port in device.ports:
+            lacking = [name for name, value in (("state", port.state), ("link layer", port.link_layer))
+                       if value is None]
+            if lacking:
+                record.incomplete.append(f"{device.name} port {port.port}: no {' or '.join(lacking)} line")
 
 
 @parser(IBSTATUS_KIND, sniff=sniff_ibstatus, title="ibstatus")
@@ -154,6 +181,7 @@ def parse_ibstatus(text: str) -> IbDevicesRecord:
         _set_port_field(port, m.group("key").lower(), m.group("value").strip())
     if not record.devices:
         raise ParseError(IBSTATUS_KIND, "no \"Infiniband device '<name>' port <n> status:\" block")
+    _check_ports(record, {})
     return record
 
 
@@ -164,6 +192,8 @@ def parse_devinfo(text: str) -> IbDevicesRecord:
     device: IbDevice | None = None
     port: IbPort | None = None
     width: int | None = None
+    announced: dict[str, int] = {}
+    one_port = bool(re.search(r"ibv_devinfo\b[^\n]*\s(?:-i|--ib-port)[\s=]*\d", text))
     for _, line in _lines(DEVINFO_KIND, text):
         m = _KEY.match(line)
         if m is None:
@@ -182,6 +212,8 @@ def parse_devinfo(text: str) -> IbDevicesRecord:
                 device.firmware = value or None
             elif key == "board_id":
                 device.ca_type = value or None
+            elif key == "phys_port_cnt" and (n := to_int(value)) is not None and not one_port:
+                announced[device.name] = n
         elif key == "state":
             port.state = canonical_state(value)
         elif key == "phys_state":
@@ -198,4 +230,5 @@ def parse_devinfo(text: str) -> IbDevicesRecord:
             port.rate_gbps = round(width * speed, 3)
     if not record.devices:
         raise ParseError(DEVINFO_KIND, "no 'hca_id:' line")
+    _check_ports(record, announced)
     return record

@@ -65,7 +65,7 @@ class PingpongRecord:
 
 
 def sniff_info(text: str) -> int:
-    if _GETINFO_ERROR.search(text):
+    if re.search(r"^\s*" + _GETINFO_ERROR.pattern, text, re.MULTILINE):
         return 90
     if re.search(r"^provider:\s*\S+", text, re.MULTILINE) and re.search(r"^\s+(?:fabric|domain):", text, re.MULTILINE):
         return 90

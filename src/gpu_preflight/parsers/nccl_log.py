@@ -94,15 +94,22 @@ def classify(text: str) -> tuple[str, re.Match[str]] | None:
     return None
 
 
+# Lines only a log prints, at the start of a line: a prose document or source file that
+# merely mentions "NCCL WARN" or torch.distributed does not carry them.
+_LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
+    (85, re.compile(r"^(?:\[[^\]]*\]\s*)?[\w.-]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:WARN|INFO)\b", re.M)),
+    (80, re.compile(r"^\[rank\d+\]:|^\[[EWIF]\d{4} [^\]]*\]|^\w*(?:Error|Exception): .*\bNCCL\b"
+                    r"|^ncclRemoteError|^ncclSystemError|^ncclInvalidUsage|^ncclInternalError|^ncclUnhandledCudaError"
+                    r"|^terminate called after throwing an instance of 'c10::DistBackendError'", re.M)),
+    (60, re.compile(r"^torch\.distributed\.[\w.]+(?:Error|Exception)\b|^\s*Root Cause \(first observed failure\)",
+                    re.M)),
+)
+
+
 def sniff(text: str) -> int:
-    if re.search(r"\bNCCL WARN\b", text):
-        return 85
-    if re.search(r"ProcessGroupNCCL|ncclRemoteError|ncclSystemError|ncclInvalidUsage|NCCL error", text):
-        return 80
-    if re.search(r"\bNCCL INFO\b", text):
-        return 60
-    if re.search(r"torch\.distributed|DistBackendError|ChildFailedError", text):
-        return 50
+    for score, pattern in _LOG_LINES:
+        if pattern.search(text):
+            return score
     return 0
 
 

@@ -13,16 +13,23 @@ last row: it can peak earlier), ``avg_busbw_gbps`` the tool's own ``Avg bus band
 line when printed (``avg_busbw_source="reported"``), else the mean of the rows shown.
 ``nranks`` comes from the ``# Using devices`` rank lines; without them it is inferred
 from busbw/algbw for the collectives whose factor depends on it, and flagged.
+
+Completeness: every nccl-tests run that finishes prints ``# Out of bounds values : N
+OK|FAILED`` (the verdict over *all* sizes, ``#`` omitted by old versions) and then ``#
+Avg bus bandwidth``. A table without that line was cut (or the run died) before the
+end, so the record lists it in ``incomplete``; so does a result cell that is neither a
+number nor ``N/A`` (a damaged ``#wrong`` must not read as "no count").
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .detect import parser
 from .errors import ParseError
-from .text import is_noise, prepare, to_float
+from .text import is_noise, is_not_available, prepare, to_float
 
 KIND = "nccl-tests"
 
@@ -34,8 +41,8 @@ _TEST_NAME = re.compile(r"\b(?P<name>[a-z_]+_perf)\b")
 _NCCL_VERSION = re.compile(r"NCCL version\s+(?P<v>[\d.]+(?:\+\S+)?)")
 _LIBRARY = re.compile(r"nccl-library=(?P<code>\d+)")
 _TESTS_VERSION = re.compile(r"#\s*nccl-tests version\s+(?P<v>\S+)")
-_AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)")
-_OOB = re.compile(r"#\s*Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<verdict>\w+)?")
+_AVG = re.compile(r"\s*#?\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)")
+_OOB = re.compile(r"\s*#?\s*Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<verdict>\w+)?")
 _FAILURE = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\s*)?Test (?P<what>NCCL|CUDA) failure "
                       r"(?P<file>[\w./-]+):(?P<line>\d+)\s*'?(?P<message>[^']*)'?")
 # busbw = algbw * factor(n): invert it where the factor depends on the rank count.
@@ -78,6 +85,15 @@ class NcclTestFailure:
 
 
 @dataclass
+class NcclTestDevice:
+    """One ``# Using devices`` line: which GPU (by its CUDA name) a rank ran on, and where."""
+
+    rank: int
+    host: str
+    name: str
+
+
+@dataclass
 class NcclTestsRecord:
     test: str | None = None
     nranks: int | None = None
@@ -95,6 +111,8 @@ class NcclTestsRecord:
     max_error: float | None = None
     out_of_bounds: int | None = None
     errors: list[NcclTestFailure] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)
+    gpus: list[NcclTestDevice] = field(default_factory=list)
 
 
 def sniff(text: str) -> int:
@@ -127,9 +145,11 @@ def parse(text: str) -> NcclTestsRecord:
             continue
         if columns is None:
             continue  # numbers before the table (a pasted pod listing, a command's output)
-        record.rows.append(_row(columns, line, number))
+        record.rows.append(_row(columns, line, number, record.incomplete))
     if not record.rows and not record.errors:
         raise ParseError(KIND, "no nccl-tests result row and no 'Test ... failure' line")
+    if record.rows and record.out_of_bounds is None and not record.errors:
+        record.incomplete.append("no 'Out of bounds values' summary line: the output ends before the run finished")
     if ranks:
         record.nranks = max(ranks) + 1
         record.hosts = sorted(set(ranks.values()))
@@ -143,6 +163,8 @@ def _header_line(record: NcclTestsRecord, ranks: dict[int, str], line: str,
         return [t for t in line.lstrip("#").split()]
     if m := _RANK.match(line):
         ranks[int(m.group("rank"))] = m.group("host")
+        if m.group("name").strip():
+            record.gpus.append(NcclTestDevice(int(m.group("rank")), m.group("host"), m.group("name").strip()))
     elif m := _AVG.match(line):
         record.avg_busbw_gbps = to_float(m.group("v"))
         record.avg_busbw_source = "reported" if record.avg_busbw_gbps is not None else None
@@ -164,7 +186,7 @@ def _version_from_code(code: int) -> str:
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
 
 
-def _row(columns: list[str], line: str, number: int) -> NcclTestRow:
+def _row(columns: list[str], line: str, number: int, problems: list[str]) -> NcclTestRow:
     values = line.split()
     if len(values) != len(columns):
         raise ParseError(KIND, f"{len(values)} values where the header names {len(columns)} columns", number)
@@ -176,6 +198,10 @@ def _row(columns: list[str], line: str, number: int) -> NcclTestRow:
     size = _int(first.get("size"))
     if size is None:
         raise ParseError(KIND, f"size {first.get('size')!r} is not a byte count", number)
+    for key, value in [*first.items(), *(("in-place " + k, v) for k, v in second.items())]:
+        name = key.removeprefix("in-place ")
+        if name in _NUMERIC and not is_not_available(value) and _NUMERIC[name](value) is None:
+            problems.append(f"unreadable {key} value {value!r} (line {number})")
     out = _placement(first)
     return NcclTestRow(
         size_bytes=size, count=_int(first.get("count")), type=first.get("type"), redop=first.get("redop"),
@@ -190,10 +216,18 @@ def _placement(values: dict[str, str]) -> PlacementResult:
                            error=to_float(values.get("error")))
 
 
+def _number(value: str) -> float | None:
+    return to_float(value) if re.fullmatch(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", value) else None
+
+
 def _int(value: str | None) -> int | None:
     if value is None or not re.fullmatch(r"-?\d+", value):
         return None
     return int(value)
+
+
+_NUMERIC: dict[str, Callable[[str], float | int | None]] = {
+    "time": _number, "algbw": _number, "busbw": _number, "error": _number, "wrong": _int}
 
 
 def _summarise(record: NcclTestsRecord) -> None:

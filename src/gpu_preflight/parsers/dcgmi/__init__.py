@@ -62,6 +62,7 @@ class DcgmDiagRecord:
     overall: str = "pass"
     errors: list[str] = field(default_factory=list)
     return_code: int | None = None
+    incomplete: list[str] = field(default_factory=list)
 
 
 def normalize_status(text: str) -> str | None:

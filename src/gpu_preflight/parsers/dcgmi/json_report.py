@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...boundedio import JSON_MAX_DEPTH, nesting_depth
 from ..errors import ParseError
 from . import KIND, DcgmDiagRecord, DcgmTest, gpu_ids_in, normalize_status, overall_of, worst_status
 
@@ -33,6 +34,8 @@ def parse_json(text: str) -> DcgmDiagRecord:
     start = text.find("{")
     if start < 0:
         raise ParseError(KIND, "no JSON object")
+    if (depth := nesting_depth(text[start:])) > JSON_MAX_DEPTH:
+        raise ParseError(KIND, f"JSON nested {depth} levels deep (dcgmi's documents nest about 6)")
     try:
         data, _ = json.JSONDecoder().raw_decode(text[start:])
     except json.JSONDecodeError as exc:

@@ -7,8 +7,14 @@ varies: ``Blacklist`` (≤2.4) / ``Denylist``; results ``Pass - All``, ``Pass - 
 sub-rows (4.x); ``Warning``/``Info``/``Error`` rows whose text DCGM hard-wraps at the cell
 width *in the middle of words* — chunks are therefore joined exactly as printed (the cell
 minus its one-space left and two-space right margin), which restores ``desire`` + ``d``
-into ``desired``. Tables pasted without their closing border, with trailing blanks after
-the last ``|``, or cut with ``...`` are read as far as they go.
+into ``desired``. Trailing blanks after the last ``|`` do not matter.
+
+Completeness: dcgmi always closes the table with a ``+----+----+`` border after the last
+row. A table without it, or with lines elided (``...``), was cut: it is read as far as it
+goes and the record says so in ``incomplete`` (a failing ``-r 2`` run cut after its
+Deployment rows must not read as "5 tests passed"). So does a result fragment that is
+not a status (``Fbil - GPU: 1``): it cannot be folded into the test, and dropping it
+could turn a failed GPU into a pass.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from __future__ import annotations
 import re
 
 from ..errors import ParseError
-from ..text import is_noise, prepare
+from ..text import is_elision, is_noise, prepare
 from . import KIND, DcgmDiagRecord, DcgmTest, gpu_ids_in, normalize_status, overall_of, worst_status
 
 _CATEGORY = re.compile(r"^[|+]-+\s+(?P<name>[A-Za-z][\w /]*?)\s+-+[+|]")
@@ -26,6 +32,7 @@ _PART = re.compile(r"^(?P<status>Pass|Fail|Warn|Skip|Skipped|Error|Not Run)\b\s*
                    re.IGNORECASE)
 _PER_GPU = re.compile(r"^GPU\s*(?P<id>\d+)\s*:\s*(?P<status>\w[\w ]*)$", re.IGNORECASE)
 _MESSAGE_LABELS = ("warning", "info", "error", "note")
+_CLOSING = re.compile(r"^\+-+\+-+\+$")
 _METADATA = {"dcgm version": "dcgm_version", "driver version detected": "driver_version"}
 
 
@@ -36,6 +43,8 @@ def parse_table(text: str) -> DcgmDiagRecord:
     current: DcgmTest | None = None
     message: tuple[str, list[str]] | None = None  # label and the raw chunks of the row being continued
     saw_table = False
+    closed = False
+    elided: list[int] = []
 
     def flush() -> None:
         nonlocal message
@@ -46,8 +55,13 @@ def parse_table(text: str) -> DcgmDiagRecord:
 
     for number, raw in enumerate(lines, 1):
         line = raw.rstrip()
+        if is_elision(raw) and saw_table:
+            elided.append(number)
         if not line.strip() or is_noise(raw) or line.lstrip().startswith("#"):
             continue
+        stripped = line.strip()
+        if stripped[:1] in ("|", "+"):
+            closed = bool(_CLOSING.match(stripped))
         if m := _ERROR.match(line):
             record.errors.append(m.group("msg").strip())
             if (code := _RETURN.search(line)) is not None:
@@ -57,7 +71,6 @@ def parse_table(text: str) -> DcgmDiagRecord:
             flush()
             category, current, saw_table = m.group("name").strip(), None, True
             continue
-        stripped = line.strip()
         if stripped.startswith("+") or stripped.startswith("|=") or not stripped.startswith("|"):
             continue
         cells = stripped.split("|")
@@ -74,8 +87,8 @@ def parse_table(text: str) -> DcgmDiagRecord:
         if not label:
             if message is not None:
                 message[1].append(raw_result)
-            elif current is not None:
-                _status_part(current, result)
+            elif current is not None and not _status_part(current, result):
+                record.incomplete.append(f"unreadable result {result!r} for {current.name} (line {number})")
             continue
         flush()
         if label.split(":")[0].strip().lower() in _MESSAGE_LABELS:
@@ -90,6 +103,10 @@ def parse_table(text: str) -> DcgmDiagRecord:
     flush()
     if not saw_table and not record.errors:
         raise ParseError(KIND, "no dcgmi diag result table and no DCGM error line")
+    if elided:
+        record.incomplete.append(f"lines elided from the table (line {elided[0]})")
+    if saw_table and record.tests and not closed:
+        record.incomplete.append("the table has no closing border: the output was cut after its last row")
     record.overall = overall_of(record)
     return record
 
@@ -102,20 +119,23 @@ def _metadata(record: DcgmDiagRecord, label: str, value: str) -> None:
         record.gpu_device_ids = [v.strip() for v in value.split(",") if v.strip()]
 
 
-def _status_part(test: DcgmTest, result: str, first: bool = False) -> None:
-    """Fold one result fragment (``Pass - GPUs: 0, 2``, ``Fail - GPU: 1``, ``GPU0: Pass``) into ``test``."""
+def _status_part(test: DcgmTest, result: str, first: bool = False) -> bool:
+    """Fold one result fragment (``Pass - GPUs: 0, 2``, ``Fail - GPU: 1``, ``GPU0: Pass``) into ``test``.
+
+    ``False`` when the fragment is not a status at all (damaged, or a format we do not know).
+    """
     if m := _PER_GPU.match(result):
         status = normalize_status(m.group("status"))
         if status:
             test.gpu_status[m.group("id")] = status
             _fold(test, status, [int(m.group("id"))])
-        return
+        return status is not None
     m = _PART.match(result)
     if m is None:
         if first:  # a result DCGM did not phrase as a status: not a pass
             test.status = "fail"
             test.messages.append(result)
-        return
+        return first
     status = normalize_status(m.group("status")) or "fail"
     scope = m.group("scope") or ""
     ids = [int(x) for x in re.findall(r"\d+", scope.split(":", 1)[1])] if ":" in scope else []
@@ -124,6 +144,7 @@ def _status_part(test: DcgmTest, result: str, first: bool = False) -> None:
     if first:
         test.status = status
     _fold(test, status, ids)
+    return True
 
 
 def _fold(test: DcgmTest, status: str, ids: list[int]) -> None:

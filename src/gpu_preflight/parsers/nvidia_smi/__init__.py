@@ -140,7 +140,8 @@ class NvidiaSmiRecord:
     """A whole nvidia-smi report: driver, CUDA version and the GPUs it lists.
 
     ``attached_gpus`` is what nvidia-smi says is attached, which can exceed ``len(gpus)``
-    (a filtered or truncated report), so both are kept.
+    (a filtered or truncated report), so both are kept. ``incomplete`` names what a
+    reader found missing or unreadable (see :mod:`gpu_preflight.checks.evidence`).
     """
 
     format: str
@@ -149,3 +150,4 @@ class NvidiaSmiRecord:
     attached_gpus: int | None = None
     timestamp: str | None = None
     gpus: list[SmiGpu] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)

@@ -9,7 +9,15 @@ Slowdown`` under ``HW Slowdown``); 590 ``Average``/``Instantaneous Power Draw`` 
 Parity``) or by bits (``Double Bit / Total``); ``Remapped Rows : N/A`` as a scalar; the
 relative ``T.Limit`` temperatures of Hopper, which are not thresholds and are ignored.
 An excerpt without the ``GPU <bus id>`` header (a pasted ``ECC Errors`` block) is read
-as one GPU of unknown address.
+as one GPU of unknown address; a header with a suffix (``GPU 00000000:00:09.0 (MIG)``)
+is still a GPU.
+
+Completeness (``incomplete``): a full report announces ``Attached GPUs`` and gives each
+GPU a section that starts with ``Product Name`` and ends after ``Processes``. Fewer
+sections than announced (unless the pasted command selected GPUs with ``-i``), a
+section with a product name but no ``Processes``, a GPU header with nothing under it,
+or a value that is neither a reading nor "not available" (``Pending : Yås``) all mean
+the text is not what nvidia-smi printed, and are named rather than read as "no data".
 """
 
 from __future__ import annotations
@@ -20,12 +28,13 @@ from dataclasses import dataclass, field
 
 from ..detect import parser
 from ..errors import ParseError
-from ..text import is_noise, prepare, to_bool, to_float, to_int
+from ..text import is_noise, is_not_available, prepare, to_bool, to_float, to_int
 from . import NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string
 
 KIND = "nvidia-smi-q"
 
-_GPU_HEADER = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_GPU_HEADER = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])(?:\s+[^:]*)?$")
+_SELECTED = re.compile(r"nvidia-smi\b[^\n]*\s(?:-i|--id)[\s=]*\S")
 _ENTRY = re.compile(r"^(?P<key>[^:]*?[^:\s])\s*(?::\s?(?P<value>.*))?$")
 _REASONS = {
     "idle": "gpu_idle", "gpu idle": "gpu_idle", "applications clocks setting": "applications_clocks_setting",
@@ -81,7 +90,8 @@ def sniff(text: str) -> int:
 def parse(text: str) -> NvidiaSmiRecord:
     """Parse ``nvidia-smi -q`` output, whole or a pasted section of it."""
     root = _tree(prepare(KIND, text))
-    gpu_nodes = [n for n in root.children if n.key.startswith("GPU ") and n.value is None and n.children]
+    headers = [n for n in root.children if n.key.startswith("GPU ") and n.value is None]
+    gpu_nodes = [n for n in headers if n.children]
     if not gpu_nodes:
         body = [n for n in root.children if n.children]
         if not body:
@@ -97,7 +107,55 @@ def parse(text: str) -> NvidiaSmiRecord:
     )
     if record.driver_version is None and not any(g.has_readings() for g in record.gpus):
         raise ParseError(KIND, "no nvidia-smi -q field found")
+    record.incomplete = _missing(root, headers, gpu_nodes, record.attached_gpus, bool(_SELECTED.search(text)))
+    record.incomplete += [f"{n.key} (line {n.line}): section present but no reading in it"
+                          for n, g in zip(gpu_nodes, record.gpus, strict=True) if not g.has_readings()]
     return record
+
+
+def _missing(root: Node, headers: list[Node], gpu_nodes: list[Node], attached: int | None,
+             selected: bool) -> list[str]:
+    """What a full ``-q`` report would have printed and this text lacks or garbles."""
+    out = [f"{h.key} (line {h.line}): section announced but empty" for h in headers if not h.children]
+    if attached is not None and headers and len(headers) < attached and not selected:
+        out.append(f"{len(headers)} of {attached} attached GPU section(s) present")
+    for g in gpu_nodes:
+        name = g.key if g.key.startswith("GPU ") else "GPU"
+        if g.find("Product Name") is not None and g.find("Processes") is None:
+            out.append(f"{name}: section ends before 'Processes' (cut)")
+        out.extend(f"{name}: unreadable {label} {value!r} (line {line})" for label, value, line in _unreadable(g))
+    return out
+
+
+_BOOL_FIELDS = (("Persistence Mode",), ("ECC Mode", "Current"), ("ECC Mode", "Pending"), ("Remapped Rows", "Pending"),
+                ("Remapped Rows", "Remapping Failure Occurred"), ("Retired Pages", "Pending Page Retirement"),
+                ("Retired Pages", "Pending Page Blacklist"), ("Retired Pages", "Pending"))
+_INT_FIELDS = (("Remapped Rows", "Correctable Error"), ("Remapped Rows", "Uncorrectable Error"),
+               ("Retired Pages", "Single Bit ECC"), ("Retired Pages", "Double Bit ECC"), ("FB Memory Usage", "Total"),
+               ("FB Memory Usage", "Used"), ("Temperature", "GPU Current Temp"), ("PCI", "Replays Since Reset"),
+               ("PCI", "GPU Link Info", "PCIe Generation", "Current"),
+               ("PCI", "GPU Link Info", "Link Width", "Current"))
+
+
+def _unreadable(g: Node) -> Iterator[tuple[str, str, int]]:
+    """Readings the checks use whose printed value is neither a value nor "not available"."""
+    for path, convert in [*((p, to_bool) for p in _BOOL_FIELDS), *((p, to_int) for p in _INT_FIELDS)]:
+        node = g.find(*path)
+        if node is not None and node.value is not None and not is_not_available(node.value) \
+                and convert(node.value) is None:
+            yield " / ".join(path), node.value, node.line
+    ecc = g.find("ECC Errors")
+    for node in ecc.walk() if ecc is not None else ():
+        if node.value is not None and not node.children and not is_not_available(node.value) \
+                and to_int(node.value) is None and to_bool(node.value) is None:
+            yield f"ECC Errors / {node.key}", node.value, node.line
+    reasons = g.find("Clocks Event Reasons") or g.find("Clocks Throttle Reasons")
+    if reasons is None:
+        return
+    for node in reasons.walk():
+        if node.key.lower() in _REASONS and node.value is not None and not is_not_available(node.value) \
+                and node.value.strip().lower() not in ("active", "not active"):
+            yield f"{reasons.key} / {node.key}", node.value, node.line
 
 
 def _tree(lines: list[str]) -> Node:

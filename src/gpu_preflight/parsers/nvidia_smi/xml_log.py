@@ -53,7 +53,7 @@ def parse(text: str) -> NvidiaSmiRecord:
         raise ParseError(KIND, f"malformed XML: {exc}", line) from None
     if root.tag != "nvidia_smi_log":
         raise ParseError(KIND, f"root element is <{root.tag}>, expected <nvidia_smi_log>")
-    return NvidiaSmiRecord(
+    record = NvidiaSmiRecord(
         format="xml",
         driver_version=_text(root, "driver_version"),
         cuda_version=_text(root, "cuda_version"),
@@ -61,6 +61,9 @@ def parse(text: str) -> NvidiaSmiRecord:
         timestamp=_text(root, "timestamp"),
         gpus=[_gpu(i, g) for i, g in enumerate(root.findall("gpu"))],
     )
+    record.incomplete = [f"<gpu id={g.pci_bus_id!r}> (GPU {g.index}): element present but no reading in it"
+                         for g in record.gpus if not g.has_readings()]
+    return record
 
 
 def _text(elem: ET.Element | None, path: str) -> str | None:

@@ -1,0 +1,80 @@
+"""The long hostile-input fuzz run: every fixture cut at every line, garbled many times.
+
+Prints ``tried / survived / false PASS / hang / crash / memory`` overall and per
+fixture, then the first cases of each bad outcome. ``survived`` counts cases that ended
+without crash, hang or memory blow-up; ``false PASS`` counts failing fixtures judged PASS
+after a cut or damage (formats without an end marker — dmesg, lspci, ``nvlink -s``,
+``ibstatus`` — can do this by nature: a log cut before its Xid line is a clean log).
+
+    .venv/bin/python bench/bench_fuzz.py [--seed 1] [--any-damage 40] [--time-s 10] [--memory-mib 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.fuzz_engine import (
+    config_cases,
+    evidence_cases,
+    replay_cases,
+    run_case,
+    run_config,
+    run_replay,
+)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--any-damage", type=int, default=40, help="garbles anywhere in a line (labels too), per fixture")
+    ap.add_argument("--time-s", type=float, default=10.0, help="per-case time budget")
+    ap.add_argument("--memory-mib", type=float, default=256.0, help="per-case peak allocation budget (plus 40x input)")
+    args = ap.parse_args()
+    rng = random.Random(args.seed)  # noqa: S311 - reproducible fuzzing, not cryptography
+    started = time.perf_counter()
+    totals: collections.Counter[str] = collections.Counter()
+    per_source: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    examples: dict[str, list[str]] = collections.defaultdict(list)
+    for case in evidence_cases(rng, any_damage=args.any_damage):
+        outcome, detail = run_case(case, time_s=args.time_s, memory_mib=args.memory_mib)
+        totals[outcome] += 1
+        per_source[case.source][outcome] += 1
+        examples[outcome].append(f"{case.source}: {case.mutation}: {detail}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for what, text in replay_cases(rng, 20):
+            outcome, detail = run_replay(text, Path(tmp), time_s=args.time_s, memory_mib=args.memory_mib)
+            totals[outcome] += 1
+            per_source["--replay snapshot"][outcome] += 1
+            examples[outcome].append(f"replay {what}: {detail}")
+        for what, data in config_cases(rng, 40):
+            outcome, detail = run_config(data, Path(tmp), time_s=args.time_s, memory_mib=args.memory_mib)
+            totals[outcome] += 1
+            per_source["--config site.toml"][outcome] += 1
+            examples[outcome].append(f"config {what}: {detail}")
+    print(_line("total", totals))
+    for source, counts in sorted(per_source.items()):
+        print(_line(source, counts))
+    for outcome in ("false_pass", "hang", "crash", "memory"):
+        for example in examples[outcome][:10]:
+            print(f"  {outcome}: {example}")
+    print(f"elapsed {time.perf_counter() - started:.1f} s")
+    return 1 if totals["crash"] or totals["hang"] or totals["memory"] else 0
+
+
+def _line(name: str, counts: collections.Counter[str]) -> str:
+    tried = sum(counts.values())
+    survived = tried - counts["crash"] - counts["hang"] - counts["memory"]
+    return (f"{name:48} tried {tried:5}  survived {survived:5}  false PASS {counts['false_pass']:4}  "
+            f"hang {counts['hang']:3}  crash {counts['crash']:3}  memory {counts['memory']:3}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
