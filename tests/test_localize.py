@@ -197,12 +197,25 @@ def test_rail_fault_names_the_rail() -> None:
         assert [(s.node, s.rail) for s in r.outcome.suspects] == [(node, rail)], (seed, r.outcome.suspects)
 
 
-def test_two_nodes_cannot_tell_who_is_bad_and_exclude_both() -> None:
+def test_two_nodes_say_plainly_they_cannot_tell_and_exclude_nobody() -> None:
     r = simulate(Scenario(2, slow={1: 0.3}), LocalizeConfig())
     assert r.outcome.suspects == []  # one figure, judged against itself: only a floor can call it slow
     r = simulate(Scenario(2, slow={1: 0.3}), LocalizeConfig(floor_gbps=30.0))
-    assert r.outcome.excluded == [0, 1] and {s.reason for s in r.outcome.suspects} == {"unresolved"}
+    assert r.outcome.excluded == [] and r.outcome.healthy == []
+    assert [(s.node, s.kind, s.peers) for s in r.outcome.suspects] == [(0, "undecided", (1,)), (1, "undecided", (0,))]
     assert simulate(Scenario(2), LocalizeConfig(floor_gbps=30.0)).outcome.healthy == [0, 1]
+
+
+def test_two_nodes_break_the_tie_with_node_local_evidence() -> None:
+    for bad in (0, 1):
+        sc = Scenario(2, slow={bad: 0.3}, local={bad: "node checks failed: network.interfaces"})
+        out = simulate(sc, LocalizeConfig(floor_gbps=30.0)).outcome
+        assert out.excluded == [bad] and out.healthy == [1 - bad], out.suspects
+        assert out.suspects[0].reason == "local: node checks failed: network.interfaces"
+    both = Scenario(2, slow={1: 0.3}, local={0: "x", 1: "y"})  # evidence on both ends decides nothing
+    assert {s.kind for s in simulate(both, LocalizeConfig(floor_gbps=30.0)).outcome.suspects} == {"undecided"}
+    healthy = Scenario(2, local={1: "node checks failed"})  # local evidence alone convicts nobody
+    assert simulate(healthy, LocalizeConfig(floor_gbps=30.0)).outcome.healthy == [0, 1]
 
 
 def test_odd_node_count_puts_one_trio_in_the_first_round() -> None:
@@ -244,7 +257,8 @@ def test_judge_reference_ignores_the_slow_mode_and_uses_the_floor() -> None:
     assert base.reference == 50.0 and base.threshold(config) == pytest.approx(30.0)  # 50 - 4 x 10 % assumed
     few = healthy_reference([40.0, 36.0, 15.0], config)  # the fast ones' median
     assert few.reference == 38.0 and few.kept == 2 and few.threshold(config) == pytest.approx(22.8)
-    assert Baseline(40.0, 5.0, 30).threshold(config) == 20.0  # noisy: the spread rule is the stricter
+    assert Baseline(40.0, 4.0, 30).threshold(config) == 24.0  # noisy: the spread rule is the stricter
+    assert Baseline(40.0, 5.0, 30).threshold(config) == 22.5  # but never below (1 - 0.25)² of the reference
     assert Baseline(40.0, 1.0, 30).threshold(config) == 30.0  # quiet: the fraction rule is
     assert Baseline(40.0, 1.0, 19).threshold(config) == 24.0  # too few figures: at least 10 % noise assumed
     assert Baseline(40.0, 1.0, 19).threshold(LocalizeConfig(assumed_noise=0.05)) == 30.0

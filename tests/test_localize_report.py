@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_preflight.distributed.runner import _bundle
 from gpu_preflight.localize.model import FAILED, OK, TIMEOUT, LocalizeConfig, Measurement, Outcome
 from gpu_preflight.localize.report import (
     CHECK_ID,
@@ -16,7 +17,7 @@ from gpu_preflight.localize.report import (
     localization_result,
     write_exclude_file,
 )
-from gpu_preflight.localize.round0 import evidence_from_gathered, star_measurements
+from gpu_preflight.localize.round0 import evidence_from_gathered, node_local_evidence, star_measurements
 from gpu_preflight.localize.scheduler import Localizer
 from gpu_preflight.localize.simulate import Scenario, simulate
 from gpu_preflight.model import Status
@@ -34,7 +35,8 @@ def test_block_shape_for_a_slow_node_and_a_slow_link() -> None:
     out = outcome(Scenario(16, slow={3: 0.3}, slow_links={(5, 13): 0.3}))
     block = localization_block(out, NAMES, duration_s=12.34567)
     assert set(block) == {"mode", "done", "rounds", "tests", "duration_s", "suspects", "exclude_nodes",
-                          "exclude_hostlist", "kubernetes_nodes", "healthy_nodes", "healthy_hostlist", "matrix"}
+                          "exclude_hostlist", "kubernetes_nodes", "undecided_nodes", "healthy_nodes",
+                          "healthy_hostlist", "matrix"}
     assert block["exclude_hostlist"] == "gpu-003" and block["kubernetes_nodes"] == ["gpu-003"]
     assert block["duration_s"] == 12.346 and block["done"] is True
     node = next(s for s in block["suspects"] if s["kind"] == "node")
@@ -89,11 +91,62 @@ def test_findings_per_suspect_kind() -> None:
 
 
 def test_unresolved_nodes_are_excluded_with_an_error() -> None:
+    out = outcome(Scenario(16, slow={3: 0.3}), LocalizeConfig(max_extra_rounds=0))  # budget spent after round 1
+    findings = localization_findings(out, NAMES)
+    assert {(f.subject, f.status, f.code) for f in findings} == {("gpu-003", Status.ERROR, "unresolved"),
+                                                                ("gpu-011", Status.ERROR, "unresolved")}
+    assert localization_block(out, NAMES)["exclude_hostlist"] == "gpu-[003,011]"
+
+
+def test_two_undecided_nodes_fail_plainly_and_are_not_excluded() -> None:
     out = outcome(Scenario(2, slow={1: 0.3}), LocalizeConfig(floor_gbps=30.0))
     findings = localization_findings(out, NAMES[:2])
-    assert {(f.subject, f.status, f.code) for f in findings} == {("gpu-000", Status.ERROR, "unresolved"),
-                                                                ("gpu-001", Status.ERROR, "unresolved")}
-    assert localization_block(out, NAMES[:2])["exclude_hostlist"] == "gpu-[000-001]"
+    assert {(f.subject, f.status, f.code) for f in findings} == {("gpu-000", Status.FAIL, "undecided"),
+                                                                ("gpu-001", Status.FAIL, "undecided")}
+    assert "cannot tell whether gpu-000 or gpu-001 is at fault" in findings[0].summary
+    assert "nothing excluded" in findings[0].summary and "threshold 30" in findings[0].summary
+    block = localization_block(out, NAMES[:2])
+    assert block["exclude_nodes"] == [] and block["exclude_hostlist"] == "" and block["healthy_nodes"] == []
+    assert block["undecided_nodes"] == ["gpu-000", "gpu-001"]
+    assert not any(s["exclude"] for s in block["suspects"])
+
+
+def test_a_tie_broken_by_node_local_evidence_says_so() -> None:
+    sc = Scenario(2, slow={1: 0.3}, local={1: "node checks failed: network.interfaces"})
+    out = outcome(sc, LocalizeConfig(floor_gbps=30.0))
+    (finding,) = localization_findings(out, NAMES[:2])
+    assert (finding.subject, finding.status, finding.code) == ("gpu-001", Status.FAIL, "local")
+    assert "node-local evidence breaks the tie: node checks failed: network.interfaces" in finding.summary
+    assert localization_block(out, NAMES[:2])["exclude_nodes"] == ["gpu-001"]
+
+
+def test_node_local_evidence_from_a_gathered_run() -> None:
+    """Failed node checks, a failed node-local collective, and a node-local all_reduce at a quarter of the best."""
+    per_node = 2
+    payloads = {}
+    for node in range(4):
+        for local in range(per_node):
+            rank = node * per_node + local
+            p = payload(rank, node, local, busbw=75.0 if node == 2 else 300.0, group=f"node{node}",
+                        ranks=[node * per_node, node * per_node + 1])
+            p["collectives"][0]["scope"] = "intra_node"
+            if node == 3:
+                p["collectives"][0].update(error="RuntimeError: connection reset", success=False, results=[])
+            if local == 0:
+                status = "FAIL" if node == 1 else "PASS"
+                p["node_entry"] = {"findings": [{"check_id": "network.interfaces", "status": status},
+                                                {"check_id": "gpu.thermal", "status": "ERROR"}]}
+            payloads[rank] = json.dumps(p)
+    bundles = [json.loads(_bundle({r: t for r, t in payloads.items() if r // per_node == n}, {})) for n in range(4)]
+    gathered = {"payloads": {int(r): v for b in bundles for r, v in b["payloads"].items()},
+                "collectives": [b["collectives"] for b in bundles],
+                "topology": {"world_size": 8, "num_nodes": 4, "local_world_size": per_node}}
+    ev = node_local_evidence(gathered)
+    assert [(e.node, e.state) for e in ev] == [(1, "local"), (2, "local"), (3, "local")]
+    assert ev[0].reason == "node checks failed: network.interfaces"  # ERROR is a failure to measure: not evidence
+    assert ev[1].reason.startswith("node-local all_reduce 75 GB/s, under half the best node's 300")
+    assert ev[2].reason == "node-local all_reduce failed: RuntimeError: connection reset"
+    assert node_local_evidence({"payloads": {}, "topology": {}}) == []
 
 
 def test_hostlist_and_exclude_files(tmp_path: Path) -> None:

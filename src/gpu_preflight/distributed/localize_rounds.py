@@ -22,6 +22,7 @@ LOC = f"{PREFIX}/loc"
 POLL_S = 0.05
 CPU_SLOW_FRACTION = 0.5  # CPU workers: a pair is slow below half the typical speed (GPUs: 0.25)
 CPU_ASSUMED_NOISE = 0.3  # and their figures are assumed to swing by 30 % (GPUs: 10 %)
+CPU_LATENCY_FACTOR = 4.0  # the exchange's time is its figure's inverse: 4x matches the (1 - 0.5)² threshold
 
 
 def _exchange(members: list[int], me: int, nbytes: int, iters: int, timeout_s: float, device: Any,
@@ -109,19 +110,15 @@ def lead(store: Any, topo: Any, gathered: dict[str, Any], *, mode: str, floor_gb
          timeout_s: float, nbytes: int, iters: int, device: Any) -> tuple[Any, float]:
     """Rank 0: plan rounds until the localiser is done; returns its outcome and the wall time."""
     from ..localize.model import LocalizeConfig, Measurement
-    from ..localize.round0 import evidence_from_gathered, star_measurements
+    from ..localize.round0 import evidence_from_gathered, node_local_evidence, star_measurements
     from ..localize.scheduler import Localizer
 
     started = time.monotonic()
     config = LocalizeConfig(mode=mode, floor_gbps=floor_gbps, test_timeout_s=timeout_s)
     if getattr(device, "type", "cpu") != "cuda":
-        # CPU (gloo) workers share the host's cores with every other worker, and their pair
-        # figures swing far more than NCCL's on GPUs: a pair is slow only below half the
-        # typical speed, against 30 % assumed noise (a capped or cut link is still orders of
-        # magnitude below; a healthy 2-core test cluster was sometimes called slow otherwise).
-        config = replace(config, slow_fraction=CPU_SLOW_FRACTION, assumed_noise=CPU_ASSUMED_NOISE)
+        config = on_cpu(config)
     loc = Localizer(topo.num_nodes, config, seed=topo.world_size)
-    for evidence in evidence_from_gathered(gathered):
+    for evidence in [*evidence_from_gathered(gathered), *node_local_evidence(gathered)]:
         loc.add_evidence(evidence)
     loc.record(star_measurements(gathered))
     per_node = max(topo.local_world_size, 1)
@@ -152,6 +149,19 @@ def lead(store: Any, topo: Any, gathered: dict[str, Any], *, mode: str, floor_gb
         loc.record(measurements)  # tests without a result count as timeouts
     store.set(f"{LOC}/done", "1")
     return loc.outcome(), time.monotonic() - started
+
+
+def on_cpu(config: Any) -> Any:
+    """The judging settings for CPU (gloo) workers.
+
+    They share the host's cores with every other worker, and their pair figures swing far
+    more than NCCL's on GPUs: a pair is slow only below half the typical speed, against 30 %
+    assumed noise, which with few figures leaves a threshold of (1 - 0.5)² = a quarter of the
+    typical speed (``judge.far``); a capped or cut link is still orders of magnitude below.
+    The latency limit matches it.
+    """
+    return replace(config, slow_fraction=CPU_SLOW_FRACTION, assumed_noise=CPU_ASSUMED_NOISE,
+                   latency_factor=CPU_LATENCY_FACTOR)
 
 
 def wait_quietly(store: Any, timeout_s: float) -> None:

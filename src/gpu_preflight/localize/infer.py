@@ -11,14 +11,17 @@ adaptive group testing (definite defectives with noise):
 * **Trusted.** A node is a known-good partner when it passed at least once and every
   failing test it was in is explained — by another member already found bad, or by a
   failed smaller test inside it that leaves this node out (a failed half of a failed
-  group) — or when it passed ``n - k + 1`` times (it can no longer fail k of n).
+  group) — or when it is *cleared*: it passed ``n - k + 1`` times (it can no longer fail
+  k of n), or so often that too few live partners are left for k failures (three nodes:
+  one pass).
 * **Bad.** A node is bad when it failed with at least ``k`` disjoint partner sets, one
   of them made only of nodes known good on evidence that does not involve it (the second
   pass) and decisively (an error, a hang, or a figure noise does not explain: see
-  ``LocalizeConfig``), and failed with at least ``fail_ratio`` of all its partners. A
-  failing vote is explained away when a partner in it failed decisively elsewhere (see
-  ``_convict``); the verdicts are recomputed from the dead nodes up until they no longer
-  change, so they do not depend on the order of nodes or tests.
+  ``LocalizeConfig``; repeats of one pair multiply their fluke chances), and failed with
+  at least ``fail_ratio`` of all its partners. A failing vote is explained away when a
+  partner in it failed decisively elsewhere (see ``_convict``); the verdicts are
+  recomputed from the dead nodes up until they no longer change, so they do not depend
+  on the order of nodes or tests.
 * **Open.** A node with an unexplained failure in a pair (or a group of three) that is
   neither bad nor cleared needs a test against a trusted partner. A failed group of four
   or more is bisected; when both halves pass, each member is tested on its own (a flaky
@@ -30,6 +33,7 @@ adaptive group testing (definite defectives with noise):
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -96,7 +100,8 @@ def infer(live: set[int], observations: list[Observation], *, dead: dict[int, st
     votes = {x: rec.votes() for x, rec in records.items()}
     fails = {x: [p for p, f in v.items() if f] for x, v in votes.items()}
     passes = {x: sum(1 for f in v.values() if not f) for x, v in votes.items()}
-    cleared = {x for x in live if passes.get(x, 0) >= config.clear_after}
+    cleared = {x for x in live if passes.get(x, 0) >= config.clear_after
+               or (passes.get(x, 0) >= 1 and len(live) - 1 - passes[x] < config.repeat_k)}
     elsewhere = _failing_subsets(by_members)
     passing = {x: [p for p, f in v.items() if not f] for x, v in votes.items()}
     bad, family, vouched = _convict(_Votes(live, records, fails, passing, weak, elsewhere, config), dead)
@@ -166,14 +171,21 @@ class _Votes:
         if t in bad or t not in self.live:
             return False
         ok = sum(1 for p in self.passing.get(t, ()) if x not in p)
-        if ok >= self.config.clear_after:
+        if ok >= self.config.clear_after or (ok >= 1 and len(self.live) - 1 - ok < self.config.repeat_k):
             return True
         return ok >= 1 and t not in self.weak and all(self.explained(t, p, bad) for p in self.fails.get(t, [])
                                                       if x not in p)
 
     def decisive(self, x: int, p: frozenset[int]) -> bool:
-        return any(o.positive and (o.reason in HARD or o.fluke <= self.config.decisive_fluke)
-                   for o in self.records[x].by_partners[p])
+        """A hard failure, or failures that noise explains only with probability under ``decisive_fluke``.
+
+        Repeats with the same partners are independent draws of the noise, so their fluke
+        chances multiply: a small cluster, where every pair has been tested, decides a
+        marginal figure by repeating it.
+        """
+        positives = [o for o in self.records[x].by_partners[p] if o.positive]
+        return any(o.reason in HARD for o in positives) or (
+            bool(positives) and math.prod(o.fluke for o in positives) <= self.config.decisive_fluke)
 
 
 def _convict(v: _Votes, dead: dict[int, str]) -> tuple[dict[int, str], dict[int, list[frozenset[int]]],
@@ -214,6 +226,16 @@ def _convict(v: _Votes, dead: dict[int, str]) -> tuple[dict[int, str], dict[int,
         seen.append(bad)
         bad = found
     return bad, family, vouched
+
+
+def settled(obs: list[Observation], config: LocalizeConfig) -> bool:
+    """Whether these members were tested often enough: they failed ``k`` times or passed ``n - k + 1``.
+
+    The k-of-n rule for a unit (see ``LocalizeConfig``): once either is reached, more
+    repeats cannot change the majority that decides the vote.
+    """
+    positives = sum(o.positive for o in obs)
+    return positives >= config.repeat_k or len(obs) - positives >= config.clear_after
 
 
 def _hubs(observations: list[Observation]) -> dict[str, set[int]]:

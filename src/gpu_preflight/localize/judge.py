@@ -2,11 +2,11 @@
 
 A fault only ever makes a link slower, so the reference is the typical speed of the
 *healthy* tests of the same kind, not of all of them: the location starts at the upper
-quartile, figures more than twice ``slow_fraction`` below it are set aside (far enough
-out that noise alone rarely lands there, so the spread is not cut short); the median of
-the rest is the reference, and its spread is the standard deviation of the figures within
-three MADs of it. With one bad node in a thousand
-this is the plain median/MAD; during bisection, where half of the tests contain the
+quartile, figures below ``(1 - slow_fraction)²`` of it — slow even next to a figure that
+is itself just slow — are set aside (far enough out that noise alone rarely lands there,
+so the spread is not cut short); the median of the rest is the reference, and its spread
+is the standard deviation of the figures within three MADs of it. With one bad node in a
+thousand this is the plain median/MAD; during bisection, where half of the tests contain the
 fault, the plain median would sit between the two modes and call nothing slow.
 
 The spread rule (``mad_z`` robust standard deviations) is what keeps 10 % noise from
@@ -14,8 +14,11 @@ calling healthy pairs slow across a 512-pair round; it needs ``min_baseline`` he
 figures to be trusted (the MAD of five figures is itself noise). Below that, e.g. the
 few groups of a bisection or a cluster of four, the spread is taken to be
 ``assumed_noise`` of the reference, and the reference is ``expected_gbps`` when given.
-The floor (``floor_gbps``, e.g. the profile's node-link floor) applies always, and is
-what catches a cluster where most links are slow.
+Noise that large and figures that few must still leave a positive threshold: a figure
+below ``(1 - slow_fraction)²`` of the reference is slow whatever the spread says (CPU
+workers assume 30 % noise, and 4 x 30 % would otherwise ask for a negative speed and call
+nothing slow). The floor (``floor_gbps``, e.g. the profile's node-link floor) applies
+always, and is what catches a cluster where most links are slow.
 """
 
 from __future__ import annotations
@@ -50,11 +53,21 @@ class Baseline:
         return config.assumed_noise * self.reference
 
     def threshold(self, config: LocalizeConfig) -> float:
-        """Below this a figure is slow: both the fraction rule and the spread rule agree; always below the floor."""
-        limit = min(self.reference * (1 - config.slow_fraction), self.reference - config.mad_z * self.spread(config))
+        """Below this a figure is slow: both the fraction rule and the spread rule agree; always below the floor.
+
+        The spread rule never asks for less than ``(1 - slow_fraction)²`` of the reference,
+        so the threshold stays a positive fraction of it however noisy the figures are.
+        """
+        spread_rule = max(self.reference - config.mad_z * self.spread(config), self.reference * far(config))
+        limit = min(self.reference * (1 - config.slow_fraction), spread_rule)
         if config.floor_gbps is not None:
             limit = max(limit, config.floor_gbps)
         return limit
+
+
+def far(config: LocalizeConfig) -> float:
+    """The fraction of a reference that is slow even next to a just-slow figure: ``(1 - slow_fraction)²``."""
+    return (1 - config.slow_fraction) ** 2
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -69,7 +82,7 @@ def healthy_reference(values: list[float], config: LocalizeConfig, *, higher_is_
     """Reference and spread of the healthy figures among ``values`` (see the module doc)."""
     if higher_is_better:
         start = _quantile(values, 0.75)
-        kept = [v for v in values if v >= start * (1 - 2 * config.slow_fraction)]
+        kept = [v for v in values if v >= start * far(config)]
     else:
         start = _quantile(values, 0.25)
         kept = [v for v in values if v <= start * config.latency_factor]
@@ -146,7 +159,7 @@ def _judge_one(m: Measurement, rail: int, bw: Baseline | None, lat: Baseline | N
         if config.latency_ceiling_us is not None:
             limit = min(limit, config.latency_ceiling_us)
         if m.latency_us > limit:
-            z = (m.latency_us - lat.reference) / max(lat.sigma, 0.01 * lat.reference, 1e-9)
+            z = (m.latency_us - lat.reference) / max(lat.spread(config), 0.01 * lat.reference, 1e-9)
             return _obs(m, rail, True, "latency", threshold, max(_tail(z), 1e-6))
     return _obs(m, rail, False, "ok", threshold)
 

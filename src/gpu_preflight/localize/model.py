@@ -16,6 +16,7 @@ from typing import Any
 OK, WRONG, FAILED, TIMEOUT = "ok", "wrong", "failed", "timeout"
 STATUSES = (OK, WRONG, FAILED, TIMEOUT)
 MODES = ("quick", "full", "group")
+EVIDENCE_STATES = ("dead", "suspect", "local")
 
 
 @dataclass(frozen=True)
@@ -173,9 +174,12 @@ class NodeEvidence:
     """What round 0 (or the runner's heartbeats) says about one node on its own.
 
     ``dead``: it never answered (rank missing, heartbeat stale) — a suspect at once and
-    never scheduled again. ``suspect``: something node-local looked wrong (its exchange
-    with node 0 alone, a failed node check); it counts as one failing observation, so one
-    more failure against a known-good partner is enough to call it bad.
+    never scheduled again. ``suspect``: one of its ranks went missing; it counts as one
+    failing observation, so one more failure against a known-good partner is enough to
+    call it bad. ``local``: what the node measured on its own looked wrong (a failed node
+    check, a failed or slow node-local collective); it never counts against the node while
+    pair tests can decide, and only breaks a tie that they cannot (two nodes, or no node
+    known good): the nodes with it are the likelier culprits.
     """
 
     node: int
@@ -184,8 +188,8 @@ class NodeEvidence:
     rail: int | None = None
 
     def __post_init__(self) -> None:
-        if self.state not in ("dead", "suspect"):
-            raise ValueError(f"node evidence state must be 'dead' or 'suspect', not {self.state!r}")
+        if self.state not in EVIDENCE_STATES:
+            raise ValueError(f"node evidence state must be one of {EVIDENCE_STATES}, not {self.state!r}")
 
 
 @dataclass(frozen=True)
@@ -222,9 +226,12 @@ class Suspect:
 
     ``kind``: ``node`` (the node itself: exclude it), ``link`` (this node and ``peers``
     are fine with everyone else but slow together: the path between them), ``group``
-    (a set slow only as a whole: the fabric between its halves). Only ``node`` suspects
-    are excluded; ``unresolved`` nodes (budget spent before a verdict) are excluded too,
-    because an unexamined node must never read as healthy.
+    (a set slow only as a whole: the fabric between its halves), ``undecided`` (this node
+    and ``peers`` failed together and no node is known good to tell them apart: two
+    nodes, or a fault they all share). Only ``node`` suspects are excluded;
+    ``unresolved`` nodes (budget spent before a verdict) are excluded too, because an
+    unexamined node must never read as healthy. ``undecided`` nodes are not excluded:
+    one of them may be healthy, so the report says plainly that it cannot tell.
     """
 
     node: int

@@ -11,6 +11,10 @@ Only ``node`` suspects are excluded (and nodes left ``unresolved``, because an
 unexamined node must never read as healthy). The two ends of a slow *link* are fine with
 every other partner: they are reported with a warning and kept out of ``healthy_nodes``,
 but not drained — excluding either end would hide the fault, not fix the cable or port.
+``undecided`` nodes failed together with no node known good to tell them apart (two
+nodes, or a fault they all share): they are listed in ``undecided_nodes`` with a FAIL
+finding and excluded from nothing, because one of them may be healthy; the report says
+so rather than guessing.
 """
 
 from __future__ import annotations
@@ -46,6 +50,11 @@ RECOMMENDATIONS = {
              "drain it and check link error counters before returning it to service.",
     "unresolved": "A test with this node failed and the test budget ran out before it was cleared or "
                   "convicted: it is excluded to be safe; re-run the localisation to decide.",
+    "undecided": "Pair tests cannot tell which of these nodes is at fault (no node was known good to test "
+                 "against): test each with a node known to be good, or check each one's NIC, cable and switch "
+                 "port; nothing was excluded.",
+    "local": "This node failed with its only partners and no node was known good, so its own node-local "
+             "evidence decided: check what it names, and re-test it against a known-good node.",
     "link": "Both nodes are fine with every other partner but slow together: check the path between them "
             "(cables, switch ports, routing); excluding either node avoids it meanwhile.",
     "group": "These nodes are slow only as a whole, and fine in halves and alone: check the fabric between "
@@ -102,6 +111,7 @@ def localization_block(outcome: Outcome, names: Sequence[str], *, nics: Mapping[
         "exclude_nodes": excluded,
         "exclude_hostlist": hostlist_of(excluded),
         "kubernetes_nodes": excluded,
+        "undecided_nodes": [names[s.node] for s in outcome.suspects if s.kind == "undecided"],
         "healthy_nodes": [names[n] for n in outcome.healthy],
         "healthy_hostlist": hostlist_of(names[n] for n in outcome.healthy),
         "matrix": pair_matrix(outcome, names, matrix_limit),
@@ -149,6 +159,14 @@ def summary(s: Suspect, names: Sequence[str]) -> str:
         return f"{node} never answered ({s.reason.partition(': ')[2] or 'no heartbeat'})"
     if s.reason == "unresolved":
         return f"{node}: a test with it failed and the budget ran out before a verdict"
+    if s.kind == "undecided":
+        others = " and ".join(names[p] for p in s.peers) or "its partners"
+        figure = _worst(s)
+        return (f"cannot tell whether {node} or {others} is at fault: they failed together{figure} and no node "
+                f"was known good to test against; nothing excluded")
+    if s.reason.startswith("local"):
+        return (f"{node} failed with {partners_of(s, names)}{_worst(s)}, no node was known good, and its own "
+                f"node-local evidence breaks the tie: {s.reason.partition(': ')[2]}")
     partners = ", ".join(sorted({names[m] for o in pairs for m in o.members if m != s.node})) or "its groups"
     if s.reason == "flaky":
         return f"{node} failed intermittently: {s.failures} of {s.failures + s.passes} partners ({partners})"
@@ -161,9 +179,28 @@ def summary(s: Suspect, names: Sequence[str]) -> str:
     return f"{node}: tests {words.get(s.reason, s.reason)} with {partners}"
 
 
+def partners_of(s: Suspect, names: Sequence[str]) -> str:
+    return ", ".join(sorted({names[m] for o in s.evidence for m in o.members if m != s.node})) or "its partners"
+
+
+def _worst(s: Suspect) -> str:
+    """`` (0.01 GB/s, threshold 0.05)``: the slowest failing figure behind a suspect, or nothing."""
+    slow = [o for o in s.evidence if o.gbps is not None and o.positive]
+    if not slow:
+        reasons = sorted({o.reason for o in s.evidence if o.positive})
+        return f" ({', '.join(reasons)})" if reasons else ""
+    worst = min(slow, key=lambda o: o.gbps or 0.0)
+    limit = f", threshold {worst.threshold_gbps:.4g}" if worst.threshold_gbps is not None else ""
+    return f" ({worst.gbps:.4g} GB/s{limit})"
+
+
 def localization_findings(outcome: Outcome, names: Sequence[str],
                           nics: Mapping[int, str] | None = None) -> list[Finding]:
-    """``localize.suspect`` findings: FAIL per excluded node, ERROR when unresolved, WARN per link/group."""
+    """``localize.suspect`` findings: FAIL per excluded or undecided node, ERROR when unresolved, WARN per link/group.
+
+    An ``undecided`` node FAILs without being excluded: its tests failed (the cluster is
+    not fit as it is), only the culprit among the nodes that failed together is unknown.
+    """
     out: list[Finding] = []
     done_links: set[tuple[tuple[int, ...], int | None]] = set()
     for s in outcome.suspects:

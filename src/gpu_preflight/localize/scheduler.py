@@ -42,7 +42,7 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable
 
-from .infer import LaneVerdict, infer
+from .infer import LaneVerdict, infer, settled
 from .judge import judge
 from .model import (
     FAILED,
@@ -56,7 +56,7 @@ from .model import (
     PlannedTest,
     Round,
 )
-from .suspects import build_suspects, unresolved
+from .suspects import break_tie, build_suspects, unresolved
 
 
 class Localizer:
@@ -71,6 +71,7 @@ class Localizer:
         self.measurements: list[Measurement] = []
         self.dead: dict[int, str] = {}
         self.weak: dict[tuple[int, int | None], str] = {}
+        self.local: dict[int, str] = {}
         self.split: set[frozenset[int]] = set()
         self.partner_uses: dict[int, int] = defaultdict(int)
         self.rounds = 0
@@ -87,11 +88,17 @@ class Localizer:
     # -- evidence in -----------------------------------------------------------------------
 
     def add_evidence(self, evidence: NodeEvidence) -> None:
-        """Node-level evidence from round 0 or from heartbeats; a dead node is never scheduled again."""
+        """Node-level evidence from round 0 or from heartbeats; a dead node is never scheduled again.
+
+        ``local`` evidence (what a node measured alone) is kept aside: it only breaks a tie
+        that pair tests cannot (see :func:`.suspects.break_tie`).
+        """
         self._check_node(evidence.node)
         if evidence.state == "dead":
             self.dead.setdefault(evidence.node, evidence.reason)
             self.round_found.setdefault(evidence.node, self.rounds)
+        elif evidence.state == "local":
+            self.local.setdefault(evidence.node, evidence.reason)
         else:
             self.weak.setdefault((evidence.node, evidence.rail), evidence.reason)
         self._version += 1
@@ -235,6 +242,9 @@ class Localizer:
             mate = next((t for t in partners if t not in used and t != x and t not in met[x]), None)
             if mate is None:  # nobody known good is free: two suspects still tell each other apart
                 mate = next((y for y in order if y not in used and y != x and y not in met[x]), None)
+            if mate is None:  # every partner met (a small cluster): repeat a failed pair still open
+                mate = next((y for y in [*partners, *order] if y not in used and y != x
+                             and self._unsettled(lanes, (min(x, y), max(x, y)))), None)
             if mate is None:
                 continue
             self.partner_uses[mate] += 1
@@ -247,6 +257,11 @@ class Localizer:
         if planned:
             planned += self._controls([t for t in partners if t not in used], met)
         return planned
+
+    def _unsettled(self, lanes: list[LaneVerdict], members: tuple[int, ...]) -> bool:
+        """A test of these members failed, and repeating it can still change its verdict on some rail."""
+        runs = [lane.by_members.get(members, []) for lane in lanes]
+        return any(o.positive for obs in runs for o in obs) and not all(settled(obs, self.config) for obs in runs)
 
     def _controls(self, idle: list[int], met: dict[int, set[int]]) -> list[tuple[tuple[int, ...], str]]:
         """Pairs of idle known-good nodes, run beside the real tests, while figures are too few to judge by.
@@ -304,7 +319,13 @@ class Localizer:
         open_nodes = set().union(*(lane.pending | lane.untested for lane in lanes)) - flagged
         open_nodes |= {m for lane in lanes for g in lane.to_split for m in g} - flagged
         if self._finished:
-            suspects += unresolved(lanes, open_nodes)
+            if open_nodes and not set().union(*(lane.trusted for lane in lanes)):
+                # No node is known good: no further pair test can tell the open ones apart.
+                tied, explained = break_tie(lanes, open_nodes, self.local)
+                suspects += tied
+                open_nodes -= explained
+            else:
+                suspects += unresolved(lanes, open_nodes)
             flagged |= open_nodes
         healthy = [n for n in range(self.nodes) if n not in flagged and n not in open_nodes]
         return Outcome(self.nodes, sorted(suspects, key=lambda s: (s.node, s.rail if s.rail is not None else -1)),

@@ -5,7 +5,8 @@ bandwidth is the slowest member NIC (node speed x rail speed) times the slowest 
 crosses (a ring over the members: consecutive members and back, as NCCL's ring does),
 times multiplicative Gaussian noise. A dead node makes every test it is in time out; a
 flaky node makes each test it is in fail with probability ``p``; a slow link slows only
-tests whose ring crosses it. Everything is drawn from one seeded generator, so a seed
+tests whose ring crosses it. ``local`` is what nodes' own checks report (node-local
+evidence, which only breaks ties). Everything is drawn from one seeded generator, so a seed
 replays a run exactly.
 """
 
@@ -35,6 +36,7 @@ class Scenario:
     flaky: dict[int, float] = field(default_factory=dict)
     slow_links: dict[tuple[int, int], float] = field(default_factory=dict)
     slow_rails: dict[tuple[int, int], float] = field(default_factory=dict)
+    local: dict[int, str] = field(default_factory=dict)
     message_bytes: int = 256 << 20
 
     def bad_nodes(self) -> set[int]:
@@ -152,6 +154,8 @@ def simulate(scenario: Scenario, config: LocalizeConfig | None = None, *, seed: 
     if dead_known:
         for n in sorted(scenario.dead):
             loc.add_evidence(NodeEvidence(n, "dead", "rank missing in round 0 (simulated)"))
+    for n, why in sorted(scenario.local.items()):
+        loc.add_evidence(NodeEvidence(n, "local", why))
     if star:
         loc.record(cluster.star())
     while (plan := loc.next_round()) is not None:

@@ -36,6 +36,38 @@ def unresolved(lanes: list[LaneVerdict], nodes: set[int]) -> list[Suspect]:
     return out
 
 
+def break_tie(lanes: list[LaneVerdict], stuck: set[int], local: dict[int, str]) -> tuple[list[Suspect], set[int]]:
+    """Open nodes when no node is known good: pair tests alone cannot say which member is at fault.
+
+    With two nodes (or a fault every node shares) each failed test has only suspects in it.
+    What each node measured on its own (``local`` evidence: its node checks, its node-local
+    collectives) breaks the tie when it singles out some of them but not all: those are
+    convicted, and a node whose every failure had one of them in it is explained. Otherwise
+    every stuck node is ``undecided``: reported, never excluded, because one of them may be
+    healthy. Returns the suspects and the nodes the tie-break explained.
+    """
+    marked = {n for n in stuck if n in local}
+    if not marked or marked == stuck:
+        marked = set()
+    out: list[Suspect] = []
+    explained: set[int] = set()
+    for n in sorted(stuck):
+        votes = [(p, lane.records[n].by_partners[p]) for lane in lanes if n in lane.records for p in lane.failing(n)]
+        evidence = sorted((o for _, obs in votes for o in obs if o.positive), key=lambda o: (o.round, o.test_id))
+        passes = min(len(lane.passing(n)) for lane in lanes)
+        if n in marked:
+            out.append(Suspect(n, "node", f"local: {local[n]}",
+                               confidence([obs for _, obs in votes], [], passes, n), evidence=evidence[:8],
+                               passes=passes, failures=len(votes)))
+        elif marked and all(p & marked for p, _ in votes):
+            explained.add(n)
+        else:
+            peers = tuple(sorted({m for p, _ in votes for m in p if m in stuck and m != n}))
+            out.append(Suspect(n, "undecided", "undecided", 0.0, peers=peers, evidence=evidence[:8],
+                               passes=passes, failures=len(votes)))
+    return out, explained
+
+
 def _node_suspects(lanes: list[LaneVerdict], dead: dict[int, str],
                    weak: dict[tuple[int, int | None], str]) -> list[Suspect]:
     out: list[Suspect] = []
