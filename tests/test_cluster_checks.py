@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from gpu_preflight.checks.floors import peer_gap_status
 from gpu_preflight.cluster.aggregate import build_cluster_report, cluster_facts
 from gpu_preflight.config import Config
-from gpu_preflight.config.schema import PerfConfig
+from gpu_preflight.config.schema import GpuConfig, PerfConfig
 from gpu_preflight.model import NodeReport, Status
 from gpu_preflight.registry import CheckContext, get_check
 from gpu_preflight.report.canonical import node_entry
@@ -45,8 +47,8 @@ def facts(payloads: list[dict[str, Any]], nodes: int, per_node: int, missing: di
     return cluster_facts(gathered)
 
 
-def judge(check_id: str, f: Any, perf: PerfConfig | None = None) -> list[Any]:
-    config = Config(perf=perf or PerfConfig())
+def judge(check_id: str, f: Any, perf: PerfConfig | None = None, config: Config | None = None) -> list[Any]:
+    config = config or Config(perf=perf or PerfConfig())
     return list(get_check(check_id).fn(CheckContext(host="cluster", facts={"cluster": f}, config=config)))
 
 
@@ -63,6 +65,43 @@ def test_gemm_against_profile_expectation(tflops: float, status: Status) -> None
     perf = PerfConfig(gemm_bf16_tflops=670.0)  # warn below 603, fail below 402
     out = judge("compute.gemm", facts([payload(0, 0, 0, tflops=tflops)], 1, 1), perf)
     assert [f.status for f in out] == [status]
+
+
+@pytest.mark.parametrize("value, changes, status", [
+    (90.0, {}, Status.PASS),      # exactly peer_outlier_fraction (0.1) below: not more than it
+    (89.99, {}, Status.WARN),
+    (50.01, {}, Status.WARN),
+    (50.0, {}, Status.FAIL),      # exactly peer_outlier_fail_fraction (0.5) below
+    (49.99, {}, Status.FAIL),
+    (80.0, {"peer_outlier_fraction": 0.2}, Status.PASS),
+    (79.99, {"peer_outlier_fraction": 0.2}, Status.WARN),
+    (30.01, {"peer_outlier_fail_fraction": 0.7}, Status.WARN),
+    (30.0, {"peer_outlier_fail_fraction": 0.7}, Status.FAIL),
+])
+def test_peer_gap_severity_grows_with_the_gap(value: float, changes: dict[str, Any], status: Status) -> None:
+    assert peer_gap_status(value, 100.0, PerfConfig(**changes)) is status
+
+
+@pytest.mark.parametrize("slow, status", [(540.0, Status.PASS), (539.9, Status.WARN), (300.1, Status.WARN),
+                                          (300.0, Status.FAIL), (60.0, Status.FAIL)])
+def test_gemm_peer_outlier_boundaries(slow: float, status: Status) -> None:
+    ps = [payload(r, 0, r, tflops=t) for r, t in enumerate([600.0, 600.0, 600.0, slow])]
+    out = {f.subject: f for f in judge("compute.gemm", facts(ps, 1, 4))}
+    assert out["h0/gpu3"].status is status and out["h0/gpu0"].status is Status.PASS
+    assert out["h0/gpu3"].code == ("ok" if status is Status.PASS else "gemm_outlier")
+
+
+def test_gemm_peer_fail_outranks_a_floor_warn() -> None:
+    """Above the FAIL line of the profile but half the peers' speed: the peers' verdict wins."""
+    ps = [payload(r, 0, r, tflops=t) for r, t in enumerate([1000.0, 1000.0, 1000.0, 500.0])]
+    out = {f.subject: f for f in judge("compute.gemm", facts(ps, 1, 4), PerfConfig(gemm_bf16_tflops=600.0))}
+    assert (out["h0/gpu3"].status, out["h0/gpu3"].code) == (Status.FAIL, "gemm_outlier")
+
+
+def test_cpu_workers_are_not_held_to_a_gpu_profile() -> None:
+    ps = [payload(r, 0, r, device="cpu", tflops=0.05) for r in range(2)]
+    out = judge("compute.gemm", facts(ps, 1, 2), PerfConfig(gemm_bf16_tflops=590.0))
+    assert [(f.status, f.details["expected"]) for f in out] == [(Status.PASS, None), (Status.PASS, None)]
 
 
 def test_gemm_outlier_against_peers_and_wrong_result() -> None:
@@ -88,23 +127,120 @@ def test_wrong_elements_fail_correctness() -> None:
     assert [f.status for f in out] == [Status.FAIL] and "3 wrong" in out[0].summary
 
 
-@pytest.mark.parametrize("busbw, status", [(250.0, Status.PASS), (249.9, Status.FAIL)])
-def test_allreduce_floor(busbw: float, status: Status) -> None:
-    out = judge("nccl.collectives", facts([payload(0, 0, 0, busbw=busbw), payload(1, 0, 1, busbw=busbw)], 1, 2),
-                PerfConfig(allreduce_busbw_min_gbps=250.0))
+def gpu_facts(n: int = 2, *, nvswitch: int | None = 18, links: int | None = 18, gen: int | None = 5) -> dict[str, Any]:
+    """A node's GPU facts as a node report carries them: n GPUs with NVSwitch links, NVLinks, PCIe gen."""
+    def one(i: int) -> dict[str, Any]:
+        return {"index": i, "name": "NVIDIA H100 80GB HBM3",
+                "nvswitch_links": {"na": "not supported"} if nvswitch is None else nvswitch,
+                "nvlinks": ({"na": "GPU has no NVLink"} if not links else
+                            [{"link": k, "active": True} for k in range(links)]) if links is not None
+                else {"na": "Insufficient Permissions"},
+                "pcie_gen_max": {"na": "not read"} if gen is None else gen}
+    return {"available": True, "gpus": [one(i) for i in range(n)]}
+
+
+def with_facts(ps: list[dict[str, Any]], gpu: dict[str, Any], per_node: int) -> list[dict[str, Any]]:
+    """Attach the node facts to each node's local rank 0 payload (as node leaders send them)."""
+    for p in ps:
+        if p["local_rank"] == 0:
+            p["node_entry"] = {"section": {"facts": {"gpu": copy.deepcopy(gpu)}}}
+    return ps
+
+
+def floors(**changes: Any) -> PerfConfig:
+    base = {"allreduce_nvswitch_busbw_min_gbps": 250.0, "allreduce_nvlinks_per_gpu": 18,
+            "allreduce_pcie_busbw_min_gbps": 8.0}
+    return PerfConfig(**{**base, **changes})
+
+
+def config_with(perf: PerfConfig, pcie_gen: int | None = 5) -> Config:
+    return Config(perf=perf, gpu=replace(GpuConfig(), pcie_expected_gen=pcie_gen))
+
+
+def two_gpus(busbw: float, size: int = 1 << 28, device: str = "cuda:0") -> list[dict[str, Any]]:
+    ps = [payload(0, 0, 0, busbw=busbw, device=device), payload(1, 0, 1, busbw=busbw, device=device)]
+    for p in ps:
+        p["collectives"][0]["results"][0]["size_bytes"] = size
+    return ps
+
+
+@pytest.mark.parametrize("busbw, topo, status, floor", [
+    (250.0, {}, Status.PASS, 250.0),                              # NVSwitch, 18 of 18 links
+    (249.9, {}, Status.FAIL, 250.0),
+    (250.1, {}, Status.PASS, 250.0),
+    (166.7, {"links": 12}, Status.PASS, 250.0 * 12 / 18),         # 12 links by design: scaled
+    (166.6, {"links": 12}, Status.FAIL, 250.0 * 12 / 18),
+    (8.0, {"nvswitch": 0, "links": 0}, Status.PASS, 8.0),         # PCIe gen5, no NVLink
+    (7.99, {"nvswitch": 0, "links": 0}, Status.FAIL, 8.0),
+    (8.0, {"nvswitch": 0, "links": 4}, Status.PASS, 8.0),         # bridged pairs, no NVSwitch: PCIe floor
+    (4.0, {"nvswitch": 0, "links": 0, "gen": 4}, Status.PASS, 4.0),  # a gen5 card in a gen4 host: halved
+    (3.99, {"nvswitch": 0, "links": 0, "gen": 4}, Status.FAIL, 4.0),
+    (8.0, {"nvswitch": None, "links": None, "gen": None}, Status.PASS, 8.0),  # unknown: the PCIe floor
+    (7.99, {"nvswitch": None, "links": None, "gen": None}, Status.FAIL, 8.0),
+])
+def test_allreduce_floor_follows_the_node_topology(busbw: float, topo: dict[str, Any], status: Status,
+                                                    floor: float) -> None:
+    ps = with_facts(two_gpus(busbw), gpu_facts(**topo), 2)
+    out = judge("nccl.collectives", facts(ps, 1, 2), config=config_with(floors()))
     assert [f.status for f in out] == [status]
+    assert out[0].expected == f">= {floor:g}"
 
 
-def test_slow_node_fabric_against_median() -> None:
+def test_a_site_floor_holds_whatever_the_topology() -> None:
+    """A site's (or baseline's) own all_reduce floor replaces the derived one on every topology."""
+    for topo in ({}, {"nvswitch": 0, "links": 0}, {"nvswitch": None, "links": None}):
+        ps = with_facts(two_gpus(39.9), gpu_facts(**topo), 2)
+        out = judge("nccl.collectives", facts(ps, 1, 2), config=config_with(floors(allreduce_busbw_min_gbps=40.0)))
+        assert [(f.status, f.expected) for f in out] == [(Status.FAIL, ">= 40")]
+
+
+def test_floor_at_scale_follows_the_topology_the_node_summarised() -> None:
+    """Above report.detail_max_nodes a node sends a topology summary, not its GPU records."""
+    ps = two_gpus(249.9)
+    ps[0]["node_entry"] = {"section": {"facts": {"gpu": {"available": True, "gpus": [0, 1], "topology": {
+        "gpus": 2, "nvswitch": True, "nvlinks_min": 18, "pcie_gen_max": 5}}}}}
+    out = judge("nccl.collectives", facts(ps, 1, 2), config=config_with(floors()))
+    assert [(f.status, f.expected) for f in out] == [(Status.FAIL, ">= 250")]
+
+
+@pytest.mark.parametrize("size, device, status", [
+    (1 << 28, "cuda:0", Status.FAIL),        # at perf.busbw_floor_min_bytes: judged
+    ((1 << 28) - 1, "cuda:0", Status.PASS),  # just below: latency-bound, reported only
+    (1 << 28, "cpu", Status.PASS),           # gloo on CPU: no GPU floor
+])
+def test_allreduce_floor_applies_to_gpus_at_large_messages(size: int, device: str, status: Status) -> None:
+    ps = with_facts(two_gpus(10.0, size, device), gpu_facts(), 2)
+    out = judge("nccl.collectives", facts(ps, 1, 2), config=config_with(floors()))
+    assert [f.status for f in out] == [status]
+    assert (out[0].expected is None) == (status is Status.PASS)
+
+
+def node_fabrics(bws: list[float]) -> list[dict[str, Any]]:
     ps = []
-    for node, bw in enumerate([300.0, 300.0, 300.0, 260.0]):
+    for node, bw in enumerate(bws):
         for local in range(2):
             r = node * 2 + local
             p = payload(r, node, local, busbw=bw, group=f"node{node}", ranks=[node * 2, node * 2 + 1])
             p["collectives"][0]["scope"] = "intra_node"
             ps.append(p)
-    out = [f for f in judge("nccl.collectives", facts(ps, 4, 2)) if f.status is Status.WARN]
-    assert [(f.subject, f.code) for f in out] == [("group node3", "busbw_outlier")]
+    return ps
+
+
+@pytest.mark.parametrize("slow, changes, status", [
+    (270.0, {}, Status.PASS),     # 10 % below the median: not more than peer_outlier_fraction
+    (269.9, {}, Status.WARN),
+    (150.1, {}, Status.WARN),
+    (150.0, {}, Status.FAIL),     # 50 % below: peer_outlier_fail_fraction
+    (149.9, {}, Status.FAIL),
+    (10.0, {}, Status.FAIL),
+    (90.1, {"peer_outlier_fail_fraction": 0.7}, Status.WARN),
+    (90.0, {"peer_outlier_fail_fraction": 0.7}, Status.FAIL),
+])
+def test_slow_node_fabric_against_median(slow: float, changes: dict[str, Any], status: Status) -> None:
+    out = [f for f in judge("nccl.collectives", facts(node_fabrics([300.0, 300.0, 300.0, slow]), 4, 2),
+                            PerfConfig(**changes)) if f.status is not Status.PASS]
+    assert [(f.subject, f.code, f.status) for f in out] == ([] if status is Status.PASS else
+                                                             [("group node3", "busbw_outlier", status)])
 
 
 def test_node_links_name_the_slow_peer_or_the_reference() -> None:
@@ -123,6 +259,71 @@ def test_node_links_name_the_slow_peer_or_the_reference() -> None:
     ps[0]["links"] = [dead, *links([1.0, 1.0])[1:]]
     out = [f for f in judge("network.node_links", facts(ps, 4, 1)) if f.status is Status.FAIL]
     assert [(f.subject, f.code) for f in out] == [("h1", "exchange_failed")]
+
+
+def links_of(bws: list[float]) -> list[dict[str, Any]]:
+    return [{"pair": [0, i + 1], "gbps": bw, "wrong": 0, "bytes": 1, "iters": 1} for i, bw in enumerate(bws)]
+
+
+@pytest.mark.parametrize("slow, status", [(0.9, Status.PASS), (0.8999, Status.WARN), (0.5001, Status.WARN),
+                                          (0.5, Status.FAIL), (0.025, Status.FAIL)])
+def test_node_link_severity_grows_with_the_gap(slow: float, status: Status) -> None:
+    ps = [payload(0, 0, 0, links=links_of([1.0, slow, 1.0])), payload(1, 1, 0), payload(2, 2, 0), payload(3, 3, 0)]
+    out = [f for f in judge("network.node_links", facts(ps, 4, 1)) if f.status is not Status.PASS]
+    assert [(f.subject, f.code, f.status) for f in out] == ([] if status is Status.PASS else
+                                                             [("h2", "link_slow", status)])
+
+
+def test_a_thirty_times_slower_link_fails() -> None:
+    """Issue 12.3: three hosts, one link capped with tc tbf: 0.025 GB/s against a median of 0.787."""
+    ps = [payload(0, 0, 0, links=links_of([1.549, 0.025])), payload(1, 1, 0), payload(2, 2, 0)]
+    out = [f for f in judge("network.node_links", facts(ps, 3, 1)) if f.status is not Status.PASS]
+    assert [(f.subject, f.code, f.status) for f in out] == [("h2", "link_slow", Status.FAIL)]
+    assert "97% below the median 0.787" in out[0].summary and out[0].recommendation
+
+
+def memory_payloads(copies: list[float], h2d: list[float] | None = None, node_gpu: dict[str, Any] | None = None,
+                    ) -> list[dict[str, Any]]:
+    ps = []
+    for r, c in enumerate(copies):
+        p = payload(r, 0, r)
+        p["memory"] = {"device_copy_gbps": c, "h2d_gbps": (h2d or [55.0] * len(copies))[r], "d2h_gbps": 55.0,
+                       "pattern_bytes": 1 << 30, "pattern_errors": 0, "error": None}
+        ps.append(p)
+    return with_facts(ps, node_gpu or gpu_facts(len(copies)), len(copies))
+
+
+@pytest.mark.parametrize("slow, status, code", [
+    (2700.0, Status.PASS, "ok"), (2699.9, Status.WARN, "device_copy_outlier"),
+    (1500.1, Status.WARN, "device_copy_outlier"), (1500.0, Status.FAIL, "device_copy_outlier"),
+])
+def test_memory_peer_outlier_boundaries(slow: float, status: Status, code: str) -> None:
+    ps = memory_payloads([3000.0, 3000.0, 3000.0, slow])
+    out = {f.subject: f for f in judge("memory.bandwidth", facts(ps, 1, 4))}
+    assert (out["h0/gpu3"].status, out["h0/gpu3"].code) == (status, code)
+    assert out["h0/gpu0"].status is Status.PASS
+    if status is not Status.PASS:
+        assert out["h0/gpu3"].details["memory_key"] == "device_copy"
+
+
+@pytest.mark.parametrize("h2d, gen, status, code", [
+    (40.0, 5, Status.PASS, "ok"), (39.99, 5, Status.WARN, "h2d_slow"),
+    (20.0, 5, Status.WARN, "h2d_slow"), (19.99, 5, Status.FAIL, "h2d_slow"),   # bandwidth_floor_fail_fraction
+    (20.0, 4, Status.PASS, "ok"), (19.99, 4, Status.WARN, "h2d_slow"),         # a gen4 host: floor halved
+    (40.0, None, Status.PASS, "ok"), (39.99, None, Status.WARN, "h2d_slow"),   # gen unknown: as stated
+])
+def test_host_transfer_floor_by_pcie_generation(h2d: float, gen: int | None, status: Status, code: str) -> None:
+    ps = memory_payloads([3000.0], [h2d], gpu_facts(1, gen=gen))
+    out = judge("memory.bandwidth", facts(ps, 1, 1), config=config_with(PerfConfig(host_transfer_min_gbps=40.0)))
+    assert [(f.status, f.code) for f in out] == [(status, code)]
+
+
+@pytest.mark.parametrize("copy_gbps, status", [(2300.0, Status.PASS), (2299.9, Status.WARN), (1150.0, Status.WARN),
+                                               (1149.9, Status.FAIL)])
+def test_device_copy_floor(copy_gbps: float, status: Status) -> None:
+    out = judge("memory.bandwidth", facts(memory_payloads([copy_gbps]), 1, 1),
+                PerfConfig(device_copy_min_gbps=2300.0))
+    assert [f.status for f in out] == [status]
 
 
 def test_training_failures() -> None:

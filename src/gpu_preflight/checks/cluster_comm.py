@@ -11,6 +11,7 @@ from ..model import Finding, Status
 from ..records import ClusterFacts
 from ..registry import CheckContext, check
 from .cluster_rollup import Passes
+from .floors import Floor, allreduce_floor, node_topology, peer_gap_status
 
 
 def cluster(ctx: CheckContext) -> ClusterFacts:
@@ -84,10 +85,15 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
     """Collectives complete and reach the expected bus bandwidth.
 
     FAIL when a collective failed or timed out (naming the ranks that stopped answering),
-    or when all_reduce at the largest size is below ``perf.allreduce_busbw_min_gbps``
-    (node-local) or ``perf.network_busbw_min_gbps`` (one rank per node). WARN when a
-    node's node-local all_reduce is more than ``perf.peer_outlier_fraction`` below the
-    median of the nodes: a slow NVLink/PCIe fabric on that node.
+    or when all_reduce on GPUs at the largest size (at least ``perf.busbw_floor_min_bytes``)
+    is below its floor: for a node-local group a site's ``perf.allreduce_busbw_min_gbps``, or
+    else the floor its node's topology calls for (``perf.allreduce_nvswitch_busbw_min_gbps`` on
+    NVSwitch, scaled by active NVLinks; ``perf.allreduce_pcie_busbw_min_gbps`` otherwise,
+    scaled by PCIe generation); for a group across nodes ``perf.network_busbw_min_gbps``.
+    CPU (gloo) groups are not held to GPU floors. A node's node-local all_reduce more than
+    ``perf.peer_outlier_fraction`` below the median of the nodes WARNs,
+    ``perf.peer_outlier_fail_fraction`` or more below FAILs: a slow NVLink/PCIe fabric on
+    that node.
     """
     c, perf = cluster(ctx), ctx.config.perf
     passes = Passes(ctx, c)
@@ -107,6 +113,7 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
                                      "and re-run, or run --localize to find the bad node.")
     intra: dict[str, float] = {}
     passing: dict[str, dict[str, float]] = {}  # scope -> group -> busbw, at scale (rolled up below)
+    topologies: dict[int, dict[str, Any] | None] = {}
     for _, entry in entries:
         if entry["op"] != "all_reduce" or not entry.get("results"):
             continue
@@ -114,14 +121,15 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
         assert top is not None
         busbw = float(top["busbw_gbps"])
         crosses_nodes = entry.get("scope") == "inter_node" or (entry.get("scope") == "distributed" and c.num_nodes > 1)
-        floor = perf.network_busbw_min_gbps if crosses_nodes else perf.allreduce_busbw_min_gbps
         subject = f"group {entry['group']}"
         if entry.get("scope") in ("intra_node",) or (entry.get("scope") == "distributed" and c.num_nodes == 1):
             intra[entry["group"]] = busbw
-        if floor is not None and busbw < floor:
+        floor = _floor(c, ctx, entry, top, crosses_nodes, topologies)
+        if floor is not None and busbw < floor.gbps:
             yield Finding("nccl.collectives", Status.FAIL, subject, "busbw_below_floor",
                           f"all_reduce busbw {busbw:.1f} GB/s on {entry['group']} at {top['size_bytes']} B, "
-                          f"floor {floor:g}", observed=round(busbw, 2), expected=f">= {floor:g}", unit="GB/s",
+                          f"floor {floor.gbps:g} ({floor.basis})", observed=round(busbw, 2),
+                          expected=f">= {floor.gbps:g}", unit="GB/s", details={"floor_basis": floor.basis},
                           recommendation="Check NVLink/NVSwitch health, NCCL env (NCCL_P2P_DISABLE, NCCL_IB_*), "
                                          "and the network for inter-node groups.")
         elif passes.rolled:
@@ -134,24 +142,46 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
     if len(intra) >= 3:
         median = statistics.median(intra.values())
         for group, busbw in sorted(intra.items()):
-            if busbw < median * (1 - perf.peer_outlier_fraction):
-                yield Finding("nccl.collectives", Status.WARN, f"group {group}", "busbw_outlier",
+            status = peer_gap_status(busbw, median, perf)
+            if status is not Status.PASS:
+                limit = median * (1 - (perf.peer_outlier_fail_fraction if status is Status.FAIL
+                                       else perf.peer_outlier_fraction))
+                yield Finding("nccl.collectives", status, f"group {group}", "busbw_outlier",
                               f"{group}: all_reduce busbw {busbw:.1f} GB/s, {100 * (1 - busbw / median):.0f}% below "
                               f"the median node ({median:.1f})", observed=round(busbw, 2),
-                              expected=f">= {median * (1 - perf.peer_outlier_fraction):.1f}", unit="GB/s",
+                              expected=f"{'>' if status is Status.FAIL else '>='} {limit:.1f}", unit="GB/s",
+                              details={"median_gbps": round(median, 3)},
                               recommendation="This node's GPU interconnect is slower than its peers: check NVLink "
-                                             "state and PCIe links (gpu.nvlink, gpu.pcie).")
+                                             "state and PCIe links (gpu.nvlink, gpu.pcie)."
+                                             + (" Every collective of a job on it runs at its pace: drain it."
+                                                if status is Status.FAIL else ""))
     if not entries and not errors:
         yield Finding("nccl.collectives", Status.SKIP, "cluster", "not_run",
                       "no collective ran: a single rank (add GPUs or nodes to test communication)")
 
 
+def _floor(c: ClusterFacts, ctx: CheckContext, entry: dict[str, Any], top: dict[str, Any], crosses_nodes: bool,
+           topologies: dict[int, dict[str, Any] | None]) -> Floor | None:
+    """The floor this all_reduce is held to, or None: CPU ranks, one rank, too small a message, none set."""
+    perf = ctx.config.perf
+    ranks = entry.get("ranks") or []
+    if len(ranks) < 2 or not c.gpu_ranks.issuperset(ranks) or top["size_bytes"] < perf.busbw_floor_min_bytes:
+        return None
+    if crosses_nodes:
+        return None if perf.network_busbw_min_gbps is None else Floor(perf.network_busbw_min_gbps, "across nodes")
+    first = c.payloads.get(ranks[0], {})
+    node = int(first.get("node_rank", ranks[0] // max(c.local_world_size, 1)))
+    if node not in topologies:
+        topologies[node] = node_topology(c.node_facts.get(node, {}).get("gpu"))
+    return allreduce_floor(perf, ctx.config.gpu, topologies[node])
+
+
 def _allreduce_pass(subject: str, busbw: float, entry: dict[str, Any], top: dict[str, Any],
-                    floor: float | None) -> Finding:
+                    floor: Floor | None) -> Finding:
     return Finding("nccl.collectives", Status.PASS, subject, "ok",
                    f"all_reduce {busbw:.2f} GB/s busbw on {entry['group']} ({len(entry['ranks'])} ranks, "
-                   f"{top['size_bytes']} B)", observed=round(busbw, 3), expected=f">= {floor:g}" if floor else None,
-                   unit="GB/s")
+                   f"{top['size_bytes']} B)" + (f", floor {floor.gbps:g} ({floor.basis})" if floor else ""),
+                   observed=round(busbw, 3), expected=f">= {floor.gbps:g}" if floor else None, unit="GB/s")
 
 
 @check("network.node_links", needs=("cluster",), scope="cluster")
@@ -160,8 +190,9 @@ def node_links(ctx: CheckContext) -> Iterator[Finding]:
 
     Node 0 exchanges a message both ways with each other node in turn. FAIL for an
     exchange that failed, timed out or delivered wrong data, and for one below
-    ``perf.node_link_min_gbps``; WARN for one more than ``perf.peer_outlier_fraction``
-    below the median. The slow node is named: the peer of a slow exchange, or node 0
+    ``perf.node_link_min_gbps`` or ``perf.peer_outlier_fail_fraction`` or more below the
+    median (the slow link paces every collective); WARN for one more than
+    ``perf.peer_outlier_fraction`` below the median. The slow node is named: the peer of a slow exchange, or node 0
     itself when (with three or more nodes) most of its exchanges are slow. SKIP on one node.
     """
     c, perf = cluster(ctx), ctx.config.perf
@@ -194,14 +225,20 @@ def node_links(ctx: CheckContext) -> Iterator[Finding]:
                           f"exchange with {name(p['pair'][0])}: {p['gbps']:.3f} GB/s", observed=round(p["gbps"], 4),
                           expected=f">= {perf.node_link_min_gbps:g}", unit="GB/s",
                           recommendation="This node's link is below the floor: check its NIC, cable and switch port.")
-        elif median and len(ok) >= 2 and p["gbps"] < median * (1 - perf.peer_outlier_fraction):
+        elif median and len(ok) >= 2 and (status := peer_gap_status(p["gbps"], median, perf)) is not Status.PASS:
             slow.append(p)
-            yield Finding("network.node_links", Status.WARN, name(peer), "link_slow",
+            limit = median * (1 - (perf.peer_outlier_fail_fraction if status is Status.FAIL
+                                   else perf.peer_outlier_fraction))
+            yield Finding("network.node_links", status, name(peer), "link_slow",
                           f"exchange with {name(p['pair'][0])}: {p['gbps']:.3f} GB/s, "
                           f"{100 * (1 - p['gbps'] / median):.0f}% below the median {median:.3f}",
-                          observed=round(p["gbps"], 4), expected=f">= {median * (1 - perf.peer_outlier_fraction):.3f}",
-                          unit="GB/s", recommendation="This node's network link is slower than its peers': check "
-                                                      "its NIC, cable, switch port and link speed.")
+                          observed=round(p["gbps"], 4),
+                          expected=f"{'>' if status is Status.FAIL else '>='} {limit:.3f}",
+                          unit="GB/s", details={"median_gbps": round(median, 4)},
+                          recommendation="This node's network link is slower than its peers': check "
+                                         "its NIC, cable, switch port and link speed."
+                                         + (" Every collective of a job on it runs at its pace: exclude it."
+                                            if status is Status.FAIL else ""))
     if c.num_nodes >= 3 and pairs and len(slow) > len(pairs) / 2:
         yield Finding("network.node_links", Status.FAIL, name(ref_rank), "reference_slow",
                       f"{len(slow)} of {len(pairs)} exchanges with {name(ref_rank)} are slow or failed: "

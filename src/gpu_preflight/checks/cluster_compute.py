@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,7 @@ from ..registry import CheckContext, check
 from .cluster_comm import cluster
 from .cluster_rollup import Passes
 from .common import version_below
+from .floors import Floor, host_transfer_floor, node_topology, peer_gap_status
 
 
 @check("compute.gemm", needs=("cluster",), scope="cluster")
@@ -21,9 +23,11 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
 
     FAIL when a product is wrong (Freivalds check against float64) or throughput is below
     ``perf.gemm_fail_fraction`` of the profile's expected TFLOP/s for the precision; WARN
-    below ``perf.gemm_warn_fraction`` of it, or more than ``perf.peer_outlier_fraction``
-    below the median of all GPUs in the job for that precision (CPU workers share cores,
-    so they are not compared with each other). ERROR when a precision could not run.
+    below ``perf.gemm_warn_fraction`` of it. Against the median of all GPUs in the job for
+    that precision: WARN more than ``perf.peer_outlier_fraction`` below, FAIL
+    ``perf.peer_outlier_fail_fraction`` or more below (a data-parallel step waits for the
+    slowest GPU). CPU workers share cores and are held to no GPU expectation, and are not
+    compared with each other. ERROR when a precision could not run.
     """
     c, perf = cluster(ctx), ctx.config.perf
     passes = Passes(ctx, c)
@@ -50,10 +54,11 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
         floors = [x for x in (expected and expected * perf.gemm_warn_fraction,
                               median and median * (1 - perf.peer_outlier_fraction)) if x]
         low = max(floors) if floors else float("-inf")
-        if clean and (not tflops or min(tflops) >= low):
+        if clean and all_gpu and (not tflops or min(tflops) >= low):
             flagged: set[int] = set()
         else:
-            flagged = {i for i, (t, k) in enumerate(zip(tflops, ok, strict=True)) if not k or (t or 0.0) < low}
+            flagged = {i for i, (t, k, r) in enumerate(zip(tflops, ok, ranks, strict=True))
+                       if not k or (r in on_gpu and (t or 0.0) < low)}
         for i in sorted(flagged):
             yield _judge_gemm(subject(ranks[i]), dtype, row(col, i), perf, details)
         if passes.rolled:
@@ -70,8 +75,9 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
             continue
         for i, r in enumerate(ranks):
             if i not in flagged:
+                gpu_details = details if r in on_gpu else {**details, "expected": None, "median_tflops": None}
                 yield _gemm_finding(subject(r), f"{dtype} GEMM {col['n'][i]}^3", float(tflops[i]), Status.PASS, "ok",
-                                    None, details)
+                                    None, gpu_details)
     yield from passes.findings()
 
 
@@ -95,8 +101,12 @@ def _judge_gemm(subject: str, dtype: str, g: dict[str, Any], perf: Any, details:
             status, code, limit = Status.FAIL, "gemm_slow", expected * perf.gemm_fail_fraction
         elif tflops < expected * perf.gemm_warn_fraction:
             status, code, limit = Status.WARN, "gemm_below_expected", expected * perf.gemm_warn_fraction
-    if status is Status.PASS and median and tflops < median * (1 - perf.peer_outlier_fraction):
-        status, code, limit = Status.WARN, "gemm_outlier", median * (1 - perf.peer_outlier_fraction)
+    if status is not Status.FAIL and median:
+        peer = peer_gap_status(tflops, median, perf)
+        if peer is Status.FAIL:
+            status, code, limit = Status.FAIL, "gemm_outlier", median * (1 - perf.peer_outlier_fail_fraction)
+        elif peer is Status.WARN and status is Status.PASS:
+            status, code, limit = Status.WARN, "gemm_outlier", median * (1 - perf.peer_outlier_fraction)
     return _gemm_finding(subject, label, tflops, status, code, limit, details)
 
 
@@ -118,33 +128,54 @@ def _gemm_finding(subject: str, label: str, tflops: float, status: Status, code:
 def memory(ctx: CheckContext) -> Iterator[Finding]:
     """GPU memory copies fast, host transfers reach PCIe/C2C speed, patterns read back intact.
 
-    FAIL on any pattern mismatch (bad HBM); WARN when device copy bandwidth is below
-    ``perf.device_copy_min_gbps`` or pinned host↔device below ``perf.host_transfer_min_gbps``
-    (a downtrained PCIe link halves it). ERROR when the test could not run; SKIP on CPU.
+    FAIL on any pattern mismatch (bad HBM). Device copy below ``perf.device_copy_min_gbps``,
+    or pinned host↔device below ``perf.host_transfer_min_gbps`` (halved per PCIe generation
+    the GPU's link can reach less than ``gpu.pcie_expected_gen``), WARNs; below
+    ``perf.bandwidth_floor_fail_fraction`` of the floor it FAILs (a downtrained PCIe link,
+    HBM at half speed). Against the median of the job's GPUs for each direction: WARN more
+    than ``perf.peer_outlier_fraction`` below, FAIL ``perf.peer_outlier_fail_fraction`` or
+    more below. ERROR when the test could not run; SKIP on CPU.
     """
     c, perf = cluster(ctx), ctx.config.perf
     passes = Passes(ctx, c)
     col, subject = c.columns["memory"], c.rank_subject
     ranks, copy, h2d, d2h = col["rank"], col["device_copy_gbps"], col["h2d_gbps"], col["d2h_gbps"]
-    copy_floor, host_floor = perf.device_copy_min_gbps, perf.host_transfer_min_gbps
+    per_node = max(c.local_world_size, 1)
+    host_floors: dict[int, Floor | None] = {}
+    for node in {r // per_node for r in ranks}:
+        host_floors[node] = host_transfer_floor(perf, ctx.config.gpu,
+                                                node_topology(c.node_facts.get(node, {}).get("gpu")))
+    medians = {key: _median([v for v, e in zip(values, col["error"], strict=True) if v is not None and not e])
+               for key, values in (("device_copy", copy), ("h2d", h2d), ("d2h", d2h))}
+    # The strictest line each direction is held to: a rank at or above it on every direction passes.
+    copy_line = max(_lines(perf.device_copy_min_gbps, medians["device_copy"], perf), default=None)
+    host_line = {key: max(_lines(max((f.gbps for f in host_floors.values() if f), default=None), medians[key], perf),
+                          default=None) for key in ("h2d", "d2h")}
     inf = float("inf")
     # Screen the columns first; only the flagged get a verdict each. The common case is a few
-    # C-speed calls (no error, no bad pattern, every minimum above its floor). An unmeasured
+    # C-speed calls (no error, no bad pattern, every minimum above its line). An unmeasured
     # direction (None) is not slow, as _judge_memory judges it; 0.0 is.
     clean = not any(col["error"]) and not any(col["pattern_errors"]) and None not in copy and None not in h2d \
         and None not in d2h and (not ranks or (
-            (copy_floor is None or min(copy) >= copy_floor)
-            and (host_floor is None or min(min(h2d), min(d2h)) >= host_floor)))
+            (copy_line is None or min(copy) >= copy_line)
+            and (host_line["h2d"] is None or min(h2d) >= host_line["h2d"])
+            and (host_line["d2h"] is None or min(d2h) >= host_line["d2h"])))
     flagged: set[int] = set() if clean else {
         i for i, (e, bad, dc, hd, dh) in enumerate(zip(col["error"], col["pattern_errors"], copy, h2d, d2h,
                                                         strict=True))
-        if e or bad or (copy_floor is not None and (inf if dc is None else dc) < copy_floor)
-        or (host_floor is not None and min(inf if hd is None else hd, inf if dh is None else dh) < host_floor)}
+        if e or bad or (copy_line is not None and (inf if dc is None else dc) < copy_line)
+        or (host_line["h2d"] is not None and (inf if hd is None else hd) < host_line["h2d"])
+        or (host_line["d2h"] is not None and (inf if dh is None else dh) < host_line["d2h"])}
+    judged: set[int] = set()
     for i in sorted(flagged):
-        yield from _judge_memory(subject(ranks[i]), row(col, i), perf)
+        findings = list(_judge_memory(subject(ranks[i]), row(col, i), perf, host_floors[ranks[i] // per_node],
+                                      medians))
+        if any(f.status is not Status.PASS for f in findings) or not passes.rolled:
+            judged.add(i)
+            yield from findings
     if passes.rolled:
         names, _ = c.ranks_view(ranks)
-        keep = [i for i in range(len(ranks)) if i not in flagged] if flagged else None
+        keep = [i for i in range(len(ranks)) if i not in judged] if judged else None
         for key, values, what in (("device_copy", copy, "device copy"), ("h2d", h2d, "host-to-device"),
                                   ("d2h", d2h, "device-to-host")):
             passing = dict(zip(names, values, strict=True)) if keep is None else {names[i]: values[i] for i in keep}
@@ -152,14 +183,25 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
                           details={"memory_key": key})
     else:
         for i, r in enumerate(ranks):
-            if i not in flagged:
+            if i not in judged:
                 yield _memory_pass(subject(r), row(col, i))
     yield from passes.findings()
     if not ranks:
         yield Finding("memory.bandwidth", Status.SKIP, "cluster", "no_gpu", "no GPU worker: memory test not run")
 
 
-def _judge_memory(subject: str, m: dict[str, Any], perf: Any) -> Iterator[Finding]:
+def _median(values: list[float]) -> float | None:
+    """The median of two or more measurements (one GPU has no peers)."""
+    return statistics.median(values) if len(values) >= 2 else None
+
+
+def _lines(floor: float | None, median: float | None, perf: Any) -> list[float]:
+    """The WARN lines a value is screened against: its floor and its peers' median, where known."""
+    return [x for x in (floor, median and median * (1 - perf.peer_outlier_fraction)) if x]
+
+
+def _judge_memory(subject: str, m: dict[str, Any], perf: Any, host_floor: Floor | None,
+                  medians: dict[str, float | None]) -> Iterator[Finding]:
     """The findings for one GPU's memory test: error, corrupted patterns, each slow direction, or a pass."""
     if m.get("error"):
         yield Finding("memory.bandwidth", Status.ERROR, subject, "memory_error", f"memory test: {m['error']}")
@@ -170,19 +212,54 @@ def _judge_memory(subject: str, m: dict[str, Any], perf: Any) -> Iterator[Findin
                       observed=m["pattern_errors"], expected=0, unit="words",
                       recommendation="GPU memory is corrupting data: drain the node, check ECC/remapping, RMA.")
     flagged = False
-    for key, floor, what in (("device_copy_gbps", perf.device_copy_min_gbps, "device copy"),
-                             ("h2d_gbps", perf.host_transfer_min_gbps, "host-to-device"),
-                             ("d2h_gbps", perf.host_transfer_min_gbps, "device-to-host")):
-        value = m.get(key)
-        if floor is not None and value is not None and value < floor:
+    copy_floor = perf.device_copy_min_gbps
+    host = host_floor.gbps if host_floor else None
+    for key, floor, basis, what in (("device_copy", copy_floor, None, "device copy"),
+                                    ("h2d", host, host_floor.basis if host_floor else None, "host-to-device"),
+                                    ("d2h", host, host_floor.basis if host_floor else None, "device-to-host")):
+        value = m.get(f"{key}_gbps")
+        if value is None:
+            continue
+        finding = _memory_floor(subject, key, what, value, floor, basis, perf) if floor is not None else None
+        median = medians.get(key)
+        if finding is None and median:
+            finding = _memory_peer(subject, key, what, value, median, perf)
+        if finding is not None:
             flagged = True
-            yield Finding("memory.bandwidth", Status.WARN, subject, f"{key.removesuffix('_gbps')}_slow",
-                          f"{what} {value:.1f} GB/s below {floor:g}", observed=round(value, 2),
-                          expected=f">= {floor:g}", unit="GB/s",
-                          recommendation="Check the PCIe link (gpu.pcie) and NUMA placement for host "
-                                         "transfers; memory clocks and throttling for device copies.")
+            yield finding
     if not flagged and not m.get("pattern_errors"):
         yield _memory_pass(subject, m)
+
+
+_MEMORY_ADVICE = ("Check the PCIe link (gpu.pcie) and NUMA placement for host transfers; memory clocks and "
+                  "throttling for device copies.")
+
+
+def _memory_floor(subject: str, key: str, what: str, value: float, floor: float, basis: str | None,
+                  perf: Any) -> Finding | None:
+    """WARN below the floor, FAIL below ``perf.bandwidth_floor_fail_fraction`` of it."""
+    if value >= floor:
+        return None
+    fail_line = floor * perf.bandwidth_floor_fail_fraction
+    status = Status.FAIL if value < fail_line else Status.WARN
+    return Finding("memory.bandwidth", status, subject, f"{key}_slow",
+                   f"{what} {value:.1f} GB/s below {floor:g}" + (f" ({basis})" if basis else ""),
+                   observed=round(value, 2), expected=f">= {fail_line if status is Status.FAIL else floor:g}",
+                   unit="GB/s", details={"memory_key": key, "floor_gbps": floor},
+                   recommendation=_MEMORY_ADVICE)
+
+
+def _memory_peer(subject: str, key: str, what: str, value: float, median: float, perf: Any) -> Finding | None:
+    """WARN or FAIL for a direction well below the median of the job's GPUs."""
+    status = peer_gap_status(value, median, perf)
+    if status is Status.PASS:
+        return None
+    limit = median * (1 - (perf.peer_outlier_fail_fraction if status is Status.FAIL else perf.peer_outlier_fraction))
+    return Finding("memory.bandwidth", status, subject, f"{key}_outlier",
+                   f"{what} {value:.1f} GB/s, {100 * (1 - value / median):.0f}% below the median GPU ({median:.1f})",
+                   observed=round(value, 2), expected=f"{'>' if status is Status.FAIL else '>='} {limit:.1f}",
+                   unit="GB/s", details={"memory_key": key, "median_gbps": round(median, 2)},
+                   recommendation=_MEMORY_ADVICE)
 
 
 def _memory_pass(subject: str, m: dict[str, Any]) -> Finding:

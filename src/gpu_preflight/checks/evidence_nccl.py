@@ -4,7 +4,12 @@
 values were found, when the legacy ``error`` column exceeds ``evidence.nccl_max_error``,
 or when the test aborted (``Test NCCL failure ...``, classified like a job log).
 ``nccl_tests.bandwidth``: FAIL when the peak out-of-place bus bandwidth is below
-``evidence.nccl_busbw_min_gbps``; SKIP with the measured peak when no floor is set.
+``evidence.nccl_busbw_min_gbps`` (a site's floor, any collective). Without one, all_reduce
+on one host is held to the node-local floor of the GPUs' profile (matched from the GPU names
+the log lists, or ``--profile``): the NVSwitch floor for GPUs sold only on NVSwitch boards,
+the PCIe floor otherwise; across hosts to ``perf.network_busbw_min_gbps``; only at messages
+of ``perf.busbw_floor_min_bytes`` or more. SKIP, with the measured peak and the reason,
+when no floor applies.
 
 ``nccl_log.triage``: one finding per failure signature found in a job log (see
 :data:`ADVICE`), naming the ranks and hosts the lines came from, with what to do next.
@@ -14,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config.evidence import evidence_config
 from ..model import Finding, Status
 from .evidence import judges
+from .floors import Floor, log_allreduce_floor
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -138,7 +144,6 @@ def _correctness(record: NcclTestsRecord, config: Config, source: str) -> Iterat
 
 def _bandwidth(record: NcclTestsRecord, config: Config, source: str) -> Iterator[Finding]:
     check = "nccl_tests.bandwidth"
-    floor = evidence_config(config).nccl_busbw_min_gbps
     peak = record.peak_busbw_gbps
     if peak is None:
         yield Finding(check, Status.SKIP, source, "no_results", "no bandwidth measured (no result rows)")
@@ -147,20 +152,87 @@ def _bandwidth(record: NcclTestsRecord, config: Config, source: str) -> Iterator
     what = (f"{record.test or 'collective'} peak busbw {peak:g} GB/s at {record.peak_size_bytes} B{ranks}, "
             f"avg {record.avg_busbw_gbps:g} GB/s ({record.avg_busbw_source})" if record.avg_busbw_gbps is not None
             else f"{record.test or 'collective'} peak busbw {peak:g} GB/s at {record.peak_size_bytes} B{ranks}")
-    details = {"avg_busbw_gbps": record.avg_busbw_gbps, "nranks": record.nranks, "hosts": record.hosts,
-               "peak_busbw_in_place_gbps": record.peak_busbw_in_place_gbps}
-    if floor is None:
-        yield Finding(check, Status.SKIP, source, "no_floor",
-                      f"{what}; not judged: set evidence.nccl_busbw_min_gbps", observed=peak, unit="GB/s",
-                      details=details)
-    elif peak < floor:
-        yield Finding(check, Status.FAIL, source, "busbw_low", f"{what}, below the {floor:g} GB/s floor",
-                      observed=peak, expected=f">= {floor:g}", unit="GB/s", details=details,
+    details: dict[str, Any] = {"avg_busbw_gbps": record.avg_busbw_gbps, "nranks": record.nranks, "hosts": record.hosts,
+               "peak_busbw_in_place_gbps": record.peak_busbw_in_place_gbps,
+               "gpu_names": sorted({g.name for g in record.gpus})}
+    floor, judged, why = _floor(record, config)
+    if floor is None or judged is None:
+        yield Finding(check, Status.SKIP, source, "no_floor", f"{what}; not judged: {why}", observed=peak,
+                      unit="GB/s", details=details)
+        return
+    value, size = judged
+    details["floor_basis"] = floor.basis
+    if value < floor.gbps:
+        yield Finding(check, Status.FAIL, source, "busbw_low",
+                      f"{what}; {value:g} GB/s at {size} B is below the {floor.gbps:g} GB/s floor ({floor.basis})",
+                      observed=value, expected=f">= {floor.gbps:g}", unit="GB/s", details=details,
                       recommendation="Run the test per node and per node pair to find the slow link; check NCCL "
-                                     "picked the fast transport (NCCL_DEBUG=INFO: NET/IB or OFI, not Socket).")
+                                     "picked the fast transport (NCCL_DEBUG=INFO: NVLS/P2P within a node, NET/IB "
+                                     "or OFI across nodes, not Socket) and NVLink health (nvidia-smi nvlink -s).")
     else:
-        yield Finding(check, Status.PASS, source, "ok", what, observed=peak, expected=f">= {floor:g}", unit="GB/s",
-                      details=details)
+        yield Finding(check, Status.PASS, source, "ok", f"{what}; floor {floor.gbps:g} ({floor.basis})",
+                      observed=value, expected=f">= {floor.gbps:g}", unit="GB/s", details=details)
+
+
+def _floor(record: NcclTestsRecord, config: Config) -> tuple[Floor | None, tuple[float, int] | None, str]:
+    """The floor this run is held to, the (busbw, size) judged against it, or why it is not judged.
+
+    A site's ``evidence.nccl_busbw_min_gbps`` judges any run's peak. Otherwise only
+    all_reduce has shipped floors: within one host the node-local floor of the GPUs' profile
+    (NVSwitch or PCIe, from the GPU names the log lists), across hosts
+    ``perf.network_busbw_min_gbps``; each at messages of ``perf.busbw_floor_min_bytes`` or more.
+    """
+    site = evidence_config(config).nccl_busbw_min_gbps
+    if site is not None:
+        assert record.peak_busbw_gbps is not None and record.peak_size_bytes is not None
+        return Floor(site, "evidence.nccl_busbw_min_gbps"), (record.peak_busbw_gbps, record.peak_size_bytes), ""
+    perf = config.perf
+    if not _is_all_reduce(record):
+        return None, None, (f"shipped floors cover all_reduce only; set evidence.nccl_busbw_min_gbps for "
+                            f"{record.test or 'this collective'}")
+    hosts = sorted({g.host for g in record.gpus} | set(record.hosts))
+    if not hosts:
+        return None, None, ("the output lists no devices ('# Using devices'), so its hosts and GPUs are unknown; "
+                            "set evidence.nccl_busbw_min_gbps")
+    if len(hosts) > 1:
+        if perf.network_busbw_min_gbps is None:
+            return None, None, (f"{len(hosts)} hosts: the network sets the pace; set evidence.nccl_busbw_min_gbps "
+                                "or perf.network_busbw_min_gbps for this fabric")
+        floor: Floor | None = Floor(perf.network_busbw_min_gbps, f"across {len(hosts)} hosts")
+    elif (record.nranks or 0) < 2:
+        return None, None, "one rank: nothing crossed a link"
+    else:
+        floor = log_allreduce_floor(perf, [g.name for g in record.gpus])
+        if floor is None:
+            names = ", ".join(sorted({g.name for g in record.gpus})) or "unnamed GPUs"
+            return None, None, (f"no floor for {names} (no shipped profile matched: pass --profile, or set "
+                                "evidence.nccl_busbw_min_gbps)")
+    large = [(r.busbw_gbps, r.size_bytes) for r in record.rows
+             if r.busbw_gbps is not None and r.size_bytes >= perf.busbw_floor_min_bytes]
+    if not large:
+        return floor, None, (f"the largest message is below {perf.busbw_floor_min_bytes} B "
+                             "(perf.busbw_floor_min_bytes): latency-bound sizes are not held to bandwidth floors")
+    return floor, max(large, key=lambda b: (b[0], -b[1])), ""
+
+
+_TYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
+               "int32": 4, "uint32": 4, "int": 4, "int64": 8, "uint64": 8, "int8": 1, "uint8": 1, "char": 1}
+
+
+def _is_all_reduce(record: NcclTestsRecord) -> bool:
+    """all_reduce by name, or an unnamed table that can only be one (many logs omit the binary's name).
+
+    Only all_reduce and reduce_scatter print a reduction with root -1; all_reduce alone keeps
+    every element on every rank (count x type size = size) and has busbw >= algbw.
+    """
+    if record.test is not None:
+        return record.test == "all_reduce"
+    row = max(record.rows, key=lambda r: r.size_bytes, default=None)
+    if row is None or row.redop in (None, "none") or row.root not in (None, -1) or not row.count:
+        return False
+    width = _TYPE_BYTES.get((row.type or "").lower())
+    return (width is not None and row.count * width == row.size_bytes and row.algbw_gbps is not None
+            and row.busbw_gbps is not None and row.busbw_gbps >= 0.99 * row.algbw_gbps)
 
 
 @judges("nccl-log")

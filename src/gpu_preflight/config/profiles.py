@@ -62,6 +62,13 @@ def load_profile_file(path: str | Path) -> Profile:
             raise ConfigError(f"bad regular expression {pattern!r}: {exc}", source=str(p),
                               key="profile.match", line=lines.get("profile.match")) from exc
     layer = validate_layer(Layer(f"profile {meta['name']} ({p})", data, lines), allow_extra=("profile",))
+    for pattern in layer.data.get("perf", {}).get("allreduce_nvswitch_gpu_names", []):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"bad regular expression {pattern!r}: {exc}", source=str(p),
+                              key="perf.allreduce_nvswitch_gpu_names",
+                              line=lines.get("perf.allreduce_nvswitch_gpu_names")) from exc
     return Profile(meta["name"], str(meta.get("title", meta["name"])), tuple(patterns), layer, str(p))
 
 

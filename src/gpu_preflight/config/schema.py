@@ -164,16 +164,43 @@ class PerfConfig:
     gemm_warn_fraction: float = setting(0.9, "GEMM below this fraction of the expected throughput WARNs.", "ratio")
     gemm_fail_fraction: float = setting(0.6, "GEMM below this fraction of the expected throughput FAILs.", "ratio")
     peer_outlier_fraction: float = setting(
-        0.10, "A GPU or node more than this fraction below the median of its peers WARNs.", "ratio")
+        0.10, "A GPU, node or link more than this fraction below the median of its peers WARNs (GEMM, memory "
+              "bandwidth, node-local all_reduce, node links).", "ratio")
+    peer_outlier_fail_fraction: float = setting(
+        0.5, "A GPU, node or link this fraction or more below the median of its peers FAILs: at 0.5 it makes "
+             "every collective (or every step paced by the slowest GPU) at least twice as slow.", "ratio")
     allreduce_busbw_min_gbps: float | None = setting(
-        None, "Node-local all_reduce bus bandwidth floor at the largest size (NVLink/PCIe).", "GB/s")
+        None, "Node-local all_reduce busbw floor for every GPU group, whatever its topology (a site's or a "
+              "baseline's own figure). Unset: derived from each node's topology and the profile's NVSwitch/PCIe "
+              "floors below.", "GB/s")
+    allreduce_nvswitch_busbw_min_gbps: float | None = setting(
+        None, "Node-local all_reduce busbw floor for GPUs on an NVSwitch board with the SKU's full NVLink "
+              "complement (profile value; scaled by active links over perf.allreduce_nvlinks_per_gpu).", "GB/s")
+    allreduce_nvlinks_per_gpu: int | None = setting(
+        None, "NVLinks per GPU that perf.allreduce_nvswitch_busbw_min_gbps is stated for; a board with fewer "
+              "active links per GPU by design gets the floor scaled by active/this. Unset: not scaled.", "links")
+    allreduce_pcie_busbw_min_gbps: float | None = setting(
+        None, "Node-local all_reduce busbw floor for GPUs without NVSwitch (PCIe, or NVLink bridges joining only "
+              "pairs) at gpu.pcie_expected_gen; halved per generation the links fall short.", "GB/s")
+    allreduce_nvswitch_gpu_names: list[str] = setting(
+        [], "GPU names (regular expressions) sold only on NVSwitch boards: a saved nccl-tests log, which shows "
+            "no links, from such GPUs is held to perf.allreduce_nvswitch_busbw_min_gbps, any other to the PCIe "
+            "floor.")
+    busbw_floor_min_bytes: int = setting(
+        256 << 20, "Bus-bandwidth floors judge only messages at least this large (smaller ones are "
+                   "latency-bound); a sweep that stops below it is reported, not judged.", "bytes")
     network_busbw_min_gbps: float | None = setting(
         None, "Inter-node all_reduce bus bandwidth floor (one rank per node) at the largest size.", "GB/s")
     node_link_min_gbps: float | None = setting(
         None, "Bidirectional node-to-node exchange floor (node 0 with each node); unset: judged by the median.",
         "GB/s")
     device_copy_min_gbps: float | None = setting(None, "Device-to-device copy bandwidth floor (read+write).", "GB/s")
-    host_transfer_min_gbps: float | None = setting(None, "Pinned host-to-device and device-to-host floor.", "GB/s")
+    host_transfer_min_gbps: float | None = setting(
+        None, "Pinned host-to-device and device-to-host floor at gpu.pcie_expected_gen; halved per generation "
+              "the GPU's link can reach less.", "GB/s")
+    bandwidth_floor_fail_fraction: float = setting(
+        0.5, "Device copy or host transfer below its floor WARNs; below this fraction of it FAILs (a link "
+             "trained at a quarter of its lanes, HBM at half speed).", "ratio")
     train_min_loss_drop: float = setting(0.2, "Training smoke: the loss must fall by at least this fraction.", "ratio")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..checks.floors import topology_summary
 from ..model import (
     SCHEMA_VERSION,
     CheckResult,
@@ -235,6 +236,7 @@ def summary_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
     gpus = (facts.get("gpu") or {}).get("gpus")
     if isinstance(gpus, list) and "gpu" in out:
         out["gpu"]["gpus"] = [g.get("index") for g in gpus if isinstance(g, Mapping)]
+        out["gpu"]["topology"] = topology_summary(gpus)  # what the all_reduce and PCIe floors follow
     efa = (facts.get("fabric") or {}).get("efa_devices")
     if efa and "fabric" in out:
         out["fabric"]["efa_devices"] = efa
