@@ -296,7 +296,7 @@ def test_the_cluster_report_keeps_each_gpus_series_and_the_html_plots_it() -> No
     slow = json.loads(json.dumps(real))
     slow["phases"]["gemm_bf16"]["sm_mhz"]["median"] *= 0.8
     slow["phases"]["gemm_bf16"]["reason_share"]["0x8"] = 0.63
-    payloads = {0: {**payload(0, 0, 0), "load": real}, 1: {**payload(1, 0, 1), "load": slow}}
+    payloads = {0: {**payload(0, 0, 0), "load": real}, 1: {**payload(1, 0, 1, tflops=400.0), "load": slow}}
     gathered = {"payloads": payloads, "missing": {},
                 "topology": {"world_size": 2, "num_nodes": 1, "local_world_size": 2, "hosts": ["h0"]}}
     report, code = build_cluster_report(gathered, Config(), fail_on="fail", include=[], exclude=[], suite="quick",
@@ -306,6 +306,9 @@ def test_the_cluster_report_keeps_each_gpus_series_and_the_html_plots_it() -> No
     assert ("load.clocks", "h0/gpu1", "FAIL") in bad and ("load.peers", "h0/gpu1", "WARN") in bad
     assert not any(subject == "h0/gpu0" for _, subject, _ in bad)
     assert code == 2 and report["cluster_summary"]["test_results"]["gpu_health"] is False
+    [gemm] = [f for f in report["findings"] if f["check_id"] == "compute.gemm" and f["subject"] == "h0/gpu1"]
+    assert gemm["status"] in ("WARN", "FAIL") and "under load: hw slowdown active 63% of the phase" in gemm["summary"]
+    assert gemm["details"]["load"]["phase"] == "gemm_bf16"
     assert set(report["nodes"]["node_0"]["load"]) == {"gpu0", "gpu1"}
     page = render(report, "html")
     charts = [c for c in page.split('<svg class="chart"')[1:] if "under load" in c.split("</title>")[0]]

@@ -12,6 +12,7 @@ from ..model import Finding, Status
 from ..records import ClusterFacts
 from ..registry import CheckContext, check
 from .cluster_comm import cluster
+from .cluster_load import explain
 from .cluster_rollup import Passes
 from .common import version_below
 from .floors import Floor, host_transfer_floor, node_topology, peer_gap_status
@@ -60,7 +61,8 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
             flagged = {i for i, (t, k, r) in enumerate(zip(tflops, ok, ranks, strict=True))
                        if not k or (r in on_gpu and (t or 0.0) < low)}
         for i in sorted(flagged):
-            yield _judge_gemm(subject(ranks[i]), dtype, row(col, i), perf, details)
+            yield _with_load(_judge_gemm(subject(ranks[i]), dtype, row(col, i), perf, details),
+                             c.payloads.get(ranks[i], {}).get("load"), f"gemm_{dtype}")
         if passes.rolled:
             if flagged:
                 kept = [i for i in range(len(ranks)) if i not in flagged]
@@ -79,6 +81,15 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
                 yield _gemm_finding(subject(r), f"{dtype} GEMM {col['n'][i]}^3", float(tflops[i]), Status.PASS, "ok",
                                     None, gpu_details)
     yield from passes.findings()
+
+
+def _with_load(finding: Finding, load: Any, phase: str) -> Finding:
+    """A slow GPU's GEMM finding says what its load series saw in that phase (see load.*)."""
+    why = explain(load, phase) if finding.status in (Status.WARN, Status.FAIL) else None
+    if why is not None:
+        finding.summary += f"; under load: {why[0]}"
+        finding.details = {**finding.details, "load": why[1]}
+    return finding
 
 
 def _judge_gemm(subject: str, dtype: str, g: dict[str, Any], perf: Any, details: dict[str, Any]) -> Finding:

@@ -88,6 +88,25 @@ def _passed(passes: Passes, finding: Finding) -> Iterator[Finding]:
         yield finding
 
 
+def explain(load: Any, phase: str) -> tuple[str, dict[str, Any]] | None:
+    """Why a GPU was slow in a phase, from its load series: the hardware reasons active, its SM
+    clock and how much of its power limit it drew (``None`` when it was not sampled there)."""
+    ph = ((load or {}).get("phases") or {}).get(phase) if isinstance(load, Mapping) else None
+    if not isinstance(ph, Mapping):
+        return None
+    shares = ph.get("reason_share") or {}
+    parts = [f"{reason.replace('_', ' ')} active {100 * float(shares[bit]):.0f}% of the phase"
+             for bit, reason in HW_BITS.items() if float(shares.get(bit, 0.0)) > 0]
+    if float(shares.get(SW_THERMAL, 0.0)) > 0:
+        parts.append(f"SW thermal slowdown active {100 * float(shares[SW_THERMAL]):.0f}% of the phase")
+    sm = _median(ph, "sm_mhz")
+    if sm is not None:
+        parts.append(f"SM clock median {sm:g} MHz")
+    if ph.get("power_max_fraction") is not None:
+        parts.append(f"power peaked at {100 * float(ph['power_max_fraction']):.0f}% of its limit")
+    return ("; ".join(parts), {"phase": phase, **dict(ph)}) if parts else None
+
+
 def _median(ph: Mapping[str, Any], key: str) -> float | None:
     stats = ph.get(key)
     return float(stats["median"]) if isinstance(stats, Mapping) and stats.get("median") is not None else None
