@@ -55,9 +55,16 @@ def test_a_wrong_answer_exits_one_and_bad_arguments_exit_two() -> None:
     miss = cli("--nodes", "2", "--bad", "1", "--format", "json")
     assert miss.returncode == 1 and json.loads(miss.stdout)["missed"]
     floored = json.loads(cli("--nodes", "2", "--bad", "1", "--floor-gbps", "30", "--format", "json").stdout)
-    assert floored["exclude_hostlist"] == "node[0000-0001]"  # unresolved: both excluded, one wrongly
+    assert floored["exclude_hostlist"] == ""  # one of the two is healthy: say so, exclude neither
+    assert floored["localization"]["undecided_nodes"] == ["node0000", "node0001"]
     assert cli("--nodes", "8", "--cover-passes", "0").returncode == 3
     bad = cli("--nodes", "8", "--slow-link", "3-4")
     assert bad.returncode == 3 and "A,B" in bad.stderr
     assert cli("--nodes", "4", "--bad", "9").returncode == 3
     assert cli("--nodes", "4", "--mode", "bogus").returncode == 3
+
+
+def test_a_cluster_too_large_to_simulate_is_a_one_line_error() -> None:
+    out = cli("--nodes", "100000000")
+    assert out.returncode == 3 and out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1 and "1000000" in out.stderr.replace(",", "")

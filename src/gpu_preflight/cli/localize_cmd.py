@@ -7,7 +7,8 @@ targets in ``bench/bench_localize.py`` are reproduced by hand. Prints ``rounds``
 hostlist; ``--format json`` prints one JSON object alone on stdout.
 
 Exit codes: 0 when the suspects are exactly the injected faults, 1 when something was
-missed or wrongly accused, 3 for bad arguments (one line on stderr).
+missed or wrongly accused, 3 for bad arguments (one line on stderr), a cluster larger than
+the simulator holds (``MAX_NODES``) among them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from .exits import EXIT_USAGE, Parser
 
 EXIT_MISMATCH = 1
+MAX_NODES = 1_000_000  # every test of every round stays in memory: 100,000 nodes took 0.3 GB
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -77,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.nodes < 2:
             raise ValueError("--nodes must be at least 2")
+        if args.nodes > MAX_NODES:
+            raise ValueError(f"--nodes {args.nodes} is more than the simulator can hold in memory "
+                             f"(at most {MAX_NODES:,})")
         config = LocalizeConfig(mode=args.mode, rails=args.rails, cover_passes=args.cover_passes,
                                 floor_gbps=args.floor_gbps)
         scenario = make_scenario(args.nodes, args.bad, fault=args.fault, slow_factor=args.slow_factor,
@@ -85,7 +90,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"gpu-preflight localize: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    result = simulate(scenario, config, seed=args.seed, dead_known=not args.dead_unknown, star=args.star)
+    try:
+        result = simulate(scenario, config, seed=args.seed, dead_known=not args.dead_unknown, star=args.star)
+    except MemoryError:
+        print(f"gpu-preflight localize: out of memory simulating {args.nodes:,} nodes: try fewer", file=sys.stderr)
+        return EXIT_USAGE
     width = max(4, len(str(args.nodes - 1)))
     names = [f"node{i:0{width}d}" for i in range(args.nodes)]
     block = localization_block(result.outcome, names)
