@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import tomllib
+import typing
 from pathlib import Path
 
 import pytest
 
 from gpu_preflight.config import ConfigError, build_config, find_profile, match_profile, shipped_profiles
 from gpu_preflight.config.describe import defaults_json, defaults_toml
-from gpu_preflight.config.loader import read_file
-from gpu_preflight.config.schema import Config
+from gpu_preflight.config.fields import ValueRange
+from gpu_preflight.config.loader import field_range, read_file
+from gpu_preflight.config.schema import SECTIONS, Config
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -84,7 +88,7 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_bad_environment_and_override_values() -> None:
-    with pytest.raises(ConfigError, match=r"environment: gpu\.expected_count"):
+    with pytest.raises(ConfigError, match=r"^GPU_PREFLIGHT_GPU__EXPECTED_COUNT=many: expected an integer"):
         build_config(environ={"GPU_PREFLIGHT_GPU__EXPECTED_COUNT": "many"})
     with pytest.raises(ConfigError, match=r"SECTION\.KEY=VALUE"):
         build_config(environ={}, overrides=["expected_count=3"])
@@ -140,3 +144,100 @@ def test_defaults_document_every_field_and_round_trip() -> None:
     config, _ = build_config(environ={}, config_file=None)
     site = {s: v for s, v in parsed.items()}
     assert site["system"]["disk_paths"] == config.system.disk_paths
+
+
+def numeric_fields() -> list[tuple[str, str, ValueRange, bool]]:
+    """(section, key, range, is a table of numbers) for every numeric setting of every section."""
+    out = []
+    for section, cls in SECTIONS.items():
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            bounds = field_range(f, hints[f.name])
+            if bounds is not None:
+                out.append((section, f.name, bounds, typing.get_origin(hints[f.name]) is dict))
+    return out
+
+
+def as_toml(value: float, integer: bool) -> str:
+    if integer:
+        return str(int(value))
+    return repr(float(value)) if math.isfinite(value) else ("nan" if math.isnan(value) else "inf")
+
+
+def test_every_numeric_setting_has_a_range_holding_its_default() -> None:
+    found = numeric_fields()
+    assert len(found) > 90  # every section's thresholds, timeouts and counts
+    defaults = Config()
+    for section, key, bounds, table in found:
+        value = getattr(getattr(defaults, section), key)
+        values = list(value.values()) if table else [value]
+        for v in values:
+            assert v is None or bounds.problem(v) is None, (section, key, v, bounds.describe())
+        assert bounds.high < 1e15 and bounds.low >= 0, (section, key)
+
+
+@pytest.mark.parametrize(("section", "key", "bounds", "table"), numeric_fields(),
+                         ids=[f"{s}.{k}" for s, k, _, _ in numeric_fields()])
+def test_every_numeric_setting_refuses_values_outside_its_range(section: str, key: str, bounds: ValueRange,
+                                                                 table: bool) -> None:
+    """At both bounds accepted; just outside, non-finite, negative and absurdly large refused."""
+    def value(v: float) -> str:
+        return f"{{x = {as_toml(v, bounds.integer)}}}" if table else as_toml(v, bounds.integer)
+
+    step = 1 if bounds.integer else max(abs(bounds.high) * 1e-9, 1e-9)
+    good = [bounds.high] + ([] if bounds.low_open else [bounds.low])
+    if bounds.low_open:
+        good.append(bounds.low + step)
+    for v in good:
+        build_config(environ={}, overrides=[f"{section}.{key}={value(v)}"])
+    bad = [bounds.high + step, bounds.low if bounds.low_open else bounds.low - step, -1.0, 1e23]
+    if not bounds.integer:
+        bad += [math.nan, math.inf, -math.inf, 1e308]
+    for v in bad:
+        with pytest.raises(ConfigError) as info:
+            build_config(environ={}, overrides=[f"{section}.{key}={value(v)}"])
+        message = str(info.value)
+        assert message.startswith(f"--set {section}.{key}=")
+        expected = f"'x' must be {bounds.describe()}" if table else f"must be {bounds.describe()}"
+        assert message.endswith(f": {expected}"), message
+
+
+def test_range_error_names_the_source_and_the_range(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_config(environ={}, overrides=["gpu.temp_margin_c=nan"])
+    assert str(info.value) == "--set gpu.temp_margin_c=nan: must be a finite number in [0, 50] °C"
+    with pytest.raises(ConfigError) as info:
+        build_config(environ={"GPU_PREFLIGHT_GPU__REMAPPED_UNCORRECTABLE_ROWS_WARN": "100000000000000000000000"})
+    assert str(info.value) == ("GPU_PREFLIGHT_GPU__REMAPPED_UNCORRECTABLE_ROWS_WARN=100000000000000000000000: "
+                               "must be a whole number in [0, 10000] rows")
+    site = write(tmp_path, "site.toml", "[gpu]\nexpected_count = 8\n\n[system]\nshm_fail_mib = -inf\n")
+    with pytest.raises(ConfigError) as info:
+        build_config(environ={}, config_file=site)
+    assert str(info.value) == f"{site}:5: system.shm_fail_mib: must be a finite number in [0, 67108864] MiB"
+    yaml_site = write(tmp_path, "site.yaml", "slurm:\n  max_drain_fraction: .nan\n")
+    with pytest.raises(ConfigError, match=r"site\.yaml:2: slurm\.max_drain_fraction: must be a finite number "
+                                          r"in \[0, 1\] ratio$"):
+        build_config(environ={}, config_file=yaml_site)
+    profile = write(tmp_path, "mine.toml", "[profile]\nname = \"mine\"\n[perf]\ngemm_bf16_tflops = 0\n")
+    with pytest.raises(ConfigError, match=r"mine\.toml\):4: perf\.gemm_bf16_tflops: must be a finite number "
+                                          r"in \(0, 100000\] TFLOP/s"):
+        find_profile(str(profile))
+    with pytest.raises(ConfigError, match=r"^--set diagnostics\.ib_counters_warn_above=\{symbol_error = -1\}: "
+                                          r"'symbol_error' must be a whole number"):
+        build_config(environ={}, overrides=["diagnostics.ib_counters_warn_above={symbol_error = -1}"])
+    with pytest.raises(ConfigError, match=r"^--set gpu\.temp_margin_c=10{56}\.\.\.: expected a number, "
+                                          r"got an integer of 400 digits$"):
+        build_config(environ={}, overrides=["gpu.temp_margin_c=1" + "0" * 399])
+
+
+def test_defaults_print_the_ranges_the_loader_enforces() -> None:
+    described = defaults_json()
+    assert described["gpu"]["temp_margin_c"]["range"] == {
+        "min": 0, "max": 50, "min_exclusive": False, "integer": False, "text": "a finite number in [0, 50] °C"}
+    assert described["diagnostics"]["tool_timeout_s"]["range"]["text"] == "a finite number in (0, 3600] s"
+    assert "range" not in described["gpu"]["mig_mode"]
+    text = defaults_toml()
+    assert "# valid: a finite number in [0, 50] °C\ntemp_margin_c = 5.0\n" in text
+    assert "# valid: each value: a whole number in [0, 1000000000000]\nib_counters_fail_above" in text
+    for section, key, _, _ in numeric_fields():
+        assert "range" in described[section][key], (section, key)

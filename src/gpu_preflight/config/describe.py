@@ -1,14 +1,17 @@
-"""Print every threshold with its default, unit and meaning (``config defaults``).
+"""Print every threshold with its default, unit, valid range and meaning (``config defaults``).
 
 The TOML form is a valid site file: copy it, edit the values you need, pass ``--config``.
+The range printed is the one the loader enforces, so the two cannot disagree.
 """
 
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import fields
 from typing import Any
 
+from .loader import field_range
 from .schema import SECTIONS
 
 
@@ -16,8 +19,16 @@ def defaults_json() -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for section, cls in SECTIONS.items():
         instance = cls()
-        out[section] = {f.name: {"default": getattr(instance, f.name), "unit": f.metadata.get("unit"),
-                                 "doc": f.metadata.get("doc", "")} for f in fields(cls)}
+        hints = typing.get_type_hints(cls)
+        out[section] = {}
+        for f in fields(cls):
+            entry: dict[str, Any] = {"default": getattr(instance, f.name), "unit": f.metadata.get("unit"),
+                                     "doc": f.metadata.get("doc", "")}
+            if (bounds := field_range(f, hints[f.name])) is not None:
+                each = "each value: " if typing.get_origin(hints[f.name]) is dict else ""
+                entry["range"] = {"min": bounds.low, "max": bounds.high, "min_exclusive": bounds.low_open,
+                                  "integer": bounds.integer, "text": each + bounds.describe()}
+            out[section][f.name] = entry
     return out
 
 
@@ -36,6 +47,8 @@ def defaults_toml() -> str:
         for name, meta in entries.items():
             unit = f" [{meta['unit']}]" if meta["unit"] else ""
             lines.append(f"# {meta['doc']}{unit}")
+            if "range" in meta:
+                lines.append(f"# valid: {meta['range']['text']}")
             if meta["default"] is None:
                 lines.append(f"# {name} =   (unset)")
             else:

@@ -25,7 +25,8 @@ class DiagnosticsConfig:
     tool_dirs: list[str] = setting(
         [], "Directories searched for dcgmi, nccl-tests, fi_info, fi_pingpong, lspci, ibstat... before PATH."
     )
-    tool_timeout_s: float = setting(30.0, "Time limit for the quick listing tools (fi_info, lspci, ibstat).", "s")
+    tool_timeout_s: float = setting(30.0, "Time limit for the quick listing tools (fi_info, lspci, ibstat).", "s",
+        above=0, max=3600)
     dcgm_enabled: bool = setting(True, "Run `dcgmi diag` when dcgmi is installed (SKIP with the reason when not).")
     dcgm_level_full: Literal[2, 3] = setting(
         2, "DCGM level of --full runs: 2 (about 2 min) or 3 (about 15 min, stress; only when asked for). "
@@ -35,9 +36,9 @@ class DiagnosticsConfig:
         [], "Extra `dcgmi diag` arguments, e.g. ['-i', '0,1,2,3'] or ['-p', 'pcie.gpu_nvlinks_expected_up=18']. "
             "Failures of tests in evidence.dcgm_ignore_tests are reported as SKIP."
     )
-    dcgm_timeout_r1_s: float = setting(120.0, "Time limit for `dcgmi diag -r 1`.", "s")
-    dcgm_timeout_r2_s: float = setting(600.0, "Time limit for `dcgmi diag -r 2`.", "s")
-    dcgm_timeout_r3_s: float = setting(2700.0, "Time limit for `dcgmi diag -r 3`.", "s")
+    dcgm_timeout_r1_s: float = setting(120.0, "Time limit for `dcgmi diag -r 1`.", "s", above=0, max=86_400)
+    dcgm_timeout_r2_s: float = setting(600.0, "Time limit for `dcgmi diag -r 2`.", "s", above=0, max=86_400)
+    dcgm_timeout_r3_s: float = setting(2700.0, "Time limit for `dcgmi diag -r 3`.", "s", above=0, max=86_400)
     nccl_tests: list[str] = setting(
         ["all_reduce_perf", "all_gather_perf"], "nccl-tests binaries run on a single node (found in "
                                                 "nccl_tests_dir, tool_dirs or PATH)."
@@ -45,7 +46,7 @@ class DiagnosticsConfig:
     nccl_tests_dir: str | None = setting(None, "Directory of the nccl-tests binaries (e.g. /opt/nccl-tests/build).")
     nccl_tests_gpus: int | None = setting(
         None, "GPUs given to nccl-tests (-g). Unset: the NVIDIA GPUs on the PCI bus (CUDA_VISIBLE_DEVICES counted "
-              "when set)."
+              "when set).", min=1, max=256
     )
     nccl_tests_args_quick: list[str] = setting(
         ["-b", "1M", "-e", "64M", "-f", "4", "-n", "5", "-w", "2"], "nccl-tests arguments in quick runs."
@@ -53,7 +54,7 @@ class DiagnosticsConfig:
     nccl_tests_args_full: list[str] = setting(
         ["-b", "8", "-e", "8G", "-f", "2"], "nccl-tests arguments in --full runs."
     )
-    nccl_tests_timeout_s: float = setting(300.0, "Time limit for each nccl-tests binary.", "s")
+    nccl_tests_timeout_s: float = setting(300.0, "Time limit for each nccl-tests binary.", "s", above=0, max=86_400)
     fabric_provider: str = setting("efa", "libfabric provider `fi_info -p` lists (efa on AWS).")
     efa_expected: bool | None = setting(
         None, "true: this node must have EFA (no device or provider FAILs); false: EFA is not judged; "
@@ -70,9 +71,9 @@ class DiagnosticsConfig:
     pingpong_endpoint: Literal["rdm", "msg", "dgram"] = setting(
         "rdm", "fi_pingpong endpoint type (efa: rdm or dgram; tcp: msg)."
     )
-    pingpong_iterations: int = setting(10, "fi_pingpong iterations per message size (-I).")
-    pingpong_base_port: int = setting(47600, "Control port of node pair k is this plus k.")
-    pingpong_timeout_s: float = setting(60.0, "Time limit for one fi_pingpong side.", "s")
+    pingpong_iterations: int = setting(10, "fi_pingpong iterations per message size (-I).", min=1, max=10**6)
+    pingpong_base_port: int = setting(47600, "Control port of node pair k is this plus k.", min=1, max=65_535)
+    pingpong_timeout_s: float = setting(60.0, "Time limit for one fi_pingpong side.", "s", above=0, max=86_400)
     infiniband_sysfs: str = setting("/sys/class/infiniband", "Where RDMA devices (IB, RoCE, EFA) are listed.")
     ib_tools: list[str] = setting(
         ["ibstat", "ibv_devinfo"], "Port-listing tools run when installed; their output is kept and their "
@@ -80,15 +81,15 @@ class DiagnosticsConfig:
     )
     ib_counter_min_window_s: float = setting(
         1.0, "Shortest time between the two reads of the port error counters (the window also spans the run's "
-             "DCGM and nccl-tests).", "s"
+             "DCGM and nccl-tests).", "s", min=0, max=3600
     )
     ib_counters_fail_above: dict[str, int] = setting(
-        {"link_downed": 0}, "Port counter increases during the run above which a port FAILs."
+        {"link_downed": 0}, "Port counter increases during the run above which a port FAILs.", min=0, max=10**12
     )
     ib_counters_warn_above: dict[str, int] = setting(
         {"symbol_error": 10, "link_error_recovery": 0, "port_rcv_errors": 0, "port_rcv_remote_physical_errors": 0,
          "local_link_integrity_errors": 0, "excessive_buffer_overrun_errors": 0, "port_xmit_discards": 100},
-        "Port counter increases during the run above which a port WARNs."
+        "Port counter increases during the run above which a port WARNs.", min=0, max=10**12
     )
 
 

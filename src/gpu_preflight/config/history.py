@@ -30,27 +30,29 @@ class HistoryConfig:
         None, "Name runs are filed under. Unset: --cluster-name, else $SLURM_CLUSTER_NAME, else 'default'.")
     bandwidth_regression_fraction: float = setting(
         0.10, "Bus or memory bandwidth more than this fraction below its baseline WARNs (history.regression).",
-        "ratio")
+        "ratio", min=0, max=1)
     tflops_regression_fraction: float = setting(
-        0.05, "GEMM throughput more than this fraction below its baseline WARNs (history.regression).", "ratio")
+        0.05, "GEMM throughput more than this fraction below its baseline WARNs (history.regression).", "ratio",
+        min=0, max=1)
     baseline_runs: int = setting(
         10, "A baseline is the median over this many most recent earlier runs that measured the same thing.",
-        "runs")
+        "runs", min=1, max=10_000)
     baseline_min_samples: int = setting(
-        1, "Fewer earlier values than this: no baseline yet, nothing is judged.", "values")
+        1, "Fewer earlier values than this: no baseline yet, nothing is judged.", "values", min=1, max=10_000)
     repeat_offender_statuses: list[str] = setting(
         ["FAIL"], "Statuses that make a GPU a repeat offender when it had them in an earlier run.")
     repeat_offender_checks: list[str] = setting(
         ["gpu.*", "compute.*", "memory.*", "train.*"],
         "Checks (globs) whose failures stick to the GPU itself (not to a rank that died with its host).")
     repeat_offender_window_days: float = setting(
-        365.0, "Only failures this recent make a repeat offender.", "days")
+        365.0, "Only failures this recent make a repeat offender.", "days", above=0, max=36_500)
     capture_floor_fraction: float = setting(
         0.9, "`baseline capture` writes bandwidth floors (perf.*_min_gbps) at this fraction of the measured "
-             "median.", "ratio")
+             "median.", "ratio", above=0, max=1)
     capture_gemm_fraction: float = setting(
         1.0, "`baseline capture` writes expected GEMM throughput (perf.gemm_*_tflops) at this fraction of the "
-             "measured median; compute.gemm already WARNs below perf.gemm_warn_fraction of it.", "ratio")
+             "measured median; compute.gemm already WARNs below perf.gemm_warn_fraction of it.", "ratio",
+             above=0, max=1)
 
 
 def history_config(config: object) -> HistoryConfig:

@@ -16,10 +16,11 @@ import tomllib
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .fields import ValueRange, value_range
 from .schema import SECTIONS, Config
 
 ENV_PREFIX = "GPU_PREFLIGHT_"
@@ -41,11 +42,16 @@ class ConfigError(ValueError):
 
 @dataclass
 class Layer:
-    """One source of settings: ``{section: {key: value}}`` plus where it came from."""
+    """One source of settings: ``{section: {key: value}}`` plus where it came from.
+
+    ``origins`` names the source of single keys where that says more than the layer's name
+    (the environment variable or the ``--set`` pair that gave ``section.key``).
+    """
 
     name: str
     data: dict[str, dict[str, Any]]
     lines: dict[str, int]
+    origins: dict[str, str] = field(default_factory=dict)
 
     def line_of(self, key: str) -> int | None:
         return self.lines.get(key)
@@ -122,14 +128,15 @@ def _parse_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]
 
 
 def validate_layer(layer: Layer, allow_extra: tuple[str, ...]) -> Layer:
-    """Check every section and key exists and every value has the field's type."""
+    """Check every section and key exists and every value has the field's type and lies in its range."""
     clean: dict[str, dict[str, Any]] = {}
     for section, values in layer.data.items():
         if section in allow_extra:
             continue
         if section not in SECTIONS:
-            raise ConfigError(f"unknown section{_suggest(section, SECTIONS)}", source=layer.name,
-                              key=section, line=layer.line_of(section))
+            origin = next((o for k, o in layer.origins.items() if k.partition(".")[0] == section), None)
+            raise ConfigError(f"unknown section{_suggest(section, SECTIONS)}", source=origin or layer.name,
+                              key=None if origin else section, line=layer.line_of(section))
         if not isinstance(values, Mapping):
             raise ConfigError("must be a table of settings", source=layer.name, key=section,
                               line=layer.line_of(section))
@@ -138,15 +145,47 @@ def validate_layer(layer: Layer, allow_extra: tuple[str, ...]) -> Layer:
         clean[section] = {}
         for key, value in values.items():
             dotted = f"{section}.{key}"
+            origin = layer.origins.get(dotted)
+            where: dict[str, Any] = ({"source": origin} if origin else
+                                     {"source": layer.name, "key": dotted, "line": layer.line_of(dotted)})
             if key not in known:
-                raise ConfigError(f"unknown setting{_suggest(key, known)}", source=layer.name,
-                                  key=dotted, line=layer.line_of(dotted))
+                raise ConfigError(f"unknown setting{_suggest(key, known)}", **where)
             try:
                 clean[section][key] = coerce(value, hints[key])
             except TypeError as exc:
-                raise ConfigError(str(exc), source=layer.name, key=dotted,
-                                  line=layer.line_of(dotted)) from exc
-    return Layer(layer.name, clean, layer.lines)
+                raise ConfigError(str(exc), **where) from exc
+            if problem := range_problem(clean[section][key], known[key], hints[key]):
+                raise ConfigError(problem, **where)
+    return Layer(layer.name, clean, layer.lines, layer.origins)
+
+
+def field_range(f: Any, annotation: Any) -> ValueRange | None:
+    """The valid range of a numeric setting (of each value, for a table of numbers); None otherwise."""
+    return value_range(f, _numeric_kind(annotation))
+
+
+def range_problem(value: Any, f: Any, annotation: Any) -> str | None:
+    """Why a coerced value lies outside its setting's range, or None."""
+    bounds = field_range(f, annotation)
+    if bounds is None or value is None:
+        return None
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if problem := bounds.problem(v):
+                return f"{k!r} {problem}"
+        return None
+    return bounds.problem(value)
+
+
+def _numeric_kind(annotation: Any) -> type | None:
+    """``int`` or ``float`` for a number, an optional number or a table of numbers; else None."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        kinds = {_numeric_kind(a) for a in typing.get_args(annotation) if a is not type(None)}
+        return kinds.pop() if len(kinds) == 1 else None
+    if origin is dict:
+        return _numeric_kind(typing.get_args(annotation)[1])
+    return annotation if annotation in (int, float) else None
 
 
 @functools.cache
@@ -201,7 +240,10 @@ def coerce(value: Any, annotation: Any) -> Any:
         raise TypeError(f"expected an integer, got {_kind(value)}")
     if ann is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:
+                raise TypeError(f"expected a number, got an integer of {len(str(abs(value)))} digits") from None
         raise TypeError(f"expected a number, got {_kind(value)}")
     if ann is str:
         if isinstance(value, str):
@@ -220,12 +262,20 @@ def env_layer(environ: Mapping[str, str] | None = None) -> Layer:
     """Settings from ``GPU_PREFLIGHT_<SECTION>__<KEY>`` variables; values parse as TOML."""
     env = os.environ if environ is None else environ
     data: dict[str, dict[str, Any]] = {}
+    origins: dict[str, str] = {}
     for name, raw in env.items():
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
         section, _, key = name[len(ENV_PREFIX):].lower().partition("__")
         data.setdefault(section, {})[key] = parse_scalar(raw)
-    return validate_layer(Layer("environment", data, {}), allow_extra=())
+        origins[f"{section}.{key}"] = f"{name}={_shown(raw)}"
+    return validate_layer(Layer("environment", data, {}, origins), allow_extra=())
+
+
+def _shown(raw: str) -> str:
+    """A value as an error message quotes it: one line, not a page."""
+    text = " ".join(raw.split())
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def parse_scalar(raw: str) -> Any:
@@ -254,10 +304,12 @@ def resolve(layers: list[Layer]) -> Config:
 def overrides_layer(pairs: list[str], name: str = "command line") -> Layer:
     """``--set section.key=value`` pairs as a validated layer."""
     data: dict[str, dict[str, Any]] = {}
+    origins: dict[str, str] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         section, dot, field_name = key.strip().partition(".")
         if not sep or not dot:
             raise ConfigError(f"expected SECTION.KEY=VALUE, got {pair!r}", source=name)
         data.setdefault(section, {})[field_name] = parse_scalar(raw.strip())
-    return validate_layer(Layer(name, data, {}), allow_extra=())
+        origins[f"{section}.{field_name}"] = f"--set {section}.{field_name}={_shown(raw.strip())}"
+    return validate_layer(Layer(name, data, {}, origins), allow_extra=())

@@ -38,12 +38,14 @@ class Profile:
 
 
 def load_profile_file(path: str | Path) -> Profile:
+    from ..boundedio import CONFIG_LIMIT, InputError, read_text
+
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text(p, limit=CONFIG_LIMIT, what="profile")  # a UTF-16 file is named as such, not a traceback
         data = tomllib.loads(text)
-    except OSError as exc:
-        raise ConfigError(f"cannot read profile: {exc.strerror or exc}", source=str(p)) from exc
+    except InputError as exc:
+        raise ConfigError(str(exc).removeprefix(f"{p}: "), source=str(p)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", source=str(p)) from exc
     lines = toml_lines(text)

@@ -25,7 +25,8 @@ class GpuConfig:
     """Thresholds for the NVML-based GPU checks."""
 
     expected_count: int | None = setting(
-        None, "GPUs this node must have; missing ones FAIL. Unset: not enforced, but zero GPUs still WARN."
+        None, "GPUs this node must have; missing ones FAIL. Unset: not enforced, but zero GPUs still WARN.",
+        min=0, max=256
     )
     expected_model: str | None = setting(
         None, "Substring the GPU name must contain (e.g. 'H100'); unset: not enforced."
@@ -48,59 +49,68 @@ class GpuConfig:
         "enabled", "Expected ECC mode; a mismatch WARNs (datacenter GPUs run with ECC on)."
     )
     ecc_volatile_uncorrected_fail: int = setting(
-        0, "Volatile (since last reset) uncorrectable ECC errors above this FAIL.", "errors"
+        0, "Volatile (since last reset) uncorrectable ECC errors above this FAIL.", "errors", min=0, max=10**12
     )
     ecc_aggregate_uncorrected_warn: int = setting(
-        0, "Lifetime uncorrectable ECC errors above this WARN.", "errors"
+        0, "Lifetime uncorrectable ECC errors above this WARN.", "errors", min=0, max=10**12
     )
     ecc_aggregate_corrected_warn: int = setting(
-        20_000_000, "Lifetime corrected ECC errors above this WARN (Azure's DRAM CE limit).", "errors"
+        20_000_000, "Lifetime corrected ECC errors above this WARN (Azure's DRAM CE limit).", "errors",
+        min=0, max=10**12
     )
     sram_uncorrected_warn: int = setting(
-        0, "Lifetime uncorrectable SRAM ECC errors above this WARN, where NVML exposes them.", "errors"
+        0, "Lifetime uncorrectable SRAM ECC errors above this WARN, where NVML exposes them.", "errors",
+        min=0, max=10**12
     )
     sram_corrected_warn: int = setting(
-        10_000, "Lifetime corrected SRAM ECC errors above this WARN, where NVML exposes them.", "errors"
+        10_000, "Lifetime corrected SRAM ECC errors above this WARN, where NVML exposes them.", "errors",
+        min=0, max=10**12
     )
     remapped_uncorrectable_rows_warn: int = setting(
-        512, "Rows remapped for uncorrectable errors above this WARN (the GPU is wearing out).", "rows"
+        512, "Rows remapped for uncorrectable errors above this WARN (the GPU is wearing out).", "rows",
+        min=0, max=10_000
     )
     retired_pages_warn: int = setting(
-        10, "Retired pages (single- plus double-bit causes, pre-Ampere GPUs) above this WARN.", "pages"
+        10, "Retired pages (single- plus double-bit causes, pre-Ampere GPUs) above this WARN.", "pages",
+        min=0, max=10_000
     )
     temp_margin_c: float = setting(
-        5.0, "WARN when the GPU is within this many degrees of its own slowdown temperature.", "C"
+        5.0, "WARN when the GPU is within this many degrees of its own slowdown temperature.", "C", min=0, max=50
     )
     temp_warn_c: float | None = setting(
-        None, "Absolute GPU temperature that WARNs (profile value); unset: only NVML thresholds apply.", "C"
+        None, "Absolute GPU temperature that WARNs (profile value); unset: only NVML thresholds apply.", "C",
+        min=0, max=150
     )
     memory_temp_margin_c: float = setting(
-        5.0, "WARN when HBM is within this many degrees of its maximum operating temperature.", "C"
+        5.0, "WARN when HBM is within this many degrees of its maximum operating temperature.", "C", min=0, max=50
     )
     power_limit_min_fraction: float = setting(
-        1.0, "Enforced power limit below this fraction of the default limit WARNs (capped GPU).", "ratio"
+        1.0, "Enforced power limit below this fraction of the default limit WARNs (capped GPU).", "ratio",
+        min=0, max=1
     )
     pcie_expected_gen: int | None = setting(
-        None, "PCIe generation the GPU's link should reach (profile value); lower max link gen WARNs."
+        None, "PCIe generation the GPU's link should reach (profile value); lower max link gen WARNs.", min=1, max=7
     )
     pcie_expected_width: int | None = setting(
-        None, "PCIe link width the GPU should have (profile value); a narrower link WARNs.", "lanes"
+        None, "PCIe link width the GPU should have (profile value); a narrower link WARNs.", "lanes", min=1, max=32
     )
     pcie_width_drops_at_idle: bool = setting(
         False, "This GPU model narrows its PCIe link when idle (A10G, T4): a narrower link at idle WARNs "
                "instead of FAILing; under load it still FAILs.")
-    pcie_replay_warn: int = setting(1000, "PCIe replay counter above this WARNs (a marginal link).", "replays")
+    pcie_replay_warn: int = setting(1000, "PCIe replay counter above this WARNs (a marginal link).", "replays",
+        min=0, max=10**12)
     nvlink_expected_links: int | None = setting(
-        None, "Active NVLink links each GPU must have (profile value); fewer FAIL. Unset: any down link FAILs."
+        None, "Active NVLink links each GPU must have (profile value); fewer FAIL. Unset: any down link FAILs.",
+        min=0, max=64
     )
     nvlink_crc_errors_warn: int = setting(
-        100, "NVLink CRC (flit + data) errors per GPU above this WARN.", "errors"
+        100, "NVLink CRC (flit + data) errors per GPU above this WARN.", "errors", min=0, max=10**12
     )
     nvlink_recovery_errors_warn: int = setting(
-        0, "NVLink recovery events per GPU above this WARN (links retraining).", "events"
+        0, "NVLink recovery events per GPU above this WARN (links retraining).", "events", min=0, max=10**12
     )
     busy_memory_used_mib_warn: int = setting(
-        2048, "GPU memory in use above this WARNs: another job probably holds the GPU.", "MiB"
+        2048, "GPU memory in use above this WARNs: another job probably holds the GPU.", "MiB", min=0, max=1 << 21
     )
 
 
@@ -108,28 +118,30 @@ class GpuConfig:
 class SystemConfig:
     """Thresholds for host checks (psutil, /proc, /sys)."""
 
-    memory_available_min_gib: float = setting(4.0, "Available RAM below this FAILs.", "GiB")
-    memory_available_warn_percent: float = setting(10.0, "Available RAM below this share WARNs.", "%")
+    memory_available_min_gib: float = setting(4.0, "Available RAM below this FAILs.", "GiB", min=0, max=1 << 16)
+    memory_available_warn_percent: float = setting(10.0, "Available RAM below this share WARNs.", "%", min=0, max=100)
     disk_paths: list[str] = setting(
         ["/", "/tmp"], "Paths whose filesystems must have free space (the report directory is added)."
     )
-    disk_free_min_gib: float = setting(1.0, "Free space below this FAILs.", "GiB")
-    disk_free_warn_gib: float = setting(10.0, "Free space below this WARNs.", "GiB")
-    cpu_count_min: int = setting(1, "Fewer logical CPUs than this FAIL.", "CPUs")
+    disk_free_min_gib: float = setting(1.0, "Free space below this FAILs.", "GiB", min=0, max=1 << 20)
+    disk_free_warn_gib: float = setting(10.0, "Free space below this WARNs.", "GiB", min=0, max=1 << 20)
+    cpu_count_min: int = setting(1, "Fewer logical CPUs than this FAIL.", "CPUs", min=0, max=1 << 16)
     load_per_cpu_warn: float = setting(
-        1.5, "1-minute load average per CPU above this WARNs (the host is busy).", "ratio"
+        1.5, "1-minute load average per CPU above this WARNs (the host is busy).", "ratio", min=0, max=1000
     )
     shm_fail_mib: float = setting(
-        256, "/dev/shm smaller than this FAILs (NCCL needs shared memory; Docker's default is 64 MB).", "MiB"
+        256, "/dev/shm smaller than this FAILs (NCCL needs shared memory; Docker's default is 64 MB).", "MiB",
+        min=0, max=1 << 26
     )
-    shm_warn_mib: float = setting(1024, "/dev/shm smaller than this WARNs.", "MiB")
+    shm_warn_mib: float = setting(1024, "/dev/shm smaller than this WARNs.", "MiB", min=0, max=1 << 26)
     memlock_require_unlimited: bool = setting(
         True, "The locked-memory limit should be unlimited (EFA and RDMA pin memory); otherwise WARN."
     )
-    nofile_min: int = setting(32768, "Open-files soft limit below this WARNs.", "files")
+    nofile_min: int = setting(32768, "Open-files soft limit below this WARNs.", "files", min=0, max=1 << 30)
     kernel_min_version: str = setting("4.15", "Oldest acceptable kernel (dotted version).")
     numa_expected_nodes: int | None = setting(
-        None, "NUMA nodes the host should expose; fewer WARN (NUMA disabled in BIOS?). Unset: not judged."
+        None, "NUMA nodes the host should expose; fewer WARN (NUMA disabled in BIOS?). Unset: not judged.",
+        min=1, max=1024
     )
     required_services: list[str] = setting(
         ["nvidia-persistenced"], "Process names that must be running on a GPU node; missing ones WARN."
@@ -143,7 +155,8 @@ class SystemConfig:
 class XidConfig:
     """How Xid events in the kernel log are judged."""
 
-    window_hours: float = setting(2.0, "Only Xid events this recent count (Azure's default window).", "h")
+    window_hours: float = setting(2.0, "Only Xid events this recent count (Azure's default window).", "h",
+        min=0, max=1_000_000)
     policy_file: str | None = setting(
         None, "TOML file replacing the shipped Xid policy table (same layout as data/xid_policy.toml)."
     )
@@ -157,51 +170,62 @@ class PerfConfig:
     """What the distributed workloads are judged against (GPU-model profiles set the floors)."""
 
     gemm_bf16_tflops: float | None = setting(None, "Sustained bf16 GEMM throughput the GPU model should reach.",
-                                             "TFLOP/s")
-    gemm_fp16_tflops: float | None = setting(None, "Sustained fp16 GEMM throughput.", "TFLOP/s")
-    gemm_tf32_tflops: float | None = setting(None, "Sustained tf32 GEMM throughput.", "TFLOP/s")
-    gemm_fp32_tflops: float | None = setting(None, "Sustained fp32 GEMM throughput (CPU: set per site).", "TFLOP/s")
-    gemm_warn_fraction: float = setting(0.9, "GEMM below this fraction of the expected throughput WARNs.", "ratio")
-    gemm_fail_fraction: float = setting(0.6, "GEMM below this fraction of the expected throughput FAILs.", "ratio")
+                                             "TFLOP/s", above=0, max=100_000)
+    gemm_fp16_tflops: float | None = setting(None, "Sustained fp16 GEMM throughput.", "TFLOP/s", above=0, max=100_000)
+    gemm_tf32_tflops: float | None = setting(None, "Sustained tf32 GEMM throughput.", "TFLOP/s", above=0, max=100_000)
+    gemm_fp32_tflops: float | None = setting(None, "Sustained fp32 GEMM throughput (CPU: set per site).", "TFLOP/s",
+        above=0, max=100_000)
+    gemm_warn_fraction: float = setting(0.9, "GEMM below this fraction of the expected throughput WARNs.", "ratio",
+        min=0, max=1)
+    gemm_fail_fraction: float = setting(0.6, "GEMM below this fraction of the expected throughput FAILs.", "ratio",
+        min=0, max=1)
     peer_outlier_fraction: float = setting(
         0.10, "A GPU, node or link more than this fraction below the median of its peers WARNs (GEMM, memory "
-              "bandwidth, node-local all_reduce, node links).", "ratio")
+              "bandwidth, node-local all_reduce, node links).", "ratio", min=0, max=1)
     peer_outlier_fail_fraction: float = setting(
         0.5, "A GPU, node or link this fraction or more below the median of its peers FAILs: at 0.5 it makes "
-             "every collective (or every step paced by the slowest GPU) at least twice as slow.", "ratio")
+             "every collective (or every step paced by the slowest GPU) at least twice as slow.", "ratio",
+        above=0, max=1)
     allreduce_busbw_min_gbps: float | None = setting(
         None, "Node-local all_reduce busbw floor for every GPU group, whatever its topology (a site's or a "
               "baseline's own figure). Unset: derived from each node's topology and the profile's NVSwitch/PCIe "
-              "floors below.", "GB/s")
+              "floors below.", "GB/s", above=0, max=100_000)
     allreduce_nvswitch_busbw_min_gbps: float | None = setting(
         None, "Node-local all_reduce busbw floor for GPUs on an NVSwitch board with the SKU's full NVLink "
-              "complement (profile value; scaled by active links over perf.allreduce_nvlinks_per_gpu).", "GB/s")
+              "complement (profile value; scaled by active links over perf.allreduce_nvlinks_per_gpu).", "GB/s",
+        above=0, max=100_000)
     allreduce_nvlinks_per_gpu: int | None = setting(
         None, "NVLinks per GPU that perf.allreduce_nvswitch_busbw_min_gbps is stated for; a board with fewer "
-              "active links per GPU by design gets the floor scaled by active/this. Unset: not scaled.", "links")
+              "active links per GPU by design gets the floor scaled by active/this. Unset: not scaled.", "links",
+        min=1, max=64)
     allreduce_pcie_busbw_min_gbps: float | None = setting(
         None, "Node-local all_reduce busbw floor for GPUs without NVSwitch (PCIe, or NVLink bridges joining only "
-              "pairs) at gpu.pcie_expected_gen; halved per generation the links fall short.", "GB/s")
+              "pairs) at gpu.pcie_expected_gen; halved per generation the links fall short.", "GB/s",
+        above=0, max=100_000)
     allreduce_nvswitch_gpu_names: list[str] = setting(
         [], "GPU names (regular expressions) sold only on NVSwitch boards: a saved nccl-tests log, which shows "
             "no links, from such GPUs is held to perf.allreduce_nvswitch_busbw_min_gbps, any other to the PCIe "
             "floor.")
     busbw_floor_min_bytes: int = setting(
         256 << 20, "Bus-bandwidth floors judge only messages at least this large (smaller ones are "
-                   "latency-bound); a sweep that stops below it is reported, not judged.", "bytes")
+                   "latency-bound); a sweep that stops below it is reported, not judged.", "bytes",
+        min=1, max=1 << 40)
     network_busbw_min_gbps: float | None = setting(
-        None, "Inter-node all_reduce bus bandwidth floor (one rank per node) at the largest size.", "GB/s")
+        None, "Inter-node all_reduce bus bandwidth floor (one rank per node) at the largest size.", "GB/s",
+        above=0, max=100_000)
     node_link_min_gbps: float | None = setting(
         None, "Bidirectional node-to-node exchange floor (node 0 with each node); unset: judged by the median.",
-        "GB/s")
-    device_copy_min_gbps: float | None = setting(None, "Device-to-device copy bandwidth floor (read+write).", "GB/s")
+        "GB/s", above=0, max=100_000)
+    device_copy_min_gbps: float | None = setting(None, "Device-to-device copy bandwidth floor (read+write).", "GB/s",
+        above=0, max=100_000)
     host_transfer_min_gbps: float | None = setting(
         None, "Pinned host-to-device and device-to-host floor at gpu.pcie_expected_gen; halved per generation "
-              "the GPU's link can reach less.", "GB/s")
+              "the GPU's link can reach less.", "GB/s", above=0, max=100_000)
     bandwidth_floor_fail_fraction: float = setting(
         0.5, "Device copy or host transfer below its floor WARNs; below this fraction of it FAILs (a link "
-             "trained at a quarter of its lanes, HBM at half speed).", "ratio")
-    train_min_loss_drop: float = setting(0.2, "Training smoke: the loss must fall by at least this fraction.", "ratio")
+             "trained at a quarter of its lanes, HBM at half speed).", "ratio", above=0, max=1)
+    train_min_loss_drop: float = setting(0.2, "Training smoke: the loss must fall by at least this fraction.", "ratio",
+        min=0, max=1)
 
 
 @dataclass
@@ -209,18 +233,22 @@ class WorkloadConfig:
     """How much work the distributed workloads do (quick vs full)."""
 
     gemm_dtypes_gpu: list[str] = setting(["bf16", "fp16", "tf32", "fp32"], "GEMM precisions measured on GPUs.")
-    gemm_n_gpu: int = setting(8192, "GEMM matrix size on GPUs (n x n x n).")
-    gemm_n_cpu: int = setting(512, "GEMM matrix size on CPU workers.")
-    gemm_seconds_quick: float = setting(1.0, "Seconds of GEMM per precision on GPUs (quick).", "s")
-    gemm_seconds_full: float = setting(10.0, "Seconds of GEMM per precision on GPUs (full; sustained).", "s")
-    collective_max_bytes_quick_gpu: int = setting(256 << 20, "Largest collective message, quick, GPUs.", "bytes")
-    collective_max_bytes_full_gpu: int = setting(8 << 30, "Largest collective message, full, GPUs.", "bytes")
-    collective_max_bytes_cpu: int = setting(4 << 20, "Largest collective message on CPU workers.", "bytes")
-    collective_iters: int = setting(10, "Timed iterations per collective size (GPUs; CPU uses 3).")
+    gemm_n_gpu: int = setting(8192, "GEMM matrix size on GPUs (n x n x n).", min=1, max=65_536)
+    gemm_n_cpu: int = setting(512, "GEMM matrix size on CPU workers.", min=1, max=16_384)
+    gemm_seconds_quick: float = setting(1.0, "Seconds of GEMM per precision on GPUs (quick).", "s", above=0, max=3600)
+    gemm_seconds_full: float = setting(10.0, "Seconds of GEMM per precision on GPUs (full; sustained).", "s",
+        above=0, max=3600)
+    collective_max_bytes_quick_gpu: int = setting(256 << 20, "Largest collective message, quick, GPUs.", "bytes",
+        min=1, max=64 << 30)
+    collective_max_bytes_full_gpu: int = setting(8 << 30, "Largest collective message, full, GPUs.", "bytes",
+        min=1, max=64 << 30)
+    collective_max_bytes_cpu: int = setting(4 << 20, "Largest collective message on CPU workers.", "bytes",
+        min=1, max=64 << 30)
+    collective_iters: int = setting(10, "Timed iterations per collective size (GPUs; CPU uses 3).", min=1, max=10_000)
     memory_test_fraction: float = setting(0.5, "Share of free GPU memory the pattern test writes and verifies.",
-                                          "ratio")
-    train_steps: int = setting(40, "Training smoke steps (single GPU and DDP).")
-    cpu_workers: int = setting(2, "Local workers launched on a node without GPUs.")
+                                          "ratio", above=0, max=1)
+    train_steps: int = setting(40, "Training smoke steps (single GPU and DDP).", min=1, max=100_000)
+    cpu_workers: int = setting(2, "Local workers launched on a node without GPUs.", min=1, max=256)
 
 
 @dataclass

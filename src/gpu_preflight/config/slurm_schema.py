@@ -27,10 +27,10 @@ class SlurmConfig:
                           "resumed; an operator takes a node over by giving it any other reason.")
     max_drain_fraction: float = setting(
         0.1, "Circuit breaker: never drain a node when that would leave more than this share of the cluster "
-             "drained, down or failed (by anyone). Refused drains are reported, not retried.", "ratio")
+             "drained, down or failed (by anyone). Refused drains are reported, not retried.", "ratio", min=0, max=1)
     min_drain_nodes: int = setting(
         1, "The breaker always allows this many nodes out, so a small cluster can still drain a bad node "
-           "(10% of 8 nodes rounds down to none).", "nodes")
+           "(10% of 8 nodes rounds down to none).", "nodes", min=0, max=1_000_000)
     dry_run: bool = setting(
         True, "Print the scontrol commands instead of running them; --apply (or false here) makes it act.")
     result_file: str = setting(
@@ -39,7 +39,7 @@ class SlurmConfig:
         "'{node}' is replaced by the Slurm node name, for results on shared storage.")
     max_result_age_s: float = setting(
         3600.0, "A result older than this is stale: never resumes a node, and is handled by "
-                "stale_result_action.", "s")
+                "stale_result_action.", "s", above=0, max=31_536_000)
     stale_result_action: Literal["ignore", "drain"] = setting(
         "ignore", "What a missing, unreadable or stale result does in healthcheck mode: 'ignore' reports it and "
                   "changes nothing; 'drain' drains the node (breaker permitting) until a fresh result passes.")
@@ -53,9 +53,11 @@ class SlurmConfig:
                    "until it registers); RESUME for Slurm releases without UNDRAIN (before 20.11).")
     scontrol: str = setting("scontrol", "scontrol binary (HealthCheckProgram runs with an empty PATH).")
     command_timeout_s: float = setting(
-        10.0, "Time limit for each scontrol call; slurmd kills a HealthCheckProgram after 60 s.", "s")
+        10.0, "Time limit for each scontrol call; slurmd kills a HealthCheckProgram after 60 s.", "s",
+        above=0, max=3600)
     prolog_timeout_s: float = setting(
-        20.0, "Whole budget of the node checks in prolog/epilog; a run past it is an ERROR (fails closed).", "s")
+        20.0, "Whole budget of the node checks in prolog/epilog; a run past it is an ERROR (fails closed).", "s",
+        above=0, max=86_400)
 
     def problems(self) -> list[str]:
         """Values the types allow but the policy cannot work with (empty when usable)."""
