@@ -7,12 +7,14 @@ parser), so these tests do not depend on how the main CLI wires it in.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import http.client
 import json
 import os
 import queue
 import re
+import select
 import shutil
 import signal
 import socket
@@ -30,6 +32,7 @@ import pytest
 
 from gpu_preflight.engine import RunOptions
 from gpu_preflight.server import GPUHealthCheckServer, create_gpu_healthcheck_server
+from gpu_preflight.server.http import HEAD_TIMEOUT_S, PROBE_HEAD_TIMEOUT_S, PROBE_SLOTS
 
 from .nvml_stub.stub import stub_env, write_stub_data
 from .test_health_api import add_gpu, old_driver, set_action, write_dump
@@ -329,15 +332,85 @@ def test_malformed_and_oversized_requests_get_4xx_and_serving_continues(
     assert request(server.port, "/healthz")[0] == 200
 
 
-def test_connection_cap_answers_503_and_recovers(serve: Callable[..., GPUHealthCheckServer]) -> None:
+def held(port: int, count: int) -> list[socket.socket]:
+    """``count`` connections that have sent nothing, each accepted by the server (it answered nothing yet)."""
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(count)]
+    time.sleep(0.3)  # the accept loop takes them in order, before any later connection
+    return socks
+
+
+def test_connection_cap_keeps_probe_slots_then_503_and_recovers(serve: Callable[..., GPUHealthCheckServer]) -> None:
     server = serve(max_connections=4)
-    idle = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(4)]
+    assert server.wait_for_tick(0, 30)
+    idle = held(server.port, 4)
     try:
+        for path in (b"/healthz", b"/readyz"):  # the pool is full: a reserved slot answers the probes
+            answer = raw(server.port, b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert status_of(answer) == 200 and b"Connection: close" in answer
+        busy = raw(server.port, b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert status_of(busy) == 503 and b"busy: only /healthz, /readyz are answered now" in busy
+        idle += held(server.port, PROBE_SLOTS)
         assert status_of(raw(server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")) == 503
     finally:
         for sock in idle:
             sock.close()
-    eventually(lambda: request(server.port, "/healthz")[0] == 200, what="slots to be released")
+    eventually(lambda: request(server.port, "/status")[0] == 200, what="slots to be released")
+
+
+def test_slow_loris_connections_never_starve_the_probes(serve: Callable[..., GPUHealthCheckServer]) -> None:
+    """70 connections trickling one header byte every 0.5 s (more than --max-connections 64): /healthz
+    and /readyz keep answering 200 within a bound, and every slow connection is dropped with 408
+    once its head deadline passes (PROBE_HEAD_TIMEOUT_S on a reserved slot, HEAD_TIMEOUT_S otherwise)."""
+    server = serve()
+    assert server.wait_for_tick(0, 30)
+    port = server.port
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 4000
+    started = time.monotonic()  # the head deadlines count from the connection
+    slow = held(port, 70)
+    answers: dict[socket.socket, bytes] = {s: b"" for s in slow}
+    closed_at: dict[socket.socket, float] = {}
+    latencies: list[float] = []
+    busy_status = None
+    sent = 0
+    next_send = next_probe = started
+    while len(closed_at) < len(slow) and time.monotonic() - started < HEAD_TIMEOUT_S + 5:
+        open_ = [s for s in slow if s not in closed_at]
+        readable, _, _ = select.select(open_, [], [], 0.02)
+        for sock in readable:
+            try:
+                data = sock.recv(65536)
+            except ConnectionResetError:
+                data = b""
+            answers[sock] += data
+            if not data:
+                closed_at[sock] = time.monotonic() - started
+        now = time.monotonic()
+        if now >= next_send:  # one more byte on every connection the server has not answered
+            for sock in open_:
+                if not answers[sock]:
+                    with contextlib.suppress(OSError):
+                        sock.send(head[sent:sent + 1])
+            sent += 1
+            next_send += 0.5
+        if now >= next_probe and now - started < HEAD_TIMEOUT_S - 0.5:
+            for path in ("/healthz", "/readyz"):
+                t0 = time.monotonic()
+                code, _, _ = request(port, path, timeout=5)
+                latencies.append(time.monotonic() - t0)
+                assert code == 200, (path, now - started)
+            if busy_status is None:
+                busy_status = request(port, "/status", timeout=5)[0]
+            next_probe = now + 0.25
+    for sock in slow:
+        sock.close()
+    assert busy_status == 503  # the pool really was full: the probes were answered on reserved slots
+    assert len(latencies) >= 20 and max(latencies) < 1.0, sorted(latencies)[-5:]
+    assert len(closed_at) == len(slow), f"{len(slow) - len(closed_at)} slow connections still open"
+    assert all(status_of(answer) == 408 for answer in answers.values())
+    on_pool = sorted(closed_at.values())[-64:]
+    assert on_pool[0] > HEAD_TIMEOUT_S - 0.2 and on_pool[-1] < HEAD_TIMEOUT_S + 2.0, on_pool
+    assert all(t > PROBE_HEAD_TIMEOUT_S - 0.2 for t in closed_at.values())
+    assert request(port, "/status")[0] == 200
 
 
 def test_many_clients_at_once(serve: Callable[..., GPUHealthCheckServer]) -> None:
@@ -580,14 +653,22 @@ def test_stop_is_idempotent_and_frees_the_port(serve: Callable[..., GPUHealthChe
     assert isinstance(server, GPUHealthCheckServer)
 
 
+@pytest.mark.parametrize("interval", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_monitor_interval_that_would_spin_or_never_tick_is_refused(interval: float) -> None:
+    with pytest.raises(ValueError, match="monitor interval must be a finite number of seconds above 0"):
+        create_gpu_healthcheck_server(time.time, 0, 30, gpu_check_interval=interval, enable_gpu_monitoring=False)
+
+
 def test_readiness_and_liveness_rules_fail_closed() -> None:
-    from gpu_preflight.model import NodeReport
+    from gpu_preflight.model import CheckResult, Finding, NodeReport, Status
     from gpu_preflight.server.state import AliveSample, Snapshot, liveness, readiness
+
+    passed = [CheckResult("system.cpu", "CPU", [Finding("system.cpu", Status.PASS, "h", "ok", "ok")], 0.0)]
 
     def snap(**changes: Any) -> Snapshot:
         fields: dict[str, Any] = {
             "tick": 1, "finished_at": 0.0, "finished_mono": 100.0, "duration_s": 0.1,
-            "report": NodeReport(hostname="h", timestamp="t", results=[]), "error": None, "gpu": None,
+            "report": NodeReport(hostname="h", timestamp="t", results=passed), "error": None, "gpu": None,
             "metrics": "", "runs_total": 1, "run_failures_total": 0}
         return Snapshot(**{**fields, **changes})
 

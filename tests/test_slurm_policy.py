@@ -227,7 +227,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_cli_usage_errors(tmp_path: Path) -> None:
     bad = _cli("healthcheck", "--node", "n1", "--max-drain-fraction", "2")
-    assert bad.returncode == 3 and "max_drain_fraction must be within 0..1" in bad.stderr
+    assert bad.returncode == 3 and "--max-drain-fraction: must be a finite number in [0, 1], got '2'" in bad.stderr
     # an operator's typo in the prolog must not stop every job (Slurm would drain each node)
     prolog = _cli("prolog", "--node", "n1", "--check", "no.such.check")
     assert prolog.returncode == 0 and "no check matches 'no.such.check'" in prolog.stderr

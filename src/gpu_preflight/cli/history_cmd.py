@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .argtypes import count, fraction, number
 from .exits import EXIT_USAGE
 
 __all__ = ["COMMANDS", "add_commands", "run"]
@@ -51,14 +52,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     hs = h.add_subparsers(dest="history_cmd")
     runs = hs.add_parser("runs", parents=[common], help="the runs filed, newest last")
     runs.add_argument("--cluster", help="only this cluster's runs")
-    runs.add_argument("--last", type=int, default=30, metavar="N")
+    runs.add_argument("--last", type=count(1, 1_000_000), default=30, metavar="N")
     runs.add_argument("--format", choices=("text", "json"), default="text")
     trends = hs.add_parser("trends", parents=[common], help="each number per node and GPU over the last runs")
     trends.add_argument("--cluster", help="only this cluster's runs")
     trends.add_argument("--node", help="only this node's numbers")
     trends.add_argument("--gpu", metavar="ID", help="only this GPU (UUID, UUID prefix or serial), on any host")
     trends.add_argument("--metric", default="*", metavar="GLOB", help="e.g. 'gemm.*', 'busbw.*all_reduce*'")
-    trends.add_argument("--last", type=int, default=20, metavar="N", help="runs to look back (default 20)")
+    trends.add_argument("--last", type=count(1, 1_000_000), default=20, metavar="N",
+                        help="runs to look back (default 20)")
     trends.add_argument("--format", choices=("text", "json"), default="text")
     gpu = hs.add_parser("gpu", parents=[common], help="where a GPU has been and what it failed")
     gpu.add_argument("id", help="GPU UUID (or a prefix of it) or board serial")
@@ -71,7 +73,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     imp.add_argument("reports", nargs="+", metavar="REPORT")
     imp.add_argument("--cluster-name", metavar="NAME", help="cluster the reports belong to")
     prune = hs.add_parser("prune", parents=[common], help="forget old runs")
-    prune.add_argument("--older-than-days", type=float, required=True, metavar="N")
+    prune.add_argument("--older-than-days", type=number(0, 36_500, unit="days"), required=True, metavar="N")
 
     b = sub.add_parser("baseline", help="capture performance floors from a known-good run")
     bs = b.add_subparsers(dest="baseline_cmd", required=True)
@@ -83,28 +85,45 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     src.add_argument("--from-history", action="store_true", help="use the history's recent runs instead")
     cap.add_argument("--cluster", help="history: only this cluster's runs")
     cap.add_argument("--node", help="only this node's numbers (a known-good node)")
-    cap.add_argument("--run", type=int, metavar="ID", help="history: only this run")
-    cap.add_argument("--runs", type=int, default=10, metavar="N", help="history: the last N runs (default 10)")
+    cap.add_argument("--run", type=count(1, 2**63 - 1), metavar="ID", help="history: only this run")
+    cap.add_argument("--runs", type=count(1, 1_000_000), default=10, metavar="N",
+                     help="history: the last N runs (default 10)")
     cap.add_argument("--model", help="GPU model to capture where several are present")
     cap.add_argument("--name", help="profile name (default baseline-<model>)")
     cap.add_argument("--match", action="append", metavar="REGEX", help="GPU-name pattern (default: the model)")
-    cap.add_argument("--fraction", type=float, help="bandwidth floors at this fraction of the median "
+    cap.add_argument("--fraction", type=fraction(above=True), help="bandwidth floors at this fraction of the median "
                      "(default history.capture_floor_fraction)")
-    cap.add_argument("--gemm-fraction", type=float, help="expected GEMM at this fraction of the median "
+    cap.add_argument("--gemm-fraction", type=fraction(above=True), help="expected GEMM at this fraction of the median "
                      "(default history.capture_gemm_fraction)")
     cap.add_argument("--no-inherit", action="store_true", help="do not carry over the shipped profile's settings")
     cap.add_argument("-o", "--output", metavar="FILE", help="write the profile here (default: stdout)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run a ``history`` or ``baseline`` command; returns the exit code."""
+    """Run a ``history`` or ``baseline`` command; returns the exit code.
+
+    A database SQLite cannot use (not a database, damaged, locked past the timeout, a newer
+    schema) is one line naming the file and exit 3: nothing could be judged from it.
+    """
+    import sqlite3
+
     from ..config import build_config
 
     config, _ = build_config(config_file=getattr(args, "config", None), overrides=getattr(args, "set", None))
+    path = _db(args, config)
+    try:
+        return _dispatch(args, config, path)
+    except (sqlite3.Error, RuntimeError) as exc:
+        damaged = isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+        hint = " (damaged or not a gpu-preflight history: move it aside and a new one is started)" if damaged else ""
+        print(f"gpu-preflight: history database {path}: {str(exc).removeprefix(f'{path}: ')}{hint}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _dispatch(args: argparse.Namespace, config: Any, path: Path) -> int:
     if args.command == "baseline":
         return _capture(args, config)
     command = getattr(args, "history_cmd", None) or "runs"
-    path = _db(args, config)
     if command == "import":
         return _import(args, config, path)
     if command == "check":

@@ -13,6 +13,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from .argtypes import fraction
 from .exits import EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                         "(default fail,error; '' never taints)")
     p.add_argument("--taint-effect", default="NoSchedule",
                    help="NoSchedule (default), PreferNoSchedule or NoExecute")
-    p.add_argument("--max-taint-fraction", type=float, default=0.5,
+    p.add_argument("--max-taint-fraction", type=fraction(), default=0.5,
                    help="circuit breaker: never taint more than this share of the nodes at once (default 0.5)")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
     p.add_argument("--context", help="kubeconfig context")

@@ -18,6 +18,7 @@ import json
 import sys
 from typing import Any
 
+from .argtypes import count, fraction, number
 from .exits import EXIT_USAGE, Parser
 
 EXIT_MISMATCH = 1
@@ -31,24 +32,27 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     cmds = loc.add_subparsers(dest="localize_cmd", required=True)
     sim = cmds.add_parser("simulate", help="run the real scheduler against a simulated cluster",
                           description="Run the localisation scheduler against a simulated cluster and score it.")
-    sim.add_argument("--nodes", type=int, required=True, metavar="N", help="number of nodes (>= 2)")
-    sim.add_argument("--bad", type=int, default=1, metavar="K", help="number of faulty nodes (default 1)")
+    sim.add_argument("--nodes", type=count(2, MAX_NODES), required=True, metavar="N", help="number of nodes (>= 2)")
+    sim.add_argument("--bad", type=count(0, MAX_NODES), default=1, metavar="K",
+                     help="number of faulty nodes (default 1)")
     sim.add_argument("--fault", choices=("slow", "dead", "flaky", "rail", "mixed"), default="slow",
                      help="what is wrong with the bad nodes (default slow; mixed cycles slow, dead, flaky)")
-    sim.add_argument("--slow-factor", type=float, default=0.3,
+    sim.add_argument("--slow-factor", type=fraction(above=True), default=0.3,
                      help="speed of a slow node, rail or link as a fraction of healthy (default 0.3)")
-    sim.add_argument("--flaky-p", type=float, default=0.7, help="chance a test with a flaky node fails")
+    sim.add_argument("--flaky-p", type=fraction(), default=0.7, help="chance a test with a flaky node fails")
     sim.add_argument("--slow-link", action="append", default=[], metavar="A,B",
                      help="a slow link between nodes A and B (indices; repeatable)")
-    sim.add_argument("--noise", type=float, default=0.0,
+    sim.add_argument("--noise", type=number(0, 10), default=0.0,
                      help="measurement noise, relative standard deviation (e.g. 0.1)")
-    sim.add_argument("--seed", type=int, default=0, help="seed for the faults, the noise and the pairing")
+    sim.add_argument("--seed", type=count(0, 2**63 - 1), default=0,
+                     help="seed for the faults, the noise and the pairing")
     sim.add_argument("--mode", choices=("quick", "full", "group"), default="quick",
                      help="quick: one pair round + second passes; full: round-robin; group: bisection")
-    sim.add_argument("--rails", type=int, default=1, help="rails (GPU/NIC pairs) per node tested rail-aligned")
-    sim.add_argument("--cover-passes", type=int, default=1,
+    sim.add_argument("--rails", type=count(1, 64), default=1, help="rails (GPU/NIC pairs) per node tested rail-aligned")
+    sim.add_argument("--cover-passes", type=count(1, 100), default=1,
                      help="quick mode: first-round pairings (extra ones re-pair at random, for flaky nodes)")
-    sim.add_argument("--floor-gbps", type=float, help="bandwidth floor: below it a test fails outright")
+    sim.add_argument("--floor-gbps", type=number(0, 100_000, above=True, unit="GB/s"),
+                     help="bandwidth floor: below it a test fails outright")
     sim.add_argument("--dead-unknown", action="store_true",
                      help="do not tell the scheduler which nodes died in round 0: find them from timeouts")
     sim.add_argument("--star", action="store_true", help="round 0 includes node 0's exchange with each node")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from importlib import import_module
 
 from .. import __version__
+from .argtypes import gpu_count, seconds
 from .exits import EXIT_ERROR, EXIT_USAGE, Parser
 
 
@@ -32,14 +33,15 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--config", metavar="FILE", help="site config file (TOML or YAML)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override one setting, e.g. --set gpu.temp_margin_c=8")
-    p.add_argument("--expect-gpus", type=int, metavar="N", help="GPUs this node must have (missing ones FAIL)")
+    p.add_argument("--expect-gpus", type=gpu_count, metavar="N", help="GPUs this node must have (missing ones FAIL)")
     p.add_argument("--report-dir", metavar="DIR", help="write DIR/report.json and raw artifacts")
     p.add_argument("--format", choices=("console", "json", "md", "junit", "html"), default="console",
                    help="output format (json/md/junit go to stdout alone; console to stderr)")
     p.add_argument("--fail-on", choices=("warn", "fail"), default="fail",
                    help="'warn' makes warnings fail the run (exit 2)")
-    p.add_argument("--timeout-s", type=float, default=None,
-                   help="time limit per probe, check and collective (s); default 30 for node checks, "
+    p.add_argument("--timeout-s", type=seconds(), default=None,
+                   help="time limit per probe, check and collective (s; else $GPU_PREFLIGHT_TIMEOUT_S); "
+                        "default 30 for node checks, "
                         "60 per collective on one node, 180 across nodes (x3 with --full)")
     p.add_argument("--node-only", action="store_true",
                    help="only the node checks: no workers, no torch workloads")
@@ -99,7 +101,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     config.add_parser("profiles", help="the shipped GPU-model profiles")
 
     snap = sub.add_parser("snapshot", help="record the raw NVML readings of this node as JSON (stdout)")
-    snap.add_argument("--timeout-s", type=float, default=30.0)
+    snap.add_argument("--timeout-s", type=seconds(3600), default=30.0)
 
     report = sub.add_parser("report", help="work with saved reports").add_subparsers(dest="report_cmd", required=True)
     render = report.add_parser("render", help="re-render a saved report.json")

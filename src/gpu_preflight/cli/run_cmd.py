@@ -128,7 +128,10 @@ def _wants_cluster_checks(args: argparse.Namespace) -> bool:
         return True
     return any(spec.scope == "cluster" and spec.matches(p) for spec in all_checks() for p in args.check)
 
+    from .argtypes import TIMEOUT_ENV, env_number, seconds
 
+    if args.timeout_s is None:  # the environment's timeout, checked like --timeout-s (never silently ignored)
+        args.timeout_s = env_number(TIMEOUT_ENV, seconds())
 def node_only(args: argparse.Namespace, note: str | None = None) -> int:
     from ..engine import run_checks
     from ..model import CheckResult, Finding, Status

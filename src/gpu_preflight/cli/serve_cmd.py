@@ -18,12 +18,14 @@ import threading
 import time
 from typing import Any
 
+from .argtypes import count, gpu_index, host, port, seconds
 from .exits import EXIT_USAGE
 
 EXIT_OK = 0
 EXIT_NOT_READY = 2
 EXIT_NO_ANSWER = 3
 DEFAULT_PORT = 9470
+MAX_CONNECTIONS = 1024  # one thread each
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -32,13 +34,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                        description="Run the quick node checks every --interval seconds and serve the verdict over "
                                    "HTTP. --once: one run, exit 0 ready / 2 not ready. --query: ask a running "
                                    "server, exit 0 ready / 2 not ready / 3 no answer.")
-    p.add_argument("--host", default="127.0.0.1",
+    p.add_argument("--host", type=host, default="127.0.0.1",
                    help="address to bind (default 127.0.0.1; 0.0.0.0 or :: to expose it to scrapers/probes)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
-    p.add_argument("--interval", type=float, default=60.0, help="seconds between node check runs (default 60)")
-    p.add_argument("--timeout", type=float, default=30.0,
+    p.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--interval", type=seconds(), default=60.0, help="seconds between node check runs (default 60)")
+    p.add_argument("--timeout", type=seconds(), default=30.0,
                    help="liveness timeout: /healthz fails when the monitor is stuck this long (default 30)")
-    p.add_argument("--check-timeout-s", type=float, default=10.0,
+    p.add_argument("--check-timeout-s", type=seconds(3600), default=10.0,
                    help="time limit per probe and check, e.g. a hung NVML call (default 10)")
     p.add_argument("--replay", metavar="FILE", help="judge an NVML snapshot instead of the live GPUs (re-read "
                                                     "every run)")
@@ -47,17 +49,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override one setting")
     p.add_argument("--fail-on", choices=("warn", "fail"), default="fail",
                    help="'warn' makes node-check warnings not ready")
-    p.add_argument("--gpu-index", type=int, metavar="N", help="monitor the health of this GPU only")
+    p.add_argument("--gpu-index", type=gpu_index, metavar="N", help="monitor the health of this GPU only")
     p.add_argument("--no-gpu-monitoring", action="store_true",
                    help="readiness from the node checks alone (no recovery-action verdict)")
     p.add_argument("--healthy-when-unknown", action="store_true",
                    help="count GPU health that could not be read (no driver r570+, no pynvml) as ready: "
                         "the spec's behaviour, off by default (fail closed)")
-    p.add_argument("--max-connections", type=int, default=64, help="concurrent HTTP connections (default 64)")
+    p.add_argument("--max-connections", type=count(1, MAX_CONNECTIONS), default=64,
+                   help="concurrent HTTP connections (default 64; /healthz and /readyz have reserved slots beyond)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true", help="run once, print the status JSON and exit")
     mode.add_argument("--query", action="store_true", help="ask a running server at --host/--port and exit")
-    p.add_argument("--query-timeout-s", type=float, default=2.0, help="how long --query waits (default 2)")
+    p.add_argument("--query-timeout-s", type=seconds(3600), default=2.0, help="how long --query waits (default 2)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
 def query(host: str, port: int, timeout_s: float) -> int:
     """One ``GET /readyz``; prints ``ready: ...`` or ``not ready: ...`` on stdout."""
+    import http.client
     import urllib.error
     import urllib.request
 
@@ -88,7 +92,7 @@ def query(host: str, port: int, timeout_s: float) -> int:
             code, body = resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         code, body = exc.code, exc.read()
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # InvalidURL, BadStatusLine: no HTTP answer
         print(f"no answer from {url}: {exc}")
         return EXIT_NO_ANSWER
     try:
@@ -110,13 +114,6 @@ def _validate(args: argparse.Namespace) -> str | None:
     from ..config import ConfigError, build_config, find_profile
     from ..probes.gpu import ReplayError, load_dump
 
-    for name in ("interval", "timeout", "check_timeout_s"):
-        if not getattr(args, name) > 0:
-            return f"--{name.replace('_', '-')} must be positive"
-    if not 0 <= args.port <= 65535:
-        return "--port must be 0-65535"
-    if args.max_connections < 1:
-        return "--max-connections must be at least 1"
     try:
         if args.replay:
             load_dump(args.replay)

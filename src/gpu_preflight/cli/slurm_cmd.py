@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .argtypes import count, fraction, gpu_count, seconds
 from .exits import EXIT_ERROR, EXIT_USAGE, Parser
 
 
@@ -38,12 +39,13 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="override one setting, e.g. --set slurm.max_drain_fraction=0.05")
     p.add_argument("--reason-prefix", help="drain reason prefix; only drains with it are resumed "
                                            "(default slurm.reason_prefix, 'gpu-preflight:')")
-    p.add_argument("--max-drain-fraction", type=float, metavar="F",
+    p.add_argument("--max-drain-fraction", type=fraction(), metavar="F",
                    help="circuit breaker: most of the cluster that may be out at once (default 0.1)")
-    p.add_argument("--min-drain-nodes", type=int, metavar="N",
+    p.add_argument("--min-drain-nodes", type=count(0, 1_000_000), metavar="N",
                    help="the breaker always allows this many nodes out (default 1)")
     p.add_argument("--result-file", metavar="PATH", help="this node's last result ('{node}' = Slurm node name)")
-    p.add_argument("--max-result-age-s", type=float, metavar="S", help="older results are stale (default 3600)")
+    p.add_argument("--max-result-age-s", type=seconds(31_536_000), metavar="S",
+                   help="older results are stale (default 3600)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output on stdout")
 
 
@@ -75,8 +77,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                                         f"otherwise, and in dry run.")
         _node_args(p)
         _common(p)
-        p.add_argument("--timeout-s", type=float, help="budget for all node checks (default slurm.prolog_timeout_s)")
-        p.add_argument("--expect-gpus", type=int, metavar="N", help="GPUs this node must have")
+        p.add_argument("--timeout-s", type=seconds(),
+                       help="budget for all node checks (default slurm.prolog_timeout_s)")
+        p.add_argument("--expect-gpus", type=gpu_count, metavar="N", help="GPUs this node must have")
         p.add_argument("--check", action="append", default=[], metavar="ID", help="only these checks (glob)")
         p.add_argument("--skip", action="append", default=[], metavar="ID", help="skip these checks (glob)")
         p.add_argument("--profile", default="auto", help="GPU-model profile (default: auto)")

@@ -8,6 +8,7 @@ and request threads never call either.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +34,8 @@ class Monitor:
     """
 
     def __init__(self, options: RunOptions, interval_s: float, gpu: GPUHealthCheck | None = None) -> None:
+        if not (math.isfinite(interval_s) and interval_s > 0):  # nan/inf/0 would spin or never tick again
+            raise ValueError(f"monitor interval must be a finite number of seconds above 0, got {interval_s!r}")
         # no GPU-loading diagnostics (DCGM, nccl-tests: tag "active") under a running job, every tick
         self.options = replace(options, suite="quick", include=[], report_dir=None,
                                exclude=[*options.exclude, "active"])
