@@ -114,7 +114,10 @@ def _validate(args: argparse.Namespace) -> None:
     """
     from ..config import build_config, find_profile
     from ..registry import matching
+    from .argtypes import TIMEOUT_ENV, env_number, seconds
 
+    if args.timeout_s is None:  # the environment's timeout, checked like --timeout-s (never silently ignored)
+        args.timeout_s = env_number(TIMEOUT_ENV, seconds())
     profile = find_profile(args.profile) if args.profile and args.profile != "auto" else None
     build_config(profile=profile, config_file=args.config, overrides=args.set)
     matching([*args.check, *args.skip], "node")
@@ -128,10 +131,7 @@ def _wants_cluster_checks(args: argparse.Namespace) -> bool:
         return True
     return any(spec.scope == "cluster" and spec.matches(p) for spec in all_checks() for p in args.check)
 
-    from .argtypes import TIMEOUT_ENV, env_number, seconds
 
-    if args.timeout_s is None:  # the environment's timeout, checked like --timeout-s (never silently ignored)
-        args.timeout_s = env_number(TIMEOUT_ENV, seconds())
 def node_only(args: argparse.Namespace, note: str | None = None) -> int:
     from ..engine import run_checks
     from ..model import CheckResult, Finding, Status
