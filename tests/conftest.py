@@ -29,19 +29,19 @@ def corpus_required() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-CORPUS_NOTICE = ("corpus not found at {root}: the tests that read third-party real outputs are skipped "
+CORPUS_NOTICE = ("corpus not found at {root}: {n} test(s) that read third-party real outputs were skipped "
                  "(the project's own fixtures still cover every parser); set GPU_PREFLIGHT_CORPUS=/path/to/corpus "
                  "to run them")
+CORPUS_SKIP = "no corpus (see the 'corpus not found' line above)"
 
 
 @pytest.fixture(scope="session")
 def corpus() -> Path:
-    """The corpus directory. Absent: a skip with the one-line notice on a user's clone, and
-    (never reached under CI, where :func:`pytest_configure` stops the session first) never a pass."""
-    root = corpus_root()
+    """The corpus directory. Absent: a skip, counted for the one-line notice at the end, on a
+    user's clone (never reached under CI, where :func:`pytest_configure` stops the session first)."""
     if not corpus_present():
-        pytest.skip(CORPUS_NOTICE.format(root=root))
-    return root
+        pytest.skip(CORPUS_SKIP)
+    return corpus_root()
 
 
 @pytest.fixture(scope="session")
@@ -75,9 +75,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    """One line at the top of the run: which corpus is used, or what is left out without one."""
-    root = corpus_root()
-    return f"corpus: {root}" if corpus_present() else CORPUS_NOTICE.format(root=root)
+    return f"corpus: {corpus_root()}" if corpus_present() else f"corpus: none at {corpus_root()}"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The one line a user without the corpus needs: what was left out and how to include it."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if isinstance(r.longrepr, tuple) and CORPUS_SKIP in str(r.longrepr[2])]
+    if skipped:
+        terminalreporter.write_line(CORPUS_NOTICE.format(root=corpus_root(), n=len(skipped)))
 
 
 def pytest_configure(config: pytest.Config) -> None:
