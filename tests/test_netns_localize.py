@@ -1,4 +1,10 @@
-"""Four hosts in network namespaces, one agent each, ``--localize``: the capped host and only it is excluded."""
+"""Hosts in network namespaces, one agent each, ``--localize``: the capped host and only it is excluded.
+
+The small-cluster rows (2, 3 and 5 hosts: all healthy, one host capped, every host capped
+alike against a configured floor) run once each here, with the capped host varied
+across rows; the many-seed repetitions of the same rules are in test_localize_small.py
+(simulated) and bench/bench_localize_small.py (20 real 3-host runs).
+"""
 
 from __future__ import annotations
 
@@ -8,54 +14,34 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from . import netns
 from .conftest import REPO
+from .netns_run import LIGHT, TORCHRUN, launch, report_of
 
-TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 PREFIX = "gpl"
+FLOOR = ["--set", "perf.node_link_min_gbps=0.05"]  # healthy veth pairs here: ~0.5-1.2 GB/s; 100 Mbit/s: 0.0125
+SMALL_ROWS = [(2, ()), (2, (2,)), (2, (1,)), (2, (1, 2)),
+              (3, ()), (3, (1,)), (3, (2,)), (3, (3,)), (3, (1, 2, 3)),
+              (5, ()), (5, (4,)), (5, (1, 2, 3, 4, 5))]
 
 
 @pytest.fixture
-def four_hosts() -> list[str]:
+def four_hosts() -> Iterator[list[str]]:
     if os.geteuid() != 0 or not shutil.which("ip"):
         pytest.fail("multi-host tests need root and iproute2 (CI runs as root; scripts/test.sh installs iproute2)")
     with netns.hosts(4, prefix=PREFIX) as names:
         yield names
 
 
-def launch(names: list[str], port: int, tmp: Path, extra: list[str]) -> tuple[list[tuple[int, str, str]], float]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PREFLIGHT_")}
-    procs = []
-    t0 = time.monotonic()
-    for i, ns in enumerate(names, 1):
-        cmd = ["ip", "netns", "exec", ns, "env", "GLOO_SOCKET_IFNAME=eth0", f"GPU_PREFLIGHT_NODE_NAME=host{i}",
-               "timeout", "400", TORCHRUN, f"--nnodes={len(names)}", "--nproc_per_node=1", "--rdzv_backend=c10d",
-               f"--rdzv_endpoint=10.250.0.1:{port}", f"--rdzv_id=gpl{port}",
-               f"--rdzv_conf=is_host={str(i == 1).lower()}", f"--local_addr=10.250.0.{i}", "-m", "gpu_preflight",
-               "run", "--format", "json", "--timeout-s", "20", "--check", "network.*",
-               "--check", "cluster.completeness", "--localize", "quick", "--exclude-file", str(tmp / "exclude"),
-               "--no-history", *extra]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                      cwd=REPO))
-    outs = [p.communicate(timeout=420) for p in procs]
-    return [(p.returncode, o, e) for p, (o, e) in zip(procs, outs, strict=True)], time.monotonic() - t0
-
-
-def report_of(results: list[tuple[int, str, str]]) -> dict:
-    stdout = next((out for _, out, _ in results if out.strip()), "")
-    assert stdout, "\n".join(err[-3000:] for _, _, err in results)
-    return json.loads(stdout)
-
-
 def test_capped_host_is_the_only_one_excluded(four_hosts: list[str], tmp_path: Path) -> None:
     netns.cap(PREFIX, 3, "100mbit")
-    results, _ = launch(four_hosts, 29851, tmp_path, [])
+    results, _ = launch(four_hosts, 29851, tmp_path, LIGHT)
     loc = report_of(results)["cluster_summary"]["localization"]
     assert loc["exclude_nodes"] == ["host3"], loc["suspects"]
     assert loc["exclude_hostlist"] == "host3"
@@ -64,7 +50,7 @@ def test_capped_host_is_the_only_one_excluded(four_hosts: list[str], tmp_path: P
 
 
 def test_healthy_cluster_excludes_nobody(four_hosts: list[str], tmp_path: Path) -> None:
-    results, _ = launch(four_hosts, 29852, tmp_path, [])
+    results, _ = launch(four_hosts, 29852, tmp_path, LIGHT)
     loc = report_of(results)["cluster_summary"]["localization"]
     assert loc["exclude_nodes"] == [] and len(loc["healthy_nodes"]) == 4, loc["suspects"]
     assert (tmp_path / "exclude").read_text() == ""
@@ -107,3 +93,37 @@ def test_link_cut_mid_run_is_named_and_the_run_ends(tmp_path: Path) -> None:
     missing = [f for f in report["findings"] if f["check_id"] == "cluster.completeness" and f["status"] == "FAIL"]
     assert missing and "host4" in missing[0]["subject"]
     assert elapsed < 200, elapsed
+
+
+@pytest.mark.parametrize(("count", "capped"), SMALL_ROWS)
+def test_small_cluster_excludes_exactly_the_capped_host(count: int, capped: tuple[int, ...], tmp_path: Path) -> None:
+    """Never a healthy host excluded. Two hosts: the capped one, or an explicit 'undecided' for both.
+    Every host capped: FAIL against the floor, nobody excluded."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.fail("multi-host tests need root and iproute2 (CI runs as root; scripts/test.sh installs iproute2)")
+    hosts = [f"host{i}" for i in range(1, count + 1)]
+    with netns.hosts(count, prefix="gps") as names:
+        for h in capped:
+            netns.cap("gps", h, "100mbit")
+        results, _ = launch(names, 29860 + count, tmp_path, [*LIGHT, *FLOOR])
+    report = report_of(results)
+    loc = report["cluster_summary"]["localization"]
+    bad = [f"host{h}" for h in capped]
+    mine = [f for f in report["findings"] if f["check_id"] == "localize.suspect"]
+    why = json.dumps(loc["suspects"], indent=1)
+    assert loc["done"], why
+    assert not set(loc["exclude_nodes"]) - set(bad), why  # never a healthy host
+    if not capped:
+        assert (loc["exclude_nodes"], loc["undecided_nodes"]) == ([], []), why
+        assert sorted(loc["healthy_nodes"]) == hosts and [f["status"] for f in mine] == ["PASS"]
+    elif len(capped) == 1 and count > 2:
+        assert (loc["exclude_nodes"], loc["undecided_nodes"]) == (bad, []), why
+        assert sorted(loc["healthy_nodes"]) == sorted(set(hosts) - set(bad))
+        assert [(f["subject"], f["status"]) for f in mine] == [(bad[0], "FAIL")]
+    elif len(capped) == 1:  # two hosts: the capped one (a node-local tie-break), or plainly undecided
+        assert loc["exclude_nodes"] == bad or (loc["exclude_nodes"], loc["undecided_nodes"]) == ([], hosts), why
+    else:  # every link capped alike: below the floor everywhere, nobody to exclude, and the run FAILs
+        assert (loc["exclude_nodes"], sorted(loc["undecided_nodes"]), loc["healthy_nodes"]) == ([], hosts, []), why
+    if capped:
+        assert all(f["status"] == "FAIL" for f in mine) and report["cluster_summary"]["exit_code"] == 2, why
+    assert (tmp_path / "exclude").read_text() == "".join(f"{h}\n" for h in loc["exclude_nodes"])

@@ -23,7 +23,11 @@ other pairs. Modes:
 * ``full`` — round-robin (circle method): N-1 rounds cover every pair once and give the
   node x node matrix; then the same second passes and repeats for what is still open.
   Clusters of up to ``round_robin_upto`` nodes always start this way: one round of a few
-  pairs gives too few figures to judge any of them by, and N-1 rounds are few.
+  pairs gives too few figures to judge any of them by, and N-1 rounds are few. Once every
+  partner has been met (three nodes have three pairs), a failed pair whose verdict is
+  still open is repeated, k-of-n, rather than left unresolved; when no node is known good
+  at the end (two nodes), node-local evidence breaks the tie or the nodes are reported
+  ``undecided`` (:func:`.suspects.break_tie`).
 * ``group`` — groups of ``group_size`` nodes, then each failing group is split in halves
   (bisection) until pairs, then second passes: 2 + log2(group_size) rounds for any
   number of bad nodes, with far fewer tests than pairs when bad nodes are rare. Groups
