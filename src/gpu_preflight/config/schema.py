@@ -15,6 +15,7 @@ from .diagnostics import DiagnosticsConfig
 from .evidence import EvidenceConfig
 from .fields import setting
 from .history import HistoryConfig
+from .load import LoadConfig
 from .outputs import OutputsConfig
 from .report_schema import ReportConfig
 from .slurm_schema import SlurmConfig
@@ -269,3 +270,4 @@ class Config:
 
 
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in fields(Config)}  # type: ignore[misc]
+    load: LoadConfig = field(default_factory=LoadConfig)
