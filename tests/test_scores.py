@@ -158,7 +158,7 @@ def test_real_faulty_node_explains_its_hardware_score(tmp_path: Path) -> None:
     hw = scores["components"]["hardware_health"]
     assert hw["score"] == 40.0 and hw["rating"] == "CRITICAL"
     (d,) = hw["deductions"]
-    assert (d["check_id"], d["status"], d["subjects"], d["points"]) == ("gpu.clocks", "FAIL", ["vm/gpu0"], 60.0)
+    assert (d["check_id"], d["status"], d["subjects"], d["points"]) == ("gpu.clocks", "FAIL", ["replay:dump.json/gpu0"], 60.0)
     assert scores["overall"]["score"] <= 74.0 and scores["overall"]["cap"] is not None
     assert scores["components"]["performance_consistency"]["score"] is None  # node-only: nothing measured
 
