@@ -20,9 +20,10 @@ from .history_data import cluster_run, gpus
 from .outputs_data import NVRM, run_args, written_report
 
 
-def settings(tmp_path: Path) -> SimpleNamespace:
+def settings(tmp_path: Path, timeout_s: float = 120.0) -> SimpleNamespace:
+    """A generous upload deadline by default: importing mlflow alone takes ~9 s on the loaded 2-core CI VM."""
     return SimpleNamespace(history=HistoryConfig(enabled=False),
-                           outputs=OutputsConfig(mlflow_experiment="preflight-test",
+                           outputs=OutputsConfig(mlflow_experiment="preflight-test", timeout_s=timeout_s,
                                                  mlflow_artifact_location=(tmp_path / "artifacts").as_uri()))
 
 
@@ -49,7 +50,8 @@ def test_a_failing_node_run_lands_with_params_metrics_tags_and_artifacts(tmp_pat
     assert run.data.params["gpu_models"] == "NVIDIA H200" and run.data.params["cluster"] == "default"
     assert run.data.params["driver_versions"] == "580.159.04" and run.data.params["nodes"] == "1"
     assert run.data.metrics["exit_code"] == 2.0 and run.data.metrics["findings.fail"] == 1.0
-    assert run.data.metrics["temperature/vm/gpu0"] == 31.0
+    host = w.report["nodes"]["node_0"]["node_info"]["hostname"].replace(":", "_")  # the replayed node's name
+    assert run.data.metrics[f"temperature/{host}/gpu0"] == 31.0
     names = {a.path for a in c.list_artifacts(run.info.run_id)}  # type: ignore[attr-defined]
     assert names == {"report.json", "report.html", "artifacts"}
     local = Path(c.download_artifacts(run.info.run_id, "report.json", str(tmp_path / "dl")))  # type: ignore[attr-defined]
@@ -91,3 +93,75 @@ def test_an_unreachable_tracking_server_fails_fast_and_is_reported_not_raised(tm
                                       "temperature/vm_1/gpu0"), ("a//b", "a/b"), ("/x/../y", "y")])
 def test_metric_keys_are_ones_mlflow_accepts(raw: str, key: str) -> None:
     assert metric_key(raw) == key
+
+
+def test_mlflow_without_a_tracking_uri_is_an_error_and_creates_nothing(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    report = cluster_run({"h0": gpus("aa")})
+    (result,) = publish(report, run_args("--output", "mlflow"), [], config=settings(tmp_path), environ={})
+    assert not result.ok and "no MLflow tracking URI" in result.detail and "MLFLOW_TRACKING_URI" in result.detail
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no ./mlflow.db, no ./mlruns
+    (result,) = publish(report, run_args("--output", "mlflow"), [], config=settings(tmp_path),
+                        environ={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'env.db'}"})
+    assert result.ok, result.detail
+    assert (tmp_path / "env.db").is_file()
+
+
+def test_a_store_that_cannot_be_created_fails_at_once(tmp_path: Path) -> None:
+    report = cluster_run({"h0": gpus("aa")})
+    started = time.monotonic()
+    (result,) = publish(report, run_args("--output", f"mlflow+sqlite:///{tmp_path / 'missing' / 'm.db'}"), [],
+                        config=settings(tmp_path), environ={})
+    assert not result.ok and "does not exist" in result.detail
+    assert time.monotonic() - started < 30  # MLflow alone retries for about 100 s
+
+
+def test_a_read_only_store_fails_at_once(tmp_path: Path) -> None:
+    """A read-only filesystem (a bind mount remounted ro): MLflow alone retries for ~100 s."""
+    import subprocess
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "--bind", str(ro), str(ro)], capture_output=True).returncode != 0:
+        pytest.skip("mount --bind not permitted here (needs root in a mount namespace that allows it)")
+    try:
+        if subprocess.run(["mount", "-o", "remount,ro,bind", str(ro)], capture_output=True).returncode != 0:
+            pytest.skip("remounting read-only not permitted here")
+        report = cluster_run({"h0": gpus("aa")})
+        started = time.monotonic()
+        (result,) = publish(report, run_args("--output", f"mlflow+sqlite:///{ro / 'm.db'}"), [],
+                            config=settings(tmp_path), environ={})
+        assert not result.ok and "not writable" in result.detail
+        assert time.monotonic() - started < 30
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+
+
+def test_a_tracking_server_that_never_answers_is_left_behind_at_the_deadline(tmp_path: Path) -> None:
+    """A server that accepts connections and never answers (MLflow waits 120 s per request, then retries)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        port = server.getsockname()[1]
+        report = cluster_run({"h0": gpus("aa")})
+        started = time.monotonic()
+        (result,) = publish(report, run_args("--mlflow-uri", f"http://127.0.0.1:{port}"), [],
+                            config=settings(tmp_path, timeout_s=2.0), environ={})
+        elapsed = time.monotonic() - started
+    assert not result.ok and "not done within 2 s (outputs.timeout_s)" in result.detail
+    assert 1.9 < elapsed < 6, elapsed
+
+
+def test_a_password_in_the_tracking_uri_is_never_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    report = cluster_run({"h0": gpus("aa")})
+    uri = f"http://alice:hunter2-secret@127.0.0.1:{port}/?token=tok-secret-9"
+    (result,) = publish(report, run_args("--mlflow-uri", uri), [], config=settings(tmp_path), environ={})
+    err = capsys.readouterr().err
+    assert not result.ok and "alice:<redacted>@127.0.0.1" in err and "token=<redacted>" in err
+    for secret in ("hunter2-secret", "tok-secret-9"):
+        assert secret not in err and secret not in result.detail and secret not in result.target

@@ -123,3 +123,36 @@ def test_output_urls_are_checked_when_the_command_line_is_parsed(capsys: pytest.
     assert "unsupported output 'ftp://host/x'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         parser.parse_args(["--history", "--no-history"])
+
+
+def test_a_locked_history_delays_the_verdict_by_its_lock_timeout_only(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Another process holds the database exclusively (a stuck writer): both the comparison and the filing
+    give up after ``history.lock_timeout_s`` (they waited 30 s each before)."""
+    import subprocess
+    import sys
+    import time
+
+    db = tmp_path / "history.sqlite"
+    args = run_args("--history-db", str(db))
+    first = cluster_run({"h0": gpus("aa")})
+    assert publish(first, args, [], config=SimpleNamespace(), environ={})[0].ok
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys, time\n"
+         f"db = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+         "db.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        config = SimpleNamespace(history=HistoryConfig(lock_timeout_s=0.5), outputs=OutputsConfig())
+        second = cluster_run({"h0": gpus("aa", tflops=640.0)})
+        started = time.monotonic()
+        assert annotate(second, args, config=config, environ={}) == []
+        (result,) = publish(second, args, [], config=config, environ={})
+        elapsed = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not result.ok and "database is locked" in result.detail
+    assert "history not consulted" in capsys.readouterr().err
+    assert 0.9 < elapsed < 4, elapsed  # two waits of 0.5 s, not 2 x 30 s

@@ -74,6 +74,8 @@ def keys(s3: Any, prefix: str = "") -> dict[str, bytes]:
 
 
 def settings(endpoint: str | None = None, **outputs: Any) -> SimpleNamespace:
+    """A generous upload deadline unless a test sets one: the CI VM has two loaded cores."""
+    outputs.setdefault("timeout_s", 60.0)
     return SimpleNamespace(history=HistoryConfig(enabled=False), outputs=OutputsConfig(s3_endpoint_url=endpoint,
                                                                                          **outputs))
 
@@ -117,6 +119,23 @@ def test_a_failed_upload_is_reported_and_the_other_targets_still_run(s3: Any, tm
     assert not by_target["s3://no-such-bucket-here/x/"].ok
     assert "NoSuchBucket" in by_target["s3://no-such-bucket-here/x/"].detail
     assert by_target[f"prometheus textfile {prom}"].ok and prom.is_file()
+
+
+def test_an_endpoint_that_never_answers_is_left_behind_at_the_deadline(s3: Any, tmp_path: Path) -> None:
+    w = written_report(tmp_path / "out")
+    prom = tmp_path / "gpu_preflight.prom"
+    with socket.socket() as server:  # accepts connections, never answers a request
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        endpoint = f"http://127.0.0.1:{server.getsockname()[1]}"
+        args = run_args("--output", "s3://bucket/x/", "--prom-textfile", str(prom), report_dir=w.directory)
+        started = time.monotonic()
+        results = publish(w.report, args, [w.node], config=settings(endpoint, timeout_s=2.0), environ={})
+        elapsed = time.monotonic() - started
+    by_target = {r.target: r for r in results}
+    assert not by_target["s3://bucket/x/"].ok and "not done within 2 s" in by_target["s3://bucket/x/"].detail
+    assert by_target[f"prometheus textfile {prom}"].ok
+    assert 1.9 < elapsed < 6, elapsed  # boto3's own defaults: 60 s per read, several retries
 
 
 @pytest.mark.parametrize("url, bucket, report_key, artifact_key", [

@@ -5,9 +5,11 @@ NCCL loads an external network plugin (aws-ofi-nccl for EFA) by ``dlopen``:
 tries ``libnccl-net.so``; the loader searches ``LD_LIBRARY_PATH`` and the system
 directories. Without the plugin NCCL silently falls back to TCP sockets, which is why
 "is the library there?" is worth asking before a job. The variables that steer the
-plugin and libfabric (``NCCL_NET_PLUGIN``, ``FI_PROVIDER``, ``FI_EFA_*``) are reported
-as they are, because a stray ``FI_PROVIDER=tcp`` explains a slow job as well as a
-missing library does.
+plugin and libfabric (``NCCL_NET_PLUGIN``, ``FI_PROVIDER``, the tuning knobs of the EFA
+provider and of aws-ofi-nccl) are reported, because a stray ``FI_PROVIDER=tcp`` explains a
+slow job as well as a missing library does. Only known variables, by name: a prefix such as
+``FI_EFA_*`` would also copy a site's ``FI_EFA_PASSWORD`` into every report, and reports go
+to S3, MLflow and an HTTP endpoint (:mod:`gpu_preflight.redact` masks what still looks secret).
 """
 
 from __future__ import annotations
@@ -19,8 +21,28 @@ from pathlib import Path
 
 __all__ = ["OfiPlugin", "fabric_environment", "find_ofi_plugin"]
 
-ENV_NAMES = ("NCCL_NET_PLUGIN", "NCCL_NET", "FI_PROVIDER", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "LD_LIBRARY_PATH")
-ENV_PREFIXES = ("FI_EFA_", "OFI_NCCL_")
+_EFA_KNOBS = (
+    "CQ_SIZE", "EFA_CQ_READ_SIZE", "ENABLE_SHM_TRANSFER", "FORK_SAFE", "HOMOGENEOUS_PEERS",
+    "INTER_MAX_GDRCOPY_MESSAGE_SIZE", "INTER_MAX_MEDIUM_MESSAGE_SIZE", "INTER_MIN_READ_MESSAGE_SIZE",
+    "INTER_MIN_READ_WRITE_SIZE", "INTER_READ_SEGMENT_SIZE", "INTRA_MAX_MEDIUM_MESSAGE_SIZE",
+    "INTRA_MIN_READ_MESSAGE_SIZE", "INTRA_MIN_READ_WRITE_SIZE", "INTRA_READ_SEGMENT_SIZE", "MAX_MEMCPY_SIZE",
+    "MR_CACHE_ENABLE", "MR_CACHE_MERGE_REGIONS", "MR_MAX_CACHED_COUNT", "MR_MAX_CACHED_SIZE", "MTU_SIZE",
+    "READ_SEGMENT_SIZE", "RECVWIN_SIZE", "RNR_BACKOFF_CAP", "RNR_BACKOFF_INITIAL_WAIT_TIME", "RNR_RETRY",
+    "RUNT_SIZE", "RX_COPY_OOO", "RX_COPY_UNEXP", "RX_IOV_LIMIT", "RX_SIZE", "SET_CUDA_SYNC_MEMOPS",
+    "SHM_AV_SIZE", "SHM_CQ_READ_SIZE", "SHM_MAX_MEDIUM_SIZE", "TIMEOUT_INTERVAL", "TX_IOV_LIMIT",
+    "TX_MIN_CREDITS", "TX_QUEUE_SIZE", "TX_SIZE", "USE_DEVICE_RDMA", "USE_HUGE_PAGE", "USE_UNSOLICITED_WRITE_RECV",
+    "USE_ZCPY_RX", "WRITE_SEGMENT_SIZE")
+_OFI_NCCL_KNOBS = (
+    "CQ_SIZE", "CUDA_FLUSH_ENABLE", "DISABLE_DMABUF", "DISABLE_GDR_REQUIRED_CHECK", "DISABLE_NATIVE_RDMA_CHECK",
+    "DOMAIN_PER_THREAD", "EAGER_MAX_SIZE", "EARLY_COMPLETION", "ENDPOINT_PER_COMM", "ERRORCHECK_MUTEX",
+    "EXCLUDE_TCP_IF", "FORCE_NUM_RAILS", "GDR_FLUSH_DISABLE", "MIN_STRIPE_SIZE", "MR_CACHE_DISABLE",
+    "NET_LATENCY", "NIC_DUP_CONNS", "PROGRESS_MODEL", "PROTOCOL", "RDMA_MAX_POSTED_BOUNCE_BUFFERS",
+    "RDMA_MIN_POSTED_BOUNCE_BUFFERS", "ROUND_ROBIN_THRESHOLD", "TOPO_FILE_TEMPLATE", "TOPO_FILE_WRITE_ENABLE",
+    "USE_IPV6_TCP", "USE_LOW_LAT_TC")
+ENV_NAMES = frozenset({
+    "NCCL_NET_PLUGIN", "NCCL_NET", "FI_PROVIDER", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "LD_LIBRARY_PATH",
+    "FI_LOG_LEVEL", "FI_HMEM_CUDA_USE_GDRCOPY",
+    *(f"FI_EFA_{k}" for k in _EFA_KNOBS), *(f"OFI_NCCL_{k}" for k in _OFI_NCCL_KNOBS)})
 DEFAULT_NAMES = ("libnccl-net.so", "libnccl-net-ofi.so", "libnccl-net-aws-ofi.so")
 
 
@@ -35,9 +57,12 @@ class OfiPlugin:
 
 
 def fabric_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables that steer NCCL's network plugin and libfabric, as set for this process."""
+    """The known variables that steer NCCL's network plugin and libfabric, as set for this process
+    (values that look like credentials masked)."""
+    from ..redact import redact_env
+
     env = os.environ if environ is None else environ
-    return {k: v for k, v in sorted(env.items()) if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+    return redact_env({k: env[k] for k in sorted(ENV_NAMES) if k in env})
 
 
 def _candidates(requested: str | None) -> list[str]:

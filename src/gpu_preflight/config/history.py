@@ -26,6 +26,10 @@ class HistoryConfig:
         None, "History database file. Unset: $GPU_PREFLIGHT_HISTORY, else "
               "$XDG_DATA_HOME/gpu-preflight/history.sqlite (~/.local/share/...). Keep it on a local disk: "
               "SQLite locking over NFS is unreliable.")
+    lock_timeout_s: float = setting(
+        2.0, "How long a run waits for another process's lock on the history database, each time it reads or "
+             "writes it; then it goes on without the history (and says so). Writes take milliseconds, so a longer "
+             "wait only delays the verdict behind a stuck process.", "s", above=0, max=600)
     cluster: str | None = setting(
         None, "Name runs are filed under. Unset: --cluster-name, else $SLURM_CLUSTER_NAME, else 'default'.")
     bandwidth_regression_fraction: float = setting(

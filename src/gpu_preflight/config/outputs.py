@@ -19,7 +19,7 @@ class OutputsConfig:
     """Publishing targets for every run's report."""
 
     urls: list[str] = setting(
-        [], "Publish every report to these: 's3://bucket/prefix/', 'mlflow' (MLFLOW_TRACKING_URI) or "
+        [], "Publish every report to these: 's3://bucket/prefix/', 'mlflow' (needs $MLFLOW_TRACKING_URI) or "
             "'mlflow+URI' (e.g. 'mlflow+http://mlflow:5000', 'mlflow+sqlite:///srv/mlflow.db').")
     prom_textfile: str | None = setting(
         None, "Write Prometheus metrics to this .prom file (node_exporter --collector.textfile.directory).")
@@ -28,6 +28,10 @@ class OutputsConfig:
         None, "Artifact root used when the MLflow experiment is first created; unset: the server's default.")
     s3_endpoint_url: str | None = setting(
         None, "S3 endpoint for S3-compatible stores (MinIO, Ceph); unset: AWS (or $AWS_ENDPOINT_URL_S3).")
+    timeout_s: float = setting(
+        10.0, "Deadline for the S3 and MLflow uploads together (they run side by side, and importing mlflow "
+              "alone takes a few seconds); a target not done by then is reported as not published and the run "
+              "goes on, so a slow, hung or read-only store never holds the verdict.", "s", above=0, max=3600)
     sagemaker: bool = setting(
         True, "In a SageMaker training job ($SM_OUTPUT_DATA_DIR set) write the report to "
               "$SM_OUTPUT_DATA_DIR/metrics/health_check_metrics.json (uploaded in output.tar.gz), unless "

@@ -116,14 +116,28 @@ class HistoryStore:
     from a report or the command line is a bound parameter.
     """
 
-    def __init__(self, path: str | Path, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, path: str | Path, *, timeout_s: float = 30.0, readonly: bool = False) -> None:
+        """Open (and, unless ``readonly``, create) the store; wait at most ``timeout_s`` for a lock.
+
+        The directory is made 0700 and checked like every directory gpu-preflight writes into
+        (:func:`gpu_preflight.safeio.prepare_file`): SQLite opens the database and its journal by
+        name, so no one else may be able to plant a link there; a FIFO or device named as the
+        database is refused before SQLite blocks on it. ``readonly`` takes no write lock, so
+        judging a run against the history never waits for a writer's schema check.
+        """
+        from ..safeio import prepare_file
+
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(self.path), timeout=timeout_s)
+        prepare_file(self.path, create=not readonly)
+        if readonly:
+            self.db = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", timeout=timeout_s, uri=True)
+        else:
+            self.db = sqlite3.connect(str(self.path), timeout=timeout_s)
         self.db.execute("PRAGMA foreign_keys = ON")
-        with self.db:
-            self.db.executescript(SCHEMA)
-            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        if not readonly:
+            with self.db:
+                self.db.executescript(SCHEMA)
+                self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         found = int(self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
         if found > SCHEMA_VERSION:
             self.db.close()

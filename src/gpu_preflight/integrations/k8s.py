@@ -21,13 +21,11 @@ Python client (the ``k8s`` extra, imported only there).
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from .slurm_result import node_results, parse_timestamp
@@ -193,18 +191,20 @@ def load_report(source: str, timeout_s: float = 10.0) -> dict[str, Any]:
     ``/status`` wraps the last report of the health server under ``"report"``; that is how
     the DaemonSet's labeller reads its own node's verdict without running the checks again.
     """
-    import sys
     import urllib.request
 
+    from ..boundedio import REPORT_LIMIT, parse_json, read_text
+
     try:
-        if source == "-":
-            text = sys.stdin.read()
-        elif source.startswith(("http://", "https://")):
+        if source.startswith(("http://", "https://")):
             with urllib.request.urlopen(source, timeout=timeout_s) as resp:  # noqa: S310 (http(s) only, checked above)
-                text = resp.read().decode("utf-8")
+                body = resp.read(REPORT_LIMIT + 1)
+            if len(body) > REPORT_LIMIT:
+                raise ValueError(f"larger than {REPORT_LIMIT // (1024 * 1024)} MiB")
+            text = body.decode("utf-8")
         else:
-            text = Path(source).read_text(encoding="utf-8")
-        data = json.loads(text)
+            text = read_text(source, limit=REPORT_LIMIT, what="report")  # a file or - (stdin), bounded
+        data = parse_json(text, source, what="report")
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ReportSourceError(f"cannot read a report from {source}: {exc}") from exc
     if isinstance(data, dict) and "findings" not in data and "report" in data:

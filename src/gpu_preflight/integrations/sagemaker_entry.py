@@ -95,23 +95,23 @@ def failure_file(env: Mapping[str, str]) -> Path:
 
 def publish(report_path: Path, exit_code: int, failure_path: Path) -> None:
     """CloudWatch lines on stdout and, when the job fails, the FailureReason file."""
-    import json
-
+    from ..boundedio import REPORT_LIMIT, load_json
     from ..report.jsonl import render_jsonl
 
     try:
-        report = json.loads(report_path.read_text(encoding="utf-8"))
+        report = load_json(report_path, limit=REPORT_LIMIT, what="report")
     except (OSError, ValueError) as exc:
         print(f"gpu-preflight: no report to publish at {report_path}: {exc}", file=sys.stderr)
         return
     sys.stdout.write(render_jsonl(report))
     sys.stdout.flush()
     if exit_code != 0:
+        from ..safeio import describe_error, write_text
+
         try:
-            failure_path.parent.mkdir(parents=True, exist_ok=True)
-            failure_path.write_text(failure_reason(report), encoding="utf-8")
-        except OSError as exc:
-            print(f"gpu-preflight: cannot write {failure_path}: {exc}", file=sys.stderr)
+            write_text(failure_path, failure_reason(report))
+        except (OSError, ValueError) as exc:
+            print(f"gpu-preflight: cannot write {failure_path}: {describe_error(exc)}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -121,7 +121,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     environ = os.environ if env is None else env
     args = parse_args(sys.argv[1:] if argv is None else argv)
     argv_run = run_argv(args, environ)
-    print(f"gpu-preflight: sagemaker entry: gpu-preflight {shlex.join(argv_run)}", file=sys.stderr, flush=True)
+    from ..redact import redact_text
+
+    print(f"gpu-preflight: sagemaker entry: gpu-preflight {redact_text(shlex.join(argv_run))}", file=sys.stderr,
+          flush=True)
     code = cli_main(argv_run)
     exit_code = job_exit_code(code, args.job_fails_on)
     report_path = Path(argv_run[2]) / "report.json"

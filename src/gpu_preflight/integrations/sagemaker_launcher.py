@@ -190,8 +190,9 @@ def job_spec(opts: LaunchOptions, source_dir: str) -> dict[str, Any]:
 
 def write_source_dir(directory: Path) -> Path:
     """The code ModelTrainer uploads: only the two-line entry script (the image has the rest)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / ENTRY_SCRIPT_NAME).write_text(ENTRY_SCRIPT, encoding="utf-8")
+    from ..safeio import write_text
+
+    write_text(directory / ENTRY_SCRIPT_NAME, ENTRY_SCRIPT)
     return directory
 
 
@@ -298,7 +299,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for note in notes(opts):
         print(f"gpu-preflight: note: {note}", file=sys.stderr)
     if args.dry_run:
-        print(json.dumps(spec, indent=2))
+        from ..redact import redact_env, redact_text
+
+        shown = {**spec, "environment": redact_env(spec["environment"]),
+                 "hyperparameters": {k: redact_text(v) for k, v in spec["hyperparameters"].items()}}
+        print(json.dumps(shown, indent=2))
         return 0
     try:
         trainer = launch(opts, wait=not args.no_wait)

@@ -20,7 +20,6 @@ failure no single node owns), 3 could not act.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,13 +93,14 @@ def healthcheck(node_name: str, cfg: SlurmConfig, ctl: Scontrol, *, dry_run: boo
 
 def write_result(report: dict[str, Any], path: Path) -> str | None:
     """Write the report atomically (a health check may read it at any moment); None or why not."""
+    from ..safeio import atomic_writer, describe_error
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(report) + "\n", encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        return f"cannot write the result file {path}: {exc}"
+        with atomic_writer(path) as fh:
+            json.dump(report, fh)
+            fh.write("\n")
+    except (OSError, ValueError) as exc:
+        return f"cannot write the result file {path}: {describe_error(exc)}"
     return None
 
 

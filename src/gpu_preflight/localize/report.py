@@ -73,8 +73,9 @@ def hostlist_of(names: Iterable[str]) -> str:
 def write_exclude_file(path: str | Path, names: Iterable[str], style: str = "lines") -> Path:
     """Write the hosts to exclude: one per line (``sbatch --exclude=./FILE``) or one hostlist line.
 
-    Written through a temporary file and renamed, so a job reading the file never sees
-    half of it.
+    Written through a temporary file with a unique name and renamed
+    (:mod:`gpu_preflight.safeio`), so a job reading the file never sees half of it and no
+    planted symlink is written through.
     """
     listed = sorted(set(names))
     if style == "lines":
@@ -83,11 +84,9 @@ def write_exclude_file(path: str | Path, names: Iterable[str], style: str = "lin
         text = f"{hostlist_of(listed)}\n" if listed else ""
     else:
         raise ValueError("style must be 'lines' or 'hostlist'")
-    out = Path(path)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
-    return out
+    from ..safeio import write_text
+
+    return write_text(path, text)
 
 
 def localization_block(outcome: Outcome, names: Sequence[str], *, nics: Mapping[int, str] | None = None,

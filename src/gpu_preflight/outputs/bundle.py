@@ -9,7 +9,6 @@ is written to a temporary directory first.
 from __future__ import annotations
 
 import copy
-import json
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -34,7 +33,11 @@ class Bundle:
         return self.root / REPORT
 
     def report(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.report_path.read_text(encoding="utf-8"))
+        from ..boundedio import REPORT_LIMIT, load_json
+
+        data = load_json(self.report_path, limit=REPORT_LIMIT, what="report")
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.report_path}: not a gpu-preflight report (a JSON object)")
         return data
 
     def files(self) -> list[tuple[str, Path]]:

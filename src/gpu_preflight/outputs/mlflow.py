@@ -19,20 +19,32 @@ import socket
 import urllib.parse
 from collections.abc import Mapping
 from datetime import datetime
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .bundle import Bundle
 
-__all__ = ["check_reachable", "log_report", "metric_key", "metrics_of", "params_of", "tracking_uri_of"]
+__all__ = ["check_reachable", "check_sqlite_store", "log_report", "metric_key", "metrics_of", "params_of",
+           "tracking_uri_of"]
 
 BATCH = 1000  # MLflow's log_batch limit on metrics per call (params: 100)
 PARAM_BATCH = 100
 
 
-def tracking_uri_of(target: str) -> str | None:
-    """``mlflow`` → None (MLflow's own default, ``$MLFLOW_TRACKING_URI``); ``mlflow+URI`` → URI."""
-    return target.split("+", 1)[1] if target.startswith("mlflow+") else None
+def tracking_uri_of(target: str, environ: Mapping[str, str] | None = None) -> str:
+    """``mlflow+URI`` → URI; ``mlflow`` → ``$MLFLOW_TRACKING_URI``, which must then be set.
+
+    MLflow's own default without one is a store in the current directory (``./mlflow.db``
+    and ``./mlruns``): a preflight started from a job's working directory would leave a
+    database there and the report would be in no place anyone looks.
+    """
+    if target.startswith("mlflow+"):
+        return target.split("+", 1)[1]
+    uri = (os.environ if environ is None else environ).get("MLFLOW_TRACKING_URI", "")
+    if not uri:
+        raise ValueError("no MLflow tracking URI: set MLFLOW_TRACKING_URI or name one (--mlflow-uri URI, "
+                         "--output mlflow+URI); nothing is created in the current directory")
+    return uri
 
 
 def metric_key(text: str) -> str:
@@ -123,9 +135,39 @@ def check_reachable(tracking_uri: str | None, timeout_s: float = 5.0) -> None:
         raise ConnectionError(f"MLflow tracking server {parsed.hostname}:{port} unreachable: {exc}") from exc
 
 
-def log_report(bundle: Bundle, *, tracking_uri: str | None, experiment: str, cluster: str,
-               artifact_location: str | None = None) -> str:
-    """Log the bundle's report as one MLflow run; returns the run id."""
+def check_sqlite_store(tracking_uri: str) -> None:
+    """Fail at once when a ``sqlite:///`` store can be neither opened nor created.
+
+    MLflow retries creating its database engine with exponential backoff (about 100 s) when
+    the file cannot be opened, e.g. on a read-only filesystem or in a missing directory.
+    """
+    if not tracking_uri.startswith("sqlite:///"):
+        return
+    path = urllib.parse.unquote(urllib.parse.urlsplit(tracking_uri).path)
+    if path.startswith("//"):
+        path = path[1:]  # sqlite:////abs/path is the absolute /abs/path
+    else:
+        path = path.lstrip("/") or "."  # sqlite:///rel/path is relative
+    db = Path(path)
+    if db.exists():
+        if not db.is_file():
+            raise ValueError(f"MLflow store {db} is not a file")
+        if not os.access(db, os.R_OK | os.W_OK):
+            raise PermissionError(f"MLflow store {db} is not writable")
+        return
+    if not db.parent.is_dir():
+        raise FileNotFoundError(f"MLflow store {db}: directory {db.parent} does not exist")
+    if not os.access(db.parent, os.W_OK | os.X_OK):
+        raise PermissionError(f"MLflow store {db} cannot be created: {db.parent} is not writable")
+
+
+def log_report(bundle: Bundle, *, tracking_uri: str, experiment: str, cluster: str,
+               artifact_location: str | None = None, timeout_s: float = 5.0) -> str:
+    """Log the bundle's report as one MLflow run; returns the run id.
+
+    ``timeout_s`` bounds the reachability check of an HTTP server; the caller bounds the
+    whole upload (:func:`gpu_preflight.outputs.publish.publish` runs it under a deadline).
+    """
     from mlflow import MlflowClient  # type: ignore[import-not-found]  # optional extra
     from mlflow.entities import Metric, Param, RunTag  # type: ignore[import-not-found]
     from mlflow.exceptions import MlflowException  # type: ignore[import-not-found]
@@ -133,7 +175,10 @@ def log_report(bundle: Bundle, *, tracking_uri: str | None, experiment: str, clu
     from ..report.canonical import failed_checks
 
     report = bundle.report()
-    check_reachable(tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"))
+    if not tracking_uri:
+        raise ValueError("no MLflow tracking URI")
+    check_reachable(tracking_uri, timeout_s)
+    check_sqlite_store(tracking_uri)
     client = MlflowClient(tracking_uri=tracking_uri)
     found = client.get_experiment_by_name(experiment)
     if found is not None:

@@ -11,15 +11,21 @@ Two entry points for ``cli/run_cmd.emit``:
 A target that fails (bucket unreachable, database locked, MLflow down) is reported on
 stderr and in the returned list, and the others still run: the verdict is about the
 cluster, and a broken upload must not turn a healthy cluster into a failed job or hide a
-failed one.
+failed one. Nor may a slow one hold it: the history waits ``history.lock_timeout_s`` for a
+lock, and the S3 and MLflow uploads run side by side under one deadline
+(``outputs.timeout_s``), after which the run goes on without them. What is printed about a
+target passes through :mod:`gpu_preflight.redact` (a tracking URI may carry a password).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,12 +94,13 @@ def annotate(report: dict[str, Any], args: argparse.Namespace, *, config: object
     path = history_path(args, config, env)
     if not path.is_file():
         return []  # a first run: nothing to compare with, and no reason to create the file yet
+    from ..config.history import history_config
     from ..history import HistoryStore, add_findings, history_findings  # only when there is history to read
 
     try:
-        with HistoryStore(path) as store:
+        with HistoryStore(path, timeout_s=history_config(config).lock_timeout_s, readonly=True) as store:
             found = history_findings(report, store, config, cluster_name(args, config, env))
-    except Exception as exc:  # a corrupt or locked store must not stop the report
+    except Exception as exc:  # a corrupt, locked or refused store must not stop the report
         _say(f"history not consulted ({path}): {type(exc).__name__}: {exc}")
         return []
     add_findings(report, found)
@@ -112,7 +119,11 @@ def publish(report: dict[str, Any], args: argparse.Namespace, nodes: Sequence[An
     cluster = cluster_name(args, config, env)
     results: list[Published] = []
     if _history_on(args, config):
-        results.append(_guard("history", lambda: _record(report, history_path(args, config, env), cluster, args)))
+        from ..config.history import history_config
+
+        wait = history_config(config).lock_timeout_s
+        results.append(_guard("history", lambda: _record(report, history_path(args, config, env), cluster, args,
+                                                         wait)))
     textfile = getattr(args, "prom_textfile", None) or out_cfg.prom_textfile
     if textfile:
         results.append(_guard(f"prometheus textfile {textfile}", lambda: _textfile(report, textfile, cluster)))
@@ -126,29 +137,65 @@ def publish(report: dict[str, Any], args: argparse.Namespace, nodes: Sequence[An
         with bundle_of(report, nodes, getattr(args, "report_dir", None)) as bundle:
             if sm is not None:
                 results.append(_guard(f"SageMaker output {sm.output_data}", lambda: _sagemaker(bundle, sm)))
-            for target in dict.fromkeys(targets):
-                results.append(_guard(target, lambda t=target: _remote(bundle, t, out_cfg, cluster, env)))
+            results += _side_by_side([(t, functools.partial(_remote, bundle, t, out_cfg, cluster, env))
+                                      for t in dict.fromkeys(targets)], out_cfg.timeout_s)
     for r in results:
         _say(f"{r.target}: {r.detail}" if r.ok else f"could not publish to {r.target}: {r.detail}")
     return results
 
 
-def _guard(target: str, action: Any) -> Published:
+def _side_by_side(jobs: Sequence[tuple[str, Callable[[], str]]], deadline_s: float) -> list[Published]:
+    """Run each target's upload in its own thread and wait for all of them ``deadline_s`` in all.
+
+    A target still running then is reported as not published and left behind in a daemon
+    thread: its client's retries (MLflow retries a read-only store for minutes) end with the
+    process instead of holding the verdict.
+    """
+    if not jobs:
+        return []
+    done: dict[int, Published] = {}
+
+    def run(i: int, target: str, action: Callable[[], str]) -> None:
+        done[i] = _guard(target, action)
+
+    threads = [threading.Thread(target=run, args=(i, t, a), daemon=True, name=f"gpu-preflight-publish-{i}")
+               for i, (t, a) in enumerate(jobs)]
+    end = time.monotonic() + deadline_s
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, end - time.monotonic()))
+    return [done.get(i) or Published(_shown(t), False, f"not done within {deadline_s:g} s (outputs.timeout_s): "
+                                                       "gave up waiting, the upload may be incomplete")
+            for i, (t, _) in enumerate(jobs)]
+
+
+def _shown(target: str) -> str:
+    from ..redact import redact_url
+
+    return redact_url(target)
+
+
+def _guard(target: str, action: Callable[[], object]) -> Published:
+    from ..redact import redact_text
+
+    shown = _shown(target)
     try:
-        return Published(target, True, str(action()))
+        return Published(shown, True, redact_text(str(action())))
     except ImportError as exc:
         extra = "s3" if "boto" in str(exc) else "mlflow" if "mlflow" in str(exc) else None
         hint = f" (pip install 'gpu-preflight[{extra}]')" if extra else ""
-        return Published(target, False, f"{exc}{hint}")
+        return Published(shown, False, redact_text(f"{exc}{hint}"))
     except Exception as exc:  # every failure is reported; none stops the other targets
-        return Published(target, False, f"{type(exc).__name__}: {exc}")
+        return Published(shown, False, redact_text(f"{type(exc).__name__}: {exc}"))
 
 
-def _record(report: dict[str, Any], path: Path, cluster: str, args: argparse.Namespace) -> str:
+def _record(report: dict[str, Any], path: Path, cluster: str, args: argparse.Namespace,
+            lock_timeout_s: float) -> str:
     from ..history import HistoryStore, extract
 
     source = getattr(args, "report_dir", None)
-    with HistoryStore(path) as store:
+    with HistoryStore(path, timeout_s=lock_timeout_s) as store:
         run_id, new = store.record(extract(report), cluster, str(source) if source else "run")
     return f"run #{run_id} {'recorded' if new else 'already'} in {path} (cluster {cluster})"
 
@@ -172,10 +219,12 @@ def _remote(bundle: Any, target: str, out_cfg: Any, cluster: str, env: Mapping[s
     if target.startswith("s3://"):
         from .s3 import upload_bundle
 
-        written = upload_bundle(bundle, target, endpoint_url=out_cfg.s3_endpoint_url, environ=env)
+        written = upload_bundle(bundle, target, endpoint_url=out_cfg.s3_endpoint_url, environ=env,
+                                timeout_s=out_cfg.timeout_s)
         return f"{len(written)} object(s) uploaded, report at {written[0]}"
     from .mlflow import log_report, tracking_uri_of
 
-    run_id = log_report(bundle, tracking_uri=tracking_uri_of(target), experiment=out_cfg.mlflow_experiment,
-                        cluster=cluster, artifact_location=out_cfg.mlflow_artifact_location)
+    run_id = log_report(bundle, tracking_uri=tracking_uri_of(target, env), experiment=out_cfg.mlflow_experiment,
+                        cluster=cluster, artifact_location=out_cfg.mlflow_artifact_location,
+                        timeout_s=out_cfg.timeout_s)
     return f"MLflow run {run_id} in experiment {out_cfg.mlflow_experiment!r}"

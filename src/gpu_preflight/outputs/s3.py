@@ -75,14 +75,22 @@ def parse_s3_url(url: str, job: str = "run") -> S3Location:
 
 
 def upload_bundle(bundle: Bundle, url: str, *, endpoint_url: str | None = None,
-                  environ: Mapping[str, str] | None = None, client: Any = None) -> list[str]:
-    """Upload the bundle; returns the ``s3://`` URLs written. Raises boto3's errors unchanged."""
+                  environ: Mapping[str, str] | None = None, client: Any = None, timeout_s: float = 5.0) -> list[str]:
+    """Upload the bundle; returns the ``s3://`` URLs written. Raises boto3's errors unchanged.
+
+    Connections and reads time out after ``timeout_s`` with one retry (boto3's defaults are a
+    minute and several retries); the caller bounds the whole upload.
+    """
     env = os.environ if environ is None else environ
     location = parse_s3_url(url, job_name(env, str(bundle.report().get("timestamp") or "")))
     if client is None:
         import boto3  # type: ignore[import-untyped, import-not-found]  # optional extra, no type stubs
+        from botocore.config import Config  # type: ignore[import-untyped, import-not-found]
 
-        client = boto3.client("s3", endpoint_url=endpoint_url or env.get("AWS_ENDPOINT_URL_S3") or None)
+        limits = Config(connect_timeout=timeout_s, read_timeout=timeout_s,
+                        retries={"max_attempts": 2, "mode": "standard"})
+        client = boto3.client("s3", endpoint_url=endpoint_url or env.get("AWS_ENDPOINT_URL_S3") or None,
+                              config=limits)
     written = []
     for relative, path in bundle.files():
         key = location.key(relative)

@@ -54,17 +54,13 @@ def sagemaker_dirs(environ: Mapping[str, str]) -> SageMakerDirs | None:
 def write_to_sagemaker(bundle: Bundle, dirs: SageMakerDirs) -> tuple[Path, list[Path]]:
     """Copy the bundle under ``$SM_OUTPUT_DATA_DIR/metrics`` unless it is already uploaded;
     returns where the report is and the files written."""
-    import shutil
-
+    from ..safeio import open_dir
     from .bundle import REPORT
 
     if dirs.uploads(bundle.root):
         return bundle.report_path, []
     dest = dirs.output_data / "metrics"
-    written = []
-    for relative, path in bundle.files():
-        target = dest / (REPORT_NAME if relative == REPORT else relative)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
-        written.append(target)
+    with open_dir(dest) as out:
+        written = [out.copy_in(REPORT_NAME if relative == REPORT else relative, path)
+                   for relative, path in bundle.files()]
     return dest / REPORT_NAME, written

@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..checks.floors import topology_summary
@@ -31,6 +31,9 @@ from ..model import (
     verdict,
 )
 from .diagnostic_sections import diagnostic_sections
+
+if TYPE_CHECKING:
+    from ..safeio import SafeDir
 
 # cluster_summary.test_results: group name → check-id globs. A group is true when it
 # has a PASS and nothing worse than SKIP, false when anything WARNs or worse, and null
@@ -407,18 +410,24 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
     return add_advice(add_scores(report))
 
 
-def save_artifacts(node: NodeReport, out: Path, node_key: str) -> list[dict[str, Any]]:
+def save_artifacts(node: NodeReport, out: SafeDir | str | Path, node_key: str) -> list[dict[str, Any]]:
     """Write a node's raw outputs under ``out/artifacts/<node_key>/``; return their references."""
     import hashlib  # only when there are artifacts to write (2.7 ms of every run's start-up otherwise)
 
-    refs = []
-    for name, (filename, content) in sorted(node.raw_artifacts.items()):
-        rel = Path("artifacts") / node_key / filename
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        data = content.encode("utf-8")
-        (out / rel).write_bytes(data)
-        refs.append({"name": name, "node": node_key, "path": str(rel), "bytes": len(data),
-                     "sha256": hashlib.sha256(data).hexdigest()})
+    from ..safeio import SafeDir, open_dir
+
+    refs: list[dict[str, Any]] = []
+    if not node.raw_artifacts:
+        return refs
+    if not isinstance(out, SafeDir):
+        with open_dir(out) as opened:
+            return save_artifacts(node, opened, node_key)
+    with out.subdir(Path("artifacts") / node_key) as directory:
+        for name, (filename, content) in sorted(node.raw_artifacts.items()):
+            data = content.encode("utf-8")
+            directory.write_bytes(filename, data)
+            refs.append({"name": name, "node": node_key, "path": str(Path("artifacts") / node_key / filename),
+                         "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
     return refs
 
 
@@ -426,22 +435,26 @@ def write_report(report: dict[str, Any], nodes: list[NodeReport], report_dir: st
     """Write ``report.json`` and the raw artifacts beside it; return the report path.
 
     Artifacts are listed in the report by relative path with size and SHA-256, so the
-    report stays small and the raw outputs stay verifiable.
+    report stays small and the raw outputs stay verifiable. Every file goes through
+    :mod:`gpu_preflight.safeio` (no symlink followed, nothing half-written); ``report.html``
+    and ``report.json`` are renamed into place together once both are complete. Raises
+    ``OSError`` (:class:`~gpu_preflight.safeio.UnsafePathError` for a refused directory).
     """
-    out = Path(report_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    artifacts = [a for a in report.get("artifacts", []) if a.get("path")]  # saved on their nodes already
-    for i, node in enumerate(nodes):
-        artifacts += save_artifacts(node, out, f"node_{i}")
-    report["artifacts"] = artifacts
-    path = out / "report.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    from ..safeio import open_dir
     from .html import render_html
 
-    (out / "report.html").write_text(render_html(report), encoding="utf-8")
-    return path
+    with open_dir(report_dir) as out:
+        artifacts = [a for a in report.get("artifacts", []) if a.get("path")]  # saved on their nodes already
+        for i, node in enumerate(nodes):
+            artifacts += save_artifacts(node, out, f"node_{i}")
+        report["artifacts"] = artifacts
+        with out.batch() as batch:
+            with batch.writer("report.html") as fh:
+                fh.write(render_html(report))
+            with batch.writer("report.json") as fh:
+                json.dump(report, fh, indent=2)
+                fh.write("\n")
+    return Path(report_dir) / "report.json"
 
 
 def findings_of(report: dict[str, Any]) -> list[Finding]:

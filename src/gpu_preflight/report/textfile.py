@@ -17,7 +17,6 @@ CPU worker), and state sets for statuses (one series per status, 1 for the curre
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -127,21 +126,18 @@ def _measurements(out: Exposition, measurements: list[Any]) -> None:
 
 
 def write_textfile(report: Mapping[str, Any], path: str | Path, cluster: str | None = None) -> Path:
-    """Replace ``path`` (a ``.prom`` file) atomically with the report's metrics; returns the path."""
+    """Replace ``path`` (a ``.prom`` file) atomically with the report's metrics; returns the path.
+
+    The temporary is a dot-file, which the collector skips, and the file is made readable by
+    all (node_exporter usually runs as another user) whatever the umask.
+    """
+    from ..safeio import atomic_writer
+
     target = Path(path)
     if target.suffix != ".prom":
         raise ValueError(f"{target}: node_exporter's textfile collector reads only files ending in .prom")
-    target.parent.mkdir(parents=True, exist_ok=True)
     text = render_textfile(report, cluster)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # node_exporter usually runs as another user
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(target) as fh:
+        os.fchmod(fh.fileno(), 0o644)
+        fh.write(text)
     return target
