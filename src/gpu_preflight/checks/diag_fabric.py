@@ -65,8 +65,9 @@ def efa(ctx: CheckContext) -> Iterator[Finding]:
     ``diagnostics.ofi_nccl_plugin_dirs``, or the library ``NCCL_NET_PLUGIN`` names) —
     NCCL would fall back to TCP sockets; WARN when ``FI_PROVIDER`` names another provider
     or ``NCCL_NET_PLUGIN=none`` switches plugins off. The ``NCCL_NET_PLUGIN``,
-    ``FI_PROVIDER`` and ``FI_EFA_*`` variables are reported in the details. SKIP where
-    no EFA is expected.
+    ``FI_PROVIDER`` and the known ``FI_EFA_*``/``OFI_NCCL_*`` tuning variables are reported in
+    the details (an allow-list: unknown names and secret-looking values never are). SKIP
+    where no EFA is expected.
     """
     facts: FabricFacts = ctx.fact("fabric")
     plugin = facts.plugin

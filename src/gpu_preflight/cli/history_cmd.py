@@ -301,7 +301,9 @@ def _capture(args: argparse.Namespace, config: Any) -> int:
             print(f"gpu-preflight: internal error: the captured profile does not load: {exc}", file=sys.stderr)
             return 3
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        from ..safeio import write_text
+
+        write_text(args.output, text)
         print(f"gpu-preflight: profile {captured.name!r} written to {args.output} "
               f"(use: gpu-preflight run --profile {args.output})", file=sys.stderr)
     else:

@@ -51,23 +51,37 @@ def rescore(report: dict[str, Any], args: argparse.Namespace) -> None:
 def emit(report: dict[str, Any], args: argparse.Namespace, nodes: list[Any]) -> int:
     """Judge against history, write the report directory, publish, print; return the exit code.
 
-    Publishing comes before the console table so that ``[RESULT]`` stays the last line.
+    Publishing comes before the verdict so that ``[RESULT]`` closes the verdict. A report
+    directory that cannot be written (read-only, full, not a directory, refused as unsafe)
+    does not hide the verdict: it is printed as always, then one line says what could not be
+    written, and the run exits 3 since its report is not where it was asked to be. Nothing
+    half-written is left there (:mod:`gpu_preflight.safeio`), and what is published comes
+    from this run, never from a stale ``report.json`` left in the directory.
     """
     from ..outputs.publish import annotate, publish
     from ..report import render, write_report
     from ..report.console import render_console
+    from ..safeio import describe_error
 
     annotate(report, args)
     rescore(report, args)
+    unwritten = None
     if args.report_dir:
-        path = write_report(report, nodes, args.report_dir)
-        print(f"gpu-preflight: report written to {path}", file=sys.stderr)
+        try:
+            path = write_report(report, nodes, args.report_dir)
+            print(f"gpu-preflight: report written to {path}", file=sys.stderr)
+        except (OSError, ValueError) as exc:
+            unwritten = f"could not write the report to {args.report_dir}: {describe_error(exc, args.report_dir)}"
+            args = argparse.Namespace(**{**vars(args), "report_dir": None})
     publish(report, args, nodes)
     if args.format == "console":
         render_console(report, verbose=args.verbose)
     else:
         sys.stdout.write(render(report, args.format))
         sys.stdout.flush()
+    if unwritten:
+        print(f"gpu-preflight: {unwritten}", file=sys.stderr)
+        return EXIT_ERROR
     return int(report["cluster_summary"]["exit_code"])
 
 
@@ -240,14 +254,26 @@ def self_launched(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _keep_worker_logs(sup: Any, report_dir: str | None) -> None:
-    """Worker logs go beside the report (``artifacts/workers/``); the scratch directory goes."""
-    import shutil
-    from pathlib import Path
+    """Worker logs go beside the report (``artifacts/workers/``); the scratch directory goes.
 
-    if report_dir:
-        dest = Path(report_dir, "artifacts", "workers")
-        dest.mkdir(parents=True, exist_ok=True)
-        for rank, log in sup.logs.items():
-            if log.exists():
-                shutil.copyfile(log, dest / f"rank{rank}.log")
-    shutil.rmtree(sup.result_dir, ignore_errors=True)
+    A report directory that cannot be opened was already named by :func:`emit`; only a
+    failure of the copies themselves is reported here.
+    """
+    import shutil
+
+    from ..safeio import describe_error, open_dir
+
+    try:
+        if report_dir:
+            with open_dir(report_dir, create=False) as out:
+                try:
+                    with out.subdir("artifacts/workers") as dest:
+                        for rank, log in sup.logs.items():
+                            if log.exists():
+                                dest.copy_in(f"rank{rank}.log", log)
+                except (OSError, ValueError) as exc:
+                    print(f"gpu-preflight: worker logs not kept: {describe_error(exc)}", file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+    finally:
+        shutil.rmtree(sup.result_dir, ignore_errors=True)
