@@ -72,23 +72,30 @@ def test_real_fi_info_tcp_lists_providers(libfabric: str, tmp_path: Path) -> Non
     assert facts.fi_info.artifact_file == "fi_info-p-tcp.txt"
 
 
-def test_real_fi_info_efa_without_efa_is_none_and_a_skip(libfabric: str, tmp_path: Path) -> None:
+def test_efa_without_efa_device_is_a_skip_without_running_fi_info(libfabric: str, tmp_path: Path) -> None:
+    """libfabric's start-up is half a node check; without an EFA device it could only say -61."""
     cfg = config(infiniband_sysfs=str(tmp_path / "none"))
     ctx = probe_ctx(cfg)
     facts = fabric_probe(ctx)
-    assert facts.fi_info is not None and facts.fi_info.rc == 61
-    assert facts.fi_info_record is not None and facts.fi_info_record.error_code == -61
-    assert facts.fi_info_record.providers == []
-    assert both(facts, cfg) == [("SKIP", "n1", "no_provider"), ("SKIP", "n1", "not_expected")]
-    assert ctx.artifacts["fi_info_stderr"][1].strip() == "fi_getinfo: -61"
+    assert facts.fi_info is None and facts.fi_info_record is None and facts.reason is None
+    assert not any(name.startswith("fi_info") for name in ctx.artifacts)
+    assert both(facts, cfg) == [("SKIP", "n1", "not_expected"), ("SKIP", "n1", "not_expected")]
+    (skip,) = check("fabric.fi_info", "fabric", facts, cfg)
+    assert "`fi_info -p efa` not run: no EFA device" in skip.summary and "efa_expected = true" in skip.summary
     section = network_section(jsonable({"fabric": facts}))
     assert (section["efa_available"], section["efa_providers"], section["efa_provider_count"]) == (False, [], 0)
+    assert section["fi_info"] is None
     assert section["aws_ofi_nccl_plugin"] == {"installed": False, "path": None}
 
 
 def test_real_fi_info_efa_when_efa_is_expected_fails(libfabric: str, tmp_path: Path) -> None:
     cfg = config(efa_expected=True, infiniband_sysfs=str(tmp_path / "none"))
-    facts = fabric_probe(probe_ctx(cfg))
+    ctx = probe_ctx(cfg)
+    facts = fabric_probe(ctx)
+    assert facts.fi_info is not None and facts.fi_info.rc == 61
+    assert facts.fi_info_record is not None and facts.fi_info_record.error_code == -61
+    assert facts.fi_info_record.providers == []
+    assert ctx.artifacts["fi_info_stderr"][1].strip() == "fi_getinfo: -61"
     assert ("FAIL", "n1", "no_provider") in both(facts, cfg)
     assert ("FAIL", "n1", "no_efa_device") in both(facts, cfg)
 
@@ -147,14 +154,14 @@ def test_plugin_choice_and_provider_override(bindir: Path, tmp_path: Path, corpu
 
 def test_hung_fi_info_is_an_error(bindir: Path, tmp_path: Path) -> None:
     hang(bindir, "fi_info")
-    cfg = config(tool_timeout_s=1.0, infiniband_sysfs=str(tmp_path / "none"))
+    cfg = config(tool_timeout_s=1.0, infiniband_sysfs=str(efa_tree(tmp_path)))
     findings = check("fabric.fi_info", "fabric", fabric_probe(probe_ctx(cfg)), cfg)
     assert statuses(findings) == [("ERROR", "n1", "tool_timeout")] and "fi_info -p efa" in findings[0].summary
 
 
 def test_absent_fi_info_is_a_skip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    cfg = config(infiniband_sysfs=str(tmp_path / "none"))
+    cfg = config(infiniband_sysfs=str(efa_tree(tmp_path)))
     findings = check("fabric.fi_info", "fabric", fabric_probe(probe_ctx(cfg)), cfg)
     assert statuses(findings) == [("SKIP", "n1", "not_installed")] and "fi_info not found" in findings[0].summary
 

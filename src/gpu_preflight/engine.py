@@ -40,6 +40,7 @@ class RunOptions:
     timeout_s: float = 30.0
     fail_on: str = "fail"
     environ: Mapping[str, str] | None = None
+    state: Mapping[str, Any] | None = None  # what outlives one run (a monitor's kernel-log follower, tool cache)
 
 
 class Timeout(Exception):
@@ -105,7 +106,7 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
     config, sources = _resolve_config(opts, explicit)
 
     probe_opts = {"replay": opts.replay, "kernel_log": opts.kernel_log, "report_dir": opts.report_dir,
-                  "suite": opts.suite}
+                  "suite": opts.suite, **(opts.state or {})}
     needed = sorted({n for spec in specs for n in spec.needs})
     probe_ctx = ProbeContext(config, probe_opts, opts.timeout_s)
     facts, probe_errors = _run_probes(needed, probe_ctx, opts.timeout_s)

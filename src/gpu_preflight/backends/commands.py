@@ -11,6 +11,10 @@ printed, so the caller can report "timed out → ERROR naming the tool".
 Tools are looked up in the configured directories first, then on ``PATH`` (the
 environment given, else this process's), so a site can point at ``/opt/nccl-tests/build``
 without editing ``PATH`` and tests can put scripts in front of the real tools.
+
+A monitor runs the same light tools every tick although their answers (libfabric's
+providers, the PCI tree, the HCA list) change rarely if ever: :class:`ToolCache` keeps
+each argv's result for ``max_age_s``, so the loop spawns no process per tick.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ToolResult", "find_tool", "run_tool"]
+__all__ = ["ToolCache", "ToolResult", "find_tool", "run_tool"]
 
 OUTPUT_LIMIT = 8 << 20  # a runaway tool must not exhaust memory; the tail is what explains a failure
 
@@ -167,3 +172,39 @@ def _text(data: bytes | None) -> str:
     if len(data) > OUTPUT_LIMIT:
         data = data[-OUTPUT_LIMIT:]
     return data.decode("utf-8", errors="replace")
+
+
+class ToolCache:
+    """Each argv's last :class:`ToolResult`, reused until it is ``max_age_s`` old.
+
+    Every outcome is kept, a timeout or a missing tool too: a tool that hangs would
+    otherwise be started (and killed) again every tick. Concurrent callers of one argv
+    wait for one run rather than starting two.
+    """
+
+    def __init__(self, max_age_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_age_s = max_age_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._runs: dict[tuple[str, ...], tuple[float, ToolResult]] = {}
+        self._locks: dict[tuple[str, ...], threading.Lock] = {}
+        self.runs = 0
+        self.hits = 0
+
+    def run(self, argv: Sequence[str], timeout_s: float, *, extra_dirs: Iterable[str] = ()) -> ToolResult:
+        """:func:`run_tool`, or the kept result of the same argv and directories while it is fresh."""
+        dirs = tuple(extra_dirs)
+        key = (*argv, "\0", *dirs)
+        with self._lock:
+            one = self._locks.setdefault(key, threading.Lock())
+        with one:
+            kept = self._runs.get(key)
+            if kept is not None and self._clock() - kept[0] < self.max_age_s:
+                with self._lock:
+                    self.hits += 1
+                return kept[1]
+            result = run_tool(argv, timeout_s, extra_dirs=dirs)
+            with self._lock:
+                self.runs += 1
+            self._runs[key] = (self._clock(), result)
+            return result

@@ -12,6 +12,13 @@ read one at a time with a cap on their length, and the same denial test applies,
 saved "Operation not permitted" is not mistaken for a clean log. A path that is missing or
 not a regular file raises :class:`KernelLogFileError`: the user named a file that cannot
 be a log, which is a usage error, not "kernel log unavailable".
+
+A long-running monitor must not re-read the whole log every tick: :class:`KmsgFollower`
+keeps ``/dev/kmsg`` open (non-blocking), reads the whole buffer once and afterwards only
+the records written since the last poll, keeping the few lines the checks look at (Xid
+and PCIe ``limited by`` lines). Where ``/dev/kmsg`` is not readable (containers often
+deny it) it falls back to the one-shot reader, re-run at most every ``refresh_s``, and
+its ``source`` says so.
 """
 
 from __future__ import annotations
@@ -19,9 +26,10 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+import threading
 import time
 from collections import deque
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,8 +37,8 @@ from pathlib import Path
 from ..parsers.kernel_log import kernel_log_denied, line_timestamp
 
 __all__ = [
-    "KernelLog", "KernelLogFileError", "KernelLogUnavailable", "SavedKernelLog", "read_boot_time",
-    "read_kernel_log", "read_kernel_log_file",
+    "KernelLog", "KernelLogFileError", "KernelLogUnavailable", "KmsgFollower", "SavedKernelLog", "read_boot_time",
+    "read_kernel_log", "read_kernel_log_file", "wanted_line",
 ]
 
 DMESG_ARGV: tuple[str, ...] = ("dmesg", "--time-format", "iso", "--nopager")
@@ -41,6 +49,9 @@ _KMSG_RECORD_MAX = 8192  # the kernel's per-record limit; a smaller buffer gets 
 TAIL_LINES = 1000  # a saved log's last timestamp is looked for in its last lines first
 _STAMP_CHARS = 96  # a line's timestamp prefix is never longer
 _DENIAL_HINTS = ("failed:", "No journal files", "/dev/kmsg:")
+FOLLOW_KEEP_LINES = 10_000  # lines a follower keeps; each is cut to FOLLOW_LINE_CHARS
+FOLLOW_LINE_CHARS = 1024
+FOLLOW_POLL_S = 0.5  # longest one poll drains; the rest is read at the next poll
 
 
 @dataclass(frozen=True)
@@ -251,3 +262,123 @@ def _os_reason(exc: OSError) -> str:
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else ""
+
+
+def wanted_line(line: str) -> bool:
+    """The lines the node checks read from a kernel log: Xid events and PCIe ``limited by`` notes."""
+    return "Xid" in line or "xid" in line or "XID" in line or ("limited by" in line and "PCIe" in line)
+
+
+class KmsgFollower:
+    """Follows the kernel log across a monitor's ticks without a subprocess per tick.
+
+    The first :meth:`poll` reads every record ``/dev/kmsg`` still holds (the same log a
+    one-shot run reads); each later poll reads only the records written since, with
+    ``O_NONBLOCK`` so a poll never waits for the kernel. Only lines ``keep`` accepts are
+    kept (the newest ``FOLLOW_KEEP_LINES``), so a follower outlives the kernel's ring
+    buffer without growing. Records overwritten before they were read (``EPIPE``) are
+    skipped, and counted in ``records_lost``.
+
+    Where ``/dev/kmsg`` cannot be opened or read, each poll returns the last one-shot read
+    (:func:`read_kernel_log`, dmesg or journalctl) and re-reads only once ``refresh_s`` has
+    passed; the returned ``source`` names the fallback, how stale it may be, and why.
+    """
+
+    def __init__(self, refresh_s: float = 300.0, *, path: str | None = None,
+                 keep: Callable[[str], bool] = wanted_line, reader: Callable[[float], KernelLog] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.refresh_s = refresh_s
+        self.path = path
+        self.keep = keep
+        self._reader = reader or (lambda timeout_s: read_kernel_log(timeout_s=timeout_s))
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._kept: deque[str] = deque(maxlen=FOLLOW_KEEP_LINES)
+        self._partial = b""
+        self._boot_time: datetime | None = None
+        self._kmsg_failure: str | None = None
+        self._fallback: tuple[float, KernelLog | KernelLogUnavailable] | None = None
+        self.records_read = 0
+        self.records_lost = 0
+        self.polls = 0
+
+    @property
+    def following(self) -> bool:
+        """Whether ``/dev/kmsg`` is open (polls read it) rather than the periodic fallback."""
+        return self._fd is not None
+
+    def poll(self, timeout_s: float = 10.0) -> KernelLog:
+        """The kept lines after reading what is new; raises :class:`KernelLogUnavailable` when no source works."""
+        with self._lock:
+            self.polls += 1
+            path = self.path or KMSG_PATH
+            first = self._fd is None and self._kmsg_failure is None
+            if first:
+                self._open(path)
+            if self._fd is not None:
+                try:  # the first poll reads the whole buffer; later ones what is new, briefly
+                    self._read_new(self._fd, self._clock() + (timeout_s if first else min(timeout_s, FOLLOW_POLL_S)))
+                    if first and not self.records_read:
+                        raise _SourceFailed("no kernel messages")
+                except _SourceFailed as exc:
+                    self.close()
+                    self._kmsg_failure = f"{path}: {exc}"
+                else:
+                    return KernelLog(path, "\n".join(self._kept), self._boot_time)
+            return self._fallback_read(timeout_s, path)
+
+    def close(self) -> None:
+        """Let go of ``/dev/kmsg`` (a later poll falls back or reopens nothing)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _open(self, path: str) -> None:
+        try:
+            self._fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            self._kmsg_failure = f"{path}: {_os_reason(exc)}"
+            return
+        self._boot_time = read_boot_time()
+
+    def _read_new(self, fd: int, deadline: float) -> None:
+        while self._clock() < deadline:
+            try:
+                chunk = os.read(fd, _KMSG_RECORD_MAX)
+            except BlockingIOError:
+                return
+            except BrokenPipeError:
+                self.records_lost += 1
+                continue
+            except OSError as exc:
+                raise _SourceFailed(_os_reason(exc)) from None
+            if not chunk:  # a regular file at its end: later writes are read at the next poll
+                return
+            self._take(chunk)
+
+    def _take(self, chunk: bytes) -> None:
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()[:FOLLOW_LINE_CHARS]
+        for raw in lines:
+            self.records_read += 1
+            line = raw[:FOLLOW_LINE_CHARS].decode("utf-8", errors="replace")
+            if self.keep(line):
+                self._kept.append(line)
+
+    def _fallback_read(self, timeout_s: float, path: str) -> KernelLog:
+        now = self._clock()
+        if self._fallback is None or now - self._fallback[0] >= self.refresh_s:
+            try:
+                read = self._reader(timeout_s)
+                kept = "\n".join(line for line in read.text.splitlines() if self.keep(line))
+                got: KernelLog | KernelLogUnavailable = KernelLog(read.source, kept, read.boot_time, read.failures)
+            except KernelLogUnavailable as exc:
+                got = KernelLogUnavailable((self._kmsg_failure or f"{path}: not read", *exc.failures))
+            self._fallback = (now, got)
+        got = self._fallback[1]
+        if isinstance(got, KernelLogUnavailable):
+            raise got
+        note = f"{got.source}, re-read every {self.refresh_s:g} s ({self._kmsg_failure})"
+        return KernelLog(note, got.text, got.boot_time, got.failures)

@@ -7,9 +7,12 @@ Live runs, ``gpu-preflight snapshot`` and ``--replay`` therefore share one parse
 (:mod:`gpu_preflight.probes.gpu`), and a replayed run judges exactly what a live run
 would have read.
 
-Each GPU is read in its own daemon thread with a deadline: a GPU that hangs NVML (a
-lost GPU can block for minutes) yields a partial dump marked ``timed_out`` and does not
-stop the other GPUs from being read.
+Each GPU is read in its own daemon thread under two deadlines: one for the whole read
+(the run's time limit) and one for each NVML call (``gpu.nvml_call_timeout_s``, a few
+seconds). A GPU that hangs NVML (a lost GPU can block for minutes) is named as soon as one
+call of it overruns the call deadline: its dump is frozen with what was read, marked
+``timed_out``, while the other GPUs' threads go on reading. A prolog with a 30 s budget
+thus learns which GPU hung within seconds, not at 80 % of its budget.
 """
 
 from __future__ import annotations
@@ -151,21 +154,32 @@ def to_plain(value: Any) -> Any:
 
 
 class _Recorder:
-    """Call NVML functions and record results; remembers the call in progress for timeouts."""
+    """Call NVML functions and record results; remembers the call in progress and since when."""
 
     def __init__(self, nvml: Any) -> None:
         self.nvml = nvml
-        self.current: str | None = None
+        self.in_call: tuple[str, float] | None = None  # one attribute: read whole from the watching thread
+
+    @property
+    def current(self) -> str | None:
+        state = self.in_call
+        return state[0] if state else None
+
+    def enter(self, name: str) -> None:
+        self.in_call = (name, time.monotonic())
+
+    def leave(self) -> None:
+        self.in_call = None
 
     def call(self, name: str, *args: Any) -> dict[str, Any]:
-        self.current = name
+        self.enter(name)
         try:
             fn: Callable[..., Any] = getattr(self.nvml, name)
             return {"ok": to_plain(fn(*args))}
         except Exception as exc:  # NVMLError subclasses, AttributeError on old pynvml
             return error_entry(exc)
         finally:
-            self.current = None
+            self.leave()
 
 
 def read_device(nvml: Any, handle: Any, rec: _Recorder, out: dict[str, Any]) -> None:
@@ -212,13 +226,13 @@ def read_nvlinks(nvml: Any, handle: Any, rec: _Recorder) -> dict[str, Any]:
 
 def read_fields(nvml: Any, handle: Any, rec: _Recorder) -> dict[str, Any]:
     names = [n for n in FIELDS if hasattr(nvml, n)]
-    rec.current = "nvmlDeviceGetFieldValues"
+    rec.enter("nvmlDeviceGetFieldValues")
     try:
         values = nvml.nvmlDeviceGetFieldValues(handle, [getattr(nvml, n) for n in names])
     except Exception as exc:
         return error_entry(exc)
     finally:
-        rec.current = None
+        rec.leave()
     result: dict[str, Any] = {}
     for name, fv in zip(names, values, strict=False):
         if fv.nvmlReturn != 0:
@@ -239,11 +253,12 @@ def import_pynvml() -> Any:
     return pynvml
 
 
-def collect(device_timeout_s: float = 10.0, nvml: Any = None) -> dict[str, Any]:
+def collect(device_timeout_s: float = 10.0, nvml: Any = None, call_timeout_s: float | None = None) -> dict[str, Any]:
     """Read the whole NVML state of this host into a dump dict.
 
-    Raises :class:`NvmlUnavailable` when NVML cannot be initialised (no library, no
-    driver); per-GPU failures are recorded in the dump instead.
+    ``device_timeout_s`` bounds the read of all GPUs, ``call_timeout_s`` (when given) each
+    NVML call of one GPU. Raises :class:`NvmlUnavailable` when NVML cannot be initialised
+    (no library, no driver); per-GPU failures are recorded in the dump instead.
     """
     nvml = nvml or import_pynvml()
     t0 = time.perf_counter()
@@ -261,7 +276,7 @@ def collect(device_timeout_s: float = 10.0, nvml: Any = None) -> dict[str, Any]:
             "nvmlDeviceGetCount": rec.call("nvmlDeviceGetCount"),
         }
         count = system["nvmlDeviceGetCount"].get("ok") or 0
-        devices = _read_devices(nvml, int(count), device_timeout_s)
+        devices = _read_devices(nvml, int(count), device_timeout_s, call_timeout_s)
     except BaseException:
         _shutdown(nvml, device_timeout_s)
         raise
@@ -288,30 +303,63 @@ def _shutdown(nvml: Any, timeout_s: float) -> None:
     t.join(timeout_s)
 
 
-def _read_devices(nvml: Any, count: int, timeout_s: float) -> list[dict[str, Any]]:
+def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float | None = None) -> list[dict[str, Any]]:
     outs: list[dict[str, Any]] = [{} for _ in range(count)]
     recorders = [_Recorder(nvml) for _ in range(count)]
-    threads = []
+    done = [False] * count
+    finished = threading.Condition()
 
     def work(i: int) -> None:
-        recorders[i].current = "nvmlDeviceGetHandleByIndex"
+        out = outs[i]  # this thread's dict: a GPU marked hung gets a frozen copy in outs[i]
         try:
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-        except Exception as exc:
-            outs[i]["handle"] = error_entry(exc)
-            return
+            recorders[i].enter("nvmlDeviceGetHandleByIndex")
+            try:
+                handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            except Exception as exc:
+                out["handle"] = error_entry(exc)
+                return
+            finally:
+                recorders[i].leave()
+            read_device(nvml, handle, recorders[i], out)
         finally:
-            recorders[i].current = None
-        read_device(nvml, handle, recorders[i], outs[i])
+            with finished:
+                done[i] = True
+                finished.notify_all()
 
     for i in range(count):
-        t = threading.Thread(target=work, args=(i,), name=f"nvml-gpu{i}", daemon=True)
-        t.start()
-        threads.append(t)
-    deadline = time.monotonic() + timeout_s
-    for i, t in enumerate(threads):
-        t.join(max(0.0, deadline - time.monotonic()))
-        if t.is_alive():
-            outs[i] = dict(outs[i])  # freeze what was read; the thread may still write to the old dict
-            outs[i]["timed_out"] = {"call": recorders[i].current, "after_s": timeout_s}
+        threading.Thread(target=work, args=(i,), name=f"nvml-gpu{i}", daemon=True).start()
+    _watch(done, recorders, outs, finished, time.monotonic() + timeout_s, timeout_s, call_timeout_s)
     return outs
+
+
+def _watch(done: list[bool], recorders: list[_Recorder], outs: list[dict[str, Any]],
+           finished: threading.Condition, deadline: float, timeout_s: float, call_timeout_s: float | None) -> None:
+    """Wait for the GPU threads; freeze and mark each GPU whose call overran, or all left at ``deadline``."""
+
+    def hung(i: int, call: str | None, after_s: float) -> None:
+        outs[i] = dict(outs[i])  # freeze what was read; the thread may still write to the old dict
+        outs[i]["timed_out"] = {"call": call, "after_s": after_s}
+
+    pending = set(range(len(done)))
+    with finished:
+        while pending:
+            now = time.monotonic()
+            wake = deadline
+            for i in sorted(pending):
+                state = recorders[i].in_call
+                if done[i]:
+                    pending.discard(i)
+                elif call_timeout_s is not None and state is not None and now - state[1] >= call_timeout_s:
+                    hung(i, state[0], call_timeout_s)
+                    pending.discard(i)
+                elif call_timeout_s is not None and state is not None:
+                    wake = min(wake, state[1] + call_timeout_s)
+            if not pending:
+                return
+            if now >= deadline:
+                for i in sorted(pending):
+                    hung(i, recorders[i].current, timeout_s)
+                return
+            # a call that starts while we sleep is looked at within one call deadline at the latest
+            nap = min(wake - now, call_timeout_s if call_timeout_s is not None else wake - now)
+            finished.wait(max(0.001, nap))

@@ -28,10 +28,17 @@ def fi_info(ctx: CheckContext) -> Iterator[Finding]:
     at least ``evidence.fi_info_min_entries`` entries PASSes. No entry (``fi_getinfo: -61``,
     exit 61) FAILs where the provider is expected — a non-default provider, or EFA on a node
     with EFA devices or ``diagnostics.efa_expected = true`` — and is a SKIP (this node has
-    no such fabric) elsewhere. SKIP when fi_info is not installed; ERROR when it hangs or
-    prints nothing readable.
+    no such fabric) elsewhere, and on a node without an EFA device ``fi_info -p efa`` is
+    not even run (SKIP, saying so). SKIP when fi_info is not installed; ERROR when it hangs
+    or prints nothing readable.
     """
     facts: FabricFacts = ctx.fact("fabric")
+    if facts.fi_info is None and facts.reason is None:  # the probe asks libfabric only where EFA can be
+        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "not_expected",
+                      f"`fi_info -p {facts.provider}` not run: no EFA device in /sys/class/infiniband (set "
+                      "diagnostics.efa_expected = true if it should have one)", observed=0,
+                      details={"efa_devices": facts.efa_devices})
+        return
     if facts.fi_info is None:
         yield Finding(ctx.check_id, Status.SKIP, ctx.host, "not_run", f"fi_info not run: {facts.reason}")
         return

@@ -113,6 +113,10 @@ class GpuConfig:
     busy_memory_used_mib_warn: int = setting(
         2048, "GPU memory in use above this WARNs: another job probably holds the GPU.", "MiB", min=0, max=1 << 21
     )
+    nvml_call_timeout_s: float = setting(
+        5.0, "One NVML call of one GPU that takes longer names that GPU as hung (the others are still read); "
+             "independent of --timeout-s.", "s", above=0, max=3600
+    )
 
 
 @dataclass

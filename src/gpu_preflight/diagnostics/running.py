@@ -61,9 +61,13 @@ def run_and_keep(ctx: ProbeContext, argv: Sequence[str], timeout_s: float, *, ar
     ``heavy`` marks the run in the run phase, so counter reads wait for it. The saved
     stdout is exactly what the tool printed: ``gpu-preflight judge`` reads it back.
     """
+    from ..probes.shared import TOOL_CACHE
+
     cfg = diag_config(ctx)
+    cache = None if heavy else ctx.options.get(TOOL_CACHE)  # a monitor's: light tools' answers, kept a while
     with run_phase(ctx.options).tool(argv[0]) if heavy else nullcontext():
-        result = run_tool(argv, timeout_s, extra_dirs=cfg.tool_dirs)
+        result = (cache.run(argv, timeout_s, extra_dirs=cfg.tool_dirs) if cache is not None
+                  else run_tool(argv, timeout_s, extra_dirs=cfg.tool_dirs))
     saved = None
     if result.stdout:
         ctx.save_artifact(artifact, filename, result.stdout)

@@ -76,12 +76,13 @@ def gpu_probe(ctx: ProbeContext) -> GpuFacts:
 
     pci_gpus = pci.nvidia_gpus()
     try:
-        dump = nvml.collect(device_timeout_s=ctx.timeout_s * 0.8)
+        dump = nvml.collect(device_timeout_s=ctx.timeout_s * 0.8, call_timeout_s=ctx.config.gpu.nvml_call_timeout_s)
     except nvml.NvmlUnavailable as exc:
         reason = UNAVAILABLE_REASONS.get(exc.value or -1) or exc.message
         return GpuFacts(source="live", available=False, reason=reason,
                         nvml_error=f"{exc.name}: {exc.message}", pci_gpus=pci_gpus)
-    ctx.save_artifact("nvml_dump", "nvml_dump.json", json.dumps(dump, indent=1))
+    indent = 1 if ctx.options.get("report_dir") else None  # kept for a reader; a monitor's tick only scans it
+    ctx.save_artifact("nvml_dump", "nvml_dump.json", json.dumps(dump, indent=indent))
     facts = facts_from_dump(dump, source="live")
     facts.pci_gpus = pci_gpus
     return facts

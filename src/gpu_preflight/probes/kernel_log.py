@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..records import KernelLogFacts
 from ..registry import ProbeContext, probe
+
+if TYPE_CHECKING:
+    from ..backends.kernel_log import KernelLog
 
 NVRM_ARTIFACT_LINES = 2000  # the newest NVRM lines saved beside the report
 
@@ -38,16 +41,33 @@ def kernel_log_probe(ctx: ProbeContext) -> KernelLogFacts:
         from .gpu import load_dump
 
         return snapshot_log_facts(load_dump(replay).get("host"), hours, now)
-    from ..backends.kernel_log import KernelLogUnavailable, read_kernel_log
+    from ..backends.kernel_log import KernelLogUnavailable
 
     try:
-        log = read_kernel_log(timeout_s=min(ctx.timeout_s, 10.0))
+        log = live_kernel_log(ctx)
     except KernelLogUnavailable as exc:
         return KernelLogFacts(False, "live", now, reason=f"cannot read kernel log: {exc}")
     from ..config.xid_window import xid_window
 
     window = xid_window(hours, now=now)
     return _count(ctx, log.source, now, window, log.text.splitlines(), log.boot_time, now, list(log.failures))
+
+
+def live_kernel_log(ctx: ProbeContext) -> KernelLog:
+    """This host's kernel log, read once per run and shared by every probe that needs it.
+
+    Under a monitor the run's options carry a
+    :class:`~gpu_preflight.backends.kernel_log.KmsgFollower`, which reads only what the
+    kernel wrote since the last tick. Raises ``KernelLogUnavailable`` when no source works.
+    """
+    from ..backends.kernel_log import read_kernel_log
+    from .shared import KERNEL_LOG_FOLLOWER, once
+
+    timeout_s = min(ctx.timeout_s, 10.0)
+    follower = ctx.options.get(KERNEL_LOG_FOLLOWER)
+    if follower is not None:
+        return once(ctx.options, "kernel_log", lambda: follower.poll(timeout_s))  # type: ignore[no-any-return]
+    return once(ctx.options, "kernel_log", lambda: read_kernel_log(timeout_s=timeout_s))
 
 
 def saved_log_facts(ctx: ProbeContext | None, path: str, hours: float, now: datetime) -> KernelLogFacts:

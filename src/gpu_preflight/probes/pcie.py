@@ -5,8 +5,8 @@
 NVIDIA GPUs and network controllers. Without root, lspci hides the capabilities and the
 judge says so (SKIP) rather than guessing. The kernel logs ``... available PCIe
 bandwidth, limited by ...`` at boot for a device behind a slower upstream link; those
-lines are taken from the kernel log through the same reader the ``kernel_log`` probe
-uses (probes run concurrently and cannot share their text).
+lines are taken from the live kernel log the ``kernel_log`` probe reads, read once per run
+(:func:`~gpu_preflight.probes.kernel_log.live_kernel_log`).
 """
 
 from __future__ import annotations
@@ -64,11 +64,12 @@ def pcie_probe(ctx: ProbeContext) -> PcieFacts:
 
 
 def _limited_lines(ctx: ProbeContext, facts: PcieFacts) -> None:
-    from ..backends.kernel_log import KernelLogUnavailable, read_kernel_log, read_kernel_log_file
+    from ..backends.kernel_log import KernelLogUnavailable, read_kernel_log_file
+    from .kernel_log import live_kernel_log
 
     path = ctx.options.get("kernel_log")
     try:
-        log = read_kernel_log_file(path) if path else read_kernel_log(timeout_s=min(ctx.timeout_s, 10.0))
+        log = read_kernel_log_file(path) if path else live_kernel_log(ctx)
     except KernelLogUnavailable as exc:
         facts.kernel_log_reason = f"cannot read kernel log: {exc}"
         return

@@ -3,6 +3,11 @@
 Both run in their own daemon threads and call anything that can hang (NVML, the user's
 alive callback) through a bounded call, so neither thread ever blocks past its deadline
 and request threads never call either.
+
+A tick costs what the probes cost, every interval, for days: so a live monitor starts no
+process per tick. The kernel log is followed through ``/dev/kmsg`` (only what is new is
+read), and the light tools (``fi_info``, ``lspci``, ``ibstat``) are run again only once
+their last answer is ``tool_refresh_s`` old.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from . import metrics
 from .state import AliveSample, Snapshot
 
 log = logging.getLogger(__name__)
+TOOL_REFRESH_S = 300.0  # how long a monitor reuses a light tool's answer (and a fallback kernel-log read)
 
 
 class Monitor:
@@ -33,12 +39,14 @@ class Monitor:
     tick for the node checks and the GPU health alike.
     """
 
-    def __init__(self, options: RunOptions, interval_s: float, gpu: GPUHealthCheck | None = None) -> None:
+    def __init__(self, options: RunOptions, interval_s: float, gpu: GPUHealthCheck | None = None,
+                 tool_refresh_s: float = TOOL_REFRESH_S) -> None:
         if not (math.isfinite(interval_s) and interval_s > 0):  # nan/inf/0 would spin or never tick again
             raise ValueError(f"monitor interval must be a finite number of seconds above 0, got {interval_s!r}")
         # no GPU-loading diagnostics (DCGM, nccl-tests: tag "active") under a running job, every tick
         self.options = replace(options, suite="quick", include=[], report_dir=None,
-                               exclude=[*options.exclude, "active"])
+                               exclude=[*options.exclude, "active"],
+                               state=None if options.replay else _tick_state(tool_refresh_s))
         self.interval_s = interval_s
         self.deadline_s = deadline_for(self.options.timeout_s)
         self.gpu = gpu
@@ -120,6 +128,15 @@ class Monitor:
             self._busy_since = None
             self._changed.notify_all()
         return snap
+
+
+def _tick_state(refresh_s: float) -> dict[str, object]:
+    """What the monitor's runs keep from tick to tick (see :mod:`gpu_preflight.probes.shared`)."""
+    from ..backends.commands import ToolCache
+    from ..backends.kernel_log import KmsgFollower
+    from ..probes.shared import KERNEL_LOG_FOLLOWER, TOOL_CACHE
+
+    return {KERNEL_LOG_FOLLOWER: KmsgFollower(refresh_s), TOOL_CACHE: ToolCache(refresh_s)}
 
 
 class AliveSampler:

@@ -1,0 +1,55 @@
+"""What the probes of one run share, and what a monitor keeps for them from run to run.
+
+Probes run concurrently, each under its own deadline, so two probes that need the same
+read cannot hand it to each other: :func:`once` lets the first caller of a run do it and
+every other caller of that run wait for its result (or its failure). The kernel log is
+the case in point: the ``kernel_log`` probe counts its Xid lines and the ``pcie`` probe
+takes its ``limited by`` lines, from one read.
+
+The state lives in the run's probe options (a dict every probe of one run shares and no
+other run sees, like :mod:`gpu_preflight.diagnostics.phase`). A monitor adds objects that
+outlive one run through :attr:`gpu_preflight.engine.RunOptions.state`: a
+:class:`~gpu_preflight.backends.kernel_log.KmsgFollower` under :data:`KERNEL_LOG_FOLLOWER`
+and a :class:`~gpu_preflight.backends.commands.ToolCache` under :data:`TOOL_CACHE`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, MutableMapping
+from typing import Any, TypeVar
+
+__all__ = ["KERNEL_LOG_FOLLOWER", "TOOL_CACHE", "once"]
+
+T = TypeVar("T")
+KERNEL_LOG_FOLLOWER = "kernel_log_follower"
+TOOL_CACHE = "tool_cache"
+_CREATE = threading.Lock()
+
+
+class _Once:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+def once(options: MutableMapping[str, Any], key: str, fn: Callable[[], T]) -> T:
+    """``fn()`` the first time ``key`` is asked for in this run; its result (or exception) ever after."""
+    slot_key = f"_once_{key}"
+    with _CREATE:
+        slot = options.get(slot_key)
+        if not isinstance(slot, _Once):
+            slot = _Once()
+            options[slot_key] = slot
+    with slot.lock:
+        if not slot.done:
+            try:
+                slot.value = fn()
+            except Exception as exc:
+                slot.error = exc
+            slot.done = True
+    if slot.error is not None:
+        raise slot.error
+    return slot.value  # type: ignore[no-any-return]
