@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-__all__ = ["MASK", "looks_secret", "redact_env", "redact_text", "redact_url"]
+__all__ = ["MASK", "looks_secret", "redact_env", "redact_text"]
 
 MASK = "<redacted>"
 _SECRET_NAME = re.compile(r"PASS|PWD|TOKEN|SECRET|KEY|CRED|AUTH|COOKIE|SESSION|SIGNATURE|PRIVATE|CERT", re.I)
@@ -50,17 +50,13 @@ def _assign(match: re.Match[str]) -> str:
 
 
 def redact_text(text: str) -> str:
-    """``text`` with URL passwords, secret query parameters and ``SECRET_NAME=value`` values masked."""
+    """``text`` (a URL, an error message) with URL passwords, secret query parameters and
+    ``SECRET_NAME=value`` values masked."""
     if not text:
         return text
     out = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", text)
     out = _QUERY.sub(_query, out)
     return _ASSIGN.sub(_assign, out)
-
-
-def redact_url(url: str) -> str:
-    """A URL (tracking URI, output target) as it may be printed or stored."""
-    return redact_text(url)
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:

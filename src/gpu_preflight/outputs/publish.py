@@ -171,9 +171,9 @@ def _side_by_side(jobs: Sequence[tuple[str, Callable[[], str]]], deadline_s: flo
 
 
 def _shown(target: str) -> str:
-    from ..redact import redact_url
+    from ..redact import redact_text
 
-    return redact_url(target)
+    return redact_text(target)
 
 
 def _guard(target: str, action: Callable[[], object]) -> Published:
