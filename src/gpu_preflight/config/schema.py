@@ -271,7 +271,7 @@ class Config:
     history: HistoryConfig = field(default_factory=HistoryConfig)
     outputs: OutputsConfig = field(default_factory=OutputsConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    load: LoadConfig = field(default_factory=LoadConfig)
 
 
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in fields(Config)}  # type: ignore[misc]
-    load: LoadConfig = field(default_factory=LoadConfig)
