@@ -31,11 +31,12 @@ import gc
 import json
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from _selfcheck import require, timed
 
 REPO = Path(__file__).resolve().parents[1]
 SNAPSHOT = REPO / "tests" / "fixtures" / "captured" / "h200-580.159.04" / "nvml_capture.json"
@@ -201,9 +202,12 @@ def main() -> None:
     p.add_argument("--profile", action="store_true", help="print the top of a cProfile of the aggregation")
     p.add_argument("--sweep", action="store_true", help="100..10,000 nodes, each in a fresh process")
     a = p.parse_args()
+    require("bench_aggregate", "gpu_preflight.cluster.aggregate")
     if a.sweep:
         for nodes in (100, 1000, 3000, 10_000):
-            subprocess.run([sys.executable, __file__, "--nodes", str(nodes), "--gpus", str(a.gpus)], check=True)
+            ran = timed("bench_aggregate", [sys.executable, __file__, "--nodes", str(nodes), "--gpus", str(a.gpus)],
+                        what=f"the {nodes}-node run")
+            print(ran.stdout, end="")
         return
     result = measure(a.nodes, a.gpus, a.profile)
     print(json.dumps(result))

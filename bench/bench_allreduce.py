@@ -14,6 +14,8 @@ import statistics
 import time
 from datetime import timedelta
 
+from _selfcheck import fail, require
+
 
 def worker(rank: int, world: int, size_mb: int, rounds: int, iters: int, port: int) -> None:
     import torch
@@ -52,6 +54,7 @@ def worker(rank: int, world: int, size_mb: int, rounds: int, iters: int, port: i
 
 
 def main() -> None:
+    require("bench_allreduce", "torch.distributed", "gpu_preflight.workloads.collectives")
     import torch.multiprocessing as mp
 
     from gpu_preflight.distributed.launch import free_port
@@ -62,7 +65,10 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iters", type=int, default=5)
     a = p.parse_args()
-    mp.spawn(worker, args=(a.ranks, a.size_mb, a.rounds, a.iters, free_port()), nprocs=a.ranks, join=True)
+    try:
+        mp.spawn(worker, args=(a.ranks, a.size_mb, a.rounds, a.iters, free_port()), nprocs=a.ranks, join=True)
+    except Exception as exc:  # a rank that failed: no ratio is printed
+        fail("bench_allreduce", f"a rank failed ({type(exc).__name__})", str(exc))
 
 
 if __name__ == "__main__":

@@ -21,17 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fuzz_engine import (
-    config_cases,
-    evidence_cases,
-    replay_cases,
-    run_case,
-    run_config,
-    run_replay,
-)
+from _selfcheck import require
 
 
 def main() -> int:
+    require("bench_fuzz", "gpu_preflight", "tests.fuzz_engine")
+    from tests.fuzz_engine import config_cases, evidence_cases, replay_cases, run_case, run_config, run_replay
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--any-damage", type=int, default=40, help="garbles anywhere in a line (labels too), per fixture")

@@ -12,8 +12,11 @@ import argparse
 import statistics
 import time
 
+from _selfcheck import require
+
 
 def main() -> None:
+    require("bench_gemm", "torch", "gpu_preflight.workloads.compute")
     import torch
 
     from gpu_preflight.workloads.compute import _dtype, run_gemm

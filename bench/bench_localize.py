@@ -21,8 +21,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from gpu_preflight.localize.model import LocalizeConfig
-from gpu_preflight.localize.simulate import make_scenario, simulate
+from _selfcheck import require
 
 
 @dataclass
@@ -39,6 +38,9 @@ class Row:
 
 def run_row(label: str, nodes: int, bad: int, seeds: int, *, noise: float, mode: str = "quick", fault: str = "slow",
             star: bool = False, links: bool = False, passes: int = 1) -> Row:
+    from gpu_preflight.localize.model import LocalizeConfig
+    from gpu_preflight.localize.simulate import make_scenario, simulate
+
     row = Row(label, found_by=[], rounds=[], tests=[])
     assert row.found_by is not None and row.rounds is not None and row.tests is not None
     started = time.perf_counter()
@@ -73,6 +75,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=100)
     p.add_argument("--noise", type=float, default=0.1)
     a = p.parse_args()
+    require("bench_localize", "gpu_preflight.localize.simulate")
     n, s, noise = a.nodes, a.seeds, a.noise
     log_target = math.ceil(math.log2(n)) + 2
     print(f"{n} simulated nodes, {s} seeds, noise {noise:g} (relative s.d.), slow nodes at 0.3x")

@@ -10,12 +10,13 @@ ratio <= 1.5.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _selfcheck import Ran, fail, require, timed
 
 TRIVIAL = """
 import torch, torch.distributed as dist
@@ -26,25 +27,31 @@ dist.destroy_process_group()
 """
 
 
-def wall(cmd: list[str]) -> float:
-    t0 = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=600)
-    return time.perf_counter() - t0
+def judged(ran: Ran) -> bool:
+    """Our run reached a verdict (exit 0-2 and a JSON report on stdout), whatever the verdict."""
+    try:
+        report = json.loads(ran.stdout)
+    except ValueError:
+        return False
+    return ran.returncode in (0, 1, 2) and isinstance(report, dict) and "cluster_summary" in report
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--repeat", type=int, default=3)
     a = p.parse_args()
+    require("bench_run_vs_torchrun", "torch.distributed", "gpu_preflight")
     script = Path(tempfile.mkdtemp()) / "trivial_allreduce.py"
     script.write_text(TRIVIAL)
     torchrun = str(Path(sys.executable).with_name("torchrun"))
+    if not Path(torchrun).is_file():
+        fail("bench_run_vs_torchrun", f"no torchrun beside {sys.executable}")
     bare_cmd = [torchrun, "--standalone", "--nproc_per_node=2", str(script)]
     ours_cmd = [sys.executable, "-m", "gpu_preflight", "run", "--quick", "--format", "json"]
     bare, ours = [], []
     for _ in range(a.repeat):
-        bare.append(wall(bare_cmd))
-        ours.append(wall(ours_cmd))
+        bare.append(timed("bench_run_vs_torchrun", bare_cmd, what="the bare torchrun", timeout=600).seconds)
+        ours.append(timed("bench_run_vs_torchrun", ours_cmd, what="gpu-preflight run", ok=judged, timeout=600).seconds)
     b, o = statistics.median(bare), statistics.median(ours)
     print(f"bare torchrun, trivial all_reduce (2 ranks)   median {b:6.2f} s")
     print(f"gpu-preflight run --quick (2 CPU ranks)        median {o:6.2f} s")

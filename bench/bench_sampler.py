@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _selfcheck import fail, require
+
 REPO = Path(__file__).resolve().parents[1]
 DUMP = REPO / "tests/fixtures/captured/h200-580.159.04/nvml_capture.json"
 
@@ -61,6 +63,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--live", action="store_true", help="sample the real GPU (needs one)")
     args = ap.parse_args()
+    require("bench_sampler", "torch", "pynvml")
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     with tempfile.TemporaryDirectory() as tmp:
         if not args.live:
@@ -68,17 +71,14 @@ def main() -> int:
             try:
                 from tests.nvml_stub.stub import build_stub, stub_env, write_stub_data
             except ImportError as exc:
-                print(f"bench_sampler: cannot import the NVML stub helpers ({exc}); run from a checkout",
-                      file=sys.stderr)
-                return 1
+                fail("bench_sampler", f"cannot import the NVML stub helpers ({exc}); run from a checkout")
             lib = build_stub(Path(tmp))
             write_stub_data(json.loads(DUMP.read_text()), Path(tmp) / "nvml.txt")
             env = stub_env(lib, Path(tmp) / "nvml.txt", PYTHONPATH=str(REPO / "src"))
         proc = subprocess.run([sys.executable, "-c", CHILD, str(args.rounds), str(args.seconds),
                                "1" if args.live else "0"], capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
-        print(f"bench_sampler: the measurement failed (rc {proc.returncode}):\n{proc.stderr}", file=sys.stderr)
-        return 1
+        fail("bench_sampler", f"the measurement failed (exit {proc.returncode})", proc.stderr)
     res = json.loads(proc.stdout)
     import statistics
 
@@ -91,8 +91,7 @@ def main() -> int:
     for label in ("10hz", "100hz"):
         print(f"  ratio {label} / off  {med[label] / med['off']:.4f}")
     if res["samples"]["10hz"] == 0:
-        print("bench_sampler: the 10 Hz sampler took no samples: the ratio measures nothing", file=sys.stderr)
-        return 1
+        fail("bench_sampler", "the 10 Hz sampler took no samples: the ratio measures nothing")
     return 0
 
 

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from _selfcheck import fail, require
+
 DUMP = Path(__file__).resolve().parents[1] / "tests/fixtures/captured/h200-580.159.04/nvml_capture.json"
 SERVER = """
 import sys, time
@@ -36,7 +38,20 @@ def start(interval: float) -> tuple[subprocess.Popen[str], int]:
     proc = subprocess.Popen([sys.executable, "-c", SERVER, str(interval), str(DUMP)], stdout=subprocess.PIPE,
                             text=True)
     assert proc.stdout is not None
-    return proc, int(proc.stdout.readline())
+    line = proc.stdout.readline()
+    if not line.strip().isdigit():
+        proc.kill()
+        proc.wait()
+        fail("bench_server", f"the health server did not start (exit {proc.returncode}; its stderr is above)")
+    return proc, int(line)
+
+
+def stop(proc: subprocess.Popen[str], what: str) -> None:
+    """Stop a server that must still be serving: one that died measured nothing."""
+    if proc.poll() is not None:
+        fail("bench_server", f"the health server died during the {what} (exit {proc.returncode})")
+    proc.kill()
+    proc.wait()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -52,8 +67,7 @@ def loop_cost(interval: float, seconds: float) -> float:
     c0, t0 = cpu_seconds(proc.pid), time.monotonic()
     time.sleep(seconds)
     share = (cpu_seconds(proc.pid) - c0) / (time.monotonic() - t0)
-    proc.kill()
-    proc.wait()
+    stop(proc, f"monitor-loop measurement at {interval:g} s")
     return share
 
 
@@ -70,6 +84,8 @@ def latency(port: int, path: str, rate: float, seconds: float) -> list[float]:
         conn.request("GET", path)
         resp = conn.getresponse()
         resp.read()
+        if resp.status not in (200, 503):  # ready or not ready are both answers; anything else is not
+            fail("bench_server", f"GET {path} answered HTTP {resp.status}")
         out.append((time.perf_counter() - t0) * 1000)
         next_at += period
     conn.close()
@@ -80,6 +96,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--seconds", type=float, default=10)
     a = p.parse_args()
+    require("bench_server", "gpu_preflight.server", "psutil")
     idle = loop_cost(3600, a.seconds)
     busy = loop_cost(1.0, a.seconds)
     proc, port = start(1.0)
@@ -90,9 +107,11 @@ def main() -> None:
             p99 = lat[int(len(lat) * 0.99) - 1]
             print(f"{path:9} 200 req/s x {len(lat)}: median {statistics.median(lat):.2f} ms, p99 {p99:.2f} ms "
                   f"(target p99 < 10 ms)")
-    finally:
+    except BaseException:
         proc.kill()
         proc.wait()
+        raise
+    stop(proc, "latency measurement")
     print(f"monitor loop at 1 s: {busy * 100:.2f} % of a core; idle server {idle * 100:.2f} %; "
           f"loop share {(busy - idle) * 100:.2f} % (target < 1 %)")
 

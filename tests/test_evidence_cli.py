@@ -74,7 +74,10 @@ def test_list_kinds(capsys: pytest.CaptureFixture[str]) -> None:
 def test_judge_spec_dcgm_console(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli("judge", str(SPEC)) == 2
     err = capsys.readouterr().err
-    assert "FAIL    dcgm.diag" in err and "on GPU 1: GPU 1 Max power of 224.1" in err
+    assert "FAIL    dcgm.diag" in err and "Targeted Power failed on GPU 1" in err
+    assert cli("judge", str(SPEC), "--verbose") == 2  # the whole message, wrapped to the width
+    err = capsys.readouterr().err
+    assert "FAIL    dcgm.diag" in err and "on GPU 1: GPU 1 Max power of 224.1" in " ".join(err.split())
     assert err.rstrip().endswith("[RESULT] FAILURE: [dcgm.diag]")
 
 

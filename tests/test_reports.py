@@ -40,7 +40,7 @@ def test_console_plain_and_rich_end_with_result(tmp_path: Path) -> None:
     for text in (plain.getvalue(), rich.getvalue()):
         assert text.rstrip().splitlines()[-1] == "[RESULT] FAILURE: [gpu.clocks]"
     assert "hw slowdown active" in plain.getvalue()
-    assert "┃" in rich.getvalue() or "│" in rich.getvalue()  # drawn by rich
+    assert "\x1b[1;31mFAIL\x1b[0m" in rich.getvalue()  # coloured by rich (the layout: tests/test_console.py)
 
 
 def test_summary_groups_issues_and_recommendations(tmp_path: Path) -> None:

@@ -52,7 +52,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     hs = h.add_subparsers(dest="history_cmd")
     runs = hs.add_parser("runs", parents=[common], help="the runs filed, newest last")
     runs.add_argument("--cluster", help="only this cluster's runs")
-    runs.add_argument("--last", type=count(1, 1_000_000), default=30, metavar="N")
+    runs.add_argument("--last", type=count(1, 1_000_000), default=30, metavar="N",
+                      help="the newest N runs (default 30)")
     runs.add_argument("--format", choices=("text", "json"), default="text")
     trends = hs.add_parser("trends", parents=[common], help="each number per node and GPU over the last runs")
     trends.add_argument("--cluster", help="only this cluster's runs")

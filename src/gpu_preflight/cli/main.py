@@ -91,22 +91,39 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         import_module(f".{module}", __package__).add_commands(sub)
 
     checks = sub.add_parser("checks", help="list or explain checks").add_subparsers(dest="checks_cmd", required=True)
-    checks.add_parser("list", help="list every check")
-    explain = checks.add_parser("explain", help="what a check does and what it judges against")
-    explain.add_argument("id")
+    checks.add_parser("list", help="list every check: id, suites, title")
+    explain = checks.add_parser("explain", help="what a check does, and its thresholds with their current values",
+                                description="Print a check's documentation, then each setting it names with the "
+                                            "value a run would use (defaults, --profile, --config, environment, "
+                                            "--set). An unknown id exits 3 with the nearest ids.")
+    explain.add_argument("id", metavar="ID", help="check id, e.g. gpu.thermal (see 'gpu-preflight checks list')")
+    explain.add_argument("--profile", help="GPU-model profile name or .toml file whose thresholds to show "
+                                           "(default: none, the built-in defaults)")
+    explain.add_argument("--config", metavar="FILE", help="site config file (TOML or YAML)")
+    explain.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                         help="override one setting, as for 'run'")
 
     config = sub.add_parser("config", help="show configuration").add_subparsers(dest="config_cmd", required=True)
     defaults = config.add_parser("defaults", help="every threshold with its default and meaning")
-    defaults.add_argument("--format", choices=("toml", "json"), default="toml")
+    defaults.add_argument("--format", choices=("toml", "json"), default="toml",
+                          help="toml (default; a valid site file to edit) or json")
     config.add_parser("profiles", help="the shipped GPU-model profiles")
 
-    snap = sub.add_parser("snapshot", help="record the raw NVML readings of this node as JSON (stdout)")
-    snap.add_argument("--timeout-s", type=seconds(3600), default=30.0)
+    snap = sub.add_parser("snapshot", help="record the raw NVML readings of this node as JSON (stdout)",
+                          description="Record this node's NVML readings, host facts and kernel-log Xid lines as "
+                                      "JSON on stdout, for 'run --replay' on any machine. Exit 3 when NVML "
+                                      "cannot be read (no library, no driver).")
+    snap.add_argument("--timeout-s", type=seconds(3600), default=30.0,
+                      help="time limit for reading all GPUs (s, default 30); a GPU that does not answer in time "
+                           "is recorded as such")
 
     report = sub.add_parser("report", help="work with saved reports").add_subparsers(dest="report_cmd", required=True)
     render = report.add_parser("render", help="re-render a saved report.json")
-    render.add_argument("path")
-    render.add_argument("--format", choices=("console", "json", "md", "junit", "html"), default="md")
+    render.add_argument("path", metavar="REPORT", help="a report.json (from --report-dir or --format json)")
+    render.add_argument("--format", choices=("console", "json", "md", "junit", "html"), default="md",
+                        help="output format (default md; console goes to stderr, the others to stdout)")
+    render.add_argument("--verbose", "-v", action="store_true",
+                        help="console: every finding with observed and expected values, not the compact view")
     return parser
 
 
@@ -170,11 +187,38 @@ def cmd_checks(args: argparse.Namespace) -> int:
     try:
         spec = get_check(args.id)
     except KeyError:
-        print(f"gpu-preflight: no check {args.id!r}; see `gpu-preflight checks list`", file=sys.stderr)
+        print(f"gpu-preflight: no check {args.id!r}{_did_you_mean(args.id, [s.id for s in all_checks()])} "
+              "('gpu-preflight checks list' lists every check)", file=sys.stderr)
         return EXIT_USAGE
+    import textwrap
+
+    from ..config import build_config, find_profile
+    from ..config.references import format_value, named_settings
+
+    profile = find_profile(args.profile) if args.profile else None
+    config, sources = build_config(profile=profile, config_file=args.config, overrides=args.set)
     print(f"{spec.id}  (needs: {', '.join(spec.needs)}; suites: {', '.join(spec.suites)})\n")
     print(spec.doc)
+    named = named_settings(spec.doc, config)
+    if named:
+        print(f"\nThresholds (current values from: {', '.join(sources)}):")
+        width = max(len(n.name) for n in named)
+        for n in named:
+            default = f"  (default: {format_value(n.default, n.unit).strip('()')})" if n.changed else ""
+            print(f"  {n.name:<{width}} = {format_value(n.value, n.unit)}{default}")
+            if n.doc:
+                indent = " " * (width + 5)
+                print(textwrap.fill(n.doc, width=max(100, width + 40), initial_indent=indent, subsequent_indent=indent))
     return 0
+
+
+def _did_you_mean(wanted: str, known: list[str]) -> str:
+    """``; did you mean gpu.thermal?`` for a near miss, or the ids under a prefix (``gpu.ecc``)."""
+    import difflib
+
+    close = [k for k in known if k.startswith(wanted + ".")] or difflib.get_close_matches(wanted, known, n=3,
+                                                                                         cutoff=0.6)
+    return f"; did you mean {', '.join(close[:4])}?" if close else ""
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -224,7 +268,7 @@ def cmd_report(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     if args.format == "console":
-        render_console(report)
+        render_console(report, verbose=args.verbose)
     else:
         sys.stdout.write(render(report, args.format))
     return 0

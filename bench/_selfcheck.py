@@ -1,0 +1,73 @@
+"""What every bench checks before it prints a number: its setup imports, its subprocesses ran.
+
+A bench run with a Python that lacks the package used to time subprocesses that failed at
+once and print their ratio as a result. Now a missing import, or a subprocess that did not
+do what it was timed for, ends the bench with one ``<bench>: cannot measure: ...`` line on
+stderr and exit 2, never with a figure.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+__all__ = ["Ran", "fail", "require", "timed"]
+
+REPO = Path(__file__).resolve().parents[1]
+EXIT = 2
+
+
+def fail(bench: str, why: str, detail: str = "") -> NoReturn:
+    """Stop the bench: one line saying why it cannot measure, then the detail (a child's stderr)."""
+    print(f"{bench}: cannot measure: {why}", file=sys.stderr)
+    if detail.strip():
+        print("\n".join(detail.strip().splitlines()[-15:]), file=sys.stderr)
+    raise SystemExit(EXIT)
+
+
+def require(bench: str, *modules: str) -> None:
+    """Each module imports in this interpreter (the bench's subprocesses use the same one)."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            ours = name.split(".")[0] in ("gpu_preflight", "torch")
+            hint = (f"install the project into it (from the checkout: pip install '.[torch]'), or run the bench with "
+                    f"{REPO / '.venv/bin/python'}") if ours else "install it"
+            fail(bench, f"{sys.executable} cannot import {name} ({exc}); {hint}")
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A finished subprocess: exit code, what it wrote, how long it took."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def timed(bench: str, cmd: Sequence[str], *, what: str, ok: Callable[[Ran], bool] | None = None,
+          timeout: float | None = None) -> Ran:
+    """Run ``cmd`` as the benches time it (output to files, not pipes: nothing reads while it runs),
+    then stop the bench unless it exited 0 (or ``ok`` accepts it)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run(list(cmd), stdout=out, stderr=err, check=False, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            fail(bench, f"{what} did not run: {exc}")
+        seconds = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        ran = Ran(proc.returncode, out.read(), err.read(), seconds)
+    if not (ok(ran) if ok is not None else ran.returncode == 0):
+        fail(bench, f"{what} failed (exit {ran.returncode}): {' '.join(cmd)}", ran.stderr or ran.stdout)
+    return ran
