@@ -8,7 +8,12 @@ Library use::
     report = build_report([node])   # the canonical JSON report dict
 
 The names below are imported on first use, so ``import gpu_preflight`` (and the CLI's
-start-up) does not pay for the engine, reporters or their dependencies.
+start-up) does not pay for the engine, reporters or their dependencies. The PyTorch elastic
+health-check names (``GPUHealthCheck``, ``create_gpu_health_check``,
+``quick_gpu_health_check``, ``GPUHealthCheckServer``, ``create_gpu_healthcheck_server``,
+``is_gb200_platform``, ``get_gb200_static_mapping``, ``check_pynvml_availability``) are here
+too, so moving from ``torch.distributed.elastic`` is a one-line import change
+(docs/monitoring.md#migrating-from-torchdistributedelastic).
 """
 
 from __future__ import annotations
@@ -22,15 +27,29 @@ _EXPORTS = {
     "run_checks": "engine", "RunOptions": "engine",
     "NA": "model", "CheckResult": "model", "Finding": "model", "NodeReport": "model", "Status": "model",
     "build_report": "report.canonical",
+    "GPUHealthCheck": "health", "create_gpu_health_check": "health", "quick_gpu_health_check": "health",
+    "is_gb200_platform": "health", "get_gb200_static_mapping": "health", "check_pynvml_availability": "health",
+    "GPUHealthCheckServer": "server", "create_gpu_healthcheck_server": "server",
 }
 
 if TYPE_CHECKING:
     from .engine import RunOptions, run_checks
+    from .health import (
+        GPUHealthCheck,
+        check_pynvml_availability,
+        create_gpu_health_check,
+        get_gb200_static_mapping,
+        is_gb200_platform,
+        quick_gpu_health_check,
+    )
     from .model import NA, CheckResult, Finding, NodeReport, Status
     from .report.canonical import build_report
+    from .server import GPUHealthCheckServer, create_gpu_healthcheck_server
 
-__all__ = ["NA", "CheckResult", "Finding", "NodeReport", "RunOptions", "Status", "__version__",
-           "build_report", "run_checks"]
+__all__ = ["NA", "CheckResult", "Finding", "GPUHealthCheck", "GPUHealthCheckServer", "NodeReport", "RunOptions",
+           "Status", "__version__", "build_report", "check_pynvml_availability", "create_gpu_health_check",
+           "create_gpu_healthcheck_server", "get_gb200_static_mapping", "is_gb200_platform",
+           "quick_gpu_health_check", "run_checks"]
 
 
 def __getattr__(name: str) -> Any:
