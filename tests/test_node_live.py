@@ -162,6 +162,33 @@ def test_slow_calls_under_the_deadline_are_not_a_hang(stub_lib: Path, tmp_path: 
     assert out["elapsed"] < 5
 
 
+SESSION = """
+import json, sys
+from gpu_preflight.backends.nvml import NvmlSession, collect
+session = NvmlSession()
+rows = []
+for _ in range(3):
+    dump = collect(device_timeout_s=30, call_timeout_s=5, session=session)
+    rows.append([session.inits, session.is_open, len(dump["devices"]), dump["init_s"] > 0,
+                 "nvmlDeviceGetName" in dump["devices"][-1]])
+session.close()
+rows.append([session.inits, session.is_open])
+print(json.dumps(rows))
+"""
+
+
+def test_nvml_session_initialises_once_and_starts_afresh_after_a_lost_gpu(
+        stub_lib: Path, tmp_path: Path, h200_dump: dict[str, Any]) -> None:
+    env = node_env(stub_lib, tmp_path, h200_dump)
+    healthy = json.loads(subprocess.run([sys.executable, "-c", SESSION], env=env, capture_output=True, text=True,
+                                        timeout=60, check=True).stdout)
+    assert healthy == [[1, True, 8, True, True], [1, True, 8, False, True], [1, True, 8, False, True], [1, False]]
+    write_stub_data(widen(h200_dump), tmp_path / "nvml.txt", lost_devices=[2], lost_at_handle=False)
+    lost = json.loads(subprocess.run([sys.executable, "-c", SESSION], env=env, capture_output=True, text=True,
+                                     timeout=60, check=True).stdout)
+    assert [row[:2] for row in lost] == [[1, False], [2, False], [3, False], [3, False]]  # a lost GPU: init per read
+
+
 # --- the monitor loop: no process per tick ------------------------------------------------
 
 
@@ -177,7 +204,12 @@ for _ in range(4):
     after.append(open(log).read().split() if os.path.exists(log) else [])
 facts = snap.report.facts
 kernel_log = facts["kernel_log"]
-print(json.dumps({"after": after, "kernel_log": kernel_log["source"], "available": kernel_log["available"]}))
+session = m.options.state["nvml_session"]
+inits, was_open = session.inits, session.is_open
+m.stop()
+slow = Monitor(RunOptions(), 60.0)
+print(json.dumps({"after": after, "kernel_log": kernel_log["source"], "available": kernel_log["available"],
+                  "nvml": [inits, was_open, session.is_open], "slow": sorted(slow.options.state)}))
 """
 
 
@@ -195,6 +227,8 @@ def test_monitor_starts_no_process_after_its_first_tick(stub_lib: Path, tmp_path
     if os.access(backend.KMSG_PATH, os.R_OK):
         assert out["kernel_log"] == backend.KMSG_PATH and "dmesg" not in first
     assert out["available"] is True
+    assert out["nvml"] == [1, True, False]  # one nvmlInit for four ticks, released when the monitor stops
+    assert out["slow"] == ["kernel_log_follower", "tool_cache"]  # at 60 s NVML is let go after each tick
 
 
 # --- the kernel-log follower ---------------------------------------------------------------

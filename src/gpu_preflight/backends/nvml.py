@@ -253,20 +253,18 @@ def import_pynvml() -> Any:
     return pynvml
 
 
-def collect(device_timeout_s: float = 10.0, nvml: Any = None, call_timeout_s: float | None = None) -> dict[str, Any]:
+def collect(device_timeout_s: float = 10.0, nvml: Any = None, call_timeout_s: float | None = None,
+            session: NvmlSession | None = None) -> dict[str, Any]:
     """Read the whole NVML state of this host into a dump dict.
 
     ``device_timeout_s`` bounds the read of all GPUs, ``call_timeout_s`` (when given) each
-    NVML call of one GPU. Raises :class:`NvmlUnavailable` when NVML cannot be initialised
-    (no library, no driver); per-GPU failures are recorded in the dump instead.
+    NVML call of one GPU. With a ``session`` NVML stays initialised afterwards (see
+    :class:`NvmlSession`); without one it is shut down again. Raises
+    :class:`NvmlUnavailable` when NVML cannot be initialised (no library, no driver);
+    per-GPU failures are recorded in the dump instead.
     """
     nvml = nvml or import_pynvml()
-    t0 = time.perf_counter()
-    try:
-        nvml.nvmlInit()
-    except nvml.NVMLError as exc:
-        raise NvmlUnavailable(type(exc).__name__, getattr(exc, "value", None), str(exc)) from exc
-    init_s = time.perf_counter() - t0
+    init_s = session.open(nvml) if session is not None else _init(nvml)
     try:
         rec = _Recorder(nvml)
         system = {
@@ -278,10 +276,17 @@ def collect(device_timeout_s: float = 10.0, nvml: Any = None, call_timeout_s: fl
         count = system["nvmlDeviceGetCount"].get("ok") or 0
         devices = _read_devices(nvml, int(count), device_timeout_s, call_timeout_s)
     except BaseException:
-        _shutdown(nvml, device_timeout_s)
+        if session is not None:
+            session.close(device_timeout_s)
+        else:
+            _shutdown(nvml, device_timeout_s)
         raise
-    if not any("timed_out" in d for d in devices):
-        _shutdown(nvml, device_timeout_s)  # with a GPU thread stuck in the driver, shutdown could block too
+    hung = any("timed_out" in d for d in devices)  # with a GPU thread stuck in the driver, shutdown could block
+    if session is not None:
+        if not hung and _gone([system, *devices]):
+            session.close(device_timeout_s)  # a reset GPU or a reloaded driver: the next read starts afresh
+    elif not hung:
+        _shutdown(nvml, device_timeout_s)
     return {
         "pynvml_version": getattr(nvml, "__version__", None),
         "source": "live",
@@ -289,6 +294,73 @@ def collect(device_timeout_s: float = 10.0, nvml: Any = None, call_timeout_s: fl
         "system": system,
         "devices": devices,
     }
+
+
+def _init(nvml: Any) -> float:
+    t0 = time.perf_counter()
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        raise NvmlUnavailable(type(exc).__name__, getattr(exc, "value", None), str(exc)) from exc
+    return time.perf_counter() - t0
+
+
+class NvmlSession:
+    """NVML kept initialised from one :func:`collect` to the next (a monitor with a short interval).
+
+    An init is cheap, but the reads after it are not: on a real H200 the first read of a
+    GPU after ``nvmlInit`` took 45 ms and later ones 14 ms, so a 1 s monitor spent three
+    times the CPU on NVML when it shut NVML down after every tick. The price of keeping it
+    open is that this process holds the GPUs' device files meanwhile (a GPU reset or a
+    driver unload needs it stopped, as for any NVML client). The session re-initialises
+    after ``max_age_s``, and at once after a read that found a GPU lost or NVML
+    uninitialised (a reset GPU, a reloaded driver), so it never keeps reading stale handles.
+    """
+
+    def __init__(self, max_age_s: float = 600.0) -> None:
+        self.max_age_s = max_age_s
+        self.inits = 0
+        self._nvml: Any = None
+        self._opened = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def is_open(self) -> bool:
+        return self._nvml is not None
+
+    def open(self, nvml: Any) -> float:
+        """Initialise NVML unless it already is (and is young enough); the seconds the init took."""
+        with self._lock:
+            if self._nvml is not None and time.monotonic() - self._opened >= self.max_age_s:
+                _shutdown(self._nvml, 5.0)
+                self._nvml = None
+            if self._nvml is not None:
+                return 0.0
+            took = _init(nvml)
+            self._nvml, self._opened = nvml, time.monotonic()
+            self.inits += 1
+            return took
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Shut NVML down (under a deadline); the next :meth:`open` initialises it again."""
+        with self._lock:
+            if self._nvml is not None:
+                _shutdown(self._nvml, timeout_s)
+                self._nvml = None
+
+
+_STALE_ERRORS = frozenset({1, 15})  # NVML_ERROR_UNINITIALIZED, NVML_ERROR_GPU_IS_LOST
+
+
+def _gone(node: Any) -> bool:
+    """Whether any recorded call in ``node`` failed as on a lost GPU or an uninitialised NVML."""
+    if isinstance(node, dict):
+        if "error" in node:
+            return node.get("value") in _STALE_ERRORS
+        return any(_gone(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_gone(v) for v in node)
+    return False
 
 
 def _shutdown(nvml: Any, timeout_s: float) -> None:

@@ -76,7 +76,8 @@ def gpu_probe(ctx: ProbeContext) -> GpuFacts:
 
     pci_gpus = pci.nvidia_gpus()
     try:
-        dump = nvml.collect(device_timeout_s=ctx.timeout_s * 0.8, call_timeout_s=ctx.config.gpu.nvml_call_timeout_s)
+        dump = nvml.collect(device_timeout_s=ctx.timeout_s * 0.8, call_timeout_s=ctx.config.gpu.nvml_call_timeout_s,
+                            session=ctx.options.get("nvml_session"))  # a short-interval monitor's: NVML kept open
     except nvml.NvmlUnavailable as exc:
         reason = UNAVAILABLE_REASONS.get(exc.value or -1) or exc.message
         return GpuFacts(source="live", available=False, reason=reason,

@@ -7,7 +7,9 @@ and request threads never call either.
 A tick costs what the probes cost, every interval, for days: so a live monitor starts no
 process per tick. The kernel log is followed through ``/dev/kmsg`` (only what is new is
 read), and the light tools (``fi_info``, ``lspci``, ``ibstat``) are run again only once
-their last answer is ``tool_refresh_s`` old.
+their last answer is ``tool_refresh_s`` old. Below ``NVML_KEEP_OPEN_BELOW_S`` NVML also
+stays initialised between ticks (:class:`~gpu_preflight.backends.nvml.NvmlSession`): the
+reads after an init cost a real GPU three times the CPU of later ones.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .state import AliveSample, Snapshot
 
 log = logging.getLogger(__name__)
 TOOL_REFRESH_S = 300.0  # how long a monitor reuses a light tool's answer (and a fallback kernel-log read)
+NVML_KEEP_OPEN_BELOW_S = 10.0  # intervals below which NVML stays initialised between ticks
 
 
 class Monitor:
@@ -46,7 +49,7 @@ class Monitor:
         # no GPU-loading diagnostics (DCGM, nccl-tests: tag "active") under a running job, every tick
         self.options = replace(options, suite="quick", include=[], report_dir=None,
                                exclude=[*options.exclude, "active"],
-                               state=None if options.replay else _tick_state(tool_refresh_s))
+                               state=None if options.replay else _tick_state(tool_refresh_s, interval_s))
         self.interval_s = interval_s
         self.deadline_s = deadline_for(self.options.timeout_s)
         self.gpu = gpu
@@ -78,10 +81,15 @@ class Monitor:
         self._thread.start()
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop after the tick in progress (which is bounded by its own deadline)."""
+        """Stop after the tick in progress (which is bounded by its own deadline), then let go of NVML and /dev/kmsg."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
+        if self._thread is None or not self._thread.is_alive():
+            for kept in (self.options.state or {}).values():
+                close = getattr(kept, "close", None)
+                if callable(close):
+                    close()
 
     def wait_for_tick(self, after: int = 0, timeout_s: float | None = None) -> Snapshot | None:
         """Block until a tick numbered above ``after`` has finished; None on timeout."""
@@ -130,13 +138,17 @@ class Monitor:
         return snap
 
 
-def _tick_state(refresh_s: float) -> dict[str, object]:
+def _tick_state(refresh_s: float, interval_s: float) -> dict[str, object]:
     """What the monitor's runs keep from tick to tick (see :mod:`gpu_preflight.probes.shared`)."""
     from ..backends.commands import ToolCache
     from ..backends.kernel_log import KmsgFollower
-    from ..probes.shared import KERNEL_LOG_FOLLOWER, TOOL_CACHE
+    from ..backends.nvml import NvmlSession
+    from ..probes.shared import KERNEL_LOG_FOLLOWER, NVML_SESSION, TOOL_CACHE
 
-    return {KERNEL_LOG_FOLLOWER: KmsgFollower(refresh_s), TOOL_CACHE: ToolCache(refresh_s)}
+    state: dict[str, object] = {KERNEL_LOG_FOLLOWER: KmsgFollower(refresh_s), TOOL_CACHE: ToolCache(refresh_s)}
+    if interval_s < NVML_KEEP_OPEN_BELOW_S:
+        state[NVML_SESSION] = NvmlSession()
+    return state
 
 
 class AliveSampler:
