@@ -51,3 +51,62 @@ def cap(prefix: str, host: int, rate: str = "100mbit") -> None:
        "burst", "256kb", "latency", "50ms")
     sh("ip", "netns", "exec", f"{prefix}sw", "tc", "qdisc", "add", "dev", f"{prefix}b{host}", "root", "tbf", "rate",
        rate, "burst", "256kb", "latency", "50ms")
+
+
+def link_down(prefix: str, host: int) -> None:
+    """Cut host ``host``'s link (the switch side too, as a pulled cable would)."""
+    sh("ip", "-n", f"{prefix}n{host}", "link", "set", "eth0", "down")
+    sh("ip", "-n", f"{prefix}sw", "link", "set", f"{prefix}b{host}", "down")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children first), read from /proc."""
+    import os
+
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def stopped_below(pid: int) -> list[int]:
+    """Processes below ``pid`` that are stopped (SIGSTOP: state ``T``)."""
+    out = []
+    for p in descendants(pid):
+        try:
+            with open(f"/proc/{p}/stat") as fh:
+                if fh.read().rpartition(")")[2].split()[0] == "T":
+                    out.append(p)
+        except OSError:
+            continue
+    return out
+
+
+def kill_all(ns: str) -> None:
+    """SIGKILL every process left in namespace ``ns`` (workers outlive an agent that died)."""
+    import os
+    import signal
+
+    out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, timeout=30).stdout
+    for pid in out.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            continue
+
+
+def link_up(prefix: str, host: int) -> None:
+    """Reconnect a host cut with :func:`link_down`."""
+    sh("ip", "-n", f"{prefix}sw", "link", "set", f"{prefix}b{host}", "up")
+    sh("ip", "-n", f"{prefix}n{host}", "link", "set", "eth0", "up")

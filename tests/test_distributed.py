@@ -105,15 +105,17 @@ def test_two_torchrun_agents_on_loopback_as_two_nodes(tmp_path: Path) -> None:
     assert findings(report, "cluster.consistency")[0]["status"] in ("PASS", "WARN")
 
 
-@pytest.mark.parametrize("fault", ["kill", "stop"])
-def test_dead_or_stopped_rank_is_named_within_timeout(fault: str) -> None:
+@pytest.mark.parametrize(("fault", "rank"), [("kill", 1), ("stop", 1), ("stop", 0)])
+def test_dead_or_stopped_rank_is_named_within_timeout(fault: str, rank: int) -> None:
+    """A stopped rank 0 is noticed by its heartbeat: rank 1 reports instead (it used to hold
+    the run for 4 x timeout + 120 s)."""
     timeout = 10
     out, elapsed = run(gp("--timeout-s", str(timeout)),
-                       env={"GPU_PREFLIGHT_TEST_FAULT": f"{fault}:1:all_reduce@all"})
+                       env={"GPU_PREFLIGHT_TEST_FAULT": f"{fault}:{rank}:all_reduce@all"})
     report = json.loads(out.stdout)
     missing = findings(report, "cluster.completeness")
     assert [f["status"] for f in missing] == ["FAIL"]
-    assert "rank 1" in missing[0]["summary"] and missing[0]["subject"].endswith("rank1")
+    assert f"rank {rank}" in missing[0]["summary"] and missing[0]["subject"].endswith(f"rank{rank}")
     failed = findings(report, "nccl.collectives")
     assert any(f["status"] == "FAIL" and "all_reduce" in f["summary"] for f in failed)
     assert report["cluster_summary"]["overall_status"] == "FAIL" and out.returncode == 2
@@ -144,3 +146,39 @@ def test_node_only_and_check_selection_skip_workers() -> None:
     assert report["cluster_info"]["cluster_topology"]["world_size"] == 1
     assert not findings(report, "nccl.collectives")
     assert time.monotonic() - t0 < 20
+
+
+def test_a_rank_that_never_arrives_is_named_and_the_others_still_report() -> None:
+    """Rank 1 stops before it registers (a node stuck in CUDA/NCCL start-up): no process group
+    forms, rank 0 still reports its own measurements, within the timeout plus a bounded grace."""
+    timeout = 10
+    out, elapsed = run(gp("--timeout-s", str(timeout)), env={"GPU_PREFLIGHT_TEST_FAULT": "stop:1:arrive"})
+    report = json.loads(out.stdout)
+    missing = findings(report, "cluster.completeness")
+    assert [(f["status"], f["subject"].split("/")[-1]) for f in missing] == [("FAIL", "rank1")]
+    assert "never joined" in missing[0]["summary"]
+    failed = [f for f in findings(report, "nccl.collectives") if f["status"] == "FAIL"]
+    assert failed and "init_process_group" in failed[0]["summary"] and "rank 1" in failed[0]["summary"]
+    assert findings(report, "nccl.correctness")[0]["status"] == "SKIP"  # nothing was verified: not a PASS
+    assert [f for f in findings(report, "compute.gemm") if f["subject"].endswith("rank0")]  # rank 0 measured
+    assert report["cluster_summary"]["overall_status"] == "FAIL" and out.returncode == 2
+    assert elapsed < timeout + 15 + 15, elapsed
+
+
+@pytest.mark.parametrize(("args", "extra_env", "status", "code"), [
+    (["--check", "system.limits", "--check", "cluster.*", "--set", "system.nofile_min=1073741824"], {}, "WARN", 1),
+    (["--check", "nccl.*", "--check", "cluster.*"], {"GPU_PREFLIGHT_TEST_CORRUPT": "all_reduce:1"}, "FAIL", 2),
+])
+def test_torchrun_shows_the_verdict_not_a_traceback(args: list[str], extra_env: dict[str, str], status: str,
+                                                     code: int) -> None:
+    """torchrun exits 1 for any failed worker, but its summary carries the worker's code and our
+    verdict line (TORCHELASTIC_ERROR_FILE), and no worker is SIGTERMed on the way out."""
+    out, _ = run([TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "gpu_preflight", "run", "--format", "json",
+                  "--timeout-s", "30", *args], env=extra_env)
+    report = json.loads(out.stdout)
+    assert report["cluster_summary"]["overall_status"] == status
+    assert out.returncode == 1  # torchrun's own code: the same for WARN and FAIL
+    summary = out.stderr[out.stderr.index("Root Cause"):]
+    assert f"exitcode  : {code} " in summary
+    assert f"traceback : gpu-preflight {status} (exit {code}): " in summary
+    assert "<NO_OTHER_FAILURES>" in out.stderr and "SIGTERM" not in out.stderr

@@ -11,6 +11,7 @@ import json
 import socket
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -96,3 +97,18 @@ def test_a_node_that_never_bundles_is_read_rank_by_rank_at_the_deadline(store: A
     post_node_bundle(store, topo(0), time.monotonic() + 5)
     got = gather(store, topo(0), time.monotonic() + 1)
     assert sorted(got["payloads"]) == [0, 1, 2, 3] and got["missing"] == {}
+
+
+def test_a_node_that_never_joined_is_named_from_the_launchers_host_list(store: Any) -> None:
+    """Ranks that never registered (rank 0 gave up waiting for them) are missing at once, not
+    after the deadline, and named from the launcher's view: here Slurm's host list."""
+    for r in (0, 1):
+        rank_posts(store, r)
+    slurm = replace(topo(0), launcher="slurm", hosts=("gpu-001", "gpu-002"))
+    post_node_bundle(store, slurm, time.monotonic() + 5, absent=(2, 3))
+    start = time.monotonic()
+    got = gather(store, slurm, time.monotonic() + 30, absent=(2, 3))
+    assert time.monotonic() - start < 5
+    assert sorted(got["payloads"]) == [0, 1] and sorted(got["missing"]) == [2, 3]
+    assert got["missing"][2].startswith("rank 2 on gpu-002 never joined the job")
+    assert got["names"][3] == "gpu-002"

@@ -49,7 +49,8 @@ def rescore(report: dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def emit(report: dict[str, Any], args: argparse.Namespace, nodes: list[Any]) -> int:
-    """Judge against history, write the report directory, publish, print; return the exit code.
+    """Judge against history, write the report directory (report.json compact, or indented with
+    ``--pretty``), publish, print; return the exit code.
 
     Publishing comes before the verdict so that ``[RESULT]`` closes the verdict. A report
     directory that cannot be written (read-only, full, not a directory, refused as unsafe)
@@ -68,7 +69,7 @@ def emit(report: dict[str, Any], args: argparse.Namespace, nodes: list[Any]) -> 
     unwritten = None
     if args.report_dir:
         try:
-            path = write_report(report, nodes, args.report_dir)
+            path = write_report(report, nodes, args.report_dir, pretty=args.pretty)
             print(f"gpu-preflight: report written to {path}", file=sys.stderr)
         except (OSError, ValueError) as exc:
             unwritten = f"could not write the report to {args.report_dir}: {describe_error(exc, args.report_dir)}"
@@ -168,8 +169,14 @@ def _expected(node: Any) -> int | None:
 
 
 def as_rank(args: argparse.Namespace, topo: Any) -> int:
-    """One rank under a launcher (or under our own supervisor)."""
+    """One rank under a launcher (or under our own supervisor).
+
+    Rank 0 reports; if it goes silent, the first rank to notice takes over the gather. The
+    verdict is published only once the report is out, and ranks then leave in the order
+    :mod:`gpu_preflight.distributed.leave` describes.
+    """
     from ..cluster.aggregate import build_cluster_report
+    from ..distributed.leave import verdict_text, write_error_file
     from ..distributed.runner import run_rank
 
     timeout = _timeout(args, topo.num_nodes)
@@ -177,13 +184,20 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
     result_dir = os.environ.get("GPU_PREFLIGHT_RESULT_DIR")
     try:
         outcome = run_rank(opts, topo, timeout_s=timeout, result_dir=result_dir)
-    except Exception as exc:  # rendezvous or process-group start-up failed: nothing was measured
-        print(f"gpu-preflight: rank {topo.rank} on {topo.node_name} could not join the job: "
-              f"{type(exc).__name__}: {exc}", file=sys.stderr)
+    except Exception as exc:  # the job's store cannot be reached: nothing can be reported from here
+        line = (f"gpu-preflight: rank {topo.rank} on {topo.node_name} could not join the job: "
+                f"{type(exc).__name__}: {exc}")
+        print(line, file=sys.stderr)
+        write_error_file(" ".join(line.split()), EXIT_ERROR)
         return EXIT_ERROR
-    localized = _localize(args, topo, outcome, timeout) if args.localize and topo.num_nodes > 1 else None
+    localized = (_localize(args, topo, outcome, timeout)
+                 if args.localize and topo.num_nodes > 1 and outcome.formed else None)
     if outcome.gathered is None:
-        return outcome.await_verdict()  # only rank 0 reports; every rank exits with its verdict
+        code = outcome.await_verdict()  # None: rank 0 went silent and this rank reports instead
+        if code is not None:
+            return int(outcome.leave(code))
+        localized = None
+    assert outcome.gathered is not None  # rank 0, or the rank that took over from it
     extra, blocks = ([localized[0]], {"localization": localized[1]}) if localized else ([], {})
     report, code = build_cluster_report(outcome.gathered, outcome.config, fail_on=args.fail_on,
                                         include=args.check, exclude=args.skip, suite=args.suite, timeout_s=timeout,
@@ -193,18 +207,19 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
 
         path = write_exclude_file(args.exclude_file, localized[1]["exclude_nodes"], args.exclude_style)
         print(f"gpu-preflight: exclude list written to {path}", file=sys.stderr)
-    from ..outputs.publish import annotate
-
-    annotate(report, args)  # history findings count in the verdict every rank exits with
-    code = int(report["cluster_summary"]["exit_code"])
-    outcome.publish(code)
     if topo.launcher == "self" and result_dir:
-        tmp = os.path.join(result_dir, "report.json.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
+        from ..outputs.publish import annotate
+
+        annotate(report, args)  # history findings count in the verdict every rank exits with
+        code = int(report["cluster_summary"]["exit_code"])
+        from ..safeio import atomic_writer
+
+        with atomic_writer(os.path.join(result_dir, "report.json")) as fh:
             json.dump(report, fh)
-        os.replace(tmp, os.path.join(result_dir, "report.json"))
-        return code
-    return emit(report, args, [])
+    else:
+        code = emit(report, args, [])
+    outcome.publish(code, verdict_text(report))
+    return int(outcome.leave(code))
 
 
 def _localize(args: argparse.Namespace, topo: Any, outcome: Any, timeout: float) -> tuple[Any, dict[str, Any]] | None:
@@ -238,7 +253,7 @@ def self_launched(args: argparse.Namespace, argv: list[str]) -> int:
     workers = gpus or config.workload.cpu_workers
     timeout = _timeout(args, 1)
     budget = timeout * 4 + 120
-    sup = supervise(argv, workers, budget_s=budget)
+    sup = supervise(argv, workers, budget_s=budget, timeout_s=timeout)
     report = sup.report
     if report is None:
         from ..cluster.aggregate import build_cluster_report

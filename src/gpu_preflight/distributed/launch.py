@@ -1,9 +1,10 @@
 """Self-launch: run the distributed path on one node without a launcher.
 
 ``gpu-preflight run`` alone starts one worker per GPU (two CPU workers without GPUs) and
-supervises them like torchrun would, but stricter: a hard deadline for the whole run,
-worker logs kept, and a report written even when rank 0 itself dies or hangs — then
-built by the supervisor from what the other ranks left behind.
+supervises them like torchrun would, but stricter: it hosts the job's store (so a stuck
+rank 0 cannot freeze it), ends the run as soon as no worker still answers, keeps worker
+logs, and writes a report even when rank 0 itself dies or hangs — from the rank that took
+over, else built by the supervisor from what the ranks left behind.
 """
 
 from __future__ import annotations
@@ -59,8 +60,16 @@ class Supervised:
     logs: dict[int, Path] = field(default_factory=dict)
 
 
-def supervise(argv: list[str], workers: int, *, budget_s: float, extra_env: dict[str, str] | None = None) -> Supervised:
-    """Start ``workers`` copies of ``gpu-preflight <argv>`` as ranks 0..n-1 and wait for them."""
+def supervise(argv: list[str], workers: int, *, budget_s: float, timeout_s: float | None = None,
+              extra_env: dict[str, str] | None = None) -> Supervised:
+    """Start ``workers`` copies of ``gpu-preflight <argv>`` as ranks 0..n-1 and wait for them.
+
+    The supervisor hosts the job's store, as torchrun's agent does, so a rank 0 that is stopped
+    or hung does not freeze it: the other ranks see its heartbeat go stale and one of them
+    reports instead. The supervisor ends the run once a report exists and every worker has
+    exited or gone silent, or as soon as no worker that still answers is left
+    (:class:`Liveness`); ``budget_s`` is the last resort.
+    """
     result_dir = Path(tempfile.mkdtemp(prefix="gpu-preflight-"))
     port = free_port()
     threads = max(1, (os.cpu_count() or 1) // workers)
@@ -70,6 +79,7 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, extra_env: dict
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(workers),
                    LOCAL_WORLD_SIZE=str(workers), GROUP_RANK="0", GROUP_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), GPU_PREFLIGHT_LAUNCHER="self", GPU_PREFLIGHT_RESULT_DIR=str(result_dir),
+                   TORCHELASTIC_USE_AGENT_STORE="True",
                    OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(threads)), **(extra_env or {}))
         logs[rank] = result_dir / f"rank{rank}.log"
         with open(logs[rank], "wb") as log:
@@ -77,15 +87,57 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, extra_env: dict
                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     report_path = result_dir / "report.json"
     deadline = time.monotonic() + budget_s
-    rank0_done_at: float | None = None
+    try:
+        live = Liveness(_host_store(port), workers, join_s=(timeout_s or budget_s) + JOIN_GRACE_S)
+    except Exception:
+        _kill(procs)
+        raise
+    reported_at: float | None = None
     while time.monotonic() < deadline:
-        if procs[0].poll() is not None:
-            rank0_done_at = rank0_done_at or time.monotonic()
-            if report_path.exists() or time.monotonic() - rank0_done_at > 5:
+        running = [r for r, p in procs.items() if p.poll() is None]
+        answering = [r for r in running if not live.silent(r)]
+        if report_path.exists():
+            reported_at = reported_at or time.monotonic()
+            if not answering or time.monotonic() - reported_at > EXIT_GRACE_S:
                 break
-        if all(p.poll() is not None for p in procs.values()):
+        elif not answering:  # nobody left who could still write a report
             break
-        time.sleep(0.1)
+        time.sleep(0.2)
+    killed = _kill(procs)
+    report = json.loads(report_path.read_text()) if report_path.exists() else None
+    return Supervised(result_dir, report, {r: p.returncode for r, p in procs.items()}, killed, logs)
+
+
+JOIN_GRACE_S = 30.0  # torch's import and start-up on a loaded machine, before a first heartbeat
+EXIT_GRACE_S = 15.0  # a report exists: ranks still answering get this long to leave in order
+
+
+class Liveness:
+    """Which workers still answer: a heartbeat younger than the runner's ``STALE_S``; a worker
+    with none yet is silent once rank 0 gave up waiting for it, or after ``join_s``."""
+
+    def __init__(self, store: Any, workers: int, join_s: float) -> None:
+        self.store, self.workers, self.join_s = store, workers, join_s
+        self.started = time.monotonic()
+
+    def silent(self, rank: int) -> bool:
+        from .runner import PREFIX, STALE_S, _get
+
+        beat = _get(self.store, f"{PREFIX}/beat/{rank}")
+        if beat is None:
+            absent = _get(self.store, f"{PREFIX}/formation")  # rank 0 gave up waiting for these
+            return time.monotonic() - self.started > self.join_s or (absent is not None and rank in json.loads(absent))
+        return time.time() - float(beat) > STALE_S
+
+
+def _host_store(port: int) -> Any:
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)  # type: ignore[attr-defined]
+
+
+def _kill(procs: dict[int, subprocess.Popen[bytes]]) -> list[int]:
+    """SIGKILL the workers still running (a stopped one too); the ranks killed."""
     killed = []
     for rank, p in procs.items():
         if p.poll() is None:
@@ -93,8 +145,7 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, extra_env: dict
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-    report = json.loads(report_path.read_text()) if report_path.exists() else None
-    return Supervised(result_dir, report, {r: p.returncode for r, p in procs.items()}, killed, logs)
+    return killed
 
 
 def gathered_from_files(sup: Supervised, workers: int, topology: dict[str, Any]) -> dict[str, Any]:

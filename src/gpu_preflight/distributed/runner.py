@@ -13,9 +13,10 @@ import contextlib
 import json
 import os
 import socket
+import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -26,6 +27,7 @@ from ..engine import RunOptions, run_checks
 from .topology import Topology
 
 PREFIX = "gpu-preflight"
+FORMATION_OP = "init_process_group"  # a process group that did not form, reported as a failed collective
 HEARTBEAT_S = 1.0
 STALE_S = 10.0  # a rank whose heartbeat is this old is dead or stopped
 MAX_PAYLOAD = 4 << 20  # a rank's result is bounded; raw artifacts stay on the node
@@ -89,12 +91,26 @@ def layout(topo: Topology) -> list[Group]:
 
 
 class Heartbeat:
-    """A thread that stamps ``beat/<rank>`` in the store every second while the rank lives."""
+    """A thread that stamps ``beat/<rank>`` in the store every second while the rank lives.
 
-    def __init__(self, store: Any, rank: int) -> None:
-        self.store, self.rank = store, rank
+    The store client has no timeout on sending: a rank whose link is cut blocks in it for
+    as long as TCP retries (many minutes). A second thread watches the stamps and ends the
+    process (exit 3, with the reason for the launcher) when none got through for
+    ``lost_after_s``: the rest of the job has named it by then.
+    """
+
+    def __init__(self, store: Any, rank: int, lost_after_s: float = 0.0, where: str = "") -> None:
+        self.store, self.rank, self.lost_after_s, self.where = store, rank, lost_after_s, where
         self.stop = threading.Event()
+        self.last_ok = time.monotonic()
         self.thread = threading.Thread(target=self._run, name="gp-heartbeat", daemon=True)
+        self.watch = threading.Thread(target=self._watch, name="gp-store-watch", daemon=True)
+
+    def start(self) -> None:
+        self.last_ok = time.monotonic()
+        self.thread.start()
+        if self.lost_after_s > 0:
+            self.watch.start()
 
     def _run(self) -> None:
         while not self.stop.is_set():
@@ -102,7 +118,20 @@ class Heartbeat:
                 self.store.set(f"{PREFIX}/beat/{self.rank}", str(time.time()))
             except Exception:  # the store host may be gone at the very end of the run
                 return
+            self.last_ok = time.monotonic()
             self.stop.wait(HEARTBEAT_S)
+
+    def _watch(self) -> None:
+        while not self.stop.wait(1.0):
+            silent_s = time.monotonic() - self.last_ok
+            if silent_s > self.lost_after_s:
+                from .leave import write_error_file
+
+                line = (f"gpu-preflight: rank {self.rank} on {self.where} lost the job's store "
+                        f"(no answer for {silent_s:.0f} s); the other ranks report without it")
+                print(line, file=sys.stderr, flush=True)
+                write_error_file(line, 3)
+                os._exit(3)
 
 
 @dataclass
@@ -116,6 +145,8 @@ class RankRun:
 
 # Test-only fault injection: "kill:RANK:STAGE" or "stop:RANK:STAGE" makes that rank die
 # (exit 137) or SIGSTOP itself when it enters the stage, as a crashed or hung GPU would.
+# RANK "*" is whichever rank reads it (set on one host only: torchrun numbers hosts in join
+# order); stage "arrive" is before the rank registers, i.e. before the process group forms.
 FAULT_ENV = "GPU_PREFLIGHT_TEST_FAULT"
 
 
@@ -123,7 +154,7 @@ def _stage(store: Any, rank: int, name: str) -> None:
     store.set(f"{PREFIX}/progress/{rank}", name)
     action, _, rest = os.environ.get(FAULT_ENV, "").partition(":")
     target, _, stage = rest.partition(":")
-    if action and target == str(rank) and stage == name:
+    if action and target in (str(rank), "*") and stage == name:
         if action == "kill":
             os._exit(137)
         if action == "stop":
@@ -134,10 +165,11 @@ def _stage(store: Any, rank: int, name: str) -> None:
 
 @dataclass
 class RankOutcome:
-    """The end of a rank's run: rank 0 holds the gather; every rank exits with rank 0's verdict.
+    """The end of a rank's run: the reporting rank holds the gather; every rank leaves in order.
 
-    All ranks leaving with the same code matters under torchrun: agents whose workers
-    succeeded wait at an exit barrier for agents whose workers failed, for minutes.
+    Rank 0 reports unless it went silent (stopped, hung, dead): then the first rank to notice
+    its stale heartbeat takes over the gather (:meth:`await_verdict`). How ranks exit is in
+    :mod:`gpu_preflight.distributed.leave`.
     """
 
     gathered: dict[str, Any] | None
@@ -147,25 +179,180 @@ class RankOutcome:
     timeout_s: float
     device: Any = None
     plan: Plan | None = None
+    topo: Topology | None = None
+    absent: tuple[int, ...] = ()
+    formed: bool = True
+    line: str = ""
+    decided: bool = False
 
-    def publish(self, code: int) -> None:
-        self.store.set(f"{PREFIX}/verdict", str(code))
-        self._finish()
+    def publish(self, code: int, line: str = "") -> None:
+        """The verdict every rank leaves with (and the line launchers show for it)."""
+        self.line = line
+        self.store.set(f"{PREFIX}/verdict", json.dumps({"code": code, "line": line}))
 
-    def await_verdict(self) -> int:
-        try:
-            self.store.wait([f"{PREFIX}/verdict"], timedelta(seconds=self.timeout_s + STALE_S + 60))
-            code = int(bytes(self.store.get(f"{PREFIX}/verdict")).decode())
-        except Exception:  # rank 0 died before deciding: this run could not be judged
-            code = 3
-        self._finish()
-        return code
+    def await_verdict(self) -> int | None:
+        """The reporting rank's exit code; ``None`` when it went silent and this rank takes over
+        (``gathered`` is then filled). 3 when no verdict came within the bound."""
+        topo = self.topo
+        deadline = time.monotonic() + self.timeout_s + STALE_S + 60
+        key = f"{PREFIX}/verdict"
+        while True:
+            held = _get(self.store, REPORTER_KEY)
+            reporter = int(held or 0)
+            if wait_key(self.store, key, deadline, lambda r=reporter: self._silent(r)):
+                try:
+                    data = json.loads(bytes(self.store.get(key)).decode())
+                    self.line = str(data.get("line", "")) if isinstance(data, dict) else ""
+                    code = int(data["code"] if isinstance(data, dict) else data)
+                except Exception:  # the store host went away after deciding
+                    return 3
+                self.decided = True
+                return code
+            if time.monotonic() >= deadline or topo is None:
+                return 3
+            me = str(topo.rank)
+            try:
+                now = bytes(self.store.compare_set(REPORTER_KEY, held or "", me)).decode()
+            except Exception:
+                return 3
+            if now == me:
+                self.gathered = gather(self.store, topo, deadline=time.monotonic() + 2 * STALE_S,
+                                       absent=self.absent)
+                return None
 
-    def _finish(self) -> None:
-        self.beat.stop.set()
+    def leave(self, code: int) -> int:
+        """Exit in order: this rank's exit code, after the waits that keep launchers calm.
+
+        Without a published verdict (no reporting rank answered) every rank exits with ``code``.
+        """
         import torch.distributed as dist
 
+        from .leave import carries_verdict, wait_gone, write_error_file
+
         _destroy(dist)
+        topo = self.topo
+        if topo is None or not (self.decided or self.gathered is not None):
+            self.beat.stop.set()
+            write_error_file(self.line or f"gpu-preflight: exit {code}", code)
+            return code
+        reporting = self.gathered is not None
+        node = [r for r in node_ranks(topo, topo.node_rank) if r == topo.rank or not self._silent(r)]
+        carry = carries_verdict(topo.launcher, reporting=reporting, node_carrier=node[0] == topo.rank)
+        if carry:
+            end = time.monotonic() + STALE_S
+            if reporting:
+                gone = len((self.gathered or {}).get("missing") or ())
+                _wait_count(self.store, f"{PREFIX}/left", topo.world_size - 1 - gone, end)
+            if topo.launcher == "torchrun" and node[0] == topo.rank:  # its agent stops the node at this exit
+                mates = node[1:]
+                _wait_count(self.store, f"{PREFIX}/left/{topo.node_rank}", len(mates), end)
+                wait_gone(_local_pids(self.store, topo, mates), min(end, time.monotonic() + 5.0))
+            write_error_file(self.line or f"gpu-preflight: exit {code}", code)
+        with contextlib.suppress(Exception):
+            self.store.add(f"{PREFIX}/left/{topo.node_rank}", 1)
+            self.store.add(f"{PREFIX}/left", 1)
+        self.beat.stop.set()
+        return code if carry else 0
+
+
+    def _silent(self, rank: int) -> bool:
+        return silent(self.store, rank) or (rank in self.absent and _get(self.store, f"{PREFIX}/beat/{rank}") is None)
+
+
+REPORTER_KEY = f"{PREFIX}/reporter"
+RDZV_NAMES_KEY = f"{PREFIX}/rendezvous_names"  # node rank -> host, as torchrun's rendezvous saw the job
+
+
+def silent(store: Any, rank: int) -> bool:
+    """The rank's heartbeat is older than ``STALE_S`` (a rank that never beat is not silent yet)."""
+    beat = _get(store, f"{PREFIX}/beat/{rank}")
+    return beat is not None and time.time() - float(beat) > STALE_S
+
+
+def wait_key(store: Any, key: str, deadline: float, give_up: Any = None) -> bool:
+    """Wait for ``key`` until ``deadline`` (monotonic), asking ``give_up()`` every couple of seconds.
+
+    The store notifies waiters, so thousands of ranks waiting cost the store's host nothing
+    until the key is set; the periodic wake-up lets them notice a silent peer.
+    """
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            store.wait([key], timedelta(seconds=min(2.0, left)))
+            return True
+        except Exception:  # noqa: S110 - a timed-out wait: look at the peer, then wait again
+            pass
+        if give_up is not None and give_up():
+            return False
+
+
+def _wait_count(store: Any, key: str, target: int, deadline: float) -> None:
+    while target > 0 and time.monotonic() < deadline:
+        try:
+            if int(store.add(key, 0)) >= target:
+                return
+        except Exception:
+            return
+        time.sleep(0.05)
+
+
+def _local_pids(store: Any, topo: Topology, ranks: list[int]) -> list[int]:
+    """Process ids of these ranks that run on this host (their hello says so)."""
+    pids = []
+    for r in ranks:
+        hello = _get(store, f"{PREFIX}/hello/{r}")
+        data = json.loads(hello) if hello else {}
+        if data.get("hostname") == (topo.hostname or socket.gethostname()) and isinstance(data.get("pid"), int):
+            pids.append(int(data["pid"]))
+    return pids
+
+
+def connect_store(topo: Topology, timeout_s: float) -> Any:
+    """The job's key-value store: hosted by an agent (torchrun's, or our supervisor's) where the
+    launcher says so (``TORCHELASTIC_USE_AGENT_STORE``), else by rank 0 itself.
+
+    Connecting before the process group lets every rank register its arrival, so a rank that
+    never arrives is named instead of failing everyone's ``init_process_group``.
+    """
+    import torch.distributed as dist
+
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    return dist.TCPStore(topo.master_addr or "127.0.0.1", topo.master_port or 29500,  # type: ignore[attr-defined]
+                         is_master=topo.rank == 0 and not agent, wait_for_workers=False,
+                         timeout=timedelta(seconds=timeout_s))
+
+
+def form_group(store: Any, topo: Topology, timeout_s: float) -> tuple[str | None, tuple[int, ...]]:
+    """Arrival, then rank 0's decision: ``(None, ())`` when every rank arrived within the timeout,
+    else why the process group is not formed and the ranks that never arrived.
+
+    Everyone follows one decision in the store, so a late rank cannot form a group the
+    others have given up on.
+    """
+    key = f"{PREFIX}/formation"
+    store.add(f"{PREFIX}/arrived", 1)
+    if topo.rank == 0:
+        deadline = time.monotonic() + timeout_s
+        if topo.launcher == "torchrun" and topo.num_nodes > 1:  # read now: agents that fail soon leave it
+            from .rendezvous_view import node_addresses
+
+            store.set(RDZV_NAMES_KEY, json.dumps(node_addresses()))
+        while int(store.add(f"{PREFIX}/arrived", 0)) < topo.world_size and time.monotonic() < deadline:
+            time.sleep(0.1)
+        absent = [] if int(store.add(f"{PREFIX}/arrived", 0)) >= topo.world_size else [
+            r for r in range(topo.world_size) if not store.check([f"{PREFIX}/hello/{r}"])]
+        store.set(key, json.dumps(absent))
+    elif not wait_key(store, key, time.monotonic() + timeout_s + STALE_S, lambda: silent(store, 0)):
+        never = () if store.check([f"{PREFIX}/hello/0"]) else (0,)
+        return "process group not formed: rank 0 " + ("never arrived" if never else "went silent"), never
+    absent = json.loads(bytes(store.get(key)).decode())
+    if absent:
+        shown = ", ".join(map(str, absent[:20])) + (" …" if len(absent) > 20 else "")
+        return (f"process group not formed: {len(absent)} rank(s) did not arrive within {timeout_s:g} s "
+                f"(ranks {shown})", tuple(absent))
+    return None, ()
 
 
 def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: str | None = None) -> RankOutcome:
@@ -188,20 +375,28 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
     if cuda:
         torch.cuda.set_device(device)
     plan = make_plan(config, opts.suite, cuda)
-    init = "env://" if topo.launcher in ("torchrun", "self") else f"tcp://{topo.master_addr}:{topo.master_port}"
-    dist.init_process_group("nccl" if cuda else "gloo", init_method=init, timeout=timedelta(seconds=timeout_s),
-                            rank=topo.rank, world_size=topo.world_size)
-    # Our own client of the job's store (hosted by rank 0 or the torchrun agent): results and
-    # heartbeats must not depend on the process group, which a dead peer can break.
-    store = dist.TCPStore(topo.master_addr or "127.0.0.1", topo.master_port or 29500,  # type: ignore[attr-defined]
-                          is_master=False, timeout=timedelta(seconds=timeout_s))
-    beat = Heartbeat(store, topo.rank)
-    beat.thread.start()
+    store = connect_store(topo, timeout_s)  # results and heartbeats never depend on the process group
+    beat = Heartbeat(store, topo.rank, lost_after_s=timeout_s + 2 * STALE_S, where=topo.node_name)
     run = RankRun(topo, {"rank": topo.rank, "local_rank": topo.local_rank, "node_rank": topo.node_rank,
                          "hostname": topo.hostname or socket.gethostname(), "node_name": topo.node_name,
                          "device": str(device), "errors": [], "collectives": []})
-    store.set(f"{PREFIX}/hello/{topo.rank}", json.dumps({k: run.payload[k] for k in
-                                                          ("hostname", "node_name", "node_rank", "local_rank")}))
+    _stage(store, topo.rank, "arrive")
+    store.set(f"{PREFIX}/hello/{topo.rank}", json.dumps({**{k: run.payload[k] for k in (
+        "hostname", "node_name", "node_rank", "local_rank")}, "pid": os.getpid()}))
+    beat.start()
+    run.broken, absent = form_group(store, topo, timeout_s)
+    if run.broken is None:
+        try:
+            dist.init_process_group("nccl" if cuda else "gloo", store=dist.PrefixStore(f"{PREFIX}/pg", store),  # type: ignore[attr-defined]
+                                    timeout=timedelta(seconds=timeout_s), rank=topo.rank,
+                                    world_size=topo.world_size)
+        except Exception as exc:  # a rank died between arriving and joining
+            run.broken = f"process group not formed: {type(exc).__name__}: {exc}"
+    if run.broken:  # judged like a collective that failed: nothing between ranks was measured
+        run.payload["errors"].append(run.broken)
+        run.payload["collectives"].append({"op": FORMATION_OP, "group": "all", "scope": "distributed",
+                                           "ranks": list(range(topo.world_size)), "success": False,
+                                           "error": run.broken, "results": []})
     try:
         _workloads(run, store, plan, device, config, timeout_s)
     except Exception as exc:  # a workload bug must not lose the rest of the report
@@ -228,9 +423,10 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
         Path(result_dir, f"rank{topo.rank}.json").write_text(text)
     store.set(f"{PREFIX}/payload/{topo.rank}", text)
     if topo.local_rank == 0:  # node leaders bundle their node's payloads: rank 0 reads one key per node
-        post_node_bundle(store, topo, deadline=time.monotonic() + timeout_s + STALE_S)
-    gathered = gather(store, topo, deadline=time.monotonic() + timeout_s + 2 * STALE_S) if topo.rank == 0 else None
-    return RankOutcome(gathered, config, store, beat, timeout_s, device, plan)
+        post_node_bundle(store, topo, deadline=time.monotonic() + timeout_s + STALE_S, absent=absent)
+    gathered = (gather(store, topo, deadline=time.monotonic() + timeout_s + 2 * STALE_S, absent=absent)
+                if topo.rank == 0 else None)
+    return RankOutcome(gathered, config, store, beat, timeout_s, device, plan, topo, absent, run.broken is None)
 
 
 def node_payload(report: Any, topo: Topology, config: Config, report_dir: str | None) -> dict[str, Any]:
@@ -285,6 +481,8 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
                                      pattern_fraction=w.memory_test_fraction).to_dict()
     _stage(store, rank, "train")
     p["train"] = run_single(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()
+    if run.broken:  # no process group: nothing to measure between ranks
+        return
     groups = layout(run.topo)
     for g in groups:
         g.handle = dist.new_group(g.ranks) if len(g.ranks) < run.topo.world_size else None
@@ -340,9 +538,11 @@ def node_ranks(topo: Topology, node: int) -> range:
     return range(node * per_node, min((node + 1) * per_node, topo.world_size))
 
 
-def collect(store: Any, ranks: Iterable[int], deadline: float) -> tuple[dict[int, str], dict[int, str]]:
+def collect(store: Any, ranks: Iterable[int], deadline: float,
+            absent: Collection[int] = ()) -> tuple[dict[int, str], dict[int, str]]:
     """These ranks' payload texts as they arrive, and why each rank that did not arrive is missing
-    (its heartbeat went stale, or the deadline passed). One pass when the deadline is already past."""
+    (it never joined the job, its heartbeat went stale, or the deadline passed). One pass when the
+    deadline is already past."""
     texts: dict[int, str] = {}
     missing: dict[int, str] = {}
     pending = set(ranks)
@@ -354,7 +554,10 @@ def collect(store: Any, ranks: Iterable[int], deadline: float) -> tuple[dict[int
                 pending.discard(r)
                 continue
             beat = _get(store, f"{PREFIX}/beat/{r}")
-            if beat is not None and time.time() - float(beat) > STALE_S:
+            if beat is None and r in absent:
+                missing[r] = "never joined the job (did not arrive before the process group was due)"
+                pending.discard(r)
+            elif beat is not None and time.time() - float(beat) > STALE_S:
                 missing[r] = f"stopped answering (last heartbeat {time.time() - float(beat):.0f} s ago)"
                 pending.discard(r)
         if not pending or time.monotonic() >= deadline:
@@ -387,7 +590,7 @@ def _bundle(texts: dict[int, str], missing: dict[int, str]) -> str:
         for e in p.pop("collectives", None) or ():
             if e.get("error"):
                 collectives["failures"].append([r, e])
-            if e.get("ranks") and e["ranks"][0] == r:
+            if e.get("ranks") and e["ranks"][0] == r and e.get("op") != FORMATION_OP:  # a failure, not a sweep
                 collectives["groups"].append([r, e])
         if p is not first and p.get("stack") == first.get("stack"):
             p.pop("stack", None)
@@ -396,25 +599,28 @@ def _bundle(texts: dict[int, str], missing: dict[int, str]) -> str:
                        "collectives": collectives})
 
 
-def post_node_bundle(store: Any, topo: Topology, deadline: float) -> None:
+def post_node_bundle(store: Any, topo: Topology, deadline: float, absent: Collection[int] = ()) -> None:
     """Node leader: put the node's payloads in one store value for rank 0.
 
     At 80,000 ranks rank 0 would otherwise poll 80,000 keys and decode 80,000 texts; a
     bundle per node is 10,000 of each, one decode per node shares the key strings of its
     ranks' payloads, and the results arrive as columns rank 0 can screen in bulk.
     """
-    texts, missing = collect(store, node_ranks(topo, topo.node_rank), deadline)
+    texts, missing = collect(store, node_ranks(topo, topo.node_rank), deadline, absent)
     store.set(f"{PREFIX}/node/{topo.node_rank}", _bundle(texts, missing))
     for r in texts:  # the bundle holds them now: the store's host keeps one copy, not two
         with contextlib.suppress(Exception):
             store.delete_key(f"{PREFIX}/payload/{r}")
 
 
-def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
-    """Rank 0: collect every node's bundle; name ranks that died or stopped answering.
+def gather(store: Any, topo: Topology, deadline: float, absent: Collection[int] = ()) -> dict[str, Any]:
+    """The reporting rank: collect every node's bundle; name ranks that died, stopped answering
+    or never joined.
 
-    A node whose leader died (stale heartbeat) or never posted a bundle is read rank by rank,
-    so its surviving ranks still count.
+    A node whose leader died (stale heartbeat), never joined, or never posted a bundle is read
+    rank by rank, so its surviving ranks still count. A rank that never said hello is named
+    from its node's other ranks, else from the launcher's view of the job
+    (:func:`~gpu_preflight.distributed.topology.launcher_node_names`).
     """
     payloads: dict[int, dict[str, Any]] = {}
     missing: dict[int, str] = {}
@@ -441,27 +647,43 @@ def gather(store: Any, topo: Topology, deadline: float) -> dict[str, Any]:
                 continue
             leader = node_ranks(topo, n)[0]
             beat = _get(store, f"{PREFIX}/beat/{leader}")
-            if beat is not None and time.time() - float(beat) > STALE_S:
-                take(*collect(store, node_ranks(topo, n), deadline))
+            if (beat is None and leader in absent) or (beat is not None and time.time() - float(beat) > STALE_S):
+                take(*collect(store, node_ranks(topo, n), deadline, absent))
                 pending.discard(n)
         if not pending or time.monotonic() >= deadline:
             break
         time.sleep(0.2)
     for n in sorted(pending):  # no bundle in time: whatever its ranks posted themselves
-        take(*collect(store, node_ranks(topo, n), time.monotonic()))
-    names: dict[int, str] = {}
-    for r in range(topo.world_size):  # every rank said hello after init: names even for the silent ones
-        hello = _get(store, f"{PREFIX}/hello/{r}") if r in missing or r not in payloads else None
-        if hello:
-            names[r] = json.loads(hello).get("node_name") or json.loads(hello).get("hostname")
+        take(*collect(store, node_ranks(topo, n), time.monotonic(), absent))
+    names = _names(store, topo, [r for r in range(topo.world_size) if r in missing or r not in payloads])
     for r, why in list(missing.items()):
-        hello = _get(store, f"{PREFIX}/hello/{r}")
         progress = _get(store, f"{PREFIX}/progress/{r}")
-        where = json.loads(hello) if hello else {}
-        missing[r] = (f"rank {r} on {where.get('node_name') or where.get('hostname') or 'unknown host'} {why}"
+        missing[r] = (f"rank {r} on {names.get(r) or 'unknown host'} {why}"
                       + (f", last stage {progress}" if progress else ""))
     return {"payloads": payloads, "missing": missing, "names": names, "topology": topo.to_dict(),
             "columns": columns, "index": index, "collectives": collectives}
+
+
+def _names(store: Any, topo: Topology, ranks: list[int]) -> dict[int, str]:
+    """Host names of ranks that did not report: their own hello, a node-mate's, or the launcher's."""
+    from .topology import launcher_node_names
+
+    names: dict[int, str] = {}
+    launcher: dict[int, str] | None = None
+    for r in ranks:
+        for other in [r, *node_ranks(topo, r // max(topo.local_world_size, 1))]:
+            hello = _get(store, f"{PREFIX}/hello/{other}")
+            if hello:
+                data = json.loads(hello)
+                names[r] = data.get("node_name") or data.get("hostname")
+                break
+        else:
+            if launcher is None:
+                launcher = launcher_node_names(topo)
+                launcher.update((int(n), a) for n, a in json.loads(_get(store, RDZV_NAMES_KEY) or "{}").items())
+            if r // max(topo.local_world_size, 1) in launcher:
+                names[r] = launcher[r // max(topo.local_world_size, 1)]
+    return names
 
 
 def _get(store: Any, key: str) -> str | None:
@@ -475,6 +697,8 @@ def _get(store: Any, key: str) -> str | None:
 
 def _destroy(dist: Any) -> None:
     """Tear down the process group without risking a hang on a broken one."""
+    if not dist.is_initialized():
+        return
     t = threading.Thread(target=lambda: dist.destroy_process_group(), daemon=True)
     t.start()
     t.join(5.0)

@@ -197,3 +197,13 @@ def _checked(topo: Topology) -> Topology:
     if not 0 <= topo.node_rank < max(topo.num_nodes, 1):
         raise TopologyError(f"node rank {topo.node_rank} outside {topo.num_nodes} nodes ({topo.launcher})")
     return topo
+
+
+def launcher_node_names(topo: Topology) -> dict[int, str]:
+    """Node rank → name as the launcher lists the job's nodes, for ranks that never said who
+    they are. Slurm and SageMaker list hosts in node-rank order; torchrun numbers nodes in join
+    order, which only its rendezvous records (:mod:`.rendezvous_view`); others name no nodes.
+    """
+    if topo.launcher in ("slurm", "sagemaker") and topo.hosts:
+        return dict(enumerate(topo.hosts))
+    return {}
