@@ -11,7 +11,10 @@ or a regular file far larger than any tool output. So:
   FIFO returns at once, and ``fstat`` on the open descriptor decides (no race between a
   check and the open);
 - every read is bounded by a byte limit; a larger input is refused, not truncated, since
-  judging half a log would judge the wrong thing;
+  judging half a log would judge the wrong thing. Whole reads (:func:`read_bytes`) hold the
+  input in memory, so their limits are memory limits. Streamed reads (:func:`iter_lines`,
+  :func:`iter_chunks`) hold one chunk at a time, so :data:`STREAM_LIMIT` only bounds how
+  long a read may take (a sparse file can claim terabytes): a 1 GB kernel log streams;
 - text must be UTF-8 where a format says so; a UTF-16 file (Windows editors) is named as
   such rather than surfacing as a ``UnicodeDecodeError``;
 - JSON is refused when nested deeper than any file this project writes, before the
@@ -35,18 +38,21 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 __all__ = [
-    "CONFIG_LIMIT", "EVIDENCE_LIMIT", "JSON_MAX_DEPTH", "REPORT_LIMIT", "SNAPSHOT_LIMIT", "InputError",
-    "decode", "iter_lines", "load_json", "nesting_depth", "parse_json", "read_bytes", "read_text",
+    "CONFIG_LIMIT", "EVIDENCE_LIMIT", "JSON_MAX_DEPTH", "REPORT_LIMIT", "SNAPSHOT_LIMIT", "STREAM_LIMIT", "InputError",
+    "decode", "iter_chunks", "iter_lines", "load_json", "nesting_depth", "parse_json", "read_bytes", "read_text",
 ]
 
 MiB = 1024 * 1024
-EVIDENCE_LIMIT = 256 * MiB  # a saved tool output or kernel log (judge, parse, --kernel-log)
+EVIDENCE_LIMIT = 256 * MiB  # a saved tool output read whole (judge, parse of table/XML/JSON kinds)
+STREAM_LIMIT = 4 * 1024 * MiB  # a streamed log (dmesg, nccl-tests, --kernel-log): about a minute of reading
 REPORT_LIMIT = 256 * MiB  # a gpu-preflight JSON report (report render)
 SNAPSHOT_LIMIT = 64 * MiB  # an NVML snapshot (--replay): a few hundred KB per GPU
 CONFIG_LIMIT = 1 * MiB  # a site config file or profile: a few KB in practice
 JSON_MAX_DEPTH = 64  # deeper than any file gpu-preflight writes (reports nest about 8 levels)
 
 _CHUNK = 1 * MiB
+_WIDE_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+              (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"), (stat.S_ISSOCK, "a socket"))
 
@@ -79,10 +85,7 @@ def read_text(path: str | Path, *, limit: int, what: str = "input", strict: bool
 
 def decode(data: bytes, name: str, *, what: str = "input", strict: bool = True) -> str:
     """UTF-8 text of ``data``; a UTF-16/32 file is named as such (they are common from Windows editors)."""
-    for bom, encoding in ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
-                          (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16")):
-        if data.startswith(bom):
-            raise InputError(f"{_label(name)}: {what} is {encoding} text; save it as UTF-8")
+    _refuse_wide(data, name, what)
     try:
         return data.decode("utf-8-sig", errors="strict" if strict else "replace")
     except UnicodeDecodeError as exc:
@@ -102,6 +105,23 @@ def iter_lines(path: str | Path, *, limit: int, what: str = "input") -> Iterator
         return
     with _open_regular(name, limit, what) as fh:
         yield from _lines(fh, limit, what, name)
+
+
+def iter_chunks(path: str | Path, *, limit: int, what: str = "input", size: int = _CHUNK) -> Iterator[bytes]:
+    """The bytes of a regular file (or stdin) in chunks of whole lines, without holding the file in memory.
+
+    Each chunk ends with a newline except perhaps the last, so a line is never split
+    between chunks and a chunk can be searched and decoded on its own (UTF-8 never puts a
+    newline byte inside a character). A leading UTF-8 BOM is dropped and a UTF-16/32 one
+    refused, as :func:`decode` does. The total is bounded by ``limit`` and a line by 16 MiB,
+    as in :func:`iter_lines`.
+    """
+    name = str(path)
+    if name == "-":
+        yield from _chunks(sys.stdin.buffer, limit, what, "standard input", size)
+        return
+    with _open_regular(name, limit, what) as fh:
+        yield from _chunks(fh, limit, what, name, size)
 
 
 def load_json(path: str | Path, *, limit: int, what: str = "JSON file", max_depth: int = JSON_MAX_DEPTH) -> Any:
@@ -215,6 +235,48 @@ def _lines(fh: BinaryIO, limit: int, what: str, name: str) -> Iterator[str]:
         if len(raw) > max_line:
             raise InputError(f"{name}: {what} has a line longer than {_size(max_line)}")
         yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def _chunks(fh: BinaryIO, limit: int, what: str, name: str, size: int) -> Iterator[bytes]:
+    total = 0
+    max_line = min(limit, 16 * MiB)
+    carry = b""
+    head = True
+    while True:
+        try:
+            block = fh.read(size)
+        except BlockingIOError:
+            raise InputError(f"{name}: {what} would block (not a plain file)") from None
+        except OSError as exc:
+            raise InputError(f"{name}: cannot read {what}: {exc.strerror or exc}") from None
+        total += len(block)
+        if total > limit:
+            raise InputError(f"{name}: {what} is more than the {_size(limit)} accepted")
+        if head:
+            carry += block
+            if len(carry) < 4 and block:
+                continue  # a pipe may hand over a byte at a time: the BOM test needs four
+            head = False
+            _refuse_wide(carry, name, what)
+            carry, block = b"", carry.removeprefix(codecs.BOM_UTF8)
+        if not block:
+            if carry:
+                yield carry
+            return
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:
+            carry += block
+            if len(carry) > max_line:
+                raise InputError(f"{name}: {what} has a line longer than {_size(max_line)}")
+            continue
+        yield carry + block[:cut] if carry else block[:cut]
+        carry = block[cut:]
+
+
+def _refuse_wide(data: bytes, name: str, what: str) -> None:
+    for bom, encoding in _WIDE_BOMS:
+        if data.startswith(bom):
+            raise InputError(f"{_label(name)}: {what} is {encoding} text; save it as UTF-8")
 
 
 def _size(n: int) -> str:

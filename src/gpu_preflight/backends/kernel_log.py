@@ -7,11 +7,13 @@ the first that yields a log wins. When all fail, :class:`KernelLogUnavailable` c
 every source's reason: the caller reports "cannot read kernel log", never "no Xid".
 
 A saved log (``--kernel-log FILE``, support bundles) is streamed by :class:`SavedKernelLog`:
-only a regular file is opened (a FIFO would block, ``/dev/zero`` never ends), lines are
-read one at a time with a cap on their length, and the same denial test applies, so a
-saved "Operation not permitted" is not mistaken for a clean log. A path that is missing or
-not a regular file raises :class:`KernelLogFileError`: the user named a file that cannot
-be a log, which is a usage error, not "kernel log unavailable".
+only a regular file is opened (a FIFO would block, ``/dev/zero`` never ends), it is read
+in chunks of whole lines up to :data:`~gpu_preflight.boundedio.STREAM_LIMIT` with a cap on
+a line's length, and :meth:`SavedKernelLog.scan` runs it through the same streaming parser
+as ``gpu-preflight judge`` (one pass, flat memory), so a saved "Operation not permitted"
+is not mistaken for a clean log and ``run --kernel-log`` counts what ``judge`` counts. A
+path that is missing or not a regular file raises :class:`KernelLogFileError`: the user
+named a file that cannot be a log, which is a usage error, not "kernel log unavailable".
 
 A long-running monitor must not re-read the whole log every tick: :class:`KmsgFollower`
 keeps ``/dev/kmsg`` open (non-blocking), reads the whole buffer once and afterwards only
@@ -33,8 +35,12 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..parsers.kernel_log import kernel_log_denied, line_timestamp
+
+if TYPE_CHECKING:
+    from ..parsers.dmesg import DmesgRecord
 
 __all__ = [
     "KernelLog", "KernelLogFileError", "KernelLogUnavailable", "KmsgFollower", "SavedKernelLog", "read_boot_time",
@@ -85,10 +91,10 @@ class _SourceFailed(Exception):
 
 
 class SavedKernelLog:
-    """A saved kernel log, read line by line through :mod:`gpu_preflight.boundedio`.
+    """A saved kernel log, read through :mod:`gpu_preflight.boundedio` (in chunks, or line by line).
 
     Constructing one checks the path (a regular readable file within
-    ``boundedio.EVIDENCE_LIMIT``) and raises :class:`KernelLogFileError` otherwise.
+    ``boundedio.STREAM_LIMIT``) and raises :class:`KernelLogFileError` otherwise.
     :meth:`lines` may be iterated more than once; after a full pass ``denied`` holds the
     refusal line when the file is a saved failed read.
     """
@@ -111,12 +117,31 @@ class SavedKernelLog:
         return f"file:{self.path}"
 
     def _iter(self) -> Generator[str, None, None]:
-        from ..boundedio import EVIDENCE_LIMIT, InputError, iter_lines
+        from ..boundedio import STREAM_LIMIT, InputError, iter_lines
 
         try:
-            yield from iter_lines(self.path, limit=EVIDENCE_LIMIT, what="kernel log")
+            yield from iter_lines(self.path, limit=STREAM_LIMIT, what="kernel log")
         except InputError as exc:
             raise KernelLogFileError(f"--kernel-log {exc}") from None
+
+    def chunks(self) -> Generator[bytes, None, None]:
+        """The file in chunks of whole lines (:func:`gpu_preflight.boundedio.iter_chunks`)."""
+        from ..boundedio import STREAM_LIMIT, InputError, iter_chunks
+
+        try:
+            yield from iter_chunks(self.path, limit=STREAM_LIMIT, what="kernel log")
+        except InputError as exc:
+            raise KernelLogFileError(f"--kernel-log {exc}") from None
+
+    def scan(self, *, now: datetime | None = None, recent: deque[str] | None = None) -> DmesgRecord:
+        """The log through the kernel-log parser in one pass: Xid timeline and examples, last timestamp, refusal.
+
+        ``now`` dates syslog lines; ``recent``, when given, receives the newest Xid-shaped
+        lines. Raises ``ParseError`` for a file that is no kernel log (empty, binary).
+        """
+        from ..parsers.dmesg import scan
+
+        return scan(self.chunks(), now=now, recent=recent)
 
     def lines(self) -> Iterator[str]:
         """Every line, without its end of line, one at a time."""
@@ -159,19 +184,23 @@ def read_kernel_log(timeout_s: float = 5.0) -> KernelLog:
 
 
 def read_kernel_log_file(path: str | Path) -> KernelLog:
-    """A saved log as one text, for small consumers; :class:`SavedKernelLog` streams it.
+    """The lines of a saved log that its consumers read, as one text; the file itself is streamed.
 
-    A path that is not a regular readable file, or a saved refusal, raises
-    ``KernelLogUnavailable`` (the caller reports "cannot read kernel log").
+    The text holds the PCIe ``limited by`` lines and the newest 10,000 Xid/NVRM lines, not
+    the rest of what may be a multi-gigabyte log. A path that is not a regular readable
+    file, or a saved refusal, raises ``KernelLogUnavailable`` (the caller reports "cannot
+    read kernel log").
     """
+    from ..parsers.dmesg import log_lines
+
     try:
         log = SavedKernelLog(path)
-        text = "\n".join(log.lines())
+        kept, denied = log_lines(log.chunks())
     except KernelLogFileError as exc:
         raise KernelLogUnavailable(str(exc).removeprefix("--kernel-log ")) from exc
-    if log.denied:
-        raise KernelLogUnavailable(f"{log.path}: {log.denied}")
-    return KernelLog(log.source, text, None)
+    if denied:
+        raise KernelLogUnavailable(f"{log.path}: {denied}")
+    return KernelLog(log.source, "\n".join(kept), None)
 
 
 def read_boot_time(proc: str | Path | None = None) -> datetime | None:

@@ -161,13 +161,13 @@ def judge_dmesg(record: DmesgRecord, config: Config, source: str) -> Iterator[Fi
 
 
 def _xids(record: DmesgRecord, config: Config, source: str) -> Iterator[Finding]:
-    from ..config.xid_window import count_events, xid_window
+    from ..config.xid_window import xid_window
     from ..records import GpuFacts, KernelLogFacts
     from ..registry import CheckContext, get_check
 
     end = datetime.fromisoformat(record.last_timestamp) if record.last_timestamp else None
     window = xid_window(config.xid.window_hours, log_end=end, saved=True)
-    tally = count_events([*(x.to_event() for x in record.xid_events), *record.unparsed_xids], window)
+    tally = record.xid_tally(window)
     facts = {"kernel_log": KernelLogFacts(True, source, end or datetime(1970, 1, 1, tzinfo=UTC), tally=tally),
              "gpu": GpuFacts(source="kernel log", available=True)}
     yield from get_check("gpu.xid").fn(CheckContext(host=source, facts=facts, config=config))

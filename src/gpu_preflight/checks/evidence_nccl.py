@@ -108,8 +108,7 @@ def _correctness(record: NcclTestsRecord, config: Config, source: str) -> Iterat
         yield Finding(check, Status.FAIL, subject, kind,
                       f"test aborted ({failure.kind} failure at {failure.file}:{failure.line}): {failure.message}",
                       recommendation=advice.recommendation, details={"file": failure.file, "line": failure.line})
-    bad_sizes = [r.size_bytes for r in record.rows
-                 if (r.wrong or 0) > 0 or (r.in_place is not None and (r.in_place.wrong or 0) > 0)]
+    bad_sizes = record.wrong_sizes
     limit = evidence_config(config).nccl_max_error
     flagged = bool(record.errors)
     if record.wrong_total:
@@ -137,7 +136,7 @@ def _correctness(record: NcclTestsRecord, config: Config, source: str) -> Iterat
                       "the run printed no #wrong or error values (validation off?)")
         return
     yield Finding(check, Status.PASS, source, "ok",
-                  f"{record.test or 'collective'}: no wrong values over {len(record.rows)} size(s)",
+                  f"{record.test or 'collective'}: no wrong values over {record.rows_total} size(s)",
                   observed=record.wrong_total if record.wrong_total is not None else record.max_error,
                   expected=0 if record.wrong_total is not None else f"<= {limit:g}")
 
@@ -207,12 +206,11 @@ def _floor(record: NcclTestsRecord, config: Config) -> tuple[Floor | None, tuple
             names = ", ".join(sorted({g.name for g in record.gpus})) or "unnamed GPUs"
             return None, None, (f"no floor for {names} (no shipped profile matched: pass --profile, or set "
                                 "evidence.nccl_busbw_min_gbps)")
-    large = [(r.busbw_gbps, r.size_bytes) for r in record.rows
-             if r.busbw_gbps is not None and r.size_bytes >= perf.busbw_floor_min_bytes]
-    if not large:
+    large = record.best_busbw(perf.busbw_floor_min_bytes)
+    if large is None:
         return floor, None, (f"the largest message is below {perf.busbw_floor_min_bytes} B "
                              "(perf.busbw_floor_min_bytes): latency-bound sizes are not held to bandwidth floors")
-    return floor, max(large, key=lambda b: (b[0], -b[1])), ""
+    return floor, large, ""
 
 
 _TYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,

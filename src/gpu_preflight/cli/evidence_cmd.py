@@ -5,8 +5,13 @@ findings the same way ``run`` does and exits like ``run`` (0 pass, 1 warn, 2 fai
 error). Both detect the kind when ``--kind`` is not given. ``FILE`` may be ``-`` for
 standard input.
 
+The input is read in chunks: the kind is detected from the head, and kinds with a
+streaming parser (kernel logs, nccl-tests) are parsed chunk by chunk in flat memory up to
+:data:`~gpu_preflight.boundedio.STREAM_LIMIT`; the others are read whole, up to
+:data:`~gpu_preflight.boundedio.EVIDENCE_LIMIT`. ``parse`` writes one line of compact JSON.
+
 Exit 3 whenever nothing could be judged: the file cannot be read (not a regular file,
-over :data:`~gpu_preflight.boundedio.EVIDENCE_LIMIT`, missing), no parser recognises it
+over its limit, missing), no parser recognises it
 with confidence (a README is not an NCCL log), the given or detected kind does not
 parse, or the command line or configuration is wrong. Exit 2 is only ever a FAIL found
 in the evidence.
@@ -15,8 +20,11 @@ in the evidence.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -62,29 +70,67 @@ def run(args: argparse.Namespace) -> int:
     if args.file is None:
         print(f"gpu-preflight {args.command}: a FILE is required ('-' for stdin)", file=sys.stderr)
         return EXIT_USAGE
-    text = _read(args.file)
-    if text is None:
+    evidence = _open(args.file)
+    if evidence is None:
         return EXIT_ERROR
-    kind = _kind(args.kind, text, args.file)
+    kind = _kind(args.kind, evidence.head, args.file)
     if kind is None:
         return EXIT_ERROR
     if args.command == "parse":
-        return _parse(text, kind)
-    return _judge(args, text, kind)
+        return _parse(evidence, kind)
+    return _judge(args, evidence, kind)
 
 
-def _read(path: str) -> str | None:
-    """The file's text, bounded; undecodable bytes replaced (one damaged byte must not hide a log)."""
-    from ..boundedio import EVIDENCE_LIMIT, InputError, read_text
+@dataclass
+class _Evidence:
+    """An input being read: its decoded head (for detection) and every chunk, the head's included."""
 
+    path: str
+    head: str
+    chunks: Iterator[bytes]
+
+
+def _open(path: str) -> _Evidence | None:
+    """The input's head, read far enough to detect its kind; the rest is read by the parser."""
+    from ..boundedio import STREAM_LIMIT, InputError, iter_chunks
+    from ..parsers.detect import SNIFF_WINDOW
+
+    chunks = iter_chunks(path, limit=STREAM_LIMIT, what="tool output")
+    first: list[bytes] = []
     try:
-        return read_text(path, limit=EVIDENCE_LIMIT, what="tool output", strict=False)
+        for chunk in chunks:
+            first.append(chunk)
+            if sum(map(len, first)) >= SNIFF_WINDOW:
+                break
     except InputError as exc:
         print(f"gpu-preflight: {exc}", file=sys.stderr)
         return None
+    head = b"".join(first)[:SNIFF_WINDOW].decode("utf-8", errors="replace")
+    return _Evidence(path, head, itertools.chain(first, chunks))
 
 
-def _kind(kind: str | None, text: str, path: str) -> str | None:
+def _record(evidence: _Evidence, kind: str) -> Any:
+    """Parse the whole input as ``kind``: streamed when the kind can, else read whole under the evidence limit.
+
+    Raises ``ParseError`` (not a readable instance of the kind) or ``InputError`` (the
+    input could not be read to its end).
+    """
+    from ..boundedio import EVIDENCE_LIMIT, InputError, decode
+    from ..parsers.detect import get_parser
+
+    spec = get_parser(kind)
+    if spec.stream is not None:
+        return spec.stream(evidence.chunks)
+    data = bytearray()
+    for chunk in evidence.chunks:
+        data += chunk
+        if len(data) > EVIDENCE_LIMIT:
+            raise InputError(f"{evidence.path}: tool output is more than the {EVIDENCE_LIMIT // 2**20} MiB read "
+                             f"whole for {kind} (only kernel logs and nccl-tests logs are streamed)")
+    return spec.parse(decode(bytes(data), evidence.path, what="tool output", strict=False))
+
+
+def _kind(kind: str | None, head: str, path: str) -> str | None:
     from ..parsers.detect import all_kinds, detect_kind, get_parser
 
     if kind is not None:
@@ -94,7 +140,7 @@ def _kind(kind: str | None, text: str, path: str) -> str | None:
             print(f"gpu-preflight: {exc.args[0]}", file=sys.stderr)
             return None
         return kind
-    detected = detect_kind(text)
+    detected = detect_kind(head)
     if detected is None:
         known = ", ".join(s.kind for s in all_kinds())
         print(f"gpu-preflight: cannot tell which tool printed {path}; pass --kind (one of: {known})",
@@ -102,24 +148,28 @@ def _kind(kind: str | None, text: str, path: str) -> str | None:
     return detected
 
 
-def _parse(text: str, kind: str) -> int:
+def _parse(evidence: _Evidence, kind: str) -> int:
+    from ..boundedio import InputError
     from ..model import jsonable
-    from ..parsers.detect import get_parser
     from ..parsers.errors import ParseError
 
     try:
-        record = get_parser(kind).parse(text)
+        record = _record(evidence, kind)
     except ParseError as exc:
         print(f"gpu-preflight: could not parse as {kind}: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    sys.stdout.write(json.dumps({"kind": kind, "record": jsonable(record)}, indent=2) + "\n")
+    except InputError as exc:
+        print(f"gpu-preflight: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    json.dump({"kind": kind, "record": jsonable(record)}, sys.stdout, separators=(",", ":"))
+    sys.stdout.write("\n")
     return 0
 
 
-def _judge(args: argparse.Namespace, text: str, kind: str) -> int:
+def _judge(args: argparse.Namespace, evidence: _Evidence, kind: str) -> int:
+    from ..boundedio import InputError
     from ..checks.evidence import judge_record, parse_error_finding
     from ..config import ConfigError
-    from ..parsers.detect import get_parser
     from ..parsers.errors import ParseError
     from ..report import render
     from ..report.console import render_console
@@ -128,9 +178,12 @@ def _judge(args: argparse.Namespace, text: str, kind: str) -> int:
     record: Any = None
     problem: ParseError | None = None
     try:
-        record = get_parser(kind).parse(text)
+        record = _record(evidence, kind)
     except ParseError as exc:
         problem = exc
+    except InputError as exc:
+        print(f"gpu-preflight: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     try:
         config, profile = _config(args, record)
     except ConfigError as exc:

@@ -5,6 +5,12 @@ a *sniffer*: a pure function that scores how surely a text is of that kind (0: i
 not; higher: more specific evidence, e.g. an XML root element beats a loose keyword).
 :func:`detect_kind` asks every sniffer and takes the best score, so adding a kind touches
 only its own module and detection does not depend on import order.
+
+A kind whose files can be far larger than memory (kernel logs, nccl-tests logs) also
+registers a *stream* function: it reads an iterable of byte chunks of whole lines (see
+:func:`gpu_preflight.boundedio.iter_chunks`) and keeps counts and a bounded set of
+examples instead of every line. Its text parser is the same function over one chunk, so
+the two cannot drift. Detection only ever needs the head: :data:`SNIFF_WINDOW`.
 """
 
 from __future__ import annotations
@@ -12,16 +18,17 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import ParseError
 
-__all__ = ["ParserSpec", "all_kinds", "detect_kind", "get_parser", "parse_text", "parser"]
+__all__ = ["SNIFF_WINDOW", "ParserSpec", "all_kinds", "detect_kind", "get_parser", "parse_text", "parser"]
 
 ParseFn = Callable[[str], Any]
 SniffFn = Callable[[str], int]
+StreamFn = Callable[[Iterable[bytes]], Any]
 
 SNIFF_WINDOW = 256 * 1024  # sniffers look at the head of a file; a 2 GB log must not be scanned twice
 # Statements at the start of a line that no diagnostic tool prints but every source file
@@ -38,19 +45,23 @@ class ParserSpec:
     parse: ParseFn
     sniff: SniffFn
     title: str
+    stream: StreamFn | None = None
 
 
 _PARSERS: dict[str, ParserSpec] = {}
 _discovered = False
 
 
-def parser(kind: str, *, sniff: SniffFn, title: str) -> Callable[[ParseFn], ParseFn]:
-    """Register ``fn`` as the parser of ``kind`` (text → typed record; raises :class:`ParseError`)."""
+def parser(kind: str, *, sniff: SniffFn, title: str, stream: StreamFn | None = None) -> Callable[[ParseFn], ParseFn]:
+    """Register ``fn`` as the parser of ``kind`` (text → typed record; raises :class:`ParseError`).
+
+    ``stream`` is the same parser over byte chunks, for kinds whose logs can be huge.
+    """
 
     def register(fn: ParseFn) -> ParseFn:
         if kind in _PARSERS and _PARSERS[kind].parse is not fn:
             raise ValueError(f"parser kind {kind!r} registered twice")
-        _PARSERS[kind] = ParserSpec(kind, fn, sniff, title)
+        _PARSERS[kind] = ParserSpec(kind, fn, sniff, title, stream)
         return fn
 
     return register

@@ -10,13 +10,24 @@ was readable at all — a refused ``dmesg`` holds no Xid lines either, and must 
 Patterns read at most :data:`~gpu_preflight.parsers.kernel_log.MAX_LINE` characters of a
 line and start only where a token starts, so a 64 KiB line without whitespace costs
 linear time (the segfault pattern once took minutes on one).
+
+A kernel log can be gigabytes, so it is streamed (:func:`scan`): each chunk of whole lines
+is searched for the few words the interesting lines must contain (``nvrm`` in any case,
+``segfault at``, ``limited by``, a refusal) at C speed, and only those lines are decoded
+and parsed. The record keeps the first and last :data:`KEPT` of each list with the number
+left out between them (``omitted``), per-(Xid, GPU) counts over the whole log
+(``xid_counts``), and, off the record's fields, an :class:`~.xid_timeline.XidTimeline` from
+which the judge counts any Xid window exactly. Memory is flat in the size of the log.
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .detect import parser
 from .errors import ParseError
@@ -26,12 +37,16 @@ from .kernel_log import (
     XidEvent,
     kernel_log_denied,
     line_timestamp,
-    normalize_pci,
     scan_xid_line,
 )
-from .text import prepare
+from .text import ContentGate
+from .xid_timeline import XidTimeline, moment
+
+if TYPE_CHECKING:
+    from ..config.xid_window import XidTally, XidWindow
 
 KIND = "dmesg"
+KEPT = 500  # the first and the last this many of each list are kept; the count between is in `omitted`
 
 _LIMITED = re.compile(
     r"pci (?P<device>[0-9a-fA-F:.]+): (?P<available>[\d.]+) Gb/s available PCIe bandwidth, limited by "
@@ -41,6 +56,17 @@ _SEGFAULT = re.compile(r"(?<![^\s\[\]])(?P<process>[^\s\[\]]+)\[(?P<pid>\d+)\]: 
                        r"(?: in (?P<library>[^\[\s]+))?")
 _KERNEL_LINE = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]|[a-z]+\s*:\s*[a-z]+\s*:|\d{4}-\d{2}-\d{2}[T ]\d|"
                           r"\[[A-Z][a-z]{2} [A-Z][a-z]{2}|[A-Z][a-z]{2}\s+\d+ \d{2}:\d{2}:\d{2} )|NVRM:|kernel:")
+_KERNEL_LINE_BYTES = re.compile(_KERNEL_LINE.pattern.encode(), re.MULTILINE)
+# A line that may begin with a wall-clock time (ISO, dmesg -T, syslog, dmesg --decode) is any line
+# but plain dmesg's "[  123.456789]"; each candidate is confirmed by line_timestamp, newest first.
+_MAYBE_WALL = re.compile(rb"\n(?!\[[ 0-9])")
+_NEEDLES_LOWER = (b"nvrm",)  # _SHAPE is case-insensitive: searched in the lower-cased chunk
+_NEEDLES = (b"segfault at", b"limited by")
+_DENIAL_NEEDLES = (b"dmesg: ", b"No journal files", b"/dev/kmsg: ")
+_TAIL_LINES = 32  # lines read back from a chunk's end for its last timestamp before searching all of it
+_STAMP_BYTES = 400  # a timestamp prefix is at most 96 characters of at most 4 bytes
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -59,6 +85,17 @@ class XidLine:
         """Back to the kernel-log parser's event, for the Xid policy."""
         stamp = datetime.fromisoformat(self.timestamp) if self.timestamp else None
         return XidEvent(self.xid, self.pci_bus_id, stamp, self.pid, self.process, self.message, self.raw)
+
+
+@dataclass
+class XidCount:
+    """Every event of one Xid on one GPU in the whole log (no window): the count and its time span."""
+
+    xid: int
+    pci_bus_id: str | None
+    count: int
+    first: str | None
+    last: str | None
 
 
 @dataclass
@@ -93,6 +130,142 @@ class DmesgRecord:
     lines: int = 0
     unparsed_xids: list[UnparsedXid] = field(default_factory=list)
     last_timestamp: str | None = None  # the newest line's time: a saved log's Xid window ends there
+    xid_counts: list[XidCount] = field(default_factory=list)
+    omitted: dict[str, int] = field(default_factory=dict)  # list name -> entries not kept (between first and last)
+
+    def __post_init__(self) -> None:
+        self.timeline: XidTimeline | None = None  # not a field: never serialised, read by the judge
+
+    def xid_tally(self, window: XidWindow) -> XidTally:
+        """The Xid events within ``window``.
+
+        When the record lists every event, they are counted as the node run counts them;
+        when a long log left events out of its lists, the counts come from the timeline
+        (exact, see :mod:`~gpu_preflight.parsers.xid_timeline`) and the examples from the
+        events kept.
+        """
+        from ..config.xid_window import count_events
+
+        events = [x.to_event() for x in self.xid_events]
+        if self.timeline is None or not ({"xid_events", "unparsed_xids"} & set(self.omitted)):
+            return count_events([*events, *self.unparsed_xids], window)
+        return self.timeline.tally(window, events, self.unparsed_xids)
+
+
+class _Kept(Generic[T]):
+    """The first and last :data:`KEPT` items of a stream, and how many there were."""
+
+    def __init__(self) -> None:
+        self.head: list[T] = []
+        self.tail: deque[T] = deque(maxlen=KEPT)
+        self.total = 0
+
+    def add(self, item: T) -> None:
+        self.total += 1
+        if len(self.head) < KEPT:
+            self.head.append(item)
+        else:
+            self.tail.append(item)
+
+    def items(self) -> list[T]:
+        return [*self.head, *self.tail]
+
+
+class DmesgScanner:
+    """Feed chunks of whole lines in order, then :meth:`finish`; see the module docstring.
+
+    ``now`` dates syslog lines (they have no year) as :func:`line_timestamp` does; a saved
+    file judged on its own leaves them undated.
+    """
+
+    def __init__(self, *, now: datetime | None = None, recent: deque[str] | None = None) -> None:
+        self.now = now
+        self.recent = recent
+        self.gate = ContentGate(KIND)
+        self.xids: _Kept[XidEvent] = _Kept()
+        self.unparsed: _Kept[UnparsedXid] = _Kept()
+        self.limits: _Kept[PcieLimit] = _Kept()
+        self.segfaults: _Kept[Segfault] = _Kept()
+        self.timeline = XidTimeline()
+        self.lines = 0
+        self.denied: str | None = None
+        self.kernel_line = False
+        self.last: datetime | None = None
+
+    def _anything(self) -> bool:
+        return bool(self.xids.total or self.unparsed.total or self.limits.total or self.segfaults.total)
+
+    def feed(self, chunk: bytes) -> None:
+        if not chunk:
+            return
+        self.gate.check(chunk)
+        self.lines += chunk.count(b"\n") + (not chunk.endswith(b"\n"))
+        starts: set[int] = set()
+        lower = chunk.lower()
+        for needle in _NEEDLES_LOWER:
+            _line_starts(lower, needle, starts)
+        for needle in _NEEDLES:
+            _line_starts(chunk, needle, starts)
+        if self.denied is None and not self._anything():
+            for needle in _DENIAL_NEEDLES:
+                _line_starts(chunk, needle, starts)
+        for start in sorted(starts):
+            end = chunk.find(b"\n", start)
+            for line in chunk[start:end if end >= 0 else len(chunk)].decode("utf-8", errors="replace").splitlines():
+                self._line(line)
+        if not self.kernel_line:
+            self.kernel_line = _KERNEL_LINE_BYTES.search(chunk) is not None
+        self.last = _last_stamp(chunk, self.now) or self.last
+
+    def _line(self, line: str) -> None:
+        found = scan_xid_line(line, now=self.now)
+        if found is not None and self.recent is not None:
+            self.recent.append(line[:1024])
+        if isinstance(found, UnparsedXid):
+            self.unparsed.add(found)
+            self.timeline.add_unparsed(found)
+        elif found is not None:
+            self.timeline.add(found)
+            self.xids.add(found)
+        bounded = line[:MAX_LINE]
+        if "limited by" in bounded and (m := _LIMITED.search(bounded)):
+            self.limits.add(PcieLimit(
+                device=m.group("device"), available_gbps=float(m.group("available")),
+                limited_by_speed_gts=float(m.group("speed")), limited_by_width=int(m.group("width")),
+                limited_at=m.group("at"), capable_gbps=float(m.group("capable")),
+                capable_speed_gts=float(m.group("cap_speed")), capable_width=int(m.group("cap_width"))))
+        elif m := _segfault(bounded):
+            self.segfaults.add(Segfault(m.group("process"), int(m.group("pid")), m.group("library"),
+                                        bounded.strip()))
+        if self.denied is None and not self._anything() and (
+                "failed:" in line or "No journal files" in line or "/dev/kmsg:" in line):
+            self.denied = kernel_log_denied(line)
+
+    def _xid_line(self, found: XidEvent) -> XidLine:
+        return XidLine(xid=found.xid, pci_bus_id=self.timeline.gpu(found.pci), message=found.message,
+                       timestamp=found.timestamp.isoformat() if found.timestamp else None, pid=found.pid,
+                       process=found.process, raw=found.raw.strip())
+
+    def finish(self) -> DmesgRecord:
+        self.gate.finish()
+        record = DmesgRecord(
+            xid_events=[self._xid_line(e) for e in self.xids.items()], pcie_limits=self.limits.items(),
+            segfaults=self.segfaults.items(),
+            lines=self.lines, unparsed_xids=self.unparsed.items(),
+            last_timestamp=self.last.isoformat() if self.last else None,
+            xid_counts=[XidCount(g.xid, g.pci, g.count, _iso(moment(g.first)), _iso(moment(g.last)))
+                        for g in self.timeline.groups],
+            omitted={name: kept.total - len(kept.head) - len(kept.tail)
+                     for name, kept in (("xid_events", self.xids), ("unparsed_xids", self.unparsed),
+                                        ("pcie_limits", self.limits), ("segfaults", self.segfaults))
+                     if kept.total > len(kept.head) + len(kept.tail)},
+        )
+        record.timeline = self.timeline
+        if self.denied and not self._anything():
+            record.readable, record.denied = False, self.denied
+        elif not (self._anything() or self.kernel_line):
+            raise ParseError(KIND, "no kernel log line (no timestamp prefix, no 'kernel:', no NVRM)")
+        return record
 
 
 def sniff(text: str) -> int:
@@ -105,63 +278,94 @@ def sniff(text: str) -> int:
     return 30 if re.search(r"^\[\s*\d+\.\d+\] ", text, re.MULTILINE) else 0
 
 
-@parser(KIND, sniff=sniff, title="kernel log (dmesg, dmesg -T/--time-format iso/--decode, journalctl -k, syslog)")
+def scan(chunks: Iterable[bytes], *, now: datetime | None = None, recent: deque[str] | None = None) -> DmesgRecord:
+    """A kernel log streamed as chunks of whole lines (see :func:`gpu_preflight.boundedio.iter_chunks`).
+
+    ``recent``, when given, receives every Xid-shaped line (a bounded deque keeps the newest).
+    """
+    scanner = DmesgScanner(now=now, recent=recent)
+    for chunk in chunks:
+        scanner.feed(chunk)
+    return scanner.finish()
+
+
+def _stream(chunks: Iterable[bytes]) -> DmesgRecord:
+    return scan(chunks)
+
+
+@parser(KIND, sniff=sniff, stream=_stream,
+        title="kernel log (dmesg, dmesg -T/--time-format iso/--decode, journalctl -k, syslog)")
 def parse(text: str) -> DmesgRecord:
     """Parse a saved kernel log for Xid events, PCIe ``limited by`` lines and GPU-library segfaults."""
-    lines = prepare(KIND, text)
-    record = DmesgRecord(lines=len(lines))
-    denied = kernel_log_denied(text)
-    for found in _xid_events(lines):
-        if isinstance(found, UnparsedXid):
-            record.unparsed_xids.append(found)
-            continue
-        record.xid_events.append(XidLine(
-            xid=found.xid, pci_bus_id=_pci(found.pci), message=found.message,
-            timestamp=found.timestamp.isoformat() if found.timestamp else None, pid=found.pid,
-            process=found.process, raw=found.raw.strip(),
-        ))
-    last = _last_timestamp(lines)
-    record.last_timestamp = last.isoformat() if last else None
-    for full in lines:
-        line = full[:MAX_LINE]
-        if m := _LIMITED.search(line):
-            record.pcie_limits.append(PcieLimit(
-                device=m.group("device"), available_gbps=float(m.group("available")),
-                limited_by_speed_gts=float(m.group("speed")), limited_by_width=int(m.group("width")),
-                limited_at=m.group("at"), capable_gbps=float(m.group("capable")),
-                capable_speed_gts=float(m.group("cap_speed")), capable_width=int(m.group("cap_width"))))
-        elif m := _segfault(line):
-            record.segfaults.append(Segfault(m.group("process"), int(m.group("pid")), m.group("library"),
-                                             line.strip()))
-    anything = bool(record.xid_events or record.unparsed_xids or record.pcie_limits or record.segfaults)
-    if denied and not anything:
-        record.readable, record.denied = False, denied
-    elif not (anything or any(_KERNEL_LINE.search(line[:MAX_LINE]) for line in lines)):
-        raise ParseError(KIND, "no kernel log line (no timestamp prefix, no 'kernel:', no NVRM)")
-    return record
+    return scan([text.encode("utf-8", errors="surrogatepass")])
 
 
-def _xid_events(lines: list[str]) -> list[XidEvent | UnparsedXid]:
-    """Xid events, and lines shaped like one that break its grammar, in log order."""
-    return [found for line in lines if (found := scan_xid_line(line)) is not None]
+def log_lines(chunks: Iterable[bytes], keep: int = 10_000) -> tuple[list[str], str | None]:
+    """The PCIe ``limited by`` lines and the newest Xid/NVRM lines of a streamed log (at most ``keep`` of each),
+    and its refusal line if it is one."""
+    limited: deque[str] = deque(maxlen=keep)
+    nvrm: deque[str] = deque(maxlen=keep)
+    denied: str | None = None
+    for chunk in chunks:
+        starts: set[int] = set()
+        lower = chunk.lower()
+        _line_starts(lower, b"nvrm", starts)
+        _line_starts(lower, b"xid", starts)
+        _line_starts(chunk, b"limited by", starts)
+        if denied is None:
+            for needle in _DENIAL_NEEDLES:
+                _line_starts(chunk, needle, starts)
+        for start in sorted(starts):
+            end = chunk.find(b"\n", start)
+            for line in chunk[start:end if end >= 0 else len(chunk)].decode("utf-8", errors="replace").splitlines():
+                if denied is None and (found := kernel_log_denied(line)):
+                    denied = found
+                elif "limited by" in line:
+                    limited.append(line)
+                elif "xid" in line.lower() or "nvrm" in line.lower():
+                    nvrm.append(line)
+    return [*limited, *nvrm], denied
 
 
-def _last_timestamp(lines: list[str]) -> datetime | None:
-    """The time of the last line that carries a wall-clock time (boot-relative stamps have none here)."""
-    for line in reversed(lines):
-        if (stamp := line_timestamp(line)) is not None:
+def _line_starts(haystack: bytes, needle: bytes, starts: set[int]) -> None:
+    """Add the offset of every line of ``haystack`` that holds ``needle``."""
+    pos = haystack.find(needle)
+    while pos >= 0:
+        starts.add(haystack.rfind(b"\n", 0, pos) + 1)
+        end = haystack.find(b"\n", pos)
+        if end < 0:
+            return
+        pos = haystack.find(needle, end)
+
+
+def _last_stamp(chunk: bytes, now: datetime | None) -> datetime | None:
+    """The wall-clock time of the last line of ``chunk`` that has one: its last lines first, then a search."""
+    end = len(chunk) - chunk.endswith(b"\n")
+    for _ in range(_TAIL_LINES):
+        if end < 0:
+            return None
+        start = chunk.rfind(b"\n", 0, end) + 1
+        if (stamp := _stamp_of(chunk, start, now)) is not None:
+            return stamp
+        end = start - 1
+    candidates = [0, *(m.end() for m in _MAYBE_WALL.finditer(chunk, 0, max(end, 0) + 1))]
+    for start in reversed(candidates):
+        if start <= end and (stamp := _stamp_of(chunk, start, now)) is not None:
             return stamp
     return None
 
 
+def _stamp_of(chunk: bytes, start: int, now: datetime | None) -> datetime | None:
+    head = chunk[start:start + _STAMP_BYTES].split(b"\n", 1)[0].decode("utf-8", errors="replace")
+    for line in reversed(head.splitlines()):
+        if (stamp := line_timestamp(line, now=now)) is not None:
+            return stamp
+    return None
+
+
+def _iso(stamp: datetime | None) -> str | None:
+    return stamp.isoformat() if stamp else None
+
+
 def _segfault(line: str) -> re.Match[str] | None:
     return _SEGFAULT.search(line[:MAX_LINE]) if "segfault at" in line else None
-
-
-def _pci(pci: str | None) -> str | None:
-    if pci is None:
-        return None
-    try:
-        return normalize_pci(pci)
-    except ValueError:
-        return pci.strip().lower()

@@ -233,6 +233,10 @@ def _fields(rest: str) -> tuple[int | None, str | None, str]:
 def _timestamp(prefix: str, boot_time: datetime | None, now: datetime | None,
                zone: tzinfo) -> datetime | None:
     """Wall-clock UTC time from a line prefix, absolute stamps first, then boot-relative."""
+    head = prefix.lstrip()
+    if head[:1] == "[" and not head[1:2].isalpha():  # plain dmesg's "[ 8391.220110]": only boot-relative
+        m = _MONO.search(prefix)
+        return _since_boot(boot_time, float(m.group("sec"))) if m else None
     if m := _KMSG.match(prefix):
         return _since_boot(boot_time, int(m.group("usec")) / 1_000_000)
     prefix = _DECODE.sub("", prefix, count=1)

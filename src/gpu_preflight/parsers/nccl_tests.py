@@ -18,22 +18,35 @@ Completeness: every nccl-tests run that finishes prints ``# Out of bounds values
 OK|FAILED`` (the verdict over *all* sizes, ``#`` omitted by old versions) and then ``#
 Avg bus bandwidth``. A table without that line was cut (or the run died) before the
 end, so the record lists it in ``incomplete``; so does a result cell that is neither a
-number nor ``N/A`` (a damaged ``#wrong`` must not read as "no count").
+number nor ``N/A`` (a damaged ``#wrong`` must not read as "no count"). A log of several runs
+(a soak loop appending to one file) is judged over all of them: ``#wrong`` and out-of-bounds
+counts add up, and rows after the last summary line mean the last run was cut.
+
+Streaming: a log of many runs, or with ``NCCL_DEBUG=INFO`` lines between them, can be
+gigabytes. :class:`NcclTestsScanner` reads it line by line; the derived values above are
+kept up to date as rows arrive, ``rows`` keeps the first and last :data:`KEPT_ROWS` rows
+(``rows_total`` counts them all), ``busbw_by_size`` the best out-of-place busbw per message
+size and ``wrong_sizes`` the sizes of rows with wrong values, so the judge needs no other row.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .detect import parser
 from .errors import ParseError
-from .text import is_noise, is_not_available, prepare, to_float
+from .text import ContentGate, chunk_lines, is_noise, is_not_available, to_float
 
 KIND = "nccl-tests"
+KEPT_ROWS = 500  # the first and the last this many rows are kept in ``rows``
+MAX_SIZES = 65_536  # distinct message sizes remembered in busbw_by_size / wrong_sizes
+MAX_PROBLEMS = 100  # ``incomplete`` entries listed; more are counted in one last entry
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s{0,4}\d+:\s)")
+_PREFIX_STARTS = frozenset("[ \t0123456789")
 _HEADER = re.compile(r"^#\s+size\s+count\b")
 _RANK = re.compile(r"^#\s*Rank\s+(?P<rank>\d+)\s+Group\s+\d+\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+device\s+"
                    r"(?P<device>\d+)\s+\[(?P<pci>[^\]]+)\]\s*(?P<name>.*)$")
@@ -113,10 +126,22 @@ class NcclTestsRecord:
     errors: list[NcclTestFailure] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
     gpus: list[NcclTestDevice] = field(default_factory=list)
+    rows_total: int = 0
+    rows_omitted: int = 0  # rows between the first and last KEPT_ROWS not listed in ``rows``
+    busbw_by_size: dict[int, float] = field(default_factory=dict)  # best out-of-place busbw per size
+    wrong_sizes: list[int] = field(default_factory=list)  # sizes of the rows with #wrong > 0, in log order
+
+    def best_busbw(self, min_bytes: int = 0) -> tuple[float, int] | None:
+        """The highest out-of-place busbw at ``min_bytes`` or more, and its size (the smallest on a tie)."""
+        found = [(b, s) for s, b in self.busbw_by_size.items() if s >= min_bytes]
+        return max(found, key=lambda b: (b[0], -b[1])) if found else None
 
 
 def sniff(text: str) -> int:
-    clean = "\n".join(_PREFIX.sub("", line) for line in text.splitlines()[:400])
+    """The table header or a test failure anywhere in the head: with ``NCCL_DEBUG=INFO`` the table
+    comes after hundreds of NCCL INFO lines, which alone would read as a job log (``nccl-log``)."""
+    clean = "\n".join(_PREFIX.sub("", line) for line in text.splitlines()
+                      if "size" in line or "failure" in line or "Collective test" in line)
     if re.search(r"^#\s+size\s+count\s+type\b", clean, re.MULTILINE):
         return 95
     if re.search(r"Test (?:NCCL|CUDA) failure \S+:\d+", clean) or "# Collective test starting" in clean:
@@ -124,59 +149,220 @@ def sniff(text: str) -> int:
     return 0
 
 
-@parser(KIND, sniff=sniff, title="nccl-tests (*_perf) output, any version, with or without rank prefixes")
-def parse(text: str) -> NcclTestsRecord:
-    """Parse nccl-tests output: the perf table, the trailer and ``Test ... failure`` lines."""
-    record = NcclTestsRecord()
-    columns: list[str] | None = None
-    ranks: dict[int, str] = {}
-    for number, raw in enumerate(prepare(KIND, text), 1):
-        line = _PREFIX.sub("", raw, count=1).rstrip()
-        if not line.strip() or is_noise(line):
-            continue
-        if m := _FAILURE.search(line):
+class NcclTestsScanner:
+    """Feed lines in order, then :meth:`finish`; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.record = NcclTestsRecord()
+        self.columns: list[str] | None = None
+        self.layout: _Layout | None = None
+        self.ranks: dict[int, str] = {}
+        self.number = 0
+        self.head: list[NcclTestRow] = []
+        self.tail: deque[NcclTestRow] = deque(maxlen=KEPT_ROWS)
+        self.problems: list[str] = []
+        self.problem_count = 0
+        self.rows_since_summary = 0
+        self.busbw_sum = [0.0, 0.0]  # out-of-place, in-place: the computed average is over both
+        self.busbw_n = 0
+        self.largest: NcclTestRow | None = None
+        self.largest_measured: NcclTestRow | None = None
+
+    def feed(self, raw: str) -> None:
+        self.number += 1
+        if " NCCL INFO " in raw and "version" not in raw and "_perf" not in raw and "failure" not in raw:
+            return  # NCCL_DEBUG=INFO chatter, most of a long log: none of it is table, trailer or failure
+        prefixed = ":" in raw[:24] and raw[:1] in _PREFIX_STARTS
+        line = _PREFIX.sub("", raw, count=1).rstrip() if prefixed else raw.rstrip()
+        stripped = line.lstrip()
+        if not stripped or is_noise(line):
+            return
+        record = self.record
+        if "failure" in line and (m := _FAILURE.search(line)):
             record.errors.append(NcclTestFailure(m.group("host"), m.group("what"), m.group("file"),
                                                  int(m.group("line")), m.group("message").strip()))
-            continue
-        if line.lstrip().startswith("#") or not line.lstrip()[:1].isdigit():
-            columns = _header_line(record, ranks, line, columns)
-            if record.test is None and (m := _TEST_NAME.search(line)):
+            return
+        if stripped[0] == "#" or not stripped[0].isdigit():
+            if "Out of bounds" in line and (m := _OOB.match(line)):
+                record.out_of_bounds = (record.out_of_bounds or 0) + int(m.group("n"))
+                self.rows_since_summary = 0
+            else:
+                self.columns = _header_line(record, self.ranks, line, self.columns)
+            if record.test is None and "_perf" in line and (m := _TEST_NAME.search(line)):
                 record.test = m.group("name").removesuffix("_perf")
-            continue
-        if columns is None:
-            continue  # numbers before the table (a pasted pod listing, a command's output)
-        record.rows.append(_row(columns, line, number, record.incomplete))
-    if not record.rows and not record.errors:
-        raise ParseError(KIND, "no nccl-tests result row and no 'Test ... failure' line")
-    if record.rows and record.out_of_bounds is None and not record.errors:
-        record.incomplete.append("no 'Out of bounds values' summary line: the output ends before the run finished")
-    if ranks:
-        record.nranks = max(ranks) + 1
-        record.hosts = sorted(set(ranks.values()))
-    _summarise(record)
-    return record
+            return
+        if self.columns is None:
+            return  # numbers before the table (a pasted pod listing, a command's output)
+        if self.layout is None or self.layout.columns is not self.columns:
+            self.layout = _Layout.of(self.columns)
+        row = self.layout.row(line)
+        self._add(row if row is not None else _row(self.columns, line, self.number, self.problem))
+
+    def problem(self, text: str) -> None:
+        self.problem_count += 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(text)
+
+    def _add(self, row: NcclTestRow) -> None:
+        record = self.record
+        record.rows_total += 1
+        self.rows_since_summary += 1
+        if len(self.head) < KEPT_ROWS:
+            self.head.append(row)
+        else:
+            self.tail.append(row)
+        size, busbw = row.size_bytes, row.busbw_gbps
+        if busbw is not None:
+            peak = record.peak_busbw_gbps
+            if peak is None or (busbw, -size) > (peak, -(record.peak_size_bytes or 0)):
+                record.peak_busbw_gbps, record.peak_size_bytes = busbw, size
+            if size in record.busbw_by_size:
+                record.busbw_by_size[size] = max(record.busbw_by_size[size], busbw)
+            elif len(record.busbw_by_size) < MAX_SIZES:
+                record.busbw_by_size[size] = busbw
+            self.busbw_sum[0] += busbw
+            self.busbw_n += 1
+        in_place = row.in_place
+        if in_place is not None and in_place.busbw_gbps is not None:
+            if record.peak_busbw_in_place_gbps is None or in_place.busbw_gbps > record.peak_busbw_in_place_gbps:
+                record.peak_busbw_in_place_gbps = in_place.busbw_gbps
+            self.busbw_sum[1] += in_place.busbw_gbps
+            self.busbw_n += 1
+        for wrong in (row.wrong, in_place.wrong if in_place else None):
+            if wrong is not None:
+                record.wrong_total = (record.wrong_total or 0) + wrong
+        if ((row.wrong or 0) > 0 or (in_place is not None and (in_place.wrong or 0) > 0)) \
+                and len(record.wrong_sizes) < MAX_SIZES:
+            record.wrong_sizes.append(size)
+        for error in (row.error, in_place.error if in_place else None):
+            if error is not None and (record.max_error is None or error > record.max_error):
+                record.max_error = error
+        if self.largest is None or size > self.largest.size_bytes:
+            self.largest = row
+        if row.algbw_gbps and row.busbw_gbps and (self.largest_measured is None
+                                                  or size > self.largest_measured.size_bytes):
+            self.largest_measured = row
+
+    def finish(self) -> NcclTestsRecord:
+        record = self.record
+        record.rows = [*self.head, *self.tail]
+        record.rows_omitted = record.rows_total - len(record.rows)
+        if not record.rows and not record.errors:
+            raise ParseError(KIND, "no nccl-tests result row and no 'Test ... failure' line")
+        record.incomplete = self.problems
+        if self.problem_count > len(self.problems):
+            record.incomplete.append(f"{self.problem_count - len(self.problems)} more unreadable value(s)")
+        if record.rows and record.out_of_bounds is None and not record.errors:
+            record.incomplete.append("no 'Out of bounds values' summary line: the output ends before the run finished")
+        elif record.out_of_bounds is not None and self.rows_since_summary and not record.errors:
+            record.incomplete.append(f"{self.rows_since_summary} row(s) after the last 'Out of bounds values' "
+                                     "summary line: the last run ends before it finished")
+        if self.ranks:
+            record.nranks = max(self.ranks) + 1
+            record.hosts = sorted(set(self.ranks.values()))
+        if record.avg_busbw_gbps is None and self.busbw_n:
+            record.avg_busbw_gbps = round((self.busbw_sum[0] + self.busbw_sum[1]) / self.busbw_n, 4)
+            record.avg_busbw_source = "computed"
+        if record.nranks is None:
+            record.nranks = _infer_ranks(record, self.largest_measured)
+            record.nranks_inferred = record.nranks is not None
+        return record
+
+
+def scan(chunks: Iterable[bytes]) -> NcclTestsRecord:
+    """nccl-tests output streamed as chunks of whole lines (see :func:`gpu_preflight.boundedio.iter_chunks`)."""
+    gate = ContentGate(KIND)
+    scanner = NcclTestsScanner()
+    for chunk in chunks:
+        gate.check(chunk)
+        for line in chunk_lines(chunk):
+            scanner.feed(line)
+    gate.finish()
+    return scanner.finish()
+
+
+@parser(KIND, sniff=sniff, stream=scan,
+        title="nccl-tests (*_perf) output, any version, with or without rank prefixes")
+def parse(text: str) -> NcclTestsRecord:
+    """Parse nccl-tests output: the perf table, the trailer and ``Test ... failure`` lines."""
+    return scan([text.encode("utf-8", errors="surrogatepass")])
 
 
 def _header_line(record: NcclTestsRecord, ranks: dict[int, str], line: str,
                  columns: list[str] | None) -> list[str] | None:
-    if _HEADER.match(line):
+    """A line outside the table: the column header, a rank's device, the trailer, versions.
+
+    Each pattern is tried only when the word it needs is in the line: most lines of a long
+    log are NCCL INFO lines that match none.
+    """
+    if "size" in line and _HEADER.match(line):
         return [t for t in line.lstrip("#").split()]
-    if m := _RANK.match(line):
+    if "Rank" in line and (m := _RANK.match(line)):
         ranks[int(m.group("rank"))] = m.group("host")
         if m.group("name").strip():
             record.gpus.append(NcclTestDevice(int(m.group("rank")), m.group("host"), m.group("name").strip()))
-    elif m := _AVG.match(line):
+    elif "Avg" in line and (m := _AVG.match(line)):
         record.avg_busbw_gbps = to_float(m.group("v"))
         record.avg_busbw_source = "reported" if record.avg_busbw_gbps is not None else None
-    elif m := _OOB.match(line):
-        record.out_of_bounds = int(m.group("n"))
-    elif m := _TESTS_VERSION.match(line):
+    elif "nccl-tests" in line and (m := _TESTS_VERSION.match(line)):
         record.nccl_tests_version = m.group("v")
         if lib := _LIBRARY.search(line):
             record.nccl_version = record.nccl_version or _version_from_code(int(lib.group("code")))
-    elif m := _NCCL_VERSION.search(line):
+    elif "NCCL version" in line and (m := _NCCL_VERSION.search(line)):
         record.nccl_version = m.group("v")
     return columns
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """One header's row shape as a regex: a row whose cells are all plain numbers is read in one match.
+
+    Anything else (a value count that differs, ``N/A``, a damaged cell) goes through
+    :func:`_row`, which names the problem.
+    """
+
+    columns: list[str]
+    first: dict[str, int]
+    second: dict[str, int]
+    pattern: re.Pattern[str]
+
+    @classmethod
+    def of(cls, columns: list[str]) -> _Layout:
+        first: dict[str, int] = {}
+        second: dict[str, int] = {}
+        cells = []
+        for i, name in enumerate(columns):
+            key = name.lower().lstrip("#")
+            (second if key in first else first)[key] = i
+            cells.append(r"(\d+)" if key in _INTEGRAL else r"(\d+\.?\d*|\.\d+)" if key in _NUMERIC else r"(\S+)")
+        return cls(columns, first, second, re.compile(r"\s*" + r"\s+".join(cells) + r"\s*", re.ASCII))
+
+    def row(self, line: str) -> NcclTestRow | None:
+        m = self.pattern.fullmatch(line)
+        if m is None:
+            return None
+        values = m.groups()
+        first, second = self.first, self.second
+        out = self._placement(values, first)
+        return NcclTestRow(
+            size_bytes=int(values[first["size"]]), count=int(values[first["count"]]) if "count" in first else None,
+            type=values[first["type"]] if "type" in first else None,
+            redop=values[first["redop"]] if "redop" in first else None,
+            root=_int(values[first["root"]]) if "root" in first else None, time_us=out.time_us,
+            algbw_gbps=out.algbw_gbps, busbw_gbps=out.busbw_gbps, wrong=out.wrong, error=out.error,
+            in_place=self._placement(values, second) if second else None)
+
+    @staticmethod
+    def _placement(values: tuple[str, ...], at: dict[str, int]) -> PlacementResult:
+        return PlacementResult(
+            time_us=float(values[at["time"]]) if "time" in at else None,
+            algbw_gbps=float(values[at["algbw"]]) if "algbw" in at else None,
+            busbw_gbps=float(values[at["busbw"]]) if "busbw" in at else None,
+            wrong=int(values[at["wrong"]]) if "wrong" in at else None,
+            error=float(values[at["error"]]) if "error" in at else None)
+
+
+_INTEGRAL = frozenset({"size", "count", "wrong"})
 
 
 def _version_from_code(code: int) -> str:
@@ -186,7 +372,7 @@ def _version_from_code(code: int) -> str:
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
 
 
-def _row(columns: list[str], line: str, number: int, problems: list[str]) -> NcclTestRow:
+def _row(columns: list[str], line: str, number: int, problem: Callable[[str], None]) -> NcclTestRow:
     values = line.split()
     if len(values) != len(columns):
         raise ParseError(KIND, f"{len(values)} values where the header names {len(columns)} columns", number)
@@ -200,8 +386,9 @@ def _row(columns: list[str], line: str, number: int, problems: list[str]) -> Ncc
         raise ParseError(KIND, f"size {first.get('size')!r} is not a byte count", number)
     for key, value in [*first.items(), *(("in-place " + k, v) for k, v in second.items())]:
         name = key.removeprefix("in-place ")
-        if name in _NUMERIC and not is_not_available(value) and _NUMERIC[name](value) is None:
-            problems.append(f"unreadable {key} value {value!r} (line {number})")
+        if name in _NUMERIC and not ((value.isascii() and value.isdigit()) or (name != "wrong" and _decimal(value))) \
+                and not is_not_available(value) and _NUMERIC[name](value) is None:
+            problem(f"unreadable {key} value {value!r} (line {number})")
     out = _placement(first)
     return NcclTestRow(
         size_bytes=size, count=_int(first.get("count")), type=first.get("type"), redop=first.get("redop"),
@@ -211,9 +398,18 @@ def _row(columns: list[str], line: str, number: int, problems: list[str]) -> Ncc
 
 
 def _placement(values: dict[str, str]) -> PlacementResult:
-    return PlacementResult(time_us=to_float(values.get("time")), algbw_gbps=to_float(values.get("algbw")),
-                           busbw_gbps=to_float(values.get("busbw")), wrong=_int(values.get("wrong")),
-                           error=to_float(values.get("error")))
+    return PlacementResult(time_us=_float(values.get("time")), algbw_gbps=_float(values.get("algbw")),
+                           busbw_gbps=_float(values.get("busbw")), wrong=_int(values.get("wrong")),
+                           error=_float(values.get("error")))
+
+
+def _decimal(value: str) -> bool:
+    """``15.31``, ``0``: the plain form nearly every cell has, read without a regex."""
+    return value.replace(".", "", 1).isdigit() and value.isascii()
+
+
+def _float(value: str | None) -> float | None:
+    return float(value) if value is not None and _decimal(value) else to_float(value)
 
 
 def _number(value: str) -> float | None:
@@ -221,40 +417,21 @@ def _number(value: str) -> float | None:
 
 
 def _int(value: str | None) -> int | None:
-    if value is None or not re.fullmatch(r"-?\d+", value):
+    if value is None:
         return None
-    return int(value)
+    if value.isascii() and value.isdigit():
+        return int(value)
+    return int(value) if _INTEGER.fullmatch(value) else None
 
 
+_INTEGER = re.compile(r"-?\d+")
 _NUMERIC: dict[str, Callable[[str], float | int | None]] = {
     "time": _number, "algbw": _number, "busbw": _number, "error": _number, "wrong": _int}
 
 
-def _summarise(record: NcclTestsRecord) -> None:
-    rows = record.rows
-    busbw = [(r.busbw_gbps, r.size_bytes) for r in rows if r.busbw_gbps is not None]
-    if busbw:
-        record.peak_busbw_gbps, record.peak_size_bytes = max(busbw, key=lambda b: (b[0], -b[1]))
-    in_place = [r.in_place.busbw_gbps for r in rows if r.in_place and r.in_place.busbw_gbps is not None]
-    record.peak_busbw_in_place_gbps = max(in_place) if in_place else None
-    if record.avg_busbw_gbps is None:
-        values = [b for b, _ in busbw] + in_place
-        if values:
-            record.avg_busbw_gbps = round(sum(values) / len(values), 4)
-            record.avg_busbw_source = "computed"
-    wrongs = [w for r in rows for w in (r.wrong, r.in_place.wrong if r.in_place else None) if w is not None]
-    record.wrong_total = sum(wrongs) if wrongs else None
-    errors = [e for r in rows for e in (r.error, r.in_place.error if r.in_place else None) if e is not None]
-    record.max_error = max(errors) if errors else None
-    if record.nranks is None:
-        record.nranks = _infer_ranks(record)
-        record.nranks_inferred = record.nranks is not None
-
-
-def _infer_ranks(record: NcclTestsRecord) -> int | None:
+def _infer_ranks(record: NcclTestsRecord, best: NcclTestRow | None) -> int | None:
     """Ranks from busbw/algbw of the largest row (most digits), for collectives whose factor depends on n."""
     factor = _FACTORS.get(record.test or "all_reduce")  # an unnamed table is most often all_reduce: flagged
-    best = max((r for r in record.rows if r.algbw_gbps and r.busbw_gbps), key=lambda r: r.size_bytes, default=None)
     if factor is None or best is None or best.algbw_gbps is None or best.busbw_gbps is None:
         return None
     ratio = best.busbw_gbps / best.algbw_gbps

@@ -16,7 +16,8 @@ import re
 from .errors import ParseError
 
 __all__ = [
-    "is_elision", "is_noise", "is_not_available", "is_prompt", "prepare", "to_bool", "to_float", "to_int",
+    "ContentGate", "chunk_lines", "is_elision", "is_noise", "is_not_available", "is_prompt", "prepare", "to_bool",
+    "to_float", "to_int",
 ]
 
 _NOT_AVAILABLE = frozenset({
@@ -45,9 +46,37 @@ def prepare(kind: str, text: str, *, allow_empty: bool = False) -> list[str]:
     return lines
 
 
+class ContentGate:
+    """:func:`prepare`'s two refusals for a stream: binary data, or no tool output at all.
+
+    Feed every chunk to :meth:`check` (a NUL byte anywhere refuses the input, as in
+    :func:`prepare`); lines are only inspected until the first one that is output, so
+    the gate costs nothing after the first chunk of a real log.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.seen = False
+
+    def check(self, chunk: bytes) -> None:
+        if b"\x00" in chunk:
+            raise ParseError(self.kind, "binary data (NUL bytes), not tool output")
+        if not self.seen and chunk.strip():
+            self.seen = any(line.strip() and not is_noise(line) for line in chunk_lines(chunk))
+
+    def finish(self) -> None:
+        if not self.seen:
+            raise ParseError(self.kind, "empty input")
+
+
+def chunk_lines(chunk: bytes) -> list[str]:
+    """The lines of a chunk of whole lines, decoded as :func:`~gpu_preflight.boundedio.read_text` decodes a log."""
+    return chunk.decode("utf-8", errors="replace").splitlines()
+
+
 def is_prompt(line: str) -> bool:
     """A pasted shell command line: ``$ cmd`` or ``user@host:~$ cmd``."""
-    return bool(_PROMPT.match(line))
+    return "$" in line and bool(_PROMPT.match(line))
 
 
 def is_elision(line: str) -> bool:
@@ -57,7 +86,7 @@ def is_elision(line: str) -> bool:
 
 def is_noise(line: str) -> bool:
     """A line that is not tool output: a pasted command, an elision, a capture script's ``rc=N``."""
-    return is_prompt(line) or is_elision(line) or bool(_RC.match(line))
+    return is_prompt(line) or is_elision(line) or ("rc=" in line and bool(_RC.match(line)))
 
 
 def is_not_available(value: str | None) -> bool:

@@ -1,9 +1,12 @@
 """The ``kernel_log`` fact: Xid events from dmesg, /dev/kmsg, the journal, a saved file or a snapshot.
 
-Every source is streamed line by line into one :class:`~gpu_preflight.config.xid_window.XidCounter`
-whose window comes from :func:`~gpu_preflight.config.xid_window.xid_window`: a live log's
-window ends now, a saved file's at its last timestamp, a replayed snapshot's when the
-snapshot was taken. Only counts and a few example lines are kept.
+Every source is counted in a window from :func:`~gpu_preflight.config.xid_window.xid_window`:
+a live log's window ends now, a saved file's at its last timestamp, a replayed snapshot's
+when the snapshot was taken. Live and snapshot lines go line by line into one
+:class:`~gpu_preflight.config.xid_window.XidCounter`; a saved file is streamed once through
+the kernel-log parser ``judge`` uses (:func:`gpu_preflight.parsers.dmesg.scan`), which finds
+its last timestamp and keeps an exact timeline of its events. Only counts and a few example
+lines are kept.
 """
 
 from __future__ import annotations
@@ -71,17 +74,25 @@ def live_kernel_log(ctx: ProbeContext) -> KernelLog:
 
 
 def saved_log_facts(ctx: ProbeContext | None, path: str, hours: float, now: datetime) -> KernelLogFacts:
-    """A saved log, streamed twice: once for its last timestamp (the window's end), once to count."""
+    """A saved log, streamed once through the parser ``judge`` uses; its window ends at its last timestamp."""
     from ..backends.kernel_log import KernelLogUnavailable, SavedKernelLog
     from ..config.xid_window import xid_window
+    from ..parsers.errors import ParseError
 
     log = SavedKernelLog(path)
-    window = xid_window(hours, log_end=log.last_timestamp(now=now), saved=True)
-    facts = _count(ctx, log.source, now, window, log.lines(), None, now, [])
-    if log.denied:
+    recent: deque[str] = deque(maxlen=NVRM_ARTIFACT_LINES)
+    try:
+        record = log.scan(now=now, recent=recent)
+    except ParseError as exc:
+        return KernelLogFacts(False, log.source, now, reason=f"cannot read kernel log: {path}: {exc.message}")
+    if not record.readable:
         return KernelLogFacts(False, log.source, now, reason=f"cannot read kernel log: "
-                                                             f"{KernelLogUnavailable(f'{path}: {log.denied}')}")
-    return facts
+                                                             f"{KernelLogUnavailable(f'{path}: {record.denied}')}")
+    end = datetime.fromisoformat(record.last_timestamp) if record.last_timestamp else None
+    window = xid_window(hours, log_end=end, saved=True)
+    if recent and ctx is not None:
+        ctx.save_artifact("kernel_log_nvrm", "kernel_log_nvrm.txt", "\n".join(recent) + "\n")
+    return KernelLogFacts(True, log.source, now, tally=record.xid_tally(window), failures=[])
 
 
 def snapshot_log_facts(host: Any, hours: float, now: datetime) -> KernelLogFacts:

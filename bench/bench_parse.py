@@ -1,0 +1,210 @@
+"""Big logs: ``parse``/``judge``/``run --kernel-log`` on 100 MB logs against a plain-regex floor.
+
+Builds, in a temporary directory, a kernel log and an nccl-tests log of ``--size-mb`` each
+from the project's own fixtures (``tests/fixtures/evidence/dmesg-xid-h100-node.txt`` and
+``nccl-tests-all_reduce-8xh100.txt``) and realistic filler: kernel lines of a busy GPU node
+with the fixture's Xid lines re-stamped among them (about 2 % of lines, and 0.1 % segfaults), and a soak loop's
+nccl-tests output, each run preceded by the ``NCCL_DEBUG=INFO`` lines of 8 ranks.
+
+Each command runs as a subprocess, alternated with the others, ``--repeat`` times; wall
+time and peak RSS come from ``os.wait4`` for that child alone. The floor is a plain Python
+regex extractor doing the same extraction (Xid number, GPU and message per Xid line; every
+result row's numbers) over the file read whole. Prints medians: MB/s, our time over the
+floor's, peak RSS; and checks that ``parse`` found as many Xid events / rows as the floor.
+``run --replay <H200 snapshot> --kernel-log`` is timed with a ``--kernel-log-mb`` log and
+with the 1 KB fixture log, alternated, to show what a big saved log adds to a run.
+
+    .venv/bin/python bench/bench_parse.py [--size-mb 100] [--repeat 3] [--kernel-log-mb 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "evidence"
+SNAPSHOT = ROOT / "tests" / "fixtures" / "captured" / "h200-580.159.04" / "nvml_capture.json"
+CLI = [sys.executable, "-m", "gpu_preflight"]
+
+SEGFAULT = ("python3[{pid}]: segfault at 0 ip 00007f3a1c2d4e5f sp 00007ffd8e9c1a20 error 4 "
+            "in libc.so.6[7f3a1c200000+195000]")
+KERNEL_FILLER = (
+    "mlx5_core 0000:{bus:02x}:00.0: mlx5_fw_tracer_handle_traces:742:(pid {pid}): FWTracer: Events were lost",
+    "audit: type=1400 audit({sec}.{ms:03d}:{n}): apparmor=\"DENIED\" operation=\"open\" "
+    "profile=\"snap.amazon-ssm-agent\" name=\"/proc/{pid}/environ\" pid={pid} comm=\"ssm-agent-worke\" "
+    "requested_mask=\"r\" denied_mask=\"r\"",
+    "IPv6: ADDRCONF(NETDEV_CHANGE): eth{n1}: link becomes ready",
+    "EXT4-fs (nvme{n1}n1): mounted filesystem with ordered data mode. Opts: (null). Quota mode: none.",
+    "nvidia-nvswitch{n1}: open (major=510)",
+    "pcieport 0000:{bus:02x}:01.0: AER: Corrected error received: 0000:{bus:02x}:00.0",
+    "systemd-journald[{pid}]: /dev/kmsg buffer overrun, some messages lost.",
+    "nvidia-fabricmanager[{pid}]: Successfully configured all the available GPUs and NVSwitches",
+    "docker0: port {n1}(veth{pid:x}) entered forwarding state",
+)
+NCCL_INFO = (
+    "{host}:{pid}:{pid} [{rank}] NCCL INFO Channel {ch:02d}/32 :    0   1   2   3   4   5   6   7",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO Channel {ch:02d}/0 : {rank}[{rank}] -> {peer}[{peer}] via P2P/CUMEM/read",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO Connected all rings",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO NVLS multicast support is available on dev {rank}",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO comm 0x{addr:x} rank {rank} nRanks 8 nNodes 1 localRanks 8 localRank {rank} "
+    "MNNVL 0",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO Trees [0] {peer}/-1/-1->{rank}->{prev} [1] {peer}/-1/-1->{rank}->{prev}",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO threadThresholds 8/8/64 | 64/8/64 | 512 | 512",
+    "{host}:{pid}:{tid} [{rank}] NCCL INFO 32 coll channels, 32 collnet channels, 16 nvls channels, 32 p2p channels",
+)
+
+FLOOR_DMESG = r"""
+import collections, json, re, sys
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+xid = re.compile(r"NVRM: Xid \(PCI:(?P<pci>[0-9a-fA-F:.]+)\): (?P<xid>\d+), (?P<rest>[^\n]*)")
+events = [(m.group("pci").lower(), int(m.group("xid")), m.group("rest")) for m in xid.finditer(text)]
+print(json.dumps({"items": len(events), "groups": len(collections.Counter((p, x) for p, x, _ in events))}))
+"""
+FLOOR_NCCL = r"""
+import json, re, sys
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+row = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)"
+                 r"\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s*$", re.M)
+rows = [(int(m[1]), float(m[8]), int(m[9]) + int(m[13])) for m in row.finditer(text)]
+print(json.dumps({"items": len(rows), "peak": max(b for _, b, _ in rows), "wrong": sum(w for _, _, w in rows)}))
+"""
+
+
+def kernel_log(path: Path, size: int, rng: random.Random) -> None:
+    """The fixture's boot lines, then filler with its Xid lines (and their continuation lines) every ~50 lines."""
+    lines = (FIXTURES / "dmesg-xid-h100-node.txt").read_text().splitlines()
+    boot = [line for line in lines if "Xid" not in line and not line.startswith(" ")][:5]
+    events = [line.split("] ", 1)[1] for line in lines if "NVRM: Xid" in line]
+    stamp, written, n = 0.0, 0, 0
+    with path.open("w") as fh:
+        for line in boot:
+            fh.write(line + "\n")
+        while written < size:
+            stamp += rng.random() * 0.5
+            n += 1
+            pick = rng.random()
+            if pick < 0.02:
+                text = events[n % len(events)]
+            elif pick < 0.021:
+                text = SEGFAULT.format(pid=rng.randrange(1, 99999))
+            else:
+                text = rng.choice(KERNEL_FILLER).format(bus=rng.randrange(256), pid=rng.randrange(1, 99999),
+                                                        sec=1700000000 + n, ms=n % 1000, n=n, n1=n % 8)
+            line = f"[{stamp:12.6f}] {text}\n"
+            fh.write(line)
+            written += len(line)
+
+
+def nccl_tests_log(path: Path, size: int, rng: random.Random) -> None:
+    """A soak loop's log: per run the fixture's header and devices, 8 ranks' NCCL INFO lines, the table, the trailer."""
+    lines = (FIXTURES / "nccl-tests-all_reduce-8xh100.txt").read_text().splitlines(keepends=True)
+    split = next(i for i, line in enumerate(lines) if "out-of-place" in line)
+    head, table = "".join(lines[:split]), "".join(lines[split:])
+    written, runs = 0, 0
+    with path.open("w") as fh:
+        while written < size:
+            runs += 1
+            block = []
+            for _ in range(400):
+                rank = rng.randrange(8)
+                block.append(rng.choice(NCCL_INFO).format(
+                    host="gpu-node-07", pid=41230 + rank, tid=41300 + rng.randrange(64), rank=rank,
+                    ch=rng.randrange(32), peer=(rank + 1) % 8, prev=(rank - 1) % 8, addr=rng.getrandbits(40)))
+            text = head + "\n".join(block) + "\n" + table
+            fh.write(text)
+            written += len(text)
+
+
+def measure(argv: list[str], out: Path) -> tuple[float, float, int]:
+    """Wall seconds, peak RSS (MiB) and exit status of one child, stdout into ``out``."""
+    with out.open("wb") as stdout:
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL, cwd=ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss / 1024, proc.returncode
+
+
+def alternate(commands: dict[str, list[str]], repeat: int, tmp: Path) -> dict[str, list[tuple[float, float, int]]]:
+    results: dict[str, list[tuple[float, float, int]]] = {name: [] for name in commands}
+    for _ in range(repeat):
+        for name, argv in commands.items():
+            results[name].append(measure(argv, tmp / f"{name.replace(' ', '_')}.out"))
+    return results
+
+
+def report(title: str, size: int, results: dict[str, list[tuple[float, float, int]]], floor: str) -> None:
+    mb = size / 1e6
+    base = statistics.median(w for w, _, _ in results[floor])
+    print(f"\n{title} ({mb:.0f} MB)")
+    print(f"  {'command':34} {'median s':>9} {'MB/s':>7} {'x floor':>8} {'peak RSS MiB':>13}  runs (s)")
+    for name, runs in results.items():
+        wall = statistics.median(w for w, _, _ in runs)
+        rss = max(r for _, r, _ in runs)
+        codes = sorted({c for _, _, c in runs})
+        print(f"  {name:34} {wall:9.2f} {mb / wall:7.1f} {wall / base:8.2f} {rss:13.0f}  "
+              f"{' '.join(f'{w:.2f}' for w, _, _ in runs)}  exit {codes}")
+
+
+def agree(tmp: Path, name: str, floor: str, count: Callable[[Any], int]) -> None:
+    ours = json.loads((tmp / f"{name.replace(' ', '_')}.out").read_text())
+    theirs = json.loads((tmp / f"{floor.replace(' ', '_')}.out").read_text())
+    print(f"  items: parse {count(ours['record'])}, floor {theirs['items']}"
+          f" -> {'agree' if count(ours['record']) == theirs['items'] else 'DIFFER'}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size-mb", type=float, default=100.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--kernel-log-mb", type=float, default=10.0)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    rng = random.Random(args.seed)  # noqa: S311 - reproducible filler, not cryptography
+    size = int(args.size_mb * 1e6)
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        dmesg, nccl, small = tmp / "dmesg.log", tmp / "nccl-tests.log", tmp / "kernel-small.log"
+        kernel_log(dmesg, size, rng)
+        nccl_tests_log(nccl, size, rng)
+        kernel_log(small, int(args.kernel_log_mb * 1e6), rng)
+        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; python {sys.version.split()[0]}")
+
+        results = alternate({"parse": [*CLI, "parse", str(dmesg)],
+                             "judge --format json": [*CLI, "judge", str(dmesg), "--format", "json"],
+                             "regex floor": [sys.executable, "-c", FLOOR_DMESG, str(dmesg)]}, args.repeat, tmp)
+        report("kernel log (dmesg)", dmesg.stat().st_size, results, "regex floor")
+        agree(tmp, "parse", "regex floor", lambda r: sum(int(c["count"]) for c in r["xid_counts"]))
+
+        results = alternate({"parse": [*CLI, "parse", str(nccl)],
+                             "judge --format json": [*CLI, "judge", str(nccl), "--format", "json"],
+                             "regex floor": [sys.executable, "-c", FLOOR_NCCL, str(nccl)]}, args.repeat, tmp)
+        report("nccl-tests log", nccl.stat().st_size, results, "regex floor")
+        agree(tmp, "parse", "regex floor", lambda r: int(r.get("rows_total", -1)))
+
+        base = [*CLI, "run", "--replay", str(SNAPSHOT), "--format", "json", "--no-history"]
+        results = alternate({"run --kernel-log big": [*base, "--kernel-log", str(small)],
+                             "run --kernel-log 1 KB fixture": [*base, "--kernel-log",
+                                                               str(FIXTURES / "dmesg-xid-h100-node.txt")]},
+                            args.repeat, tmp)
+        report("run --replay with a saved kernel log", small.stat().st_size, results, "run --kernel-log 1 KB fixture")
+        extra = (statistics.median(w for w, _, _ in results["run --kernel-log big"])
+                 - statistics.median(w for w, _, _ in results["run --kernel-log 1 KB fixture"]))
+        print(f"  the {small.stat().st_size / 1e6:.0f} MB log adds {extra:.2f} s to the run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""Every Xid event of a streamed kernel log in 12 bytes: enough to count any window later.
+
+A saved log's Xid window ends at the log's last timestamp, which is known only once the
+whole log has been read, and its length is configuration the parser does not see. So a
+streamed parse keeps, per event, only its time (microseconds since the epoch,
+:data:`UNDATED` when the line has none) and its (Xid, GPU) group in two arrays; the
+judge counts whatever window it is given from them (see
+:func:`gpu_preflight.checks.evidence_gpu.timeline_tally`), with the same rules as
+:class:`~gpu_preflight.config.xid_window.XidCounter`: older than the window is outside,
+undated always counts, a repeat of a dated event (same Xid, GPU, time, pid and message)
+is a duplicate, up to :data:`DEDUP_KEYS_MAX` remembered events.
+
+Memory stays flat however many events a log holds: past :data:`TIMELINE_MAX` entries the
+oldest half is folded into per-group counts and the time of its newest event. A window
+that starts after that time counts the folded events as outside, exactly; one that
+reaches back into them counts them all as inside (more events, never fewer: the safe
+side), which needs millions of Xid events within the window.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from .kernel_log import UnparsedXid, XidEvent, normalize_pci
+
+if TYPE_CHECKING:
+    from ..config.xid_window import XidTally, XidWindow
+
+__all__ = ["DEDUP_KEYS_MAX", "NEVER", "TIMELINE_MAX", "UNDATED", "Folded", "TimelineGroup", "XidTimeline", "micros",
+           "moment", "pci_key"]
+
+TIMELINE_MAX = 2_000_000
+DEDUP_KEYS_MAX = 65_536  # as config.xid_window.DEDUP_KEYS_MAX
+UNDATED = -(2**63)
+NEVER = 2**63 - 1
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+
+
+@dataclass
+class Folded:
+    """Events folded out of the arrays: counts, and the newest dated time among them."""
+
+    dated: int = 0
+    undated: int = 0
+    duplicates: int = 0
+    first: int = NEVER
+    last: int = UNDATED
+
+
+@dataclass
+class TimelineGroup:
+    """One (Xid, GPU): its message is the newest dated event's, else the last undated one's."""
+
+    xid: int
+    pci: str | None
+    message: str = ""
+    message_at: int = UNDATED
+    count: int = 0
+    first: int = NEVER
+    last: int = UNDATED
+    folded: Folded = field(default_factory=Folded)
+
+
+class XidTimeline:
+    """Times and groups of every Xid event and unparsed Xid line, in log order."""
+
+    def __init__(self) -> None:
+        self.groups: list[TimelineGroup] = []
+        self._index: dict[tuple[int, str | None], int] = {}
+        self.times = array("q")
+        self.gids = array("i")  # ~gid (negative) marks a duplicate
+        self.unparsed_times = array("q")
+        self.folded_until = UNDATED  # the newest dated time folded out of the arrays
+        self.unparsed_folded = Folded()
+        self.dedup_limited = False
+        self._seen: set[int] = set()
+        self._pci: dict[str | None, str | None] = {}
+
+    def gpu(self, pci: str | None) -> str | None:
+        """:func:`pci_key` of ``pci``, remembered: a log names the same few GPUs millions of times."""
+        if pci in self._pci:
+            return self._pci[pci]
+        key = pci_key(pci)
+        if len(self._pci) < 4096:
+            self._pci[pci] = key
+        return key
+
+    def add(self, event: XidEvent) -> None:
+        key = (event.xid, self.gpu(event.pci))
+        gid = self._index.get(key)
+        if gid is None:
+            gid = self._index[key] = len(self.groups)
+            self.groups.append(TimelineGroup(*key))
+        group = self.groups[gid]
+        group.count += 1
+        stamp = micros(event.timestamp)
+        if stamp == UNDATED:
+            if group.message_at == UNDATED:
+                group.message = event.message
+        else:
+            group.first, group.last = min(group.first, stamp), max(group.last, stamp)
+            if stamp >= group.message_at:
+                group.message, group.message_at = event.message, stamp
+            seen = hash((key, stamp, event.pid, event.message))
+            if seen in self._seen:
+                gid = ~gid
+            elif len(self._seen) < DEDUP_KEYS_MAX:
+                self._seen.add(seen)
+            else:
+                self.dedup_limited = True
+        self.times.append(stamp)
+        self.gids.append(gid)
+        if len(self.times) >= TIMELINE_MAX:
+            self._fold()
+
+    def add_unparsed(self, item: UnparsedXid) -> None:
+        self.unparsed_times.append(micros(item.timestamp))
+        if len(self.unparsed_times) >= TIMELINE_MAX:
+            half = TIMELINE_MAX // 2
+            _fold_into(self.unparsed_folded, self.unparsed_times[:half], duplicate=False)
+            self.folded_until = max(self.folded_until, self.unparsed_folded.last)
+            del self.unparsed_times[:half]
+
+    def tally(self, window: XidWindow, kept: list[XidEvent], kept_unparsed: list[UnparsedXid]) -> XidTally:
+        """The events in ``window`` by :class:`~gpu_preflight.config.xid_window.XidCounter`'s rules.
+
+        ``kept`` and ``kept_unparsed`` (the events a record lists) give the example lines.
+        """
+        from ..config.xid_window import EXAMPLES, XidCounter, XidGroup, XidTally
+
+        start = micros(window.start) if window.start is not None else UNDATED
+        size = len(self.groups)
+        count, undated, first, last = [0] * size, [0] * size, [NEVER] * size, [UNDATED] * size
+        outside = duplicates = 0
+        for t, g in zip(self.times, self.gids, strict=True):
+            if t == UNDATED:
+                count[g] += 1
+                undated[g] += 1
+            elif t < start:
+                outside += 1
+            elif g < 0:
+                duplicates += 1
+            else:
+                count[g] += 1
+                first[g], last[g] = min(first[g], t), max(last[g], t)
+        folded_outside = self.folded_until < start
+        for g, group in enumerate(self.groups):
+            f = group.folded
+            count[g] += f.undated
+            undated[g] += f.undated
+            if folded_outside:
+                outside += f.dated + f.duplicates
+            elif f.dated:
+                count[g] += f.dated
+                duplicates += f.duplicates
+                first[g], last[g] = min(first[g], f.first), max(last[g], f.last)
+        sample = XidCounter(window)
+        for event in kept:
+            sample.add(event)
+        examples = {(g.xid, g.pci): g.examples for g in sample.tally().groups}
+        groups = tuple(XidGroup(group.xid, group.pci, count[g], undated[g], moment(first[g]), moment(last[g]),
+                                group.message, examples.get((group.xid, group.pci), ()))
+                       for g, group in enumerate(self.groups) if count[g])
+        recent = sum(1 for t in self.unparsed_times if t == UNDATED or t >= start)
+        folded = self.unparsed_folded
+        folded_in = folded.undated + (0 if folded_outside else folded.dated)
+        folded_out = folded.dated if folded_outside else 0
+        shown = [u for u in kept_unparsed if u.timestamp is None or micros(u.timestamp) >= start]
+        return XidTally(window, groups, outside, duplicates, self.dedup_limited, recent + folded_in,
+                        len(self.unparsed_times) - recent + folded_out,
+                        (*shown[:EXAMPLES], *shown[EXAMPLES:][-EXAMPLES:]))
+
+    def _fold(self) -> None:
+        half = TIMELINE_MAX // 2
+        for t, g in zip(self.times[:half], self.gids[:half], strict=True):
+            _fold_into(self.groups[g if g >= 0 else ~g].folded, (t,), duplicate=g < 0)
+            if t > self.folded_until:
+                self.folded_until = t
+        del self.times[:half]
+        del self.gids[:half]
+
+
+def _fold_into(folded: Folded, times: array[int] | tuple[int, ...], *, duplicate: bool) -> None:
+    for t in times:
+        if t == UNDATED:
+            folded.undated += 1
+            continue
+        if duplicate:
+            folded.duplicates += 1
+        else:
+            folded.dated += 1
+        folded.first, folded.last = min(folded.first, t), max(folded.last, t)
+
+
+def micros(stamp: datetime | None) -> int:
+    """Microseconds since the epoch, exactly (a float would round some stamps); :data:`UNDATED` for ``None``."""
+    return UNDATED if stamp is None else (stamp - _EPOCH) // _MICRO
+
+
+def moment(value: int) -> datetime | None:
+    """The UTC time :func:`micros` encoded; ``None`` for :data:`UNDATED` (and a group's unset :data:`NEVER`)."""
+    return None if value in (UNDATED, NEVER) else _EPOCH + value * _MICRO
+
+
+def pci_key(pci: str | None) -> str | None:
+    """The GPU key of an Xid: normalised PCI address, else the printed one in lower case."""
+    if pci is None:
+        return None
+    try:
+        return normalize_pci(pci)
+    except ValueError:
+        return pci.strip().lower()
