@@ -392,6 +392,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
                                     world_size=topo.world_size)
         except Exception as exc:  # a rank died between arriving and joining
             run.broken = f"process group not formed: {type(exc).__name__}: {exc}"
+    formed = run.broken is None
     if run.broken:  # judged like a collective that failed: nothing between ranks was measured
         run.payload["errors"].append(run.broken)
         run.payload["collectives"].append({"op": FORMATION_OP, "group": "all", "scope": "distributed",
@@ -426,7 +427,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
         post_node_bundle(store, topo, deadline=time.monotonic() + timeout_s + STALE_S, absent=absent)
     gathered = (gather(store, topo, deadline=time.monotonic() + timeout_s + 2 * STALE_S, absent=absent)
                 if topo.rank == 0 else None)
-    return RankOutcome(gathered, config, store, beat, timeout_s, device, plan, topo, absent, run.broken is None)
+    return RankOutcome(gathered, config, store, beat, timeout_s, device, plan, topo, absent, formed)
 
 
 def node_payload(report: Any, topo: Topology, config: Config, report_dir: str | None) -> dict[str, Any]:
