@@ -141,6 +141,12 @@ class RankRun:
     topo: Topology
     payload: dict[str, Any] = field(default_factory=dict)
     broken: str | None = None
+    sampler: Any = None  # workloads.sampling.RankSampler: marks each phase of this rank's GPU
+
+    def phase(self, name: str) -> None:
+        """The workload phase that starts now, for the under-load series."""
+        if self.sampler is not None:
+            self.sampler.mark(name)
 
 
 # Test-only fault injection: "kill:RANK:STAGE" or "stop:RANK:STAGE" makes that rank die
@@ -398,10 +404,19 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
         run.payload["collectives"].append({"op": FORMATION_OP, "group": "all", "scope": "distributed",
                                            "ranks": list(range(topo.world_size)), "success": False,
                                            "error": run.broken, "results": []})
+    from ..config.load import load_config
+    from ..config.report_schema import report_config
+    from ..workloads import sampling
+
+    load_cfg = load_config(config)
+    run.sampler = sampling.start(device, load_cfg)  # this rank's GPU under load (inert on CPU workers)
     try:
         _workloads(run, store, plan, device, config, timeout_s)
     except Exception as exc:  # a workload bug must not lose the rest of the report
         run.payload["errors"].append(f"{type(exc).__name__}: {exc}")
+    finally:
+        run.sampler.finish(run.payload, load_cfg,
+                           series=topo.num_nodes <= report_config(config).detail_max_nodes)
     if node_thread is not None:
         node_thread.join(opts.timeout_s * 3)
     node_report = node_box.get("report")
@@ -472,15 +487,18 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
     p["gemm"] = []
     with progress("GEMM", total=len(plan.gemm_dtypes), enabled=show) as bar:
         for dt in plan.gemm_dtypes:
+            run.phase(f"gemm_{dt}")
             p["gemm"].append(run_gemm(device, dt, plan.gemm_n, plan.gemm_iters, plan.gemm_seconds).to_dict())
             bar.advance(dt)
     if plan.memory:
         _stage(store, rank, "memory")
+        run.phase("memory")
         w = config.workload
         with progress("memory test", enabled=show):
             p["memory"] = run_memory(device, copy_bytes=1 << 30, transfer_bytes=256 << 20,
                                      pattern_fraction=w.memory_test_fraction).to_dict()
     _stage(store, rank, "train")
+    run.phase("train")
     p["train"] = run_single(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()
     if run.broken:  # no process group: nothing to measure between ranks
         return
@@ -494,6 +512,7 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
                 continue
             for op in plan.ops:
                 _stage(store, rank, f"{op}@{g.name}")
+                run.phase(op)
                 bar.advance(f"{op} on {g.name}")
                 try:
                     res = run_collective(op, group=g.handle, ranks=g.ranks, group_name=g.name, sizes=plan.sizes,
@@ -516,6 +535,7 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
         from ..workloads.links import run_star
 
         _stage(store, rank, "links")
+        run.phase("links")
         per_node = max(run.topo.local_world_size, 1)
         p["links"] = run_star([n * per_node for n in range(run.topo.num_nodes)], nbytes=plan.sizes[-1],
                               iters=plan.iters, device=device, timeout_s=timeout_s)
@@ -528,6 +548,7 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
                                               diagnostics_config(config), wait_s=timeout_s, prefix=PREFIX)
     if run.topo.world_size > 1:
         _stage(store, rank, "ddp")
+        run.phase("ddp")
         ddp = run_ddp(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()
         if rank == 0:  # every rank gathered the same digests: rank 0 speaks for the job
             p["ddp"] = ddp
