@@ -38,14 +38,18 @@ def component(report: dict[str, Any], name: str, cfg: ReportConfig | None = None
 
 
 @pytest.mark.parametrize("check_id, expected", [
-    ("gpu.thermal", "hardware_health"), ("gpu.ecc.errors", "hardware_health"), ("gpu.busy", "service_reliability"),
+    ("gpu.thermal", "hardware_health"), ("gpu.ecc.errors", "hardware_health"), ("gpu.busy", "resource_management"),
     ("gpu.inventory.driver", "software_stack"), ("gpu.inventory.count", "hardware_health"),
     ("compute.gemm", "hardware_health"), ("memory.bandwidth", "hardware_health"), ("dcgm.diag", "hardware_health"),
     ("nccl.collectives", "network_infrastructure"), ("network.node_links", "network_infrastructure"),
     ("fabric.pingpong", "network_infrastructure"), ("ib.ports", "network_infrastructure"),
-    ("stack.cuda", "software_stack"), ("cluster.consistency", "software_stack"), ("system.limits", "software_stack"),
+    ("stack.cuda", "software_stack"), ("cluster.consistency", "software_stack"),
+    ("system.limits", "resource_management"),
     ("cluster.completeness", "service_reliability"), ("train.smoke", "service_reliability"),
-    ("system.disk", "service_reliability"), ("some.future_check", "service_reliability"),
+    ("system.disk", "resource_management"), ("system.shm", "resource_management"),
+    ("system.memory", "resource_management"), ("system.cpu", "resource_management"),
+    ("system.kernel", "software_stack"), ("system.services", "service_reliability"),
+    ("some.future_check", "service_reliability"),
     ("nccl_tests.bandwidth", "network_infrastructure"), ("nccl_log.triage", "network_infrastructure"),
     ("localize.suspect", "network_infrastructure"), ("history.regression", "performance_consistency"),
     ("history.repeat_offender", "hardware_health"), ("pcie.lnksta", "hardware_health"),
@@ -78,7 +82,7 @@ def test_finding_points(statuses: list[str], score: float, band: str) -> None:
 @pytest.mark.parametrize("count, points", [(1, 10.0), (2, 12.5), (4, 17.5), (5, 20.0), (50, 20.0)])
 def test_repeated_cause_costs_at_most_twice(count: int, points: float) -> None:
     findings = [finding("system.limits", "WARN", f"h{i}", "nofile_low") for i in range(count)]
-    sw = component(report_of(findings), "software_stack")
+    sw = component(report_of(findings), "resource_management")
     (d,) = sw["deductions"]
     assert (d["points"], d["count"], sw["score"]) == (points, count, 100 - points)
     assert d["subjects"] == [f"h{i}" for i in range(min(count, 12))]
@@ -87,7 +91,7 @@ def test_repeated_cause_costs_at_most_twice(count: int, points: float) -> None:
 def test_points_are_settings() -> None:
     cfg = ReportConfig(warn_points=25.0, repeat_fraction=0.0)
     findings = [finding("system.limits", "WARN", f"h{i}", "nofile_low") for i in range(3)]
-    assert component(report_of(findings), "software_stack", cfg)["score"] == 75.0
+    assert component(report_of(findings), "resource_management", cfg)["score"] == 75.0
 
 
 def test_skipped_or_absent_component_is_not_tested_not_perfect() -> None:
@@ -96,7 +100,7 @@ def test_skipped_or_absent_component_is_not_tested_not_perfect() -> None:
     hw, net = scores["components"]["hardware_health"], scores["components"]["network_infrastructure"]
     assert hw["score"] is None and hw["rating"] is None and not hw["tested"] and "not tested" in hw["reason"]
     assert net["score"] is None
-    assert scores["overall"]["components_counted"] == ["software_stack"]
+    assert scores["overall"]["components_counted"] == ["resource_management"]
     assert scores["overall"]["score"] == 100.0
 
 
@@ -158,7 +162,8 @@ def test_real_faulty_node_explains_its_hardware_score(tmp_path: Path) -> None:
     hw = scores["components"]["hardware_health"]
     assert hw["score"] == 40.0 and hw["rating"] == "CRITICAL"
     (d,) = hw["deductions"]
-    assert (d["check_id"], d["status"], d["subjects"], d["points"]) == ("gpu.clocks", "FAIL", ["replay:dump.json/gpu0"], 60.0)
+    assert (d["check_id"], d["status"], d["subjects"], d["points"]) == ("gpu.clocks", "FAIL",
+                                                                        ["replay:dump.json/gpu0"], 60.0)
     assert scores["overall"]["score"] <= 74.0 and scores["overall"]["cap"] is not None
     assert scores["components"]["performance_consistency"]["score"] is None  # node-only: nothing measured
 

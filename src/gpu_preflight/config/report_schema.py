@@ -14,8 +14,8 @@ from .fields import setting
 
 __all__ = ["COMPONENTS", "ReportConfig", "report_config"]
 
-COMPONENTS = ("network_infrastructure", "hardware_health", "software_stack", "service_reliability",
-              "performance_consistency")
+COMPONENTS = ("network_infrastructure", "hardware_health", "resource_management", "software_stack",
+              "service_reliability", "performance_consistency")
 
 
 @dataclass
@@ -51,7 +51,8 @@ class ReportConfig:
         "points", min=0, max=100)
     weights: dict[str, float] = setting(
         {}, "Weight of each component in the overall score (network_infrastructure, hardware_health, "
-            "software_stack, service_reliability, performance_consistency); unset components weigh 1.",
+            "resource_management, software_stack, service_reliability, performance_consistency); unset "
+            "components weigh 1.",
             min=0, max=1000)
     gpu_hour_price: float | None = setting(
         None, "Price of one GPU-hour; unset: the cost-benefit line counts GPU-hours, not money.", "currency/GPU-h",
@@ -68,6 +69,22 @@ class ReportConfig:
             "SKIP is listed once with its node count) and each cluster check's passes become one finding with "
             "the per-subject values: a 10,000-node report stays readable and fits rank 0's memory.",
         "nodes", min=0, max=10**7)
+    trend_runs: int = setting(
+        5, "A component's trend compares its score with the median of its scores in this many earlier runs of the "
+           "same cluster (from the history database).", "runs", min=1, max=1000)
+    trend_points: float = setting(
+        5.0, "A component whose score moved less than this from that median is STABLE; more up is IMPROVING, "
+             "more down DEGRADING.", "points", min=0, max=100)
+    target_score: float = setting(
+        90.0, "Score every component (and the overall score) should reach within target_days; a component already "
+              "above it keeps its score as its target.", "points", min=0, max=100)
+    target_days: int = setting(30, "The horizon of the target scores.", "days", min=1, max=3650)
+    assessment_interval_days: float = setting(
+        7.0, "Days between full assessments (gpu-preflight run --full on every node); the report's next-assessment "
+             "date is the run's timestamp plus this.", "days", above=0, max=3650)
+    reassess_after_fixes_days: float = setting(
+        2.0, "When production readiness is NEEDS FIXES, the next assessment is due this many days after the run "
+             "(after the immediate fixes), instead of assessment_interval_days.", "days", above=0, max=3650)
 
 
 def report_config(config: object) -> ReportConfig:

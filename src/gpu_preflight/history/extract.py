@@ -83,6 +83,7 @@ class RunRecord:
     gpus: list[GpuSeen] = field(default_factory=list)
     findings: list[FindingSeen] = field(default_factory=list)
     measurements: list[Measurement] = field(default_factory=list)
+    scores: dict[str, float | None] = field(default_factory=dict)
 
     def gpu(self, node: str | None, slot: str | None) -> GpuSeen | None:
         for g in self.gpus:
@@ -181,7 +182,22 @@ def extract(report: Mapping[str, Any]) -> RunRecord:
     record.measurements += _gemm_and_memory(nodes, report)
     record.measurements += _bus_bandwidth(nodes, report)
     record.measurements += _sensors(nodes, report)
+    record.scores = _scores(summary.get("health_scores"))
     return record
+
+
+def _scores(health: Any) -> dict[str, float | None]:
+    """Each component's score and ``overall`` (``None``: not tested), for the trend of later runs."""
+    if not isinstance(health, Mapping):
+        return {}
+    out: dict[str, float | None] = {}
+    for name, comp in (health.get("components") or {}).items():
+        if isinstance(comp, Mapping):
+            out[str(name)] = num(comp.get("score"))
+    overall = health.get("overall")
+    if isinstance(overall, Mapping):
+        out["overall"] = num(overall.get("score"))
+    return out
 
 
 def _where(nodes: NodeIndex, subject: str, node_key: str | None) -> dict[str, Any]:

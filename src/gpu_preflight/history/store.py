@@ -52,6 +52,10 @@ CREATE TABLE IF NOT EXISTS measurements (
     node TEXT, slot TEXT, uuid TEXT, serial TEXT, model TEXT,
     metric TEXT NOT NULL, value REAL NOT NULL, unit TEXT, subject TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS scores (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    component TEXT NOT NULL, score REAL
+);
 CREATE INDEX IF NOT EXISTS gpus_uuid ON gpus(uuid);
 CREATE INDEX IF NOT EXISTS gpus_serial ON gpus(serial);
 CREATE INDEX IF NOT EXISTS findings_uuid ON findings(uuid);
@@ -180,6 +184,8 @@ class HistoryStore:
             self.db.executemany("INSERT INTO measurements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                 [(rid, m.node, m.slot, m.uuid, m.serial, m.model, m.metric, m.value, m.unit,
                                   m.subject) for m in run.measurements])
+            self.db.executemany("INSERT INTO scores VALUES (?, ?, ?)",
+                                [(rid, name, score) for name, score in run.scores.items()])
         return rid, True
 
     def prune(self, older_than_days: float) -> int:
@@ -203,6 +209,31 @@ class HistoryStore:
             sql += " LIMIT ?"
             args.append(last)
         return [RunRow(*row) for row in reversed(self.db.execute(sql, args).fetchall())]
+
+    def earlier_scores(self, cluster: str, last: int, before: int | None = None) -> list[dict[str, Any]]:
+        """The health scores of the cluster's last ``last`` runs (filed before run ``before``), oldest
+        first: ``{"run", "timestamp", "components": {name: score or None}}`` (``overall`` among
+        them). A run filed before the history kept scores (or a database opened read-only that
+        predates the ``scores`` table) has empty ``components``: the run happened, its scores are
+        unknown.
+        """
+        rows = self.db.execute("SELECT id, timestamp FROM runs WHERE cluster = ? AND id < ? ORDER BY id DESC LIMIT ?",
+                               (cluster, before if before is not None else 2**62, last)).fetchall()
+        out = [{"run": int(rid), "timestamp": ts, "components": {}} for rid, ts in reversed(rows)]
+        if not out:
+            return out
+        by_id = {e["run"]: e["components"] for e in out}
+        try:
+            found = self.db.execute(
+                f"SELECT run_id, component, score FROM scores WHERE run_id IN ({', '.join('?' for _ in by_id)})",  # noqa: S608
+                list(by_id)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            found = []
+        for rid, name, score in found:
+            by_id[int(rid)][str(name)] = None if score is None else float(score)
+        return out
 
     def baseline(self, metric: str, *, runs: int, before: int | None = None, **where: str | None) -> Baseline | None:
         """Median of ``metric`` over the last ``runs`` earlier runs that measured it for ``where``.

@@ -84,7 +84,9 @@ def _say(message: str) -> None:
 
 def annotate(report: dict[str, Any], args: argparse.Namespace, *, config: object | None = None,
              environ: Mapping[str, str] | None = None) -> list[Any]:
-    """Add the history's findings to ``report`` (in place); returns them. Never raises for a bad store."""
+    """Add the history's findings to ``report`` (in place), and the cluster's earlier health
+    scores (``cluster_summary.earlier_scores``, ``[]`` on a first run: the trends of the
+    assessment); returns the findings. Never raises for a bad store."""
     env = os.environ if environ is None else environ
     if any(str(f.get("check_id", "")).startswith("history.") for f in report.get("findings") or []):
         return []  # already judged (rank 0 before sharing its verdict): once is enough
@@ -93,16 +95,23 @@ def annotate(report: dict[str, Any], args: argparse.Namespace, *, config: object
         return []
     path = history_path(args, config, env)
     if not path.is_file():
+        report.setdefault("cluster_summary", {})["earlier_scores"] = []
         return []  # a first run: nothing to compare with, and no reason to create the file yet
     from ..config.history import history_config
+    from ..config.report_schema import report_config
     from ..history import HistoryStore, add_findings, history_findings  # only when there is history to read
+    from ..history.extract import run_key
 
     try:
         with HistoryStore(path, timeout_s=history_config(config).lock_timeout_s, readonly=True) as store:
-            found = history_findings(report, store, config, cluster_name(args, config, env))
+            cluster = cluster_name(args, config, env)
+            found = history_findings(report, store, config, cluster)
+            earlier = store.earlier_scores(cluster, report_config(config).trend_runs,
+                                           before=store.run_id(run_key(report)))
     except Exception as exc:  # a corrupt, locked or refused store must not stop the report
         _say(f"history not consulted ({path}): {type(exc).__name__}: {exc}")
         return []
+    report.setdefault("cluster_summary", {})["earlier_scores"] = earlier
     add_findings(report, found)
     return found
 

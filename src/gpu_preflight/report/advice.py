@@ -38,6 +38,8 @@ _UNTESTED_HINT = {
     "network_infrastructure": "Run across two or more nodes (torchrun, srun) so collectives and node links are "
                               "measured.",
     "hardware_health": "Run on a GPU node (NVML) so the GPUs themselves are checked.",
+    "resource_management": "Run the node checks (system.*, gpu.busy) so memory, disk, /dev/shm, limits and GPU "
+                           "occupancy are checked.",
     "software_stack": "Install the torch extra and run the node checks so driver, CUDA and NCCL are checked.",
     "service_reliability": "Run the full check (not --check subsets) so services and completeness are checked.",
     "performance_consistency": "Run with GPUs and the torch extra so GEMM and bandwidth can be compared across "
@@ -155,14 +157,17 @@ def cost_benefit(report: Mapping[str, Any], scores: Mapping[str, Any], cfg: Repo
 
 
 def add_advice(report: dict[str, Any], config: ReportConfig | None = None) -> dict[str, Any]:
-    """Add ``recommendations_by_urgency`` and ``cost_benefit`` to ``cluster_summary``; returns the report.
+    """Add ``recommendations_by_urgency``, ``cost_benefit`` and the health ``assessment``
+    (:mod:`.assessment`) to ``cluster_summary``; returns the report.
 
     Uses ``cluster_summary.health_scores`` when present (call :func:`.scores.add_scores`
     first to score with a pair matrix), otherwise scores the report itself.
     """
+    from .assessment import add_assessment
+
     cfg = config or ReportConfig()
     summary = report.setdefault("cluster_summary", {})
     scores = summary.get("health_scores") or compute_scores(report, cfg)
     summary["recommendations_by_urgency"] = recommendations_by_urgency(report, scores)
     summary["cost_benefit"] = cost_benefit(report, scores, cfg)
-    return report
+    return add_assessment(report, scores, summary["recommendations_by_urgency"], cfg)

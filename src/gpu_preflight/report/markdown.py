@@ -1,32 +1,227 @@
-"""Markdown report: for pull requests, tickets and wikis.
+"""Markdown report: the health assessment, for pull requests, tickets and wikis.
+
+Laid out as the user's health-assessment report (spec 002): executive summary with the
+overall score, the component table with trends, node specifications, connectivity,
+performance stability, issues with impact and priority, recommendations by urgency, the
+score targets, readiness, the monitoring schedule — then the test groups, every finding
+and the ``[RESULT]`` line. The derivations come from :mod:`.assessment` (shared with the
+HTML page); the verdict and each group's status from :func:`~.canonical.verdict_of` and
+:func:`~.canonical.group_statuses`, the same functions that give the exit code and the
+JSON ``test_results``.
 
 Every cell that carries text from a finding (subjects, readings, summaries quoting logs) is
 escaped: a kernel log line with ``<img src=...>`` or ``[link](...)`` must show as text in a
-rendered pull request, not as HTML. The verdict and each group's status come from
-:func:`~.canonical.verdict_of` and :func:`~.canonical.group_statuses`, the same functions
-that give the exit code and the JSON ``test_results``.
+rendered pull request, not as HTML.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..config.report_schema import ReportConfig
+from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
+from .assessment import assessment_of, component_order, node_specs, pair_latencies
 from .canonical import display, group_statuses, verdict_of
+from .connectivity import MATRIX_MAX_NODES
+from .scores import compute_scores
 from .text import markdown_text
 
 _ORDER = {"FAIL": 0, "ERROR": 1, "WARN": 2, "SKIP": 3, "PASS": 4}
+URGENCY_TITLES = {"immediate": "Immediate: before the next job", "short_term": "Short term: within 1-2 weeks",
+                  "monitoring": "Monitoring"}
+MAX_SUBJECTS = 6
 
 
 def _cell(text: object) -> str:
     return markdown_text(text)
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def _row(*cells: object) -> str:
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    return [_row(*head), "|" + "---|" * len(head), *(_row(*r) for r in rows)]
+
+
+def _score(score: Any) -> str:
+    return "—" if score is None else f"{float(score):.0f}/100"
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    return "—" if value is None else f"{float(value):.{digits}g}"
+
+
+def _who(subjects: Sequence[str], count: int) -> str:
+    shown = ", ".join(subjects[:MAX_SUBJECTS])
+    more = max(count, len(subjects)) - min(len(subjects), MAX_SUBJECTS)
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _summary(report: Mapping[str, Any], scores: Mapping[str, Any], assessment: Mapping[str, Any]) -> list[str]:
+    overall = scores["overall"]
+    trend = assessment["trends"].get("overall", {})
+    lines = ["## Executive summary", "",
+             f"**Overall health score: {_score(overall['score'])} ({overall['rating'] or 'NOT TESTED'})**"
+             f" · trend: {trend.get('trend', 'no history')}", ""]
+    if overall.get("cap"):
+        lines += [f"Capped from {overall['cap']['mean']:.0f}: {_cell(overall['cap']['why'])}.", ""]
+    for gap in overall.get("incomplete") or []:
+        lines.append(f"- Incomplete: {_cell(gap['title'])}: {_cell(gap['missing'])}.")
+    ready = assessment["readiness"]
+    lines += [f"- Development/testing: **{ready['development']['status']}**",
+              f"- Production: **{ready['production']['status']}**", ""]
+    rows = []
+    for name in component_order(scores["components"]):
+        comp = scores["components"][name]
+        rows.append((comp["title"], _score(comp["score"]), comp["rating"] or "NOT TESTED",
+                     _trend(assessment["trends"].get(name))))
+    return lines + _table(("Component", "Score", "Status", "Trend"), rows) + [""]
+
+
+def _trend(entry: Mapping[str, Any] | None) -> str:
+    if not entry:
+        return "no history"
+    if entry.get("change") is None:
+        return str(entry["trend"])
+    return f"{entry['trend']} ({entry['change']:+g} vs {entry['baseline']:g}, {entry['runs']} run(s))"
+
+
+def _nodes(report: Mapping[str, Any], cfg: ReportConfig) -> list[str]:
+    specs = node_specs(report, cfg)
+    lines = ["## Node specifications", "",
+             f"{specs['total_nodes']} node(s), {specs['total_gpus']} GPU(s), "
+             f"{specs['total_gpu_memory_gb']:g} GB GPU memory in total.", ""]
+    if not specs["listed"]:
+        return [*lines, f"Per-node rows are listed up to report.detail_max_nodes ({cfg.detail_max_nodes}) nodes; "
+                        "every node's section is in report.json.", ""]
+    with_address = any(n["address"] for n in specs["nodes"])
+    head = ["Node", *(["Address"] if with_address else []), "GPUs", "Model", "GPU memory", "Score", "Rating",
+            "Worst finding"]
+    rows = [(n["node"], *([n["address"] or "—"] if with_address else []), n["gpus"], ", ".join(n["models"]) or "—",
+             f"{n['gpu_memory_gb']:g} GB", _score(n["score"]), n["rating"] or "NOT TESTED", n["worst"] or "—")
+            for n in specs["nodes"]]
+    note = [] if with_address else ["No node address is recorded in this report; nodes are named as the run saw "
+                                    "them.", ""]
+    return [*lines, *_table(head, rows), "", *note]
+
+
+def _connectivity(report: Mapping[str, Any], scores: Mapping[str, Any]) -> list[str]:
+    conn = scores.get("connectivity")
+    lines = ["## Connectivity", ""]
+    if not conn:
+        lines += ["No link between two nodes was measured.", ""]
+    elif len(conn["nodes"]) <= MATRIX_MAX_NODES and conn.get("cells") is not None:
+        lines += [f"Node-pair bandwidth, GB/s (source: {_cell(conn['source'])}; · not measured):", ""]
+        rows = []
+        for name, cells in zip(conn["nodes"], conn["cells"], strict=True):
+            rows.append((name, *("·" if c is None else
+                                 f"{'failed' if c['gbps'] is None else format(c['gbps'], '.3g')} {c['status']}"
+                                 for c in cells)))
+        lines += [*_table(("Node", *conn["nodes"]), rows), ""]
+    else:
+        bad = [p for p in conn["pairs"] if p["status"] != "PASS"]
+        lines += [f"{len(conn['pairs'])} node pairs measured (source: {_cell(conn['source'])}); {len(bad)} not PASS.",
+                  ""]
+        if bad:
+            lines += [*_table(("Node", "Node", "GB/s", "Status"), [
+                (p["a"], p["b"], "failed" if p["gbps"] is None else format(p["gbps"], ".3g"), p["status"])
+                for p in bad]), ""]
+    latency = pair_latencies(report)
+    if latency:
+        lines += ["Latency per node pair (fi_pingpong, smallest message):", "",
+                  *_table(("Server", "Client", "Provider", "Message", "Latency", "Status"), [
+                      (p["a"], p["b"], p["provider"] or "—", f"{p['size_bytes']} B", f"{p['latency_us']:g} µs",
+                       p["status"] or "not judged") for p in latency]), ""]
+    else:
+        lines += ["Latency: not measured (no fi_pingpong pair in this report).", ""]
+    return [*lines, "Name resolution: not measured by gpu-preflight.", ""]
+
+
+def _stability(assessment: Mapping[str, Any]) -> list[str]:
+    rows = [(s["series"], s["n"], f"{_num(s['mean'])} {s['unit']}".strip(),
+             f"{_num(s['min'])}-{_num(s['max'])}", _num(s["std_dev"], 3), f"{100 * float(s['cv']):.1f}%",
+             s["slowest"], f"{float(s['points']):g}" if s["counted"] else "—") for s in assessment["stability"]]
+    if not rows:
+        return ["## Performance stability", "", "Not measured: needs GEMM on two or more GPUs, node-local "
+                "collectives on two or more nodes, or node-to-node exchanges.", ""]
+    return ["## Performance stability", "", *_table(
+        ("Measurement", "n", "Mean", "Range", "Std dev", "CV", "Slowest", "Points"), rows), ""]
+
+
+def _issues(assessment: Mapping[str, Any]) -> list[str]:
+    found = assessment["issues"]
+    if not found:
+        return ["## Issues", "", "None: nothing warns, fails or could not be measured.", ""]
+    rows = [(i["priority"], i["status"], i["check_id"] or i["component"], i["summary"],
+             f"{i['title']}: {i['impact']}", _who(i["subjects"], i["count"])) for i in found]
+    return ["## Issues", "", *_table(("Priority", "Status", "Check", "Issue", "Impact", "Subjects"), rows), ""]
+
+
+def _recommendations(recs: Mapping[str, Sequence[Mapping[str, Any]]], cost: Mapping[str, Any]) -> list[str]:
+    lines = ["## Recommendations", ""]
+    for urgency in URGENCIES:
+        entries = recs.get(urgency) or []
+        lines += [f"### {URGENCY_TITLES[urgency]} ({len(entries)})", ""]
+        if not entries:
+            lines += ["Nothing.", ""]
+            continue
+        for e in entries:
+            who = _who(list(e.get("subjects") or []), int(e.get("count") or 0))
+            lines.append(f"- **{_cell(e['recommendation'])}** ({_cell(e.get('check_id') or e['component'])}: "
+                         f"{_cell(e['summary'])}{' — ' + _cell(who) if who else ''})")
+        lines.append("")
+    return [*lines, f"Cost-benefit: {_cell(cost['line'])}", ""]
+
+
+def _targets(assessment: Mapping[str, Any]) -> list[str]:
+    t = assessment["targets"]
+    rows = []
+    for r in t["components"]:
+        if r["target"] is None:
+            rows.append((r["title"], "—", "—", "—", f"test it ({r['by'][0]})"))
+        else:
+            rows.append((r["title"], _score(r["score"]), _score(r["target"]), f"{r['change']:+g}",
+                         ", ".join(r["by"]) or "keep"))
+    o = t["overall"]
+    rows.append(("Overall", _score(o["score"]), _score(o["target"]),
+                 "—" if o["change"] is None else f"{o['change']:+g}", o["rating"] or "—"))
+    return [f"## Target scores ({t['days']} days)", "",
+            *_table(("Component", "Now", "Target", "Change", "By fixing"), rows), ""]
+
+
+def _readiness(assessment: Mapping[str, Any]) -> list[str]:
+    lines = ["## Readiness assessment", ""]
+    for level, title in (("development", "Development/testing"), ("production", "Production")):
+        entry = assessment["readiness"][level]
+        lines.append(f"- **{title}: {entry['status']}**")
+        lines += [f"  - {_cell(reason)}" for reason in entry["reasons"]]
+    return [*lines, ""]
+
+
+def _schedule(assessment: Mapping[str, Any]) -> list[str]:
+    s = assessment["schedule"]
+    rows = [(i["when"], i["what"], f"`{i['command']}`") for i in s["items"]]
+    lines = ["## Monitoring schedule", "", _row("When", "What", "Command"), "|---|---|---|"]
+    lines += ["| " + " | ".join((_cell(w), _cell(x), c)) + " |" for w, x, c in rows]
+    when = s["next_assessment"] or "unknown (no run timestamp)"
+    return [*lines, "", f"**Next assessment:** {when} ({s['days']:g} days after this run, {s['setting']}).", ""]
+
+
+def render_markdown(report: dict[str, Any], config: ReportConfig | None = None) -> str:
+    cfg = config or ReportConfig()
     summary = report["cluster_summary"]
     topo = report["cluster_info"]["cluster_topology"]
     verdict = verdict_of(report)
+    scores = summary.get("health_scores") or compute_scores(report, cfg)
+    recs = summary.get("recommendations_by_urgency") or recommendations_by_urgency(report, scores)
+    cost = summary.get("cost_benefit") or cost_benefit(report, scores, cfg)
+    assessment = assessment_of(report, scores, recs, cfg)
     lines = [
         f"# gpu-preflight report: {verdict.label}",
+        "",
+        "Infrastructure health assessment.",
         "",
         f"- Generated: {_cell(report['timestamp'])}",
         f"- Nodes: {topo['total_nodes']}, GPUs per node: {topo['gpus_per_node']}",
@@ -34,6 +229,15 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"schema {_cell(report.get('schema_version'))}",
         f"- Exit code: {verdict.exit_code} ({verdict.word})",
         "",
+        *_summary(report, scores, assessment),
+        *_nodes(report, cfg),
+        *_connectivity(report, scores),
+        *_stability(assessment),
+        *_issues(assessment),
+        *_recommendations(recs, cost),
+        *_targets(assessment),
+        *_readiness(assessment),
+        *_schedule(assessment),
         "## Test results",
         "",
         "| Group | Result |",
@@ -48,8 +252,6 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(_cell(c) for c in (
             f["status"], f["check_id"], f["subject"], display(f.get("observed"), f.get("unit")),
             display(f.get("expected"), f.get("unit")), f["summary"], f.get("recommendation") or "")) + " |")
-    if summary["recommendations"]:
-        lines += ["", "## Recommendations", ""] + [f"- {_cell(r)}" for r in summary["recommendations"]]
     if report.get("artifacts"):
         lines += ["", "## Artifacts", ""] + [f"- {_cell(a['name'])}: {_cell(a['path'])}" for a in report["artifacts"]]
     lines += ["", "```", verdict.line, "```", ""]

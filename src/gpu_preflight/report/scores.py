@@ -47,13 +47,21 @@ __all__ = ["COMPONENT_RULES", "CORE", "INCOMPLETE", "TITLES", "add_scores", "com
            "dispersion", "rating"]
 
 TITLES = {"network_infrastructure": "Network infrastructure", "hardware_health": "Hardware health",
-          "software_stack": "Software stack", "service_reliability": "Service reliability",
+          "resource_management": "Resource management", "software_stack": "Software stack",
+          "service_reliability": "Service reliability",
           "performance_consistency": "Performance consistency"}
 
 # check-id glob → component; first match wins. Unlisted checks count as service reliability
 # ("something stopped the run from being fully checked") until they are mapped here.
+# Resource management: what a job needs left free on a node (GPU memory and GPUs no other
+# process holds, host memory, CPUs, disk, /dev/shm, locked-memory and open-file limits).
 COMPONENT_RULES: tuple[tuple[str, str], ...] = (
-    ("gpu.busy", "service_reliability"),
+    ("gpu.busy", "resource_management"),
+    ("system.memory", "resource_management"),
+    ("system.cpu", "resource_management"),
+    ("system.disk", "resource_management"),
+    ("system.shm", "resource_management"),
+    ("system.limits", "resource_management"),
     ("gpu.inventory.driver", "software_stack"),
     ("gpu.inventory.persistence", "software_stack"),
     ("gpu.inventory.mig", "software_stack"),
@@ -78,8 +86,6 @@ COMPONENT_RULES: tuple[tuple[str, str], ...] = (
     ("stack.*", "software_stack"),
     ("cluster.consistency", "software_stack"),
     ("system.kernel", "software_stack"),
-    ("system.limits", "software_stack"),
-    ("system.shm", "software_stack"),
     ("kernel.*", "software_stack"),
     ("*", "service_reliability"),
 )

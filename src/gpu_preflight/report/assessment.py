@@ -1,0 +1,338 @@
+"""The health assessment: readiness, trends, 30-day targets, stability, issues and the schedule.
+
+Pure derivations from the canonical report (and the ``[report]`` settings), shared by the
+Markdown and HTML renderers so the two can never say different things. The readiness
+follows the run's one verdict (:func:`~.canonical.verdict_of`), never the other way round:
+
+- a verdict that gates the run (FAIL, ERROR, or WARN under ``--fail-on warn``) makes
+  production **NEEDS FIXES** — READY is impossible then;
+- a WARN verdict makes it **READY WITH CAVEATS**, naming the warnings;
+- a PASS whose core components were not measured (no GPU read, no link between two
+  nodes: ``health_scores.overall.incomplete``) is **READY WITH CAVEATS** saying what was
+  not tested; only a complete PASS is **READY**.
+
+Development (one node, interruptions acceptable) needs fixes only for what fails or could
+not be measured; warnings, ``--fail-on warn`` and an untested multi-node network are
+caveats there, and an untested network alone is no caveat at all.
+
+Trends compare each component's score with the median of its scores in the cluster's
+earlier runs (``cluster_summary.earlier_scores``, read from the history database before
+the run is filed): ``STABLE`` within ``report.trend_points``, else ``IMPROVING`` or
+``DEGRADING``; ``first run`` when the history has no earlier run, ``no history`` when it
+was not consulted. The stored block (:func:`assess`, ``cluster_summary.assessment``) is
+computed with the run's settings, so ``report render`` says what the run said.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..config.report_schema import COMPONENTS, ReportConfig
+from ..model import Status
+from .canonical import verdict_of
+from .connectivity import node_names
+from .scores import INCOMPLETE, TITLES, compute_scores, dispersion, rating
+
+__all__ = ["CAVEATS", "NEEDS_FIXES", "READY", "add_assessment", "assess", "assessment_of", "component_order",
+           "issues", "node_specs",
+           "pair_latencies", "readiness", "schedule", "stability", "targets", "trends"]
+
+READY, CAVEATS, NEEDS_FIXES = "READY", "READY WITH CAVEATS", "NEEDS FIXES"
+STABLE, IMPROVING, DEGRADING = "STABLE", "IMPROVING", "DEGRADING"
+FIRST_RUN, NO_HISTORY, NO_EARLIER, NOT_TESTED = "first run", "no history", "no earlier score", "not tested"
+PRIORITY = {"immediate": "HIGH", "short_term": "MEDIUM"}
+MAX_REASONS = 6
+_UNITS = {"gemm": "TFLOP/s", "node_fabric": "GB/s", "node_links": "GB/s"}
+# What a problem in each component does to a training job (the seed's "impact").
+IMPACT = {
+    "network_infrastructure": "collectives across nodes slow down, hang or time out",
+    "hardware_health": "a GPU fault crashes the job or corrupts its results",
+    "resource_management": "the job runs out of GPU or host memory, disk or shared memory, or shares GPUs "
+                           "with other processes",
+    "software_stack": "the job fails to start or runs with mismatched drivers and libraries",
+    "service_reliability": "the run could not check everything, or training did not complete",
+    "performance_consistency": "every synchronous step runs at the slowest member's speed",
+}
+
+
+def _listed(items: Sequence[str]) -> list[str]:
+    return [*items[:MAX_REASONS], f"and {len(items) - MAX_REASONS} more"] if len(items) > MAX_REASONS else list(items)
+
+
+def _entry_reason(e: Mapping[str, Any]) -> str:
+    where = f" ({e['count']} subjects)" if e.get("count", 0) > 1 else ""
+    return f"{e.get('check_id') or e.get('component')}: {e['summary']}{where}"
+
+
+def readiness(report: Mapping[str, Any], scores: Mapping[str, Any],
+              recs: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """``{"development": {"status", "reasons"}, "production": {...}}`` (see the module docstring)."""
+    verdict = verdict_of(report)
+    problems = [_entry_reason(e) for e in [*recs.get("immediate", []), *recs.get("short_term", [])]]
+    untested = [f"not tested: {i['missing']} ({i['title'].lower()})"
+                for i in (scores.get("overall") or {}).get("incomplete") or []]
+    gpu_untested = [u for u in untested if u.endswith(f"({TITLES['hardware_health'].lower()})")]
+    if verdict.exit_code >= Status.FAIL.exit_code:
+        production = {"status": NEEDS_FIXES, "reasons": _listed([verdict.line, *problems])}
+    elif verdict.exit_code == Status.WARN.exit_code:
+        production = {"status": CAVEATS, "reasons": _listed([verdict.line, *problems, *untested])}
+    elif untested:
+        production = {"status": CAVEATS, "reasons": _listed(untested)}
+    else:
+        production = {"status": READY, "reasons": [f"every core component was measured and nothing gates the run "
+                                                   f"({verdict.line})"]}
+    if verdict.status in (Status.FAIL, Status.ERROR):
+        development = {"status": NEEDS_FIXES, "reasons": _listed([verdict.line, *problems])}
+    elif verdict.status is Status.WARN:
+        development = {"status": CAVEATS, "reasons": _listed([*problems, *gpu_untested])}
+    elif gpu_untested:
+        development = {"status": CAVEATS, "reasons": gpu_untested}
+    else:
+        development = {"status": READY, "reasons": [f"nothing warns, fails or could not be measured "
+                                                    f"({verdict.line})"]}
+    return {"development": development, "production": production}
+
+
+def trends(scores: Mapping[str, Any], earlier: Sequence[Mapping[str, Any]] | None,
+           cfg: ReportConfig) -> dict[str, dict[str, Any]]:
+    """Per component and ``overall``: ``{"trend", "baseline", "change", "runs"}``."""
+    current = {c: v.get("score") for c, v in (scores.get("components") or {}).items()}
+    current["overall"] = (scores.get("overall") or {}).get("score")
+    out: dict[str, dict[str, Any]] = {}
+    for name, score in current.items():
+        entry: dict[str, Any] = {"trend": NO_HISTORY, "baseline": None, "change": None, "runs": 0}
+        out[name] = entry
+        if earlier is None:
+            continue
+        if not earlier:
+            entry["trend"] = FIRST_RUN
+            continue
+        past = [float(s) for e in earlier[-cfg.trend_runs:]
+                if (s := (e.get("components") or {}).get(name)) is not None]
+        entry["runs"] = len(past)
+        if score is None:
+            entry["trend"] = NOT_TESTED
+            continue
+        if not past:
+            entry["trend"] = NO_EARLIER
+            continue
+        base = statistics.median(past)
+        change = round(float(score) - base, 1)
+        entry.update(baseline=round(base, 1), change=change,
+                     trend=STABLE if abs(change) < cfg.trend_points else IMPROVING if change > 0 else DEGRADING)
+    return out
+
+
+def targets(scores: Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
+    """The scores to reach within ``target_days``: at least ``target_score``, never below today's.
+
+    Each target names what takes the points today (the biggest deductions), since fixing
+    those is how the target is reached; an untested component's target is to test it.
+    """
+    rows = []
+    weights = (scores.get("settings") or {}).get("weights") or {}
+    counted: dict[str, float] = {}
+    for name, comp in (scores.get("components") or {}).items():
+        score = comp.get("score")
+        if score is None:
+            rows.append({"component": name, "title": comp["title"], "score": None, "target": None, "change": None,
+                         "by": [comp.get("reason") or NOT_TESTED]})
+            continue
+        target = max(float(score), cfg.target_score)
+        by = list(dict.fromkeys(d.get("check_id") or d.get("series") for d in comp.get("deductions") or []))[:3]
+        rows.append({"component": name, "title": comp["title"], "score": score, "target": target,
+                     "change": round(target - float(score), 1), "by": by if target > score else []})
+        if float(weights.get(name, 1.0)) > 0:
+            counted[name] = target
+    overall = (scores.get("overall") or {}).get("score")
+    goal = None
+    if counted:  # the fixes that reach the targets also lift the gating cap
+        goal = sum(float(weights.get(c, 1.0)) * t for c, t in counted.items()) / \
+            sum(float(weights.get(c, 1.0)) for c in counted)
+        goal = round(max(goal, float(overall or 0.0)), 1)
+    return {"days": cfg.target_days, "target_score": cfg.target_score, "components": rows,
+            "overall": {"score": overall, "target": goal, "rating": rating(goal, cfg),
+                        "change": None if goal is None or overall is None else round(goal - float(overall), 1)}}
+
+
+def pair_latencies(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Node pairs whose ``fi_pingpong`` client table was kept: latency at the smallest message.
+
+    The client's table is the measurement (the server waits for it). ``status`` is the
+    ``fabric.pingpong`` finding's for that pair, ``None`` where the report has none.
+    """
+    from ..parsers.errors import ParseError
+    from ..parsers.libfabric import parse_pingpong
+
+    names = node_names(report)
+    judged = {int(f["details"]["pair"]): f["status"] for f in report.get("findings") or []
+              if f.get("check_id") == "fabric.pingpong" and isinstance((f.get("details") or {}).get("pair"), int)}
+    out = []
+    for i, section in enumerate((report.get("nodes") or {}).values()):
+        test = (section.get("network") or {}).get("efa_communication_test") or {}
+        for side in test.get("pairs") or []:
+            if side.get("test_role") != "client" or not side.get("raw_output"):
+                continue
+            try:
+                rows = [r for r in parse_pingpong(str(side["raw_output"])).rows if r.usec_per_xfer is not None]
+            except ParseError:
+                continue
+            if not rows:
+                continue
+            first = min(rows, key=lambda r: r.size_bytes)
+            peer = side.get("peer_node")
+            peer_name = names[peer] if isinstance(peer, int) and 0 <= peer < len(names) else str(peer)
+            out.append({"a": peer_name, "b": names[i], "pair": side.get("pair"), "provider": side.get("provider"),
+                        "size_bytes": first.size_bytes, "latency_us": first.usec_per_xfer,
+                        "status": judged.get(side["pair"]) if isinstance(side.get("pair"), int) else None})
+    return out
+
+
+def stability(scores: Mapping[str, Any], latencies: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """Mean, range, standard deviation and CV of every measured series (the consistency score's input),
+    and of the node-pair latencies (shown, not scored)."""
+    perf = (scores.get("components") or {}).get("performance_consistency") or {}
+    rows = [{"series": m["series"], "family": m["family"], "unit": _UNITS.get(m["family"], ""), "n": m["n"],
+             "mean": m["mean"], "min": m["min"], "max": m["max"], "std_dev": round(m["cv"] * m["mean"], 4),
+             "cv": m["cv"], "slowest": m["slowest"], "points": m["points"], "counted": m.get("counted", True)}
+            for m in perf.get("measurements") or []]
+    lat = {f"{p['a']}<->{p['b']}": float(p["latency_us"]) for p in latencies}
+    stats = dispersion(lat.values())
+    if stats is not None:
+        worst = max(lat, key=lat.__getitem__)
+        rows.append({"series": "fi_pingpong latency across node pairs", "family": "latency", "unit": "µs",
+                     "n": stats["n"], "mean": round(stats["mean"], 4), "min": stats["min"], "max": stats["max"],
+                     "std_dev": round(stats["cv"] * stats["mean"], 4), "cv": round(stats["cv"], 4),
+                     "slowest": worst, "points": 0.0, "counted": False})
+    return rows
+
+
+def issues(recs: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """The immediate and short-term recommendations as issues with a priority and an impact."""
+    out = []
+    for urgency, priority in PRIORITY.items():
+        for e in recs.get(urgency) or []:
+            component = str(e.get("component") or "")
+            impact = IMPACT.get(component, "the job may not run as expected")
+            if e["status"] == Status.ERROR.value:
+                impact = f"not measured, so unknown whether {impact}"
+            out.append({"priority": priority, "status": e["status"], "check_id": e.get("check_id"),
+                        "code": e.get("code"), "component": component,
+                        "title": TITLES.get(component, component), "impact": impact, "summary": e["summary"],
+                        "subjects": list(e.get("subjects") or [])[:12], "count": e.get("count", 0),
+                        "recommendation": e.get("recommendation")})
+    return out
+
+
+def _when(timestamp: Any, days: float) -> str | None:
+    try:
+        return (datetime.fromisoformat(str(timestamp)) + timedelta(days=days)).date().isoformat()
+    except ValueError:
+        return None
+
+
+def schedule(report: Mapping[str, Any], ready: Mapping[str, Mapping[str, Any]], cfg: ReportConfig) -> dict[str, Any]:
+    """When to check what, and the date of the next full assessment (from ``[report]``)."""
+    fixes = ready["production"]["status"] == NEEDS_FIXES
+    days = cfg.reassess_after_fixes_days if fixes else cfg.assessment_interval_days
+    setting = "report.reassess_after_fixes_days" if fixes else "report.assessment_interval_days"
+    items = [
+        {"when": "continuously", "what": "GPU health (NVML, Xid, ECC) on every node",
+         "command": "gpu-preflight serve"},
+        {"when": "before every job", "what": "node checks in the scheduler's prolog",
+         "command": "gpu-preflight run --node-only"},
+        {"when": f"every {cfg.assessment_interval_days:g} days", "what": "full assessment across all nodes",
+         "command": "gpu-preflight run --full"},
+    ]
+    if fixes:
+        items.insert(0, {"when": f"within {cfg.reassess_after_fixes_days:g} days",
+                         "what": "re-assess after the immediate fixes", "command": "gpu-preflight run --full"})
+    return {"items": items, "next_assessment": _when(report.get("timestamp"), days), "days": days,
+            "setting": setting}
+
+
+def assess(report: Mapping[str, Any], scores: Mapping[str, Any], recs: Mapping[str, Sequence[Mapping[str, Any]]],
+           cfg: ReportConfig) -> dict[str, Any]:
+    """The ``cluster_summary.assessment`` block."""
+    earlier = (report.get("cluster_summary") or {}).get("earlier_scores")
+    ready = readiness(report, scores, recs)
+    return {"readiness": ready, "trends": trends(scores, earlier if isinstance(earlier, list) else None, cfg),
+            "targets": targets(scores, cfg), "issues": issues(recs),
+            "stability": stability(scores, pair_latencies(report)), "schedule": schedule(report, ready, cfg)}
+
+
+def add_assessment(report: dict[str, Any], scores: Mapping[str, Any],
+                   recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> dict[str, Any]:
+    report.setdefault("cluster_summary", {})["assessment"] = assess(report, scores, recs, cfg)
+    return report
+
+
+def _node_of(finding: Mapping[str, Any], keys: Mapping[str, str], names: Mapping[str, str]) -> str | None:
+    """The node key a finding belongs to: its own, or the node its subject names (cluster checks)."""
+    node = finding.get("node")
+    if node in keys:
+        return str(node)
+    head = str(finding.get("subject", "")).split("/", 1)[0]
+    return names.get(head)
+
+
+def node_specs(report: Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
+    """Each node's address (where the report has one), GPUs, GPU memory, own score and worst
+    judged status, up to ``detail_max_nodes`` nodes; the totals always. A node's score is the
+    overall score of its own findings and those of cluster checks that name it, by the
+    cluster's formula; its rating is INCOMPLETE where none of its GPUs was read."""
+    sections = report.get("nodes") or {}
+    keys = {k: k for k in sections}
+    labels = node_names(report)
+    by_name = {name: key for key, name in zip(sections, labels, strict=True)}
+    total_gpus, total_mb = 0, 0.0
+    for section in sections.values():
+        gpus = section.get("gpu") or {}
+        total_gpus += len(gpus)
+        total_mb += sum(float(g.get("memory_total_mb") or 0) for g in gpus.values())
+    listed = len(sections) <= cfg.detail_max_nodes
+    rows = []
+    if listed:
+        own: dict[str, list[Mapping[str, Any]]] = {k: [] for k in sections}
+        for f in report.get("findings") or []:
+            key = _node_of(f, keys, by_name)
+            if key is not None:
+                own[key].append(f)
+        for (key, section), name in zip(sections.items(), labels, strict=True):
+            gpus = section.get("gpu") or {}
+            info = section.get("node_info") or {}
+            models = sorted({str(g.get("name")) for g in gpus.values() if g.get("name")})
+            sub = {"findings": own[key], "nodes": {key: section}, "run": report.get("run") or {},
+                   "cluster_summary": {}}
+            scored = compute_scores(sub, cfg)
+            overall = scored["overall"]
+            # The network's core (a link between two nodes) belongs to the cluster, not to one node:
+            # a node is rated on its own GPUs being read.
+            band = rating(overall["score"], cfg)
+            if band in ("EXCELLENT", "GOOD") and not scored["components"]["hardware_health"]["tested"]:
+                band = INCOMPLETE
+            judged = [f["status"] for f in own[key] if f["status"] != Status.SKIP.value]
+            worst = Status.worst(judged).value if judged else (Status.SKIP.value if own[key] else None)
+            rows.append({"node": name, "key": key, "address": info.get("address") or info.get("ip_address"),
+                         "gpus": len(gpus), "models": models,
+                         "gpu_memory_gb": round(sum(float(g.get("memory_total_mb") or 0) for g in gpus.values())
+                                                / 1024, 2),
+                         "score": overall["score"], "rating": band, "worst": worst})
+    return {"nodes": rows, "listed": listed, "total_nodes": len(sections), "total_gpus": total_gpus,
+            "total_gpu_memory_gb": round(total_mb / 1024, 2)}
+
+
+def assessment_of(report: Mapping[str, Any], scores: Mapping[str, Any],
+                  recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> Mapping[str, Any]:
+    """The stored assessment, or one derived now for a report saved before it was stored."""
+    stored = (report.get("cluster_summary") or {}).get("assessment")
+    return stored if isinstance(stored, Mapping) and "readiness" in stored else assess(report, scores, recs, cfg)
+
+
+def component_order(names: Iterable[str]) -> list[str]:
+    """Components in the report's order, unknown ones (from a newer report) after them."""
+    known = [c for c in COMPONENTS if c in set(names)]
+    return known + sorted(set(names) - set(known))

@@ -1,0 +1,155 @@
+"""The HTML page's health-assessment sections, from the same :mod:`.assessment` as the Markdown.
+
+Readiness, component trends, score targets and the schedule; node specifications (one row
+per node up to ``report.detail_max_nodes``, totals above); latency per node pair and the
+name-resolution note beside the page's bandwidth matrix; performance stability; issues
+with impact and priority. Compact tables only: the page must stay small at 10,000 nodes,
+so nothing here grows with the node count past ``detail_max_nodes`` except the issue rows,
+which are grouped by check, code and advice (one row per cause, not per subject).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from html import escape
+from typing import Any
+
+from ..config.report_schema import ReportConfig
+from .assessment import NEEDS_FIXES, READY, assessment_of, component_order, node_specs, pair_latencies
+from .svg import STATUS_COLORS
+
+__all__ = ["assessment_sections"]
+
+MAX_SUBJECTS = 6
+MAX_LATENCY_ROWS = 200
+_READY_COLORS = {READY: STATUS_COLORS["PASS"], NEEDS_FIXES: STATUS_COLORS["FAIL"]}
+
+
+def _td(*cells: object) -> str:
+    return "<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>"
+
+
+def _table(head: Sequence[str], rows: Sequence[str], ident: str = "") -> str:
+    attr = f' id="{ident}"' if ident else ""
+    return f"<table{attr}><tr>{''.join(f'<th>{escape(h)}</th>' for h in head)}</tr>{''.join(rows)}</table>"
+
+
+def _score(score: Any) -> str:
+    return "—" if score is None else f"{float(score):.0f}/100"
+
+
+def _num(value: Any) -> str:
+    return "—" if value is None else f"{float(value):.4g}"
+
+
+def _who(subjects: Sequence[str], count: int) -> str:
+    more = max(count, len(subjects)) - min(len(subjects), MAX_SUBJECTS)
+    shown = ", ".join(subjects[:MAX_SUBJECTS])
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _readiness(assessment: Mapping[str, Any]) -> str:
+    parts = []
+    for level, title in (("development", "Development/testing"), ("production", "Production")):
+        entry = assessment["readiness"][level]
+        color = _READY_COLORS.get(entry["status"], STATUS_COLORS["WARN"])
+        reasons = "".join(f"<li>{escape(r)}</li>" for r in entry["reasons"])
+        parts.append(f'<div class="card" id="readiness-{level}"><div>{title}</div>'
+                     f'<div class="rating" style="color:{color}">{escape(entry["status"])}</div>'
+                     f'<ul class="small">{reasons}</ul></div>')
+    return f'<h3>Readiness</h3><div class="cards">{"".join(parts)}</div>'
+
+
+def _components(scores: Mapping[str, Any], assessment: Mapping[str, Any]) -> str:
+    targets = {t["component"]: t for t in assessment["targets"]["components"]}
+    rows = []
+    for name in component_order(scores["components"]):
+        comp, trend, target = scores["components"][name], assessment["trends"].get(name) or {}, targets.get(name) or {}
+        change = "" if trend.get("change") is None else f" ({trend['change']:+g} vs {trend['baseline']:g})"
+        rows.append(_td(comp["title"], _score(comp["score"]), comp["rating"] or "NOT TESTED",
+                        f"{trend.get('trend', 'no history')}{change}", _score(target.get("target")),
+                        ", ".join(target.get("by") or []) or "keep"))
+    overall, t_overall = scores["overall"], assessment["targets"]["overall"]
+    rows.append(_td("Overall", _score(overall["score"]), overall["rating"] or "NOT TESTED",
+                    (assessment["trends"].get("overall") or {}).get("trend", "no history"), _score(t_overall["target"]),
+                    t_overall["rating"] or ""))
+    days = assessment["targets"]["days"]
+    return "<h3>Components, trends and targets</h3>" + _table(
+        ("Component", "Score", "Status", "Trend", f"Target ({days} days)", "By fixing"), rows, "components")
+
+
+def _schedule(assessment: Mapping[str, Any]) -> str:
+    s = assessment["schedule"]
+    rows = [f"<tr><td>{escape(i['when'])}</td><td>{escape(i['what'])}</td><td><code>{escape(i['command'])}</code>"
+            f"</td></tr>" for i in s["items"]]
+    when = s["next_assessment"] or "unknown (no run timestamp)"
+    return (f"<h3>Monitoring schedule</h3>{_table(('When', 'What', 'Command'), rows)}"
+            f'<p id="next-assessment"><b>Next assessment:</b> {escape(when)} ({s["days"]:g} days after this run, '
+            f"{escape(s['setting'])}).</p>")
+
+
+def _nodes(report: Mapping[str, Any], cfg: ReportConfig) -> str:
+    specs = node_specs(report, cfg)
+    head = (f"<p>{specs['total_nodes']:,} node(s), {specs['total_gpus']:,} GPU(s), "
+            f"{specs['total_gpu_memory_gb']:,.6g} GB GPU memory in total.</p>")
+    if not specs["listed"]:
+        body = (f'<p class="small muted">One row per node up to report.detail_max_nodes ({cfg.detail_max_nodes}); '
+                f"every node's section is in report.json.</p>")
+    else:
+        with_address = any(n["address"] for n in specs["nodes"])
+        rows = [_td(n["node"], *([n["address"] or "—"] if with_address else []), n["gpus"],
+                    ", ".join(n["models"]) or "—", f"{n['gpu_memory_gb']:g} GB", _score(n["score"]),
+                    n["rating"] or "NOT TESTED", n["worst"] or "—") for n in specs["nodes"]]
+        cols = ("Node", *(["Address"] if with_address else []), "GPUs", "Model", "GPU memory", "Score", "Rating",
+                "Worst finding")
+        note = "" if with_address else '<p class="small muted">No node address is recorded in this report.</p>'
+        body = _table(cols, rows, "node-specs") + note
+    return f'<section id="node-specs"><h2>Node specifications</h2>{head}{body}</section>'
+
+
+def _latency(report: Mapping[str, Any]) -> str:
+    found = pair_latencies(report)
+    if found:
+        rows = [_td(p["a"], p["b"], p["provider"] or "—", f"{p['size_bytes']} B", f"{p['latency_us']:g} µs",
+                    p["status"] or "not judged") for p in found[:MAX_LATENCY_ROWS]]
+        more = f'<p class="small muted">{len(found) - MAX_LATENCY_ROWS} more pairs in report.json.</p>' \
+            if len(found) > MAX_LATENCY_ROWS else ""
+        body = _table(("Server", "Client", "Provider", "Message", "Latency", "Status"), rows, "latency") + more
+    else:
+        body = '<p class="muted">Latency: not measured (no fi_pingpong pair in this report).</p>'
+    return (f'<section id="latency"><h2>Latency and name resolution</h2>{body}'
+            f'<p class="small muted">Name resolution: not measured by gpu-preflight.</p></section>')
+
+
+def _stability(assessment: Mapping[str, Any]) -> str:
+    rows = [_td(s["series"], s["n"], f"{_num(s['mean'])} {s['unit']}".strip(), f"{_num(s['min'])}-{_num(s['max'])}",
+                _num(s["std_dev"]), f"{100 * float(s['cv']):.1f}%", s["slowest"],
+                f"{float(s['points']):g}" if s["counted"] else "—") for s in assessment["stability"]]
+    body = _table(("Measurement", "n", "Mean", "Range", "Std dev", "CV", "Slowest", "Points"), rows, "stability") \
+        if rows else '<p class="muted">Not measured: needs GEMM on two or more GPUs, node-local collectives on two ' \
+                     "or more nodes, or node-to-node exchanges.</p>"
+    return f'<section id="stability"><h2>Performance stability</h2>{body}</section>'
+
+
+def _issues(assessment: Mapping[str, Any]) -> str:
+    found = assessment["issues"]
+    if not found:
+        return '<section id="issues"><h2>Issues</h2><p class="muted">None: nothing warns, fails or could not be ' \
+               "measured.</p></section>"
+    rows = [f'<tr><td>{escape(i["priority"])}</td><td><span class="st" style="background:'
+            f'{STATUS_COLORS.get(i["status"], "#999")}">{escape(i["status"])}</span></td>'
+            f"<td>{escape(str(i['check_id'] or i['component']))}</td><td>{escape(i['summary'])}</td>"
+            f"<td>{escape(i['title'])}: {escape(i['impact'])}</td>"
+            f"<td>{escape(_who(i['subjects'], i['count']))}</td></tr>"
+            for i in found]
+    return (f'<section id="issues"><h2>Issues</h2>'
+            f"{_table(('Priority', 'Status', 'Check', 'Issue', 'Impact', 'Subjects'), rows, 'issue-table')}</section>")
+
+
+def assessment_sections(report: Mapping[str, Any], scores: Mapping[str, Any],
+                        recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> str:
+    """The assessment sections, in the page's order after the scores and recommendations."""
+    assessment = assessment_of(report, scores, recs, cfg)
+    return (f'<section id="assessment"><h2>Assessment</h2>{_readiness(assessment)}{_components(scores, assessment)}'
+            f"{_schedule(assessment)}</section>{_issues(assessment)}{_nodes(report, cfg)}{_latency(report)}"
+            f"{_stability(assessment)}")

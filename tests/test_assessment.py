@@ -1,0 +1,227 @@
+"""The health assessment: readiness follows the verdict, trends at their boundaries, targets,
+stability, issues, the schedule from config, node specs, scores kept in the history, and the
+HTML sections saying what the JSON says."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpu_preflight.config import build_config
+from gpu_preflight.config.loader import ConfigError
+from gpu_preflight.config.report_schema import ReportConfig
+from gpu_preflight.history import HistoryStore, extract
+from gpu_preflight.model import Status
+from gpu_preflight.report.advice import recommendations_by_urgency
+from gpu_preflight.report.assessment import (
+    CAVEATS,
+    NEEDS_FIXES,
+    READY,
+    issues,
+    node_specs,
+    readiness,
+    schedule,
+    stability,
+    targets,
+    trends,
+)
+from gpu_preflight.report.canonical import verdict_of
+from gpu_preflight.report.html import render_html
+from gpu_preflight.report.html_assessment import assessment_sections
+from gpu_preflight.report.scores import compute_scores
+
+from .test_cli import cli
+from .test_markdown_golden import REPORT
+from .test_scores import finding, report_of
+
+GPU, LINK = finding("gpu.thermal", "PASS", "h0/gpu0", "ok"), finding("network.node_links", "PASS", "h1", "ok")
+
+
+def ready_of(findings: list[dict[str, Any]], fail_on: str = "fail") -> tuple[str, str, dict[str, Any]]:
+    report = report_of(findings, fail_on)
+    scores = compute_scores(report)
+    out = readiness(report, scores, recommendations_by_urgency(report, scores))
+    return out["development"]["status"], out["production"]["status"], out
+
+
+@pytest.mark.parametrize("findings, fail_on, dev, prod, says", [
+    ([GPU, LINK], "fail", READY, READY, "[RESULT] SUCCESS"),
+    ([GPU], "fail", READY, CAVEATS, "not tested: no link between two nodes was measured"),
+    ([finding("system.limits", "PASS")], "fail", CAVEATS, CAVEATS, "not tested: no GPU was read"),
+    ([GPU, LINK, finding("gpu.thermal", "WARN", "h0/gpu1", "hot")], "fail", CAVEATS, CAVEATS, "[RESULT] WARNING"),
+    ([GPU, LINK, finding("gpu.thermal", "WARN", "h0/gpu1", "hot")], "warn", CAVEATS, NEEDS_FIXES,
+     "[RESULT] FAILURE: [gpu.thermal]"),
+    ([GPU, LINK, finding("gpu.ecc.errors", "FAIL", "h0/gpu1", "dbe")], "fail", NEEDS_FIXES, NEEDS_FIXES,
+     "[RESULT] FAILURE: [gpu.ecc.errors]"),
+    ([GPU, LINK, finding("stack.cuda", "ERROR", "h0", "cuda_init_failed")], "fail", NEEDS_FIXES, NEEDS_FIXES,
+     "[RESULT] ERROR: [stack.cuda]"),
+])
+def test_readiness_follows_the_verdict(findings: list[dict[str, Any]], fail_on: str, dev: str, prod: str,
+                                       says: str) -> None:
+    got_dev, got_prod, out = ready_of(findings, fail_on)
+    assert (got_dev, got_prod) == (dev, prod)
+    assert any(says in r for r in out["production"]["reasons"])
+
+
+@pytest.mark.parametrize("status", [s.value for s in Status if s is not Status.SKIP])
+@pytest.mark.parametrize("fail_on", ["fail", "warn", "error"])
+def test_ready_is_impossible_when_the_verdict_gates(status: str, fail_on: str) -> None:
+    report = report_of([GPU, LINK, finding("gpu.clocks", status, "h0/gpu1", "x")], fail_on)
+    _, prod, _ = ready_of(report["findings"], fail_on)
+    gates = verdict_of(report).exit_code >= 2
+    assert (prod == NEEDS_FIXES) == gates and (prod == READY) == (status == "PASS")
+
+
+def _scores(**components: float | None) -> dict[str, Any]:
+    return {"components": {c: {"title": c, "score": s, "deductions": [], "reason": None}
+                           for c, s in components.items()}, "overall": {"score": None}, "settings": {}}
+
+
+@pytest.mark.parametrize("now, trend", [(94.9, "STABLE"), (95.0, "IMPROVING"), (85.1, "STABLE"), (85.0, "DEGRADING"),
+                                        (None, "not tested")])
+def test_trend_against_the_median_of_earlier_runs_at_its_boundary(now: float | None, trend: str) -> None:
+    earlier = [{"components": {"hardware_health": s}} for s in (10.0, 90.0, 88.0, 92.0)]  # last 3: median 90
+    got = trends(_scores(hardware_health=now), earlier, ReportConfig(trend_runs=3))["hardware_health"]
+    assert got["trend"] == trend
+    if now is not None:
+        assert got["baseline"] == 90.0 and got["runs"] == 3
+
+
+def test_first_run_no_history_and_no_earlier_score() -> None:
+    cfg = ReportConfig()
+    assert trends(_scores(hardware_health=90.0), [], cfg)["hardware_health"]["trend"] == "first run"
+    assert trends(_scores(hardware_health=90.0), None, cfg)["hardware_health"]["trend"] == "no history"
+    older = [{"run": 1, "components": {}}]  # filed before the history kept scores
+    assert trends(_scores(hardware_health=90.0), older, cfg)["hardware_health"]["trend"] == "no earlier score"
+
+
+def test_targets_reach_the_setting_and_never_lower_a_score() -> None:
+    scores = _scores(network_infrastructure=33.0, hardware_health=95.0, software_stack=None)
+    scores["components"]["network_infrastructure"]["deductions"] = [{"check_id": "network.node_links", "points": 67}]
+    got = targets(scores, ReportConfig(target_score=85.0, target_days=14))
+    rows = {r["component"]: r for r in got["components"]}
+    assert (rows["network_infrastructure"]["target"], rows["network_infrastructure"]["change"]) == (85.0, 52.0)
+    assert rows["network_infrastructure"]["by"] == ["network.node_links"]
+    assert (rows["hardware_health"]["target"], rows["hardware_health"]["by"]) == (95.0, [])
+    assert rows["software_stack"]["target"] is None and got["days"] == 14
+    assert got["overall"]["target"] == 90.0  # mean of 85 and 95; the untested component does not count
+
+
+def test_stability_states_std_dev_and_latency_spread() -> None:
+    perf = {"measurements": [{"family": "gemm", "series": "bf16 GEMM TFLOP/s across GPUs", "n": 4, "mean": 600.0,
+                              "min": 500.0, "max": 700.0, "cv": 0.1, "slowest": "h1/gpu0", "points": 10.0,
+                              "counted": True}]}
+    rows = stability({"components": {"performance_consistency": perf}},
+                     [{"a": "h0", "b": "h1", "latency_us": 30.0}, {"a": "h2", "b": "h3", "latency_us": 50.0}])
+    assert (rows[0]["std_dev"], rows[0]["unit"]) == (60.0, "TFLOP/s")
+    assert (rows[1]["mean"], rows[1]["std_dev"], rows[1]["slowest"], rows[1]["counted"]) == (40.0, 10.0, "h2<->h3",
+                                                                                            False)
+
+
+def test_issues_have_priority_and_impact() -> None:
+    recs: dict[str, list[dict[str, Any]]] = {
+        "immediate": [{"check_id": "stack.cuda", "component": "software_stack", "status": "ERROR", "summary": "s",
+                       "subjects": ["h0"], "count": 1}],
+        "short_term": [{"check_id": "gpu.busy", "component": "resource_management", "status": "WARN", "summary": "s",
+                        "subjects": ["h0/gpu0"], "count": 1}],
+        "monitoring": [{}]}
+    got = issues(recs)
+    assert [(i["priority"], i["status"]) for i in got] == [("HIGH", "ERROR"), ("MEDIUM", "WARN")]
+    assert got[0]["impact"].startswith("not measured") and "GPUs" in got[1]["impact"]
+
+
+@pytest.mark.parametrize("prod, days, date", [(READY, 7.0, "2026-11-27"), (CAVEATS, 7.0, "2026-11-27"),
+                                              (NEEDS_FIXES, 2.0, "2026-11-22")])
+def test_next_assessment_from_config(prod: str, days: float, date: str) -> None:
+    report = {"timestamp": "2026-11-20T06:00:00+00:00"}
+    got = schedule(report, {"production": {"status": prod}}, ReportConfig())
+    assert (got["days"], got["next_assessment"]) == (days, date)
+    longer = schedule(report, {"production": {"status": READY}}, ReportConfig(assessment_interval_days=14))
+    assert longer["next_assessment"] == "2026-12-04" and "every 14 days" in json.dumps(longer["items"])
+    assert schedule({"timestamp": "?"}, {"production": {"status": READY}}, ReportConfig())["next_assessment"] is None
+
+
+@pytest.mark.parametrize("setting", ["report.assessment_interval_days=0", "report.reassess_after_fixes_days=-1",
+                                     "report.target_score=101", "report.trend_runs=0", "report.trend_points=nan"])
+def test_assessment_settings_have_ranges(setting: str) -> None:
+    with pytest.raises(ConfigError, match="must be"):
+        build_config(overrides=[setting])
+
+
+def stored() -> dict[str, Any]:
+    report: dict[str, Any] = json.loads(REPORT.read_text(encoding="utf-8"))
+    return report
+
+
+def test_node_specs_per_node_up_to_detail_max_nodes() -> None:
+    report = stored()
+    specs = node_specs(report, ReportConfig())
+    assert (specs["total_nodes"], specs["total_gpus"], specs["listed"]) == (4, 4, True)
+    rows = {n["node"]: n for n in specs["nodes"]}
+    assert rows["h0"]["score"] == 100.0 and rows["h0"]["worst"] == "PASS"
+    assert rows["h3"]["worst"] == "FAIL" and rows["h3"]["score"] < rows["h2"]["score"] < 100
+    assert rows["h2"]["gpu_memory_gb"] == pytest.approx(140.4, abs=0.1)
+    big = node_specs(report, ReportConfig(detail_max_nodes=3))
+    assert not big["listed"] and big["nodes"] == [] and big["total_gpus"] == 4
+
+
+def test_html_shows_the_same_assessment_as_the_json() -> None:
+    report = stored()
+    page = render_html(report)
+    a = report["cluster_summary"]["assessment"]
+    for level in ("development", "production"):
+        card = re.search(rf'id="readiness-{level}">.*?class="rating"[^>]*>([^<]+)<', page)
+        assert card and card.group(1) == a["readiness"][level]["status"]
+    for section in ("assessment", "node-specs", "latency", "stability", "issues"):
+        assert f'<section id="{section}">' in page
+    assert f"<b>Next assessment:</b> {a['schedule']['next_assessment']}" in page
+    issue_rows = re.findall(r'<tr><td>(HIGH|MEDIUM)</td><td><span class="st"[^>]*>(\w+)</span></td><td>([^<]+)</td>',
+                            page)
+    assert issue_rows == [(i["priority"], i["status"], i["check_id"]) for i in a["issues"]]
+
+
+def test_html_sections_stay_small_at_ten_thousand_nodes() -> None:
+    report = stored()
+    section = report["nodes"]["node_0"]
+    report["nodes"] = {f"node_{i}": {**section, "node_info": {"hostname": f"n{i}"}} for i in range(10_000)}
+    scores, recs = report["cluster_summary"]["health_scores"], report["cluster_summary"]["recommendations_by_urgency"]
+    start = time.perf_counter()
+    html = assessment_sections(report, scores, recs, ReportConfig())
+    assert time.perf_counter() - start < 1.0
+    assert len(html) < 40_000 and "10,000 node(s), 10,000 GPU(s)" in html
+
+
+def test_history_keeps_each_runs_scores_for_the_trend(tmp_path: Path) -> None:
+    report = stored()
+    with HistoryStore(tmp_path / "h.sqlite") as store:
+        first, _ = store.record(extract(report), "c1")
+        again = dict(report, timestamp="2026-11-21T06:00:00+00:00")
+        second, _ = store.record(extract(again), "c1")
+        got = store.earlier_scores("c1", 5)
+        assert [e["run"] for e in got] == [first, second]
+        assert got[0]["components"]["overall"] == report["cluster_summary"]["health_scores"]["overall"]["score"]
+        assert got[0]["components"]["network_infrastructure"] == 30.0
+        assert [e["run"] for e in store.earlier_scores("c1", 5, before=second)] == [first]
+        assert store.earlier_scores("other", 5) == []
+        store.db.execute("DROP TABLE scores")  # a database from before the history kept scores
+        store.db.commit()
+    with HistoryStore(tmp_path / "h.sqlite", readonly=True) as old:
+        assert [e["components"] for e in old.earlier_scores("c1", 5)] == [{}, {}]
+
+
+def test_a_second_run_reads_its_trend_from_the_history(tmp_path: Path) -> None:
+    from .conftest import H200_DUMP
+
+    base = ["run", "--replay", str(H200_DUMP), "--check", "gpu.*", "--format", "md"]
+    args = [*base, "--history", "--history-db", str(tmp_path / "h.sqlite")]
+    first = cli(*args)
+    assert first.returncode == 0 and "| Hardware health | 100/100 | EXCELLENT | first run |" in first.stdout
+    second = cli(*args)
+    assert "| Hardware health | 100/100 | EXCELLENT | STABLE (+0 vs 100, 1 run(s)) |" in second.stdout
+    off = cli(*base, "--no-history")
+    assert "| Hardware health | 100/100 | EXCELLENT | no history |" in off.stdout
