@@ -7,7 +7,8 @@ with the fixture's Xid lines re-stamped among them (about 2 % of lines, and 0.1 
 nccl-tests output, each run preceded by the ``NCCL_DEBUG=INFO`` lines of 8 ranks.
 
 Each command runs as a subprocess, alternated with the others, ``--repeat`` times; wall
-time and peak RSS come from ``os.wait4`` for that child alone. The floor is a plain Python
+time, CPU time and peak RSS come from ``os.wait4`` for that child alone (CPU time too,
+because on a shared machine wall time measures the neighbours as much as the command). The floor is a plain Python
 regex extractor doing the same extraction (Xid number, GPU and message per Xid line; every
 result row's numbers) over the file read whole. Prints medians: MB/s, our time over the
 floor's, peak RSS; and checks that ``parse`` found as many Xid events / rows as the floor.
@@ -126,36 +127,46 @@ def nccl_tests_log(path: Path, size: int, rng: random.Random) -> None:
             written += len(text)
 
 
-def measure(argv: list[str], out: Path) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS (MiB) and exit status of one child, stdout into ``out``."""
+Run = tuple[float, float, float, int]  # wall s, CPU s (user + system), peak RSS MiB, exit status
+
+
+def measure(argv: list[str], out: Path) -> Run:
+    """One child's wall and CPU seconds, peak RSS and exit status, its stdout into ``out``.
+
+    CPU time is reported beside wall time because on a shared machine the wall time
+    measures the neighbours as much as the command.
+    """
     with out.open("wb") as stdout:
         started = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL, cwd=ROOT)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, usage.ru_maxrss / 1024, proc.returncode
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
 
 
-def alternate(commands: dict[str, list[str]], repeat: int, tmp: Path) -> dict[str, list[tuple[float, float, int]]]:
-    results: dict[str, list[tuple[float, float, int]]] = {name: [] for name in commands}
+def alternate(commands: dict[str, list[str]], repeat: int, tmp: Path) -> dict[str, list[Run]]:
+    results: dict[str, list[Run]] = {name: [] for name in commands}
     for _ in range(repeat):
         for name, argv in commands.items():
             results[name].append(measure(argv, tmp / f"{name.replace(' ', '_')}.out"))
     return results
 
 
-def report(title: str, size: int, results: dict[str, list[tuple[float, float, int]]], floor: str) -> None:
+def report(title: str, size: int, results: dict[str, list[Run]], floor: str) -> None:
     mb = size / 1e6
-    base = statistics.median(w for w, _, _ in results[floor])
-    print(f"\n{title} ({mb:.0f} MB)")
-    print(f"  {'command':34} {'median s':>9} {'MB/s':>7} {'x floor':>8} {'peak RSS MiB':>13}  runs (s)")
+    base_wall = statistics.median(r[0] for r in results[floor])
+    base_cpu = statistics.median(r[1] for r in results[floor])
+    print(f"\n{title} ({mb:.0f} MB), medians of {len(results[floor])}")
+    print(f"  {'command':30} {'wall s':>7} {'MB/s':>6} {'x floor':>7} {'CPU s':>6} {'MB/CPU-s':>8} {'x floor':>7}"
+          f" {'RSS MiB':>8}  wall runs (s)")
     for name, runs in results.items():
-        wall = statistics.median(w for w, _, _ in runs)
-        rss = max(r for _, r, _ in runs)
-        codes = sorted({c for _, _, c in runs})
-        print(f"  {name:34} {wall:9.2f} {mb / wall:7.1f} {wall / base:8.2f} {rss:13.0f}  "
-              f"{' '.join(f'{w:.2f}' for w, _, _ in runs)}  exit {codes}")
+        wall = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[1] for r in runs)
+        rss = max(r[2] for r in runs)
+        codes = sorted({r[3] for r in runs})
+        print(f"  {name:30} {wall:7.2f} {mb / wall:6.1f} {wall / base_wall:7.2f} {cpu:6.2f} {mb / cpu:8.1f}"
+              f" {cpu / base_cpu:7.2f} {rss:8.0f}  {' '.join(f'{r[0]:.2f}' for r in runs)}  exit {codes}")
 
 
 def agree(tmp: Path, name: str, floor: str, count: Callable[[Any], int]) -> None:
@@ -200,9 +211,10 @@ def main() -> int:
                                                                str(FIXTURES / "dmesg-xid-h100-node.txt")]},
                             args.repeat, tmp)
         report("run --replay with a saved kernel log", small.stat().st_size, results, "run --kernel-log 1 KB fixture")
-        extra = (statistics.median(w for w, _, _ in results["run --kernel-log big"])
-                 - statistics.median(w for w, _, _ in results["run --kernel-log 1 KB fixture"]))
-        print(f"  the {small.stat().st_size / 1e6:.0f} MB log adds {extra:.2f} s to the run")
+        big, tiny = results["run --kernel-log big"], results["run --kernel-log 1 KB fixture"]
+        extra = [statistics.median(r[i] for r in big) - statistics.median(r[i] for r in tiny) for i in (0, 1)]
+        print(f"  the {small.stat().st_size / 1e6:.0f} MB log adds {extra[0]:.2f} s wall, {extra[1]:.2f} s CPU "
+              "to the run")
     return 0
 
 

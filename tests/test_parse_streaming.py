@@ -246,3 +246,15 @@ def test_bench_runs_and_agrees_with_its_floor() -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("-> agree") == 2, proc.stdout
     assert "MB/s" in proc.stdout and "adds" in proc.stdout
+
+
+def test_lines_dropped_as_nccl_info_keep_the_line_numbers_of_what_follows() -> None:
+    info = "".join(f"gpu-node-07:41230:41230 [0] NCCL INFO Channel {i:02d}/32 :    0   1\n" for i in range(40))
+    lines = NCCL.read_text().splitlines(keepends=True)
+    split = next(i for i, line in enumerate(lines) if "out-of-place" in line)
+    damaged = "         8             2     float     sum      -1    15.31    0.00    0.00      0    15.47\n"
+    text = "".join(lines[:split]) + info + "".join(lines[split:split + 3]) + damaged
+    assert "version" not in text and "_perf" not in text  # the fast path: INFO lines dropped in bulk
+    with pytest.raises(nccl_tests.ParseError, match=r"\(line 56\)"):
+        nccl_tests.parse(text)
+    assert text.splitlines()[55] == damaged.rstrip("\n")

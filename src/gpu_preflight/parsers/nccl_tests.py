@@ -35,10 +35,12 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import methodcaller, not_
 
 from .detect import parser
 from .errors import ParseError
-from .text import ContentGate, chunk_lines, is_noise, is_not_available, to_float
+from .text import ContentGate, is_noise, is_not_available, to_float
 
 KIND = "nccl-tests"
 KEPT_ROWS = 500  # the first and the last this many rows are kept in ``rows``
@@ -46,6 +48,7 @@ MAX_SIZES = 65_536  # distinct message sizes remembered in busbw_by_size / wrong
 MAX_PROBLEMS = 100  # ``incomplete`` entries listed; more are counted in one last entry
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s{0,4}\d+:\s)")
+_IS_INFO = methodcaller("__contains__", " NCCL INFO ")
 _PREFIX_STARTS = frozenset("[ \t0123456789")
 _HEADER = re.compile(r"^#\s+size\s+count\b")
 _RANK = re.compile(r"^#\s*Rank\s+(?P<rank>\d+)\s+Group\s+\d+\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+device\s+"
@@ -159,14 +162,13 @@ class NcclTestsScanner:
         self.ranks: dict[int, str] = {}
         self.number = 0
         self.head: list[NcclTestRow] = []
-        self.tail: deque[NcclTestRow] = deque(maxlen=KEPT_ROWS)
+        self.tail: deque[NcclTestRow | tuple[_Layout, tuple[str, ...]]] = deque(maxlen=KEPT_ROWS)
         self.problems: list[str] = []
         self.problem_count = 0
         self.rows_since_summary = 0
         self.busbw_sum = [0.0, 0.0]  # out-of-place, in-place: the computed average is over both
         self.busbw_n = 0
-        self.largest: NcclTestRow | None = None
-        self.largest_measured: NcclTestRow | None = None
+        self.largest_measured: tuple[int, float, float] | None = None  # size, algbw, busbw of the largest row
 
     def feed(self, raw: str) -> None:
         self.number += 1
@@ -195,8 +197,11 @@ class NcclTestsScanner:
             return  # numbers before the table (a pasted pod listing, a command's output)
         if self.layout is None or self.layout.columns is not self.columns:
             self.layout = _Layout.of(self.columns)
-        row = self.layout.row(line)
-        self._add(row if row is not None else _row(self.columns, line, self.number, self.problem))
+        values = self.layout.cells(line)
+        if values is not None:
+            self._add_cells(self.layout, values)
+        else:
+            self._add(_row(self.columns, line, self.number, self.problem))
 
     def problem(self, text: str) -> None:
         self.problem_count += 1
@@ -204,14 +209,31 @@ class NcclTestsScanner:
             self.problems.append(text)
 
     def _add(self, row: NcclTestRow) -> None:
-        record = self.record
-        record.rows_total += 1
+        self._keep(row)
+        ip = row.in_place
+        self._count(row.size_bytes, row.algbw_gbps, row.busbw_gbps, row.wrong, row.error,
+                    ip.busbw_gbps if ip else None, ip.wrong if ip else None, ip.error if ip else None)
+
+    def _add_cells(self, layout: _Layout, values: tuple[str, ...]) -> None:
+        """A row matched by its layout: counted from its cells, built into an object only if it is kept."""
+        self._keep(layout.build(values) if len(self.head) < KEPT_ROWS else (layout, values))
+        size, algbw, busbw, wrong, error, ip_busbw, ip_wrong, ip_error = layout.at
+        self._count(int(values[size]), None if algbw < 0 else float(values[algbw]),
+                    None if busbw < 0 else float(values[busbw]), None if wrong < 0 else int(values[wrong]),
+                    None if error < 0 else float(values[error]), None if ip_busbw < 0 else float(values[ip_busbw]),
+                    None if ip_wrong < 0 else int(values[ip_wrong]), None if ip_error < 0 else float(values[ip_error]))
+
+    def _keep(self, row: NcclTestRow | tuple[_Layout, tuple[str, ...]]) -> None:
+        self.record.rows_total += 1
         self.rows_since_summary += 1
-        if len(self.head) < KEPT_ROWS:
+        if len(self.head) < KEPT_ROWS and isinstance(row, NcclTestRow):
             self.head.append(row)
         else:
             self.tail.append(row)
-        size, busbw = row.size_bytes, row.busbw_gbps
+
+    def _count(self, size: int, algbw: float | None, busbw: float | None, wrong: int | None, error: float | None,
+               ip_busbw: float | None, ip_wrong: int | None, ip_error: float | None) -> None:
+        record = self.record
         if busbw is not None:
             peak = record.peak_busbw_gbps
             if peak is None or (busbw, -size) > (peak, -(record.peak_size_bytes or 0)):
@@ -222,30 +244,24 @@ class NcclTestsScanner:
                 record.busbw_by_size[size] = busbw
             self.busbw_sum[0] += busbw
             self.busbw_n += 1
-        in_place = row.in_place
-        if in_place is not None and in_place.busbw_gbps is not None:
-            if record.peak_busbw_in_place_gbps is None or in_place.busbw_gbps > record.peak_busbw_in_place_gbps:
-                record.peak_busbw_in_place_gbps = in_place.busbw_gbps
-            self.busbw_sum[1] += in_place.busbw_gbps
+        if ip_busbw is not None:
+            if record.peak_busbw_in_place_gbps is None or ip_busbw > record.peak_busbw_in_place_gbps:
+                record.peak_busbw_in_place_gbps = ip_busbw
+            self.busbw_sum[1] += ip_busbw
             self.busbw_n += 1
-        for wrong in (row.wrong, in_place.wrong if in_place else None):
-            if wrong is not None:
-                record.wrong_total = (record.wrong_total or 0) + wrong
-        if ((row.wrong or 0) > 0 or (in_place is not None and (in_place.wrong or 0) > 0)) \
-                and len(record.wrong_sizes) < MAX_SIZES:
-            record.wrong_sizes.append(size)
-        for error in (row.error, in_place.error if in_place else None):
-            if error is not None and (record.max_error is None or error > record.max_error):
-                record.max_error = error
-        if self.largest is None or size > self.largest.size_bytes:
-            self.largest = row
-        if row.algbw_gbps and row.busbw_gbps and (self.largest_measured is None
-                                                  or size > self.largest_measured.size_bytes):
-            self.largest_measured = row
+        if wrong is not None or ip_wrong is not None:
+            record.wrong_total = (record.wrong_total or 0) + (wrong or 0) + (ip_wrong or 0)
+            if ((wrong or 0) > 0 or (ip_wrong or 0) > 0) and len(record.wrong_sizes) < MAX_SIZES:
+                record.wrong_sizes.append(size)
+        for e in (error, ip_error):
+            if e is not None and (record.max_error is None or e > record.max_error):
+                record.max_error = e
+        if algbw and busbw and (self.largest_measured is None or size > self.largest_measured[0]):
+            self.largest_measured = (size, algbw, busbw)
 
     def finish(self) -> NcclTestsRecord:
         record = self.record
-        record.rows = [*self.head, *self.tail]
+        record.rows = [*self.head, *(r if isinstance(r, NcclTestRow) else r[0].build(r[1]) for r in self.tail)]
         record.rows_omitted = record.rows_total - len(record.rows)
         if not record.rows and not record.errors:
             raise ParseError(KIND, "no nccl-tests result row and no 'Test ... failure' line")
@@ -275,8 +291,18 @@ def scan(chunks: Iterable[bytes]) -> NcclTestsRecord:
     scanner = NcclTestsScanner()
     for chunk in chunks:
         gate.check(chunk)
-        for line in chunk_lines(chunk):
+        text = chunk.decode("utf-8", errors="replace")
+        lines = text.splitlines()
+        if "version" in text or "_perf" in text or "failure" in text:
+            for line in lines:
+                scanner.feed(line)
+            continue
+        # No NCCL INFO line here can matter: drop them all at C speed, keeping line numbers.
+        base = scanner.number
+        for number, line in compress(enumerate(lines, base), map(not_, map(_IS_INFO, lines))):
+            scanner.number = number
             scanner.feed(line)
+        scanner.number = base + len(lines)
     gate.finish()
     return scanner.finish()
 
@@ -325,6 +351,7 @@ class _Layout:
     first: dict[str, int]
     second: dict[str, int]
     pattern: re.Pattern[str]
+    at: tuple[int, ...]  # size, algbw, busbw, wrong, error, in-place busbw, wrong, error (-1: no such column)
 
     @classmethod
     def of(cls, columns: list[str]) -> _Layout:
@@ -335,13 +362,18 @@ class _Layout:
             key = name.lower().lstrip("#")
             (second if key in first else first)[key] = i
             cells.append(r"(\d+)" if key in _INTEGRAL else r"(\d+\.?\d*|\.\d+)" if key in _NUMERIC else r"(\S+)")
-        return cls(columns, first, second, re.compile(r"\s*" + r"\s+".join(cells) + r"\s*", re.ASCII))
+        at = (first.get("size", -1), first.get("algbw", -1), first.get("busbw", -1), first.get("wrong", -1),
+              first.get("error", -1), second.get("busbw", -1), second.get("wrong", -1), second.get("error", -1))
+        return cls(columns, first, second, re.compile(r"\s*" + r"\s+".join(cells) + r"\s*", re.ASCII), at)
 
-    def row(self, line: str) -> NcclTestRow | None:
-        m = self.pattern.fullmatch(line)
-        if m is None:
+    def cells(self, line: str) -> tuple[str, ...] | None:
+        """The row's cells when every number in it is plain, else ``None`` (:func:`_row` reads it)."""
+        if self.at[0] < 0:
             return None
-        values = m.groups()
+        m = self.pattern.fullmatch(line)
+        return m.groups() if m else None
+
+    def build(self, values: tuple[str, ...]) -> NcclTestRow:
         first, second = self.first, self.second
         out = self._placement(values, first)
         return NcclTestRow(
@@ -429,12 +461,12 @@ _NUMERIC: dict[str, Callable[[str], float | int | None]] = {
     "time": _number, "algbw": _number, "busbw": _number, "error": _number, "wrong": _int}
 
 
-def _infer_ranks(record: NcclTestsRecord, best: NcclTestRow | None) -> int | None:
+def _infer_ranks(record: NcclTestsRecord, best: tuple[int, float, float] | None) -> int | None:
     """Ranks from busbw/algbw of the largest row (most digits), for collectives whose factor depends on n."""
     factor = _FACTORS.get(record.test or "all_reduce")  # an unnamed table is most often all_reduce: flagged
-    if factor is None or best is None or best.algbw_gbps is None or best.busbw_gbps is None:
+    if factor is None or best is None:
         return None
-    ratio = best.busbw_gbps / best.algbw_gbps
+    ratio = best[2] / best[1]
     denominator = (2 - ratio) if factor.startswith("2") else (1 - ratio)
     if denominator <= 0.001:
         return None
