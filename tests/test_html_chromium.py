@@ -27,6 +27,7 @@ from gpu_preflight.report.html import render_html
 from gpu_preflight.report.scores import add_scores
 
 from .conftest import REPO
+from .large_report import finding, large_report
 from .report_data import cluster_report, h200_report, node_only_report, self_launched_report
 
 ARTIFACTS = Path(os.environ.get("GPU_PREFLIGHT_TEST_ARTIFACTS", REPO / "test-artifacts")) / "html"
@@ -117,6 +118,10 @@ CASES: dict[str, Any] = {
                                                             links=[48.0, 30.0])), "#e0a800"),
     "cluster-40-nodes": (lambda: add_scores(cluster_report(nodes=40, node_fabric=[450.0 - n for n in range(40)])),
                          None),
+    "cluster-2000-nodes": (lambda: large_report(2000, planted=[
+        finding(17, "gpu.thermal", "FAIL", "n00017/gpu0", "at_slowdown", 91, 87, "°C"),
+        *(finding(n, "system.shm", "WARN", f"n{n:05d}", "small", 64, 1024, "MiB") for n in range(100, 400))]),
+        "#c62828"),
 }
 
 

@@ -35,6 +35,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="override one setting, e.g. --set gpu.temp_margin_c=8")
     p.add_argument("--expect-gpus", type=gpu_count, metavar="N", help="GPUs this node must have (missing ones FAIL)")
     p.add_argument("--report-dir", metavar="DIR", help="write DIR/report.json and raw artifacts")
+    p.add_argument("--pretty", action="store_true", help="with --report-dir: report.json indented (default: compact)")
     p.add_argument("--format", choices=("console", "json", "md", "junit", "html"), default="console",
                    help="output format (json/md/junit go to stdout alone; console to stderr)")
     p.add_argument("--fail-on", choices=("warn", "fail"), default="fail",

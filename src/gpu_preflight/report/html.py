@@ -1,9 +1,17 @@
 """One self-contained HTML file a team can attach to a ticket, mail, or open offline years later.
 
 Everything is inline — CSS, SVG charts drawn in Python, and a few lines of script that only
-toggle passing rows — and the page holds no URL, so it renders the same on an air-gapped
-laptop. It renders from the canonical report dict alone; scores and advice are computed
-here when an older report lacks them.
+toggle passing rows and filter the node table — and the page holds no URL, so it renders
+the same on an air-gapped laptop. It renders from the canonical report dict alone; scores
+and advice are computed here when an older report lacks them.
+
+It stays readable and small at any scale (a few MB at 10,000 nodes, where a page of every
+cell was 110 MB): up to :data:`GRID_MAX_NODES` nodes it draws the node x check grid; above,
+the findings per check with every status counted, and a searchable table of the nodes that
+have a WARN, FAIL or ERROR, the nodes that passed summarised in one line. Failures and
+warnings are always on the page: in full up to :data:`MAX_GROUP_ROWS` rows of one check,
+cause and status, the further subjects of that cause named in one row. Measurements are
+drawn as distributions once they outgrow one mark per member (:mod:`.html_plots`).
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from .svg import STATUS_COLORS
 __all__ = ["render_html"]
 
 MAX_QUIET_ROWS = 2000
+GRID_MAX_NODES = 64  # nodes drawn as rows of the node x check grid; above, the node table
+MAX_GROUP_ROWS = 100  # problem rows of one check, code and status shown in full; the rest are named
 _WATCH = "#607d8b"
 _ORDER = {"FAIL": 0, "ERROR": 1, "WARN": 2, "SKIP": 3, "PASS": 4}
 _RATING_COLORS = {"EXCELLENT": "#2e7d32", "GOOD": "#558b2f", "MODERATE": "#e0a800", "CRITICAL": "#c62828"}
@@ -64,6 +74,16 @@ SCRIPT = """
 document.getElementById('show-pass').addEventListener('change', function (e) {
   document.querySelectorAll('tr.quiet').forEach(function (row) { row.hidden = !e.target.checked; });
 });
+var filter = document.getElementById('node-filter');
+if (filter) {
+  filter.addEventListener('input', function () {
+    var words = filter.value.toLowerCase().split(/\\s+/).filter(Boolean);
+    document.querySelectorAll('#node-table tr.nr').forEach(function (row) {
+      var text = row.textContent.toLowerCase();
+      row.hidden = !words.every(function (w) { return text.indexOf(w) >= 0; });
+    });
+  });
+}
 """
 
 
@@ -146,27 +166,41 @@ def _recommendations(recs: Mapping[str, Any], cost: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-def _row_of(finding: Mapping[str, Any], names: list[str], keys: list[str]) -> str:
-    node = finding.get("node")
-    if node in keys:
-        return names[keys.index(node)]
-    subject = str(finding.get("subject", ""))
-    head = subject.split("/", 1)[0]
-    if head in names:
-        return head
-    m = re.fullmatch(r"group node(\d+)", subject)
-    if m and int(m.group(1)) < len(names):
-        return names[int(m.group(1))]
-    return "cluster"
+class _Rows:
+    """Which row of the node tables a finding belongs to: its node's name, the node its
+    subject names, or ``cluster`` (a dict lookup each: a 10,000-node report has a finding
+    for many of its nodes, and searching the name list for each was quadratic)."""
+
+    def __init__(self, report: Mapping[str, Any]) -> None:
+        self.names = node_names(report)
+        self.by_key: dict[str, str] = dict(zip(map(str, (report.get("nodes") or {}).keys()), self.names,
+                                               strict=True))
+        self.known = set(self.names)
+
+    def of(self, finding: Mapping[str, Any]) -> str:
+        name = self.by_key.get(str(finding.get("node")))
+        if name is not None:
+            return name
+        subject = str(finding.get("subject", ""))
+        head = subject.split("/", 1)[0]
+        if head in self.known:
+            return head
+        m = re.fullmatch(r"group node(\d+)", subject)
+        if m and int(m.group(1)) < len(self.names):
+            return self.names[int(m.group(1))]
+        return "cluster"
 
 
 def _grid(report: Mapping[str, Any]) -> str:
-    names, keys = node_names(report), list((report.get("nodes") or {}).keys())
+    rows_of = _Rows(report)
+    names = rows_of.names
+    if len(names) > GRID_MAX_NODES:
+        return _node_table(report, rows_of)
     cells: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for f in report.get("findings") or []:
-        cells.setdefault((_row_of(f, names, keys), f["check_id"]), []).append(f)
+        cells.setdefault((rows_of.of(f), f["check_id"]), []).append(f)
     checks = sorted({c for _, c in cells})
-    rows = list(dict.fromkeys(names + sorted({r for r, _ in cells if r not in names})))
+    rows = list(dict.fromkeys(names + sorted({r for r, _ in cells if r not in rows_of.known})))
     head = "".join(f'<th class="v">{escape(c)}</th>' for c in checks)
     body = []
     for row in rows:
@@ -185,6 +219,56 @@ def _grid(report: Mapping[str, Any]) -> str:
     return (f'<section id="grid"><h2>Node × check status</h2><p class="small">{legend} · grey: not run; hover a '
             f'cell for its findings</p><div class="grid"><table><tr><th></th>{head}</tr>{"".join(body)}</table>'
             f"</div></section>")
+
+
+def _check_counts(report: Mapping[str, Any]) -> str:
+    """Every check with its findings counted per status: the listed ones and those the nodes of
+    a large cluster kept to themselves (``cluster_summary.unlisted``)."""
+    counts: dict[str, dict[str, int]] = {}
+    for f in report.get("findings") or []:
+        by = counts.setdefault(f["check_id"], {})
+        by[f["status"]] = by.get(f["status"], 0) + 1
+    for check_id, unlisted in ((report.get("cluster_summary") or {}).get("unlisted") or {}).items():
+        by = counts.setdefault(check_id, {})
+        for status, n in unlisted.items():
+            by[status] = by.get(status, 0) + int(n)
+    order = [s.value for s in sorted(Status, key=lambda s: _ORDER[s.value])]
+    rows = []
+    for check_id, by in sorted(counts.items(), key=lambda kv: (min(_ORDER[s] for s in kv[1]), kv[0])):
+        cells = "".join(f"<td>{by[s]:,}</td>" if by.get(s) else "<td></td>" for s in order)
+        rows.append(f"<tr><td>{escape(check_id)}</td>{cells}</tr>")
+    head = "".join(f"<th>{_badge(s)}</th>" for s in order)
+    return (f'<h3>Findings per check</h3><table id="check-counts"><tr><th>Check</th>{head}</tr>{"".join(rows)}'
+            f"</table>")
+
+
+def _node_table(report: Mapping[str, Any], rows_of: _Rows) -> str:
+    """Large clusters: the nodes with a WARN, FAIL or ERROR (every one, searchable), the rest counted."""
+    problems: dict[str, dict[str, str]] = {}  # node -> check id -> worst status
+    for f in report.get("findings") or []:
+        status = f["status"]
+        if status in ("PASS", "SKIP"):
+            continue
+        checks = problems.setdefault(rows_of.of(f), {})
+        current = checks.get(f["check_id"])
+        if current is None or _ORDER[status] < _ORDER[current]:
+            checks[f["check_id"]] = status
+    nodes = len(rows_of.names)
+    bad = [n for n in problems if n != "cluster"]
+    rows = []
+    for node, checks in sorted(problems.items(), key=lambda kv: (min(_ORDER[s] for s in kv[1].values()), kv[0])):
+        worst = min(checks.values(), key=_ORDER.__getitem__)
+        listed = ", ".join(f"{escape(c)} ({s})" for c, s in sorted(checks.items(), key=lambda kv: (_ORDER[kv[1]],
+                                                                                                   kv[0])))
+        rows.append(f'<tr class="nr"><td>{_badge(worst)}</td><td class="n">{escape(node)}</td><td>{len(checks)}'
+                    f"</td><td>{listed}</td></tr>")
+    clean = nodes - len(bad)
+    table = (f'<p><input type="search" id="node-filter" placeholder="filter: node name, check id or status" '
+             f'size="40"></p><table id="node-table"><tr><th>Worst</th><th>Node</th><th>Checks</th>'
+             f'<th>Checks with a WARN, FAIL or ERROR</th></tr>{"".join(rows)}</table>') if rows else ""
+    return (f'<section id="grid"><h2>Nodes</h2><p id="node-summary"><b>{clean:,} of {nodes:,} nodes</b> have no WARN, '
+            f"FAIL or ERROR finding; {len(bad):,} have at least one (each below, with the checks that found it)."
+            f'</p>{table}{_check_counts(report)}</section>')
 
 
 def _pair_list(conn: Mapping[str, Any]) -> str:
@@ -231,20 +315,54 @@ def _plots(report: Mapping[str, Any]) -> str:
     return f'<section id="plots"><h2>Measurements</h2>{body}</section>'
 
 
+def _row(f: Mapping[str, Any], quiet: bool) -> str:
+    return (f'<tr class="{"quiet" if quiet else "loud"}"{" hidden" if quiet else ""}><td>{_badge(f["status"])}'
+            f"</td><td>{escape(f['check_id'])}</td><td>{escape(str(f['subject']))}</td>"
+            f"<td>{escape(display(f.get('observed'), f.get('unit')))}</td>"
+            f"<td>{escape(display(f.get('expected'), f.get('unit')))}</td><td>{escape(f['summary'])}</td>"
+            f"<td>{escape(f.get('recommendation') or '')}</td></tr>")
+
+
 def _findings(report: Mapping[str, Any]) -> str:
     """Every problem; passes and skips up to :data:`MAX_QUIET_ROWS` (a thousand-node run has hundreds of
-    thousands of them, and they are all in report.json)."""
+    thousands of them, and they are all in report.json).
+
+    Past :data:`MAX_GROUP_ROWS` problems of one check, code and status (one cause on every GPU
+    of a large cluster), the rest of them are named in one row, subjects only: each is on the
+    page, and its values are in report.json.
+    """
     rows, quiet_rows = [], 0
-    for f in sorted(report.get("findings") or [], key=lambda f: (_ORDER[f["status"]], f["check_id"], f["subject"])):
+    rest: list[str] = []
+    group: tuple[str, str, str] | None = None
+    shown = 0
+
+    def flush() -> None:
+        if rest and group is not None:
+            rows.append(f'<tr class="loud more"><td>{_badge(group[0])}</td><td>{escape(group[1])}</td>'
+                        f'<td colspan="5">{len(rest):,} more ({escape(group[2] or "same cause")}): '
+                        f"{escape(', '.join(rest))}</td></tr>")
+        rest.clear()
+
+    for f in sorted(report.get("findings") or [], key=lambda f: (_ORDER[f["status"]], f["check_id"],
+                                                                  f.get("code") or "", f["subject"])):
         quiet = f["status"] in ("PASS", "SKIP")
-        quiet_rows += quiet
-        if quiet and quiet_rows > MAX_QUIET_ROWS:
-            continue
-        rows.append(f'<tr class="{"quiet" if quiet else "loud"}"{" hidden" if quiet else ""}><td>{_badge(f["status"])}'
-                    f"</td><td>{escape(f['check_id'])}</td><td>{escape(str(f['subject']))}</td>"
-                    f"<td>{escape(display(f.get('observed'), f.get('unit')))}</td>"
-                    f"<td>{escape(display(f.get('expected'), f.get('unit')))}</td><td>{escape(f['summary'])}</td>"
-                    f"<td>{escape(f.get('recommendation') or '')}</td></tr>")
+        if not quiet:
+            key = (f["status"], f["check_id"], f.get("code") or "")
+            if key != group:
+                flush()
+                group, shown = key, 0
+            shown += 1
+            if shown > MAX_GROUP_ROWS:
+                rest.append(str(f["subject"]))
+                continue
+        else:
+            flush()
+            group = None
+            quiet_rows += 1
+            if quiet_rows > MAX_QUIET_ROWS:
+                continue
+        rows.append(_row(f, quiet))
+    flush()
     more = f" ({quiet_rows - MAX_QUIET_ROWS} more in report.json)" if quiet_rows > MAX_QUIET_ROWS else ""
     return (f'<section id="findings"><h2>Findings</h2><label><input type="checkbox" id="show-pass"> show PASS and '
             f"SKIP{more}</label><table><tr><th>Status</th><th>Check</th><th>Subject</th><th>Observed</th><th>Expected</th>"
@@ -259,7 +377,7 @@ def render_html(report: Mapping[str, Any], config: ReportConfig | None = None) -
     recs = summary.get("recommendations_by_urgency") or recommendations_by_urgency(report, scores)
     cost = summary.get("cost_benefit") or cost_benefit(report, scores, cfg)
     nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (("scores", "Scores"), ("recommendations", "Recommendations"),
-                                                        ("grid", "Status grid"), ("plots", "Measurements"),
+                                                        ("grid", "Nodes"), ("plots", "Measurements"),
                                                         ("findings", "Findings")))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"

@@ -1,49 +1,101 @@
 """The HTML report's plots: bus bandwidth sweeps, GEMM per GPU, temperature and power per GPU.
 
 Each function returns inline SVG (or nothing when the report has no such data, so a
-node-only run simply has fewer plots, not empty frames).
+node-only run simply has fewer plots, not empty frames). Every member is drawn at any
+scale, but not as its own mark past a few dozen: a bar per GPU becomes a histogram above
+:data:`MAX_BARS` GPUs, and a grey line per node a shaded min-max band with its median
+above :data:`MAX_GREY_LINES` nodes (the slowest :data:`MAX_LABELLED` keep their own
+lines). 80,000 GPUs are then one chart of some forty bars, not 80,000 rectangles.
 """
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 from .load_plots import load_plots
-from .measurements import busbw_curves, gemm_points, gpu_sensors, worst_status
-from .svg import Bar, Ref, Series, bar_chart, line_chart
+from .measurements import Curve, busbw_curves, gemm_points, gpu_sensors, worst_status
+from .plot_data import Spread, gemm_spreads, local_sweeps, sensor_spreads
+from .svg import Bar, Bin, Envelope, Ref, Series, bar_chart, histogram, line_chart
 
 __all__ = ["plots"]
 
 
 MAX_LABELLED = 9
+MAX_GREY_LINES = 100  # node-local lines drawn one by one; above, their band and median
+MAX_BARS = 96  # bars drawn one per GPU; above, a histogram
+BINS = 40
+_RANK = {"PASS": 0, "SKIP": 1, "WARN": 2, "ERROR": 3, "FAIL": 4}
+_BY_RANK = {rank: status for status, rank in _RANK.items()}
+
+
+def _series(c: Curve, *, grey: bool = False) -> Series:
+    return Series(c.label + ("" if c.success else " [failed]"), [(float(x), y) for x, y in c.points],
+                  dashed=c.scope != "intra_node", color="#c8c8c8" if grey else None, legend=not grey)
+
+
+def _chart(op: str, series: list[Series], envelopes: list[Envelope] | None = None) -> str:
+    return line_chart(series, title=f"{op}: bus bandwidth vs message size", x_label="message size",
+                      y_label="busbw (GB/s)", envelopes=envelopes)
 
 
 def bandwidth_plots(report: Mapping[str, Any]) -> list[str]:
     """Bus bandwidth vs message size, one chart per collective, a line per process group.
 
     With many nodes the slowest :data:`MAX_LABELLED` node-local lines keep their colour and
-    legend (they are the ones to look at); the rest are thin grey lines without a legend.
+    legend (they are the ones to look at); the rest are thin grey lines without a legend, or,
+    past :data:`MAX_GREY_LINES` of them, the band they fill (min to max per message size)
+    and its median.
     """
+    if len(report.get("nodes") or {}) > MAX_LABELLED + MAX_GREY_LINES:
+        return _banded(report)
     out = []
     for op, curves in sorted(busbw_curves(report).items()):
         drawn = [c for c in curves if c.points]
         local = sorted((c for c in drawn if c.scope == "intra_node"), key=lambda c: max(y for _, y in c.points))
         quiet = {id(c) for c in local[MAX_LABELLED:]} if len(local) > MAX_LABELLED else set()
-        series = [Series(c.label + ("" if c.success else " [failed]"), [(float(x), y) for x, y in c.points],
-                         dashed=c.scope != "intra_node", color="#c8c8c8" if id(c) in quiet else None,
-                         legend=id(c) not in quiet) for c in drawn]
+        series = [_series(c, grey=id(c) in quiet) for c in drawn]
         series.sort(key=lambda s: s.legend)  # grey lines first, so the labelled ones draw on top
         if series:
-            out.append(line_chart(series, title=f"{op}: bus bandwidth vs message size", x_label="message size",
-                                  y_label="busbw (GB/s)"))
+            out.append(_chart(op, series))
+    return out
+
+
+def _banded(report: Mapping[str, Any]) -> list[str]:
+    out = []
+    for op, sweeps in sorted(local_sweeps(report, MAX_LABELLED).items()):
+        series = []
+        envelopes = []
+        if sweeps.groups > len(sweeps.slowest):
+            sizes = sorted(sweeps.by_size.items())
+            what = f"{sweeps.groups} node-local groups"
+            envelopes.append(Envelope(f"{what}: min-max", [(float(x), min(ys), max(ys)) for x, ys in sizes]))
+            series.append(Series(f"median of {what}", [(float(x), statistics.median(ys)) for x, ys in sizes],
+                                 dashed=True, color="#555"))
+        series += [_series(c) for c in sweeps.slowest + sweeps.others if c.points]
+        if series:
+            out.append(_chart(op, series, envelopes))
     return out
 
 
 def gemm_plots(report: Mapping[str, Any]) -> list[str]:
-    """GEMM TFLOP/s per GPU (or CPU worker) per precision, against the profile and the peers' median."""
+    """GEMM TFLOP/s per GPU (or CPU worker) per precision, against the profile and the peers' median
+    (a histogram of them all past :data:`MAX_BARS`)."""
+    spreads = gemm_spreads(report)
+    if all(len(s.values) <= MAX_BARS for s in spreads.values()):
+        return _gemm_bars(report)
+    out = []
+    for dtype, spread in sorted(spreads.items()):
+        refs = [Ref(spread.expected, "expected", "#1565c0")] if spread.expected else []
+        title = f"{dtype} GEMM TFLOP/s per {'GPU' if spread.on_gpu else 'worker'}"
+        out.append(_distribution(spread, title=title, unit="TFLOP/s", refs=refs, low_is_bad=True))
+    return out
+
+
+def _gemm_bars(report: Mapping[str, Any]) -> list[str]:
     by_dtype = defaultdict(list)
     for p in gemm_points(report):
         by_dtype[p.dtype].append(p)
@@ -61,6 +113,31 @@ def gemm_plots(report: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _distribution(spread: Spread, *, title: str, unit: str, refs: list[Ref], low_is_bad: bool = False) -> str:
+    """A histogram of every member's value in :data:`BINS` equal bins, each coloured by the worst
+    status among its members, the median dashed and the extreme member named under the axis
+    (the lowest when ``low_is_bad``). Counted from the sorted values (C speed), not member by member."""
+    ordered = sorted(spread.values)
+    lo, hi = ordered[0], ordered[-1]
+    n = BINS if hi > lo else 1
+    step = (hi - lo) / n or 1.0
+    cuts = [0, *(bisect.bisect_left(ordered, lo + i * step) for i in range(1, n)), len(ordered)]
+    bins = [Bin(lo + i * step, lo + (i + 1) * step, cuts[i + 1] - cuts[i]) for i in range(n)]
+    worst = [0] * n
+    for _, value, status in spread.flagged:
+        i = min(max(bisect.bisect_right(cuts, bisect.bisect_left(ordered, value)) - 1, 0), n - 1)
+        worst[i] = max(worst[i], _RANK.get(status, 0))
+    for b, rank in zip(bins, worst, strict=True):
+        b.status = _BY_RANK[rank]
+    median = statistics.median(ordered)
+    extreme = spread.lowest if low_is_bad else spread.highest
+    note = f"{len(ordered):,} in all · median {median:.4g} {unit}"
+    if extreme is not None:
+        note += f" · {'lowest' if low_is_bad else 'highest'} {extreme[1]:.4g} ({extreme[0]})"
+    return histogram(bins, title=title, x_label=unit, unit=unit, refs=[*refs, Ref(median, "median", "#777")],
+                     note=note)
+
+
 def _statuses(report: Mapping[str, Any], check_id: str) -> dict[str, str]:
     by_subject: dict[str, list[str]] = defaultdict(list)
     for f in report.get("findings") or []:
@@ -71,20 +148,31 @@ def _statuses(report: Mapping[str, Any], check_id: str) -> dict[str, str]:
 
 def sensor_plots(report: Mapping[str, Any]) -> list[str]:
     """Temperature and power per GPU as NVML read them, against each GPU model's own limits,
-    coloured by the verdict of ``gpu.thermal`` / ``gpu.power`` on that GPU."""
-    sensors = gpu_sensors(report)
+    coloured by the verdict of ``gpu.thermal`` / ``gpu.power`` on that GPU (histograms of
+    them all past :data:`MAX_BARS` GPUs)."""
     thermal, power_status = _statuses(report, "gpu.thermal"), _statuses(report, "gpu.power")
+    if sum(len(s.get("gpu") or {}) for s in (report.get("nodes") or {}).values()) > MAX_BARS:
+        temps, power, slowdown, limit = sensor_spreads(report, {"temperature": thermal, "power": power_status})
+        out = []
+        if temps.values:
+            out.append(_distribution(temps, title="GPU temperature", unit="°C",
+                                     refs=[Ref(slowdown, "slowdown", "#c62828")] if slowdown else []))
+        if power.values:
+            out.append(_distribution(power, title="GPU power draw", unit="W",
+                                     refs=[Ref(limit, "limit", "#c62828")] if limit else []))
+        return out
+    sensors = gpu_sensors(report)
     out = []
-    temps = [s for s in sensors if s.temperature_c is not None]
-    if temps:
-        slowdown = min((s.slowdown_c for s in temps if s.slowdown_c), default=None)
-        bars = [Bar(s.subject, s.temperature_c or 0.0, thermal.get(s.subject, "PASS"), "°C") for s in temps]
+    temps_ = [s for s in sensors if s.temperature_c is not None]
+    if temps_:
+        slowdown = min((s.slowdown_c for s in temps_ if s.slowdown_c), default=None)
+        bars = [Bar(s.subject, s.temperature_c or 0.0, thermal.get(s.subject, "PASS"), "°C") for s in temps_]
         out.append(bar_chart(bars, title="GPU temperature", y_label="°C",
                              refs=[Ref(slowdown, "slowdown", "#c62828")] if slowdown else []))
-    power = [s for s in sensors if s.power_w is not None]
-    if power:
-        limit = min((s.power_limit_w for s in power if s.power_limit_w), default=None)
-        bars = [Bar(s.subject, s.power_w or 0.0, power_status.get(s.subject, "PASS"), "W") for s in power]
+    power_ = [s for s in sensors if s.power_w is not None]
+    if power_:
+        limit = min((s.power_limit_w for s in power_ if s.power_limit_w), default=None)
+        bars = [Bar(s.subject, s.power_w or 0.0, power_status.get(s.subject, "PASS"), "W") for s in power_]
         out.append(bar_chart(bars, title="GPU power draw", y_label="W",
                              refs=[Ref(limit, "limit", "#c62828")] if limit else []))
     return out

@@ -2,9 +2,10 @@
 
 Inline ``<svg>`` in HTML needs no namespace declaration, so the page carries no URL at all.
 
-No plotting library and no script: a line chart (log-x for message sizes) and a bar chart
-with reference lines cover every plot the HTML report shows. Hover text uses SVG
-``<title>`` elements, which browsers show natively.
+No plotting library and no script: a line chart (log-x for message sizes), a bar chart
+with reference lines, a histogram (a distribution too large for one bar per member) and a
+time chart cover every plot the HTML report shows. Hover text uses SVG ``<title>``
+elements, which browsers show natively.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
 
-__all__ = ["STATUS_COLORS", "Bar", "Ref", "Series", "bar_chart", "human_bytes", "line_chart"]
+__all__ = ["STATUS_COLORS", "Bar", "Bin", "Envelope", "Ref", "Series", "bar_chart", "histogram", "human_bytes",
+           "line_chart"]
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf")
@@ -51,6 +53,25 @@ class Ref:
     label: str
     color: str = "#555"
     extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Envelope:
+    """A shaded band between a low and a high line: where many series lie, drawn once."""
+
+    label: str
+    points: list[tuple[float, float, float]]  # (x, low, high)
+    color: str = "#d5dbe3"
+
+
+@dataclass
+class Bin:
+    """One histogram bar: the members whose value lies in [lo, hi), and their worst status."""
+
+    lo: float
+    hi: float
+    count: int
+    status: str = "PASS"
 
 
 def human_bytes(n: float) -> str:
@@ -106,14 +127,21 @@ def _legend_entry(k: int, per_row: int, label: str, color: str, x0: float, x1: f
 
 
 def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, log_x: bool = True,
-               width: int = 600, height: int = 300, x_format: str = "bytes") -> str:
-    """Lines with markers; x on a log2 scale for message sizes. Empty input gives a note, not a broken chart."""
+               width: int = 600, height: int = 300, x_format: str = "bytes",
+               envelopes: list[Envelope] | None = None) -> str:
+    """Lines with markers; x on a log2 scale for message sizes. Empty input gives a note, not a broken chart.
+
+    ``envelopes`` are shaded behind the lines, with a legend entry each: thousands of similar
+    lines read better (and weigh less) as the band they fill.
+    """
+    envelopes = envelopes or []
     pts = [(x, y) for s in series for x, y in s.points if (x > 0 or not log_x)]
+    pts += [(x, hi) for e in envelopes for x, _, hi in e.points if (x > 0 or not log_x)]
     if not pts:
         return f'<p class="empty">{escape(title)}: no data</p>'
     left, right, top, bottom = _MARGIN
     keyed = [s for s in series if s.legend]
-    legend_h = 14 * ((len(keyed) + 2) // 3)
+    legend_h = 14 * ((len(keyed) + len(envelopes) + 2) // 3)
     plot_h = height - top - bottom - legend_h
     fx = (lambda v: math.log2(v)) if log_x else (lambda v: v)
     xs = [fx(x) for x, _ in pts]
@@ -137,6 +165,13 @@ def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, 
         out.append(f'<text x="{px(v):.1f}" y="{top + plot_h + 14:.1f}" text-anchor="middle" class="tk">{label}</text>')
     out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{top + plot_h + 28:.0f}" text-anchor="middle" '
                f'class="cl">{escape(x_label)}</text>')
+    for k, env in enumerate(envelopes):
+        band = sorted(p for p in env.points if p[0] > 0 or not log_x)
+        outline = [(px(x), py(hi)) for x, _, hi in band] + [(px(x), py(lo)) for x, lo, _ in reversed(band)]
+        out.append(f'<polygon points="{" ".join(f"{cx:.1f},{cy:.1f}" for cx, cy in outline)}" fill="{env.color}" '
+                   f'stroke="none"><title>{escape(env.label)}</title></polygon>')
+        out.append(_legend_entry(len(keyed) + k, 3, env.label[:40], env.color, left, width - right,
+                                 height - legend_h))
     for i, s in enumerate(series):
         color = s.color or PALETTE[(keyed.index(s) if s.legend else i) % len(PALETTE)]
         coords = [(px(x), py(y), x, y) for x, y in sorted(s.points) if x > 0 or not log_x]
@@ -185,6 +220,60 @@ def bar_chart(bars: list[Bar], *, title: str, y_label: str, refs: list[Ref] | No
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="{r.color}" '
                    f'stroke-width="1.5" stroke-dasharray="6 3"/><text x="{width - right + 4}" y="{y + 4:.1f}" '
                    f'class="lg">{escape(r.label)} {_fmt(r.value)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def histogram(bins: list[Bin], *, title: str, x_label: str, unit: str = "", refs: list[Ref] | None = None,
+              note: str = "", width: int = 600, height: int = 280) -> str:
+    """A distribution: one bar per value range, its height the members in it, its colour their
+    worst status; ``refs`` are dashed vertical lines (an expected value, a limit, the median).
+
+    A bin with any member is at least 3 px tall, so one straggler among 80,000 GPUs stays
+    visible. ``note`` is a line under the axis (who is slowest, how many in all).
+    """
+    if not bins or not any(b.count for b in bins):
+        return f'<p class="empty">{escape(title)}: no data</p>'
+    refs = refs or []
+    left, right, top, bottom = _MARGIN
+    top += 12  # room for the reference labels
+    bottom += 14 if note else 0
+    plot_h = height - top - bottom
+    x_lo = min([bins[0].lo] + [r.value for r in refs])
+    x_hi = max([bins[-1].hi] + [r.value for r in refs])
+    if x_hi <= x_lo:
+        x_lo, x_hi = x_lo - 1.0, x_hi + 1.0
+    yt = _nice_ticks(0.0, max(b.count for b in bins) * 1.05)
+    y_hi = yt[-1]
+
+    def px(v: float) -> float:
+        return left + (v - x_lo) / (x_hi - x_lo) * (width - left - right)
+
+    def py(v: float) -> float:
+        return top + plot_h - v / y_hi * plot_h
+
+    out = _frame(width, height, title, "count") + _y_axis(yt, py, left, width - right)
+    for t in _nice_ticks(x_lo, x_hi, 6):
+        if x_lo <= t <= x_hi:
+            out.append(f'<text x="{px(t):.1f}" y="{top + plot_h + 14:.1f}" text-anchor="middle" class="tk">'
+                       f"{_fmt(t)}</text>")
+    out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{top + plot_h + 28:.0f}" text-anchor="middle" '
+               f'class="cl">{escape(x_label)}</text>')
+    for b in bins:
+        if not b.count:
+            continue
+        x0, x1 = px(b.lo), px(b.hi)
+        h = max(top + plot_h - py(b.count), 3.0)
+        out.append(f'<rect x="{x0:.1f}" y="{top + plot_h - h:.1f}" width="{max(x1 - x0 - 1, 1.0):.1f}" '
+                   f'height="{h:.1f}" fill="{STATUS_COLORS.get(b.status, PALETTE[0])}"><title>{_fmt(b.lo)}-'
+                   f"{_fmt(b.hi)} {escape(unit)}: {b.count}</title></rect>")
+    for i, r in enumerate(refs):
+        x = px(r.value)
+        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="{r.color}" '
+                   f'stroke-width="1.5" stroke-dasharray="6 3"/><text x="{x:.1f}" y="{top - 3 - 10 * (i % 2)}" '
+                   f'text-anchor="middle" class="lg">{escape(r.label)} {_fmt(r.value)}</text>')
+    if note:
+        out.append(f'<text x="{left}" y="{height - 6}" class="lg">{escape(note)}</text>')
     out.append("</svg>")
     return "".join(out)
 
