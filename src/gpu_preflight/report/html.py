@@ -26,6 +26,7 @@ from ..model import Status
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .canonical import display, verdict_of
 from .connectivity import MATRIX_MAX_NODES, node_names
+from .html_assessment import assessment_sections
 from .html_plots import plots
 from .scores import compute_scores
 from .svg import STATUS_COLORS
@@ -377,11 +378,13 @@ def render_html(report: Mapping[str, Any], config: ReportConfig | None = None) -
     recs = summary.get("recommendations_by_urgency") or recommendations_by_urgency(report, scores)
     cost = summary.get("cost_benefit") or cost_benefit(report, scores, cfg)
     nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (("scores", "Scores"), ("recommendations", "Recommendations"),
+                                                        ("assessment", "Assessment"), ("node-specs", "Node specs"),
                                                         ("grid", "Nodes"), ("plots", "Measurements"),
                                                         ("findings", "Findings")))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>gpu-preflight: {escape(verdict_of(report).label)}</title><style>{CSS}</style></head><body>"
-            f"{_banner(report)}<nav>{nav}</nav><main>{_scores(scores)}{_recommendations(recs, cost)}{_grid(report)}"
+            f"{_banner(report)}<nav>{nav}</nav><main>{_scores(scores)}{_recommendations(recs, cost)}"
+            f"{assessment_sections(report, scores, recs, cfg)}{_grid(report)}"
             f"{_matrix(scores.get('connectivity'))}{_plots(report)}{_findings(report)}</main>"
             f"<script>{SCRIPT}</script></body></html>\n")
