@@ -60,6 +60,11 @@ def ready_of(findings: list[dict[str, Any]], fail_on: str = "fail") -> tuple[str
      "[RESULT] FAILURE: [gpu.ecc.errors]"),
     ([GPU, LINK, finding("stack.cuda", "ERROR", "h0", "cuda_init_failed")], "fail", NEEDS_FIXES, NEEDS_FIXES,
      "[RESULT] ERROR: [stack.cuda]"),
+    # no usable GPU, not declared CPU-only: only a WARN for the host, but no GPU job can start there
+    ([finding("gpu.inventory.count", "WARN", "h0", "no_gpus"), finding("system.limits", "PASS")], "fail",
+     NEEDS_FIXES, NEEDS_FIXES, "gpu.inventory.count: "),
+    ([finding("gpu.inventory.count", "PASS", "h0", "ok", expected=0), LINK], "fail", READY, READY,
+     "[RESULT] SUCCESS"),
 ])
 def test_readiness_follows_the_verdict(findings: list[dict[str, Any]], fail_on: str, dev: str, prod: str,
                                        says: str) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 from ..config.report_schema import ReportConfig
 from ..model import Status, gating_statuses
 from .measurements import num
-from .scores import component_of, compute_scores
+from .scores import BLOCKING, component_of, compute_scores
 
 __all__ = ["URGENCIES", "add_advice", "cost_benefit", "recommendations_by_urgency"]
 
@@ -47,9 +47,6 @@ _UNTESTED_HINT = {
 }
 
 
-# (check id, code) pairs that block a GPU job whatever their status: a WARN because the run
-# was not told to expect GPUs, but nothing later can make that node train.
-BLOCKING = frozenset({("gpu.inventory.count", "no_gpus")})
 
 
 def _urgency(status: str, gating: set[str], blocking: bool = False) -> str | None:

@@ -9,7 +9,10 @@ follows the run's one verdict (:func:`~.canonical.verdict_of`), never the other 
 - a WARN verdict makes it **READY WITH CAVEATS**, naming the warnings;
 - a PASS whose core components were not measured (no GPU read, no link between two
   nodes: ``health_scores.overall.incomplete``) is **READY WITH CAVEATS** saying what was
-  not tested; only a complete PASS is **READY**.
+  not tested; only a complete PASS is **READY**;
+- an immediate recommendation that does not gate the run — a node with no usable GPU that
+  was not declared CPU-only (``report.scores.BLOCKING``) — makes both levels **NEEDS FIXES**:
+  no GPU job can start there, whatever the exit code says about the host.
 
 Development (one node, interruptions acceptable) needs fixes only for what fails or could
 not be measured; warnings, ``--fail-on warn`` and an untested multi-node network are
@@ -34,7 +37,7 @@ from ..config.report_schema import COMPONENTS, ReportConfig
 from ..model import Status
 from .canonical import verdict_of
 from .connectivity import node_names
-from .scores import INCOMPLETE, TITLES, compute_scores, dispersion, rating
+from .scores import BLOCKING, INCOMPLETE, TITLES, compute_scores, dispersion, rating
 
 __all__ = ["CAVEATS", "NEEDS_FIXES", "READY", "add_assessment", "assess", "assessment_of", "component_order",
            "issues", "node_specs",
@@ -72,10 +75,11 @@ def readiness(report: Mapping[str, Any], scores: Mapping[str, Any],
     """``{"development": {"status", "reasons"}, "production": {...}}`` (see the module docstring)."""
     verdict = verdict_of(report)
     problems = [_entry_reason(e) for e in [*recs.get("immediate", []), *recs.get("short_term", [])]]
+    blocking = any((e.get("check_id"), e.get("code")) in BLOCKING for e in recs.get("immediate", []))
     untested = [f"not tested: {i['missing']} ({i['title'].lower()})"
                 for i in (scores.get("overall") or {}).get("incomplete") or []]
     gpu_untested = [u for u in untested if u.endswith(f"({TITLES['hardware_health'].lower()})")]
-    if verdict.exit_code >= Status.FAIL.exit_code:
+    if verdict.exit_code >= Status.FAIL.exit_code or blocking:
         production = {"status": NEEDS_FIXES, "reasons": _listed([verdict.line, *problems])}
     elif verdict.exit_code == Status.WARN.exit_code:
         production = {"status": CAVEATS, "reasons": _listed([verdict.line, *problems, *untested])}
@@ -84,7 +88,7 @@ def readiness(report: Mapping[str, Any], scores: Mapping[str, Any],
     else:
         production = {"status": READY, "reasons": [f"every core component was measured and nothing gates the run "
                                                    f"({verdict.line})"]}
-    if verdict.status in (Status.FAIL, Status.ERROR):
+    if verdict.status in (Status.FAIL, Status.ERROR) or blocking:
         development = {"status": NEEDS_FIXES, "reasons": _listed([verdict.line, *problems])}
     elif verdict.status is Status.WARN:
         development = {"status": CAVEATS, "reasons": _listed([*problems, *gpu_untested])}

@@ -43,8 +43,8 @@ from ..model import Status, gating_statuses, id_matches
 from .connectivity import connectivity
 from .measurements import gemm_by_gpu, node_peak_busbw, num
 
-__all__ = ["COMPONENT_RULES", "CORE", "INCOMPLETE", "TITLES", "add_scores", "component_of", "compute_scores",
-           "dispersion", "rating"]
+__all__ = ["BLOCKING", "COMPONENT_RULES", "CORE", "INCOMPLETE", "TITLES", "add_scores", "component_of",
+           "compute_scores", "dispersion", "rating"]
 
 TITLES = {"network_infrastructure": "Network infrastructure", "hardware_health": "Hardware health",
           "resource_management": "Resource management", "software_stack": "Software stack",
@@ -105,6 +105,10 @@ CORE: dict[str, tuple[tuple[str, ...], str]] = {
                                "no link between two nodes was measured"),
 }
 _MEASURED = frozenset({Status.PASS.value, Status.WARN.value, Status.FAIL.value})
+# (check id, code) pairs that block a GPU job whatever their status: a WARN because the run
+# was not told to expect GPUs, but nothing later can make that node train. Advice files them
+# as immediate, the assessment as NEEDS FIXES.
+BLOCKING = frozenset({("gpu.inventory.count", "no_gpus")})
 
 
 @functools.cache
