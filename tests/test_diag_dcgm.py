@@ -58,20 +58,78 @@ def test_spec_failure_through_gpu_preflight_run_is_a_fail_naming_gpu_1(bindir: P
     assert again.returncode == 2 and SPEC_WARNING in again.stdout
 
 
+@pytest.mark.parametrize("suite", ["quick", "full"])
+def test_report_keeps_each_level_with_its_raw_output_and_saved_path(bindir: Path, tmp_path: Path,
+                                                                    suite: str) -> None:
+    replay(bindir, "dcgmi", SPEC, rc=226, stderr="dcgmi: a word on stderr")
+    out = tmp_path / "report"
+    proc = run_cli(bindir, "run", "--node-only", f"--{suite}", "--check", "dcgm.*", "--format", "json",
+                   "--report-dir", str(out))
+    assert proc.returncode == 2, proc.stderr
+    for report in (json.loads(proc.stdout), json.loads((out / "report.json").read_text())):
+        levels = report["nodes"]["node_0"]["dcgm"]["diagnostics"]
+        assert list(levels) == (["basic", "extended"] if suite == "full" else ["basic"])
+        for key, level in levels.items():
+            n = level["level"]
+            assert level["raw_output_artifact"]["path"] == f"artifacts/node_0/dcgmi_diag_r{n}.txt", key
+            assert (out / level["raw_output_artifact"]["path"]).read_text() == level["raw_output"] == SPEC.read_text()
+            assert level["stdout"] == level["raw_output"] and level["stderr"] == "dcgmi: a word on stderr\n"
+            assert level["exit_code_zero"] is False and level["success"] is True
+            parsed = level["parsed_output"]
+            assert parsed["overall_status"] == "Fail" and parsed["gpu_device_ids"] == "2237,2237,2237,2237"
+            assert parsed["test_results"]["deployment"]["Denylist"] == "Pass"
+        results = report["cluster_summary"]["test_results"]
+        assert (results["dcgm_basic"], results["dcgm_extended"], results["dcgm_diagnostics"]) == (
+            (False, False, False) if suite == "full" else (False, None, False))
+        assert report["nodes"]["node_0"]["summary"]["test_results"]["dcgm_basic"] is False
+
+
+def test_raw_output_inline_stops_at_its_limit(bindir: Path, tmp_path: Path) -> None:
+    replay(bindir, "dcgmi", SPEC, rc=226)
+    proc = run_cli(bindir, "run", "--node-only", "--check", "dcgm.*", "--format", "json",
+                   "--set", "diagnostics.dcgm_raw_output_inline_max_bytes=100")
+    level = json.loads(proc.stdout)["nodes"]["node_0"]["dcgm"]["diagnostics"]["basic"]
+    assert level["raw_output"] == SPEC.read_text()[:100] and level["raw_output_truncated"] is True
+    assert level["raw_output_artifact"]["path"] is None  # no --report-dir: nothing was saved
+
+
 @pytest.mark.parametrize(("suite", "settings", "expected"), [
-    ("quick", {}, "diag -r 1 -j"),
-    ("full", {}, "diag -r 2 -j"),
-    ("full", {"dcgm_level_full": 3}, "diag -r 3 -j"),
+    ("quick", {}, ["diag -r 1 -j"]),
+    ("full", {}, ["diag -r 1 -j", "diag -r 2 -j"]),
+    ("full", {"dcgm_level_full": 3}, ["diag -r 1 -j", "diag -r 3 -j"]),
+    ("full", {"dcgm_full_runs_basic": False}, ["diag -r 2 -j"]),
     ("quick", {"dcgm_args": ["-i", "0,1", "-p", "pcie.gpu_nvlinks_expected_up=18"]},
-     "diag -r 1 -j -i 0,1 -p pcie.gpu_nvlinks_expected_up=18"),
+     ["diag -r 1 -j -i 0,1 -p pcie.gpu_nvlinks_expected_up=18"]),
 ])
 def test_level_follows_the_suite_and_r3_only_on_request(bindir: Path, tmp_path: Path, suite: str,
-                                                         settings: dict[str, Any], expected: str) -> None:
+                                                         settings: dict[str, Any], expected: list[str]) -> None:
     log = tmp_path / "argv"
     replay(bindir, "dcgmi", SPEC, argv_log=log)
     facts = dcgm_probe(probe_ctx(config(**settings), suite=suite))
-    assert log.read_text().strip() == expected
-    assert facts.level == int(expected.split()[2]) and facts.record is not None
+    assert log.read_text().splitlines() == expected
+    assert [f.level for f in facts.levels()] == [int(e.split()[2]) for e in expected]
+    assert all(f.record is not None for f in facts.levels())
+
+
+def test_full_run_judges_both_levels_each_finding_naming_its_own(bindir: Path) -> None:
+    replay(bindir, "dcgmi", SPEC, rc=226)
+    findings = check("dcgm.diag", "dcgm", dcgm_probe(probe_ctx(suite="full")))
+    fails = [f for f in findings if f.status is Status.FAIL]
+    assert [(f.details["level"], f.code) for f in fails] == [(1, "targeted_power"), (2, "targeted_power")]
+    assert fails[0].summary.startswith("level 1: ") and fails[1].summary.startswith("level 2: ")
+    assert {f.details["artifact"] for f in fails} == {"dcgmi_diag_r1.txt", "dcgmi_diag_r2.txt"}
+
+
+def test_extended_level_is_not_started_when_level_1_could_not_reach_dcgm(bindir: Path, tmp_path: Path) -> None:
+    log = tmp_path / "argv"
+    replay(bindir, "dcgmi", None, rc=255, stderr="Error: unable to establish a connection to the specified host",
+           argv_log=log)
+    facts = dcgm_probe(probe_ctx(suite="full"))
+    assert log.read_text().splitlines() == ["diag -r 1 -j"]  # r2 would only wait out its ten minutes
+    findings = check("dcgm.diag", "dcgm", facts)
+    assert [(f.status, f.code, f.details["level"]) for f in findings] == [
+        (Status.ERROR, "diag_error", 1), (Status.SKIP, "not_run", 2)]
+    assert "level 2 not started" in findings[1].summary and "could not run the diagnostic" in findings[1].summary
 
 
 @pytest.mark.parametrize(("name", "rc", "expected"), [
@@ -125,10 +183,10 @@ def test_stress_levels_wait_for_the_gpus_of_a_launched_job(bindir: Path, tmp_pat
     for key, value in TORCHRUN_ENV.items():
         monkeypatch.setenv(key, value)
     full = check("dcgm.diag", "dcgm", dcgm_probe(probe_ctx(suite="full")))
-    assert statuses(full) == [("SKIP", "n1", "not_run")] and "torchrun job" in full[0].summary
-    assert not log.exists()
-    dcgm_probe(probe_ctx(suite="quick"))  # level 1 only reads the deployment: it still runs
-    assert log.read_text().strip() == "diag -r 1 -j"
+    assert {f.details["level"] for f in full[:-1]} == {1}  # the SPEC output, judged at level 1
+    assert (full[-1].status, full[-1].code, full[-1].details["level"]) == (Status.SKIP, "not_run", 2)
+    assert "torchrun job" in full[-1].summary
+    assert log.read_text().splitlines() == ["diag -r 1 -j"]  # level 1 only reads the deployment: it still runs
 
 
 def test_hung_dcgmi_is_an_error_naming_the_tool_and_the_limit(bindir: Path) -> None:

@@ -10,7 +10,13 @@ import pytest
 
 from gpu_preflight.engine import run_checks
 from gpu_preflight.report.canonical import save_artifacts
-from gpu_preflight.report.diagnostic_sections import dcgm_section, diagnostic_sections, nccl_section
+from gpu_preflight.report.diagnostic_sections import (
+    communication_test,
+    dcgm_section,
+    diagnostic_sections,
+    fill_artifact_paths,
+    nccl_section,
+)
 
 from .conftest import REPO
 from .diag_tools import replay
@@ -32,7 +38,13 @@ def test_sections_of_a_node_run_reference_the_saved_raw_output(bindir: Path, tmp
     replay(bindir, "dcgmi", SPEC, rc=226)
     replay(bindir, "all_reduce_perf", corpus / "nccl-tests/hcdeep-all_reduce-gcp-a3-h100x8-single-node.txt")
     node = run_checks(include=["dcgm.*", "nccl_tests.*", "fabric.*"], report_dir=str(tmp_path / "out"))
+    unsaved = diagnostic_sections(node.facts, node.artifacts)
+    assert unsaved["dcgm"]["diagnostics"]["basic"]["raw_output_artifact"]["path"] is None
+    assert unsaved["dcgm"]["diagnostics"]["basic"]["raw_output"] == ""  # no raw outputs given: nothing inline
     node.artifacts = save_artifacts(node, tmp_path / "out", "node_0")
+    fill_artifact_paths({"node_0": unsaved}, node.artifacts)  # what write_report does once it saved them
+    saved = unsaved["dcgm"]["diagnostics"]["basic"]["raw_output_artifact"]["path"]
+    assert saved == "artifacts/node_0/dcgmi_diag_r1.txt"
     sections = diagnostic_sections(node.facts, node.artifacts)
     dcgm = sections["dcgm"]
     assert dcgm["dcgm_available"] is True and list(dcgm["diagnostics"]) == ["basic"]
@@ -42,9 +54,13 @@ def test_sections_of_a_node_run_reference_the_saved_raw_output(bindir: Path, tmp
     ref = basic["raw_output_artifact"]
     assert ref == {"name": "dcgm_diag_r1", "file": "dcgmi_diag_r1.txt", "path": "artifacts/node_0/dcgmi_diag_r1.txt"}
     assert (tmp_path / "out" / ref["path"]).read_text() == SPEC.read_text()
-    assert "Successfully ran diagnostic" not in json.dumps(sections)  # raw output referenced, never inlined
+    assert "Successfully ran diagnostic" not in json.dumps(sections)  # referenced; inlined only from raw outputs
+    inline = diagnostic_sections(node.facts, node.artifacts, raw=node.raw_artifacts)["dcgm"]["diagnostics"]["basic"]
+    assert inline["raw_output"] == inline["stdout"] == SPEC.read_text() and inline["raw_output_truncated"] is False
+    hidden = diagnostic_sections(node.facts, node.artifacts, raw=node.raw_artifacts, inline=False)
+    assert hidden["dcgm"]["diagnostics"]["basic"]["raw_output"] == ""  # large clusters: the artifact has it
     nccl = sections["nccl"]
-    assert nccl["nccl_tests_available"] is True and nccl["nccl_tests"] == {}
+    assert nccl["nccl_tests_available"] is True and nccl["nccl_tests"] == {} and nccl["communication_tests"] == {}
     assert "no NVIDIA GPU" in nccl["reason"]
     network = sections["network"]
     assert {"aws_ofi_nccl_plugin", "efa_available", "efa_providers", "efa_provider_count"} <= set(network)
@@ -54,7 +70,7 @@ def test_levels_2_and_3_fill_extended_and_local_runs_fill_nccl() -> None:
     facts = {
         "dcgm": {"available": True, "level": 2, "run": {"argv": ["dcgmi", "diag", "-r", "2", "-j"], "rc": 0,
                                                          "artifact": "dcgm_diag_r2", "artifact_file": "d.txt"},
-                 "record": {"dcgm_version": "4.4.1", "overall": "pass", "tests": []}},
+                 "record": {"dcgm_version": "4.4.1", "overall": "pass", "tests": [], "gpu_device_ids": ["2330"]}},
         "nccl_tests": {"available": True, "gpus": 8, "runs": [{
             "name": "all_reduce_perf", "run": {"argv": ["all_reduce_perf", "-g", "8"], "rc": 0},
             "record": {"test": "all_reduce_perf", "nranks": 8, "avg_busbw_gbps": 145.47, "peak_busbw_gbps": 479.93,
@@ -62,6 +78,7 @@ def test_levels_2_and_3_fill_extended_and_local_runs_fill_nccl() -> None:
     }
     dcgm = dcgm_section(facts)
     assert list(dcgm["diagnostics"]) == ["extended"]
+    assert dcgm["diagnostics"]["extended"]["parsed_output"]["gpu_device_id_list"] == ["2330"]
     assert dcgm["diagnostics"]["extended"]["overall_status"] == "Pass"
     assert dcgm["diagnostics"]["extended"]["raw_output_artifact"] == {"name": "dcgm_diag_r2", "file": "d.txt",
                                                                       "path": None}
@@ -88,6 +105,25 @@ def test_pingpong_results_become_the_efa_communication_test() -> None:
     section = diagnostic_sections({}, pingpong=pingpong)["network"]
     test = section["efa_communication_test"]
     assert (test["success"], test["test_role"], test["raw_output"]) == (True, "server", "bytes #sent ...\n")
+    assert communication_test(pingpong, 4)["rank"] == 4
+
+
+def test_a_full_run_keeps_both_levels_and_says_why_one_did_not_run() -> None:
+    run = {"argv": ["dcgmi", "diag", "-r", "1", "-j"], "rc": 0, "artifact": "dcgm_diag_r1"}
+    basic = {"available": True, "level": 1, "run": run, "record": {"overall": "pass", "tests": [
+        {"category": "Deployment", "name": "Denylist", "status": "pass", "gpu_status": {}},
+        {"category": "Stress", "name": "Targeted Power", "status": "fail",
+         "gpu_status": {"0": "pass", "1": "fail", "2": "pass"}},
+        {"category": "Hardware", "name": "GPU Memory", "status": "pass", "gpu_status": {"0": "pass", "1": "pass"}}]}}
+    both = dcgm_section({"dcgm": {"available": True, "level": 2, "run": {**run, "artifact": "dcgm_diag_r2"},
+                                  "record": {"overall": "pass", "tests": []}, "basic": basic}})
+    assert list(both["diagnostics"]) == ["basic", "extended"] and "reason" not in both
+    assert both["diagnostics"]["basic"]["parsed_output"]["test_results"] == {
+        "deployment": {"Denylist": "Pass"}, "stress": {"Targeted Power": "Pass - GPUs: 0, 2; Fail - GPU: 1"},
+        "hardware": {"GPU Memory": "Pass - All"}}
+    refused = dcgm_section({"dcgm": {"available": True, "level": 2, "reason": "level 2 stresses the GPUs",
+                                     "basic": basic}})
+    assert list(refused["diagnostics"]) == ["basic"] and refused["reason"] == "level 2 stresses the GPUs"
 
 
 def test_a_node_without_any_tool_skips_every_diagnostic_with_a_reason(tmp_path: Path,

@@ -69,12 +69,12 @@ def test_gpu_preflight_run_reads_a_fake_sysfs_tree(tmp_path: Path, corpus: Path)
     assert warned == ["mlx5_2/port1", "mlx5_7/port1", "mlx5_8/port1"] and proc.returncode == 1
 
 
-def test_full_suite_runs_dcgm_level_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_full_suite_runs_dcgm_level_1_then_level_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = tmp_path / "argv"
     replay(tmp_path / "bin", "dcgmi", SPEC, argv_log=log)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     run_checks(suite="full", include=["dcgm.diag"], timeout_s=10)
-    assert log.read_text().split()[:3] == ["diag", "-r", "2"]
+    assert [line.split()[:3] for line in log.read_text().splitlines()] == [["diag", "-r", "1"], ["diag", "-r", "2"]]
 
 
 def test_a_slow_dcgm_gets_its_own_budget_beyond_the_run_timeout(tmp_path: Path,

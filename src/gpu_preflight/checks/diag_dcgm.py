@@ -16,26 +16,32 @@ def dcgm_diag(ctx: CheckContext) -> Iterator[Finding]:
     """DCGM's own diagnostic passes on every GPU.
 
     Runs ``dcgmi diag -r 1 -j`` (quick: deployment checks, seconds) or, with ``--full``,
-    ``-r 2`` (about 2 min) — ``-r 3`` (about 15 min of stress) only when
-    ``diagnostics.dcgm_level_full = 3``. Extra arguments: ``diagnostics.dcgm_args``. One
-    finding per failing or warning test and GPU, quoting DCGM's message (FAIL for a failed
-    test, WARN for a warning); tests named in ``evidence.dcgm_ignore_tests`` are SKIP. The
-    same rules judge a saved run (``gpu-preflight judge dcgm.txt``). SKIP with the reason
-    when dcgmi is not installed or disabled; ERROR when it hangs, cannot start, cannot
-    reach nv-hostengine or prints nothing readable. The raw output is kept as an artifact.
+    ``-r 1`` and then ``-r 2`` (about 2 min) — ``-r 3`` (about 15 min of stress) only when
+    ``diagnostics.dcgm_level_full = 3``; each finding names its level (``details.level``),
+    which the report's ``dcgm_basic`` and ``dcgm_extended`` results follow. Extra
+    arguments: ``diagnostics.dcgm_args``. One finding per failing or warning test and GPU,
+    quoting DCGM's message (FAIL for a failed test, WARN for a warning); tests named in
+    ``evidence.dcgm_ignore_tests`` are SKIP. The same rules judge a saved run
+    (``gpu-preflight judge dcgm.txt``). SKIP with the reason when dcgmi is not installed or
+    disabled; ERROR when it hangs, cannot start, cannot reach nv-hostengine or prints
+    nothing readable. The raw output is kept as an artifact.
     """
     facts: DcgmFacts = ctx.fact("dcgm")
-    if facts.run is None:
-        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "not_run", f"DCGM diagnostic not run: {facts.reason}",
-                      details={"level": facts.level})
-        return
-    if (finding := not_run(ctx.check_id, ctx.host, facts.run)) is not None:
-        yield finding
-        return
-    if facts.record is None:
-        yield unreadable(ctx.check_id, ctx.host, facts.run, facts.parse_error)
-        return
-    for finding in judge_record("dcgmi-diag", facts.record, ctx.config, source=ctx.host):
-        finding.details.setdefault("level", facts.level)
-        finding.details.setdefault("artifact", facts.run.artifact_file)
-        yield finding
+    levels = facts.levels()
+    for run in levels:
+        said = f"level {run.level}: " if len(levels) > 1 else ""
+        if run.run is None:
+            yield Finding(ctx.check_id, Status.SKIP, ctx.host, "not_run", f"DCGM diagnostic {said}not run: "
+                          f"{run.reason}", details={"level": run.level})
+            continue
+        finding = not_run(ctx.check_id, ctx.host, run.run)
+        if finding is None and run.record is None:
+            finding = unreadable(ctx.check_id, ctx.host, run.run, run.parse_error)
+        judged = [finding] if finding is not None else judge_record("dcgmi-diag", run.record, ctx.config,
+                                                                     source=ctx.host)
+        for f in judged:
+            f.details.setdefault("level", run.level)
+            f.details.setdefault("artifact", run.run.artifact_file)
+            if said:
+                f.summary = said + f.summary
+            yield f

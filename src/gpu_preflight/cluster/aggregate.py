@@ -122,31 +122,56 @@ def _as_test(entry: dict[str, Any]) -> dict[str, Any]:
 _TEST_FIELDS = frozenset({"success", "processes_tested", "peak_bandwidth_gbps", "results", "error"})
 
 
-def _nccl_sections(facts: ClusterFacts) -> tuple[dict[int, dict[str, Any]], dict[str, float]]:
-    """Per node ``nccl.communication_tests`` and the performance summary (peak busbw per scope/op).
+def _span(entry: dict[str, Any], per_node: int, num_nodes: int) -> range | list[int]:
+    """The nodes a collective group's ranks (listed in order) live on; consecutive ranks, as a
+    job-wide group's are, give a range without a walk over eighty thousand of them."""
+    ranks = entry.get("ranks") or ()
+    if not ranks:
+        return []
+    if ranks[-1] - ranks[0] + 1 == len(ranks):
+        return range(ranks[0] // per_node, min(ranks[-1] // per_node + 1, num_nodes))
+    return sorted({r // per_node for r in ranks if r // per_node < num_nodes})
 
-    A group's sweep is listed on the node of the rank that reported it (the group's lowest
-    rank: node-local groups on their node, job-wide groups on node 0), failures on every
-    node that saw them.
+
+def _nccl_sections(facts: ClusterFacts) -> tuple[dict[int, dict[str, Any]], dict[str, float],
+                                                 dict[str, list[int] | range]]:
+    """Per node ``nccl.communication_tests``, the performance summary (peak busbw per
+    scope/op) and the nodes of each collective group (by group name).
+
+    Every member of a group measured the same sweep (its lowest rank reports it), so a
+    group's sweep is listed on every node it spans: a node's intra-node groups and the
+    job-wide ones, as each node of the SageMaker report lists ``distributed_all_reduce``.
+    Failures are listed on every node that saw them. Entries are placed, not copied.
     """
     per_node = max(facts.local_world_size, 1)
     tests: dict[int, dict[str, dict[str, Any]]] = {}
     summary: dict[str, float] = {}
     keys: dict[tuple[Any, Any], tuple[str, str]] = {}  # (scope, op) -> key, summary name: few for 60,000 entries
-    at_node, on_node = -1, {}
-    for rank, entry in [*facts.group_entries, *facts.collective_errors]:
-        node = rank // per_node
-        if node >= facts.num_nodes:
-            continue
+    spans: dict[str, list[int] | range] = {}
+    sweeps = len(facts.group_entries)
+    for i, (rank, entry) in enumerate([*facts.group_entries, *facts.collective_errors]):
         scope = entry.get("scope")
         kind = (scope, entry["op"])
         if kind not in keys:
             keys[kind] = (test_key(entry), f"{test_key(entry)}_bandwidth_gbps")
         key, name = keys[kind]
-        if node != at_node:  # entries come in rank order: one lookup per node, not per entry
-            at_node, on_node = node, tests.setdefault(node, {})
-        if key not in on_node:  # the first result of each scope and collective
-            on_node[key] = _as_test(entry)
+        own = [rank // per_node] if rank // per_node < facts.num_nodes else []
+        if i < sweeps:
+            group = str(entry.get("group"))
+            nodes = spans.get(group)
+            if nodes is None:
+                nodes = spans[group] = _span(entry, per_node, facts.num_nodes) or own
+        else:  # a failure, on the node of each rank that saw it
+            nodes = own
+        test = _as_test(entry)
+        for node in nodes:
+            on_node = tests.get(node)
+            if on_node is None:
+                on_node = tests[node] = {}
+            if key not in on_node:  # the first result of each scope and collective
+                on_node[key] = test
+        if not own:
+            continue
         peak = float(entry.get("peak_bandwidth_gbps") or 0.0)
         if scope != "intra_node":
             best = summary.get(name, 0.0)
@@ -158,7 +183,7 @@ def _nccl_sections(facts: ClusterFacts) -> tuple[dict[int, dict[str, Any]], dict
         extra: dict[str, Any] = {"nccl": {"communication_tests": tests.get(node, {})}}
         pingpong = facts.leaders.get(node, {}).get("pingpong")
         if pingpong:
-            extra["network"] = {"efa_communication_test": communication_test(pingpong)}
+            extra["network"] = {"efa_communication_test": communication_test(pingpong, node * per_node)}
         extras[node] = extra
     for dtype, col in facts.columns["gemm"].items():
         correct = col["correct"]
@@ -168,7 +193,61 @@ def _nccl_sections(facts: ClusterFacts) -> tuple[dict[int, dict[str, Any]], dict
             continue
         summary[f"gemm_{dtype}_tflops_min"] = round(values[0], 4)
         summary[f"gemm_{dtype}_tflops_median"] = round(values[len(values) // 2], 4)
-    return extras, summary
+    return extras, summary, spans
+
+
+def _subject_nodes(subject: str, by_name: dict[str, int],
+                   spans: dict[str, list[int] | range]) -> list[int] | range | None:
+    """The nodes a cluster finding's subject names (``h1/gpu0``, ``h0<->h1``, ``group node1``), or
+    ``None`` for the whole job (``cluster``, a job-wide group, anything unrecognised)."""
+    if subject.startswith("group "):
+        nodes = spans.get(subject[6:])
+        return None if nodes is None or (isinstance(nodes, range) and len(nodes) >= len(by_name)) else nodes
+    named = [by_name[head] for part in subject.split("<->") if (head := part.split("/", 1)[0]) in by_name]
+    return named or None
+
+
+def _node_summaries(facts: ClusterFacts, entries: list[dict[str, Any]], results: list[CheckResult],
+                    spans: dict[str, list[int] | range], extras: dict[int, dict[str, Any]]) -> None:
+    """Each node's ``summary`` as the SageMaker report has it: its own figures
+    (``performance_summary``) and ``test_results`` that count the cluster checks concerning
+    the node — those whose subject names it, and the job-wide ones — beside its own checks.
+
+    Only ``test_results`` and ``performance_summary`` change: the node's overall status,
+    issues and recommendations stay its own checks'.
+    """
+    from ..report.canonical import finding_groups, node_performance
+
+    by_name = {name: node for node, name in facts.node_names.items()}
+    everywhere: dict[str, Status] = {}
+    per_node: dict[int, dict[str, Status]] = {}
+    for result in results:
+        for f in result.findings:
+            groups = finding_groups(f.check_id, f.details) if f.status is not Status.SKIP else ()
+            if not groups:
+                continue
+            nodes = _subject_nodes(f.subject, by_name, spans)
+            targets = [everywhere] if nodes is None else [per_node.setdefault(n, {}) for n in nodes]
+            for worst in targets:
+                for g in groups:
+                    if g not in worst or f.status.rank > worst[g].rank:
+                        worst[g] = f.status
+    for node, entry in enumerate(entries):
+        extra = extras.setdefault(node, {})
+        own = entry["section"]["summary"]
+        results_of = own.get("test_results") or {}
+        here = everywhere
+        if node in per_node:
+            here = dict(everywhere)
+            for g, status in per_node[node].items():
+                if g not in here or status.rank > here[g].rank:
+                    here[g] = status
+        merged = dict(results_of)
+        for g, status in here.items():
+            merged[g] = results_of.get(g) is not False and status is Status.PASS
+        perf = node_performance({"nccl": {**(entry["section"].get("nccl") or {}), **extra.get("nccl", {})}})
+        extra["summary"] = {"test_results": merged, "performance_summary": {**own.get("performance_summary", {}),
+                                                                             **perf}}
 
 
 def _load_sections(facts: ClusterFacts, extras: dict[int, dict[str, Any]], config: Config) -> None:
@@ -223,10 +302,11 @@ def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: l
         if (not include or cluster_patterns) else []
     ctx = CheckContext(host="cluster", facts={"cluster": facts}, config=config)
     results = run_specs(specs, ctx, {}, timeout_s) + list(extra_results or [])
-    extras, perf = _nccl_sections(facts)
+    extras, perf, spans = _nccl_sections(facts)
+    _node_summaries(facts, entries, results, spans, extras)
     _load_sections(facts, extras, config)
     report = assemble_report(entries, fail_on=fail_on, node_extras=extras, cluster_results=results,
                              topology=gathered["topology"], missing_nodes=missing, performance_summary=perf,
-                             assess=assess)
+                             assess=assess, expected_total_gpus=facts.world_size if facts.gpu_ranks else None)
     report["cluster_summary"].update(summary_extra or {})
     return report, gated_exit_code(Status(report["cluster_summary"]["overall_status"]), fail_on)

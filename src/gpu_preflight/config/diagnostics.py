@@ -32,6 +32,14 @@ class DiagnosticsConfig:
         2, "DCGM level of --full runs: 2 (about 2 min) or 3 (about 15 min, stress; only when asked for). "
            "Quick runs use level 1 (seconds)."
     )
+    dcgm_full_runs_basic: bool = setting(
+        True, "--full runs level 1 before the full level, so the report has both `dcgm.diagnostics.basic` and "
+              "`extended` (as the SageMaker health check's does); false runs the full level alone."
+    )
+    dcgm_raw_output_inline_max_bytes: int = setting(
+        65_536, "How much of each `dcgmi diag` output the report shows inline (`raw_output`, `stdout`); the whole "
+                "output is always saved as an artifact. 0: none inline.", "bytes", min=0, max=16 * 1024 * 1024
+    )
     dcgm_args: list[str] = setting(
         [], "Extra `dcgmi diag` arguments, e.g. ['-i', '0,1,2,3'] or ['-p', 'pcie.gpu_nvlinks_expected_up=18']. "
             "Failures of tests in evidence.dcgm_ignore_tests are reported as SKIP."

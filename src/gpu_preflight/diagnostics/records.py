@@ -46,7 +46,14 @@ class ToolRun:
 
 @dataclass
 class DcgmFacts:
-    """``dcgmi diag -r <level> -j``. ``available``: dcgmi is installed; ``reason``: why it did not run."""
+    """``dcgmi diag -r <level> -j``. ``available``: dcgmi is installed; ``reason``: why it did not run.
+
+    A full run records both levels, as the SageMaker health check's report does: this
+    record is the run's own level (2 or 3, the extended diagnostic) and ``basic`` the
+    level-1 run made before it. ``inline_max_bytes`` is how much of each raw output the
+    report shows inline (``diagnostics.dcgm_raw_output_inline_max_bytes``); the whole
+    output is the artifact.
+    """
 
     available: bool
     level: int | None = None
@@ -54,6 +61,12 @@ class DcgmFacts:
     run: ToolRun | None = None
     record: DcgmDiagRecord | None = None
     parse_error: str | None = None
+    basic: DcgmFacts | None = None
+    inline_max_bytes: int = 0
+
+    def levels(self) -> list[DcgmFacts]:
+        """Every level of the run, lowest first (``basic`` then this one)."""
+        return [self.basic, self] if self.basic is not None else [self]
 
 
 @dataclass

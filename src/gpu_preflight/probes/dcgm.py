@@ -1,9 +1,10 @@
 """The ``dcgm`` fact: ``dcgmi diag -r <level> -j``, parsed by the ``dcgmi-diag`` parser.
 
-Quick runs use level 1 (deployment checks, seconds), ``--full`` runs level 2 (about two
-minutes) or, when ``diagnostics.dcgm_level_full = 3``, level 3 (about fifteen minutes of
-stress). ``-j`` is asked for, but whatever DCGM prints is parsed: the parser reads both
-the JSON of every version and the text table.
+Quick runs use level 1 (deployment checks, seconds), ``--full`` runs level 1 and then
+level 2 (about two minutes) or, when ``diagnostics.dcgm_level_full = 3``, level 3 (about
+fifteen minutes of stress): the report keeps both, as ``basic`` and ``extended``.
+``-j`` is asked for, but whatever DCGM prints is parsed: the parser reads both the JSON
+of every version and the text table.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ def dcgm_level(ctx: ProbeContext) -> int:
     return diag_config(ctx).dcgm_level_full if suite_of(ctx) == "full" else 1
 
 
+def dcgm_levels(ctx: ProbeContext) -> list[int]:
+    """The levels this run asks for, lowest first: ``[1]`` quick; ``[1, 2]`` (or ``[1, 3]``) full."""
+    level = dcgm_level(ctx)
+    return [1, level] if level > 1 and diag_config(ctx).dcgm_full_runs_basic else [level]
+
+
 def level_timeout(ctx: ProbeContext, level: int) -> float:
     cfg = diag_config(ctx)
     return {1: cfg.dcgm_timeout_r1_s, 2: cfg.dcgm_timeout_r2_s}.get(level, cfg.dcgm_timeout_r3_s)
@@ -25,17 +32,57 @@ def level_timeout(ctx: ProbeContext, level: int) -> float:
 
 @budget("dcgm")
 def dcgm_budget(ctx: ProbeContext) -> float:
-    """The level's time limit and a margin: r2 needs minutes, far beyond a run's per-probe limit."""
-    return level_timeout(ctx, dcgm_level(ctx)) + MARGIN_S
+    """The levels' time limits and a margin: r2 needs minutes, far beyond a run's per-probe limit."""
+    return sum(level_timeout(ctx, level) for level in dcgm_levels(ctx)) + MARGIN_S
+
+
+def _run_level(ctx: ProbeContext, level: int, spent_s: float) -> DcgmFacts:
+    """One ``dcgmi diag -r <level> -j``, its raw output kept as an artifact and parsed."""
+    from ..parsers.dcgmi import parse
+    from ..parsers.errors import ParseError
+
+    cfg = diag_config(ctx)
+    limit, capped = time_limit(ctx, level_timeout(ctx, level), spent_s)
+    argv = ["dcgmi", "diag", "-r", str(level), "-j", *cfg.dcgm_args]
+    result, run = run_and_keep(ctx, argv, limit, artifact=f"dcgm_diag_r{level}",
+                               filename=f"dcgmi_diag_r{level}.txt", heavy=True, capped=capped)
+    facts = DcgmFacts(True, level, run=run, inline_max_bytes=cfg.dcgm_raw_output_inline_max_bytes)
+    if run.problem is None:
+        try:
+            facts.record = parse(result.stdout if result.stdout.strip() else result.output)
+        except ParseError as exc:
+            facts.parse_error = str(exc)
+    return facts
+
+
+def _why_not_further(basic: DcgmFacts) -> str | None:
+    """Why the extended level is not worth starting after this level-1 run (DCGM itself could not run)."""
+    run = basic.run
+    if run is None:
+        return None
+    if run.problem is not None:
+        return f"`dcgmi diag -r 1` did not complete ({run.problem})"
+    if basic.record is None:
+        return "`dcgmi diag -r 1` gave no readable result"
+    if basic.record.overall == "error":
+        return "`dcgmi diag -r 1` reported that DCGM could not run the diagnostic"
+    return None
 
 
 @probe("dcgm")
 def dcgm_probe(ctx: ProbeContext) -> DcgmFacts:
-    """Run the DCGM diagnostic of this run's level and parse its result."""
+    """Run the DCGM diagnostic of this run's level(s) and parse each result.
+
+    A full run starts with level 1 (seconds), then runs its own level; level 2 or 3 is
+    not started when level 1 shows that DCGM cannot run at all (it would only wait out
+    its time limit), nor inside a launcher job, whose workers are using the GPUs.
+    """
     from ..backends.commands import find_tool
 
     cfg = diag_config(ctx)
-    level = dcgm_level(ctx)
+    levels = dcgm_levels(ctx)
+    level = levels[-1]
+    inline = cfg.dcgm_raw_output_inline_max_bytes
     installed = find_tool("dcgmi", cfg.tool_dirs) is not None
     if not installed:
         return DcgmFacts(False, level, f"dcgmi not found (looked in {', '.join([*cfg.tool_dirs, 'PATH'])})")
@@ -43,20 +90,14 @@ def dcgm_probe(ctx: ProbeContext) -> DcgmFacts:
         return DcgmFacts(True, level, "disabled (diagnostics.dcgm_enabled = false)")
     if reason := replay_reason(ctx):
         return DcgmFacts(True, level, reason)
-    from ..parsers.dcgmi import parse
-    from ..parsers.errors import ParseError
+    basic = _run_level(ctx, 1, 0.0) if len(levels) > 1 else None
     launcher = launched_as_rank()
     if level > 1 and launcher:
         return DcgmFacts(True, level, f"level {level} stresses the GPUs, which this {launcher} job's workers are "
-                                      "using: run `gpu-preflight run --node-only --full` before the job")
-    limit, capped = time_limit(ctx, level_timeout(ctx, level))
-    argv = ["dcgmi", "diag", "-r", str(level), "-j", *cfg.dcgm_args]
-    result, run = run_and_keep(ctx, argv, limit, artifact=f"dcgm_diag_r{level}",
-                               filename=f"dcgmi_diag_r{level}.txt", heavy=True, capped=capped)
-    facts = DcgmFacts(True, level, run=run)
-    if run.problem is None:
-        try:
-            facts.record = parse(result.stdout if result.stdout.strip() else result.output)
-        except ParseError as exc:
-            facts.parse_error = str(exc)
+                                      "using: run `gpu-preflight run --node-only --full` before the job",
+                         basic=basic, inline_max_bytes=inline)
+    if basic is not None and (why := _why_not_further(basic)):
+        return DcgmFacts(True, level, f"level {level} not started: {why}", basic=basic, inline_max_bytes=inline)
+    facts = _run_level(ctx, level, basic.run.duration_s if basic is not None and basic.run else 0.0)
+    facts.basic = basic
     return facts

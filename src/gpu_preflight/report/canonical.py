@@ -30,14 +30,16 @@ from ..model import (
     id_matches,
     verdict,
 )
-from .diagnostic_sections import diagnostic_sections
+from .diagnostic_sections import diagnostic_sections, fill_artifact_paths
 
 if TYPE_CHECKING:
     from ..safeio import SafeDir
 
 # cluster_summary.test_results: group name → check-id globs. A group is true when it
 # has a PASS and nothing worse than SKIP, false when anything WARNs or worse, and null
-# when every check in it was skipped (not tested is not the same as passed).
+# when every check in it was skipped (not tested is not the same as passed). A finding of
+# a levelled check (DCGM) is matched as ``<check id>@r<level>`` too (see group_key), so
+# dcgm_basic and dcgm_extended follow the level that found it.
 TEST_GROUPS: dict[str, tuple[str, ...]] = {
     "gpu_detection": ("gpu.nvml", "gpu.inventory.*"),
     "gpu_health": ("gpu.ecc.*", "gpu.memory.*", "gpu.recovery_action", "gpu.thermal", "gpu.clocks",
@@ -47,6 +49,8 @@ TEST_GROUPS: dict[str, tuple[str, ...]] = {
     "nccl_communication": ("nccl.*", "nccl_tests.*", "cluster.completeness"),
     "efa_network": ("fabric.*", "ib.*"),
     "dcgm_diagnostics": ("dcgm.*",),
+    "dcgm_basic": ("dcgm.*@r1",),
+    "dcgm_extended": ("dcgm.*@r2", "dcgm.*@r3"),
     "compute": ("compute.*", "memory.*"),
     "training": ("train.*", "stack.*"),
 }
@@ -61,10 +65,27 @@ COVERAGE_CHECK = "run.coverage"
 RESULT_WORDS = {0: "SUCCESS", 1: "WARNING", 2: "FAILURE", 3: "ERROR"}
 
 
+LEVELLED = "dcgm."  # check ids whose findings say which diagnostic level found them (details.level)
+
+
 @functools.cache
-def _groups_of(check_id: str) -> tuple[str, ...]:
-    """The test groups a check id belongs to (cached: one glob match per id, not per finding)."""
-    return tuple(name for name, pats in TEST_GROUPS.items() if any(id_matches(check_id, p) for p in pats))
+def _groups_of(key: str) -> tuple[str, ...]:
+    """The test groups a group key belongs to (cached: one glob match per key, not per finding)."""
+    return tuple(name for name, pats in TEST_GROUPS.items() if any(id_matches(key, p) for p in pats))
+
+
+def group_key(check_id: str, details: Mapping[str, Any] | None) -> str:
+    """What a finding is matched against in :data:`TEST_GROUPS`: its check id, or for a
+    levelled check ``<check id>@r<level>`` (``dcgm.diag@r2``), which ``dcgm.*`` matches too."""
+    if not check_id.startswith(LEVELLED) or not details:
+        return check_id
+    level = details.get("level")
+    return f"{check_id}@r{level}" if isinstance(level, int) and not isinstance(level, bool) else check_id
+
+
+def finding_groups(check_id: str, details: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The test groups (``test_results`` keys) a finding counts in."""
+    return _groups_of(group_key(check_id, details))
 
 
 Unlisted = Mapping[str, Mapping[str, int]]  # check id -> status -> findings a node kept to itself
@@ -77,7 +98,8 @@ def group_statuses(findings: Iterable[Mapping[str, Any]], unlisted: Unlisted | N
     group tables, so a group that only warns reads WARN everywhere and false in the JSON.
     """
     worst: dict[str, Status | None] = dict.fromkeys(TEST_GROUPS)
-    pairs = {(f["check_id"], f["status"]) for f in findings}
+    pairs = {(f["check_id"] if not f["check_id"].startswith(LEVELLED) else group_key(f["check_id"], f.get("details")),
+              f["status"]) for f in findings}
     pairs |= {(check_id, status) for check_id, by in (unlisted or {}).items() for status, n in by.items() if n}
     for check_id, value in pairs:
         status = Status(value)
@@ -95,8 +117,9 @@ def _test_results(groups: Mapping[str, Status | None]) -> dict[str, bool | None]
     return {name: None if status is None else status is Status.PASS for name, status in groups.items()}
 
 
-def summarize(findings: Sequence[Mapping[str, Any]], fail_on: str, unlisted: Unlisted | None = None) -> dict[str, Any]:
-    """The ``summary`` block: overall status, test groups, issues and recommendations.
+def summarize(findings: Sequence[Mapping[str, Any]], fail_on: str, unlisted: Unlisted | None = None,
+              performance_summary: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``summary`` block: overall status, test groups, issues, recommendations and figures.
 
     ``findings`` are finding dicts (``Finding.to_dict`` form). ``unlisted`` counts, per
     check id and status, PASS and SKIP findings that are not in the list (those a node of
@@ -122,7 +145,7 @@ def summarize(findings: Sequence[Mapping[str, Any]], fail_on: str, unlisted: Unl
         "exit_code": gated_exit_code(overall, fail_on),
         "test_results": _test_results(group_statuses(findings, unlisted)),
         "cluster_info": {},
-        "performance_summary": {},
+        "performance_summary": dict(performance_summary or {}),
         "issues": issues,
         "recommendations": recommendations,
         "counts": counts,
@@ -203,23 +226,46 @@ def _system_section(facts: dict[str, Any]) -> dict[str, Any]:
     return section
 
 
-def node_section(report: NodeReport, node_info: dict[str, Any] | None = None) -> dict[str, Any]:
+def node_performance(sections: Mapping[str, Any]) -> dict[str, float]:
+    """A node's own figures for its ``summary.performance_summary``: the peak bandwidth of each
+    collective it measured (``distributed_all_reduce_bandwidth_gbps``, the SageMaker key) and of
+    each local nccl-tests run (``nccl_tests_all_reduce_perf_busbw_gbps``)."""
+    nccl = sections.get("nccl") or {}
+    out: dict[str, float] = {}
+    for key, test in (nccl.get("communication_tests") or {}).items():
+        peak = test.get("peak_bandwidth_gbps") if isinstance(test, Mapping) else None
+        if isinstance(peak, (int, float)) and not isinstance(peak, bool):
+            out[f"{key}_bandwidth_gbps"] = peak
+    for name, run in (nccl.get("nccl_tests") or {}).items():
+        peak = run.get("peak_busbw_gbps") if isinstance(run, Mapping) else None
+        if isinstance(peak, (int, float)) and not isinstance(peak, bool):
+            out[f"nccl_tests_{name}_busbw_gbps"] = peak
+    return out
+
+
+def node_section(report: NodeReport, node_info: dict[str, Any] | None = None, *, inline: bool = True) -> dict[str, Any]:
     """A node's section of the report. Its checks list status and timing; their findings
-    live once, in the report's top-level ``findings`` with the node's key."""
+    live once, in the report's top-level ``findings`` with the node's key.
+
+    ``inline=False`` leaves raw outputs out of the section (clusters above
+    ``report.detail_max_nodes``: ten thousand copies of DCGM's table are not needed).
+    """
     gpus = _gpu_section(report.facts)
     info = {
-        "hostname": report.hostname, "world_size": 1, "rank": 0, "local_rank": 0, "host_rank": 0,
-        "host_count": 1, "gpus_per_host": len(gpus), "profile": report.profile,
+        "hostname": report.hostname, "current_host": report.hostname, "world_size": 1, "rank": 0, "local_rank": 0,
+        "host_rank": 0, "host_count": 1, "gpus_per_host": len(gpus), "profile": report.profile,
         "config_sources": report.config_sources,
     }
     info.update(node_info or {})
+    diagnostics = diagnostic_sections(report.facts, report.artifacts, raw=report.raw_artifacts, inline=inline)
     return {
         "timestamp": report.timestamp,
         "node_info": info,
-        "summary": summarize([f.to_dict() for f in report.findings], report.fail_on),
+        "summary": summarize([f.to_dict() for f in report.findings], report.fail_on,
+                             performance_summary=node_performance(diagnostics)),
         "gpu": gpus,
         "system": _system_section(report.facts),
-        **diagnostic_sections(report.facts, report.artifacts),
+        **diagnostics,
         "checks": [{"check_id": r.check_id, "title": r.title, "status": r.status.value,
                     "duration_s": round(r.duration_s, 6), "findings": len(r.findings)} for r in report.results],
         "facts": report.facts,
@@ -252,7 +298,8 @@ def node_entry(report: NodeReport, node_key: str, node_info: dict[str, Any] | No
 
     Built where the node's checks ran (on the node itself in a distributed run), so rank 0
     only places sections. ``detail=False`` (clusters above ``report.detail_max_nodes``)
-    lists only WARN, ERROR and FAIL findings: PASS and SKIP findings are counted per check
+    lists only WARN, ERROR and FAIL findings (and the PASSes of levelled checks, see
+    :func:`group_key`): PASS and SKIP findings are counted per check
     (``unlisted``; the section's summary counts them too), and the first SKIP of each
     check and cause travels as an example, so rank 0 can say "dcgmi not installed on
     9,998 nodes" once instead of 9,998 times. The node's own report keeps everything.
@@ -264,14 +311,15 @@ def node_entry(report: NodeReport, node_key: str, node_info: dict[str, Any] | No
     else:
         findings = []
         for f in report.findings:
-            if f.status.rank >= Status.WARN.rank:
+            # A levelled check's PASS stays listed too: its level (dcgm_basic, dcgm_extended) is in the finding.
+            if f.status.rank >= Status.WARN.rank or (f.status is Status.PASS and f.check_id.startswith(LEVELLED)):
                 findings.append({"node": node_key, **f.to_dict()})
                 continue
             by = unlisted.setdefault(f.status.value, {})
             by[f.check_id] = by.get(f.check_id, 0) + 1
             if f.status is Status.SKIP:
                 skips.setdefault(f"{f.check_id}|{f.code}", [f.subject, f.summary, f.recommendation])
-    section = node_section(report, node_info)
+    section = node_section(report, node_info, inline=detail)
     if not detail:
         section["facts"] = summary_facts(report.facts)
         # Statuses by check id: the titles are in the checks' docs, and 10,000 copies of them are not needed.
@@ -452,6 +500,7 @@ def write_report(report: dict[str, Any], nodes: list[NodeReport], report_dir: st
         for i, node in enumerate(nodes):
             artifacts += save_artifacts(node, out, f"node_{i}")
         report["artifacts"] = artifacts
+        fill_artifact_paths(report.get("nodes") or {}, artifacts)
         with out.batch() as batch:
             with batch.writer("report.html") as fh:
                 fh.write(render_html(report))

@@ -5,9 +5,10 @@ also travel in rank payloads), so a report can be rebuilt from a saved one. The 
 keeps the keys users of that tool read — ``network.efa_available``, ``efa_providers``,
 ``efa_provider_count``, ``aws_ofi_nccl_plugin{installed,path}``; ``dcgm.dcgm_available``,
 ``dcgm.diagnostics.basic|extended`` with ``parsed_output`` and ``overall_status``;
-``nccl.nccl_tests_available`` — with one deliberate change: raw tool output is not
-inlined (``raw_output``) but referenced (``raw_output_artifact``: the artifact's name,
-file and, once saved, its path beside the report).
+``nccl.nccl_tests_available``, ``nccl.communication_tests``. Raw tool output is saved as
+an artifact and referenced (``raw_output_artifact``: the artifact's name, file and, once
+saved, its path beside the report); DCGM's is also inlined (``raw_output``, ``stdout``,
+``stderr``) up to a size limit, as that report has it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["communication_test", "dcgm_section", "diagnostic_sections", "nccl_section", "network_section"]
+__all__ = ["communication_test", "dcgm_section", "diagnostic_sections", "fill_artifact_paths", "nccl_section",
+           "network_section", "result_cell", "seed_parsed_output"]
 
 
 def _artifact(run: Mapping[str, Any] | None, paths: Mapping[str, str]) -> dict[str, Any] | None:
@@ -61,28 +63,82 @@ def network_section(facts: Mapping[str, Any], paths: Mapping[str, str] | None = 
     return section
 
 
-def communication_test(pingpong: list[dict[str, Any]]) -> dict[str, Any]:
+def communication_test(pingpong: list[dict[str, Any]], rank: int | None = None) -> dict[str, Any]:
     """``network.efa_communication_test`` from one node's fi_pingpong records (the rank payload's ``pingpong``).
 
-    The first pair's role and table, as the SageMaker report shows them, plus every pair.
+    The first pair's role and table, and the rank that ran them (the node's local rank 0),
+    as the SageMaker report shows them, plus every pair.
     """
     first = pingpong[0]
     return {"success": all(p.get("success") for p in pingpong), "test_role": first.get("test_role"),
-            "provider": first.get("provider"), "raw_output": first.get("raw_output"), "pairs": pingpong}
+            "rank": rank, "provider": first.get("provider"), "raw_output": first.get("raw_output"),
+            "pairs": pingpong}
 
 
-def dcgm_section(facts: Mapping[str, Any], paths: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """``dcgm``: whether dcgmi is installed, and the level-1 (basic) or level-2/3 (extended) result."""
-    dcgm = facts.get("dcgm") or {}
-    section: dict[str, Any] = {"dcgm_available": bool(dcgm.get("available")), "diagnostics": {}}
-    run = dcgm.get("run")
-    if not run:
-        section["reason"] = dcgm.get("reason")
-        return section
+_CELL_WORDS = {"pass": "Pass", "fail": "Fail", "warn": "Warn", "skip": "Skip"}
+_SEVERITY = ("pass", "skip", "warn", "fail")
+Raw = Mapping[str, tuple[str, str]]  # artifact name -> (file name, content): a node report's raw outputs
+
+
+def result_cell(test: Mapping[str, Any]) -> str:
+    """A test's cell in DCGM's own words: ``Pass``, ``Pass - All``, ``Pass - GPUs: 0, 2, 3; Fail - GPU: 1``.
+
+    What the SageMaker report's ``test_results.<category>.<test>`` holds, rebuilt from the
+    parsed status and per-GPU statuses (its parser kept only a cell's first line; we keep
+    every GPU's outcome, worst last, as DCGM's table lists them).
+    """
+    status = str(test.get("status") or "")
+    word = _CELL_WORDS.get(status, status.capitalize())
+    per_gpu = test.get("gpu_status") or {}
+    if not isinstance(per_gpu, Mapping) or not per_gpu:
+        return word
+    groups: dict[str, list[str]] = {}
+    for gpu, value in per_gpu.items():
+        groups.setdefault(str(value), []).append(str(gpu))
+    if len(groups) == 1 and next(iter(groups)) == status:
+        return f"{word} - All"
+    order = sorted(groups, key=lambda s: _SEVERITY.index(s) if s in _SEVERITY else len(_SEVERITY))
+    return "; ".join(f"{_CELL_WORDS.get(s, s.capitalize())} - GPU{'s' if len(groups[s]) > 1 else ''}: "
+                     f"{', '.join(groups[s])}" for s in order)
+
+
+def seed_parsed_output(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The parser's record with the SageMaker report's keys beside it.
+
+    ``test_results.<category>.<test>`` (categories lower-case, as that report has them) =
+    :func:`result_cell`; ``overall_status`` capitalised; ``gpu_device_ids`` as DCGM prints
+    it (``"2237,2237"``), the list in ``gpu_device_id_list``. Our per-test detail (GPUs,
+    per-GPU statuses, DCGM's messages) stays in ``tests``.
+    """
+    results: dict[str, dict[str, str]] = {}
+    for test in record.get("tests") or []:
+        if isinstance(test, Mapping) and test.get("name"):
+            category = str(test.get("category") or "other").lower()
+            results.setdefault(category, {}).setdefault(str(test["name"]), result_cell(test))
+    ids = [str(i) for i in record.get("gpu_device_ids") or []]
+    overall = record.get("overall")
+    return {**record, "gpu_device_ids": ",".join(ids), "gpu_device_id_list": ids, "test_results": results,
+            "overall_status": str(overall).capitalize() if overall else "Error"}
+
+
+def _inline(raw: Raw, name: str | None, limit: int) -> tuple[str, bool]:
+    """Up to ``limit`` characters of a saved raw output, and whether it was cut."""
+    text = raw[name][1] if name and name in raw else ""
+    return (text, False) if len(text) <= limit else (text[:limit], True)
+
+
+def _dcgm_level(dcgm: Mapping[str, Any], paths: Mapping[str, str], raw: Raw, inline: bool) -> dict[str, Any]:
+    """One level's entry: the SageMaker report's keys (``success``, ``parsed_output``,
+    ``raw_output``, ``stdout``, ``stderr``, ``exit_code_zero``) and ours."""
+    run = dcgm["run"]
     record = dcgm.get("record")
     overall = record.get("overall") if isinstance(record, Mapping) else None
-    key = "basic" if dcgm.get("level") == 1 else "extended"
-    section["diagnostics"][key] = {
+    limit = int(dcgm.get("inline_max_bytes") or 0) if inline else 0
+    stdout, cut = _inline(raw, run.get("artifact"), limit)
+    stderr, _ = _inline(raw, f"{run['artifact']}_stderr" if run.get("artifact") else None, limit)
+    if not stderr and limit:
+        stderr = str(run.get("stderr_tail") or "")[:limit]
+    return {
         "success": isinstance(record, Mapping) and overall != "error",
         "level": dcgm.get("level"),
         "command": run.get("argv"),
@@ -90,17 +146,51 @@ def dcgm_section(facts: Mapping[str, Any], paths: Mapping[str, str] | None = Non
         "exit_code_zero": run.get("rc") == 0,
         "duration_s": run.get("duration_s"),
         "overall_status": str(overall).capitalize() if overall else "Error",
-        "parsed_output": record,
+        "parsed_output": seed_parsed_output(record) if isinstance(record, Mapping) else None,
+        "raw_output": stdout,
+        "raw_output_truncated": cut,
+        "stdout": stdout,
+        "stderr": stderr,
         "error": run.get("problem") or dcgm.get("parse_error"),
-        "raw_output_artifact": _artifact(run, paths or {}),
+        "raw_output_artifact": _artifact(run, paths),
     }
+
+
+def dcgm_section(facts: Mapping[str, Any], paths: Mapping[str, str] | None = None, raw: Raw | None = None,
+                 *, inline: bool = True) -> dict[str, Any]:
+    """``dcgm``: whether dcgmi is installed, and each level that ran: level 1 as ``basic``,
+    level 2 or 3 as ``extended`` (a full run has both).
+
+    ``raw`` (a node report's raw outputs) fills ``raw_output``/``stdout``/``stderr`` up to
+    ``diagnostics.dcgm_raw_output_inline_max_bytes``; ``inline=False`` (clusters above
+    ``report.detail_max_nodes``) leaves them empty: the artifact on the node has them.
+    A level that did not run is left out, with its reason in ``reason``.
+    """
+    dcgm = facts.get("dcgm") or {}
+    section: dict[str, Any] = {"dcgm_available": bool(dcgm.get("available")), "diagnostics": {}}
+    basic = dcgm.get("basic")
+    reasons = []
+    for level in ([basic] if isinstance(basic, Mapping) else []) + [dcgm]:
+        if not level.get("run"):
+            if level.get("reason"):
+                reasons.append(str(level["reason"]))
+            continue
+        key = "basic" if level.get("level") == 1 else "extended"
+        section["diagnostics"][key] = _dcgm_level(level, paths or {}, raw or {}, inline)
+    if reasons:
+        section["reason"] = "; ".join(reasons)
     return section
 
 
 def nccl_section(facts: Mapping[str, Any], paths: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """``nccl``: whether nccl-tests is installed, and each local run's summary."""
+    """``nccl``: whether nccl-tests is installed, and each local run's summary.
+
+    ``communication_tests`` (the collectives a distributed run measured with torch) is
+    filled by the cluster aggregation; a node-only run has none.
+    """
     nccl = facts.get("nccl_tests") or {}
-    section: dict[str, Any] = {"nccl_tests_available": bool(nccl.get("available")), "nccl_tests": {}}
+    section: dict[str, Any] = {"nccl_tests_available": bool(nccl.get("available")), "nccl_tests": {},
+                               "communication_tests": {}}
     if not nccl.get("runs") and nccl.get("reason"):
         section["reason"] = nccl.get("reason")
     for entry in nccl.get("runs") or []:
@@ -119,8 +209,37 @@ def nccl_section(facts: Mapping[str, Any], paths: Mapping[str, str] | None = Non
 
 
 def diagnostic_sections(facts: Mapping[str, Any], artifacts: Iterable[Mapping[str, Any]] = (),
-                        pingpong: list[dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
-    """``{"network": ..., "dcgm": ..., "nccl": ...}`` for one node's JSON facts and saved artifacts."""
+                        pingpong: list[dict[str, Any]] | None = None, raw: Raw | None = None, *,
+                        inline: bool = True) -> dict[str, dict[str, Any]]:
+    """``{"network": ..., "dcgm": ..., "nccl": ...}`` for one node's JSON facts, saved artifacts
+    and raw outputs (``raw``: a node report's ``raw_artifacts``, inlined in ``dcgm`` up to its limit)."""
     paths = _paths(artifacts)
-    return {"network": network_section(facts, paths, pingpong), "dcgm": dcgm_section(facts, paths),
+    return {"network": network_section(facts, paths, pingpong), "dcgm": dcgm_section(facts, paths, raw, inline=inline),
             "nccl": nccl_section(facts, paths)}
+
+
+def _refs(section: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
+    """Every ``raw_output_artifact`` reference in a node section's network, dcgm and nccl blocks."""
+    fi_info = (section.get("network") or {}).get("fi_info")
+    levels = ((section.get("dcgm") or {}).get("diagnostics") or {}).values()
+    runs = ((section.get("nccl") or {}).get("nccl_tests") or {}).values()
+    for holder in [fi_info, *levels, *runs]:
+        ref = holder.get("raw_output_artifact") if isinstance(holder, Mapping) else None
+        if isinstance(ref, dict):
+            yield ref
+
+
+def fill_artifact_paths(sections: Mapping[str, dict[str, Any]], artifacts: Iterable[Mapping[str, Any]]) -> None:
+    """Set each section's ``raw_output_artifact.path`` from the artifacts just written
+    (``{"name", "node", "path"}``), for sections built before their raw outputs were saved."""
+    by_node: dict[str, dict[str, str]] = {}
+    for a in artifacts:
+        if a.get("name") and a.get("path") and a.get("node"):
+            by_node.setdefault(str(a["node"]), {})[str(a["name"])] = str(a["path"])
+    for key, paths in by_node.items():
+        section = sections.get(key)
+        if not isinstance(section, Mapping):
+            continue
+        for ref in _refs(section):
+            if ref.get("path") is None and ref.get("name") in paths:
+                ref["path"] = paths[ref["name"]]
