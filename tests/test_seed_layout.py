@@ -25,14 +25,14 @@ from gpu_preflight.cluster.aggregate import build_cluster_report
 from gpu_preflight.config import Config
 from gpu_preflight.config.schema import PerfConfig
 from gpu_preflight.engine import run_checks
-from gpu_preflight.model import NodeReport
+from gpu_preflight.model import CheckResult, Finding, NodeReport, Status
 from gpu_preflight.parsers.infiniband import IbDevice, IbDevicesRecord, IbPort
-from gpu_preflight.report.canonical import node_entry
+from gpu_preflight.report.canonical import assemble_report, node_entry
 
 from . import fake_sysfs
 from .conftest import H200_DUMP, REPO
 from .diag_tools import replay, tool
-from .report_data import gathered_cluster
+from .report_data import cluster_report, gathered_cluster
 
 SPEC_DIR = Path(os.environ.get("GPU_PREFLIGHT_SPEC", REPO.parent / "shared" / "spec"))
 DCGM_TABLE = REPO / "tests" / "fixtures" / "evidence" / "spec-dcgmi-diag-r3-targeted-power-fail.txt"
@@ -178,3 +178,32 @@ def test_the_comparison_finds_a_missing_path_and_a_changed_type(seed: dict[str, 
         "nodes.<node>.dcgm.diagnostics.basic.parsed_output.gpu_device_ids on node_0: seed string, ours ['array']",
         "nodes.<node>.network.efa_communication_test.rank on node_1: seed integer, ours missing",
     ]
+
+
+def test_node_summaries_count_the_cluster_checks_that_name_them() -> None:
+    """node2's slow NVLink is an nccl.collectives FAIL on ``group node2``: node2's nccl_communication is
+    false, the other nodes' true; each node's performance summary holds its own node-local figure."""
+    report = cluster_report(nodes=3, node_fabric=[450.0, 450.0, 50.0])
+    results = {k: s["summary"]["test_results"]["nccl_communication"] for k, s in report["nodes"].items()}
+    assert results == {"node_0": True, "node_1": True, "node_2": False}
+    assert report["cluster_summary"]["test_results"]["nccl_communication"] is False
+    local = {k: s["summary"]["performance_summary"]["intra_node_all_reduce_bandwidth_gbps"]
+             for k, s in report["nodes"].items()}
+    assert local["node_2"] < 100 < local["node_0"] == local["node_1"]
+    assert report["cluster_info"]["expected_total_gpus"] == 6
+
+
+def test_dcgm_levels_are_judged_on_clusters_that_keep_passes_on_the_node() -> None:
+    """Above report.detail_max_nodes PASS findings stay on the node, but a DCGM PASS says its level."""
+    def node(host: str, levels: tuple[int, ...]) -> NodeReport:
+        findings = [Finding("dcgm.diag", Status.PASS, host, "ok", "all tests passed", details={"level": level})
+                    for level in levels]
+        return NodeReport(host, "2025-12-03T17:54:41+00:00", [CheckResult("dcgm.diag", "DCGM", findings, 0.1)])
+
+    entries = [node_entry(node(f"h{i}", (1, 2)), f"node_{i}", detail=False) for i in range(3)]
+    report = assemble_report(entries, fail_on="fail", assess=False)
+    results = report["cluster_summary"]["test_results"]
+    assert (results["dcgm_basic"], results["dcgm_extended"], results["dcgm_diagnostics"]) == (True, True, True)
+    quick = [node_entry(node("h0", (1,)), "node_0", detail=False)]
+    results = assemble_report(quick, fail_on="fail", assess=False)["cluster_summary"]["test_results"]
+    assert (results["dcgm_basic"], results["dcgm_extended"]) == (True, None)  # level 2 not run: not tested
