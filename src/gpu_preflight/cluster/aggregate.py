@@ -133,18 +133,21 @@ def _span(entry: dict[str, Any], per_node: int, num_nodes: int) -> range | list[
     return sorted({r // per_node for r in ranks if r // per_node < num_nodes})
 
 
-def _nccl_sections(facts: ClusterFacts) -> tuple[dict[int, dict[str, Any]], dict[str, float],
-                                                 dict[str, list[int] | range]]:
+def _nccl_sections(facts: ClusterFacts, detail: bool = True) -> tuple[
+        dict[int, dict[str, Any]], dict[str, float], dict[str, list[int] | range], dict[int, dict[str, float]]]:
     """Per node ``nccl.communication_tests``, the performance summary (peak busbw per
-    scope/op) and the nodes of each collective group (by group name).
+    scope/op), the nodes of each collective group (by group name) and each node's own
+    figures (the peak of every collective it took part in).
 
-    Every member of a group measured the same sweep (its lowest rank reports it), so a
-    group's sweep is listed on every node it spans: a node's intra-node groups and the
-    job-wide ones, as each node of the SageMaker report lists ``distributed_all_reduce``.
-    Failures are listed on every node that saw them. Entries are placed, not copied.
+    Every member of a group measured the same sweep (its lowest rank reports it). The sweep
+    is listed on the node of that rank; with ``detail`` (clusters up to
+    ``report.detail_max_nodes``) also on every other node of the group, as each node of the
+    SageMaker report lists ``distributed_all_reduce`` — there without the group's rank list,
+    one shared copy per sweep. Failures are listed on every node that saw them.
     """
     per_node = max(facts.local_world_size, 1)
     tests: dict[int, dict[str, dict[str, Any]]] = {}
+    figures: dict[int, dict[str, float]] = {}
     summary: dict[str, float] = {}
     keys: dict[tuple[Any, Any], tuple[str, str]] = {}  # (scope, op) -> key, summary name: few for 60,000 entries
     spans: dict[str, list[int] | range] = {}
@@ -155,24 +158,31 @@ def _nccl_sections(facts: ClusterFacts) -> tuple[dict[int, dict[str, Any]], dict
         if kind not in keys:
             keys[kind] = (test_key(entry), f"{test_key(entry)}_bandwidth_gbps")
         key, name = keys[kind]
-        own = [rank // per_node] if rank // per_node < facts.num_nodes else []
+        home = rank // per_node
+        if home >= facts.num_nodes:
+            continue
+        test = _as_test(entry)
+        tests.setdefault(home, {}).setdefault(key, test)  # the first result of each scope and collective
+        peak = float(entry.get("peak_bandwidth_gbps") or 0.0)
         if i < sweeps:
             group = str(entry.get("group"))
             nodes = spans.get(group)
             if nodes is None:
-                nodes = spans[group] = _span(entry, per_node, facts.num_nodes) or own
-        else:  # a failure, on the node of each rank that saw it
-            nodes = own
-        test = _as_test(entry)
-        for node in nodes:
-            on_node = tests.get(node)
-            if on_node is None:
-                on_node = tests[node] = {}
-            if key not in on_node:  # the first result of each scope and collective
-                on_node[key] = test
-        if not own:
-            continue
-        peak = float(entry.get("peak_bandwidth_gbps") or 0.0)
+                nodes = spans[group] = _span(entry, per_node, facts.num_nodes) or [home]
+            light = None
+            for node in nodes:
+                mine = figures.get(node)
+                if mine is None:
+                    mine = figures[node] = {}
+                mine.setdefault(name, peak)
+                if detail and node != home:
+                    on_node = tests.get(node)
+                    if on_node is None:
+                        on_node = tests[node] = {}
+                    if key not in on_node:
+                        if light is None:
+                            light = {k: v for k, v in test.items() if k != "ranks"}
+                        on_node[key] = light
         if scope != "intra_node":
             best = summary.get(name, 0.0)
             summary[name] = peak if peak > best else best
@@ -193,7 +203,7 @@ def _nccl_sections(facts: ClusterFacts) -> tuple[dict[int, dict[str, Any]], dict
             continue
         summary[f"gemm_{dtype}_tflops_min"] = round(values[0], 4)
         summary[f"gemm_{dtype}_tflops_median"] = round(values[len(values) // 2], 4)
-    return extras, summary, spans
+    return extras, summary, spans, figures
 
 
 def _subject_nodes(subject: str, by_name: dict[str, int],
@@ -208,7 +218,8 @@ def _subject_nodes(subject: str, by_name: dict[str, int],
 
 
 def _node_summaries(facts: ClusterFacts, entries: list[dict[str, Any]], results: list[CheckResult],
-                    spans: dict[str, list[int] | range], extras: dict[int, dict[str, Any]]) -> None:
+                    spans: dict[str, list[int] | range], figures: dict[int, dict[str, float]],
+                    extras: dict[int, dict[str, Any]]) -> None:
     """Each node's ``summary`` as the SageMaker report has it: its own figures
     (``performance_summary``) and ``test_results`` that count the cluster checks concerning
     the node — those whose subject names it, and the job-wide ones — beside its own checks.
@@ -216,7 +227,7 @@ def _node_summaries(facts: ClusterFacts, entries: list[dict[str, Any]], results:
     Only ``test_results`` and ``performance_summary`` change: the node's overall status,
     issues and recommendations stay its own checks'.
     """
-    from ..report.canonical import finding_groups, node_performance
+    from ..report.canonical import finding_groups
 
     by_name = {name: node for node, name in facts.node_names.items()}
     everywhere: dict[str, Status] = {}
@@ -245,9 +256,8 @@ def _node_summaries(facts: ClusterFacts, entries: list[dict[str, Any]], results:
         merged = dict(results_of)
         for g, status in here.items():
             merged[g] = results_of.get(g) is not False and status is Status.PASS
-        perf = node_performance({"nccl": {**(entry["section"].get("nccl") or {}), **extra.get("nccl", {})}})
         extra["summary"] = {"test_results": merged, "performance_summary": {**own.get("performance_summary", {}),
-                                                                             **perf}}
+                                                                             **figures.get(node, {})}}
 
 
 def _load_sections(facts: ClusterFacts, extras: dict[int, dict[str, Any]], config: Config) -> None:
@@ -302,8 +312,8 @@ def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: l
         if (not include or cluster_patterns) else []
     ctx = CheckContext(host="cluster", facts={"cluster": facts}, config=config)
     results = run_specs(specs, ctx, {}, timeout_s) + list(extra_results or [])
-    extras, perf, spans = _nccl_sections(facts)
-    _node_summaries(facts, entries, results, spans, extras)
+    extras, perf, spans, figures = _nccl_sections(facts, facts.num_nodes <= report_config(config).detail_max_nodes)
+    _node_summaries(facts, entries, results, spans, figures, extras)
     _load_sections(facts, extras, config)
     report = assemble_report(entries, fail_on=fail_on, node_extras=extras, cluster_results=results,
                              topology=gathered["topology"], missing_nodes=missing, performance_summary=perf,
