@@ -65,9 +65,10 @@ def test_severity_override_and_bad_override(tmp_path: Path) -> None:
         xid_findings(tmp_path, log, 'xid.severity_overrides={"79" = "panic"}')
 
 
-def test_unreadable_kernel_log_is_skip_with_reason(tmp_path: Path, corpus: Path) -> None:
+def test_a_saved_log_of_a_denied_read_is_an_error_with_the_reason(tmp_path: Path, corpus: Path) -> None:
+    """The user named a saved log that only records dmesg being refused: nothing was seen, so ERROR."""
     (f,) = xid_findings(tmp_path, corpus / "kernel-xid" / "hcdeep-dmesg-permission-denied-gke.txt")
-    assert f.status is Status.SKIP and "Operation not permitted" in f.summary
+    assert f.status is Status.ERROR and f.code == "saved_log_unreadable" and "Operation not permitted" in f.summary
 
 
 def test_replay_without_kernel_log_skips() -> None:

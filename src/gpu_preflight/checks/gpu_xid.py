@@ -43,14 +43,20 @@ def xid_events(ctx: CheckContext) -> Iterator[Finding]:
     such as 48, 63/64, 74, 79, 94/95, 119 FAIL or WARN with NVIDIA's recommended action;
     application Xids (13, 31, 43) WARN only when repeated. A line shaped like an Xid event
     that cannot be read (the number cut off, an unclosed parenthesis) is an ERROR: it may
-    have been any Xid. SKIP with the reason when the kernel log cannot be read (an
-    unreadable log is never reported as "no Xid errors") and on a node without usable
-    GPUs when the log holds no Xid (Xids found there are still reported).
+    have been any Xid. SKIP with the reason when this host's kernel log cannot be read (an
+    unreadable log is never reported as "no Xid errors"; containers often deny it); ERROR
+    when a saved log the user named (``--kernel-log FILE``) holds nothing readable — empty,
+    binary — since the user asked for exactly that file to be judged. SKIP on a node without
+    usable GPUs when the log holds no Xid (Xids found there are still reported).
     """
     log: KernelLogFacts = ctx.fact("kernel_log")
     if not log.available or log.tally is None:
-        yield Finding("gpu.xid", Status.SKIP, ctx.host, "log_unreadable", log.reason or "kernel log not read",
-                      details={"failures": log.failures})
+        named = log.source.startswith("file:")
+        yield Finding("gpu.xid", Status.ERROR if named else Status.SKIP, ctx.host,
+                      "saved_log_unreadable" if named else "log_unreadable", log.reason or "kernel log not read",
+                      details={"failures": log.failures},
+                      recommendation="Give a saved kernel log (dmesg -T, journalctl -k) with its lines."
+                      if named else None)
         return
     tally = log.tally
     window = tally.window.describe()
