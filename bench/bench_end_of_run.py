@@ -15,9 +15,11 @@ medians over ``--runs``: ``aggregate_s``, ``emit_s`` and their sum ``end_of_run_
 clock, and the same in CPU seconds of this process (``*_cpu_s``: on a VM shared with other
 work, ``cpu_vs_wall`` well below 1 says the wall time waited for a core); as a
 same-run reference the seconds ``json.loads`` takes to decode the gathered bundles
-(``decode_s``) and ``end_of_run_vs_decode``; the phases of one extra emit (scores and
-advice, report.json, report.html, console); the process's peak RSS (input, report and
-writing together); and the sizes of report.json and report.html.
+(``decode_s``) and ``end_of_run_vs_decode``; the CPU seconds of each part of one extra
+emit (scores and advice, report.json, report.html, console); the process's peak RSS (input, report and
+writing together; per run also the peak so far after aggregating and after emitting, the
+first run's difference being what the writing adds); and the sizes of report.json and
+report.html.
 
     python bench/bench_end_of_run.py [--nodes 10000] [--gpus 8] [--runs 3] [--pretty] [--profile]
 """
@@ -72,6 +74,7 @@ def one_run(gathered: dict[str, Any], pretty: bool) -> dict[str, Any]:
         report, _ = build_cluster_report(gathered, Config(), fail_on="fail", include=[], exclude=[], suite="quick",
                                          timeout_s=600, assess=False)
         t1, c1 = time.perf_counter(), time.process_time()
+        rss_aggregated = rss_mb()
         with contextlib.redirect_stderr(null):
             code = emit(report, args, [])
         t2, c2 = time.perf_counter(), time.process_time()
@@ -83,40 +86,41 @@ def one_run(gathered: dict[str, Any], pretty: bool) -> dict[str, Any]:
             head = fh.read(2)
     del report
     return {"aggregate_s": t1 - t0, "emit_s": t2 - t1, "end_of_run_s": t2 - t0, "aggregate_cpu_s": c1 - c0,
-            "emit_cpu_s": c2 - c1, "end_of_run_cpu_s": c2 - c0, "exit_code": code,
+            "emit_cpu_s": c2 - c1, "end_of_run_cpu_s": c2 - c0, "rss_peak_after_aggregate_mb": round(rss_aggregated),
+            "rss_peak_after_emit_mb": round(rss_mb()), "exit_code": code,
             "indented": head == b"{\n", **sizes}
 
 
 def phases(gathered: dict[str, Any], pretty: bool) -> dict[str, float]:
-    """Seconds of each part of one emit: scores and advice, report.json, report.html, console."""
+    """CPU seconds of each part of one emit (wall seconds wait for a core on a shared VM):
+    scores and advice, report.json (encoded and written, no fsync), report.html, console."""
     from gpu_preflight.cluster.aggregate import build_cluster_report
     from gpu_preflight.config import Config
     from gpu_preflight.report.advice import add_advice
     from gpu_preflight.report.console import render_console
     from gpu_preflight.report.html import render_html
     from gpu_preflight.report.jsonio import dump_report
+    from gpu_preflight.report.scores import add_scores
 
     report, _ = build_cluster_report(gathered, Config(), fail_on="fail", include=[], exclude=[], suite="quick",
                                      timeout_s=600, assess=False)
-    from gpu_preflight.report.scores import add_scores
-
     gc.collect()
     out: dict[str, float] = {}
-    t0 = time.perf_counter()
+    c0 = time.process_time()
     add_advice(add_scores(report))
-    out["scores_advice_s"] = time.perf_counter() - t0
+    out["scores_advice_cpu_s"] = time.process_time() - c0
     with tempfile.TemporaryDirectory(prefix="gp-bench-eor-") as tmp, open(os.devnull, "w") as null:
-        t0 = time.perf_counter()
+        c0 = time.process_time()
         with open(Path(tmp) / "report.json", "wb") as fh:
             dump_report(report, fh, pretty=pretty)
-        out["report_json_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        out["report_json_cpu_s"] = time.process_time() - c0
+        c0 = time.process_time()
         with open(Path(tmp) / "report.html", "w", encoding="utf-8") as fh:
             fh.write(render_html(report))
-        out["report_html_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        out["report_html_cpu_s"] = time.process_time() - c0
+        c0 = time.process_time()
         render_console(report, stream=null)
-        out["console_s"] = time.perf_counter() - t0
+        out["console_cpu_s"] = time.process_time() - c0
     return {k: round(v, 3) for k, v in out.items()}
 
 

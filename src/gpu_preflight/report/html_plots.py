@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from .connectivity import node_names
 from .load_plots import load_plots
 from .measurements import Curve, busbw_curves, gemm_points, gpu_sensors, worst_status
 from .plot_data import Spread, gemm_spreads, local_sweeps, sensor_spreads
@@ -42,7 +43,7 @@ def _chart(op: str, series: list[Series], envelopes: list[Envelope] | None = Non
                       y_label="busbw (GB/s)", envelopes=envelopes)
 
 
-def bandwidth_plots(report: Mapping[str, Any]) -> list[str]:
+def bandwidth_plots(report: Mapping[str, Any], names: list[str] | None = None) -> list[str]:
     """Bus bandwidth vs message size, one chart per collective, a line per process group.
 
     With many nodes the slowest :data:`MAX_LABELLED` node-local lines keep their colour and
@@ -51,7 +52,7 @@ def bandwidth_plots(report: Mapping[str, Any]) -> list[str]:
     and its median.
     """
     if len(report.get("nodes") or {}) > MAX_LABELLED + MAX_GREY_LINES:
-        return _banded(report)
+        return _banded(report, names)
     out = []
     for op, curves in sorted(busbw_curves(report).items()):
         drawn = [c for c in curves if c.points]
@@ -64,9 +65,9 @@ def bandwidth_plots(report: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _banded(report: Mapping[str, Any]) -> list[str]:
+def _banded(report: Mapping[str, Any], names: list[str] | None) -> list[str]:
     out = []
-    for op, sweeps in sorted(local_sweeps(report, MAX_LABELLED).items()):
+    for op, sweeps in sorted(local_sweeps(report, MAX_LABELLED, names).items()):
         series = []
         envelopes = []
         if sweeps.groups > len(sweeps.slowest):
@@ -146,13 +147,14 @@ def _statuses(report: Mapping[str, Any], check_id: str) -> dict[str, str]:
     return {subject: worst_status(statuses) for subject, statuses in by_subject.items()}
 
 
-def sensor_plots(report: Mapping[str, Any]) -> list[str]:
+def sensor_plots(report: Mapping[str, Any], names: list[str] | None = None) -> list[str]:
     """Temperature and power per GPU as NVML read them, against each GPU model's own limits,
     coloured by the verdict of ``gpu.thermal`` / ``gpu.power`` on that GPU (histograms of
     them all past :data:`MAX_BARS` GPUs)."""
     thermal, power_status = _statuses(report, "gpu.thermal"), _statuses(report, "gpu.power")
     if sum(len(s.get("gpu") or {}) for s in (report.get("nodes") or {}).values()) > MAX_BARS:
-        temps, power, slowdown, limit = sensor_spreads(report, {"temperature": thermal, "power": power_status})
+        temps, power, slowdown, limit = sensor_spreads(report, {"temperature": thermal, "power": power_status},
+                                                       names)
         out = []
         if temps.values:
             out.append(_distribution(temps, title="GPU temperature", unit="°C",
@@ -180,6 +182,7 @@ def sensor_plots(report: Mapping[str, Any]) -> list[str]:
 
 def plots(report: Mapping[str, Any]) -> dict[str, list[str]]:
     """Plot groups for the page, in display order; empty groups are left out."""
-    groups = {"Bus bandwidth": bandwidth_plots(report), "GEMM throughput": gemm_plots(report),
-              "Temperature and power": sensor_plots(report), "Under load": load_plots(report)}
+    names = node_names(report)  # once: 10,000 sections
+    groups = {"Bus bandwidth": bandwidth_plots(report, names), "GEMM throughput": gemm_plots(report),
+              "Temperature and power": sensor_plots(report, names), "Under load": load_plots(report)}
     return {title: charts for title, charts in groups.items() if charts}

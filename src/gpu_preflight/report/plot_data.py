@@ -11,6 +11,7 @@ of a large cluster counts every member without building an object for each.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import re
 from collections.abc import Mapping
@@ -95,20 +96,53 @@ def _numbers(raw: list[Any]) -> list[float]:
     return [float(v) for v in raw if (type(v) is float and v - v == 0) or type(v) is int]
 
 
-def _spread(rows: list[tuple[str, str, Mapping[str, Any]]], raw: list[Any], statuses: Mapping[str, str]) -> Spread:
-    """A sensor's spread over the GPUs ``rows`` (node name, gpu key, gpu block), ``raw`` its readings."""
+class _Gpus:
+    """Every GPU's ``gpu`` block of a report, flat, with the way back from a position in the
+    flat columns to its node and key (only the extremes and the flagged need a name)."""
+
+    def __init__(self, report: Mapping[str, Any], names: list[str]) -> None:
+        self.names = names
+        self.blocks = [section.get("gpu") or {} for section in (report.get("nodes") or {}).values()]
+        self.starts: list[int] = []
+        total = 0
+        for block in self.blocks:
+            self.starts.append(total)
+            total += len(block)
+
+    def column(self, field: str) -> list[Any]:
+        out: list[Any] = []
+        for block in self.blocks:
+            out += [gpu.get(field) for gpu in block.values()]
+        return out
+
+    def subject(self, index: int) -> str:
+        node = bisect.bisect_right(self.starts, index) - 1
+        key = list(self.blocks[node])[index - self.starts[node]]
+        return _subject(self.names[node], key)
+
+    def subjects_of(self, nodes: set[str]) -> dict[int, str]:
+        """Position -> subject for every GPU of the named nodes."""
+        out: dict[int, str] = {}
+        for node, name in enumerate(self.names):
+            if name in nodes:
+                for k, key in enumerate(self.blocks[node]):
+                    out[self.starts[node] + k] = _subject(name, key)
+        return out
+
+
+def _spread(gpus: _Gpus, raw: list[Any], statuses: Mapping[str, str]) -> Spread:
+    """A sensor's spread over every GPU, ``raw`` its readings in :class:`_Gpus` order."""
     spread = Spread(values=_numbers(raw))
     if not spread.values:
         return spread
     lo, hi = min(spread.values), max(spread.values)
-    spread.lowest = (_subject(*rows[raw.index(lo)][:2]), lo)
-    spread.highest = (_subject(*rows[raw.index(hi)][:2]), hi)
+    spread.lowest = (gpus.subject(raw.index(lo)), lo)
+    spread.highest = (gpus.subject(raw.index(hi)), hi)
     flagged = {subject: status for subject, status in statuses.items() if status != "PASS"}
     if flagged:
-        nodes = {subject.split("/", 1)[0] for subject in flagged}
-        for (name, key, _), value in zip(rows, raw, strict=True):
-            if name in nodes and (subject := _subject(name, key)) in flagged and (v := num(value)) is not None:
-                spread.flagged.append((subject, v, flagged[subject]))
+        for index, subject in gpus.subjects_of({s.split("/", 1)[0] for s in flagged}).items():
+            if subject in flagged and (value := num(raw[index])) is not None:
+                spread.flagged.append((subject, value, flagged[subject]))
     return spread
 
 
@@ -117,19 +151,17 @@ def _subject(name: str, key: str) -> str:
     return f"{name}/gpu{suffix if suffix.isdigit() else key}"
 
 
-def sensor_spreads(report: Mapping[str, Any], statuses: Mapping[str, Mapping[str, str]]
-                   ) -> tuple[Spread, Spread, float | None, float | None]:
+def sensor_spreads(report: Mapping[str, Any], statuses: Mapping[str, Mapping[str, str]],
+                   names: list[str] | None = None) -> tuple[Spread, Spread, float | None, float | None]:
     """Temperature and power of every GPU (``gpu`` block of each node section), the lowest
     slowdown temperature and power limit among them; ``statuses`` maps ``temperature`` and
     ``power`` to the worst status per GPU subject (only those not PASS matter). Read a
     column at a time with comprehensions: 80,000 GPUs."""
-    rows = [(name, key, gpu) for name, section in zip(node_names(report), (report.get("nodes") or {}).values(),
-                                                       strict=True)
-            for key, gpu in (section.get("gpu") or {}).items()]
-    temps = _spread(rows, [g.get("temperature_c") for _, _, g in rows], statuses.get("temperature") or {})
-    power = _spread(rows, [g.get("power_draw_w") for _, _, g in rows], statuses.get("power") or {})
-    slowdown = min((v for v in _numbers([g.get("slowdown_temperature_c") for _, _, g in rows]) if v), default=None)
-    limit = min((v for v in _numbers([g.get("power_limit_w") for _, _, g in rows]) if v), default=None)
+    gpus = _Gpus(report, names if names is not None else node_names(report))
+    temps = _spread(gpus, gpus.column("temperature_c"), statuses.get("temperature") or {})
+    power = _spread(gpus, gpus.column("power_draw_w"), statuses.get("power") or {})
+    slowdown = min((v for v in _numbers(gpus.column("slowdown_temperature_c")) if v), default=None)
+    limit = min((v for v in _numbers(gpus.column("power_limit_w")) if v), default=None)
     return temps, power, slowdown, limit
 
 
@@ -144,14 +176,21 @@ class Sweeps:
     others: list[Curve] = field(default_factory=list)
 
 
-def local_sweeps(report: Mapping[str, Any], keep: int) -> dict[str, Sweeps]:
+def _points(entry: Mapping[str, Any]) -> list[tuple[int, float]]:
+    """(message size, busbw) of a sweep, as :func:`.measurements.busbw_curves` reads them, sorted."""
+    return sorted((int(r["size_bytes"]), float(r["busbw_gbps"])) for r in entry.get("results") or ()
+                  if num(r.get("busbw_gbps")) is not None and num(r.get("size_bytes")))
+
+
+def local_sweeps(report: Mapping[str, Any], keep: int, names: list[str] | None = None) -> dict[str, Sweeps]:
     """Per collective, what :func:`.measurements.busbw_curves` reads (a group shared by several
     nodes once), the node-local groups reduced to their values per size and the ``keep``
-    slowest of them (lowest peak) as curves."""
-    names = node_names(report)
+    slowest of them (lowest peak) as curves. A node-local sweep's values go straight into
+    their size's column: 60,000 sweeps at 10,000 nodes, and only the slowest become curves."""
+    names = names if names is not None else node_names(report)
     out: dict[str, Sweeps] = {}
     seen: set[tuple[str, str, str]] = set()
-    heaps: dict[str, list[tuple[float, int, str, str, list[tuple[int, float]], bool]]] = {}
+    peaks: dict[str, list[tuple[float, int, int, str, Mapping[str, Any]]]] = {}
     ops: dict[str, tuple[str, str]] = {}  # test key -> (scope, collective): a handful of keys, 60,000 entries
     count = 0
     for i, section in enumerate((report.get("nodes") or {}).values()):
@@ -166,7 +205,14 @@ def local_sweeps(report: Mapping[str, Any], keep: int) -> dict[str, Sweeps]:
             if (op, scope, group) in seen:
                 continue
             seen.add((op, scope, group))
-            points = []
+            sweeps = out.get(op)
+            if sweeps is None:
+                sweeps = out[op] = Sweeps()
+            if scope != "intra_node":
+                sweeps.others.append(Curve(op, scope, str(group), f"{group} ({scope or 'group'})", _points(entry),
+                                           bool(entry.get("success"))))
+                continue
+            by_size = sweeps.by_size
             peak = None
             for r in entry.get("results") or ():
                 y, x = r.get("busbw_gbps"), r.get("size_bytes")
@@ -176,34 +222,33 @@ def local_sweeps(report: Mapping[str, Any], keep: int) -> dict[str, Sweeps]:
                         continue
                 if type(x) is not int:
                     x = num(x)
-                if not x:
+                    if not x:
+                        continue
+                    x = int(x)
+                elif not x:
                     continue
-                points.append((int(x), y))
-                if peak is None or y > peak:
-                    peak = y
-            sweeps = out.get(op)
-            if sweeps is None:
-                sweeps = out[op] = Sweeps()
-            if scope != "intra_node":
-                sweeps.others.append(Curve(op, scope, str(group), f"{group} ({scope or 'group'})", sorted(points),
-                                           bool(entry.get("success"))))
-                continue
-            if peak is None:
-                continue
-            sweeps.groups += 1
-            by_size = sweeps.by_size
-            for x, y in points:
                 column = by_size.get(x)
                 if column is None:
                     by_size[x] = [y]
                 else:
                     column.append(y)
-            heap = heaps.setdefault(op, [])
+                if peak is None or y > peak:
+                    peak = y
+            if peak is None:
+                continue
+            sweeps.groups += 1
             count += 1
-            if len(heap) < keep or (-peak, -count) > heap[0][:2]:
-                item = (-peak, -count, f"{names[i]} (node-local)", str(group), points, bool(entry.get("success")))
-                (heapq.heappush if len(heap) < keep else heapq.heapreplace)(heap, item)
-    for op, heap in heaps.items():
-        out[op].slowest = [Curve(op, "intra_node", group, label, sorted(points), success)
-                           for _, _, label, group, points, success in sorted(heap, key=lambda t: (-t[0], -t[1]))]
+            found = peaks.get(op)
+            if found is None:
+                peaks[op] = [(peak, count, i, str(group), entry)]
+            else:
+                found.append((peak, count, i, str(group), entry))
+    for op, found in peaks.items():
+        out[op].slowest = [Curve(op, "intra_node", group, f"{names[i]} (node-local)", _points(entry),
+                                 bool(entry.get("success")))
+                           for _, _, i, group, entry in heapq.nsmallest(keep, found, key=_rank)]
     return out
+
+
+def _rank(item: tuple[float, int, int, str, Mapping[str, Any]]) -> tuple[float, int]:
+    return item[0], item[1]
