@@ -133,6 +133,9 @@ def _span(entry: dict[str, Any], per_node: int, num_nodes: int) -> range | list[
     return sorted({r // per_node for r in ranks if r // per_node < num_nodes})
 
 
+_HOME, _ALL, _SOME = "home", "all", "some"  # a group on one node, on every node, on some
+
+
 def _nccl_sections(facts: ClusterFacts, detail: bool = True) -> tuple[
         dict[int, dict[str, Any]], dict[str, float], dict[str, list[int] | range], dict[int, dict[str, float]]]:
     """Per node ``nccl.communication_tests``, the performance summary (peak busbw per
@@ -147,11 +150,14 @@ def _nccl_sections(facts: ClusterFacts, detail: bool = True) -> tuple[
     """
     per_node = max(facts.local_world_size, 1)
     tests: dict[int, dict[str, dict[str, Any]]] = {}
-    figures: dict[int, dict[str, float]] = {}
+    figures: dict[int, dict[str, float]] = {}  # node -> its figures; a job-wide group's in figures[-1]
     summary: dict[str, float] = {}
     keys: dict[tuple[Any, Any], tuple[str, str]] = {}  # (scope, op) -> key, summary name: few for 60,000 entries
     spans: dict[str, list[int] | range] = {}
+    modes: dict[Any, tuple[str, list[int] | range]] = {}  # group -> where its figures go, and its nodes
+    everywhere = range(facts.num_nodes)
     sweeps = len(facts.group_entries)
+    at_node, on_node, mine = -1, {}, {}
     for i, (rank, entry) in enumerate([*facts.group_entries, *facts.collective_errors]):
         scope = entry.get("scope")
         kind = (scope, entry["op"])
@@ -161,28 +167,29 @@ def _nccl_sections(facts: ClusterFacts, detail: bool = True) -> tuple[
         home = rank // per_node
         if home >= facts.num_nodes:
             continue
+        if home != at_node:  # entries come in rank order: one lookup per node, not per entry
+            at_node, on_node, mine = home, tests.setdefault(home, {}), figures.setdefault(home, {})
         test = _as_test(entry)
-        tests.setdefault(home, {}).setdefault(key, test)  # the first result of each scope and collective
+        if key not in on_node:  # the first result of each scope and collective
+            on_node[key] = test
         peak = float(entry.get("peak_bandwidth_gbps") or 0.0)
         if i < sweeps:
-            group = str(entry.get("group"))
-            nodes = spans.get(group)
-            if nodes is None:
-                nodes = spans[group] = _span(entry, per_node, facts.num_nodes) or [home]
-            light = None
-            for node in nodes:
-                mine = figures.get(node)
-                if mine is None:
-                    mine = figures[node] = {}
-                mine.setdefault(name, peak)
-                if detail and node != home:
-                    on_node = tests.get(node)
-                    if on_node is None:
-                        on_node = tests[node] = {}
-                    if key not in on_node:
-                        if light is None:
-                            light = {k: v for k, v in test.items() if k != "ranks"}
-                        on_node[key] = light
+            group = entry.get("group")
+            where = modes.get(group)
+            if where is None:
+                nodes = spans[str(group)] = _span(entry, per_node, facts.num_nodes) or [home]
+                where = modes[group] = (_HOME if len(nodes) == 1 else _ALL if nodes == everywhere else _SOME, nodes)
+            if where[0] is _HOME:
+                if name not in mine:
+                    mine[name] = peak
+            else:
+                for node in [-1] if where[0] is _ALL else where[1]:  # one shared entry for every node
+                    figures.setdefault(node, {}).setdefault(name, peak)
+                if detail:
+                    light = {k: v for k, v in test.items() if k != "ranks"}
+                    for node in where[1]:
+                        if node != home:
+                            tests.setdefault(node, {}).setdefault(key, light)
         if scope != "intra_node":
             best = summary.get(name, 0.0)
             summary[name] = peak if peak > best else best
@@ -230,6 +237,7 @@ def _node_summaries(facts: ClusterFacts, entries: list[dict[str, Any]], results:
     from ..report.canonical import finding_groups
 
     by_name = {name: node for node, name in facts.node_names.items()}
+    common = figures.get(-1, {})
     everywhere: dict[str, Status] = {}
     per_node: dict[int, dict[str, Status]] = {}
     for result in results:
@@ -243,21 +251,23 @@ def _node_summaries(facts: ClusterFacts, entries: list[dict[str, Any]], results:
                 for g in groups:
                     if g not in worst or f.status.rank > worst[g].rank:
                         worst[g] = f.status
+    passed = {g: status is Status.PASS for g, status in everywhere.items()}
     for node, entry in enumerate(entries):
-        extra = extras.setdefault(node, {})
         own = entry["section"]["summary"]
         results_of = own.get("test_results") or {}
-        here = everywhere
+        here = passed
         if node in per_node:
-            here = dict(everywhere)
+            worst = dict(everywhere)
             for g, status in per_node[node].items():
-                if g not in here or status.rank > here[g].rank:
-                    here[g] = status
-        merged = dict(results_of)
-        for g, status in here.items():
-            merged[g] = results_of.get(g) is not False and status is Status.PASS
-        extra["summary"] = {"test_results": merged, "performance_summary": {**own.get("performance_summary", {}),
-                                                                             **figures.get(node, {})}}
+                if g not in worst or status.rank > worst[g].rank:
+                    worst[g] = status
+            here = {g: status is Status.PASS for g, status in worst.items()}
+        merged = {**results_of, **here}
+        for g in here:
+            if results_of.get(g) is False:  # the node's own checks already said no
+                merged[g] = False
+        extras.setdefault(node, {})["summary"] = {"test_results": merged, "performance_summary": {
+            **own.get("performance_summary", {}), **common, **figures.get(node, {})}}
 
 
 def _load_sections(facts: ClusterFacts, extras: dict[int, dict[str, Any]], config: Config) -> None:
