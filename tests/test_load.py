@@ -323,3 +323,40 @@ def test_a_large_clusters_ranks_send_statistics_without_series() -> None:
     full, lean = summarize(rec), summarize(rec, max_points=0)
     assert lean["series"] == {"t": [], "phase": [], "sm_mhz": [], "power_w": [], "temp_c": []}
     assert lean["phases"] == full["phases"] and len(json.dumps(lean)) < len(json.dumps(full)) / 2
+
+
+def test_xid_lines_that_appear_during_the_run_are_caught(tmp_path: Path) -> None:
+    """The watch reads the log before and after (a regular file stands in for /dev/kmsg)."""
+    from gpu_preflight.backends.kernel_log import KmsgFollower
+    from gpu_preflight.workloads.sampling import XidWatch
+
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("6,100,1000,-;NVRM: Xid (PCI:0000:18:00): 13, pid=1, name=old, Graphics Exception\n")
+    watch = XidWatch(KmsgFollower(path=str(kmsg)))
+    with kmsg.open("a") as fh:  # written while the workloads run
+        fh.write("6,101,2000,-;NVRM: Xid (PCI:0000:53:00): 79, pid=0, GPU has fallen off the bus.\n"
+                 "6,102,2100,-;NVRM: Xid (PCI:0000:53:00): \n")
+    payload: dict[str, Any] = {}
+    watch.finish(payload)
+    got = payload["load_xids"]
+    assert [e["xid"] for e in got["events"]] == [79] and got["unparsed"] == 1  # the old Xid 13 is not new
+    facts = cluster_facts({"payloads": {0: {"rank": 0, "node_rank": 0, "local_rank": 0, "device": "cuda:0",
+                                            "load_xids": got}}, "missing": {},
+                           "topology": {"world_size": 1, "num_nodes": 1, "local_world_size": 1, "hosts": ["h0"]}})
+    findings = judge("load.xid", facts)
+    assert {(f.status, f.code) for f in findings} == {(Status.FAIL, "xid_79"), (Status.ERROR, "xid_unparsed")}
+    assert all(f.subject == "h0" for f in findings)
+
+
+@pytest.mark.parametrize("watch, status, code", [
+    ({"source": "/dev/kmsg", "count": 0, "unparsed": 0, "events": []}, Status.PASS, "ok"),
+    ({"source": "/dev/kmsg", "count": 1, "unparsed": 0, "events": [{"xid": 13, "pci": None, "line": "x"}]},
+     Status.PASS, "ok"),                                    # one application Xid: the policy wants repeats
+    ({"error": "kernel log not readable: /dev/kmsg: Operation not permitted"}, Status.SKIP, "log_unreadable"),
+])
+def test_load_xid_follows_the_xid_policy(watch: dict[str, Any], status: Status, code: str) -> None:
+    facts = cluster_facts({"payloads": {0: {"rank": 0, "node_rank": 0, "local_rank": 0, "device": "cuda:0",
+                                            "load_xids": watch}}, "missing": {},
+                           "topology": {"world_size": 1, "num_nodes": 1, "local_world_size": 1, "hosts": ["h0"]}})
+    [f] = judge("load.xid", facts)
+    assert (f.status, f.code) == (status, code)

@@ -316,3 +316,55 @@ def ecc(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> 
                                                f"{subject}: no uncorrectable ECC error during the run "
                                                f"({delta.get('volatile_corrected', 0)} corrected)", observed=0,
                                                unit="errors"))
+
+
+@check("load.xid", needs=("cluster",), scope="cluster")
+def xid_under_load(ctx: CheckContext) -> Iterator[Finding]:
+    """No serious Xid event appeared in a node's kernel log while the workloads ran.
+
+    Each GPU node's leader reads the kernel log before and after its workloads and sends
+    the Xid lines that are new (``load_xids``): an Xid that a GEMM or a collective provoked
+    is seen by this run, not the next. Judged with the Xid policy table as ``gpu.xid`` judges
+    the log at idle (hardware Xids FAIL or WARN, application Xids WARN when repeated); a line
+    shaped like an Xid that cannot be read is an ERROR; a kernel log the node cannot read
+    (containers often deny it) is a SKIP that says so — never "no Xid".
+    """
+    from .gpu_xid import SEVERITY_STATUS, xid_policy
+
+    c: ClusterFacts = ctx.fact("cluster")
+    watched = sorted((r, p["load_xids"]) for r, p in c.payloads.items() if isinstance(p.get("load_xids"), Mapping))
+    if not watched:
+        why = "no GPU node watched its kernel log under load" if c.gpu_ranks else \
+            "CPU workers only: no GPU node to watch for Xid events"
+        yield Finding("load.xid", Status.SKIP, "cluster", "not_watched", why)
+        return
+    policy = xid_policy(ctx.config.xid)
+    for rank, watch in watched:
+        node = c.rank_subject(rank).rsplit("/", 1)[0]
+        if watch.get("error"):
+            yield Finding("load.xid", Status.SKIP, node, "log_unreadable", str(watch["error"]))
+            continue
+        counts: dict[int, int] = {}
+        for e in watch.get("events") or ():
+            counts[int(e["xid"])] = counts.get(int(e["xid"]), 0) + 1
+        flagged = False
+        for xid, n in sorted(counts.items()):
+            rule = policy.rule(xid)
+            status = SEVERITY_STATUS.get(rule.severity_for(n), Status.PASS)
+            if status is Status.PASS:
+                continue
+            flagged = True
+            yield Finding("load.xid", status, node, f"xid_{xid}",
+                          f"{node}: Xid {xid} ({rule.name}) x{n} while the workloads ran", observed=n,
+                          expected=0, unit="events", recommendation=rule.recommendation,
+                          details={"lines": [e["line"] for e in watch.get("events") or () if e["xid"] == xid][:5],
+                                   "cause": rule.cause, "action": rule.action})
+        if watch.get("unparsed"):
+            flagged = True
+            yield Finding("load.xid", Status.ERROR, node, "xid_unparsed",
+                          f"{node}: {watch['unparsed']} Xid line(s) during the run could not be read",
+                          recommendation="Read the node's kernel log (dmesg -T) around the run.")
+        if not flagged:
+            yield Finding("load.xid", Status.PASS, node, "ok",
+                          f"{node}: no serious Xid while the workloads ran ({watch.get('count', 0)} event(s); "
+                          f"{watch.get('source')})", observed=int(watch.get("count") or 0), unit="events")

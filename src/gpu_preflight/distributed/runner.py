@@ -24,9 +24,10 @@ from typing import Any
 
 from ..config import Config
 from ..engine import RunOptions, run_checks
+from .stages import PREFIX as PREFIX  # every key of the job lives under it
+from .stages import SCAN_RANKS, Marks
 from .topology import Topology
 
-PREFIX = "gpu-preflight"
 FORMATION_OP = "init_process_group"  # a process group that did not form, reported as a failed collective
 HEARTBEAT_S = 1.0
 STALE_S = 10.0  # a rank whose heartbeat is this old is dead or stopped
@@ -142,6 +143,7 @@ class RankRun:
     payload: dict[str, Any] = field(default_factory=dict)
     broken: str | None = None
     sampler: Any = None  # workloads.sampling.RankSampler: marks each phase of this rank's GPU
+    marks: Marks | None = None  # the job's per-phase counters, for whoever watches its progress
 
     def phase(self, name: str) -> None:
         """The workload phase that starts now, for the under-load series."""
@@ -156,8 +158,10 @@ class RankRun:
 FAULT_ENV = "GPU_PREFLIGHT_TEST_FAULT"
 
 
-def _stage(store: Any, rank: int, name: str) -> None:
+def _stage(store: Any, rank: int, name: str, marks: Marks | None = None) -> None:
     store.set(f"{PREFIX}/progress/{rank}", name)
+    if marks is not None:
+        marks.enter(name)
     action, _, rest = os.environ.get(FAULT_ENV, "").partition(":")
     target, _, stage = rest.partition(":")
     if action and target in (str(rank), "*") and stage == name:
@@ -190,6 +194,20 @@ class RankOutcome:
     formed: bool = True
     line: str = ""
     decided: bool = False
+    watch: Any = None  # distributed.watch.JobWatch: the reporting rank's progress view, until it reports
+    marks: Marks | None = None
+
+    def mark(self, name: str) -> None:
+        """The reporting rank's step after the gather (``localize``, ``report``), for the progress view."""
+        if self.topo is not None:
+            with contextlib.suppress(Exception):  # a store gone at the end must not cost the report
+                _stage(self.store, self.topo.rank, name, self.marks)
+
+    def quiet(self) -> None:
+        """Stop showing progress (before the report or any other line is printed)."""
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None
 
     def publish(self, code: int, line: str = "") -> None:
         """The verdict every rank leaves with (and the line launchers show for it)."""
@@ -235,6 +253,7 @@ class RankOutcome:
 
         from .leave import carries_verdict, wait_gone, write_error_file
 
+        self.quiet()
         _destroy(dist)
         topo = self.topo
         if topo is None or not (self.decided or self.gathered is not None):
@@ -361,8 +380,28 @@ def form_group(store: Any, topo: Topology, timeout_s: float) -> tuple[str | None
     return None, ()
 
 
-def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: str | None = None) -> RankOutcome:
-    """Run this rank; rank 0's outcome also holds the gathered payloads (``{"payloads", "missing", ...}``)."""
+def steps_for(plan: Plan, topo: Topology) -> list[str]:
+    """This rank's steps in order, as written to ``progress/<rank>``: the length of a progress bar."""
+    steps = ["arrive", "stack", "gemm", *(["memory"] if plan.memory else []), "train"]
+    for g in layout(topo):
+        if topo.rank in g.ranks and len(g.ranks) >= 2:
+            steps += [f"{op}@{g.name}" for op in plan.ops]
+    if topo.num_nodes > 1:
+        steps += ["links", "pingpong"] if topo.local_rank == 0 else ["links"]
+    if topo.world_size > 1:
+        steps.append("ddp")
+    if topo.local_rank == 0:
+        steps.append("node_checks")
+    return [*steps, "done"]
+
+
+def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: str | None = None,
+             view: Any = None) -> RankOutcome:
+    """Run this rank; rank 0's outcome also holds the gathered payloads (``{"payloads", "missing", ...}``).
+
+    ``view`` (a :class:`~gpu_preflight.report.progress.StageView`, reporting rank only) shows
+    the job's stages and what they wait on until the outcome's :meth:`RankOutcome.quiet`.
+    """
     from ..config import build_config
 
     node_box: dict[str, Any] = {}
@@ -385,11 +424,19 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
     beat = Heartbeat(store, topo.rank, lost_after_s=timeout_s + 2 * STALE_S, where=topo.node_name)
     run = RankRun(topo, {"rank": topo.rank, "local_rank": topo.local_rank, "node_rank": topo.node_rank,
                          "hostname": topo.hostname or socket.gethostname(), "node_name": topo.node_name,
-                         "device": str(device), "errors": [], "collectives": []})
-    _stage(store, topo.rank, "arrive")
+                         "device": str(device), "errors": [], "collectives": []},
+                  marks=Marks(store, topo.node_rank, per_node=topo.world_size > SCAN_RANKS, rank=topo.rank))
+    if topo.rank == 0:
+        store.set(f"{PREFIX}/steps", json.dumps(steps_for(plan, topo)))
+    _stage(store, topo.rank, "arrive", run.marks)
     store.set(f"{PREFIX}/hello/{topo.rank}", json.dumps({**{k: run.payload[k] for k in (
         "hostname", "node_name", "node_rank", "local_rank")}, "pid": os.getpid()}))
     beat.start()
+    watch = None
+    if view is not None:
+        from .watch import JobWatch
+
+        watch = JobWatch(store, topo, view).start()
     run.broken, absent = form_group(store, topo, timeout_s)
     if run.broken is None:
         try:
@@ -410,6 +457,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
 
     load_cfg = load_config(config)
     run.sampler = sampling.start(device, load_cfg)  # this rank's GPU under load (inert on CPU workers)
+    xids = sampling.XidWatch() if cuda and topo.local_rank == 0 else None  # the node leader, for its node
     try:
         _workloads(run, store, plan, device, config, timeout_s)
     except Exception as exc:  # a workload bug must not lose the rest of the report
@@ -417,7 +465,11 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
     finally:
         run.sampler.finish(run.payload, load_cfg,
                            series=topo.num_nodes <= report_config(config).detail_max_nodes)
+        if xids is not None:
+            xids.finish(run.payload)
     if node_thread is not None:
+        if node_thread.is_alive():
+            _stage(store, topo.rank, "node_checks", run.marks)
         node_thread.join(opts.timeout_s * 3)
     node_report = node_box.get("report")
     if node_report is not None and node_report.profile:
@@ -429,7 +481,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
         run.payload["node_entry"] = node_payload(node_report, topo, config, opts.report_dir)
     elif topo.local_rank == 0:
         run.payload["errors"].append("node checks did not finish")
-    _stage(store, topo.rank, "done")
+    _stage(store, topo.rank, "done", run.marks)
     text = json.dumps(run.payload, default=str)
     if len(text) > MAX_PAYLOAD:
         run.payload.pop("node_entry", None)
@@ -442,7 +494,8 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
         post_node_bundle(store, topo, deadline=time.monotonic() + timeout_s + STALE_S, absent=absent)
     gathered = (gather(store, topo, deadline=time.monotonic() + timeout_s + 2 * STALE_S, absent=absent)
                 if topo.rank == 0 else None)
-    return RankOutcome(gathered, config, store, beat, timeout_s, device, plan, topo, absent, formed)
+    return RankOutcome(gathered, config, store, beat, timeout_s, device, plan, topo, absent, formed, watch=watch,
+                       marks=run.marks)
 
 
 def node_payload(report: Any, topo: Topology, config: Config, report_dir: str | None) -> dict[str, Any]:
@@ -472,7 +525,6 @@ def node_payload(report: Any, topo: Topology, config: Config, report_dir: str | 
 def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config, timeout_s: float) -> None:
     import torch.distributed as dist
 
-    from ..report.progress import progress
     from ..workloads.collectives import CollectiveTimeout, run_collective
     from ..workloads.compute import run_gemm
     from ..workloads.memory import run_memory
@@ -480,24 +532,21 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
     from ..workloads.training import run_ddp, run_single
 
     rank, p = run.topo.rank, run.payload
-    _stage(store, rank, "stack")
+    _stage(store, rank, "stack", run.marks)
     p["stack"] = read_stack(run.topo.local_rank).to_dict()
-    show = None if rank == 0 else False  # one bar per terminal: ranks share it under launchers
-    _stage(store, rank, "gemm")
+    _stage(store, rank, "gemm", run.marks)
     p["gemm"] = []
-    with progress("GEMM", total=len(plan.gemm_dtypes), enabled=show) as bar:
-        for dt in plan.gemm_dtypes:
-            run.phase(f"gemm_{dt}")
-            p["gemm"].append(run_gemm(device, dt, plan.gemm_n, plan.gemm_iters, plan.gemm_seconds).to_dict())
-            bar.advance(dt)
+    for dt in plan.gemm_dtypes:
+        store.set(f"{PREFIX}/progress/{rank}", f"gemm {dt}")
+        run.phase(f"gemm_{dt}")
+        p["gemm"].append(run_gemm(device, dt, plan.gemm_n, plan.gemm_iters, plan.gemm_seconds).to_dict())
     if plan.memory:
-        _stage(store, rank, "memory")
+        _stage(store, rank, "memory", run.marks)
         run.phase("memory")
         w = config.workload
-        with progress("memory test", enabled=show):
-            p["memory"] = run_memory(device, copy_bytes=1 << 30, transfer_bytes=256 << 20,
-                                     pattern_fraction=w.memory_test_fraction).to_dict()
-    _stage(store, rank, "train")
+        p["memory"] = run_memory(device, copy_bytes=1 << 30, transfer_bytes=256 << 20,
+                                 pattern_fraction=w.memory_test_fraction).to_dict()
+    _stage(store, rank, "train", run.marks)
     run.phase("train")
     p["train"] = run_single(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()
     if run.broken:  # no process group: nothing to measure between ranks
@@ -505,36 +554,33 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
     groups = layout(run.topo)
     for g in groups:
         g.handle = dist.new_group(g.ranks) if len(g.ranks) < run.topo.world_size else None
-    mine = sum(len(plan.ops) for g in groups if rank in g.ranks and len(g.ranks) >= 2)
-    with progress("collectives", total=mine, enabled=show) as bar:
-        for g in groups:
-            if rank not in g.ranks or len(g.ranks) < 2:
-                continue
-            for op in plan.ops:
-                _stage(store, rank, f"{op}@{g.name}")
-                run.phase(op)
-                bar.advance(f"{op} on {g.name}")
-                try:
-                    res = run_collective(op, group=g.handle, ranks=g.ranks, group_name=g.name, sizes=plan.sizes,
-                                         iters=plan.iters, warmup=plan.warmup, device=device, timeout_s=timeout_s)
-                except CollectiveTimeout as exc:
-                    run.broken = f"{op} on group {g.name}: {exc}"
-                    p["errors"].append(run.broken)
-                    p["collectives"].append({"op": op, "group": g.name, "scope": g.scope, "ranks": g.ranks,
-                                             "success": False, "error": str(exc), "results": []})
-                    return  # the process group is unusable after a timeout
-                except Exception as exc:  # a peer died: gloo/NCCL report a connection error
-                    run.broken = f"{op} on group {g.name}: {type(exc).__name__}: {exc}"
-                    p["errors"].append(run.broken)
-                    p["collectives"].append({"op": op, "group": g.name, "scope": g.scope, "ranks": g.ranks,
-                                             "success": False, "error": run.broken, "results": []})
-                    return
-                if rank == g.ranks[0]:  # every member measured the same sweep: its lowest rank reports it
-                    p["collectives"].append({**res.to_dict(), "scope": g.scope})
+    for g in groups:
+        if rank not in g.ranks or len(g.ranks) < 2:
+            continue
+        for op in plan.ops:
+            _stage(store, rank, f"{op}@{g.name}", run.marks)
+            run.phase(op)
+            try:
+                res = run_collective(op, group=g.handle, ranks=g.ranks, group_name=g.name, sizes=plan.sizes,
+                                     iters=plan.iters, warmup=plan.warmup, device=device, timeout_s=timeout_s)
+            except CollectiveTimeout as exc:
+                run.broken = f"{op} on group {g.name}: {exc}"
+                p["errors"].append(run.broken)
+                p["collectives"].append({"op": op, "group": g.name, "scope": g.scope, "ranks": g.ranks,
+                                         "success": False, "error": str(exc), "results": []})
+                return  # the process group is unusable after a timeout
+            except Exception as exc:  # a peer died: gloo/NCCL report a connection error
+                run.broken = f"{op} on group {g.name}: {type(exc).__name__}: {exc}"
+                p["errors"].append(run.broken)
+                p["collectives"].append({"op": op, "group": g.name, "scope": g.scope, "ranks": g.ranks,
+                                         "success": False, "error": run.broken, "results": []})
+                return
+            if rank == g.ranks[0]:  # every member measured the same sweep: its lowest rank reports it
+                p["collectives"].append({**res.to_dict(), "scope": g.scope})
     if run.topo.num_nodes > 1:
         from ..workloads.links import run_star
 
-        _stage(store, rank, "links")
+        _stage(store, rank, "links", run.marks)
         run.phase("links")
         per_node = max(run.topo.local_world_size, 1)
         p["links"] = run_star([n * per_node for n in range(run.topo.num_nodes)], nbytes=plan.sizes[-1],
@@ -543,11 +589,11 @@ def _workloads(run: RankRun, store: Any, plan: Plan, device: Any, config: Config
             from ..config.diagnostics import diagnostics_config
             from .pingpong import exchange_pingpong
 
-            _stage(store, rank, "pingpong")
+            _stage(store, rank, "pingpong", run.marks)
             p["pingpong"] = exchange_pingpong(store, run.topo.node_rank, run.topo.num_nodes, run.topo.master_addr,
                                               diagnostics_config(config), wait_s=timeout_s, prefix=PREFIX)
     if run.topo.world_size > 1:
-        _stage(store, rank, "ddp")
+        _stage(store, rank, "ddp", run.marks)
         run.phase("ddp")
         ddp = run_ddp(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()
         if rank == 0:  # every rank gathered the same digests: rank 0 speaks for the job
