@@ -68,3 +68,27 @@ def test_a_cluster_too_large_to_simulate_is_a_one_line_error() -> None:
     out = cli("--nodes", "100000000")
     assert out.returncode == 3 and out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1 and "1000000" in out.stderr.replace(",", "")
+
+
+def test_progress_goes_to_stderr_in_few_lines_and_quiet_silences_it() -> None:
+    out = cli("--nodes", "64", "--bad", "2", "--mode", "full", "--seed", "4", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    json.loads(out.stdout)  # stdout holds the JSON object alone
+    lines = out.stderr.splitlines()
+    assert lines and all(line.startswith("gpu-preflight localize: round ") for line in lines)
+    assert 2 <= len(lines) <= 22, lines  # 63 rounds: about twenty lines, not one per round
+    assert "64/64 nodes resolved" in lines[-1]
+    quiet = cli("--nodes", "64", "--bad", "2", "--mode", "full", "--seed", "4", "--format", "json", "--quiet")
+    assert quiet.returncode == 0 and quiet.stderr == "" and json.loads(quiet.stdout) == json.loads(out.stdout)
+
+
+def test_a_forced_bar_never_reaches_json_stdout() -> None:
+    out = subprocess.run([sys.executable, *ENTRY, "localize", "simulate", "--nodes", "128", "--bad", "1",
+                          "--mode", "full", "--format", "json"], capture_output=True, text=True, timeout=120,
+                         env={**ENV, "GPU_PREFLIGHT_PROGRESS": "1"})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["missed"] == []
+    assert "gpu-preflight localize: round" not in out.stderr  # a bar, not log lines
+    off = subprocess.run([sys.executable, *ENTRY, "localize", "simulate", "--nodes", "16", "--format", "json"],
+                         capture_output=True, text=True, timeout=120, env={**ENV, "GPU_PREFLIGHT_PROGRESS": "0"})
+    assert off.returncode == 0 and off.stderr == ""

@@ -9,20 +9,32 @@ hostlist; ``--format json`` prints one JSON object alone on stdout.
 Exit codes: 0 when the suspects are exactly the injected faults, 1 when something was
 missed or wrongly accused, 3 for bad arguments (one line on stderr), a cluster larger than
 the simulator holds (``MAX_NODES``) among them.
+
+A long simulation (full mode at 1,024 nodes is a thousand rounds) shows where it is on
+stderr, never on stdout: a transient bar at a terminal, at most about ``LOG_LINES`` plain
+lines anywhere else, nothing with ``--quiet`` or ``GPU_PREFLIGHT_PROGRESS=0``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
-from typing import Any
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Any
 
 from .argtypes import count, fraction, number
 from .exits import EXIT_USAGE, Parser
 
+if TYPE_CHECKING:
+    from ..localize.model import RoundProgress
+    from ..report.progress import Tracker
+
 EXIT_MISMATCH = 1
 MAX_NODES = 1_000_000  # every test of every round stays in memory: 100,000 nodes took 0.3 GB
+LOG_LINES = 20  # off a terminal: about this many progress lines at most, however many rounds
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -61,6 +73,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                      help="FILE format: one host per line (default) or one Slurm hostlist")
     sim.add_argument("--format", choices=("console", "json"), default="console",
                      help="json: one object alone on stdout; console: a summary on stderr")
+    sim.add_argument("--quiet", action="store_true",
+                     help="no progress on stderr (a bar at a terminal, a few log lines elsewhere)")
     loc.set_defaults(command="localize")
 
 
@@ -95,7 +109,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpu-preflight localize: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        result = simulate(scenario, config, seed=args.seed, dead_known=not args.dead_unknown, star=args.star)
+        with ExitStack() as stack:
+            watch = RoundWatch(stack, progress_mode(quiet=args.quiet))
+            result = simulate(scenario, config, seed=args.seed, dead_known=not args.dead_unknown, star=args.star,
+                              on_round=watch)
     except MemoryError:
         print(f"gpu-preflight localize: out of memory simulating {args.nodes:,} nodes: try fewer", file=sys.stderr)
         return EXIT_USAGE
@@ -121,6 +138,54 @@ def run(args: argparse.Namespace) -> int:
     else:
         _console(out)
     return 0 if result.exact else EXIT_MISMATCH
+
+
+def progress_mode(*, quiet: bool) -> str:
+    """``off`` (``--quiet``, ``GPU_PREFLIGHT_PROGRESS=0``), ``bar`` (a terminal, or ``=1``), else ``log``."""
+    from ..report.progress import ENV, should_show
+
+    if quiet or os.environ.get(ENV, "").strip().lower() in ("0", "false", "no", "off"):
+        return "off"
+    return "bar" if should_show(sys.stderr) else "log"
+
+
+class RoundWatch:
+    """Shows a simulation's rounds on stderr: rounds done, tests run, nodes resolved.
+
+    The bar is :func:`..report.progress.progress`, opened at the first round, when the
+    scheduler knows how many rounds it may take; its total is that upper bound. Off a
+    terminal a line is printed every ``rounds_at_most / LOG_LINES`` rounds, so a thousand
+    rounds make about twenty lines in a CI log (and one when nodes are first judged), a
+    two-round run two.
+    """
+
+    def __init__(self, stack: ExitStack, mode: str) -> None:
+        self.stack, self.mode = stack, mode
+        self.bar: Tracker | None = None
+        self.done = 0
+        self.every = 1
+        self.judged = False  # the first round after which nodes were judged gets a line too
+
+    def __call__(self, st: RoundProgress) -> None:
+        if self.mode == "off":
+            return
+        note = f"round {st.round} of at most {st.rounds_at_most}, {st.tests:,} tests"
+        if st.resolved is not None:
+            note += f", {st.resolved:,}/{st.nodes:,} nodes resolved"
+        if self.mode == "bar":
+            if self.bar is None:
+                from ..report.progress import progress
+
+                self.bar = self.stack.enter_context(progress("localize", total=st.rounds_at_most, enabled=True))
+            self.bar.advance(note, step=st.round - self.done)
+        else:
+            if self.done == 0:
+                self.every = max(1, math.ceil(st.rounds_at_most / LOG_LINES))
+            first_verdicts = st.resolved is not None and not self.judged
+            if st.round == 1 or st.round % self.every == 0 or first_verdicts:
+                print(f"gpu-preflight localize: {note}", file=sys.stderr, flush=True)
+        self.judged = self.judged or st.resolved is not None
+        self.done = st.round
 
 
 def _console(out: dict[str, Any]) -> None:

@@ -43,20 +43,33 @@ REASON_ORDER = ("timeout", "wrong", "failed", "below_floor", "slow", "latency")
 HARD = {"timeout", "wrong", "failed", "below_floor"}  # outcomes noise alone does not produce
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
-    """One node's votes on one rail: per distinct partner set, its observations."""
+    """One node's votes on one rail: per distinct partner set, its observations.
+
+    The votes are counted once, on first use, and kept: a record is complete when
+    :func:`infer` returns, and the scheduler and the suspects ask for them many times.
+    """
 
     by_partners: dict[frozenset[int], list[Observation]] = field(default_factory=dict)
+    _votes: dict[frozenset[int], bool] | None = field(default=None, init=False, repr=False, compare=False)
 
     def votes(self) -> dict[frozenset[int], bool]:
-        """Per partner set: True when most of its repeats failed, False when most passed; a tie abstains."""
-        out = {}
-        for p, obs in self.by_partners.items():
-            balance = 2 * sum(o.positive for o in obs) - len(obs)
-            if balance:
-                out[p] = balance > 0
-        return out
+        """Per partner set: True when most of its repeats failed, False when most passed; a tie abstains.
+
+        The dict is shared by every caller: read it, never change it.
+        """
+        if self._votes is None:
+            out = {}
+            for p, obs in self.by_partners.items():
+                if len(obs) == 1:
+                    out[p] = obs[0].positive
+                    continue
+                balance = 2 * sum(o.positive for o in obs) - len(obs)
+                if balance:
+                    out[p] = balance > 0
+            self._votes = out
+        return self._votes
 
 
 @dataclass
@@ -75,6 +88,7 @@ class LaneVerdict:
     family: dict[int, list[frozenset[int]]]
     vouched: dict[int, list[frozenset[int]]]
     by_members: dict[tuple[int, ...], list[Observation]]
+    passes: dict[int, int] = field(default_factory=dict)
 
     def failing(self, node: int) -> list[frozenset[int]]:
         rec = self.records.get(node)
@@ -84,6 +98,10 @@ class LaneVerdict:
         rec = self.records.get(node)
         return [p for p, failed in rec.votes().items() if not failed] if rec else []
 
+    def pass_count(self, node: int) -> int:
+        """``len(self.passing(node))`` without building the list."""
+        return self.passes.get(node, 0)
+
 
 def infer(live: set[int], observations: list[Observation], *, dead: dict[int, str], weak: dict[int, str],
           split: set[frozenset[int]], config: LocalizeConfig) -> LaneVerdict:
@@ -92,43 +110,65 @@ def infer(live: set[int], observations: list[Observation], *, dead: dict[int, st
     by_members: dict[tuple[int, ...], list[Observation]] = defaultdict(list)
     hubs = _hubs(observations)
     for o in observations:
-        key = tuple(sorted(o.members))
-        by_members[key].append(o)
-        for x in o.members:
-            if x not in hubs.get(o.kind, ()):
-                records[x].by_partners.setdefault(frozenset(o.members) - {x}, []).append(o)
-    votes = {x: rec.votes() for x, rec in records.items()}
-    fails = {x: [p for p, f in v.items() if f] for x, v in votes.items()}
-    passes = {x: sum(1 for f in v.values() if not f) for x, v in votes.items()}
-    cleared = {x for x in live if passes.get(x, 0) >= config.clear_after
-               or (passes.get(x, 0) >= 1 and len(live) - 1 - passes[x] < config.repeat_k)}
+        members = o.members
+        skip = hubs.get(o.kind, ())
+        if len(members) == 2:
+            a, b = members
+            by_members[members if a < b else (b, a)].append(o)
+            voters: tuple[tuple[int, frozenset[int]], ...] = ((a, frozenset((b,))), (b, frozenset((a,))))
+        else:
+            by_members[tuple(sorted(members))].append(o)
+            whole = frozenset(members)
+            voters = tuple((x, whole - {x}) for x in members)
+        for x, partners in voters:
+            if x not in skip:
+                mine = records[x].by_partners
+                same = mine.get(partners)
+                if same is None:
+                    mine[partners] = [o]
+                else:
+                    same.append(o)
+    fails: dict[int, list[frozenset[int]]] = {}
+    passes: dict[int, int] = {}
+    passing: dict[int, list[frozenset[int]]] = {}
+    for x, rec in records.items():
+        v = rec.votes()
+        failed = [p for p, f in v.items() if f]
+        if failed:  # only nodes with a failing vote: the conviction rule walks them every pass
+            fails[x] = failed
+        passing[x] = ok = [p for p, f in v.items() if not f]
+        passes[x] = len(ok)
+    clear_after, few = config.clear_after, len(live) - 1 - config.repeat_k  # few: too few partners left to fail k
+    cleared = {x for x in live if (n := passes.get(x, 0)) >= clear_after or 1 <= n > few}
     elsewhere = _failing_subsets(by_members)
-    passing = {x: [p for p, f in v.items() if not f] for x, v in votes.items()}
     bad, family, vouched = _convict(_Votes(live, records, fails, passing, weak, elsewhere, config), dead)
 
     def explained(x: int, p: frozenset[int]) -> bool:
         return bool(p & bad.keys()) or x in elsewhere.get(p | {x}, ())
 
-    trusted = {x for x in live if x not in bad and passes.get(x, 0) >= 1
-               and (x in cleared or (x not in weak and all(explained(x, p) for p in fails.get(x, []))))}
-
-    pending, untested, to_split = set(), set(), []
+    trusted: set[int] = set()
+    pending: set[int] = set()
+    untested: set[int] = set()
+    to_split: list[tuple[int, ...]] = []
     repeats: dict[tuple[int, ...], str] = {}
     for x in live:
         if x in bad:
             continue
+        against = fails.get(x)
+        if passes.get(x, 0) >= 1 and (x in cleared or (x not in weak and (not against or all(explained(x, p)
+                                                                                           for p in against)))):
+            trusted.add(x)
         if x not in records and x not in weak:
             untested.add(x)
             continue
         if x in cleared:
             continue
-        open_small = [p for p in fails.get(x, []) if not (p & bad.keys()) and len(p) <= 2]
-        if open_small or x in weak:
+        if x in weak or (against and any(len(p) <= 2 and not (p & bad.keys()) for p in against)):
             pending.add(x)
     for members, obs in by_members.items():
-        if set(members) & bad.keys():
+        if bad and not bad.keys().isdisjoint(members):
             continue
-        positives = sum(o.positive for o in obs)
+        positives = int(obs[0].positive) if len(obs) == 1 else sum(o.positive for o in obs)
         if 2 * positives < len(obs):
             continue
         big = len(members) >= 4
@@ -148,7 +188,7 @@ def infer(live: set[int], observations: list[Observation], *, dead: dict[int, st
         else:
             repeats[members] = "pending"
     return LaneVerdict(bad, trusted, cleared, pending, untested, sorted(to_split), repeats, dict(records), weak,
-                       family, vouched, dict(by_members))
+                       family, vouched, dict(by_members), passes)
 
 
 @dataclass
@@ -162,6 +202,22 @@ class _Votes:
     weak: dict[int, str]
     elsewhere: dict[frozenset[int], set[int]]
     config: LocalizeConfig
+    _with: dict[int, dict[int, int]] = field(default_factory=dict)
+
+    def passes_without(self, t: int, x: int) -> int:
+        """How many of ``t``'s passing partner sets leave ``x`` out.
+
+        Per node, how often each partner appears is counted once: the conviction rule
+        asks this of every partner of a node that failed with hundreds of them.
+        """
+        mine = self.passing.get(t, ())
+        counts = self._with.get(t)
+        if counts is None:
+            counts = self._with[t] = {}
+            for p in mine:
+                for m in p:
+                    counts[m] = counts.get(m, 0) + 1
+        return len(mine) - counts.get(x, 0)
 
     def explained(self, x: int, p: frozenset[int], bad: dict[int, str]) -> bool:
         return bool(p & bad.keys()) or x in self.elsewhere.get(p | {x}, ())
@@ -170,7 +226,7 @@ class _Votes:
         """Whether ``t`` is known good on evidence that does not involve ``x``."""
         if t in bad or t not in self.live:
             return False
-        ok = sum(1 for p in self.passing.get(t, ()) if x not in p)
+        ok = self.passes_without(t, x)
         if ok >= self.config.clear_after or (ok >= 1 and len(self.live) - 1 - ok < self.config.repeat_k):
             return True
         return ok >= 1 and t not in self.weak and all(self.explained(t, p, bad) for p in self.fails.get(t, [])

@@ -129,7 +129,7 @@ class Round:
         return cls(int(d["index"]), tuple(PlannedTest.from_dict(t) for t in d["tests"]), float(d["timeout_s"]))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Measurement:
     """What the runner (or the simulator) measured for one test on one rail.
 
@@ -192,7 +192,7 @@ class NodeEvidence:
             raise ValueError(f"node evidence state must be one of {EVIDENCE_STATES}, not {self.state!r}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Observation:
     """One measurement judged on one rail: positive means the test as a whole looked bad."""
 
@@ -268,3 +268,21 @@ class Outcome:
     @property
     def excluded(self) -> list[int]:
         return sorted({s.node for s in self.suspects if s.exclude})
+
+
+@dataclass(frozen=True)
+class RoundProgress:
+    """Where a localisation stands after a round, for a progress display (never for a verdict).
+
+    ``rounds_at_most``: the rounds planned so far plus the budget of extra ones, an upper
+    bound that only falls. ``resolved``: nodes with no question left open, known only
+    when the round's results were judged anyway (``None`` during full mode's round-robin,
+    where judging after every round is what used to make it cubic).
+    """
+
+    round: int
+    rounds_at_most: int
+    tests: int
+    nodes: int
+    resolved: int | None = None
+

@@ -59,6 +59,7 @@ from .model import (
     Outcome,
     PlannedTest,
     Round,
+    RoundProgress,
 )
 from .suspects import break_tie, build_suspects, unresolved
 
@@ -88,6 +89,7 @@ class Localizer:
         self._finished = False
         self._version = 0  # bumped by every change of evidence; keys the inference cache
         self._cache: tuple[int, list[LaneVerdict], list[Observation]] | None = None
+        self._tally = _Tally()
 
     # -- evidence in -----------------------------------------------------------------------
 
@@ -122,11 +124,14 @@ class Localizer:
         plan, self._out = self._out, None
         self._version += 1
         if plan is None:
-            self.measurements.extend(got)
+            self._keep(got)
             return
+        by_test: dict[str, list[Measurement]] = defaultdict(list)
+        for m in got:
+            by_test[m.test_id].append(m)
         stamped = []
         for t in plan.tests:
-            mine = [m for m in got if m.test_id == t.test_id]
+            mine = by_test.get(t.test_id, [])
             stamped += [Measurement(t.test_id, t.members, m.status, m.gbps, m.latency_us, m.rail, t.kind, plan.index,
                                     m.error, m.duration_s) for m in mine]
             if any(m.rail is None for m in mine):
@@ -135,13 +140,34 @@ class Localizer:
             stamped += [Measurement(t.test_id, t.members, TIMEOUT, rail=r, kind=t.kind, round=plan.index,
                                     error=f"no result within {plan.timeout_s:g} s", duration_s=plan.timeout_s)
                         for r in missing]
-        self.measurements.extend(stamped)
+        self._keep(stamped)
         self.round_time.append(max((m.duration_s or 0.0 for m in stamped), default=0.0))
         self.rounds = plan.index
         if not self._cover:
             for lane in self._verdicts()[0]:
                 for node in lane.bad:
                     self.round_found.setdefault(node, self.rounds)
+
+    def _keep(self, measurements: list[Measurement]) -> None:
+        self.measurements.extend(measurements)
+        self._tally.add(measurements)
+
+    def status(self) -> RoundProgress:
+        """Rounds done, an upper bound on the rounds to come, and (when already known) nodes resolved.
+
+        Cheap: it never judges or infers; ``resolved`` comes from the inference the last
+        :meth:`record` ran, if it ran one.
+        """
+        cover = len(self._cover) if self._cover is not None else 0
+        at_most = self.rounds + cover + max(self.config.max_extra_rounds - self.extra_rounds, 0)
+        resolved = None
+        if self._cache is not None and self._cache[0] == self._version:
+            lanes = self._cache[1]
+            bad = set().union(*(lane.bad for lane in lanes))
+            open_nodes = set().union(*(lane.pending | lane.untested for lane in lanes))
+            open_nodes |= {m for lane in lanes for g in lane.to_split for m in g}
+            resolved = self.nodes - len(open_nodes - bad)
+        return RoundProgress(self.rounds, at_most, self._seq, self.nodes, resolved)
 
     # -- planning --------------------------------------------------------------------------
 
@@ -210,15 +236,8 @@ class Localizer:
         out = set(self.dead)
         if self.config.mode != "full":
             return out
-        fails: dict[int, set[int]] = defaultdict(set)
-        oks: dict[int, int] = defaultdict(int)
-        for m in self.measurements:
-            for x in m.members:
-                if m.status in (TIMEOUT, FAILED):
-                    fails[x].update(set(m.members) - {x})
-                elif m.status == OK:
-                    oks[x] += 1
-        return out | {x for x, ps in fails.items() if len(ps) >= self.config.repeat_k and len(ps) > oks[x]}
+        fails, oks, k = self._tally.fail_partners, self._tally.oks, self.config.repeat_k
+        return out | {x for x, ps in fails.items() if len(ps) >= k and len(ps) > oks.get(x, 0)}
 
     def _resolve_round(self) -> list[tuple[tuple[int, ...], str]]:
         lanes, _ = self._verdicts()
@@ -238,12 +257,15 @@ class Localizer:
         fails = {x: max(len(lane.failing(x)) for lane in lanes) for x in pending}
         order = sorted(pending - used, key=lambda x: (-fails[x], x))
         keys = {t: self.rng.random() for t in trusted}
-        partners = sorted(trusted, key=lambda t: (self.partner_uses[t], -min(len(lane.passing(t)) for lane in lanes),
-                                                  keys[t]))
+        partners = self._partner_order(trusted, keys, lanes)
+        free = 0  # partners[:free] are all used: the scan for a mate starts after them
         for x in order:
             if x in used:
                 continue
-            mate = next((t for t in partners if t not in used and t != x and t not in met[x]), None)
+            while free < len(partners) and partners[free] in used:
+                free += 1
+            mate = next((partners[i] for i in range(free, len(partners))
+                         if partners[i] not in used and partners[i] != x and partners[i] not in met[x]), None)
             if mate is None:  # nobody known good is free: two suspects still tell each other apart
                 mate = next((y for y in order if y not in used and y != x and y not in met[x]), None)
             if mate is None:  # every partner met (a small cluster): repeat a failed pair still open
@@ -262,6 +284,23 @@ class Localizer:
             planned += self._controls([t for t in partners if t not in used], met)
         return planned
 
+    def _partner_order(self, trusted: set[int], keys: dict[int, float], lanes: list[LaneVerdict]) -> list[int]:
+        """Known-good partners, least used first, then the most passes on every rail, then at random.
+
+        Three stable sorts, last key first, give the order of one sort by the tuple of
+        keys; each compares plain numbers, which is what makes ordering 65,536 partners cheap.
+        """
+        order = sorted(trusted, key=keys.__getitem__)
+        if len(lanes) == 1:
+            passes = lanes[0].passes
+            order.sort(key=lambda t: -passes.get(t, 0))
+        else:
+            order.sort(key=lambda t: -min(lane.pass_count(t) for lane in lanes))
+        uses = self.partner_uses
+        if uses:
+            order.sort(key=lambda t: uses.get(t, 0))
+        return order
+
     def _unsettled(self, lanes: list[LaneVerdict], members: tuple[int, ...]) -> bool:
         """A test of these members failed, and repeating it can still change its verdict on some rail."""
         runs = [lane.by_members.get(members, []) for lane in lanes]
@@ -273,8 +312,7 @@ class Localizer:
         A second pass after round 0's star, or after a bisection's few groups, would
         otherwise be one pair judged against nothing. Idle nodes cost no extra round.
         """
-        have = sum(1 for m in self.measurements if m.status == OK and m.kind != "star" and m.gbps is not None)
-        need = (self.config.min_baseline - have + 1) // 2
+        need = (self.config.min_baseline - self._tally.figures + 1) // 2
         out: list[tuple[tuple[int, ...], str]] = []
         free = list(idle)
         while need > 0 and len(free) >= 2:
@@ -288,13 +326,7 @@ class Localizer:
         return out
 
     def _met(self) -> dict[int, set[int]]:
-        met: dict[int, set[int]] = defaultdict(set)
-        for m in self.measurements:
-            if len(m.members) == 2:
-                a, b = m.members
-                met[a].add(b)
-                met[b].add(a)
-        return met
+        return self._tally.met
 
     # -- inference and the outcome ----------------------------------------------------------
 
@@ -340,6 +372,36 @@ class Localizer:
     def _check_node(self, node: int) -> None:
         if not 0 <= node < self.nodes:
             raise ValueError(f"node {node} is outside 0..{self.nodes - 1}")
+
+
+class _Tally:
+    """Running counts over every measurement kept, so that planning a round costs that round's size.
+
+    Each of full mode's N-1 rounds asks who failed with whom, and each second pass asks
+    who has met whom; recounting all measurements for every round made planning cubic in
+    the cluster size. What is counted is exactly what those recounts counted.
+    """
+
+    def __init__(self) -> None:
+        self.fail_partners: dict[int, set[int]] = defaultdict(set)
+        self.oks: dict[int, int] = defaultdict(int)
+        self.met: dict[int, set[int]] = defaultdict(set)
+        self.figures = 0  # completed figures outside round 0's star: what a second pass is judged by
+
+    def add(self, measurements: Iterable[Measurement]) -> None:
+        for m in measurements:
+            if m.status in (TIMEOUT, FAILED):
+                for x in m.members:
+                    self.fail_partners[x].update(y for y in m.members if y != x)
+            elif m.status == OK:
+                for x in m.members:
+                    self.oks[x] += 1
+                if m.kind != "star" and m.gbps is not None:
+                    self.figures += 1
+            if len(m.members) == 2:
+                a, b = m.members
+                self.met[a].add(b)
+                self.met[b].add(a)
 
 
 def halves_matching(nodes: list[int]) -> list[tuple[int, ...]]:
