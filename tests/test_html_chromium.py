@@ -111,7 +111,7 @@ def test_the_console_detector_sees_an_uncaught_error(chromium: str, tmp_path: Pa
 
 
 CASES: dict[str, Any] = {
-    "node-only-h200": (node_only_report, "#e0a800"),  # WARN: this VM's limits and load
+    "node-only-h200": (node_only_report, "#2e7d32"),  # PASS: the recorded H200 host, healthy (host checks SKIP)
     "node-fail-h200": (lambda: h200_report(None, nvmlDeviceGetCurrentClocksEventReasons=8), "#c62828"),
     "cluster-self-launched-cpu": (self_launched_report, None),
     "cluster-3-nodes": (lambda: add_scores(cluster_report(node_fabric=[450.0, 450.0, 380.0],
