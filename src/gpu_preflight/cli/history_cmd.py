@@ -198,13 +198,17 @@ def _trends(args: argparse.Namespace, store: Any) -> int:
 
 
 def _gpu(args: argparse.Namespace, store: Any) -> int:
+    """A GPU's record; an id the history has never seen is exit 3 (nothing to show is not a pass)
+    with the nearest known UUIDs or serials."""
     rows = store.gpu_timeline(args.id)
     keys = ("run", "timestamp", "cluster", "node", "slot", "uuid", "serial", "model", "worst", "flagged_checks")
+    if not rows:
+        if args.format == "json":
+            print("[]")  # stdout stays JSON for a script; the exit code and stderr say why
+        print(f"gpu-preflight: no GPU {args.id!r} in the history{_nearest_gpus(store, args.id)}", file=sys.stderr)
+        return EXIT_USAGE
     if args.format == "json":
         print(json.dumps([dict(zip(keys, r, strict=True)) for r in rows], indent=1))
-        return 0
-    if not rows:
-        print(f"no GPU {args.id!r} in the history")
         return 0
     hosts = list(dict.fromkeys(r[3] for r in rows))
     print(f"{rows[-1][5] or args.id} (serial {rows[-1][6] or '?'}, {rows[-1][7] or '?'}): {len(rows)} run(s) on "
@@ -213,6 +217,22 @@ def _gpu(args: argparse.Namespace, store: Any) -> int:
         flagged = f"  {', '.join(r[9])}" if r[9] else ""
         print(f"  run {r[0]:<5} {r[1][:19]}  {r[2]}  {r[3]}/{r[4]}  {r[8]}{flagged}")
     return 0
+
+
+def _nearest_gpus(store: Any, wanted: str) -> str:
+    """``; did you mean GPU-1a2b...?``: known UUIDs and serials whose start is close to ``wanted``
+    (an id may be given as a UUID prefix, so each is compared over the length given)."""
+    import difflib
+
+    known = {str(v) for row in store.db.execute("SELECT DISTINCT uuid, serial FROM gpus") for v in row if v}
+    matcher = difflib.SequenceMatcher(None, "", wanted.lower())  # wanted is seq2: its index is built once
+    scored = []
+    for k in known:
+        matcher.set_seq1(k[:len(wanted)].lower())
+        if matcher.quick_ratio() >= 0.75 and (score := matcher.ratio()) >= 0.75:
+            scored.append((score, k))
+    close = [k for _, k in sorted(scored, reverse=True)[:3]]
+    return f"; did you mean {', '.join(close)}?" if close else ""
 
 
 def _import(args: argparse.Namespace, config: Any, path: Path) -> int:

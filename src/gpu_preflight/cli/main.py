@@ -54,6 +54,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--replay", metavar="FILE", help="judge an NVML snapshot instead of the live GPUs")
     p.add_argument("--kernel-log", metavar="FILE", help="read Xid events from a saved kernel log")
     p.add_argument("--verbose", "-v", action="store_true", help="show every finding, including passes")
+    p.add_argument("--quiet", "-q", action="store_true",
+                   help="no progress while a distributed run works (default: a progress line on a terminal, "
+                        "one log line per stage elsewhere); the verdict is printed as always")
     from ..outputs.args import add_output_arguments
 
     add_output_arguments(p)
@@ -110,10 +113,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                           help="toml (default; a valid site file to edit) or json")
     config.add_parser("profiles", help="the shipped GPU-model profiles")
 
-    snap = sub.add_parser("snapshot", help="record the raw NVML readings of this node as JSON (stdout)",
+    snap = sub.add_parser("snapshot", help="record the raw NVML readings of this node as JSON (stdout or --output)",
                           description="Record this node's NVML readings, host facts and kernel-log Xid lines as "
-                                      "JSON on stdout, for 'run --replay' on any machine. Exit 3 when NVML "
-                                      "cannot be read (no library, no driver).")
+                                      "JSON on stdout (or --output FILE), for 'run --replay' on any machine. Exit 3 "
+                                      "when NVML cannot be read (no library, no driver): nothing is written.")
+    snap.add_argument("--output", "-o", metavar="FILE",
+                      help="write the snapshot to FILE, complete or not at all (a shell redirection leaves an "
+                           "empty file when the snapshot fails)")
     snap.add_argument("--timeout-s", type=seconds(3600), default=30.0,
                       help="time limit for reading all GPUs (s, default 30); a GPU that does not answer in time "
                            "is recorded as such")
@@ -247,11 +253,47 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     try:
         dump = collect(device_timeout_s=args.timeout_s)
     except NvmlUnavailable as exc:
-        print(f"gpu-preflight: cannot snapshot: {exc.message} ({exc.name})", file=sys.stderr)
+        print(f"gpu-preflight: cannot snapshot: {exc.message} ({exc.name}); nothing written"
+              f"{_redirect_hint(args.output)}", file=sys.stderr)
         return EXIT_ERROR
     dump["host"] = snapshot_host(build_config()[0])
-    print(json.dumps(jsonable(dump), indent=1))
+    text = json.dumps(jsonable(dump), indent=1) + "\n"
+    if not args.output:
+        sys.stdout.write(text)
+        return 0
+    from ..safeio import describe_error, write_text
+
+    try:
+        write_text(args.output, text)
+    except (OSError, ValueError) as exc:
+        print(f"gpu-preflight: cannot write the snapshot to {args.output}: {describe_error(exc, args.output)}",
+              file=sys.stderr)
+        return EXIT_ERROR
+    print(f"gpu-preflight: snapshot written to {args.output}", file=sys.stderr)
     return 0
+
+
+def _redirect_hint(output: str | None) -> str:
+    """Where stdout is a file the shell just created (``snapshot > node.json``), that file is left
+    empty and a later ``--replay`` of it fails: say so, and what writes only complete snapshots."""
+    import os
+    import stat
+
+    if output:
+        return ""
+    try:
+        fd = sys.stdout.fileno()
+        st = os.fstat(fd)
+    except (OSError, ValueError, AttributeError):
+        return ""
+    if not stat.S_ISREG(st.st_mode) or st.st_size:
+        return ""
+    try:
+        name = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        name = "the file stdout goes to"
+    return (f" ({name} is left empty by the shell's redirection: use --output FILE, which writes only a "
+            "complete snapshot)")
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -182,9 +182,12 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
     timeout = _timeout(args, topo.num_nodes)
     opts = _options(args, min(timeout, 30.0))
     result_dir = os.environ.get("GPU_PREFLIGHT_RESULT_DIR")
+    view = _progress_view(args) if topo.rank == 0 and topo.launcher != "self" else None  # self: the supervisor shows it
     try:
-        outcome = run_rank(opts, topo, timeout_s=timeout, result_dir=result_dir)
+        outcome = run_rank(opts, topo, timeout_s=timeout, result_dir=result_dir, view=view)
     except Exception as exc:  # the job's store cannot be reached: nothing can be reported from here
+        if view is not None:
+            view.close()
         line = (f"gpu-preflight: rank {topo.rank} on {topo.node_name} could not join the job: "
                 f"{type(exc).__name__}: {exc}")
         print(line, file=sys.stderr)
@@ -198,10 +201,16 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
             return int(outcome.leave(code))
         localized = None
     assert outcome.gathered is not None  # rank 0, or the rank that took over from it
+    outcome.mark("report")
     extra, blocks = ([localized[0]], {"localization": localized[1]}) if localized else ([], {})
     report, code = build_cluster_report(outcome.gathered, outcome.config, fail_on=args.fail_on,
                                         include=args.check, exclude=args.skip, suite=args.suite, timeout_s=timeout,
                                         extra_results=extra, summary_extra=blocks, assess=False)  # emit() scores
+    outcome.quiet()
+    excluded = True
+    if args.localize and not localized and topo.launcher != "self":  # self-launch: the supervisor says it
+        excluded = (_localize_not_run(args, ONE_NODE, empty_exclude=True) if topo.num_nodes <= 1 else
+                    _localize_not_run(args, "the process group did not form, so no pair of nodes can be tested"))
     if localized and args.exclude_file:
         from ..localize.report import write_exclude_file
 
@@ -218,6 +227,7 @@ def as_rank(args: argparse.Namespace, topo: Any) -> int:
             json.dump(report, fh)
     else:
         code = emit(report, args, [])
+        code = code if excluded else EXIT_ERROR
     outcome.publish(code, verdict_text(report))
     return int(outcome.leave(code))
 
@@ -231,6 +241,7 @@ def _localize(args: argparse.Namespace, topo: Any, outcome: Any, timeout: float)
     if outcome.gathered is None:
         rounds.follow(outcome.store, topo, nbytes=nbytes, iters=iters, device=outcome.device, budget_s=timeout * 30)
         return None
+    outcome.mark("localize")
     from ..cluster.aggregate import node_names
     from ..localize.report import localization_block, localization_result
 
@@ -239,6 +250,37 @@ def _localize(args: argparse.Namespace, topo: Any, outcome: Any, timeout: float)
                             iters=iters, device=outcome.device)
     names = node_names(outcome.gathered)
     return localization_result(loc, names, duration_s=wall), localization_block(loc, names, duration_s=wall)
+
+
+ONE_NODE = "one node: localisation tests nodes against each other"
+
+
+def _localize_not_run(args: argparse.Namespace, why: str, *, empty_exclude: bool = False) -> bool:
+    """``--localize`` that cannot run says so. With ``empty_exclude`` (one node: nothing can be
+    excluded) an asked-for exclude file is written empty, so a job script reading it does not find
+    the last run's list. False when that file could not be written (the run then exits 3)."""
+    from ..safeio import describe_error
+
+    note, ok = "", True
+    if args.exclude_file and empty_exclude:
+        from ..localize.report import write_exclude_file
+
+        try:
+            note = f"; empty exclude list written to {write_exclude_file(args.exclude_file, [], args.exclude_style)}"
+        except (OSError, ValueError) as exc:
+            ok = False
+            note = f"; exclude list not written to {args.exclude_file}: {describe_error(exc, args.exclude_file)}"
+    print(f"gpu-preflight: --localize not run: {why}{note}", file=sys.stderr)
+    return ok
+
+
+def _progress_view(args: argparse.Namespace) -> Any:
+    """The view of a distributed run's stages on stderr (:mod:`gpu_preflight.report.progress`),
+    or None with ``--quiet`` or ``GPU_PREFLIGHT_PROGRESS=0``."""
+    from ..report.progress import stage_view, view_mode
+
+    quiet = bool(getattr(args, "quiet", False))
+    return None if view_mode(quiet=quiet) == "off" else stage_view(quiet=quiet)
 
 
 def self_launched(args: argparse.Namespace, argv: list[str]) -> int:
@@ -253,7 +295,7 @@ def self_launched(args: argparse.Namespace, argv: list[str]) -> int:
     workers = gpus or config.workload.cpu_workers
     timeout = _timeout(args, 1)
     budget = timeout * 4 + 120
-    sup = supervise(argv, workers, budget_s=budget, timeout_s=timeout)
+    sup = supervise(argv, workers, budget_s=budget, timeout_s=timeout, view=_progress_view(args))
     report = sup.report
     if report is None:
         from ..cluster.aggregate import build_cluster_report
@@ -263,7 +305,9 @@ def self_launched(args: argparse.Namespace, argv: list[str]) -> int:
         gathered = gathered_from_files(sup, workers, topo)
         report, _ = build_cluster_report(gathered, config, fail_on=args.fail_on, include=args.check,
                                          exclude=args.skip, suite=args.suite, timeout_s=timeout, assess=False)
+    excluded = not args.localize or _localize_not_run(args, ONE_NODE, empty_exclude=True)
     code = emit(report, args, [])
+    code = code if excluded else EXIT_ERROR
     _keep_worker_logs(sup, args.report_dir)
     return code
 

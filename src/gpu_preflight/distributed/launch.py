@@ -61,7 +61,7 @@ class Supervised:
 
 
 def supervise(argv: list[str], workers: int, *, budget_s: float, timeout_s: float | None = None,
-              extra_env: dict[str, str] | None = None) -> Supervised:
+              extra_env: dict[str, str] | None = None, view: Any = None) -> Supervised:
     """Start ``workers`` copies of ``gpu-preflight <argv>`` as ranks 0..n-1 and wait for them.
 
     The supervisor hosts the job's store, as torchrun's agent does, so a rank 0 that is stopped
@@ -69,6 +69,10 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, timeout_s: floa
     reports instead. The supervisor ends the run once a report exists and every worker has
     exited or gone silent, or as soon as no worker that still answers is left
     (:class:`Liveness`); ``budget_s`` is the last resort.
+
+    ``view`` (a :class:`~gpu_preflight.report.progress.StageView`) shows the job's stages
+    from the store it hosts while the workers run (their own stderr goes to their logs), and
+    is closed before this returns.
     """
     result_dir = Path(tempfile.mkdtemp(prefix="gpu-preflight-"))
     port = free_port()
@@ -87,23 +91,31 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, timeout_s: floa
                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     report_path = result_dir / "report.json"
     deadline = time.monotonic() + budget_s
+    if view is not None:
+        from ..report.progress import StageState
+
+        view.show(StageState(f"starting {workers} workers"))
+    watch = None
     try:
-        live = Liveness(_host_store(port), workers, join_s=(timeout_s or budget_s) + JOIN_GRACE_S)
-    except Exception:
-        _kill(procs)
-        raise
-    reported_at: float | None = None
-    while time.monotonic() < deadline:
-        running = [r for r, p in procs.items() if p.poll() is None]
-        answering = [r for r in running if not live.silent(r)]
-        if report_path.exists():
-            reported_at = reported_at or time.monotonic()
-            if not answering or time.monotonic() - reported_at > EXIT_GRACE_S:
+        store = _host_store(port)
+        live = Liveness(store, workers, join_s=(timeout_s or budget_s) + JOIN_GRACE_S)
+        if view is not None:
+            watch = _watch(store, workers, view)
+        reported_at: float | None = None
+        while time.monotonic() < deadline:
+            running = [r for r, p in procs.items() if p.poll() is None]
+            answering = [r for r in running if not live.silent(r)]
+            if report_path.exists():
+                reported_at = reported_at or time.monotonic()
+                if not answering or time.monotonic() - reported_at > EXIT_GRACE_S:
+                    break
+            elif not answering:  # nobody left who could still write a report
                 break
-        elif not answering:  # nobody left who could still write a report
-            break
-        time.sleep(0.2)
-    killed = _kill(procs)
+            time.sleep(0.2)
+    finally:
+        if watch is not None:
+            watch.stop()
+        killed = _kill(procs)
     report = json.loads(report_path.read_text()) if report_path.exists() else None
     return Supervised(result_dir, report, {r: p.returncode for r, p in procs.items()}, killed, logs)
 
@@ -128,6 +140,17 @@ class Liveness:
             absent = _get(self.store, f"{PREFIX}/formation")  # rank 0 gave up waiting for these
             return time.monotonic() - self.started > self.join_s or (absent is not None and rank in json.loads(absent))
         return time.time() - float(beat) > STALE_S
+
+
+def _watch(store: Any, workers: int, view: Any) -> Any:
+    """The job's progress from the store this supervisor hosts, shown while its workers run."""
+    from .topology import Topology
+    from .watch import JobWatch
+
+    host = socket.gethostname()
+    topo = Topology(launcher="self", world_size=workers, rank=0, local_rank=0, local_world_size=workers,
+                    node_rank=0, num_nodes=1, hostname=host, hosts=(host,))
+    return JobWatch(store, topo, view, before=f"starting {workers} workers").start()
 
 
 def _host_store(port: int) -> Any:
