@@ -94,7 +94,7 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, timeout_s: floa
     if view is not None:
         from ..report.progress import StageState
 
-        view.show(StageState(f"starting {workers} workers"))
+        view.show(StageState(_starting(workers)))
     watch = None
     try:
         store = _host_store(port)
@@ -150,7 +150,11 @@ def _watch(store: Any, workers: int, view: Any) -> Any:
     host = socket.gethostname()
     topo = Topology(launcher="self", world_size=workers, rank=0, local_rank=0, local_world_size=workers,
                     node_rank=0, num_nodes=1, hostname=host, hosts=(host,))
-    return JobWatch(store, topo, view, before=f"starting {workers} workers").start()
+    return JobWatch(store, topo, view, before=_starting(workers)).start()
+
+
+def _starting(workers: int) -> str:
+    return f"starting {workers} worker" + ("s" if workers != 1 else "")
 
 
 def _host_store(port: int) -> Any:
