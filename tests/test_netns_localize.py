@@ -73,10 +73,19 @@ def test_link_cut_mid_run_is_named_and_the_run_ends(tmp_path: Path) -> None:
                    f"--rdzv_conf=is_host={str(i == 1).lower()}", f"--local_addr=10.250.0.{i}", "-m", "gpu_preflight",
                    "run", "--format", "json", "--timeout-s", "20", "--check", "network.*", "--check",
                    "cluster.completeness", "--localize", "quick", "--no-history", "--report-dir", str(tmp_path / "rd")]
-            procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                                          cwd=REPO, start_new_session=True))
-        time.sleep(12)  # inside the workloads: torch is up and the ranks are measuring
+            # host 4 stops itself as it enters its first all_reduce: the cut then falls inside the
+            # collectives whatever the machine's load (a fixed delay could fall before it registered)
+            fault = {"GPU_PREFLIGHT_TEST_FAULT": "stop:*:all_reduce@all"} if i == 4 else {}
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          env={**env, **fault}, cwd=REPO, start_new_session=True))
+        stopped: list[int] = []
+        while not stopped and time.monotonic() - t0 < 150 and procs[3].poll() is None:
+            stopped = netns.stopped_below(procs[3].pid)
+            time.sleep(0.2)
+        assert stopped, "host 4 never reached its first all_reduce"
         netns.sh("ip", "-n", "gpkn4", "link", "set", "eth0", "down")
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
         while not report_path.exists() and time.monotonic() - t0 < 240:
             time.sleep(0.5)
         elapsed = time.monotonic() - t0
