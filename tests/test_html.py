@@ -98,7 +98,8 @@ def test_node_only_report_has_everything_but_workload_plots() -> None:
 def test_failures_lead_the_page_with_their_advice(tmp_path: Path) -> None:
     _, page = parse(h200_report(tmp_path, nvmlDeviceGetCurrentClocksEventReasons=8))
     assert "FAIL: not ready" in page.text["_"] and "[RESULT] FAILURE: [gpu.clocks]" in page.text["_"]
-    assert "gpu.clocks" in page.text["scores"] and "replay:dump.json/gpu0" in page.text["scores"]  # what lowered hardware
+    # what lowered hardware health, named after the recorded host
+    assert "gpu.clocks" in page.text["scores"] and "replay:dump.json/gpu0" in page.text["scores"]
     immediate = page.text["recommendations"].split("Short term")[0]
     assert "gpu.clocks" in immediate and "capped from" in page.text["scores"]
     loud = [a for t, a in page.tags if t == "tr" and a.get("class") == "loud"]
