@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..parsers.kernel_log import UnparsedXid, XidEvent, normalize_pci
+from ..parsers.kernel_log import UnparsedXid, XidEvent, pci_key
 
 __all__ = ["DEDUP_KEYS_MAX", "EXAMPLES", "XidCounter", "XidGroup", "XidTally", "XidWindow", "count_events",
            "xid_window"]
@@ -140,7 +140,7 @@ class XidCounter:
             if self._start is not None and stamp < self._start:
                 self._outside += 1
                 return
-            key = (item.xid, _pci_key(item.pci), stamp, item.pid, item.message)
+            key = (item.xid, pci_key(item.pci), stamp, item.pid, item.message)
             if key in self._seen:
                 self._duplicates += 1
                 return
@@ -148,7 +148,7 @@ class XidCounter:
                 self._seen.add(key)
             else:
                 self._dedup_limited = True
-        pci = _pci_key(item.pci)
+        pci = pci_key(item.pci)
         group = self._groups.get((item.xid, pci))
         if group is None:
             group = self._groups[(item.xid, pci)] = _Group(item.xid, pci)
@@ -192,11 +192,3 @@ def count_events(events: Any, window: XidWindow) -> XidTally:
         counter.add(event)
     return counter.tally()
 
-
-def _pci_key(pci: str | None) -> str | None:
-    if pci is None:
-        return None
-    try:
-        return normalize_pci(pci)
-    except ValueError:
-        return pci.strip().lower()

@@ -171,6 +171,16 @@ def normalize_pci(pci: str) -> str:
     return f"{domain:04x}:{bus:02x}:{device:02x}"
 
 
+def pci_key(pci: str | None) -> str | None:
+    """The GPU key of an Xid: normalised PCI address, else the printed one in lower case."""
+    if pci is None:
+        return None
+    try:
+        return normalize_pci(pci)
+    except ValueError:
+        return pci.strip().lower()
+
+
 def _require_aware(**values: datetime | None) -> None:
     for name, value in values.items():
         if value is not None and value.utcoffset() is None:

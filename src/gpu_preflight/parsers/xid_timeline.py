@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .kernel_log import UnparsedXid, XidEvent, normalize_pci
+from .kernel_log import UnparsedXid, XidEvent, pci_key
 
 if TYPE_CHECKING:
     from ..config.xid_window import XidTally, XidWindow
@@ -205,12 +205,3 @@ def moment(value: int) -> datetime | None:
     """The UTC time :func:`micros` encoded; ``None`` for :data:`UNDATED` (and a group's unset :data:`NEVER`)."""
     return None if value in (UNDATED, NEVER) else _EPOCH + value * _MICRO
 
-
-def pci_key(pci: str | None) -> str | None:
-    """The GPU key of an Xid: normalised PCI address, else the printed one in lower case."""
-    if pci is None:
-        return None
-    try:
-        return normalize_pci(pci)
-    except ValueError:
-        return pci.strip().lower()
