@@ -9,6 +9,7 @@ stderr and exit 2, never with a figure.
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 import tempfile
@@ -18,10 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-__all__ = ["Ran", "fail", "require", "timed"]
+__all__ = ["Ran", "child_env", "fail", "require", "timed"]
 
 REPO = Path(__file__).resolve().parents[1]
 EXIT = 2
+
+
+def child_env(tmp: Path) -> dict[str, str]:
+    """The environment a bench's children run in: this checkout's src first, no stub or
+    gpu-preflight settings inherited from the caller, bytecode cached in ``tmp``."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("FAKE_NVML_", "GPU_PREFLIGHT_")) and k != "PYTHONDONTWRITEBYTECODE"}
+    path = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
+    env.update(PYTHONPYCACHEPREFIX=str(tmp / "pycache"), PYTHONPATH=path)
+    return env
 
 
 def fail(bench: str, why: str, detail: str = "") -> NoReturn:

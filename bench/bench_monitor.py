@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _selfcheck import fail, require
+from _selfcheck import child_env, fail, require
 
 BENCH = "bench_monitor"
 REPO = Path(__file__).resolve().parents[1]
@@ -86,10 +86,7 @@ def main() -> int:
     require(BENCH, "gpu_preflight", "pynvml", "psutil")
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("FAKE_NVML_", "GPU_PREFLIGHT_")) and k != "PYTHONDONTWRITEBYTECODE"}
-        path = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
-        env.update(PYTHONPYCACHEPREFIX=str(tmp / "pycache"), PYTHONPATH=path)
+        env = child_env(tmp)
         if not args.live:
             sys.path.insert(0, str(REPO))
             from tests.nvml_stub.gpus import widen

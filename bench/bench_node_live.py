@@ -35,7 +35,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from _selfcheck import Ran, fail, require, timed
+from _selfcheck import Ran, child_env, fail, require, timed
 
 REPO = Path(__file__).resolve().parents[1]
 DUMP = REPO / "tests/fixtures/captured/h200-580.159.04/nvml_capture.json"
@@ -113,10 +113,7 @@ def main() -> int:
         medic_cmd = [str(medic)] if medic else None
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("FAKE_NVML_", "GPU_PREFLIGHT_")) and k != "PYTHONDONTWRITEBYTECODE"}
-        path = os.pathsep.join(p for p in (str(REPO / "src"), env.get("PYTHONPATH")) if p)
-        env.update(PYTHONPYCACHEPREFIX=str(tmp / "pycache"), PYTHONPATH=path)
+        env = child_env(tmp)
         if not args.live:
             data = stub(tmp)
             env.update(LD_LIBRARY_PATH=f"{tmp}:{env.get('LD_LIBRARY_PATH', '')}".rstrip(":"), FAKE_NVML_DATA=str(data))
