@@ -327,8 +327,7 @@ def test_a_large_clusters_ranks_send_statistics_without_series() -> None:
 
 def test_xid_lines_that_appear_during_the_run_are_caught(tmp_path: Path) -> None:
     """The watch reads the log before and after (a regular file stands in for /dev/kmsg)."""
-    from gpu_preflight.backends.kernel_log import KmsgFollower
-    from gpu_preflight.workloads.sampling import XidWatch
+    from gpu_preflight.backends.kernel_log import KmsgFollower, XidWatch
 
     kmsg = tmp_path / "kmsg"
     kmsg.write_text("6,100,1000,-;NVRM: Xid (PCI:0000:18:00): 13, pid=1, name=old, Graphics Exception\n")

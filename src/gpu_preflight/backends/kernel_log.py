@@ -35,16 +35,16 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..parsers.kernel_log import kernel_log_denied, line_timestamp
+from ..parsers.kernel_log import UnparsedXid, XidEvent, kernel_log_denied, line_timestamp, scan_xid_line
 
 if TYPE_CHECKING:
     from ..parsers.dmesg import DmesgRecord
 
 __all__ = [
-    "KernelLog", "KernelLogFileError", "KernelLogUnavailable", "KmsgFollower", "SavedKernelLog", "read_boot_time",
-    "read_kernel_log", "read_kernel_log_file", "wanted_line",
+    "KernelLog", "KernelLogFileError", "KernelLogUnavailable", "KmsgFollower", "SavedKernelLog", "XidWatch",
+    "read_boot_time", "read_kernel_log", "read_kernel_log_file", "wanted_line",
 ]
 
 DMESG_ARGV: tuple[str, ...] = ("dmesg", "--time-format", "iso", "--nopager")
@@ -411,3 +411,51 @@ class KmsgFollower:
             raise got
         note = f"{got.source}, re-read every {self.refresh_s:g} s ({self._kmsg_failure})"
         return KernelLog(note, got.text, got.boot_time, got.failures)
+
+
+class XidWatch:
+    """Xid events the kernel logs while the workloads run (the node leader watches for its node).
+
+    The node checks read the kernel log before the workloads; an Xid that a GEMM or a
+    collective provokes would otherwise be seen only by the next run. The watch reads the
+    log once before (``/dev/kmsg``, else dmesg/journalctl, as the node checks do) and once
+    after, and keeps the Xid lines that are new, parsed. A log that cannot be read is said
+    (``error``), never reported as "no Xid".
+    """
+
+    MAX_EVENTS = 50
+
+    def __init__(self, follower: Any = None) -> None:
+        self._follower = follower or KmsgFollower()
+        self.error: str | None = None
+        self._before: list[str] = []
+        try:
+            self._before = self._follower.poll(5.0).text.splitlines()
+        except KernelLogUnavailable as exc:
+            self.error = f"kernel log not readable: {exc}"
+
+    def finish(self, payload: dict[str, Any]) -> None:
+        """Put ``load_xids`` (new events, or why the log could not be read) into the payload."""
+        if self.error is not None:
+            payload["load_xids"] = {"error": self.error}
+            return
+        try:
+            log = self._follower.poll(5.0)
+        except KernelLogUnavailable as exc:
+            payload["load_xids"] = {"error": f"kernel log not readable after the run: {exc}"}
+            return
+        finally:
+            self._follower.close()
+        after = log.text.splitlines()
+        seen = set(self._before)
+        new = after[len(self._before):] if after[:len(self._before)] == self._before else \
+            [line for line in after if line not in seen]
+        events, unparsed = [], 0
+        for line in new:
+            hit = scan_xid_line(line)
+            if isinstance(hit, XidEvent):
+                events.append({"xid": hit.xid, "pci": hit.pci, "line": line[:200]})
+            elif isinstance(hit, UnparsedXid):
+                unparsed += 1
+        payload["load_xids"] = {"source": log.source, "count": len(events), "unparsed": unparsed,
+                                "events": events[:self.MAX_EVENTS]}

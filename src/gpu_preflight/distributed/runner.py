@@ -451,13 +451,14 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
         run.payload["collectives"].append({"op": FORMATION_OP, "group": "all", "scope": "distributed",
                                            "ranks": list(range(topo.world_size)), "success": False,
                                            "error": run.broken, "results": []})
+    from ..backends.kernel_log import XidWatch
     from ..config.load import load_config
     from ..config.report_schema import report_config
     from ..workloads import sampling
 
     load_cfg = load_config(config)
     run.sampler = sampling.start(device, load_cfg)  # this rank's GPU under load (inert on CPU workers)
-    xids = sampling.XidWatch() if cuda and topo.local_rank == 0 else None  # the node leader, for its node
+    xids = XidWatch() if cuda and topo.local_rank == 0 else None  # the node leader, for its node
     try:
         _workloads(run, store, plan, device, config, timeout_s)
     except Exception as exc:  # a workload bug must not lose the rest of the report

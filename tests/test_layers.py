@@ -1,0 +1,170 @@
+"""Import directions of the house (issue 15; docs/architecture.md).
+
+Every import under ``src/gpu_preflight`` (top level, in a function, under TYPE_CHECKING) is
+resolved to a package module and must go to a layer its own layer may use. Checks and probes
+are plugins: outside their package only the engine imports them (discovery goes by package
+name). No import circles. KNOWN/KNOWN_CIRCLES only shrink: a fixed arrow left listed fails.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PKG = "gpu_preflight"
+# module (without "gpu_preflight.") -> layer; longest prefix wins, "" is the lazy facade
+LAYER_OF = {
+    "": "api", "_version": "model", "model": "model", "recovery": "model",
+    "boundedio": "util", "safeio": "util", "redact": "util", "report.progress": "util",  # a terminal helper
+    "config": "config", "registry": "registry",
+    "records": "records", "diagnostics.records": "records", "cluster.columns": "records",
+    "checks": "checks", "diagnostics.verdicts": "checks", "parsers": "parsers",
+    "backends": "backends", "distributed.topology": "backends", "distributed.rendezvous_view": "backends",
+    "workloads": "workloads", "probes": "probes", "diagnostics": "probes", "engine": "engine",
+    "findings": "findings", "cluster": "findings", "localize": "findings", "health.status": "findings",
+    "report.canonical": "findings", "report.diagnostic_sections": "findings",
+    "distributed": "distributed", "report": "report", "outputs": "outputs", "history": "outputs",
+    "integrations": "outputs", "server": "outputs", "health": "outputs", "run": "run", "cli": "cli",
+    "__main__": "cli",
+}
+_B = {"model", "util"}
+MAY_USE: dict[str, set[str]] = {
+    "model": {"model"}, "util": _B, "config": _B | {"config"}, "registry": {"model", "config", "registry"},
+    "records": {"model", "config", "records"},
+    "checks": {"model", "config", "registry", "records", "checks"},  # pure: not even file helpers
+    "parsers": _B | {"records", "parsers"},
+    "backends": _B | {"parsers", "backends"},
+    "workloads": _B | {"config", "backends", "workloads"},
+    "probes": _B | {"config", "registry", "records", "parsers", "backends", "probes"},
+    "engine": _B | {"config", "registry", "records", "checks", "parsers", "backends", "probes", "engine"},
+    "findings": _B | {"config", "registry", "records", "engine", "findings"},
+    "distributed": _B | {"config", "registry", "records", "parsers", "backends", "workloads", "probes", "engine",
+                         "findings", "distributed"},
+    "report": _B | {"config", "registry", "records", "findings", "report"},
+}
+MAY_USE["outputs"] = set(MAY_USE) | {"outputs"}
+MAY_USE["run"] = MAY_USE["outputs"] | {"run"}
+MAY_USE["cli"] = MAY_USE["run"] | {"cli"}
+MAY_USE["api"] = set(MAY_USE)
+PRIVATE = {"checks": {"checks", "engine"}, "probes": {"probes", "engine"}}  # package -> layers that may import it
+
+
+def _pairs(text: str) -> set[tuple[str, str]]:
+    return {(a, b) for line in text.strip().splitlines() for a, _, bs in [line.partition(": ")] for b in bs.split()}
+
+
+KNOWN = _pairs("""
+backends.system: records
+checks.cluster_pingpong: parsers.errors parsers.libfabric
+checks.diag_infiniband: parsers.infiniband
+checks.diag_pcie: parsers.dmesg parsers.errors
+checks.evidence: parsers.detect parsers.errors
+checks.evidence_dcgm: parsers.dcgmi
+checks.evidence_fabric: parsers.infiniband parsers.libfabric parsers.lspci parsers.perftest
+checks.evidence_gpu: parsers.dmesg parsers.nvidia_smi parsers.nvidia_smi.dmon
+checks.evidence_gpu: parsers.nvidia_smi.listing parsers.nvidia_smi.topo
+checks.evidence_nccl: parsers.nccl_log parsers.nccl_tests
+checks.gpu_xid: parsers.kernel_log
+cli.evidence_cmd: checks.evidence
+cli.main: gpu_preflight probes.system
+cli.run_cmd: probes.gpu
+cli.serve_cmd: probes.gpu
+config.xid_policy: parsers.kernel_log
+config.xid_window: parsers.kernel_log
+diagnostics.records: backends.commands backends.fabric backends.infiniband
+diagnostics.records: parsers.dcgmi parsers.infiniband parsers.libfabric parsers.lspci parsers.nccl_tests
+integrations.sagemaker_entry: cli.main
+parsers.dmesg: config.xid_window
+parsers.xid_timeline: config.xid_window
+registry: checks probes
+report.assessment: parsers.errors parsers.libfabric
+report.canonical: checks.floors gpu_preflight report.advice report.html report.jsonio report.scores
+report.textfile: history.extract server.metrics
+server.metrics: checks.gpu_thermal gpu_preflight
+server.monitor: probes.shared
+""")
+KNOWN_CIRCLES = [("distributed.localize_rounds", "distributed.runner", "distributed.watch"),
+                 ("parsers.dcgmi", "parsers.dcgmi.json_report", "parsers.dcgmi.table"),
+                 ("report.advice", "report.assessment", "report.canonical", "report.html", "report.html_assessment")]
+MODULES = {".".join(p.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__"): p
+           for p in sorted((SRC / PKG).rglob("*.py"))}
+
+
+def _resolve(name: str) -> str | None:
+    parts = name.split(".")
+    while parts and ".".join(parts) not in MODULES:
+        parts.pop()
+    return ".".join(parts) or None
+
+
+def _short(module: str) -> str:
+    return module.removeprefix(PKG).removeprefix(".") or PKG
+
+
+def imports() -> list[tuple[str, str, int]]:
+    """(importer, imported, line) in short names, for every import of a package module."""
+    edges = []
+    for mod, path in MODULES.items():
+        base = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = {_resolve(a.name) for a in node.names if a.name.split(".")[0] == PKG}
+            elif isinstance(node, ast.ImportFrom):
+                where = base[: len(base) - node.level + 1] if node.level else []
+                src = ".".join([*where, node.module] if node.module else where)
+                targets = {f"{src}.{a.name}" if f"{src}.{a.name}" in MODULES else _resolve(src)
+                           for a in node.names} if src.split(".")[0] == PKG else set()
+            else:
+                continue
+            edges += [(_short(mod), _short(t), node.lineno) for t in targets if t is not None and t != mod]
+    return edges
+
+
+def layer(short: str) -> str:
+    name = "" if short == PKG else short
+    return LAYER_OF[max((p for p in LAYER_OF if p in ("", name) or name.startswith(p + ".")), key=len)]
+
+
+def wrong_way() -> dict[tuple[str, str], list[int]]:
+    bad: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for src, dst, line in imports():
+        top = dst.split(".")[0]
+        if layer(dst) not in MAY_USE[layer(src)] or (top in PRIVATE and layer(src) not in PRIVATE[top]):
+            bad[src, dst].append(line)
+    return dict(bad)
+
+
+def circles() -> list[tuple[str, ...]]:
+    """Groups of modules that import each other, directly or not (the facade's TYPE_CHECKING imports aside)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for src, dst, _ in imports():
+        if src != PKG:
+            graph[src].add(dst)
+    reach: dict[str, set[str]] = {}
+    for start in list(graph):
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            for w in graph[todo.pop()] - seen:
+                seen.add(w)
+                todo.append(w)
+        reach[start] = seen
+    return sorted({tuple(sorted(w for w in reach[v] if v in reach.get(w, ()))) for v in reach if v in reach[v]})
+
+
+def test_every_module_has_a_layer_with_rules() -> None:
+    assert {layer(_short(m)) for m in MODULES} <= set(MAY_USE)
+
+
+def test_imports_go_down_the_layers() -> None:
+    bad = wrong_way()
+    new = [f"{s} -> {d} (line {', '.join(map(str, bad[s, d]))}): {layer(s)} may not use {layer(d)}"
+           for s, d in sorted(set(bad) - KNOWN)]
+    assert not new, "imports against the layers:\n" + "\n".join(new)
+    assert not sorted(KNOWN - set(bad)), f"fixed, remove from KNOWN: {sorted(KNOWN - set(bad))}"
+
+
+def test_no_import_circles() -> None:
+    assert circles() == KNOWN_CIRCLES
