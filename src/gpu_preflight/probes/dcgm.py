@@ -83,13 +83,13 @@ def dcgm_probe(ctx: ProbeContext) -> DcgmFacts:
     levels = dcgm_levels(ctx)
     level = levels[-1]
     inline = cfg.dcgm_raw_output_inline_max_bytes
+    if reason := replay_reason(ctx):  # before any lookup: this host's PATH says nothing of the snapshot's
+        return DcgmFacts(False, level, reason)
     installed = find_tool("dcgmi", cfg.tool_dirs) is not None
     if not installed:
         return DcgmFacts(False, level, f"dcgmi not found (looked in {', '.join([*cfg.tool_dirs, 'PATH'])})")
     if not cfg.dcgm_enabled:
         return DcgmFacts(True, level, "disabled (diagnostics.dcgm_enabled = false)")
-    if reason := replay_reason(ctx):
-        return DcgmFacts(True, level, reason)
     basic = _run_level(ctx, 1, 0.0) if len(levels) > 1 else None
     launcher = launched_as_rank()
     if level > 1 and launcher:

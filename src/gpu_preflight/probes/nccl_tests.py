@@ -47,15 +47,14 @@ def nccl_tests_probe(ctx: ProbeContext) -> NcclTestsFacts:
 
     cfg = diag_config(ctx)
     dirs = [d for d in (cfg.nccl_tests_dir, *cfg.tool_dirs) if d]
+    if reason := replay_reason(ctx):  # before any lookup: this host's PATH says nothing of the snapshot's
+        return NcclTestsFacts(False, reason=reason)
     found = {name: find_tool(name, dirs) for name in cfg.nccl_tests}
     paths = {name: path for name, path in found.items() if path}
     facts = NcclTestsFacts(bool(paths), not_found=[n for n, p in found.items() if p is None])
     if not paths:
         facts.reason = f"no nccl-tests binary found ({', '.join(cfg.nccl_tests)}; looked in " \
                        f"{', '.join([*dirs, 'PATH'])})"
-        return facts
-    if reason := replay_reason(ctx):
-        facts.reason = reason
         return facts
     from ..parsers.errors import ParseError
     from ..parsers.nccl_tests import parse
