@@ -85,15 +85,26 @@ def test_torchrun_standalone(ranks: int) -> None:
 
 
 def test_two_torchrun_agents_on_loopback_as_two_nodes(tmp_path: Path) -> None:
-    procs = []
+    procs, files = [], []
     for node in range(2):
         env = {**BASE_ENV, "GPU_PREFLIGHT_NODE_NAME": f"node{node}"}
+        # Files, not pipes: whichever agent holds rank 0 prints a report larger than a pipe's 64 KiB,
+        # and pipes read one after the other would leave it blocked on a full pipe.
+        out, err = (tmp_path / f"node{node}.out").open("w+"), (tmp_path / f"node{node}.err").open("w+")
+        files.append((out, err))
         procs.append(subprocess.Popen(
             ["timeout", "180", TORCHRUN, "--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d",
              "--rdzv_endpoint=127.0.0.1:29731", "--rdzv_id=gp-loop", "-m", "gpu_preflight", "run", "--format",
-             "json", "--timeout-s", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-            cwd=REPO))
-    outs = [p.communicate(timeout=200) for p in procs]
+             "json", "--timeout-s", "30"], stdout=out, stderr=err, text=True, env=env, cwd=REPO))
+    for p in procs:
+        p.wait(timeout=200)
+    outs = []
+    for out, err in files:
+        out.seek(0)
+        err.seek(0)
+        outs.append((out.read(), err.read()))
+        out.close()
+        err.close()
     codes = [p.returncode for p in procs]
     assert len(set(codes)) == 1, codes  # every rank exits with rank 0's verdict (no exit-barrier hang)
     report = json.loads(next(o for o, _ in outs if o.strip()))
