@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .nvml import ECC_TOTALS
+
 MEMORY_TEMP_FIELD = 82  # NVML_FI_DEV_MEMORY_TEMP
 SERIES = ("sm_mhz", "mem_mhz", "power_w", "temp_c", "mem_temp_c", "reasons", "util_gpu")
 PLOTTED = ("sm_mhz", "power_w", "temp_c")
@@ -90,8 +92,8 @@ class LoadSampler:
 
     def _ecc(self) -> dict[str, int | None]:
         out: dict[str, int | None] = {}
-        for key, etype in (("volatile_corrected", 0), ("volatile_uncorrected", 1)):
-            value, _ = _value(self.nvml, "nvmlDeviceGetTotalEccErrors", self.handle, etype, 0)
+        for key in ("volatile_corrected", "volatile_uncorrected"):  # the collector's own (errorType, counterType)
+            value, _ = _value(self.nvml, "nvmlDeviceGetTotalEccErrors", self.handle, *ECC_TOTALS[key])
             out[key] = int(value) if isinstance(value, int) else None
         return out
 
