@@ -20,9 +20,11 @@ RELEASE = threading.Event()
 
 @pytest.fixture
 def temp_checks() -> Iterator[None]:
-    registry.discover()
-    before_checks, before_probes = dict(registry._CHECKS), dict(registry._PROBES)
+    with registry.CHECKS.scoped(), registry.PROBES.scoped():
+        yield from _temp_checks()
 
+
+def _temp_checks() -> Iterator[None]:
     @probe("boom")
     def boom_probe(ctx: ProbeContext) -> None:
         raise OSError("sensor on fire")
@@ -60,10 +62,6 @@ def temp_checks() -> Iterator[None]:
     RELEASE.clear()
     yield
     RELEASE.set()
-    registry._CHECKS.clear()
-    registry._CHECKS.update(before_checks)
-    registry._PROBES.clear()
-    registry._PROBES.update(before_probes)
 
 
 def only(node: object, check_id: str) -> Finding:

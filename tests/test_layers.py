@@ -16,8 +16,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = "gpu_preflight"
 # module (without "gpu_preflight.") -> layer; longest prefix wins, "" is the lazy facade
 LAYER_OF = {
-    "": "api", "_version": "model", "model": "model", "recovery": "model",
-    "boundedio": "util", "safeio": "util", "redact": "util", "registries": "util", "report.progress": "util",  # a terminal helper
+    "": "api", "_version": "model", "model": "model", "recovery": "model", "registries": "model",
+    "boundedio": "util", "safeio": "util", "redact": "util", "report.progress": "util",  # a terminal helper
     "config": "config", "registry": "registry",
     "records": "records", "diagnostics.records": "records", "cluster.columns": "records",
     "checks": "checks", "diagnostics.verdicts": "checks", "parsers": "parsers",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .model import id_matches
+from .registries import Registry
 
 if TYPE_CHECKING:
     from .config import Config
@@ -82,49 +83,6 @@ class ProbeContext:
         self.artifacts[name] = (filename, content)
 
 
-_CHECKS: dict[str, CheckSpec] = {}
-_PROBES: dict[str, ProbeSpec] = {}
-
-
-def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SUITES,
-          tags: tuple[str, ...] = (), scope: str = "node") -> Callable[[CheckFn], CheckFn]:
-    """Register a check. Its docstring's first line is the title, the rest its explanation.
-
-    ``scope="node"`` checks judge one node's facts; ``scope="cluster"`` checks judge the
-    gathered results of a distributed run (fact ``cluster``) on rank 0.
-    """
-
-    def register(fn: CheckFn) -> CheckFn:
-        if check_id in _CHECKS:
-            raise ValueError(f"check id {check_id!r} registered twice")
-        doc = inspect.cleandoc(fn.__doc__ or check_id)
-        title = doc.splitlines()[0].rstrip(".")
-
-        @functools.wraps(fn)  # keeps the check's module and name (tests tie cluster checks to their modules)
-        def bound(ctx: CheckContext) -> Iterable[Finding]:
-            return fn(replace(ctx, check_id=check_id))  # the check knows its id, however it is called
-
-        _CHECKS[check_id] = CheckSpec(check_id, bound, needs, title, doc, suites,
-                                      (check_id.split(".")[0], *tags), scope)
-        return fn
-
-    return register
-
-
-def probe(name: str) -> Callable[[ProbeFn], ProbeFn]:
-    """Register the probe that provides fact ``name``."""
-
-    def register(fn: ProbeFn) -> ProbeFn:
-        _PROBES[name] = ProbeSpec(name, fn, inspect.cleandoc(fn.__doc__ or name))
-        return fn
-
-    return register
-
-
-_discovered: set[str] = set()  # "node", "cluster": which modules are imported
-CLUSTER_MODULE_PREFIX = "cluster_"  # checks/cluster_*.py hold the cluster-scope checks (tested)
-
-
 def discover(scope: str | None = None) -> None:
     """Import the check and probe modules once (they register on import).
 
@@ -144,10 +102,50 @@ def discover(scope: str | None = None) -> None:
     _discovered.update(wanted)
 
 
+_discovered: set[str] = set()  # "node", "cluster": which modules are imported
+CLUSTER_MODULE_PREFIX = "cluster_"  # checks/cluster_*.py hold the cluster-scope checks (tested)
+CHECKS: Registry[CheckSpec] = Registry("check", discover)
+PROBES: Registry[ProbeSpec] = Registry("probe", lambda scope: discover("node"))  # every probe is a node module
+
+
+def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SUITES,
+          tags: tuple[str, ...] = (), scope: str = "node") -> Callable[[CheckFn], CheckFn]:
+    """Register a check. Its docstring's first line is the title, the rest its explanation.
+
+    ``scope="node"`` checks judge one node's facts; ``scope="cluster"`` checks judge the
+    gathered results of a distributed run (fact ``cluster``) on rank 0.
+    """
+
+    def register(fn: CheckFn) -> CheckFn:
+        if check_id in CHECKS:
+            raise ValueError(f"check id {check_id!r} registered twice")
+        doc = inspect.cleandoc(fn.__doc__ or check_id)
+        title = doc.splitlines()[0].rstrip(".")
+
+        @functools.wraps(fn)  # keeps the check's module and name (tests tie cluster checks to their modules)
+        def bound(ctx: CheckContext) -> Iterable[Finding]:
+            return fn(replace(ctx, check_id=check_id))  # the check knows its id, however it is called
+
+        CHECKS.register(check_id, CheckSpec(check_id, bound, needs, title, doc, suites,
+                                            (check_id.split(".")[0], *tags), scope))
+        return fn
+
+    return register
+
+
+def probe(name: str) -> Callable[[ProbeFn], ProbeFn]:
+    """Register the probe that provides fact ``name``."""
+
+    def register(fn: ProbeFn) -> ProbeFn:
+        PROBES.register(name, ProbeSpec(name, fn, inspect.cleandoc(fn.__doc__ or name)))
+        return fn
+
+    return register
+
+
 def all_checks(scope: str | None = None) -> list[CheckSpec]:
     """Registered checks; ``scope="node"`` needs (and imports) only the node checks."""
-    discover(scope)
-    return sorted((c for c in _CHECKS.values() if scope is None or c.scope == scope), key=lambda c: c.id)
+    return [c for c in CHECKS.values(scope) if scope is None or c.scope == scope]
 
 
 def matching(patterns: Iterable[str], scope: str | None = None) -> list[CheckSpec]:
@@ -164,13 +162,12 @@ def matching(patterns: Iterable[str], scope: str | None = None) -> list[CheckSpe
 
 
 def get_check(check_id: str) -> CheckSpec:
-    discover()
-    return _CHECKS[check_id]
+    """The check ``check_id``; a :class:`~gpu_preflight.registries.UnknownKey` (a ``KeyError``) names near misses."""
+    return CHECKS.get(check_id)
 
 
 def get_probe(name: str) -> ProbeSpec:
-    discover("node")  # every probe is a node module
-    return _PROBES[name]
+    return PROBES.get(name)
 
 
 def select(suite: str, include: Iterable[str] = (), exclude: Iterable[str] = (),

@@ -30,36 +30,22 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..model import Finding, Status
+from ..registries import Registry
 
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["JudgeFn", "check_title", "incomplete_parts", "judge_record", "judge_text", "judged_kinds", "judges",
-           "parse_error_finding"]
+__all__ = ["JUDGES", "JudgeFn", "check_title", "incomplete_parts", "judge_record", "judge_text", "judged_kinds",
+           "judges", "parse_error_finding"]
 
 JudgeFn = Callable[[Any, "Config", str], Iterable[Finding]]
 
-_JUDGES: dict[str, JudgeFn] = {}
 _TITLES = {"evidence.parse": "The evidence could be read", "evidence.judge": "The evidence could be judged",
            "evidence.complete": "The evidence was complete"}
-_discovered = False
 
 
-def judges(*kinds: str) -> Callable[[JudgeFn], JudgeFn]:
-    """Register ``fn(record, config, source)`` as the judge of the given evidence kinds."""
-
-    def register(fn: JudgeFn) -> JudgeFn:
-        for kind in kinds:
-            if kind in _JUDGES and _JUDGES[kind] is not fn:
-                raise ValueError(f"evidence kind {kind!r} judged twice")
-            _JUDGES[kind] = fn
-        return fn
-
-    return register
-
-
-def _discover() -> None:
-    global _discovered
+def _discover(scope: str | None = None) -> None:
+    """Import the ``checks/evidence_*.py`` modules once (their judges register on import)."""
     if _discovered:
         return
     from .. import checks
@@ -67,12 +53,26 @@ def _discover() -> None:
     for mod in pkgutil.iter_modules(checks.__path__):
         if mod.name.startswith("evidence_"):
             importlib.import_module(f"{checks.__name__}.{mod.name}")
-    _discovered = True
+    _discovered.append(True)
+
+
+_discovered: list[bool] = []
+JUDGES: Registry[JudgeFn] = Registry("evidence kind", _discover)
+
+
+def judges(*kinds: str) -> Callable[[JudgeFn], JudgeFn]:
+    """Register ``fn(record, config, source)`` as the judge of the given evidence kinds."""
+
+    def register(fn: JudgeFn) -> JudgeFn:
+        for kind in kinds:
+            JUDGES.register(kind, fn)
+        return fn
+
+    return register
 
 
 def judged_kinds() -> list[str]:
-    _discover()
-    return sorted(_JUDGES)
+    return JUDGES.names()
 
 
 def judge_record(kind: str, record: Any, config: Config, *, source: str = "evidence") -> list[Finding]:
@@ -81,8 +81,7 @@ def judge_record(kind: str, record: Any, config: Config, *, source: str = "evide
     Fails closed: a kind without a judge, or a judge that raises on an odd record, yields
     an ``ERROR`` finding (could not judge) instead of silence or a crash.
     """
-    _discover()
-    judge = _JUDGES.get(kind)
+    judge = JUDGES.find(kind)
     if judge is None:
         return [Finding("evidence.judge", Status.ERROR, source, "no_judge",
                         f"no judgement rules for evidence kind {kind!r}", details={"kind": kind})]
@@ -123,8 +122,7 @@ def check_title(check_id: str, kind: str) -> str:
         return get_check(check_id).title
     except KeyError:
         pass
-    _discover()
-    judge = _JUDGES.get(kind)
+    judge = JUDGES.find(kind)
     doc = (judge.__doc__ or "").strip() if judge else ""
     return doc.splitlines()[0].rstrip(".") if doc else check_id
 

@@ -11,28 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..registries import Registry
 from ..registry import ProbeContext
 
-__all__ = ["budget", "probe_budget"]
+__all__ = ["BUDGETS", "budget", "probe_budget"]
 
 BudgetFn = Callable[[ProbeContext], float]
 MARGIN_S = 10.0
-_BUDGETS: dict[str, BudgetFn] = {}
+BUDGETS: Registry[BudgetFn] = Registry("probe budget")  # registered beside their probes, imported with them
 
 
 def budget(name: str) -> Callable[[BudgetFn], BudgetFn]:
     """Register the time budget of probe ``name`` (seconds, from the run's config and options)."""
-
-    def register(fn: BudgetFn) -> BudgetFn:
-        _BUDGETS[name] = fn
-        return fn
-
-    return register
+    return BUDGETS.decorator(name)
 
 
 def probe_budget(name: str, ctx: ProbeContext) -> float:
     """Seconds probe ``name`` may run (0 when it has no budget of its own); never raises."""
-    fn = _BUDGETS.get(name)
+    fn = BUDGETS.find(name)
     if fn is None:
         return 0.0
     try:

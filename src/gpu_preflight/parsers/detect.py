@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..registries import Registry
 from .errors import ParseError
 
-__all__ = ["SNIFF_WINDOW", "ParserSpec", "all_kinds", "detect_kind", "get_parser", "parse_text", "parser"]
+__all__ = ["PARSERS", "SNIFF_WINDOW", "ParserSpec", "all_kinds", "detect_kind", "get_parser", "parse_text", "parser"]
 
 ParseFn = Callable[[str], Any]
 SniffFn = Callable[[str], int]
@@ -48,8 +49,21 @@ class ParserSpec:
     stream: StreamFn | None = None
 
 
-_PARSERS: dict[str, ParserSpec] = {}
-_discovered = False
+
+
+def _discover(scope: str | None = None) -> None:
+    """Import every parser module once (they register on import)."""
+    if _discovered:
+        return
+    from .. import parsers
+
+    for mod in pkgutil.walk_packages(parsers.__path__, prefix=f"{parsers.__name__}."):
+        importlib.import_module(mod.name)
+    _discovered.append(True)
+
+
+_discovered: list[bool] = []
+PARSERS: Registry[ParserSpec] = Registry("kind", _discover)
 
 
 def parser(kind: str, *, sniff: SniffFn, title: str, stream: StreamFn | None = None) -> Callable[[ParseFn], ParseFn]:
@@ -59,38 +73,22 @@ def parser(kind: str, *, sniff: SniffFn, title: str, stream: StreamFn | None = N
     """
 
     def register(fn: ParseFn) -> ParseFn:
-        if kind in _PARSERS and _PARSERS[kind].parse is not fn:
-            raise ValueError(f"parser kind {kind!r} registered twice")
-        _PARSERS[kind] = ParserSpec(kind, fn, sniff, title, stream)
+        old = PARSERS.find(kind) if kind in PARSERS else None
+        if old is None or old.parse is not fn:  # the same function again: a module imported twice
+            PARSERS.register(kind, ParserSpec(kind, fn, sniff, title, stream))
         return fn
 
     return register
 
 
-def _discover() -> None:
-    """Import every parser module once (they register on import)."""
-    global _discovered
-    if _discovered:
-        return
-    from .. import parsers
-
-    for mod in pkgutil.walk_packages(parsers.__path__, prefix=f"{parsers.__name__}."):
-        importlib.import_module(mod.name)
-    _discovered = True
-
-
 def all_kinds() -> list[ParserSpec]:
     """Every registered kind, sorted by name."""
-    _discover()
-    return [_PARSERS[k] for k in sorted(_PARSERS)]
+    return PARSERS.values()
 
 
 def get_parser(kind: str) -> ParserSpec:
     """The parser of ``kind``; ``KeyError`` naming the known kinds otherwise."""
-    _discover()
-    if kind not in _PARSERS:
-        raise KeyError(f"unknown kind {kind!r} (known: {', '.join(sorted(_PARSERS))})")
-    return _PARSERS[kind]
+    return PARSERS.get(kind)
 
 
 def detect_kind(text: str) -> str | None:
@@ -99,12 +97,12 @@ def detect_kind(text: str) -> str | None:
     Never raises: a sniffer that trips over odd input simply does not vote. Binary data
     and source code are nobody's output; guessing there would judge garbage as evidence.
     """
-    _discover()
+    specs = PARSERS.items()
     head = text[:SNIFF_WINDOW]
     if "\x00" in head or len(_SOURCE_CODE.findall(head)) >= 3:
         return None
     best: tuple[int, str] | None = None
-    for kind, spec in sorted(_PARSERS.items()):
+    for kind, spec in specs:
         try:
             score = spec.sniff(head)
         except Exception:  # a sniffer bug must not turn detection into a crash
