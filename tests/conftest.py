@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,16 @@ def pytest_configure(config: pytest.Config) -> None:
         pytest.exit(f"CI=true but corpus not found at {corpus_root()}: set GPU_PREFLIGHT_CORPUS", returncode=1)
     os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="gpu-preflight-test-xdg-")
     os.environ.pop("GPU_PREFLIGHT_HISTORY", None)
+
+
+@pytest.fixture(autouse=True)
+def _reports_match_schema(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every report.json a test writes under its tmp_path is valid against the shipped schema."""
+    root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if root is None:
+        return
+    from .report_schema_check import check_reports_under
+
+    bad = check_reports_under(root)
+    assert not bad, "report.json does not match gpu_preflight/data/report.schema.json:\n" + "\n".join(bad)

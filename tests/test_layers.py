@@ -24,7 +24,7 @@ LAYER_OF = {
     "backends": "backends", "distributed.topology": "backends", "distributed.rendezvous_view": "backends",
     "workloads": "workloads", "probes": "probes", "diagnostics": "probes", "engine": "engine",
     "findings": "findings", "cluster": "findings", "localize": "findings", "health.status": "findings",
-    "report.canonical": "findings", "report.diagnostic_sections": "findings",
+    "report.canonical": "findings", "report.diagnostic_sections": "findings", "report.model": "findings",
     "distributed": "distributed", "report": "report", "outputs": "outputs", "history": "outputs",
     "integrations": "outputs", "server": "outputs", "health": "outputs", "run": "run", "cli": "cli",
     "__main__": "cli",
@@ -80,7 +80,7 @@ parsers.dmesg: config.xid_window
 parsers.xid_timeline: config.xid_window
 registry: checks probes
 report.assessment: parsers.errors parsers.libfabric
-report.canonical: checks.floors gpu_preflight report.advice report.html report.jsonio report.scores
+report.canonical: checks.floors gpu_preflight report.advice report.html report.jsonio
 report.textfile: history.extract server.metrics
 server.metrics: checks.gpu_thermal gpu_preflight
 server.monitor: probes.shared

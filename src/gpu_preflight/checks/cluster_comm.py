@@ -19,8 +19,7 @@ def cluster(ctx: CheckContext) -> ClusterFacts:
     return facts
 
 
-@check("cluster.completeness", needs=("cluster",), scope="cluster",
-       group="nccl_communication", component="service_reliability")
+@check("cluster.completeness", needs=("cluster",), scope="cluster")
 def completeness(ctx: CheckContext) -> Iterator[Finding]:
     """Every rank of the job reported to rank 0.
 
@@ -51,8 +50,7 @@ def collective_entries(c: ClusterFacts) -> Iterator[tuple[int, dict[str, Any]]]:
     yield from c.group_entries
 
 
-@check("nccl.correctness", needs=("cluster",), scope="cluster",
-       group="nccl_communication", component="network_infrastructure")
+@check("nccl.correctness", needs=("cluster",), scope="cluster")
 def correctness(ctx: CheckContext) -> Iterator[Finding]:
     """Every collective produced exactly the expected values.
 
@@ -82,8 +80,7 @@ def correctness(ctx: CheckContext) -> Iterator[Finding]:
                       "no collective ran (a single rank, or the run failed before)")
 
 
-@check("nccl.collectives", needs=("cluster",), scope="cluster",
-       group="nccl_communication", component="network_infrastructure")
+@check("nccl.collectives", needs=("cluster",), scope="cluster")
 def collectives(ctx: CheckContext) -> Iterator[Finding]:
     """Collectives complete and reach the expected bus bandwidth.
 
@@ -187,7 +184,7 @@ def _allreduce_pass(subject: str, busbw: float, entry: dict[str, Any], top: dict
                    observed=round(busbw, 3), expected=f">= {floor.gbps:g}" if floor else None, unit="GB/s")
 
 
-@check("network.node_links", needs=("cluster",), scope="cluster", group=(), component="network_infrastructure")
+@check("network.node_links", needs=("cluster",), scope="cluster")
 def node_links(ctx: CheckContext) -> Iterator[Finding]:
     """Every node exchanges data with node 0 at the speed of its peers.
 

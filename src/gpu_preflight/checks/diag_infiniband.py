@@ -14,8 +14,7 @@ from ..registry import CheckContext, check
 from .evidence import judge_record
 
 
-@check("ib.ports", needs=("infiniband",), tags=("diagnostics",),
-       group="efa_network", component="network_infrastructure")
+@check("ib.ports", needs=("infiniband",), tags=("diagnostics",))
 def ports(ctx: CheckContext) -> Iterator[Finding]:
     """Every RDMA port is up at its rate, and the node has as many as it should.
 
@@ -54,8 +53,7 @@ def ports(ctx: CheckContext) -> Iterator[Finding]:
         yield finding
 
 
-@check("ib.counters", needs=("infiniband",), tags=("diagnostics",),
-       group="efa_network", component="network_infrastructure")
+@check("ib.counters", needs=("infiniband",), tags=("diagnostics",))
 def counters(ctx: CheckContext) -> Iterator[Finding]:
     """No RDMA port's error counters rose during the run.
 

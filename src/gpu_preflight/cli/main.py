@@ -36,7 +36,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--expect-gpus", type=gpu_count, metavar="N", help="GPUs this node must have (missing ones FAIL)")
     p.add_argument("--report-dir", metavar="DIR", help="write DIR/report.json and raw artifacts")
     p.add_argument("--pretty", action="store_true", help="with --report-dir: report.json indented (default: compact)")
-    p.add_argument("--format", choices=("console", "json", "md", "junit", "html"), default="console",
+    p.add_argument("--format", choices=import_module("..report.reporters", __package__).reporters.names(),
+                   default="console",
                    help="output format (json/md/junit go to stdout alone; console to stderr)")
     p.add_argument("--fail-on", choices=("warn", "fail"), default="fail",
                    help="'warn' makes warnings fail the run (exit 2)")
@@ -127,7 +128,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="work with saved reports").add_subparsers(dest="report_cmd", required=True)
     render = report.add_parser("render", help="re-render a saved report.json")
     render.add_argument("path", metavar="REPORT", help="a report.json (from --report-dir or --format json)")
-    render.add_argument("--format", choices=("console", "json", "md", "junit", "html"), default="md",
+    render.add_argument("--format", choices=import_module("..report.reporters", __package__).reporters.names(),
+                        default="md",
                         help="output format (default md; console goes to stderr, the others to stdout)")
     render.add_argument("--verbose", "-v", action="store_true",
                         help="console: every finding with observed and expected values, not the compact view")

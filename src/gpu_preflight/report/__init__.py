@@ -1,31 +1,40 @@
-"""Reporters: every format renders from the canonical JSON report dict."""
+"""Reporters: every format renders the one report (:mod:`.model`), each registered by name
+in :data:`.reporters.reporters`.
+
+The package itself imports only the registry: the CLI reads the format names while it
+builds its parser, and the report builders load on first use.
+"""
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from collections.abc import Mapping
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from .canonical import build_report, result_line, write_report
+from .reporters import reporters
 
-FORMATS = ("console", "json", "md", "junit", "html")
+if TYPE_CHECKING:
+    from .canonical import build_report, result_line, write_report
+    from .model import ClusterReport
 
-__all__ = ["FORMATS", "build_report", "render", "result_line", "write_report"]
+FORMATS = tuple(reporters.names())
+
+__all__ = ["FORMATS", "build_report", "render", "reporters", "result_line", "write_report"]
 
 
-def render(report: dict[str, Any], fmt: str) -> str:
-    """Render a report to text in a file format (``console`` is written by the CLI)."""
-    if fmt == "json":
-        return json.dumps(report, indent=2) + "\n"
-    if fmt == "md":
-        from .markdown import render_markdown
+def __getattr__(name: str) -> Any:
+    if name in ("build_report", "result_line", "write_report"):
+        return getattr(import_module(".canonical", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-        return render_markdown(report)
-    if fmt == "junit":
-        from .junit import render_junit
 
-        return render_junit(report)
-    if fmt == "html":
-        from .html import render_html
+def render(report: ClusterReport | Mapping[str, Any], fmt: str) -> str:
+    """Render a report (typed or its JSON dict) to text in a registered format; an unknown
+    format is a ``ValueError`` naming the closest known ones."""
+    from ..registries import UnknownKey
 
-        return render_html(report)
-    raise ValueError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
+    try:
+        renderer = reporters.get(fmt)
+    except UnknownKey as exc:
+        raise ValueError(str(exc)) from None
+    return renderer(report)

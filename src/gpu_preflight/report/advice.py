@@ -29,9 +29,10 @@ from typing import Any
 from ..config.report_schema import ReportConfig
 from ..model import Status, gating_statuses
 from .measurements import num
+from .model import Assessment
 from .scores import BLOCKING, component_of, compute_scores
 
-__all__ = ["URGENCIES", "add_advice", "cost_benefit", "recommendations_by_urgency"]
+__all__ = ["URGENCIES", "add_advice", "advise", "cost_benefit", "recommendations_by_urgency"]
 
 URGENCIES = ("immediate", "short_term", "monitoring")
 _UNTESTED_HINT = {
@@ -153,18 +154,30 @@ def cost_benefit(report: Mapping[str, Any], scores: Mapping[str, Any], cfg: Repo
             "gpu_hour_price": cfg.gpu_hour_price, "currency": cfg.currency, "line": line}
 
 
+def advise(report: Mapping[str, Any], config: ReportConfig | None = None,
+           scores: Mapping[str, Any] | None = None) -> Assessment:
+    """What scoring and advice conclude about ``report``, as a value (the report is not
+    changed): health scores (``scores``, else the report's own, else computed),
+    recommendations by urgency, cost-benefit and the health assessment (:mod:`.assessment`)."""
+    from .assessment import assess
+
+    cfg = config or ReportConfig()
+    scores = scores or (report.get("cluster_summary") or {}).get("health_scores") or compute_scores(report, cfg)
+    recs = recommendations_by_urgency(report, scores)
+    return Assessment(scores if isinstance(scores, dict) else dict(scores), recs, cost_benefit(report, scores, cfg),
+                      assess(report, scores, recs, cfg))
+
+
 def add_advice(report: dict[str, Any], config: ReportConfig | None = None) -> dict[str, Any]:
-    """Add ``recommendations_by_urgency``, ``cost_benefit`` and the health ``assessment``
-    (:mod:`.assessment`) to ``cluster_summary``; returns the report.
+    """Put :func:`advise`'s blocks into ``cluster_summary`` (the dict-based callers' step);
+    returns the report.
 
     Uses ``cluster_summary.health_scores`` when present (call :func:`.scores.add_scores`
     first to score with a pair matrix), otherwise scores the report itself.
     """
-    from .assessment import add_assessment
-
-    cfg = config or ReportConfig()
     summary = report.setdefault("cluster_summary", {})
-    scores = summary.get("health_scores") or compute_scores(report, cfg)
-    summary["recommendations_by_urgency"] = recommendations_by_urgency(report, scores)
-    summary["cost_benefit"] = cost_benefit(report, scores, cfg)
-    return add_assessment(report, scores, summary["recommendations_by_urgency"], cfg)
+    advice = advise(report, config)
+    summary["recommendations_by_urgency"] = advice.recommendations_by_urgency
+    summary["cost_benefit"] = advice.cost_benefit
+    summary["assessment"] = advice.assessment
+    return report

@@ -30,17 +30,32 @@ from ..model import (
     id_matches,
     verdict,
 )
-from ..registry import test_groups
 from .diagnostic_sections import diagnostic_sections, fill_artifact_paths
 
 if TYPE_CHECKING:
+    from ..config.report_schema import ReportConfig
     from ..safeio import SafeDir
+    from .model import ClusterReport
 
-# cluster_summary.test_results: group name → the check ids counted in it, derived from
-# what each check declares (``@check(group=...)``, ``registry.GROUPS`` for the order and
-# meaning). A levelled check's (DCGM) finding is matched as ``<check id>@r<level>`` too
-# (see group_key), so dcgm_basic and dcgm_extended follow the level that found it.
-TEST_GROUPS: Mapping[str, tuple[str, ...]] = test_groups()
+# cluster_summary.test_results: group name → check-id globs. A group is true when it
+# has a PASS and nothing worse than SKIP, false when anything WARNs or worse, and null
+# when every check in it was skipped (not tested is not the same as passed). A finding of
+# a levelled check (DCGM) is matched as ``<check id>@r<level>`` too (see group_key), so
+# dcgm_basic and dcgm_extended follow the level that found it.
+TEST_GROUPS: dict[str, tuple[str, ...]] = {
+    "gpu_detection": ("gpu.nvml", "gpu.inventory.*"),
+    "gpu_health": ("gpu.ecc.*", "gpu.memory.*", "gpu.recovery_action", "gpu.thermal", "gpu.clocks",
+                   "gpu.power", "gpu.busy", "gpu.xid", "load.*"),
+    "gpu_links": ("gpu.pcie", "gpu.nvlink"),
+    "system_resources": ("system.*",),
+    "nccl_communication": ("nccl.*", "nccl_tests.*", "cluster.completeness"),
+    "efa_network": ("fabric.*", "ib.*"),
+    "dcgm_diagnostics": ("dcgm.*",),
+    "dcgm_basic": ("dcgm.*@r1",),
+    "dcgm_extended": ("dcgm.*@r2", "dcgm.*@r3"),
+    "compute": ("compute.*", "memory.*"),
+    "training": ("train.*", "stack.*"),
+}
 READY = "Cluster is ready for distributed training"
 MB = 1024 * 1024
 _RANK = {s.value: s.rank for s in Status}
@@ -153,9 +168,10 @@ def _nothing_judged(findings: Sequence[Mapping[str, Any]], unlisted: Unlisted) -
         why = "the selection left no check to run (--check/--skip)"
     return {"node": "cluster", "check_id": COVERAGE_CHECK, "status": Status.ERROR.value, "subject": "cluster",
             "code": "nothing_judged", "summary": f"no check was run: {why}", "observed": None, "expected": None,
-            "unit": None, "details": {},
+            "unit": None,
             "recommendation": "Select checks that apply to this node (--check, --skip, --expect-gpus): a run that "
-                              "judged nothing is no evidence that the node is fit."}
+                              "judged nothing is no evidence that the node is fit.",
+            "details": {}}
 
 
 def _gpu_section(facts: dict[str, Any]) -> dict[str, Any]:
@@ -439,10 +455,30 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
     }
     if not assess:
         return report
-    from .advice import add_advice
-    from .scores import add_scores
+    from .advice import advise
 
-    return add_advice(add_scores(report))
+    advise(report).apply(report["cluster_summary"])
+    return report
+
+
+def assemble(entries: list[dict[str, Any]], *, fail_on: str, assess: bool = True,
+             config: ReportConfig | None = None, **kwargs: Any) -> ClusterReport:
+    """The typed report from node entries (:func:`node_entry`): :func:`assemble_report`'s
+    layout as a :class:`~.model.ClusterReport`, scored and advised (``assess``) by value.
+
+    Nothing is written and nothing but the entries' sections (placed, not copied) is
+    shared with the caller; :func:`write_report` is the step that writes files and fills
+    the artifact paths.
+    """
+    from .model import ClusterReport
+
+    report = assemble_report(entries, fail_on=fail_on, assess=False, **kwargs)
+    typed = ClusterReport.from_dict(report)
+    if not assess:
+        return typed
+    from .advice import advise
+
+    return typed.with_assessment(advise(report, config))
 
 
 def save_artifacts(node: NodeReport, out: SafeDir | str | Path, node_key: str) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from .canonical import verdict_of
+from .reporters import reporter
 
 DEFAULT_WIDTH = 120
 MIN_WIDTH = 40
@@ -68,6 +69,12 @@ def render_console(report: Mapping[str, Any], stream: IO[str] | None = None, ver
     else:
         stream.write("".join(line.plain() + "\n" for line in lines))
     stream.flush()
+
+
+@reporter("console")
+def render_console_text(report: Mapping[str, Any], width: int = 120) -> str:
+    """The console view as plain text (``report render --format console`` to a file or pipe)."""
+    return "".join(line.plain() + "\n" for line in console_lines(report, width))
 
 
 def width_of(stream: IO[str], width: int | None = None) -> int:

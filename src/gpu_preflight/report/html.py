@@ -28,6 +28,7 @@ from .canonical import display, verdict_of
 from .connectivity import MATRIX_MAX_NODES, node_names
 from .html_assessment import assessment_sections
 from .html_plots import plots
+from .reporters import reporter
 from .scores import compute_scores
 from .svg import STATUS_COLORS
 
@@ -370,6 +371,7 @@ def _findings(report: Mapping[str, Any]) -> str:
             f'<th>Summary</th><th>Recommendation</th></tr>{"".join(rows)}</table></section>')
 
 
+@reporter("html")
 def render_html(report: Mapping[str, Any], config: ReportConfig | None = None) -> str:
     """The whole page for a canonical report dict (node-only or cluster run)."""
     cfg = config or ReportConfig()

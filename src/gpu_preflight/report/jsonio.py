@@ -27,6 +27,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
+from .reporters import reporter
+
 __all__ = ["BATCH", "dump_report", "dumps_report", "encoder_name", "finite"]
 
 BATCH = 64  # entries of one block encoded at once: node sections are tens of kB each
@@ -150,3 +152,9 @@ def dumps_report(report: Mapping[str, Any], *, pretty: bool = False, use_orjson:
     buf = io.BytesIO()
     dump_report(report, buf, pretty=pretty, use_orjson=use_orjson)
     return buf.getvalue()
+
+
+@reporter("json")
+def render_json(report: Mapping[str, Any]) -> str:
+    """The report as indented JSON text (``--format json`` on stdout)."""
+    return json.dumps(report, indent=2) + "\n"

@@ -18,9 +18,11 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from .canonical import display, verdict_of
+from .reporters import reporter
 from .text import plain_text
 
 
+@reporter("junit")
 def render_junit(report: dict[str, Any]) -> str:
     verdict = verdict_of(report)
     warn_fails = verdict.fail_on == "warn"

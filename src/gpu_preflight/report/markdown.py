@@ -24,6 +24,7 @@ from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .assessment import assessment_of, component_order, node_specs, pair_latencies
 from .canonical import display, group_statuses, verdict_of
 from .connectivity import MATRIX_MAX_NODES
+from .reporters import reporter
 from .scores import compute_scores
 from .text import markdown_text
 
@@ -209,6 +210,7 @@ def _schedule(assessment: Mapping[str, Any]) -> list[str]:
     return [*lines, "", f"**Next assessment:** {when} ({s['days']:g} days after this run, {s['setting']}).", ""]
 
 
+@reporter("md")
 def render_markdown(report: dict[str, Any], config: ReportConfig | None = None) -> str:
     cfg = config or ReportConfig()
     summary = report["cluster_summary"]

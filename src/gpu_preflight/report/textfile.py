@@ -25,6 +25,7 @@ from typing import Any
 from ..model import Status
 from ..server.metrics import STATUSES, Exposition, number
 from .canonical import verdict_of
+from .reporters import reporter
 
 __all__ = ["render_textfile", "write_textfile"]
 
@@ -39,6 +40,7 @@ def _timestamp(text: Any) -> float | None:
         return None
 
 
+@reporter("prometheus")
 def render_textfile(report: Mapping[str, Any], cluster: str | None = None) -> str:
     """The metrics of a canonical report as Prometheus text (format 0.0.4)."""
     from ..history.extract import extract

@@ -1,0 +1,206 @@
+"""The typed report model: to_dict gives the report's JSON exactly, from_dict reads it back,
+assembling and assessing are values, the renderer registry and the generated schema."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from gpu_preflight.cli.main import build_parser
+from gpu_preflight.model import SCHEMA_VERSION, Status
+from gpu_preflight.report import FORMATS, render, reporters
+from gpu_preflight.report.advice import add_advice, advise
+from gpu_preflight.report.canonical import assemble, assemble_report, node_entry, write_report
+from gpu_preflight.report.model import Assessment, ClusterReport, ReportFinding
+from gpu_preflight.report.schema import generate, shipped, text
+
+from .assessment_data import multinode_report
+from .report_data import cluster_report, h200_report, node_only_report
+from .report_schema_check import check_reports_under, problems
+
+REPORTS = {"h200": h200_report, "node_only": node_only_report, "cluster": cluster_report,
+           "multinode": multinode_report}
+
+
+@pytest.fixture(scope="module", params=sorted(REPORTS))
+def report(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return REPORTS[request.param]()
+
+
+def test_to_dict_is_the_report_json_exactly(report: dict[str, Any]) -> None:
+    typed = ClusterReport.from_dict(report)
+    assert typed.to_dict() == report
+    if "earlier_scores" not in report["cluster_summary"]:  # the multinode fixture adds them after scoring
+        assert json.dumps(typed.to_dict()) == json.dumps(report)  # same keys, same order, same types
+    assert ClusterReport.from_dict(typed.to_dict()) == typed
+
+
+def test_typed_fields_are_typed(report: dict[str, Any]) -> None:
+    typed = ClusterReport.from_dict(report)
+    assert isinstance(typed.cluster_summary.overall_status, Status)
+    assert all(isinstance(f, ReportFinding) and isinstance(f.status, Status) for f in typed.findings)
+    assert list(typed.nodes) == list(report["nodes"])
+    for key, section in typed.nodes.items():
+        assert section.node_info.hostname == report["nodes"][key]["node_info"]["hostname"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        typed.cluster_summary.exit_code = 0  # type: ignore[misc]
+
+
+def test_a_malformed_report_is_refused() -> None:
+    report = cluster_report()
+    broken = copy.deepcopy(report)
+    broken["findings"][0]["status"] = "GREAT"
+    with pytest.raises(ValueError):
+        ClusterReport.from_dict(broken)
+    del broken["cluster_summary"]
+    with pytest.raises(KeyError):
+        ClusterReport.from_dict(broken)
+
+
+def test_unknown_blocks_keep_their_place() -> None:
+    report = cluster_report()
+    report["cluster_summary"]["localization"] = {"rounds": 2}
+    report["nodes"]["node_1"]["load"] = {"gpu0": {"max_temp_c": 61}}
+    report["extension"] = [1]
+    typed = ClusterReport.from_dict(report)
+    assert typed.cluster_summary.extra == {"localization": {"rounds": 2}}
+    assert typed.nodes["node_1"].load == {"gpu0": {"max_temp_c": 61}}
+    assert json.dumps(typed.to_dict()) == json.dumps(report)
+
+
+def _entries() -> list[dict[str, Any]]:
+    from gpu_preflight import run_checks
+
+    from .conftest import H200_DUMP
+
+    node = run_checks(replay=str(H200_DUMP), include=["gpu.*"], environ={})
+    return [node_entry(node, f"node_{i}") for i in range(2)]
+
+
+def test_assemble_is_the_typed_assemble_report() -> None:
+    entries = _entries()
+    typed = assemble(copy.deepcopy(entries), fail_on="fail")
+    plain = assemble_report(copy.deepcopy(entries), fail_on="fail")
+    assert isinstance(typed, ClusterReport)
+    assert json.dumps(typed.to_dict()) == json.dumps(plain)
+    bare = assemble(copy.deepcopy(entries), fail_on="fail", assess=False)
+    assert bare.cluster_summary.health_scores is None and bare.cluster_summary.assessment is None
+    assert typed.cluster_summary.health_scores == plain["cluster_summary"]["health_scores"]
+
+
+def test_advice_is_a_value_and_leaves_the_report_alone() -> None:
+    report = assemble_report(_entries(), fail_on="fail", assess=False)
+    before = json.dumps(report)
+    advice = advise(report)
+    assert isinstance(advice, Assessment)
+    assert json.dumps(report) == before
+    assert set(advice.recommendations_by_urgency or {}) == {"immediate", "short_term", "monitoring"}
+    typed = ClusterReport.from_dict(report).with_assessment(advice)
+    assert typed.cluster_summary.cost_benefit == advice.cost_benefit
+    assert json.dumps(report) == before
+    dict_path = add_advice(copy.deepcopy(report))["cluster_summary"]
+    assert dict_path["assessment"] == advice.assessment
+
+
+def test_with_summary_adds_blocks_as_a_new_value() -> None:
+    typed = ClusterReport.from_dict(cluster_report())
+    later = typed.with_summary(earlier_scores=[{"overall": 90.0}], localization={"rounds": 1})
+    assert typed.cluster_summary.earlier_scores is None and "localization" not in typed.cluster_summary.extra
+    out = later.to_dict()["cluster_summary"]
+    assert out["earlier_scores"] == [{"overall": 90.0}] and out["localization"] == {"rounds": 1}
+
+
+# -- renderers ------------------------------------------------------------------------
+
+
+def test_formats_and_cli_choices_come_from_the_registry() -> None:
+    assert tuple(reporters.names()) == FORMATS
+    assert {"console", "json", "md", "junit", "html", "prometheus"} <= set(FORMATS)
+    parser = build_parser()
+    for argv in (["run"], ["report", "render", "x.json"]):
+        args = parser.parse_args(argv)
+        assert args.format in FORMATS
+    run = parser._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr,index]
+    fmt = next(a for a in run._actions if "--format" in a.option_strings)
+    assert list(fmt.choices) == reporters.names()
+
+
+def test_an_unknown_format_names_the_close_ones() -> None:
+    with pytest.raises(ValueError, match="did you mean md"):
+        render(cluster_report(), "mdd")
+
+
+def test_every_format_renders_the_typed_report_as_its_dict() -> None:
+    report = cluster_report()
+    typed = ClusterReport.from_dict(report)
+    for fmt in FORMATS:
+        assert render(typed, fmt) == render(report, fmt), fmt
+
+
+def test_a_json_render_imports_no_other_renderer() -> None:
+    code = ("import sys, json; from gpu_preflight.report import render; "
+            "render({'a': 1}, 'json'); "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('gpu_preflight.report'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = json.loads(out)
+    assert "gpu_preflight.report.jsonio" in loaded
+    for other in ("html", "markdown", "junit", "console", "textfile"):
+        assert f"gpu_preflight.report.{other}" not in loaded
+
+
+def test_a_registered_format_is_rendered() -> None:
+    from gpu_preflight.report.reporters import reporter
+
+    with reporters.scoped():
+        @reporter("count", typed=True)
+        def render_count(report: ClusterReport) -> str:
+            return f"{len(report.findings)}\n"
+
+        reporter("count_dict")(lambda report: f"{len(report['findings'])}\n")
+        report = cluster_report()
+        assert render(report, "count") == render(ClusterReport.from_dict(report), "count_dict") \
+            == f"{len(report['findings'])}\n"
+    assert "count" not in reporters
+
+
+# -- schema ---------------------------------------------------------------------------
+
+
+def test_the_shipped_schema_is_the_generated_one() -> None:
+    assert shipped() == generate(), "regenerate: python -m gpu_preflight.report.schema --write"
+    assert shipped()["title"].endswith(f"schema_version {SCHEMA_VERSION}")
+    assert text().endswith("\n")
+
+
+def test_every_report_kind_is_valid(report: dict[str, Any]) -> None:
+    assert problems(report) == []
+
+
+def test_the_schema_refuses_a_wrong_layout() -> None:
+    report = cluster_report()
+    bad = copy.deepcopy(report)
+    bad["cluster_summary"]["exit_code"] = "2"
+    bad["findings"][0]["status"] = "GREAT"
+    del bad["nodes"]["node_0"]["node_info"]["hostname"]
+    bad["nodes"]["node_0"]["gpu"]["gpu_0"]["temperature_c"] = "hot"
+    found = "\n".join(problems(bad, limit=10))
+    for where in ("cluster_summary/exit_code", "findings/0/status", "nodes/node_0/node_info",
+                  "nodes/node_0/gpu/gpu_0/temperature_c"):
+        assert where in found
+
+
+def test_written_reports_are_checked(tmp_path: Any) -> None:
+    report = cluster_report()
+    write_report(report, [], tmp_path / "ok")
+    assert check_reports_under(tmp_path) == []
+    report = copy.deepcopy(report)
+    report["run"]["fail_on"] = 3
+    write_report(report, [], tmp_path / "bad")
+    assert check_reports_under(tmp_path) == ["bad/report.json: run/fail_on: 3 is not of type 'string'"]
+    (tmp_path / "bad" / "report.json").unlink()  # the autouse check would (rightly) fail this test
