@@ -8,13 +8,21 @@ component changes this table on purpose, and a new id that declares nothing fail
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from typing import Any
+
 import pytest
 
-from gpu_preflight.report.canonical import finding_groups
-from gpu_preflight.report.scores import component_of
+from gpu_preflight import registry
+from gpu_preflight.model import Finding
+from gpu_preflight.registry import CheckContext
+from gpu_preflight.report.canonical import TEST_GROUPS, finding_groups
+from gpu_preflight.report.scores import COMPONENT_RULES, component_of
 
 # id -> (groups, component[, {dcgm level: groups at that level}])
-PINNED: dict[str, tuple[object, ...]] = {
+PINNED: dict[str, tuple[Any, ...]] = {
     'cluster.completeness': (('nccl_communication',), 'service_reliability'),
     'cluster.consistency': ((), 'software_stack'),
     'cluster.node_report': ((), 'service_reliability'),
@@ -93,3 +101,59 @@ def test_groups_and_component_are_what_they_were(check_id: str) -> None:
     assert component_of(check_id) == component
     for level, at_level in (levels[0] if levels else {}).items():
         assert finding_groups(check_id, {"level": level}) == at_level
+
+
+def test_every_known_id_declares_its_groups_and_component() -> None:
+    undeclared = [s.id for s in registry.described() if s.groups is None or s.component is None]
+    assert not undeclared, f"declare group= and component= for: {undeclared}"
+    assert set(PINNED) <= {s.id for s in registry.described()}
+
+
+def test_group_order_is_the_report_order() -> None:
+    assert list(TEST_GROUPS) == ["gpu_detection", "gpu_health", "gpu_links", "system_resources", "nccl_communication",
+                                 "efa_network", "dcgm_diagnostics", "dcgm_basic", "dcgm_extended", "compute",
+                                 "training"]
+
+
+def test_a_check_that_declares_nothing_counts_nowhere_and_fails_the_guard() -> None:
+    with registry.CHECKS.scoped():
+        @registry.check("zz.new_check", needs=())
+        def new_check(ctx: CheckContext) -> list[Finding]:
+            """A check somebody forgot to place."""
+            return []
+
+        assert finding_groups("zz.new_check") == ()
+        assert component_of("zz.new_check") == "service_reliability"
+        with pytest.raises(AssertionError, match=r"zz\.new_check"):
+            test_every_known_id_declares_its_groups_and_component()
+
+        @registry.check("zz.placed", needs=(), group="gpu_health", component="hardware_health")
+        def placed(ctx: CheckContext) -> list[Finding]:
+            """A check that says where it counts."""
+            return []
+
+        assert "zz.placed" in TEST_GROUPS["gpu_health"]
+        assert ("zz.placed", "hardware_health") in list(COMPONENT_RULES)
+    assert "zz.placed" not in TEST_GROUPS["gpu_health"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"group": "gpu_heath", "component": "hardware_health"}, "unknown report group 'gpu_heath'"),
+    ({"group": "dcgm_basic@rx", "component": "hardware_health"}, "unknown report group 'dcgm_basic@rx'"),
+    ({"group": (), "component": "hardware"}, "unknown score component 'hardware'"),
+])
+def test_a_misspelt_group_or_component_is_an_error_at_import(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        registry.declare("zz.typo", "Typo", "A typo.", **kwargs)
+
+
+def test_grouping_a_node_report_imports_no_cluster_check() -> None:
+    code = ("import sys; from gpu_preflight import registry; registry.discover('node')\n"
+            "from gpu_preflight.report.canonical import finding_groups, group_statuses\n"
+            "from gpu_preflight.report.scores import component_of\n"
+            "assert finding_groups('gpu.thermal') == ('gpu_health',), finding_groups('gpu.thermal')\n"
+            "assert component_of('system.cpu') == 'resource_management'\n"
+            "group_statuses([{'check_id': 'evidence.parse', 'status': 'ERROR'}])\n"
+            "print(sorted(m for m in sys.modules if m.startswith('gpu_preflight.checks.cluster')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"

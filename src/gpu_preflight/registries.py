@@ -47,6 +47,7 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
         self._lazy: dict[str, str] = {}
         self._discover = discover
+        self.generation = 0  # bumped on every change: tables derived from the entries know when to rebuild
 
     # -- registering -----------------------------------------------------------------
     def register(self, key: str, value: T) -> T:
@@ -55,7 +56,9 @@ class Registry(Generic[T]):
         if old is not None and old is not value:
             raise ValueError(f"{self.kind} {key!r} registered twice")
         self._lazy.pop(key, None)
-        self._entries[key] = value
+        if old is None:
+            self._entries[key] = value
+            self.generation += 1
         return value
 
     def lazy(self, key: str, target: str) -> None:
@@ -63,6 +66,7 @@ class Registry(Generic[T]):
         if key in self._entries or (key in self._lazy and self._lazy[key] != target):
             raise ValueError(f"{self.kind} {key!r} registered twice")
         self._lazy[key] = target
+        self.generation += 1
 
     def decorator(self, key: str, wrap: Callable[[T], T] | None = None) -> Callable[[T], T]:
         """``@registry.decorator("id")``: registers the decorated object (or ``wrap(obj)``)
@@ -143,8 +147,10 @@ class Registry(Generic[T]):
             self._entries.update(entries)
             self._lazy.clear()
             self._lazy.update(lazy)
+            self.generation += 1
 
     def unregister(self, key: str) -> None:
         """Remove ``key`` (tests, inside :meth:`scoped`)."""
         self._entries.pop(key, None)
         self._lazy.pop(key, None)
+        self.generation += 1

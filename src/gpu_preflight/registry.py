@@ -7,16 +7,17 @@ Adding a check therefore touches one module; there is no central list to edit.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import inspect
 import pkgutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .model import id_matches
-from .registries import Registry
+from .registries import Registry, UnknownKey
 
 if TYPE_CHECKING:
     from .config import Config
@@ -40,10 +41,31 @@ class CheckSpec:
     suites: tuple[str, ...] = SUITES
     tags: tuple[str, ...] = ()
     scope: str = "node"
+    groups: tuple[str, ...] | None = None  # report groups (``test_results``); None: not declared
+    component: str | None = None  # score component; None: not declared
+    settings: tuple[str, ...] = ()  # thresholds ``checks explain`` shows beside those the doc names
 
     def matches(self, pattern: str) -> bool:
         """Glob on the id (``gpu.*``) or exact tag (``gpu``)."""
         return id_matches(self.id, pattern) or pattern in self.tags
+
+
+@dataclass(frozen=True)
+class DeclaredId:
+    """An id a report can carry that no ``@check`` produces (evidence verdicts, history, run meta)."""
+
+    id: str
+    title: str
+    doc: str
+    groups: tuple[str, ...] | None
+    component: str | None
+    settings: tuple[str, ...] = ()
+    scope: str = "report"
+    suites: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+
+
+Described = CheckSpec | DeclaredId
 
 
 @dataclass(frozen=True)
@@ -105,16 +127,23 @@ def discover(scope: str | None = None) -> None:
 _discovered: set[str] = set()  # "node", "cluster": which modules are imported
 CLUSTER_MODULE_PREFIX = "cluster_"  # checks/cluster_*.py hold the cluster-scope checks (tested)
 CHECKS: Registry[CheckSpec] = Registry("check", discover)
+DECLARED: Registry[DeclaredId] = Registry("report id", lambda scope: discover("node"))  # declared in node modules
 PROBES: Registry[ProbeSpec] = Registry("probe", lambda scope: discover("node"))  # every probe is a node module
 
 
 def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SUITES,
-          tags: tuple[str, ...] = (), scope: str = "node") -> Callable[[CheckFn], CheckFn]:
+          tags: tuple[str, ...] = (), scope: str = "node", group: str | tuple[str, ...] | None = None,
+          component: str | None = None, settings: tuple[str, ...] = ()) -> Callable[[CheckFn], CheckFn]:
     """Register a check. Its docstring's first line is the title, the rest its explanation.
 
     ``scope="node"`` checks judge one node's facts; ``scope="cluster"`` checks judge the
-    gathered results of a distributed run (fact ``cluster``) on rank 0.
+    gathered results of a distributed run (fact ``cluster``) on rank 0. ``group`` names the
+    report group(s) its findings count in (:data:`GROUPS`; ``()`` for none, ``"name@rN"``
+    for a group that counts only findings of diagnostic level N) and ``component`` the
+    score component (:data:`~gpu_preflight.config.report_schema.COMPONENTS`).
     """
+    groups = _groups(check_id, group)
+    _component(check_id, component)
 
     def register(fn: CheckFn) -> CheckFn:
         if check_id in CHECKS:
@@ -127,10 +156,49 @@ def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SU
             return fn(replace(ctx, check_id=check_id))  # the check knows its id, however it is called
 
         CHECKS.register(check_id, CheckSpec(check_id, bound, needs, title, doc, suites,
-                                            (check_id.split(".")[0], *tags), scope))
+                                            (check_id.split(".")[0], *tags), scope, groups, component, settings))
         return fn
 
     return register
+
+
+def declare(report_id: str, title: str, doc: str, *, group: str | tuple[str, ...] | None,
+            component: str | None, settings: tuple[str, ...] = ()) -> DeclaredId:
+    """Declare an id that findings carry without a ``@check`` producing it, so that the
+    report groups and scores it, and ``checks list`` / ``checks explain`` know it."""
+    spec = DeclaredId(report_id, title, inspect.cleandoc(doc), _groups(report_id, group),
+                      _component(report_id, component), settings)
+    if report_id in CHECKS:
+        raise ValueError(f"{report_id!r} is a check; declare only ids no check produces")
+    return DECLARED.register(report_id, spec)
+
+
+# cluster_summary.test_results, in report order. A group is true when it has a PASS and
+# nothing worse than SKIP, false when anything WARNs or worse, and null when every check
+# in it was skipped. ``dcgm_basic``/``dcgm_extended`` count a levelled check's findings
+# by the diagnostic level that found them (``group="dcgm_basic@r1"``).
+GROUPS = ("gpu_detection", "gpu_health", "gpu_links", "system_resources", "nccl_communication", "efa_network",
+          "dcgm_diagnostics", "dcgm_basic", "dcgm_extended", "compute", "training")
+UNDECLARED_COMPONENT = "service_reliability"  # what an unknown id's findings count against
+
+
+def _groups(report_id: str, group: str | tuple[str, ...] | None) -> tuple[str, ...] | None:
+    if group is None:
+        return None
+    groups = (group,) if isinstance(group, str) else tuple(group)
+    for name in groups:
+        base, _, level = name.partition("@r")
+        if base not in GROUPS or (level and not level.isdigit()):
+            raise ValueError(f"{report_id}: unknown report group {name!r} (groups: {', '.join(GROUPS)})")
+    return groups
+
+
+def _component(report_id: str, component: str | None) -> str | None:
+    from .config.report_schema import COMPONENTS
+
+    if component is not None and component not in COMPONENTS:
+        raise ValueError(f"{report_id}: unknown score component {component!r} (components: {', '.join(COMPONENTS)})")
+    return component
 
 
 def probe(name: str) -> Callable[[ProbeFn], ProbeFn]:
@@ -183,3 +251,123 @@ def select(suite: str, include: Iterable[str] = (), exclude: Iterable[str] = (),
     if include:
         chosen = [s for s in specs if s.scope == scope and any(s.matches(p) for p in include)]
     return [s for s in chosen if not any(s.matches(p) for p in exclude)]
+
+
+def described(scope: str | None = None) -> list[Described]:
+    """Every id a report can carry that is known here (checks and declared ids), sorted."""
+    discover(scope)
+    specs: list[Described] = [*CHECKS.values(scope), *DECLARED.values(scope)]
+    return sorted(specs, key=lambda s: s.id)
+
+
+def describe(report_id: str) -> Described:
+    """The check or declared id ``report_id``; an ``UnknownKey`` naming near misses otherwise."""
+    found = DECLARED.find(report_id) if report_id in DECLARED else None
+    if found is not None:
+        return found
+    try:
+        return CHECKS.get(report_id)
+    except UnknownKey:
+        known = [s.id for s in described()]
+        close = [k for k in known if k.startswith(report_id + ".")][:4] or difflib.get_close_matches(
+            report_id, known, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise UnknownKey(f"no check or report id {report_id!r}{hint}") from None
+
+
+def _known_now() -> list[Described]:
+    """What the derived tables are built from: the ids of the scopes imported so far.
+
+    A node-only run has imported the node modules (every declared id lives in one) and
+    cannot produce a cluster check's id, so its report is grouped without importing
+    ``checks/cluster_*.py``; a process that has imported nothing yet (re-rendering a saved
+    report) imports everything first.
+    """
+    if "node" not in _discovered:
+        discover(None)
+    specs: list[Described] = [*CHECKS.values("node"), *DECLARED.values("node")]
+    return sorted(specs, key=lambda s: s.id)
+
+
+class _Derived:
+    """A table rebuilt whenever a registry changed (discovery of a scope, a test's ``scoped()``)."""
+
+    def __init__(self) -> None:
+        self._stamp: tuple[int, int] | None = None
+
+    def _fresh(self) -> bool:
+        stamp = (CHECKS.generation, DECLARED.generation)
+        if stamp == self._stamp:
+            return True
+        self._stamp = stamp
+        return False
+
+
+class GroupTable(_Derived, Mapping[str, tuple[str, ...]]):
+    """``report.canonical.TEST_GROUPS``: group → the ids (``id@rN`` for a levelled group) counted in it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._table: dict[str, tuple[str, ...]] = {}
+
+    def _build(self) -> dict[str, tuple[str, ...]]:
+        if self._fresh() and self._table:
+            return self._table
+        table: dict[str, list[str]] = {name: [] for name in GROUPS}
+        for spec in _known_now():
+            groups = spec.groups or ()
+            levelled = any("@r" in g for g in groups)
+            for name in groups:
+                base, _, level = name.partition("@r")
+                table[base] += [f"{spec.id}@r{level}"] if level else [spec.id, *([f"{spec.id}@r*"] if levelled else [])]
+        self._table = {name: tuple(ids) for name, ids in table.items()}
+        return self._table
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        if name not in GROUPS:
+            raise KeyError(name)
+        return self._build()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(GROUPS)  # the keys are fixed: ``dict.fromkeys(TEST_GROUPS)`` imports nothing
+
+    def __len__(self) -> int:
+        return len(GROUPS)
+
+
+class ComponentRules(_Derived, Sequence[tuple[str, str]]):
+    """``report.scores.COMPONENT_RULES``: (id, component) per known id, then ``("*", service_reliability)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rules: tuple[tuple[str, str], ...] = ()
+
+    def _build(self) -> tuple[tuple[str, str], ...]:
+        if self._fresh() and self._rules:
+            return self._rules
+        self._rules = (*((s.id, s.component) for s in _known_now() if s.component is not None),
+                       ("*", UNDECLARED_COMPONENT))
+        return self._rules
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, str]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[str, str]]: ...
+    def __getitem__(self, index: int | slice) -> tuple[str, str] | Sequence[tuple[str, str]]:
+        return self._build()[index]
+
+    def __len__(self) -> int:
+        return len(self._build())
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._build())
+
+
+def test_groups() -> GroupTable:
+    """The report groups, derived from what each check and declared id says (see :data:`GROUPS`)."""
+    return GroupTable()
+
+
+def component_rules() -> ComponentRules:
+    """The score component of every known id, derived from the declarations."""
+    return ComponentRules()

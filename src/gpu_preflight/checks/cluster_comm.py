@@ -19,7 +19,8 @@ def cluster(ctx: CheckContext) -> ClusterFacts:
     return facts
 
 
-@check("cluster.completeness", needs=("cluster",), scope="cluster")
+@check("cluster.completeness", needs=("cluster",), scope="cluster",
+       group="nccl_communication", component="service_reliability")
 def completeness(ctx: CheckContext) -> Iterator[Finding]:
     """Every rank of the job reported to rank 0.
 
@@ -50,7 +51,8 @@ def collective_entries(c: ClusterFacts) -> Iterator[tuple[int, dict[str, Any]]]:
     yield from c.group_entries
 
 
-@check("nccl.correctness", needs=("cluster",), scope="cluster")
+@check("nccl.correctness", needs=("cluster",), scope="cluster",
+       group="nccl_communication", component="network_infrastructure")
 def correctness(ctx: CheckContext) -> Iterator[Finding]:
     """Every collective produced exactly the expected values.
 
@@ -80,7 +82,8 @@ def correctness(ctx: CheckContext) -> Iterator[Finding]:
                       "no collective ran (a single rank, or the run failed before)")
 
 
-@check("nccl.collectives", needs=("cluster",), scope="cluster")
+@check("nccl.collectives", needs=("cluster",), scope="cluster",
+       group="nccl_communication", component="network_infrastructure")
 def collectives(ctx: CheckContext) -> Iterator[Finding]:
     """Collectives complete and reach the expected bus bandwidth.
 
@@ -184,7 +187,7 @@ def _allreduce_pass(subject: str, busbw: float, entry: dict[str, Any], top: dict
                    observed=round(busbw, 3), expected=f">= {floor.gbps:g}" if floor else None, unit="GB/s")
 
 
-@check("network.node_links", needs=("cluster",), scope="cluster")
+@check("network.node_links", needs=("cluster",), scope="cluster", group=(), component="network_infrastructure")
 def node_links(ctx: CheckContext) -> Iterator[Finding]:
     """Every node exchanges data with node 0 at the speed of its peers.
 

@@ -18,7 +18,7 @@ from .common import version_below
 from .floors import Floor, host_transfer_floor, node_topology, peer_gap_status
 
 
-@check("compute.gemm", needs=("cluster",), scope="cluster")
+@check("compute.gemm", needs=("cluster",), scope="cluster", group="compute", component="hardware_health")
 def gemm(ctx: CheckContext) -> Iterator[Finding]:
     """Every GPU computes GEMMs correctly and at the expected speed.
 
@@ -135,7 +135,7 @@ def _gemm_finding(subject: str, label: str, tflops: float, status: Status, code:
                    "on the GPU (gpu.busy); compare with DCGM targeted stress.")
 
 
-@check("memory.bandwidth", needs=("cluster",), scope="cluster")
+@check("memory.bandwidth", needs=("cluster",), scope="cluster", group="compute", component="hardware_health")
 def memory(ctx: CheckContext) -> Iterator[Finding]:
     """GPU memory copies fast, host transfers reach PCIe/C2C speed, patterns read back intact.
 
@@ -279,7 +279,7 @@ def _memory_pass(subject: str, m: dict[str, Any]) -> Finding:
                    f"{m['pattern_bytes'] / 1e9:.1f} GB patterns intact", observed=m)
 
 
-@check("train.smoke", needs=("cluster",), scope="cluster")
+@check("train.smoke", needs=("cluster",), scope="cluster", group="training", component="service_reliability")
 def training(ctx: CheckContext) -> Iterator[Finding]:
     """A small model learns on every GPU, and DDP keeps every rank's parameters identical.
 
@@ -343,7 +343,7 @@ def _train_pass(subject: str, name: str, t: dict[str, Any], extra: str) -> Findi
                    observed=round(t["loss_end"], 4))
 
 
-@check("stack.cuda", needs=("cluster",), scope="cluster")
+@check("stack.cuda", needs=("cluster",), scope="cluster", group="training", component="software_stack")
 def stack(ctx: CheckContext) -> Iterator[Finding]:
     """torch's CUDA matches the driver and CUDA starts on every GPU.
 
@@ -407,7 +407,7 @@ def _fix(stack: dict[str, Any], driver_cuda: Any) -> str:
             f"{driver_cuda}), or upgrade the driver; check that the container sees the GPUs (--gpus all).")
 
 
-@check("cluster.consistency", needs=("cluster",), scope="cluster")
+@check("cluster.consistency", needs=("cluster",), scope="cluster", group=(), component="software_stack")
 def consistency(ctx: CheckContext) -> Iterator[Finding]:
     """Nodes run the same software and have the same number of GPUs.
 

@@ -112,7 +112,7 @@ def _median(ph: Mapping[str, Any], key: str) -> float | None:
     return float(stats["median"]) if isinstance(stats, Mapping) and stats.get("median") is not None else None
 
 
-@check("load.clocks", needs=("cluster",), scope="cluster")
+@check("load.clocks", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
 @over_loads
 def clocks(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
     """Clocks hold under load: no hardware slowdown, no sustained drop.
@@ -175,7 +175,7 @@ def clocks(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) 
                 text, observed=lowest, unit="MHz", details={"phases": judged}))
 
 
-@check("load.thermal", needs=("cluster",), scope="cluster")
+@check("load.thermal", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
 @over_loads
 def thermal(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
     """Temperatures stay clear of the GPU's own limits under load.
@@ -212,7 +212,7 @@ def thermal(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes)
             "Check airflow, fans, inlet temperature and neighbouring GPUs before long jobs."))
 
 
-@check("load.power", needs=("cluster",), scope="cluster")
+@check("load.power", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
 @over_loads
 def power(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
     """Under GEMM the GPU draws the power it needs (DCGM's targeted-power idea).
@@ -243,7 +243,7 @@ def power(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -
                                                expected=f">= {cfg.gemm_power_min_fraction:g}", unit="of limit"))
 
 
-@check("load.peers", needs=("cluster",), scope="cluster")
+@check("load.peers", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
 @over_loads
 def peers(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
     """Under the same load, a GPU's clocks and power match those of its node's other GPUs.
@@ -292,7 +292,7 @@ def peers(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -
                       "no node sampled two or more GPUs under the same load: nothing to compare")
 
 
-@check("load.ecc", needs=("cluster",), scope="cluster")
+@check("load.ecc", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
 @over_loads
 def ecc(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
     """No uncorrectable ECC error appeared while the workloads ran.
@@ -318,7 +318,7 @@ def ecc(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> 
                                                unit="errors"))
 
 
-@check("load.xid", needs=("cluster",), scope="cluster")
+@check("load.xid", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
 def xid_under_load(ctx: CheckContext) -> Iterator[Finding]:
     """No serious Xid event appeared in a node's kernel log while the workloads ran.
 

@@ -20,7 +20,8 @@ def efa_expected(ctx: CheckContext, facts: FabricFacts) -> bool:
     return bool(facts.efa_devices) if wanted is None else wanted
 
 
-@check("fabric.fi_info", needs=("fabric",), tags=("diagnostics",))
+@check("fabric.fi_info", needs=("fabric",), tags=("diagnostics",),
+       group="efa_network", component="network_infrastructure")
 def fi_info(ctx: CheckContext) -> Iterator[Finding]:
     """libfabric offers the provider the job will use (``fi_info -p efa``).
 
@@ -62,7 +63,7 @@ def fi_info(ctx: CheckContext) -> Iterator[Finding]:
         yield finding
 
 
-@check("fabric.efa", needs=("fabric",), tags=("diagnostics",))
+@check("fabric.efa", needs=("fabric",), tags=("diagnostics",), group="efa_network", component="network_infrastructure")
 def efa(ctx: CheckContext) -> Iterator[Finding]:
     """EFA devices are present and NCCL can load its network plugin (aws-ofi-nccl).
 

@@ -14,7 +14,8 @@ from ..registry import CheckContext, check
 from .evidence import judge_record
 
 
-@check("ib.ports", needs=("infiniband",), tags=("diagnostics",))
+@check("ib.ports", needs=("infiniband",), tags=("diagnostics",),
+       group="efa_network", component="network_infrastructure")
 def ports(ctx: CheckContext) -> Iterator[Finding]:
     """Every RDMA port is up at its rate, and the node has as many as it should.
 
@@ -53,7 +54,8 @@ def ports(ctx: CheckContext) -> Iterator[Finding]:
         yield finding
 
 
-@check("ib.counters", needs=("infiniband",), tags=("diagnostics",))
+@check("ib.counters", needs=("infiniband",), tags=("diagnostics",),
+       group="efa_network", component="network_infrastructure")
 def counters(ctx: CheckContext) -> Iterator[Finding]:
     """No RDMA port's error counters rose during the run.
 

@@ -38,7 +38,8 @@ def _judged(ctx: CheckContext) -> Iterator[Finding]:
                 yield finding
 
 
-@check("nccl_tests.correctness", needs=("nccl_tests",), tags=("active", "diagnostics"))
+@check("nccl_tests.correctness", needs=("nccl_tests",), tags=("active", "diagnostics"),
+       group="nccl_communication", component="network_infrastructure")
 def correctness(ctx: CheckContext) -> Iterator[Finding]:
     """nccl-tests on this node completes and finds no wrong values.
 
@@ -54,7 +55,8 @@ def correctness(ctx: CheckContext) -> Iterator[Finding]:
     yield from _judged(ctx)
 
 
-@check("nccl_tests.bandwidth", needs=("nccl_tests",), tags=("active", "diagnostics"))
+@check("nccl_tests.bandwidth", needs=("nccl_tests",), tags=("active", "diagnostics"),
+       group="nccl_communication", component="network_infrastructure")
 def bandwidth(ctx: CheckContext) -> Iterator[Finding]:
     """nccl-tests on this node reaches the bus-bandwidth floor.
 

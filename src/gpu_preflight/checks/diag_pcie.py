@@ -11,7 +11,7 @@ from ..registry import CheckContext, check
 from .evidence import judge_record
 
 
-@check("pcie.lnksta", needs=("pcie",), tags=("diagnostics",))
+@check("pcie.lnksta", needs=("pcie",), tags=("diagnostics",), group=(), component="hardware_health")
 def lnksta(ctx: CheckContext) -> Iterator[Finding]:
     """GPU and NIC PCIe links trained to the width (and, for NICs, the speed) they are capable of.
 
@@ -40,7 +40,7 @@ def lnksta(ctx: CheckContext) -> Iterator[Finding]:
         yield finding
 
 
-@check("pcie.limited_by", needs=("pcie",), tags=("diagnostics",))
+@check("pcie.limited_by", needs=("pcie",), tags=("diagnostics",), group=(), component="hardware_health")
 def limited_by(ctx: CheckContext) -> Iterator[Finding]:
     """The kernel reports no device capped by a slower upstream PCIe link.
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..model import Finding, Status
 from ..registries import Registry
+from ..registry import declare
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -40,8 +41,21 @@ __all__ = ["JUDGES", "JudgeFn", "check_title", "incomplete_parts", "judge_record
 
 JudgeFn = Callable[[Any, "Config", str], Iterable[Finding]]
 
-_TITLES = {"evidence.parse": "The evidence could be read", "evidence.judge": "The evidence could be judged",
-           "evidence.complete": "The evidence was complete"}
+EVIDENCE_IDS = (
+    declare("evidence.parse", "The evidence could be read",
+            """A saved tool output could be read as the kind detected (or given with ``--kind``):
+            ERROR with the line where parsing stopped otherwise. Nothing in it was judged.""",
+            group=(), component="service_reliability"),
+    declare("evidence.judge", "The evidence could be judged",
+            """The evidence's judge ran and said something: ERROR when no judge knows the kind,
+            the judge crashed, hung past its time limit or produced no finding.""",
+            group=(), component="service_reliability"),
+    declare("evidence.complete", "The evidence was complete",
+            """The parser saw the whole tool output: ERROR when it lacks a part the tool prints
+            (a table's closing border, a summary, announced GPUs or ports), beside whatever was
+            judged in the part that is there.""",
+            group=(), component="service_reliability"),
+)
 
 
 def _discover(scope: str | None = None) -> None:
@@ -114,10 +128,10 @@ def incomplete_parts(record: Any) -> list[str]:
 
 def check_title(check_id: str, kind: str) -> str:
     """A report title for ``check_id``: the node check's own title, else the first line of the kind's judge."""
-    from ..registry import get_check
+    from ..registry import DECLARED, get_check
 
-    if check_id in _TITLES:
-        return _TITLES[check_id]
+    if check_id in DECLARED:
+        return DECLARED.get(check_id).title
     try:
         return get_check(check_id).title
     except KeyError:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..config.evidence import evidence_config
 from ..model import Finding, Status
+from ..registry import declare
 from .evidence import judges
 
 if TYPE_CHECKING:
@@ -32,6 +33,12 @@ if TYPE_CHECKING:
     from ..parsers.lspci import LspciRecord, PciDevice
     from ..parsers.perftest import PerftestRecord
 
+IB_PERFTEST = declare(
+    "ib.perftest", "perftest reaches the bandwidth floor",
+    """A saved perftest run (``ib_write_bw``, ``ib_read_bw``, ``ib_send_bw``): FAIL when the test
+    could not connect or its best average bandwidth is below ``evidence.perftest_min_bw_gbps``;
+    SKIP with the measured value when that floor is unset.""",
+    group="efa_network", component="network_infrastructure", settings=("evidence.perftest_min_bw_gbps",))
 _GPU_CLASSES = ("3D controller", "VGA compatible controller", "Display controller")
 
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..model import NA, Finding, Status
+from ..registry import declare
 from .evidence import judges
 
 if TYPE_CHECKING:
@@ -30,6 +31,23 @@ if TYPE_CHECKING:
 MIB = 1024 * 1024
 GPU_LIBRARIES = ("libnccl", "libcuda", "libnvidia", "libcudart", "libcublas", "libnvrm")
 _LIST_CHECKS = ("gpu.inventory.count", "gpu.inventory.identity", "gpu.inventory.mig")
+NVIDIA_SMI_GPU = declare(
+    "nvidia_smi.gpu", "nvidia-smi output lists the GPUs it reports",
+    """A saved nvidia-smi output (``-q``, XML, CSV query, table) lists GPUs to judge: ERROR when
+    it lists none, WARN when it reports more attached GPUs than it lists (those were not judged).
+    The GPUs it lists are judged by the node checks' own rules (``gpu.*``).""",
+    group=(), component="hardware_health")
+NVIDIA_SMI_TOPO = declare(
+    "nvidia_smi.topo", "GPU topology recorded",
+    """``nvidia-smi topo -m`` is recorded (links and CPU affinity per device), not judged: SKIP,
+    since there is no expected topology to compare it with.""",
+    group=(), component="hardware_health")
+KERNEL_SEGFAULT = declare(
+    "kernel.segfault", "No GPU library crashed",
+    """A saved kernel log shows a process segfaulting inside a GPU library (libnccl, libcuda,
+    libnvidia, libcudart, libcublas, libnvrm): WARN, a driver/library mismatch or a bad node is
+    likely.""",
+    group=(), component="software_stack")
 
 
 def _report_check(check_id: str) -> bool:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config.evidence import evidence_config
 from ..model import Finding, Status
+from ..registry import declare
 from .evidence import judges
 from .floors import Floor, log_allreduce_floor
 
@@ -30,6 +31,14 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..parsers.nccl_log import NcclLogRecord, NcclSignature
     from ..parsers.nccl_tests import NcclTestsRecord
+
+
+NCCL_LOG_TRIAGE = declare(
+    "nccl_log.triage", "No known failure signature in the job log",
+    """A job's NCCL / torch.distributed log is searched for known failure signatures (timeouts,
+    unhandled system errors, remote-peer closes, IB/EFA errors...): one finding per signature,
+    with the ranks and hosts its lines came from and what to do next; SKIP when none is found.""",
+    group=(), component="network_infrastructure")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from .common import is_number, not_read, per_gpu
 MIB = 1024 * 1024
 
 
-@check("gpu.busy", needs=("gpu",))
+@check("gpu.busy", needs=("gpu",), group="gpu_health", component="resource_management")
 @per_gpu
 def busy(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """No other process holds the GPU.

@@ -13,7 +13,7 @@ from .common import gpu_subject, gpu_targets, not_read, per_gpu, version_below
 RESET = "Reset the GPU (nvidia-smi -r) or reboot the node; if it recurs, drain the node and RMA the GPU."
 
 
-@check("gpu.nvml", needs=("gpu",))
+@check("gpu.nvml", needs=("gpu",), group="gpu_detection", component="hardware_health")
 def nvml_access(ctx: CheckContext) -> Iterator[Finding]:
     """NVML is usable and every GPU answers.
 
@@ -57,7 +57,7 @@ def nvml_access(ctx: CheckContext) -> Iterator[Finding]:
                       observed=len(facts.gpus))
 
 
-@check("gpu.inventory.count", needs=("gpu",))
+@check("gpu.inventory.count", needs=("gpu",), group="gpu_detection", component="hardware_health")
 def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
     """The node has the GPUs it should: count (and model, if configured) as expected.
 
@@ -115,7 +115,7 @@ def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
                       recommendation="Distributed training runs at the pace of the slowest GPU model.")
 
 
-@check("gpu.inventory.driver", needs=("gpu",))
+@check("gpu.inventory.driver", needs=("gpu",), group="gpu_detection", component="software_stack")
 def driver_version(ctx: CheckContext) -> Iterator[Finding]:
     """The NVIDIA driver and its CUDA version are at least the configured minimums.
 
@@ -141,7 +141,7 @@ def driver_version(ctx: CheckContext) -> Iterator[Finding]:
                           observed=actual, expected=f">= {minimum}")
 
 
-@check("gpu.inventory.identity", needs=("gpu",))
+@check("gpu.inventory.identity", needs=("gpu",), group="gpu_detection", component="hardware_health")
 def identity(ctx: CheckContext) -> Iterator[Finding]:
     """Each GPU's identity (UUID, serial, PCI bus id, VBIOS) is readable and consistent.
 
@@ -177,7 +177,7 @@ def identity(ctx: CheckContext) -> Iterator[Finding]:
                           recommendation="Flash all GPUs of the node to the same VBIOS.")
 
 
-@check("gpu.inventory.persistence", needs=("gpu",))
+@check("gpu.inventory.persistence", needs=("gpu",), group="gpu_detection", component="software_stack")
 @per_gpu
 def persistence(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """Persistence mode is on, so the driver stays initialised between jobs.
@@ -198,7 +198,7 @@ def persistence(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
                       observed="on" if mode else "off")
 
 
-@check("gpu.inventory.mig", needs=("gpu",))
+@check("gpu.inventory.mig", needs=("gpu",), group="gpu_detection", component="software_stack")
 @per_gpu
 def mig_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """MIG mode is as expected (``gpu.mig_mode``; off for training by default).
@@ -227,7 +227,7 @@ def mig_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findin
                       observed=state, expected=want)
 
 
-@check("gpu.inventory.compute_mode", needs=("gpu",))
+@check("gpu.inventory.compute_mode", needs=("gpu",), group="gpu_detection", component="software_stack")
 @per_gpu
 def compute_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """The compute mode lets training processes use the GPU.

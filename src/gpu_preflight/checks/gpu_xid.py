@@ -30,7 +30,7 @@ def xid_policy(cfg: XidConfig) -> XidPolicy:
     return _policy(cfg.policy_file, tuple(sorted(cfg.severity_overrides.items())))
 
 
-@check("gpu.xid", needs=("kernel_log", "gpu"))
+@check("gpu.xid", needs=("kernel_log", "gpu"), group="gpu_health", component="hardware_health")
 def xid_events(ctx: CheckContext) -> Iterator[Finding]:
     """No serious Xid event in the kernel log within the window.
 

@@ -31,7 +31,7 @@ def _not_recorded(check_id: str, ctx: CheckContext) -> Finding | None:
     return Finding(check_id, Status.SKIP, ctx.host, "not_recorded", f"host facts {why}")
 
 
-@check("system.memory", needs=("system",))
+@check("system.memory", needs=("system",), group="system_resources", component="resource_management")
 def memory(ctx: CheckContext) -> Iterator[Finding]:
     """Enough host RAM is available for data loaders and pinned buffers.
 
@@ -62,7 +62,7 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
                       observed=round(gib, 2), unit="GiB", details=details)
 
 
-@check("system.disk", needs=("system",))
+@check("system.disk", needs=("system",), group="system_resources", component="resource_management")
 def disk(ctx: CheckContext) -> Iterator[Finding]:
     """Each configured path (and the report directory) has free space.
 
@@ -97,7 +97,7 @@ def disk(ctx: CheckContext) -> Iterator[Finding]:
                           observed=round(gib, 2), unit="GiB", details=details)
 
 
-@check("system.cpu", needs=("system",))
+@check("system.cpu", needs=("system",), group="system_resources", component="resource_management")
 def cpu(ctx: CheckContext) -> Iterator[Finding]:
     """Enough CPUs, and the host is not already loaded.
 
@@ -128,7 +128,7 @@ def cpu(ctx: CheckContext) -> Iterator[Finding]:
                       unit="CPUs", details=details)
 
 
-@check("system.shm", needs=("system",))
+@check("system.shm", needs=("system",), group="system_resources", component="resource_management")
 def shm(ctx: CheckContext) -> Iterator[Finding]:
     """/dev/shm is large enough for NCCL and data loaders.
 
@@ -157,7 +157,7 @@ def shm(ctx: CheckContext) -> Iterator[Finding]:
                   "Give the container more shared memory: --shm-size=16g, --ipc=host, or a larger tmpfs.")
 
 
-@check("system.limits", needs=("system",))
+@check("system.limits", needs=("system",), group="system_resources", component="resource_management")
 def limits(ctx: CheckContext) -> Iterator[Finding]:
     """Locked-memory and open-files limits suit RDMA and NCCL.
 
@@ -193,7 +193,7 @@ def limits(ctx: CheckContext) -> Iterator[Finding]:
                       observed=nofile, unit="files")
 
 
-@check("system.kernel", needs=("system",))
+@check("system.kernel", needs=("system",), group="system_resources", component="software_stack")
 def kernel(ctx: CheckContext) -> Iterator[Finding]:
     """The kernel is at least ``system.kernel_min_version``; FAIL if older."""
     if skip := _not_recorded("system.kernel", ctx):
@@ -211,7 +211,7 @@ def kernel(ctx: CheckContext) -> Iterator[Finding]:
                       expected=f">= {cfg.kernel_min_version}")
 
 
-@check("system.numa", needs=("system",))
+@check("system.numa", needs=("system",), group="system_resources", component="hardware_health")
 def numa(ctx: CheckContext) -> Iterator[Finding]:
     """The host exposes the expected NUMA nodes.
 
@@ -233,7 +233,7 @@ def numa(ctx: CheckContext) -> Iterator[Finding]:
                       expected=expected, unit="nodes")
 
 
-@check("system.services", needs=("system", "gpu"))
+@check("system.services", needs=("system", "gpu"), group="system_resources", component="service_reliability")
 def services(ctx: CheckContext) -> Iterator[Finding]:
     """The services a GPU node needs are running.
 

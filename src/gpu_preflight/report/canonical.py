@@ -30,6 +30,7 @@ from ..model import (
     id_matches,
     verdict,
 )
+from ..registry import test_groups
 from .diagnostic_sections import diagnostic_sections, fill_artifact_paths
 
 if TYPE_CHECKING:
@@ -37,25 +38,11 @@ if TYPE_CHECKING:
     from ..safeio import SafeDir
     from .model import ClusterReport
 
-# cluster_summary.test_results: group name → check-id globs. A group is true when it
-# has a PASS and nothing worse than SKIP, false when anything WARNs or worse, and null
-# when every check in it was skipped (not tested is not the same as passed). A finding of
-# a levelled check (DCGM) is matched as ``<check id>@r<level>`` too (see group_key), so
-# dcgm_basic and dcgm_extended follow the level that found it.
-TEST_GROUPS: dict[str, tuple[str, ...]] = {
-    "gpu_detection": ("gpu.nvml", "gpu.inventory.*"),
-    "gpu_health": ("gpu.ecc.*", "gpu.memory.*", "gpu.recovery_action", "gpu.thermal", "gpu.clocks",
-                   "gpu.power", "gpu.busy", "gpu.xid", "load.*"),
-    "gpu_links": ("gpu.pcie", "gpu.nvlink"),
-    "system_resources": ("system.*",),
-    "nccl_communication": ("nccl.*", "nccl_tests.*", "cluster.completeness"),
-    "efa_network": ("fabric.*", "ib.*"),
-    "dcgm_diagnostics": ("dcgm.*",),
-    "dcgm_basic": ("dcgm.*@r1",),
-    "dcgm_extended": ("dcgm.*@r2", "dcgm.*@r3"),
-    "compute": ("compute.*", "memory.*"),
-    "training": ("train.*", "stack.*"),
-}
+# cluster_summary.test_results: group name → the check ids counted in it, derived from
+# what each check declares (``@check(group=...)``, ``registry.GROUPS`` for the order and
+# meaning). A levelled check's (DCGM) finding is matched as ``<check id>@r<level>`` too
+# (see group_key), so dcgm_basic and dcgm_extended follow the level that found it.
+TEST_GROUPS: Mapping[str, tuple[str, ...]] = test_groups()
 READY = "Cluster is ready for distributed training"
 MB = 1024 * 1024
 _RANK = {s.value: s.rank for s in Status}

@@ -35,11 +35,12 @@ import functools
 import math
 import operator
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..config.report_schema import COMPONENTS, ReportConfig
 from ..model import Status, gating_statuses, id_matches
+from ..registry import component_rules
 from .connectivity import connectivity
 from .measurements import gemm_by_gpu, node_peak_busbw, num
 
@@ -51,44 +52,12 @@ TITLES = {"network_infrastructure": "Network infrastructure", "hardware_health":
           "service_reliability": "Service reliability",
           "performance_consistency": "Performance consistency"}
 
-# check-id glob → component; first match wins. Unlisted checks count as service reliability
-# ("something stopped the run from being fully checked") until they are mapped here.
+# (check id, component), then ("*", service reliability): derived from what each check and
+# declared id says (``@check(component=...)``). An id nobody declared counts as service
+# reliability ("something stopped the run from being fully checked"); a test fails on it.
 # Resource management: what a job needs left free on a node (GPU memory and GPUs no other
 # process holds, host memory, CPUs, disk, /dev/shm, locked-memory and open-file limits).
-COMPONENT_RULES: tuple[tuple[str, str], ...] = (
-    ("gpu.busy", "resource_management"),
-    ("system.memory", "resource_management"),
-    ("system.cpu", "resource_management"),
-    ("system.disk", "resource_management"),
-    ("system.shm", "resource_management"),
-    ("system.limits", "resource_management"),
-    ("gpu.inventory.driver", "software_stack"),
-    ("gpu.inventory.persistence", "software_stack"),
-    ("gpu.inventory.mig", "software_stack"),
-    ("gpu.inventory.compute_mode", "software_stack"),
-    ("history.repeat_offender", "hardware_health"),
-    ("history.*", "performance_consistency"),
-    ("gpu.*", "hardware_health"),
-    ("compute.*", "hardware_health"),
-    ("load.*", "hardware_health"),
-    ("memory.*", "hardware_health"),
-    ("dcgm.*", "hardware_health"),
-    ("pcie.*", "hardware_health"),
-    ("nvidia_smi.*", "hardware_health"),
-    ("system.numa", "hardware_health"),
-    ("nccl.*", "network_infrastructure"),
-    ("nccl_tests.*", "network_infrastructure"),
-    ("nccl_log.*", "network_infrastructure"),
-    ("localize.*", "network_infrastructure"),
-    ("network.*", "network_infrastructure"),
-    ("fabric.*", "network_infrastructure"),
-    ("ib.*", "network_infrastructure"),
-    ("stack.*", "software_stack"),
-    ("cluster.consistency", "software_stack"),
-    ("system.kernel", "software_stack"),
-    ("kernel.*", "software_stack"),
-    ("*", "service_reliability"),
-)
+COMPONENT_RULES: Sequence[tuple[str, str]] = component_rules()
 MAX_SUBJECTS = 12
 INCOMPLETE = "INCOMPLETE"
 
