@@ -187,16 +187,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_checks(args: argparse.Namespace) -> int:
-    from ..registry import all_checks, get_check
+    """``checks list`` / ``checks explain``: every id a report can carry, checks and declared ids alike."""
+    from ..registry import described
 
+    specs = described()
     if args.checks_cmd == "list":
-        for spec in all_checks():
-            print(f"{spec.id:28} {','.join(spec.suites):11} {spec.title}")
+        for listed in specs:
+            print(f"{listed.id:28} {','.join(listed.suites) or listed.scope:11} {listed.title}")
         return 0
-    try:
-        spec = get_check(args.id)
-    except KeyError:
-        print(f"gpu-preflight: no check {args.id!r}{_did_you_mean(args.id, [s.id for s in all_checks()])} "
+    spec = next((s for s in specs if s.id == args.id), None)
+    if spec is None:
+        print(f"gpu-preflight: no check {args.id!r}{_did_you_mean(args.id, [s.id for s in specs])} "
               "('gpu-preflight checks list' lists every check)", file=sys.stderr)
         return EXIT_USAGE
     import textwrap
@@ -206,9 +207,14 @@ def cmd_checks(args: argparse.Namespace) -> int:
 
     profile = find_profile(args.profile) if args.profile else None
     config, sources = build_config(profile=profile, config_file=args.config, overrides=args.set)
-    print(f"{spec.id}  (needs: {', '.join(spec.needs)}; suites: {', '.join(spec.suites)})\n")
+    if spec.suites:
+        print(f"{spec.id}  (needs: {', '.join(spec.needs)}; suites: {', '.join(spec.suites)})\n")
+    else:
+        print(f"{spec.id}  ({spec.title}; reported by gpu-preflight, not a selectable check)\n")
     print(spec.doc)
-    named = named_settings(spec.doc, config)
+    groups = ", ".join(spec.groups or ()) or "none"
+    print(f"\nReport group: {groups}; score component: {spec.component or 'undeclared'}")
+    named = named_settings(" ".join([spec.doc, *(f"``{s}``" for s in spec.settings)]), config)
     if named:
         print(f"\nThresholds (current values from: {', '.join(sources)}):")
         width = max(len(n.name) for n in named)
