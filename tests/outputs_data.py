@@ -13,6 +13,7 @@ from typing import Any
 from gpu_preflight import build_report, run_checks
 from gpu_preflight.model import NodeReport
 from gpu_preflight.outputs import add_output_arguments
+from gpu_preflight.outputs.options import OutputOptions
 from gpu_preflight.report import write_report
 
 from .conftest import H200_DUMP
@@ -50,11 +51,11 @@ def written_report(directory: Path, **faults: Any) -> Written:
     return Written(report, node, directory)
 
 
-def run_args(*argv: str, report_dir: Path | None = None) -> argparse.Namespace:
-    """``gpu-preflight run`` arguments as the lead's parser will produce them (outputs flags added)."""
+def run_args(*argv: str, report_dir: Path | None = None) -> OutputOptions:
+    """The output options of ``gpu-preflight run`` with these output flags, as the CLI builds them."""
     parser = argparse.ArgumentParser()
     add_output_arguments(parser)
     args = parser.parse_args(list(argv))
-    args.report_dir = str(report_dir) if report_dir else None
-    args.config, args.set, args.replay = None, [], None
-    return args
+    return OutputOptions(report_dir=str(report_dir) if report_dir else None, outputs=tuple(args.output),
+                         mlflow_uri=args.mlflow_uri, prom_textfile=args.prom_textfile, history=args.history,
+                         history_db=args.history_db, cluster_name=args.cluster_name)

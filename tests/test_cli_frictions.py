@@ -3,7 +3,6 @@ history has never seen. Real CLI processes; NVML is the real pynvml against the 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -113,16 +112,17 @@ def test_history_gpu_unknown_exits_3_with_the_nearest_ids(history: tuple[str, st
 def test_localize_on_one_node_says_why_and_empties_the_exclude_file(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """The self-launched run in test_progress_pty covers the whole path; here the one-line cases."""
-    from gpu_preflight.cli.run_cmd import ONE_NODE, _localize_not_run
+    from gpu_preflight.run import ONE_NODE, LocaliseOptions
+    from gpu_preflight.run import localize_not_run as _localize_not_run
 
     stale = tmp_path / "exclude.txt"
     stale.write_text("gpu-0417\n")
-    args = argparse.Namespace(exclude_file=str(stale), exclude_style="hostlist")
+    args = LocaliseOptions("quick", exclude_file=str(stale), exclude_style="hostlist")
     assert _localize_not_run(args, ONE_NODE, empty_exclude=True) is True
     assert stale.read_text() == ""
     assert capsys.readouterr().err == (f"gpu-preflight: --localize not run: {ONE_NODE}; empty exclude list written "
                                        f"to {stale}\n")
-    blocked = argparse.Namespace(exclude_file=str(stale / "x.txt"), exclude_style="lines")
+    blocked = LocaliseOptions("quick", exclude_file=str(stale / "x.txt"), exclude_style="lines")
     assert _localize_not_run(blocked, ONE_NODE, empty_exclude=True) is False  # the run exits 3
     (line,) = capsys.readouterr().err.splitlines()
     assert f"exclude list not written to {stale / 'x.txt'}: " in line

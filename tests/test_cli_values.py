@@ -92,11 +92,9 @@ def test_timeout_from_the_environment_is_checked_and_used(monkeypatch: pytest.Mo
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     args = build_parser("run").parse_args(["run", "--node-only"])
     monkeypatch.setenv("GPU_PREFLIGHT_TIMEOUT_S", "7.5")
-    run_cmd._validate(args)
-    assert args.timeout_s == 7.5
+    assert run_cmd.run_request(args).run.timeout_s == 7.5
     flagged = build_parser("run").parse_args(["run", "--timeout-s", "3"])
-    run_cmd._validate(flagged)
-    assert flagged.timeout_s == 3.0  # the flag wins over the environment
+    assert run_cmd.run_request(flagged).run.timeout_s == 3.0  # the flag wins over the environment
     for raw in ("garbage", "nan", "-1", "inf", "0", "1e308"):
         monkeypatch.setenv("GPU_PREFLIGHT_TIMEOUT_S", raw)
         assert main(["run", "--node-only", "--no-history", "--check", "system.cpu"]) == 3

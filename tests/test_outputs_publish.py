@@ -87,13 +87,11 @@ def test_history_off_for_replays_unless_asked_and_with_no_history(tmp_path: Path
     db = tmp_path / "h.sqlite"
     report = cluster_run({"h0": gpus("aa")})
     replay = run_args("--history-db", str(db))
-    replay.replay = "node.json"
-    assert publish(report, replay, [], config=SimpleNamespace(), environ={}) == []
+    assert publish(report, replay, [], config=SimpleNamespace(), replayed=True, environ={}) == []
     assert publish(report, run_args("--no-history", "--history-db", str(db)), [], config=SimpleNamespace(),
                    environ={}) == []
     asked = run_args("--history", "--history-db", str(db))
-    asked.replay = "node.json"
-    assert publish(report, asked, [], config=SimpleNamespace(), environ={})[0].ok
+    assert publish(report, asked, [], config=SimpleNamespace(), replayed=True, environ={})[0].ok
     env = {"GPU_PREFLIGHT_HISTORY": str(tmp_path / "env.sqlite")}
     assert publish(report, run_args(), [], config=SimpleNamespace(), environ=env)[0].ok
     assert (tmp_path / "env.sqlite").is_file()

@@ -54,12 +54,16 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="exclude file format: one host per line (sbatch --exclude=./FILE) or a Slurm hostlist")
     p.add_argument("--replay", metavar="FILE", help="judge an NVML snapshot instead of the live GPUs")
     p.add_argument("--kernel-log", metavar="FILE", help="read Xid events from a saved kernel log")
-    p.add_argument("--verbose", "-v", action="store_true", help="show every finding, including passes")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="show every finding, including passes, and the acceptance suite's [ENV]/[COMPUTE]/[TRAIN]/"
+                        "[DDP] lines on stderr")
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress while a distributed run works (default: a progress line on a terminal, "
                         "one log line per stage elsewhere); the verdict is printed as always")
     from ..outputs.args import add_output_arguments
+    from .run_flags import add_acceptance_arguments
 
+    add_acceptance_arguments(p)
     add_output_arguments(p)
 
 
@@ -145,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             from .run_cmd import cmd_run
 
-            return cmd_run(args, list(argv) if argv is not None else sys.argv[1:])
+            return cmd_run(args)
         if args.command == "localize":
             from .localize_cmd import run as run_localize
 

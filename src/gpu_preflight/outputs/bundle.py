@@ -27,10 +27,11 @@ class Bundle:
     """A directory holding a written report and what it references."""
 
     root: Path
+    name: str = REPORT  # the report's file name in ``root`` (``--report-name``); published as ``REPORT``
 
     @property
     def report_path(self) -> Path:
-        return self.root / REPORT
+        return self.root / self.name
 
     def report(self) -> dict[str, Any]:
         from ..boundedio import REPORT_LIMIT, load_json
@@ -59,11 +60,11 @@ class Bundle:
 
 
 @contextmanager
-def bundle_of(report: dict[str, Any], nodes: Sequence[Any] = (), report_dir: str | Path | None = None
-              ) -> Iterator[Bundle]:
-    """The bundle in ``report_dir`` when the report was written there, else a temporary one."""
-    if report_dir is not None and (Path(report_dir) / REPORT).is_file():
-        yield Bundle(Path(report_dir))
+def bundle_of(report: dict[str, Any], nodes: Sequence[Any] = (), report_dir: str | Path | None = None,
+              name: str = REPORT) -> Iterator[Bundle]:
+    """The bundle in ``report_dir`` when the report was written there (as ``name``), else a temporary one."""
+    if report_dir is not None and (Path(report_dir) / name).is_file():
+        yield Bundle(Path(report_dir), name)
         return
     from ..report.canonical import write_report
 

@@ -1,6 +1,7 @@
 """After a run: judge it against the history, then file and publish the report.
 
-Two entry points for ``cli/run_cmd.emit``:
+Two entry points for :func:`gpu_preflight.run.finish` (or a library user's own run), both
+taking the run's :class:`~gpu_preflight.outputs.options.OutputOptions` and its resolved config:
 
 - :func:`annotate` before the report is written: adds ``history.regression`` and
   ``history.repeat_offender`` findings (and refreshes the verdict) from the history store.
@@ -19,7 +20,6 @@ target passes through :mod:`gpu_preflight.redact` (a tracking URI may carry a pa
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import sys
@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .options import OutputOptions
 
 __all__ = ["Published", "annotate", "cluster_name", "history_path", "publish"]
 
@@ -42,58 +44,57 @@ class Published:
     detail: str
 
 
-def _config(args: argparse.Namespace, config: object | None) -> object:
+def _config(config: object | None) -> object:
+    """The run's resolved config; without one (a caller that resolved none), the defaults and environment."""
     if config is not None:
         return config
     from ..config import build_config
 
-    resolved, _ = build_config(config_file=getattr(args, "config", None), overrides=getattr(args, "set", None))
-    return resolved
+    return build_config()[0]
 
 
-def cluster_name(args: argparse.Namespace, config: object, environ: Mapping[str, str]) -> str:
+def cluster_name(options: OutputOptions, config: object, environ: Mapping[str, str]) -> str:
     """``--cluster-name``, else ``history.cluster``, else ``$SLURM_CLUSTER_NAME``, else ``default``."""
     from ..config.history import history_config
 
-    return (getattr(args, "cluster_name", None) or history_config(config).cluster
+    return (options.cluster_name or history_config(config).cluster
             or environ.get("SLURM_CLUSTER_NAME") or "default")
 
 
-def history_path(args: argparse.Namespace, config: object, environ: Mapping[str, str]) -> Path:
+def history_path(options: OutputOptions, config: object, environ: Mapping[str, str]) -> Path:
     """``--history-db``, else ``history.path``, else the default location."""
     from ..config.history import history_config
     from ..history.store import default_path
 
-    chosen = getattr(args, "history_db", None) or history_config(config).path
+    chosen = options.history_db or history_config(config).path
     return Path(chosen).expanduser() if chosen else default_path(dict(environ))
 
 
-def _history_on(args: argparse.Namespace, config: object) -> bool:
+def _history_on(options: OutputOptions, config: object, replayed: bool) -> bool:
     """``--history``/``--no-history`` win; otherwise the config, except for replays of other nodes' data."""
     from ..config.history import history_config
 
-    flag = getattr(args, "history", None)
-    if flag is not None:
-        return bool(flag)
-    return history_config(config).enabled and not getattr(args, "replay", None)
+    if options.history is not None:
+        return options.history
+    return history_config(config).enabled and not replayed
 
 
 def _say(message: str) -> None:
     print(f"gpu-preflight: {message}", file=sys.stderr)
 
 
-def annotate(report: dict[str, Any], args: argparse.Namespace, *, config: object | None = None,
-             environ: Mapping[str, str] | None = None) -> list[Any]:
+def annotate(report: dict[str, Any], options: OutputOptions, *, config: object | None = None,
+             replayed: bool = False, environ: Mapping[str, str] | None = None) -> list[Any]:
     """Add the history's findings to ``report`` (in place), and the cluster's earlier health
     scores (``cluster_summary.earlier_scores``, ``[]`` on a first run: the trends of the
     assessment); returns the findings. Never raises for a bad store."""
     env = os.environ if environ is None else environ
     if any(str(f.get("check_id", "")).startswith("history.") for f in report.get("findings") or []):
         return []  # already judged (rank 0 before sharing its verdict): once is enough
-    config = _config(args, config)
-    if not _history_on(args, config):
+    config = _config(config)
+    if not _history_on(options, config, replayed):
         return []
-    path = history_path(args, config, env)
+    path = history_path(options, config, env)
     if not path.is_file():
         report.setdefault("cluster_summary", {})["earlier_scores"] = []
         return []  # a first run: nothing to compare with, and no reason to create the file yet
@@ -104,7 +105,7 @@ def annotate(report: dict[str, Any], args: argparse.Namespace, *, config: object
 
     try:
         with HistoryStore(path, timeout_s=history_config(config).lock_timeout_s, readonly=True) as store:
-            cluster = cluster_name(args, config, env)
+            cluster = cluster_name(options, config, env)
             found = history_findings(report, store, config, cluster)
             earlier = store.earlier_scores(cluster, report_config(config).trend_runs,
                                            before=store.run_id(run_key(report)))
@@ -116,34 +117,38 @@ def annotate(report: dict[str, Any], args: argparse.Namespace, *, config: object
     return found
 
 
-def publish(report: dict[str, Any], args: argparse.Namespace, nodes: Sequence[Any] = (), *,
-            config: object | None = None, environ: Mapping[str, str] | None = None) -> list[Published]:
-    """File and publish a written report; returns one entry per target (also printed to stderr)."""
+def publish(report: dict[str, Any], options: OutputOptions, nodes: Sequence[Any] = (), *,
+            config: object | None = None, replayed: bool = False, environ: Mapping[str, str] | None = None
+            ) -> list[Published]:
+    """File and publish a written report; returns one entry per target (also printed to stderr).
+
+    ``options.report_dir`` is where the report was written (None when it was not: the
+    bundle is then written to a temporary directory)."""
     from ..config.outputs import outputs_config
     from .sagemaker import sagemaker_dirs
 
     env = os.environ if environ is None else environ
-    config = _config(args, config)
+    config = _config(config)
     out_cfg = outputs_config(config)
-    cluster = cluster_name(args, config, env)
+    cluster = cluster_name(options, config, env)
     results: list[Published] = []
-    if _history_on(args, config):
+    if _history_on(options, config, replayed):
         from ..config.history import history_config
 
         wait = history_config(config).lock_timeout_s
-        results.append(_guard("history", lambda: _record(report, history_path(args, config, env), cluster, args,
-                                                         wait)))
-    textfile = getattr(args, "prom_textfile", None) or out_cfg.prom_textfile
+        results.append(_guard("history", lambda: _record(report, history_path(options, config, env), cluster,
+                                                         options.report_dir, wait)))
+    textfile = options.prom_textfile or out_cfg.prom_textfile
     if textfile:
         results.append(_guard(f"prometheus textfile {textfile}", lambda: _textfile(report, textfile, cluster)))
-    targets = [*out_cfg.urls, *getattr(args, "output", [])]
-    if getattr(args, "mlflow_uri", None):
-        targets.append(f"mlflow+{args.mlflow_uri}")
+    targets = [*out_cfg.urls, *options.outputs]
+    if options.mlflow_uri:
+        targets.append(f"mlflow+{options.mlflow_uri}")
     sm = sagemaker_dirs(env) if out_cfg.sagemaker else None
     if targets or sm is not None:
         from .bundle import bundle_of
 
-        with bundle_of(report, nodes, getattr(args, "report_dir", None)) as bundle:
+        with bundle_of(report, nodes, options.report_dir, options.report_name) as bundle:
             if sm is not None:
                 results.append(_guard(f"SageMaker output {sm.output_data}", lambda: _sagemaker(bundle, sm)))
             results += _side_by_side([(t, functools.partial(_remote, bundle, t, out_cfg, cluster, env))
@@ -199,11 +204,9 @@ def _guard(target: str, action: Callable[[], object]) -> Published:
         return Published(shown, False, redact_text(f"{type(exc).__name__}: {exc}"))
 
 
-def _record(report: dict[str, Any], path: Path, cluster: str, args: argparse.Namespace,
-            lock_timeout_s: float) -> str:
+def _record(report: dict[str, Any], path: Path, cluster: str, source: str | None, lock_timeout_s: float) -> str:
     from ..history import HistoryStore, extract
 
-    source = getattr(args, "report_dir", None)
     with HistoryStore(path, timeout_s=lock_timeout_s) as store:
         run_id, new = store.record(extract(report), cluster, str(source) if source else "run")
     return f"run #{run_id} {'recorded' if new else 'already'} in {path} (cluster {cluster})"

@@ -490,8 +490,8 @@ def save_artifacts(node: NodeReport, out: SafeDir | str | Path, node_key: str) -
 
 
 def write_report(report: dict[str, Any], nodes: list[NodeReport], report_dir: str | Path, *,
-                 pretty: bool = False) -> Path:
-    """Write ``report.json`` and the raw artifacts beside it; return the report path.
+                 pretty: bool = False, name: str = "report.json") -> Path:
+    """Write ``report.json`` (or ``name``, a bare file name) and the raw artifacts beside it; return the report path.
 
     Artifacts are listed in the report by relative path with size and SHA-256, so the
     report stays small and the raw outputs stay verifiable. Every file goes through
@@ -514,9 +514,9 @@ def write_report(report: dict[str, Any], nodes: list[NodeReport], report_dir: st
         with out.batch() as batch:
             with batch.writer("report.html") as fh:
                 fh.write(render_html(report))
-            with batch.writer("report.json", binary=True) as fh:
+            with batch.writer(name, binary=True) as fh:
                 dump_report(report, fh, pretty=pretty)
-    return Path(report_dir) / "report.json"
+    return Path(report_dir) / name
 
 
 def findings_of(report: dict[str, Any]) -> list[Finding]:

@@ -1,0 +1,483 @@
+"""A whole ``run`` as a library call: node checks alone, one rank under a launcher, or self-launched workers.
+
+``run(RunRequest(...))`` is what ``gpu-preflight run`` does, without a command line::
+
+    from gpu_preflight.run import RunRequest, RunSettings, run
+    from gpu_preflight.outputs.options import OutputOptions
+
+    result = run(RunRequest(RunSettings(node_only=True, include=("gpu.*",)),
+                            OutputOptions(report_dir="out")))
+    result.report["cluster_summary"]["verdict"], result.exit_code
+
+- node-only (``node_only``, a replay, or only node checks selected): this host's checks, no torch;
+- under torchrun, srun, mpirun, SageMaker or a PyTorchJob: this process is one rank, and
+  rank 0 (or the rank that took over from it) reports;
+- otherwise: one worker per GPU (two CPU workers without GPUs), started and supervised here.
+
+The configuration is resolved once per run, after the GPU-model profile is known and with the
+expected GPU count in it, and that one :class:`~gpu_preflight.config.Config` scores the
+report, judges it against the history and publishes it. Output is printed only through the
+``show`` callback (the CLI's renderer); progress and what was written go to stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import Config
+from .outputs.options import OutputOptions
+
+__all__ = ["EXIT_ERROR", "LocaliseOptions", "RunRequest", "RunResult", "RunSettings", "RunUsageError", "run",
+           "worker_argv"]
+
+EXIT_ERROR = 3  # could not judge (cli.exits.EXIT_ERROR: the same number for every command)
+ONE_NODE = "one node: localisation tests nodes against each other"
+SUITES = ("quick", "full")
+FAIL_ON = ("warn", "fail")
+Show = Callable[[dict[str, Any], OutputOptions], None]
+
+
+class RunUsageError(Exception):
+    """The request cannot start (no place in the job, a pattern that matches no check): exit 3, one line."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What is checked and how (the run flags other than outputs and localisation).
+
+    ``timeout_s`` None: 30 s per node probe, 60 s per collective on one node, 180 s across
+    nodes (three times that with the full suite). ``overrides`` are ``SECTION.KEY=VALUE``
+    strings, as ``--set`` takes them.
+    """
+
+    suite: str = "quick"
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    profile: str | None = "auto"
+    config_file: str | None = None
+    overrides: tuple[str, ...] = ()
+    expect_gpus: int | None = None
+    replay: str | None = None
+    kernel_log: str | None = None
+    timeout_s: float | None = None
+    fail_on: str = "fail"
+    node_only: bool = False
+
+    def __post_init__(self) -> None:
+        if self.suite not in SUITES:
+            raise ValueError(f"suite must be one of {', '.join(SUITES)}, got {self.suite!r}")
+        if self.fail_on not in FAIL_ON:
+            raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {self.fail_on!r}")
+        if self.expect_gpus is not None and not 0 <= self.expect_gpus <= 256:
+            raise ValueError(f"expect_gpus must be a whole number in [0, 256], got {self.expect_gpus!r}")
+        if self.timeout_s is not None and not 0 < self.timeout_s <= 86_400:
+            raise ValueError(f"timeout_s must be a finite number in (0, 86400] s, got {self.timeout_s!r}")
+
+
+@dataclass(frozen=True)
+class LocaliseOptions:
+    """``--localize``: pairwise or group rounds that find bad nodes after the all-node tests."""
+
+    mode: str | None = None  # None (off), "quick", "full" or "group"
+    exclude_file: str | None = None
+    exclude_style: str = "lines"  # "lines" or "hostlist"
+
+    def __post_init__(self) -> None:
+        if self.mode not in (None, "quick", "full", "group"):
+            raise ValueError(f"localise mode must be quick, full or group, got {self.mode!r}")
+        if self.exclude_style not in ("lines", "hostlist"):
+            raise ValueError(f"exclude_style must be lines or hostlist, got {self.exclude_style!r}")
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run: what to check, where the report goes, whether to localise bad nodes."""
+
+    run: RunSettings = field(default_factory=RunSettings)
+    output: OutputOptions = field(default_factory=OutputOptions)
+    localise: LocaliseOptions = field(default_factory=LocaliseOptions)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The report (None when this rank did not report: rank 0 or a peer did) and the exit code."""
+
+    report: dict[str, Any] | None
+    exit_code: int
+
+
+def run(request: RunRequest, *, show: Show | None = None) -> RunResult:
+    """Run ``request`` and return the report with the exit code (0 pass, 1 warn, 2 fail, 3 error).
+
+    Raises :class:`RunUsageError` when the run cannot start and
+    :class:`~gpu_preflight.config.ConfigError` for bad configuration, before any check runs.
+    """
+    return _Run(request, show).start()
+
+
+def worker_argv(request: RunRequest) -> list[str]:
+    """The ``gpu-preflight`` arguments a self-launched worker runs with: this request's rank part.
+
+    Workers report to the supervisor's scratch directory; they need what shapes the checks,
+    where raw artifacts go, and whether the history judges the report, nothing they print.
+    """
+    s, o = request.run, request.output
+    argv = ["run", f"--{s.suite}", "--profile", s.profile or "auto", "--fail-on", s.fail_on]
+    argv += [a for p in s.include for a in ("--check", p)] + [a for p in s.exclude for a in ("--skip", p)]
+    argv += [a for v in s.overrides for a in ("--set", v)]
+    for flag, value in (("--config", s.config_file), ("--expect-gpus", s.expect_gpus), ("--timeout-s", s.timeout_s),
+                        ("--kernel-log", s.kernel_log), ("--report-dir", o.report_dir),
+                        ("--history-db", o.history_db), ("--cluster-name", o.cluster_name)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if o.history is not None:
+        argv.append("--history" if o.history else "--no-history")
+    return argv
+
+
+def _timeout(settings: RunSettings, nodes: int) -> float:
+    if settings.timeout_s is not None:
+        return float(settings.timeout_s)
+    base = 60.0 if nodes <= 1 else 180.0
+    return base * (3 if settings.suite == "full" else 1)
+
+
+class _Run:
+    """One run's state: the request, when it started, and the config once resolved."""
+
+    def __init__(self, request: RunRequest, show: Show | None) -> None:
+        self.request, self.show = request, show
+        self.settings, self.out, self.loc = request.run, request.output, request.localise
+        self.started = time.monotonic()  # the run's wall time prices the checks (cluster_summary.cost_benefit)
+
+    def start(self) -> RunResult:
+        self._validate()
+        if self.settings.node_only or self.settings.replay or not self._wants_cluster_checks():
+            return self.node_only()
+        from .distributed.topology import TopologyError, detect  # not needed by node-only runs
+
+        try:
+            topo = detect(os.environ)
+        except TopologyError as exc:
+            raise RunUsageError(f"cannot tell this process's place in the job: {exc}") from None
+        if topo.is_distributed:
+            return self.as_rank(topo)
+        return self.self_launched()
+
+    # -- configuration -------------------------------------------------------------------
+
+    def _validate(self) -> None:
+        """Configuration, profile and check patterns, checked before any worker starts.
+
+        A typo must be a usage error here (exit 3), not an ERROR finding from every worker later.
+        """
+        from .registry import matching
+
+        self.resolve(None)
+        try:
+            matching([*self.settings.include, *self.settings.exclude], "node")
+        except KeyError as exc:
+            raise RunUsageError(str(exc.args[0])) from None
+
+    def resolve(self, profile_name: str | None) -> Config:
+        """The run's config: defaults ← profile (``--profile``, else ``profile_name``, the one the
+        node matched) ← site file ← environment ← ``--set``, with ``gpu.expected_count`` from
+        ``expect_gpus``."""
+        from .config import build_config, find_profile
+
+        s = self.settings
+        name = s.profile if s.profile and s.profile != "auto" else profile_name
+        config, _ = build_config(profile=find_profile(name) if name else None, config_file=s.config_file,
+                                 overrides=list(s.overrides))
+        if s.expect_gpus is not None:
+            config = dataclasses.replace(config, gpu=dataclasses.replace(config.gpu, expected_count=s.expect_gpus))
+        return config
+
+    def _wants_cluster_checks(self) -> bool:
+        """``include`` patterns that select only node checks need no workers."""
+        from .registry import all_checks
+
+        include = self.settings.include
+        if not include:
+            return True
+        return any(spec.scope == "cluster" and spec.matches(p) for spec in all_checks() for p in include)
+
+    def _engine_options(self, timeout_s: float) -> Any:
+        from .engine import RunOptions
+
+        s = self.settings
+        return RunOptions(suite=s.suite, include=list(s.include), exclude=list(s.exclude), profile=s.profile,
+                          config_file=s.config_file, overrides=list(s.overrides), expect_gpus=s.expect_gpus,
+                          replay=s.replay, kernel_log=s.kernel_log, report_dir=self.out.report_dir,
+                          timeout_s=timeout_s, fail_on=s.fail_on)
+
+    # -- the three kinds of run -------------------------------------------------------------
+
+    def node_only(self, note: str | None = None) -> RunResult:
+        from .engine import run_checks
+        from .model import CheckResult, Finding, Status
+        from .report import build_report
+
+        node = run_checks(self._engine_options(self.settings.timeout_s or 30.0))
+        if note:
+            node.results.append(CheckResult("workloads", "Distributed workloads", [Finding(
+                "workloads", Status.SKIP, node.hostname, "not_run", note,
+                recommendation="pip install 'gpu-preflight[torch]' to run GEMM, memory, collectives and training.")],
+                0.0))
+        config = self.resolve(node.profile)
+        report = build_report([node], expected_total_gpus=config.gpu.expected_count, assess=False)  # finish() scores
+        return RunResult(report, self.finish(report, config, [node]))
+
+    def as_rank(self, topo: Any) -> RunResult:
+        """One rank under a launcher (or under our own supervisor).
+
+        Rank 0 reports; if it goes silent, the first rank to notice takes over the gather. The
+        verdict is published only once the report is out, and ranks then leave in the order
+        :mod:`gpu_preflight.distributed.leave` describes.
+        """
+        from .cluster.aggregate import build_cluster_report
+        from .distributed.leave import verdict_text, write_error_file
+        from .distributed.runner import run_rank
+
+        s, loc = self.settings, self.loc
+        timeout = _timeout(s, topo.num_nodes)
+        result_dir = os.environ.get("GPU_PREFLIGHT_RESULT_DIR")
+        view = self._progress_view() if topo.rank == 0 and topo.launcher != "self" else None  # self: the supervisor's
+        try:
+            outcome = run_rank(self._engine_options(min(timeout, 30.0)), topo, timeout_s=timeout,
+                               result_dir=result_dir, view=view)
+        except Exception as exc:  # the job's store cannot be reached: nothing can be reported from here
+            if view is not None:
+                view.close()
+            line = (f"gpu-preflight: rank {topo.rank} on {topo.node_name} could not join the job: "
+                    f"{type(exc).__name__}: {exc}")
+            print(line, file=sys.stderr)
+            write_error_file(" ".join(line.split()), EXIT_ERROR)
+            return RunResult(None, EXIT_ERROR)
+        localized = (self._localize(topo, outcome, timeout)
+                     if loc.mode and topo.num_nodes > 1 and outcome.formed else None)
+        if outcome.gathered is None:
+            code = outcome.await_verdict()  # None: rank 0 went silent and this rank reports instead
+            if code is not None:
+                return RunResult(None, int(outcome.leave(code)))
+            localized = None
+        assert outcome.gathered is not None  # rank 0, or the rank that took over from it
+        outcome.mark("report")
+        config = self._with_expected(outcome.config)
+        extra, blocks = ([localized[0]], {"localization": localized[1]}) if localized else ([], {})
+        report, code = build_cluster_report(outcome.gathered, config, fail_on=s.fail_on, include=list(s.include),
+                                            exclude=list(s.exclude), suite=s.suite, timeout_s=timeout,
+                                            extra_results=extra, summary_extra=blocks, assess=False)  # finish() scores
+        outcome.quiet()
+        excluded = True
+        if loc.mode and not localized and topo.launcher != "self":  # self-launch: the supervisor says it
+            excluded = (self._localize_not_run(ONE_NODE, empty_exclude=True) if topo.num_nodes <= 1 else
+                        self._localize_not_run("the process group did not form, so no pair of nodes can be tested"))
+        if localized and loc.exclude_file:
+            from .localize.report import write_exclude_file
+
+            path = write_exclude_file(loc.exclude_file, localized[1]["exclude_nodes"], loc.exclude_style)
+            print(f"gpu-preflight: exclude list written to {path}", file=sys.stderr)
+        if topo.launcher == "self" and result_dir:
+            from .outputs.publish import annotate
+            from .safeio import atomic_writer
+
+            annotate(report, self.out, config=config, replayed=bool(s.replay))  # history findings count in the
+            code = int(report["cluster_summary"]["exit_code"])  # verdict every rank exits with
+            with atomic_writer(os.path.join(result_dir, "report.json")) as fh:
+                json.dump(report, fh)
+        else:
+            self._acceptance(outcome.gathered)
+            code = self.finish(report, config, [])
+            code = code if excluded else EXIT_ERROR
+        outcome.publish(code, verdict_text(report))
+        return RunResult(report, int(outcome.leave(code)))
+
+    def self_launched(self) -> RunResult:
+        from .distributed.launch import gathered_from_files, local_gpu_count, supervise, torch_available
+
+        if not torch_available():
+            return self.node_only(note="distributed workloads not run: torch is not installed")
+        gpus = local_gpu_count()
+        config = self.resolve(None)
+        workers = gpus or config.workload.cpu_workers
+        timeout = _timeout(self.settings, 1)
+        budget = timeout * 4 + 120
+        sup = supervise(worker_argv(self.request), workers, budget_s=budget, timeout_s=timeout,
+                        view=self._progress_view())
+        topo = {"launcher": "self", "world_size": workers, "num_nodes": 1, "local_world_size": workers,
+                "hostname": os.uname().nodename, "hosts": [os.uname().nodename]}
+        gathered = gathered_from_files(sup, workers, topo)
+        report = sup.report
+        if report is None:
+            from .cluster.aggregate import build_cluster_report
+
+            s = self.settings
+            report, _ = build_cluster_report(gathered, config, fail_on=s.fail_on, include=list(s.include),
+                                             exclude=list(s.exclude), suite=s.suite, timeout_s=timeout, assess=False)
+        excluded = not self.loc.mode or self._localize_not_run(ONE_NODE, empty_exclude=True)
+        self._acceptance(gathered)
+        code = self.finish(report, config, [])
+        code = code if excluded else EXIT_ERROR
+        _keep_worker_logs(sup, self.out.report_dir)
+        return RunResult(report, code)
+
+    # -- after the checks ----------------------------------------------------------------------
+
+    def _with_expected(self, config: Config) -> Config:
+        n = self.settings.expect_gpus
+        if n is None or config.gpu.expected_count == n:
+            return config
+        return dataclasses.replace(config, gpu=dataclasses.replace(config.gpu, expected_count=n))
+
+    def rescore(self, report: dict[str, Any], config: Config) -> None:
+        """Scores, advice and cost with the run's ``[report]`` settings, over the final findings
+        (history, localisation) and the run's whole wall time."""
+        from .report.advice import add_advice
+        from .report.scores import add_scores
+
+        report.setdefault("run", {})["wall_s"] = round(time.monotonic() - self.started, 3)
+        add_advice(add_scores(report, config.report), config.report)
+
+    def finish(self, report: dict[str, Any], config: Config, nodes: list[Any]) -> int:
+        """Judge against history, write the report directory (the report compact, or indented with
+        ``pretty``), publish, show; return the exit code.
+
+        Publishing comes before the verdict so that ``[RESULT]`` closes the verdict. A report
+        directory that cannot be written (read-only, full, not a directory, refused as unsafe)
+        does not hide the verdict: it is shown as always, then one line says what could not be
+        written, and the run exits 3 since its report is not where it was asked to be. Nothing
+        half-written is left there (:mod:`gpu_preflight.safeio`), and what is published comes
+        from this run, never from a stale report left in the directory.
+        """
+        from .outputs.publish import annotate, publish
+        from .report import write_report
+        from .safeio import describe_error
+
+        out, replayed = self.out, bool(self.settings.replay)
+        annotate(report, out, config=config, replayed=replayed)
+        self.rescore(report, config)
+        unwritten = None
+        if out.report_dir:
+            try:
+                path = write_report(report, nodes, out.report_dir, pretty=out.pretty, name=out.report_name)
+                print(f"gpu-preflight: report written to {path}", file=sys.stderr)
+            except (OSError, ValueError) as exc:
+                unwritten = f"could not write the report to {out.report_dir}: {describe_error(exc, out.report_dir)}"
+                out = dataclasses.replace(out, report_dir=None)
+        publish(report, out, nodes, config=config, replayed=replayed)
+        if self.show is not None:
+            self.show(report, out)
+        if unwritten:
+            print(f"gpu-preflight: {unwritten}", file=sys.stderr)
+            return EXIT_ERROR
+        return int(report["cluster_summary"]["exit_code"])
+
+    def _acceptance(self, gathered: dict[str, Any]) -> None:
+        """The acceptance suite's outputs: its progress lines (``verbose``) and, where a DDP
+        training smoke ran and a report directory was asked for, ``ddp_training_result.json``."""
+        if not (self.out.verbose or self.out.report_dir):
+            return
+        from .cluster.aggregate import cluster_facts
+        from .outputs.acceptance import ddp_training_result, progress_lines, write_ddp_training_result
+        from .safeio import describe_error
+
+        facts = cluster_facts(gathered)
+        if self.out.verbose:
+            for line in progress_lines(facts):
+                print(line, file=sys.stderr)
+            sys.stderr.flush()
+        result = ddp_training_result(facts)
+        if self.out.report_dir and result is not None:
+            try:
+                path = write_ddp_training_result(self.out.report_dir, result)
+                print(f"gpu-preflight: DDP training result written to {path}", file=sys.stderr)
+            except (OSError, ValueError) as exc:  # finish() names the directory and exits 3 for it
+                print(f"gpu-preflight: DDP training result not written: {describe_error(exc, self.out.report_dir)}",
+                      file=sys.stderr)
+
+    # -- localisation and progress -----------------------------------------------------------
+
+    def _localize(self, topo: Any, outcome: Any, timeout: float) -> tuple[Any, dict[str, Any]] | None:
+        """Pairwise/group localisation rounds (every rank takes part); rank 0 returns result and block."""
+        from .distributed import localize_rounds as rounds
+
+        plan = outcome.plan
+        nbytes, iters = (plan.sizes[-1], plan.iters) if plan else (4 << 20, 3)
+        if outcome.gathered is None:
+            rounds.follow(outcome.store, topo, nbytes=nbytes, iters=iters, device=outcome.device,
+                          budget_s=timeout * 30)
+            return None
+        outcome.mark("localize")
+        from .cluster.aggregate import node_names
+        from .localize.report import localization_block, localization_result
+
+        loc, wall = rounds.lead(outcome.store, topo, outcome.gathered, mode=self.loc.mode or "quick",
+                                floor_gbps=outcome.config.perf.node_link_min_gbps, timeout_s=timeout, nbytes=nbytes,
+                                iters=iters, device=outcome.device)
+        names = node_names(outcome.gathered)
+        return localization_result(loc, names, duration_s=wall), localization_block(loc, names, duration_s=wall)
+
+    def _localize_not_run(self, why: str, *, empty_exclude: bool = False) -> bool:
+        return localize_not_run(self.loc, why, empty_exclude=empty_exclude)
+
+    def _progress_view(self) -> Any:
+        """The view of a distributed run's stages on stderr (:mod:`gpu_preflight.report.progress`),
+        or None with ``quiet`` or ``GPU_PREFLIGHT_PROGRESS=0``."""
+        from .report.progress import stage_view, view_mode
+
+        quiet = self.out.quiet
+        return None if view_mode(quiet=quiet) == "off" else stage_view(quiet=quiet)
+
+
+def localize_not_run(loc: LocaliseOptions, why: str, *, empty_exclude: bool = False) -> bool:
+    """Localisation that was asked for and cannot run says so. With ``empty_exclude`` (one node:
+    nothing can be excluded) an asked-for exclude file is written empty, so a job script reading
+    it does not find the last run's list. False when that file could not be written (the run then
+    exits 3)."""
+    from .safeio import describe_error
+
+    note, ok = "", True
+    if loc.exclude_file and empty_exclude:
+        from .localize.report import write_exclude_file
+
+        try:
+            note = f"; empty exclude list written to {write_exclude_file(loc.exclude_file, [], loc.exclude_style)}"
+        except (OSError, ValueError) as exc:
+            ok = False
+            note = f"; exclude list not written to {loc.exclude_file}: {describe_error(exc, loc.exclude_file)}"
+    print(f"gpu-preflight: --localize not run: {why}{note}", file=sys.stderr)
+    return ok
+
+
+def _keep_worker_logs(sup: Any, report_dir: str | None) -> None:
+    """Worker logs go beside the report (``artifacts/workers/``); the scratch directory goes.
+
+    A report directory that cannot be opened was already named by :meth:`_Run.finish`; only a
+    failure of the copies themselves is reported here.
+    """
+    import shutil
+
+    from .safeio import describe_error, open_dir
+
+    try:
+        if report_dir:
+            with open_dir(report_dir, create=False) as out:
+                try:
+                    with out.subdir("artifacts/workers") as dest:
+                        for rank, log in sup.logs.items():
+                            if log.exists():
+                                dest.copy_in(f"rank{rank}.log", log)
+                except (OSError, ValueError) as exc:
+                    print(f"gpu-preflight: worker logs not kept: {describe_error(exc)}", file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+    finally:
+        shutil.rmtree(sup.result_dir, ignore_errors=True)
