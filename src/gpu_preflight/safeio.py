@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import shutil
 import stat
 from collections.abc import Iterator
@@ -177,6 +176,8 @@ class Batch:
         self.staged.append((tmp, name))
 
     def _create(self, name: str, mode: int) -> tuple[int, str]:
+        import secrets  # hashlib/OpenSSL: paid only by a run that writes
+
         for _ in range(100):
             tmp = f".{name}.{secrets.token_hex(6)}.tmp"
             try:

@@ -15,7 +15,6 @@ is a :class:`~gpu_preflight.config.ConfigError` naming the variable.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -98,6 +97,8 @@ def host(text: str) -> str:
 
 
 def _is_ip(text: str) -> bool:
+    import ipaddress  # only --host takes one
+
     try:
         ipaddress.ip_address(text.split("%", 1)[0])  # fe80::1%eth0: a scope is allowed
     except ValueError:

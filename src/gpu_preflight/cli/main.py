@@ -7,7 +7,6 @@ meant to cost well under a second, and most of that is interpreter start-up.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -83,22 +82,35 @@ def _plugin_modules(only: str | None) -> list[str]:
 
 def _command_of(argv: Sequence[str]) -> str | None:
     """The subcommand named on the command line; None when unclear (help, version, typo)."""
-    builtins = {"run", "checks", "config", "snapshot", "report"}
     for token in argv:
         if token.startswith("-"):
             return None
-        return token if token in builtins or token in PLUGINS else None
+        return token if token == "run" or token in BUILTINS or token in PLUGINS else None
     return None
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with ``only`` (the command named on it) just that command's parser.
+
+    A node run is meant to start in well under a second: building the other commands'
+    parsers (argparse formats and translates every help text as it goes) is time spent on
+    arguments that cannot appear after ``run``. ``only=None`` builds every command, for
+    ``--help``, ``--version`` and a mistyped command.
+    """
     parser = Parser(prog="gpu-preflight", description="Is this GPU node/cluster fit for distributed training?")
     parser.add_argument("--version", action="version", version=f"gpu-preflight {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    _add_run(sub)
+    if only is None or only == "run":
+        _add_run(sub)
     for module in _plugin_modules(only):
         import_module(f".{module}", __package__).add_commands(sub)
+    for name, add in BUILTINS.items():
+        if only is None or only == name:
+            add(sub)
+    return parser
 
+
+def _add_checks(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     checks = sub.add_parser("checks", help="list or explain checks").add_subparsers(dest="checks_cmd", required=True)
     checks.add_parser("list", help="list every check: id, suites, title")
     explain = checks.add_parser("explain", help="what a check does, and its thresholds with their current values",
@@ -112,12 +124,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     explain.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                          help="override one setting, as for 'run'")
 
+
+def _add_config(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     config = sub.add_parser("config", help="show configuration").add_subparsers(dest="config_cmd", required=True)
     defaults = config.add_parser("defaults", help="every threshold with its default and meaning")
     defaults.add_argument("--format", choices=("toml", "json"), default="toml",
                           help="toml (default; a valid site file to edit) or json")
     config.add_parser("profiles", help="the shipped GPU-model profiles")
 
+
+def _add_snapshot(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     snap = sub.add_parser("snapshot", help="record the raw NVML readings of this node as JSON (stdout or --output)",
                           description="Record this node's NVML readings, host facts and kernel-log Xid lines as "
                                       "JSON on stdout (or --output FILE), for 'run --replay' on any machine. Exit 3 "
@@ -129,6 +145,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                       help="time limit for reading all GPUs (s, default 30); a GPU that does not answer in time "
                            "is recorded as such")
 
+
+def _add_report(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     report = sub.add_parser("report", help="work with saved reports").add_subparsers(dest="report_cmd", required=True)
     render = report.add_parser("render", help="re-render a saved report.json")
     render.add_argument("path", metavar="REPORT", help="a report.json (from --report-dir or --format json)")
@@ -137,7 +155,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                         help="output format (default md; console goes to stderr, the others to stdout)")
     render.add_argument("--verbose", "-v", action="store_true",
                         help="console: every finding with observed and expected values, not the compact view")
-    return parser
+
+
+# The commands defined here besides ``run``, in the order ``--help`` lists them.
+BUILTINS = {"checks": _add_checks, "config": _add_config, "snapshot": _add_snapshot, "report": _add_report}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -249,6 +270,8 @@ def cmd_config(args: argparse.Namespace) -> int:
             print(f"{profile.name:12} {profile.title:28} match: {', '.join(profile.patterns)}")
         return 0
     if args.format == "json":
+        import json
+
         print(json.dumps(defaults_json(), indent=2))
     else:
         sys.stdout.write(defaults_toml())
@@ -257,6 +280,8 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     """NVML readings plus the host facts and kernel-log Xid lines, so a replay judges this node only."""
+    import json
+
     from ..backends.nvml import NvmlUnavailable, collect
     from ..config import build_config
     from ..model import jsonable

@@ -85,16 +85,22 @@ def _parse_toml(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]
     return data, toml_lines(text)
 
 
+_TABLE = re.compile(r"^\[\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]$")
+_KEY = re.compile(r"^([A-Za-z0-9_.\-\"']+)\s*=")
+
+
 def toml_lines(text: str) -> dict[str, int]:
     """Map dotted keys to line numbers (tomllib does not keep positions)."""
     lines: dict[str, int] = {}
     table = ""
     for no, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
-        if m := re.match(r"^\[\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]$", line):
+        if not line or line[0] == "#":
+            continue
+        if m := _TABLE.match(line):
             table = m.group(1).replace('"', "").replace("'", "")
             lines.setdefault(table, no)
-        elif m := re.match(r"^([A-Za-z0-9_.\-\"']+)\s*=", line):
+        elif m := _KEY.match(line):
             key = m.group(1).replace('"', "").replace("'", "")
             lines.setdefault(f"{table}.{key}" if table else key, no)
     return lines

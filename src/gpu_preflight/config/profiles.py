@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
-from functools import cache
+from dataclasses import dataclass, field
+from functools import cache, cached_property
 from pathlib import Path
+from typing import Any
 
 from .loader import ConfigError, Layer, toml_lines, validate_layer
 
@@ -22,11 +23,18 @@ PROFILE_DIR = Path(__file__).with_name("profiles")
 
 @dataclass(frozen=True)
 class Profile:
+    """A profile's name, title and GPU-name patterns, and its settings as a validated ``layer``.
+
+    The layer is worked out on first use (:func:`load_profile_file` does so at once for a
+    site's own file): auto-selection reads every shipped profile's patterns but uses one
+    profile's settings, and a node check should not validate nine profiles to use one.
+    """
+
     name: str
     title: str
     patterns: tuple[str, ...]
-    layer: Layer
     path: str
+    toml: tuple[str, dict[str, Any]] = field(repr=False, compare=False)  # the file's text and parsed data
 
     def match_length(self, gpu_name: str) -> int:
         """Length of the longest pattern match in ``gpu_name`` (0: no match)."""
@@ -36,8 +44,23 @@ class Profile:
                 best = max(best, len(m.group(0)))
         return best
 
+    @cached_property
+    def layer(self) -> Layer:
+        text, data = self.toml
+        lines = toml_lines(text)
+        layer = validate_layer(Layer(f"profile {self.name} ({self.path})", data, lines), allow_extra=("profile",))
+        for pattern in layer.data.get("perf", {}).get("allreduce_nvswitch_gpu_names", []):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ConfigError(f"bad regular expression {pattern!r}: {exc}", source=self.path,
+                                  key="perf.allreduce_nvswitch_gpu_names",
+                                  line=lines.get("perf.allreduce_nvswitch_gpu_names")) from exc
+        return layer
 
-def load_profile_file(path: str | Path) -> Profile:
+
+def load_profile_file(path: str | Path, *, lazy: bool = False) -> Profile:
+    """The profile in ``path``; its settings are validated here unless ``lazy`` (then on first use)."""
     from ..boundedio import CONFIG_LIMIT, InputError, read_text
 
     p = Path(path)
@@ -48,35 +71,29 @@ def load_profile_file(path: str | Path) -> Profile:
         raise ConfigError(str(exc).removeprefix(f"{p}: "), source=str(p)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", source=str(p)) from exc
-    lines = toml_lines(text)
     meta = data.get("profile")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
         raise ConfigError("a profile needs a [profile] table with a name", source=str(p),
-                          key="profile.name", line=lines.get("profile"))
+                          key="profile.name", line=toml_lines(text).get("profile"))
     patterns = meta.get("match", [])
     if not isinstance(patterns, list) or not all(isinstance(x, str) for x in patterns):
         raise ConfigError("expected a list of regular expressions", source=str(p), key="profile.match",
-                          line=lines.get("profile.match"))
+                          line=toml_lines(text).get("profile.match"))
     for pattern in patterns:
         try:
             re.compile(pattern)
         except re.error as exc:
             raise ConfigError(f"bad regular expression {pattern!r}: {exc}", source=str(p),
-                              key="profile.match", line=lines.get("profile.match")) from exc
-    layer = validate_layer(Layer(f"profile {meta['name']} ({p})", data, lines), allow_extra=("profile",))
-    for pattern in layer.data.get("perf", {}).get("allreduce_nvswitch_gpu_names", []):
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ConfigError(f"bad regular expression {pattern!r}: {exc}", source=str(p),
-                              key="perf.allreduce_nvswitch_gpu_names",
-                              line=lines.get("perf.allreduce_nvswitch_gpu_names")) from exc
-    return Profile(meta["name"], str(meta.get("title", meta["name"])), tuple(patterns), layer, str(p))
+                              key="profile.match", line=toml_lines(text).get("profile.match")) from exc
+    profile = Profile(meta["name"], str(meta.get("title", meta["name"])), tuple(patterns), str(p), (text, data))
+    if not lazy:
+        _ = profile.layer  # a site's file is checked when it is named, not when first used
+    return profile
 
 
 @cache
 def shipped_profiles() -> tuple[Profile, ...]:
-    return tuple(load_profile_file(p) for p in sorted(PROFILE_DIR.glob("*.toml")))
+    return tuple(load_profile_file(p, lazy=True) for p in sorted(PROFILE_DIR.glob("*.toml")))
 
 
 def find_profile(name_or_path: str) -> Profile:

@@ -30,8 +30,6 @@ def fabric_probe(ctx: ProbeContext) -> FabricFacts:
         return facts
     from ..backends.fabric import fabric_environment, find_ofi_plugin
     from ..backends.infiniband import read_tree
-    from ..parsers.errors import ParseError
-    from ..parsers.libfabric import parse_info
 
     tree = read_tree(cfg.infiniband_sysfs)
     facts.efa_devices = tree.efa_devices
@@ -43,6 +41,9 @@ def fabric_probe(ctx: ProbeContext) -> FabricFacts:
     result, facts.fi_info = run_and_keep(ctx, ["fi_info", "-p", cfg.fabric_provider], limit, artifact="fi_info",
                                          filename=f"fi_info-p-{cfg.fabric_provider}.txt", capped=capped)
     if facts.fi_info.problem is None:
+        from ..parsers.errors import ParseError
+        from ..parsers.libfabric import parse_info
+
         try:
             facts.fi_info_record = parse_info(result.output)
         except ParseError as exc:
