@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from .conftest import REPO
+from .fault_hooks import fault_env
 
 BASE_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_PREFLIGHT_", "RANK", "LOCAL_RANK",
                                                                        "WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_"))}
@@ -122,7 +123,7 @@ def test_dead_or_stopped_rank_is_named_within_timeout(fault: str, rank: int) -> 
     the run for 4 x timeout + 120 s)."""
     timeout = 10
     out, elapsed = run(gp("--timeout-s", str(timeout)),
-                       env={"GPU_PREFLIGHT_TEST_FAULT": f"{fault}:{rank}:all_reduce@all"})
+                       env=fault_env(fault=f"{fault}:{rank}:all_reduce@all"))
     report = json.loads(out.stdout)
     missing = findings(report, "cluster.completeness")
     assert [f["status"] for f in missing] == ["FAIL"]
@@ -134,7 +135,7 @@ def test_dead_or_stopped_rank_is_named_within_timeout(fault: str, rank: int) -> 
 
 
 def test_dead_rank_zero_still_gives_a_report() -> None:
-    out, _ = run(gp("--timeout-s", "10"), env={"GPU_PREFLIGHT_TEST_FAULT": "kill:0:gemm"})
+    out, _ = run(gp("--timeout-s", "10"), env=fault_env(fault="kill:0:gemm"))
     report = json.loads(out.stdout)
     missing = findings(report, "cluster.completeness")
     assert any("rank 0" in f["summary"] for f in missing if f["status"] == "FAIL")
@@ -143,7 +144,7 @@ def test_dead_rank_zero_still_gives_a_report() -> None:
 
 
 def test_corrupted_reduction_is_caught() -> None:
-    out, _ = run(gp("--timeout-s", "30", "--check", "nccl.*"), env={"GPU_PREFLIGHT_TEST_CORRUPT": "all_reduce:1"})
+    out, _ = run(gp("--timeout-s", "30", "--check", "nccl.*"), env=fault_env(corrupt="all_reduce:1"))
     report = json.loads(out.stdout)
     wrong = [f for f in findings(report, "nccl.correctness") if f["status"] == "FAIL"]
     assert wrong and all("all_reduce" in f["summary"] for f in wrong)
@@ -163,7 +164,7 @@ def test_a_rank_that_never_arrives_is_named_and_the_others_still_report() -> Non
     """Rank 1 stops before it registers (a node stuck in CUDA/NCCL start-up): no process group
     forms, rank 0 still reports its own measurements, within the timeout plus a bounded grace."""
     timeout = 10
-    out, elapsed = run(gp("--timeout-s", str(timeout)), env={"GPU_PREFLIGHT_TEST_FAULT": "stop:1:arrive"})
+    out, elapsed = run(gp("--timeout-s", str(timeout)), env=fault_env(fault="stop:1:arrive"))
     report = json.loads(out.stdout)
     missing = findings(report, "cluster.completeness")
     assert [(f["status"], f["subject"].split("/")[-1]) for f in missing] == [("FAIL", "rank1")]
@@ -178,7 +179,7 @@ def test_a_rank_that_never_arrives_is_named_and_the_others_still_report() -> Non
 
 @pytest.mark.parametrize(("args", "extra_env", "status", "code"), [
     (["--check", "system.limits", "--check", "cluster.*", "--set", "system.nofile_min=1073741824"], {}, "WARN", 1),
-    (["--check", "nccl.*", "--check", "cluster.*"], {"GPU_PREFLIGHT_TEST_CORRUPT": "all_reduce:1"}, "FAIL", 2),
+    (["--check", "nccl.*", "--check", "cluster.*"], fault_env(corrupt="all_reduce:1"), "FAIL", 2),
 ])
 def test_torchrun_shows_the_verdict_not_a_traceback(args: list[str], extra_env: dict[str, str], status: str,
                                                      code: int) -> None:

@@ -85,8 +85,7 @@ report.textfile: history.extract server.metrics
 server.metrics: checks.gpu_thermal gpu_preflight
 server.monitor: probes.shared
 """)
-KNOWN_CIRCLES = [("distributed.localize_rounds", "distributed.runner", "distributed.watch"),
-                 ("parsers.dcgmi", "parsers.dcgmi.json_report", "parsers.dcgmi.table"),
+KNOWN_CIRCLES = [("parsers.dcgmi", "parsers.dcgmi.json_report", "parsers.dcgmi.table"),
                  ("report.advice", "report.assessment", "report.canonical", "report.html", "report.html_assessment")]
 MODULES = {".".join(p.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__"): p
            for p in sorted((SRC / PKG).rglob("*.py"))}

@@ -12,16 +12,39 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 
 from . import netns
 from .conftest import REPO
+from .fault_hooks import fault_env
 
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+_OUTPUT: dict[int, tuple[IO[str], IO[str]]] = {}
+
+
+def spawn(cmd: list[str], env: dict[str, str], **kw: Any) -> subprocess.Popen[str]:
+    """An agent whose output goes to files, not pipes: the agent holding rank 0 prints a report
+    larger than a pipe's 64 KiB, and pipes read one after the other would leave it blocked."""
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")  # noqa: SIM115 - read and closed by output()
+    proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env, cwd=REPO, **kw)
+    _OUTPUT[proc.pid] = (out, err)
+    return proc
+
+
+def output(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """What the agent wrote to stdout and stderr (once it has ended or been killed)."""
+    texts = []
+    for fh in _OUTPUT.pop(proc.pid):
+        fh.seek(0)
+        texts.append(fh.read())
+        fh.close()
+    return texts[0], texts[1]
 
 
 @pytest.fixture
@@ -41,10 +64,10 @@ def launch(names: list[str], port: int, timeout_s: int) -> list[tuple[int, str, 
                f"--rdzv_endpoint=10.250.0.1:{port}", "--rdzv_id=gpns", f"--rdzv_conf=is_host={str(i == 1).lower()}",
                f"--local_addr=10.250.0.{i}", "-m", "gpu_preflight", "run", "--format", "json", "--timeout-s",
                str(timeout_s), "--check", "network.*", "--check", "nccl.*", "--check", "cluster.*"]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                      cwd=REPO))
-    outs = [p.communicate(timeout=320) for p in procs]
-    return [(p.returncode, out, err) for p, (out, err) in zip(procs, outs, strict=True)]
+        procs.append(spawn(cmd, env))
+    for p in procs:
+        p.wait(timeout=320)
+    return [(p.returncode, *output(p)) for p in procs]
 
 
 def test_capped_link_names_that_host(three_hosts: list[str]) -> None:
@@ -86,14 +109,13 @@ def start(names: list[str], port: int, timeout_s: int, bad: int, fault: str) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PREFLIGHT_")}
     procs = []
     for i, ns in enumerate(names, 1):
-        extra = [f"GPU_PREFLIGHT_TEST_FAULT={fault}"] if i == bad else []
+        extra = [f"{k}={v}" for k, v in fault_env(fault=fault).items()] if i == bad else []
         cmd = ["ip", "netns", "exec", ns, "env", "GLOO_SOCKET_IFNAME=eth0", f"GPU_PREFLIGHT_NODE_NAME=host{i}", *extra,
                TORCHRUN, f"--nnodes={len(names)}", "--nproc_per_node=1", "--rdzv_backend=c10d",
                f"--rdzv_endpoint=10.250.0.1:{port}", "--rdzv_id=gpm", f"--rdzv_conf=is_host={str(i == 1).lower()}",
                f"--local_addr=10.250.0.{i}", "-m", "gpu_preflight", "run", "--format", "json", "--timeout-s",
                str(timeout_s), "--check", "network.*", "--check", "nccl.*", "--check", "cluster.*"]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                      cwd=REPO, start_new_session=True))
+        procs.append(spawn(cmd, env, start_new_session=True))
     return procs
 
 
@@ -111,18 +133,17 @@ def wait_stopped(proc: subprocess.Popen[str], within: float) -> list[int]:
 
 def finish(procs: list[subprocess.Popen[str]], names: list[str], within: float) -> list[tuple[int | None, str, str]]:
     """Every agent's exit code and output; anything still running in its host at ``within`` is
-    killed (code None: a worker that outlives its agent holds the output pipes open)."""
+    killed (code None)."""
     end = time.monotonic() + within
     out: list[tuple[int | None, str, str]] = []
     for p, ns in zip(procs, names, strict=True):
         try:
-            o, e = p.communicate(timeout=max(end - time.monotonic(), 0.1))
-            out.append((p.returncode, o, e))
+            code: int | None = p.wait(timeout=max(end - time.monotonic(), 0.1))
         except subprocess.TimeoutExpired:
-            code = p.poll()
+            code = None
             netns.kill_all(ns)
-            o, e = p.communicate(timeout=30)
-            out.append((code, o, e))
+            p.wait(timeout=30)
+        out.append((code, *output(p)))
     return out
 
 

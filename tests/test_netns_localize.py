@@ -22,6 +22,7 @@ import pytest
 
 from . import netns
 from .conftest import REPO
+from .fault_hooks import fault_env
 from .netns_run import LIGHT, TORCHRUN, launch, report_of
 
 PREFIX = "gpl"
@@ -75,7 +76,7 @@ def test_link_cut_mid_run_is_named_and_the_run_ends(tmp_path: Path) -> None:
                    "cluster.completeness", "--localize", "quick", "--no-history", "--report-dir", str(tmp_path / "rd")]
             # host 4 stops itself as it enters its first all_reduce: the cut then falls inside the
             # collectives whatever the machine's load (a fixed delay could fall before it registered)
-            fault = {"GPU_PREFLIGHT_TEST_FAULT": "stop:*:all_reduce@all"} if i == 4 else {}
+            fault = fault_env(fault="stop:*:all_reduce@all") if i == 4 else {}
             procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                           env={**env, **fault}, cwd=REPO, start_new_session=True))
         stopped: list[int] = []

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from gpu_preflight.distributed import watch as watch_mod
-from gpu_preflight.distributed.runner import PREFIX, STALE_S, Plan, steps_for
+from gpu_preflight.distributed.plan import Plan, steps_for
 from gpu_preflight.distributed.stages import Marks
+from gpu_preflight.distributed.store import PREFIX, STALE_S, get_text
 from gpu_preflight.distributed.topology import Topology
 from gpu_preflight.distributed.watch import JobWatch
 from gpu_preflight.report import progress as progress_mod
@@ -221,13 +222,13 @@ def test_watch_at_scale_counts_then_names_late_nodes_one_read_each(store: Any,
              "ddp", "done"], per_node=True)
     reads: list[str] = []
     watched = JobWatch(store, shape(world, per_node), Recorder())
-    real_get = watch_mod._get  # type: ignore[attr-defined]
+    real_get = get_text
 
     def counted(st: Any, key: str) -> str | None:
         reads.append(key)
-        return real_get(st, key)  # type: ignore[no-any-return]
+        return real_get(st, key)
 
-    monkeypatch.setattr(watch_mod, "_get", counted)
+    monkeypatch.setattr(watch_mod, "get_text", counted)
     now = watched.tick()[-1]
     assert now.stage == "gather"
     assert now.waiting == "waiting for 5 of 16 ranks: host2, host3"

@@ -23,6 +23,7 @@ import pytest
 from gpu_preflight.report.console import console_lines
 
 from .conftest import REPO
+from .fault_hooks import fault_env
 
 pytest.importorskip("torch")
 
@@ -71,7 +72,7 @@ def on_a_terminal(args: list[str], env: dict[str, str], timeout: float = 240) ->
 def test_a_terminal_sees_the_stage_a_bar_and_who_it_waits_for() -> None:
     """Rank 1 stops as it starts training: rank 0's first collective waits for it, and says so."""
     code, stdout, tty = on_a_terminal(gp("--format", "json", "--timeout-s", "10"),
-                                      {"GPU_PREFLIGHT_TEST_FAULT": "stop:1:train"})
+                                      fault_env(fault="stop:1:train"))
     report = json.loads(stdout)  # machine output alone on stdout
     assert report["cluster_summary"]["overall_status"] == "FAIL" and code == 2
     assert "\x1b[" in tty and "━" in tty  # drawn with a terminal's control codes

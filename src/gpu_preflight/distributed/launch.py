@@ -133,11 +133,11 @@ class Liveness:
         self.started = time.monotonic()
 
     def silent(self, rank: int) -> bool:
-        from .runner import PREFIX, STALE_S, _get
+        from .store import PREFIX, STALE_S, get_text
 
-        beat = _get(self.store, f"{PREFIX}/beat/{rank}")
+        beat = get_text(self.store, f"{PREFIX}/beat/{rank}")
         if beat is None:
-            absent = _get(self.store, f"{PREFIX}/formation")  # rank 0 gave up waiting for these
+            absent = get_text(self.store, f"{PREFIX}/formation")  # rank 0 gave up waiting for these
             return time.monotonic() - self.started > self.join_s or (absent is not None and rank in json.loads(absent))
         return time.time() - float(beat) > STALE_S
 

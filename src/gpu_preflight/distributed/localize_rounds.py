@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from .runner import PREFIX, STALE_S
+from .store import PREFIX, STALE_S
 
 LOC = f"{PREFIX}/loc"
 POLL_S = 0.05

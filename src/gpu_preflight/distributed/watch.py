@@ -16,8 +16,10 @@ import time
 from typing import Any
 
 from ..report.progress import StageState, StageView
-from .runner import PREFIX, REPORTER_KEY, STALE_S, _get, _names, node_ranks
+from .gather import names as host_names
+from .plan import node_ranks
 from .stages import LABELS, PHASES, PHASES_KEY, SCAN_RANKS, describe, entered, order, phase_of, reached_key
+from .store import PREFIX, REPORTER_KEY, STALE_S, get_text
 from .topology import Topology
 
 SCAN_EVERY_S = 2.0
@@ -83,9 +85,9 @@ class JobWatch:
     def states(self) -> list[StageState]:
         """Stages entered since the last call, then the reporting rank's stage and step, its
         position in its steps, and who holds it up."""
-        reporter = int(_get(self.store, REPORTER_KEY) or 0)
-        phases = entered(_get(self.store, PHASES_KEY)) if reporter == 0 else []  # read before the step
-        step = _get(self.store, f"{PREFIX}/progress/{reporter}")
+        reporter = int(get_text(self.store, REPORTER_KEY) or 0)
+        phases = entered(get_text(self.store, PHASES_KEY)) if reporter == 0 else []  # read before the step
+        step = get_text(self.store, f"{PREFIX}/progress/{reporter}")
         if step is None:
             return [StageState(self.before)]
         last = PHASES.index(phases[-1][0]) if phases else -1
@@ -112,7 +114,7 @@ class JobWatch:
 
     def _position(self, step: str) -> tuple[int, int | None]:
         if self.steps is None:
-            raw = _get(self.store, f"{PREFIX}/steps")
+            raw = get_text(self.store, f"{PREFIX}/steps")
             self.steps = json.loads(raw) if raw else None
         if not self.steps:
             return 0, None
@@ -123,7 +125,7 @@ class JobWatch:
     def _absent_ranks(self) -> set[int]:
         """Ranks rank 0 gave up waiting for at formation: they will never come."""
         if self.absent is None:
-            raw = _get(self.store, f"{PREFIX}/formation")
+            raw = get_text(self.store, f"{PREFIX}/formation")
             if raw is None:
                 return set()
             self.absent = {int(r) for r in json.loads(raw)}
@@ -153,8 +155,8 @@ class JobWatch:
         for r in range(self.topo.world_size):
             if r in absent:
                 continue
-            step = _get(self.store, f"{PREFIX}/progress/{r}")
-            beat = _get(self.store, f"{PREFIX}/beat/{r}")
+            step = get_text(self.store, f"{PREFIX}/progress/{r}")
+            beat = get_text(self.store, f"{PREFIX}/beat/{r}")
             quiet_s = time.time() - float(beat) if beat is not None else 0.0
             where = describe(step)[0] if step else "not arrived"
             if quiet_s > STALE_S:
@@ -163,7 +165,7 @@ class JobWatch:
                 held.append((r, where))
         if self.topo.num_nodes <= 1:
             return len(held), [f"rank {r} ({why})" for r, why in held]
-        hosts = _names(self.store, self.topo, [r for r, _ in held[:64]])
+        hosts = host_names(self.store, self.topo, [r for r, _ in held[:64]])
         return len(held), list(dict.fromkeys(hosts.get(r) or f"rank {r}" for r, _ in held))
 
     def _lagging_nodes(self, at: int, absent: set[int]) -> tuple[list[str], int]:
@@ -174,7 +176,7 @@ class JobWatch:
             ranks = [r for r in node_ranks(self.topo, n) if r not in absent]
             if ranks and int(self.store.add(reached_key(PHASES[at], n), 0)) < len(ranks):
                 late.append(ranks[0])
-        named = _names(self.store, self.topo, late[:SHOWN])
+        named = host_names(self.store, self.topo, late[:SHOWN])
         return ([named.get(r) or f"node {r // max(self.topo.local_world_size, 1)}" for r in late[:SHOWN]],
                 max(0, len(late) - SHOWN))
 
@@ -193,7 +195,7 @@ class JobWatch:
         pending = [t for t in tests if not self.store.check([f"{LOC}/result/{self.round}/{t['test_id']}"])]
         per_node = max(self.topo.local_world_size, 1)
         leaders = sorted({int(m) * per_node for t in pending[:SHOWN] for m in t["members"]})
-        hosts = _names(self.store, self.topo, leaders)
+        hosts = host_names(self.store, self.topo, leaders)
         shown = ["-".join(hosts.get(int(m) * per_node) or f"node {m}" for m in t["members"]) for t in pending]
         waiting = _line(len(pending), len(tests), "tests", shown) if pending else ""
         return f"{LABELS['localize']} round {self.round}", f"{len(tests)} test(s)", waiting

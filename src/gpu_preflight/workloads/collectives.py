@@ -11,16 +11,15 @@ one-rank-per-node, a pair), which is what bad-node localisation builds on.
 
 from __future__ import annotations
 
-import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
 ELEMENT = 4  # float32: small integers and their sums are exact
-# Test-only fault injection: "op:rank" corrupts one element of that rank's verified output.
-CORRUPT_ENV = "GPU_PREFLIGHT_TEST_CORRUPT"
+Inspect = Callable[[str, int, Any], None]  # (op, rank, output) before the output is verified
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -159,12 +158,10 @@ class _Op:
                 self.chunk) + float(self.idx)
         return t.full_like(self.out, float((self.idx - 1) % n + 1))
 
-    def wrong(self) -> int:
-        out = self.out
-        spec = os.environ.get(CORRUPT_ENV, "")
-        if spec == f"{self.op}:{self.me}" and out.numel():
-            out.view(-1)[0] += 1.0  # test-only: simulate a corrupted result on this rank
-        return int((out != self.expected()).sum().item())
+    def wrong(self, inspect: Inspect | None = None) -> int:
+        if inspect is not None:
+            inspect(self.op, self.me, self.out)
+        return int((self.out != self.expected()).sum().item())
 
 
 class _Batch:
@@ -187,9 +184,11 @@ def _sync(torch: Any, device: Any) -> None:
 
 
 def run_collective(op: str, *, group: Any, ranks: list[int], group_name: str, sizes: list[int], iters: int,
-                   warmup: int, device: Any, timeout_s: float) -> CollectiveResult:
+                   warmup: int, device: Any, timeout_s: float, inspect: Inspect | None = None) -> CollectiveResult:
     """Sweep ``sizes`` for one collective on ``group``; every member of the group must call it.
 
+    ``inspect`` sees each size's output on this rank before it is verified (the run's rank
+    hooks, :mod:`gpu_preflight.distributed.hooks`: a test plays a corrupting GPU through it).
     Raises :class:`CollectiveTimeout` when a call does not complete (the group is then
     unusable); other failures are recorded in the result's ``error``.
     """
@@ -218,7 +217,7 @@ def run_collective(op: str, *, group: Any, ranks: list[int], group_name: str, si
         o.fill()
         _wait(o.launch(), timeout_s, f"{op} {size} B verification")
         _sync(torch, device)
-        wrong = o.wrong()
+        wrong = o.wrong(inspect)
         stats = torch.tensor([elapsed_us, -elapsed_us, float(wrong)], dtype=torch.float64, device=device)
         agg = torch.tensor([elapsed_us, elapsed_us, float(wrong)], dtype=torch.float64, device=device)
         _wait(dist.all_reduce(stats, op=dist.ReduceOp.MAX, group=group, async_op=True), timeout_s, f"{op} stats")

@@ -1,0 +1,95 @@
+"""What each rank runs, and the process groups every rank lays out the same way.
+
+Pure functions of the config, the suite, the device kind and the topology: no store, no
+torch. Every rank derives the same plan and the same group order on its own, so nothing
+about the plan has to travel between ranks (rank 0 publishes only the step list, for the
+progress view).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import Config
+from .topology import Topology
+
+__all__ = ["Group", "Plan", "layout", "make_plan", "node_ranks", "steps_for"]
+
+
+@dataclass
+class Plan:
+    """What this rank runs, derived from the suite, the device and the config."""
+
+    sizes: list[int]
+    iters: int
+    warmup: int
+    gemm_dtypes: list[str]
+    gemm_n: int
+    gemm_iters: int
+    gemm_seconds: float | None
+    memory: bool
+    train_steps: int
+    ops: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
+
+
+def make_plan(config: Config, suite: str, cuda: bool) -> Plan:
+    w = config.workload
+    if cuda:
+        top = w.collective_max_bytes_full_gpu if suite == "full" else w.collective_max_bytes_quick_gpu
+        start = 8 if suite == "full" else 1 << 20
+        factor = 2 if suite == "full" else 8
+        iters, dtypes, n = w.collective_iters, list(w.gemm_dtypes_gpu), w.gemm_n_gpu
+        seconds: float | None = w.gemm_seconds_full if suite == "full" else w.gemm_seconds_quick
+        steps = w.train_steps
+    else:
+        top, start, factor = w.collective_max_bytes_cpu, 1 << 10, 32
+        iters, dtypes, n, seconds = 3, ["fp32"], w.gemm_n_cpu, None
+        steps = min(w.train_steps, 25)  # CPU ranks share cores: keep the smoke short
+    sizes, size = [], start
+    while size < top:
+        sizes.append(size)
+        size *= factor
+    sizes.append(top)
+    return Plan(sizes, iters, 1, dtypes, n, 3 if not cuda else 5, seconds, cuda, steps)
+
+
+@dataclass
+class Group:
+    name: str
+    scope: str  # "distributed" (all ranks), "intra_node", "inter_node"
+    ranks: list[int]
+    handle: Any = None
+
+
+def layout(topo: Topology) -> list[Group]:
+    """Groups every rank creates in the same order: world, each node, one rank per node."""
+    world = list(range(topo.world_size))
+    groups = [Group("all", "distributed", world)]
+    per_node = max(topo.local_world_size, 1)
+    if topo.num_nodes > 1 and per_node > 1:  # with one rank per node, these groups would repeat "all"
+        groups += [Group(f"node{n}", "intra_node", world[n * per_node:(n + 1) * per_node])
+                   for n in range(topo.num_nodes)]
+        groups.append(Group("inter0", "inter_node", [n * per_node for n in range(topo.num_nodes)]))
+    return groups
+
+
+def node_ranks(topo: Topology, node: int) -> range:
+    """The ranks of one node (ranks are laid out node by node)."""
+    per_node = max(topo.local_world_size, 1)
+    return range(node * per_node, min((node + 1) * per_node, topo.world_size))
+
+
+def steps_for(plan: Plan, topo: Topology) -> list[str]:
+    """This rank's steps in order, as written to ``progress/<rank>``: the length of a progress bar."""
+    steps = ["arrive", "stack", "gemm", *(["memory"] if plan.memory else []), "train"]
+    for g in layout(topo):
+        if topo.rank in g.ranks and len(g.ranks) >= 2:
+            steps += [f"{op}@{g.name}" for op in plan.ops]
+    if topo.num_nodes > 1:
+        steps += ["links", "pingpong"] if topo.local_rank == 0 else ["links"]
+    if topo.world_size > 1:
+        steps.append("ddp")
+    if topo.local_rank == 0:
+        steps.append("node_checks")
+    return [*steps, "done"]

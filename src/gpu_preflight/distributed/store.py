@@ -1,0 +1,196 @@
+"""The job's key-value store: the keys, the heartbeat, the waits and the formation of the group.
+
+Results and liveness travel through the c10d key-value store, not through collectives: a
+broken process group (a dead or stopped peer) cannot stop the gather. Everything here
+talks to the store through :class:`KVStore`, the handful of calls the job uses, so the
+gather and the heartbeat read the same against torch's ``TCPStore`` and against anything
+else that offers them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Protocol, cast
+
+from .stages import PREFIX as PREFIX  # every key of the job lives under it
+from .topology import Topology
+
+__all__ = ["HEARTBEAT_S", "PREFIX", "RDZV_NAMES_KEY", "REPORTER_KEY", "STALE_S", "Heartbeat", "KVStore",
+           "connect_store", "form_group", "get_text", "local_pids", "silent", "wait_count", "wait_key"]
+
+HEARTBEAT_S = 1.0
+STALE_S = 10.0  # a rank whose heartbeat is this old is dead or stopped
+REPORTER_KEY = f"{PREFIX}/reporter"
+RDZV_NAMES_KEY = f"{PREFIX}/rendezvous_names"  # node rank -> host, as torchrun's rendezvous saw the job
+
+
+class KVStore(Protocol):
+    """The calls of c10d's ``Store`` the job makes (``TCPStore`` has them all)."""
+
+    def set(self, key: str, value: str) -> None: ...
+
+    def get(self, key: str) -> bytes: ...
+
+    def check(self, keys: list[str]) -> bool: ...
+
+    def add(self, key: str, amount: int) -> int: ...
+
+    def wait(self, keys: list[str], timeout: timedelta) -> None: ...
+
+    def compare_set(self, key: str, expected_value: str, desired_value: str) -> bytes: ...
+
+    def delete_key(self, key: str) -> bool: ...
+
+
+def get_text(store: KVStore, key: str) -> str | None:
+    """The key's value, or None when it is not set or the store cannot be read."""
+    try:
+        if store.check([key]):
+            return bytes(store.get(key)).decode()
+    except Exception:  # noqa: S110 - a store hiccup reads as "no information"
+        pass
+    return None
+
+
+def silent(store: KVStore, rank: int) -> bool:
+    """The rank's heartbeat is older than ``STALE_S`` (a rank that never beat is not silent yet)."""
+    beat = get_text(store, f"{PREFIX}/beat/{rank}")
+    return beat is not None and time.time() - float(beat) > STALE_S
+
+
+def wait_key(store: KVStore, key: str, deadline: float, give_up: Callable[[], bool] | None = None) -> bool:
+    """Wait for ``key`` until ``deadline`` (monotonic), asking ``give_up()`` every couple of seconds.
+
+    The store notifies waiters, so thousands of ranks waiting cost the store's host nothing
+    until the key is set; the periodic wake-up lets them notice a silent peer.
+    """
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            store.wait([key], timedelta(seconds=min(2.0, left)))
+            return True
+        except Exception:  # noqa: S110 - a timed-out wait: look at the peer, then wait again
+            pass
+        if give_up is not None and give_up():
+            return False
+
+
+def wait_count(store: KVStore, key: str, target: int, deadline: float) -> None:
+    """Wait until the counter ``key`` reaches ``target`` (or the deadline, or the store is gone)."""
+    while target > 0 and time.monotonic() < deadline:
+        try:
+            if int(store.add(key, 0)) >= target:
+                return
+        except Exception:
+            return
+        time.sleep(0.05)
+
+
+def local_pids(store: KVStore, topo: Topology, ranks: list[int]) -> list[int]:
+    """Process ids of these ranks that run on this host (their hello says so)."""
+    pids = []
+    for r in ranks:
+        hello = get_text(store, f"{PREFIX}/hello/{r}")
+        data = json.loads(hello) if hello else {}
+        if data.get("hostname") == (topo.hostname or socket.gethostname()) and isinstance(data.get("pid"), int):
+            pids.append(int(data["pid"]))
+    return pids
+
+
+class Heartbeat:
+    """A thread that stamps ``beat/<rank>`` in the store every second while the rank lives.
+
+    The store client has no timeout on sending: a rank whose link is cut blocks in it for
+    as long as TCP retries (many minutes). A second thread watches the stamps and ends the
+    process (exit 3, with the reason for the launcher) when none got through for
+    ``lost_after_s``: the rest of the job has named it by then.
+    """
+
+    def __init__(self, store: KVStore, rank: int, lost_after_s: float = 0.0, where: str = "") -> None:
+        self.store, self.rank, self.lost_after_s, self.where = store, rank, lost_after_s, where
+        self.stop = threading.Event()
+        self.last_ok = time.monotonic()
+        self.thread = threading.Thread(target=self._run, name="gp-heartbeat", daemon=True)
+        self.watch = threading.Thread(target=self._watch, name="gp-store-watch", daemon=True)
+
+    def start(self) -> None:
+        self.last_ok = time.monotonic()
+        self.thread.start()
+        if self.lost_after_s > 0:
+            self.watch.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.store.set(f"{PREFIX}/beat/{self.rank}", str(time.time()))
+            except Exception:  # the store host may be gone at the very end of the run
+                return
+            self.last_ok = time.monotonic()
+            self.stop.wait(HEARTBEAT_S)
+
+    def _watch(self) -> None:
+        while not self.stop.wait(1.0):
+            silent_s = time.monotonic() - self.last_ok
+            if silent_s > self.lost_after_s:
+                from .leave import write_error_file
+
+                line = (f"gpu-preflight: rank {self.rank} on {self.where} lost the job's store "
+                        f"(no answer for {silent_s:.0f} s); the other ranks report without it")
+                print(line, file=sys.stderr, flush=True)
+                write_error_file(line, 3)
+                os._exit(3)
+
+
+def connect_store(topo: Topology, timeout_s: float) -> KVStore:
+    """The job's key-value store: hosted by an agent (torchrun's, or our supervisor's) where the
+    launcher says so (``TORCHELASTIC_USE_AGENT_STORE``), else by rank 0 itself.
+
+    Connecting before the process group lets every rank register its arrival, so a rank that
+    never arrives is named instead of failing everyone's ``init_process_group``.
+    """
+    import torch.distributed as dist
+
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    return cast(KVStore, dist.TCPStore(  # type: ignore[attr-defined]
+        topo.master_addr or "127.0.0.1", topo.master_port or 29500, is_master=topo.rank == 0 and not agent,
+        wait_for_workers=False, timeout=timedelta(seconds=timeout_s)))
+
+
+def form_group(store: KVStore, topo: Topology, timeout_s: float) -> tuple[str | None, tuple[int, ...]]:
+    """Arrival, then rank 0's decision: ``(None, ())`` when every rank arrived within the timeout,
+    else why the process group is not formed and the ranks that never arrived.
+
+    Everyone follows one decision in the store, so a late rank cannot form a group the
+    others have given up on.
+    """
+    key = f"{PREFIX}/formation"
+    store.add(f"{PREFIX}/arrived", 1)
+    if topo.rank == 0:
+        deadline = time.monotonic() + timeout_s
+        if topo.launcher == "torchrun" and topo.num_nodes > 1:  # read now: agents that fail soon leave it
+            from .rendezvous_view import node_addresses
+
+            store.set(RDZV_NAMES_KEY, json.dumps(node_addresses()))
+        while int(store.add(f"{PREFIX}/arrived", 0)) < topo.world_size and time.monotonic() < deadline:
+            time.sleep(0.1)
+        absent = [] if int(store.add(f"{PREFIX}/arrived", 0)) >= topo.world_size else [
+            r for r in range(topo.world_size) if not store.check([f"{PREFIX}/hello/{r}"])]
+        store.set(key, json.dumps(absent))
+    elif not wait_key(store, key, time.monotonic() + timeout_s + STALE_S, lambda: silent(store, 0)):
+        never = () if store.check([f"{PREFIX}/hello/0"]) else (0,)
+        return "process group not formed: rank 0 " + ("never arrived" if never else "went silent"), never
+    absent = json.loads(bytes(store.get(key)).decode())
+    if absent:
+        shown = ", ".join(map(str, absent[:20])) + (" …" if len(absent) > 20 else "")
+        return (f"process group not formed: {len(absent)} rank(s) did not arrive within {timeout_s:g} s "
+                f"(ranks {shown})", tuple(absent))
+    return None, ()
