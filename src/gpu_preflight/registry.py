@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, overload
 
-from .model import id_matches
+from .model import Finding, id_matches
 from .registries import Registry, UnknownKey
 
 if TYPE_CHECKING:
     from .config import Config
-    from .model import Finding
+    from .model import Status
 
 CheckFn = Callable[["CheckContext"], "Iterable[Finding]"]
 ProbeFn = Callable[["ProbeContext"], Any]
@@ -90,6 +90,13 @@ class CheckContext:
     def fact(self, name: str) -> Any:
         return self.facts[name]
 
+    def finding(self, status: Status, subject: str, code: str, summary: str, observed: Any = None,
+                expected: Any = None, unit: str | None = None, recommendation: str | None = None,
+                details: dict[str, Any] | None = None) -> Finding:
+        """A finding of this check: the id comes from the check's registration, never typed again."""
+        return Finding(self.check_id, status, subject, code, summary, observed, expected, unit, recommendation,
+                       {} if details is None else details)
+
 
 @dataclass
 class ProbeContext:
@@ -135,6 +142,7 @@ def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SU
           tags: tuple[str, ...] = (), scope: str = "node", group: str | tuple[str, ...] | None = None,
           component: str | None = None, settings: tuple[str, ...] = ()) -> Callable[[CheckFn], CheckFn]:
     """Register a check. Its docstring's first line is the title, the rest its explanation.
+    The module's name for the function is the registered one, which sets ``ctx.check_id``.
 
     ``scope="node"`` checks judge one node's facts; ``scope="cluster"`` checks judge the
     gathered results of a distributed run (fact ``cluster``) on rank 0. ``group`` names the
@@ -157,7 +165,7 @@ def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SU
 
         CHECKS.register(check_id, CheckSpec(check_id, bound, needs, title, doc, suites,
                                             (check_id.split(".")[0], *tags), scope, groups, component, settings))
-        return fn
+        return bound  # called directly too, the check knows its id (``ctx.finding``)
 
     return register
 

@@ -29,13 +29,13 @@ def completeness(ctx: CheckContext) -> Iterator[Finding]:
     """
     c = cluster(ctx)
     for rank, why in sorted(c.missing.items()):
-        yield Finding("cluster.completeness", Status.FAIL, c.rank_subject(rank, {"node_rank": rank // max(
+        yield ctx.finding(Status.FAIL, c.rank_subject(rank, {"node_rank": rank // max(
             c.local_world_size, 1), "local_rank": rank % max(c.local_world_size, 1)}), "rank_missing", why,
-                      observed="missing", expected="reported",
-                      recommendation="Check that host (dmesg, nvidia-smi, network link); exclude it and re-run.")
+                          observed="missing", expected="reported",
+                          recommendation="Check that host (dmesg, nvidia-smi, network link); exclude it and re-run.")
     if not c.missing:
-        yield Finding("cluster.completeness", Status.PASS, "cluster", "ok",
-                      f"all {c.world_size} ranks on {c.num_nodes} node(s) reported", observed=c.world_size)
+        yield ctx.finding(Status.PASS, "cluster", "ok",
+                          f"all {c.world_size} ranks on {c.num_nodes} node(s) reported", observed=c.world_size)
 
 
 def _largest(entry: dict[str, Any]) -> dict[str, Any] | None:
@@ -70,16 +70,16 @@ def correctness(ctx: CheckContext) -> Iterator[Finding]:
         for r in entry.get("results", []):
             if r.get("wrong"):
                 bad = True
-                yield Finding("nccl.correctness", Status.FAIL, f"group {entry['group']}", "wrong_elements",
-                              f"{entry['op']} on {entry['group']} (ranks {entry['ranks']}) at {r['size_bytes']} B: "
-                              f"{r['wrong']} wrong element(s)", observed=r["wrong"], expected=0, unit="elements",
-                              recommendation="Data corruption: run the pairwise localisation (--localize) or "
-                                             "DCGM diagnostics to find the GPU or link; drain the suspects.")
+                yield ctx.finding(Status.FAIL, f"group {entry['group']}", "wrong_elements",
+                                  f"{entry['op']} on {entry['group']} (ranks {entry['ranks']}) at {r['size_bytes']} B: "
+                                  f"{r['wrong']} wrong element(s)", observed=r["wrong"], expected=0, unit="elements",
+                                  recommendation="Data corruption: run the pairwise localisation (--localize) or "
+                                                 "DCGM diagnostics to find the GPU or link; drain the suspects.")
     if not bad:
-        yield Finding("nccl.correctness", Status.PASS if seen else Status.SKIP, "cluster",
-                      "ok" if seen else "not_run",
-                      f"{seen} collective sweep(s) verified, no wrong element" if seen else
-                      "no collective ran (a single rank, or the run failed before)")
+        yield ctx.finding(Status.PASS if seen else Status.SKIP, "cluster",
+                          "ok" if seen else "not_run",
+                          f"{seen} collective sweep(s) verified, no wrong element" if seen else
+                          "no collective ran (a single rank, or the run failed before)")
 
 
 @check("nccl.collectives", needs=("cluster",), scope="cluster",
@@ -109,11 +109,11 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
             continue
         reported.add(key)
         culprits = [why for r, why in sorted(c.missing.items()) if r in entry.get("ranks", [])]
-        yield Finding("nccl.collectives", Status.FAIL, f"group {entry['group']}", "collective_failed",
-                      f"{entry['op']} on {entry['group']} failed: {entry['error']}"
-                      + (f"; {'; '.join(culprits)}" if culprits else ""), observed=entry["error"],
-                      recommendation="A rank died, hung or lost its link: check the named host; exclude it "
-                                     "and re-run, or run --localize to find the bad node.")
+        yield ctx.finding(Status.FAIL, f"group {entry['group']}", "collective_failed",
+                          f"{entry['op']} on {entry['group']} failed: {entry['error']}"
+                          + (f"; {'; '.join(culprits)}" if culprits else ""), observed=entry["error"],
+                          recommendation="A rank died, hung or lost its link: check the named host; exclude it "
+                                         "and re-run, or run --localize to find the bad node.")
     intra: dict[str, float] = {}
     passing: dict[str, dict[str, float]] = {}  # scope -> group -> busbw, at scale (rolled up below)
     topologies: dict[int, dict[str, Any] | None] = {}
@@ -129,12 +129,12 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
             intra[entry["group"]] = busbw
         floor = _floor(c, ctx, entry, top, crosses_nodes, topologies)
         if floor is not None and busbw < floor.gbps:
-            yield Finding("nccl.collectives", Status.FAIL, subject, "busbw_below_floor",
-                          f"all_reduce busbw {busbw:.1f} GB/s on {entry['group']} at {top['size_bytes']} B, "
-                          f"floor {floor.gbps:g} ({floor.basis})", observed=round(busbw, 2),
-                          expected=f">= {floor.gbps:g}", unit="GB/s", details={"floor_basis": floor.basis},
-                          recommendation="Check NVLink/NVSwitch health, NCCL env (NCCL_P2P_DISABLE, NCCL_IB_*), "
-                                         "and the network for inter-node groups.")
+            yield ctx.finding(Status.FAIL, subject, "busbw_below_floor",
+                              f"all_reduce busbw {busbw:.1f} GB/s on {entry['group']} at {top['size_bytes']} B, "
+                              f"floor {floor.gbps:g} ({floor.basis})", observed=round(busbw, 2),
+                              expected=f">= {floor.gbps:g}", unit="GB/s", details={"floor_basis": floor.basis},
+                              recommendation="Check NVLink/NVSwitch health, NCCL env (NCCL_P2P_DISABLE, NCCL_IB_*), "
+                                             "and the network for inter-node groups.")
         elif passes.rolled:
             passing.setdefault(str(entry.get("scope")), {})[subject] = round(busbw, 3)
         else:
@@ -149,18 +149,19 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
             if status is not Status.PASS:
                 limit = median * (1 - (perf.peer_outlier_fail_fraction if status is Status.FAIL
                                        else perf.peer_outlier_fraction))
-                yield Finding("nccl.collectives", status, f"group {group}", "busbw_outlier",
-                              f"{group}: all_reduce busbw {busbw:.1f} GB/s, {100 * (1 - busbw / median):.0f}% below "
-                              f"the median node ({median:.1f})", observed=round(busbw, 2),
-                              expected=f"{'>' if status is Status.FAIL else '>='} {limit:.1f}", unit="GB/s",
-                              details={"median_gbps": round(median, 3)},
-                              recommendation="This node's GPU interconnect is slower than its peers: check NVLink "
-                                             "state and PCIe links (gpu.nvlink, gpu.pcie)."
-                                             + (" Every collective of a job on it runs at its pace: drain it."
-                                                if status is Status.FAIL else ""))
+                yield ctx.finding(status, f"group {group}", "busbw_outlier",
+                                  f"{group}: all_reduce busbw {busbw:.1f} GB/s, "
+                                  f"{100 * (1 - busbw / median):.0f}% below the median node ({median:.1f})",
+                                  observed=round(busbw, 2),
+                                  expected=f"{'>' if status is Status.FAIL else '>='} {limit:.1f}", unit="GB/s",
+                                  details={"median_gbps": round(median, 3)},
+                                  recommendation="This node's GPU interconnect is slower than its peers: check NVLink "
+                                                 "state and PCIe links (gpu.nvlink, gpu.pcie)."
+                                                 + (" Every collective of a job on it runs at its pace: drain it."
+                                                    if status is Status.FAIL else ""))
     if not entries and not errors:
-        yield Finding("nccl.collectives", Status.SKIP, "cluster", "not_run",
-                      "no collective ran: a single rank (add GPUs or nodes to test communication)")
+        yield ctx.finding(Status.SKIP, "cluster", "not_run",
+                          "no collective ran: a single rank (add GPUs or nodes to test communication)")
 
 
 def _floor(c: ClusterFacts, ctx: CheckContext, entry: dict[str, Any], top: dict[str, Any], crosses_nodes: bool,
@@ -202,7 +203,7 @@ def node_links(ctx: CheckContext) -> Iterator[Finding]:
     ref_rank = 0
     pairs = c.payloads.get(ref_rank, {}).get("links", [])
     if c.num_nodes < 2:
-        yield Finding("network.node_links", Status.SKIP, "cluster", "single_node", "one node: no node links to test")
+        yield ctx.finding(Status.SKIP, "cluster", "single_node", "one node: no node links to test")
         return
     per_node = max(c.local_world_size, 1)
 
@@ -217,37 +218,39 @@ def node_links(ctx: CheckContext) -> Iterator[Finding]:
         peer = p["pair"][1]
         if p.get("error") or p.get("wrong"):
             slow.append(p)
-            yield Finding("network.node_links", Status.FAIL, name(peer), "exchange_failed",
-                          f"exchange {name(p['pair'][0])} <-> {name(peer)} failed: "
-                          f"{p.get('error') or str(p['wrong']) + ' wrong element(s)'}",
-                          recommendation="Check this node's network link (cables, NIC, switch port) and its "
-                                         "fabric settings; exclude it and re-run.")
+            yield ctx.finding(Status.FAIL, name(peer), "exchange_failed",
+                              f"exchange {name(p['pair'][0])} <-> {name(peer)} failed: "
+                              f"{p.get('error') or str(p['wrong']) + ' wrong element(s)'}",
+                              recommendation="Check this node's network link (cables, NIC, switch port) and its "
+                                             "fabric settings; exclude it and re-run.")
         elif perf.node_link_min_gbps is not None and p["gbps"] < perf.node_link_min_gbps:
             slow.append(p)
-            yield Finding("network.node_links", Status.FAIL, name(peer), "link_below_floor",
-                          f"exchange with {name(p['pair'][0])}: {p['gbps']:.3f} GB/s", observed=round(p["gbps"], 4),
-                          expected=f">= {perf.node_link_min_gbps:g}", unit="GB/s",
-                          recommendation="This node's link is below the floor: check its NIC, cable and switch port.")
+            yield ctx.finding(Status.FAIL, name(peer), "link_below_floor",
+                              f"exchange with {name(p['pair'][0])}: {p['gbps']:.3f} GB/s",
+                              observed=round(p["gbps"], 4),
+                              expected=f">= {perf.node_link_min_gbps:g}", unit="GB/s",
+                              recommendation="This node's link is below the floor: check its NIC, cable and switch "
+                                             "port.")
         elif median and len(ok) >= 2 and (status := peer_gap_status(p["gbps"], median, perf)) is not Status.PASS:
             slow.append(p)
             limit = median * (1 - (perf.peer_outlier_fail_fraction if status is Status.FAIL
                                    else perf.peer_outlier_fraction))
-            yield Finding("network.node_links", status, name(peer), "link_slow",
-                          f"exchange with {name(p['pair'][0])}: {p['gbps']:.3f} GB/s, "
-                          f"{100 * (1 - p['gbps'] / median):.0f}% below the median {median:.3f}",
-                          observed=round(p["gbps"], 4),
-                          expected=f"{'>' if status is Status.FAIL else '>='} {limit:.3f}",
-                          unit="GB/s", details={"median_gbps": round(median, 4)},
-                          recommendation="This node's network link is slower than its peers': check "
-                                         "its NIC, cable, switch port and link speed."
-                                         + (" Every collective of a job on it runs at its pace: exclude it."
-                                            if status is Status.FAIL else ""))
+            yield ctx.finding(status, name(peer), "link_slow",
+                              f"exchange with {name(p['pair'][0])}: {p['gbps']:.3f} GB/s, "
+                              f"{100 * (1 - p['gbps'] / median):.0f}% below the median {median:.3f}",
+                              observed=round(p["gbps"], 4),
+                              expected=f"{'>' if status is Status.FAIL else '>='} {limit:.3f}",
+                              unit="GB/s", details={"median_gbps": round(median, 4)},
+                              recommendation="This node's network link is slower than its peers': check "
+                                             "its NIC, cable, switch port and link speed."
+                                             + (" Every collective of a job on it runs at its pace: exclude it."
+                                                if status is Status.FAIL else ""))
     if c.num_nodes >= 3 and pairs and len(slow) > len(pairs) / 2:
-        yield Finding("network.node_links", Status.FAIL, name(ref_rank), "reference_slow",
-                      f"{len(slow)} of {len(pairs)} exchanges with {name(ref_rank)} are slow or failed: "
-                      f"the common member, {name(ref_rank)}, is the likely culprit",
-                      recommendation="Check node 0's network link; re-run with it excluded to confirm.")
+        yield ctx.finding(Status.FAIL, name(ref_rank), "reference_slow",
+                          f"{len(slow)} of {len(pairs)} exchanges with {name(ref_rank)} are slow or failed: "
+                          f"the common member, {name(ref_rank)}, is the likely culprit",
+                          recommendation="Check node 0's network link; re-run with it excluded to confirm.")
     elif not slow:
-        yield Finding("network.node_links", Status.PASS, "cluster", "ok",
-                      f"{len(pairs)} node exchange(s) with {name(ref_rank)}, median {median or 0:.3f} GB/s",
-                      observed={name(p["pair"][1]): round(p.get("gbps", 0.0), 4) for p in pairs}, unit="GB/s")
+        yield ctx.finding(Status.PASS, "cluster", "ok",
+                          f"{len(pairs)} node exchange(s) with {name(ref_rank)}, median {median or 0:.3f} GB/s",
+                          observed={name(p["pair"][1]): round(p.get("gbps", 0.0), 4) for p in pairs}, unit="GB/s")

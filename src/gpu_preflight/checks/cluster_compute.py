@@ -34,7 +34,7 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
     passes = Passes(ctx, c)
     by_dtype = c.columns["gemm"]
     if not by_dtype:
-        yield Finding("compute.gemm", Status.SKIP, "cluster", "not_run", "no GEMM result was gathered")
+        yield ctx.finding(Status.SKIP, "cluster", "not_run", "no GEMM result was gathered")
     on_gpu, subject = c.gpu_ranks, c.rank_subject
     for dtype, col in sorted(by_dtype.items()):
         ranks, tflops = col["rank"], col["tflops"]
@@ -198,7 +198,7 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
                 yield _memory_pass(subject(r), row(col, i))
     yield from passes.findings()
     if not ranks:
-        yield Finding("memory.bandwidth", Status.SKIP, "cluster", "no_gpu", "no GPU worker: memory test not run")
+        yield ctx.finding(Status.SKIP, "cluster", "no_gpu", "no GPU worker: memory test not run")
 
 
 def _median(values: list[float]) -> float | None:
@@ -373,7 +373,7 @@ def stack(ctx: CheckContext) -> Iterator[Finding]:
         verdict = _judge_stack(s, gpus, driver_cuda, versions)
         if verdict is not None:
             for name in names:
-                yield Finding("stack.cuda", Status.FAIL, name, *verdict)
+                yield ctx.finding(Status.FAIL, name, *verdict)
             continue
         where = f"CUDA {s['torch_cuda']}, NCCL {s['nccl_version']}" if s.get("torch_cuda") else "CPU (gloo)"
         text = f"torch {s['torch_version']}, {where}"
@@ -381,7 +381,7 @@ def stack(ctx: CheckContext) -> Iterator[Finding]:
             passes.record(dict.fromkeys(names, versions), group=text, label=f"the software stack check ({text})")
         else:
             for name in names:
-                yield Finding("stack.cuda", Status.PASS, name, "ok", text, observed=versions)
+                yield ctx.finding(Status.PASS, name, "ok", text, observed=versions)
     yield from passes.findings()
 
 
@@ -416,7 +416,7 @@ def consistency(ctx: CheckContext) -> Iterator[Finding]:
     """
     c = cluster(ctx)
     if c.num_nodes < 2:
-        yield Finding("cluster.consistency", Status.SKIP, "cluster", "single_node", "one node: nothing to compare")
+        yield ctx.finding(Status.SKIP, "cluster", "single_node", "one node: nothing to compare")
         return
     # The common case first: every node's (driver, GPU count) and (torch, CUDA, NCCL) the same.
     hardware = {(str(f.get("gpu", {}).get("driver_version")), len(f.get("gpu", {}).get("gpus", []))
@@ -424,8 +424,8 @@ def consistency(ctx: CheckContext) -> Iterator[Finding]:
     software = {tuple(str((p.get("stack") or {}).get(k)) for k in ("torch_version", "torch_cuda", "nccl_version"))
                 for p in c.leaders.values()}
     if len(hardware) <= 1 and len(software) <= 1:
-        yield Finding("cluster.consistency", Status.PASS, "cluster", "ok",
-                      f"{c.num_nodes} nodes agree on driver, CUDA, torch, NCCL and GPU count")
+        yield ctx.finding(Status.PASS, "cluster", "ok",
+                          f"{c.num_nodes} nodes agree on driver, CUDA, torch, NCCL and GPU count")
         return
     values: dict[str, dict[str, Any]] = defaultdict(dict)
     for node, facts in sorted(c.node_facts.items()):
@@ -445,13 +445,13 @@ def consistency(ctx: CheckContext) -> Iterator[Finding]:
             by_value[value].append(name)
         if len(by_value) > 1:
             skew = True
-            yield Finding("cluster.consistency", Status.WARN, "cluster", "version_skew" if what != "GPU count"
-                          else "gpu_count_mismatch", f"{what} differs between nodes: {_spread(by_value)}",
-                          observed=per_node,
-                          recommendation="Run every node on the same image, driver and GPU count.")
+            yield ctx.finding(Status.WARN, "cluster", "version_skew" if what != "GPU count"
+                              else "gpu_count_mismatch", f"{what} differs between nodes: {_spread(by_value)}",
+                              observed=per_node,
+                              recommendation="Run every node on the same image, driver and GPU count.")
     if not skew:
-        yield Finding("cluster.consistency", Status.PASS, "cluster", "ok",
-                      f"{c.num_nodes} nodes agree on driver, CUDA, torch, NCCL and GPU count")
+        yield ctx.finding(Status.PASS, "cluster", "ok",
+                          f"{c.num_nodes} nodes agree on driver, CUDA, torch, NCCL and GPU count")
 
 
 def _spread(by_value: dict[Any, list[str]], shown: int = 4) -> str:

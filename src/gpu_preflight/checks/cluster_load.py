@@ -336,13 +336,13 @@ def xid_under_load(ctx: CheckContext) -> Iterator[Finding]:
     if not watched:
         why = "no GPU node watched its kernel log under load" if c.gpu_ranks else \
             "CPU workers only: no GPU node to watch for Xid events"
-        yield Finding("load.xid", Status.SKIP, "cluster", "not_watched", why)
+        yield ctx.finding(Status.SKIP, "cluster", "not_watched", why)
         return
     policy = xid_policy(ctx.config.xid)
     for rank, watch in watched:
         node = c.rank_subject(rank).rsplit("/", 1)[0]
         if watch.get("error"):
-            yield Finding("load.xid", Status.SKIP, node, "log_unreadable", str(watch["error"]))
+            yield ctx.finding(Status.SKIP, node, "log_unreadable", str(watch["error"]))
             continue
         counts: dict[int, int] = {}
         for e in watch.get("events") or ():
@@ -354,17 +354,17 @@ def xid_under_load(ctx: CheckContext) -> Iterator[Finding]:
             if status is Status.PASS:
                 continue
             flagged = True
-            yield Finding("load.xid", status, node, f"xid_{xid}",
-                          f"{node}: Xid {xid} ({rule.name}) x{n} while the workloads ran", observed=n,
-                          expected=0, unit="events", recommendation=rule.recommendation,
-                          details={"lines": [e["line"] for e in watch.get("events") or () if e["xid"] == xid][:5],
-                                   "cause": rule.cause, "action": rule.action})
+            yield ctx.finding(status, node, f"xid_{xid}",
+                              f"{node}: Xid {xid} ({rule.name}) x{n} while the workloads ran", observed=n,
+                              expected=0, unit="events", recommendation=rule.recommendation,
+                              details={"lines": [e["line"] for e in watch.get("events") or () if e["xid"] == xid][:5],
+                                       "cause": rule.cause, "action": rule.action})
         if watch.get("unparsed"):
             flagged = True
-            yield Finding("load.xid", Status.ERROR, node, "xid_unparsed",
-                          f"{node}: {watch['unparsed']} Xid line(s) during the run could not be read",
-                          recommendation="Read the node's kernel log (dmesg -T) around the run.")
+            yield ctx.finding(Status.ERROR, node, "xid_unparsed",
+                              f"{node}: {watch['unparsed']} Xid line(s) during the run could not be read",
+                              recommendation="Read the node's kernel log (dmesg -T) around the run.")
         if not flagged:
-            yield Finding("load.xid", Status.PASS, node, "ok",
-                          f"{node}: no serious Xid while the workloads ran ({watch.get('count', 0)} event(s); "
-                          f"{watch.get('source')})", observed=int(watch.get("count") or 0), unit="events")
+            yield ctx.finding(Status.PASS, node, "ok",
+                              f"{node}: no serious Xid while the workloads ran ({watch.get('count', 0)} event(s); "
+                              f"{watch.get('source')})", observed=int(watch.get("count") or 0), unit="events")

@@ -51,7 +51,7 @@ def pingpong(ctx: CheckContext) -> Iterator[Finding]:
     pairs = pair_records(c)
     if not pairs:
         why = "one node: no node pair" if c.num_nodes < 2 else "no node reported a fi_pingpong result"
-        yield Finding(CHECK, Status.SKIP, "cluster", "not_run", f"fi_pingpong not run: {why}")
+        yield ctx.finding(Status.SKIP, "cluster", "not_run", f"fi_pingpong not run: {why}")
         return
     for k, sides in sorted(pairs.items()):
         yield _pair(ctx, c, k, sides)

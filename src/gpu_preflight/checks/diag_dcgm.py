@@ -32,8 +32,8 @@ def dcgm_diag(ctx: CheckContext) -> Iterator[Finding]:
     for run in levels:
         said = f"level {run.level}: " if len(levels) > 1 else ""
         if run.run is None:
-            yield Finding(ctx.check_id, Status.SKIP, ctx.host, "not_run", f"DCGM diagnostic {said}not run: "
-                          f"{run.reason}", details={"level": run.level})
+            yield ctx.finding(Status.SKIP, ctx.host, "not_run", f"DCGM diagnostic {said}not run: "
+                              f"{run.reason}", details={"level": run.level})
             continue
         finding = not_run(ctx.check_id, ctx.host, run.run)
         if finding is None and run.record is None:

@@ -35,13 +35,13 @@ def fi_info(ctx: CheckContext) -> Iterator[Finding]:
     """
     facts: FabricFacts = ctx.fact("fabric")
     if facts.fi_info is None and facts.reason is None:  # the probe asks libfabric only where EFA can be
-        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "not_expected",
-                      f"`fi_info -p {facts.provider}` not run: no EFA device in /sys/class/infiniband (set "
-                      "diagnostics.efa_expected = true if it should have one)", observed=0,
-                      details={"efa_devices": facts.efa_devices})
+        yield ctx.finding(Status.SKIP, ctx.host, "not_expected",
+                          f"`fi_info -p {facts.provider}` not run: no EFA device in /sys/class/infiniband (set "
+                          "diagnostics.efa_expected = true if it should have one)", observed=0,
+                          details={"efa_devices": facts.efa_devices})
         return
     if facts.fi_info is None:
-        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "not_run", f"fi_info not run: {facts.reason}")
+        yield ctx.finding(Status.SKIP, ctx.host, "not_run", f"fi_info not run: {facts.reason}")
         return
     if (finding := not_run(ctx.check_id, ctx.host, facts.fi_info)) is not None:
         yield finding
@@ -53,10 +53,11 @@ def fi_info(ctx: CheckContext) -> Iterator[Finding]:
     expected = facts.provider != EFA or efa_expected(ctx, facts)
     if not record.providers and not expected:
         code = f"fi_getinfo {record.error_code}" if record.error_code is not None else "no entry"
-        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "no_provider",
-                      f"no {facts.provider} provider on this node ({code}); not expected: no EFA device in "
-                      f"/sys/class/infiniband (set diagnostics.efa_expected = true if it should have one)",
-                      observed=0, details={"error_code": record.error_code, "artifact": facts.fi_info.artifact_file})
+        yield ctx.finding(Status.SKIP, ctx.host, "no_provider",
+                          f"no {facts.provider} provider on this node ({code}); not expected: no EFA device in "
+                          f"/sys/class/infiniband (set diagnostics.efa_expected = true if it should have one)",
+                          observed=0,
+                          details={"error_code": record.error_code, "artifact": facts.fi_info.artifact_file})
         return
     for finding in judge_record("fi-info", record, ctx.config, source=ctx.host):
         finding.details.setdefault("provider", facts.provider)
@@ -83,38 +84,38 @@ def efa(ctx: CheckContext) -> Iterator[Finding]:
                "plugin": {"installed": plugin.installed, "path": plugin.path, "requested": plugin.requested,
                           "searched": plugin.searched} if plugin else None}
     if facts.reason:
-        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "not_run", f"not checked: {facts.reason}")
+        yield ctx.finding(Status.SKIP, ctx.host, "not_run", f"not checked: {facts.reason}")
         return
     if not efa_expected(ctx, facts):
         why = ("diagnostics.efa_expected = false" if diagnostics_config(ctx.config).efa_expected is False
                else "no EFA device in /sys/class/infiniband")
-        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "not_expected", f"EFA not judged: {why}", details=details)
+        yield ctx.finding(Status.SKIP, ctx.host, "not_expected", f"EFA not judged: {why}", details=details)
         return
     flagged = False
     if not facts.efa_devices:
         flagged = True
-        yield Finding(ctx.check_id, Status.FAIL, ctx.host, "no_efa_device",
-                      "EFA is expected but no EFA device is listed in /sys/class/infiniband", observed=0,
-                      details=details, recommendation="Launch the instance with EFA network interfaces and install "
-                                                      "the EFA driver (the EFA installer); check `fi_info -p efa`.")
+        yield ctx.finding(Status.FAIL, ctx.host, "no_efa_device",
+                          "EFA is expected but no EFA device is listed in /sys/class/infiniband", observed=0,
+                          details=details, recommendation="Launch the instance with EFA network interfaces and install "
+                                                          "the EFA driver (the EFA installer); check `fi_info -p efa`.")
     if plugin is not None and not plugin.installed:
         flagged = True
         from .evidence_nccl import ADVICE
 
         off = (plugin.requested or "").lower() == "none"
         named = f" (NCCL_NET_PLUGIN={plugin.requested})" if plugin.requested else ""
-        yield Finding(ctx.check_id, Status.WARN if off else Status.FAIL, ctx.host,
-                      "net_plugin_disabled" if off else "net_plugin_missing",
-                      "NCCL_NET_PLUGIN=none: NCCL will not use EFA" if off else
-                      f"NCCL network plugin not found{named}: NCCL would fall back to TCP sockets", details=details,
-                      recommendation=ADVICE["net_plugin_missing"].recommendation)
+        yield ctx.finding(Status.WARN if off else Status.FAIL, ctx.host,
+                          "net_plugin_disabled" if off else "net_plugin_missing",
+                          "NCCL_NET_PLUGIN=none: NCCL will not use EFA" if off else
+                          f"NCCL network plugin not found{named}: NCCL would fall back to TCP sockets", details=details,
+                          recommendation=ADVICE["net_plugin_missing"].recommendation)
     provider = facts.env.get("FI_PROVIDER")
     if provider and EFA not in provider.split(","):
         flagged = True
-        yield Finding(ctx.check_id, Status.WARN, ctx.host, "fi_provider_override",
-                      f"FI_PROVIDER={provider} keeps libfabric (and NCCL through it) off EFA", observed=provider,
-                      expected=EFA, details=details, recommendation="Unset FI_PROVIDER or set it to efa.")
+        yield ctx.finding(Status.WARN, ctx.host, "fi_provider_override",
+                          f"FI_PROVIDER={provider} keeps libfabric (and NCCL through it) off EFA", observed=provider,
+                          expected=EFA, details=details, recommendation="Unset FI_PROVIDER or set it to efa.")
     if not flagged:
-        yield Finding(ctx.check_id, Status.PASS, ctx.host, "ok",
-                      f"{len(facts.efa_devices)} EFA device(s); NCCL net plugin {plugin.path if plugin else '?'}",
-                      observed=len(facts.efa_devices), unit="devices", details=details)
+        yield ctx.finding(Status.PASS, ctx.host, "ok",
+                          f"{len(facts.efa_devices)} EFA device(s); NCCL net plugin {plugin.path if plugin else '?'}",
+                          observed=len(facts.efa_devices), unit="devices", details=details)

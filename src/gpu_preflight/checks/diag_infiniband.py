@@ -30,12 +30,12 @@ def ports(ctx: CheckContext) -> Iterator[Finding]:
     facts: InfinibandFacts = ctx.fact("infiniband")
     if not facts.readable:
         status = Status.SKIP if facts.reason and facts.reason.startswith("replayed") else Status.ERROR
-        yield Finding(ctx.check_id, status, ctx.host, "not_read", f"RDMA ports not read: {facts.reason}")
+        yield ctx.finding(status, ctx.host, "not_read", f"RDMA ports not read: {facts.reason}")
         return
     expected = evidence_config(ctx.config).ib_expected_ports
     if not facts.devices and not expected:
-        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "no_devices", f"no RDMA device: {facts.reason}",
-                      details={"root": facts.root})
+        yield ctx.finding(Status.SKIP, ctx.host, "no_devices", f"no RDMA device: {facts.reason}",
+                          details={"root": facts.root})
         return
     record = copy.deepcopy(facts.ports) if facts.ports is not None else None
     if record is None:
@@ -70,12 +70,12 @@ def counters(ctx: CheckContext) -> Iterator[Finding]:
     """
     facts: InfinibandFacts = ctx.fact("infiniband")
     if not facts.devices:
-        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "no_devices",
-                      f"no RDMA port counters to read: {facts.reason or 'no device'}")
+        yield ctx.finding(Status.SKIP, ctx.host, "no_devices",
+                          f"no RDMA port counters to read: {facts.reason or 'no device'}")
         return
     if not facts.counters_end:
-        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "no_counters",
-                      f"{len(facts.devices)} RDMA device(s) but no readable port counters under {facts.root}")
+        yield ctx.finding(Status.SKIP, ctx.host, "no_counters",
+                          f"{len(facts.devices)} RDMA device(s) but no readable port counters under {facts.root}")
         return
     cfg = diagnostics_config(ctx.config)
     flagged, judged = False, 0
@@ -87,9 +87,9 @@ def counters(ctx: CheckContext) -> Iterator[Finding]:
         reset = sorted(name for name, d in deltas.items() if d < 0)
         if reset:
             flagged = True
-            yield Finding(ctx.check_id, Status.WARN, subject, "counter_reset",
-                          f"counter(s) went down during the run (reset or driver reload): {', '.join(reset)}",
-                          details={"start": start, "end": end})
+            yield ctx.finding(Status.WARN, subject, "counter_reset",
+                              f"counter(s) went down during the run (reset or driver reload): {', '.join(reset)}",
+                              details={"start": start, "end": end})
         for limits, status in ((cfg.ib_counters_fail_above, Status.FAIL), (cfg.ib_counters_warn_above, Status.WARN)):
             over = {name: deltas[name] for name, limit in limits.items()
                     if name in deltas and deltas[name] > limit}
@@ -98,15 +98,15 @@ def counters(ctx: CheckContext) -> Iterator[Finding]:
                         or v <= cfg.ib_counters_fail_above[k]}
             for name, delta in sorted(over.items()):
                 flagged = True
-                yield Finding(ctx.check_id, status, subject, name,
-                              f"{port} {name} rose by {delta} in {facts.window_s:g} s (total {end[name]})",
-                              observed=delta, expected=f"<= {limits[name]}", unit="errors",
-                              details={"window_s": facts.window_s, "total": end[name]},
-                              recommendation="A link that flaps or corrupts packets under load: check the cable "
-                                             "and switch port (mlxlink, ibdiagnet), reseat or replace; drain the "
-                                             "node if it repeats.")
+                yield ctx.finding(status, subject, name,
+                                  f"{port} {name} rose by {delta} in {facts.window_s:g} s (total {end[name]})",
+                                  observed=delta, expected=f"<= {limits[name]}", unit="errors",
+                                  details={"window_s": facts.window_s, "total": end[name]},
+                                  recommendation="A link that flaps or corrupts packets under load: check the cable "
+                                                 "and switch port (mlxlink, ibdiagnet), reseat or replace; drain the "
+                                                 "node if it repeats.")
     if not flagged:
-        yield Finding(ctx.check_id, Status.PASS, ctx.host, "ok",
-                      f"{judged} port(s): no error counter rose over {facts.window_s:g} s",
-                      observed=judged, unit="ports", details={"window_s": facts.window_s,
-                                                              "totals": facts.counters_end})
+        yield ctx.finding(Status.PASS, ctx.host, "ok",
+                          f"{judged} port(s): no error counter rose over {facts.window_s:g} s",
+                          observed=judged, unit="ports", details={"window_s": facts.window_s,
+                                                                  "totals": facts.counters_end})

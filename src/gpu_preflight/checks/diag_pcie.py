@@ -23,7 +23,7 @@ def lnksta(ctx: CheckContext) -> Iterator[Finding]:
     """
     facts: PcieFacts = ctx.fact("pcie")
     if facts.lspci is None or facts.reason:
-        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "not_run", f"PCIe links not read: {facts.reason}")
+        yield ctx.finding(Status.SKIP, ctx.host, "not_run", f"PCIe links not read: {facts.reason}")
         return
     if (finding := not_run(ctx.check_id, ctx.host, facts.lspci)) is not None:
         yield finding
@@ -32,8 +32,8 @@ def lnksta(ctx: CheckContext) -> Iterator[Finding]:
         yield unreadable(ctx.check_id, ctx.host, facts.lspci, facts.parse_error)
         return
     if not facts.record.devices:
-        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "no_devices",
-                      f"lspci lists {facts.devices_listed} device(s), none an NVIDIA GPU or a network controller")
+        yield ctx.finding(Status.SKIP, ctx.host, "no_devices",
+                          f"lspci lists {facts.devices_listed} device(s), none an NVIDIA GPU or a network controller")
         return
     for finding in judge_record("lspci", facts.record, ctx.config, source=ctx.host):
         finding.details.setdefault("artifact", facts.lspci.artifact_file)
@@ -52,8 +52,8 @@ def limited_by(ctx: CheckContext) -> Iterator[Finding]:
 
     facts: PcieFacts = ctx.fact("pcie")
     if facts.kernel_log_source is None:
-        yield Finding(ctx.check_id, Status.SKIP, ctx.host, "log_unreadable",
-                      f"PCIe limits not read: {facts.kernel_log_reason or 'no kernel log'}")
+        yield ctx.finding(Status.SKIP, ctx.host, "log_unreadable",
+                          f"PCIe limits not read: {facts.kernel_log_reason or 'no kernel log'}")
         return
     from ..parsers.dmesg import DmesgRecord, parse
     from ..parsers.errors import ParseError
@@ -66,8 +66,8 @@ def limited_by(ctx: CheckContext) -> Iterator[Finding]:
     judged = [f for f in judge_record("dmesg", record, ctx.config, source=ctx.host) if f.check_id == ctx.check_id]
     yield from judged
     if not judged:
-        yield Finding(ctx.check_id, Status.PASS, ctx.host, "ok",
-                      f"no PCIe 'limited by' message in the kernel log ({facts.kernel_log_source})"
-                      if not facts.limited_lines else
-                      f"{len(facts.limited_lines)} 'limited by' line(s), none a PCIe bandwidth limit",
-                      observed=0, details={"unparsed_lines": facts.limited_lines[:20]})
+        yield ctx.finding(Status.PASS, ctx.host, "ok",
+                          f"no PCIe 'limited by' message in the kernel log ({facts.kernel_log_source})"
+                          if not facts.limited_lines else
+                          f"{len(facts.limited_lines)} 'limited by' line(s), none a PCIe bandwidth limit",
+                          observed=0, details={"unparsed_lines": facts.limited_lines[:20]})

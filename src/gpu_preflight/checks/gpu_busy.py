@@ -33,17 +33,17 @@ def busy(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     used_mib = round(used / MIB) if is_number(used) else None
     details = {"memory_used_mib": used_mib, "processes": [p.pid for p in procs]}
     if procs:
-        yield Finding("gpu.busy", Status.WARN, subject, "processes_running",
-                      f"{gpu.label}: {len(procs)} compute process(es) running: "
-                      f"pids {', '.join(str(p.pid) for p in procs)}", observed=len(procs), expected=0,
-                      unit="processes", details=details,
-                      recommendation="Another job holds this GPU: wait for it or stop it before starting.")
+        yield ctx.finding(Status.WARN, subject, "processes_running",
+                          f"{gpu.label}: {len(procs)} compute process(es) running: "
+                          f"pids {', '.join(str(p.pid) for p in procs)}", observed=len(procs), expected=0,
+                          unit="processes", details=details,
+                          recommendation="Another job holds this GPU: wait for it or stop it before starting.")
     elif used_mib is not None and used_mib > limit_mib:
-        yield Finding("gpu.busy", Status.WARN, subject, "memory_in_use",
-                      f"{gpu.label}: {used_mib} MiB in use with no visible process", observed=used_mib,
-                      expected=f"<= {limit_mib}", unit="MiB", details=details,
-                      recommendation="Memory is held by a process in another container or a leaked "
-                                     "context: find it with nvidia-smi, or reset the GPU.")
+        yield ctx.finding(Status.WARN, subject, "memory_in_use",
+                          f"{gpu.label}: {used_mib} MiB in use with no visible process", observed=used_mib,
+                          expected=f"<= {limit_mib}", unit="MiB", details=details,
+                          recommendation="Memory is held by a process in another container or a leaked "
+                                         "context: find it with nvidia-smi, or reset the GPU.")
     else:
-        yield Finding("gpu.busy", Status.PASS, subject, "ok", f"{gpu.label}: idle ({used_mib} MiB in use)",
-                      observed=used_mib, expected=f"<= {limit_mib}", unit="MiB", details=details)
+        yield ctx.finding(Status.PASS, subject, "ok", f"{gpu.label}: idle ({used_mib} MiB in use)",
+                          observed=used_mib, expected=f"<= {limit_mib}", unit="MiB", details=details)

@@ -27,34 +27,34 @@ def nvml_access(ctx: CheckContext) -> Iterator[Finding]:
     if not facts.available:
         pci = facts.pci_gpus if isinstance(facts.pci_gpus, list) else []
         if pci:
-            yield Finding("gpu.nvml", Status.FAIL, ctx.host, "driver_unusable",
-                          f"{len(pci)} NVIDIA GPU(s) on the PCI bus but NVML is unusable: {facts.reason}",
-                          observed=facts.nvml_error, expected="NVML initialised",
-                          recommendation="Load or reinstall the NVIDIA driver (lsmod | grep nvidia; "
-                                         "dmesg | grep -i nvrm) and make libnvidia-ml.so.1 visible.",
-                          details={"pci_gpus": pci})
+            yield ctx.finding(Status.FAIL, ctx.host, "driver_unusable",
+                              f"{len(pci)} NVIDIA GPU(s) on the PCI bus but NVML is unusable: {facts.reason}",
+                              observed=facts.nvml_error, expected="NVML initialised",
+                              recommendation="Load or reinstall the NVIDIA driver (lsmod | grep nvidia; "
+                                             "dmesg | grep -i nvrm) and make libnvidia-ml.so.1 visible.",
+                              details={"pci_gpus": pci})
         else:
-            yield Finding("gpu.nvml", Status.SKIP, ctx.host, "no_nvml", f"NVML not available: {facts.reason}",
-                          observed=facts.nvml_error)
+            yield ctx.finding(Status.SKIP, ctx.host, "no_nvml", f"NVML not available: {facts.reason}",
+                              observed=facts.nvml_error)
         return
     ok = True
     for gpu in facts.gpus:
         subject = gpu_subject(ctx, gpu)
         if gpu.lost:
             ok = False
-            yield Finding("gpu.nvml", Status.FAIL, subject, "gpu_lost", f"{gpu.label}: {gpu.lost}",
-                          observed=gpu.lost, expected="GPU answers NVML", recommendation=RESET)
+            yield ctx.finding(Status.FAIL, subject, "gpu_lost", f"{gpu.label}: {gpu.lost}",
+                              observed=gpu.lost, expected="GPU answers NVML", recommendation=RESET)
         elif gpu.call_errors:
             ok = False
-            yield Finding("gpu.nvml", Status.ERROR, subject, "nvml_errors",
-                          f"{gpu.label}: NVML refused {len(gpu.call_errors)} reading(s); they were not judged",
-                          observed=gpu.call_errors,
-                          recommendation="Run as root or check driver health (nvidia-smi -q); "
-                                         "readings NVML refuses cannot be vouched for.")
+            yield ctx.finding(Status.ERROR, subject, "nvml_errors",
+                              f"{gpu.label}: NVML refused {len(gpu.call_errors)} reading(s); they were not judged",
+                              observed=gpu.call_errors,
+                              recommendation="Run as root or check driver health (nvidia-smi -q); "
+                                             "readings NVML refuses cannot be vouched for.")
     if ok:
-        yield Finding("gpu.nvml", Status.PASS, ctx.host, "ok",
-                      f"NVML {facts.nvml_version} answered for {len(facts.gpus)} GPU(s) ({facts.source})",
-                      observed=len(facts.gpus))
+        yield ctx.finding(Status.PASS, ctx.host, "ok",
+                          f"NVML {facts.nvml_version} answered for {len(facts.gpus)} GPU(s) ({facts.source})",
+                          observed=len(facts.gpus))
 
 
 @check("gpu.inventory.count", needs=("gpu",), group="gpu_detection", component="hardware_health")
@@ -75,44 +75,46 @@ def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
     why = "" if facts.available else f" ({facts.reason})"
     pci = facts.pci_gpus
     if not facts.available and isinstance(pci, list) and pci and expected is None:
-        yield Finding("gpu.inventory.count", Status.FAIL, ctx.host, "gpus_unusable",
-                      f"{len(pci)} NVIDIA GPU(s) on the PCI bus, none usable{why}", observed=0, expected=len(pci),
-                      unit="GPUs", details={"pci_gpus": pci},
-                      recommendation="Load or reinstall the NVIDIA driver; drain the node until the GPUs are usable.")
+        yield ctx.finding(Status.FAIL, ctx.host, "gpus_unusable",
+                          f"{len(pci)} NVIDIA GPU(s) on the PCI bus, none usable{why}", observed=0,
+                          expected=len(pci),
+                          unit="GPUs", details={"pci_gpus": pci},
+                          recommendation="Load or reinstall the NVIDIA driver; drain the node until the GPUs are "
+                                         "usable.")
     elif expected is not None and found < expected:
-        yield Finding("gpu.inventory.count", Status.FAIL, ctx.host, "gpus_missing",
-                      f"{found} usable GPU(s), expected {expected}{why}", observed=found, expected=expected,
-                      unit="GPUs", recommendation="Check nvidia-smi and dmesg for GPUs that fell off the bus "
-                                                  "(Xid 79); drain the node until every GPU is back.")
+        yield ctx.finding(Status.FAIL, ctx.host, "gpus_missing",
+                          f"{found} usable GPU(s), expected {expected}{why}", observed=found, expected=expected,
+                          unit="GPUs", recommendation="Check nvidia-smi and dmesg for GPUs that fell off the bus "
+                                                      "(Xid 79); drain the node until every GPU is back.")
     elif expected is not None and found > expected:
-        yield Finding("gpu.inventory.count", Status.WARN, ctx.host, "gpus_extra",
-                      f"{found} GPUs, expected {expected}", observed=found, expected=expected, unit="GPUs",
-                      recommendation="Check the node type or the configured expected_count.")
+        yield ctx.finding(Status.WARN, ctx.host, "gpus_extra",
+                          f"{found} GPUs, expected {expected}", observed=found, expected=expected, unit="GPUs",
+                          recommendation="Check the node type or the configured expected_count.")
     elif expected is None and found == 0:
-        yield Finding("gpu.inventory.count", Status.WARN, ctx.host, "no_gpus",
-                      f"no usable NVIDIA GPU on this node{why}: it cannot run GPU training", observed=0,
-                      unit="GPUs", recommendation="Run on a GPU node, or pass --expect-gpus 0 to check a "
-                                                  "CPU-only node deliberately.")
+        yield ctx.finding(Status.WARN, ctx.host, "no_gpus",
+                          f"no usable NVIDIA GPU on this node{why}: it cannot run GPU training", observed=0,
+                          unit="GPUs", recommendation="Run on a GPU node, or pass --expect-gpus 0 to check a "
+                                                      "CPU-only node deliberately.")
     else:
-        yield Finding("gpu.inventory.count", Status.PASS, ctx.host, "ok", f"{found} GPU(s) found",
-                      observed=found, expected=expected, unit="GPUs")
+        yield ctx.finding(Status.PASS, ctx.host, "ok", f"{found} GPU(s) found",
+                          observed=found, expected=expected, unit="GPUs")
     if isinstance(pci, list) and facts.available and len(pci) > len(facts.gpus):
-        yield Finding("gpu.inventory.count", Status.FAIL, ctx.host, "gpu_not_in_nvml",
-                      f"{len(pci)} NVIDIA GPUs on the PCI bus but NVML sees {len(facts.gpus)}",
-                      observed=len(facts.gpus), expected=len(pci), unit="GPUs", details={"pci_gpus": pci},
-                      recommendation="A GPU is present but not initialised by the driver: check dmesg for "
-                                     "Xid 79 / RmInitAdapter failures; reboot, then RMA if it persists.")
+        yield ctx.finding(Status.FAIL, ctx.host, "gpu_not_in_nvml",
+                          f"{len(pci)} NVIDIA GPUs on the PCI bus but NVML sees {len(facts.gpus)}",
+                          observed=len(facts.gpus), expected=len(pci), unit="GPUs", details={"pci_gpus": pci},
+                          recommendation="A GPU is present but not initialised by the driver: check dmesg for "
+                                         "Xid 79 / RmInitAdapter failures; reboot, then RMA if it persists.")
     names = [g.name for g in usable if isinstance(g.name, str)]
     if cfg.expected_model:
         wrong = sorted({n for n in names if cfg.expected_model.lower() not in n.lower()})
         if wrong:
-            yield Finding("gpu.inventory.count", Status.FAIL, ctx.host, "wrong_model",
-                          f"GPU model {', '.join(wrong)} is not {cfg.expected_model}", observed=wrong,
-                          expected=cfg.expected_model, recommendation="Schedule onto the intended node type.")
+            yield ctx.finding(Status.FAIL, ctx.host, "wrong_model",
+                              f"GPU model {', '.join(wrong)} is not {cfg.expected_model}", observed=wrong,
+                              expected=cfg.expected_model, recommendation="Schedule onto the intended node type.")
     if len(set(names)) > 1:
-        yield Finding("gpu.inventory.count", Status.WARN, ctx.host, "mixed_models",
-                      f"mixed GPU models: {dict(Counter(names))}", observed=dict(Counter(names)),
-                      recommendation="Distributed training runs at the pace of the slowest GPU model.")
+        yield ctx.finding(Status.WARN, ctx.host, "mixed_models",
+                          f"mixed GPU models: {dict(Counter(names))}", observed=dict(Counter(names)),
+                          recommendation="Distributed training runs at the pace of the slowest GPU model.")
 
 
 @check("gpu.inventory.driver", needs=("gpu",), group="gpu_detection", component="software_stack")
@@ -125,20 +127,20 @@ def driver_version(ctx: CheckContext) -> Iterator[Finding]:
     cfg = ctx.config.gpu
     facts: GpuFacts = ctx.fact("gpu")
     if not facts.available:
-        yield Finding("gpu.inventory.driver", Status.SKIP, ctx.host, "no_nvml", f"no driver to check: {facts.reason}")
+        yield ctx.finding(Status.SKIP, ctx.host, "no_nvml", f"no driver to check: {facts.reason}")
         return
     for what, actual, minimum in (("driver", facts.driver_version, cfg.min_driver_version),
                                   ("CUDA driver version", facts.cuda_driver_version, cfg.min_cuda_driver_version)):
         if not isinstance(actual, str):
             yield not_read("gpu.inventory.driver", ctx.host, what, actual)
         elif version_below(actual, minimum):
-            yield Finding("gpu.inventory.driver", Status.FAIL, ctx.host, f"{what.split()[0].lower()}_too_old",
-                          f"{what} {actual} is older than the required {minimum}", observed=actual,
-                          expected=f">= {minimum}", recommendation="Upgrade the NVIDIA driver on this node "
-                                                                  "(keep the fleet on one driver branch).")
+            yield ctx.finding(Status.FAIL, ctx.host, f"{what.split()[0].lower()}_too_old",
+                              f"{what} {actual} is older than the required {minimum}", observed=actual,
+                              expected=f">= {minimum}", recommendation="Upgrade the NVIDIA driver on this node "
+                                                                      "(keep the fleet on one driver branch).")
         else:
-            yield Finding("gpu.inventory.driver", Status.PASS, ctx.host, "ok", f"{what} {actual}",
-                          observed=actual, expected=f">= {minimum}")
+            yield ctx.finding(Status.PASS, ctx.host, "ok", f"{what} {actual}",
+                              observed=actual, expected=f">= {minimum}")
 
 
 @check("gpu.inventory.identity", needs=("gpu",), group="gpu_detection", component="hardware_health")
@@ -161,20 +163,20 @@ def identity(ctx: CheckContext) -> Iterator[Finding]:
                  "vbios": gpu.vbios, "board_part_number": gpu.board_part_number}
         subject = gpu_subject(ctx, gpu)
         if isinstance(gpu.uuid, str) and uuids[gpu.uuid] > 1:
-            yield Finding("gpu.inventory.identity", Status.FAIL, subject, "duplicate_uuid",
-                          f"{gpu.label} shares UUID {gpu.uuid} with another GPU", observed=ident,
-                          recommendation="NVML inventory is inconsistent: reboot; escalate if it persists.")
+            yield ctx.finding(Status.FAIL, subject, "duplicate_uuid",
+                              f"{gpu.label} shares UUID {gpu.uuid} with another GPU", observed=ident,
+                              recommendation="NVML inventory is inconsistent: reboot; escalate if it persists.")
         elif not isinstance(gpu.uuid, str):
             yield not_read("gpu.inventory.identity", subject, "UUID", gpu.uuid)
         else:
-            yield Finding("gpu.inventory.identity", Status.PASS, subject, "ok",
-                          f"{gpu.name} {gpu.uuid} at {gpu.pci_bus_id}, VBIOS {gpu.vbios}", observed=ident)
+            yield ctx.finding(Status.PASS, subject, "ok",
+                              f"{gpu.name} {gpu.uuid} at {gpu.pci_bus_id}, VBIOS {gpu.vbios}", observed=ident)
     for model, versions in sorted(vbios_by_model.items()):
         if len(versions) > 1:
-            yield Finding("gpu.inventory.identity", Status.WARN, ctx.host, "vbios_mismatch",
-                          f"{model} GPUs run different VBIOS versions: {', '.join(sorted(versions))}",
-                          observed=sorted(versions), expected="one VBIOS per model",
-                          recommendation="Flash all GPUs of the node to the same VBIOS.")
+            yield ctx.finding(Status.WARN, ctx.host, "vbios_mismatch",
+                              f"{model} GPUs run different VBIOS versions: {', '.join(sorted(versions))}",
+                              observed=sorted(versions), expected="one VBIOS per model",
+                              recommendation="Flash all GPUs of the node to the same VBIOS.")
 
 
 @check("gpu.inventory.persistence", needs=("gpu",), group="gpu_detection", component="software_stack")
@@ -189,13 +191,13 @@ def persistence(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
     if not isinstance(mode, bool):
         yield not_read("gpu.inventory.persistence", subject, "persistence mode", mode)
     elif not mode and ctx.config.gpu.expect_persistence_mode:
-        yield Finding("gpu.inventory.persistence", Status.WARN, subject, "persistence_off",
-                      f"{gpu.label}: persistence mode is off", observed="off", expected="on",
-                      recommendation="Run nvidia-persistenced (or nvidia-smi -pm 1).")
+        yield ctx.finding(Status.WARN, subject, "persistence_off",
+                          f"{gpu.label}: persistence mode is off", observed="off", expected="on",
+                          recommendation="Run nvidia-persistenced (or nvidia-smi -pm 1).")
     else:
-        yield Finding("gpu.inventory.persistence", Status.PASS, subject, "ok",
-                      f"{gpu.label}: persistence mode {'on' if mode else 'off'}",
-                      observed="on" if mode else "off")
+        yield ctx.finding(Status.PASS, subject, "ok",
+                          f"{gpu.label}: persistence mode {'on' if mode else 'off'}",
+                          observed="on" if mode else "off")
 
 
 @check("gpu.inventory.mig", needs=("gpu",), group="gpu_detection", component="software_stack")
@@ -214,17 +216,17 @@ def mig_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findin
         return
     state = "enabled" if current else "disabled"
     if want != "any" and state != want:
-        yield Finding("gpu.inventory.mig", Status.FAIL, subject, "mig_mismatch",
-                      f"{gpu.label}: MIG is {state}, expected {want}", observed=state, expected=want,
-                      recommendation=f"nvidia-smi -i {gpu.index} -mig {1 if want == 'enabled' else 0}, "
-                                     "then reset the GPU.")
+        yield ctx.finding(Status.FAIL, subject, "mig_mismatch",
+                          f"{gpu.label}: MIG is {state}, expected {want}", observed=state, expected=want,
+                          recommendation=f"nvidia-smi -i {gpu.index} -mig {1 if want == 'enabled' else 0}, "
+                                         "then reset the GPU.")
     elif isinstance(pending, bool) and pending != current:
-        yield Finding("gpu.inventory.mig", Status.WARN, subject, "mig_pending",
-                      f"{gpu.label}: MIG change to {'enabled' if pending else 'disabled'} pending a reset",
-                      observed=state, expected=want, recommendation="Reset the GPU to apply the MIG change.")
+        yield ctx.finding(Status.WARN, subject, "mig_pending",
+                          f"{gpu.label}: MIG change to {'enabled' if pending else 'disabled'} pending a reset",
+                          observed=state, expected=want, recommendation="Reset the GPU to apply the MIG change.")
     else:
-        yield Finding("gpu.inventory.mig", Status.PASS, subject, "ok", f"{gpu.label}: MIG {state}",
-                      observed=state, expected=want)
+        yield ctx.finding(Status.PASS, subject, "ok", f"{gpu.label}: MIG {state}",
+                          observed=state, expected=want)
 
 
 @check("gpu.inventory.compute_mode", needs=("gpu",), group="gpu_detection", component="software_stack")
@@ -240,9 +242,9 @@ def compute_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fi
     if not isinstance(mode, str):
         yield not_read("gpu.inventory.compute_mode", subject, "compute mode", mode)
     elif mode not in allowed:
-        yield Finding("gpu.inventory.compute_mode", Status.FAIL, subject, "compute_mode",
-                      f"{gpu.label}: compute mode {mode} is not allowed", observed=mode, expected=allowed,
-                      recommendation=f"nvidia-smi -i {gpu.index} -c DEFAULT")
+        yield ctx.finding(Status.FAIL, subject, "compute_mode",
+                          f"{gpu.label}: compute mode {mode} is not allowed", observed=mode, expected=allowed,
+                          recommendation=f"nvidia-smi -i {gpu.index} -c DEFAULT")
     else:
-        yield Finding("gpu.inventory.compute_mode", Status.PASS, subject, "ok",
-                      f"{gpu.label}: compute mode {mode}", observed=mode, expected=allowed)
+        yield ctx.finding(Status.PASS, subject, "ok",
+                          f"{gpu.label}: compute mode {mode}", observed=mode, expected=allowed)

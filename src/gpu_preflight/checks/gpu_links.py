@@ -36,43 +36,43 @@ def pcie_link(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
     idle = isinstance(gpu.clock_event_reasons, int) and bool(gpu.clock_event_reasons & 0x1)
     if width < max_width and idle and cfg.pcie_width_drops_at_idle:
         flagged = True
-        yield Finding("gpu.pcie", Status.WARN, subject, "link_narrow_at_idle",
-                      f"{gpu.label}: PCIe link x{width} of x{max_width} while idle", observed=width,
-                      expected=max_width, unit="lanes", details=link,
-                      recommendation="This GPU model narrows its link at idle: re-check under load; if it "
-                                     "stays narrow, reseat the GPU or its riser.")
+        yield ctx.finding(Status.WARN, subject, "link_narrow_at_idle",
+                          f"{gpu.label}: PCIe link x{width} of x{max_width} while idle", observed=width,
+                          expected=max_width, unit="lanes", details=link,
+                          recommendation="This GPU model narrows its link at idle: re-check under load; if it "
+                                         "stays narrow, reseat the GPU or its riser.")
     elif width < max_width:
         flagged = True
-        yield Finding("gpu.pcie", Status.FAIL, subject, "link_downtrained",
-                      f"{gpu.label}: PCIe link x{width}, capable of x{max_width}", observed=width,
-                      expected=max_width, unit="lanes", details=link,
-                      recommendation="Reseat the GPU or its riser/retimer; check `lspci -vvv` LnkSta. "
-                                     "Host-device bandwidth is cut proportionally.")
+        yield ctx.finding(Status.FAIL, subject, "link_downtrained",
+                          f"{gpu.label}: PCIe link x{width}, capable of x{max_width}", observed=width,
+                          expected=max_width, unit="lanes", details=link,
+                          recommendation="Reseat the GPU or its riser/retimer; check `lspci -vvv` LnkSta. "
+                                         "Host-device bandwidth is cut proportionally.")
     elif cfg.pcie_expected_width and max_width < cfg.pcie_expected_width:
         flagged = True
-        yield Finding("gpu.pcie", Status.WARN, subject, "link_narrow",
-                      f"{gpu.label}: PCIe link x{max_width}, expected x{cfg.pcie_expected_width}",
-                      observed=max_width, expected=cfg.pcie_expected_width, unit="lanes", details=link,
-                      recommendation="The slot or riser provides fewer lanes than this GPU model expects.")
+        yield ctx.finding(Status.WARN, subject, "link_narrow",
+                          f"{gpu.label}: PCIe link x{max_width}, expected x{cfg.pcie_expected_width}",
+                          observed=max_width, expected=cfg.pcie_expected_width, unit="lanes", details=link,
+                          recommendation="The slot or riser provides fewer lanes than this GPU model expects.")
     gen_max = gpu.pcie_gen_max
     if cfg.pcie_expected_gen and is_number(gen_max) and gen_max < cfg.pcie_expected_gen:
         flagged = True
-        yield Finding("gpu.pcie", Status.WARN, subject, "link_gen_limited",
-                      f"{gpu.label}: PCIe link limited to gen{gen_max}, expected gen{cfg.pcie_expected_gen}",
-                      observed=gen_max, expected=cfg.pcie_expected_gen, details=link,
-                      recommendation="A switch, slot or BIOS setting limits the link generation: "
-                                     "check `dmesg | grep 'limited by'` and the BIOS PCIe settings.")
+        yield ctx.finding(Status.WARN, subject, "link_gen_limited",
+                          f"{gpu.label}: PCIe link limited to gen{gen_max}, expected gen{cfg.pcie_expected_gen}",
+                          observed=gen_max, expected=cfg.pcie_expected_gen, details=link,
+                          recommendation="A switch, slot or BIOS setting limits the link generation: "
+                                         "check `dmesg | grep 'limited by'` and the BIOS PCIe settings.")
     replays = gpu.pcie_replay_counter
     if is_number(replays) and replays > cfg.pcie_replay_warn:
         flagged = True
-        yield Finding("gpu.pcie", Status.WARN, subject, "replays_high",
-                      f"{gpu.label}: {replays} PCIe replays (limit {cfg.pcie_replay_warn})", observed=replays,
-                      expected=f"<= {cfg.pcie_replay_warn}", unit="replays", details=link,
-                      recommendation="A marginal PCIe link: reseat the GPU; replace the riser if it grows.")
+        yield ctx.finding(Status.WARN, subject, "replays_high",
+                          f"{gpu.label}: {replays} PCIe replays (limit {cfg.pcie_replay_warn})", observed=replays,
+                          expected=f"<= {cfg.pcie_replay_warn}", unit="replays", details=link,
+                          recommendation="A marginal PCIe link: reseat the GPU; replace the riser if it grows.")
     if not flagged:
-        yield Finding("gpu.pcie", Status.PASS, subject, "ok",
-                      f"{gpu.label}: PCIe gen{gpu.pcie_gen_current}/gen{gen_max} x{width}/x{max_width}",
-                      observed=link)
+        yield ctx.finding(Status.PASS, subject, "ok",
+                          f"{gpu.label}: PCIe gen{gpu.pcie_gen_current}/gen{gen_max} x{width}/x{max_width}",
+                          observed=link)
 
 
 @check("gpu.nvlink", needs=("gpu",), group="gpu_links", component="hardware_health")
@@ -94,15 +94,15 @@ def nvlink(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]
     if not isinstance(links, list):
         facts: GpuFacts = ctx.fact("gpu")
         if cfg.nvlink_expected_links and len(facts.gpus) == 1:
-            yield Finding("gpu.nvlink", Status.SKIP, subject, "single_gpu",
-                          f"{gpu.label}: the only GPU on this node and no NVLink reported: NVLink connects GPUs of "
-                          f"one node, so the {cfg.nvlink_expected_links} expected links are not judged",
-                          observed=0, expected=cfg.nvlink_expected_links, unit="links")
+            yield ctx.finding(Status.SKIP, subject, "single_gpu",
+                              f"{gpu.label}: the only GPU on this node and no NVLink reported: NVLink connects GPUs of "
+                              f"one node, so the {cfg.nvlink_expected_links} expected links are not judged",
+                              observed=0, expected=cfg.nvlink_expected_links, unit="links")
         elif cfg.nvlink_expected_links:
-            yield Finding("gpu.nvlink", Status.FAIL, subject, "nvlink_missing",
-                          f"{gpu.label}: no NVLink reported, expected {cfg.nvlink_expected_links} links",
-                          observed=0, expected=cfg.nvlink_expected_links, unit="links",
-                          recommendation="Check the fabric manager and `nvidia-smi nvlink -s`.")
+            yield ctx.finding(Status.FAIL, subject, "nvlink_missing",
+                              f"{gpu.label}: no NVLink reported, expected {cfg.nvlink_expected_links} links",
+                              observed=0, expected=cfg.nvlink_expected_links, unit="links",
+                              recommendation="Check the fabric manager and `nvidia-smi nvlink -s`.")
         else:
             yield not_read("gpu.nvlink", subject, "NVLink", links)
         return
@@ -114,24 +114,24 @@ def nvlink(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]
     flagged = False
     if down or (cfg.nvlink_expected_links and active < cfg.nvlink_expected_links):
         flagged = True
-        yield Finding("gpu.nvlink", Status.FAIL, subject, "nvlink_down",
-                      f"{gpu.label}: {active} NVLink(s) active, down: {down or 'none'}", observed=active,
-                      expected=cfg.nvlink_expected_links or len(links), unit="links", details=details,
-                      recommendation="Reset the GPU; if links stay down, drain the node and check the "
-                                     "NVSwitch tray / fabric manager logs.")
+        yield ctx.finding(Status.FAIL, subject, "nvlink_down",
+                          f"{gpu.label}: {active} NVLink(s) active, down: {down or 'none'}", observed=active,
+                          expected=cfg.nvlink_expected_links or len(links), unit="links", details=details,
+                          recommendation="Reset the GPU; if links stay down, drain the node and check the "
+                                         "NVSwitch tray / fabric manager logs.")
     crc = totals["crc_flit"] + totals["crc_data"]
     if crc > cfg.nvlink_crc_errors_warn:
         flagged = True
-        yield Finding("gpu.nvlink", Status.WARN, subject, "nvlink_crc_errors",
-                      f"{gpu.label}: {crc} NVLink CRC errors", observed=crc,
-                      expected=f"<= {cfg.nvlink_crc_errors_warn}", unit="errors", details=details,
-                      recommendation="Watch the counters; rising CRC errors precede link failures.")
+        yield ctx.finding(Status.WARN, subject, "nvlink_crc_errors",
+                          f"{gpu.label}: {crc} NVLink CRC errors", observed=crc,
+                          expected=f"<= {cfg.nvlink_crc_errors_warn}", unit="errors", details=details,
+                          recommendation="Watch the counters; rising CRC errors precede link failures.")
     if totals["recovery"] > cfg.nvlink_recovery_errors_warn:
         flagged = True
-        yield Finding("gpu.nvlink", Status.WARN, subject, "nvlink_recovery",
-                      f"{gpu.label}: {totals['recovery']} NVLink recovery events", observed=totals["recovery"],
-                      expected=f"<= {cfg.nvlink_recovery_errors_warn}", unit="events", details=details,
-                      recommendation="Links are retraining: reset the GPU and watch for recurrence.")
+        yield ctx.finding(Status.WARN, subject, "nvlink_recovery",
+                          f"{gpu.label}: {totals['recovery']} NVLink recovery events", observed=totals["recovery"],
+                          expected=f"<= {cfg.nvlink_recovery_errors_warn}", unit="events", details=details,
+                          recommendation="Links are retraining: reset the GPU and watch for recurrence.")
     if not flagged:
-        yield Finding("gpu.nvlink", Status.PASS, subject, "ok", f"{gpu.label}: {active} NVLink(s) up",
-                      observed=active, unit="links", details=details)
+        yield ctx.finding(Status.PASS, subject, "ok", f"{gpu.label}: {active} NVLink(s) up",
+                          observed=active, unit="links", details=details)

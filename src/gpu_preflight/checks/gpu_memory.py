@@ -26,17 +26,17 @@ def ecc_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findin
         return
     state = "enabled" if gpu.ecc_current else "disabled"
     if want != "any" and state != want:
-        yield Finding("gpu.ecc.mode", Status.WARN, subject, "ecc_mode",
-                      f"{gpu.label}: ECC is {state}, expected {want}", observed=state, expected=want,
-                      recommendation=f"nvidia-smi -i {gpu.index} -e {1 if want == 'enabled' else 0}, then reboot.")
+        yield ctx.finding(Status.WARN, subject, "ecc_mode",
+                          f"{gpu.label}: ECC is {state}, expected {want}", observed=state, expected=want,
+                          recommendation=f"nvidia-smi -i {gpu.index} -e {1 if want == 'enabled' else 0}, then reboot.")
     elif isinstance(gpu.ecc_pending, bool) and gpu.ecc_pending != gpu.ecc_current:
-        yield Finding("gpu.ecc.mode", Status.WARN, subject, "ecc_pending",
-                      f"{gpu.label}: ECC change pending a reboot", observed=state,
-                      expected="enabled" if gpu.ecc_pending else "disabled",
-                      recommendation="Reboot the node to apply the ECC mode change.")
+        yield ctx.finding(Status.WARN, subject, "ecc_pending",
+                          f"{gpu.label}: ECC change pending a reboot", observed=state,
+                          expected="enabled" if gpu.ecc_pending else "disabled",
+                          recommendation="Reboot the node to apply the ECC mode change.")
     else:
-        yield Finding("gpu.ecc.mode", Status.PASS, subject, "ok", f"{gpu.label}: ECC {state}",
-                      observed=state, expected=want)
+        yield ctx.finding(Status.PASS, subject, "ok", f"{gpu.label}: ECC {state}",
+                          observed=state, expected=want)
 
 
 @check("gpu.ecc.errors", needs=("gpu",), group="gpu_health", component="hardware_health")
@@ -51,8 +51,8 @@ def ecc_errors(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Find
     """
     cfg = ctx.config.gpu
     if gpu.ecc_current is False:
-        yield Finding("gpu.ecc.errors", Status.SKIP, subject, "ecc_off",
-                      f"{gpu.label}: ECC is off, so no errors are counted (see gpu.ecc.mode)")
+        yield ctx.finding(Status.SKIP, subject, "ecc_off",
+                          f"{gpu.label}: ECC is off, so no errors are counted (see gpu.ecc.mode)")
         return
     counters = {
         "volatile_uncorrected": gpu.ecc_volatile_uncorrected,
@@ -82,12 +82,12 @@ def ecc_errors(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Find
         count = counters[key]
         if is_number(count) and count > limit:
             flagged = True
-            yield Finding("gpu.ecc.errors", status, subject, code,
-                          f"{gpu.label}: {count} {key.replace('_', ' ')} ECC errors (limit {limit})",
-                          observed=count, expected=f"<= {limit}", unit="errors", recommendation=advice)
+            yield ctx.finding(status, subject, code,
+                              f"{gpu.label}: {count} {key.replace('_', ' ')} ECC errors (limit {limit})",
+                              observed=count, expected=f"<= {limit}", unit="errors", recommendation=advice)
     if not flagged:
-        yield Finding("gpu.ecc.errors", Status.PASS, subject, "ok", f"{gpu.label}: ECC counters within limits",
-                      observed=counters, unit="errors")
+        yield ctx.finding(Status.PASS, subject, "ok", f"{gpu.label}: ECC counters within limits",
+                          observed=counters, unit="errors")
 
 
 @check("gpu.memory.remap", needs=("gpu",), group="gpu_health", component="hardware_health")
@@ -107,22 +107,22 @@ def row_remap(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
         yield not_read("gpu.memory.remap", subject, "row remapping", gpu.remap_pending)
         return
     if gpu.remap_failure:
-        yield Finding("gpu.memory.remap", Status.FAIL, subject, "remap_failure",
-                      f"{gpu.label}: row remapping failed", observed=rows, expected="no failure",
-                      recommendation="Drain the node and RMA the GPU: it cannot remap bad memory rows.")
+        yield ctx.finding(Status.FAIL, subject, "remap_failure",
+                          f"{gpu.label}: row remapping failed", observed=rows, expected="no failure",
+                          recommendation="Drain the node and RMA the GPU: it cannot remap bad memory rows.")
     if gpu.remap_pending:
-        yield Finding("gpu.memory.remap", Status.WARN, subject, "remap_pending",
-                      f"{gpu.label}: a row remap is pending a GPU reset", observed=rows,
-                      expected="no pending remap", recommendation=RESET_TO_REMAP)
+        yield ctx.finding(Status.WARN, subject, "remap_pending",
+                          f"{gpu.label}: a row remap is pending a GPU reset", observed=rows,
+                          expected="no pending remap", recommendation=RESET_TO_REMAP)
     unc = gpu.remapped_rows_uncorrectable
     if is_number(unc) and unc > limit:
-        yield Finding("gpu.memory.remap", Status.WARN, subject, "remapped_rows_high",
-                      f"{gpu.label}: {unc} rows remapped for uncorrectable errors (limit {limit})",
-                      observed=unc, expected=f"<= {limit}", unit="rows",
-                      recommendation="The GPU's memory is wearing out: plan an RMA.")
+        yield ctx.finding(Status.WARN, subject, "remapped_rows_high",
+                          f"{gpu.label}: {unc} rows remapped for uncorrectable errors (limit {limit})",
+                          observed=unc, expected=f"<= {limit}", unit="rows",
+                          recommendation="The GPU's memory is wearing out: plan an RMA.")
     if not gpu.remap_failure and not gpu.remap_pending and not (is_number(unc) and unc > limit):
-        yield Finding("gpu.memory.remap", Status.PASS, subject, "ok", f"{gpu.label}: no pending or failed remap",
-                      observed=rows)
+        yield ctx.finding(Status.PASS, subject, "ok", f"{gpu.label}: no pending or failed remap",
+                          observed=rows)
 
 
 @check("gpu.memory.retired_pages", needs=("gpu",), group="gpu_health", component="hardware_health")
@@ -143,14 +143,14 @@ def retired_pages(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[F
     flagged = False
     if pending is True:
         flagged = True
-        yield Finding("gpu.memory.retired_pages", Status.WARN, subject, "retirement_pending",
-                      f"{gpu.label}: page retirement pending a reboot", observed=True, expected=False,
-                      recommendation="Drain and reboot the node so the pages are retired.")
+        yield ctx.finding(Status.WARN, subject, "retirement_pending",
+                          f"{gpu.label}: page retirement pending a reboot", observed=True, expected=False,
+                          recommendation="Drain and reboot the node so the pages are retired.")
     if total > limit:
         flagged = True
-        yield Finding("gpu.memory.retired_pages", Status.WARN, subject, "retired_pages_high",
-                      f"{gpu.label}: {total} retired pages (limit {limit})", observed=total,
-                      expected=f"<= {limit}", unit="pages", recommendation="Plan an RMA for this GPU.")
+        yield ctx.finding(Status.WARN, subject, "retired_pages_high",
+                          f"{gpu.label}: {total} retired pages (limit {limit})", observed=total,
+                          expected=f"<= {limit}", unit="pages", recommendation="Plan an RMA for this GPU.")
     if not flagged:
-        yield Finding("gpu.memory.retired_pages", Status.PASS, subject, "ok",
-                      f"{gpu.label}: {total} retired pages, none pending", observed=total, unit="pages")
+        yield ctx.finding(Status.PASS, subject, "ok",
+                          f"{gpu.label}: {total} retired pages, none pending", observed=total, unit="pages")

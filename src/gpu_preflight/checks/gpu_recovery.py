@@ -27,11 +27,11 @@ def recovery(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findin
     if not is_number(value):
         why = (f"driver {facts.driver_version} is older than r{MIN_DRIVER}" if old
                else f"not exposed ({value})")
-        yield Finding("gpu.recovery_action", Status.SKIP, subject, "not_available",
-                      f"{gpu.label}: recovery action unknown: {why}")
+        yield ctx.finding(Status.SKIP, subject, "not_available",
+                          f"{gpu.label}: recovery action unknown: {why}")
         return
     action = recovery_action(int(value))
-    yield Finding("gpu.recovery_action", action.status, subject,
-                  "ok" if action.status is Status.PASS else action.name.lower(),
-                  f"{gpu.label}: recovery action {action.name}", observed=action.name, expected="NONE",
-                  recommendation=None if action.status is Status.PASS else action.recommendation)
+    yield ctx.finding(action.status, subject,
+                      "ok" if action.status is Status.PASS else action.name.lower(),
+                      f"{gpu.label}: recovery action {action.name}", observed=action.name, expected="NONE",
+                      recommendation=None if action.status is Status.PASS else action.recommendation)

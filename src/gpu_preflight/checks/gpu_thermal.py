@@ -64,29 +64,29 @@ def temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
     ) if t is not None]
     limits = {"slowdown_c": slowdown, "warn_c": min(warn_at) if warn_at else None}
     if slowdown is not None and temp >= slowdown:
-        yield Finding("gpu.thermal", Status.FAIL, subject, "temp_slowdown",
-                      f"{gpu.label}: {temp} C at or above its slowdown threshold {slowdown} C",
-                      observed=temp, expected=f"< {slowdown}", unit="C", details=limits,
-                      recommendation="Check cooling (fans, airflow, inlet temperature) before running jobs.")
+        yield ctx.finding(Status.FAIL, subject, "temp_slowdown",
+                          f"{gpu.label}: {temp} C at or above its slowdown threshold {slowdown} C",
+                          observed=temp, expected=f"< {slowdown}", unit="C", details=limits,
+                          recommendation="Check cooling (fans, airflow, inlet temperature) before running jobs.")
     elif warn_at and temp >= min(warn_at):
-        yield Finding("gpu.thermal", Status.WARN, subject, "temp_high",
-                      f"{gpu.label}: {temp} C is close to its limits", observed=temp,
-                      expected=f"< {min(warn_at):g}", unit="C", details=limits,
-                      recommendation="The GPU will throttle under load: check cooling.")
+        yield ctx.finding(Status.WARN, subject, "temp_high",
+                          f"{gpu.label}: {temp} C is close to its limits", observed=temp,
+                          expected=f"< {min(warn_at):g}", unit="C", details=limits,
+                          recommendation="The GPU will throttle under load: check cooling.")
     else:
-        yield Finding("gpu.thermal", Status.PASS, subject, "ok", f"{gpu.label}: {temp} C", observed=temp,
-                      expected=f"< {min(warn_at):g}" if warn_at else None, unit="C", details=limits)
+        yield ctx.finding(Status.PASS, subject, "ok", f"{gpu.label}: {temp} C", observed=temp,
+                          expected=f"< {min(warn_at):g}" if warn_at else None, unit="C", details=limits)
     mem, mem_max = gpu.memory_temperature_c, gpu.temp_memory_max_c
     if is_number(mem) and is_number(mem_max) and mem > 0:
         if mem >= mem_max:
-            yield Finding("gpu.thermal", Status.FAIL, subject, "memory_temp_limit",
-                          f"{gpu.label}: HBM {mem} C at or above its maximum {mem_max} C", observed=mem,
-                          expected=f"< {mem_max}", unit="C", recommendation="Check cooling immediately.")
+            yield ctx.finding(Status.FAIL, subject, "memory_temp_limit",
+                              f"{gpu.label}: HBM {mem} C at or above its maximum {mem_max} C", observed=mem,
+                              expected=f"< {mem_max}", unit="C", recommendation="Check cooling immediately.")
         elif mem >= mem_max - cfg.memory_temp_margin_c:
-            yield Finding("gpu.thermal", Status.WARN, subject, "memory_temp_high",
-                          f"{gpu.label}: HBM {mem} C close to its maximum {mem_max} C", observed=mem,
-                          expected=f"< {mem_max - cfg.memory_temp_margin_c:g}", unit="C",
-                          recommendation="Memory is near its limit: check cooling.")
+            yield ctx.finding(Status.WARN, subject, "memory_temp_high",
+                              f"{gpu.label}: HBM {mem} C close to its maximum {mem_max} C", observed=mem,
+                              expected=f"< {mem_max - cfg.memory_temp_margin_c:g}", unit="C",
+                              recommendation="Memory is near its limit: check cooling.")
 
 
 @check("gpu.clocks", needs=("gpu",), group="gpu_health", component="hardware_health")
@@ -106,14 +106,14 @@ def clock_events(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fi
     bad = [(name, status) for bit, (name, status) in CLOCK_REASONS.items()
            if int(mask) & bit and status is not Status.PASS]
     if not bad:
-        yield Finding("gpu.clocks", Status.PASS, subject, "ok",
-                      f"{gpu.label}: clock event reasons {', '.join(active) or 'none'}",
-                      observed=active, details={"mask": f"0x{int(mask):x}"})
+        yield ctx.finding(Status.PASS, subject, "ok",
+                          f"{gpu.label}: clock event reasons {', '.join(active) or 'none'}",
+                          observed=active, details={"mask": f"0x{int(mask):x}"})
     for name, status in bad:
-        yield Finding("gpu.clocks", status, subject, name, f"{gpu.label}: {name.replace('_', ' ')} active",
-                      observed=active, expected="no hardware slowdown", recommendation=CLOCK_ADVICE[name],
-                      details={"mask": f"0x{int(mask):x}", "sm_clock_mhz": gpu.sm_clock_mhz,
-                               "sm_clock_max_mhz": gpu.sm_clock_max_mhz})
+        yield ctx.finding(status, subject, name, f"{gpu.label}: {name.replace('_', ' ')} active",
+                          observed=active, expected="no hardware slowdown", recommendation=CLOCK_ADVICE[name],
+                          details={"mask": f"0x{int(mask):x}", "sm_clock_mhz": gpu.sm_clock_mhz,
+                                   "sm_clock_max_mhz": gpu.sm_clock_max_mhz})
 
 
 @check("gpu.power", needs=("gpu",), group="gpu_health", component="hardware_health")
@@ -132,10 +132,10 @@ def power_limit(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
     floor = default * fraction
     details = {"power_draw_w": gpu.power_draw_w, "default_limit_w": default}
     if limit < floor:
-        yield Finding("gpu.power", Status.WARN, subject, "power_capped",
-                      f"{gpu.label}: power limit {limit:g} W below the default {default:g} W", observed=limit,
-                      expected=f">= {floor:g}", unit="W", details=details,
-                      recommendation=f"Restore the default limit: nvidia-smi -i {gpu.index} -pl {default:g}")
+        yield ctx.finding(Status.WARN, subject, "power_capped",
+                          f"{gpu.label}: power limit {limit:g} W below the default {default:g} W", observed=limit,
+                          expected=f">= {floor:g}", unit="W", details=details,
+                          recommendation=f"Restore the default limit: nvidia-smi -i {gpu.index} -pl {default:g}")
     else:
-        yield Finding("gpu.power", Status.PASS, subject, "ok", f"{gpu.label}: power limit {limit:g} W",
-                      observed=limit, expected=f">= {floor:g}", unit="W", details=details)
+        yield ctx.finding(Status.PASS, subject, "ok", f"{gpu.label}: power limit {limit:g} W",
+                          observed=limit, expected=f">= {floor:g}", unit="W", details=details)

@@ -52,11 +52,11 @@ def xid_events(ctx: CheckContext) -> Iterator[Finding]:
     log: KernelLogFacts = ctx.fact("kernel_log")
     if not log.available or log.tally is None:
         named = log.source.startswith("file:")
-        yield Finding("gpu.xid", Status.ERROR if named else Status.SKIP, ctx.host,
-                      "saved_log_unreadable" if named else "log_unreadable", log.reason or "kernel log not read",
-                      details={"failures": log.failures},
-                      recommendation="Give a saved kernel log (dmesg -T, journalctl -k) with its lines."
-                      if named else None)
+        yield ctx.finding(Status.ERROR if named else Status.SKIP, ctx.host,
+                          "saved_log_unreadable" if named else "log_unreadable", log.reason or "kernel log not read",
+                          details={"failures": log.failures},
+                          recommendation="Give a saved kernel log (dmesg -T, journalctl -k) with its lines."
+                          if named else None)
         return
     tally = log.tally
     window = tally.window.describe()
@@ -100,9 +100,9 @@ def xid_events(ctx: CheckContext) -> Iterator[Finding]:
                      "first": v.first, "last": v.last, "undated": v.undated, "examples": list(v.examples)},
         )
     if not shown and not gpus.available:
-        yield Finding("gpu.xid", Status.SKIP, ctx.host, "no_gpus",
-                      f"no Xid events in {window}{outside}, and no GPU to judge: {gpus.reason}", details=coverage)
+        yield ctx.finding(Status.SKIP, ctx.host, "no_gpus",
+                          f"no Xid events in {window}{outside}, and no GPU to judge: {gpus.reason}", details=coverage)
     elif not shown:
-        yield Finding("gpu.xid", Status.PASS, ctx.host, "ok",
-                      f"no Xid events needing attention in {window} ({log.source}){outside}",
-                      observed=0, unit="events", details=coverage)
+        yield ctx.finding(Status.PASS, ctx.host, "ok",
+                          f"no Xid events needing attention in {window} ({log.source}){outside}",
+                          observed=0, unit="events", details=coverage)

@@ -49,17 +49,17 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     gib, pct = avail / GIB, 100.0 * avail / total
     details = {"total_gib": round(total / GIB, 2), "available_gib": round(gib, 2), "available_percent": round(pct, 1)}
     if gib < cfg.memory_available_min_gib:
-        yield Finding("system.memory", Status.FAIL, ctx.host, "memory_low", f"only {gib:.1f} GiB RAM available",
-                      observed=round(gib, 2), expected=f">= {cfg.memory_available_min_gib:g}", unit="GiB",
-                      details=details, recommendation="Stop what is using the host's memory before training.")
+        yield ctx.finding(Status.FAIL, ctx.host, "memory_low", f"only {gib:.1f} GiB RAM available",
+                          observed=round(gib, 2), expected=f">= {cfg.memory_available_min_gib:g}", unit="GiB",
+                          details=details, recommendation="Stop what is using the host's memory before training.")
     elif pct < cfg.memory_available_warn_percent:
-        yield Finding("system.memory", Status.WARN, ctx.host, "memory_pressure",
-                      f"{pct:.1f}% of RAM available", observed=round(pct, 1),
-                      expected=f">= {cfg.memory_available_warn_percent:g}", unit="%", details=details,
-                      recommendation="The host is under memory pressure: check for leftover processes.")
+        yield ctx.finding(Status.WARN, ctx.host, "memory_pressure",
+                          f"{pct:.1f}% of RAM available", observed=round(pct, 1),
+                          expected=f">= {cfg.memory_available_warn_percent:g}", unit="%", details=details,
+                          recommendation="The host is under memory pressure: check for leftover processes.")
     else:
-        yield Finding("system.memory", Status.PASS, ctx.host, "ok", f"{gib:.1f} GiB RAM available ({pct:.0f}%)",
-                      observed=round(gib, 2), unit="GiB", details=details)
+        yield ctx.finding(Status.PASS, ctx.host, "ok", f"{gib:.1f} GiB RAM available ({pct:.0f}%)",
+                          observed=round(gib, 2), unit="GiB", details=details)
 
 
 @check("system.disk", needs=("system",), group="system_resources", component="resource_management")
@@ -74,27 +74,27 @@ def disk(ctx: CheckContext) -> Iterator[Finding]:
         return
     cfg, s = ctx.config.system, _sys(ctx)
     if not s.disks:
-        yield Finding("system.disk", Status.SKIP, ctx.host, "no_paths", "no disk paths configured")
+        yield ctx.finding(Status.SKIP, ctx.host, "no_paths", "no disk paths configured")
     for d in s.disks:
         subject = f"{ctx.host}:{d.path}"
         if not is_number(d.free_bytes):
-            yield Finding("system.disk", Status.ERROR, subject, "unreadable", f"{d.path}: {d.free_bytes}",
-                          recommendation="Check that the path exists and is mounted.")
+            yield ctx.finding(Status.ERROR, subject, "unreadable", f"{d.path}: {d.free_bytes}",
+                              recommendation="Check that the path exists and is mounted.")
             continue
         gib = d.free_bytes / GIB
         details = {"mountpoint": d.mountpoint, "total_gib": round(d.total_bytes / GIB, 2)
                    if is_number(d.total_bytes) else d.total_bytes}
         if gib < cfg.disk_free_min_gib:
-            yield Finding("system.disk", Status.FAIL, subject, "disk_full", f"{d.path}: {gib:.2f} GiB free",
-                          observed=round(gib, 2), expected=f">= {cfg.disk_free_min_gib:g}", unit="GiB",
-                          details=details, recommendation=f"Free space on {d.mountpoint}.")
+            yield ctx.finding(Status.FAIL, subject, "disk_full", f"{d.path}: {gib:.2f} GiB free",
+                              observed=round(gib, 2), expected=f">= {cfg.disk_free_min_gib:g}", unit="GiB",
+                              details=details, recommendation=f"Free space on {d.mountpoint}.")
         elif gib < cfg.disk_free_warn_gib:
-            yield Finding("system.disk", Status.WARN, subject, "disk_low", f"{d.path}: {gib:.1f} GiB free",
-                          observed=round(gib, 2), expected=f">= {cfg.disk_free_warn_gib:g}", unit="GiB",
-                          details=details, recommendation=f"Free space on {d.mountpoint} before long runs.")
+            yield ctx.finding(Status.WARN, subject, "disk_low", f"{d.path}: {gib:.1f} GiB free",
+                              observed=round(gib, 2), expected=f">= {cfg.disk_free_warn_gib:g}", unit="GiB",
+                              details=details, recommendation=f"Free space on {d.mountpoint} before long runs.")
         else:
-            yield Finding("system.disk", Status.PASS, subject, "ok", f"{d.path}: {gib:.1f} GiB free",
-                          observed=round(gib, 2), unit="GiB", details=details)
+            yield ctx.finding(Status.PASS, subject, "ok", f"{d.path}: {gib:.1f} GiB free",
+                              observed=round(gib, 2), unit="GiB", details=details)
 
 
 @check("system.cpu", needs=("system",), group="system_resources", component="resource_management")
@@ -114,18 +114,18 @@ def cpu(ctx: CheckContext) -> Iterator[Finding]:
         return
     details = {"count": count, "load_1m": load, "usage_percent": s.cpu_percent}
     if count < cfg.cpu_count_min:
-        yield Finding("system.cpu", Status.FAIL, ctx.host, "too_few_cpus", f"{count} CPUs", observed=count,
-                      expected=f">= {cfg.cpu_count_min}", unit="CPUs", details=details,
-                      recommendation="Check CPU limits of the container or cgroup.")
+        yield ctx.finding(Status.FAIL, ctx.host, "too_few_cpus", f"{count} CPUs", observed=count,
+                          expected=f">= {cfg.cpu_count_min}", unit="CPUs", details=details,
+                          recommendation="Check CPU limits of the container or cgroup.")
     elif is_number(load) and load / count > cfg.load_per_cpu_warn:
-        yield Finding("system.cpu", Status.WARN, ctx.host, "load_high",
-                      f"load {load:.2f} on {count} CPUs", observed=round(load / count, 2),
-                      expected=f"<= {cfg.load_per_cpu_warn:g}", unit="load/CPU", details=details,
-                      recommendation="Another workload is running on this host.")
+        yield ctx.finding(Status.WARN, ctx.host, "load_high",
+                          f"load {load:.2f} on {count} CPUs", observed=round(load / count, 2),
+                          expected=f"<= {cfg.load_per_cpu_warn:g}", unit="load/CPU", details=details,
+                          recommendation="Another workload is running on this host.")
     else:
         text = f"{count} CPUs, load {load:.2f}" if is_number(load) else f"{count} CPUs"
-        yield Finding("system.cpu", Status.PASS, ctx.host, "ok", text, observed=count,
-                      unit="CPUs", details=details)
+        yield ctx.finding(Status.PASS, ctx.host, "ok", text, observed=count,
+                          unit="CPUs", details=details)
 
 
 @check("system.shm", needs=("system",), group="system_resources", component="resource_management")
@@ -141,8 +141,8 @@ def shm(ctx: CheckContext) -> Iterator[Finding]:
     cfg, s = ctx.config.system, _sys(ctx)
     size = s.shm_total_bytes
     if not is_number(size):
-        yield Finding("system.shm", Status.FAIL, ctx.host, "no_shm", f"/dev/shm not usable: {size}",
-                      recommendation="Mount a tmpfs on /dev/shm (docker run --shm-size=16g or --ipc=host).")
+        yield ctx.finding(Status.FAIL, ctx.host, "no_shm", f"/dev/shm not usable: {size}",
+                          recommendation="Mount a tmpfs on /dev/shm (docker run --shm-size=16g or --ipc=host).")
         return
     mib = size / MIB
     if mib < cfg.shm_fail_mib:
@@ -151,10 +151,10 @@ def shm(ctx: CheckContext) -> Iterator[Finding]:
         status, code = Status.WARN, "shm_small"
     else:
         status, code = Status.PASS, "ok"
-    yield Finding("system.shm", status, ctx.host, code, f"/dev/shm is {mib:.0f} MiB", observed=round(mib),
-                  expected=f">= {cfg.shm_warn_mib:g}", unit="MiB",
-                  recommendation=None if status is Status.PASS else
-                  "Give the container more shared memory: --shm-size=16g, --ipc=host, or a larger tmpfs.")
+    yield ctx.finding(status, ctx.host, code, f"/dev/shm is {mib:.0f} MiB", observed=round(mib),
+                      expected=f">= {cfg.shm_warn_mib:g}", unit="MiB",
+                      recommendation=None if status is Status.PASS else
+                      "Give the container more shared memory: --shm-size=16g, --ipc=host, or a larger tmpfs.")
 
 
 @check("system.limits", needs=("system",), group="system_resources", component="resource_management")
@@ -172,25 +172,25 @@ def limits(ctx: CheckContext) -> Iterator[Finding]:
     if isinstance(s.memlock_soft, NA):
         yield not_read("system.limits", ctx.host, "memlock limit", s.memlock_soft)
     elif cfg.memlock_require_unlimited and s.memlock_soft != -1:
-        yield Finding("system.limits", Status.WARN, ctx.host, "memlock_limited",
-                      f"locked-memory limit is {s.memlock_soft} bytes, not unlimited", observed=s.memlock_soft,
-                      expected="unlimited", unit="bytes",
-                      recommendation="Set `ulimit -l unlimited` (limits.conf, docker --ulimit memlock=-1, "
-                                     "Slurm PropagateResourceLimits).")
+        yield ctx.finding(Status.WARN, ctx.host, "memlock_limited",
+                          f"locked-memory limit is {s.memlock_soft} bytes, not unlimited", observed=s.memlock_soft,
+                          expected="unlimited", unit="bytes",
+                          recommendation="Set `ulimit -l unlimited` (limits.conf, docker --ulimit memlock=-1, "
+                                         "Slurm PropagateResourceLimits).")
     else:
-        yield Finding("system.limits", Status.PASS, ctx.host, "memlock_ok", "locked-memory limit: "
-                      + ("unlimited" if s.memlock_soft == -1 else f"{s.memlock_soft} bytes"),
-                      observed="unlimited" if s.memlock_soft == -1 else s.memlock_soft)
+        yield ctx.finding(Status.PASS, ctx.host, "memlock_ok", "locked-memory limit: "
+                          + ("unlimited" if s.memlock_soft == -1 else f"{s.memlock_soft} bytes"),
+                          observed="unlimited" if s.memlock_soft == -1 else s.memlock_soft)
     nofile = s.nofile_soft
     if not is_number(nofile):
         yield not_read("system.limits", ctx.host, "open-files limit", nofile)
     elif nofile != -1 and nofile < cfg.nofile_min:
-        yield Finding("system.limits", Status.WARN, ctx.host, "nofile_low", f"open-files limit is {nofile}",
-                      observed=nofile, expected=f">= {cfg.nofile_min}", unit="files",
-                      recommendation="Raise `ulimit -n` (many ranks and data-loader workers open many files).")
+        yield ctx.finding(Status.WARN, ctx.host, "nofile_low", f"open-files limit is {nofile}",
+                          observed=nofile, expected=f">= {cfg.nofile_min}", unit="files",
+                          recommendation="Raise `ulimit -n` (many ranks and data-loader workers open many files).")
     else:
-        yield Finding("system.limits", Status.PASS, ctx.host, "nofile_ok", f"open-files limit is {nofile}",
-                      observed=nofile, unit="files")
+        yield ctx.finding(Status.PASS, ctx.host, "nofile_ok", f"open-files limit is {nofile}",
+                          observed=nofile, unit="files")
 
 
 @check("system.kernel", needs=("system",), group="system_resources", component="software_stack")
@@ -203,12 +203,12 @@ def kernel(ctx: CheckContext) -> Iterator[Finding]:
     if not isinstance(s.kernel, str):
         yield not_read("system.kernel", ctx.host, "kernel version", s.kernel)
     elif version_below(s.kernel, cfg.kernel_min_version):
-        yield Finding("system.kernel", Status.FAIL, ctx.host, "kernel_too_old", f"kernel {s.kernel}",
-                      observed=s.kernel, expected=f">= {cfg.kernel_min_version}",
-                      recommendation="Upgrade the kernel; current NVIDIA drivers need a newer one.")
+        yield ctx.finding(Status.FAIL, ctx.host, "kernel_too_old", f"kernel {s.kernel}",
+                          observed=s.kernel, expected=f">= {cfg.kernel_min_version}",
+                          recommendation="Upgrade the kernel; current NVIDIA drivers need a newer one.")
     else:
-        yield Finding("system.kernel", Status.PASS, ctx.host, "ok", f"kernel {s.kernel}", observed=s.kernel,
-                      expected=f">= {cfg.kernel_min_version}")
+        yield ctx.finding(Status.PASS, ctx.host, "ok", f"kernel {s.kernel}", observed=s.kernel,
+                          expected=f">= {cfg.kernel_min_version}")
 
 
 @check("system.numa", needs=("system",), group="system_resources", component="hardware_health")
@@ -225,12 +225,12 @@ def numa(ctx: CheckContext) -> Iterator[Finding]:
     if not is_number(nodes):
         yield not_read("system.numa", ctx.host, "NUMA nodes", nodes)
     elif expected is not None and nodes < expected:
-        yield Finding("system.numa", Status.WARN, ctx.host, "numa_nodes", f"{nodes} NUMA node(s), expected {expected}",
-                      observed=nodes, expected=expected, unit="nodes",
-                      recommendation="Check the BIOS NUMA settings against the node type's reference.")
+        yield ctx.finding(Status.WARN, ctx.host, "numa_nodes", f"{nodes} NUMA node(s), expected {expected}",
+                          observed=nodes, expected=expected, unit="nodes",
+                          recommendation="Check the BIOS NUMA settings against the node type's reference.")
     else:
-        yield Finding("system.numa", Status.PASS, ctx.host, "ok", f"{nodes} NUMA node(s)", observed=nodes,
-                      expected=expected, unit="nodes")
+        yield ctx.finding(Status.PASS, ctx.host, "ok", f"{nodes} NUMA node(s)", observed=nodes,
+                          expected=expected, unit="nodes")
 
 
 @check("system.services", needs=("system", "gpu"), group="system_resources", component="service_reliability")
@@ -248,8 +248,8 @@ def services(ctx: CheckContext) -> Iterator[Finding]:
     cfg, s = ctx.config.system, _sys(ctx)
     gpu: GpuFacts = ctx.fact("gpu")
     if not gpu.available or not gpu.gpus:
-        yield Finding("system.services", Status.SKIP, ctx.host, "no_gpus",
-                      f"no NVIDIA GPU ({gpu.reason or '0 GPUs'}): NVIDIA services not required")
+        yield ctx.finding(Status.SKIP, ctx.host, "no_gpus",
+                          f"no NVIDIA GPU ({gpu.reason or '0 GPUs'}): NVIDIA services not required")
         return
     if not isinstance(s.processes, list):
         yield not_read("system.services", ctx.host, "process list", s.processes)
@@ -260,11 +260,11 @@ def services(ctx: CheckContext) -> Iterator[Finding]:
     if nvswitch and cfg.fabricmanager_on_nvswitch:
         required.append(("nv-fabricmanager", Status.FAIL))
     if not required:
-        yield Finding("system.services", Status.PASS, ctx.host, "none_required", "no services required by config")
+        yield ctx.finding(Status.PASS, ctx.host, "none_required", "no services required by config")
     for name, status in required:
         if name in running:
-            yield Finding("system.services", Status.PASS, f"{ctx.host}:{name}", "ok", f"{name} is running")
+            yield ctx.finding(Status.PASS, f"{ctx.host}:{name}", "ok", f"{name} is running")
         else:
-            yield Finding("system.services", status, f"{ctx.host}:{name}", "service_missing",
-                          f"{name} is not running", observed="not running", expected="running",
-                          recommendation=f"Start {name} (systemctl start {name}).")
+            yield ctx.finding(status, f"{ctx.host}:{name}", "service_missing",
+                              f"{name} is not running", observed="not running", expected="running",
+                              recommendation=f"Start {name} (systemctl start {name}).")
