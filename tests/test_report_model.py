@@ -204,3 +204,12 @@ def test_written_reports_are_checked(tmp_path: Any) -> None:
     write_report(report, [], tmp_path / "bad")
     assert check_reports_under(tmp_path) == ["bad/report.json: run/fail_on: 3 is not of type 'string'"]
     (tmp_path / "bad" / "report.json").unlink()  # the autouse check would (rightly) fail this test
+
+
+def test_the_verdict_of_the_typed_report_is_the_verdict_of_its_dict(report: dict[str, Any]) -> None:
+    from gpu_preflight.report.canonical import verdict_of
+
+    assert verdict_of(ClusterReport.from_dict(report)) == verdict_of(report)
+    warn = copy.deepcopy(report)
+    warn["run"]["fail_on"] = "warn"
+    assert verdict_of(ClusterReport.from_dict(warn)) == verdict_of(warn)

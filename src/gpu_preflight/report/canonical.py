@@ -576,41 +576,48 @@ class Verdict:
         return text
 
 
-def _ids(findings: Iterable[Mapping[str, Any]], statuses: Iterable[Status]) -> tuple[str, ...]:
+def _ids(pairs: Iterable[tuple[str, str]], statuses: Iterable[Status]) -> tuple[str, ...]:
     wanted = {s.value: s.rank for s in statuses}
-    chosen = sorted((f for f in findings if f.get("status") in wanted),
-                    key=lambda f: (-wanted[f["status"]], str(f["check_id"])))
-    return tuple(dict.fromkeys(str(f["check_id"]) for f in chosen))
+    chosen = sorted((p for p in pairs if p[0] in wanted), key=lambda p: (-wanted[p[0]], p[1]))
+    return tuple(dict.fromkeys(check_id for _, check_id in chosen))
 
 
-def verdict_of(report: Mapping[str, Any]) -> Verdict:
-    """The verdict of a canonical report: what the console header, ``[RESULT]`` line, HTML
-    badge, Markdown, JUnit and Prometheus textfile all say, and the exit code the CLI returns.
+def verdict_of(report: Mapping[str, Any] | ClusterReport) -> Verdict:
+    """The verdict of a report (typed, or its JSON dict): what the console header,
+    ``[RESULT]`` line, HTML badge, Markdown, JUnit and Prometheus textfile all say, and the
+    exit code the CLI returns.
 
     Read from ``cluster_summary.overall_status`` and ``run.fail_on`` (recomputed from the
     findings for a report without a summary status), so a re-rendered report says what the run said.
     """
+    if not isinstance(report, Mapping):
+        pairs = [(f.status.value, f.check_id) for f in report.findings]
+        return _verdict(pairs, report.cluster_summary.overall_status.value, report.run.fail_on)
     findings = report.get("findings") or []
-    summary = report.get("cluster_summary") or {}
-    fail_on = str((report.get("run") or {}).get("fail_on", "fail"))
+    return _verdict([(f.get("status"), str(f["check_id"])) for f in findings],
+                    (report.get("cluster_summary") or {}).get("overall_status"),
+                    str((report.get("run") or {}).get("fail_on", "fail")))
+
+
+def _verdict(pairs: list[tuple[Any, str]], overall: Any, fail_on: str) -> Verdict:
     try:
-        status = Status(summary["overall_status"])
-    except (KeyError, ValueError):
-        status = verdict(f["status"] for f in findings)
+        status = Status(overall)
+    except ValueError:
+        status = verdict(s for s, _ in pairs)
     if status is Status.SKIP:  # a report from before SKIP stopped being a verdict: it judged nothing
         status = Status.ERROR
     code = gated_exit_code(status, fail_on)
     if code == Status.PASS.exit_code:
         return Verdict(status, code, fail_on)
     if code == Status.WARN.exit_code:
-        return Verdict(status, code, fail_on, _ids(findings, [Status.WARN]))
+        return Verdict(status, code, fail_on, _ids(pairs, [Status.WARN]))
     if code == Status.FAIL.exit_code:
         failing = [Status.FAIL, Status.WARN] if fail_on == "warn" else [Status.FAIL]
-        return Verdict(status, code, fail_on, _ids(findings, failing), _ids(findings, [Status.ERROR]))
-    return Verdict(status, code, fail_on, _ids(findings, [Status.ERROR]))
+        return Verdict(status, code, fail_on, _ids(pairs, failing), _ids(pairs, [Status.ERROR]))
+    return Verdict(status, code, fail_on, _ids(pairs, [Status.ERROR]))
 
 
-def result_line(report: Mapping[str, Any]) -> str:
+def result_line(report: Mapping[str, Any] | ClusterReport) -> str:
     """The acceptance suite's last line, the same word as the exit code (see :class:`Verdict`)."""
     return verdict_of(report).line
 

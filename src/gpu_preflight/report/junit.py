@@ -15,26 +15,27 @@ every value goes through :func:`.text.plain_text`, so the file always parses.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Any
 
 from .canonical import display, verdict_of
+from .model import ClusterReport, ReportFinding
 from .reporters import reporter
 from .text import plain_text
 
 
-@reporter("junit")
-def render_junit(report: dict[str, Any]) -> str:
+@reporter("junit", typed=True)
+def render_junit(report: ClusterReport) -> str:
     verdict = verdict_of(report)
     warn_fails = verdict.fail_on == "warn"
     suites = ET.Element("testsuites", name="gpu-preflight")
-    by_node: dict[str, list[dict[str, Any]]] = {}
-    for f in report.get("findings", []):
-        by_node.setdefault(f.get("node", "node_0"), []).append(f)
+    by_node: dict[str, list[ReportFinding]] = {}
+    for f in report.findings:
+        by_node.setdefault(f.node or "node_0", []).append(f)
     total = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for node, findings in sorted(by_node.items()):
-        host = report["nodes"].get(node, {}).get("node_info", {}).get("hostname", node)
+        section = report.nodes.get(node)
+        host = section.node_info.hostname if section is not None else node
         suite = ET.SubElement(suites, "testsuite", name=plain_text(f"{node} ({host})"),
-                              timestamp=plain_text(report["timestamp"]))
+                              timestamp=plain_text(report.timestamp))
         props = ET.SubElement(suite, "properties")
         for name, value in (("gpu-preflight.verdict", verdict.status.value),
                             ("gpu-preflight.exit_code", str(verdict.exit_code)),
@@ -42,22 +43,22 @@ def render_junit(report: dict[str, Any]) -> str:
             ET.SubElement(props, "property", name=name, value=plain_text(value))
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         for f in findings:
-            case = ET.SubElement(suite, "testcase", classname=plain_text(f["check_id"]),
-                                 name=plain_text(f"{f['subject']} [{f['code']}]"))
+            case = ET.SubElement(suite, "testcase", classname=plain_text(f.check_id),
+                                 name=plain_text(f"{f.subject} [{f.code}]"))
             counts["tests"] += 1
-            message = plain_text(f["summary"])
+            message = plain_text(f.summary)
             text = plain_text("\n".join(x for x in (
-                f"observed: {display(f.get('observed'), f.get('unit'))}" if f.get("observed") is not None else "",
-                f"expected: {display(f.get('expected'), f.get('unit'))}" if f.get("expected") is not None else "",
-                f"recommendation: {f['recommendation']}" if f.get("recommendation") else "") if x))
-            status = f["status"]
+                f"observed: {display(f.observed, f.unit)}" if f.observed is not None else "",
+                f"expected: {display(f.expected, f.unit)}" if f.expected is not None else "",
+                f"recommendation: {f.recommendation}" if f.recommendation else "") if x))
+            status = f.status.value
             if status == "FAIL" or (status == "WARN" and warn_fails):
                 counts["failures"] += 1
-                kind = f["code"] if status == "FAIL" else "WARN"
+                kind = f.code if status == "FAIL" else "WARN"
                 ET.SubElement(case, "failure", message=message, type=plain_text(kind)).text = text
             elif status == "ERROR":
                 counts["errors"] += 1
-                ET.SubElement(case, "error", message=message, type=plain_text(f["code"])).text = text
+                ET.SubElement(case, "error", message=message, type=plain_text(f.code)).text = text
             elif status == "SKIP":
                 counts["skipped"] += 1
                 ET.SubElement(case, "skipped", message=message)

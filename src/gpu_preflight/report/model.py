@@ -441,6 +441,11 @@ class ClusterReport:
                    tuple(data.get("artifacts") or ()), RunInfo.from_dict(data.get("run") or {}),
                    _extra(data, cls._KNOWN))
 
+    @classmethod
+    def of(cls, report: ClusterReport | Mapping[str, Any]) -> ClusterReport:
+        """``report`` typed: itself, or read from its JSON dict."""
+        return report if isinstance(report, ClusterReport) else cls.from_dict(report)
+
     def with_assessment(self, assessment: Assessment) -> ClusterReport:
         """This report with ``assessment``'s blocks in its summary (a new value)."""
         summary = dataclasses.replace(

@@ -42,7 +42,7 @@ def _as_dict(report: ClusterReport | Mapping[str, Any]) -> Mapping[str, Any]:
 def _as_typed(report: ClusterReport | Mapping[str, Any]) -> ClusterReport:
     from .model import ClusterReport
 
-    return ClusterReport.from_dict(report) if isinstance(report, Mapping) else report
+    return ClusterReport.of(report)
 
 
 def reporter(name: str, *, typed: bool = False) -> Callable[[F], F]:

@@ -17,7 +17,7 @@ CPU worker), and state sets for statuses (one series per status, 1 for the curre
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 from ..model import Status
 from ..server.metrics import STATUSES, Exposition, number
 from .canonical import verdict_of
+from .model import ClusterReport, ReportFinding
 from .reporters import reporter
 
 __all__ = ["render_textfile", "write_textfile"]
@@ -40,48 +41,47 @@ def _timestamp(text: Any) -> float | None:
         return None
 
 
-@reporter("prometheus")
-def render_textfile(report: Mapping[str, Any], cluster: str | None = None) -> str:
-    """The metrics of a canonical report as Prometheus text (format 0.0.4)."""
+@reporter("prometheus", typed=True)
+def render_textfile(report: ClusterReport | Mapping[str, Any], cluster: str | None = None) -> str:
+    """The metrics of a report (typed, or its JSON dict) as Prometheus text (format 0.0.4)."""
     from ..history.extract import extract
 
+    typed = ClusterReport.of(report)
     out = Exposition()
-    summary = report.get("cluster_summary") or {}
-    topo = (report.get("cluster_info") or {}).get("cluster_topology") or {}
-    tool = report.get("tool") or {}
+    summary = typed.cluster_summary
+    topo = typed.cluster_info.cluster_topology
     out.add("report_info", "gauge", "The last preflight report (value is always 1).", 1,
-            {"version": str(tool.get("version") or ""), "cluster": cluster or "",
-             "launcher": str(topo.get("launcher") or "none"), "schema_version": str(report.get("schema_version", ""))})
-    stamp = _timestamp(report.get("timestamp"))
+            {"version": typed.tool.version, "cluster": cluster or "", "launcher": topo.launcher or "none",
+             "schema_version": typed.schema_version})
+    stamp = _timestamp(typed.timestamp)
     if stamp is not None:
         out.add("run_timestamp_seconds", "gauge", "Unix time the last preflight run started.", stamp)
-    duration = number((report.get("run") or {}).get("duration_s"))
+    duration = number(typed.run.duration_s)
     if duration is not None:
         out.add("run_duration_seconds", "gauge", "Wall time of the last preflight run.", duration)
-    out.add("run_nodes", "gauge", "Nodes in the last preflight run.", int(topo.get("total_nodes") or 0))
-    out.add("run_world_size", "gauge", "Ranks in the last preflight run.", int(topo.get("world_size") or 1))
-    verdict = verdict_of(report)  # the same verdict and exit code as the run's [RESULT] line
+    out.add("run_nodes", "gauge", "Nodes in the last preflight run.", topo.total_nodes)
+    out.add("run_world_size", "gauge", "Ranks in the last preflight run.", topo.world_size or 1)
+    verdict = verdict_of(typed)  # the same verdict and exit code as the run's [RESULT] line
     out.state_set("run_status", "Verdict of the last preflight run (1 for the current status).",
                   verdict.status.value.lower(), STATUSES)
     out.add("run_exit_code", "gauge", "Exit code of the last preflight run (0 pass, 1 warn, 2 fail, 3 error).",
             verdict.exit_code)
-    for status, count in (summary.get("counts") or {}).items():
+    for status, count in summary.counts.items():
         out.add("findings", "gauge", "Findings of the last preflight run by status.", int(count),
                 {"status": str(status).lower()})
-    _check_statuses(out, report)
-    _scores(out, summary.get("health_scores"))
-    _measurements(out, extract(report).measurements)
+    _check_statuses(out, typed.findings)
+    _scores(out, summary.health_scores)
+    _measurements(out, extract(report if isinstance(report, Mapping) else typed.to_dict()).measurements)
     return out.render()
 
 
-def _check_statuses(out: Exposition, report: Mapping[str, Any]) -> None:
+def _check_statuses(out: Exposition, findings: Iterable[ReportFinding]) -> None:
     """Worst status per (check, subject): eight GPUs with the same fault are eight series, not one."""
     worst: dict[tuple[str, str], Status] = {}
-    for f in report.get("findings") or []:
-        key = (str(f["check_id"]), str(f["subject"]))
-        status = Status(f["status"])
-        if key not in worst or status.rank > worst[key].rank:
-            worst[key] = status
+    for f in findings:
+        key = (f.check_id, f.subject)
+        if key not in worst or f.status.rank > worst[key].rank:
+            worst[key] = f.status
     for (check_id, subject), status in sorted(worst.items()):
         out.state_set("check_status", "Status of each check per subject in the last run (1 for the current "
                       "status).", status.value.lower(), STATUSES, {"check": check_id, "subject": subject})
@@ -127,7 +127,7 @@ def _measurements(out: Exposition, measurements: list[Any]) -> None:
             out.add("gpu_power_draw_watts", "gauge", "GPU board power draw.", m.value, gpu)
 
 
-def write_textfile(report: Mapping[str, Any], path: str | Path, cluster: str | None = None) -> Path:
+def write_textfile(report: ClusterReport | Mapping[str, Any], path: str | Path, cluster: str | None = None) -> Path:
     """Replace ``path`` (a ``.prom`` file) atomically with the report's metrics; returns the path.
 
     The temporary is a dot-file, which the collector skips, and the file is made readable by
