@@ -16,6 +16,7 @@ from .evidence import EvidenceConfig
 from .fields import setting
 from .history import HistoryConfig
 from .load import LoadConfig
+from .localize import LocalizeSettings
 from .outputs import OutputsConfig
 from .report_schema import ReportConfig
 from .slurm_schema import SlurmConfig
@@ -272,6 +273,7 @@ class Config:
     outputs: OutputsConfig = field(default_factory=OutputsConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     load: LoadConfig = field(default_factory=LoadConfig)
+    localize: LocalizeSettings = field(default_factory=LocalizeSettings)
 
 
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in fields(Config)}  # type: ignore[misc]

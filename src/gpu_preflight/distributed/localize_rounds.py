@@ -16,13 +16,11 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from ..config.localize import LocalizeSettings
 from .store import PREFIX, STALE_S
 
 LOC = f"{PREFIX}/loc"
 POLL_S = 0.05
-CPU_SLOW_FRACTION = 0.5  # CPU workers: a pair is slow below half the typical speed (GPUs: 0.25)
-CPU_ASSUMED_NOISE = 0.3  # and their figures are assumed to swing by 30 % (GPUs: 10 %)
-CPU_LATENCY_FACTOR = 4.0  # the exchange's time is its figure's inverse: 4x matches the (1 - 0.5)² threshold
 
 
 def _exchange(members: list[int], me: int, nbytes: int, iters: int, timeout_s: float, device: Any,
@@ -107,16 +105,21 @@ def follow(store: Any, topo: Any, *, nbytes: int, iters: int, device: Any, budge
 
 
 def lead(store: Any, topo: Any, gathered: dict[str, Any], *, mode: str, floor_gbps: float | None,
-         timeout_s: float, nbytes: int, iters: int, device: Any) -> tuple[Any, float]:
-    """Rank 0: plan rounds until the localiser is done; returns its outcome and the wall time."""
-    from ..localize.model import LocalizeConfig, Measurement
+         timeout_s: float, nbytes: int, iters: int, device: Any,
+         settings: LocalizeSettings | None = None) -> tuple[Any, float]:
+    """Rank 0: plan rounds until the localiser is done; returns its outcome and the wall time.
+
+    ``settings``: the run's ``[localize]`` section (defaults when not given); its GPU values
+    judge CUDA workers, its CPU values gloo workers on CPUs.
+    """
+    from ..localize.model import Measurement
     from ..localize.round0 import evidence_from_gathered, node_local_evidence, star_measurements
     from ..localize.scheduler import Localizer
+    from ..localize.settings import localize_config
 
     started = time.monotonic()
-    config = LocalizeConfig(mode=mode, floor_gbps=floor_gbps, test_timeout_s=timeout_s)
-    if getattr(device, "type", "cpu") != "cuda":
-        config = on_cpu(config)
+    config = localize_config(settings, cpu=getattr(device, "type", "cpu") != "cuda", mode=mode,
+                             floor_gbps=floor_gbps, test_timeout_s=timeout_s)
     loc = Localizer(topo.num_nodes, config, seed=topo.world_size)
     for evidence in [*evidence_from_gathered(gathered), *node_local_evidence(gathered)]:
         loc.add_evidence(evidence)
@@ -151,17 +154,12 @@ def lead(store: Any, topo: Any, gathered: dict[str, Any], *, mode: str, floor_gb
     return loc.outcome(), time.monotonic() - started
 
 
-def on_cpu(config: Any) -> Any:
-    """The judging settings for CPU (gloo) workers.
-
-    They share the host's cores with every other worker, and their pair figures swing far
-    more than NCCL's on GPUs: a pair is slow only below half the typical speed, against 30 %
-    assumed noise, which with few figures leaves a threshold of (1 - 0.5)² = a quarter of the
-    typical speed (``judge.far``); a capped or cut link is still orders of magnitude below.
-    The latency limit matches it.
-    """
-    return replace(config, slow_fraction=CPU_SLOW_FRACTION, assumed_noise=CPU_ASSUMED_NOISE,
-                   latency_factor=CPU_LATENCY_FACTOR)
+def on_cpu(config: Any, settings: LocalizeSettings | None = None) -> Any:
+    """``config`` with the CPU (gloo) judging values of the ``[localize]`` section (its defaults
+    when not given): why they differ from the GPU values is in :mod:`gpu_preflight.config.localize`."""
+    s = settings or LocalizeSettings()
+    return replace(config, slow_fraction=s.slow_fraction_cpu, assumed_noise=s.assumed_noise_cpu,
+                   latency_factor=s.latency_factor_cpu)
 
 
 def wait_quietly(store: Any, timeout_s: float) -> None:
