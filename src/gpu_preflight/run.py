@@ -421,7 +421,7 @@ class _Run:
 
         loc, wall = rounds.lead(outcome.store, topo, outcome.gathered, mode=self.loc.mode or "quick",
                                 floor_gbps=outcome.config.perf.node_link_min_gbps, timeout_s=timeout, nbytes=nbytes,
-                                iters=iters, device=outcome.device)
+                                iters=iters, device=outcome.device, settings=outcome.config.localize)
         names = node_names(outcome.gathered)
         return localization_result(loc, names, duration_s=wall), localization_block(loc, names, duration_s=wall)
 
