@@ -17,7 +17,7 @@ from gpu_preflight.model import SCHEMA_VERSION, Status
 from gpu_preflight.report import FORMATS, render, reporters
 from gpu_preflight.report.advice import add_advice, advise
 from gpu_preflight.report.canonical import assemble, assemble_report, node_entry, write_report
-from gpu_preflight.report.model import Assessment, ClusterReport, ReportFinding
+from gpu_preflight.report.model import Assessment, ClusterReport, NodeSections, ReportFinding
 from gpu_preflight.report.schema import generate, shipped, text
 
 from .assessment_data import multinode_report
@@ -213,3 +213,15 @@ def test_the_verdict_of_the_typed_report_is_the_verdict_of_its_dict(report: dict
     warn = copy.deepcopy(report)
     warn["run"]["fail_on"] = "warn"
     assert verdict_of(ClusterReport.from_dict(warn)) == verdict_of(warn)
+
+
+def test_node_sections_are_typed_when_read() -> None:
+    report = cluster_report()
+    typed = ClusterReport.from_dict(report)
+    assert isinstance(typed.nodes, NodeSections) and list(typed.nodes) == list(report["nodes"])
+    assert typed.to_dict()["nodes"]["node_1"] is report["nodes"]["node_1"]  # untouched sections are given back
+    assert typed.nodes["node_1"].node_info.current_host == report["nodes"]["node_1"]["node_info"]["current_host"]
+    del report["nodes"]["node_2"]["node_info"]
+    lazy = ClusterReport.from_dict(report)  # a malformed section is refused when it is read
+    with pytest.raises(KeyError):
+        lazy.nodes["node_2"]

@@ -22,15 +22,15 @@ after the known ones: a localisation block in the summary, a node's ``load``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from ..model import Status
 
 __all__ = ["Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
-           "ClusterTopology", "GpuEntry", "JsonObject", "NodeInfo", "NodeSection", "ReportFinding", "RunInfo",
-           "Tool"]
+           "ClusterTopology", "GpuEntry", "JsonObject", "NodeInfo", "NodeSection", "NodeSections", "ReportFinding",
+           "RunInfo", "Tool"]
 
 JsonObject = dict[str, Any]
 
@@ -289,6 +289,40 @@ class NodeSection:
                    get("facts"), get("duration_s", 0.0), get("load"), _extra(data, cls._KNOWN))
 
 
+class NodeSections(Mapping[str, NodeSection]):
+    """``nodes``: node key to :class:`NodeSection`, read from the report's dicts on first use.
+
+    A renderer that reads the findings and the summary of a 10,000-node report should not
+    pay for typing ten thousand node sections it never looks at; ``to_dict`` gives back the
+    very dicts it was read from (``to_dict(from_dict(d)) == d`` holds for each section).
+    """
+
+    __slots__ = ("_raw", "_typed")
+
+    def __init__(self, sections: Mapping[str, Mapping[str, Any] | NodeSection]) -> None:
+        self._raw = sections
+        self._typed: dict[str, NodeSection] = {}
+
+    def __getitem__(self, key: str) -> NodeSection:
+        typed = self._typed.get(key)
+        if typed is None:
+            value = self._raw[key]
+            typed = self._typed[key] = value if isinstance(value, NodeSection) else NodeSection.from_dict(value)
+        return typed
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __repr__(self) -> str:
+        return f"NodeSections({len(self)} nodes)"
+
+    def to_dict(self) -> dict[str, Mapping[str, Any]]:
+        return {k: v.to_dict() if isinstance(v, NodeSection) else v for k, v in self._raw.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterTopology:
     """``cluster_info.cluster_topology``: the job's shape and launcher."""
@@ -408,7 +442,7 @@ class ClusterReport:
     cluster_info: ClusterInfo
     cluster_summary: ClusterSummary
     cluster_checks: tuple[ClusterCheck, ...]
-    nodes: dict[str, NodeSection]
+    nodes: NodeSections
     findings: tuple[ReportFinding, ...]
     artifacts: tuple[JsonObject, ...]
     run: RunInfo
@@ -422,7 +456,7 @@ class ClusterReport:
             "schema_version": self.schema_version, "tool": self.tool.to_dict(), "timestamp": self.timestamp,
             "cluster_info": self.cluster_info.to_dict(), "cluster_summary": self.cluster_summary.to_dict(),
             "cluster_checks": [c.to_dict() for c in self.cluster_checks],
-            "nodes": {k: s.to_dict() for k, s in self.nodes.items()},
+            "nodes": self.nodes.to_dict(),
             "findings": [f.to_dict() for f in self.findings], "artifacts": list(self.artifacts),
             "run": self.run.to_dict()}
         if self.extra:
@@ -436,7 +470,7 @@ class ClusterReport:
         return cls(data["schema_version"], Tool.from_dict(data["tool"]), data["timestamp"],
                    ClusterInfo.from_dict(data["cluster_info"]), ClusterSummary.from_dict(data["cluster_summary"]),
                    tuple(ClusterCheck.from_dict(c) for c in data.get("cluster_checks") or ()),
-                   {k: NodeSection.from_dict(s) for k, s in data["nodes"].items()},
+                   NodeSections(data["nodes"]),
                    tuple(ReportFinding.from_dict(f) for f in data.get("findings") or ()),
                    tuple(data.get("artifacts") or ()), RunInfo.from_dict(data.get("run") or {}),
                    _extra(data, cls._KNOWN))

@@ -23,6 +23,7 @@ import json
 import sys
 import types
 import typing
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ def _type(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         if all(set(p) == {"type"} for p in parts):
             return {"type": [p["type"] for p in parts]}
         return {"anyOf": parts}
-    if origin is dict:
+    if origin in (dict, Mapping):
         value = _type(args[1], defs) if args else {}
         return {"type": "object", "additionalProperties": value} if value else {"type": "object"}
     if origin in (list, tuple):
@@ -60,6 +61,8 @@ def _type(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
             defs[name] = {}  # placeholder: a type that refers to itself ends here
             defs[name] = _object(tp, defs)
         return {"$ref": f"#/$defs/{name}"}
+    if isinstance(tp, type) and issubclass(tp, Mapping) and hasattr(tp, "__orig_bases__"):
+        return _type(tp.__orig_bases__[0], defs)  # a Mapping[str, X] subclass: its JSON is the mapping
     raise TypeError(f"no JSON Schema form for {tp!r}")
 
 
