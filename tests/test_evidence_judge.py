@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpu_preflight.checks.evidence import judge_record, judge_text, judges
+from gpu_preflight.checks.evidence import JUDGES, judge_record, judge_text, judges
 from gpu_preflight.checks.evidence_nccl import ADVICE
 from gpu_preflight.config import Config, build_config, find_profile
 from gpu_preflight.config.evidence import EvidenceConfig, evidence_config
@@ -337,11 +337,13 @@ def test_unknown_kind_and_crashing_judge_are_errors() -> None:
     finding = judge_record("no-such-kind", object(), Config(), source="n1")[0]
     assert (finding.check_id, finding.status, finding.code) == ("evidence.judge", Status.ERROR, "no_judge")
 
-    @judges("test-crash-kind")
-    def crash(record: Any, cfg: Config, source: str) -> list[Finding]:
-        raise RuntimeError("boom")
+    with JUDGES.scoped():
+        @judges("test-crash-kind")
+        def crash(record: Any, cfg: Config, source: str) -> list[Finding]:
+            raise RuntimeError("boom")
 
-    crashed = judge_record("test-crash-kind", object(), Config(), source="n1")[0]
+        crashed = judge_record("test-crash-kind", object(), Config(), source="n1")[0]
+    assert "test-crash-kind" not in JUDGES
     assert (crashed.status, crashed.code) == (Status.ERROR, "judge_crashed") and "boom" in crashed.summary
 
 

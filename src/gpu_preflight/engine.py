@@ -190,18 +190,36 @@ def _evaluate(spec: CheckSpec, ctx: CheckContext, probe_errors: dict[str, str]) 
                             recommendation="Re-run with --verbose; a hung probe often means a GPU or "
                                            "driver in trouble: check dmesg and nvidia-smi.")]
         return CheckResult(spec.id, spec.title, findings, time.perf_counter() - t0)
-    try:
-        findings = list(spec.fn(ctx))
-    except Exception as exc:
-        import traceback
-
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        findings = [Finding(spec.id, Status.ERROR, ctx.host, "check_crashed",
-                            f"check raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})",
-                            recommendation="This is a gpu-preflight bug: please report it with the snapshot.")]
-    if not findings:
-        findings = [Finding(spec.id, Status.ERROR, ctx.host, "no_result", "check produced no finding")]
+    findings, _ = registry.fail_closed(lambda: spec.fn(ctx), check_id=spec.id, subject=ctx.host,
+                                       crashed="check_crashed", what="check",
+                                       recommendation="This is a gpu-preflight bug: please report it with the "
+                                                      "snapshot.",
+                                       silent_summary="check produced no finding")
     return CheckResult(spec.id, spec.title, findings, time.perf_counter() - t0)
+
+
+JUDGE_TIMEOUT_S = 30.0  # a run's default per-check limit: judging one saved output is as quick as a check
+
+
+def judge_evidence(kind: str, record: Any, config: Config, *, source: str = "evidence",
+                   timeout_s: float = JUDGE_TIMEOUT_S) -> list[Finding]:
+    """Judge a parsed tool output as the engine runs a check: fail closed and under a time limit.
+
+    :func:`~gpu_preflight.checks.evidence.judge_record` gives the judge's crash or silence
+    its own ``evidence.judge`` ERROR (``no_judge``, ``judge_crashed``, ``no_result``); a
+    judge that does not return within ``timeout_s`` is one more (``judge_timeout``), and the
+    command reports it instead of hanging.
+    """
+    from .checks.evidence import judge_record
+
+    try:
+        return call_with_timeout(lambda: judge_record(kind, record, config, source=source), timeout_s,
+                                 f"judge {kind}")
+    except Timeout:
+        return [Finding("evidence.judge", Status.ERROR, source, "judge_timeout",
+                        f"judging {kind} did not finish within {timeout_s:g} s",
+                        recommendation="This is a gpu-preflight bug: please report it with the input file.",
+                        details={"evidence_kind": kind})]
 
 
 def _timed_out(spec: CheckSpec, ctx: CheckContext, timeout_s: float) -> CheckResult:

@@ -12,16 +12,16 @@ import functools
 import importlib
 import inspect
 import pkgutil
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, overload
 
-from .model import Finding, id_matches
+from .model import Finding, Status, id_matches
 from .registries import Registry, UnknownKey
 
 if TYPE_CHECKING:
     from .config import Config
-    from .model import Status
 
 CheckFn = Callable[["CheckContext"], "Iterable[Finding]"]
 ProbeFn = Callable[["ProbeContext"], Any]
@@ -129,6 +129,27 @@ def discover(scope: str | None = None) -> None:
             if kind in wanted:
                 importlib.import_module(f"{package.__name__}.{mod.name}")
     _discovered.update(wanted)
+
+
+def fail_closed(produce: Callable[[], Iterable[Finding]], *, check_id: str, subject: str, crashed: str,
+                what: str, recommendation: str, silent_summary: str) -> tuple[list[Finding], bool]:
+    """Run a check or an evidence judge so that it cannot pass by accident: an exception is one
+    ``ERROR`` finding coded ``crashed`` (with where it was raised), silence one coded
+    ``no_result``. Returns the findings and whether the producer itself answered.
+
+    The engine runs every check through this (under its time limit); the evidence judges use
+    it too, so a judge fails closed exactly as a check does.
+    """
+    try:
+        findings = list(produce())
+    except Exception as exc:
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return [Finding(check_id, Status.ERROR, subject, crashed,
+                        f"{what} raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})",
+                        recommendation=recommendation)], False
+    if not findings:
+        return [Finding(check_id, Status.ERROR, subject, "no_result", silent_summary)], False
+    return findings, True
 
 
 _discovered: set[str] = set()  # "node", "cluster": which modules are imported

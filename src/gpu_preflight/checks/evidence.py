@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import traceback
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..model import Finding, Status
 from ..registries import Registry
-from ..registry import declare
+from ..registry import declare, fail_closed
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -92,23 +91,23 @@ def judged_kinds() -> list[str]:
 def judge_record(kind: str, record: Any, config: Config, *, source: str = "evidence") -> list[Finding]:
     """Findings for a parsed record of ``kind``.
 
-    Fails closed: a kind without a judge, or a judge that raises on an odd record, yields
-    an ``ERROR`` finding (could not judge) instead of silence or a crash.
+    Fails closed through the engine's own path (:func:`~gpu_preflight.registry.fail_closed`):
+    a kind without a judge, a judge that raises on an odd record or says nothing yields one
+    ``ERROR`` finding (could not judge) instead of silence or a crash. A caller outside a
+    check (``gpu-preflight judge``) goes through :func:`gpu_preflight.engine.judge_evidence`,
+    which adds the time limit.
     """
     judge = JUDGES.find(kind)
     if judge is None:
         return [Finding("evidence.judge", Status.ERROR, source, "no_judge",
                         f"no judgement rules for evidence kind {kind!r}", details={"kind": kind})]
-    try:
-        findings = list(judge(record, config, source))
-    except Exception as exc:
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        return [Finding("evidence.judge", Status.ERROR, source, "judge_crashed",
-                        f"judging {kind} raised {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})",
-                        recommendation="This is a gpu-preflight bug: please report it with the input file.")]
-    if not findings:
-        return [Finding("evidence.judge", Status.ERROR, source, "no_result",
-                        f"the {kind} judge produced no finding")]
+    findings, answered = fail_closed(lambda: judge(record, config, source), check_id="evidence.judge",
+                                     subject=source, crashed="judge_crashed", what=f"judging {kind}",
+                                     recommendation="This is a gpu-preflight bug: please report it with the "
+                                                    "input file.",
+                                     silent_summary=f"the {kind} judge produced no finding")
+    if not answered:
+        return findings
     if missing := incomplete_parts(record):
         findings.append(Finding("evidence.complete", Status.ERROR, source, "incomplete",
                                 f"output incomplete: {'; '.join(missing)}"[:600], observed=len(missing),

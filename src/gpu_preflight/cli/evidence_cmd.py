@@ -168,8 +168,9 @@ def _parse(evidence: _Evidence, kind: str) -> int:
 
 def _judge(args: argparse.Namespace, evidence: _Evidence, kind: str) -> int:
     from ..boundedio import InputError
-    from ..checks.evidence import judge_record, parse_error_finding
+    from ..checks.evidence import parse_error_finding
     from ..config import ConfigError
+    from ..engine import judge_evidence
     from ..parsers.errors import ParseError
     from ..report import render
     from ..report.console import render_console
@@ -190,7 +191,7 @@ def _judge(args: argparse.Namespace, evidence: _Evidence, kind: str) -> int:
         print(f"gpu-preflight: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     findings = ([parse_error_finding(problem, source)] if problem is not None
-                else judge_record(kind, record, config, source=source))
+                else judge_evidence(kind, record, config, source=source))
     report, exit_code = evidence_report(findings, kind=kind, source=source, record=record, fail_on=args.fail_on,
                                         profile=profile)
     if args.format == "console":
