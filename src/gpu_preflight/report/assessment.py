@@ -28,7 +28,6 @@ computed with the run's settings, so ``report render`` says what the run said.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -123,7 +122,9 @@ def trends(scores: Mapping[str, Any], earlier: Sequence[Mapping[str, Any]] | Non
         if not past:
             entry["trend"] = NO_EARLIER
             continue
-        base = statistics.median(past)
+        from statistics import median  # only with earlier runs (statistics pulls in fractions and decimal)
+
+        base = median(past)
         change = round(float(score) - base, 1)
         entry.update(baseline=round(base, 1), change=change,
                      trend=STABLE if abs(change) < cfg.trend_points else IMPROVING if change > 0 else DEGRADING)
@@ -168,9 +169,6 @@ def pair_latencies(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     The client's table is the measurement (the server waits for it). ``status`` is the
     ``fabric.pingpong`` finding's for that pair, ``None`` where the report has none.
     """
-    from ..parsers.errors import ParseError
-    from ..parsers.libfabric import parse_pingpong
-
     names = node_names(report)
     judged = {int(f["details"]["pair"]): f["status"] for f in report.get("findings") or []
               if f.get("check_id") == "fabric.pingpong" and isinstance((f.get("details") or {}).get("pair"), int)}
@@ -180,6 +178,9 @@ def pair_latencies(report: Mapping[str, Any]) -> list[dict[str, Any]]:
         for side in test.get("pairs") or []:
             if side.get("test_role") != "client" or not side.get("raw_output"):
                 continue
+            from ..parsers.errors import ParseError  # a node run keeps no fi_pingpong table: no parser import
+            from ..parsers.libfabric import parse_pingpong
+
             try:
                 rows = [r for r in parse_pingpong(str(side["raw_output"])).rows if r.usec_per_xfer is not None]
             except ParseError:
