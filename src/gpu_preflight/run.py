@@ -398,7 +398,8 @@ class _Run:
         if self.out.report_dir and result is not None:
             try:
                 path = write_ddp_training_result(self.out.report_dir, result)
-                print(f"gpu-preflight: DDP training result written to {path}", file=sys.stderr)
+                if self.out.verbose:  # the report's own line says where the directory is
+                    print(f"gpu-preflight: DDP training result written to {path}", file=sys.stderr)
             except (OSError, ValueError) as exc:  # finish() names the directory and exits 3 for it
                 print(f"gpu-preflight: DDP training result not written: {describe_error(exc, self.out.report_dir)}",
                       file=sys.stderr)
