@@ -76,9 +76,11 @@ def test_bad_values_are_a_one_line_usage_error(argv: list[str], fragment: str,
 
 
 @pytest.mark.parametrize(("argv", "line"), [
-    (["--epochs", "2"], "gpu-preflight: error: argument --epochs: needs --steps (the steps of one epoch)"),
+    (["--epochs", "2"], "gpu-preflight run: error: argument --epochs: needs --steps (the steps of one epoch) "
+                        "(see 'gpu-preflight run --help')"),
     (["--steps", "50000", "--epochs", "3"],
-     "gpu-preflight: error: argument --epochs: --steps x --epochs must be at most 100000, got 150000"),
+     "gpu-preflight run: error: argument --epochs: --steps x --epochs must be at most 100000, got 150000 "
+     "(see 'gpu-preflight run --help')"),
 ])
 def test_combinations_the_settings_cannot_hold_are_one_line_too(argv: list[str], line: str,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:

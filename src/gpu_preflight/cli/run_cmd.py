@@ -84,7 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError:
         raise  # main() prints it as a configuration error
     except ValueError as exc:
-        print(f"gpu-preflight: error: {exc}", file=sys.stderr)
+        print(f"gpu-preflight run: error: {exc} (see 'gpu-preflight run --help')", file=sys.stderr)  # as argparse
         return EXIT_USAGE
     try:
         return run(request, show=show).exit_code
