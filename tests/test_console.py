@@ -29,6 +29,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpu_preflight.engine import run_checks
+from gpu_preflight.model import Status
 from gpu_preflight.report.canonical import assemble_report, node_entry, result_line
 from gpu_preflight.report.console import (
     DEFAULT_WIDTH,
@@ -43,6 +44,7 @@ from gpu_preflight.report.console import (
     value_text,
     width_of,
 )
+from gpu_preflight.report.model import ClusterReport
 
 from .conftest import H200_DUMP
 
@@ -111,9 +113,10 @@ def test_no_gpu_run_is_a_screen_not_235_lines() -> None:
 
 
 def _totals(report: dict[str, Any]) -> tuple[int, int]:
-    findings, unlisted = report["findings"], report["cluster_summary"].get("unlisted") or {}
-    skipped = sum(g.count for g in skip_groups([f for f in findings if f["status"] == "SKIP"], unlisted))
-    passed = sum(pass_counts([f for f in findings if f["status"] == "PASS"], unlisted).values())
+    typed = ClusterReport.from_dict(report)
+    findings, unlisted = typed.findings, typed.cluster_summary.unlisted or {}
+    skipped = sum(g.count for g in skip_groups([f for f in findings if f.status is Status.SKIP], unlisted))
+    passed = sum(pass_counts([f for f in findings if f.status is Status.PASS], unlisted).values())
     return skipped, passed
 
 

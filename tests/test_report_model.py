@@ -63,6 +63,15 @@ def test_a_malformed_report_is_refused() -> None:
         ClusterReport.from_dict(broken)
 
 
+def test_a_trimmed_or_older_report_still_reads() -> None:
+    report = cluster_report()
+    trimmed = {k: report[k] for k in ("schema_version", "findings", "cluster_summary", "run")}
+    typed = ClusterReport.from_dict(trimmed)
+    assert typed.findings == ClusterReport.from_dict(report).findings
+    assert typed.nodes == {} and typed.cluster_info.cluster_topology.total_nodes == 0
+    assert render(trimmed, "console").splitlines()[-1] == render(report, "console").splitlines()[-1]
+
+
 def test_unknown_blocks_keep_their_place() -> None:
     report = cluster_report()
     report["cluster_summary"]["localization"] = {"rounds": 2}

@@ -27,7 +27,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
+from ..model import Status
 from .canonical import verdict_of
+from .model import ClusterReport, ReportFinding
 from .reporters import reporter
 
 DEFAULT_WIDTH = 120
@@ -57,7 +59,7 @@ class Line:
         return f"{self.status:<{STATUS_W}}{self.text}".rstrip() if self.status else self.text
 
 
-def render_console(report: Mapping[str, Any], stream: IO[str] | None = None, verbose: bool = False,
+def render_console(report: ClusterReport | Mapping[str, Any], stream: IO[str] | None = None, verbose: bool = False,
                    width: int | None = None) -> None:
     """The compact (or ``verbose``) view of ``report`` on ``stream`` (stderr), ending with the
     ``[RESULT]`` line; header and result line both come from :func:`verdict_of`."""
@@ -71,8 +73,8 @@ def render_console(report: Mapping[str, Any], stream: IO[str] | None = None, ver
     stream.flush()
 
 
-@reporter("console")
-def render_console_text(report: Mapping[str, Any], width: int = 120) -> str:
+@reporter("console", typed=True)
+def render_console_text(report: ClusterReport | Mapping[str, Any], width: int = 120) -> str:
     """The console view as plain text (``report render --format console`` to a file or pipe)."""
     return "".join(line.plain() + "\n" for line in console_lines(report, width))
 
@@ -93,29 +95,31 @@ def width_of(stream: IO[str], width: int | None = None) -> int:
     return max(MIN_WIDTH, width)
 
 
-def console_lines(report: Mapping[str, Any], width: int, verbose: bool = False) -> list[Line]:
-    """Every line of the view, header first and ``[RESULT]`` last, each fitted to ``width``."""
-    verdict = verdict_of(report)
-    summary = report.get("cluster_summary") or {}
-    counts = ", ".join(f"{v} {k}" for k, v in (summary.get("counts") or {}).items() if v)
+def console_lines(report: ClusterReport | Mapping[str, Any], width: int, verbose: bool = False) -> list[Line]:
+    """Every line of the view, header first and ``[RESULT]`` last, each fitted to ``width``
+    (from the typed report, or its dict read as one)."""
+    typed = ClusterReport.of(report)
+    verdict = verdict_of(typed)
+    summary = typed.cluster_summary
+    counts = ", ".join(f"{v} {k}" for k, v in summary.counts.items() if v)
     lines = [Line("", f"gpu-preflight: {verdict.label} ({counts})")]
-    findings = report.get("findings") or []
+    findings = typed.findings
     if verbose:
         lines += _verbose(findings, width)
     else:
-        problems = sorted((f for f in findings if f.get("status") in PROBLEMS), key=_worst_first)
+        problems = sorted((f for f in findings if f.status.value in PROBLEMS), key=_worst_first)
         lines += _problems(problems, width)
         lines += _advice(problems, width)
-        unlisted = summary.get("unlisted") or {}
-        lines += _skips([f for f in findings if f.get("status") == "SKIP"], unlisted, width)
-        lines += _passes([f for f in findings if f.get("status") == "PASS"], unlisted, width)
+        unlisted = summary.unlisted or {}
+        lines += _skips([f for f in findings if f.status is Status.SKIP], unlisted, width)
+        lines += _passes([f for f in findings if f.status is Status.PASS], unlisted, width)
         lines.append(Line("", "(every finding, with observed and expected values: --verbose)"))
     lines.append(Line("", verdict.line))
     return lines
 
 
-def _worst_first(f: Mapping[str, Any]) -> tuple[int, str, str]:
-    return ORDER.get(f.get("status", ""), 5), str(f.get("check_id", "")), str(f.get("subject", ""))
+def _worst_first(f: ReportFinding) -> tuple[int, str, str]:
+    return ORDER.get(f.status.value, 5), f.check_id, f.subject
 
 
 def clean(text: Any) -> str:
@@ -149,21 +153,21 @@ def _wrap(text: str, width: int, first: str, rest: str, max_lines: int | None = 
     return out
 
 
-def _columns(findings: Iterable[Mapping[str, Any]], width: int) -> tuple[int, int]:
+def _columns(findings: Iterable[ReportFinding], width: int) -> tuple[int, int]:
     """Check and subject column widths: the longest shown, within a quarter and a sixth of the
     line (a longer id or subject pushes its own line's summary along, never another's)."""
     shown = list(findings)
-    check = max((len(str(f.get("check_id", ""))) for f in shown), default=0)
-    subject = max((len(clean(f.get("subject", ""))) for f in shown), default=0)
+    check = max((len(f.check_id) for f in shown), default=0)
+    subject = max((len(clean(f.subject)) for f in shown), default=0)
     return min(check, 28, width // 4), min(subject, 20, width // 6)
 
 
-def _problems(problems: list[Mapping[str, Any]], width: int) -> list[Line]:
+def _problems(problems: list[ReportFinding], width: int) -> list[Line]:
     """One line per problem finding; past :data:`MAX_PER_CHECK` of one check, or
     :data:`MAX_PROBLEMS` in all, the rest of a check is one line that counts them."""
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[ReportFinding]] = {}
     for f in problems:
-        groups.setdefault((f["status"], str(f["check_id"])), []).append(f)
+        groups.setdefault((f.status.value, f.check_id), []).append(f)
     cw, sw = _columns(problems[:MAX_PROBLEMS], width)
     out: list[Line] = []
     listed = folded = hidden = hidden_checks = 0
@@ -171,14 +175,14 @@ def _problems(problems: list[Mapping[str, Any]], width: int) -> list[Line]:
         take = members[:max(0, min(MAX_PER_CHECK, MAX_PROBLEMS - listed))]
         listed += len(take)
         for f in take:
-            head = f"{check_id:<{cw}}  {clean(f.get('subject', '')):<{sw}}  "
-            out.append(Line(status, head + fit(clean(f.get("summary", "")), width - STATUS_W - len(head))))
+            head = f"{check_id:<{cw}}  {clean(f.subject):<{sw}}  "
+            out.append(Line(status, head + fit(clean(f.summary), width - STATUS_W - len(head))))
         rest = members[len(take):]
         if not rest:
             continue
         if folded < MAX_FOLDED:
             folded += 1
-            subjects = ", ".join(clean(f.get("subject", "")) for f in rest[:20])
+            subjects = ", ".join(clean(f.subject) for f in rest[:20])
             more = f"{check_id:<{cw}}  {len(rest)} {'more' if take else 'subjects'}: {subjects}"
             out.append(Line(status, fit(more, width - STATUS_W)))
         else:
@@ -189,15 +193,15 @@ def _problems(problems: list[Mapping[str, Any]], width: int) -> list[Line]:
     return out
 
 
-def _advice(problems: list[Mapping[str, Any]], width: int) -> list[Line]:
+def _advice(problems: list[ReportFinding], width: int) -> list[Line]:
     """Each distinct recommendation once, after the checks that gave it (wrapped, at most 3 lines)."""
     given: dict[str, list[str]] = {}
     for f in problems:
-        text = clean(f.get("recommendation") or "")
+        text = clean(f.recommendation or "")
         if text:
             ids = given.setdefault(text, [])
-            if f["check_id"] not in ids:
-                ids.append(str(f["check_id"]))
+            if f.check_id not in ids:
+                ids.append(f.check_id)
     out = []
     for text, ids in list(given.items())[:MAX_ADVICE]:
         out += [Line("", s) for s in _wrap(f"{', '.join(ids)}: {text}", width, "-> ", "   ", max_lines=3)]
@@ -231,7 +235,7 @@ class SkipGroup:
     """SKIP findings that share a cause, and the unlisted SKIPs of their checks."""
 
     cause: str
-    members: list[Mapping[str, Any]]
+    members: list[ReportFinding]
     unlisted: int = 0
 
     @property
@@ -239,7 +243,7 @@ class SkipGroup:
         return len(self.members) + self.unlisted
 
 
-def skip_groups(skips: list[Mapping[str, Any]], unlisted: Mapping[str, Mapping[str, int]]) -> list[SkipGroup]:
+def skip_groups(skips: list[ReportFinding], unlisted: Mapping[str, Mapping[str, int]]) -> list[SkipGroup]:
     """The SKIPs grouped by the cause most of them share, largest group first.
 
     Causes are found per distinct summary (nodes mostly skip alike: 10,000 nodes are a
@@ -260,24 +264,24 @@ def skip_groups(skips: list[Mapping[str, Any]], unlisted: Mapping[str, Mapping[s
         cause = chosen[_skip_text(f)]
         group = groups.setdefault(cause, SkipGroup(cause, []))
         group.members.append(f)
-        home.setdefault(str(f["check_id"]), group)
+        home.setdefault(f.check_id, group)
     kept = SkipGroup("kept on their nodes (each node's own report lists them)", [])
     for check_id, by in unlisted.items():
         home.get(check_id, kept).unlisted += int(by.get("SKIP", 0))
     out = [g for g in [*groups.values(), kept] if g.count]
-    out.sort(key=lambda g: (-g.count, min(str(f["check_id"]) for f in g.members) if g.members else ""))
+    out.sort(key=lambda g: (-g.count, min(f.check_id for f in g.members) if g.members else ""))
     return out
 
 
-def _skip_text(f: Mapping[str, Any]) -> str:
+def _skip_text(f: ReportFinding) -> str:
     """A SKIP's summary, without the "on 9998 nodes, e.g. node-7/gpu0: " of a rolled-up one."""
-    text = clean(f.get("summary", ""))
-    if (f.get("details") or {}).get("rolled_up"):
+    text = clean(f.summary)
+    if f.details.get("rolled_up"):
         text = _ROLLED.sub("", text, count=1)
     return text
 
 
-def _skips(skips: list[Mapping[str, Any]], unlisted: Mapping[str, Mapping[str, int]], width: int) -> list[Line]:
+def _skips(skips: list[ReportFinding], unlisted: Mapping[str, Mapping[str, int]], width: int) -> list[Line]:
     """One line per SKIP cause ("18 gpu.* checks, system.services: NVML library not found")."""
     groups = skip_groups(skips, unlisted)
     out = []
@@ -290,16 +294,16 @@ def _skips(skips: list[Mapping[str, Any]], unlisted: Mapping[str, Mapping[str, i
     return out
 
 
-def _skip_label(members: list[Mapping[str, Any]], unlisted: int, room: int) -> str:
+def _skip_label(members: list[ReportFinding], unlisted: int, room: int) -> str:
     """"18 gpu.* checks, system.services", on how many nodes and, where it differs from the
     checks, how many findings; "19 checks" where the names would crowd out the cause."""
-    ids = sorted({str(f["check_id"]) for f in members})
+    ids = sorted({f.check_id for f in members})
     families = Counter(i.split(".", 1)[0] for i in ids)
     named = ", ".join(f"{n} {fam}.* checks" if n > 1 else next(i for i in ids if i.split(".", 1)[0] == fam)
                       for fam, n in sorted(families.items(), key=lambda kv: (-kv[1], kv[0])))
     label = named if len(families) <= 3 and len(named) <= room // 2 else f"{len(ids)} checks"
-    nodes = max([int((f.get("details") or {}).get("nodes", 1)) for f in members]
-                + [len({f.get("node") for f in members if f.get("node") not in (None, "cluster")})])
+    nodes = max([int(f.details.get("nodes", 1)) for f in members]
+                + [len({f.node for f in members if f.node not in (None, "cluster")})])
     found = len(members) + unlisted
     if nodes > 1:
         label += f" on {nodes} nodes"
@@ -308,16 +312,16 @@ def _skip_label(members: list[Mapping[str, Any]], unlisted: int, room: int) -> s
     return label
 
 
-def pass_counts(passes: list[Mapping[str, Any]], unlisted: Mapping[str, Mapping[str, int]]) -> Counter[str]:
+def pass_counts(passes: list[ReportFinding], unlisted: Mapping[str, Mapping[str, int]]) -> Counter[str]:
     """PASS findings per check family (``gpu``, ``system``...), listed and unlisted alike."""
-    by: Counter[str] = Counter(str(f["check_id"]).split(".", 1)[0] for f in passes)
+    by: Counter[str] = Counter(f.check_id.split(".", 1)[0] for f in passes)
     for check_id, counts in unlisted.items():
         if counts.get("PASS"):
             by[check_id.split(".", 1)[0]] += int(counts["PASS"])
     return by
 
 
-def _passes(passes: list[Mapping[str, Any]], unlisted: Mapping[str, Mapping[str, int]], width: int) -> list[Line]:
+def _passes(passes: list[ReportFinding], unlisted: Mapping[str, Mapping[str, int]], width: int) -> list[Line]:
     """One line (wrapped if need be): ``PASS    gpu 68, train 8, ...``, largest family first."""
     by = pass_counts(passes, unlisted)
     if not by:
@@ -327,24 +331,24 @@ def _passes(passes: list[Mapping[str, Any]], unlisted: Mapping[str, Mapping[str,
     return [Line("PASS" if i == 0 else "", (" " * STATUS_W if i else "") + s) for i, s in enumerate(wrapped)]
 
 
-def _verbose(findings: list[Mapping[str, Any]], width: int) -> list[Line]:
+def _verbose(findings: Iterable[ReportFinding], width: int) -> list[Line]:
     """Every finding: status, check, subject and summary, then its values and recommendation."""
     out = []
     indent = " " * STATUS_W
     for f in sorted(findings, key=_worst_first):
-        head = f"{f['check_id']}  {clean(f.get('subject', ''))}  {clean(f.get('summary', ''))}"
+        head = f"{f.check_id}  {clean(f.subject)}  {clean(f.summary)}"
         wrapped = _wrap(head, width - STATUS_W, "", "    ")
-        out.append(Line(f["status"], wrapped[0]))
+        out.append(Line(f.status.value, wrapped[0]))
         out += [Line("", indent + s) for s in wrapped[1:]]
         values = []
-        if f.get("observed") is not None:
-            values.append(f"observed {value_text(f['observed'], f.get('unit'))}")
-        if f.get("expected") is not None:
-            values.append(f"expected {value_text(f['expected'], f.get('unit'))}")
+        if f.observed is not None:
+            values.append(f"observed {value_text(f.observed, f.unit)}")
+        if f.expected is not None:
+            values.append(f"expected {value_text(f.expected, f.unit)}")
         if values:
             out += [Line("", s) for s in _wrap("; ".join(values), width, indent, indent + "    ")]
-        if f.get("recommendation") and f.get("status") not in ("PASS", "SKIP"):
-            out += [Line("", s) for s in _wrap(clean(f["recommendation"]), width, indent + "-> ", indent + "   ")]
+        if f.recommendation and f.status not in (Status.PASS, Status.SKIP):
+            out += [Line("", s) for s in _wrap(clean(f.recommendation), width, indent + "-> ", indent + "   ")]
     return out
 
 

@@ -191,8 +191,9 @@ class ClusterSummary:
     def from_dict(cls, data: Mapping[str, Any]) -> ClusterSummary:
         get = data.get
         earlier = get("earlier_scores")
-        return cls(_status(data["overall_status"]), data["exit_code"], data["test_results"], get("cluster_info") or {},
-                   get("performance_summary") or {}, tuple(get("issues") or ()), tuple(get("recommendations") or ()),
+        return cls(_status(data["overall_status"]), data["exit_code"], get("test_results") or {},
+                   get("cluster_info") or {}, get("performance_summary") or {}, tuple(get("issues") or ()),
+                   tuple(get("recommendations") or ()),
                    data["counts"], get("unlisted"), None if earlier is None else tuple(earlier), get("health_scores"),
                    get("recommendations_by_urgency"), get("cost_benefit"), get("assessment"),
                    _extra(data, cls._KNOWN))
@@ -368,6 +369,11 @@ class ClusterInfo:
         return out
 
     @classmethod
+    def empty(cls) -> ClusterInfo:
+        """What a report without ``cluster_info`` (an older or trimmed one) says: nothing known."""
+        return cls("unknown", "", None, ClusterTopology(0, 0, 1, 1, "none"), ())
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ClusterInfo:
         return cls(data["data_completeness"], data["note"], data.get("expected_total_gpus"),
                    ClusterTopology.from_dict(data["cluster_topology"]), tuple(data.get("missing_nodes") or ()),
@@ -386,7 +392,7 @@ class Tool:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Tool:
-        return cls(data["name"], data["version"])
+        return cls(data.get("name", "gpu-preflight"), data.get("version", ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,12 +471,20 @@ class ClusterReport:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ClusterReport:
-        """The typed report of a report dict (a saved ``report.json``); a malformed one
-        raises ``KeyError``/``ValueError``/``TypeError`` naming what is missing."""
-        return cls(data["schema_version"], Tool.from_dict(data["tool"]), data["timestamp"],
-                   ClusterInfo.from_dict(data["cluster_info"]), ClusterSummary.from_dict(data["cluster_summary"]),
-                   tuple(ClusterCheck.from_dict(c) for c in data.get("cluster_checks") or ()),
-                   NodeSections(data["nodes"]),
+        """The typed report of a report dict (a saved ``report.json``).
+
+        The verdict is required (``cluster_summary`` with ``overall_status``, ``exit_code``
+        and ``counts``): without it ``KeyError``, with a status that is not one ``ValueError``.
+        Blocks an older or trimmed report lacks read as empty, so it can still be rendered
+        (``to_dict`` then writes them; the schema says what a complete report holds).
+        """
+        get = data.get
+        info = get("cluster_info")
+        return cls(get("schema_version", ""), Tool.from_dict(get("tool") or {}), get("timestamp", ""),
+                   ClusterInfo.from_dict(info) if info else ClusterInfo.empty(),
+                   ClusterSummary.from_dict(data["cluster_summary"]),
+                   tuple(ClusterCheck.from_dict(c) for c in get("cluster_checks") or ()),
+                   NodeSections(get("nodes") or {}),
                    tuple(ReportFinding.from_dict(f) for f in data.get("findings") or ()),
                    tuple(data.get("artifacts") or ()), RunInfo.from_dict(data.get("run") or {}),
                    _extra(data, cls._KNOWN))
