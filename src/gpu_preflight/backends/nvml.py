@@ -113,6 +113,23 @@ FIELDS: tuple[str, ...] = (
     "NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT",
 )
 
+# Readings that cannot change while NVML stays initialised (board and PCI identity, link
+# capability, VBIOS limits): an NvmlSession reads each once per GPU and reuses the answer;
+# only a successful answer is kept, so a refusal is asked again at every read.
+STATIC_SYSTEM_CALLS = frozenset({"nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion",
+                                 "nvmlSystemGetCudaDriverVersion"})
+STATIC_DEVICE_CALLS = frozenset({
+    "nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetSerial", "nvmlDeviceGetBoardPartNumber",
+    "nvmlDeviceGetVbiosVersion", "nvmlDeviceGetInforomImageVersion", "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetPowerManagementDefaultLimit", "nvmlDeviceGetPowerManagementLimitConstraints",
+    "nvmlDeviceGetSupportedClocksEventReasons", "nvmlDeviceGetMaxPcieLinkGeneration",
+    "nvmlDeviceGetGpuMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetArchitecture",
+    "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetIndex", "nvmlDeviceGetMinorNumber",
+    "nvmlDeviceGetGspFirmwareVersion", "nvmlDeviceGetNumaNodeId", "nvmlDeviceGetModuleId",
+    *(f"clocks_max.{name}" for name in CLOCK_TYPES),
+    *(f"temp_thresholds.{t}" for t in range(4)),  # SHUTDOWN..GPU_MAX; the acoustic/GPS ones can be set
+})
+
 # c_nvmlValue_t member per nvmlValueType_t
 _VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
@@ -182,16 +199,30 @@ class _Recorder:
             self.leave()
 
 
-def read_device(nvml: Any, handle: Any, rec: _Recorder, out: dict[str, Any]) -> None:
-    """Fill ``out`` with every reading of one GPU (in place, so a timeout keeps what was read)."""
+def read_device(nvml: Any, handle: Any, rec: _Recorder, out: dict[str, Any],
+                static: dict[str, Any] | None = None) -> None:
+    """Fill ``out`` with every reading of one GPU (in place, so a timeout keeps what was read).
+
+    With ``static`` (a session's store for this GPU) the readings of :data:`STATIC_DEVICE_CALLS`
+    come from it once it holds them; the dump is the same either way.
+    """
+
+    def call(key: str, fn: str, *args: Any) -> dict[str, Any]:
+        if static is not None and key in static:
+            return static[key]  # type: ignore[no-any-return]
+        entry = rec.call(fn, handle, *args)
+        if static is not None and "ok" in entry and key in STATIC_DEVICE_CALLS:
+            static[key] = entry
+        return entry
+
     for key, fn, args in DEVICE_CALLS:
         if fn == "nvmlDeviceGetModuleId":
             args = (ctypes.c_uint(),)  # pynvml's default output buffer is shared by every thread
-        out[key] = rec.call(fn, handle, *args)
+        out[key] = call(key, fn, *args)
     for group, fn in (("clocks_current", "nvmlDeviceGetClockInfo"), ("clocks_max", "nvmlDeviceGetMaxClockInfo"),
                       ("clocks_app", "nvmlDeviceGetApplicationsClock")):
-        out[group] = {name: rec.call(fn, handle, ctype) for name, ctype in CLOCK_TYPES.items()}
-    out["temp_thresholds"] = {str(t): rec.call("nvmlDeviceGetTemperatureThreshold", handle, t)
+        out[group] = {name: call(f"{group}.{name}", fn, ctype) for name, ctype in CLOCK_TYPES.items()}
+    out["temp_thresholds"] = {str(t): call(f"temp_thresholds.{t}", "nvmlDeviceGetTemperatureThreshold", t)
                               for t in TEMP_THRESHOLDS}
     out["ecc_total"] = {k: rec.call("nvmlDeviceGetTotalEccErrors", handle, et, ct)
                         for k, (et, ct) in ECC_TOTALS.items()}
@@ -202,12 +233,26 @@ def read_device(nvml: Any, handle: Any, rec: _Recorder, out: dict[str, Any]) -> 
     }
     out["retired_pages"] = {k: rec.call("nvmlDeviceGetRetiredPages", handle, cause)
                             for k, cause in RETIRED_PAGE_CAUSES.items()}
-    out["nvlink"] = read_nvlinks(nvml, handle, rec)
+    out["nvlink"] = read_nvlinks(nvml, handle, rec, static)
     out["field_values"] = read_fields(nvml, handle, rec)
 
 
-def read_nvlinks(nvml: Any, handle: Any, rec: _Recorder) -> dict[str, Any]:
-    """Links until the first one NVML does not know (NotSupported / InvalidArgument)."""
+def read_nvlinks(nvml: Any, handle: Any, rec: _Recorder, static: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Links until the first one NVML does not know (NotSupported / InvalidArgument).
+
+    A link's version and remote end are fixed by the board's wiring: with ``static`` they are
+    read once; its state and error counters at every read.
+    """
+
+    def fixed(link: int, what: str, fn: str) -> dict[str, Any]:
+        key = f"nvlink.{link}.{what}"
+        if static is not None and key in static:
+            return static[key]  # type: ignore[no-any-return]
+        entry = rec.call(fn, handle, link)
+        if static is not None and "ok" in entry:
+            static[key] = entry
+        return entry
+
     links: dict[str, Any] = {}
     for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
         state = rec.call("nvmlDeviceGetNvLinkState", handle, link)
@@ -216,8 +261,8 @@ def read_nvlinks(nvml: Any, handle: Any, rec: _Recorder) -> dict[str, Any]:
             break
         links[str(link)] = {
             "state": state,
-            "version": rec.call("nvmlDeviceGetNvLinkVersion", handle, link),
-            "remote_pci": rec.call("nvmlDeviceGetNvLinkRemotePciInfo", handle, link),
+            "version": fixed(link, "version", "nvmlDeviceGetNvLinkVersion"),
+            "remote_pci": fixed(link, "remote_pci", "nvmlDeviceGetNvLinkRemotePciInfo"),
             "errors": {str(c): rec.call("nvmlDeviceGetNvLinkErrorCounter", handle, link, c)
                        for c in NVLINK_ERROR_COUNTERS},
         }
@@ -258,7 +303,8 @@ def collect(device_timeout_s: float = 10.0, nvml: Any = None, call_timeout_s: fl
     """Read the whole NVML state of this host into a dump dict.
 
     ``device_timeout_s`` bounds the read of all GPUs, ``call_timeout_s`` (when given) each
-    NVML call of one GPU. With a ``session`` NVML stays initialised afterwards (see
+    NVML call of one GPU. With a ``session`` NVML stays initialised afterwards, what cannot
+    change meanwhile is read once, and the GPUs are read one after the other (see
     :class:`NvmlSession`); without one it is shut down again. Raises
     :class:`NvmlUnavailable` when NVML cannot be initialised (no library, no driver);
     per-GPU failures are recorded in the dump instead.
@@ -267,14 +313,16 @@ def collect(device_timeout_s: float = 10.0, nvml: Any = None, call_timeout_s: fl
     init_s = session.open(nvml) if session is not None else _init(nvml)
     try:
         rec = _Recorder(nvml)
-        system = {
-            "nvmlSystemGetDriverVersion": rec.call("nvmlSystemGetDriverVersion"),
-            "nvmlSystemGetNVMLVersion": rec.call("nvmlSystemGetNVMLVersion"),
-            "nvmlSystemGetCudaDriverVersion": rec.call("nvmlSystemGetCudaDriverVersion"),
-            "nvmlDeviceGetCount": rec.call("nvmlDeviceGetCount"),
-        }
-        count = system["nvmlDeviceGetCount"].get("ok") or 0
-        devices = _read_devices(nvml, int(count), device_timeout_s, call_timeout_s)
+        kept = session.static if session is not None else None
+        system: dict[str, Any] = {}
+        for key in ("nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion", "nvmlSystemGetCudaDriverVersion",
+                    "nvmlDeviceGetCount"):
+            system[key] = kept["system"][key] if kept is not None and key in kept["system"] else rec.call(key)
+            if kept is not None and key in STATIC_SYSTEM_CALLS and "ok" in system[key]:
+                kept["system"][key] = system[key]
+        count = int(system["nvmlDeviceGetCount"].get("ok") or 0)
+        stores = [kept.setdefault(i, {}) for i in range(count)] if kept is not None else None
+        devices = _read_devices(nvml, count, device_timeout_s, call_timeout_s, stores)
     except BaseException:
         if session is not None:
             session.close(device_timeout_s)
@@ -315,6 +363,14 @@ class NvmlSession:
     driver unload needs it stopped, as for any NVML client). The session re-initialises
     after ``max_age_s``, and at once after a read that found a GPU lost or NVML
     uninitialised (a reset GPU, a reloaded driver), so it never keeps reading stale handles.
+
+    While it is open it also keeps :attr:`static`: the answers that cannot change until
+    NVML is initialised again (:data:`STATIC_DEVICE_CALLS`, the driver and NVML versions,
+    each link's version and remote end), read once and emptied by every init and close.
+    And a session's GPUs are read one after the other in one thread, a second one taking
+    over the GPUs still to read when a call overruns ``call_timeout_s``: eight GPU threads
+    handing the interpreter lock to each other around every NVML call cost twice the CPU
+    of one thread, and a monitor pays CPU, not wall time.
     """
 
     def __init__(self, max_age_s: float = 600.0) -> None:
@@ -323,6 +379,7 @@ class NvmlSession:
         self._nvml: Any = None
         self._opened = 0.0
         self._lock = threading.Lock()
+        self.static: dict[Any, dict[str, Any]] = {"system": {}}
 
     @property
     def is_open(self) -> bool:
@@ -338,6 +395,7 @@ class NvmlSession:
                 return 0.0
             took = _init(nvml)
             self._nvml, self._opened = nvml, time.monotonic()
+            self.static = {"system": {}}  # a fresh dict: a reader still blocked in the driver fills the old one
             self.inits += 1
             return took
 
@@ -347,19 +405,29 @@ class NvmlSession:
             if self._nvml is not None:
                 _shutdown(self._nvml, timeout_s)
                 self._nvml = None
+            self.static = {"system": {}}
 
 
 _STALE_ERRORS = frozenset({1, 15})  # NVML_ERROR_UNINITIALIZED, NVML_ERROR_GPU_IS_LOST
 
 
 def _gone(node: Any) -> bool:
-    """Whether any recorded call in ``node`` failed as on a lost GPU or an uninitialised NVML."""
-    if isinstance(node, dict):
-        if "error" in node:
-            return node.get("value") in _STALE_ERRORS
-        return any(_gone(v) for v in node.values())
-    if isinstance(node, list):
-        return any(_gone(v) for v in node)
+    """Whether any recorded call in ``node`` failed as on a lost GPU or an uninitialised NVML.
+
+    Walks the dump's groups and error entries; a successful reading's payload (``{"ok": ...}``)
+    holds NVML's answer, never a call record, so it is not searched.
+    """
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "error" in item:
+                if item.get("value") in _STALE_ERRORS:
+                    return True
+            elif "ok" not in item:
+                stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 
@@ -375,14 +443,19 @@ def _shutdown(nvml: Any, timeout_s: float) -> None:
     t.join(timeout_s)
 
 
-def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float | None = None) -> list[dict[str, Any]]:
-    outs: list[dict[str, Any]] = [{} for _ in range(count)]
+def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float | None = None,
+                  stores: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every GPU's readings: one thread per GPU, or with a session's ``stores`` (and a call
+    deadline) one reader for all, another starting whenever a GPU is marked hung."""
+    filled: list[dict[str, Any]] = [{} for _ in range(count)]  # what the readers write into
+    outs = list(filled)  # what is returned: a GPU marked hung gets a frozen copy here
     recorders = [_Recorder(nvml) for _ in range(count)]
     done = [False] * count
     finished = threading.Condition()
+    waiting = list(range(count))  # GPUs no reader has taken yet
 
-    def work(i: int) -> None:
-        out = outs[i]  # this thread's dict: a GPU marked hung gets a frozen copy in outs[i]
+    def read(i: int) -> None:
+        out = filled[i]
         try:
             recorders[i].enter("nvmlDeviceGetHandleByIndex")
             try:
@@ -392,21 +465,38 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
                 return
             finally:
                 recorders[i].leave()
-            read_device(nvml, handle, recorders[i], out)
+            read_device(nvml, handle, recorders[i], out, stores[i] if stores is not None else None)
         finally:
             with finished:
                 done[i] = True
                 finished.notify_all()
 
-    for i in range(count):
-        threading.Thread(target=work, args=(i,), name=f"nvml-gpu{i}", daemon=True).start()
-    _watch(done, recorders, outs, finished, time.monotonic() + timeout_s, timeout_s, call_timeout_s)
+    def reader() -> None:
+        while True:
+            with finished:
+                if not waiting:
+                    return
+                i = waiting.pop(0)
+            read(i)
+
+    def start_reader() -> None:
+        threading.Thread(target=reader, name="nvml-read", daemon=True).start()
+
+    one_reader = stores is not None and call_timeout_s is not None
+    for _ in range(1 if one_reader else count):
+        start_reader()
+    _watch(done, recorders, outs, finished, time.monotonic() + timeout_s, timeout_s, call_timeout_s,
+           on_hung=start_reader if one_reader else None)
+    with finished:
+        waiting.clear()  # past the deadline: a reader still blocked in the driver starts no other GPU
     return outs
 
 
 def _watch(done: list[bool], recorders: list[_Recorder], outs: list[dict[str, Any]],
-           finished: threading.Condition, deadline: float, timeout_s: float, call_timeout_s: float | None) -> None:
-    """Wait for the GPU threads; freeze and mark each GPU whose call overran, or all left at ``deadline``."""
+           finished: threading.Condition, deadline: float, timeout_s: float, call_timeout_s: float | None,
+           on_hung: Callable[[], None] | None = None) -> None:
+    """Wait for the GPU readers; freeze and mark each GPU whose call overran (``on_hung``
+    then starts a reader for the GPUs not yet read), or all left at ``deadline``."""
 
     def hung(i: int, call: str | None, after_s: float) -> None:
         outs[i] = dict(outs[i])  # freeze what was read; the thread may still write to the old dict
@@ -424,6 +514,8 @@ def _watch(done: list[bool], recorders: list[_Recorder], outs: list[dict[str, An
                 elif call_timeout_s is not None and state is not None and now - state[1] >= call_timeout_s:
                     hung(i, state[0], call_timeout_s)
                     pending.discard(i)
+                    if on_hung is not None:
+                        on_hung()
                 elif call_timeout_s is not None and state is not None:
                     wake = min(wake, state[1] + call_timeout_s)
             if not pending:

@@ -89,8 +89,9 @@ def _others_busy_percent(idle: float, me: Any, own_before: Any, elapsed: float) 
     return round(max(0.0, busy - share), 1)
 
 
-def read_system(disk_paths: Iterable[str]) -> SystemFacts:
-    """Every host reading the system checks need, each independently."""
+def read_system(disk_paths: Iterable[str], processes: Callable[[], list[str]] | None = None) -> SystemFacts:
+    """Every host reading the system checks need, each independently; ``processes`` replaces
+    the process scan (a monitor's :class:`~.process_scan.ProcessScan`)."""
     import psutil
 
     me = psutil.Process()
@@ -104,7 +105,7 @@ def read_system(disk_paths: Iterable[str]) -> SystemFacts:
     def part(value: Any, i: int) -> Any:
         return value if isinstance(value, NA) else value[i]
 
-    processes = attempt(process_names)
+    names = attempt(processes or process_names)
     disks = [disk_usage(p) for p in dict.fromkeys(disk_paths)]
     time.sleep(max(0.0, CPU_SAMPLE_S - (time.monotonic() - started)))
     busy = attempt(lambda: _others_busy_percent(psutil.cpu_times_percent(interval=None).idle, me, own_before,
@@ -124,5 +125,5 @@ def read_system(disk_paths: Iterable[str]) -> SystemFacts:
         nofile_soft=part(nofile, 0),
         nofile_hard=part(nofile, 1),
         numa_nodes=attempt(numa_nodes),
-        processes=processes,
+        processes=names,
     )

@@ -152,6 +152,10 @@ class SystemConfig:
     required_services: list[str] = setting(
         ["nvidia-persistenced"], "Process names that must be running on a GPU node; missing ones WARN."
     )
+    process_scan_refresh_s: float = setting(
+        30.0, "A monitor (serve) re-reads the host's process list for required_services at most this often "
+              "(0: every tick); a one-shot run always reads it.", "s", min=0, max=86400
+    )
     fabricmanager_on_nvswitch: bool = setting(
         True, "On NVSwitch systems nv-fabricmanager must run; missing FAILs (CUDA cannot start)."
     )

@@ -10,8 +10,9 @@ The state lives in the run's probe options (a dict every probe of one run shares
 other run sees, like :mod:`gpu_preflight.diagnostics.phase`). A monitor adds objects that
 outlive one run through :attr:`gpu_preflight.engine.RunOptions.state`: a
 :class:`~gpu_preflight.backends.kernel_log.KmsgFollower` under :data:`KERNEL_LOG_FOLLOWER`,
-a :class:`~gpu_preflight.backends.commands.ToolCache` under :data:`TOOL_CACHE` and, at short
-intervals, a :class:`~gpu_preflight.backends.nvml.NvmlSession` under :data:`NVML_SESSION`.
+a :class:`~gpu_preflight.backends.commands.ToolCache` under :data:`TOOL_CACHE`, a
+:class:`~gpu_preflight.backends.process_scan.ProcessScan` under :data:`PROCESS_SCAN` and, at
+short intervals, a :class:`~gpu_preflight.backends.nvml.NvmlSession` under :data:`NVML_SESSION`.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ import threading
 from collections.abc import Callable, MutableMapping
 from typing import Any, TypeVar
 
-__all__ = ["KERNEL_LOG_FOLLOWER", "NVML_SESSION", "TOOL_CACHE", "once"]
+__all__ = ["KERNEL_LOG_FOLLOWER", "NVML_SESSION", "PROCESS_SCAN", "TOOL_CACHE", "once"]
 
 T = TypeVar("T")
 KERNEL_LOG_FOLLOWER = "kernel_log_follower"
 TOOL_CACHE = "tool_cache"
 NVML_SESSION = "nvml_session"
+PROCESS_SCAN = "process_scan"
 _CREATE = threading.Lock()
 
 

@@ -33,8 +33,12 @@ def system_probe(ctx: ProbeContext) -> SystemFacts:
 
         return system_from_dump(load_dump(replay), str(replay))
     from ..backends.system import read_system
+    from .shared import PROCESS_SCAN
 
-    return read_system(_disk_paths(ctx.config.system.disk_paths, ctx.options.get("report_dir")))
+    scan = ctx.options.get(PROCESS_SCAN)  # a monitor's: the process list re-read on a cadence
+    refresh_s = ctx.config.system.process_scan_refresh_s
+    return read_system(_disk_paths(ctx.config.system.disk_paths, ctx.options.get("report_dir")),
+                       processes=(lambda: scan.names(refresh_s)) if scan is not None else None)
 
 
 def _disk_paths(configured: Any, report_dir: Any) -> list[str]:

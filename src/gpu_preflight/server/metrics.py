@@ -10,6 +10,7 @@ exported as a fake 0.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -27,6 +28,12 @@ HEALTH_STATES = [s.value for s in HealthState]
 
 def escape_label(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+@functools.lru_cache(maxsize=8192)
+def label_text(items: tuple[tuple[str, str], ...]) -> str:
+    """``k="v",...`` for a label set; cached, since a monitor renders the same sets every tick."""
+    return ",".join(f'{k}="{escape_label(v)}"' for k, v in items)
 
 
 def escape_help(text: str) -> str:
@@ -62,16 +69,21 @@ class Exposition:
 
     def add(self, name: str, kind: str, help_text: str, value: float,
             labels: Mapping[str, str] | None = None) -> None:
+        self._sample(name, kind, help_text, label_text(tuple(labels.items())) if labels else "", value)
+
+    def _sample(self, name: str, kind: str, help_text: str, labels: str, value: float) -> None:
         full = PREFIX + name
-        family = self._families.setdefault(full, (kind, help_text, []))
-        label_text = ",".join(f'{k}="{escape_label(v)}"' for k, v in (labels or {}).items())
-        family[2].append(f"{full}{{{label_text}}} {format_value(value)}" if label_text
-                         else f"{full} {format_value(value)}")
+        family = self._families.get(full)
+        if family is None:
+            family = self._families[full] = (kind, help_text, [])
+        family[2].append(f"{full}{{{labels}}} {format_value(value)}" if labels else f"{full} {format_value(value)}")
 
     def state_set(self, name: str, help_text: str, current: str, states: Iterable[str],
                   labels: Mapping[str, str] | None = None, key: str = "status") -> None:
+        base = label_text(tuple(labels.items())) if labels else ""
         for state in states:
-            self.add(name, "gauge", help_text, int(state == current), {**(labels or {}), key: state})
+            own = label_text(((key, state),))
+            self._sample(name, "gauge", help_text, f"{base},{own}" if base else own, int(state == current))
 
     def render(self) -> str:
         lines: list[str] = []

@@ -143,9 +143,11 @@ def _tick_state(refresh_s: float, interval_s: float) -> dict[str, object]:
     from ..backends.commands import ToolCache
     from ..backends.kernel_log import KmsgFollower
     from ..backends.nvml import NvmlSession
-    from ..probes.shared import KERNEL_LOG_FOLLOWER, NVML_SESSION, TOOL_CACHE
+    from ..backends.process_scan import ProcessScan
+    from ..probes.shared import KERNEL_LOG_FOLLOWER, NVML_SESSION, PROCESS_SCAN, TOOL_CACHE
 
-    state: dict[str, object] = {KERNEL_LOG_FOLLOWER: KmsgFollower(refresh_s), TOOL_CACHE: ToolCache(refresh_s)}
+    state: dict[str, object] = {KERNEL_LOG_FOLLOWER: KmsgFollower(refresh_s), TOOL_CACHE: ToolCache(refresh_s),
+                                PROCESS_SCAN: ProcessScan()}
     if interval_s < NVML_KEEP_OPEN_BELOW_S:
         state[NVML_SESSION] = NvmlSession()
     return state

@@ -1,0 +1,188 @@
+"""What a monitor tick reads again and what it keeps: NVML's fixed answers, the process scan.
+
+The NVML tests run real pynvml against the stub ``libnvidia-ml.so.1`` (8 GPUs) in a child
+process, counting each NVML function through a pass-through wrapper of the pynvml module:
+a kept answer must give the very dump a fresh read gives, every reading that can change
+must still be asked at every tick, and a refusal must never be kept.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpu_preflight.backends.process_scan import ProcessScan
+from gpu_preflight.config import build_config
+from gpu_preflight.model import NA
+from gpu_preflight.probes.shared import PROCESS_SCAN
+from gpu_preflight.probes.system import system_probe
+from gpu_preflight.registry import ProbeContext
+
+from .nvml_stub.gpus import widen
+from .nvml_stub.stub import stub_env, write_stub_data
+
+COUNTED = """
+import json, sys, pynvml
+from gpu_preflight.backends.nvml import NvmlSession, collect
+
+
+class Counting:
+    '''pynvml, counting every nvml* call by name.'''
+
+    def __init__(self):
+        self.calls = {}
+
+    def __getattr__(self, name):
+        real = getattr(pynvml, name)
+        if not (callable(real) and name.startswith("nvml")):
+            return real
+
+        def call(*args):
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return real(*args)
+        return call
+
+
+def plain(dump):
+    return {k: v for k, v in dump.items() if k != "init_s"}
+
+
+fresh = collect(device_timeout_s=30, call_timeout_s=5)
+nvml, session = Counting(), NvmlSession()
+ticks = []
+for _ in range(3):
+    nvml.calls = {}
+    dump = collect(device_timeout_s=30, nvml=nvml, call_timeout_s=5, session=session)
+    ticks.append({"calls": nvml.calls, "same": plain(dump) == plain(fresh),
+                  "serial2": dump["devices"][2]["nvmlDeviceGetSerial"]})
+kept = {str(k): sorted(v) for k, v in session.static.items()}
+session.close()
+print(json.dumps({"ticks": ticks, "kept": kept, "after_close": session.static, "inits": session.inits}))
+"""
+
+# every reading the node checks judge and that can change from one tick to the next
+CHANGING = ("nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit",
+            "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetCurrentClocksEventReasons",
+            "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetMemoryErrorCounter", "nvmlDeviceGetRemappedRows",
+            "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPagesPendingStatus", "nvmlDeviceGetFieldValues",
+            "nvmlDeviceGetClockInfo", "nvmlDeviceGetApplicationsClock", "nvmlDeviceGetCurrPcieLinkGeneration",
+            "nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetPerformanceState",
+            "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetComputeMode",
+            "nvmlDeviceGetEccMode", "nvmlDeviceGetMigMode", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetCount")
+FIXED = ("nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetVbiosVersion",
+         "nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetMaxClockInfo",
+         "nvmlSystemGetDriverVersion")
+REFUSED = {"error": "NVMLError_Unknown", "value": 999, "str": "Unknown Error"}
+
+
+def child(stub_lib: Path, tmp_path: Path, dump: dict[str, Any], script: str, **extra: str) -> Any:
+    data = tmp_path / "nvml.txt"
+    write_stub_data(dump, data)
+    proc = subprocess.run([sys.executable, "-c", script], env=stub_env(stub_lib, data, **extra),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_session_reads_fixed_answers_once_and_everything_else_every_tick(
+        stub_lib: Path, tmp_path: Path, h200_dump: dict[str, Any]) -> None:
+    dump = widen(h200_dump)
+    dump["devices"][2]["nvmlDeviceGetSerial"] = REFUSED  # a refusal is asked again every time, never kept
+    out = child(stub_lib, tmp_path, dump, COUNTED)
+    first, *later = out["ticks"]
+    assert all(t["same"] for t in out["ticks"])  # kept answers give the dump a fresh read gives
+    for name in CHANGING:
+        assert all(t["calls"].get(name) == first["calls"].get(name) for t in later), name
+        assert first["calls"].get(name, 0) >= 1, name
+    for name in FIXED:
+        assert first["calls"][name] >= 1 and all(name not in t["calls"] for t in later), name
+    assert all(t["calls"]["nvmlDeviceGetSerial"] == 1 for t in later)  # GPU 2's refusal, asked again
+    assert all(t["serial2"] == REFUSED for t in out["ticks"])  # and recorded as the error it is
+    assert all(t["calls"]["nvmlDeviceGetTemperatureThreshold"] == 8 * 4 for t in later)  # acoustic/GPS: set-able
+    assert "nvmlDeviceGetSerial" not in out["kept"]["2"] and "nvmlDeviceGetSerial" in out["kept"]["1"]
+    assert out["after_close"] == {"system": {}} and out["inits"] == 1
+
+
+HUNG = """
+import json, time
+from gpu_preflight.backends.nvml import NvmlSession, collect
+session = NvmlSession()
+t0 = time.monotonic()
+dump = collect(device_timeout_s=30, call_timeout_s=1, session=session)
+print(json.dumps({"elapsed": time.monotonic() - t0, "devices": dump["devices"]}))
+"""
+
+
+def test_session_reads_gpus_in_turn_and_a_hung_one_hands_over_to_the_rest(
+        stub_lib: Path, tmp_path: Path, h200_dump: dict[str, Any]) -> None:
+    out = child(stub_lib, tmp_path, widen(h200_dump), HUNG,
+                FAKE_NVML_HANG="0:nvmlDeviceGetTemperature:600,5:nvmlDeviceGetRemappedRows:600")
+    devices = out["devices"]
+    assert devices[0]["timed_out"] == {"call": "nvmlDeviceGetTemperature", "after_s": 1}
+    assert devices[5]["timed_out"] == {"call": "nvmlDeviceGetRemappedRows", "after_s": 1}
+    assert all("timed_out" not in d and "field_values" in d for i, d in enumerate(devices) if i not in (0, 5))
+    assert out["elapsed"] < 6  # two call deadlines, not the whole read's 30 s
+
+
+# --- the process scan ---------------------------------------------------------------------
+
+
+class Scans:
+    def __init__(self, *answers: list[str] | Exception) -> None:
+        self.answers = list(answers)
+        self.calls = 0
+
+    def __call__(self) -> list[str]:
+        self.calls += 1
+        answer = self.answers[min(self.calls, len(self.answers)) - 1]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_process_scan_is_reused_until_it_is_old() -> None:
+    scans = Scans(["a"], ["a", "b"])
+    kept = ProcessScan(scans)
+    assert kept.names(30) == ["a"] and kept.names(30) == ["a"] and scans.calls == 1
+    assert kept.names(0) == ["a", "b"] and scans.calls == 2  # 0: every tick
+
+
+def test_a_failed_process_scan_is_not_kept() -> None:
+    scans = Scans(PermissionError("/proc hidden"), ["nvidia-persistenced"])
+    kept = ProcessScan(scans)
+    with pytest.raises(PermissionError):
+        kept.names(30)
+    assert kept.names(30) == ["nvidia-persistenced"] and scans.calls == 2
+
+
+def probe_ctx(refresh_s: float, scan: ProcessScan | None) -> ProbeContext:
+    config, _ = build_config(overrides=[f"system.process_scan_refresh_s={refresh_s}"])
+    options: dict[str, Any] = {"replay": None, "report_dir": None}
+    if scan is not None:
+        options[PROCESS_SCAN] = scan
+    make = getattr(ProbeContext, "from_options", ProbeContext)  # the mapping form, before and after the registry's
+    return make(config, options, 10.0)  # type: ignore[arg-type,no-any-return]
+
+
+@pytest.mark.parametrize(("refresh_s", "scans"), [(30.0, 1), (0.0, 3)])
+def test_system_probe_takes_a_monitors_process_scan(refresh_s: float, scans: int) -> None:
+    fake = Scans(["nvidia-persistenced", "sshd"])
+    ctx = probe_ctx(refresh_s, ProcessScan(fake))
+    facts = [system_probe(ctx) for _ in range(3)]
+    assert [f.processes for f in facts] == [["nvidia-persistenced", "sshd"]] * 3
+    assert fake.calls == scans
+
+
+def test_system_probe_failure_to_scan_is_na_not_an_empty_list() -> None:
+    facts = system_probe(probe_ctx(30.0, ProcessScan(Scans(PermissionError("/proc hidden")))))
+    assert isinstance(facts.processes, NA) and "hidden" in facts.processes.reason
+
+
+def test_one_shot_system_probe_scans_this_host() -> None:
+    facts = system_probe(probe_ctx(30.0, None))
+    assert isinstance(facts.processes, list) and facts.processes  # this test's own python at least
