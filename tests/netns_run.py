@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 REPO = Path(__file__).resolve().parents[1]
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
@@ -26,6 +26,7 @@ def launch(names: list[str], port: int, tmp: Path, extra: list[str], *, timeout_
     """Start one agent per host (``names``: namespaces, host i at 10.250.0.i) and wait for all of them."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PREFLIGHT_")}
     procs = []
+    files: list[tuple[IO[str], IO[str]]] = []
     t0 = time.monotonic()
     for i, ns in enumerate(names, 1):
         cmd = ["ip", "netns", "exec", ns, "env", "GLOO_SOCKET_IFNAME=eth0", f"GPU_PREFLIGHT_NODE_NAME=host{i}",
@@ -35,10 +36,22 @@ def launch(names: list[str], port: int, tmp: Path, extra: list[str], *, timeout_
                "run", "--format", "json", "--timeout-s", "20", "--check", "network.*",
                "--check", "cluster.completeness", "--localize", mode, "--exclude-file", str(tmp / "exclude"),
                "--no-history", *extra]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                      cwd=REPO))
-    outs = [p.communicate(timeout=timeout_s + 20) for p in procs]
-    return [(p.returncode, o, e) for p, (o, e) in zip(procs, outs, strict=True)], time.monotonic() - t0
+        # files, not pipes: rank 0's report can outgrow a pipe while another agent's pipe is being read
+        out, err = (tmp / f"agent{i}.out").open("w+"), (tmp / f"agent{i}.err").open("w+")
+        files.append((out, err))
+        procs.append(subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env, cwd=REPO))
+    for p in procs:
+        p.wait(timeout=timeout_s + 20)
+    wall = time.monotonic() - t0
+    results = []
+    for p, pair in zip(procs, files, strict=True):
+        texts = []
+        for fh in pair:
+            fh.seek(0)
+            texts.append(fh.read())
+            fh.close()
+        results.append((p.returncode, texts[0], texts[1]))
+    return results, wall
 
 
 def report_of(results: list[tuple[int, str, str]]) -> dict[str, Any]:

@@ -37,9 +37,11 @@ class Hooks:
 
     @classmethod
     def of(cls, hooks: Iterable[object]) -> Hooks:
+        """The callbacks of these hook objects (each may have ``stage``, ``output`` or both)."""
         items = list(hooks)
-        return cls(tuple(h.stage for h in items if callable(getattr(h, "stage", None))),  # type: ignore[attr-defined]
-                   tuple(h.output for h in items if callable(getattr(h, "output", None))))  # type: ignore[attr-defined]
+        stages = [getattr(h, "stage", None) for h in items]
+        outputs = [getattr(h, "output", None) for h in items]
+        return cls(tuple(c for c in stages if callable(c)), tuple(c for c in outputs if callable(c)))
 
     def stage(self, rank: int, name: str) -> None:
         for call in self.stages:
