@@ -234,3 +234,13 @@ def test_node_sections_are_typed_when_read() -> None:
     lazy = ClusterReport.from_dict(report)  # a malformed section is refused when it is read
     with pytest.raises(KeyError):
         lazy.nodes["node_2"]
+
+
+def test_mlflow_and_failed_checks_read_the_typed_report(report: dict[str, Any]) -> None:
+    from gpu_preflight.outputs.mlflow import metrics_of, params_of
+    from gpu_preflight.report.canonical import failed_checks
+
+    typed = ClusterReport.from_dict(report)
+    assert params_of(typed, "c1") == params_of(report, "c1")
+    assert metrics_of(typed) == metrics_of(report)
+    assert failed_checks(typed) == failed_checks(report)

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..report.model import ClusterReport
 from .bundle import Bundle
 
 __all__ = ["check_reachable", "check_sqlite_store", "log_report", "metric_key", "metrics_of", "params_of",
@@ -59,54 +60,49 @@ def _num(value: Any) -> float | None:
     return float(value) if value == value else None
 
 
-def params_of(report: Mapping[str, Any], cluster: str) -> dict[str, str]:
+def params_of(report: ClusterReport | Mapping[str, Any], cluster: str) -> dict[str, str]:
     """The run's shape: what a reader filters runs by."""
-    info = report.get("cluster_info") or {}
-    topo = info.get("cluster_topology") or {}
-    nodes = list((report.get("nodes") or {}).values())
-    models = sorted({str(g.get("name")) for n in nodes for g in (n.get("gpu") or {}).values() if g.get("name")})
-    drivers = sorted({str(g.get("driver_version")) for n in nodes for g in (n.get("gpu") or {}).values()
-                      if g.get("driver_version")})
-    profiles = sorted({str((n.get("node_info") or {}).get("profile")) for n in nodes
-                       if (n.get("node_info") or {}).get("profile")})
-    hosts = [str((n.get("node_info") or {}).get("current_host") or (n.get("node_info") or {}).get("hostname"))
-             for n in nodes]
-    return {"cluster": cluster, "nodes": str(topo.get("total_nodes", len(nodes))),
-            "world_size": str(topo.get("world_size", 1)), "gpus_per_node": str(topo.get("gpus_per_node", 0)),
-            "launcher": str(topo.get("launcher", "none")), "gpu_models": ",".join(models) or "none",
+    typed = ClusterReport.of(report)
+    topo = typed.cluster_info.cluster_topology
+    nodes = list(typed.nodes.values())
+    gpus = [g for n in nodes for g in n.gpu.values()]
+    models = sorted({str(g.get("name")) for g in gpus if g.get("name")})
+    drivers = sorted({str(g.get("driver_version")) for g in gpus if g.get("driver_version")})
+    profiles = sorted({n.node_info.profile for n in nodes if n.node_info.profile})
+    hosts = [n.node_info.current_host or n.node_info.hostname for n in nodes]
+    return {"cluster": cluster, "nodes": str(topo.total_nodes or len(nodes)),
+            "world_size": str(topo.world_size), "gpus_per_node": str(topo.gpus_per_node),
+            "launcher": topo.launcher, "gpu_models": ",".join(models) or "none",
             "driver_versions": ",".join(drivers) or "none", "profiles": ",".join(profiles) or "none",
-            "hosts": ",".join(hosts)[:500], "fail_on": str((report.get("run") or {}).get("fail_on", "fail")),
-            "tool_version": str((report.get("tool") or {}).get("version", "")),
-            "schema_version": str(report.get("schema_version", "")),
-            "data_completeness": str(info.get("data_completeness", ""))}
+            "hosts": ",".join(hosts)[:500], "fail_on": typed.run.fail_on, "tool_version": typed.tool.version,
+            "schema_version": typed.schema_version, "data_completeness": typed.cluster_info.data_completeness}
 
 
-def metrics_of(report: Mapping[str, Any]) -> dict[str, float]:
+def metrics_of(report: ClusterReport | Mapping[str, Any]) -> dict[str, float]:
     """Headline numbers, health scores and per-GPU/per-node measurements (``metric/subject``)."""
     from ..history.extract import extract
 
-    summary = report.get("cluster_summary") or {}
-    out: dict[str, float] = {}
-    if isinstance(summary.get("exit_code"), int):
-        out["exit_code"] = float(summary["exit_code"])
-    for status, count in (summary.get("counts") or {}).items():
+    typed = ClusterReport.of(report)
+    summary = typed.cluster_summary
+    out: dict[str, float] = {"exit_code": float(summary.exit_code)}
+    for status, count in summary.counts.items():
         out[f"findings.{str(status).lower()}"] = float(count)
-    duration = _num((report.get("run") or {}).get("duration_s"))
+    duration = _num(typed.run.duration_s)
     if duration is not None:
         out["duration_s"] = duration
-    for key, value in (summary.get("performance_summary") or {}).items():
+    for key, value in summary.performance_summary.items():
         if _num(value) is not None:
             out[str(key)] = float(value)
-    scores = summary.get("health_scores")
+    scores = summary.health_scores
     if isinstance(scores, Mapping):
         overall = _num((scores.get("overall") or {}).get("score"))
         if overall is not None:
             out["health_score.overall"] = overall
         for name, comp in (scores.get("components") or {}).items():
-            value = _num(comp.get("score")) if isinstance(comp, Mapping) else None
-            if value is not None:
-                out[f"health_score.{name}"] = value
-    for m in extract(report).measurements:
+            score = _num(comp.get("score")) if isinstance(comp, Mapping) else None
+            if score is not None:
+                out[f"health_score.{name}"] = score
+    for m in extract(report if isinstance(report, Mapping) else typed.to_dict()).measurements:
         out[metric_key(f"{m.metric.replace('@', '.ranks')}/{m.subject}")] = m.value
     return out
 
@@ -172,9 +168,9 @@ def log_report(bundle: Bundle, *, tracking_uri: str, experiment: str, cluster: s
     from mlflow.entities import Metric, Param, RunTag  # type: ignore[import-not-found]
     from mlflow.exceptions import MlflowException  # type: ignore[import-not-found]
 
-    from ..report.canonical import failed_checks
+    from ..report.canonical import failed_checks, verdict_of
 
-    report = bundle.report()
+    report = ClusterReport.of(bundle.report())
     if not tracking_uri:
         raise ValueError("no MLflow tracking URI")
     check_reachable(tracking_uri, timeout_s)
@@ -191,8 +187,8 @@ def log_report(bundle: Bundle, *, tracking_uri: str, experiment: str, cluster: s
             if again is None:
                 raise
             experiment_id = again.experiment_id
-    start = _millis(report.get("timestamp"))
-    status = str((report.get("cluster_summary") or {}).get("overall_status", "ERROR"))
+    start = _millis(report.timestamp)
+    status = verdict_of(report).status.value  # the run's verdict, as every format says it
     run = client.create_run(experiment_id, start_time=start, run_name=f"preflight {cluster} {status}",
                             tags={"gpu_preflight.verdict": status, "gpu_preflight.cluster": cluster})
     run_id = run.info.run_id
@@ -204,7 +200,7 @@ def log_report(bundle: Bundle, *, tracking_uri: str, experiment: str, cluster: s
         metrics = [Metric(metric_key(k), v, stamp, 0) for k, v in metrics_of(report).items()]
         for i in range(0, len(metrics), BATCH):
             client.log_batch(run_id, metrics=metrics[i:i + BATCH])
-        issues = (report.get("cluster_summary") or {}).get("issues") or []
+        issues = report.cluster_summary.issues
         client.log_batch(run_id, tags=[RunTag("gpu_preflight.issues", "\n".join(issues)[:5000])])
         for relative, path in bundle.files():
             parent = str(PurePosixPath(relative).parent)
@@ -212,7 +208,7 @@ def log_report(bundle: Bundle, *, tracking_uri: str, experiment: str, cluster: s
     except BaseException:
         client.set_terminated(run_id, status="FAILED")
         raise
-    duration = (report.get("run") or {}).get("duration_s")
+    duration = report.run.duration_s
     end = stamp + int(float(duration) * 1000) if start and isinstance(duration, (int, float)) else None
     client.set_terminated(run_id, status="FAILED" if failed_checks(report) else "FINISHED", end_time=end)
     return str(run_id)

@@ -524,13 +524,17 @@ def findings_of(report: dict[str, Any]) -> list[Finding]:
     return [Finding.from_dict(f) for f in report.get("findings", [])]
 
 
-def failed_checks(report: dict[str, Any]) -> list[str]:
+def failed_checks(report: Mapping[str, Any] | ClusterReport) -> list[str]:
     """Check ids that make the run fail under its ``--fail-on`` policy, worst first."""
-    gating = {s.value for s in gating_statuses(report.get("run", {}).get("fail_on", "fail"))}
+    if isinstance(report, Mapping):
+        fail_on = report.get("run", {}).get("fail_on", "fail")
+        pairs = [(f["status"], f["check_id"]) for f in report.get("findings", [])]
+    else:
+        fail_on, pairs = report.run.fail_on, [(f.status.value, f.check_id) for f in report.findings]
+    gating = {s.value for s in gating_statuses(fail_on)}
     rank = {s.value: s.rank for s in Status}
-    bad = sorted((f for f in report.get("findings", []) if f["status"] in gating),
-                 key=lambda f: (-rank[f["status"]], f["check_id"]))
-    return list(dict.fromkeys(f["check_id"] for f in bad))
+    bad = sorted((p for p in pairs if p[0] in gating), key=lambda p: (-rank[p[0]], p[1]))
+    return list(dict.fromkeys(check_id for _, check_id in bad))
 
 
 @dataclass(frozen=True)
