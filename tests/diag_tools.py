@@ -58,7 +58,7 @@ def config(evidence: dict[str, Any] | None = None, **diagnostics: Any) -> Config
 
 
 def probe_ctx(cfg: Config | None = None, *, timeout_s: float = 30.0, **options: Any) -> ProbeContext:
-    return ProbeContext(cfg or config(), dict(options), timeout_s)
+    return ProbeContext.from_options(cfg or config(), options, timeout_s)
 
 
 def check(check_id: str, fact: str, value: Any, cfg: Config | None = None, host: str = "n1") -> list[Finding]:

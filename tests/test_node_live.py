@@ -28,7 +28,7 @@ from gpu_preflight.parsers.infiniband import IbDevice, IbDevicesRecord, IbPort
 from gpu_preflight.probes.kernel_log import kernel_log_probe
 from gpu_preflight.probes.pcie import pcie_probe
 from gpu_preflight.probes.shared import KERNEL_LOG_FOLLOWER, once
-from gpu_preflight.registry import ProbeContext
+from gpu_preflight.registry import ProbeContext, ProbeState, RunInputs
 
 from . import fake_sysfs
 from .nvml_stub.gpus import widen
@@ -265,9 +265,9 @@ def test_follower_feeds_the_xid_count_and_the_pcie_probe_from_one_poll(tmp_path:
     config, _ = build_config(overrides=["diagnostics.infiniband_sysfs=/nonexistent"])
 
     def tick() -> tuple[int, int]:
-        options: dict[str, Any] = {"suite": "quick", KERNEL_LOG_FOLLOWER: follower}
-        facts = kernel_log_probe(ProbeContext(config, options, 30.0))
-        pcie = pcie_probe(ProbeContext(config, options, 30.0))
+        state = ProbeState(kept={KERNEL_LOG_FOLLOWER: follower})  # one run: both probes share its state
+        facts = kernel_log_probe(ProbeContext(config, RunInputs(), 30.0, state))
+        pcie = pcie_probe(ProbeContext(config, RunInputs(), 30.0, state))
         assert facts.available and facts.tally is not None and pcie.kernel_log_source == str(kmsg)
         return facts.tally.events, follower.polls
 

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from . import registry
 from .config import Config, Profile, build_config, find_profile, match_profile
 from .model import CheckResult, Finding, NodeReport, Status, jsonable
-from .registry import CheckContext, CheckSpec, ProbeContext
+from .registry import CheckContext, CheckSpec, ProbeContext, ProbeState, RunInputs
 
 T = TypeVar("T")
 
@@ -105,10 +105,9 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
     explicit = find_profile(opts.profile) if opts.profile and opts.profile != "auto" else None
     config, sources = _resolve_config(opts, explicit)
 
-    probe_opts = {"replay": opts.replay, "kernel_log": opts.kernel_log, "report_dir": opts.report_dir,
-                  "suite": opts.suite, **(opts.state or {})}
+    inputs = RunInputs(replay=opts.replay, kernel_log=opts.kernel_log, report_dir=opts.report_dir, suite=opts.suite)
     needed = sorted({n for spec in specs for n in spec.needs})
-    probe_ctx = ProbeContext(config, probe_opts, opts.timeout_s)
+    probe_ctx = ProbeContext(config, inputs, opts.timeout_s, ProbeState(kept=dict(opts.state or {})))
     facts, probe_errors = _run_probes(needed, probe_ctx, opts.timeout_s)
 
     profile = explicit
@@ -118,7 +117,7 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
             config, sources = _resolve_config(opts, profile)
 
     host = facts["system"].hostname if "system" in facts else _host_name(opts.replay)
-    ctx = CheckContext(host=host, facts=facts, config=config, options=probe_opts)
+    ctx = CheckContext(host=host, facts=facts, config=config)
     results = run_specs(specs, ctx, probe_errors, opts.timeout_s)
     return NodeReport(
         hostname=host,
