@@ -244,3 +244,10 @@ def test_mlflow_and_failed_checks_read_the_typed_report(report: dict[str, Any]) 
     assert params_of(typed, "c1") == params_of(report, "c1")
     assert metrics_of(typed) == metrics_of(report)
     assert failed_checks(typed) == failed_checks(report)
+
+
+def test_the_typed_report_is_written_as_its_dict(tmp_path: Any) -> None:
+    report = cluster_report()
+    write_report(ClusterReport.from_dict(report), [], tmp_path / "typed")
+    write_report(report, [], tmp_path / "plain")
+    assert (tmp_path / "typed" / "report.json").read_bytes() == (tmp_path / "plain" / "report.json").read_bytes()

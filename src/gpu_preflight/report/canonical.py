@@ -489,9 +489,12 @@ def save_artifacts(node: NodeReport, out: SafeDir | str | Path, node_key: str) -
     return refs
 
 
-def write_report(report: dict[str, Any], nodes: list[NodeReport], report_dir: str | Path, *,
+def write_report(report: dict[str, Any] | ClusterReport, nodes: list[NodeReport], report_dir: str | Path, *,
                  pretty: bool = False, name: str = "report.json") -> Path:
     """Write ``report.json`` (or ``name``, a bare file name) and the raw artifacts beside it; return the report path.
+
+    ``report`` is the typed report or its dict; a dict gets the artifacts' paths filled in
+    place (``artifacts`` and every ``raw_output_artifact.path``), as the file has them.
 
     Artifacts are listed in the report by relative path with size and SHA-256, so the
     report stays small and the raw outputs stay verifiable. Every file goes through
@@ -505,6 +508,8 @@ def write_report(report: dict[str, Any], nodes: list[NodeReport], report_dir: st
     from .html import render_html
     from .jsonio import dump_report
 
+    if not isinstance(report, dict):
+        report = report.to_dict()
     with open_dir(report_dir) as out:
         artifacts = [a for a in report.get("artifacts", []) if a.get("path")]  # saved on their nodes already
         for i, node in enumerate(nodes):
