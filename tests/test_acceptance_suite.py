@@ -134,3 +134,60 @@ def test_under_torchrun_rank_0_prints_the_lines_and_writes_the_files(tmp_path: P
                          capture_output=True, text=True, timeout=300, env={**BASE_ENV, "OMP_NUM_THREADS": "1"},
                          cwd=REPO)
     _check_acceptance_outputs(out, tmp_path)
+
+
+def _gathered(*, all_reduce_ok: bool, ddp_loss_end: float) -> dict[str, object]:
+    """Two GPU ranks' payloads as rank 0 gathers them (results still in the payloads)."""
+    stack = {"torch_version": "2.5.1", "torch_cuda": "12.4", "nccl_version": "2.21.5", "cuda_available": True,
+             "device_count": 2}
+    gpu = {"driver_version": "580.95", "gpus": [{"name": "NVIDIA H200"}, {"name": "NVIDIA H200"}]}
+    reduce = {"op": "all_reduce", "group": "all", "scope": "distributed", "ranks": [0, 1], "success": all_reduce_ok,
+              "wrong": 0 if all_reduce_ok else 3, "error": None,
+              "results": [{"size_bytes": 8_000_000, "time_us": 812.5, "busbw_gbps": 9.85}]}
+    payloads: dict[int, dict[str, object]] = {}
+    for rank in (0, 1):
+        payloads[rank] = {
+            "rank": rank, "local_rank": rank, "node_rank": 0, "device": f"cuda:{rank}", "stack": stack,
+            "gemm": [{"dtype": "bf16", "n": 8192, "tflops": 701.2345, "correct": True, "rel_error": 1e-3,
+                      "error": None}],
+            "train": {"loss_start": 2.5, "loss_end": 0.5, "finite": True, "improved": True, "error": None},
+            "collectives": [reduce] if rank == 0 else []}
+    payloads[0]["ddp"] = {"mode": "ddp", "steps": 40, "loss_start": 2.5, "loss_end": ddp_loss_end,
+                          "finite": ddp_loss_end == ddp_loss_end, "improved": False, "params_identical": True,
+                          "odd_ranks": [], "error": None}
+    payloads[0]["node_entry"] = {"section": {"facts": {"gpu": gpu}}}
+    return {"payloads": payloads, "missing": {},
+            "topology": {"world_size": 2, "num_nodes": 1, "local_world_size": 2, "hosts": ["gpu-a"]}}
+
+
+def test_the_lines_of_a_gpu_job_and_a_failed_all_reduce(tmp_path: Path) -> None:
+    from gpu_preflight.cluster.aggregate import cluster_facts
+    from gpu_preflight.outputs.acceptance import ddp_training_result, progress_lines, write_ddp_training_result
+
+    facts = cluster_facts(_gathered(all_reduce_ok=False, ddp_loss_end=float("nan")))
+    lines = progress_lines(facts)
+    assert lines[0].endswith('world_size=2 nodes=1 driver=580.95 gpus="2x NVIDIA H200"')
+    assert lines[1:3] == ["[COMPUTE] gpu-a/gpu0 dtype=bf16 n=8192 GFLOP/s=701234.5 correct=True",
+                          "[COMPUTE] gpu-a/gpu1 dtype=bf16 n=8192 GFLOP/s=701234.5 correct=True"]
+    assert lines[3] == "[TRAIN] gpu-a/gpu0 start_loss=2.5000 end_loss=0.5000 improved=True"
+    assert lines[5] == ("[DDP] all_reduce world_size=2 numel=2000000 time_us=812.5 busbw_gbps=9.85 wrong=3 "
+                        "ok=False")
+    assert lines[6] == ("[DDP_TRAIN] world_size=2 steps=40 start_loss=2.5000 end_loss=n/a improved=False "
+                        "params_identical=True")
+    result = ddp_training_result(facts)
+    assert result is not None and result["end_loss"] is None and result["backend"] == "nccl"
+    write_ddp_training_result(str(tmp_path), result)
+    assert json.loads((tmp_path / "ddp_training_result.json").read_text())["end_loss"] is None  # valid JSON
+
+
+def test_the_ddp_result_file_replaces_a_planted_link_instead_of_writing_through_it(tmp_path: Path) -> None:
+    from gpu_preflight.outputs.acceptance import write_ddp_training_result
+
+    target = tmp_path / "elsewhere.json"
+    target.write_text("keep\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "ddp_training_result.json").symlink_to(target)
+    write_ddp_training_result(str(out), {"improved": True})
+    assert target.read_text() == "keep\n"  # the link was replaced, not followed
+    assert json.loads((out / "ddp_training_result.json").read_text()) == {"improved": True}

@@ -156,6 +156,7 @@ class _Run:
         self.request, self.show = request, show
         self.settings, self.out, self.loc = request.run, request.output, request.localise
         self.started = time.monotonic()  # the run's wall time prices the checks (cluster_summary.cost_benefit)
+        self.config = Config()  # until _validate resolves the request's own
 
     def start(self) -> RunResult:
         self._validate()
@@ -180,7 +181,7 @@ class _Run:
         """
         from .registry import matching
 
-        self.resolve(None)
+        self.config = self.resolve(None)
         try:
             matching([*self.settings.include, *self.settings.exclude], "node")
         except KeyError as exc:
@@ -231,7 +232,8 @@ class _Run:
                 "workloads", Status.SKIP, node.hostname, "not_run", note,
                 recommendation="pip install 'gpu-preflight[torch]' to run GEMM, memory, collectives and training.")],
                 0.0))
-        config = self.resolve(node.profile)
+        explicit = self.settings.profile not in (None, "auto")
+        config = self.config if explicit or node.profile is None else self.resolve(node.profile)
         report = build_report([node], expected_total_gpus=config.gpu.expected_count, assess=False)  # finish() scores
         return RunResult(report, self.finish(report, config, [node]))
 
@@ -306,7 +308,7 @@ class _Run:
         if not torch_available():
             return self.node_only(note="distributed workloads not run: torch is not installed")
         gpus = local_gpu_count()
-        config = self.resolve(None)
+        config = self.config
         workers = gpus or config.workload.cpu_workers
         timeout = _timeout(self.settings, 1)
         budget = timeout * 4 + 120

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -47,7 +48,18 @@ def env_line(facts: ClusterFacts) -> str:
     return (f"[ENV] python={platform.python_version()} torch={stack.get('torch_version', 'n/a')} "
             f"cuda={stack.get('torch_cuda')} cuda_available={stack.get('cuda_available')} "
             f"cuda_device_count={stack.get('device_count', 'n/a')} nccl={stack.get('nccl_version')} "
-            f"world_size={facts.world_size} nodes={facts.num_nodes}")
+            f"world_size={facts.world_size} nodes={facts.num_nodes}{_gpu_listing(facts)}")
+
+
+def _gpu_listing(facts: ClusterFacts) -> str:
+    """What the suite's ``nvidia-smi -L`` shows, from the first node's NVML facts: driver and GPU models."""
+    gpu = next(iter(facts.node_facts.values()), {}).get("gpu")
+    if not isinstance(gpu, Mapping):
+        return ""
+    names = [g["name"] for g in gpu.get("gpus") or () if isinstance(g, Mapping) and isinstance(g.get("name"), str)]
+    listing = ", ".join(f"{n}x {name}" for name, n in Counter(names).items()) or "none"
+    driver = gpu.get("driver_version")
+    return f" driver={driver if isinstance(driver, str) else 'n/a'} gpus=\"{listing}\""
 
 
 def compute_lines(facts: ClusterFacts) -> Iterator[str]:
