@@ -138,7 +138,7 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
         elif passes.rolled:
             passing.setdefault(str(entry.get("scope")), {})[subject] = round(busbw, 3)
         else:
-            yield _allreduce_pass(subject, busbw, entry, top, floor)
+            yield _allreduce_pass(ctx, subject, busbw, entry, top, floor)
     for scope, values in passing.items():
         passes.record(values, group=scope, label=f"all_reduce ({scope})", unit="GB/s busbw")
     yield from passes.findings()
@@ -180,12 +180,12 @@ def _floor(c: ClusterFacts, ctx: CheckContext, entry: dict[str, Any], top: dict[
     return allreduce_floor(perf, ctx.config.gpu, topologies[node])
 
 
-def _allreduce_pass(subject: str, busbw: float, entry: dict[str, Any], top: dict[str, Any],
+def _allreduce_pass(ctx: CheckContext, subject: str, busbw: float, entry: dict[str, Any], top: dict[str, Any],
                     floor: Floor | None) -> Finding:
-    return Finding("nccl.collectives", Status.PASS, subject, "ok",
-                   f"all_reduce {busbw:.2f} GB/s busbw on {entry['group']} ({len(entry['ranks'])} ranks, "
-                   f"{top['size_bytes']} B)" + (f", floor {floor.gbps:g} ({floor.basis})" if floor else ""),
-                   observed=round(busbw, 3), expected=f">= {floor.gbps:g}" if floor else None, unit="GB/s")
+    return ctx.finding(Status.PASS, subject, "ok",
+                       f"all_reduce {busbw:.2f} GB/s busbw on {entry['group']} ({len(entry['ranks'])} ranks, "
+                       f"{top['size_bytes']} B)" + (f", floor {floor.gbps:g} ({floor.basis})" if floor else ""),
+                       observed=round(busbw, 3), expected=f">= {floor.gbps:g}" if floor else None, unit="GB/s")
 
 
 @check("network.node_links", needs=("cluster",), scope="cluster", group=(), component="network_infrastructure")

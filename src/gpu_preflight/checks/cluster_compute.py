@@ -61,7 +61,7 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
             flagged = {i for i, (t, k, r) in enumerate(zip(tflops, ok, ranks, strict=True))
                        if not k or (r in on_gpu and (t or 0.0) < low)}
         for i in sorted(flagged):
-            yield _with_load(_judge_gemm(subject(ranks[i]), dtype, row(col, i), perf, details),
+            yield _with_load(_judge_gemm(ctx, subject(ranks[i]), dtype, row(col, i), perf, details),
                              c.payloads.get(ranks[i], {}).get("load"), f"gemm_{dtype}")
         if passes.rolled:
             if flagged:
@@ -78,8 +78,8 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
         for i, r in enumerate(ranks):
             if i not in flagged:
                 gpu_details = details if r in on_gpu else {**details, "expected": None, "median_tflops": None}
-                yield _gemm_finding(subject(r), f"{dtype} GEMM {col['n'][i]}^3", float(tflops[i]), Status.PASS, "ok",
-                                    None, gpu_details)
+                yield _gemm_finding(ctx, subject(r), f"{dtype} GEMM {col['n'][i]}^3", float(tflops[i]),
+                                    Status.PASS, "ok", None, gpu_details)
     yield from passes.findings()
 
 
@@ -92,20 +92,21 @@ def _with_load(finding: Finding, load: Any, phase: str) -> Finding:
     return finding
 
 
-def _judge_gemm(subject: str, dtype: str, g: dict[str, Any], perf: Any, details: dict[str, Any]) -> Finding:
+def _judge_gemm(ctx: CheckContext, subject: str, dtype: str, g: dict[str, Any], perf: Any,
+                details: dict[str, Any]) -> Finding:
     """The verdict on one GPU's GEMM for one precision (wrong, failed, slow, outlier or fine)."""
     expected, median = details["expected"], details["median_tflops"]
     tflops = float(g.get("tflops") or 0.0)
     label = f"{dtype} GEMM {g['n']}^3"
     if g.get("error"):
-        return Finding("compute.gemm", Status.ERROR, subject, "gemm_error", f"{label}: {g['error']}",
-                       recommendation="Check the CUDA stack (stack.cuda) and GPU memory.")
+        return ctx.finding(Status.ERROR, subject, "gemm_error", f"{label}: {g['error']}",
+                           recommendation="Check the CUDA stack (stack.cuda) and GPU memory.")
     if not g.get("correct"):
-        return Finding("compute.gemm", Status.FAIL, subject, "gemm_wrong",
-                       f"{label}: wrong result (relative error {g['rel_error']:.3g})",
-                       observed=g["rel_error"], unit="rel. error",
-                       recommendation="The GPU computes wrong results: drain the node, run DCGM level 3, "
-                                      "RMA the GPU if it repeats.")
+        return ctx.finding(Status.FAIL, subject, "gemm_wrong",
+                           f"{label}: wrong result (relative error {g['rel_error']:.3g})",
+                           observed=g["rel_error"], unit="rel. error",
+                           recommendation="The GPU computes wrong results: drain the node, run DCGM level 3, "
+                                          "RMA the GPU if it repeats.")
     status, code, limit = Status.PASS, "ok", None
     if expected:
         if tflops < expected * perf.gemm_fail_fraction:
@@ -118,21 +119,21 @@ def _judge_gemm(subject: str, dtype: str, g: dict[str, Any], perf: Any, details:
             status, code, limit = Status.FAIL, "gemm_outlier", median * (1 - perf.peer_outlier_fail_fraction)
         elif peer is Status.WARN and status is Status.PASS:
             status, code, limit = Status.WARN, "gemm_outlier", median * (1 - perf.peer_outlier_fraction)
-    return _gemm_finding(subject, label, tflops, status, code, limit, details)
+    return _gemm_finding(ctx, subject, label, tflops, status, code, limit, details)
 
 
-def _gemm_finding(subject: str, label: str, tflops: float, status: Status, code: str, limit: float | None,
-                  details: dict[str, Any]) -> Finding:
+def _gemm_finding(ctx: CheckContext, subject: str, label: str, tflops: float, status: Status, code: str,
+                  limit: float | None, details: dict[str, Any]) -> Finding:
     expected, median = details["expected"], details["median_tflops"]
     shown = f"{tflops * 1000:.1f} GFLOP/s" if tflops < 1 else f"{tflops:.1f} TFLOP/s"
-    return Finding("compute.gemm", status, subject, code,
-                   f"{label}: {shown}" + (f" (expected {expected:g}, peers' median {median:.1f})"
-                                          if expected and median else ""),
-                   observed=round(tflops, 4), expected=f">= {limit:.1f}" if limit else expected,
-                   unit="TFLOP/s", details=details,
-                   recommendation=None if status is Status.PASS else
-                   "Check clocks and throttling (gpu.clocks, gpu.power, gpu.thermal) and other processes "
-                   "on the GPU (gpu.busy); compare with DCGM targeted stress.")
+    return ctx.finding(status, subject, code,
+                       f"{label}: {shown}" + (f" (expected {expected:g}, peers' median {median:.1f})"
+                                              if expected and median else ""),
+                       observed=round(tflops, 4), expected=f">= {limit:.1f}" if limit else expected,
+                       unit="TFLOP/s", details=details,
+                       recommendation=None if status is Status.PASS else
+                       "Check clocks and throttling (gpu.clocks, gpu.power, gpu.thermal) and other processes "
+                       "on the GPU (gpu.busy); compare with DCGM targeted stress.")
 
 
 @check("memory.bandwidth", needs=("cluster",), scope="cluster", group="compute", component="hardware_health")
@@ -179,7 +180,7 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
         or (host_line["d2h"] is not None and (inf if dh is None else dh) < host_line["d2h"])}
     judged: set[int] = set()
     for i in sorted(flagged):
-        findings = list(_judge_memory(subject(ranks[i]), row(col, i), perf, host_floors[ranks[i] // per_node],
+        findings = list(_judge_memory(ctx, subject(ranks[i]), row(col, i), perf, host_floors[ranks[i] // per_node],
                                       medians))
         if any(f.status is not Status.PASS for f in findings) or not passes.rolled:
             judged.add(i)
@@ -195,7 +196,7 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     else:
         for i, r in enumerate(ranks):
             if i not in judged:
-                yield _memory_pass(subject(r), row(col, i))
+                yield _memory_pass(ctx, subject(r), row(col, i))
     yield from passes.findings()
     if not ranks:
         yield ctx.finding(Status.SKIP, "cluster", "no_gpu", "no GPU worker: memory test not run")
@@ -211,17 +212,17 @@ def _lines(floor: float | None, median: float | None, perf: Any) -> list[float]:
     return [x for x in (floor, median and median * (1 - perf.peer_outlier_fraction)) if x]
 
 
-def _judge_memory(subject: str, m: dict[str, Any], perf: Any, host_floor: Floor | None,
+def _judge_memory(ctx: CheckContext, subject: str, m: dict[str, Any], perf: Any, host_floor: Floor | None,
                   medians: dict[str, float | None]) -> Iterator[Finding]:
     """The findings for one GPU's memory test: error, corrupted patterns, each slow direction, or a pass."""
     if m.get("error"):
-        yield Finding("memory.bandwidth", Status.ERROR, subject, "memory_error", f"memory test: {m['error']}")
+        yield ctx.finding(Status.ERROR, subject, "memory_error", f"memory test: {m['error']}")
         return
     if m.get("pattern_errors"):
-        yield Finding("memory.bandwidth", Status.FAIL, subject, "pattern_errors",
-                      f"{m['pattern_errors']} word(s) read back wrong over {m['pattern_bytes'] / 1e9:.1f} GB",
-                      observed=m["pattern_errors"], expected=0, unit="words",
-                      recommendation="GPU memory is corrupting data: drain the node, check ECC/remapping, RMA.")
+        yield ctx.finding(Status.FAIL, subject, "pattern_errors",
+                          f"{m['pattern_errors']} word(s) read back wrong over {m['pattern_bytes'] / 1e9:.1f} GB",
+                          observed=m["pattern_errors"], expected=0, unit="words",
+                          recommendation="GPU memory is corrupting data: drain the node, check ECC/remapping, RMA.")
     flagged = False
     copy_floor = perf.device_copy_min_gbps
     host = host_floor.gbps if host_floor else None
@@ -231,52 +232,54 @@ def _judge_memory(subject: str, m: dict[str, Any], perf: Any, host_floor: Floor 
         value = m.get(f"{key}_gbps")
         if value is None:
             continue
-        finding = _memory_floor(subject, key, what, value, floor, basis, perf) if floor is not None else None
+        finding = _memory_floor(ctx, subject, key, what, value, floor, basis, perf) if floor is not None else None
         median = medians.get(key)
         if finding is None and median:
-            finding = _memory_peer(subject, key, what, value, median, perf)
+            finding = _memory_peer(ctx, subject, key, what, value, median, perf)
         if finding is not None:
             flagged = True
             yield finding
     if not flagged and not m.get("pattern_errors"):
-        yield _memory_pass(subject, m)
+        yield _memory_pass(ctx, subject, m)
 
 
 _MEMORY_ADVICE = ("Check the PCIe link (gpu.pcie) and NUMA placement for host transfers; memory clocks and "
                   "throttling for device copies.")
 
 
-def _memory_floor(subject: str, key: str, what: str, value: float, floor: float, basis: str | None,
+def _memory_floor(ctx: CheckContext, subject: str, key: str, what: str, value: float, floor: float, basis: str | None,
                   perf: Any) -> Finding | None:
     """WARN below the floor, FAIL below ``perf.bandwidth_floor_fail_fraction`` of it."""
     if value >= floor:
         return None
     fail_line = floor * perf.bandwidth_floor_fail_fraction
     status = Status.FAIL if value < fail_line else Status.WARN
-    return Finding("memory.bandwidth", status, subject, f"{key}_slow",
-                   f"{what} {value:.1f} GB/s below {floor:g}" + (f" ({basis})" if basis else ""),
-                   observed=round(value, 2), expected=f">= {fail_line if status is Status.FAIL else floor:g}",
-                   unit="GB/s", details={"memory_key": key, "floor_gbps": floor},
-                   recommendation=_MEMORY_ADVICE)
+    return ctx.finding(status, subject, f"{key}_slow",
+                       f"{what} {value:.1f} GB/s below {floor:g}" + (f" ({basis})" if basis else ""),
+                       observed=round(value, 2), expected=f">= {fail_line if status is Status.FAIL else floor:g}",
+                       unit="GB/s", details={"memory_key": key, "floor_gbps": floor},
+                       recommendation=_MEMORY_ADVICE)
 
 
-def _memory_peer(subject: str, key: str, what: str, value: float, median: float, perf: Any) -> Finding | None:
+def _memory_peer(ctx: CheckContext, subject: str, key: str, what: str, value: float, median: float,
+                 perf: Any) -> Finding | None:
     """WARN or FAIL for a direction well below the median of the job's GPUs."""
     status = peer_gap_status(value, median, perf)
     if status is Status.PASS:
         return None
     limit = median * (1 - (perf.peer_outlier_fail_fraction if status is Status.FAIL else perf.peer_outlier_fraction))
-    return Finding("memory.bandwidth", status, subject, f"{key}_outlier",
-                   f"{what} {value:.1f} GB/s, {100 * (1 - value / median):.0f}% below the median GPU ({median:.1f})",
-                   observed=round(value, 2), expected=f"{'>' if status is Status.FAIL else '>='} {limit:.1f}",
-                   unit="GB/s", details={"memory_key": key, "median_gbps": round(median, 2)},
-                   recommendation=_MEMORY_ADVICE)
+    return ctx.finding(status, subject, f"{key}_outlier",
+                       f"{what} {value:.1f} GB/s, {100 * (1 - value / median):.0f}% below the median GPU "
+                       f"({median:.1f})",
+                       observed=round(value, 2), expected=f"{'>' if status is Status.FAIL else '>='} {limit:.1f}",
+                       unit="GB/s", details={"memory_key": key, "median_gbps": round(median, 2)},
+                       recommendation=_MEMORY_ADVICE)
 
 
-def _memory_pass(subject: str, m: dict[str, Any]) -> Finding:
-    return Finding("memory.bandwidth", Status.PASS, subject, "ok",
-                   f"copy {m['device_copy_gbps']:.0f} GB/s, H2D {m['h2d_gbps']:.1f}, D2H {m['d2h_gbps']:.1f}, "
-                   f"{m['pattern_bytes'] / 1e9:.1f} GB patterns intact", observed=m)
+def _memory_pass(ctx: CheckContext, subject: str, m: dict[str, Any]) -> Finding:
+    return ctx.finding(Status.PASS, subject, "ok",
+                       f"copy {m['device_copy_gbps']:.0f} GB/s, H2D {m['h2d_gbps']:.1f}, D2H {m['d2h_gbps']:.1f}, "
+                       f"{m['pattern_bytes'] / 1e9:.1f} GB patterns intact", observed=m)
 
 
 @check("train.smoke", needs=("cluster",), scope="cluster", group="training", component="service_reliability")
@@ -296,7 +299,7 @@ def training(ctx: CheckContext) -> Iterator[Finding]:
         i for i, (e, fin, imp) in enumerate(zip(col["error"], col["finite"], col["improved"], strict=True))
         if e or not fin or not imp}
     for i in sorted(flagged):
-        yield _judge_training(c, subject(ranks[i]), "train", "training smoke", row(col, i), drop)
+        yield _judge_training(ctx, c, subject(ranks[i]), "train", "training smoke", row(col, i), drop)
     if passes.rolled:
         names, _ = c.ranks_view(ranks)
         passes.record({names[i]: round(loss_end[i], 4) for i in range(len(ranks)) if i not in flagged},
@@ -304,43 +307,43 @@ def training(ctx: CheckContext) -> Iterator[Finding]:
     else:
         for i, r in enumerate(ranks):
             if i not in flagged:
-                yield _train_pass(subject(r), "training smoke", row(col, i), "")
+                yield _train_pass(ctx, subject(r), "training smoke", row(col, i), "")
     yield from passes.findings()
     first = min(c.payloads, default=0)
     ddp = c.payloads.get(first, {}).get("ddp")
     if ddp is not None:
-        yield _judge_training(c, "cluster", "ddp", f"DDP smoke on {c.world_size} ranks", ddp, drop)
+        yield _judge_training(ctx, c, "cluster", "ddp", f"DDP smoke on {c.world_size} ranks", ddp, drop)
 
 
-def _judge_training(c: ClusterFacts, subject: str, key: str, name: str, t: dict[str, Any],
+def _judge_training(ctx: CheckContext, c: ClusterFacts, subject: str, key: str, name: str, t: dict[str, Any],
                     drop: float) -> Finding:
     """The verdict on one training smoke result (``key`` "train" on one GPU, "ddp" for the job)."""
     if t.get("error"):
-        return Finding("train.smoke", Status.ERROR, subject, f"{key}_error", f"{name}: {t['error']}")
+        return ctx.finding(Status.ERROR, subject, f"{key}_error", f"{name}: {t['error']}")
     if not t.get("finite"):
-        return Finding("train.smoke", Status.FAIL, subject, f"{key}_not_finite",
-                       f"{name}: loss became non-finite", observed=t["loss_end"],
-                       recommendation="NaN/Inf in training on this GPU: run DCGM diagnostics; drain it.")
+        return ctx.finding(Status.FAIL, subject, f"{key}_not_finite",
+                           f"{name}: loss became non-finite", observed=t["loss_end"],
+                           recommendation="NaN/Inf in training on this GPU: run DCGM diagnostics; drain it.")
     if not t.get("improved"):
-        return Finding("train.smoke", Status.FAIL, subject, f"{key}_no_progress",
-                       f"{name}: loss {t['loss_start']:.3f} -> {t['loss_end']:.3f}, less than {drop:.0%} drop",
-                       observed=t["loss_end"], expected=f"<= {t['loss_start'] * (1 - drop):.3f}",
-                       recommendation="The model does not learn on this GPU: check GEMM correctness and "
-                                      "the CUDA stack.")
+        return ctx.finding(Status.FAIL, subject, f"{key}_no_progress",
+                           f"{name}: loss {t['loss_start']:.3f} -> {t['loss_end']:.3f}, less than {drop:.0%} drop",
+                           observed=t["loss_end"], expected=f"<= {t['loss_start'] * (1 - drop):.3f}",
+                           recommendation="The model does not learn on this GPU: check GEMM correctness and "
+                                          "the CUDA stack.")
     if key == "ddp" and t.get("params_identical") is False:
         odd = t.get("odd_ranks") or []
-        return Finding("train.smoke", Status.FAIL, subject, "ddp_params_differ",
-                       f"{name}: parameters differ between ranks after training"
-                       + (f" (differing from most: {', '.join(c.rank_subject(r) for r in odd)})" if odd else ""),
-                       observed=len(set(t.get("param_digests") or [])), expected=1, unit="distinct",
-                       recommendation="Gradient all-reduce is broken: run --localize and nccl.correctness.")
-    return _train_pass(subject, name, t, ", parameters identical on every rank" if key == "ddp" else "")
+        return ctx.finding(Status.FAIL, subject, "ddp_params_differ",
+                           f"{name}: parameters differ between ranks after training"
+                           + (f" (differing from most: {', '.join(c.rank_subject(r) for r in odd)})" if odd else ""),
+                           observed=len(set(t.get("param_digests") or [])), expected=1, unit="distinct",
+                           recommendation="Gradient all-reduce is broken: run --localize and nccl.correctness.")
+    return _train_pass(ctx, subject, name, t, ", parameters identical on every rank" if key == "ddp" else "")
 
 
-def _train_pass(subject: str, name: str, t: dict[str, Any], extra: str) -> Finding:
-    return Finding("train.smoke", Status.PASS, subject, "ok",
-                   f"{name}: loss {t['loss_start']:.3f} -> {t['loss_end']:.3f}{extra}",
-                   observed=round(t["loss_end"], 4))
+def _train_pass(ctx: CheckContext, subject: str, name: str, t: dict[str, Any], extra: str) -> Finding:
+    return ctx.finding(Status.PASS, subject, "ok",
+                       f"{name}: loss {t['loss_start']:.3f} -> {t['loss_end']:.3f}{extra}",
+                       observed=round(t["loss_end"], 4))
 
 
 @check("stack.cuda", needs=("cluster",), scope="cluster", group="training", component="software_stack")

@@ -47,7 +47,7 @@ def _loads(ctx: CheckContext) -> tuple[ClusterFacts, LoadConfig, list[tuple[str,
     return c, cfg, out, problems
 
 
-Judge = Callable[[LoadConfig, list[tuple[str, int, Load]], Passes], Iterator[Finding]]
+Judge = Callable[[CheckContext, LoadConfig, list[tuple[str, int, Load]], Passes], Iterator[Finding]]
 
 
 def over_loads(judge: Judge) -> Callable[[CheckContext], Iterator[Finding]]:
@@ -66,7 +66,7 @@ def over_loads(judge: Judge) -> Callable[[CheckContext], Iterator[Finding]]:
                 yield Finding(ctx.check_id or "load", Status.SKIP, "cluster", "no_series", why)
             return
         passes = Passes(ctx, c)
-        yield from judge(cfg, loads, passes)
+        yield from judge(ctx, cfg, loads, passes)
         yield from passes.findings()
 
     return check_all
@@ -114,7 +114,8 @@ def _median(ph: Mapping[str, Any], key: str) -> float | None:
 
 @check("load.clocks", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
 @over_loads
-def clocks(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
+def clocks(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
+           passes: Passes) -> Iterator[Finding]:
     """Clocks hold under load: no hardware slowdown, no sustained drop.
 
     Per GPU and load phase: FAIL when HW slowdown, HW thermal slowdown or HW power brake
@@ -129,9 +130,9 @@ def clocks(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) 
         flagged = False
         if load.get("lost"):
             flagged = True
-            yield Finding("load.clocks", Status.FAIL, subject, "lost_under_load",
-                          f"{subject}: {load['lost']} while the workloads ran",
-                          recommendation="Drain the node: a GPU that falls off under load will crash jobs.")
+            yield ctx.finding(Status.FAIL, subject, "lost_under_load",
+                              f"{subject}: {load['lost']} while the workloads ran",
+                              recommendation="Drain the node: a GPU that falls off under load will crash jobs.")
         for name, ph in _load_phases(load, cfg):
             shares = ph.get("reason_share") or {}
             for bit, reason in HW_BITS.items():
@@ -139,31 +140,33 @@ def clocks(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) 
                 if share > 0:
                     flagged = True
                     status = Status.FAIL if share > cfg.hw_reason_fail_share else Status.WARN
-                    yield Finding("load.clocks", status, subject, reason,
-                                  f"{subject}: {reason.replace('_', ' ')} active {100 * share:.0f}% of {name} "
-                                  f"(SM clock median {_median(ph, 'sm_mhz') or 0:g} MHz)", observed=round(share, 4),
-                                  expected=f"<= {cfg.hw_reason_fail_share:g}", unit="share of samples",
-                                  recommendation=CLOCK_ADVICE[reason], details={"phase": name, "stats": dict(ph)})
+                    yield ctx.finding(status, subject, reason,
+                                      f"{subject}: {reason.replace('_', ' ')} active {100 * share:.0f}% of {name} "
+                                      f"(SM clock median {_median(ph, 'sm_mhz') or 0:g} MHz)", observed=round(share, 4),
+                                      expected=f"<= {cfg.hw_reason_fail_share:g}", unit="share of samples",
+                                      recommendation=CLOCK_ADVICE[reason], details={"phase": name, "stats": dict(ph)})
             sw = float(shares.get(SW_THERMAL, 0.0))
             if sw > cfg.sw_thermal_warn_share:
                 flagged = True
-                yield Finding("load.clocks", Status.WARN, subject, "sw_thermal_slowdown",
-                              f"{subject}: SW thermal slowdown active {100 * sw:.0f}% of {name}", observed=round(sw, 4),
-                              expected=f"<= {cfg.sw_thermal_warn_share:g}", unit="share of samples",
-                              recommendation=CLOCK_ADVICE["sw_thermal_slowdown"], details={"phase": name})
+                yield ctx.finding(Status.WARN, subject, "sw_thermal_slowdown",
+                                  f"{subject}: SW thermal slowdown active {100 * sw:.0f}% of {name}",
+                                  observed=round(sw, 4),
+                                  expected=f"<= {cfg.sw_thermal_warn_share:g}", unit="share of samples",
+                                  recommendation=CLOCK_ADVICE["sw_thermal_slowdown"], details={"phase": name})
             sm = _median(ph, "sm_mhz")
             want = cfg.expected_gemm_sm_mhz
             if name.startswith("gemm") and want and sm is not None and sm < want * (1 - cfg.clock_drop_warn_fraction):
                 flagged = True
                 drop = 1 - sm / want
                 status = Status.FAIL if drop > cfg.clock_drop_fail_fraction else Status.WARN
-                yield Finding("load.clocks", status, subject, "clock_drop",
-                              f"{subject}: SM clock median {sm:g} MHz in {name}, {100 * drop:.0f}% below the "
-                              f"{want:g} MHz this model holds under GEMM", observed=sm,
-                              expected=f">= {want * (1 - cfg.clock_drop_warn_fraction):g}", unit="MHz",
-                              recommendation="Compare its clock event reasons, temperature and power with its "
-                                             "peers; check cooling and the power limit (nvidia-smi -q -d PERFORMANCE).",
-                              details={"phase": name, "stats": dict(ph)})
+                yield ctx.finding(status, subject, "clock_drop",
+                                  f"{subject}: SM clock median {sm:g} MHz in {name}, {100 * drop:.0f}% below the "
+                                  f"{want:g} MHz this model holds under GEMM", observed=sm,
+                                  expected=f">= {want * (1 - cfg.clock_drop_warn_fraction):g}", unit="MHz",
+                                  recommendation="Compare its clock event reasons, temperature and power with its "
+                                                 "peers; check cooling and the power limit "
+                                                 "(nvidia-smi -q -d PERFORMANCE).",
+                                  details={"phase": name, "stats": dict(ph)})
         if not flagged:
             judged = {n: _median(ph, "sm_mhz") for n, ph in _load_phases(load, cfg)}
             lowest = min((v for v in judged.values() if v is not None), default=None)
@@ -177,7 +180,8 @@ def clocks(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) 
 
 @check("load.thermal", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
 @over_loads
-def thermal(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
+def thermal(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
+            passes: Passes) -> Iterator[Finding]:
     """Temperatures stay clear of the GPU's own limits under load.
 
     Per GPU and load phase, the maximum GPU temperature against the GPU's slowdown
@@ -196,8 +200,8 @@ def thermal(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes)
                     if worst is None or headroom < worst[0]:
                         worst = (headroom, name, what, float(stats["max"]), float(limit))
         if worst is None:
-            yield Finding("load.thermal", Status.SKIP, subject, "no_limits",
-                          f"{subject}: no temperature with a limit to judge under load")
+            yield ctx.finding(Status.SKIP, subject, "no_limits",
+                              f"{subject}: no temperature with a limit to judge under load")
             continue
         headroom, name, what, peak, limit = worst
         status = Status.FAIL if headroom <= 0 else Status.WARN if headroom <= cfg.temp_margin_c else Status.PASS
@@ -214,7 +218,8 @@ def thermal(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes)
 
 @check("load.power", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
 @over_loads
-def power(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
+def power(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
+          passes: Passes) -> Iterator[Finding]:
     """Under GEMM the GPU draws the power it needs (DCGM's targeted-power idea).
 
     WARN when a GPU's power never reaches ``load.gemm_power_min_fraction`` of its enforced
@@ -225,27 +230,28 @@ def power(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -
         fractions = {n: float(ph["power_max_fraction"]) for n, ph in _load_phases(load, cfg)
                      if n.startswith("gemm") and ph.get("power_max_fraction") is not None}
         if not fractions:
-            yield Finding("load.power", Status.SKIP, subject, "no_gemm_phase",
-                          f"{subject}: no GEMM phase long enough (or no power limit) to judge power under load")
+            yield ctx.finding(Status.SKIP, subject, "no_gemm_phase",
+                              f"{subject}: no GEMM phase long enough (or no power limit) to judge power under load")
             continue
         best_phase = max(fractions, key=lambda n: fractions[n])
         best = fractions[best_phase]
         limit = (load.get("static") or {}).get("power_limit_w")
         text = f"{subject}: power peaked at {100 * best:.0f}% of its {limit or '?'} W limit ({best_phase})"
         if best < cfg.gemm_power_min_fraction:
-            yield Finding("load.power", Status.WARN, subject, "power_low", text, observed=round(best, 4),
-                          expected=f">= {cfg.gemm_power_min_fraction:g}", unit="of limit",
-                          recommendation="A GPU that cannot draw power under GEMM computes slowly: check its "
-                                         "power brake and clock reasons (nvidia-smi -q -d POWER,PERFORMANCE) and "
-                                         "the node's PSUs.", details={"phases": fractions})
+            yield ctx.finding(Status.WARN, subject, "power_low", text, observed=round(best, 4),
+                              expected=f">= {cfg.gemm_power_min_fraction:g}", unit="of limit",
+                              recommendation="A GPU that cannot draw power under GEMM computes slowly: check its "
+                                             "power brake and clock reasons (nvidia-smi -q -d POWER,PERFORMANCE) and "
+                                             "the node's PSUs.", details={"phases": fractions})
         else:
-            yield from _passed(passes, Finding("load.power", Status.PASS, subject, "ok", text, observed=round(best, 4),
-                                               expected=f">= {cfg.gemm_power_min_fraction:g}", unit="of limit"))
+            yield from _passed(passes, ctx.finding(Status.PASS, subject, "ok", text, observed=round(best, 4),
+                                                   expected=f">= {cfg.gemm_power_min_fraction:g}", unit="of limit"))
 
 
 @check("load.peers", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
 @over_loads
-def peers(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
+def peers(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
+          passes: Passes) -> Iterator[Finding]:
     """Under the same load, a GPU's clocks and power match those of its node's other GPUs.
 
     Per node and load phase, each GPU's median SM clock and median power are compared
@@ -274,27 +280,29 @@ def peers(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -
                     compared += 1
                     if ref > 0 and value < ref * (1 - cfg.peer_fraction):
                         flagged.add(subject)
-                        yield Finding("load.peers", Status.WARN, subject, f"{key.split('_')[0]}_below_peers",
-                                      f"{subject}: {what} median {value:g} {unit} in {name}, "
-                                      f"{100 * (1 - value / ref):.0f}% below its {len(others)} peer(s) on {node} "
-                                      f"({ref:g} {unit})", observed=value,
-                                      expected=f">= {ref * (1 - cfg.peer_fraction):g}", unit=unit,
-                                      recommendation="Compare this GPU's clock reasons, temperature and power limit "
-                                                     "with its peers'; a persistent straggler slows every step.",
-                                      details={"phase": name, "peers_median": ref})
+                        yield ctx.finding(Status.WARN, subject, f"{key.split('_')[0]}_below_peers",
+                                          f"{subject}: {what} median {value:g} {unit} in {name}, "
+                                          f"{100 * (1 - value / ref):.0f}% below its {len(others)} peer(s) on {node} "
+                                          f"({ref:g} {unit})", observed=value,
+                                          expected=f">= {ref * (1 - cfg.peer_fraction):g}", unit=unit,
+                                          recommendation="Compare this GPU's clock reasons, temperature and power "
+                                                         "limit with its peers'; a persistent straggler slows every "
+                                                         "step.",
+                                          details={"phase": name, "peers_median": ref})
         for subject, _ in members:
             if subject not in flagged:
                 yield from _passed(passes, Finding(
                     "load.peers", Status.PASS, subject, "ok",
                     f"{subject}: clocks and power under load in line with {len(members) - 1} peer(s)"))
     if not compared:
-        yield Finding("load.peers", Status.SKIP, "cluster", "no_peers",
-                      "no node sampled two or more GPUs under the same load: nothing to compare")
+        yield ctx.finding(Status.SKIP, "cluster", "no_peers",
+                          "no node sampled two or more GPUs under the same load: nothing to compare")
 
 
 @check("load.ecc", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
 @over_loads
-def ecc(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> Iterator[Finding]:
+def ecc(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
+        passes: Passes) -> Iterator[Finding]:
     """No uncorrectable ECC error appeared while the workloads ran.
 
     The sampler reads the volatile ECC counters before and after: FAIL when the
@@ -304,18 +312,18 @@ def ecc(cfg: LoadConfig, loads: list[tuple[str, int, Load]], passes: Passes) -> 
     for subject, _, load in loads:
         delta = load.get("ecc_delta") or {}
         if "volatile_uncorrected" not in delta:
-            yield Finding("load.ecc", Status.SKIP, subject, "not_read",
-                          f"{subject}: ECC counters not readable before and after the run")
+            yield ctx.finding(Status.SKIP, subject, "not_read",
+                              f"{subject}: ECC counters not readable before and after the run")
         elif delta["volatile_uncorrected"] > 0:
-            yield Finding("load.ecc", Status.FAIL, subject, "uncorrectable_under_load",
-                          f"{subject}: {delta['volatile_uncorrected']} uncorrectable ECC error(s) during the run",
-                          observed=delta["volatile_uncorrected"], expected=0, unit="errors", details=dict(delta),
-                          recommendation="Drain the node and reset the GPU; replace it if errors recur.")
+            yield ctx.finding(Status.FAIL, subject, "uncorrectable_under_load",
+                              f"{subject}: {delta['volatile_uncorrected']} uncorrectable ECC error(s) during the run",
+                              observed=delta["volatile_uncorrected"], expected=0, unit="errors", details=dict(delta),
+                              recommendation="Drain the node and reset the GPU; replace it if errors recur.")
         else:
-            yield from _passed(passes, Finding("load.ecc", Status.PASS, subject, "ok",
-                                               f"{subject}: no uncorrectable ECC error during the run "
-                                               f"({delta.get('volatile_corrected', 0)} corrected)", observed=0,
-                                               unit="errors"))
+            yield from _passed(passes, ctx.finding(Status.PASS, subject, "ok",
+                                                   f"{subject}: no uncorrectable ECC error during the run "
+                                                   f"({delta.get('volatile_corrected', 0)} corrected)", observed=0,
+                                                   unit="errors"))
 
 
 @check("load.xid", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")

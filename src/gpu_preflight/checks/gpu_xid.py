@@ -75,8 +75,8 @@ def xid_events(ctx: CheckContext) -> Iterator[Finding]:
     if tally.unparsed:
         shown += 1
         examples = [u.raw for u in tally.unparsed_examples]
-        yield Finding(
-            "gpu.xid", Status.ERROR, ctx.host, "xid_unparsed",
+        yield ctx.finding(
+            Status.ERROR, ctx.host, "xid_unparsed",
             f"{tally.unparsed} line(s) shaped like an Xid event could not be read in {window}{outside}: "
             f"{tally.unparsed_examples[0].reason}: {examples[0][:120]}",
             observed=tally.unparsed, unit="lines",
@@ -90,8 +90,8 @@ def xid_events(ctx: CheckContext) -> Iterator[Finding]:
         shown += 1
         label = by_pci.get(v.pci or "", f"pci:{v.pci}" if v.pci else "unknown-gpu")
         when = f"{v.first:%Y-%m-%d %H:%M}..{v.last:%H:%M} UTC" if v.first and v.last else "undated"
-        yield Finding(
-            "gpu.xid", SEVERITY_STATUS[v.severity], f"{ctx.host}/{label}", f"xid_{v.xid}",
+        yield ctx.finding(
+            SEVERITY_STATUS[v.severity], f"{ctx.host}/{label}", f"xid_{v.xid}",
             f"Xid {v.xid} ({v.rule.name}) x{v.count} on {label}, {when}, in {window}{outside}: "
             f"{v.message.strip()[:160]}",
             observed=v.count, expected=f"< {v.rule.count}" if v.rule.count > 1 else 0, unit="events",
