@@ -57,10 +57,10 @@ def per_gpu(judge: Callable[[CheckContext, GpuRecord, str], Iterator[Finding]]) 
     return check_all
 
 
-def not_read(check_id: str, subject: str, what: str, value: Any) -> Finding:
+def not_read(ctx: CheckContext, subject: str, what: str, value: Any) -> Finding:
     """SKIP for a reading NVML did not give (never a PASS)."""
     reason = value.reason if isinstance(value, NA) else "not available"
-    return Finding(check_id, Status.SKIP, subject, "not_available", f"{what}: {reason}")
+    return ctx.finding(Status.SKIP, subject, "not_available", f"{what}: {reason}")
 
 
 def version_tuple(text: str) -> tuple[int, ...]:

@@ -28,7 +28,7 @@ def busy(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     used = gpu.memory_used_bytes
     procs = [p for p in gpu.processes if p.pid not in own] if isinstance(gpu.processes, list) else []
     if not is_number(used) and not isinstance(gpu.processes, list):
-        yield not_read("gpu.busy", subject, "memory use and processes", used)
+        yield not_read(ctx, subject, "memory use and processes", used)
         return
     used_mib = round(used / MIB) if is_number(used) else None
     details = {"memory_used_mib": used_mib, "processes": [p.pid for p in procs]}

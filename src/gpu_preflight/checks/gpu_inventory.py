@@ -132,7 +132,7 @@ def driver_version(ctx: CheckContext) -> Iterator[Finding]:
     for what, actual, minimum in (("driver", facts.driver_version, cfg.min_driver_version),
                                   ("CUDA driver version", facts.cuda_driver_version, cfg.min_cuda_driver_version)):
         if not isinstance(actual, str):
-            yield not_read("gpu.inventory.driver", ctx.host, what, actual)
+            yield not_read(ctx, ctx.host, what, actual)
         elif version_below(actual, minimum):
             yield ctx.finding(Status.FAIL, ctx.host, f"{what.split()[0].lower()}_too_old",
                               f"{what} {actual} is older than the required {minimum}", observed=actual,
@@ -167,7 +167,7 @@ def identity(ctx: CheckContext) -> Iterator[Finding]:
                               f"{gpu.label} shares UUID {gpu.uuid} with another GPU", observed=ident,
                               recommendation="NVML inventory is inconsistent: reboot; escalate if it persists.")
         elif not isinstance(gpu.uuid, str):
-            yield not_read("gpu.inventory.identity", subject, "UUID", gpu.uuid)
+            yield not_read(ctx, subject, "UUID", gpu.uuid)
         else:
             yield ctx.finding(Status.PASS, subject, "ok",
                               f"{gpu.name} {gpu.uuid} at {gpu.pci_bus_id}, VBIOS {gpu.vbios}", observed=ident)
@@ -189,7 +189,7 @@ def persistence(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
     """
     mode = gpu.persistence_mode
     if not isinstance(mode, bool):
-        yield not_read("gpu.inventory.persistence", subject, "persistence mode", mode)
+        yield not_read(ctx, subject, "persistence mode", mode)
     elif not mode and ctx.config.gpu.expect_persistence_mode:
         yield ctx.finding(Status.WARN, subject, "persistence_off",
                           f"{gpu.label}: persistence mode is off", observed="off", expected="on",
@@ -212,7 +212,7 @@ def mig_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findin
     want = ctx.config.gpu.mig_mode
     current, pending = gpu.mig_current, gpu.mig_pending
     if not isinstance(current, bool):
-        yield not_read("gpu.inventory.mig", subject, "MIG mode", current)
+        yield not_read(ctx, subject, "MIG mode", current)
         return
     state = "enabled" if current else "disabled"
     if want != "any" and state != want:
@@ -240,7 +240,7 @@ def compute_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fi
     allowed = ctx.config.gpu.allowed_compute_modes
     mode = gpu.compute_mode
     if not isinstance(mode, str):
-        yield not_read("gpu.inventory.compute_mode", subject, "compute mode", mode)
+        yield not_read(ctx, subject, "compute mode", mode)
     elif mode not in allowed:
         yield ctx.finding(Status.FAIL, subject, "compute_mode",
                           f"{gpu.label}: compute mode {mode} is not allowed", observed=mode, expected=allowed,

@@ -27,7 +27,7 @@ def pcie_link(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
     cfg = ctx.config.gpu
     width, max_width = gpu.pcie_width_current, gpu.pcie_width_max
     if not is_number(width) or not is_number(max_width):
-        yield not_read("gpu.pcie", subject, "PCIe link width", width if not is_number(width) else max_width)
+        yield not_read(ctx, subject, "PCIe link width", width if not is_number(width) else max_width)
         return
     link = {"gen_current": gpu.pcie_gen_current, "gen_max": gpu.pcie_gen_max,
             "gen_gpu_max": gpu.pcie_gen_gpu_max, "width_current": width, "width_max": max_width,
@@ -104,7 +104,7 @@ def nvlink(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]
                               observed=0, expected=cfg.nvlink_expected_links, unit="links",
                               recommendation="Check the fabric manager and `nvidia-smi nvlink -s`.")
         else:
-            yield not_read("gpu.nvlink", subject, "NVLink", links)
+            yield not_read(ctx, subject, "NVLink", links)
         return
     down = [link.link for link in links if not link.active]
     active = len(links) - len(down)

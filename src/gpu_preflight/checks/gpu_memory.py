@@ -22,7 +22,7 @@ def ecc_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findin
     """
     want = ctx.config.gpu.ecc_mode
     if not isinstance(gpu.ecc_current, bool):
-        yield not_read("gpu.ecc.mode", subject, "ECC mode", gpu.ecc_current)
+        yield not_read(ctx, subject, "ECC mode", gpu.ecc_current)
         return
     state = "enabled" if gpu.ecc_current else "disabled"
     if want != "any" and state != want:
@@ -63,7 +63,7 @@ def ecc_errors(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Find
         "sram_aggregate_corrected": gpu.sram_aggregate_corrected,
     }
     if not any(is_number(v) for v in counters.values()):
-        yield not_read("gpu.ecc.errors", subject, "ECC counters", gpu.ecc_volatile_uncorrected)
+        yield not_read(ctx, subject, "ECC counters", gpu.ecc_volatile_uncorrected)
         return
     rules = (
         ("volatile_uncorrected", cfg.ecc_volatile_uncorrected_fail, Status.FAIL, "ecc_volatile_uncorrectable",
@@ -104,7 +104,7 @@ def row_remap(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
     rows = {"correctable": gpu.remapped_rows_correctable, "uncorrectable": gpu.remapped_rows_uncorrectable,
             "pending": gpu.remap_pending, "failure": gpu.remap_failure}
     if not isinstance(gpu.remap_pending, bool) or not isinstance(gpu.remap_failure, bool):
-        yield not_read("gpu.memory.remap", subject, "row remapping", gpu.remap_pending)
+        yield not_read(ctx, subject, "row remapping", gpu.remap_pending)
         return
     if gpu.remap_failure:
         yield ctx.finding(Status.FAIL, subject, "remap_failure",
@@ -137,7 +137,7 @@ def retired_pages(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[F
     pending = gpu.retired_pages_pending
     counts = [c for c in (gpu.retired_pages_sbe, gpu.retired_pages_dbe) if is_number(c)]
     if not isinstance(pending, bool) and not counts:
-        yield not_read("gpu.memory.retired_pages", subject, "page retirement", pending)
+        yield not_read(ctx, subject, "page retirement", pending)
         return
     total = sum(counts)
     flagged = False

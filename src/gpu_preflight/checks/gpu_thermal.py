@@ -54,7 +54,7 @@ def temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
     cfg = ctx.config.gpu
     temp = gpu.temperature_c
     if not is_number(temp):
-        yield not_read("gpu.thermal", subject, "GPU temperature", temp)
+        yield not_read(ctx, subject, "GPU temperature", temp)
         return
     slowdown = gpu.temp_slowdown_c if is_number(gpu.temp_slowdown_c) else None
     warn_at = [t for t in (
@@ -100,7 +100,7 @@ def clock_events(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fi
     """
     mask = gpu.clock_event_reasons
     if not is_number(mask):
-        yield not_read("gpu.clocks", subject, "clock event reasons", mask)
+        yield not_read(ctx, subject, "clock event reasons", mask)
         return
     active = decode_clock_reasons(int(mask))
     bad = [(name, status) for bit, (name, status) in CLOCK_REASONS.items()
@@ -127,7 +127,7 @@ def power_limit(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
     fraction = ctx.config.gpu.power_limit_min_fraction
     limit, default = gpu.power_limit_w, gpu.power_default_limit_w
     if not is_number(limit) or not is_number(default):
-        yield not_read("gpu.power", subject, "power limits", limit if not is_number(limit) else default)
+        yield not_read(ctx, subject, "power limits", limit if not is_number(limit) else default)
         return
     floor = default * fraction
     details = {"power_draw_w": gpu.power_draw_w, "default_limit_w": default}

@@ -23,12 +23,12 @@ def _sys(ctx: CheckContext) -> SystemFacts:
     return facts
 
 
-def _not_recorded(check_id: str, ctx: CheckContext) -> Finding | None:
+def _not_recorded(ctx: CheckContext) -> Finding | None:
     """SKIP for a replayed snapshot that holds no host facts."""
     why = _sys(ctx).not_recorded
     if why is None:
         return None
-    return Finding(check_id, Status.SKIP, ctx.host, "not_recorded", f"host facts {why}")
+    return ctx.finding(Status.SKIP, ctx.host, "not_recorded", f"host facts {why}")
 
 
 @check("system.memory", needs=("system",), group="system_resources", component="resource_management")
@@ -38,13 +38,13 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     FAIL below ``system.memory_available_min_gib``; WARN below
     ``system.memory_available_warn_percent`` of the total.
     """
-    if skip := _not_recorded("system.memory", ctx):
+    if skip := _not_recorded(ctx):
         yield skip
         return
     cfg, s = ctx.config.system, _sys(ctx)
     avail, total = s.memory_available_bytes, s.memory_total_bytes
     if not is_number(avail) or not is_number(total) or total <= 0:
-        yield not_read("system.memory", ctx.host, "memory", avail)
+        yield not_read(ctx, ctx.host, "memory", avail)
         return
     gib, pct = avail / GIB, 100.0 * avail / total
     details = {"total_gib": round(total / GIB, 2), "available_gib": round(gib, 2), "available_percent": round(pct, 1)}
@@ -69,7 +69,7 @@ def disk(ctx: CheckContext) -> Iterator[Finding]:
     FAIL below ``system.disk_free_min_gib``, WARN below ``system.disk_free_warn_gib``:
     checkpoints and logs that cannot be written kill jobs hours in.
     """
-    if skip := _not_recorded("system.disk", ctx):
+    if skip := _not_recorded(ctx):
         yield skip
         return
     cfg, s = ctx.config.system, _sys(ctx)
@@ -104,13 +104,13 @@ def cpu(ctx: CheckContext) -> Iterator[Finding]:
     FAIL with fewer than ``system.cpu_count_min`` CPUs; WARN when the 1-minute load per
     CPU exceeds ``system.load_per_cpu_warn`` (another workload competes for the host).
     """
-    if skip := _not_recorded("system.cpu", ctx):
+    if skip := _not_recorded(ctx):
         yield skip
         return
     cfg, s = ctx.config.system, _sys(ctx)
     count, load = s.cpu_count, s.load_1m
     if not is_number(count) or count <= 0:
-        yield not_read("system.cpu", ctx.host, "CPU count", count)
+        yield not_read(ctx, ctx.host, "CPU count", count)
         return
     details = {"count": count, "load_1m": load, "usage_percent": s.cpu_percent}
     if count < cfg.cpu_count_min:
@@ -135,7 +135,7 @@ def shm(ctx: CheckContext) -> Iterator[Finding]:
     FAIL below ``system.shm_fail_mib`` (NCCL fails with "unhandled system error" on
     Docker's 64 MB default) or when /dev/shm is missing, WARN below ``system.shm_warn_mib``.
     """
-    if skip := _not_recorded("system.shm", ctx):
+    if skip := _not_recorded(ctx):
         yield skip
         return
     cfg, s = ctx.config.system, _sys(ctx)
@@ -165,12 +165,12 @@ def limits(ctx: CheckContext) -> Iterator[Finding]:
     is set (EFA/InfiniBand pin memory: "ibv_reg_mr failed"), and when the open-files soft
     limit is below ``system.nofile_min``.
     """
-    if skip := _not_recorded("system.limits", ctx):
+    if skip := _not_recorded(ctx):
         yield skip
         return
     cfg, s = ctx.config.system, _sys(ctx)
     if isinstance(s.memlock_soft, NA):
-        yield not_read("system.limits", ctx.host, "memlock limit", s.memlock_soft)
+        yield not_read(ctx, ctx.host, "memlock limit", s.memlock_soft)
     elif cfg.memlock_require_unlimited and s.memlock_soft != -1:
         yield ctx.finding(Status.WARN, ctx.host, "memlock_limited",
                           f"locked-memory limit is {s.memlock_soft} bytes, not unlimited", observed=s.memlock_soft,
@@ -183,7 +183,7 @@ def limits(ctx: CheckContext) -> Iterator[Finding]:
                           observed="unlimited" if s.memlock_soft == -1 else s.memlock_soft)
     nofile = s.nofile_soft
     if not is_number(nofile):
-        yield not_read("system.limits", ctx.host, "open-files limit", nofile)
+        yield not_read(ctx, ctx.host, "open-files limit", nofile)
     elif nofile != -1 and nofile < cfg.nofile_min:
         yield ctx.finding(Status.WARN, ctx.host, "nofile_low", f"open-files limit is {nofile}",
                           observed=nofile, expected=f">= {cfg.nofile_min}", unit="files",
@@ -196,12 +196,12 @@ def limits(ctx: CheckContext) -> Iterator[Finding]:
 @check("system.kernel", needs=("system",), group="system_resources", component="software_stack")
 def kernel(ctx: CheckContext) -> Iterator[Finding]:
     """The kernel is at least ``system.kernel_min_version``; FAIL if older."""
-    if skip := _not_recorded("system.kernel", ctx):
+    if skip := _not_recorded(ctx):
         yield skip
         return
     cfg, s = ctx.config.system, _sys(ctx)
     if not isinstance(s.kernel, str):
-        yield not_read("system.kernel", ctx.host, "kernel version", s.kernel)
+        yield not_read(ctx, ctx.host, "kernel version", s.kernel)
     elif version_below(s.kernel, cfg.kernel_min_version):
         yield ctx.finding(Status.FAIL, ctx.host, "kernel_too_old", f"kernel {s.kernel}",
                           observed=s.kernel, expected=f">= {cfg.kernel_min_version}",
@@ -218,12 +218,12 @@ def numa(ctx: CheckContext) -> Iterator[Finding]:
     Reports the NUMA node count; WARN when fewer than ``system.numa_expected_nodes``
     (NUMA disabled or sub-NUMA clustering changed in the BIOS breaks GPU/NIC affinity).
     """
-    if skip := _not_recorded("system.numa", ctx):
+    if skip := _not_recorded(ctx):
         yield skip
         return
     expected, nodes = ctx.config.system.numa_expected_nodes, _sys(ctx).numa_nodes
     if not is_number(nodes):
-        yield not_read("system.numa", ctx.host, "NUMA nodes", nodes)
+        yield not_read(ctx, ctx.host, "NUMA nodes", nodes)
     elif expected is not None and nodes < expected:
         yield ctx.finding(Status.WARN, ctx.host, "numa_nodes", f"{nodes} NUMA node(s), expected {expected}",
                           observed=nodes, expected=expected, unit="nodes",
@@ -242,7 +242,7 @@ def services(ctx: CheckContext) -> Iterator[Finding]:
     cannot initialise the GPUs). SKIP on nodes without NVIDIA GPUs, and on a replay whose
     snapshot did not record the host's processes.
     """
-    if skip := _not_recorded("system.services", ctx):
+    if skip := _not_recorded(ctx):
         yield skip
         return
     cfg, s = ctx.config.system, _sys(ctx)
@@ -252,7 +252,7 @@ def services(ctx: CheckContext) -> Iterator[Finding]:
                           f"no NVIDIA GPU ({gpu.reason or '0 GPUs'}): NVIDIA services not required")
         return
     if not isinstance(s.processes, list):
-        yield not_read("system.services", ctx.host, "process list", s.processes)
+        yield not_read(ctx, ctx.host, "process list", s.processes)
         return
     running = set(s.processes)
     required = [(name, Status.WARN) for name in cfg.required_services]
