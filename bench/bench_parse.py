@@ -65,6 +65,14 @@ NCCL_INFO = (
     "{host}:{pid}:{tid} [{rank}] NCCL INFO 32 coll channels, 32 collnet channels, 16 nvls channels, 32 p2p channels",
 )
 
+NCCL_INIT = (  # each rank's first lines; only rank 0 prints the NCCL version
+    "Bootstrap : Using eth0:10.1.0.7<0>",
+    "cudaDriverVersion 12040",
+    "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
+    "Using network Socket",
+    "NCCL version 2.19.3+cuda12.3",
+)
+
 FLOOR_DMESG = r"""
 import collections, json, re, sys
 text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
@@ -108,15 +116,20 @@ def kernel_log(path: Path, size: int, rng: random.Random) -> None:
 
 
 def nccl_tests_log(path: Path, size: int, rng: random.Random) -> None:
-    """A soak loop's log: per run the fixture's header and devices, 8 ranks' NCCL INFO lines, the table, the trailer."""
+    """A soak loop's log: per run what nccl-tests 2.17+ prints around the fixture's header and devices (its
+    version, ``Collective test starting/concluded: all_reduce_perf``), 8 ranks' NCCL INFO lines (the NCCL
+    version among them), the table, the trailer. Every chunk of it names ``version`` and ``_perf``."""
     lines = (FIXTURES / "nccl-tests-all_reduce-8xh100.txt").read_text().splitlines(keepends=True)
     split = next(i for i, line in enumerate(lines) if "out-of-place" in line)
-    head, table = "".join(lines[:split]), "".join(lines[split:])
+    head = ("# nccl-tests version 2.17.1 nccl-headers=21903 nccl-library=21903\n"
+            "# Collective test starting: all_reduce_perf\n" + "".join(lines[:split]))
+    table = "".join(lines[split:]) + "# Collective test concluded: all_reduce_perf\n"
     written, runs = 0, 0
     with path.open("w") as fh:
         while written < size:
             runs += 1
-            block = []
+            block = [f"gpu-node-07:{41230 + rank}:{41230 + rank} [{rank}] NCCL INFO {line}"
+                     for rank in range(8) for line in NCCL_INIT[: None if rank == 0 else -1]]
             for _ in range(400):
                 rank = rng.randrange(8)
                 block.append(rng.choice(NCCL_INFO).format(

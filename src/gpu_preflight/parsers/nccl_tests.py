@@ -26,21 +26,29 @@ Streaming: a log of many runs, or with ``NCCL_DEBUG=INFO`` lines between them, c
 gigabytes. :class:`NcclTestsScanner` reads it line by line; the derived values above are
 kept up to date as rows arrive, ``rows`` keeps the first and last :data:`KEPT_ROWS` rows
 (``rows_total`` counts them all), ``busbw_by_size`` the best out-of-place busbw per message
-size and ``wrong_sizes`` the sizes of rows with wrong values, so the judge needs no other row.
+size and ``wrong_sizes`` the sizes of rows with wrong values, so the judge needs no other row;
+``gpus`` lists each (rank, host, GPU) once, however many runs repeat it. :func:`scan` is the
+fast form of :meth:`NcclTestsScanner.feed` on every line (``tests/test_nccl_tests_fast_path.py``
+holds them equal): INFO lines that cannot matter are dropped at C speed, rows are matched a
+window at a time and counted by column, figures read once per distinct cell.
 """
 
 from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import methodcaller, not_
+from functools import lru_cache, reduce
+from itertools import chain, compress, islice, repeat
+from operator import add, eq, gt, methodcaller, not_, or_
+from typing import TypeVar, cast
 
 from .detect import parser
 from .errors import ParseError
 from .text import ContentGate, is_noise, is_not_available, to_float
+
+_T = TypeVar("_T", int, float)
 
 KIND = "nccl-tests"
 KEPT_ROWS = 500  # the first and the last this many rows are kept in ``rows``
@@ -49,6 +57,8 @@ MAX_PROBLEMS = 100  # ``incomplete`` entries listed; more are counted in one las
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s{0,4}\d+:\s)")
 _IS_INFO = methodcaller("__contains__", " NCCL INFO ")
+_GROUPS = methodcaller("groups")
+_WINDOW = 1024  # lines matched at once against a header's row regex
 _PREFIX_STARTS = frozenset("[ \t0123456789")
 _HEADER = re.compile(r"^#\s+size\s+count\b")
 _RANK = re.compile(r"^#\s*Rank\s+(?P<rank>\d+)\s+Group\s+\d+\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+device\s+"
@@ -140,6 +150,22 @@ class NcclTestsRecord:
         return max(found, key=lambda b: (b[0], -b[1])) if found else None
 
 
+class _Cells(dict[str, _T]):
+    """A cell's number, remembered: a soak log repeats the same sizes and figures run after run, and
+    ``float``/``int`` of a string cost several dict lookups each. Emptied at :data:`MAX_SIZES` cells."""
+
+    def __init__(self, read: Callable[[str], _T]) -> None:
+        super().__init__()
+        self.read: Callable[[str], _T] = read
+
+    def __missing__(self, cell: str) -> _T:
+        if len(self) >= MAX_SIZES:
+            self.clear()
+        value: _T = self.read(cell)
+        self[cell] = value
+        return value
+
+
 def sniff(text: str) -> int:
     """The table header or a test failure anywhere in the head: with ``NCCL_DEBUG=INFO`` the table
     comes after hundreds of NCCL INFO lines, which alone would read as a job log (``nccl-log``)."""
@@ -160,6 +186,7 @@ class NcclTestsScanner:
         self.columns: list[str] | None = None
         self.layout: _Layout | None = None
         self.ranks: dict[int, str] = {}
+        self.devices: set[tuple[int, str, str]] = set()  # (rank, host, name) already in record.gpus
         self.number = 0
         self.head: list[NcclTestRow] = []
         self.tail: deque[NcclTestRow | tuple[_Layout, tuple[str, ...]]] = deque(maxlen=KEPT_ROWS)
@@ -169,6 +196,8 @@ class NcclTestsScanner:
         self.busbw_sum = [0.0, 0.0]  # out-of-place, in-place: the computed average is over both
         self.busbw_n = 0
         self.largest_measured: tuple[int, float, float] | None = None  # size, algbw, busbw of the largest row
+        self.numbers = _Cells(float)
+        self.integers = _Cells(int)
 
     def feed(self, raw: str) -> None:
         self.number += 1
@@ -188,20 +217,66 @@ class NcclTestsScanner:
             if "Out of bounds" in line and (m := _OOB.match(line)):
                 record.out_of_bounds = (record.out_of_bounds or 0) + int(m.group("n"))
                 self.rows_since_summary = 0
-            else:
-                self.columns = _header_line(record, self.ranks, line, self.columns)
+            elif (columns := _header_line(record, self.ranks, self.devices, line, self.columns)) is not self.columns:
+                self.columns, self.layout = columns, _layout(tuple(columns)) if columns else None
             if record.test is None and "_perf" in line and (m := _TEST_NAME.search(line)):
                 record.test = m.group("name").removesuffix("_perf")
             return
         if self.columns is None:
             return  # numbers before the table (a pasted pod listing, a command's output)
-        if self.layout is None or self.layout.columns is not self.columns:
-            self.layout = _Layout.of(self.columns)
-        values = self.layout.cells(line)
-        if values is not None:
-            self._add_cells(self.layout, values)
+        assert self.layout is not None
+        if (m := self.layout.pattern.fullmatch(line)) is not None:
+            self._add_rows(self.layout, [m.groups()])
         else:
             self._add(_row(self.columns, line, self.number, self.problem))
+
+    def feed_bulk(self, text: str) -> None:
+        """Lines of a piece of log in which no line names ``version``, ``_perf`` or ``failure`` (see
+        :func:`_pieces`): the same as :meth:`feed` on each line, faster.
+
+        NCCL INFO lines (none of which can matter here) are dropped at C speed; the rest are
+        matched against the current header's row regex a window at a time (``map``, no Python
+        per line), and the rows it reads whole are counted column by column (:meth:`_add_rows`)
+        when a line of another sort, which goes through :meth:`feed`, ends them.
+        """
+        lines = text.splitlines()
+        base = self.number
+        keep = list(map(not_, map(_IS_INFO, lines)))
+        kept = list(compress(lines, keep))
+        numbers = list(compress(range(base, base + len(lines)), keep))
+        batch: list[tuple[str, ...]] = []
+        start = 0
+        while start < len(kept):
+            layout = self.layout
+            if layout is None:
+                self.number = numbers[start]
+                self.feed(kept[start])
+                start += 1
+                continue
+            window = kept[start:start + _WINDOW]
+            found = list(map(layout.pattern.fullmatch, map(str.rstrip, window)))
+            at = 0
+            for stop in chain(compress(range(len(found)), map(not_, found)), [len(found)]):
+                batch.extend(map(_GROUPS, found[at:stop]))
+                at = stop + 1
+                if stop == len(found):
+                    break
+                raw = window[stop]
+                if raw[:1] in _PREFIX_STARTS and ":" in raw[:24] and (
+                        m := layout.pattern.fullmatch(_PREFIX.sub("", raw, count=1).rstrip())) is not None:
+                    batch.append(m.groups())
+                    continue
+                if batch:
+                    self._add_rows(layout, batch)
+                    batch = []
+                self.number = numbers[start + stop]
+                self.feed(raw)
+                if self.layout is not layout:
+                    break
+            start += min(at, len(found))
+        if batch and self.layout is not None:
+            self._add_rows(self.layout, batch)
+        self.number = base + len(lines)
 
     def problem(self, text: str) -> None:
         self.problem_count += 1
@@ -214,19 +289,73 @@ class NcclTestsScanner:
         self._count(row.size_bytes, row.algbw_gbps, row.busbw_gbps, row.wrong, row.error,
                     ip.busbw_gbps if ip else None, ip.wrong if ip else None, ip.error if ip else None)
 
-    def _add_cells(self, layout: _Layout, values: tuple[str, ...]) -> None:
-        """A row matched by its layout: counted from its cells, built into an object only if it is kept."""
-        self._keep(layout.build(values) if len(self.head) < KEPT_ROWS else (layout, values))
-        size, algbw, busbw, wrong, error, ip_busbw, ip_wrong, ip_error = layout.at
-        self._count(int(values[size]), None if algbw < 0 else float(values[algbw]),
-                    None if busbw < 0 else float(values[busbw]), None if wrong < 0 else int(values[wrong]),
-                    None if error < 0 else float(values[error]), None if ip_busbw < 0 else float(values[ip_busbw]),
-                    None if ip_wrong < 0 else int(values[ip_wrong]), None if ip_error < 0 else float(values[ip_error]))
+    def _add_rows(self, layout: _Layout, batch: list[tuple[str, ...]]) -> None:
+        """Rows matched by their layout, in log order: built into objects only where kept, counted by column.
 
-    def _keep(self, row: NcclTestRow | tuple[_Layout, tuple[str, ...]]) -> None:
+        The same figures as :meth:`_count` row by row: maxima are order-free, sums are added
+        in log order (``reduce``, not ``sum``: the result must not depend on the Python version),
+        and what is listed (sizes, the first largest row) is walked in order.
+        """
+        record = self.record
+        record.rows_total += len(batch)
+        self.rows_since_summary += len(batch)
+        room = KEPT_ROWS - len(self.head)
+        if room > 0:
+            self.head.extend(map(layout.build, batch[:room]))
+        self.tail.extend(zip(repeat(layout), batch[max(room, 0):][-KEPT_ROWS:]))
+        at = layout.at
+        columns = list(zip(*batch, strict=True))
+        number, integer = self.numbers.__getitem__, self.integers.__getitem__
+        sizes = list(map(integer, columns[at[0]]))
+        algbw, busbw, error, ip_busbw, ip_error = (
+            None if i < 0 else list(map(number, columns[i])) for i in (at[1], at[2], at[4], at[5], at[7]))
+        wrong, ip_wrong = (None if i < 0 else list(map(integer, columns[i])) for i in (at[3], at[6]))
+        if busbw is not None:
+            best = max(busbw)
+            if record.peak_busbw_gbps is None or best >= record.peak_busbw_gbps:
+                at_size = min(compress(sizes, map(eq, busbw, repeat(best))))
+                if record.peak_busbw_gbps is None or (best, -at_size) > (record.peak_busbw_gbps,
+                                                                         -(record.peak_size_bytes or 0)):
+                    record.peak_busbw_gbps, record.peak_size_bytes = best, at_size
+            by_size = record.busbw_by_size
+            known = list(map(by_size.get, sizes))
+            for i in range(len(sizes)) if None in known else compress(range(len(sizes)),
+                                                                      map(gt, busbw, cast(list[float], known))):
+                size, value = sizes[i], busbw[i]
+                if size in by_size:
+                    if value > by_size[size]:
+                        by_size[size] = value
+                elif len(by_size) < MAX_SIZES:
+                    by_size[size] = value
+            self.busbw_sum[0] = reduce(add, busbw, self.busbw_sum[0])
+            self.busbw_n += len(busbw)
+        if ip_busbw is not None:
+            best_in_place = max(ip_busbw)
+            if record.peak_busbw_in_place_gbps is None or best_in_place > record.peak_busbw_in_place_gbps:
+                record.peak_busbw_in_place_gbps = best_in_place
+            self.busbw_sum[1] = reduce(add, ip_busbw, self.busbw_sum[1])
+            self.busbw_n += len(ip_busbw)
+        if wrong is not None or ip_wrong is not None:
+            record.wrong_total = (record.wrong_total or 0) + sum(wrong or ()) + sum(ip_wrong or ())
+            if any(wrong or ()) or any(ip_wrong or ()):
+                flags = map(or_, wrong or repeat(0), ip_wrong or repeat(0))
+                room = MAX_SIZES - len(record.wrong_sizes)
+                record.wrong_sizes.extend(islice(compress(sizes, flags), max(room, 0)))
+        errors = [*(error or ()), *(ip_error or ())]
+        if errors and (record.max_error is None or max(errors) > record.max_error):
+            record.max_error = max(errors)
+        if algbw is not None and busbw is not None and (
+                self.largest_measured is None or max(sizes) > self.largest_measured[0]):
+            measured = list(map(all, zip(algbw, busbw, strict=True)))
+            largest = max(compress(sizes, measured), default=None)
+            if largest is not None and (self.largest_measured is None or largest > self.largest_measured[0]):
+                i = next(i for i in compress(range(len(sizes)), measured) if sizes[i] == largest)
+                self.largest_measured = (largest, algbw[i], busbw[i])
+
+    def _keep(self, row: NcclTestRow) -> None:
         self.record.rows_total += 1
         self.rows_since_summary += 1
-        if len(self.head) < KEPT_ROWS and isinstance(row, NcclTestRow):
+        if len(self.head) < KEPT_ROWS:
             self.head.append(row)
         else:
             self.tail.append(row)
@@ -291,20 +420,37 @@ def scan(chunks: Iterable[bytes]) -> NcclTestsRecord:
     scanner = NcclTestsScanner()
     for chunk in chunks:
         gate.check(chunk)
-        text = chunk.decode("utf-8", errors="replace")
-        lines = text.splitlines()
-        if "version" in text or "_perf" in text or "failure" in text:
-            for line in lines:
+        for bulk, marked in _pieces(chunk.decode("utf-8", errors="replace")):
+            scanner.feed_bulk(bulk)
+            for line in marked.splitlines():
                 scanner.feed(line)
-            continue
-        # No NCCL INFO line here can matter: drop them all at C speed, keeping line numbers.
-        base = scanner.number
-        for number, line in compress(enumerate(lines, base), map(not_, map(_IS_INFO, lines))):
-            scanner.number = number
-            scanner.feed(line)
-        scanner.number = base + len(lines)
     gate.finish()
     return scanner.finish()
+
+
+_MARKS = ("version", "_perf", "failure")
+
+
+def _pieces(text: str) -> Iterator[tuple[str, str]]:
+    """``text`` cut after newlines into (bulk, marked) pairs: the marked part is the line holding the next
+    ``version``, ``_perf`` or ``failure`` (an NCCL INFO line that may matter), the bulk part has none.
+
+    Found with ``str.find`` (a few per run of nccl-tests, against thousands of INFO lines), so
+    the bulk of a log goes through :meth:`NcclTestsScanner.feed_bulk`. Cutting only after a
+    ``\\n`` keeps ``splitlines`` of the parts equal to ``splitlines`` of the whole.
+    """
+    found = {mark: text.find(mark) for mark in _MARKS}
+    start = 0
+    while hits := [at for at in found.values() if at >= 0]:
+        at = min(hits)
+        line_start = text.rfind("\n", start, at) + 1 or start
+        line_end = text.find("\n", at) + 1 or len(text)
+        yield text[start:line_start], text[line_start:line_end]
+        start = line_end
+        for mark, at in found.items():
+            if 0 <= at < start:
+                found[mark] = text.find(mark, start)
+    yield text[start:], ""
 
 
 @parser(KIND, sniff=sniff, stream=scan,
@@ -314,9 +460,10 @@ def parse(text: str) -> NcclTestsRecord:
     return scan([text.encode("utf-8", errors="surrogatepass")])
 
 
-def _header_line(record: NcclTestsRecord, ranks: dict[int, str], line: str,
+def _header_line(record: NcclTestsRecord, ranks: dict[int, str], devices: set[tuple[int, str, str]], line: str,
                  columns: list[str] | None) -> list[str] | None:
-    """A line outside the table: the column header, a rank's device, the trailer, versions.
+    """A line outside the table: the column header, a rank's device (listed once however many runs
+    of a soak log repeat it), the trailer, versions.
 
     Each pattern is tried only when the word it needs is in the line: most lines of a long
     log are NCCL INFO lines that match none.
@@ -325,8 +472,9 @@ def _header_line(record: NcclTestsRecord, ranks: dict[int, str], line: str,
         return [t for t in line.lstrip("#").split()]
     if "Rank" in line and (m := _RANK.match(line)):
         ranks[int(m.group("rank"))] = m.group("host")
-        if m.group("name").strip():
-            record.gpus.append(NcclTestDevice(int(m.group("rank")), m.group("host"), m.group("name").strip()))
+        if (name := m.group("name").strip()) and (key := (int(m.group("rank")), m.group("host"), name)) not in devices:
+            devices.add(key)
+            record.gpus.append(NcclTestDevice(*key))
     elif "Avg" in line and (m := _AVG.match(line)):
         record.avg_busbw_gbps = to_float(m.group("v"))
         record.avg_busbw_source = "reported" if record.avg_busbw_gbps is not None else None
@@ -366,13 +514,6 @@ class _Layout:
               first.get("error", -1), second.get("busbw", -1), second.get("wrong", -1), second.get("error", -1))
         return cls(columns, first, second, re.compile(r"\s*" + r"\s+".join(cells) + r"\s*", re.ASCII), at)
 
-    def cells(self, line: str) -> tuple[str, ...] | None:
-        """The row's cells when every number in it is plain, else ``None`` (:func:`_row` reads it)."""
-        if self.at[0] < 0:
-            return None
-        m = self.pattern.fullmatch(line)
-        return m.groups() if m else None
-
     def build(self, values: tuple[str, ...]) -> NcclTestRow:
         first, second = self.first, self.second
         out = self._placement(values, first)
@@ -395,6 +536,12 @@ class _Layout:
 
 
 _INTEGRAL = frozenset({"size", "count", "wrong"})
+
+
+@lru_cache(maxsize=64)
+def _layout(columns: tuple[str, ...]) -> _Layout:
+    """One :class:`_Layout` per distinct header: a soak log repeats the same header every run."""
+    return _Layout.of(list(columns))
 
 
 def _version_from_code(code: int) -> str:
