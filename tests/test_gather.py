@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from gpu_preflight.cluster.columns import unpack
 from gpu_preflight.distributed.gather import gather, post_node_bundle
 from gpu_preflight.distributed.store import PREFIX, STALE_S
 from gpu_preflight.distributed.topology import Topology
+from gpu_preflight.records.columns import unpack
 
 dist = pytest.importorskip("torch.distributed")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpu_preflight.cluster.columns import unpack
 from gpu_preflight.distributed.payload import FORMATION_OP, NodeBundle, RankPayload
+from gpu_preflight.records.columns import unpack
 
 
 def rank_dict(rank: int, *, stack: str = "torch 2.4", failed: bool = False) -> dict[str, Any]:

@@ -7,9 +7,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from ..cluster.columns import row
 from ..model import Finding, Status
 from ..records import ClusterFacts
+from ..records.columns import row
 from ..registry import CheckContext, check
 from .cluster_comm import cluster
 from .cluster_load import explain

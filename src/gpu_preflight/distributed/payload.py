@@ -2,7 +2,7 @@
 them (:class:`NodeBundle`).
 
 Each rank sends one payload through the job's store; its node leader reads its node's
-payloads, moves the per-rank results into columns (:mod:`gpu_preflight.cluster.columns`)
+payloads, moves the per-rank results into columns (:mod:`gpu_preflight.records.columns`)
 and posts one bundle; rank 0 reads one bundle per node. Both types round-trip through
 JSON with hand-written ``to_dict``/``from_dict`` (no reflection: rank 0 of a large job
 decodes ten thousand bundles). A field the sender did not fill is ``None`` and absent from
@@ -90,7 +90,7 @@ class NodeBundle:
     """One node's payloads for rank 0, arranged so rank 0 never has to walk them one by one.
 
     ``columns``: GEMM, memory and training results packed into columns
-    (:mod:`gpu_preflight.cluster.columns`); ``index``: ``[rank, node, local_rank, on_gpu]``
+    (:mod:`gpu_preflight.records.columns`); ``index``: ``[rank, node, local_rank, on_gpu]``
     rows laid end to end; ``collectives``: the collective results moved out of the payloads,
     as ``{"groups": [[rank, entry]], "failures": [[rank, entry]]}`` (each group's sweep from
     its lowest rank; every failure as each rank saw it). ``payloads`` hold the rest of each
@@ -106,7 +106,7 @@ class NodeBundle:
 
     @classmethod
     def build(cls, payloads: Mapping[int, RankPayload], missing: Mapping[int, str]) -> NodeBundle:
-        from ..cluster.columns import columns_of
+        from ..records.columns import columns_of
 
         ordered = sorted(payloads.items())
         columns = columns_of({r: {kind: getattr(p, kind) for kind in _RESULTS} for r, p in ordered})

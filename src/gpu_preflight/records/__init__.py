@@ -1,0 +1,33 @@
+"""Typed facts gathered by probes and read by checks: what was read, never what it means.
+
+One package, split by theme: :mod:`.node` (NVML, host, kernel log), :mod:`.cluster` (what
+rank 0 gathered), :mod:`.columns` (per-rank results as columns) and :mod:`.tools` (what the
+external tools' parsers produce). Records sit below parsers, backends, probes and checks:
+they import only the model and config, so every layer above may read them.
+
+A reading that could not be taken is an :class:`~gpu_preflight.model.NA` carrying the
+reason ("not supported", "GPU is lost"), so a check can tell "0 errors" from "unknown"
+and the report can say why a check was skipped.
+"""
+
+from __future__ import annotations
+
+from .cluster import ClusterFacts, subject_name
+from .node import (
+    BoolR,
+    DiskUsage,
+    FloatR,
+    GpuFacts,
+    GpuProcess,
+    GpuRecord,
+    IntR,
+    KernelLogFacts,
+    NvLink,
+    StrR,
+    SystemFacts,
+)
+
+__all__ = [
+    "BoolR", "ClusterFacts", "DiskUsage", "FloatR", "GpuFacts", "GpuProcess", "GpuRecord", "IntR",
+    "KernelLogFacts", "NvLink", "StrR", "SystemFacts", "subject_name",
+]
