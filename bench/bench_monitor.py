@@ -10,9 +10,12 @@ Windows alternate between the two; in each, the process's CPU time is read from
 core, the part spent in children, and the CPU per tick. Target (issue 16): below 1 % of
 a core at ``--interval 1``, children included.
 
-On a GPU machine ``--live`` watches the real GPUs instead of the stub.
+On a GPU machine ``--live`` watches the real GPUs instead of the stub. ``--compare SRC``
+adds a third server, the same monitor run from another checkout's ``src`` (an earlier
+commit, say: ``git archive <commit> | tar -x -C /tmp/base``), to the alternation, so a
+change is measured against its baseline under the same load.
 
-    python bench/bench_monitor.py [--windows 5] [--seconds 10] [--interval 1] [--live]
+    python bench/bench_monitor.py [--windows 5] [--seconds 10] [--interval 1] [--live] [--compare SRC]
 """
 
 from __future__ import annotations
@@ -82,7 +85,11 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--live", action="store_true", help="watch this machine's GPUs, not the stub")
+    ap.add_argument("--compare", type=Path, metavar="SRC",
+                    help="also run the monitor from this source directory (a baseline checkout's src)")
     args = ap.parse_args()
+    if args.compare is not None and not (args.compare / "gpu_preflight" / "__init__.py").is_file():
+        fail(BENCH, f"--compare {args.compare}: no gpu_preflight package there (give a checkout's src directory)")
     require(BENCH, "gpu_preflight", "pynvml", "psutil")
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
@@ -96,22 +103,24 @@ def main() -> int:
             write_stub_data(widen(json.loads(DUMP.read_text()), 8), tmp / "nvml.txt")
             env.update(LD_LIBRARY_PATH=f"{tmp}:{env.get('LD_LIBRARY_PATH', '')}".rstrip(":"),
                        FAKE_NVML_DATA=str(tmp / "nvml.txt"))
-        active, active_url = serve(args.interval, env)
-        idle, idle_url = serve(3600.0, env)
+        servers = {"monitor": serve(args.interval, env), "idle": serve(3600.0, env)}
+        if args.compare is not None:
+            servers["baseline"] = serve(args.interval, {**env, "PYTHONPATH": str(args.compare.resolve())})
         try:
             time.sleep(max(5.0, 3 * args.interval))  # start-up and the first ticks (whole kernel log) are not steady
-            runs: dict[str, list[dict[str, float]]] = {"monitor": [], "idle": []}
+            runs: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
             load0 = os.getloadavg()[0]
             for _ in range(args.windows):
-                runs["monitor"].append(window(active, active_url, args.seconds))
-                runs["idle"].append(window(idle, idle_url, args.seconds))
+                for name, (proc, url) in servers.items():
+                    runs[name].append(window(proc, url, args.seconds))
             load1 = os.getloadavg()[0]
         finally:
-            for proc in (active, idle):
+            for proc, _url in servers.values():
                 proc.terminate()
                 proc.wait(10)
-    if not all(w["ticks"] for w in runs["monitor"]):
-        fail(BENCH, f"the monitor did not tick in every window: {[w['ticks'] for w in runs['monitor']]}")
+    for name in ("monitor", "baseline"):
+        if name in runs and not all(w["ticks"] for w in runs[name]):
+            fail(BENCH, f"the {name} did not tick in every window: {[w['ticks'] for w in runs[name]]}")
     med = {name: {k: statistics.median(w[k] for w in ws) for k in ws[0]} for name, ws in runs.items()}
     mon, base = med["monitor"], med["idle"]
     print(f"machine: {os.cpu_count()} CPUs, load average {load0:.1f} -> {load1:.1f}; "
@@ -120,7 +129,13 @@ def main() -> int:
     print(f"monitor --interval {args.interval:g}: {100 * mon['share']:.2f} % of a core "
           f"(children {100 * mon['children']:.2f} %), {mon['ticks']:.0f} ticks/window, "
           f"{mon['cpu_per_tick_ms']:.1f} ms CPU per tick")
-    print(f"idle server (baseline):  {100 * base['share']:.2f} % of a core (children {100 * base['children']:.2f} %)")
+    if "baseline" in med:
+        old = med["baseline"]
+        print(f"baseline ({args.compare}): {100 * old['share']:.2f} % of a core "
+              f"(children {100 * old['children']:.2f} %), {old['ticks']:.0f} ticks/window, "
+              f"{old['cpu_per_tick_ms']:.1f} ms CPU per tick; ratio now/baseline "
+              f"{mon['share'] / old['share']:.2f}" if old["share"] else "baseline used no CPU")
+    print(f"idle server (HTTP only): {100 * base['share']:.2f} % of a core (children {100 * base['children']:.2f} %)")
     loop = mon["share"] - base["share"]
     print(f"loop alone: {100 * loop:.2f} % of a core (target < {100 * TARGET:g} % including children: "
           f"{'met' if mon['share'] < TARGET else 'missed'})")

@@ -186,3 +186,23 @@ def test_system_probe_failure_to_scan_is_na_not_an_empty_list() -> None:
 def test_one_shot_system_probe_scans_this_host() -> None:
     facts = system_probe(probe_ctx(30.0, None))
     assert isinstance(facts.processes, list) and facts.processes  # this test's own python at least
+
+
+# --- /metrics: series prefixes rendered once ----------------------------------------------
+
+
+def test_cached_series_render_escaped_and_alike_every_time() -> None:
+    from gpu_preflight.server.metrics import Exposition
+
+    def render() -> str:
+        out = Exposition()
+        out.add("x_total", "counter", "X.", 3, {"check": 'a"b\\c\nd'})
+        out.add_series("x_total", "counter", "X.", 4.5, (("check", "plain"),))
+        out.state_set("s", "S.", "warn", ["pass", "warn"], {"check": "c", "status": "ignored"})
+        return out.render()
+
+    expected = ('# HELP gpu_preflight_x_total X.\n# TYPE gpu_preflight_x_total counter\n'
+                'gpu_preflight_x_total{check="a\\"b\\\\c\\nd"} 3\ngpu_preflight_x_total{check="plain"} 4.5\n'
+                '# HELP gpu_preflight_s S.\n# TYPE gpu_preflight_s gauge\n'
+                'gpu_preflight_s{check="c",status="pass"} 0\ngpu_preflight_s{check="c",status="warn"} 1\n')
+    assert render() == expected and render() == expected

@@ -30,10 +30,26 @@ def escape_label(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-@functools.lru_cache(maxsize=8192)
-def label_text(items: tuple[tuple[str, str], ...]) -> str:
-    """``k="v",...`` for a label set; cached, since a monitor renders the same sets every tick."""
+Labels = tuple[tuple[str, str], ...]
+
+
+def label_text(items: Labels) -> str:
+    """``k="v",...`` for a label set."""
     return ",".join(f'{k}="{escape_label(v)}"' for k, v in items)
+
+
+@functools.lru_cache(maxsize=16384)
+def sample_prefix(full: str, labels: Labels) -> str:
+    """``name{labels} `` of one series: a monitor renders the same series every tick, so each
+    is escaped and joined once, and a sample costs one concatenation with its value."""
+    return f"{full}{{{label_text(labels)}}} " if labels else f"{full} "
+
+
+@functools.lru_cache(maxsize=4096)
+def state_prefixes(full: str, labels: Labels, key: str, states: tuple[str, ...]) -> tuple[str, ...]:
+    """The prefixes of one state set's series, one per state."""
+    own = tuple((k, v) for k, v in labels if k != key)
+    return tuple(sample_prefix(full, (*own, (key, state))) for state in states)
 
 
 def escape_help(text: str) -> str:
@@ -69,21 +85,25 @@ class Exposition:
 
     def add(self, name: str, kind: str, help_text: str, value: float,
             labels: Mapping[str, str] | None = None) -> None:
-        self._sample(name, kind, help_text, label_text(tuple(labels.items())) if labels else "", value)
+        self.add_series(name, kind, help_text, value, tuple(labels.items()) if labels else ())
 
-    def _sample(self, name: str, kind: str, help_text: str, labels: str, value: float) -> None:
+    def add_series(self, name: str, kind: str, help_text: str, value: float, labels: Labels = ()) -> None:
+        """:meth:`add` with the labels as a tuple of pairs (no mapping built per sample)."""
         full = PREFIX + name
+        self._samples(full, kind, help_text).append(sample_prefix(full, labels) + format_value(value))
+
+    def _samples(self, full: str, kind: str, help_text: str) -> list[str]:
         family = self._families.get(full)
         if family is None:
             family = self._families[full] = (kind, help_text, [])
-        family[2].append(f"{full}{{{labels}}} {format_value(value)}" if labels else f"{full} {format_value(value)}")
+        return family[2]
 
     def state_set(self, name: str, help_text: str, current: str, states: Iterable[str],
                   labels: Mapping[str, str] | None = None, key: str = "status") -> None:
-        base = label_text(tuple(labels.items())) if labels else ""
-        for state in states:
-            own = label_text(((key, state),))
-            self._sample(name, "gauge", help_text, f"{base},{own}" if base else own, int(state == current))
+        full, names = PREFIX + name, tuple(states)
+        prefixes = state_prefixes(full, tuple(labels.items()) if labels else (), key, names)
+        self._samples(full, "gauge", help_text).extend(
+            prefix + ("1" if state == current else "0") for prefix, state in zip(prefixes, names, strict=True))
 
     def render(self) -> str:
         lines: list[str] = []
@@ -129,21 +149,21 @@ GPU_METRICS: dict[str, tuple[str, str]] = {  # metric -> (type, help)
                                      "4 DRAIN_AND_RESET, 5 RECOVER_IMEX_DOMAIN, 6 BUS_RESET, 7 SYSTEM_REBOOT."),
     "gpu_clock_event_reasons": ("gauge", "Raw NVML clocks event (throttle) reasons bitmask."),
 }
-GPU_READINGS: tuple[tuple[str, str, dict[str, str]], ...] = (  # (record field, metric, extra labels)
-    ("temperature_c", "gpu_temperature_celsius", {}),
-    ("memory_temperature_c", "gpu_memory_temperature_celsius", {}),
-    ("power_draw_w", "gpu_power_draw_watts", {}),
-    ("power_limit_w", "gpu_power_limit_watts", {}),
-    ("ecc_volatile_corrected", "gpu_ecc_errors_total", {"severity": "corrected", "scope": "volatile"}),
-    ("ecc_volatile_uncorrected", "gpu_ecc_errors_total", {"severity": "uncorrected", "scope": "volatile"}),
-    ("ecc_aggregate_corrected", "gpu_ecc_errors_total", {"severity": "corrected", "scope": "aggregate"}),
-    ("ecc_aggregate_uncorrected", "gpu_ecc_errors_total", {"severity": "uncorrected", "scope": "aggregate"}),
-    ("remapped_rows_correctable", "gpu_remapped_rows_total", {"severity": "correctable"}),
-    ("remapped_rows_uncorrectable", "gpu_remapped_rows_total", {"severity": "uncorrectable"}),
-    ("remap_pending", "gpu_row_remap_pending", {}),
-    ("remap_failure", "gpu_row_remap_failed", {}),
-    ("recovery_action", "gpu_recovery_action", {}),
-    ("clock_event_reasons", "gpu_clock_event_reasons", {}),
+GPU_READINGS: tuple[tuple[str, str, Labels], ...] = (  # (record field, metric, extra labels)
+    ("temperature_c", "gpu_temperature_celsius", ()),
+    ("memory_temperature_c", "gpu_memory_temperature_celsius", ()),
+    ("power_draw_w", "gpu_power_draw_watts", ()),
+    ("power_limit_w", "gpu_power_limit_watts", ()),
+    ("ecc_volatile_corrected", "gpu_ecc_errors_total", (("severity", "corrected"), ("scope", "volatile"))),
+    ("ecc_volatile_uncorrected", "gpu_ecc_errors_total", (("severity", "uncorrected"), ("scope", "volatile"))),
+    ("ecc_aggregate_corrected", "gpu_ecc_errors_total", (("severity", "corrected"), ("scope", "aggregate"))),
+    ("ecc_aggregate_uncorrected", "gpu_ecc_errors_total", (("severity", "uncorrected"), ("scope", "aggregate"))),
+    ("remapped_rows_correctable", "gpu_remapped_rows_total", (("severity", "correctable"),)),
+    ("remapped_rows_uncorrectable", "gpu_remapped_rows_total", (("severity", "uncorrectable"),)),
+    ("remap_pending", "gpu_row_remap_pending", ()),
+    ("remap_failure", "gpu_row_remap_failed", ()),
+    ("recovery_action", "gpu_recovery_action", ()),
+    ("clock_event_reasons", "gpu_clock_event_reasons", ()),
 )
 
 
@@ -151,36 +171,35 @@ def gpu_metrics(out: Exposition, report: NodeReport | None, health: HealthStatus
     """Per-GPU readings of the last NVML read and each GPU's health verdict."""
     gpu_facts = (report.facts.get("gpu") if report else None) or {}
     labels_of: dict[int, dict[str, str]] = {}
+    driver = str(gpu_facts["driver_version"]) if isinstance(gpu_facts.get("driver_version"), str) else ""
     for rec in gpu_facts.get("gpus") or []:
         index = rec.get("index")
         if not isinstance(index, int):
             continue
-        labels = {"gpu": str(index), "uuid": rec["uuid"] if isinstance(rec.get("uuid"), str) else ""}
-        labels_of[index] = labels
+        labels = (("gpu", str(index)), ("uuid", rec["uuid"] if isinstance(rec.get("uuid"), str) else ""))
+        labels_of[index] = dict(labels)
         name = str(rec["name"]) if isinstance(rec.get("name"), str) else ""
         bus = str(rec["pci_bus_id"]) if isinstance(rec.get("pci_bus_id"), str) else ""
-        driver = str(gpu_facts["driver_version"]) if isinstance(gpu_facts.get("driver_version"), str) else ""
-        out.add("gpu_info", "gauge", "GPU identity (value is always 1).",
-                1, {**labels, "name": name, "pci_bus_id": bus, "driver_version": driver})
+        out.add_series("gpu_info", "gauge", "GPU identity (value is always 1).",
+                       1, (*labels, ("name", name), ("pci_bus_id", bus), ("driver_version", driver)))
         for field, metric, extra in GPU_READINGS:
             value = number(rec.get(field))
             if value is not None:
                 kind, help_text = GPU_METRICS[metric]
-                out.add(metric, kind, help_text, value, {**labels, **extra})
+                out.add_series(metric, kind, help_text, value, (*labels, *extra))
         mask = number(rec.get("clock_event_reasons"))
         if mask is not None:
             for bit, (reason, _) in CLOCK_REASONS.items():
-                out.add("gpu_clock_event_reason_active", "gauge",
-                        "1 while the clock event (throttle) reason is active.", int(int(mask) & bit != 0),
-                        {**labels, "reason": reason})
+                out.add_series("gpu_clock_event_reason_active", "gauge",
+                               "1 while the clock event (throttle) reason is active.", int(int(mask) & bit != 0),
+                               (*labels, ("reason", reason)))
     if health is None:
         return
     out.state_set("gpu_health_status", "GPU health of the monitored GPUs: healthy, unhealthy or unknown "
                   "(unknown means it could not be looked at).", health.state.value, HEALTH_STATES, key="state")
     for gpu in health.gpus:
-        labels = labels_of.get(gpu.index, {"gpu": str(gpu.index), "uuid": ""})
         out.state_set("gpu_health", "Health of each GPU (1 for the current state).", gpu.state.value,
-                      HEALTH_STATES, labels, key="state")
+                      HEALTH_STATES, labels_of.get(gpu.index, {"gpu": str(gpu.index), "uuid": ""}), key="state")
 
 
 def tick_metrics(report: NodeReport | None, health: HealthStatus | None, runs_total: int, failures_total: int,
