@@ -4,6 +4,12 @@ Every import under ``src/gpu_preflight`` (top level, in a function, under TYPE_C
 resolved to a package module and must go to a layer its own layer may use. Checks and probes
 are plugins: outside their package only the engine imports them (discovery goes by package
 name). No import circles. KNOWN/KNOWN_CIRCLES only shrink: a fixed arrow left listed fails.
+
+Records sit on the model floor, below config: DESIGN.md's layout puts "statuses, findings,
+records" in the model, and its data flow has every layer hand typed records up (backends and
+probes build them, parsers fill them, checks read them). So every layer may read records
+and records read only the model; the Xid window/tally (records.xid) is shared that way by the
+Xid policy (config), the log parsers and the checks.
 """
 
 from __future__ import annotations
@@ -31,8 +37,8 @@ LAYER_OF = {
 }
 _B = {"model", "util"}
 MAY_USE: dict[str, set[str]] = {
-    "model": {"model"}, "util": _B, "config": _B | {"config"}, "registry": {"model", "config", "registry"},
-    "records": {"model", "config", "records"},
+    "model": {"model"}, "util": _B, "records": {"model", "records"},
+    "config": _B | {"records", "config"}, "registry": {"model", "records", "config", "registry"},
     "checks": {"model", "config", "registry", "records", "checks"},  # pure: not even file helpers
     "parsers": _B | {"records", "parsers"},
     "backends": _B | {"parsers", "backends"},
@@ -66,18 +72,13 @@ checks.evidence_fabric: parsers.infiniband parsers.libfabric parsers.lspci parse
 checks.evidence_gpu: parsers.dmesg parsers.nvidia_smi parsers.nvidia_smi.dmon
 checks.evidence_gpu: parsers.nvidia_smi.listing parsers.nvidia_smi.topo
 checks.evidence_nccl: parsers.nccl_log parsers.nccl_tests
-checks.gpu_xid: parsers.kernel_log
 cli.evidence_cmd: checks.evidence
 cli.main: gpu_preflight probes.system
 cli.run_cmd: probes.gpu
 cli.serve_cmd: probes.gpu
-config.xid_policy: parsers.kernel_log
-config.xid_window: parsers.kernel_log
 diagnostics.records: backends.commands backends.fabric backends.infiniband
 diagnostics.records: parsers.dcgmi parsers.infiniband parsers.libfabric parsers.lspci parsers.nccl_tests
 integrations.sagemaker_entry: cli.main
-parsers.dmesg: config.xid_window
-parsers.xid_timeline: config.xid_window
 registry: checks probes
 report.assessment: parsers.errors parsers.libfabric
 report.canonical: checks.floors gpu_preflight report.advice report.html report.jsonio

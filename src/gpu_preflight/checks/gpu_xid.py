@@ -63,7 +63,7 @@ def xid_events(ctx: CheckContext) -> Iterator[Finding]:
     coverage = {**tally.coverage(), "source": log.source}
     outside = f"; {tally.outside} older event(s) left out" if tally.outside else ""
     verdicts = xid_policy(ctx.config.xid).judge_tally(tally)
-    from ..parsers.kernel_log import normalize_pci
+    from ..records.xid import normalize_pci
 
     gpus: GpuFacts = ctx.fact("gpu")
     by_pci = {}

@@ -26,9 +26,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..parsers.kernel_log import XidEvent
+from ..records.xid import XidEvent, XidGroup, XidTally, count_events, xid_window
 from .loader import ConfigError, toml_lines
-from .xid_window import XidGroup, XidTally, count_events, xid_window
 
 __all__ = [
     "ACTIONS", "CAUSES", "SEVERITIES", "SHIPPED_POLICY", "XidPolicy", "XidRule", "XidVerdict",

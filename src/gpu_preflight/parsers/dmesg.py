@@ -43,7 +43,7 @@ from .text import ContentGate
 from .xid_timeline import XidTimeline, moment
 
 if TYPE_CHECKING:
-    from ..config.xid_window import XidTally, XidWindow
+    from ..records.xid import XidTally, XidWindow
 
 KIND = "dmesg"
 KEPT = 500  # the first and the last this many of each list are kept; the count between is in `omitted`
@@ -144,7 +144,7 @@ class DmesgRecord:
         (exact, see :mod:`~gpu_preflight.parsers.xid_timeline`) and the examples from the
         events kept.
         """
-        from ..config.xid_window import count_events
+        from ..records.xid import count_events
 
         events = [x.to_event() for x in self.xid_events]
         if self.timeline is None or not ({"xid_events", "unparsed_xids"} & set(self.omitted)):

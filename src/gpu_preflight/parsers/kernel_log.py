@@ -28,8 +28,10 @@ collector can say "cannot read kernel log" instead of "no Xid errors".
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
+
+from ..records.xid import UnparsedXid, XidEvent, normalize_pci
+from ..records.xid import pci_key as pci_key
 
 __all__ = [
     "MAX_LINE", "UnparsedXid", "XidEvent", "kernel_log_denied", "line_timestamp", "normalize_pci",
@@ -37,28 +39,6 @@ __all__ = [
 ]
 
 MAX_LINE = 4096  # characters of a line the patterns read; printk records are at most 1024
-
-
-@dataclass(frozen=True)
-class XidEvent:
-    """One ``NVRM: Xid`` line: the Xid, the GPU it names and when it happened."""
-
-    xid: int
-    pci: str | None
-    timestamp: datetime | None
-    pid: int | None
-    process: str | None
-    message: str
-    raw: str
-
-
-@dataclass(frozen=True)
-class UnparsedXid:
-    """A line shaped like an Xid event whose Xid or GPU cannot be read; ``raw`` is capped."""
-
-    raw: str
-    timestamp: datetime | None
-    reason: str
 
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+(?::[0-9A-Fa-f.]+)?)\): "
@@ -147,38 +127,6 @@ def kernel_log_denied(text: str) -> str | None:
     """
     m = _DENIED.search(text)
     return m.group(0).strip() if m else None
-
-
-def normalize_pci(pci: str) -> str:
-    """``domain:bus:device`` in lower case, 4-digit domain, no function: ``0000:38:00``.
-
-    NVML reports ``00000000:38:00.0`` and the driver logs ``0000:38:00``; both must land
-    on the same key so an Xid can be pinned to the GPU NVML enumerates.
-    """
-    value = pci.strip()
-    if value[:4].upper() == "PCI:":
-        value = value[4:]
-    value = value.split(".", 1)[0]
-    parts = value.split(":")
-    if len(parts) == 2:
-        parts.insert(0, "0")
-    if len(parts) != 3:
-        raise ValueError(f"not a PCI address: {pci!r}")
-    try:
-        domain, bus, device = (int(p, 16) for p in parts)
-    except ValueError:
-        raise ValueError(f"not a PCI address: {pci!r}") from None
-    return f"{domain:04x}:{bus:02x}:{device:02x}"
-
-
-def pci_key(pci: str | None) -> str | None:
-    """The GPU key of an Xid: normalised PCI address, else the printed one in lower case."""
-    if pci is None:
-        return None
-    try:
-        return normalize_pci(pci)
-    except ValueError:
-        return pci.strip().lower()
 
 
 def _require_aware(**values: datetime | None) -> None:

@@ -6,7 +6,7 @@ streamed parse keeps, per event, only its time (microseconds since the epoch,
 :data:`UNDATED` when the line has none) and its (Xid, GPU) group in two arrays; the
 judge counts whatever window it is given from them (see
 :func:`gpu_preflight.checks.evidence_gpu.timeline_tally`), with the same rules as
-:class:`~gpu_preflight.config.xid_window.XidCounter`: older than the window is outside,
+:class:`~gpu_preflight.records.xid.XidCounter`: older than the window is outside,
 undated always counts, a repeat of a dated event (same Xid, GPU, time, pid and message)
 is a duplicate, up to :data:`DEDUP_KEYS_MAX` remembered events.
 
@@ -24,16 +24,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .kernel_log import UnparsedXid, XidEvent, pci_key
+from ..records.xid import UnparsedXid, XidEvent, pci_key
 
 if TYPE_CHECKING:
-    from ..config.xid_window import XidTally, XidWindow
+    from ..records.xid import XidTally, XidWindow
 
 __all__ = ["DEDUP_KEYS_MAX", "NEVER", "TIMELINE_MAX", "UNDATED", "Folded", "TimelineGroup", "XidTimeline", "micros",
            "moment", "pci_key"]
 
 TIMELINE_MAX = 2_000_000
-DEDUP_KEYS_MAX = 65_536  # as config.xid_window.DEDUP_KEYS_MAX
+DEDUP_KEYS_MAX = 65_536  # as records.xid.DEDUP_KEYS_MAX
 UNDATED = -(2**63)
 NEVER = 2**63 - 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -126,11 +126,11 @@ class XidTimeline:
             del self.unparsed_times[:half]
 
     def tally(self, window: XidWindow, kept: list[XidEvent], kept_unparsed: list[UnparsedXid]) -> XidTally:
-        """The events in ``window`` by :class:`~gpu_preflight.config.xid_window.XidCounter`'s rules.
+        """The events in ``window`` by :class:`~gpu_preflight.records.xid.XidCounter`'s rules.
 
         ``kept`` and ``kept_unparsed`` (the events a record lists) give the example lines.
         """
-        from ..config.xid_window import EXAMPLES, XidCounter, XidGroup, XidTally
+        from ..records.xid import EXAMPLES, XidCounter, XidGroup, XidTally
 
         start = micros(window.start) if window.start is not None else UNDATED
         size = len(self.groups)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..model import NA
 
 if TYPE_CHECKING:
-    from ..config.xid_window import XidTally
+    from .xid import XidTally
 
 IntR = int | NA
 FloatR = float | NA

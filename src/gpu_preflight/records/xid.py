@@ -1,0 +1,247 @@
+"""Xid events read from a kernel log, and the window and tally that decide which of them count.
+
+The events are what ``parsers/kernel_log.py`` reads from a log line; the window, the
+streaming :class:`XidCounter` and its :class:`XidTally` are pure arithmetic on them. They
+live here, below config, parsers and probes, so the Xid policy (config), the log parsers
+and the checks all read the same types without importing each other.
+
+A live log's window ends *now*; a saved log's ends at its last timestamp (an old log has
+no "now", and judging it against today's clock reports a node with Xid 79 as clean). A
+replayed snapshot's log ends when the snapshot was taken. :func:`xid_window` is the one
+place that decides this, for ``run``, ``run --kernel-log``, ``--replay`` and ``judge``.
+
+:class:`XidCounter` consumes events one by one and keeps, per (Xid, GPU), a count, the
+time span and a few example lines, never every event, so a 200 MB log costs flat memory.
+The same event read twice (a bundle holding both dmesg and the journal) counts once, up to
+:data:`DEDUP_KEYS_MAX` remembered events; past that, repeats are counted (over-counting
+is the safe side) and the tally says so. Every tally says what window it covers and how
+many events fell outside it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+EXAMPLES = 3  # first and last lines kept per group
+DEDUP_KEYS_MAX = 65_536
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    """One ``NVRM: Xid`` line: the Xid, the GPU it names and when it happened."""
+
+    xid: int
+    pci: str | None
+    timestamp: datetime | None
+    pid: int | None
+    process: str | None
+    message: str
+    raw: str
+
+
+@dataclass(frozen=True)
+class UnparsedXid:
+    """A line shaped like an Xid event whose Xid or GPU cannot be read; ``raw`` is capped."""
+
+    raw: str
+    timestamp: datetime | None
+    reason: str
+
+
+def normalize_pci(pci: str) -> str:
+    """``domain:bus:device`` in lower case, 4-digit domain, no function: ``0000:38:00``.
+
+    NVML reports ``00000000:38:00.0`` and the driver logs ``0000:38:00``; both must land
+    on the same key so an Xid can be pinned to the GPU NVML enumerates.
+    """
+    value = pci.strip()
+    if value[:4].upper() == "PCI:":
+        value = value[4:]
+    value = value.split(".", 1)[0]
+    parts = value.split(":")
+    if len(parts) == 2:
+        parts.insert(0, "0")
+    if len(parts) != 3:
+        raise ValueError(f"not a PCI address: {pci!r}")
+    try:
+        domain, bus, device = (int(p, 16) for p in parts)
+    except ValueError:
+        raise ValueError(f"not a PCI address: {pci!r}") from None
+    return f"{domain:04x}:{bus:02x}:{device:02x}"
+
+
+def pci_key(pci: str | None) -> str | None:
+    """The GPU key of an Xid: normalised PCI address, else the printed one in lower case."""
+    if pci is None:
+        return None
+    try:
+        return normalize_pci(pci)
+    except ValueError:
+        return pci.strip().lower()
+
+
+@dataclass(frozen=True)
+class XidWindow:
+    """``hours`` before ``end``; ``end`` is ``None`` when a saved log has no timestamp at all."""
+
+    hours: float
+    end: datetime | None
+    basis: str
+
+    @property
+    def start(self) -> datetime | None:
+        return None if self.end is None else self.end - timedelta(hours=self.hours)
+
+    def describe(self) -> str:
+        if self.end is None:
+            return f"the last {self.hours:g} h ({self.basis}: every event kept)"
+        return f"the {self.hours:g} h up to {self.end:%Y-%m-%d %H:%M:%S} UTC ({self.basis})"
+
+
+def xid_window(hours: float, *, now: datetime | None = None, log_end: datetime | None = None,
+               saved: bool = False, basis: str | None = None) -> XidWindow:
+    """The window for a live log (ends at ``now``) or a saved one (ends at ``log_end``, its last timestamp).
+
+    ``basis`` overrides the description of the end (``"snapshot time"`` for a replay).
+    """
+    if not math.isfinite(hours) or hours < 0:
+        raise ValueError(f"window_hours must be a finite number >= 0, got {hours!r}")
+    end = log_end if saved else now
+    if end is None and not saved:
+        raise ValueError("a live log's window needs now")
+    if end is not None and end.utcoffset() is None:
+        raise ValueError(f"now must be timezone-aware, got {end!r}")
+    if basis is None:
+        basis = "now" if not saved else ("the log's last timestamp" if end else "no timestamp in the log")
+    return XidWindow(float(hours), end, basis)
+
+
+@dataclass(frozen=True)
+class XidGroup:
+    """The in-window events of one Xid on one GPU (``pci`` normalised when it parses)."""
+
+    xid: int
+    pci: str | None
+    count: int
+    undated: int
+    first: datetime | None
+    last: datetime | None
+    message: str
+    examples: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class XidTally:
+    """What a log said about Xids within ``window``, and what was left out of it."""
+
+    window: XidWindow
+    groups: tuple[XidGroup, ...] = ()
+    outside: int = 0
+    duplicates: int = 0
+    dedup_limited: bool = False
+    unparsed: int = 0
+    unparsed_outside: int = 0
+    unparsed_examples: tuple[UnparsedXid, ...] = ()
+
+    @property
+    def events(self) -> int:
+        return sum(g.count for g in self.groups)
+
+    def coverage(self) -> dict[str, Any]:
+        """The window and the counts a report needs to show what was and was not counted."""
+        return {"window_hours": self.window.hours, "window_start": self.window.start, "window_end": self.window.end,
+                "window_basis": self.window.basis, "events_in_window": self.events,
+                "events_outside_window": self.outside, "duplicates_dropped": self.duplicates,
+                "unparsed_in_window": self.unparsed, "unparsed_outside_window": self.unparsed_outside}
+
+
+@dataclass
+class _Group:
+    xid: int
+    pci: str | None
+    count: int = 0
+    undated: int = 0
+    first: datetime | None = None
+    last: datetime | None = None
+    message: str = ""
+    head: list[str] = field(default_factory=list)
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=EXAMPLES))
+
+
+class XidCounter:
+    """Feed events and unparsed Xid lines in log order; :meth:`tally` gives the result."""
+
+    def __init__(self, window: XidWindow) -> None:
+        self.window = window
+        self._start = window.start
+        self._groups: dict[tuple[int, str | None], _Group] = {}
+        self._seen: set[tuple[Any, ...]] = set()
+        self._outside = self._duplicates = self._unparsed = self._unparsed_outside = 0
+        self._dedup_limited = False
+        self._unparsed_head: list[UnparsedXid] = []
+        self._unparsed_tail: deque[UnparsedXid] = deque(maxlen=EXAMPLES)
+
+    def add(self, item: XidEvent | UnparsedXid) -> None:
+        if isinstance(item, UnparsedXid):
+            self._add_unparsed(item)
+            return
+        stamp = item.timestamp
+        if stamp is not None:
+            if self._start is not None and stamp < self._start:
+                self._outside += 1
+                return
+            key = (item.xid, pci_key(item.pci), stamp, item.pid, item.message)
+            if key in self._seen:
+                self._duplicates += 1
+                return
+            if len(self._seen) < DEDUP_KEYS_MAX:
+                self._seen.add(key)
+            else:
+                self._dedup_limited = True
+        pci = pci_key(item.pci)
+        group = self._groups.get((item.xid, pci))
+        if group is None:
+            group = self._groups[(item.xid, pci)] = _Group(item.xid, pci)
+        group.count += 1
+        if stamp is None:
+            group.undated += 1
+            if group.last is None:
+                group.message = item.message
+        else:
+            if group.first is None or stamp < group.first:
+                group.first = stamp
+            if group.last is None or stamp >= group.last:
+                group.last, group.message = stamp, item.message
+        raw = item.raw.strip()[:300]
+        if len(group.head) < EXAMPLES:
+            group.head.append(raw)
+        else:
+            group.tail.append(raw)
+
+    def _add_unparsed(self, item: UnparsedXid) -> None:
+        if item.timestamp is not None and self._start is not None and item.timestamp < self._start:
+            self._unparsed_outside += 1
+            return
+        self._unparsed += 1
+        if len(self._unparsed_head) < EXAMPLES:
+            self._unparsed_head.append(item)
+        else:
+            self._unparsed_tail.append(item)
+
+    def tally(self) -> XidTally:
+        groups = tuple(XidGroup(g.xid, g.pci, g.count, g.undated, g.first, g.last, g.message,
+                                (*g.head, *g.tail)) for g in self._groups.values())
+        return XidTally(self.window, groups, self._outside, self._duplicates, self._dedup_limited,
+                        self._unparsed, self._unparsed_outside, (*self._unparsed_head, *self._unparsed_tail))
+
+
+def count_events(events: Any, window: XidWindow) -> XidTally:
+    """The tally of an iterable of events (and unparsed lines) against ``window``."""
+    counter = XidCounter(window)
+    for event in events:
+        counter.add(event)
+    return counter.tally()
