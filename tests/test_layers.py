@@ -41,8 +41,8 @@ MAY_USE: dict[str, set[str]] = {
     "config": _B | {"records", "config"}, "registry": {"model", "records", "config", "registry"},
     "checks": {"model", "config", "registry", "records", "checks"},  # pure: not even file helpers
     "parsers": _B | {"records", "parsers"},
-    "backends": _B | {"parsers", "backends"},
-    "workloads": _B | {"config", "backends", "workloads"},
+    "backends": _B | {"records", "parsers", "backends"},
+    "workloads": _B | {"config", "records", "backends", "workloads"},
     "probes": _B | {"config", "registry", "records", "parsers", "backends", "probes"},
     "engine": _B | {"config", "registry", "records", "checks", "parsers", "backends", "probes", "engine"},
     "findings": _B | {"config", "registry", "records", "engine", "findings"},
@@ -62,15 +62,9 @@ def _pairs(text: str) -> set[tuple[str, str]]:
 
 
 KNOWN = _pairs("""
-backends.system: records
 checks.cluster_pingpong: parsers.errors parsers.libfabric
-checks.diag_infiniband: parsers.infiniband
 checks.diag_pcie: parsers.dmesg parsers.errors
 checks.evidence: parsers.detect parsers.errors
-checks.evidence_dcgm: parsers.dcgmi
-checks.evidence_fabric: parsers.infiniband parsers.libfabric parsers.lspci parsers.perftest
-checks.evidence_gpu: parsers.dmesg parsers.nvidia_smi parsers.nvidia_smi.dmon
-checks.evidence_gpu: parsers.nvidia_smi.listing parsers.nvidia_smi.topo
 checks.evidence_nccl: parsers.nccl_log parsers.nccl_tests
 cli.evidence_cmd: checks.evidence
 cli.main: gpu_preflight probes.system
@@ -86,8 +80,7 @@ report.textfile: history.extract server.metrics
 server.metrics: checks.gpu_thermal gpu_preflight
 server.monitor: probes.shared
 """)
-KNOWN_CIRCLES = [("parsers.dcgmi", "parsers.dcgmi.json_report", "parsers.dcgmi.table"),
-                 ("report.advice", "report.assessment", "report.canonical", "report.html", "report.html_assessment")]
+KNOWN_CIRCLES = [("report.advice", "report.assessment", "report.canonical", "report.html", "report.html_assessment")]
 MODULES = {".".join(p.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__"): p
            for p in sorted((SRC / PKG).rglob("*.py"))}
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..records.fabric import OfiPlugin as OfiPlugin
 
 __all__ = ["OfiPlugin", "fabric_environment", "find_ofi_plugin"]
 
@@ -44,16 +45,6 @@ ENV_NAMES = frozenset({
     "FI_LOG_LEVEL", "FI_HMEM_CUDA_USE_GDRCOPY",
     *(f"FI_EFA_{k}" for k in _EFA_KNOBS), *(f"OFI_NCCL_{k}" for k in _OFI_NCCL_KNOBS)})
 DEFAULT_NAMES = ("libnccl-net.so", "libnccl-net-ofi.so", "libnccl-net-aws-ofi.so")
-
-
-@dataclass
-class OfiPlugin:
-    """Where the NCCL net plugin was found (``path``), or every place that was searched."""
-
-    installed: bool
-    path: str | None = None
-    requested: str | None = None
-    searched: list[str] = field(default_factory=list)
 
 
 def fabric_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -19,27 +19,12 @@ from pathlib import Path
 
 from ..parsers.infiniband import IbDevice, IbDevicesRecord, IbPort, canonical_state
 from ..parsers.text import to_float, to_int
+from ..records.fabric import EFA_DRIVER as EFA_DRIVER
+from ..records.fabric import RdmaDevice as RdmaDevice
 
 __all__ = ["RdmaDevice", "RdmaTree", "read_counters", "read_tree"]
 
 DEFAULT_ROOT = "/sys/class/infiniband"
-EFA_DRIVER = "efa"
-
-
-@dataclass
-class RdmaDevice:
-    """One RDMA device: its kernel driver (``mlx5_core``, ``efa``...) and identity."""
-
-    name: str
-    driver: str | None = None
-    hca_type: str | None = None
-    firmware: str | None = None
-    node_guid: str | None = None
-    pci_address: str | None = None
-
-    @property
-    def is_efa(self) -> bool:
-        return self.driver == EFA_DRIVER or self.name.startswith(("efa_", "rdmap"))
 
 
 @dataclass

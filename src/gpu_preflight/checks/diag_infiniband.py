@@ -39,7 +39,7 @@ def ports(ctx: CheckContext) -> Iterator[Finding]:
         return
     record = copy.deepcopy(facts.ports) if facts.ports is not None else None
     if record is None:
-        from ..parsers.infiniband import IbDevicesRecord
+        from ..records.fabric import IbDevicesRecord
 
         record = IbDevicesRecord(format="sysfs")
     for tool in facts.tools:

@@ -21,7 +21,7 @@ from .evidence import judges
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..parsers.dcgmi import DcgmDiagRecord, DcgmTest
+    from ..records.dcgm import DcgmDiagRecord, DcgmTest
 
 CHECK = "dcgm.diag"
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}

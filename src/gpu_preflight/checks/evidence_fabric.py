@@ -28,10 +28,7 @@ from .evidence import judges
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..parsers.infiniband import IbDevicesRecord
-    from ..parsers.libfabric import FiInfoRecord, PingpongRecord
-    from ..parsers.lspci import LspciRecord, PciDevice
-    from ..parsers.perftest import PerftestRecord
+    from ..records.fabric import FiInfoRecord, IbDevicesRecord, LspciRecord, PciDevice, PerftestRecord, PingpongRecord
 
 IB_PERFTEST = declare(
     "ib.perftest", "perftest reaches the bandwidth floor",

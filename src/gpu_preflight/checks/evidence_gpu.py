@@ -21,12 +21,9 @@ from .evidence import judges
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..parsers.dmesg import DmesgRecord
-    from ..parsers.nvidia_smi import NvidiaSmiRecord, SmiGpu
-    from ..parsers.nvidia_smi.dmon import DmonRecord
-    from ..parsers.nvidia_smi.listing import SmiListingRecord
-    from ..parsers.nvidia_smi.topo import TopoRecord
     from ..records import GpuFacts, GpuRecord
+    from ..records.dmesg import DmesgRecord
+    from ..records.smi import DmonRecord, NvidiaSmiRecord, SmiGpu, SmiListingRecord, TopoRecord
 
 MIB = 1024 * 1024
 GPU_LIBRARIES = ("libnccl", "libcuda", "libnvidia", "libcudart", "libcublas", "libnvrm")
@@ -216,8 +213,8 @@ def _facts(what: str, driver: str | None, cuda: str | None, gpus: list[GpuRecord
 
 def to_gpu_record(g: SmiGpu, fmt: str) -> GpuRecord:
     """An nvidia-smi GPU as the NVML probe would have recorded it; absent fields are ``NA``."""
-    from ..parsers.nvidia_smi import clock_mask
     from ..records import GpuProcess, GpuRecord
+    from ..records.smi import clock_mask
 
     why = NA(f"not shown in nvidia-smi {fmt} output")
 

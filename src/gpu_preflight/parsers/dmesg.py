@@ -25,10 +25,14 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
+from ..records.dmesg import DmesgRecord as DmesgRecord
+from ..records.dmesg import PcieLimit as PcieLimit
+from ..records.dmesg import Segfault as Segfault
+from ..records.dmesg import XidCount as XidCount
+from ..records.dmesg import XidLine as XidLine
 from .detect import parser
 from .errors import ParseError
 from .kernel_log import (
@@ -41,9 +45,6 @@ from .kernel_log import (
 )
 from .text import ContentGate
 from .xid_timeline import XidTimeline, moment
-
-if TYPE_CHECKING:
-    from ..records.xid import XidTally, XidWindow
 
 KIND = "dmesg"
 KEPT = 500  # the first and the last this many of each list are kept; the count between is in `omitted`
@@ -67,89 +68,6 @@ _TAIL_LINES = 32  # lines read back from a chunk's end for its last timestamp be
 _STAMP_BYTES = 400  # a timestamp prefix is at most 96 characters of at most 4 bytes
 
 T = TypeVar("T")
-
-
-@dataclass
-class XidLine:
-    """One ``NVRM: Xid`` line; ``pci_bus_id`` normalised to ``0000:38:00`` (as the driver prints it)."""
-
-    xid: int
-    pci_bus_id: str | None
-    message: str
-    timestamp: str | None = None
-    pid: int | None = None
-    process: str | None = None
-    raw: str = ""
-
-    def to_event(self) -> XidEvent:
-        """Back to the kernel-log parser's event, for the Xid policy."""
-        stamp = datetime.fromisoformat(self.timestamp) if self.timestamp else None
-        return XidEvent(self.xid, self.pci_bus_id, stamp, self.pid, self.process, self.message, self.raw)
-
-
-@dataclass
-class XidCount:
-    """Every event of one Xid on one GPU in the whole log (no window): the count and its time span."""
-
-    xid: int
-    pci_bus_id: str | None
-    count: int
-    first: str | None
-    last: str | None
-
-
-@dataclass
-class PcieLimit:
-    """A ``limited by`` line: the device, what it gets and what it could get."""
-
-    device: str
-    available_gbps: float
-    limited_by_speed_gts: float
-    limited_by_width: int
-    limited_at: str
-    capable_gbps: float
-    capable_speed_gts: float
-    capable_width: int
-
-
-@dataclass
-class Segfault:
-    process: str
-    pid: int
-    library: str | None
-    raw: str
-
-
-@dataclass
-class DmesgRecord:
-    readable: bool = True
-    denied: str | None = None
-    xid_events: list[XidLine] = field(default_factory=list)
-    pcie_limits: list[PcieLimit] = field(default_factory=list)
-    segfaults: list[Segfault] = field(default_factory=list)
-    lines: int = 0
-    unparsed_xids: list[UnparsedXid] = field(default_factory=list)
-    last_timestamp: str | None = None  # the newest line's time: a saved log's Xid window ends there
-    xid_counts: list[XidCount] = field(default_factory=list)
-    omitted: dict[str, int] = field(default_factory=dict)  # list name -> entries not kept (between first and last)
-
-    def __post_init__(self) -> None:
-        self.timeline: XidTimeline | None = None  # not a field: never serialised, read by the judge
-
-    def xid_tally(self, window: XidWindow) -> XidTally:
-        """The Xid events within ``window``.
-
-        When the record lists every event, they are counted as the node run counts them;
-        when a long log left events out of its lists, the counts come from the timeline
-        (exact, see :mod:`~gpu_preflight.parsers.xid_timeline`) and the examples from the
-        events kept.
-        """
-        from ..records.xid import count_events
-
-        events = [x.to_event() for x in self.xid_events]
-        if self.timeline is None or not ({"xid_events", "unparsed_xids"} & set(self.omitted)):
-            return count_events([*events, *self.unparsed_xids], window)
-        return self.timeline.tally(window, events, self.unparsed_xids)
 
 
 class _Kept(Generic[T]):

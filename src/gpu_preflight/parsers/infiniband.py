@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from ..records.fabric import IbDevice as IbDevice
+from ..records.fabric import IbDevicesRecord as IbDevicesRecord
+from ..records.fabric import IbPort as IbPort
 from .detect import parser
 from .errors import ParseError
 from .text import is_noise, prepare, to_float, to_int
@@ -33,33 +35,6 @@ DEVINFO_KIND = "ibv-devinfo"
 
 _KEY = re.compile(r"^(?P<key>[A-Za-z](?:[\w.]| +(?=[\w.]))*)\s*:\s*(?P<value>.*)$")
 _WIDTH = re.compile(r"(?<!\d)(\d+)X", re.IGNORECASE)
-
-
-@dataclass
-class IbPort:
-    port: int
-    state: str | None = None
-    physical_state: str | None = None
-    rate_gbps: float | None = None
-    link_layer: str | None = None
-    lid: int | None = None
-    sm_lid: int | None = None
-
-
-@dataclass
-class IbDevice:
-    name: str
-    ca_type: str | None = None
-    firmware: str | None = None
-    ports: list[IbPort] = field(default_factory=list)
-
-
-@dataclass
-class IbDevicesRecord:
-    format: str
-    devices: list[IbDevice] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    incomplete: list[str] = field(default_factory=list)
 
 
 def canonical_state(value: str | None) -> str | None:

@@ -15,8 +15,11 @@ parse failure.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+from ..records.fabric import FiInfoRecord as FiInfoRecord
+from ..records.fabric import FiProvider as FiProvider
+from ..records.fabric import PingpongRecord as PingpongRecord
+from ..records.fabric import PingpongRow as PingpongRow
 from .detect import parser
 from .errors import ParseError
 from .text import is_noise, prepare, to_float
@@ -28,40 +31,6 @@ _GETINFO_ERROR = re.compile(r"fi_getinfo:\s*(?P<code>-?\d+)(?:\s*\((?P<text>[^)]
 _KEY = re.compile(r"^(?P<indent>\s*)(?P<key>\w[\w ]*?):\s*(?P<value>.*)$")
 _SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 _SIZE = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[kmgt]?)$", re.IGNORECASE)
-
-
-@dataclass
-class FiProvider:
-    provider: str
-    fabric: str | None = None
-    domain: str | None = None
-    version: str | None = None
-    type: str | None = None
-    protocol: str | None = None
-
-
-@dataclass
-class FiInfoRecord:
-    providers: list[FiProvider] = field(default_factory=list)
-    error_code: int | None = None
-    error: str | None = None
-
-
-@dataclass
-class PingpongRow:
-    size_bytes: int
-    iterations: int | None
-    total_bytes: int | None
-    time_s: float | None
-    mb_per_s: float | None
-    usec_per_xfer: float | None
-    mxfers_per_s: float | None
-
-
-@dataclass
-class PingpongRecord:
-    rows: list[PingpongRow] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
 
 
 def sniff_info(text: str) -> int:

@@ -13,8 +13,9 @@ no link at all.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+from ..records.fabric import LspciRecord as LspciRecord
+from ..records.fabric import PciDevice as PciDevice
 from .detect import parser
 from .errors import ParseError
 from .text import is_noise, prepare
@@ -26,29 +27,6 @@ _DEVICE = re.compile(r"^(?P<address>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-f
 _IDS = re.compile(r"\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]")
 _SPEED = re.compile(r"Speed\s+(?P<speed>[\d.]+)GT/s(?P<note>\s*\((?:downgraded|ok)\))?", re.IGNORECASE)
 _WIDTH = re.compile(r"Width\s+x(?P<width>\d+)(?P<note>\s*\((?:downgraded|ok)\))?", re.IGNORECASE)
-
-
-@dataclass
-class PciDevice:
-    address: str
-    device_class: str
-    name: str
-    class_id: str | None = None
-    vendor_id: str | None = None
-    device_id: str | None = None
-    cap_speed_gts: float | None = None
-    cap_width: int | None = None
-    sta_speed_gts: float | None = None
-    sta_width: int | None = None
-    speed_downgraded: bool | None = None
-    width_downgraded: bool | None = None
-    downgraded: bool | None = None
-
-
-@dataclass
-class LspciRecord:
-    verbose: bool = False
-    devices: list[PciDevice] = field(default_factory=list)
 
 
 def sniff(text: str) -> int:

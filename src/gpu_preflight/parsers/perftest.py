@@ -13,8 +13,9 @@ run that never measured reads as "could not measure".
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+from ..records.fabric import PerftestRecord as PerftestRecord
+from ..records.fabric import PerftestRow as PerftestRow
 from .detect import parser
 from .errors import ParseError
 from .text import is_noise, prepare, to_float, to_int
@@ -27,30 +28,6 @@ _HEADER_LINE_MAX = 512  # a header line is ~80 characters; _PAIR is quadratic in
 _HEADER_KEYS = {"device": "device", "transport type": "transport", "connection type": "connection_type",
                 "link type": "link_layer"}
 _ERROR = re.compile(r"unable to|failed|error|couldn't|cannot", re.IGNORECASE)
-
-
-@dataclass
-class PerftestRow:
-    size_bytes: int
-    iterations: int | None
-    bw_peak_gbps: float | None
-    bw_avg_gbps: float | None
-    msg_rate_mpps: float | None
-
-
-@dataclass
-class PerftestRecord:
-    test: str | None = None
-    device: str | None = None
-    transport: str | None = None
-    connection_type: str | None = None
-    link_layer: str | None = None
-    bw_unit: str | None = None
-    rows: list[PerftestRow] = field(default_factory=list)
-    bw_peak_max_gbps: float | None = None
-    bw_avg_max_gbps: float | None = None
-    warnings: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
 
 
 def sniff(text: str) -> int:

@@ -22,8 +22,9 @@ import json
 from typing import Any
 
 from ...boundedio import JSON_MAX_DEPTH, nesting_depth
+from ...records.dcgm import DcgmDiagRecord, DcgmTest
 from ..errors import ParseError
-from . import KIND, DcgmDiagRecord, DcgmTest, gpu_ids_in, normalize_status, overall_of, worst_status
+from .common import KIND, gpu_ids_in, normalize_status, overall_of, worst_status
 
 _ROOTS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import re
 
+from ...records.dcgm import DcgmDiagRecord, DcgmTest
 from ..errors import ParseError
 from ..text import is_elision, is_noise, prepare
-from . import KIND, DcgmDiagRecord, DcgmTest, gpu_ids_in, normalize_status, overall_of, worst_status
+from .common import KIND, gpu_ids_in, normalize_status, overall_of, worst_status
 
 _CATEGORY = re.compile(r"^[|+]-+\s+(?P<name>[A-Za-z][\w /]*?)\s+-+[+|]")
 _ERROR = re.compile(r"^\s*Error:\s*(?P<msg>.*)$")

@@ -3,7 +3,7 @@
 ``-q -x`` (XML), ``-q`` (text), ``--query-gpu ... --format=csv`` and the default table all
 describe the same GPUs, so they fill the same :class:`NvidiaSmiRecord`; each reader
 leaves what its format does not show as ``None``. The ``nvlink``, ``dmon``, ``topo -m``
-and ``-L`` listings have records of their own beside their readers.
+and ``-L`` listings have records of their own (all in :mod:`gpu_preflight.records.smi`).
 
 Names follow NVML's meaning, not the tool's spelling of the day: the driver-535 rename of
 ``clocks_throttle_reasons`` to ``clocks_event_reasons`` and of ``power_readings`` to
@@ -14,29 +14,17 @@ same checks as a live NVML reading.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-
+from ...records.smi import CLOCK_REASON_BITS as CLOCK_REASON_BITS
+from ...records.smi import NvidiaSmiRecord as NvidiaSmiRecord
+from ...records.smi import SmiGpu as SmiGpu
+from ...records.smi import SmiProcess as SmiProcess
+from ...records.smi import clock_mask as clock_mask
 from ..text import is_not_available, to_bool
 
 __all__ = [
     "CLOCK_REASON_BITS", "NvidiaSmiRecord", "SmiGpu", "SmiProcess", "as_compute_mode", "as_mode", "as_string",
     "clock_mask",
 ]
-
-# nvmlClocksEventReasons bit per reason name (the names of checks.gpu_thermal.CLOCK_REASONS).
-CLOCK_REASON_BITS: dict[str, int] = {
-    "gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
-    "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80, "display_clock_setting": 0x100,
-}
-
-
-def clock_mask(active: list[str]) -> int:
-    """The NVML bit mask of named active reasons (unknown names add nothing)."""
-    mask = 0
-    for name in active:
-        mask |= CLOCK_REASON_BITS.get(name, 0)
-    return mask
 
 
 def as_string(value: str | None, *, keep_none: bool = False) -> str | None:
@@ -64,90 +52,3 @@ def as_compute_mode(value: str | None) -> str | None:
     return text.lower().replace(" ", "_") if text else None
 
 
-@dataclass
-class SmiProcess:
-    """A process nvidia-smi lists on a GPU."""
-
-    pid: int
-    name: str | None = None
-    type: str | None = None
-    used_memory_mib: int | None = None
-
-
-@dataclass
-class SmiGpu:
-    """One GPU as nvidia-smi printed it; ``None`` wherever the format or the GPU gives nothing."""
-
-    index: int | None = None
-    pci_bus_id: str | None = None
-    name: str | None = None
-    uuid: str | None = None
-    serial: str | None = None
-    vbios: str | None = None
-    memory_total_mib: int | None = None
-    memory_used_mib: int | None = None
-    temperature_c: int | None = None
-    temp_slowdown_c: int | None = None
-    temp_shutdown_c: int | None = None
-    temp_gpu_max_c: int | None = None
-    memory_temperature_c: int | None = None
-    temp_memory_max_c: int | None = None
-    power_draw_w: float | None = None
-    power_draw_average_w: float | None = None
-    power_limit_w: float | None = None
-    power_default_limit_w: float | None = None
-    utilization_gpu_percent: int | None = None
-    fan_speed_percent: int | None = None
-    performance_state: str | None = None
-    persistence_mode: bool | None = None
-    compute_mode: str | None = None
-    ecc_mode: bool | None = None
-    ecc_mode_pending: bool | None = None
-    ecc_volatile_corrected: int | None = None
-    ecc_volatile_uncorrected: int | None = None
-    ecc_aggregate_corrected: int | None = None
-    ecc_aggregate_uncorrected: int | None = None
-    sram_aggregate_corrected: int | None = None
-    sram_aggregate_uncorrected: int | None = None
-    remapped_rows_correctable: int | None = None
-    remapped_rows_uncorrectable: int | None = None
-    remapped_rows_pending: bool | None = None
-    remapped_rows_failure: bool | None = None
-    retired_pages_sbe: int | None = None
-    retired_pages_dbe: int | None = None
-    retired_pages_pending: bool | None = None
-    clocks_event_reasons_active: list[str] | None = None
-    sm_clock_mhz: int | None = None
-    sm_clock_max_mhz: int | None = None
-    pcie_gen_current: int | None = None
-    pcie_gen_max: int | None = None
-    pcie_width_current: int | None = None
-    pcie_width_max: int | None = None
-    pcie_replay_counter: int | None = None
-    mig_mode: str | None = None
-    mig_mode_pending: str | None = None
-    mig_devices: int | None = None
-    recovery_action: str | None = None
-    processes: list[SmiProcess] | None = None
-
-    def has_readings(self) -> bool:
-        """Whether anything beyond the position was read (an empty GPU means the wrong format)."""
-        return any(getattr(self, f.name) not in (None, []) for f in fields(self) if f.name != "index")
-
-
-@dataclass
-class NvidiaSmiRecord:
-    """A whole nvidia-smi report: driver, CUDA version and the GPUs it lists.
-
-    ``attached_gpus`` is what nvidia-smi says is attached, which can exceed ``len(gpus)``
-    (a filtered or truncated report), so both are kept. ``incomplete`` names what a
-    reader found missing or unreadable (see :mod:`gpu_preflight.checks.evidence`).
-    """
-
-    format: str
-    driver_version: str | None = None
-    cuda_version: str | None = None
-    attached_gpus: int | None = None
-    timestamp: str | None = None
-    gpus: list[SmiGpu] = field(default_factory=list)
-    incomplete: list[str] = field(default_factory=list)

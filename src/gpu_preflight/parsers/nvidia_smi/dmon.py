@@ -8,22 +8,13 @@ the header's names, never by position. ``-`` means "not sampled" and reads as ``
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+from ...records.smi import DmonRecord as DmonRecord
 from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, prepare, to_float
 
 KIND = "nvidia-smi-dmon"
-
-
-@dataclass
-class DmonRecord:
-    """Samples keyed by column name (``gpu``, ``pwr``, ``gtemp``, ``sm``...), with the units row."""
-
-    columns: list[str] = field(default_factory=list)
-    units: list[str] = field(default_factory=list)
-    samples: list[dict[str, float | None]] = field(default_factory=list)
 
 
 def sniff(text: str) -> int:

@@ -12,8 +12,11 @@ answer (no links), not an error.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+from ...records.smi import ListedGpu as ListedGpu
+from ...records.smi import MigInstance as MigInstance
+from ...records.smi import NvLinkState as NvLinkState
+from ...records.smi import SmiListingRecord as SmiListingRecord
 from ..detect import parser
 from ..errors import ParseError
 from ..text import is_elision, is_noise, prepare, to_float
@@ -25,41 +28,6 @@ _GPU = re.compile(r"^GPU\s+(?P<index>\d+):\s*(?P<name>.*?)\s*\(UUID:\s*(?P<uuid>
 _LINK = re.compile(r"^Link\s+(?P<link>\d+):\s*(?P<rest>.*)$")
 _COUNTER = re.compile(r"^(?P<label>[A-Za-z][\w ./-]*?):\s*(?P<value>\S+)\s*$")
 _MIG = re.compile(r"^MIG\s+(?P<profile>\S+)\s+Device\s+(?P<index>\d+):\s*\(UUID:\s*(?P<uuid>[^)]+)\)")
-
-
-@dataclass
-class NvLinkState:
-    """One NVLink: up or not, its speed, and error counters when ``-e`` printed them."""
-
-    link: int
-    active: bool | None = None
-    speed_gb_per_s: float | None = None
-    errors: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class MigInstance:
-    profile: str
-    index: int
-    uuid: str
-
-
-@dataclass
-class ListedGpu:
-    index: int
-    name: str | None
-    uuid: str | None
-    links: list[NvLinkState] = field(default_factory=list)
-    mig_devices: list[MigInstance] = field(default_factory=list)
-
-
-@dataclass
-class SmiListingRecord:
-    """GPUs of an ``nvlink`` or ``-L`` listing; ``elided`` when the author cut lines out."""
-
-    format: str
-    gpus: list[ListedGpu] = field(default_factory=list)
-    elided: bool = False
 
 
 def sniff_nvlink(text: str) -> int:

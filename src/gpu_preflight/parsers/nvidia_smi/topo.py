@@ -10,8 +10,9 @@ maps ``NICn`` to device names.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+from ...records.smi import TopoDevice as TopoDevice
+from ...records.smi import TopoRecord as TopoRecord
 from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, prepare
@@ -21,21 +22,6 @@ KIND = "nvidia-smi-topo"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _DEVICE = re.compile(r"^(?:GPU|NIC|mlx\d|CPU)\w*$")
 _NIC_LEGEND = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
-
-
-@dataclass
-class TopoDevice:
-    name: str
-    links: dict[str, str] = field(default_factory=dict)
-    cpu_affinity: str | None = None
-    numa_affinity: str | None = None
-    gpu_numa_id: str | None = None
-
-
-@dataclass
-class TopoRecord:
-    devices: list[TopoDevice] = field(default_factory=list)
-    nic_names: dict[str, str] = field(default_factory=dict)
 
 
 def sniff(text: str) -> int:

@@ -1,0 +1,42 @@
+"""A ``dcgmi diag`` run as read from its JSON (``-j``) or its text table: tests and outcome."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class DcgmTest:
+    """One diagnostic test (``PCIe``, ``Targeted Power``, 4.x ``memory``...) and its outcome.
+
+    ``gpus`` lists the GPU ids that failed or warned; ``gpu_status`` every per-GPU status
+    the output gave; ``messages`` the warnings/errors, ``info`` the informational lines.
+    """
+
+    category: str | None
+    name: str
+    status: str
+    gpus: list[int] = field(default_factory=list)
+    gpu_status: dict[str, str] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+    info: list[str] = field(default_factory=list)
+    error_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class DcgmDiagRecord:
+    """A whole diagnostic run: versions, tests and the overall outcome.
+
+    ``overall`` is the worst test status, or ``"error"`` when DCGM reported that the run
+    itself failed (``errors`` then holds DCGM's lines and ``return_code`` its code).
+    """
+
+    format: str
+    dcgm_version: str | None = None
+    driver_version: str | None = None
+    gpu_device_ids: list[str] = field(default_factory=list)
+    tests: list[DcgmTest] = field(default_factory=list)
+    overall: str = "pass"
+    errors: list[str] = field(default_factory=list)
+    return_code: int | None = None
+    incomplete: list[str] = field(default_factory=list)

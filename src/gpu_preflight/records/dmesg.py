@@ -1,0 +1,100 @@
+"""What a saved ``dmesg``/journal read gave: Xid lines, PCIe ``limited by`` lines, segfaults.
+
+Lists are capped by the parser (first and last entries kept, the count between in
+``omitted``); an Xid tally over any window comes from :meth:`DmesgRecord.xid_tally`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from .xid import UnparsedXid, XidEvent, XidTally, XidWindow, count_events
+
+
+class XidTimelineLike(Protocol):
+    """The parser's exact per-(Xid, GPU) timeline of a long log (``parsers/xid_timeline.py``)."""
+
+    def tally(self, window: XidWindow, kept: list[XidEvent], kept_unparsed: list[UnparsedXid]) -> XidTally: ...
+
+
+@dataclass
+class XidLine:
+    """One ``NVRM: Xid`` line; ``pci_bus_id`` normalised to ``0000:38:00`` (as the driver prints it)."""
+
+    xid: int
+    pci_bus_id: str | None
+    message: str
+    timestamp: str | None = None
+    pid: int | None = None
+    process: str | None = None
+    raw: str = ""
+
+    def to_event(self) -> XidEvent:
+        """Back to the kernel-log parser's event, for the Xid policy."""
+        stamp = datetime.fromisoformat(self.timestamp) if self.timestamp else None
+        return XidEvent(self.xid, self.pci_bus_id, stamp, self.pid, self.process, self.message, self.raw)
+
+
+@dataclass
+class XidCount:
+    """Every event of one Xid on one GPU in the whole log (no window): the count and its time span."""
+
+    xid: int
+    pci_bus_id: str | None
+    count: int
+    first: str | None
+    last: str | None
+
+
+@dataclass
+class PcieLimit:
+    """A ``limited by`` line: the device, what it gets and what it could get."""
+
+    device: str
+    available_gbps: float
+    limited_by_speed_gts: float
+    limited_by_width: int
+    limited_at: str
+    capable_gbps: float
+    capable_speed_gts: float
+    capable_width: int
+
+
+@dataclass
+class Segfault:
+    process: str
+    pid: int
+    library: str | None
+    raw: str
+
+
+@dataclass
+class DmesgRecord:
+    readable: bool = True
+    denied: str | None = None
+    xid_events: list[XidLine] = field(default_factory=list)
+    pcie_limits: list[PcieLimit] = field(default_factory=list)
+    segfaults: list[Segfault] = field(default_factory=list)
+    lines: int = 0
+    unparsed_xids: list[UnparsedXid] = field(default_factory=list)
+    last_timestamp: str | None = None  # the newest line's time: a saved log's Xid window ends there
+    xid_counts: list[XidCount] = field(default_factory=list)
+    omitted: dict[str, int] = field(default_factory=dict)  # list name -> entries not kept (between first and last)
+
+    def __post_init__(self) -> None:
+        self.timeline: XidTimelineLike | None = None  # not a field: never serialised, read by the judge
+
+    def xid_tally(self, window: XidWindow) -> XidTally:
+        """The Xid events within ``window``.
+
+        When the record lists every event, they are counted as the node run counts them;
+        when a long log left events out of its lists, the counts come from the timeline
+        (exact, see :mod:`~gpu_preflight.parsers.xid_timeline`) and the examples from the
+        events kept.
+        """
+        events = [x.to_event() for x in self.xid_events]
+        if self.timeline is None or not ({"xid_events", "unparsed_xids"} & set(self.omitted)):
+            return count_events([*events, *self.unparsed_xids], window)
+        return self.timeline.tally(window, events, self.unparsed_xids)
