@@ -10,12 +10,12 @@ import pytest
 
 from gpu_preflight.backends.infiniband import read_counters, read_tree
 from gpu_preflight.checks.evidence import judge_text
-from gpu_preflight.diagnostics.records import InfinibandFacts
 from gpu_preflight.model import Status
 from gpu_preflight.parsers.detect import parse_text
 from gpu_preflight.parsers.infiniband import IbDevicesRecord
 from gpu_preflight.probes.dcgm import dcgm_probe
 from gpu_preflight.probes.infiniband import infiniband_probe
+from gpu_preflight.records.tools import InfinibandFacts
 
 from . import fake_sysfs
 from .conftest import REPO

@@ -10,9 +10,9 @@ import pytest
 
 from gpu_preflight.config import Config
 from gpu_preflight.config.diagnostics import diagnostics_config
-from gpu_preflight.diagnostics.records import NcclTestsFacts
 from gpu_preflight.model import Status
 from gpu_preflight.probes.nccl_tests import nccl_tests_probe
+from gpu_preflight.records.tools import NcclTestsFacts
 
 from .diag_tools import check, config, hang, probe_ctx, replay, statuses
 from .test_diag_dcgm import TORCHRUN_ENV

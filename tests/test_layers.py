@@ -65,13 +65,11 @@ KNOWN = _pairs("""
 checks.cluster_pingpong: parsers.errors parsers.libfabric
 checks.diag_pcie: parsers.dmesg parsers.errors
 checks.evidence: parsers.detect parsers.errors
-checks.evidence_nccl: parsers.nccl_log parsers.nccl_tests
+checks.evidence_nccl: parsers.nccl_log
 cli.evidence_cmd: checks.evidence
 cli.main: gpu_preflight probes.system
 cli.run_cmd: probes.gpu
 cli.serve_cmd: probes.gpu
-diagnostics.records: backends.commands backends.fabric backends.infiniband
-diagnostics.records: parsers.dcgmi parsers.infiniband parsers.libfabric parsers.lspci parsers.nccl_tests
 integrations.sagemaker_entry: cli.main
 registry: checks probes
 report.assessment: parsers.errors parsers.libfabric

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..config.diagnostics import diagnostics_config
-from ..diagnostics.records import FabricFacts
 from ..diagnostics.verdicts import not_run, unreadable
 from ..model import Finding, Status
+from ..records.tools import FabricFacts
 from ..registry import CheckContext, check
 from .evidence import judge_record
 

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 from ..config.diagnostics import diagnostics_config
 from ..config.evidence import evidence_config
-from ..diagnostics.records import InfinibandFacts
 from ..diagnostics.verdicts import not_run, unreadable
 from ..model import Finding, Status
+from ..records.tools import InfinibandFacts
 from ..registry import CheckContext, check
 from .evidence import judge_record
 

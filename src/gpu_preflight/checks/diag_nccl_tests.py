@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..diagnostics.records import NcclTestsFacts
 from ..diagnostics.verdicts import not_run, unreadable
 from ..model import Finding, Status
+from ..records.tools import NcclTestsFacts
 from ..registry import CheckContext, check
 from .evidence import judge_record
 

@@ -29,8 +29,7 @@ from .floors import Floor, log_allreduce_floor
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..parsers.nccl_log import NcclLogRecord, NcclSignature
-    from ..parsers.nccl_tests import NcclTestsRecord
+    from ..records.nccl import NcclLogRecord, NcclSignature, NcclTestsRecord
 
 
 NCCL_LOG_TRIAGE = declare(

@@ -1,139 +1,17 @@
-"""Facts of the external diagnostics: what each tool printed, parsed; never what it means.
-
-Each record keeps the tool run (command, exit status, timing, why it did not run) and
-the parsed record of its output, or the parse error. Raw output is not kept here: it is
-saved as an artifact (``artifact`` names it, ``artifact_file`` is its file name under
-the node's ``artifacts/`` directory), so reports stay small and the raw text can be fed
-back to ``gpu-preflight judge``.
-"""
+"""The diagnostics' facts where probes and checks have always found them: now in :mod:`..records.tools`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from ..records.tools import (
+    DcgmFacts,
+    FabricFacts,
+    IbToolRun,
+    InfinibandFacts,
+    NcclTestRun,
+    NcclTestsFacts,
+    PcieFacts,
+    ToolRun,
+)
 
-if TYPE_CHECKING:
-    from ..backends.commands import ToolResult
-    from ..backends.fabric import OfiPlugin
-    from ..backends.infiniband import RdmaDevice
-    from ..parsers.dcgmi import DcgmDiagRecord
-    from ..parsers.infiniband import IbDevicesRecord
-    from ..parsers.libfabric import FiInfoRecord
-    from ..parsers.lspci import LspciRecord
-    from ..parsers.nccl_tests import NcclTestsRecord
-
-
-@dataclass
-class ToolRun:
-    """One tool run as the report keeps it. ``problem`` says why it tells nothing, if so."""
-
-    tool: str
-    argv: list[str]
-    rc: int | None
-    duration_s: float
-    timed_out: bool = False
-    missing: bool = False
-    problem: str | None = None
-    stderr_tail: str = ""
-    artifact: str | None = None
-    artifact_file: str | None = None
-
-    @classmethod
-    def of(cls, result: ToolResult, artifact: str | None = None, artifact_file: str | None = None) -> ToolRun:
-        return cls(result.tool, list(result.argv), result.rc, round(result.duration_s, 3), result.timed_out,
-                   result.missing, result.problem(), result.stderr[-2000:], artifact, artifact_file)
-
-
-@dataclass
-class DcgmFacts:
-    """``dcgmi diag -r <level> -j``. ``available``: dcgmi is installed; ``reason``: why it did not run.
-
-    A full run records both levels, as the SageMaker health check's report does: this
-    record is the run's own level (2 or 3, the extended diagnostic) and ``basic`` the
-    level-1 run made before it. ``inline_max_bytes`` is how much of each raw output the
-    report shows inline (``diagnostics.dcgm_raw_output_inline_max_bytes``); the whole
-    output is the artifact.
-    """
-
-    available: bool
-    level: int | None = None
-    reason: str | None = None
-    run: ToolRun | None = None
-    record: DcgmDiagRecord | None = None
-    parse_error: str | None = None
-    basic: DcgmFacts | None = None
-    inline_max_bytes: int = 0
-
-    def levels(self) -> list[DcgmFacts]:
-        """Every level of the run, lowest first (``basic`` then this one)."""
-        return [self.basic, self] if self.basic is not None else [self]
-
-
-@dataclass
-class NcclTestRun:
-    name: str
-    run: ToolRun
-    record: NcclTestsRecord | None = None
-    parse_error: str | None = None
-
-
-@dataclass
-class NcclTestsFacts:
-    """Local nccl-tests runs (``-g <gpus>``); ``available`` is whether any binary was found."""
-
-    available: bool
-    reason: str | None = None
-    gpus: int | None = None
-    runs: list[NcclTestRun] = field(default_factory=list)
-    not_found: list[str] = field(default_factory=list)
-
-
-@dataclass
-class FabricFacts:
-    """libfabric's providers (``fi_info -p``), EFA devices, the NCCL net plugin and the fabric environment."""
-
-    provider: str
-    reason: str | None = None
-    fi_info: ToolRun | None = None
-    fi_info_record: FiInfoRecord | None = None
-    parse_error: str | None = None
-    efa_devices: list[str] = field(default_factory=list)
-    plugin: OfiPlugin | None = None
-    env: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class IbToolRun:
-    name: str
-    run: ToolRun
-    record: IbDevicesRecord | None = None
-    parse_error: str | None = None
-
-
-@dataclass
-class InfinibandFacts:
-    """RDMA ports from sysfs, port counters read at the start and end of the run, and ibstat/ibv_devinfo."""
-
-    root: str
-    readable: bool
-    reason: str | None = None
-    devices: list[RdmaDevice] = field(default_factory=list)
-    ports: IbDevicesRecord | None = None
-    counters_start: dict[str, dict[str, int]] = field(default_factory=dict)
-    counters_end: dict[str, dict[str, int]] = field(default_factory=dict)
-    window_s: float = 0.0
-    tools: list[IbToolRun] = field(default_factory=list)
-
-
-@dataclass
-class PcieFacts:
-    """``lspci -vvv -nn`` for NVIDIA GPUs and NICs, and the kernel's PCIe ``limited by`` lines."""
-
-    reason: str | None = None
-    lspci: ToolRun | None = None
-    record: LspciRecord | None = None
-    parse_error: str | None = None
-    devices_listed: int = 0
-    kernel_log_source: str | None = None
-    kernel_log_reason: str | None = None
-    limited_lines: list[str] = field(default_factory=list)
+__all__ = ["DcgmFacts", "FabricFacts", "IbToolRun", "InfinibandFacts", "NcclTestRun", "NcclTestsFacts", "PcieFacts",
+           "ToolRun"]

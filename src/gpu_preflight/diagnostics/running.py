@@ -15,11 +15,17 @@ from contextlib import nullcontext
 
 from ..backends.commands import ToolResult, run_tool
 from ..config.diagnostics import DiagnosticsConfig, diagnostics_config
+from ..records.tools import ToolRun
 from ..registry import ProbeContext
 from .phase import run_phase
-from .records import ToolRun
 
 __all__ = ["diag_config", "launched_as_rank", "replay_reason", "run_and_keep", "suite_of", "time_limit"]
+
+
+def tool_run(result: ToolResult, artifact: str | None = None, artifact_file: str | None = None) -> ToolRun:
+    """The report's view of one tool run: what ran, how it ended, why it tells nothing (raw output by artifact name)."""
+    return ToolRun(result.tool, list(result.argv), result.rc, round(result.duration_s, 3), result.timed_out,
+                   result.missing, result.problem(), result.stderr[-2000:], artifact, artifact_file)
 
 
 def diag_config(ctx: ProbeContext) -> DiagnosticsConfig:
@@ -75,7 +81,7 @@ def run_and_keep(ctx: ProbeContext, argv: Sequence[str], timeout_s: float, *, ar
     if result.stderr.strip():
         stem = filename.rsplit(".", 1)[0]
         ctx.save_artifact(f"{artifact}_stderr", f"{stem}.stderr.txt", result.stderr)
-    run = ToolRun.of(result, artifact if saved else None, saved)
+    run = tool_run(result, artifact if saved else None, saved)
     if result.timed_out and capped and run.problem:
         run.problem += (f" (the limit was capped by the run's per-probe time limit of {ctx.timeout_s:g} s: "
                         "raise --timeout-s)")

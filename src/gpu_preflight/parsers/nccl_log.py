@@ -16,8 +16,9 @@ incident only shows as a remote error.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+from ..records.nccl import NcclLogRecord as NcclLogRecord
+from ..records.nccl import NcclSignature as NcclSignature
 from .detect import parser
 from .errors import ParseError
 from .text import is_noise, prepare
@@ -60,30 +61,6 @@ _STARTS_ENTRY = re.compile(r"^(?:\[|\w[\w.-]*:\d+:\d+\s|[A-Z]\d{4}\s|#|\s*File |
 _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
 _ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)")
 _ROOT_HOST = re.compile(r"^\s*host\s*:\s*(?P<host>\S+)")
-
-
-@dataclass
-class NcclSignature:
-    """One recognised failure: what (``kind``), where (rank, host, pid, device, peer), the line and how often."""
-
-    kind: str
-    rank: int | None
-    detail: str
-    line: int
-    host: str | None = None
-    pid: int | None = None
-    device: int | None = None
-    peer: str | None = None
-    count: int = 1
-
-
-@dataclass
-class NcclLogRecord:
-    nccl_version: str | None = None
-    signatures: list[NcclSignature] = field(default_factory=list)
-    ranks_seen: list[int] = field(default_factory=list)
-    hosts: list[str] = field(default_factory=list)
-    lines: int = 0
 
 
 def classify(text: str) -> tuple[str, re.Match[str]] | None:

@@ -10,8 +10,8 @@ of every version and the text table.
 from __future__ import annotations
 
 from ..diagnostics.budgets import MARGIN_S, budget
-from ..diagnostics.records import DcgmFacts
 from ..diagnostics.running import diag_config, launched_as_rank, replay_reason, run_and_keep, suite_of, time_limit
+from ..records.tools import DcgmFacts
 from ..registry import ProbeContext, probe
 
 

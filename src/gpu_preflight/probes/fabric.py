@@ -15,8 +15,8 @@ other provider is always asked about.
 
 from __future__ import annotations
 
-from ..diagnostics.records import FabricFacts
 from ..diagnostics.running import diag_config, replay_reason, run_and_keep, time_limit
+from ..records.tools import FabricFacts
 from ..registry import ProbeContext, probe
 
 

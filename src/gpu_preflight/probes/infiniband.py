@@ -13,8 +13,8 @@ import time
 
 from ..diagnostics.budgets import MARGIN_S, budget, probe_budget
 from ..diagnostics.phase import run_phase
-from ..diagnostics.records import IbToolRun, InfinibandFacts, ToolRun
 from ..diagnostics.running import diag_config, replay_reason, run_and_keep, time_limit
+from ..records.tools import IbToolRun, InfinibandFacts, ToolRun
 from ..registry import ProbeContext, probe
 
 _KINDS = {"ibstat": "ibstat", "ibv_devinfo": "ibv-devinfo", "ibstatus": "ibstatus"}

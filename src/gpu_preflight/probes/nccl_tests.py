@@ -15,8 +15,8 @@ import os
 import time
 
 from ..diagnostics.budgets import MARGIN_S, budget
-from ..diagnostics.records import NcclTestRun, NcclTestsFacts
 from ..diagnostics.running import diag_config, launched_as_rank, replay_reason, run_and_keep, suite_of, time_limit
+from ..records.tools import NcclTestRun, NcclTestsFacts
 from ..registry import ProbeContext, probe
 
 

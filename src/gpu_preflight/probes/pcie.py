@@ -11,8 +11,8 @@ lines are taken from the live kernel log the ``kernel_log`` probe reads, read on
 
 from __future__ import annotations
 
-from ..diagnostics.records import PcieFacts
 from ..diagnostics.running import diag_config, replay_reason, run_and_keep, time_limit
+from ..records.tools import PcieFacts
 from ..registry import ProbeContext, probe
 
 NVIDIA = "10de"

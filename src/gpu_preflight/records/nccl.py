@@ -1,0 +1,104 @@
+"""What NCCL said: recognised failure signatures in a job's log, and an nccl-tests run's results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class NcclSignature:
+    """One recognised failure: what (``kind``), where (rank, host, pid, device, peer), the line and how often."""
+
+    kind: str
+    rank: int | None
+    detail: str
+    line: int
+    host: str | None = None
+    pid: int | None = None
+    device: int | None = None
+    peer: str | None = None
+    count: int = 1
+
+
+@dataclass
+class NcclLogRecord:
+    nccl_version: str | None = None
+    signatures: list[NcclSignature] = field(default_factory=list)
+    ranks_seen: list[int] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    lines: int = 0
+
+
+@dataclass
+class PlacementResult:
+    time_us: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    wrong: int | None
+    error: float | None = None
+
+
+@dataclass
+class NcclTestRow:
+    """One message size: out-of-place figures at the top level, in-place under ``in_place``."""
+
+    size_bytes: int
+    count: int | None
+    type: str | None
+    redop: str | None
+    root: int | None
+    time_us: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    wrong: int | None
+    error: float | None = None
+    in_place: PlacementResult | None = None
+
+
+@dataclass
+class NcclTestFailure:
+    host: str | None
+    kind: str
+    file: str
+    line: int
+    message: str
+
+
+@dataclass
+class NcclTestDevice:
+    """One ``# Using devices`` line: which GPU (by its CUDA name) a rank ran on, and where."""
+
+    rank: int
+    host: str
+    name: str
+
+
+@dataclass
+class NcclTestsRecord:
+    test: str | None = None
+    nranks: int | None = None
+    nranks_inferred: bool = False
+    hosts: list[str] = field(default_factory=list)
+    nccl_version: str | None = None
+    nccl_tests_version: str | None = None
+    rows: list[NcclTestRow] = field(default_factory=list)
+    avg_busbw_gbps: float | None = None
+    avg_busbw_source: str | None = None
+    peak_busbw_gbps: float | None = None
+    peak_size_bytes: int | None = None
+    peak_busbw_in_place_gbps: float | None = None
+    wrong_total: int | None = None
+    max_error: float | None = None
+    out_of_bounds: int | None = None
+    errors: list[NcclTestFailure] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)
+    gpus: list[NcclTestDevice] = field(default_factory=list)
+    rows_total: int = 0
+    rows_omitted: int = 0  # rows between the first and last KEPT_ROWS not listed in ``rows``
+    busbw_by_size: dict[int, float] = field(default_factory=dict)  # best out-of-place busbw per size
+    wrong_sizes: list[int] = field(default_factory=list)  # sizes of the rows with #wrong > 0, in log order
+
+    def best_busbw(self, min_bytes: int = 0) -> tuple[float, int] | None:
+        """The highest out-of-place busbw at ``min_bytes`` or more, and its size (the smallest on a tie)."""
+        found = [(b, s) for s, b in self.busbw_by_size.items() if s >= min_bytes]
+        return max(found, key=lambda b: (b[0], -b[1])) if found else None
