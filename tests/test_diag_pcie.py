@@ -81,7 +81,7 @@ def test_failing_lspci_is_an_error(bindir: Path, quiet_log: str) -> None:
 def test_limited_by_lines_warn_per_device(bindir: Path, corpus: Path) -> None:
     replay(bindir, "lspci", VVV)
     facts = pcie_probe(probe_ctx(kernel_log=str(corpus / LIMITED)))
-    assert len(facts.limited_lines) == 2
+    assert len(facts.limited_lines) == 2 and [lim.device for lim in facts.limits] == ["0000:04:00.0", "0000:8b:00.0"]
     findings = check("pcie.limited_by", "pcie", facts)
     assert statuses(findings) == [("WARN", "n1/0000:04:00.0", "link_limited"), ("WARN", "n1/0000:8b:00.0",
                                                                                   "link_limited")]

@@ -63,7 +63,6 @@ def _pairs(text: str) -> set[tuple[str, str]]:
 
 KNOWN = _pairs("""
 checks.cluster_pingpong: parsers.errors parsers.libfabric
-checks.diag_pcie: parsers.dmesg parsers.errors
 checks.evidence: parsers.detect parsers.errors
 checks.evidence_nccl: parsers.nccl_log
 cli.evidence_cmd: checks.evidence

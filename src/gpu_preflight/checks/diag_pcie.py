@@ -55,14 +55,9 @@ def limited_by(ctx: CheckContext) -> Iterator[Finding]:
         yield ctx.finding(Status.SKIP, ctx.host, "log_unreadable",
                           f"PCIe limits not read: {facts.kernel_log_reason or 'no kernel log'}")
         return
-    from ..parsers.dmesg import DmesgRecord, parse
-    from ..parsers.errors import ParseError
-    record = DmesgRecord()
-    if facts.limited_lines:
-        try:
-            record.pcie_limits = parse("\n".join(facts.limited_lines)).pcie_limits
-        except ParseError:
-            record.pcie_limits = []
+    from ..records.dmesg import DmesgRecord
+
+    record = DmesgRecord(pcie_limits=list(facts.limits))
     judged = [f for f in judge_record("dmesg", record, ctx.config, source=ctx.host) if f.check_id == ctx.check_id]
     yield from judged
     if not judged:

@@ -75,3 +75,11 @@ def _limited_lines(ctx: ProbeContext, facts: PcieFacts) -> None:
         return
     facts.kernel_log_source, facts.kernel_log_reason = log.source, None
     facts.limited_lines = [line for line in log.text.splitlines() if "limited by" in line and "PCIe" in line]
+    if facts.limited_lines:
+        from ..parsers.dmesg import parse
+        from ..parsers.errors import ParseError
+
+        try:
+            facts.limits = parse("\n".join(facts.limited_lines)).pcie_limits
+        except ParseError:
+            facts.limits = []

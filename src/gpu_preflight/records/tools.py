@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .dcgm import DcgmDiagRecord
+    from .dmesg import PcieLimit
     from .fabric import FiInfoRecord, IbDevicesRecord, LspciRecord, OfiPlugin, RdmaDevice
     from .nccl import NcclTestsRecord
 
@@ -118,7 +119,7 @@ class InfinibandFacts:
 
 @dataclass
 class PcieFacts:
-    """``lspci -vvv -nn`` for NVIDIA GPUs and NICs, and the kernel's PCIe ``limited by`` lines."""
+    """``lspci -vvv -nn`` for NVIDIA GPUs and NICs, and the kernel's PCIe ``limited by`` lines (raw and parsed)."""
 
     reason: str | None = None
     lspci: ToolRun | None = None
@@ -128,3 +129,4 @@ class PcieFacts:
     kernel_log_source: str | None = None
     kernel_log_reason: str | None = None
     limited_lines: list[str] = field(default_factory=list)
+    limits: list[PcieLimit] = field(default_factory=list)  # the limited lines, parsed by the probe
