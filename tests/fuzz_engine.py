@@ -67,8 +67,8 @@ def evidence_fixtures() -> tuple[tuple[str, str], ...]:
 
 def verdict_of(text: str) -> str:
     """The overall status ``judge`` gives ``text`` (kind detected), as a string."""
-    from gpu_preflight.checks.evidence import judge_text
     from gpu_preflight.config import Config
+    from gpu_preflight.evidence import judge_text
     from gpu_preflight.model import verdict
 
     findings = judge_text(text, Config(), source="fuzz")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpu_preflight.backends.infiniband import read_counters, read_tree
-from gpu_preflight.checks.evidence import judge_text
+from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Status
 from gpu_preflight.parsers.detect import parse_text
 from gpu_preflight.parsers.infiniband import IbDevicesRecord

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from gpu_preflight.checks.evidence import JUDGES, judge_record, judge_text, judges
+from gpu_preflight.checks.evidence import JUDGES, judge_record, judges
 from gpu_preflight.checks.evidence_nccl import ADVICE
 from gpu_preflight.config import Config, build_config, find_profile
 from gpu_preflight.config.evidence import EvidenceConfig, evidence_config
+from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Finding, Status
 from gpu_preflight.parsers.detect import parse_text
 from gpu_preflight.parsers.nccl_log import SIGNATURES

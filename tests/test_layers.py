@@ -28,7 +28,7 @@ LAYER_OF = {
     "records": "records", "diagnostics.records": "records",
     "checks": "checks", "diagnostics.verdicts": "checks", "parsers": "parsers",
     "backends": "backends", "distributed.topology": "backends", "distributed.rendezvous_view": "backends",
-    "workloads": "workloads", "probes": "probes", "diagnostics": "probes", "engine": "engine",
+    "workloads": "workloads", "probes": "probes", "diagnostics": "probes", "engine": "engine", "evidence": "engine",
     "findings": "findings", "cluster": "findings", "localize": "findings", "health.status": "findings",
     "report.canonical": "findings", "report.diagnostic_sections": "findings", "report.model": "findings",
     "distributed": "distributed", "report": "report", "outputs": "outputs", "history": "outputs",
@@ -63,7 +63,6 @@ def _pairs(text: str) -> set[tuple[str, str]]:
 
 KNOWN = _pairs("""
 checks.cluster_pingpong: parsers.errors parsers.libfabric
-checks.evidence: parsers.detect parsers.errors
 checks.evidence_nccl: parsers.nccl_log
 cli.evidence_cmd: checks.evidence
 cli.main: gpu_preflight probes.system

@@ -15,8 +15,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpu_preflight.checks.evidence import judge_text
 from gpu_preflight.config import Config
+from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Status
 from gpu_preflight.parsers.detect import all_kinds, detect_kind, get_parser
 from gpu_preflight.parsers.errors import ParseError

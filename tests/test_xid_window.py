@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from gpu_preflight import Status, run_checks
-from gpu_preflight.checks.evidence import judge_text
 from gpu_preflight.config import Config
 from gpu_preflight.config.xid_window import count_events, xid_window
+from gpu_preflight.evidence import judge_text
 from gpu_preflight.parsers.kernel_log import UnparsedXid, scan_xid_line
 from gpu_preflight.probes.kernel_log import saved_log_facts
 

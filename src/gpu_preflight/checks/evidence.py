@@ -1,6 +1,7 @@
 """Judging external evidence: a parsed tool output (a record) → findings.
 
-``gpu-preflight judge FILE`` and the tool runners share these functions. Each evidence
+``gpu-preflight judge FILE`` and the tool runners share these functions (the text is parsed by
+:func:`gpu_preflight.evidence.judge_text`, outside this pure layer). Each evidence
 kind has one judge, registered with :func:`judges` in a ``checks/evidence_*.py`` theme
 module (found by import, so adding a kind touches one module). Judges are pure: the
 record and the thresholds in, findings out. They are deliberately *not* ``@check``\\ s:
@@ -35,7 +36,7 @@ from ..registry import declare, fail_closed
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["JUDGES", "JudgeFn", "check_title", "incomplete_parts", "judge_record", "judge_text", "judged_kinds",
+__all__ = ["JUDGES", "JudgeFn", "check_title", "incomplete_parts", "judge_record", "judged_kinds",
            "judges", "parse_error_finding"]
 
 JudgeFn = Callable[[Any, "Config", str], Iterable[Finding]]
@@ -138,18 +139,6 @@ def check_title(check_id: str, kind: str) -> str:
     judge = JUDGES.find(kind)
     doc = (judge.__doc__ or "").strip() if judge else ""
     return doc.splitlines()[0].rstrip(".") if doc else check_id
-
-
-def judge_text(text: str, config: Config, *, kind: str | None = None, source: str = "evidence") -> list[Finding]:
-    """Parse ``text`` (kind detected when ``None``) and judge it; a parse failure is an ``ERROR`` finding."""
-    from ..parsers.detect import parse_text
-    from ..parsers.errors import ParseError
-
-    try:
-        kind, record = parse_text(text, kind)
-    except ParseError as exc:
-        return [parse_error_finding(exc, source)]
-    return judge_record(kind, record, config, source=source)
 
 
 def parse_error_finding(exc: Exception, source: str) -> Finding:

@@ -1,0 +1,29 @@
+"""Judging a saved tool output from its text: parse it, then judge the record.
+
+Parsing lives here, in the engine's layer, so the judges in ``checks/`` stay pure (a
+record and thresholds in, findings out) and never import a parser.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .checks.evidence import judge_record, parse_error_finding
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .model import Finding
+
+__all__ = ["judge_text"]
+
+
+def judge_text(text: str, config: Config, *, kind: str | None = None, source: str = "evidence") -> list[Finding]:
+    """Parse ``text`` (kind detected when ``None``) and judge it; a parse failure is an ``ERROR`` finding."""
+    from .parsers.detect import parse_text
+    from .parsers.errors import ParseError
+
+    try:
+        kind, record = parse_text(text, kind)
+    except ParseError as exc:
+        return [parse_error_finding(exc, source)]
+    return judge_record(kind, record, config, source=source)
