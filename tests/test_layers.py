@@ -63,7 +63,6 @@ def _pairs(text: str) -> set[tuple[str, str]]:
 
 KNOWN = _pairs("""
 checks.cluster_pingpong: parsers.errors parsers.libfabric
-checks.evidence_nccl: parsers.nccl_log
 cli.evidence_cmd: checks.evidence
 cli.main: gpu_preflight probes.system
 cli.run_cmd: probes.gpu

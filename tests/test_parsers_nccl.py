@@ -74,7 +74,8 @@ def test_nccl_tests_aborted_run(corpus: Path) -> None:
     data = parsed(corpus, "nccl-tests/cscs-test-nccl-failure-invalid-usage.txt")
     assert data["rows"] == []
     assert data["errors"] == [{"host": "nid006352", "kind": "NCCL", "file": "common.cu", "line": 958,
-                               "message": "invalid usage (run with NCCL_DEBUG=WARN for details)"}]
+                               "message": "invalid usage (run with NCCL_DEBUG=WARN for details)",
+                               "signature": "invalid_usage"}]
 
 
 def test_wrong_values_and_sendrecv_na_in_place() -> None:

@@ -105,12 +105,9 @@ def judge_nccl_tests(record: NcclTestsRecord, config: Config, source: str) -> It
 
 
 def _correctness(record: NcclTestsRecord, config: Config, source: str) -> Iterator[Finding]:
-    from ..parsers.nccl_log import classify
-
     check = "nccl_tests.correctness"
     for failure in record.errors:
-        found = classify(failure.message)
-        kind = found[0] if found else "nccl_failure"
+        kind = failure.signature or "nccl_failure"
         advice = ADVICE.get(kind, _UNKNOWN)
         subject = f"{source}/{failure.host}" if failure.host else source
         yield Finding(check, Status.FAIL, subject, kind,

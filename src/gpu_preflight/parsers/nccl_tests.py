@@ -51,6 +51,7 @@ from ..records.nccl import NcclTestsRecord as NcclTestsRecord
 from ..records.nccl import PlacementResult as PlacementResult
 from .detect import parser
 from .errors import ParseError
+from .nccl_log import classify
 from .text import ContentGate, is_noise, is_not_available, to_float
 
 _T = TypeVar("_T", int, float)
@@ -140,8 +141,10 @@ class NcclTestsScanner:
             return
         record = self.record
         if "failure" in line and (m := _FAILURE.search(line)):
+            message = m.group("message").strip()
+            signature = classify(message)
             record.errors.append(NcclTestFailure(m.group("host"), m.group("what"), m.group("file"),
-                                                 int(m.group("line")), m.group("message").strip()))
+                                                 int(m.group("line")), message, signature and signature[0]))
             return
         if stripped[0] == "#" or not stripped[0].isdigit():
             if "Out of bounds" in line and (m := _OOB.match(line)):

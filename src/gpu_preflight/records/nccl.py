@@ -62,6 +62,7 @@ class NcclTestFailure:
     file: str
     line: int
     message: str
+    signature: str | None = None  # the NCCL failure signature the message matches (parsers/nccl_log.py)
 
 
 @dataclass
