@@ -68,7 +68,6 @@ cli.main: gpu_preflight probes.system
 cli.run_cmd: probes.gpu
 cli.serve_cmd: probes.gpu
 integrations.sagemaker_entry: cli.main
-registry: checks probes
 report.assessment: parsers.errors parsers.libfabric
 report.canonical: checks.floors gpu_preflight report.advice report.html report.jsonio
 report.textfile: history.extract server.metrics

@@ -200,11 +200,10 @@ def discover(scope: str | None = None) -> None:
     wanted = {"node"} if scope == "node" else {"node", "cluster"}
     if wanted <= _discovered:
         return
-    from . import checks, probes
-
-    for package in (probes, checks):
+    for name in PLUGIN_PACKAGES:  # by name: the plugins sit above the registry, which never imports them
+        package = importlib.import_module(f"{__package__}.{name}")
         for mod in pkgutil.iter_modules(package.__path__):
-            kind = "cluster" if package is checks and mod.name.startswith(CLUSTER_MODULE_PREFIX) else "node"
+            kind = "cluster" if name == "checks" and mod.name.startswith(CLUSTER_MODULE_PREFIX) else "node"
             if kind in wanted:
                 importlib.import_module(f"{package.__name__}.{mod.name}")
     _discovered.update(wanted)
@@ -233,6 +232,7 @@ def fail_closed(produce: Callable[[], Iterable[Finding]], *, check_id: str, subj
 
 _discovered: set[str] = set()  # "node", "cluster": which modules are imported
 CLUSTER_MODULE_PREFIX = "cluster_"  # checks/cluster_*.py hold the cluster-scope checks (tested)
+PLUGIN_PACKAGES = ("probes", "checks")  # discovered by name, in this order
 CHECKS: Registry[CheckSpec] = Registry("check", discover)
 DECLARED: Registry[DeclaredId] = Registry("report id", lambda scope: discover("node"))  # declared in node modules
 PROBES: Registry[ProbeSpec] = Registry("probe", lambda scope: discover("node"))  # every probe is a node module
