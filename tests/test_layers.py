@@ -64,14 +64,13 @@ def _pairs(text: str) -> set[tuple[str, str]]:
 KNOWN = _pairs("""
 checks.cluster_pingpong: parsers.errors parsers.libfabric
 cli.evidence_cmd: checks.evidence
-cli.main: gpu_preflight probes.system
+cli.main: probes.system
 cli.run_cmd: probes.gpu
 cli.serve_cmd: probes.gpu
 integrations.sagemaker_entry: cli.main
 report.assessment: parsers.errors parsers.libfabric
 report.canonical: checks.floors gpu_preflight report.advice report.html report.jsonio
 report.textfile: history.extract server.metrics
-server.metrics: checks.gpu_thermal gpu_preflight
 server.monitor: probes.shared
 """)
 KNOWN_CIRCLES = [("report.advice", "report.assessment", "report.canonical", "report.html", "report.html_assessment")]

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
-from .. import __version__
+from .._version import __version__
 from .argtypes import gpu_count, seconds
 from .exits import EXIT_ERROR, EXIT_USAGE, Parser
 

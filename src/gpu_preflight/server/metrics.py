@@ -15,10 +15,10 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .. import __version__
-from ..checks.gpu_thermal import CLOCK_REASONS
+from .._version import __version__
 from ..health.status import HealthState, HealthStatus
 from ..model import NodeReport, Status
+from ..records.smi import CLOCK_REASON_BITS
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "gpu_preflight_"
@@ -189,7 +189,7 @@ def gpu_metrics(out: Exposition, report: NodeReport | None, health: HealthStatus
                 out.add_series(metric, kind, help_text, value, (*labels, *extra))
         mask = number(rec.get("clock_event_reasons"))
         if mask is not None:
-            for bit, (reason, _) in CLOCK_REASONS.items():
+            for reason, bit in CLOCK_REASON_BITS.items():
                 out.add_series("gpu_clock_event_reason_active", "gauge",
                                "1 while the clock event (throttle) reason is active.", int(int(mask) & bit != 0),
                                (*labels, ("reason", reason)))
