@@ -90,6 +90,7 @@ def variants(name: str, text: str, seed: int) -> dict[str, str]:
     return {
         name: text,
         f"{name} soak": soak(text, rng, 3),
+        f"{name} soak, the second run on other hosts": soak(text, rng, 1) + soak(text.replace(" on ", " on x"), rng, 1),
         f"{name} soak, last run cut": soak(text, rng, 2) + "".join(lines[: len(lines) * 2 // 3]),
         f"{name} srun --label": "".join(f"{i % 3}: {line}" for i, line in enumerate(soak(text, rng, 2).splitlines(
             keepends=True))),

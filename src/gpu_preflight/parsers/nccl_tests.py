@@ -65,6 +65,8 @@ _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s{0,4}\d+:\s)")
 _IS_INFO = methodcaller("__contains__", " NCCL INFO ")
 _GROUPS = methodcaller("groups")
 _WINDOW = 1024  # lines matched at once against a header's row regex
+_REPEATS = 4096  # distinct lines remembered by NcclTestsScanner._repeatable
+_ACTIVE = ("Out of bounds", "size", "Rank", "Avg", "nccl-tests", "NCCL version", "_perf", "failure")  # see feed
 _PREFIX_STARTS = frozenset("[ \t0123456789")
 _HEADER = re.compile(r"^#\s+size\s+count\b")
 _RANK = re.compile(r"^#\s*Rank\s+(?P<rank>\d+)\s+Group\s+\d+\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+device\s+"
@@ -118,6 +120,7 @@ class NcclTestsScanner:
         self.layout: _Layout | None = None
         self.ranks: dict[int, str] = {}
         self.devices: set[tuple[int, str, str]] = set()  # (rank, host, name) already in record.gpus
+        self.repeats: dict[str, tuple[int, str, str] | bool] = {}  # see _repeatable
         self.number = 0
         self.head: list[NcclTestRow] = []
         self.tail: deque[NcclTestRow | tuple[_Layout, tuple[str, ...]]] = deque(maxlen=KEPT_ROWS)
@@ -150,7 +153,7 @@ class NcclTestsScanner:
             if "Out of bounds" in line and (m := _OOB.match(line)):
                 record.out_of_bounds = (record.out_of_bounds or 0) + int(m.group("n"))
                 self.rows_since_summary = 0
-            elif (columns := _header_line(record, self.ranks, self.devices, line, self.columns)) is not self.columns:
+            elif (columns := _header_line(record, self._rank, line, self.columns)) is not self.columns:
                 self.columns, self.layout = columns, _layout(tuple(columns)) if columns else None
             if record.test is None and "_perf" in line and (m := _TEST_NAME.search(line)):
                 record.test = m.group("name").removesuffix("_perf")
@@ -195,6 +198,12 @@ class NcclTestsScanner:
                 if stop == len(found):
                     break
                 raw = window[stop]
+                if (effect := self.repeats.get(raw)) is None:
+                    effect = self._repeatable(raw)
+                if effect is not False:
+                    if effect is not True:
+                        self._rank(*effect)
+                    continue
                 if raw[:1] in _PREFIX_STARTS and ":" in raw[:24] and (
                         m := layout.pattern.fullmatch(_PREFIX.sub("", raw, count=1).rstrip())) is not None:
                     batch.append(m.groups())
@@ -210,6 +219,36 @@ class NcclTestsScanner:
         if batch and self.layout is not None:
             self._add_rows(self.layout, batch)
         self.number = base + len(lines)
+
+    def _repeatable(self, raw: str) -> tuple[int, str, str] | bool:
+        """What :meth:`feed` would do with a line outside the table that cannot change with the state:
+        ``True`` nothing (a comment, a blank), a (rank, host, GPU) for a ``# Rank`` line and
+        nothing else, ``False`` anything else. Remembered per line: a soak log repeats them every run."""
+        prefixed = ":" in raw[:24] and raw[:1] in _PREFIX_STARTS
+        line = _PREFIX.sub("", raw, count=1).rstrip() if prefixed else raw.rstrip()
+        stripped = line.lstrip()
+        effect: tuple[int, str, str] | bool
+        if not stripped or is_noise(line):
+            effect = True
+        elif stripped[0] != "#" and stripped[0].isdigit():
+            return False
+        elif not (words := [word for word in _ACTIVE if word in line]):
+            effect = True
+        elif words == ["Rank"]:
+            m = _RANK.match(line)
+            effect = (int(m.group("rank")), m.group("host"), m.group("name").strip()) if m else True
+        else:
+            return False
+        if len(self.repeats) >= _REPEATS:
+            self.repeats.clear()
+        self.repeats[raw] = effect
+        return effect
+
+    def _rank(self, rank: int, host: str, name: str) -> None:
+        self.ranks[rank] = host
+        if name and (rank, host, name) not in self.devices:
+            self.devices.add((rank, host, name))
+            self.record.gpus.append(NcclTestDevice(rank, host, name))
 
     def problem(self, text: str) -> None:
         self.problem_count += 1
@@ -393,7 +432,7 @@ def parse(text: str) -> NcclTestsRecord:
     return scan([text.encode("utf-8", errors="surrogatepass")])
 
 
-def _header_line(record: NcclTestsRecord, ranks: dict[int, str], devices: set[tuple[int, str, str]], line: str,
+def _header_line(record: NcclTestsRecord, rank: Callable[[int, str, str], None], line: str,
                  columns: list[str] | None) -> list[str] | None:
     """A line outside the table: the column header, a rank's device (listed once however many runs
     of a soak log repeat it), the trailer, versions.
@@ -404,10 +443,7 @@ def _header_line(record: NcclTestsRecord, ranks: dict[int, str], devices: set[tu
     if "size" in line and _HEADER.match(line):
         return [t for t in line.lstrip("#").split()]
     if "Rank" in line and (m := _RANK.match(line)):
-        ranks[int(m.group("rank"))] = m.group("host")
-        if (name := m.group("name").strip()) and (key := (int(m.group("rank")), m.group("host"), name)) not in devices:
-            devices.add(key)
-            record.gpus.append(NcclTestDevice(*key))
+        rank(int(m.group("rank")), m.group("host"), m.group("name").strip())
     elif "Avg" in line and (m := _AVG.match(line)):
         record.avg_busbw_gbps = to_float(m.group("v"))
         record.avg_busbw_source = "reported" if record.avg_busbw_gbps is not None else None
