@@ -28,7 +28,8 @@ LAYER_OF = {
     "records": "records", "diagnostics.records": "records",
     "checks": "checks", "diagnostics.verdicts": "checks", "parsers": "parsers",
     "backends": "backends", "distributed.topology": "backends", "distributed.rendezvous_view": "backends",
-    "workloads": "workloads", "probes": "probes", "diagnostics": "probes", "engine": "engine", "evidence": "engine",
+    "workloads": "workloads", "probes": "probes", "diagnostics": "probes",
+    "engine": "engine", "evidence": "engine", "snapshots": "engine",
     "findings": "findings", "cluster": "findings", "localize": "findings", "health.status": "findings",
     "report.canonical": "findings", "report.diagnostic_sections": "findings", "report.model": "findings",
     "distributed": "distributed", "report": "report", "outputs": "outputs", "history": "outputs",
@@ -64,9 +65,6 @@ def _pairs(text: str) -> set[tuple[str, str]]:
 KNOWN = _pairs("""
 checks.cluster_pingpong: parsers.errors parsers.libfabric
 cli.evidence_cmd: checks.evidence
-cli.main: probes.system
-cli.run_cmd: probes.gpu
-cli.serve_cmd: probes.gpu
 integrations.sagemaker_entry: cli.main
 report.assessment: parsers.errors parsers.libfabric
 report.canonical: checks.floors gpu_preflight report.advice report.html report.jsonio

@@ -285,7 +285,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     from ..backends.nvml import NvmlUnavailable, collect
     from ..config import build_config
     from ..model import jsonable
-    from ..probes.system import snapshot_host
+    from ..snapshots import snapshot_host
 
     try:
         dump = collect(device_timeout_s=args.timeout_s)

@@ -60,7 +60,7 @@ def show(report: dict[str, Any], output: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..probes.gpu import ReplayError, load_dump
+    from ..snapshots import ReplayError, load_dump
 
     if args.replay:
         try:

@@ -112,7 +112,7 @@ def query(host: str, port: int, timeout_s: float) -> int:
 def _validate(args: argparse.Namespace) -> str | None:
     """A usage problem, found before anything starts (a typo must not serve 'not ready' forever)."""
     from ..config import ConfigError, build_config, find_profile
-    from ..probes.gpu import ReplayError, load_dump
+    from ..snapshots import ReplayError, load_dump
 
     try:
         if args.replay:
