@@ -251,3 +251,21 @@ def test_the_typed_report_is_written_as_its_dict(tmp_path: Any) -> None:
     write_report(ClusterReport.from_dict(report), [], tmp_path / "typed")
     write_report(report, [], tmp_path / "plain")
     assert (tmp_path / "typed" / "report.json").read_bytes() == (tmp_path / "plain" / "report.json").read_bytes()
+
+
+def test_later_findings_are_added_as_a_new_value() -> None:
+    from gpu_preflight.history.merge import add_findings
+    from gpu_preflight.model import Finding
+    from gpu_preflight.report.canonical import with_findings
+
+    report = h200_report()
+    typed = ClusterReport.from_dict(report)
+    late = Finding("history.regression", Status.WARN, typed.nodes["node_0"].node_info.hostname, "slower",
+                   "GEMM 12% below this node's median", recommendation="Look at the node.")
+    later = with_findings(typed, [ReportFinding.from_dict({"node": "node_0", **late.to_dict()})])
+    assert typed.findings == ClusterReport.from_dict(report).findings  # the first value is unchanged
+    assert later.findings[-1].check_id == "history.regression"
+    plain = add_findings(copy.deepcopy(report), [late])["cluster_summary"]
+    for key in ("overall_status", "exit_code", "issues", "recommendations", "counts"):
+        assert later.to_dict()["cluster_summary"][key] == plain[key], key
+    assert later.cluster_summary.counts["WARN"] == typed.cluster_summary.counts["WARN"] + 1

@@ -36,7 +36,7 @@ from .diagnostic_sections import diagnostic_sections, fill_artifact_paths
 if TYPE_CHECKING:
     from ..config.report_schema import ReportConfig
     from ..safeio import SafeDir
-    from .model import ClusterReport
+    from .model import ClusterCheck, ClusterReport, ReportFinding
 
 # cluster_summary.test_results: group name → the check ids counted in it, derived from
 # what each check declares (``@check(group=...)``, ``registry.GROUPS`` for the order and
@@ -646,3 +646,20 @@ def display(value: Any, unit: str | None = None) -> str:
     text = str(value)
     numeric = text.lstrip("<>= ").replace(".", "", 1).lstrip("-").isdigit()
     return f"{text} {unit}" if unit and numeric else text
+
+
+def with_findings(report: ClusterReport, findings: Sequence[ReportFinding],
+                  checks: Sequence[ClusterCheck] = ()) -> ClusterReport:
+    """``report`` with later findings added (the history's judgements: regressions, repeat
+    offenders), as a new value: listed in ``findings`` (and their checks in
+    ``cluster_checks``), the verdict, exit code, issues, recommendations and counts worked out
+    again over every finding. The typed form of :func:`gpu_preflight.history.merge.add_findings`."""
+    import dataclasses
+
+    every = (*report.findings, *findings)
+    fresh = summarize([f.to_dict() for f in every], report.run.fail_on, report.cluster_summary.unlisted)
+    summary = dataclasses.replace(report.cluster_summary, overall_status=Status(fresh["overall_status"]),
+                                  exit_code=fresh["exit_code"], issues=tuple(fresh["issues"]),
+                                  recommendations=tuple(fresh["recommendations"]), counts=fresh["counts"])
+    return dataclasses.replace(report, findings=every, cluster_checks=(*report.cluster_checks, *checks),
+                               cluster_summary=summary)
