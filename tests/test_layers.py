@@ -64,7 +64,6 @@ def _pairs(text: str) -> set[tuple[str, str]]:
 
 KNOWN = _pairs("""
 checks.cluster_pingpong: parsers.errors parsers.libfabric
-cli.evidence_cmd: checks.evidence
 integrations.sagemaker_entry: cli.main
 report.assessment: parsers.errors parsers.libfabric
 report.canonical: checks.floors gpu_preflight report.advice report.html report.jsonio

@@ -1,20 +1,22 @@
 """Judging a saved tool output from its text: parse it, then judge the record.
 
 Parsing lives here, in the engine's layer, so the judges in ``checks/`` stay pure (a
-record and thresholds in, findings out) and never import a parser.
+record and thresholds in, findings out) and never import a parser. The ``judge`` command
+reads the judges' finding for unreadable input and their titles here too: checks are
+plugins only the engine's layer imports.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .checks.evidence import judge_record, parse_error_finding
+from .checks.evidence import check_title, judge_record, parse_error_finding
 
 if TYPE_CHECKING:
     from .config import Config
     from .model import Finding
 
-__all__ = ["judge_text"]
+__all__ = ["check_title", "judge_text", "parse_error_finding"]
 
 
 def judge_text(text: str, config: Config, *, kind: str | None = None, source: str = "evidence") -> list[Finding]:

@@ -168,9 +168,9 @@ def _parse(evidence: _Evidence, kind: str) -> int:
 
 def _judge(args: argparse.Namespace, evidence: _Evidence, kind: str) -> int:
     from ..boundedio import InputError
-    from ..checks.evidence import parse_error_finding
     from ..config import ConfigError
     from ..engine import judge_evidence
+    from ..evidence import parse_error_finding
     from ..parsers.errors import ParseError
     from ..report import render
     from ..report.console import render_console
@@ -229,7 +229,7 @@ def evidence_report(findings: list[Any], *, kind: str, source: str, record: Any,
     The evidence is one "node" named after its source; its parsed record is kept under
     ``facts.evidence`` so the report can be re-rendered and audited without the input.
     """
-    from ..checks.evidence import check_title
+    from ..evidence import check_title
     from ..model import CheckResult, NodeReport, jsonable
     from ..report import build_report
 
