@@ -21,6 +21,7 @@ from gpu_preflight.config import Config
 from gpu_preflight.config.report_schema import ReportConfig
 from gpu_preflight.config.schema import PerfConfig
 
+from .conftest import REPO
 from .report_data import gathered_cluster
 
 GOLDEN = Path(__file__).parent / "fixtures" / "cluster_golden"
@@ -74,18 +75,20 @@ def report_json(case: str, scale: str) -> str:
     config = Config(perf=PerfConfig(gemm_bf16_tflops=670.0), report=ReportConfig(detail_max_nodes=SCALES[scale]))
     report, _ = build_cluster_report(gathered(case), config, fail_on="fail", include=[], exclude=[],
                                      suite="quick", timeout_s=60.0)
-    return json.dumps(_blank(report), indent=1) + "\n"
+    return json.dumps(_blank(report), indent=1).replace(str(REPO), "<repo>") + "\n"
 
 
 _VARYING = frozenset({"timestamp", "duration_s", "version", "read_at", "cost_benefit"})
 
 
-def _blank(value: Any) -> Any:
-    """The report with what differs from run to run (clock readings, the tool's version) blanked."""
+def _blank(value: Any, *, ordered: bool = False) -> Any:
+    """The report with what differs from run to run blanked: clock readings, the tool's version,
+    and the order of a node's facts (its probes run in parallel and finish in any order)."""
     if isinstance(value, dict):
-        return {k: "-" if k in _VARYING else _blank(v) for k, v in value.items()}
+        items = sorted(value.items()) if ordered else value.items()
+        return {k: "-" if k in _VARYING else _blank(v, ordered=ordered or k == "facts") for k, v in items}
     if isinstance(value, list):
-        return [_blank(v) for v in value]
+        return [_blank(v, ordered=ordered) for v in value]
     return value
 
 
