@@ -108,6 +108,11 @@ class RunInputs:
 
 
 PHASE_KEY = "_diagnostics_phase"  # the options-view key of ProbeState.phase (diagnostics.phase uses it)
+# Keys of the objects a monitor keeps in ProbeState.kept from run to run (probes/shared.py reads them).
+KERNEL_LOG_FOLLOWER = "kernel_log_follower"
+TOOL_CACHE = "tool_cache"
+NVML_SESSION = "nvml_session"
+PROCESS_SCAN = "process_scan"
 
 
 @dataclass

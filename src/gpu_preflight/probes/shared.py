@@ -21,13 +21,11 @@ import threading
 from collections.abc import Callable, MutableMapping
 from typing import Any, TypeVar
 
+from ..registry import KERNEL_LOG_FOLLOWER, NVML_SESSION, PROCESS_SCAN, TOOL_CACHE
+
 __all__ = ["KERNEL_LOG_FOLLOWER", "NVML_SESSION", "PROCESS_SCAN", "TOOL_CACHE", "once"]
 
 T = TypeVar("T")
-KERNEL_LOG_FOLLOWER = "kernel_log_follower"
-TOOL_CACHE = "tool_cache"
-NVML_SESSION = "nvml_session"
-PROCESS_SCAN = "process_scan"
 _CREATE = threading.Lock()
 
 
