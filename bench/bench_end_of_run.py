@@ -8,9 +8,11 @@ peaked at 2.36 GB.
 The input is bench/bench_aggregate.py's (what rank 0's ``gather`` returns for the cluster,
 decoded bundle by bundle from real node entries), so the two benches measure the same
 cluster. Each run builds the report from the gathered input (``build_cluster_report`` with
-``assess=False``, as ``run`` does) and hands it to the CLI's own ``emit`` with
-``--report-dir`` (a fresh temporary directory), ``--no-history`` (the history store is not
-this bench's subject) and the console view written to /dev/null. Printed per run and as
+``assess=False``, as ``run`` does) and hands it to what ``gpu-preflight run`` does next on
+rank 0: the run object's ``finish`` (history annotations, scores and advice, report.json and
+report.html, publishing, then the CLI's ``show``), for the request that
+``gpu-preflight run --report-dir DIR --no-history`` parses to (a fresh temporary directory;
+the history store is not this bench's subject), the console view written to /dev/null. Printed per run and as
 medians over ``--runs``: ``aggregate_s``, ``emit_s`` and their sum ``end_of_run_s``, wall
 clock, and the same in CPU seconds of this process (``*_cpu_s``: on a VM shared with other
 work, ``cpu_vs_wall`` well below 1 says the wall time waited for a core); as a
@@ -36,6 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,37 +52,37 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_args(report_dir: str, pretty: bool) -> argparse.Namespace:
-    """The parsed ``run`` arguments of ``gpu-preflight run --report-dir DIR --no-history [--pretty]``."""
+def end_of_run(report_dir: str, pretty: bool) -> Callable[[dict[str, Any], Any], int]:
+    """Rank 0's end of run for ``gpu-preflight run --report-dir DIR --no-history [--pretty]``:
+    the run object's ``finish`` with the CLI's ``show``, as ``cmd_run`` builds them."""
     from gpu_preflight.cli.main import build_parser
+    from gpu_preflight.cli.run_cmd import run_request, show
+    from gpu_preflight.run import _Run
 
-    argv = ["run", "--report-dir", report_dir]
-    args = build_parser().parse_args(argv)
-    args.history = False  # --no-history, where the parser has it; set either way
-    args.pretty = pretty
-    return args
+    argv = ["run", "--report-dir", report_dir, "--no-history", *(["--pretty"] if pretty else [])]
+    finisher = _Run(run_request(build_parser().parse_args(argv)), show)
+    return lambda report, config: finisher.finish(report, config, [])
 
 
 def one_run(gathered: dict[str, Any], pretty: bool) -> dict[str, Any]:
     """Aggregate and emit once; the seconds of each and the written files' sizes."""
-    from gpu_preflight.cli.run_cmd import emit
     from gpu_preflight.cluster.aggregate import build_cluster_report
     from gpu_preflight.config import Config
 
     gc.collect()
     with tempfile.TemporaryDirectory(prefix="gp-bench-eor-") as tmp, open(os.devnull, "w") as null:
         out = Path(tmp) / "report"
-        args = run_args(str(out), pretty)
+        finish = end_of_run(str(out), pretty)
         t0, c0 = time.perf_counter(), time.process_time()
         report, _ = build_cluster_report(gathered, Config(), fail_on="fail", include=[], exclude=[], suite="quick",
                                          timeout_s=600, assess=False)
         t1, c1 = time.perf_counter(), time.process_time()
         rss_aggregated = rss_mb()
         with contextlib.redirect_stderr(null):
-            code = emit(report, args, [])
+            code = finish(report, Config())
         t2, c2 = time.perf_counter(), time.process_time()
         if code == 3 or not (out / "report.json").is_file() or not (out / "report.html").is_file():
-            fail("bench_end_of_run", f"emit did not write the report (exit {code})")
+            fail("bench_end_of_run", f"the end of run did not write the report (exit {code})")
         sizes = {"report_json_mb": round((out / "report.json").stat().st_size / MB, 1),
                  "report_html_mb": round((out / "report.html").stat().st_size / MB, 2)}
         with (out / "report.json").open("rb") as fh:
@@ -132,7 +135,7 @@ def main() -> None:
     p.add_argument("--pretty", action="store_true", help="report.json indented (run --pretty)")
     p.add_argument("--profile", action="store_true", help="print the top of a cProfile of one emit")
     a = p.parse_args()
-    require("bench_end_of_run", "gpu_preflight.cli.run_cmd", "gpu_preflight.cluster.aggregate")
+    require("bench_end_of_run", "gpu_preflight.run", "gpu_preflight.cli.run_cmd", "gpu_preflight.cluster.aggregate")
     from bench_aggregate import gathered_input
 
     t0 = time.perf_counter()
