@@ -34,7 +34,7 @@ LAYER_OF = {
     "report.canonical": "findings", "report.diagnostic_sections": "findings", "report.model": "findings",
     "distributed": "distributed", "report": "report", "outputs": "outputs", "history": "outputs",
     "integrations": "outputs", "server": "outputs", "health": "outputs", "run": "run", "cli": "cli",
-    "__main__": "cli",
+    "__main__": "cli", "integrations.sagemaker_entry": "cli",  # the SageMaker job's command line
 }
 _B = {"model", "util"}
 MAY_USE: dict[str, set[str]] = {
@@ -64,7 +64,6 @@ def _pairs(text: str) -> set[tuple[str, str]]:
 
 KNOWN = _pairs("""
 checks.cluster_pingpong: parsers.errors parsers.libfabric
-integrations.sagemaker_entry: cli.main
 report.assessment: parsers.errors parsers.libfabric
 report.canonical: checks.floors gpu_preflight report.advice report.html report.jsonio
 report.textfile: history.extract server.metrics

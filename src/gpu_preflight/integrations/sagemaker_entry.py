@@ -16,6 +16,11 @@ What the job leaves behind:
 * when the job is failed by the verdict, ``$SM_OUTPUT_DIR/failure`` (``/opt/ml/output``): SageMaker shows its
   first 1024 characters as the job's FailureReason, so the console says *which* check
   failed instead of "AlgorithmError: exit code 2".
+
+This module is the job's command line (it runs ``gpu-preflight`` in-process, through
+:func:`gpu_preflight.cli.main.main`), so it sits in the CLI's layer; its name is the one
+the uploaded script imports, kept stable for images with an older or newer gpu-preflight.
+What the launcher needs of it lives in :mod:`.sagemaker_script`.
 """
 
 from __future__ import annotations
@@ -27,10 +32,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .sagemaker_script import ENTRY_SCRIPT as ENTRY_SCRIPT
+from .sagemaker_script import ENTRY_SCRIPT_NAME as ENTRY_SCRIPT_NAME
+from .sagemaker_script import JOB_FAILS_ON
+
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_OUTPUT_DIR = "/opt/ml/output"
 FAILURE_MAX = 1024
-JOB_FAILS_ON = ("fail", "warn", "never")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -131,14 +139,3 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     if is_reporting_rank(environ) and report_path.is_file():
         publish(report_path, exit_code, failure_file(environ))
     return exit_code
-
-
-# The script the launcher uploads as the job's entry point (the image has gpu-preflight).
-ENTRY_SCRIPT_NAME = "gpu_preflight_entry.py"
-ENTRY_SCRIPT = '''"""SageMaker entry point: hands over to gpu-preflight, installed in the training image."""
-import sys
-
-from gpu_preflight.integrations.sagemaker_entry import main
-
-sys.exit(main())
-'''

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .sagemaker_entry import ENTRY_SCRIPT, ENTRY_SCRIPT_NAME, JOB_FAILS_ON
+from .sagemaker_script import ENTRY_SCRIPT, ENTRY_SCRIPT_NAME, JOB_FAILS_ON
 
 DISTRIBUTED = ("auto", "none", "torchrun", "mpi")
 
