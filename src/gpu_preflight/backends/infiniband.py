@@ -17,9 +17,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..parsers.infiniband import IbDevice, IbDevicesRecord, IbPort, canonical_state
+from ..parsers.infiniband import canonical_state
 from ..parsers.text import to_float, to_int
 from ..records.fabric import EFA_DRIVER as EFA_DRIVER
+from ..records.fabric import IbDevice, IbDevicesRecord, IbPort
 from ..records.fabric import RdmaDevice as RdmaDevice
 
 __all__ = ["RdmaDevice", "RdmaTree", "read_counters", "read_tree"]

@@ -37,10 +37,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..parsers.kernel_log import UnparsedXid, XidEvent, kernel_log_denied, line_timestamp, scan_xid_line
+from ..parsers.kernel_log import kernel_log_denied, line_timestamp, scan_xid_line
+from ..records.xid import UnparsedXid, XidEvent
 
 if TYPE_CHECKING:
-    from ..parsers.dmesg import DmesgRecord
+    from ..records.dmesg import DmesgRecord
 
 __all__ = [
     "KernelLog", "KernelLogFileError", "KernelLogUnavailable", "KmsgFollower", "SavedKernelLog", "XidWatch",
