@@ -25,7 +25,7 @@ LAYER_OF = {
     "": "api", "_version": "model", "model": "model", "recovery": "model", "registries": "model",
     "boundedio": "util", "safeio": "util", "redact": "util", "report.progress": "util",  # a terminal helper
     "config": "config", "registry": "registry",
-    "records": "records", "diagnostics.records": "records",
+    "records": "records",
     "checks": "checks", "diagnostics.verdicts": "checks", "parsers": "parsers",
     "backends": "backends", "distributed.topology": "backends", "distributed.rendezvous_view": "backends",
     "workloads": "workloads", "probes": "probes", "diagnostics": "probes",

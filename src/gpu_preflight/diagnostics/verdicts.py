@@ -9,7 +9,7 @@ and its command — nothing was measured, so it is never a PASS.
 from __future__ import annotations
 
 from ..model import Finding, Status
-from .records import ToolRun
+from ..records.tools import ToolRun
 
 __all__ = ["not_run", "unreadable"]
 
