@@ -8,14 +8,14 @@ from operator import itemgetter
 from typing import Any
 
 from ..model import Finding, Status
-from ..records import ClusterFacts
+from ..records import ClusterView
 from ..registry import CheckContext, check
-from .cluster_rollup import Passes
+from .cluster_rollup import Passes, Series
 from .floors import Floor, allreduce_floor, node_topology, peer_gap_status
 
 
-def cluster(ctx: CheckContext) -> ClusterFacts:
-    facts: ClusterFacts = ctx.fact("cluster")
+def cluster(ctx: CheckContext) -> ClusterView:
+    facts: ClusterView = ctx.fact("cluster")
     return facts
 
 
@@ -46,7 +46,7 @@ def _largest(entry: dict[str, Any]) -> dict[str, Any] | None:
 _SIZE = itemgetter("size_bytes")
 
 
-def collective_entries(c: ClusterFacts) -> Iterator[tuple[int, dict[str, Any]]]:
+def collective_entries(c: ClusterView) -> Iterator[tuple[int, dict[str, Any]]]:
     """Each group's results once: as reported by the group's lowest rank (all members agree)."""
     yield from c.group_entries
 
@@ -115,7 +115,6 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
                           recommendation="A rank died, hung or lost its link: check the named host; exclude it "
                                          "and re-run, or run --localize to find the bad node.")
     intra: dict[str, float] = {}
-    passing: dict[str, dict[str, float]] = {}  # scope -> group -> busbw, at scale (rolled up below)
     topologies: dict[int, dict[str, Any] | None] = {}
     for _, entry in entries:
         if entry["op"] != "all_reduce" or not entry.get("results"):
@@ -135,12 +134,15 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
                               expected=f">= {floor.gbps:g}", unit="GB/s", details={"floor_basis": floor.basis},
                               recommendation="Check NVLink/NVSwitch health, NCCL env (NCCL_P2P_DISABLE, NCCL_IB_*), "
                                              "and the network for inter-node groups.")
-        elif passes.rolled:
-            passing.setdefault(str(entry.get("scope")), {})[subject] = round(busbw, 3)
         else:
-            yield _allreduce_pass(ctx, subject, busbw, entry, top, floor)
-    for scope, values in passing.items():
-        passes.record(values, group=scope, label=f"all_reduce ({scope})", unit="GB/s busbw")
+            scope = str(entry.get("scope"))
+
+            def passed(_: int, subject: str = subject, busbw: float = busbw, entry: dict[str, Any] = entry,
+                       top: dict[str, Any] = top, floor: Floor | None = floor) -> Finding:
+                return _allreduce_pass(ctx, subject, busbw, entry, top, floor)
+
+            yield from passes.add((subject,), passed,
+                                  Series(scope, (round(busbw, 3),), f"all_reduce ({scope})", "GB/s busbw"))
     yield from passes.findings()
     if len(intra) >= 3:
         median = statistics.median(intra.values())
@@ -164,7 +166,7 @@ def collectives(ctx: CheckContext) -> Iterator[Finding]:
                           "no collective ran: a single rank (add GPUs or nodes to test communication)")
 
 
-def _floor(c: ClusterFacts, ctx: CheckContext, entry: dict[str, Any], top: dict[str, Any], crosses_nodes: bool,
+def _floor(c: ClusterView, ctx: CheckContext, entry: dict[str, Any], top: dict[str, Any], crosses_nodes: bool,
            topologies: dict[int, dict[str, Any] | None]) -> Floor | None:
     """The floor this all_reduce is held to, or None: CPU ranks, one rank, too small a message, none set."""
     perf = ctx.config.perf

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import compress
 from typing import Any
 
 from ..model import Finding, Status
-from ..records import ClusterFacts
+from ..records import ClusterView
 from ..records.columns import row
 from ..registry import CheckContext, check
 from .cluster_comm import cluster
 from .cluster_load import explain
-from .cluster_rollup import Passes
+from .cluster_rollup import Passes, Series
 from .common import version_below
 from .floors import Floor, host_transfer_floor, node_topology, peer_gap_status
 
@@ -38,15 +39,15 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
     on_gpu, subject = c.gpu_ranks, c.rank_subject
     for dtype, col in sorted(by_dtype.items()):
         ranks, tflops = col["rank"], col["tflops"]
-        names, all_gpu = c.ranks_view(ranks)
+        view = c.rank_names(ranks)
         expected = getattr(perf, f"gemm_{dtype}_tflops", None)
         # The common case costs a few C-speed calls per precision: every product correct, no
         # error, all on GPUs, the slowest above the floors; anything else is looked at GPU by GPU.
         clean = all(col["correct"]) and not any(col["error"]) and None not in tflops
         ok = [True] * len(ranks) if clean else [bool(k) and not e for k, e in zip(col["correct"], col["error"],
                                                                                     strict=True)]
-        ok_values = tflops if clean and all_gpu else [t for t, k, r in zip(tflops, ok, ranks, strict=True)
-                                                      if k and r in on_gpu]
+        ok_values = tflops if clean and view.all_gpu else [t for t, k, r in zip(tflops, ok, ranks, strict=True)
+                                                           if k and r in on_gpu]
         ordered = sorted(ok_values)
         n_ok = len(ordered)  # CPU ranks share cores: no peers, no median
         median = (ordered[n_ok // 2] if n_ok % 2 else (ordered[n_ok // 2 - 1] + ordered[n_ok // 2]) / 2) \
@@ -55,7 +56,7 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
         floors = [x for x in (expected and expected * perf.gemm_warn_fraction,
                               median and median * (1 - perf.peer_outlier_fraction)) if x]
         low = max(floors) if floors else float("-inf")
-        if clean and all_gpu and (not tflops or min(tflops) >= low):
+        if clean and view.all_gpu and (not tflops or min(tflops) >= low):
             flagged: set[int] = set()
         else:
             flagged = {i for i, (t, k, r) in enumerate(zip(tflops, ok, ranks, strict=True))
@@ -63,23 +64,19 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
         for i in sorted(flagged):
             yield _with_load(_judge_gemm(ctx, subject(ranks[i]), dtype, row(col, i), perf, details),
                              c.payloads.get(ranks[i], {}).get("load"), f"gemm_{dtype}")
-        if passes.rolled:
-            if flagged:
-                kept = [i for i in range(len(ranks)) if i not in flagged]
-                passing = {names[i]: tflops[i] for i in kept}
-                gpu_only = on_gpu.issuperset([ranks[i] for i in kept])
-            else:
-                passing = dict(zip(names, tflops, strict=True))
-                gpu_only = all_gpu
-            same = not flagged and clean and all_gpu  # then the passes are exactly the sorted median values
-            passes.record(passing, group=dtype, label=f"{dtype} GEMM", unit="TFLOP/s",
-                          details={**details, "gpu_only": gpu_only}, ordered=ordered if same else None)
-            continue
-        for i, r in enumerate(ranks):
-            if i not in flagged:
-                gpu_details = details if r in on_gpu else {**details, "expected": None, "median_tflops": None}
-                yield _gemm_finding(ctx, subject(r), f"{dtype} GEMM {col['n'][i]}^3", float(tflops[i]),
-                                    Status.PASS, "ok", None, gpu_details)
+        passing = [i not in flagged for i in range(len(ranks))]
+        kept = list(compress(range(len(ranks)), passing))
+
+        def passed(j: int, col: Any = col, kept: Sequence[int] = kept, details: dict[str, Any] = details) -> Finding:
+            i = kept[j]
+            r = col["rank"][i]
+            own = details if r in on_gpu else {**details, "expected": None, "median_tflops": None}
+            return _gemm_finding(ctx, subject(r), f"{own['dtype']} GEMM {col['n'][i]}^3", float(col["tflops"][i]),
+                                 Status.PASS, "ok", None, own)
+
+        yield from passes.add(list(compress(view.subjects, passing)), passed, Series(
+            dtype, list(compress(tflops, passing)), f"{dtype} GEMM", "TFLOP/s",
+            {**details, "gpu_only": on_gpu.issuperset(compress(ranks, passing))}))
     yield from passes.findings()
 
 
@@ -182,21 +179,17 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     for i in sorted(flagged):
         findings = list(_judge_memory(ctx, subject(ranks[i]), row(col, i), perf, host_floors[ranks[i] // per_node],
                                       medians))
-        if any(f.status is not Status.PASS for f in findings) or not passes.rolled:
+        if any(f.status is not Status.PASS for f in findings):
             judged.add(i)
             yield from findings
-    if passes.rolled:
-        names, _ = c.ranks_view(ranks)
-        keep = [i for i in range(len(ranks)) if i not in judged] if judged else None
-        for key, values, what in (("device_copy", copy, "device copy"), ("h2d", h2d, "host-to-device"),
-                                  ("d2h", d2h, "device-to-host")):
-            passing = dict(zip(names, values, strict=True)) if keep is None else {names[i]: values[i] for i in keep}
-            passes.record(passing, group=key, label=f"the memory test ({what})", unit="GB/s",
-                          details={"memory_key": key})
-    else:
-        for i, r in enumerate(ranks):
-            if i not in judged:
-                yield _memory_pass(ctx, subject(r), row(col, i))
+    passing = [i not in judged for i in range(len(ranks))]
+    kept = list(compress(range(len(ranks)), passing))
+    yield from passes.add(list(compress(c.rank_names(ranks).subjects, passing)),
+                          lambda j: _memory_pass(ctx, subject(ranks[kept[j]]), row(col, kept[j])),
+                          *(Series(key, list(compress(values, passing)), f"the memory test ({what})", "GB/s",
+                                   {"memory_key": key})
+                            for key, values, what in (("device_copy", copy, "device copy"),
+                                                      ("h2d", h2d, "host-to-device"), ("d2h", d2h, "device-to-host"))))
     yield from passes.findings()
     if not ranks:
         yield ctx.finding(Status.SKIP, "cluster", "no_gpu", "no GPU worker: memory test not run")
@@ -300,14 +293,11 @@ def training(ctx: CheckContext) -> Iterator[Finding]:
         if e or not fin or not imp}
     for i in sorted(flagged):
         yield _judge_training(ctx, c, subject(ranks[i]), "train", "training smoke", row(col, i), drop)
-    if passes.rolled:
-        names, _ = c.ranks_view(ranks)
-        passes.record({names[i]: round(loss_end[i], 4) for i in range(len(ranks)) if i not in flagged},
-                      label="the training smoke", unit="final loss")
-    else:
-        for i, r in enumerate(ranks):
-            if i not in flagged:
-                yield _train_pass(ctx, subject(r), "training smoke", row(col, i), "")
+    passing = [i not in flagged for i in range(len(ranks))]
+    kept = list(compress(range(len(ranks)), passing))
+    yield from passes.add(list(compress(c.rank_names(ranks).subjects, passing)),
+                          lambda j: _train_pass(ctx, subject(ranks[kept[j]]), "training smoke", row(col, kept[j]), ""),
+                          Series("", [round(loss_end[i], 4) for i in kept], "the training smoke", "final loss"))
     yield from passes.findings()
     first = min(c.payloads, default=0)
     ddp = c.payloads.get(first, {}).get("ddp")
@@ -315,7 +305,7 @@ def training(ctx: CheckContext) -> Iterator[Finding]:
         yield _judge_training(ctx, c, "cluster", "ddp", f"DDP smoke on {c.world_size} ranks", ddp, drop)
 
 
-def _judge_training(ctx: CheckContext, c: ClusterFacts, subject: str, key: str, name: str, t: dict[str, Any],
+def _judge_training(ctx: CheckContext, c: ClusterView, subject: str, key: str, name: str, t: dict[str, Any],
                     drop: float) -> Finding:
     """The verdict on one training smoke result (``key`` "train" on one GPU, "ddp" for the job)."""
     if t.get("error"):
@@ -380,11 +370,12 @@ def stack(ctx: CheckContext) -> Iterator[Finding]:
             continue
         where = f"CUDA {s['torch_cuda']}, NCCL {s['nccl_version']}" if s.get("torch_cuda") else "CPU (gloo)"
         text = f"torch {s['torch_version']}, {where}"
-        if passes.rolled:  # one dict per stack at scale, not one finding per node
-            passes.record(dict.fromkeys(names, versions), group=text, label=f"the software stack check ({text})")
-        else:
-            for name in names:
-                yield ctx.finding(Status.PASS, name, "ok", text, observed=versions)
+
+        def passed(i: int, names: list[str] = names, text: str = text, versions: dict[str, Any] = versions) -> Finding:
+            return ctx.finding(Status.PASS, names[i], "ok", text, observed=versions)
+
+        yield from passes.add(names, passed,
+                              Series(text, [versions] * len(names), f"the software stack check ({text})"))
     yield from passes.findings()
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..config.load import LoadConfig, load_config
 from ..model import Finding, Status
-from ..records import ClusterFacts
+from ..records import ClusterView
 from ..registry import CheckContext, check
 from .cluster_rollup import Passes
 from .gpu_thermal import CLOCK_ADVICE, CLOCK_REASONS
@@ -29,9 +29,9 @@ IDLE_PHASES = frozenset({"idle", "stack"})
 Load = Mapping[str, Any]
 
 
-def _loads(ctx: CheckContext) -> tuple[ClusterFacts, LoadConfig, list[tuple[str, int, Load]], list[Finding]]:
+def _loads(ctx: CheckContext) -> tuple[ClusterView, LoadConfig, list[tuple[str, int, Load]], list[Finding]]:
     """(facts, settings, [(subject, rank, load summary)], findings for GPU ranks without one)."""
-    c: ClusterFacts = ctx.fact("cluster")
+    c: ClusterView = ctx.fact("cluster")
     cfg = load_config(ctx.config)
     out: list[tuple[str, int, Load]] = []
     problems: list[Finding] = []
@@ -77,15 +77,6 @@ def _load_phases(load: Load, cfg: LoadConfig) -> Iterator[tuple[str, Mapping[str
     for name, ph in (load.get("phases") or {}).items():
         if name not in IDLE_PHASES and int(ph.get("n", 0)) >= cfg.min_samples:
             yield name, ph
-
-
-def _passed(passes: Passes, finding: Finding) -> Iterator[Finding]:
-    """A PASS as its own finding on a small cluster, rolled into one per check at scale."""
-    if passes.rolled and finding.status is Status.PASS:
-        observed = finding.observed if isinstance(finding.observed, (int, float)) else None
-        passes.record({finding.subject: observed}, label=f"{finding.check_id} under load", unit=finding.unit)
-    else:
-        yield finding
 
 
 def explain(load: Any, phase: str) -> tuple[str, dict[str, Any]] | None:
@@ -173,7 +164,7 @@ def clocks(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]
             text = (f"{subject}: no hardware slowdown under load in {len(judged)} phase(s), lowest median SM "
                     f"clock {lowest or 0:g} MHz" if judged else
                     f"{subject}: no load phase had {cfg.min_samples} samples to judge")
-            yield from _passed(passes, Finding(
+            yield from passes.add_finding(Finding(
                 "load.clocks", Status.PASS if judged else Status.SKIP, subject, "ok" if judged else "too_short",
                 text, observed=lowest, unit="MHz", details={"phases": judged}))
 
@@ -208,7 +199,7 @@ def thermal(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load
         text = (f"{subject}: {what} reached {peak:g} C in {name}, "
                 + (f"at or above its limit {limit:g} C" if headroom <= 0 else f"{headroom:g} C below its limit "
                    f"{limit:g} C"))
-        yield from _passed(passes, Finding(
+        yield from passes.add_finding(Finding(
             "load.thermal", status, subject, "ok" if status is Status.PASS else
             "at_limit" if status is Status.FAIL else "near_limit", text, observed=peak,
             expected=f"< {limit - cfg.temp_margin_c:g}", unit="C", details={"phase": name, "what": what},
@@ -244,7 +235,7 @@ def power(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]]
                                              "power brake and clock reasons (nvidia-smi -q -d POWER,PERFORMANCE) and "
                                              "the node's PSUs.", details={"phases": fractions})
         else:
-            yield from _passed(passes, ctx.finding(Status.PASS, subject, "ok", text, observed=round(best, 4),
+            yield from passes.add_finding(ctx.finding(Status.PASS, subject, "ok", text, observed=round(best, 4),
                                                    expected=f">= {cfg.gemm_power_min_fraction:g}", unit="of limit"))
 
 
@@ -291,7 +282,7 @@ def peers(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]]
                                           details={"phase": name, "peers_median": ref})
         for subject, _ in members:
             if subject not in flagged:
-                yield from _passed(passes, Finding(
+                yield from passes.add_finding(Finding(
                     "load.peers", Status.PASS, subject, "ok",
                     f"{subject}: clocks and power under load in line with {len(members) - 1} peer(s)"))
     if not compared:
@@ -320,7 +311,7 @@ def ecc(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
                               observed=delta["volatile_uncorrected"], expected=0, unit="errors", details=dict(delta),
                               recommendation="Drain the node and reset the GPU; replace it if errors recur.")
         else:
-            yield from _passed(passes, ctx.finding(Status.PASS, subject, "ok",
+            yield from passes.add_finding(ctx.finding(Status.PASS, subject, "ok",
                                                    f"{subject}: no uncorrectable ECC error during the run "
                                                    f"({delta.get('volatile_corrected', 0)} corrected)", observed=0,
                                                    unit="errors"))
@@ -339,7 +330,7 @@ def xid_under_load(ctx: CheckContext) -> Iterator[Finding]:
     """
     from .gpu_xid import SEVERITY_STATUS, xid_policy
 
-    c: ClusterFacts = ctx.fact("cluster")
+    c: ClusterView = ctx.fact("cluster")
     watched = sorted((r, p["load_xids"]) for r, p in c.payloads.items() if isinstance(p.get("load_xids"), Mapping))
     if not watched:
         why = "no GPU node watched its kernel log under load" if c.gpu_ranks else \

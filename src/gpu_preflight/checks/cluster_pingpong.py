@@ -7,14 +7,14 @@ from typing import Any
 
 from ..config.diagnostics import diagnostics_config
 from ..model import Finding, Status
-from ..records import ClusterFacts
+from ..records import ClusterView
 from ..registry import CheckContext, check
 from .evidence import judge_record, parse_error_finding
 
 CHECK = "fabric.pingpong"
 
 
-def pair_records(c: ClusterFacts) -> dict[int, dict[str, dict[str, Any]]]:
+def pair_records(c: ClusterView) -> dict[int, dict[str, dict[str, Any]]]:
     """``{pair: {"server": record, "client": record}}`` from the node leaders' payloads."""
     pairs: dict[int, dict[str, dict[str, Any]]] = {}
     for payload in c.leaders.values():  # only node leaders run fi_pingpong
@@ -24,7 +24,7 @@ def pair_records(c: ClusterFacts) -> dict[int, dict[str, dict[str, Any]]]:
     return pairs
 
 
-def _expected(ctx: CheckContext, c: ClusterFacts, provider: str, nodes: list[int]) -> bool:
+def _expected(ctx: CheckContext, c: ClusterView, provider: str, nodes: list[int]) -> bool:
     """A missing provider FAILs only where it should exist (as ``fabric.fi_info`` decides per node)."""
     wanted = diagnostics_config(ctx.config).efa_expected
     if provider != "efa":
@@ -47,7 +47,7 @@ def pingpong(ctx: CheckContext) -> Iterator[Finding]:
     SKIP when fi_pingpong is not installed, or the provider is absent on nodes that are
     not expected to have it. SKIP on a single node.
     """
-    c: ClusterFacts = ctx.fact("cluster")
+    c: ClusterView = ctx.fact("cluster")
     pairs = pair_records(c)
     if not pairs:
         why = "one node: no node pair" if c.num_nodes < 2 else "no node reported a fi_pingpong result"
@@ -57,7 +57,7 @@ def pingpong(ctx: CheckContext) -> Iterator[Finding]:
         yield _pair(ctx, c, k, sides)
 
 
-def _pair(ctx: CheckContext, c: ClusterFacts, k: int, sides: dict[str, dict[str, Any]]) -> Finding:
+def _pair(ctx: CheckContext, c: ClusterView, k: int, sides: dict[str, dict[str, Any]]) -> Finding:
     server, client = sides.get("server"), sides.get("client")
     nodes = [s["node"] for s in (server, client) if s] + [int(s.get("peer_node", -1)) for s in (server, client) if s]
     nodes = sorted({n for n in nodes if n >= 0})

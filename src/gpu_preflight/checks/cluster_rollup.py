@@ -1,24 +1,43 @@
-"""PASS findings of a cluster check at scale: one per subject up to a size, one per group beyond.
+"""The PASS findings of a cluster check: one per subject on a small cluster, one per group at scale.
 
 A 10,000-node job has 80,000 GPUs; ``compute.gemm`` alone would yield 320,000 PASS
-findings, each built, serialised and scored, for nothing anybody reads one by one. Above
-``report.detail_max_nodes`` nodes a check's passes become one finding per group (a GEMM
-precision, say) that states how many subjects passed with the spread of their values, and
-keeps every subject's value in ``details.subjects`` for plots, scores and the history
-(:func:`gpu_preflight.model.per_subject` expands it back). Failures and warnings are never
-rolled up: each still names its GPU.
+findings, each built, serialised and scored, for nothing anybody reads one by one. So a
+cluster check never builds its passes itself: it hands each batch of passing subjects to
+:meth:`Passes.add`, with how to build one subject's finding and the values the subjects
+measured (a :class:`Series` per group), and says where the passes belong in its findings
+(:meth:`Passes.add` where it judged them, :meth:`Passes.findings` once after). This module
+alone decides, from the node count against ``report.detail_max_nodes``, what comes out:
+
+- up to that size, each subject's own finding, where the check added it;
+- above it, one finding per (check, group) that states how many subjects passed with the
+  spread of their values, and keeps every subject's value in ``details.subjects`` for
+  plots, scores and the history (:func:`gpu_preflight.model.per_subject` expands it back).
+
+Failures and warnings never come here: each still names its GPU.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..config.report_schema import report_config
 from ..model import Finding, JsonDict, Status
-from ..records import ClusterFacts
+from ..records.cluster import ClusterView
 from ..registry import CheckContext
+
+
+@dataclass(frozen=True)
+class Series:
+    """What a batch of passing subjects measured for one group (a GEMM precision, a memory
+    direction): one value per subject, in the subjects' order, and how the group is named."""
+
+    group: str
+    values: Sequence[Any]
+    label: str
+    unit: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -27,53 +46,63 @@ class _Group:
     unit: str | None
     details: dict[str, Any]
     values: dict[str, Any] = field(default_factory=dict)
-    ordered: list[float] | None = None  # the values sorted, when the check sorted them already
 
 
 class Passes:
-    r"""A check's PASS findings at scale: the check asks :attr:`rolled` and, when it is set,
-    :meth:`record`\ s its passes instead of yielding them one per subject."""
+    """A cluster check's passes, emitted one per subject or rolled up per group (see the module)."""
 
-    def __init__(self, ctx: CheckContext, facts: ClusterFacts) -> None:
+    def __init__(self, ctx: CheckContext, facts: ClusterView) -> None:
         self.check_id = ctx.check_id or "cluster"
-        self.rolled = facts.num_nodes > report_config(ctx.config).detail_max_nodes
-        self.groups: dict[str, _Group] = {}
+        self._rolled = facts.num_nodes > report_config(ctx.config).detail_max_nodes
+        self._groups: dict[str, _Group] = {}
 
-    def record(self, values: dict[str, Any], *, group: str = "", label: str = "", unit: str | None = None,
-               details: dict[str, Any] | None = None, ordered: list[float] | None = None) -> None:
-        """At scale: remember many subjects' observed values at once (``{subject: observed}``).
+    def add(self, subjects: Sequence[str], finding: Callable[[int], Finding], *series: Series) -> Iterator[Finding]:
+        """These subjects passed: ``finding(i)`` is the ``i``-th one's PASS finding, ``series``
+        the values they measured, per group. Yields their findings on a small cluster; at scale
+        it yields nothing and keeps the values for :meth:`findings`."""
+        if not self._rolled:
+            for i in range(len(subjects)):
+                yield finding(i)
+            return
+        for s in series:
+            g = self._groups.get(s.group)
+            if g is None:
+                g = self._groups[s.group] = _Group(s.label, s.unit, dict(s.details))
+            g.values.update(zip(subjects, s.values, strict=True))
 
-        ``ordered``: the same values, sorted, when the check has them (a GEMM precision's
-        median needs them sorted anyway): 80,000 values are not sorted twice.
-        """
-        g = self.groups.get(group)
-        if g is None:
-            g = self.groups[group] = _Group(label or self.check_id, unit, dict(details or {}), ordered=ordered)
-        else:
-            g.ordered = None
-        g.values.update(values)
+    def add_finding(self, finding: Finding) -> Iterator[Finding]:
+        """One subject's finding, already built: at scale a PASS is rolled into the check's
+        one group (its numeric ``observed`` kept), anything else comes out as it is."""
+        if finding.status is not Status.PASS:
+            yield finding
+            return
+        observed = finding.observed if isinstance(finding.observed, (int, float)) else None
+        yield from self.add((finding.subject,), lambda _: finding,
+                            Series("", (observed,), f"{finding.check_id} under load", finding.unit))
 
     def findings(self) -> Iterator[Finding]:
-        """The rolled-up PASS findings (none on a small cluster)."""
-        for g in self.groups.values():
-            values = list(g.values.values())
-            try:  # measurements are numbers: sort them at C speed, and filter only when they are not
-                numbers = g.ordered if g.ordered is not None and len(g.ordered) == len(values) else sorted(values)
-                plain = not numbers or (type(numbers[0]) in (float, int) and type(numbers[-1]) in (float, int))
-            except TypeError:
-                plain = False
-            if not plain:
-                numbers = sorted([v for v in values if type(v) is float or type(v) is int])
-            spread: dict[str, Any] = {"count": len(g.values)}
-            text = f"{len(g.values)} subject(s) passed {g.label}"
-            if numbers:
-                mid = len(numbers) // 2  # sorted already: statistics.median would sort 80,000 values again
-                median = numbers[mid] if len(numbers) % 2 else (numbers[mid - 1] + numbers[mid]) / 2
-                spread.update(min=numbers[0], median=median, max=numbers[-1])
-                unit = f" {g.unit}" if g.unit else ""
-                text += f": min {numbers[0]:g}, median {spread['median']:g}, max {numbers[-1]:g}{unit}"
-            subjects = JsonDict(g.values)
-            if numbers and len(numbers) == len(values):
-                subjects.ordered = numbers
-            yield Finding(self.check_id, Status.PASS, "cluster", "ok", text, observed=spread, unit=g.unit,
-                          details={**g.details, "rolled_up": True, "subjects": subjects})
+        """The rolled-up PASS findings, one per group (none on a small cluster)."""
+        for g in self._groups.values():
+            yield _rolled_up(self.check_id, g)
+
+
+def _rolled_up(check_id: str, g: _Group) -> Finding:
+    """One group's passes as one finding: how many, the spread of their numeric values, every value."""
+    values = list(g.values.values())
+    try:  # measurements are numbers: sort them at C speed, and filter only when they are not
+        numbers = sorted(values)
+        plain = not numbers or (type(numbers[0]) in (float, int) and type(numbers[-1]) in (float, int))
+    except TypeError:
+        plain = False
+    if not plain:
+        numbers = sorted([v for v in values if type(v) is float or type(v) is int])
+    spread: dict[str, Any] = {"count": len(values)}
+    text = f"{len(values)} subject(s) passed {g.label}"
+    if numbers:
+        mid = len(numbers) // 2  # sorted already: statistics.median would sort 80,000 values again
+        median = numbers[mid] if len(numbers) % 2 else (numbers[mid - 1] + numbers[mid]) / 2
+        spread.update(min=numbers[0], median=median, max=numbers[-1])
+        unit = f" {g.unit}" if g.unit else ""
+        text += f": min {numbers[0]:g}, median {median:g}, max {numbers[-1]:g}{unit}"
+    return Finding(check_id, Status.PASS, "cluster", "ok", text, observed=spread, unit=g.unit,
+                   details={**g.details, "rolled_up": True, "subjects": JsonDict(g.values)})

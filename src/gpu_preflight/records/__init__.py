@@ -12,7 +12,7 @@ and the report can say why a check was skipped.
 
 from __future__ import annotations
 
-from .cluster import ClusterFacts, subject_name
+from .cluster import ClusterFacts, ClusterView, subject_name
 from .node import (
     BoolR,
     DiskUsage,
@@ -28,6 +28,6 @@ from .node import (
 )
 
 __all__ = [
-    "BoolR", "ClusterFacts", "DiskUsage", "FloatR", "GpuFacts", "GpuProcess", "GpuRecord", "IntR",
+    "BoolR", "ClusterFacts", "ClusterView", "DiskUsage", "FloatR", "GpuFacts", "GpuProcess", "GpuRecord", "IntR",
     "KernelLogFacts", "NvLink", "StrR", "SystemFacts", "subject_name",
 ]

@@ -1,4 +1,4 @@
-"""What rank 0 gathered from a distributed run, and how the cluster checks name a rank."""
+"""What rank 0 gathered from a distributed run (:class:`ClusterView`), and how the cluster checks name a rank."""
 
 from __future__ import annotations
 
@@ -8,13 +8,43 @@ from itertools import chain, compress
 from operator import itemgetter
 from typing import Any
 
+from .columns import Columns, columns_of, unpack
+
+
+@dataclass(frozen=True)
+class RankIndex:
+    """What the cluster checks look up per rank, found in one walk over every payload.
+
+    At 80,000 ranks each walk over the payloads costs a tenth of a second or more (the
+    dicts are spread over a gigabyte of heap), so everything is collected in the same walk;
+    what the node leaders indexed already needs no walk at all.
+    """
+
+    subjects: dict[int, str]  # :meth:`ClusterView.rank_subject` of every rank that reported
+    gpu_ranks: frozenset[int]  # ranks that ran on a GPU
+    unpacked: dict[int, dict[str, Any]]  # payloads that still hold their GEMM, memory or training results
+    group_entries: list[tuple[int, dict[str, Any]]]  # each collective group's results, from its lowest rank
+    collective_errors: list[tuple[int, dict[str, Any]]]  # every failed collective, as each rank saw it
+
+
+@dataclass(frozen=True)
+class RankNames:
+    """The subjects of a column's ranks, in the column's order, and whether all ran on a GPU."""
+
+    ranks: list[int]
+    subjects: list[str]
+    all_gpu: bool
+
 
 @dataclass
-class ClusterFacts:
-    """What rank 0 gathered from a distributed run: one payload per rank, and who is missing.
+class ClusterView:
+    """What rank 0 gathered from a distributed run, and the typed indexes the cluster checks read.
 
-    Payloads are the JSON forms of the workload results (collectives, GEMM, memory,
-    training, software stack) plus, from each node's local rank 0, its node report.
+    The gathered part: one payload per rank (the JSON forms of the workload results —
+    collectives, GEMM, memory, training, software stack — plus, from each node's local
+    rank 0, its node report), who is missing, and what the node leaders packed (result
+    columns, their ranks' index rows, their groups' collective results). The indexes
+    (:attr:`index`, :attr:`columns`, :attr:`leaders`) are computed on first use, once.
     """
 
     world_size: int
@@ -27,15 +57,11 @@ class ClusterFacts:
     node_columns: list[dict[str, Any]] = field(default_factory=list)  # results the node leaders put in columns
     node_index: list[list[Any]] = field(default_factory=list)  # leaders' [rank, node, local_rank, on_gpu] rows
     node_collectives: list[dict[str, Any]] = field(default_factory=list)  # leaders' {"groups", "failures"}
+    _names: RankNames | None = field(default=None, init=False, repr=False, compare=False)
 
     @functools.cached_property
-    def _index(self) -> dict[str, Any]:
-        """One walk over every payload for everything the cluster checks look up per rank.
-
-        At 80,000 ranks each walk over the payloads costs a tenth of a second or more (the
-        dicts are spread over a gigabyte of heap), so subjects, GPU ranks, group results,
-        failures and unpacked results are all collected in the same walk.
-        """
+    def index(self) -> RankIndex:
+        """Subjects, GPU ranks, collective groups and failures, and unpacked results, in one walk."""
         per_node = max(self.local_world_size, 1)
         subjects: dict[int, str] = {}
         gpu: set[int] = set()
@@ -43,19 +69,6 @@ class ClusterFacts:
         groups: list[tuple[int, dict[str, Any]]] = []
         errors: list[tuple[int, dict[str, Any]]] = []
         names = self.node_names
-
-        def note(r: int, node: int, local: int, on_gpu: bool) -> None:
-            subjects[r] = subject_name(names.get(node, "unknown"), r, local, on_gpu)
-            if on_gpu:
-                gpu.add(r)
-
-        def collective(r: int, e: dict[str, Any]) -> None:
-            if e.get("error"):
-                errors.append((r, e))
-            ranks = e.get("ranks")
-            if ranks and ranks[0] == r:
-                groups.append((r, e))
-
         # What node leaders indexed needs no walk over their payloads: all their rows at once.
         rows = list(chain.from_iterable(self.node_index))
         ranks, nodes, locals_, on = rows[0::4], rows[1::4], rows[2::4], rows[3::4]
@@ -68,61 +81,62 @@ class ClusterFacts:
             errors.extend(part.get("failures") or ())
         for r in sorted(self.payloads.keys() - subjects.keys()):  # payloads no leader indexed
             p = self.payloads[r]
-            note(r, int(p.get("node_rank", r // per_node)), p.get("local_rank", 0),
-                 str(p.get("device", "")).startswith("cuda"))
+            on_gpu = str(p.get("device", "")).startswith("cuda")
+            node = int(p.get("node_rank", r // per_node))
+            subjects[r] = subject_name(names.get(node, "unknown"), r, p.get("local_rank", 0), on_gpu)
+            if on_gpu:
+                gpu.add(r)
             if "gemm" in p or "memory" in p or "train" in p:
                 raw[r] = p
             for e in p.get("collectives", ()):
-                collective(r, e)
+                if e.get("error"):
+                    errors.append((r, e))
+                members = e.get("ranks")
+                if members and members[0] == r:
+                    groups.append((r, e))
         groups.sort(key=itemgetter(0))
         errors.sort(key=itemgetter(0))
-        return {"subjects": subjects, "gpu": frozenset(gpu), "raw": raw, "groups": groups, "errors": errors}
+        return RankIndex(subjects, frozenset(gpu), raw, groups, errors)
 
     @property
     def subjects(self) -> dict[int, str]:
         """:meth:`rank_subject` of every rank that reported."""
-        subjects: dict[int, str] = self._index["subjects"]
-        return subjects
+        return self.index.subjects
 
     @property
     def gpu_ranks(self) -> frozenset[int]:
         """Ranks that ran on a GPU (CPU workers share cores: they are not compared with each other)."""
-        gpu: frozenset[int] = self._index["gpu"]
-        return gpu
+        return self.index.gpu_ranks
 
     @property
     def group_entries(self) -> list[tuple[int, dict[str, Any]]]:
         """Each collective group's results once, as reported by the group's lowest rank (all members agree)."""
-        groups: list[tuple[int, dict[str, Any]]] = self._index["groups"]
-        return groups
+        return self.index.group_entries
 
     @property
     def collective_errors(self) -> list[tuple[int, dict[str, Any]]]:
         """Every failed collective as each rank that saw it reported it."""
-        errors: list[tuple[int, dict[str, Any]]] = self._index["errors"]
-        return errors
+        return self.index.collective_errors
 
-    def ranks_view(self, ranks: list[int]) -> tuple[list[str], bool]:
+    def rank_names(self, ranks: list[int]) -> RankNames:
         """The subjects of these ranks, in order, and whether all of them ran on a GPU.
 
         The result columns of a run share one rank order, so the last answer is kept: the
         four GEMM precisions, memory and training of 80,000 ranks name them once.
         """
-        last = self.__dict__.get("_ranks_view")
-        if last is not None and (last[0] is ranks or last[0] == ranks):
-            return last[1], last[2]
+        last = self._names
+        if last is not None and (last.ranks is ranks or last.ranks == ranks):
+            return last
         names = self.subjects
-        view = ([names[r] if r in names else self.rank_subject(r) for r in ranks], self.gpu_ranks.issuperset(ranks))
-        self.__dict__["_ranks_view"] = (ranks, *view)
-        return view
+        self._names = RankNames(ranks, [names[r] if r in names else self.rank_subject(r) for r in ranks],
+                                self.gpu_ranks.issuperset(ranks))
+        return self._names
 
     @functools.cached_property
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> Columns:
         """Every rank's GEMM, memory and training results as columns (:mod:`.columns`):
         the leaders' packed columns, plus those of payloads that still hold their results."""
-        from .columns import columns_of, unpack
-
-        return unpack([*self.node_columns, columns_of(self._index["raw"])])
+        return unpack([*self.node_columns, columns_of(self.index.unpacked)])
 
     @functools.cached_property
     def leaders(self) -> dict[int, dict[str, Any]]:
@@ -137,6 +151,9 @@ class ClusterFacts:
         p = payload or self.payloads.get(rank, {})
         node = self.node_names.get(int(p.get("node_rank", rank // max(self.local_world_size, 1))), "unknown")
         return subject_name(node, rank, p.get("local_rank", 0), str(p.get("device", "")).startswith("cuda"))
+
+
+ClusterFacts = ClusterView  # the name the aggregation, the acceptance log and older callers build it by
 
 
 def subject_name(node: str, rank: int, local_rank: Any, on_gpu: bool) -> str:
