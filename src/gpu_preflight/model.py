@@ -267,11 +267,8 @@ class JsonDict(dict):  # type: ignore[type-arg]
 
     :func:`jsonable` passes it through without walking it: a rolled-up finding holds the
     values of 80,000 GPUs, and converting what needs no conversion was a tenth of the
-    aggregation's time. ``ordered``, when set, is its values sorted (in memory only, never
-    serialised), so the health scores do not sort 80,000 values the check sorted already.
+    aggregation's time.
     """
-
-    ordered: list[float] | None = None
 
 
 def jsonable(value: Any) -> Any:

@@ -221,8 +221,7 @@ def _consistency(report: Mapping[str, Any], conn: Mapping[str, Any] | None, cfg:
     """Measurement families on top of the component's own findings (history regressions)."""
     measurements: list[dict[str, Any]] = []
     for family, label, values in _series(report, conn):
-        ordered = getattr(values, "ordered", None)  # a rolled-up series the check sorted already
-        stats = dispersion(values.values(), ordered if ordered is not None and len(ordered) == len(values) else None)
+        stats = dispersion(values.values())
         if stats is None:
             continue
         span = max(cfg.consistency_bad - cfg.consistency_ok, 1e-9)
