@@ -153,10 +153,8 @@ def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float) -> tuple[
     lock = threading.Lock()
 
     def work(name: str) -> None:
-        from .diagnostics.budgets import probe_budget
-
         spec = registry.get_probe(name)
-        limit = max(timeout_s, probe_budget(name, ctx))  # DCGM r2, nccl-tests: minutes, not the run's seconds
+        limit = max(timeout_s, registry.probe_budget(name, ctx))  # DCGM r2, nccl-tests: minutes, not the run's seconds
         own = ctx if limit == timeout_s else replace(ctx, timeout_s=limit)
         try:
             value = call_with_timeout(lambda: spec.fn(own), limit, f"probe {name}")

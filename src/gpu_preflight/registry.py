@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 CheckFn = Callable[["CheckContext"], "Iterable[Finding]"]
 ProbeFn = Callable[["ProbeContext"], Any]
+BudgetFn = Callable[["ProbeContext"], float]
 
 SUITES = ("quick", "full")
 
@@ -75,6 +76,7 @@ class ProbeSpec:
     name: str
     fn: ProbeFn
     doc: str
+    budget: BudgetFn | None = None  # seconds it may run when that exceeds the run's per-probe limit
 
 
 @dataclass
@@ -314,14 +316,36 @@ def _component(report_id: str, component: str | None) -> str | None:
     return component
 
 
-def probe(name: str) -> Callable[[ProbeFn], ProbeFn]:
-    """Register the probe that provides fact ``name``."""
+def probe(name: str, *, budget: BudgetFn | None = None) -> Callable[[ProbeFn], ProbeFn]:
+    """Register the probe that provides fact ``name``.
+
+    ``budget`` is for a probe that runs a diagnostic tool: a node run gives every probe the
+    same limit (``--timeout-s``, 30 s by default), right for NVML and /proc but not for
+    ``dcgmi diag -r 2`` (minutes) or nccl-tests, so the engine grants such a probe
+    ``max(run limit, budget(ctx))`` (:func:`probe_budget`). A budget exceeds the tool's own
+    time limit by a margin, so the tool is killed (an ERROR naming it) before the engine
+    gives up on the probe.
+    """
 
     def register(fn: ProbeFn) -> ProbeFn:
-        PROBES.register(name, ProbeSpec(name, fn, inspect.cleandoc(fn.__doc__ or name)))
+        PROBES.register(name, ProbeSpec(name, fn, inspect.cleandoc(fn.__doc__ or name), budget))
         return fn
 
     return register
+
+
+def probe_budget(name: str, ctx: ProbeContext) -> float:
+    """Seconds probe ``name`` may run by its own declaration (0 when it declares none).
+
+    Never raises: a budget that fails (or an unknown probe) leaves the run's limit in force,
+    because a bug in a time estimate must not stop the run."""
+    spec = PROBES.find(name)
+    if spec is None or spec.budget is None:
+        return 0.0
+    try:
+        return max(0.0, float(spec.budget(ctx)))
+    except Exception:
+        return 0.0
 
 
 def all_checks(scope: str | None = None) -> list[CheckSpec]:

@@ -9,7 +9,7 @@ of every version and the text table.
 
 from __future__ import annotations
 
-from ..diagnostics.budgets import MARGIN_S, budget
+from ..diagnostics.budgets import MARGIN_S
 from ..diagnostics.running import diag_config, launched_as_rank, replay_reason, run_and_keep, suite_of, time_limit
 from ..records.tools import DcgmFacts
 from ..registry import ProbeContext, probe
@@ -30,7 +30,6 @@ def level_timeout(ctx: ProbeContext, level: int) -> float:
     return {1: cfg.dcgm_timeout_r1_s, 2: cfg.dcgm_timeout_r2_s}.get(level, cfg.dcgm_timeout_r3_s)
 
 
-@budget("dcgm")
 def dcgm_budget(ctx: ProbeContext) -> float:
     """The levels' time limits and a margin: r2 needs minutes, far beyond a run's per-probe limit."""
     return sum(level_timeout(ctx, level) for level in dcgm_levels(ctx)) + MARGIN_S
@@ -69,7 +68,7 @@ def _why_not_further(basic: DcgmFacts) -> str | None:
     return None
 
 
-@probe("dcgm")
+@probe("dcgm", budget=dcgm_budget)
 def dcgm_probe(ctx: ProbeContext) -> DcgmFacts:
     """Run the DCGM diagnostic of this run's level(s) and parse each result.
 

@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import time
 
-from ..diagnostics.budgets import MARGIN_S, budget, probe_budget
+from ..diagnostics.budgets import MARGIN_S
 from ..diagnostics.phase import run_phase
 from ..diagnostics.running import diag_config, replay_reason, run_and_keep, time_limit
 from ..records.tools import IbToolRun, InfinibandFacts, ToolRun
-from ..registry import ProbeContext, probe
+from ..registry import ProbeContext, probe, probe_budget
 
 _KINDS = {"ibstat": "ibstat", "ibv_devinfo": "ibv-devinfo", "ibstatus": "ibstatus"}
 
 
-@budget("infiniband")
 def infiniband_budget(ctx: ProbeContext) -> float:
     """Long enough to wait for the heavy tools its counter window must span."""
     return max(probe_budget("dcgm", ctx), probe_budget("nccl_tests", ctx)) + MARGIN_S
 
 
-@probe("infiniband")
+@probe("infiniband", budget=infiniband_budget)
 def infiniband_probe(ctx: ProbeContext) -> InfinibandFacts:
     """Read RDMA ports and counters from sysfs (start and end of the run) and run ibstat/ibv_devinfo."""
     cfg = diag_config(ctx)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..diagnostics.budgets import MARGIN_S, budget
+from ..diagnostics.budgets import MARGIN_S
 from ..diagnostics.running import diag_config, launched_as_rank, replay_reason, run_and_keep, suite_of, time_limit
 from ..records.tools import NcclTestRun, NcclTestsFacts
 from ..registry import ProbeContext, probe
@@ -33,14 +33,13 @@ def local_gpu_count() -> int:
     return count
 
 
-@budget("nccl_tests")
 def nccl_tests_budget(ctx: ProbeContext) -> float:
     """Every binary's time limit, one after the other, and a margin."""
     cfg = diag_config(ctx)
     return len(cfg.nccl_tests) * cfg.nccl_tests_timeout_s + MARGIN_S
 
 
-@probe("nccl_tests")
+@probe("nccl_tests", budget=nccl_tests_budget)
 def nccl_tests_probe(ctx: ProbeContext) -> NcclTestsFacts:
     """Run each configured nccl-tests binary found on this node with ``-g <gpus>`` and parse its table."""
     from ..backends.commands import find_tool
