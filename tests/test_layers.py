@@ -67,7 +67,6 @@ checks.cluster_pingpong: parsers.errors parsers.libfabric
 report.assessment: parsers.errors parsers.libfabric
 report.canonical: checks.floors gpu_preflight report.advice report.html report.jsonio
 report.textfile: history.extract server.metrics
-server.monitor: probes.shared
 """)
 KNOWN_CIRCLES = [("report.advice", "report.assessment", "report.canonical", "report.html", "report.html_assessment")]
 MODULES = {".".join(p.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__"): p

@@ -165,8 +165,7 @@ def probe_ctx(refresh_s: float, scan: ProcessScan | None) -> ProbeContext:
     options: dict[str, Any] = {"replay": None, "report_dir": None}
     if scan is not None:
         options[PROCESS_SCAN] = scan
-    make = getattr(ProbeContext, "from_options", ProbeContext)  # the mapping form, before and after the registry's
-    return make(config, options, 10.0)  # type: ignore[arg-type,no-any-return]
+    return ProbeContext.from_options(config, options, 10.0)
 
 
 @pytest.mark.parametrize(("refresh_s", "scans"), [(30.0, 1), (0.0, 3)])

@@ -7,9 +7,12 @@ and request threads never call either.
 A tick costs what the probes cost, every interval, for days: so a live monitor starts no
 process per tick. The kernel log is followed through ``/dev/kmsg`` (only what is new is
 read), and the light tools (``fi_info``, ``lspci``, ``ibstat``) are run again only once
-their last answer is ``tool_refresh_s`` old. Below ``NVML_KEEP_OPEN_BELOW_S`` NVML also
-stays initialised between ticks (:class:`~gpu_preflight.backends.nvml.NvmlSession`): the
-reads after an init cost a real GPU three times the CPU of later ones.
+their last answer is ``tool_refresh_s`` old. The host's process list is re-read once it is
+``system.process_scan_refresh_s`` old (:class:`~gpu_preflight.backends.process_scan.ProcessScan`).
+Below ``NVML_KEEP_OPEN_BELOW_S`` NVML also stays initialised between ticks
+(:class:`~gpu_preflight.backends.nvml.NvmlSession`): the reads after an init cost a real GPU
+three times the CPU of later ones, and the session keeps each GPU's fixed answers (identity,
+link capability, VBIOS limits) and reads the GPUs in one thread.
 """
 
 from __future__ import annotations
@@ -139,12 +142,12 @@ class Monitor:
 
 
 def _tick_state(refresh_s: float, interval_s: float) -> dict[str, object]:
-    """What the monitor's runs keep from tick to tick (see :mod:`gpu_preflight.probes.shared`)."""
+    """What the monitor's runs keep from tick to tick (see :class:`gpu_preflight.registry.ProbeState`)."""
     from ..backends.commands import ToolCache
     from ..backends.kernel_log import KmsgFollower
     from ..backends.nvml import NvmlSession
     from ..backends.process_scan import ProcessScan
-    from ..probes.shared import KERNEL_LOG_FOLLOWER, NVML_SESSION, PROCESS_SCAN, TOOL_CACHE
+    from ..registry import KERNEL_LOG_FOLLOWER, NVML_SESSION, PROCESS_SCAN, TOOL_CACHE
 
     state: dict[str, object] = {KERNEL_LOG_FOLLOWER: KmsgFollower(refresh_s), TOOL_CACHE: ToolCache(refresh_s),
                                 PROCESS_SCAN: ProcessScan()}
