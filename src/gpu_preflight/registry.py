@@ -14,6 +14,7 @@ import inspect
 import pkgutil
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, overload
 
@@ -45,6 +46,8 @@ class CheckSpec:
     groups: tuple[str, ...] | None = None  # report groups (``test_results``); None: not declared
     component: str | None = None  # score component; None: not declared
     settings: tuple[str, ...] = ()  # thresholds ``checks explain`` shows beside those the doc names
+    core: bool = False  # a measured finding proves its component was tested (:class:`CoreTable`)
+    blocking_codes: tuple[str, ...] = ()  # codes that block a GPU job whatever their status
 
     def matches(self, pattern: str) -> bool:
         """Glob on the id (``gpu.*``) or exact tag (``gpu``)."""
@@ -64,6 +67,8 @@ class DeclaredId:
     scope: str = "report"
     suites: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
+    core: bool = False
+    blocking_codes: tuple[str, ...] = ()
 
 
 Described = CheckSpec | DeclaredId
@@ -247,7 +252,8 @@ PROBES: Registry[ProbeSpec] = Registry("probe", lambda scope: discover("node")) 
 
 def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SUITES,
           tags: tuple[str, ...] = (), scope: str = "node", group: str | tuple[str, ...] | None = None,
-          component: str | None = None, settings: tuple[str, ...] = ()) -> Callable[[CheckFn], CheckFn]:
+          component: str | None = None, settings: tuple[str, ...] = (), core: bool = False,
+          blocking_codes: tuple[str, ...] = ()) -> Callable[[CheckFn], CheckFn]:
     """Register a check. Its docstring's first line is the title, the rest its explanation.
     The module's name for the function is the registered one, which sets ``ctx.check_id``.
 
@@ -255,10 +261,13 @@ def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SU
     gathered results of a distributed run (fact ``cluster``) on rank 0. ``group`` names the
     report group(s) its findings count in (:data:`GROUPS`; ``()`` for none, ``"name@rN"``
     for a group that counts only findings of diagnostic level N) and ``component`` the
-    score component (:data:`~gpu_preflight.config.report_schema.COMPONENTS`).
+    score component (:data:`~gpu_preflight.config.report_schema.COMPONENTS`). ``core=True``
+    says that a measured finding of this check proves its component was tested (a GPU read,
+    a link between two nodes: :func:`core_table`); ``blocking_codes`` are the codes that
+    block a GPU job whatever their status (:func:`blocking_codes`).
     """
     groups = _groups(check_id, group)
-    _component(check_id, component)
+    _component(check_id, component, core)
 
     def register(fn: CheckFn) -> CheckFn:
         if check_id in CHECKS:
@@ -271,18 +280,22 @@ def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SU
             return fn(replace(ctx, check_id=check_id))  # the check knows its id, however it is called
 
         CHECKS.register(check_id, CheckSpec(check_id, bound, needs, title, doc, suites,
-                                            (check_id.split(".")[0], *tags), scope, groups, component, settings))
+                                            (check_id.split(".")[0], *tags), scope, groups, component, settings,
+                                            core, tuple(blocking_codes)))
         return bound  # called directly too, the check knows its id (``ctx.finding``)
 
     return register
 
 
 def declare(report_id: str, title: str, doc: str, *, group: str | tuple[str, ...] | None,
-            component: str | None, settings: tuple[str, ...] = ()) -> DeclaredId:
+            component: str | None, settings: tuple[str, ...] = (), core: bool = False,
+            blocking_codes: tuple[str, ...] = ()) -> DeclaredId:
     """Declare an id that findings carry without a ``@check`` producing it, so that the
-    report groups and scores it, and ``checks list`` / ``checks explain`` know it."""
+    report groups and scores it, and ``checks list`` / ``checks explain`` know it
+    (``core``/``blocking_codes`` as for :func:`check`)."""
     spec = DeclaredId(report_id, title, inspect.cleandoc(doc), _groups(report_id, group),
-                      _component(report_id, component), settings)
+                      _component(report_id, component, core), settings, core=core,
+                      blocking_codes=tuple(blocking_codes))
     if report_id in CHECKS:
         raise ValueError(f"{report_id!r} is a check; declare only ids no check produces")
     return DECLARED.register(report_id, spec)
@@ -308,11 +321,13 @@ def _groups(report_id: str, group: str | tuple[str, ...] | None) -> tuple[str, .
     return groups
 
 
-def _component(report_id: str, component: str | None) -> str | None:
+def _component(report_id: str, component: str | None, core: bool = False) -> str | None:
     from .config.report_schema import COMPONENTS
 
     if component is not None and component not in COMPONENTS:
         raise ValueError(f"{report_id}: unknown score component {component!r} (components: {', '.join(COMPONENTS)})")
+    if core and component is None:
+        raise ValueError(f"{report_id}: core=True needs the component it proves measured")
     return component
 
 
@@ -500,6 +515,61 @@ class ComponentRules(_Derived, Sequence[tuple[str, str]]):
         return iter(self._build())
 
 
+class CoreTable(_Derived, Mapping[str, tuple[tuple[str, ...], str]]):
+    """``report.scores.CORE``: core component → (the ids declared ``core=True`` for it, what is
+    missing when none of them measured anything). The components and their sentences are the
+    scores' own; which ids prove them comes from the declarations."""
+
+    def __init__(self, missing: Mapping[str, str]) -> None:
+        super().__init__()
+        self._missing = dict(missing)
+        self._table: dict[str, tuple[tuple[str, ...], str]] = {}
+
+    def _build(self) -> dict[str, tuple[tuple[str, ...], str]]:
+        if self._fresh() and self._table:
+            return self._table
+        ids: dict[str, list[str]] = {name: [] for name in self._missing}
+        for spec in _known_now():
+            if spec.core and spec.component in ids:
+                ids[spec.component].append(spec.id)
+        self._table = {name: (tuple(ids[name]), why) for name, why in self._missing.items()}
+        return self._table
+
+    def __getitem__(self, component: str) -> tuple[tuple[str, ...], str]:
+        if component not in self._missing:
+            raise KeyError(component)
+        return self._build()[component]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._missing)  # the components are fixed: membership imports nothing
+
+    def __len__(self) -> int:
+        return len(self._missing)
+
+
+class BlockingCodes(_Derived, AbstractSet[tuple[str, str]]):
+    """``report.scores.BLOCKING``: the (id, code) pairs declared ``blocking_codes=``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pairs: frozenset[tuple[str, str]] = frozenset()
+
+    def _build(self) -> frozenset[tuple[str, str]]:
+        if self._fresh() and self._pairs:
+            return self._pairs
+        self._pairs = frozenset((s.id, code) for s in _known_now() for code in s.blocking_codes)
+        return self._pairs
+
+    def __contains__(self, pair: object) -> bool:
+        return pair in self._build()
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._build())
+
+    def __len__(self) -> int:
+        return len(self._build())
+
+
 def test_groups() -> GroupTable:
     """The report groups, derived from what each check and declared id says (see :data:`GROUPS`)."""
     return GroupTable()
@@ -508,3 +578,13 @@ def test_groups() -> GroupTable:
 def component_rules() -> ComponentRules:
     """The score component of every known id, derived from the declarations."""
     return ComponentRules()
+
+
+def core_table(missing: Mapping[str, str]) -> CoreTable:
+    """The core components (``component → what is missing``) with the ids that prove each."""
+    return CoreTable(missing)
+
+
+def blocking_codes() -> BlockingCodes:
+    """The (id, code) pairs that block a GPU job, derived from the declarations."""
+    return BlockingCodes()

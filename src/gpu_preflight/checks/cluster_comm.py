@@ -190,7 +190,8 @@ def _allreduce_pass(ctx: CheckContext, subject: str, busbw: float, entry: dict[s
                        observed=round(busbw, 3), expected=f">= {floor.gbps:g}" if floor else None, unit="GB/s")
 
 
-@check("network.node_links", needs=("cluster",), scope="cluster", group=(), component="network_infrastructure")
+@check("network.node_links", needs=("cluster",), scope="cluster", group=(), component="network_infrastructure",
+       core=True)
 def node_links(ctx: CheckContext) -> Iterator[Finding]:
     """Every node exchanges data with node 0 at the speed of its peers.
 

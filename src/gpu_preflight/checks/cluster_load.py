@@ -103,7 +103,7 @@ def _median(ph: Mapping[str, Any], key: str) -> float | None:
     return float(stats["median"]) if isinstance(stats, Mapping) and stats.get("median") is not None else None
 
 
-@check("load.clocks", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
+@check("load.clocks", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True)
 @over_loads
 def clocks(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
            passes: Passes) -> Iterator[Finding]:
@@ -169,7 +169,7 @@ def clocks(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]
                 text, observed=lowest, unit="MHz", details={"phases": judged}))
 
 
-@check("load.thermal", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
+@check("load.thermal", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True)
 @over_loads
 def thermal(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
             passes: Passes) -> Iterator[Finding]:
@@ -207,7 +207,7 @@ def thermal(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load
             "Check airflow, fans, inlet temperature and neighbouring GPUs before long jobs."))
 
 
-@check("load.power", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
+@check("load.power", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True)
 @over_loads
 def power(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
           passes: Passes) -> Iterator[Finding]:
@@ -239,7 +239,7 @@ def power(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]]
                                                    expected=f">= {cfg.gemm_power_min_fraction:g}", unit="of limit"))
 
 
-@check("load.peers", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
+@check("load.peers", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True)
 @over_loads
 def peers(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
           passes: Passes) -> Iterator[Finding]:
@@ -290,7 +290,7 @@ def peers(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]]
                           "no node sampled two or more GPUs under the same load: nothing to compare")
 
 
-@check("load.ecc", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
+@check("load.ecc", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True)
 @over_loads
 def ecc(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
         passes: Passes) -> Iterator[Finding]:
@@ -317,7 +317,7 @@ def ecc(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
                                                    unit="errors"))
 
 
-@check("load.xid", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
+@check("load.xid", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True)
 def xid_under_load(ctx: CheckContext) -> Iterator[Finding]:
     """No serious Xid event appeared in a node's kernel log while the workloads ran.
 

@@ -34,7 +34,7 @@ def _expected(ctx: CheckContext, c: ClusterView, provider: str, nodes: list[int]
     return any((c.node_facts.get(n, {}).get("fabric") or {}).get("efa_devices") for n in nodes)
 
 
-@check(CHECK, needs=("cluster",), scope="cluster", group="efa_network", component="network_infrastructure")
+@check(CHECK, needs=("cluster",), scope="cluster", group="efa_network", component="network_infrastructure", core=True)
 def pingpong(ctx: CheckContext) -> Iterator[Finding]:
     """Each node pair exchanged fi_pingpong traffic over the configured libfabric provider.
 

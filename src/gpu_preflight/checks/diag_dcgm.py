@@ -12,7 +12,8 @@ from .evidence import judge_record
 
 
 @check("dcgm.diag", needs=("dcgm",), tags=("active", "diagnostics"),
-       group=("dcgm_diagnostics", "dcgm_basic@r1", "dcgm_extended@r2", "dcgm_extended@r3"), component="hardware_health")
+       group=("dcgm_diagnostics", "dcgm_basic@r1", "dcgm_extended@r2", "dcgm_extended@r3"), component="hardware_health",
+       core=True)
 def dcgm_diag(ctx: CheckContext) -> Iterator[Finding]:
     """DCGM's own diagnostic passes on every GPU.
 

@@ -33,12 +33,12 @@ NVIDIA_SMI_GPU = declare(
     """A saved nvidia-smi output (``-q``, XML, CSV query, table) lists GPUs to judge: ERROR when
     it lists none, WARN when it reports more attached GPUs than it lists (those were not judged).
     The GPUs it lists are judged by the node checks' own rules (``gpu.*``).""",
-    group=(), component="hardware_health")
+    group=(), component="hardware_health", core=True)
 NVIDIA_SMI_TOPO = declare(
     "nvidia_smi.topo", "GPU topology recorded",
     """``nvidia-smi topo -m`` is recorded (links and CPU affinity per device), not judged: SKIP,
     since there is no expected topology to compare it with.""",
-    group=(), component="hardware_health")
+    group=(), component="hardware_health", core=True)
 KERNEL_SEGFAULT = declare(
     "kernel.segfault", "No GPU library crashed",
     """A saved kernel log shows a process segfaulting inside a GPU library (libnccl, libcuda,

@@ -57,7 +57,8 @@ def nvml_access(ctx: CheckContext) -> Iterator[Finding]:
                           observed=len(facts.gpus))
 
 
-@check("gpu.inventory.count", needs=("gpu",), group="gpu_detection", component="hardware_health")
+@check("gpu.inventory.count", needs=("gpu",), group="gpu_detection", component="hardware_health",
+       blocking_codes=("no_gpus",))
 def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
     """The node has the GPUs it should: count (and model, if configured) as expected.
 

@@ -10,7 +10,7 @@ from ..registry import CheckContext, check
 from .common import is_number, not_read, per_gpu
 
 
-@check("gpu.pcie", needs=("gpu",), group="gpu_links", component="hardware_health")
+@check("gpu.pcie", needs=("gpu",), group="gpu_links", component="hardware_health", core=True)
 @per_gpu
 def pcie_link(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """The PCIe link runs at full width and can reach the expected generation.
@@ -75,7 +75,7 @@ def pcie_link(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
                           observed=link)
 
 
-@check("gpu.nvlink", needs=("gpu",), group="gpu_links", component="hardware_health")
+@check("gpu.nvlink", needs=("gpu",), group="gpu_links", component="hardware_health", core=True)
 @per_gpu
 def nvlink(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """Every NVLink is up and error counters are low.

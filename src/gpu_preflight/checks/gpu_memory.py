@@ -12,7 +12,7 @@ from .common import is_number, not_read, per_gpu
 RESET_TO_REMAP = "Drain the node and reset the GPU (nvidia-smi -r -i N) so the pending remap takes effect."
 
 
-@check("gpu.ecc.mode", needs=("gpu",), group="gpu_health", component="hardware_health")
+@check("gpu.ecc.mode", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
 @per_gpu
 def ecc_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """ECC is in the expected mode (``gpu.ecc_mode``) and no mode change is pending.
@@ -39,7 +39,7 @@ def ecc_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findin
                           observed=state, expected=want)
 
 
-@check("gpu.ecc.errors", needs=("gpu",), group="gpu_health", component="hardware_health")
+@check("gpu.ecc.errors", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
 @per_gpu
 def ecc_errors(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """ECC error counters are clean.
@@ -90,7 +90,7 @@ def ecc_errors(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Find
                           observed=counters, unit="errors")
 
 
-@check("gpu.memory.remap", needs=("gpu",), group="gpu_health", component="hardware_health")
+@check("gpu.memory.remap", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
 @per_gpu
 def row_remap(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """Row remapping (Ampere and newer) has no pending remap and no failure.
@@ -125,7 +125,7 @@ def row_remap(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
                           observed=rows)
 
 
-@check("gpu.memory.retired_pages", needs=("gpu",), group="gpu_health", component="hardware_health")
+@check("gpu.memory.retired_pages", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
 @per_gpu
 def retired_pages(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """Page retirement (pre-Ampere GPUs) has nothing pending and few retired pages.

@@ -11,7 +11,7 @@ from ..registry import CheckContext, check
 from .common import is_number, per_gpu, version_below
 
 
-@check("gpu.recovery_action", needs=("gpu",), group="gpu_health", component="hardware_health")
+@check("gpu.recovery_action", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
 @per_gpu
 def recovery(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """The driver asks for no recovery action on any GPU.

@@ -41,7 +41,7 @@ def decode_clock_reasons(mask: int) -> list[str]:
     return names
 
 
-@check("gpu.thermal", needs=("gpu",), group="gpu_health", component="hardware_health")
+@check("gpu.thermal", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
 @per_gpu
 def temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """GPU and memory temperatures are clear of the GPU's own slowdown limits.
@@ -89,7 +89,7 @@ def temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
                               recommendation="Memory is near its limit: check cooling.")
 
 
-@check("gpu.clocks", needs=("gpu",), group="gpu_health", component="hardware_health")
+@check("gpu.clocks", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
 @per_gpu
 def clock_events(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """No hardware clock slowdown is active.
@@ -116,7 +116,7 @@ def clock_events(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fi
                                    "sm_clock_max_mhz": gpu.sm_clock_max_mhz})
 
 
-@check("gpu.power", needs=("gpu",), group="gpu_health", component="hardware_health")
+@check("gpu.power", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
 @per_gpu
 def power_limit(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """The enforced power limit is not below the board's default.

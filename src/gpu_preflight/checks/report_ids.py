@@ -40,7 +40,7 @@ LOCALIZE_SUSPECT = declare(
     or failing node, GPU or link by testing subsets of the cluster against each other.
 
     WARN/FAIL per suspect with the rounds that convicted it; PASS when the rounds found none.""",
-    group=(), component="network_infrastructure")
+    group=(), component="network_infrastructure", core=True)
 RUN_COVERAGE = declare(
     "run.coverage", "Something was judged",
     """The run judged at least one thing: ERROR when every check was skipped or none ran, so a

@@ -40,7 +40,7 @@ from typing import Any
 
 from ..config.report_schema import COMPONENTS, ReportConfig
 from ..model import Status, gating_statuses, id_matches
-from ..registry import component_rules
+from ..registry import blocking_codes, component_rules, core_table
 from .connectivity import connectivity
 from .measurements import gemm_by_gpu, node_peak_busbw, num
 
@@ -61,23 +61,21 @@ COMPONENT_RULES: Sequence[tuple[str, str]] = component_rules()
 MAX_SUBJECTS = 12
 INCOMPLETE = "INCOMPLETE"
 
-# Core components: check-id globs whose PASS/WARN/FAIL findings prove the component was
-# measured, and what the report says is missing when none did. gpu.* checks other than the
-# inventory only judge (rather than SKIP) when NVML described a GPU; nvidia_smi.*/dcgm.*
-# judge GPUs from saved outputs. Node links, fi_pingpong pairs and localisation rounds are
-# the only measurements that cross a node boundary (nccl.* also runs inside one node).
-CORE: dict[str, tuple[tuple[str, ...], str]] = {
-    "hardware_health": (("gpu.ecc.*", "gpu.memory.*", "gpu.thermal", "gpu.clocks", "gpu.power", "gpu.pcie",
-                         "gpu.nvlink", "gpu.recovery_action", "nvidia_smi.*", "dcgm.*", "load.*"),
-                        "no GPU was read"),
-    "network_infrastructure": (("network.node_links", "fabric.pingpong", "localize.*"),
-                               "no link between two nodes was measured"),
-}
+# Core components: the ids declared ``core=True`` for them, whose PASS/WARN/FAIL findings
+# prove the component was measured, and what the report says is missing when none did. gpu.*
+# checks other than the inventory only judge (rather than SKIP) when NVML described a GPU;
+# nvidia_smi.*/dcgm.* judge GPUs from saved outputs. Node links, fi_pingpong pairs and
+# localisation rounds are the only measurements that cross a node boundary (nccl.* also runs
+# inside one node).
+CORE: Mapping[str, tuple[tuple[str, ...], str]] = core_table({
+    "hardware_health": "no GPU was read",
+    "network_infrastructure": "no link between two nodes was measured",
+})
 _MEASURED = frozenset({Status.PASS.value, Status.WARN.value, Status.FAIL.value})
-# (check id, code) pairs that block a GPU job whatever their status: a WARN because the run
-# was not told to expect GPUs, but nothing later can make that node train. Advice files them
-# as immediate, the assessment as NEEDS FIXES.
-BLOCKING = frozenset({("gpu.inventory.count", "no_gpus")})
+# (check id, code) pairs that block a GPU job whatever their status (``blocking_codes=``): a
+# WARN because the run was not told to expect GPUs, but nothing later can make that node
+# train. Advice files them as immediate, the assessment as NEEDS FIXES.
+BLOCKING = blocking_codes()
 
 
 @functools.cache
