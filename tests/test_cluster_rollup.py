@@ -96,3 +96,16 @@ def test_a_finding_that_is_not_a_pass_is_never_rolled_up() -> None:
     assert list(passes.add_finding(Finding("x.y", Status.PASS, "s1", "ok", "s1 fine", observed=60.0))) == []
     (rolled,) = passes.findings()
     assert rolled.details["subjects"] == {"s1": 60.0}
+
+
+@pytest.mark.parametrize("detail_max_nodes", [NODES, 1])
+def test_a_rank_that_measured_nothing_is_judged_and_left_out_of_the_passes(detail_max_nodes: int) -> None:
+    g = gathered("healthy")
+    g["payloads"][3]["train"] = {"mode": "single", "steps": 0, "loss_start": None, "loss_end": None, "finite": False,
+                                 "improved": False, "error": "CUDA error: out of memory"}
+    config = Config(report=ReportConfig(detail_max_nodes=detail_max_nodes))
+    ctx = CheckContext(host="cluster", facts={"cluster": cluster_facts(g)}, config=config, check_id="train.smoke")
+    found = list(get_check("train.smoke").fn(ctx))
+    assert _verdicts(found) == [("ERROR", "h1/gpu1", "train_error")]
+    passed = sorted(f["subject"] for f in per_subject([f.to_dict() for f in found if f.status is Status.PASS]))
+    assert passed == sorted(f"h{n}/gpu{k}" for n in range(NODES) for k in range(2) if (n, k) != (1, 1))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from itertools import compress
+from collections.abc import Iterator
 from typing import Any
 
 from ..model import Finding, Status
@@ -64,19 +63,16 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
         for i in sorted(flagged):
             yield _with_load(_judge_gemm(ctx, subject(ranks[i]), dtype, row(col, i), perf, details),
                              c.payloads.get(ranks[i], {}).get("load"), f"gemm_{dtype}")
-        passing = [i not in flagged for i in range(len(ranks))]
-        kept = list(compress(range(len(ranks)), passing))
 
-        def passed(j: int, col: Any = col, kept: Sequence[int] = kept, details: dict[str, Any] = details) -> Finding:
-            i = kept[j]
+        def passed(i: int, col: Any = col, details: dict[str, Any] = details) -> Finding:
             r = col["rank"][i]
             own = details if r in on_gpu else {**details, "expected": None, "median_tflops": None}
             return _gemm_finding(ctx, subject(r), f"{own['dtype']} GEMM {col['n'][i]}^3", float(col["tflops"][i]),
                                  Status.PASS, "ok", None, own)
 
-        yield from passes.add(list(compress(view.subjects, passing)), passed, Series(
-            dtype, list(compress(tflops, passing)), f"{dtype} GEMM", "TFLOP/s",
-            {**details, "gpu_only": on_gpu.issuperset(compress(ranks, passing))}))
+        gpu_only = view.all_gpu or on_gpu.issuperset([r for i, r in enumerate(ranks) if i not in flagged])
+        yield from passes.add(view.subjects, passed, Series(dtype, tflops, f"{dtype} GEMM", "TFLOP/s",
+                                                            {**details, "gpu_only": gpu_only}), judged=flagged)
     yield from passes.findings()
 
 
@@ -182,14 +178,12 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
         if any(f.status is not Status.PASS for f in findings):
             judged.add(i)
             yield from findings
-    passing = [i not in judged for i in range(len(ranks))]
-    kept = list(compress(range(len(ranks)), passing))
-    yield from passes.add(list(compress(c.rank_names(ranks).subjects, passing)),
-                          lambda j: _memory_pass(ctx, subject(ranks[kept[j]]), row(col, kept[j])),
-                          *(Series(key, list(compress(values, passing)), f"the memory test ({what})", "GB/s",
-                                   {"memory_key": key})
+    names = c.rank_names(ranks).subjects
+    yield from passes.add(names, lambda i: _memory_pass(ctx, names[i], row(col, i)),
+                          *(Series(key, values, f"the memory test ({what})", "GB/s", {"memory_key": key})
                             for key, values, what in (("device_copy", copy, "device copy"),
-                                                      ("h2d", h2d, "host-to-device"), ("d2h", d2h, "device-to-host"))))
+                                                      ("h2d", h2d, "host-to-device"), ("d2h", d2h, "device-to-host"))),
+                          judged=judged)
     yield from passes.findings()
     if not ranks:
         yield ctx.finding(Status.SKIP, "cluster", "no_gpu", "no GPU worker: memory test not run")
@@ -293,11 +287,11 @@ def training(ctx: CheckContext) -> Iterator[Finding]:
         if e or not fin or not imp}
     for i in sorted(flagged):
         yield _judge_training(ctx, c, subject(ranks[i]), "train", "training smoke", row(col, i), drop)
-    passing = [i not in flagged for i in range(len(ranks))]
-    kept = list(compress(range(len(ranks)), passing))
-    yield from passes.add(list(compress(c.rank_names(ranks).subjects, passing)),
-                          lambda j: _train_pass(ctx, subject(ranks[kept[j]]), "training smoke", row(col, kept[j]), ""),
-                          Series("", [round(loss_end[i], 4) for i in kept], "the training smoke", "final loss"))
+    names = c.rank_names(ranks).subjects
+    yield from passes.add(names, lambda i: _train_pass(ctx, names[i], "training smoke", row(col, i), ""),
+                          Series("", [None if i in flagged else round(v, 4) for i, v in enumerate(loss_end)],
+                                 "the training smoke", "final loss"),
+                          judged=flagged)
     yield from passes.findings()
     first = min(c.payloads, default=0)
     ddp = c.payloads.get(first, {}).get("ddp")

@@ -18,8 +18,9 @@ Failures and warnings never come here: each still names its GPU.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from ..config.report_schema import report_config
@@ -56,19 +57,24 @@ class Passes:
         self._rolled = facts.num_nodes > report_config(ctx.config).detail_max_nodes
         self._groups: dict[str, _Group] = {}
 
-    def add(self, subjects: Sequence[str], finding: Callable[[int], Finding], *series: Series) -> Iterator[Finding]:
-        """These subjects passed: ``finding(i)`` is the ``i``-th one's PASS finding, ``series``
-        the values they measured, per group. Yields their findings on a small cluster; at scale
-        it yields nothing and keeps the values for :meth:`findings`."""
+    def add(self, subjects: Sequence[str], finding: Callable[[int], Finding], *series: Series,
+            judged: Collection[int] = ()) -> Iterator[Finding]:
+        """These subjects passed, but for the positions in ``judged`` (their findings are made
+        already): ``finding(i)`` is the ``i``-th subject's PASS finding, ``series`` the values
+        the subjects measured, per group, in the same order. Yields the findings on a small
+        cluster; at scale it yields nothing and keeps the values for :meth:`findings`."""
         if not self._rolled:
             for i in range(len(subjects)):
-                yield finding(i)
+                if i not in judged:
+                    yield finding(i)
             return
+        keep = [i not in judged for i in range(len(subjects))] if judged else None
+        names = subjects if keep is None else list(compress(subjects, keep))
         for s in series:
             g = self._groups.get(s.group)
             if g is None:
                 g = self._groups[s.group] = _Group(s.label, s.unit, dict(s.details))
-            g.values.update(zip(subjects, s.values, strict=True))
+            g.values.update(zip(names, s.values if keep is None else compress(s.values, keep), strict=True))
 
     def add_finding(self, finding: Finding) -> Iterator[Finding]:
         """One subject's finding, already built: at scale a PASS is rolled into the check's
