@@ -10,10 +10,11 @@ from ..records import GpuFacts, GpuRecord
 from ..registry import CheckContext, check
 from .common import gpu_subject, gpu_targets, not_read, per_gpu, version_below
 
+NVML_ID = "gpu.nvml"  # the health API and the nvml helper run and read it
 RESET = "Reset the GPU (nvidia-smi -r) or reboot the node; if it recurs, drain the node and RMA the GPU."
 
 
-@check("gpu.nvml", needs=("gpu",), group="gpu_detection", component="hardware_health")
+@check(NVML_ID, needs=("gpu",), group="gpu_detection", component="hardware_health")
 def nvml_access(ctx: CheckContext) -> Iterator[Finding]:
     """NVML is usable and every GPU answers.
 

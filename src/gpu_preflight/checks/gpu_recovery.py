@@ -10,8 +10,10 @@ from ..recovery import MIN_DRIVER, recovery_action
 from ..registry import CheckContext, check
 from .common import is_number, per_gpu, version_below
 
+RECOVERY_ACTION_ID = "gpu.recovery_action"  # the health API reads it
 
-@check("gpu.recovery_action", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
+
+@check(RECOVERY_ACTION_ID, needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
 @per_gpu
 def recovery(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """The driver asks for no recovery action on any GPU.

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import RunOptions
+from ..ids import NVML_ID
 from .bounded import Timeout
 from .reader import NVML_LOCK, NvmlReader
 
@@ -59,7 +60,7 @@ def check_pynvml_availability() -> bool:
 
 def gpu_names(replay: str | None = None, timeout_s: float = NAME_TIMEOUT_S) -> list[str]:
     """Names NVML reports for this node's GPUs (or the snapshot's); [] when it cannot tell."""
-    options = RunOptions(include=["gpu.nvml"], replay=replay, timeout_s=timeout_s)
+    options = RunOptions(include=[NVML_ID], replay=replay, timeout_s=timeout_s)
     try:
         report = _reader.run(options)
     except Timeout as exc:

@@ -17,9 +17,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ids import NVML_ID, RECOVERY_ACTION_ID
 from ..model import Finding, NodeReport, Status
 
-CHECK_IDS = ("gpu.nvml", "gpu.recovery_action")
+CHECK_IDS = (NVML_ID, RECOVERY_ACTION_ID)
 _GPU_SUBJECT = re.compile(r"/gpu(\d+)$")
 
 
@@ -85,7 +86,7 @@ def _gpu_index(subject: str) -> int | None:
 
 def _judge_finding(f: Finding) -> tuple[HealthState, str, str | None, str | None] | None:
     """A finding's bearing on health: (state, reason, action name, recommendation), or None."""
-    if f.check_id == "gpu.nvml":
+    if f.check_id == NVML_ID:
         if f.status is Status.FAIL:
             return HealthState.UNHEALTHY, f.summary, None, f.recommendation
         if f.status in (Status.SKIP, Status.ERROR) and _gpu_index(f.subject) is None:

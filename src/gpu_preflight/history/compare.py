@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..ids import HISTORY_REGRESSION_ID, HISTORY_REPEAT_OFFENDER_ID
 from ..model import Finding, Status
 from .extract import Measurement, RunRecord, extract, metric_kind
 from .store import Baseline, HistoryStore
@@ -124,7 +125,7 @@ def _regressions(run: RunRecord, store: HistoryStore, cfg: Any, cluster: str,
             parts.append(f"{100 * (1 - m.value / b.median):.1f}% below {whose} baseline {b.median:.4g} "
                          f"(median of {b.samples})")
         yield Finding(
-            "history.regression", Status.WARN, m.subject, f"{kind}_regression",
+            HISTORY_REGRESSION_ID, Status.WARN, m.subject, f"{kind}_regression",
             f"{_describe(m)} {m.value:.4g} {m.unit}: {'; '.join(parts)}",
             observed=round(m.value, 4), expected=f">= {worst.median * (1 - fraction):.4g}", unit=m.unit,
             recommendation=_advice(m),
@@ -134,17 +135,17 @@ def _regressions(run: RunRecord, store: HistoryStore, cfg: Any, cluster: str,
     if flagged:
         return
     if judged:
-        yield Finding("history.regression", Status.PASS, "cluster", "ok",
+        yield Finding(HISTORY_REGRESSION_ID, Status.PASS, "cluster", "ok",
                       f"{judged} measurement(s) within {cfg.tflops_regression_fraction:.0%} (GEMM) / "
                       f"{cfg.bandwidth_regression_fraction:.0%} (bandwidth) of their baselines", observed=judged)
     elif not any(metric_kind(m.metric) for m in run.measurements):
-        yield Finding("history.regression", Status.SKIP, "cluster", "not_measured",
+        yield Finding(HISTORY_REGRESSION_ID, Status.SKIP, "cluster", "not_measured",
                       "no GEMM or bandwidth measured in this run (node checks only): nothing to compare")
     elif cpu and not any(m.model for m in run.measurements if metric_kind(m.metric)):
-        yield Finding("history.regression", Status.SKIP, "cluster", "cpu_only",
+        yield Finding(HISTORY_REGRESSION_ID, Status.SKIP, "cluster", "cpu_only",
                       f"no GPU measured: {cpu} CPU-worker number(s) filed for trends, not judged")
     else:
-        yield Finding("history.regression", Status.SKIP, "cluster", "no_baseline",
+        yield Finding(HISTORY_REGRESSION_ID, Status.SKIP, "cluster", "no_baseline",
                       "no baseline yet: the history has no earlier measurement of these GPUs, nodes or models")
 
 
@@ -175,7 +176,7 @@ def _repeat_offenders(run: RunRecord, store: HistoryStore, cfg: Any, before: int
         what = ", ".join(dict.fromkeys(f"{p.check_id} {p.status} on {p.node} ({p.timestamp[:10]})" for p in past))
         ident = gpu.uuid or f"serial {gpu.serial}"
         yield Finding(
-            "history.repeat_offender", Status.WARN, f"{gpu.node}/{gpu.slot}",
+            HISTORY_REPEAT_OFFENDER_ID, Status.WARN, f"{gpu.node}/{gpu.slot}",
             "failed_before_elsewhere" if moved else "failed_before",
             f"{gpu.slot} ({ident}) failed before: {what}" + (f"; now in {gpu.node}" if moved else ""),
             observed=len(past), expected=0, unit="failures",
@@ -186,9 +187,9 @@ def _repeat_offenders(run: RunRecord, store: HistoryStore, cfg: Any, before: int
     if offenders:
         return
     if known:
-        yield Finding("history.repeat_offender", Status.PASS, "cluster", "ok",
+        yield Finding(HISTORY_REPEAT_OFFENDER_ID, Status.PASS, "cluster", "ok",
                       f"none of {len(known)} GPU(s) failed in the last {cfg.repeat_offender_window_days:g} days",
                       observed=len(known))
     else:
-        yield Finding("history.repeat_offender", Status.SKIP, "cluster", "no_gpu_identity",
+        yield Finding(HISTORY_REPEAT_OFFENDER_ID, Status.SKIP, "cluster", "no_gpu_identity",
                       "no GPU UUID or serial in this run: nothing to match against the history")

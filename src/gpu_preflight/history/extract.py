@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ids import GEMM_ID, MEMORY_BANDWIDTH_ID
 from ..model import per_subject
 from ..report.measurements import num
 
@@ -227,12 +228,12 @@ def _gemm_and_memory(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measur
     out = []
     for f in per_subject(report.get("findings") or []):
         subject, observed = str(f.get("subject")), f.get("observed")
-        if f.get("check_id") == "compute.gemm" and f.get("unit") == "TFLOP/s":
+        if f.get("check_id") == GEMM_ID and f.get("unit") == "TFLOP/s":
             dtype = (f.get("details") or {}).get("dtype")
             value = num(observed)
             if isinstance(dtype, str) and value is not None:
                 out.append(_at(nodes, subject, f"gemm.{dtype}", value, "TFLOP/s"))
-        elif f.get("check_id") == "memory.bandwidth" and _SLOT.match(subject):
+        elif f.get("check_id") == MEMORY_BANDWIDTH_ID and _SLOT.match(subject):
             if isinstance(observed, Mapping):
                 for key in _MEMORY_KEYS:
                     value = num(observed.get(f"{key}_gbps"))

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..ids import HISTORY_REGRESSION, HISTORY_REPEAT_OFFENDER
 from ..model import CheckResult, Finding
 from .extract import NodeIndex
 
 __all__ = ["add_findings"]
 
-TITLES = {"history.regression": "No regression against the run history",
-          "history.repeat_offender": "No GPU with a failure record"}
+TITLES = {spec.id: spec.title for spec in (HISTORY_REGRESSION, HISTORY_REPEAT_OFFENDER)}
 
 
 def add_findings(report: dict[str, Any], findings: Sequence[Finding]) -> dict[str, Any]:

@@ -25,10 +25,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..ids import LOCALIZE_SUSPECT_ID
 from ..model import CheckResult, Finding, Status
 from .model import Observation, Outcome, Suspect
 
-CHECK_ID = "localize.suspect"
+CHECK_ID = LOCALIZE_SUSPECT_ID
 MATRIX_LIMIT = 50_000  # pair cells kept in the report; above this only failing cells are kept
 
 RECOMMENDATIONS = {
