@@ -12,14 +12,13 @@ from ..records import ClusterView
 from ..records.columns import row
 from ..registry import CheckContext, check
 from .cluster_comm import cluster
-from .cluster_ids import GEMM_ID, MEMORY_BANDWIDTH_ID
 from .cluster_load import explain
 from .cluster_rollup import Passes, Series
 from .common import version_below
 from .floors import Floor, host_transfer_floor, node_topology, peer_gap_status
 
 
-@check(GEMM_ID, needs=("cluster",), scope="cluster", group="compute", component="hardware_health")
+@check("compute.gemm", needs=("cluster",), scope="cluster", group="compute", component="hardware_health")
 def gemm(ctx: CheckContext) -> Iterator[Finding]:
     """Every GPU computes GEMMs correctly and at the expected speed.
 
@@ -33,7 +32,7 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
     """
     c, perf = cluster(ctx), ctx.config.perf
     passes = Passes(ctx, c)
-    by_dtype = c.columns["gemm"]
+    by_dtype = c.gemm_columns
     if not by_dtype:
         yield ctx.finding(Status.SKIP, "cluster", "not_run", "no GEMM result was gathered")
     on_gpu, subject = c.gpu_ranks, c.rank_subject
@@ -130,7 +129,7 @@ def _gemm_finding(ctx: CheckContext, subject: str, label: str, tflops: float, st
                        "on the GPU (gpu.busy); compare with DCGM targeted stress.")
 
 
-@check(MEMORY_BANDWIDTH_ID, needs=("cluster",), scope="cluster", group="compute", component="hardware_health")
+@check("memory.bandwidth", needs=("cluster",), scope="cluster", group="compute", component="hardware_health")
 def memory(ctx: CheckContext) -> Iterator[Finding]:
     """GPU memory copies fast, host transfers reach PCIe/C2C speed, patterns read back intact.
 
@@ -144,7 +143,7 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     """
     c, perf = cluster(ctx), ctx.config.perf
     passes = Passes(ctx, c)
-    col, subject = c.columns["memory"], c.rank_subject
+    col, subject = c.memory_columns, c.rank_subject
     ranks, copy, h2d, d2h = col["rank"], col["device_copy_gbps"], col["h2d_gbps"], col["d2h_gbps"]
     per_node = max(c.local_world_size, 1)
     host_floors: dict[int, Floor | None] = {}
@@ -280,7 +279,7 @@ def training(ctx: CheckContext) -> Iterator[Finding]:
     """
     c, drop = cluster(ctx), ctx.config.perf.train_min_loss_drop
     passes = Passes(ctx, c)
-    col, subject = c.columns["train"], c.rank_subject
+    col, subject = c.train_columns, c.rank_subject
     ranks, loss_end = col["rank"], col["loss_end"]
     clean = not any(col["error"]) and all(col["finite"]) and all(col["improved"])  # C speed, the common case
     flagged: set[int] = set() if clean else {

@@ -138,6 +138,24 @@ class ClusterView:
         the leaders' packed columns, plus those of payloads that still hold their results."""
         return unpack([*self.node_columns, columns_of(self.index.unpacked)])
 
+    @property
+    def gemm_columns(self) -> dict[str, dict[str, list[Any]]]:
+        """Per GEMM precision, every rank's results as columns (``rank``, ``tflops``, ``correct``, ...)."""
+        gemm: dict[str, dict[str, list[Any]]] = self.columns["gemm"]
+        return gemm
+
+    @property
+    def memory_columns(self) -> dict[str, list[Any]]:
+        """Every rank's memory test as columns (``rank``, ``device_copy_gbps``, ``h2d_gbps``, ...)."""
+        memory: dict[str, list[Any]] = self.columns["memory"]
+        return memory
+
+    @property
+    def train_columns(self) -> dict[str, list[Any]]:
+        """Every rank's training smoke as columns (``rank``, ``loss_start``, ``loss_end``, ...)."""
+        train: dict[str, list[Any]] = self.columns["train"]
+        return train
+
     @functools.cached_property
     def leaders(self) -> dict[int, dict[str, Any]]:
         """Per node, the payload of its local rank 0 (the one that carries the node's own results)."""
