@@ -13,6 +13,11 @@ the simulator holds (``MAX_NODES``) among them.
 A long simulation (full mode at 1,024 nodes is a thousand rounds) shows where it is on
 stderr, never on stdout: a transient bar at a terminal, at most about ``LOG_LINES`` plain
 lines anywhere else, nothing with ``--quiet`` or ``GPU_PREFLIGHT_PROGRESS=0``.
+
+The localisation rules (repeat, fail ratio, slow fraction, pairing, extra rounds...) are the
+``[localize]`` section's GPU values, from the defaults, a site file (``--config``) and
+``--set localize.KEY=VALUE``, as a real run would use them; ``--mode``, ``--rails``,
+``--floor-gbps`` and ``--cover-passes`` override them for the simulation.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from .argtypes import count, fraction, number
 from .exits import EXIT_USAGE, Parser
 
 if TYPE_CHECKING:
-    from ..localize.model import RoundProgress
+    from ..localize.model import LocalizeConfig, RoundProgress
     from ..report.progress import Tracker
 
 EXIT_MISMATCH = 1
@@ -61,8 +66,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     sim.add_argument("--mode", choices=("quick", "full", "group"), default="quick",
                      help="quick: one pair round + second passes; full: round-robin; group: bisection")
     sim.add_argument("--rails", type=count(1, 64), default=1, help="rails (GPU/NIC pairs) per node tested rail-aligned")
-    sim.add_argument("--cover-passes", type=count(1, 100), default=1,
-                     help="quick mode: first-round pairings (extra ones re-pair at random, for flaky nodes)")
+    sim.add_argument("--cover-passes", type=count(1, 100), default=None,
+                     help="quick mode: first-round pairings (extra ones re-pair at random, for flaky nodes; "
+                          "default localize.cover_passes)")
+    sim.add_argument("--config", metavar="FILE", help="site config file (TOML or YAML) whose [localize] rules apply")
+    sim.add_argument("--set", action="append", default=[], metavar="localize.KEY=VALUE",
+                     help="override one setting, e.g. --set localize.repeat_k=3")
     sim.add_argument("--floor-gbps", type=number(0, 100_000, above=True, unit="GB/s"),
                      help="bandwidth floor: below it a test fails outright")
     sim.add_argument("--dead-unknown", action="store_true",
@@ -88,9 +97,21 @@ def _links(raw: list[str]) -> list[tuple[int, int]]:
     return out
 
 
+def simulated_config(args: argparse.Namespace) -> LocalizeConfig:
+    """The scheduler's settings: the ``[localize]`` section (GPU values) with the flags on top."""
+    from dataclasses import replace
+
+    from ..config import build_config
+    from ..config.localize import localize_settings
+    from ..localize.settings import localize_config
+
+    cfg, _ = build_config(config_file=args.config, overrides=list(args.set))
+    config = localize_config(localize_settings(cfg), mode=args.mode, floor_gbps=args.floor_gbps, rails=args.rails)
+    return config if args.cover_passes is None else replace(config, cover_passes=args.cover_passes)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``localize simulate``; returns the exit code."""
-    from ..localize.model import LocalizeConfig
     from ..localize.report import localization_block, write_exclude_file
     from ..localize.simulate import make_scenario, simulate
 
@@ -100,8 +121,7 @@ def run(args: argparse.Namespace) -> int:
         if args.nodes > MAX_NODES:
             raise ValueError(f"--nodes {args.nodes} is more than the simulator can hold in memory "
                              f"(at most {MAX_NODES:,})")
-        config = LocalizeConfig(mode=args.mode, rails=args.rails, cover_passes=args.cover_passes,
-                                floor_gbps=args.floor_gbps)
+        config = simulated_config(args)
         scenario = make_scenario(args.nodes, args.bad, fault=args.fault, slow_factor=args.slow_factor,
                                  flaky_p=args.flaky_p, slow_links=_links(args.slow_link),
                                  link_factor=args.slow_factor, noise=args.noise, rails=args.rails, seed=args.seed)
