@@ -57,3 +57,15 @@ def test_a_bad_setting_is_one_line_and_exit_3(capsys: pytest.CaptureFixture[str]
     assert main([*BASE, "--set", "localize.repeat_k=0"]) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "localize.repeat_k" in err
+
+
+def test_checks_explain_shows_the_localize_settings_in_force(capsys: pytest.CaptureFixture[str]) -> None:
+    from dataclasses import fields
+
+    from gpu_preflight.cli.main import main as cli
+    from gpu_preflight.config.localize import LocalizeSettings
+
+    assert cli(["checks", "explain", "localize.suspect", "--set", "localize.repeat_k=3"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"localize.{f.name} " in out for f in fields(LocalizeSettings))
+    assert [line.split("=")[1].split()[0] for line in out.splitlines() if "localize.repeat_k " in line] == ["3"]

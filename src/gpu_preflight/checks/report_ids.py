@@ -7,6 +7,9 @@ a check gives its decorator. (Ids of evidence verdicts are declared beside their
 
 from __future__ import annotations
 
+from dataclasses import fields
+
+from ..config.localize import LocalizeSettings
 from ..registry import declare
 
 __all__ = ["CLUSTER_NODE_REPORT", "HISTORY_REGRESSION", "HISTORY_REPEAT_OFFENDER", "LOCALIZE_SUSPECT",
@@ -40,7 +43,8 @@ LOCALIZE_SUSPECT = declare(
     or failing node, GPU or link by testing subsets of the cluster against each other.
 
     WARN/FAIL per suspect with the rounds that convicted it; PASS when the rounds found none.""",
-    group=(), component="network_infrastructure", core=True)
+    group=(), component="network_infrastructure", core=True,
+    settings=tuple(f"localize.{f.name}" for f in fields(LocalizeSettings)))  # every rule of the rounds
 RUN_COVERAGE = declare(
     "run.coverage", "Something was judged",
     """The run judged at least one thing: ERROR when every check was skipped or none ran, so a
