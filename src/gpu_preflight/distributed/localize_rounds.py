@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..config.localize import LocalizeSettings
-from .store import PREFIX, STALE_S
+from .store import PREFIX, STALE_S, KVStore
 
 LOC = f"{PREFIX}/loc"
 POLL_S = 0.05
@@ -69,7 +69,7 @@ def fresh_group(alive: list[int], me: int) -> Any:
     return dist.new_group(alive, use_local_synchronization=True)
 
 
-def follow(store: Any, topo: Any, *, nbytes: int, iters: int, device: Any, budget_s: float) -> None:
+def follow(store: KVStore, topo: Any, *, nbytes: int, iters: int, device: Any, budget_s: float) -> None:
     """Every rank: run this node's tests of each published round until rank 0 says done."""
     per_node = max(topo.local_world_size, 1)
     node = topo.node_rank
@@ -104,7 +104,7 @@ def follow(store: Any, topo: Any, *, nbytes: int, iters: int, device: Any, budge
         index += 1
 
 
-def lead(store: Any, topo: Any, gathered: dict[str, Any], *, mode: str, floor_gbps: float | None,
+def lead(store: KVStore, topo: Any, gathered: dict[str, Any], *, mode: str, floor_gbps: float | None,
          timeout_s: float, nbytes: int, iters: int, device: Any,
          settings: LocalizeSettings | None = None) -> tuple[Any, float]:
     """Rank 0: plan rounds until the localiser is done; returns its outcome and the wall time.
@@ -162,6 +162,6 @@ def on_cpu(config: Any, settings: LocalizeSettings | None = None) -> Any:
                    latency_factor=s.latency_factor_cpu)
 
 
-def wait_quietly(store: Any, timeout_s: float) -> None:
+def wait_quietly(store: KVStore, timeout_s: float) -> None:
     """Non-leader ranks: stay until the rounds end (their process group must outlive them)."""
     store.wait([f"{LOC}/done"], timedelta(seconds=timeout_s))

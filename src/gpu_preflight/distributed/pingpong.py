@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from ..config.diagnostics import DiagnosticsConfig
+    from .store import KVStore
 
 __all__ = ["PairRole", "exchange_pingpong", "local_address_towards", "pingpong_plan", "run_pingpong_pair", "run_plan"]
 
@@ -137,7 +138,7 @@ def run_plan(plan: Sequence[PairRole], addresses: dict[int, str], provider: str,
     return records
 
 
-def exchange_pingpong(store: Any, node_rank: int, num_nodes: int, master_addr: str | None, cfg: DiagnosticsConfig,
+def exchange_pingpong(store: KVStore, node_rank: int, num_nodes: int, master_addr: str | None, cfg: DiagnosticsConfig,
                       *, wait_s: float, prefix: str = "gpu-preflight") -> list[dict[str, Any]]:
     """The distributed runner's stage, on each node leader: publish my address, run my pairs.
 
