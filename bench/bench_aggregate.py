@@ -167,7 +167,7 @@ def measure(nodes: int, gpus: int, profile: bool) -> dict[str, Any]:
     t0 = time.perf_counter()
     text = json.dumps(report)
     dump_s = time.perf_counter() - t0
-    out = {"nodes": nodes, "gpus": gpus, "ranks": nodes * gpus, "input_build_s": round(built_s, 2),
+    out: dict[str, Any] = {"nodes": nodes, "gpus": gpus, "ranks": nodes * gpus, "input_build_s": round(built_s, 2),
            "payload_json_mb": round(payload_bytes / 1e6, 1), "decode_s": round(decode_s, 3),
            "rss_with_input_mb": round(rss_input), "aggregate_s": round(agg_s, 3),
            "aggregate_vs_decode": round(agg_s / decode_s, 2), "rss_peak_mb": round(rss_after),
