@@ -7,7 +7,7 @@
 
     result = run(RunRequest(RunSettings(node_only=True, include=("gpu.*",)),
                             OutputOptions(report_dir="out")))
-    result.report["cluster_summary"]["verdict"], result.exit_code
+    result.report["cluster_summary"]["overall_status"], result.exit_code
 
 - node-only (``node_only``, a replay, or only node checks selected): this host's checks, no torch;
 - under torchrun, srun, mpirun, SageMaker or a PyTorchJob: this process is one rank, and
