@@ -65,7 +65,7 @@ def over_loads(judge: Judge) -> Callable[[CheckContext], Iterator[Finding]]:
                     "CPU workers only: there is no GPU to sample under load"
                 yield Finding(ctx.check_id or "load", Status.SKIP, "cluster", "no_series", why)
             return
-        passes = Passes(ctx, c)
+        passes = Passes(ctx, c, label=f"{ctx.check_id} under load")
         yield from judge(ctx, cfg, loads, passes)
         yield from passes.findings()
 

@@ -52,8 +52,9 @@ class _Group:
 class Passes:
     """A cluster check's passes, emitted one per subject or rolled up per group (see the module)."""
 
-    def __init__(self, ctx: CheckContext, facts: ClusterView) -> None:
+    def __init__(self, ctx: CheckContext, facts: ClusterView, *, label: str | None = None) -> None:
         self.check_id = ctx.check_id or "cluster"
+        self.label = label or self.check_id  # what the passes of :meth:`add_finding` passed
         self._rolled = facts.num_nodes > report_config(ctx.config).detail_max_nodes
         self._groups: dict[str, _Group] = {}
 
@@ -78,13 +79,14 @@ class Passes:
 
     def add_finding(self, finding: Finding) -> Iterator[Finding]:
         """One subject's finding, already built: at scale a PASS is rolled into the check's
-        one group (its numeric ``observed`` kept), anything else comes out as it is."""
+        one group (its numeric ``observed`` kept, named by ``label``), anything else comes out
+        as it is."""
         if finding.status is not Status.PASS:
             yield finding
             return
         observed = finding.observed if isinstance(finding.observed, (int, float)) else None
         yield from self.add((finding.subject,), lambda _: finding,
-                            Series("", (observed,), f"{finding.check_id} under load", finding.unit))
+                            Series("", (observed,), self.label, finding.unit))
 
     def findings(self) -> Iterator[Finding]:
         """The rolled-up PASS findings, one per group (none on a small cluster)."""
