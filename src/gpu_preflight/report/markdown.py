@@ -24,6 +24,7 @@ from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .assessment import assessment_of, component_order, node_specs, pair_latencies
 from .canonical import display, group_statuses, verdict_of
 from .connectivity import MATRIX_MAX_NODES
+from .model import ClusterReport
 from .reporters import reporter
 from .scores import compute_scores
 from .text import markdown_text
@@ -210,30 +211,34 @@ def _schedule(assessment: Mapping[str, Any]) -> list[str]:
     return [*lines, "", f"**Next assessment:** {when} ({s['days']:g} days after this run, {s['setting']}).", ""]
 
 
-@reporter("md")
-def render_markdown(report: dict[str, Any], config: ReportConfig | None = None) -> str:
+@reporter("md", typed=True)
+def render_markdown(report: ClusterReport, config: ReportConfig | None = None) -> str:
+    """The assessment of a typed report (:func:`~gpu_preflight.report.render` hands the JSON dict
+    over as :meth:`ClusterReport.of` reads it). Header, verdict, summary blocks, test groups,
+    findings and artifacts are read from the typed report; the score, advice and assessment
+    helpers still take the report's JSON form, made once here."""
     cfg = config or ReportConfig()
-    summary = report["cluster_summary"]
-    topo = report["cluster_info"]["cluster_topology"]
+    data = report.to_dict()
+    summary = report.cluster_summary
+    topo = report.cluster_info.cluster_topology
     verdict = verdict_of(report)
-    scores = summary.get("health_scores") or compute_scores(report, cfg)
-    recs = summary.get("recommendations_by_urgency") or recommendations_by_urgency(report, scores)
-    cost = summary.get("cost_benefit") or cost_benefit(report, scores, cfg)
-    assessment = assessment_of(report, scores, recs, cfg)
+    scores = summary.health_scores or compute_scores(data, cfg)
+    recs = summary.recommendations_by_urgency or recommendations_by_urgency(data, scores)
+    cost = summary.cost_benefit or cost_benefit(data, scores, cfg)
+    assessment = assessment_of(data, scores, recs, cfg)
     lines = [
         f"# gpu-preflight report: {verdict.label}",
         "",
         "Infrastructure health assessment.",
         "",
-        f"- Generated: {_cell(report['timestamp'])}",
-        f"- Nodes: {topo['total_nodes']}, GPUs per node: {topo['gpus_per_node']}",
-        f"- Tool: gpu-preflight {_cell(report.get('tool', {}).get('version', '?'))}, "
-        f"schema {_cell(report.get('schema_version'))}",
+        f"- Generated: {_cell(report.timestamp)}",
+        f"- Nodes: {topo.total_nodes}, GPUs per node: {topo.gpus_per_node}",
+        f"- Tool: gpu-preflight {_cell(report.tool.version or '?')}, schema {_cell(report.schema_version or None)}",
         f"- Exit code: {verdict.exit_code} ({verdict.word})",
         "",
-        *_summary(report, scores, assessment),
-        *_nodes(report, cfg),
-        *_connectivity(report, scores),
+        *_summary(data, scores, assessment),
+        *_nodes(data, cfg),
+        *_connectivity(data, scores),
         *_stability(assessment),
         *_issues(assessment),
         *_recommendations(recs, cost),
@@ -245,16 +250,16 @@ def render_markdown(report: dict[str, Any], config: ReportConfig | None = None) 
         "| Group | Result |",
         "|---|---|",
     ]
-    groups = group_statuses(report.get("findings") or [], summary.get("unlisted"))
+    groups = group_statuses(data["findings"], summary.unlisted)
     for name, status in groups.items():
         lines.append(f"| {name} | {'not tested' if status is None else status.value} |")
     lines += ["", "## Findings", "", "| Status | Check | Subject | Observed | Expected | Summary | Recommendation |",
               "|---|---|---|---|---|---|---|"]
-    for f in sorted(report.get("findings", []), key=lambda f: (_ORDER[f["status"]], f["check_id"], f["subject"])):
+    for f in sorted(report.findings, key=lambda f: (_ORDER[f.status.value], f.check_id, f.subject)):
         lines.append("| " + " | ".join(_cell(c) for c in (
-            f["status"], f["check_id"], f["subject"], display(f.get("observed"), f.get("unit")),
-            display(f.get("expected"), f.get("unit")), f["summary"], f.get("recommendation") or "")) + " |")
-    if report.get("artifacts"):
-        lines += ["", "## Artifacts", ""] + [f"- {_cell(a['name'])}: {_cell(a['path'])}" for a in report["artifacts"]]
+            f.status.value, f.check_id, f.subject, display(f.observed, f.unit), display(f.expected, f.unit),
+            f.summary, f.recommendation or "")) + " |")
+    if report.artifacts:
+        lines += ["", "## Artifacts", ""] + [f"- {_cell(a['name'])}: {_cell(a['path'])}" for a in report.artifacts]
     lines += ["", "```", verdict.line, "```", ""]
     return "\n".join(lines)
