@@ -2,7 +2,8 @@
 
 Everything is inline — CSS, SVG charts drawn in Python, and a few lines of script that only
 toggle passing rows and filter the node table — and the page holds no URL, so it renders
-the same on an air-gapped laptop. It renders from the canonical report dict alone; scores
+the same on an air-gapped laptop. It renders from the report alone (the typed
+:class:`~.model.ClusterReport`, or its JSON dict read through ``ClusterReport.of``); scores
 and advice are computed here when an older report lacks them.
 
 It stays readable and small at any scale (a few MB at 10,000 nodes, where a page of every
@@ -28,6 +29,7 @@ from .canonical import display, verdict_of
 from .connectivity import MATRIX_MAX_NODES, node_names
 from .html_assessment import assessment_sections
 from .html_plots import plots
+from .model import ClusterReport, ReportFinding
 from .reporters import reporter
 from .scores import compute_scores
 from .svg import STATUS_COLORS
@@ -93,26 +95,28 @@ def _badge(status: str) -> str:
     return f'<span class="st" style="background:{STATUS_COLORS.get(status, "#999")}">{escape(status)}</span>'
 
 
-def _banner(report: Mapping[str, Any]) -> str:
-    """The badge: status, headline and ``[RESULT]`` line, all from :func:`verdict_of` (as the exit code is)."""
-    summary = report["cluster_summary"]
+def _banner(report: ClusterReport, data: Mapping[str, Any]) -> str:
+    """The badge: status, headline and ``[RESULT]`` line, all from :func:`verdict_of` (as the exit code is).
+
+    A report without ``cluster_info`` (an older or trimmed one) reads as :meth:`ClusterInfo.empty`;
+    the node count then comes from its node sections."""
     verdict = verdict_of(report)
     status = verdict.status.value
     headline = _GATED_HEADLINE if verdict.gated else _HEADLINE.get(status, "")
-    info = report.get("cluster_info") or {}
-    topo = info.get("cluster_topology") or {}
-    gpus = sum(len(s.get("gpu") or {}) for s in (report.get("nodes") or {}).values())
-    counts = ", ".join(f"{v} {k}" for k, v in (summary.get("counts") or {}).items() if v)
-    tool = report.get("tool") or {}
+    info, topo = report.cluster_info, report.cluster_info.cluster_topology
+    known = bool(data.get("cluster_info"))
+    total = topo.total_nodes if known else len(report.nodes)
+    gpus = sum(len(s.get("gpu") or {}) for s in (data.get("nodes") or {}).values())
+    counts = ", ".join(f"{v} {k}" for k, v in report.cluster_summary.counts.items() if v)
     color = STATUS_COLORS["FAIL"] if verdict.gated else STATUS_COLORS.get(status, "#555")
     return (f'<header class="banner" style="background:{color}" data-exit-code="{verdict.exit_code}">'
             f'<h1><span id="verdict">{escape(status)}</span>: {escape(headline)}</h1>'
             f'<p><code id="result">{escape(verdict.line)}</code></p>'
-            f"<p>{escape(str(report.get('timestamp', '')))} · {topo.get('total_nodes', len(report.get('nodes') or {}))}"
-            f" node(s), {gpus} GPU(s), world size {topo.get('world_size', 1)}, launcher "
-            f"{escape(str(topo.get('launcher', 'none')))} · data {escape(str(info.get('data_completeness', '?')))}"
-            f" · {escape(counts)}</p><p class=\"small\">gpu-preflight {escape(str(tool.get('version', '?')))}, "
-            f"schema {escape(str(report.get('schema_version', '?')))}</p></header>")
+            f"<p>{escape(report.timestamp)} · {total}"
+            f" node(s), {gpus} GPU(s), world size {topo.world_size}, launcher "
+            f"{escape(topo.launcher)} · data {escape(info.data_completeness if known else '?')}"
+            f" · {escape(counts)}</p><p class=\"small\">gpu-preflight {escape(report.tool.version or '?')}, "
+            f"schema {escape(report.schema_version or '?')}</p></header>")
 
 
 def _card(title: str, score: float | None, rating: str | None, body: str, extra_class: str = "") -> str:
@@ -173,17 +177,16 @@ class _Rows:
     subject names, or ``cluster`` (a dict lookup each: a 10,000-node report has a finding
     for many of its nodes, and searching the name list for each was quadratic)."""
 
-    def __init__(self, report: Mapping[str, Any]) -> None:
-        self.names = node_names(report)
-        self.by_key: dict[str, str] = dict(zip(map(str, (report.get("nodes") or {}).keys()), self.names,
-                                               strict=True))
+    def __init__(self, report: ClusterReport, data: Mapping[str, Any]) -> None:
+        self.names = node_names(data)
+        self.by_key: dict[str, str] = dict(zip(map(str, report.nodes), self.names, strict=True))
         self.known = set(self.names)
 
-    def of(self, finding: Mapping[str, Any]) -> str:
-        name = self.by_key.get(str(finding.get("node")))
+    def of(self, finding: ReportFinding) -> str:
+        name = self.by_key.get(str(finding.node))
         if name is not None:
             return name
-        subject = str(finding.get("subject", ""))
+        subject = str(finding.subject)
         head = subject.split("/", 1)[0]
         if head in self.known:
             return head
@@ -193,14 +196,14 @@ class _Rows:
         return "cluster"
 
 
-def _grid(report: Mapping[str, Any]) -> str:
-    rows_of = _Rows(report)
+def _grid(report: ClusterReport, data: Mapping[str, Any]) -> str:
+    rows_of = _Rows(report, data)
     names = rows_of.names
     if len(names) > GRID_MAX_NODES:
         return _node_table(report, rows_of)
-    cells: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for f in report.get("findings") or []:
-        cells.setdefault((rows_of.of(f), f["check_id"]), []).append(f)
+    cells: dict[tuple[str, str], list[ReportFinding]] = {}
+    for f in report.findings:
+        cells.setdefault((rows_of.of(f), f.check_id), []).append(f)
     checks = sorted({c for _, c in cells})
     rows = list(dict.fromkeys(names + sorted({r for r, _ in cells if r not in rows_of.known})))
     head = "".join(f'<th class="v">{escape(c)}</th>' for c in checks)
@@ -212,8 +215,8 @@ def _grid(report: Mapping[str, Any]) -> str:
             if not found:
                 tds.append('<td class="c" style="background:#f3f3f3" title="not run here"></td>')
                 continue
-            worst = Status.worst(f["status"] for f in found).value
-            tip = "; ".join(f"{f['status']} {f['subject']}: {f['summary']}" for f in found[:6])
+            worst = Status.worst(f.status for f in found).value
+            tip = "; ".join(f"{f.status.value} {f.subject}: {f.summary}" for f in found[:6])
             tds.append(f'<td class="c" style="background:{STATUS_COLORS[worst]}" title="{escape(c)} — '
                        f'{escape(tip)}"></td>')
         body.append(f'<tr><td class="n">{escape(row)}</td>{"".join(tds)}</tr>')
@@ -223,14 +226,14 @@ def _grid(report: Mapping[str, Any]) -> str:
             f"</div></section>")
 
 
-def _check_counts(report: Mapping[str, Any]) -> str:
+def _check_counts(report: ClusterReport) -> str:
     """Every check with its findings counted per status: the listed ones and those the nodes of
     a large cluster kept to themselves (``cluster_summary.unlisted``)."""
     counts: dict[str, dict[str, int]] = {}
-    for f in report.get("findings") or []:
-        by = counts.setdefault(f["check_id"], {})
-        by[f["status"]] = by.get(f["status"], 0) + 1
-    for check_id, unlisted in ((report.get("cluster_summary") or {}).get("unlisted") or {}).items():
+    for f in report.findings:
+        by = counts.setdefault(f.check_id, {})
+        by[f.status.value] = by.get(f.status.value, 0) + 1
+    for check_id, unlisted in (report.cluster_summary.unlisted or {}).items():
         by = counts.setdefault(check_id, {})
         for status, n in unlisted.items():
             by[status] = by.get(status, 0) + int(n)
@@ -244,17 +247,17 @@ def _check_counts(report: Mapping[str, Any]) -> str:
             f"</table>")
 
 
-def _node_table(report: Mapping[str, Any], rows_of: _Rows) -> str:
+def _node_table(report: ClusterReport, rows_of: _Rows) -> str:
     """Large clusters: the nodes with a WARN, FAIL or ERROR (every one, searchable), the rest counted."""
     problems: dict[str, dict[str, str]] = {}  # node -> check id -> worst status
-    for f in report.get("findings") or []:
-        status = f["status"]
+    for f in report.findings:
+        status = f.status.value
         if status in ("PASS", "SKIP"):
             continue
         checks = problems.setdefault(rows_of.of(f), {})
-        current = checks.get(f["check_id"])
+        current = checks.get(f.check_id)
         if current is None or _ORDER[status] < _ORDER[current]:
-            checks[f["check_id"]] = status
+            checks[f.check_id] = status
     nodes = len(rows_of.names)
     bad = [n for n in problems if n != "cluster"]
     rows = []
@@ -317,15 +320,15 @@ def _plots(report: Mapping[str, Any]) -> str:
     return f'<section id="plots"><h2>Measurements</h2>{body}</section>'
 
 
-def _row(f: Mapping[str, Any], quiet: bool) -> str:
-    return (f'<tr class="{"quiet" if quiet else "loud"}"{" hidden" if quiet else ""}><td>{_badge(f["status"])}'
-            f"</td><td>{escape(f['check_id'])}</td><td>{escape(str(f['subject']))}</td>"
-            f"<td>{escape(display(f.get('observed'), f.get('unit')))}</td>"
-            f"<td>{escape(display(f.get('expected'), f.get('unit')))}</td><td>{escape(f['summary'])}</td>"
-            f"<td>{escape(f.get('recommendation') or '')}</td></tr>")
+def _row(f: ReportFinding, quiet: bool) -> str:
+    return (f'<tr class="{"quiet" if quiet else "loud"}"{" hidden" if quiet else ""}><td>{_badge(f.status.value)}'
+            f"</td><td>{escape(f.check_id)}</td><td>{escape(str(f.subject))}</td>"
+            f"<td>{escape(display(f.observed, f.unit))}</td>"
+            f"<td>{escape(display(f.expected, f.unit))}</td><td>{escape(f.summary)}</td>"
+            f"<td>{escape(f.recommendation or '')}</td></tr>")
 
 
-def _findings(report: Mapping[str, Any]) -> str:
+def _findings(report: ClusterReport) -> str:
     """Every problem; passes and skips up to :data:`MAX_QUIET_ROWS` (a thousand-node run has hundreds of
     thousands of them, and they are all in report.json).
 
@@ -345,17 +348,16 @@ def _findings(report: Mapping[str, Any]) -> str:
                         f"{escape(', '.join(rest))}</td></tr>")
         rest.clear()
 
-    for f in sorted(report.get("findings") or [], key=lambda f: (_ORDER[f["status"]], f["check_id"],
-                                                                  f.get("code") or "", f["subject"])):
-        quiet = f["status"] in ("PASS", "SKIP")
+    for f in sorted(report.findings, key=lambda f: (_ORDER[f.status.value], f.check_id, f.code or "", f.subject)):
+        quiet = f.status.value in ("PASS", "SKIP")
         if not quiet:
-            key = (f["status"], f["check_id"], f.get("code") or "")
+            key = (f.status.value, f.check_id, f.code or "")
             if key != group:
                 flush()
                 group, shown = key, 0
             shown += 1
             if shown > MAX_GROUP_ROWS:
-                rest.append(str(f["subject"]))
+                rest.append(str(f.subject))
                 continue
         else:
             flush()
@@ -371,22 +373,28 @@ def _findings(report: Mapping[str, Any]) -> str:
             f'<th>Summary</th><th>Recommendation</th></tr>{"".join(rows)}</table></section>')
 
 
-@reporter("html")
-def render_html(report: Mapping[str, Any], config: ReportConfig | None = None) -> str:
-    """The whole page for a canonical report dict (node-only or cluster run)."""
+@reporter("html", typed=True)
+def render_html(report: ClusterReport | Mapping[str, Any], config: ReportConfig | None = None) -> str:
+    """The whole page for a report, typed or its JSON dict (node-only or cluster run).
+
+    The banner, node grid or table, check counts and findings read the typed report; the
+    score, advice, assessment and plot helpers still take the JSON form (the dict as given,
+    or the typed report's ``to_dict()``, which holds the same blocks)."""
     cfg = config or ReportConfig()
-    summary = report["cluster_summary"]
-    scores = summary.get("health_scores") or compute_scores(report, cfg)
-    recs = summary.get("recommendations_by_urgency") or recommendations_by_urgency(report, scores)
-    cost = summary.get("cost_benefit") or cost_benefit(report, scores, cfg)
+    data = report if isinstance(report, Mapping) else report.to_dict()
+    typed = ClusterReport.of(report)
+    summary = typed.cluster_summary
+    scores = summary.health_scores or compute_scores(data, cfg)
+    recs = summary.recommendations_by_urgency or recommendations_by_urgency(data, scores)
+    cost = summary.cost_benefit or cost_benefit(data, scores, cfg)
     nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (("scores", "Scores"), ("recommendations", "Recommendations"),
                                                         ("assessment", "Assessment"), ("node-specs", "Node specs"),
                                                         ("grid", "Nodes"), ("plots", "Measurements"),
                                                         ("findings", "Findings")))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>gpu-preflight: {escape(verdict_of(report).label)}</title><style>{CSS}</style></head><body>"
-            f"{_banner(report)}<nav>{nav}</nav><main>{_scores(scores)}{_recommendations(recs, cost)}"
-            f"{assessment_sections(report, scores, recs, cfg)}{_grid(report)}"
-            f"{_matrix(scores.get('connectivity'))}{_plots(report)}{_findings(report)}</main>"
+            f"<title>gpu-preflight: {escape(verdict_of(typed).label)}</title><style>{CSS}</style></head><body>"
+            f"{_banner(typed, data)}<nav>{nav}</nav><main>{_scores(scores)}{_recommendations(recs, cost)}"
+            f"{assessment_sections(data, scores, recs, cfg)}{_grid(typed, data)}"
+            f"{_matrix(scores.get('connectivity'))}{_plots(data)}{_findings(typed)}</main>"
             f"<script>{SCRIPT}</script></body></html>\n")
