@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpu_preflight.cli.main import main
-from gpu_preflight.cli.run_flags import FLAG_SETTINGS, MAX_STEPS, NUMEL_BYTES, size_overrides
+from gpu_preflight.cli.run_flags import FLAG_SETTINGS, MAX_BATCH, MAX_STEPS, NUMEL_BYTES, size_overrides
 from gpu_preflight.config.fields import value_range
 from gpu_preflight.config.schema import WorkloadConfig
 
@@ -43,6 +43,7 @@ def test_the_size_flags_take_exactly_the_ranges_of_the_settings_they_set() -> No
     assert {_range(k) for k in FLAG_SETTINGS["numel"]} == {(1, (64 << 30))}
     assert (64 << 30) // NUMEL_BYTES == 17_179_869_184
     assert _range("workload.train_steps") == (1, MAX_STEPS)
+    assert _range("workload.train_batch_size") == (1, MAX_BATCH)
 
 
 def test_the_size_flags_are_sugar_for_set() -> None:
@@ -52,6 +53,7 @@ def test_the_size_flags_are_sugar_for_set() -> None:
         "workload.collective_max_bytes_full_gpu=8000000", "workload.collective_max_bytes_cpu=8000000",
         "workload.train_steps=30"]
     assert size_overrides(None, None, 7, None) == ["workload.train_steps=7"]
+    assert size_overrides(None, None, None, None, 64) == ["workload.train_batch_size=64"]
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [
@@ -62,6 +64,8 @@ def test_the_size_flags_are_sugar_for_set() -> None:
     (["--numel", "0"], "argument --numel: must be a whole number in [1, 17179869184]"),
     (["--steps", "100001"], "argument --steps: must be a whole number in [1, 100000]"),
     (["--epochs", "-1"], "argument --epochs: must be a whole number"),
+    (["--batch-size", "0"], "argument --batch-size: must be a whole number in [1, 65536]"),
+    (["--batch-size", "65537"], "argument --batch-size: must be a whole number in [1, 65536]"),
     (["--report-name", "../report.json"], "argument --report-name: must be a bare file name"),
     (["--report-name", "sub/r.json"], "argument --report-name: must be a bare file name"),
     (["--report-name", "report.html"], "argument --report-name: 'report.html' is a name the report directory"),
@@ -111,6 +115,7 @@ def _check_acceptance_outputs(out: subprocess.CompletedProcess[str], report_dir:
     result = json.loads((report_dir / "ddp_training_result.json").read_text())
     assert {"improved", "start_loss", "end_loss", "world_size", "steps", "backend"} <= set(result)
     assert result["world_size"] == 2 and result["steps"] == 20 and result["backend"] == "gloo"
+    assert (result["batch_size"], result["batches_per_epoch"]) == (256, 1)  # the default: a rank's whole share
     assert result["start_loss"] > 0 and result["end_loss"] > 0
     assert result["improved"] == (result["end_loss"] <= result["start_loss"] * 0.8)  # perf.train_min_loss_drop
     ddp_findings = [f for f in report["findings"] if f["subject"] == "cluster" and "ddp" in f["summary"].lower()]

@@ -38,7 +38,7 @@ def run_request(args: argparse.Namespace) -> Any:
     from .run_flags import size_overrides
 
     timeout = args.timeout_s if args.timeout_s is not None else env_number(TIMEOUT_ENV, seconds())
-    overrides = [*args.set, *size_overrides(args.iters, args.numel, args.steps, args.epochs)]
+    overrides = [*args.set, *size_overrides(args.iters, args.numel, args.steps, args.epochs, args.batch_size)]
     settings = RunSettings(suite=args.suite, include=tuple(args.check), exclude=tuple(args.skip), profile=args.profile,
                            config_file=args.config, overrides=tuple(overrides), expect_gpus=args.expect_gpus,
                            replay=args.replay, kernel_log=args.kernel_log, timeout_s=timeout, fail_on=args.fail_on,

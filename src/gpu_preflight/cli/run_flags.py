@@ -9,6 +9,7 @@ Each size flag is sugar for the ``--set`` of a setting that already exists, so a
                     (the largest all-reduce, in float32 elements as the suite counts them)
 ``--steps N``       ``workload.train_steps`` = N × ``--epochs`` (default 1 epoch)
 ``--epochs N``      with ``--steps``: the training smokes run N epochs of ``--steps`` steps
+``--batch-size N``  ``workload.train_batch_size`` (training samples per step on each rank)
 ==================  =====================================================================
 
 The ranges are the settings' own (``tests/test_run_flags.py`` holds them to the schema), so
@@ -22,15 +23,17 @@ import argparse
 from ..outputs.options import DEFAULT_REPORT_NAME, check_report_name
 from .argtypes import count
 
-__all__ = ["FLAG_SETTINGS", "NUMEL_BYTES", "add_acceptance_arguments", "report_name", "size_overrides"]
+__all__ = ["FLAG_SETTINGS", "MAX_BATCH", "NUMEL_BYTES", "add_acceptance_arguments", "report_name", "size_overrides"]
 
 NUMEL_BYTES = 4  # float32, the element the suite's --numel counts
 MAX_STEPS = 100_000  # workload.train_steps' upper bound
+MAX_BATCH = 65_536  # workload.train_batch_size's upper bound
 FLAG_SETTINGS = {  # flag -> the settings it sets (for the docs and the range test)
     "iters": ("workload.collective_iters",),
     "numel": ("workload.collective_max_bytes_quick_gpu", "workload.collective_max_bytes_full_gpu",
               "workload.collective_max_bytes_cpu"),
     "steps": ("workload.train_steps",),
+    "batch_size": ("workload.train_batch_size",),
 }
 
 
@@ -55,12 +58,18 @@ def add_acceptance_arguments(parser: argparse.ArgumentParser) -> None:
                    help="training smoke steps per epoch (workload.train_steps = N x --epochs)")
     g.add_argument("--epochs", type=count(1, MAX_STEPS), metavar="N",
                    help="with --steps: training smoke epochs (default 1)")
+    g.add_argument("--batch-size", type=count(1, MAX_BATCH), metavar="N",
+                   help="training smoke samples per step on each rank (workload.train_batch_size; default 512, "
+                        "the whole set)")
 
 
-def size_overrides(iters: int | None, numel: int | None, steps: int | None, epochs: int | None) -> list[str]:
+def size_overrides(iters: int | None, numel: int | None, steps: int | None, epochs: int | None,
+                   batch_size: int | None = None) -> list[str]:
     """The ``--set`` strings the size flags stand for; ``ValueError`` (one line, naming the flag)
     for a combination the settings cannot hold."""
     out = [f"{FLAG_SETTINGS['iters'][0]}={iters}"] if iters is not None else []
+    if batch_size is not None:
+        out.append(f"{FLAG_SETTINGS['batch_size'][0]}={batch_size}")
     if numel is not None:
         out += [f"{key}={numel * NUMEL_BYTES}" for key in FLAG_SETTINGS["numel"]]
     if epochs is not None and steps is None:

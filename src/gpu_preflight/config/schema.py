@@ -258,6 +258,10 @@ class WorkloadConfig:
     memory_test_fraction: float = setting(0.5, "Share of free GPU memory the pattern test writes and verifies.",
                                           "ratio", above=0, max=1)
     train_steps: int = setting(40, "Training smoke steps (single GPU and DDP).", min=1, max=100_000)
+    train_batch_size: int = setting(
+        512, "Training-smoke samples per step on each rank; the set has 512 samples (a DDP rank trains on its "
+        "share), so 512 trains on all of a rank's data every step, and a smaller batch takes successive "
+        "minibatches.", "samples", min=1, max=65_536)
     cpu_workers: int = setting(2, "Local workers launched on a node without GPUs.", min=1, max=256)
 
 

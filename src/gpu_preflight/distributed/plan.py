@@ -30,6 +30,7 @@ class Plan:
     gemm_seconds: float | None
     memory: bool
     train_steps: int
+    train_batch: int = 512  # samples per training step on each rank (workload.train_batch_size)
     ops: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
 
 
@@ -51,7 +52,7 @@ def make_plan(config: Config, suite: str, cuda: bool) -> Plan:
         sizes.append(size)
         size *= factor
     sizes.append(top)
-    return Plan(sizes, iters, 1, dtypes, n, 3 if not cuda else 5, seconds, cuda, steps)
+    return Plan(sizes, iters, 1, dtypes, n, 3 if not cuda else 5, seconds, cuda, steps, w.train_batch_size)
 
 
 @dataclass

@@ -357,7 +357,8 @@ def _workloads(run: RankRun, store: KVStore, plan: Plan, device: Any, config: Co
                                  pattern_fraction=w.memory_test_fraction).to_dict()
     stage(store, rank, "train", run.marks, hooks)
     run.phase("train")
-    p["train"] = run_single(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()
+    p["train"] = run_single(device, plan.train_steps, config.perf.train_min_loss_drop,
+                            batch=plan.train_batch).to_dict()
     if run.broken:  # no process group: nothing to measure between ranks
         return
     groups = layout(run.topo)
@@ -403,7 +404,7 @@ def _workloads(run: RankRun, store: KVStore, plan: Plan, device: Any, config: Co
     if run.topo.world_size > 1:
         stage(store, rank, "ddp", run.marks, hooks)
         run.phase("ddp")
-        ddp = run_ddp(device, plan.train_steps, config.perf.train_min_loss_drop).to_dict()
+        ddp = run_ddp(device, plan.train_steps, config.perf.train_min_loss_drop, batch=plan.train_batch).to_dict()
         if rank == 0:  # every rank gathered the same digests: rank 0 speaks for the job
             p["ddp"] = ddp
 

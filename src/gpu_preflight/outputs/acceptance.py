@@ -132,6 +132,8 @@ def ddp_training_result(facts: ClusterFacts) -> dict[str, Any] | None:
         "nodes": facts.num_nodes,
         "backend": "nccl" if device.startswith("cuda") else "gloo",
         "steps": ddp.get("steps"),
+        "batch_size": ddp.get("batch_size"),
+        "batches_per_epoch": ddp.get("batches_per_epoch"),
         "finite": ddp.get("finite"),
         "params_identical": ddp.get("params_identical"),
         "odd_ranks": ddp.get("odd_ranks") or [],

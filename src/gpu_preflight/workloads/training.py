@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+SAMPLES = 512  # the training set; the default batch (workload.train_batch_size) is all of it
+
 
 @dataclass
 class TrainResult:
@@ -35,6 +37,8 @@ class TrainResult:
     param_digests: list[str] | None = None  # the distinct digests (one when DDP works)
     odd_ranks: list[int] | None = None  # ranks whose parameters differ from most ranks' (the first 64)
     error: str | None = None
+    batch_size: int | None = None  # samples per step on this rank (at most its share of the set)
+    batches_per_epoch: int | None = None  # steps in one pass over this rank's share
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,16 +50,30 @@ def _model_and_data(torch: Any, device: Any, seed: int) -> tuple[Any, Any, Any]:
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
-    x = torch.randn(512, 256, generator=gen)
+    x = torch.randn(SAMPLES, 256, generator=gen)
     teacher = torch.randn(256, 10, generator=gen)
     y = (x @ teacher).argmax(dim=1)
     return model.to(device), x.to(device), y.to(device)
 
 
+def batching(samples: int, batch: int) -> tuple[int, int]:
+    """The batch a rank trains on (at most its ``samples``) and how many make one pass over them."""
+    size = max(1, min(batch, samples))
+    return size, -(-samples // size)
+
+
 def _train(torch: Any, model: Any, x: Any, y: Any, steps: int, lr: float,
-           reduce: Callable[[list[Any]], None] | None = None, momentum: float = 0.9) -> tuple[float, float, bool]:
-    """SGD with momentum as torch.optim.SGD computes it; ``reduce`` averages gradients across ranks."""
+           reduce: Callable[[list[Any]], None] | None = None, momentum: float = 0.9,
+           batch: int | None = None) -> tuple[float, float, bool]:
+    """SGD with momentum as torch.optim.SGD computes it; ``reduce`` averages gradients across ranks.
+
+    With ``batch`` below the number of samples, step ``i`` trains on the ``batch`` samples from
+    ``i * batch`` on (wrapping round); otherwise on all of them, as before batches existed, so
+    the default batch gives bit-identical losses.
+    """
     params = list(model.parameters())
+    n = int(x.shape[0])
+    size = n if batch is None else batching(n, batch)[0]
     bufs: list[Any] = [None] * len(params)
     loss_fn = torch.nn.CrossEntropyLoss()
     first = last = float("nan")
@@ -63,7 +81,11 @@ def _train(torch: Any, model: Any, x: Any, y: Any, steps: int, lr: float,
     for step in range(steps):
         for p in params:
             p.grad = None
-        loss = loss_fn(model(x), y)
+        if size < n:
+            idx = torch.arange(step * size, (step + 1) * size, device=x.device) % n
+            loss = loss_fn(model(x[idx]), y[idx])
+        else:
+            loss = loss_fn(model(x), y)
         loss.backward()
         grads = [p.grad for p in params]
         if reduce is not None:
@@ -88,17 +110,19 @@ def digest(torch: Any, model: Any) -> str:
     return h.hexdigest()
 
 
-def run_single(device: Any, steps: int, min_drop: float, lr: float = 0.05) -> TrainResult:
-    """Train on one device; ``min_drop`` is the fraction the loss must fall by."""
+def run_single(device: Any, steps: int, min_drop: float, lr: float = 0.05, batch: int = SAMPLES) -> TrainResult:
+    """Train on one device; ``min_drop`` is the fraction the loss must fall by; ``batch`` samples per step."""
     import torch
 
+    size, per_epoch = batching(SAMPLES, batch)
     try:
         model, x, y = _model_and_data(torch, device, seed=7)
-        first, last, finite = _train(torch, model, x, y, steps, lr)
-        return TrainResult("single", steps, first, last, finite, finite and last <= first * (1 - min_drop))
+        first, last, finite = _train(torch, model, x, y, steps, lr, batch=batch)
+        return TrainResult("single", steps, first, last, finite, finite and last <= first * (1 - min_drop),
+                           batch_size=size, batches_per_epoch=per_epoch)
     except Exception as exc:
         return TrainResult("single", steps, float("nan"), float("nan"), False, False,
-                           error=f"{type(exc).__name__}: {exc}")
+                           error=f"{type(exc).__name__}: {exc}", batch_size=size, batches_per_epoch=per_epoch)
 
 
 def _all_reduce_mean(torch: Any, dist: Any, group: Any) -> Callable[[list[Any]], None]:
@@ -117,12 +141,14 @@ def _all_reduce_mean(torch: Any, dist: Any, group: Any) -> Callable[[list[Any]],
     return reduce
 
 
-def run_ddp(device: Any, steps: int, min_drop: float, group: Any = None, lr: float = 0.05) -> TrainResult:
+def run_ddp(device: Any, steps: int, min_drop: float, group: Any = None, lr: float = 0.05,
+            batch: int = SAMPLES) -> TrainResult:
     """Data-parallel training across ``group`` (every member must call); compares parameter
-    digests afterwards."""
+    digests afterwards. ``batch``: samples per step on each rank, from its share of the set."""
     import torch
     import torch.distributed as dist
 
+    size = per_epoch = None
     try:
         model, x, y = _model_and_data(torch, device, seed=7)
         shard = torch.arange(x.shape[0], device=x.device) % dist.get_world_size(group) == dist.get_rank(group)
@@ -130,15 +156,16 @@ def run_ddp(device: Any, steps: int, min_drop: float, group: Any = None, lr: flo
         with torch.no_grad():
             for p in model.parameters():  # every rank starts from the first rank's parameters
                 dist.broadcast(p, src=source, group=group)
+        size, per_epoch = batching(int(shard.sum()), batch)
         first, last, finite = _train(torch, model, x[shard], y[shard], steps, lr,
-                                     reduce=_all_reduce_mean(torch, dist, group))
+                                     reduce=_all_reduce_mean(torch, dist, group), batch=batch)
         digests: list[Any] = [None] * dist.get_world_size(group)
         dist.all_gather_object(digests, digest(torch, model), group=group)
         counts = Counter(str(d) for d in digests)
         majority = counts.most_common(1)[0][0]
         odd = [r for r, d in enumerate(digests) if str(d) != majority][:64]
         return TrainResult("ddp", steps, first, last, finite, finite and last <= first * (1 - min_drop),
-                           len(counts) == 1, sorted(counts), odd)
+                           len(counts) == 1, sorted(counts), odd, batch_size=size, batches_per_epoch=per_epoch)
     except Exception as exc:
         return TrainResult("ddp", steps, float("nan"), float("nan"), False, False, False,
-                           error=f"{type(exc).__name__}: {exc}")
+                           error=f"{type(exc).__name__}: {exc}", batch_size=size, batches_per_epoch=per_epoch)
