@@ -12,13 +12,14 @@ from ..records import ClusterView
 from ..records.columns import row
 from ..registry import CheckContext, check
 from .cluster_comm import cluster
+from .cluster_ids import GEMM_ID, MEMORY_BANDWIDTH_ID
 from .cluster_load import explain
 from .cluster_rollup import Passes, Series
 from .common import version_below
 from .floors import Floor, host_transfer_floor, node_topology, peer_gap_status
 
 
-@check("compute.gemm", needs=("cluster",), scope="cluster", group="compute", component="hardware_health")
+@check(GEMM_ID, needs=("cluster",), scope="cluster", group="compute", component="hardware_health")
 def gemm(ctx: CheckContext) -> Iterator[Finding]:
     """Every GPU computes GEMMs correctly and at the expected speed.
 
@@ -129,7 +130,7 @@ def _gemm_finding(ctx: CheckContext, subject: str, label: str, tflops: float, st
                        "on the GPU (gpu.busy); compare with DCGM targeted stress.")
 
 
-@check("memory.bandwidth", needs=("cluster",), scope="cluster", group="compute", component="hardware_health")
+@check(MEMORY_BANDWIDTH_ID, needs=("cluster",), scope="cluster", group="compute", component="hardware_health")
 def memory(ctx: CheckContext) -> Iterator[Finding]:
     """GPU memory copies fast, host transfers reach PCIe/C2C speed, patterns read back intact.
 
