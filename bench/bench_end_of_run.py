@@ -20,8 +20,9 @@ same-run reference the seconds ``json.loads`` takes to decode the gathered bundl
 (``decode_s``) and ``end_of_run_vs_decode``; the CPU seconds of each part of one extra
 emit (scores and advice, report.json, report.html, console); the process's peak RSS (input, report and
 writing together; per run also the peak so far after aggregating and after emitting, the
-first run's difference being what the writing adds); and the sizes of report.json and
-report.html.
+first run's difference being what the writing adds); the CPU seconds the cyclic garbage
+collector took in each part, with its collections per generation (``gc_cpu_s``,
+``gc_collections``); and the sizes of report.json and report.html.
 
     python bench/bench_end_of_run.py [--nodes 10000] [--gpus 8] [--runs 3] [--pretty] [--profile]
 """
@@ -64,6 +65,28 @@ def end_of_run(report_dir: str, pretty: bool) -> Callable[[dict[str, Any], Any],
     return lambda report, config: finisher.finish(report, config, [])
 
 
+class GcTime:
+    """CPU seconds the cyclic collector spent, and its collections per generation, while active
+    (the collector is the product's, not the bench's: this says what a run pays for it)."""
+
+    def __init__(self) -> None:
+        self.cpu_s, self.collections, self._start = 0.0, [0, 0, 0], 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            self.cpu_s += time.process_time() - self._start
+            self.collections[info["generation"]] += 1
+
+    def __enter__(self) -> GcTime:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
 def one_run(gathered: dict[str, Any], pretty: bool) -> dict[str, Any]:
     """Aggregate and emit once; the seconds of each and the written files' sizes."""
     from gpu_preflight.cluster.aggregate import build_cluster_report
@@ -73,14 +96,15 @@ def one_run(gathered: dict[str, Any], pretty: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gp-bench-eor-") as tmp, open(os.devnull, "w") as null:
         out = Path(tmp) / "report"
         finish = end_of_run(str(out), pretty)
-        t0, c0 = time.perf_counter(), time.process_time()
-        report, _ = build_cluster_report(gathered, Config(), fail_on="fail", include=[], exclude=[], suite="quick",
-                                         timeout_s=600, assess=False)
-        t1, c1 = time.perf_counter(), time.process_time()
+        with GcTime() as gc_agg:
+            t0, c0 = time.perf_counter(), time.process_time()
+            report, _ = build_cluster_report(gathered, Config(), fail_on="fail", include=[], exclude=[],
+                                             suite="quick", timeout_s=600, assess=False)
+            t1, c1 = time.perf_counter(), time.process_time()
         rss_aggregated = rss_mb()
-        with contextlib.redirect_stderr(null):
+        with contextlib.redirect_stderr(null), GcTime() as gc_emit:
             code = finish(report, Config())
-        t2, c2 = time.perf_counter(), time.process_time()
+            t2, c2 = time.perf_counter(), time.process_time()
         if code == 3 or not (out / "report.json").is_file() or not (out / "report.html").is_file():
             fail("bench_end_of_run", f"the end of run did not write the report (exit {code})")
         sizes = {"report_json_mb": round((out / "report.json").stat().st_size / MB, 1),
@@ -91,6 +115,8 @@ def one_run(gathered: dict[str, Any], pretty: bool) -> dict[str, Any]:
     return {"aggregate_s": t1 - t0, "emit_s": t2 - t1, "end_of_run_s": t2 - t0, "aggregate_cpu_s": c1 - c0,
             "emit_cpu_s": c2 - c1, "end_of_run_cpu_s": c2 - c0, "rss_peak_after_aggregate_mb": round(rss_aggregated),
             "rss_peak_after_emit_mb": round(rss_mb()), "exit_code": code,
+            "gc_cpu_s": {"aggregate": round(gc_agg.cpu_s, 3), "emit": round(gc_emit.cpu_s, 3)},
+            "gc_collections": {"aggregate": gc_agg.collections, "emit": gc_emit.collections},
             "indented": head == b"{\n", **sizes}
 
 

@@ -48,20 +48,27 @@ class Spread:
             self.highest = (subject, value)
 
     def add_many(self, by_subject: Mapping[str, Any], status: str) -> None:
-        """A rolled-up finding's ``{subject: value}``: the values at C speed, names only for the extremes."""
-        values = [v if type(v) is float else num(v) for v in by_subject.values()]
-        kept = [v for v in values if v is not None]
+        """A rolled-up finding's ``{subject: value}``: the values at C speed, names only for the extremes.
+
+        A map of floats (every rolled-up GEMM series) is taken as it is, without a walk per
+        member; the extremes are named by their position among the values."""
+        raw = list(by_subject.values())
+        values: list[Any] = raw if set(map(type, raw)) == {float} else [v if type(v) is float else num(v)
+                                                                          for v in raw]
+        kept: list[float] = values if None not in values else [v for v in values if v is not None]
         if not kept:
             return
         self.values.extend(kept)
         lo, hi = min(kept), max(kept)
-        for subject, value in by_subject.items():
-            if status != "PASS" and (v := num(value)) is not None:
-                self.flagged.append((str(subject), v, status))
+        if status != "PASS":
+            for subject, value in by_subject.items():
+                if (v := num(value)) is not None:
+                    self.flagged.append((str(subject), v, status))
+        subjects = list(by_subject)  # values[k] is subject k's (None where it is no number)
         if self.lowest is None or lo < self.lowest[1]:
-            self.lowest = (str(next(s for s, v in by_subject.items() if num(v) == lo)), lo)
+            self.lowest = (str(subjects[values.index(lo)]), lo)
         if self.highest is None or hi > self.highest[1]:
-            self.highest = (str(next(s for s, v in by_subject.items() if num(v) == hi)), hi)
+            self.highest = (str(subjects[values.index(hi)]), hi)
 
 
 def gemm_spreads(report: Mapping[str, Any]) -> dict[str, Spread]:
@@ -92,7 +99,12 @@ def gemm_spreads(report: Mapping[str, Any]) -> dict[str, Spread]:
 
 
 def _numbers(raw: list[Any]) -> list[float]:
-    """The finite numbers among ``raw`` as floats (what :func:`.measurements.num` accepts), at C speed."""
+    """The finite numbers among ``raw`` as floats (what :func:`.measurements.num` accepts), at C speed:
+    a column of finite floats (a sensor read on every GPU) is copied whole."""
+    if set(map(type, raw)) == {float}:
+        total = sum(raw)
+        if total - total == 0:  # no NaN or infinity among them (or their sum overflowed: read one by one)
+            return list(raw)
     return [float(v) for v in raw if (type(v) is float and v - v == 0) or type(v) is int]
 
 
@@ -108,12 +120,10 @@ class _Gpus:
         for block in self.blocks:
             self.starts.append(total)
             total += len(block)
+        self.flat = [gpu for block in self.blocks for gpu in block.values()]  # once, for every column
 
     def column(self, field: str) -> list[Any]:
-        out: list[Any] = []
-        for block in self.blocks:
-            out += [gpu.get(field) for gpu in block.values()]
-        return out
+        return [gpu.get(field) for gpu in self.flat]
 
     def subject(self, index: int) -> str:
         node = bisect.bisect_right(self.starts, index) - 1
