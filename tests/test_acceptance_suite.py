@@ -27,6 +27,7 @@ from .conftest import REPO
 BASE_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_PREFLIGHT_", "RANK", "LOCAL_RANK",
                                                                        "WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_"))}
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+SUBJECT = f"{os.uname().nodename}/rank"  # a CPU worker's subject
 SIZES = ["--iters", "2", "--numel", "1024", "--steps", "10", "--epochs", "2"]
 
 
@@ -109,9 +110,13 @@ def _check_acceptance_outputs(out: subprocess.CompletedProcess[str], report_dir:
     assert re.search(r"^\[DDP\] all_reduce world_size=2 numel=1024 .* ok=True$", ddp), ddp  # --numel 1024
     (ddp_train,) = [line for line in lines if line.startswith("[DDP_TRAIN] ")]
     assert "world_size=2 steps=20 " in ddp_train  # --steps 10 --epochs 2
-    order = [next(i for i, line in enumerate(lines) if line.startswith(p))
-             for p in ("[ENV]", "[COMPUTE]", "[TRAIN]", "[DDP]", "[DDP_TRAIN]")]
-    assert order == sorted(order)
+    def at(prefix: str) -> int:
+        return next(i for i, line in enumerate(lines) if line.startswith(prefix))
+
+    # printed as each rank finishes a workload: in order per rank, ranks interleaved
+    assert at("[ENV]") < at(f"[COMPUTE] {SUBJECT}0 ") and at("[DDP] ") < at("[DDP_TRAIN]")
+    for rank in (0, 1):
+        assert at(f"[COMPUTE] {SUBJECT}{rank} ") < at(f"[TRAIN] {SUBJECT}{rank} ") < at("[DDP] ")
     result = json.loads((report_dir / "ddp_training_result.json").read_text())
     assert {"improved", "start_loss", "end_loss", "world_size", "steps", "backend"} <= set(result)
     assert result["world_size"] == 2 and result["steps"] == 20 and result["backend"] == "gloo"

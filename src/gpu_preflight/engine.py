@@ -11,12 +11,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from . import registry
-from .config import Config, Profile, build_config, find_profile, match_profile
+from .config import Config, ConfigError, Profile, build_config, find_profile, match_profile
 from .model import CheckResult, Finding, NodeReport, Status, jsonable
 from .registry import CheckContext, CheckSpec, ProbeContext, ProbeState, RunInputs
 
@@ -82,12 +82,29 @@ def call_with_timeout(fn: Callable[[], T], timeout_s: float, name: str) -> T:
     return await_call(thread, box, timeout_s, name)  # type: ignore[no-any-return]
 
 
+def with_expected_gpus(config: Config, count: int | None) -> Config:
+    """``config`` with ``gpu.expected_count`` set to ``count`` (``--expect-gpus``), unchanged for None."""
+    if count is None or config.gpu.expected_count == count:
+        return config
+    from .config.fields import value_range
+    from .config.schema import GpuConfig
+
+    bounds = value_range(next(f for f in fields(GpuConfig) if f.name == "expected_count"), int)
+    problem = "must be a whole number" if isinstance(count, bool) or not isinstance(count, int) else (
+        bounds.problem(count) if bounds else None)
+    if problem:
+        raise ConfigError(f"{problem}, got {count!r}", source="command line", key="gpu.expected_count")
+    return replace(config, gpu=replace(config.gpu, expected_count=count))
+
+
 def _resolve_config(options: RunOptions, profile: Profile | None) -> tuple[Config, list[str]]:
-    overrides = list(options.overrides)
-    if options.expect_gpus is not None:
-        overrides.append(f"gpu.expected_count={int(options.expect_gpus)}")
-    return build_config(profile=profile, config_file=options.config_file, overrides=overrides,
-                        environ=options.environ)
+    """The node run's config; ``expect_gpus`` is set last, over every layer, as a command-line value."""
+    config, sources = build_config(profile=profile, config_file=options.config_file,
+                                   overrides=list(options.overrides), environ=options.environ)
+    if options.expect_gpus is None:
+        return config, sources
+    return with_expected_gpus(config, options.expect_gpus), (
+        sources if "command line" in sources else [*sources, "command line"])
 
 
 def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:

@@ -22,12 +22,13 @@ report, judges it against the history and publishes it. Output is printed only t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,11 +196,11 @@ class _Run:
 
         s = self.settings
         name = s.profile if s.profile and s.profile != "auto" else profile_name
+        from .engine import with_expected_gpus
+
         config, _ = build_config(profile=find_profile(name) if name else None, config_file=s.config_file,
                                  overrides=list(s.overrides))
-        if s.expect_gpus is not None:
-            config = dataclasses.replace(config, gpu=dataclasses.replace(config.gpu, expected_count=s.expect_gpus))
-        return config
+        return with_expected_gpus(config, s.expect_gpus)
 
     def _wants_cluster_checks(self) -> bool:
         """``include`` patterns that select only node checks need no workers."""
@@ -253,8 +254,9 @@ class _Run:
         result_dir = os.environ.get("GPU_PREFLIGHT_RESULT_DIR")
         view = self._progress_view() if topo.rank == 0 and topo.launcher != "self" else None  # self: the supervisor's
         try:
-            outcome = run_rank(self._engine_options(min(timeout, 30.0)), topo, timeout_s=timeout,
-                               result_dir=result_dir, view=view)
+            outcome = run_rank(self._engine_options(min(timeout, 30.0)), topo, config=self.config,
+                               resolve=self.resolve, timeout_s=timeout, result_dir=result_dir, view=view,
+                               on_result=self._live_lines(topo))
         except Exception as exc:  # the job's store cannot be reached: nothing can be reported from here
             if view is not None:
                 view.close()
@@ -272,7 +274,7 @@ class _Run:
             localized = None
         assert outcome.gathered is not None  # rank 0, or the rank that took over from it
         outcome.mark("report")
-        config = self._with_expected(outcome.config)
+        config = outcome.config
         extra, blocks = ([localized[0]], {"localization": localized[1]}) if localized else ([], {})
         report, code = build_cluster_report(outcome.gathered, config, fail_on=s.fail_on, include=list(s.include),
                                             exclude=list(s.exclude), suite=s.suite, timeout_s=timeout,
@@ -312,8 +314,9 @@ class _Run:
         workers = gpus or config.workload.cpu_workers
         timeout = _timeout(self.settings, 1)
         budget = timeout * 4 + 120
-        sup = supervise(worker_argv(self.request), workers, budget_s=budget, timeout_s=timeout,
-                        view=self._progress_view())
+        with _relayed_lines(self.out.verbose) as extra_env:
+            sup = supervise(worker_argv(self.request), workers, budget_s=budget, timeout_s=timeout,
+                            view=self._progress_view(), extra_env=extra_env)
         topo = {"launcher": "self", "world_size": workers, "num_nodes": 1, "local_world_size": workers,
                 "hostname": os.uname().nodename, "hosts": [os.uname().nodename]}
         gathered = gathered_from_files(sup, workers, topo)
@@ -333,11 +336,15 @@ class _Run:
 
     # -- after the checks ----------------------------------------------------------------------
 
-    def _with_expected(self, config: Config) -> Config:
-        n = self.settings.expect_gpus
-        if n is None or config.gpu.expected_count == n:
-            return config
-        return dataclasses.replace(config, gpu=dataclasses.replace(config.gpu, expected_count=n))
+    def _live_lines(self, topo: Any) -> Any:
+        """The acceptance suite's progress lines as each workload finishes (``verbose``): on this
+        process's stderr, or for a self-launched worker in the file its supervisor relays."""
+        from .outputs.acceptance import LINES_ENV, LiveLines, file_lines, stderr_line
+
+        if topo.launcher == "self":
+            path = os.environ.get(LINES_ENV)
+            return LiveLines(file_lines(path)) if path else None
+        return LiveLines(stderr_line) if self.out.verbose else None
 
     def rescore(self, report: dict[str, Any], config: Config) -> None:
         """Scores, advice and cost with the run's ``[report]`` settings, over the final findings
@@ -383,19 +390,15 @@ class _Run:
         return int(report["cluster_summary"]["exit_code"])
 
     def _acceptance(self, gathered: dict[str, Any]) -> None:
-        """The acceptance suite's outputs: its progress lines (``verbose``) and, where a DDP
-        training smoke ran and a report directory was asked for, ``ddp_training_result.json``."""
-        if not (self.out.verbose or self.out.report_dir):
+        """``ddp_training_result.json``, where a DDP training smoke ran and a report directory was
+        asked for (the suite's progress lines were printed as the workloads finished)."""
+        if not self.out.report_dir:
             return
         from .cluster.aggregate import cluster_facts
-        from .outputs.acceptance import ddp_training_result, progress_lines, write_ddp_training_result
+        from .outputs.acceptance import ddp_training_result, write_ddp_training_result
         from .safeio import describe_error
 
         facts = cluster_facts(gathered)
-        if self.out.verbose:
-            for line in progress_lines(facts):
-                print(line, file=sys.stderr)
-            sys.stderr.flush()
         result = ddp_training_result(facts)
         if self.out.report_dir and result is not None:
             try:
@@ -458,6 +461,48 @@ def localize_not_run(loc: LocaliseOptions, why: str, *, empty_exclude: bool = Fa
             note = f"; exclude list not written to {loc.exclude_file}: {describe_error(exc, loc.exclude_file)}"
     print(f"gpu-preflight: --localize not run: {why}{note}", file=sys.stderr)
     return ok
+
+
+@contextlib.contextmanager
+def _relayed_lines(verbose: bool) -> Iterator[dict[str, str] | None]:
+    """With ``verbose``, the workers' environment that names a lines file, whose lines are copied
+    to stderr as the workers append them (their own stderr goes to their logs)."""
+    if not verbose:
+        yield None
+        return
+    import tempfile
+    import threading
+
+    from .outputs.acceptance import LINES_ENV
+
+    fd, path = tempfile.mkstemp(prefix="gpu-preflight-lines-")
+    os.close(fd)
+    stop = threading.Event()
+
+    def relay() -> None:
+        with open(path, "rb") as fh:
+            pending = b""
+            while True:
+                done = stop.is_set()
+                pending += fh.read()
+                *whole, pending = pending.split(b"\n")
+                for line in whole:
+                    sys.stderr.write(line.decode(errors="replace") + "\n")
+                if whole:
+                    sys.stderr.flush()
+                if done:
+                    return
+                stop.wait(0.1)
+
+    thread = threading.Thread(target=relay, name="gp-lines", daemon=True)
+    thread.start()
+    try:
+        yield {LINES_ENV: path}
+    finally:
+        stop.set()
+        thread.join(5.0)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _keep_worker_logs(sup: Any, report_dir: str | None) -> None:

@@ -15,6 +15,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from functools import partial
@@ -44,9 +45,15 @@ from .store import (
 )
 from .topology import Topology
 
-__all__ = ["MAX_PAYLOAD", "RankOutcome", "RankRun", "env_timeout", "node_payload", "run_rank", "stage"]
+__all__ = ["MAX_PAYLOAD", "RankOutcome", "RankRun", "ResultSink", "env_timeout", "node_payload", "run_rank", "stage"]
 
 MAX_PAYLOAD = 4 << 20  # a rank's result is bounded; raw artifacts stay on the node
+ResultSink = Callable[[Topology, str, Any], None]
+"""Hears a rank's results as each workload finishes, before anything is gathered: ``("env",
+{"stack", "gpu"})`` once the stack is read (``gpu``: driver and GPU names from NVML, or None),
+then ``("gemm", [...])``, ``("train", {...})``, ``("collective", entry)`` per group sweep this
+rank reports or saw fail, and ``("ddp", {...})``. The acceptance suite's progress lines
+(:class:`gpu_preflight.outputs.acceptance.LiveLines`) are printed from it."""
 
 
 @dataclass
@@ -62,6 +69,13 @@ class RankRun:
     sampler: Any = None  # workloads.sampling.RankSampler: marks each phase of this rank's GPU
     marks: Marks | None = None  # the job's per-phase counters, for whoever watches its progress
     hooks: Hooks = field(default_factory=Hooks)
+    on_result: ResultSink | None = None
+
+    def tell(self, name: str, value: Any) -> None:
+        """Hand a finished workload's result to ``on_result``; a sink that fails costs nothing else."""
+        if self.on_result is not None:
+            with contextlib.suppress(Exception):
+                self.on_result(self.topo, name, value)
 
     def phase(self, name: str) -> None:
         """The workload phase that starts now, for the under-load series."""
@@ -194,16 +208,20 @@ class RankOutcome:
                                             and get_text(self.store, f"{PREFIX}/beat/{rank}") is None)
 
 
-def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: str | None = None,
-             view: Any = None, hooks: Hooks | None = None) -> RankOutcome:
+def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Callable[[str], Config],
+             timeout_s: float, result_dir: str | None = None, view: Any = None, hooks: Hooks | None = None,
+             on_result: ResultSink | None = None) -> RankOutcome:
     """Run this rank; rank 0's outcome also holds the gathered payloads (``{"payloads", "missing", ...}``).
+
+    ``config`` is the run's, resolved once (:mod:`gpu_preflight.run`); once the node's GPU model
+    matched a profile, ``resolve(profile_name)`` gives the run's config with that profile, which
+    judges the node section and travels in the outcome. ``on_result`` (:data:`ResultSink`) hears
+    each workload's result on this rank as it finishes.
 
     ``view`` (a :class:`~gpu_preflight.report.progress.StageView`, reporting rank only) shows
     the job's stages and what they wait on until the outcome's :meth:`RankOutcome.quiet`.
     ``hooks``: the rank hooks (:mod:`.hooks`); by default the ones ``GPU_PREFLIGHT_RANK_HOOKS`` names.
     """
-    from ..config import build_config
-
     hooks = hooks if hooks is not None else hooks_from_env(os.environ)
     node_box: dict[str, Any] = {}
     node_thread = None
@@ -214,8 +232,6 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
     import torch
     import torch.distributed as dist
 
-    config, _ = build_config(profile=None, config_file=opts.config_file, overrides=opts.overrides,
-                             environ=opts.environ)
     cuda = torch.cuda.is_available() and torch.cuda.device_count() > topo.local_rank
     device = torch.device(f"cuda:{topo.local_rank}") if cuda else torch.device("cpu")
     if cuda:
@@ -227,7 +243,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
                          "hostname": topo.hostname or socket.gethostname(), "node_name": topo.node_name,
                          "device": str(device)},
                   marks=Marks(store, topo.node_rank, per_node=topo.world_size > SCAN_RANKS, rank=topo.rank),
-                  hooks=hooks)
+                  hooks=hooks, on_result=on_result)
     if topo.rank == 0:
         store.set(f"{PREFIX}/steps", json.dumps(steps_for(plan, topo)))
     stage(store, topo.rank, "arrive", run.marks, hooks)
@@ -253,6 +269,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
         run.collectives.append({"op": FORMATION_OP, "group": "all", "scope": "distributed",
                                 "ranks": list(range(topo.world_size)), "success": False,
                                 "error": run.broken, "results": []})
+        run.tell("collective", run.collectives[-1])
     from ..backends.kernel_log import XidWatch
     from ..config.load import load_config
     from ..config.report_schema import report_config
@@ -276,10 +293,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, timeout_s: float, result_dir: 
         node_thread.join(opts.timeout_s * 3)
     node_report = node_box.get("report")
     if node_report is not None and node_report.profile:
-        from ..config import find_profile
-
-        config, _ = build_config(profile=find_profile(node_report.profile), config_file=opts.config_file,
-                                 overrides=opts.overrides, environ=opts.environ)
+        config = resolve(node_report.profile)
     if node_report is not None:
         run.results["node_entry"] = node_payload(node_report, topo, config, opts.report_dir)
     elif topo.local_rank == 0:
@@ -343,12 +357,15 @@ def _workloads(run: RankRun, store: KVStore, plan: Plan, device: Any, config: Co
     rank, p, hooks = run.topo.rank, run.results, run.hooks
     stage(store, rank, "stack", run.marks, hooks)
     p["stack"] = read_stack(run.topo.local_rank).to_dict()
+    if run.on_result is not None:
+        run.tell("env", {"stack": p["stack"], "gpu": _nvml_gpus() if str(device).startswith("cuda") else None})
     stage(store, rank, "gemm", run.marks, hooks)
     p["gemm"] = []
     for dt in plan.gemm_dtypes:
         store.set(f"{PREFIX}/progress/{rank}", f"gemm {dt}")
         run.phase(f"gemm_{dt}")
         p["gemm"].append(run_gemm(device, dt, plan.gemm_n, plan.gemm_iters, plan.gemm_seconds).to_dict())
+    run.tell("gemm", p["gemm"])
     if plan.memory:
         stage(store, rank, "memory", run.marks, hooks)
         run.phase("memory")
@@ -359,6 +376,7 @@ def _workloads(run: RankRun, store: KVStore, plan: Plan, device: Any, config: Co
     run.phase("train")
     p["train"] = run_single(device, plan.train_steps, config.perf.train_min_loss_drop,
                             batch=plan.train_batch).to_dict()
+    run.tell("train", p["train"])
     if run.broken:  # no process group: nothing to measure between ranks
         return
     groups = layout(run.topo)
@@ -378,14 +396,17 @@ def _workloads(run: RankRun, store: KVStore, plan: Plan, device: Any, config: Co
                 run.broken = f"{op} on group {g.name}: {exc}"
                 run.errors.append(run.broken)
                 run.collectives.append(_failed(op, g, str(exc)))
+                run.tell("collective", run.collectives[-1])
                 return  # the process group is unusable after a timeout
             except Exception as exc:  # a peer died: gloo/NCCL report a connection error
                 run.broken = f"{op} on group {g.name}: {type(exc).__name__}: {exc}"
                 run.errors.append(run.broken)
                 run.collectives.append(_failed(op, g, run.broken))
+                run.tell("collective", run.collectives[-1])
                 return
             if rank == g.ranks[0]:  # every member measured the same sweep: its lowest rank reports it
                 run.collectives.append({**res.to_dict(), "scope": g.scope})
+                run.tell("collective", run.collectives[-1])
     if run.topo.num_nodes > 1:
         from ..workloads.links import run_star
 
@@ -407,6 +428,26 @@ def _workloads(run: RankRun, store: KVStore, plan: Plan, device: Any, config: Co
         ddp = run_ddp(device, plan.train_steps, config.perf.train_min_loss_drop, batch=plan.train_batch).to_dict()
         if rank == 0:  # every rank gathered the same digests: rank 0 speaks for the job
             p["ddp"] = ddp
+        run.tell("ddp", ddp)
+
+
+def _nvml_gpus() -> dict[str, Any] | None:
+    """The driver and GPU names, as ``nvidia-smi -L`` lists them, for the ``[ENV]`` line (None without NVML)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+            names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
+            driver = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
+    text = [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+    return {"driver_version": driver.decode() if isinstance(driver, bytes) else str(driver),
+            "gpus": [{"name": n} for n in text]}
 
 
 def _destroy(dist: Any) -> None:

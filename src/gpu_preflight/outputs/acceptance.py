@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
+import sys
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..records import ClusterFacts
+from ..records.cluster import subject_name
 
-__all__ = ["DDP_RESULT_NAME", "ddp_training_result", "progress_lines", "write_ddp_training_result"]
+__all__ = ["DDP_RESULT_NAME", "LINES_ENV", "LiveLines", "ddp_training_result", "file_lines", "progress_lines",
+           "stderr_line", "write_ddp_training_result"]
+
+LINES_ENV = "GPU_PREFLIGHT_LINES_FILE"  # a self-launched worker appends its progress lines there for the supervisor
 
 DDP_RESULT_NAME = "ddp_training_result.json"
 
@@ -44,16 +50,20 @@ def _first_payload(facts: ClusterFacts) -> Mapping[str, Any]:
 
 def env_line(facts: ClusterFacts) -> str:
     """``[ENV]``: Python, torch, its CUDA and NCCL, ``cuda_device_count``, as the first rank saw them."""
-    stack: Mapping[str, Any] = _first_payload(facts).get("stack") or {}
+    gpu = next(iter(facts.node_facts.values()), {}).get("gpu")
+    return env_text(_first_payload(facts).get("stack") or {}, facts.world_size, facts.num_nodes, gpu)
+
+
+def env_text(stack: Mapping[str, Any], world_size: Any, nodes: Any, gpu: Any) -> str:
+    """The ``[ENV]`` line of a rank's stack and (``gpu``) the NVML driver and GPU names."""
     return (f"[ENV] python={platform.python_version()} torch={stack.get('torch_version', 'n/a')} "
             f"cuda={stack.get('torch_cuda')} cuda_available={stack.get('cuda_available')} "
             f"cuda_device_count={stack.get('device_count', 'n/a')} nccl={stack.get('nccl_version')} "
-            f"world_size={facts.world_size} nodes={facts.num_nodes}{_gpu_listing(facts)}")
+            f"world_size={world_size} nodes={nodes}{_gpu_listing(gpu)}")
 
 
-def _gpu_listing(facts: ClusterFacts) -> str:
-    """What the suite's ``nvidia-smi -L`` shows, from the first node's NVML facts: driver and GPU models."""
-    gpu = next(iter(facts.node_facts.values()), {}).get("gpu")
+def _gpu_listing(gpu: Any) -> str:
+    """What the suite's ``nvidia-smi -L`` shows: driver and GPU models."""
     if not isinstance(gpu, Mapping):
         return ""
     names = [g["name"] for g in gpu.get("gpus") or () if isinstance(g, Mapping) and isinstance(g.get("name"), str)]
@@ -68,10 +78,13 @@ def compute_lines(facts: ClusterFacts) -> Iterator[str]:
         ranks, ns, tflops = _column(col, "rank"), _column(col, "n"), _column(col, "tflops")
         correct, errors = _column(col, "correct"), _column(col, "error")
         for i, rank in enumerate(ranks):
-            gflops = tflops[i] * 1000 if isinstance(tflops[i], (int, float)) else None
-            line = (f"[COMPUTE] {facts.rank_subject(rank)} dtype={dtype} n={ns[i]} "
-                    f"GFLOP/s={_num(gflops, 1)} correct={correct[i]}")
-            yield line + (f" error={errors[i]}" if errors[i] else "")
+            yield compute_text(facts.rank_subject(rank), dtype, ns[i], tflops[i], correct[i], errors[i])
+
+
+def compute_text(subject: str, dtype: Any, n: Any, tflops: Any, correct: Any, error: Any) -> str:
+    gflops = tflops * 1000 if isinstance(tflops, (int, float)) and not isinstance(tflops, bool) else None
+    line = f"[COMPUTE] {subject} dtype={dtype} n={n} GFLOP/s={_num(gflops, 1)} correct={correct}"
+    return line + (f" error={error}" if error else "")
 
 
 def train_lines(facts: ClusterFacts) -> Iterator[str]:
@@ -82,34 +95,45 @@ def train_lines(facts: ClusterFacts) -> Iterator[str]:
     ranks = _column(col, "rank")
     start, end, improved, errors = (_column(col, k) for k in ("loss_start", "loss_end", "improved", "error"))
     for i, rank in enumerate(ranks):
-        line = (f"[TRAIN] {facts.rank_subject(rank)} start_loss={_num(start[i])} end_loss={_num(end[i])} "
-                f"improved={improved[i]}")
-        yield line + (f" error={errors[i]}" if errors[i] else "")
+        yield train_text(facts.rank_subject(rank), start[i], end[i], improved[i], errors[i])
+
+
+def train_text(subject: str, start: Any, end: Any, improved: Any, error: Any) -> str:
+    line = f"[TRAIN] {subject} start_loss={_num(start)} end_loss={_num(end)} improved={improved}"
+    return line + (f" error={error}" if error else "")
 
 
 def ddp_lines(facts: ClusterFacts) -> Iterator[str]:
     """``[DDP] ... ok=True`` for the all-reduce of every rank, then the DDP training smoke."""
     for _, entry in facts.group_entries:
-        if entry.get("op") != "all_reduce" or entry.get("group") != "all":
-            continue
-        results = entry.get("results") or []
-        top = results[-1] if results else {}
-        size = top.get("size_bytes")
-        numel = size // 4 if isinstance(size, int) else "n/a"  # float32 elements, as the suite counts them
-        line = (f"[DDP] all_reduce world_size={len(entry.get('ranks') or [])} numel={numel} "
-                f"time_us={top.get('time_us', 'n/a')} busbw_gbps={top.get('busbw_gbps', 'n/a')} "
-                f"wrong={entry.get('wrong', 0)} ok={bool(entry.get('success'))}")
-        yield line + (f" error={entry['error']}" if entry.get("error") else "")
+        if entry.get("op") == "all_reduce" and entry.get("group") == "all":
+            yield all_reduce_text(entry)
     for _, entry in facts.collective_errors:
         if entry.get("group") == "all" and entry.get("op") != "all_reduce" and not entry.get("results"):
             yield f"[DDP] {entry.get('op')} ok=False error={entry.get('error')}"
             break
     result = ddp_training_result(facts)
     if result is not None:
-        yield (f"[DDP_TRAIN] world_size={result['world_size']} steps={result['steps']} "
-               f"start_loss={_num(result['start_loss'])} end_loss={_num(result['end_loss'])} "
-               f"improved={result['improved']} params_identical={result['params_identical']}"
-               + (f" error={result['error']}" if result.get("error") else ""))
+        yield ddp_train_text(result)
+
+
+def all_reduce_text(entry: Mapping[str, Any]) -> str:
+    """``[DDP] all_reduce ... ok=True``: the all-rank all-reduce at its largest size."""
+    results = entry.get("results") or []
+    top = results[-1] if results else {}
+    size = top.get("size_bytes")
+    numel = size // 4 if isinstance(size, int) else "n/a"  # float32 elements, as the suite counts them
+    line = (f"[DDP] all_reduce world_size={len(entry.get('ranks') or [])} numel={numel} "
+            f"time_us={top.get('time_us', 'n/a')} busbw_gbps={top.get('busbw_gbps', 'n/a')} "
+            f"wrong={entry.get('wrong', 0)} ok={bool(entry.get('success'))}")
+    return line + (f" error={entry['error']}" if entry.get("error") else "")
+
+
+def ddp_train_text(result: Mapping[str, Any]) -> str:
+    return (f"[DDP_TRAIN] world_size={result['world_size']} steps={result['steps']} "
+            f"start_loss={_num(result['start_loss'])} end_loss={_num(result['end_loss'])} "
+            f"improved={result['improved']} params_identical={result['params_identical']}"
+            + (f" error={result['error']}" if result.get("error") else ""))
 
 
 def progress_lines(facts: ClusterFacts) -> list[str]:
@@ -123,13 +147,17 @@ def ddp_training_result(facts: ClusterFacts) -> dict[str, Any] | None:
     ddp = payload.get("ddp")
     if not isinstance(ddp, Mapping):
         return None
-    device = str(payload.get("device", ""))
+    return training_result(ddp, str(payload.get("device", "")), facts.world_size, facts.num_nodes)
+
+
+def training_result(ddp: Mapping[str, Any], device: str, world_size: Any, nodes: Any) -> dict[str, Any]:
+    """``ddp_training_result.json`` of one rank's DDP record."""
     return {
         "improved": bool(ddp.get("improved")),
         "start_loss": _finite(ddp.get("loss_start")),
         "end_loss": _finite(ddp.get("loss_end")),
-        "world_size": facts.world_size,
-        "nodes": facts.num_nodes,
+        "world_size": world_size,
+        "nodes": nodes,
         "backend": "nccl" if device.startswith("cuda") else "gloo",
         "steps": ddp.get("steps"),
         "batch_size": ddp.get("batch_size"),
@@ -153,3 +181,67 @@ def write_ddp_training_result(report_dir: str, result: Mapping[str, Any]) -> str
     with open_dir(report_dir) as out:
         out.write_text(DDP_RESULT_NAME, json.dumps(result, indent=2, allow_nan=False) + "\n")
     return f"{report_dir.rstrip('/')}/{DDP_RESULT_NAME}"
+
+
+class LiveLines:
+    """The progress lines of one rank, written as each workload finishes (a rank's ``on_result``).
+
+    Rank 0 writes ``[ENV]``, ``[DDP]`` and ``[DDP_TRAIN]`` for the job; every rank writes the
+    ``[COMPUTE]`` and ``[TRAIN]`` lines of its own device, as the suite prints one line per GPU.
+    ``write`` takes one whole line at a time (stderr, or the file a self-launch supervisor relays).
+    """
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self.failed_said = False
+        self._on_gpu = False
+
+    def __call__(self, topo: Any, name: str, value: Any) -> None:
+        for line in self.lines(topo, name, value):
+            self.write(line)
+
+    def lines(self, topo: Any, name: str, value: Any) -> list[str]:
+        lead = topo.rank == 0
+        on_gpu = self._on_gpu
+        subject = subject_name(topo.node_name or topo.hostname or "unknown", topo.rank, topo.local_rank, on_gpu)
+        if name == "env" and isinstance(value, Mapping):
+            stack = value.get("stack") or {}
+            self._on_gpu = bool(stack.get("cuda_available")) and int(stack.get("device_count") or 0) > topo.local_rank
+            return [env_text(stack, topo.world_size, topo.num_nodes, value.get("gpu"))] if lead else []
+        if name == "gemm":
+            return [compute_text(subject, g.get("dtype"), g.get("n"), g.get("tflops"), g.get("correct"),
+                                 g.get("error")) for g in value or () if isinstance(g, Mapping)]
+        if name == "train" and isinstance(value, Mapping):
+            return [train_text(subject, value.get("loss_start"), value.get("loss_end"), value.get("improved"),
+                               value.get("error"))]
+        if not lead or not isinstance(value, Mapping):
+            return []
+        if name == "collective" and value.get("group") == "all":
+            if value.get("op") == "all_reduce":
+                return [all_reduce_text(value)]
+            if not value.get("results") and not self.failed_said:
+                self.failed_said = True
+                return [f"[DDP] {value.get('op')} ok=False error={value.get('error')}"]
+        if name == "ddp":
+            device = "cuda" if on_gpu else "cpu"
+            return [ddp_train_text(training_result(value, device, topo.world_size, topo.num_nodes))]
+        return []
+
+
+def stderr_line(line: str) -> None:
+    """Write one line to stderr at once (the ranks of a torchrun job share the terminal)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def file_lines(path: str) -> Callable[[str], None]:
+    """Append each line to ``path`` in one write (the ranks of a self-launched run share the file)."""
+
+    def write(line: str) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
+    return write
