@@ -15,13 +15,16 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight.cluster.pingpong_tables import client_tables
+from gpu_preflight.config import Config
 from gpu_preflight.distributed.pingpong import PairRole, pingpong_plan, run_pingpong_pair
 from gpu_preflight.model import Finding, Status
 from gpu_preflight.records import ClusterFacts
+from gpu_preflight.registry import CheckContext, get_check
 
 from . import netns
 from .conftest import REPO
-from .diag_tools import check, config
+from .diag_tools import config
 
 PREFIX = "gpp"
 CLIENT_SCRIPT = """
@@ -59,9 +62,16 @@ def cluster(*sides: tuple[int, dict[str, Any]]) -> ClusterFacts:
                         node_names={0: "host1", 1: "host2"})
 
 
-def judge(facts: ClusterFacts, floor: float | None = None) -> list[Finding]:
-    cfg = config(evidence={"pingpong_min_mb_per_s": floor} if floor is not None else None, pingpong_provider="tcp")
-    return check("fabric.pingpong", "cluster", facts, cfg, host="cluster")
+def judge(facts: ClusterFacts, floor: float | None = None, *, cfg: Config | None = None,
+          parsed: bool = True) -> list[Finding]:
+    """The check as the aggregation runs it: the pairs' client tables parsed beforehand (``pingpong_tables``)."""
+    if cfg is None:
+        cfg = config(evidence={"pingpong_min_mb_per_s": floor} if floor is not None else None,
+                     pingpong_provider="tcp")
+    tables = client_tables(facts) if parsed else {}
+    return list(get_check("fabric.pingpong").fn(CheckContext(host="cluster", facts={"cluster": facts,
+                                                                                      "pingpong_tables": tables},
+                                                             config=cfg)))
 
 
 def in_namespace(ns: str, role: str, peer: str, port: int, timeout_s: float = 30.0) -> subprocess.Popen[str]:
@@ -178,9 +188,9 @@ def test_provider_absent_where_not_expected_is_a_skip_and_a_fail_where_expected(
     srv = box["server"]
     assert srv["provider_missing"] and srv["rc"] == 61 and not srv["success"] and not cli["success"]
     facts = cluster((0, dict(srv, pair=0, peer_node=1)), (1, dict(cli, pair=0, peer_node=0)))
-    skipped = check("fabric.pingpong", "cluster", facts, config(), host="cluster")
+    skipped = judge(facts, cfg=config())
     assert [(f.status, f.code) for f in skipped] == [(Status.SKIP, "no_provider")]
-    failed = check("fabric.pingpong", "cluster", facts, config(efa_expected=True), host="cluster")
+    failed = judge(facts, cfg=config(efa_expected=True))
     assert [(f.status, f.code) for f in failed] == [(Status.FAIL, "pingpong_failed")]
 
 
@@ -190,6 +200,20 @@ def test_missing_side_is_an_error_and_no_results_a_skip() -> None:
     assert [(f.status, f.code) for f in findings] == [(Status.ERROR, "side_missing")]
     empty = ClusterFacts(2, 2, 1, {0: {"node_rank": 0}, 1: {"node_rank": 1}}, {}, {0: "a", 1: "b"})
     assert [(f.status, f.code) for f in judge(empty)] == [(Status.SKIP, "not_run")]
+
+
+def test_a_table_nobody_parsed_is_an_error_never_a_pass() -> None:
+    """The check judges the table the aggregation parsed for it; without one it cannot judge the pair."""
+    table = "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec\n" \
+            "64      10      =10      1.2k        0.00s      5.45      11.75       0.09\n"
+    srv = {"test_role": "server", "provider": "tcp", "success": True, "raw_output": table, "pair": 0, "peer_node": 1}
+    cli = dict(srv, test_role="client", peer_node=0)
+    facts = cluster((0, srv), (1, cli))
+    assert [(f.status, f.code) for f in judge(facts)] == [(Status.PASS, "ok")]
+    assert [(f.status, f.code) for f in judge(facts, parsed=False)] == [(Status.ERROR, "not_parsed")]
+    unreadable = cluster((0, srv), (1, dict(cli, raw_output="bytes #sent MB/sec\n64 10\n")))
+    assert [(f.check_id, f.status, f.code) for f in judge(unreadable)] == [("fabric.pingpong", Status.ERROR,
+                                                                           "parse_error")]
 
 
 def test_runner_stage_exchanges_addresses_through_the_job_store(fi_pingpong: str) -> None:

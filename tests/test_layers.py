@@ -63,8 +63,6 @@ def _pairs(text: str) -> set[tuple[str, str]]:
 
 
 KNOWN = _pairs("""
-checks.cluster_pingpong: parsers.errors parsers.libfabric
-report.assessment: parsers.errors parsers.libfabric
 report.canonical: checks.floors gpu_preflight report.advice report.html report.jsonio
 report.textfile: history.extract server.metrics
 """)

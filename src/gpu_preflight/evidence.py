@@ -8,7 +8,7 @@ plugins only the engine's layer imports.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .checks.evidence import check_title, judge_record, parse_error_finding
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .config import Config
     from .model import Finding
 
-__all__ = ["check_title", "judge_text", "parse_error_finding"]
+__all__ = ["check_title", "judge_text", "parse_as", "parse_error_finding"]
 
 
 def judge_text(text: str, config: Config, *, kind: str | None = None, source: str = "evidence") -> list[Finding]:
@@ -29,3 +29,15 @@ def judge_text(text: str, config: Config, *, kind: str | None = None, source: st
     except ParseError as exc:
         return [parse_error_finding(exc, source)]
     return judge_record(kind, record, config, source=source)
+
+
+def parse_as(kind: str, text: str) -> Any:
+    """The record ``kind``'s parser reads from ``text``; raises :class:`~gpu_preflight.records.errors.ParseError`.
+
+    For text a rank gathered (a pair's fi_pingpong table): parsed here, so the cluster
+    checks and the assessment receive records and never import a parser.
+    """
+    from .parsers.detect import get_parser
+
+    return get_parser(kind).parse(text)
+

@@ -7,21 +7,13 @@ from typing import Any
 
 from ..config.diagnostics import diagnostics_config
 from ..model import Finding, Status
-from ..records import ClusterView
+from ..records import ClusterView, pingpong_pairs
+from ..records.errors import ParseError
+from ..records.fabric import PingpongRecord
 from ..registry import CheckContext, check
 from .evidence import judge_record, parse_error_finding
 
 CHECK = "fabric.pingpong"
-
-
-def pair_records(c: ClusterView) -> dict[int, dict[str, dict[str, Any]]]:
-    """``{pair: {"server": record, "client": record}}`` from the node leaders' payloads."""
-    pairs: dict[int, dict[str, dict[str, Any]]] = {}
-    for payload in c.leaders.values():  # only node leaders run fi_pingpong
-        for record in payload.get("pingpong") or []:
-            entry = dict(record, node=int(payload.get("node_rank", 0)))
-            pairs.setdefault(int(record.get("pair", 0)), {})[str(record.get("test_role"))] = entry
-    return pairs
 
 
 def _expected(ctx: CheckContext, c: ClusterView, provider: str, nodes: list[int]) -> bool:
@@ -48,16 +40,18 @@ def pingpong(ctx: CheckContext) -> Iterator[Finding]:
     not expected to have it. SKIP on a single node.
     """
     c: ClusterView = ctx.fact("cluster")
-    pairs = pair_records(c)
+    pairs = pingpong_pairs(c)
+    tables: dict[int, PingpongRecord | ParseError] = ctx.facts.get("pingpong_tables") or {}
     if not pairs:
         why = "one node: no node pair" if c.num_nodes < 2 else "no node reported a fi_pingpong result"
         yield ctx.finding(Status.SKIP, "cluster", "not_run", f"fi_pingpong not run: {why}")
         return
     for k, sides in sorted(pairs.items()):
-        yield _pair(ctx, c, k, sides)
+        yield _pair(ctx, c, k, sides, tables.get(k))
 
 
-def _pair(ctx: CheckContext, c: ClusterView, k: int, sides: dict[str, dict[str, Any]]) -> Finding:
+def _pair(ctx: CheckContext, c: ClusterView, k: int, sides: dict[str, dict[str, Any]],
+          table: PingpongRecord | ParseError | None) -> Finding:
     server, client = sides.get("server"), sides.get("client")
     nodes = [s["node"] for s in (server, client) if s] + [int(s.get("peer_node", -1)) for s in (server, client) if s]
     nodes = sorted({n for n in nodes if n >= 0})
@@ -83,15 +77,15 @@ def _pair(ctx: CheckContext, c: ClusterView, k: int, sides: dict[str, dict[str, 
                        f"fi_pingpong (client on {where}) did not finish within its time limit: {client.get('error')}",
                        details=details, recommendation="Check that the two nodes can reach each other on the control "
                                                        "port and that the provider works on both (`fi_info -p`).")
-    from ..parsers.errors import ParseError
-    from ..parsers.libfabric import parse_pingpong
-
-    try:
-        record = parse_pingpong(str(client.get("raw_output") or client.get("error") or ""))
-    except ParseError as exc:
-        finding = parse_error_finding(exc, subject)
+    if table is None:  # the aggregation parses every client table it hands over (cluster.pingpong_tables)
+        return ctx.finding(Status.ERROR, subject, "not_parsed", f"pair {k}: the client's fi_pingpong table was "
+                           "not parsed for this check", details=details,
+                           recommendation="This is a gpu-preflight bug: please report it with the report.")
+    if isinstance(table, ParseError):
+        finding = parse_error_finding(table, subject)
         finding.check_id, finding.details = CHECK, {**finding.details, **details}
         return finding
+    record = PingpongRecord(list(table.rows), list(table.errors))
     if not record.rows and client.get("error"):
         record.errors.append(str(client["error"]))
     findings = judge_record("fi-pingpong", record, ctx.config, source=subject)

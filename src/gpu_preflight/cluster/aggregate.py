@@ -320,7 +320,9 @@ def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: l
                                                   if s.scope == "cluster")]
     specs = registry.select(suite, cluster_patterns if include else [], exclude, scope="cluster") \
         if (not include or cluster_patterns) else []
-    ctx = CheckContext(host="cluster", facts={"cluster": facts}, config=config)
+    from .pingpong_tables import client_tables
+
+    ctx = CheckContext(host="cluster", facts={"cluster": facts, "pingpong_tables": client_tables(facts)}, config=config)
     results = run_specs(specs, ctx, {}, timeout_s) + list(extra_results or [])
     extras, perf, spans, figures = _nccl_sections(facts, facts.num_nodes <= report_config(config).detail_max_nodes)
     _node_summaries(facts, entries, results, spans, figures, extras)

@@ -1,4 +1,4 @@
-"""The one error every parser raises for input it cannot read.
+"""The one error every parser raises for input it cannot read (defined in :mod:`gpu_preflight.records.errors`).
 
 Callers (``gpu-preflight parse``/``judge``, the runners) must be able to tell "this tool
 output is malformed or truncated" from a bug in gpu-preflight. So a parser never lets an
@@ -8,17 +8,6 @@ output is malformed or truncated" from a bug in gpu-preflight. So a parser never
 
 from __future__ import annotations
 
+from ..records.errors import ParseError
+
 __all__ = ["ParseError"]
-
-
-class ParseError(ValueError):
-    """Input that is not a readable instance of ``kind``.
-
-    ``line`` is 1-based in the text the parser was given, or ``None`` when the problem is
-    not tied to one line (empty input, no table at all).
-    """
-
-    def __init__(self, kind: str, message: str, line: int | None = None) -> None:
-        self.kind, self.message, self.line = kind, message, line
-        where = f" (line {line})" if line is not None else ""
-        super().__init__(f"{kind}: {message}{where}")

@@ -12,7 +12,7 @@ and the report can say why a check was skipped.
 
 from __future__ import annotations
 
-from .cluster import ClusterFacts, ClusterView, subject_name
+from .cluster import ClusterFacts, ClusterView, pingpong_client_text, pingpong_pairs, subject_name
 from .node import (
     BoolR,
     DiskUsage,
@@ -29,5 +29,5 @@ from .node import (
 
 __all__ = [
     "BoolR", "ClusterFacts", "ClusterView", "DiskUsage", "FloatR", "GpuFacts", "GpuProcess", "GpuRecord", "IntR",
-    "KernelLogFacts", "NvLink", "StrR", "SystemFacts", "subject_name",
+    "KernelLogFacts", "NvLink", "StrR", "SystemFacts", "pingpong_client_text", "pingpong_pairs", "subject_name",
 ]

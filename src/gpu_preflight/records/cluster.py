@@ -177,3 +177,19 @@ ClusterFacts = ClusterView  # the name the aggregation, the acceptance log and o
 def subject_name(node: str, rank: int, local_rank: Any, on_gpu: bool) -> str:
     """How the cluster checks name a rank: its GPU on its node, or the rank itself for a CPU worker."""
     return f"{node}/gpu{local_rank}" if on_gpu else f"{node}/rank{rank}"
+
+
+def pingpong_pairs(view: ClusterView) -> dict[int, dict[str, dict[str, Any]]]:
+    """``{pair: {"server": record, "client": record}}`` from the node leaders' fi_pingpong payloads."""
+    pairs: dict[int, dict[str, dict[str, Any]]] = {}
+    for payload in view.leaders.values():  # only node leaders run fi_pingpong
+        for record in payload.get("pingpong") or []:
+            entry = dict(record, node=int(payload.get("node_rank", 0)))
+            pairs.setdefault(int(record.get("pair", 0)), {})[str(record.get("test_role"))] = entry
+    return pairs
+
+
+def pingpong_client_text(client: dict[str, Any]) -> str:
+    """What a pair's client printed (its table, or the error it ended with): the pair's measurement."""
+    return str(client.get("raw_output") or client.get("error") or "")
+

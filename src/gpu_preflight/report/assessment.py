@@ -178,13 +178,9 @@ def pair_latencies(report: Mapping[str, Any]) -> list[dict[str, Any]]:
         for side in test.get("pairs") or []:
             if side.get("test_role") != "client" or not side.get("raw_output"):
                 continue
-            from ..parsers.errors import ParseError  # a node run keeps no fi_pingpong table: no parser import
-            from ..parsers.libfabric import parse_pingpong
+            from ..cluster.pingpong_tables import side_rows  # a node run keeps no fi_pingpong table: no parser import
 
-            try:
-                rows = [r for r in parse_pingpong(str(side["raw_output"])).rows if r.usec_per_xfer is not None]
-            except ParseError:
-                continue
+            rows = [r for r in side_rows(str(side["raw_output"])) if r.usec_per_xfer is not None]
             if not rows:
                 continue
             first = min(rows, key=lambda r: r.size_bytes)
