@@ -63,10 +63,10 @@ def _pairs(text: str) -> set[tuple[str, str]]:
 
 
 KNOWN = _pairs("""
-report.canonical: checks.floors gpu_preflight report.advice report.html report.jsonio
+report.canonical: report.advice
 report.textfile: history.extract server.metrics
 """)
-KNOWN_CIRCLES = [("report.advice", "report.assessment", "report.canonical", "report.html", "report.html_assessment")]
+KNOWN_CIRCLES = [("report.advice", "report.assessment", "report.canonical")]
 MODULES = {".".join(p.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__"): p
            for p in sorted((SRC / PKG).rglob("*.py"))}
 

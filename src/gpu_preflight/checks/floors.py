@@ -16,8 +16,8 @@ host), so the floor a node is judged against is derived here from what its GPUs 
   healthy board of the SKU clears.
 * pinned host transfers: ``perf.host_transfer_min_gbps`` with the same PCIe scaling.
 
-Pure: facts and config in, numbers out. ``topology_summary`` is also what a node sends to
-rank 0 at scale, where the per-GPU records stay on the node.
+Pure: facts and config in, numbers out. The topology summary they follow
+(:func:`~gpu_preflight.records.topology.topology_summary`) is a record.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import Status
+from ..records.topology import topology_summary
 
-__all__ = ["Floor", "allreduce_floor", "host_transfer_floor", "log_allreduce_floor", "peer_gap_status",
-           "topology_summary"]
+__all__ = ["Floor", "allreduce_floor", "host_transfer_floor", "log_allreduce_floor", "node_topology",
+           "peer_gap_status"]
 
 
 @dataclass(frozen=True)
@@ -39,34 +40,6 @@ class Floor:
 
     gbps: float
     basis: str
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def topology_summary(gpus: Sequence[Any]) -> dict[str, Any]:
-    """What the floors need from a node's GPU records (JSON form): GPU count, NVSwitch,
-    the fewest active NVLinks on any GPU, the lowest PCIe generation any GPU's link can reach.
-
-    A value no GPU reported is None (unknown), never 0.
-    """
-    records = [g for g in gpus if isinstance(g, Mapping)]
-    switch = [_int(g.get("nvswitch_links")) for g in records]
-    links: list[int] = []
-    for g in records:
-        nvlinks = g.get("nvlinks")
-        if isinstance(nvlinks, list):
-            links.append(sum(1 for link in nvlinks if isinstance(link, Mapping) and link.get("active") is True))
-        elif isinstance(nvlinks, Mapping) and "na" in nvlinks and "no NVLink" in str(nvlinks["na"]):
-            links.append(0)
-    gens = [g for g in (_int(r.get("pcie_gen_max")) for r in records) if g]
-    known_switch = [s for s in switch if s is not None]
-    return {"gpus": len(records),
-            "nvswitch": (all(s > 0 for s in known_switch) if len(known_switch) == len(records) and records
-                         else None),
-            "nvlinks_min": min(links) if len(links) == len(records) and records else None,
-            "pcie_gen_max": min(gens) if gens else None}
 
 
 def node_topology(gpu_facts: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -66,7 +66,7 @@ def bundle_of(report: dict[str, Any], nodes: Sequence[Any] = (), report_dir: str
     if report_dir is not None and (Path(report_dir) / name).is_file():
         yield Bundle(Path(report_dir), name)
         return
-    from ..report.canonical import write_report
+    from ..report.write import write_report
 
     with tempfile.TemporaryDirectory(prefix="gpu-preflight-bundle-") as tmp:
         write_report(copy.deepcopy(report), list(nodes), tmp)

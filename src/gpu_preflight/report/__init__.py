@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 from .reporters import reporters
 
 if TYPE_CHECKING:
-    from .canonical import build_report, result_line, write_report
+    from .canonical import build_report, result_line
     from .model import ClusterReport
+    from .write import write_report
 
 FORMATS = tuple(reporters.names())
 
@@ -24,7 +25,7 @@ __all__ = ["FORMATS", "build_report", "render", "reporters", "result_line", "wri
 
 def __getattr__(name: str) -> Any:
     if name in ("build_report", "result_line", "write_report"):
-        return getattr(import_module(".canonical", __name__), name)
+        return getattr(import_module(".write" if name == "write_report" else ".canonical", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

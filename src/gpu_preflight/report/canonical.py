@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
-from ..checks.floors import topology_summary
+from .._version import __version__
 from ..model import (
     SCHEMA_VERSION,
     CheckResult,
@@ -30,8 +29,9 @@ from ..model import (
     id_matches,
     verdict,
 )
+from ..records.topology import topology_summary
 from ..registry import test_groups
-from .diagnostic_sections import diagnostic_sections, fill_artifact_paths
+from .diagnostic_sections import diagnostic_sections
 
 if TYPE_CHECKING:
     from ..config.report_schema import ReportConfig
@@ -454,7 +454,7 @@ def assemble(entries: list[dict[str, Any]], *, fail_on: str, assess: bool = True
     layout as a :class:`~.model.ClusterReport`, scored and advised (``assess``) by value.
 
     Nothing is written and nothing but the entries' sections (placed, not copied) is
-    shared with the caller; :func:`write_report` is the step that writes files and fills
+    shared with the caller; :func:`~.write.write_report` is the step that writes files and fills
     the artifact paths.
     """
     from .model import ClusterReport
@@ -487,41 +487,6 @@ def save_artifacts(node: NodeReport, out: SafeDir | str | Path, node_key: str) -
             refs.append({"name": name, "node": node_key, "path": str(Path("artifacts") / node_key / filename),
                          "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
     return refs
-
-
-def write_report(report: dict[str, Any] | ClusterReport, nodes: list[NodeReport], report_dir: str | Path, *,
-                 pretty: bool = False, name: str = "report.json") -> Path:
-    """Write ``report.json`` (or ``name``, a bare file name) and the raw artifacts beside it; return the report path.
-
-    ``report`` is the typed report or its dict; a dict gets the artifacts' paths filled in
-    place (``artifacts`` and every ``raw_output_artifact.path``), as the file has them.
-
-    Artifacts are listed in the report by relative path with size and SHA-256, so the
-    report stays small and the raw outputs stay verifiable. Every file goes through
-    :mod:`gpu_preflight.safeio` (no symlink followed, nothing half-written); ``report.html``
-    and ``report.json`` are renamed into place together once both are complete. The JSON
-    is streamed into its file, compact unless ``pretty`` (:mod:`.jsonio`: at 10,000 nodes
-    it is hundreds of megabytes). Raises ``OSError``
-    (:class:`~gpu_preflight.safeio.UnsafePathError` for a refused directory).
-    """
-    from ..safeio import open_dir
-    from .html import render_html
-    from .jsonio import dump_report
-
-    if not isinstance(report, dict):
-        report = report.to_dict()
-    with open_dir(report_dir) as out:
-        artifacts = [a for a in report.get("artifacts", []) if a.get("path")]  # saved on their nodes already
-        for i, node in enumerate(nodes):
-            artifacts += save_artifacts(node, out, f"node_{i}")
-        report["artifacts"] = artifacts
-        fill_artifact_paths(report.get("nodes") or {}, artifacts)
-        with out.batch() as batch:
-            with batch.writer("report.html") as fh:
-                fh.write(render_html(report))
-            with batch.writer(name, binary=True) as fh:
-                dump_report(report, fh, pretty=pretty)
-    return Path(report_dir) / name
 
 
 def findings_of(report: dict[str, Any]) -> list[Finding]:
