@@ -205,3 +205,37 @@ def test_cached_series_render_escaped_and_alike_every_time() -> None:
                 '# HELP gpu_preflight_s S.\n# TYPE gpu_preflight_s gauge\n'
                 'gpu_preflight_s{check="c",status="pass"} 0\ngpu_preflight_s{check="c",status="warn"} 1\n')
     assert render() == expected and render() == expected
+
+
+# --- the NVML dump text: kept for a reader, not rendered every tick ------------------------
+
+DUMP_TEXT = """
+import json
+from dataclasses import replace
+from gpu_preflight.engine import RunOptions, run_checks
+from gpu_preflight.health.reader import left_blocked
+from gpu_preflight.server.monitor import Monitor
+monitor = Monitor(RunOptions(overrides=["gpu.nvml_call_timeout_s=1"], timeout_s=10), 1.0)
+ticks = [monitor.tick() for _ in range(2)]
+one_shot = run_checks(replace(monitor.options, state=None, workers=None))  # the same checks, nothing kept
+monitor.stop()
+print(json.dumps({"tick_artifacts": [sorted(t.report.raw_artifacts) for t in ticks],
+                  "blocked": [left_blocked(t.report) for t in ticks],
+                  "lost": [[g["lost"] for g in t.report.facts["gpu"]["gpus"]] for t in ticks],
+                  "one_shot_dump": "nvml_dump" in one_shot.raw_artifacts,
+                  "same_findings": [sorted((f.check_id, f.status.value, f.code) for f in t.report.findings)
+                                    == sorted((f.check_id, f.status.value, f.code) for f in one_shot.findings)
+                                    for t in ticks]}))
+"""
+
+
+def test_monitor_tick_renders_the_dump_only_when_a_gpu_hung(
+        stub_lib: Path, tmp_path: Path, h200_dump: dict[str, Any]) -> None:
+    healthy = child(stub_lib, tmp_path, widen(h200_dump), DUMP_TEXT)
+    assert all("nvml_dump" not in names for names in healthy["tick_artifacts"])
+    assert healthy["one_shot_dump"] and healthy["blocked"] == [False, False]
+    assert all(healthy["same_findings"])  # judged alike without it
+    hung = child(stub_lib, tmp_path, widen(h200_dump), DUMP_TEXT, FAKE_NVML_HANG="3:nvmlDeviceGetTemperature:600")
+    assert all("nvml_dump" in names for names in hung["tick_artifacts"])  # the reader's evidence of a hang
+    assert hung["blocked"] == [True, True]
+    assert all("did not return" in (lost[3] or "") for lost in hung["lost"])

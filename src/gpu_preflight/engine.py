@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
@@ -41,10 +42,82 @@ class RunOptions:
     fail_on: str = "fail"
     environ: Mapping[str, str] | None = None
     state: Mapping[str, Any] | None = None  # what outlives one run (a monitor's kernel-log follower, tool cache)
+    workers: WorkerPool | None = None  # a monitor's long-lived threads: no fresh thread per run
 
 
 class Timeout(Exception):
     """A probe or check did not finish within its time limit."""
+
+
+HANDOVER_S = 0.25  # a probe still running after this long no longer holds up the ones queued behind it
+
+
+class _Worker:
+    """One long-lived daemon thread running the jobs it is given, in turn."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool = pool
+        self.abandoned = False
+        self._jobs: deque[Callable[[_Worker], None] | None] = deque()
+        self._ready = threading.Semaphore(0)
+        threading.Thread(target=self._loop, name=f"{pool.name}-{pool.started}", daemon=True).start()
+
+    def submit(self, job: Callable[[_Worker], None] | None) -> None:
+        self._jobs.append(job)
+        self._ready.release()
+
+    def _loop(self) -> None:
+        while True:
+            self._ready.acquire()
+            job = self._jobs.popleft()
+            if job is None:
+                return
+            job(self)
+            if self.abandoned:  # its caller gave up on a job that overran: it may never come back
+                return
+            self.pool.give_back(self)
+
+
+class WorkerPool:
+    """Threads a long-running caller (the monitor) keeps between runs instead of starting new ones.
+
+    Starting two threads per probe every tick, and running the probes side by side, cost a
+    1-second monitor more CPU than the probes themselves (thread start-up and GIL hand-offs
+    between six concurrent probes). With a pool, :func:`run_checks` runs the probes in turn
+    on one kept thread under the very deadlines of a one-shot run; a job that overruns is
+    cut off at its deadline as before, its thread abandoned (daemon) and a fresh one taken.
+    """
+
+    def __init__(self, name: str = "engine-worker") -> None:
+        self.name = name
+        self.started = 0
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[_Worker], None]) -> _Worker:
+        """Run ``job(worker)`` on an idle kept thread (a new one when none is idle); return that worker."""
+        with self._lock:
+            worker = None
+            while self._idle and worker is None:
+                worker = self._idle.pop()
+                worker = None if worker.abandoned else worker
+            if worker is None:
+                self.started += 1
+        worker = worker or _Worker(self)
+        worker.submit(job)
+        return worker
+
+    def give_back(self, worker: _Worker) -> None:
+        with self._lock:
+            if not worker.abandoned:
+                self._idle.append(worker)
+
+    def close(self) -> None:
+        """Let the idle threads end (an abandoned one ends when its call returns)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.submit(None)
 
 
 def spawn(fn: Callable[[], Any], name: str) -> tuple[threading.Thread, dict[str, Any]]:
@@ -125,7 +198,10 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
     inputs = RunInputs(replay=opts.replay, kernel_log=opts.kernel_log, report_dir=opts.report_dir, suite=opts.suite)
     needed = sorted({n for spec in specs for n in spec.needs})
     probe_ctx = ProbeContext(config, inputs, opts.timeout_s, ProbeState(kept=dict(opts.state or {})))
-    facts, probe_errors = _run_probes(needed, probe_ctx, opts.timeout_s)
+    if opts.workers is not None:
+        facts, probe_errors = _run_probes_in_turn(needed, probe_ctx, opts.timeout_s, opts.workers)
+    else:
+        facts, probe_errors = _run_probes(needed, probe_ctx, opts.timeout_s)
 
     profile = explicit
     if profile is None and "gpu" in facts:
@@ -135,7 +211,7 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
 
     host = facts["system"].hostname if "system" in facts else _host_name(opts.replay)
     ctx = CheckContext(host=host, facts=facts, config=config)
-    results = run_specs(specs, ctx, probe_errors, opts.timeout_s)
+    results = run_specs(specs, ctx, probe_errors, opts.timeout_s, workers=opts.workers)
     return NodeReport(
         hostname=host,
         timestamp=timestamp,
@@ -170,11 +246,9 @@ def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float) -> tuple[
     lock = threading.Lock()
 
     def work(name: str) -> None:
-        spec = registry.get_probe(name)
-        limit = max(timeout_s, registry.probe_budget(name, ctx))  # DCGM r2, nccl-tests: minutes, not the run's seconds
-        own = ctx if limit == timeout_s else replace(ctx, timeout_s=limit)
+        limit, call = _probe_call(name, ctx, timeout_s)
         try:
-            value = call_with_timeout(lambda: spec.fn(own), limit, f"probe {name}")
+            value = call_with_timeout(call, limit, f"probe {name}")
         except Timeout as exc:
             with lock:
                 errors[name] = str(exc)
@@ -191,6 +265,92 @@ def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float) -> tuple[
         threads.append(t)
     for t in threads:
         t.join()  # each probe is already bounded by call_with_timeout
+    return facts, errors
+
+
+def _probe_call(name: str, ctx: ProbeContext, timeout_s: float) -> tuple[float, Callable[[], Any]]:
+    """A probe's time limit and the call that runs it."""
+    spec = registry.get_probe(name)
+    limit = max(timeout_s, registry.probe_budget(name, ctx))  # DCGM r2, nccl-tests: minutes, not the run's seconds
+    own = ctx if limit == timeout_s else replace(ctx, timeout_s=limit)
+    return limit, lambda: spec.fn(own)
+
+
+def _run_probes_in_turn(names: list[str], ctx: ProbeContext, timeout_s: float,
+                        pool: WorkerPool) -> tuple[dict[str, Any], dict[str, str]]:
+    """Run probes one after another on a kept thread; same deadlines and errors as :func:`_run_probes`.
+
+    Each probe's deadline counts from the start of the run, as when all start at once, so a
+    run ends as late as a concurrent one at worst. A probe still running after
+    :data:`HANDOVER_S` (or a tenth of the shortest deadline, if less) leaves the probes not
+    yet started to another kept thread (each stall hands over once), so a slow or hung probe
+    delays the others by that much at most; one that overruns its deadline is an error naming
+    it and its thread is abandoned.
+    """
+    calls = [(name, *_probe_call(name, ctx, timeout_s)) for name in names]
+    count = len(calls)
+    handover_s = min([HANDOVER_S] + [limit / 10 for _, limit, _ in calls])
+    t0 = time.monotonic()
+    outcome: list[tuple[bool, Any] | None] = [None] * count
+    started: list[float | None] = [None] * count
+    runner: list[_Worker | None] = [None] * count
+    resolved = [False] * count
+    cursor = [0]
+    changed = threading.Condition()
+
+    def lane(worker: _Worker) -> None:
+        while True:
+            with changed:
+                while cursor[0] < count and resolved[cursor[0]]:
+                    cursor[0] += 1  # given up before it started
+                if worker.abandoned or cursor[0] >= count:
+                    return
+                i = cursor[0]
+                cursor[0] += 1
+                started[i], runner[i] = time.monotonic(), worker
+                changed.notify_all()  # the caller times the hand-over from here
+            try:
+                result: tuple[bool, Any] = (True, calls[i][2]())
+            except BaseException as exc:  # a probe's crash is its error, whatever it raised
+                result = (False, exc)
+            with changed:
+                outcome[i] = result
+                changed.notify_all()
+
+    facts: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    handed: set[int] = set()
+    pool.submit(lane)
+    with changed:
+        while not all(resolved):
+            now = time.monotonic()
+            for i, (name, limit, _) in enumerate(calls):
+                if resolved[i]:
+                    continue
+                done = outcome[i]
+                if done is not None:
+                    resolved[i] = True
+                    ok, got = done
+                    if ok:
+                        facts[name] = got
+                    else:
+                        errors[name] = str(got) if isinstance(got, Timeout) else \
+                            f"probe {name} failed: {type(got).__name__}: {got}"
+                elif now >= t0 + limit:
+                    resolved[i] = True
+                    errors[name] = f"probe {name} did not finish within {limit:g} s"
+                    if (stuck := runner[i]) is not None:
+                        stuck.abandoned = True
+            stalled = [i for i in range(count) if (since := started[i]) is not None and outcome[i] is None
+                       and i not in handed and (now - since >= handover_s or resolved[i])]
+            if stalled and cursor[0] < count:
+                handed.update(stalled)
+                pool.submit(lane)
+            wake = [t0 + limit for i, (_, limit, _) in enumerate(calls) if not resolved[i]]
+            wake += [since + handover_s for i in range(count)
+                     if (since := started[i]) is not None and outcome[i] is None and i not in handed]
+            if wake:
+                changed.wait(max(0.0, min(wake) - now))
     return facts, errors
 
 
@@ -248,12 +408,12 @@ def run_check(spec: CheckSpec, ctx: CheckContext, probe_errors: dict[str, str], 
 
 
 def run_specs(specs: list[CheckSpec], ctx: CheckContext, probe_errors: dict[str, str],
-              timeout_s: float) -> list[CheckResult]:
+              timeout_s: float, workers: WorkerPool | None = None) -> list[CheckResult]:
     """Run checks in order in one worker thread, each under its own time limit.
 
-    Checks are pure and fast, so one thread for all of them keeps a monitoring loop cheap;
-    a check that overruns is reported as ERROR, its thread is abandoned (daemon) and a fresh
-    worker carries on with the next check.
+    Checks are pure and fast, so one thread for all of them keeps a monitoring loop cheap
+    (a kept one of ``workers`` when given); a check that overruns is reported as ERROR,
+    its thread is abandoned (daemon) and a fresh worker carries on with the next check.
     """
     results: list[CheckResult] = []
     start = 0
@@ -262,16 +422,22 @@ def run_specs(specs: list[CheckSpec], ctx: CheckContext, probe_errors: dict[str,
         out: list[CheckResult | None] = [None] * len(batch)
         done = [threading.Event() for _ in batch]
 
-        def work(batch: list[CheckSpec] = batch, out: list[CheckResult | None] = out,
+        def work(_worker: object = None, batch: list[CheckSpec] = batch, out: list[CheckResult | None] = out,
                  done: list[threading.Event] = done) -> None:
             for k, spec in enumerate(batch):
                 out[k] = _evaluate(spec, ctx, probe_errors)
                 done[k].set()
 
-        threading.Thread(target=work, name="run-checks", daemon=True).start()
+        worker = None
+        if workers is None:
+            threading.Thread(target=work, name="run-checks", daemon=True).start()
+        else:
+            worker = workers.submit(work)
         for k, spec in enumerate(batch):
             result = out[k] if done[k].wait(timeout_s) else None
             if result is None:
+                if worker is not None:
+                    worker.abandoned = True
                 results.append(_timed_out(spec, ctx, timeout_s))
                 start += k + 1
                 break

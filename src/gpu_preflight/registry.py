@@ -120,6 +120,7 @@ KERNEL_LOG_FOLLOWER = "kernel_log_follower"
 TOOL_CACHE = "tool_cache"
 NVML_SESSION = "nvml_session"
 PROCESS_SCAN = "process_scan"
+NVML_DUMP_ON_DEMAND = "nvml_dump_on_demand"  # set: the NVML dump text is kept only when a GPU hung
 
 
 @dataclass

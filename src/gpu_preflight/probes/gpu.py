@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from ..model import NA
 from ..records import GpuFacts, GpuProcess, GpuRecord, NvLink
-from ..registry import ProbeContext, probe
+from ..registry import NVML_DUMP_ON_DEMAND, ProbeContext, probe
 
 NOT_SUPPORTED = 3
 GPU_IS_LOST = 15
@@ -72,9 +73,9 @@ def gpu_probe(ctx: ProbeContext) -> GpuFacts:
     replay = ctx.options.get("replay")
     if replay:
         return facts_from_dump(load_dump(replay), source=f"replay:{replay}")
-    from ..backends import nvml, pci  # the live path only: replay needs neither ctypes nor pynvml
+    from ..backends import nvml  # the live path only: replay needs neither ctypes nor pynvml
 
-    pci_gpus = pci.nvidia_gpus()
+    pci_gpus = nvidia_gpus_on_bus()
     try:
         dump = nvml.collect(device_timeout_s=ctx.timeout_s * 0.8, call_timeout_s=ctx.config.gpu.nvml_call_timeout_s,
                             session=ctx.options.get("nvml_session"))  # a short-interval monitor's: NVML kept open
@@ -82,11 +83,42 @@ def gpu_probe(ctx: ProbeContext) -> GpuFacts:
         reason = UNAVAILABLE_REASONS.get(exc.value or -1) or exc.message
         return GpuFacts(source="live", available=False, reason=reason,
                         nvml_error=f"{exc.name}: {exc.message}", pci_gpus=pci_gpus)
-    indent = 1 if ctx.options.get("report_dir") else None  # kept for a reader; a monitor's tick only scans it
-    ctx.save_artifact("nvml_dump", "nvml_dump.json", json.dumps(dump, indent=indent))
+    if not ctx.options.get(NVML_DUMP_ON_DEMAND) or any("timed_out" in dev for dev in dump["devices"]):
+        indent = 1 if ctx.options.get("report_dir") else None  # kept for a reader
+        ctx.save_artifact("nvml_dump", "nvml_dump.json", json.dumps(dump, indent=indent))
     facts = facts_from_dump(dump, source="live")
     facts.pci_gpus = pci_gpus
     return facts
+
+
+PCI_DEVICES = "/sys/bus/pci/devices"
+_pci_seen: dict[str, tuple[tuple[tuple[str, int], ...], list[str]]] = {}
+
+
+def nvidia_gpus_on_bus(root: str = PCI_DEVICES) -> list[str] | NA:
+    """:func:`~gpu_preflight.backends.pci.nvidia_gpus`, read again only when the bus's device list changed.
+
+    A PCI device's vendor and class in sysfs are read once when the kernel enumerates it
+    and never change while its entry exists; a GPU that falls off the bus keeps its entry.
+    So the answer can only change when entries come or go (hot-plug, ``remove``, rescan),
+    and each entry's name and inode (a re-created entry gets a new one) tell that from one
+    directory listing, instead of two file reads per device every monitor tick. A listing
+    or scan that fails is not kept.
+    """
+    from ..backends import pci
+
+    try:
+        with os.scandir(root) as entries:
+            listing = tuple(sorted((e.name, e.inode()) for e in entries))
+    except OSError:
+        return pci.nvidia_gpus(root)  # says why, as NA
+    seen = _pci_seen.get(root)
+    if seen is not None and seen[0] == listing:
+        return list(seen[1])
+    found = pci.nvidia_gpus(root)
+    if isinstance(found, list):
+        _pci_seen[root] = (listing, list(found))
+    return found
 
 
 def facts_from_dump(dump: dict[str, Any], source: str) -> GpuFacts:

@@ -13,6 +13,11 @@ Below ``NVML_KEEP_OPEN_BELOW_S`` NVML also stays initialised between ticks
 (:class:`~gpu_preflight.backends.nvml.NvmlSession`): the reads after an init cost a real GPU
 three times the CPU of later ones, and the session keeps each GPU's fixed answers (identity,
 link capability, VBIOS limits) and reads the GPUs in one thread.
+
+The probes and checks run on the monitor's own kept threads (an engine
+:class:`~gpu_preflight.engine.WorkerPool`), the probes in turn, under the deadlines of a
+one-shot run: threads started per probe and probes run side by side cost a 1-second
+monitor more CPU than the probes themselves.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..engine import RunOptions
+from ..engine import RunOptions, WorkerPool
 from ..health.bounded import BoundedCall, Timeout
 from ..health.gpu_health import GPUHealthCheck
 from ..health.reader import NvmlReader, deadline_for
@@ -52,7 +57,8 @@ class Monitor:
         # no GPU-loading diagnostics (DCGM, nccl-tests: tag "active") under a running job, every tick
         self.options = replace(options, suite="quick", include=[], report_dir=None,
                                exclude=[*options.exclude, "active"],
-                               state=None if options.replay else _tick_state(tool_refresh_s, interval_s))
+                               state=None if options.replay else _tick_state(tool_refresh_s, interval_s),
+                               workers=WorkerPool("monitor-worker"))
         self.interval_s = interval_s
         self.deadline_s = deadline_for(self.options.timeout_s)
         self.gpu = gpu
@@ -89,6 +95,8 @@ class Monitor:
         if self._thread is not None:
             self._thread.join(timeout_s)
         if self._thread is None or not self._thread.is_alive():
+            if self.options.workers is not None:
+                self.options.workers.close()
             for kept in (self.options.state or {}).values():
                 close = getattr(kept, "close", None)
                 if callable(close):
@@ -147,10 +155,10 @@ def _tick_state(refresh_s: float, interval_s: float) -> dict[str, object]:
     from ..backends.kernel_log import KmsgFollower
     from ..backends.nvml import NvmlSession
     from ..backends.process_scan import ProcessScan
-    from ..registry import KERNEL_LOG_FOLLOWER, NVML_SESSION, PROCESS_SCAN, TOOL_CACHE
+    from ..registry import KERNEL_LOG_FOLLOWER, NVML_DUMP_ON_DEMAND, NVML_SESSION, PROCESS_SCAN, TOOL_CACHE
 
     state: dict[str, object] = {KERNEL_LOG_FOLLOWER: KmsgFollower(refresh_s), TOOL_CACHE: ToolCache(refresh_s),
-                                PROCESS_SCAN: ProcessScan()}
+                                PROCESS_SCAN: ProcessScan(), NVML_DUMP_ON_DEMAND: True}
     if interval_s < NVML_KEEP_OPEN_BELOW_S:
         state[NVML_SESSION] = NvmlSession()
     return state
