@@ -13,7 +13,7 @@ import pytest
 from gpu_preflight.history import HistoryStore, extract, history_findings
 from gpu_preflight.history.baseline import capture
 from gpu_preflight.model import Status
-from gpu_preflight.report.textfile import render_textfile
+from gpu_preflight.outputs.textfile import render_textfile
 
 from .conftest import FIXTURES
 from .test_textfile import promtool

@@ -9,7 +9,7 @@ from pathlib import Path
 from gpu_preflight.config.profiles import load_profile_file
 from gpu_preflight.history import HistoryStore, extract, history_findings
 from gpu_preflight.history.baseline import capture, render_toml
-from gpu_preflight.report.textfile import render_textfile
+from gpu_preflight.outputs.textfile import render_textfile
 
 from .report_data import self_launched_report
 from .test_textfile import promtool

@@ -64,7 +64,7 @@ def _pairs(text: str) -> set[tuple[str, str]]:
 
 KNOWN = _pairs("""
 report.canonical: report.advice
-report.textfile: history.extract server.metrics
+
 """)
 KNOWN_CIRCLES = [("report.advice", "report.assessment", "report.canonical")]
 MODULES = {".".join(p.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__"): p

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from gpu_preflight.model import Status
+from gpu_preflight.outputs.textfile import render_textfile
 from gpu_preflight.report import render
 from gpu_preflight.report.console import render_console
 from gpu_preflight.report.jsonl import render_jsonl
 from gpu_preflight.report.text import markdown_text
-from gpu_preflight.report.textfile import render_textfile
 
 from .test_markdown_golden import REPORT
 

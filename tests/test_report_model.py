@@ -156,12 +156,12 @@ def test_every_format_renders_the_typed_report_as_its_dict() -> None:
 def test_a_json_render_imports_no_other_renderer() -> None:
     code = ("import sys, json; from gpu_preflight.report import render; "
             "render({'a': 1}, 'json'); "
-            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('gpu_preflight.report'))))")
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('gpu_preflight.'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = json.loads(out)
     assert "gpu_preflight.report.jsonio" in loaded
-    for other in ("html", "markdown", "junit", "console", "textfile"):
-        assert f"gpu_preflight.report.{other}" not in loaded
+    for other in ("report.html", "report.markdown", "report.junit", "report.console", "outputs.textfile"):
+        assert f"gpu_preflight.{other}" not in loaded
 
 
 def test_a_registered_format_is_rendered() -> None:

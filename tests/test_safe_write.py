@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gpu_preflight.localize.report import write_exclude_file
-from gpu_preflight.report.textfile import write_textfile
+from gpu_preflight.outputs.textfile import write_textfile
 from gpu_preflight.safeio import UnsafePathError, atomic_writer, open_dir, prepare_file, write_text
 
 from .history_data import cluster_run, gpus

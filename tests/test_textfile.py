@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gpu_preflight import build_report, run_checks
-from gpu_preflight.report.textfile import render_textfile, write_textfile
+from gpu_preflight.outputs.textfile import render_textfile, write_textfile
 
 from .conftest import H200_DUMP
 from .history_data import REMAP_FAILURE, cluster_run, gpus

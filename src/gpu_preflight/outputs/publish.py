@@ -222,7 +222,7 @@ def _sagemaker(bundle: Any, dirs: Any) -> str:
 
 
 def _textfile(report: dict[str, Any], path: str, cluster: str) -> str:
-    from ..report.textfile import write_textfile
+    from .textfile import write_textfile
 
     return f"written ({write_textfile(report, path, cluster)})"
 

@@ -32,7 +32,7 @@ reporters.lazy("json", "gpu_preflight.report.jsonio:render_json")
 reporters.lazy("md", "gpu_preflight.report.markdown:render_markdown")
 reporters.lazy("junit", "gpu_preflight.report.junit:render_junit")
 reporters.lazy("html", "gpu_preflight.report.html:render_html")
-reporters.lazy("prometheus", "gpu_preflight.report.textfile:render_textfile")
+reporters.lazy("prometheus", "gpu_preflight.outputs.textfile:render_textfile")
 
 
 def _as_dict(report: ClusterReport | Mapping[str, Any]) -> Mapping[str, Any]:

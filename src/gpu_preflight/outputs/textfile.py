@@ -12,6 +12,10 @@ Names follow the conventions of the health server's ``/metrics``
 celsius), the ``gpu`` label is the GPU index as in the server's metrics (``rankN`` for a
 CPU worker), and state sets for statuses (one series per status, 1 for the current one), so
 ``gpu_preflight_check_status{status="fail"} == 1`` is an alert rule.
+
+An output, not a renderer of the report layer: it reuses the server's exposition writer and
+the history's measurements (:func:`gpu_preflight.history.extract.extract`), both outputs;
+the ``prometheus`` format is registered by name in :mod:`gpu_preflight.report.reporters`.
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from ..model import Status
+from ..report.canonical import verdict_of
+from ..report.model import ClusterReport, ReportFinding
+from ..report.reporters import reporter
 from ..server.metrics import STATUSES, Exposition, number
-from .canonical import verdict_of
-from .model import ClusterReport, ReportFinding
-from .reporters import reporter
 
 __all__ = ["render_textfile", "write_textfile"]
 
