@@ -151,8 +151,8 @@ def rss_mb() -> float:
 
 
 def measure(nodes: int, gpus: int, profile: bool) -> dict[str, Any]:
-    from gpu_preflight.cluster.aggregate import build_cluster_report
     from gpu_preflight.config import Config
+    from gpu_preflight.report.build import build_cluster_report
 
     t0 = time.perf_counter()
     gathered, decode_s, payload_bytes = gathered_input(nodes, gpus)

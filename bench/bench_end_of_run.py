@@ -89,8 +89,8 @@ class GcTime:
 
 def one_run(gathered: dict[str, Any], pretty: bool) -> dict[str, Any]:
     """Aggregate and emit once; the seconds of each and the written files' sizes."""
-    from gpu_preflight.cluster.aggregate import build_cluster_report
     from gpu_preflight.config import Config
+    from gpu_preflight.report.build import build_cluster_report
 
     gc.collect()
     with tempfile.TemporaryDirectory(prefix="gp-bench-eor-") as tmp, open(os.devnull, "w") as null:
@@ -123,9 +123,9 @@ def one_run(gathered: dict[str, Any], pretty: bool) -> dict[str, Any]:
 def phases(gathered: dict[str, Any], pretty: bool) -> dict[str, float]:
     """CPU seconds of each part of one emit (wall seconds wait for a core on a shared VM):
     scores and advice, report.json (encoded and written, no fsync), report.html, console."""
-    from gpu_preflight.cluster.aggregate import build_cluster_report
     from gpu_preflight.config import Config
     from gpu_preflight.report.advice import add_advice
+    from gpu_preflight.report.build import build_cluster_report
     from gpu_preflight.report.console import render_console
     from gpu_preflight.report.html import render_html
     from gpu_preflight.report.jsonio import dump_report

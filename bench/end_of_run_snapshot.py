@@ -39,10 +39,10 @@ def main() -> None:
         with src.open("wb") as fh:
             pickle.dump(gathered, fh, protocol=pickle.HIGHEST_PROTOCOL)
 
-    from gpu_preflight.cluster.aggregate import build_cluster_report
     from gpu_preflight.config import Config
     from gpu_preflight.report import write_report
     from gpu_preflight.report.advice import add_advice
+    from gpu_preflight.report.build import build_cluster_report
     from gpu_preflight.report.console import render_console
     from gpu_preflight.report.scores import add_scores
 

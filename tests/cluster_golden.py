@@ -16,10 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpu_preflight.cluster.aggregate import build_cluster_report
 from gpu_preflight.config import Config
 from gpu_preflight.config.report_schema import ReportConfig
 from gpu_preflight.config.schema import PerfConfig
+from gpu_preflight.report.build import build_cluster_report
 
 from .conftest import REPO
 from .report_data import gathered_cluster

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_preflight.model import CheckResult, Finding, NodeReport, Status
-from gpu_preflight.report.canonical import build_report
+from gpu_preflight.report.build import build_report
 
 PASSING = (("system.memory", Status.PASS), ("gpu.ecc.errors", Status.PASS))
 

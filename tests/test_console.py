@@ -30,7 +30,8 @@ from hypothesis import strategies as st
 
 from gpu_preflight.engine import run_checks
 from gpu_preflight.model import Status
-from gpu_preflight.report.canonical import assemble_report, node_entry, result_line
+from gpu_preflight.report.build import assemble_report
+from gpu_preflight.report.canonical import node_entry, result_line
 from gpu_preflight.report.console import (
     DEFAULT_WIDTH,
     MAX_PER_CHECK,

@@ -62,11 +62,9 @@ def _pairs(text: str) -> set[tuple[str, str]]:
     return {(a, b) for line in text.strip().splitlines() for a, _, bs in [line.partition(": ")] for b in bs.split()}
 
 
-KNOWN = _pairs("""
-report.canonical: report.advice
-
-""")
-KNOWN_CIRCLES = [("report.advice", "report.assessment", "report.canonical")]
+KNOWN: set[tuple[str, str]] = _pairs("""
+""")  # one "module: imported ..." line per known wrong-way import
+KNOWN_CIRCLES: list[tuple[str, ...]] = []
 MODULES = {".".join(p.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__"): p
            for p in sorted((SRC / PKG).rglob("*.py"))}
 

@@ -288,8 +288,8 @@ def test_the_cluster_report_keeps_each_gpus_series_and_the_html_plots_it() -> No
     """Two GPUs of one node through the whole aggregation: load.* findings, nodes.<n>.load, the charts."""
     import xml.etree.ElementTree as ET
 
-    from gpu_preflight.cluster.aggregate import build_cluster_report
     from gpu_preflight.report import render
+    from gpu_preflight.report.build import build_cluster_report
 
     from .test_cluster_checks import payload
 

@@ -16,7 +16,8 @@ from gpu_preflight.cli.main import build_parser
 from gpu_preflight.model import SCHEMA_VERSION, Status
 from gpu_preflight.report import FORMATS, render, reporters
 from gpu_preflight.report.advice import add_advice, advise
-from gpu_preflight.report.canonical import assemble, assemble_report, node_entry
+from gpu_preflight.report.build import assemble, assemble_report
+from gpu_preflight.report.canonical import node_entry
 from gpu_preflight.report.model import Assessment, ClusterReport, NodeSections, ReportFinding
 from gpu_preflight.report.schema import generate, shipped, text
 from gpu_preflight.report.write import write_report

@@ -26,7 +26,7 @@ from ._version import __version__
 _EXPORTS = {
     "run_checks": "engine", "RunOptions": "engine",
     "NA": "model", "CheckResult": "model", "Finding": "model", "NodeReport": "model", "Status": "model",
-    "build_report": "report.canonical",
+    "build_report": "report.build",
     "GPUHealthCheck": "health", "create_gpu_health_check": "health", "quick_gpu_health_check": "health",
     "is_gb200_platform": "health", "get_gb200_static_mapping": "health", "check_pynvml_availability": "health",
     "GPUHealthCheckServer": "server", "create_gpu_healthcheck_server": "server",
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
         quick_gpu_health_check,
     )
     from .model import NA, CheckResult, Finding, NodeReport, Status
-    from .report.canonical import build_report
+    from .report.build import build_report
     from .server import GPUHealthCheckServer, create_gpu_healthcheck_server
 
 __all__ = ["NA", "CheckResult", "Finding", "GPUHealthCheck", "GPUHealthCheckServer", "NodeReport", "RunOptions",

@@ -245,9 +245,9 @@ class _Run:
         verdict is published only once the report is out, and ranks then leave in the order
         :mod:`gpu_preflight.distributed.leave` describes.
         """
-        from .cluster.aggregate import build_cluster_report
         from .distributed.leave import verdict_text, write_error_file
         from .distributed.runner import run_rank
+        from .report.build import build_cluster_report
 
         s, loc = self.settings, self.loc
         timeout = _timeout(s, topo.num_nodes)
@@ -322,7 +322,7 @@ class _Run:
         gathered = gathered_from_files(sup, workers, topo)
         report = sup.report
         if report is None:
-            from .cluster.aggregate import build_cluster_report
+            from .report.build import build_cluster_report
 
             s = self.settings
             report, _ = build_cluster_report(gathered, config, fail_on=s.fail_on, include=list(s.include),

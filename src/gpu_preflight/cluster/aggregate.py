@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import registry
 from ..config import Config
@@ -19,6 +19,9 @@ from ..model import CheckResult, Finding, NodeReport, Status
 from ..records import ClusterFacts
 from ..registry import CheckContext
 from ..report.diagnostic_sections import communication_test
+
+if TYPE_CHECKING:
+    from ..report.canonical import Assessor
 
 
 def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
@@ -288,8 +291,11 @@ def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: s
                          exclude: list[str], suite: str, timeout_s: float,
                          extra_results: list[CheckResult] | None = None,
                          summary_extra: dict[str, Any] | None = None,
-                         assess: bool = True) -> tuple[dict[str, Any], int]:
+                         assess: Assessor | None = None) -> tuple[dict[str, Any], int]:
     """The report dict and the process exit code for a gathered distributed run.
+
+    ``assess`` scores and advises it (the report layer's :func:`gpu_preflight.report.build.build_cluster_report`
+    passes :func:`~gpu_preflight.report.advice.advise`); without it the report has no scores.
 
     ``extra_results`` are cluster-level results computed outside the registered checks
     (the localisation rounds); ``summary_extra`` adds blocks to ``cluster_summary``.
@@ -310,7 +316,7 @@ def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: s
 
 def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: list[str], exclude: list[str],
            suite: str, timeout_s: float, extra_results: list[CheckResult] | None,
-           summary_extra: dict[str, Any] | None, assess: bool) -> tuple[dict[str, Any], int]:
+           summary_extra: dict[str, Any] | None, assess: Assessor | None) -> tuple[dict[str, Any], int]:
     from ..model import gated_exit_code
     from ..report.canonical import assemble_report
 

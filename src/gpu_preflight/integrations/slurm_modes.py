@@ -114,7 +114,7 @@ def run_node_checks(options: Any, budget_s: float) -> tuple[dict[str, Any] | Non
     from dataclasses import replace
 
     from ..engine import Timeout, call_with_timeout, run_checks
-    from ..report.canonical import build_report
+    from ..report.build import build_report
 
     opts = replace(options, timeout_s=min(options.timeout_s, budget_s / 2))
     try:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from .reporters import reporters
 
 if TYPE_CHECKING:
-    from .canonical import build_report, result_line
+    from .build import build_report
+    from .canonical import result_line
     from .model import ClusterReport
     from .write import write_report
 
@@ -23,9 +24,12 @@ FORMATS = tuple(reporters.names())
 __all__ = ["FORMATS", "build_report", "render", "reporters", "result_line", "write_report"]
 
 
+_LAZY = {"build_report": ".build", "result_line": ".canonical", "write_report": ".write"}
+
+
 def __getattr__(name: str) -> Any:
-    if name in ("build_report", "result_line", "write_report"):
-        return getattr(import_module(".write" if name == "write_report" else ".canonical", __name__), name)
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

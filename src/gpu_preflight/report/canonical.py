@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +36,11 @@ from .diagnostic_sections import diagnostic_sections
 if TYPE_CHECKING:
     from ..config.report_schema import ReportConfig
     from ..safeio import SafeDir
-    from .model import ClusterCheck, ClusterReport, ReportFinding
+    from .model import Assessment, ClusterCheck, ClusterReport, ReportFinding
+
+    # Scores and advice for a report dict under the [report] settings (None: the defaults):
+    # the report layer's :func:`~.advice.advise`, handed down so the findings never import it.
+    Assessor = Callable[[Mapping[str, Any], ReportConfig | None], Assessment]
 
 # cluster_summary.test_results: group name → the check ids counted in it, derived from
 # what each check declares (``@check(group=...)``, ``registry.GROUPS`` for the order and
@@ -370,12 +374,15 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
                     node_extras: Mapping[int, dict[str, Any]] | None = None,
                     cluster_results: list[CheckResult] | None = None, topology: dict[str, Any] | None = None,
                     missing_nodes: list[str] | None = None,
-                    performance_summary: dict[str, Any] | None = None, assess: bool = True) -> dict[str, Any]:
+                    performance_summary: dict[str, Any] | None = None, assess: Assessor | None = None
+                    ) -> dict[str, Any]:
     """The report from node entries (:func:`node_entry`), in node order.
 
-    ``assess=False`` leaves out the health scores and advice, for a caller that adds them
-    once the findings are final (the CLI, after the history's findings): scoring twice cost
-    rank 0 of a 10,000-node run a third of a second.
+    ``assess`` puts the health scores and advice into ``cluster_summary`` (the report layer
+    passes :func:`~.advice.advise`: scoring is not the findings' business, see
+    :mod:`.build`); without it they are left out, for a caller that adds them once the
+    findings are final (the CLI, after the history's findings): scoring twice cost rank 0 of
+    a 10,000-node run a third of a second.
 
     A distributed run adds ``cluster_results`` (checks over the gathered workloads, listed
     with ``"node": "cluster"``), per-node sections such as ``nccl`` (``node_extras``), the
@@ -440,18 +447,17 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
         "artifacts": [a for e in entries for a in e["artifacts"]],
         "run": {"fail_on": fail_on, "duration_s": round(max(float(e["duration_s"]) for e in entries), 4)},
     }
-    if not assess:
+    if assess is None:
         return report
-    from .advice import advise
-
-    advise(report).apply(report["cluster_summary"])
+    assess(report, None).apply(report["cluster_summary"])
     return report
 
 
-def assemble(entries: list[dict[str, Any]], *, fail_on: str, assess: bool = True,
+def assemble(entries: list[dict[str, Any]], *, fail_on: str, assess: Assessor | None = None,
              config: ReportConfig | None = None, **kwargs: Any) -> ClusterReport:
     """The typed report from node entries (:func:`node_entry`): :func:`assemble_report`'s
-    layout as a :class:`~.model.ClusterReport`, scored and advised (``assess``) by value.
+    layout as a :class:`~.model.ClusterReport`, scored and advised by ``assess`` (under
+    ``config``) by value.
 
     Nothing is written and nothing but the entries' sections (placed, not copied) is
     shared with the caller; :func:`~.write.write_report` is the step that writes files and fills
@@ -459,13 +465,11 @@ def assemble(entries: list[dict[str, Any]], *, fail_on: str, assess: bool = True
     """
     from .model import ClusterReport
 
-    report = assemble_report(entries, fail_on=fail_on, assess=False, **kwargs)
+    report = assemble_report(entries, fail_on=fail_on, **kwargs)
     typed = ClusterReport.from_dict(report)
-    if not assess:
+    if assess is None:
         return typed
-    from .advice import advise
-
-    return typed.with_assessment(advise(report, config))
+    return typed.with_assessment(assess(report, config))
 
 
 def save_artifacts(node: NodeReport, out: SafeDir | str | Path, node_key: str) -> list[dict[str, Any]]:
