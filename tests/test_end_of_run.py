@@ -185,3 +185,18 @@ def test_one_cause_on_every_gpu_is_named_in_full_without_a_row_each() -> None:
     assert f"{4000 - MAX_GROUP_ROWS:,} more (capped)" in page.text["findings"]
     for f in planted:
         assert f["subject"] in page.text["findings"]
+
+
+def test_a_broken_orjson_install_falls_back_to_the_standard_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``orjson`` that imports without ``dumps`` (an empty namespace package, seen on a GPU image)
+    is not used: the report is still written, by the json module."""
+    import sys
+    import types
+
+    from gpu_preflight.report import jsonio
+
+    monkeypatch.setitem(sys.modules, "orjson", types.ModuleType("orjson"))
+    assert jsonio._load_orjson() is None
+    monkeypatch.setattr(jsonio, "_orjson", None)
+    assert jsonio.encoder_name() == "json"
+    assert json.loads(jsonio.dumps_report({"a": [1.5, float("nan")]})) == {"a": [1.5, None]}

@@ -36,10 +36,17 @@ BATCH = 64  # entries of one block encoded at once: node sections are tens of kB
 
 
 def _load_orjson() -> Any:
-    """The orjson module, or None where it is not installed."""
+    """The orjson module, or None where it is not installed or not usable.
+
+    A broken install (seen on a GPU image: an ``orjson`` directory that imports as an empty
+    namespace package, no ``dumps``) must not stop a run from writing its report: the
+    standard library writes the same JSON, only slower.
+    """
     try:
         import orjson
     except ImportError:
+        return None
+    if not all(hasattr(orjson, name) for name in ("dumps", "OPT_INDENT_2")):
         return None
     return orjson
 
