@@ -7,14 +7,19 @@ the last week" is a query instead of a grep. Every line carries ``event`` so the
 be told from the rest of a job's output, and the verdict line repeats the ``[RESULT]``
 line and the headline numbers for metric extraction (SageMaker metric definitions, metric
 filters).
+
+Both functions take the typed report (:class:`~.model.ClusterReport`) or its JSON dict and
+read the typed one, as every other format does, so the lines say what the report says.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from .canonical import failed_checks, result_line
+from .model import ClusterReport
 
 FINDING_EVENT = "gpu_preflight.finding"
 VERDICT_EVENT = "gpu_preflight.verdict"
@@ -25,36 +30,37 @@ def _line(data: dict[str, Any]) -> str:
     return json.dumps(data, separators=(",", ":"), sort_keys=False, default=str)
 
 
-def finding_lines(report: dict[str, Any]) -> list[str]:
+def finding_lines(report: ClusterReport | Mapping[str, Any]) -> list[str]:
     """One line per finding, with every field the report has for it, worst first.
 
     Worst first so that a log cut short still shows what matters.
     """
-    findings = sorted(report.get("findings", []),
-                      key=lambda f: (_ORDER.get(f.get("status", ""), 9), f.get("check_id", ""), f.get("subject", "")))
-    return [_line({"event": FINDING_EVENT, **f}) for f in findings]
+    findings = sorted(ClusterReport.of(report).findings,
+                      key=lambda f: (_ORDER.get(f.status.value, 9), f.check_id, f.subject))
+    return [_line({"event": FINDING_EVENT, **f.to_dict()}) for f in findings]
 
 
-def verdict_line(report: dict[str, Any]) -> str:
+def verdict_line(report: ClusterReport | Mapping[str, Any]) -> str:
     """The run's verdict, counts and performance summary on one line."""
-    summary = report.get("cluster_summary", {})
-    counts = summary.get("counts", {})
-    info = report.get("cluster_info", {})
+    typed = ClusterReport.of(report)
+    summary = typed.cluster_summary
+    counts = summary.counts
     return _line({
         "event": VERDICT_EVENT,
-        "overall_status": summary.get("overall_status"),
-        "exit_code": summary.get("exit_code"),
+        "overall_status": summary.overall_status.value,
+        "exit_code": summary.exit_code,
         "fail_findings": counts.get("FAIL", 0),
         "error_findings": counts.get("ERROR", 0),
         "warn_findings": counts.get("WARN", 0),
-        "nodes": len(report.get("nodes", {})),
-        "data_completeness": info.get("data_completeness"),
-        "failed_checks": failed_checks(report),
-        "performance_summary": summary.get("performance_summary", {}),
-        "result": result_line(report),
+        "nodes": len(typed.nodes),
+        "data_completeness": typed.cluster_info.data_completeness,
+        "failed_checks": failed_checks(typed),
+        "performance_summary": summary.performance_summary,
+        "result": result_line(typed),
     })
 
 
-def render_jsonl(report: dict[str, Any]) -> str:
+def render_jsonl(report: ClusterReport | Mapping[str, Any]) -> str:
     """All finding lines and the verdict line, newline-terminated."""
-    return "".join(line + "\n" for line in [*finding_lines(report), verdict_line(report)])
+    typed = ClusterReport.of(report)
+    return "".join(line + "\n" for line in [*finding_lines(typed), verdict_line(typed)])
