@@ -24,6 +24,7 @@ from gpu_preflight.integrations.sagemaker_entry import (
     failure_reason,
     job_exit_code,
     parse_args,
+    publish,
     run_argv,
 )
 from gpu_preflight.integrations.sagemaker_launcher import LaunchOptions, hyperparameters, write_source_dir
@@ -82,6 +83,23 @@ def test_failure_reason_fits_sagemakers_limit(tmp_path: Path) -> None:
     text = failure_reason(report)
     assert text.startswith("gpu-preflight [RESULT] FAILURE: [gpu.pcie]")
     assert len(text) <= FAILURE_MAX
+
+
+def test_publish_reads_the_typed_report_and_refuses_a_file_without_a_verdict(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = cluster_report(tmp_path, {"algo-1": False, "algo-2": True})
+    good = tmp_path / "report.json"
+    good.write_text(json.dumps(report))
+    publish(good, 2, tmp_path / "failure")
+    assert len(capsys.readouterr().out.splitlines()) == len(report["findings"]) + 1
+    assert (tmp_path / "failure").read_text() == failure_reason(report)
+    del report["cluster_summary"]
+    good.write_text(json.dumps(report))
+    (tmp_path / "failure").unlink()
+    publish(good, 2, tmp_path / "failure")
+    out, err = capsys.readouterr()
+    assert out == "" and not (tmp_path / "failure").exists()
+    assert err.count("\n") == 1 and "not a gpu-preflight report" in err and "cluster_summary" in err
 
 
 def test_healthy_single_gpu_job(tmp_path: Path) -> None:

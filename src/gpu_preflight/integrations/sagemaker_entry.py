@@ -31,10 +31,14 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .sagemaker_script import ENTRY_SCRIPT as ENTRY_SCRIPT
 from .sagemaker_script import ENTRY_SCRIPT_NAME as ENTRY_SCRIPT_NAME
 from .sagemaker_script import JOB_FAILS_ON
+
+if TYPE_CHECKING:
+    from ..report.model import ClusterReport
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_OUTPUT_DIR = "/opt/ml/output"
@@ -82,14 +86,14 @@ def is_reporting_rank(env: Mapping[str, str]) -> bool:
         return False
 
 
-def failure_reason(report: dict[str, object]) -> str:
+def failure_reason(report: ClusterReport | Mapping[str, Any]) -> str:
     """A short FailureReason: the ``[RESULT]`` line, then the first issues, within 1024 characters."""
     from ..report.canonical import result_line
+    from ..report.model import ClusterReport
 
-    summary = report.get("cluster_summary")
-    issues = summary.get("issues", []) if isinstance(summary, dict) else []
-    text = "gpu-preflight " + result_line(report)
-    for issue in issues if isinstance(issues, list) else []:
+    typed = ClusterReport.of(report)
+    text = "gpu-preflight " + result_line(typed)
+    for issue in typed.cluster_summary.issues:
         if len(text) + len(str(issue)) + 3 > FAILURE_MAX:
             break
         text += " | " + str(issue)
@@ -105,11 +109,16 @@ def publish(report_path: Path, exit_code: int, failure_path: Path) -> None:
     """CloudWatch lines on stdout and, when the job fails, the FailureReason file."""
     from ..boundedio import REPORT_LIMIT, load_json
     from ..report.jsonl import render_jsonl
+    from ..report.model import ClusterReport
 
     try:
-        report = load_json(report_path, limit=REPORT_LIMIT, what="report")
+        report = ClusterReport.of(load_json(report_path, limit=REPORT_LIMIT, what="report"))
     except (OSError, ValueError) as exc:
         print(f"gpu-preflight: no report to publish at {report_path}: {exc}", file=sys.stderr)
+        return
+    except (KeyError, TypeError, AttributeError) as exc:
+        print(f"gpu-preflight: no report to publish at {report_path}: not a gpu-preflight report ({exc!r})",
+              file=sys.stderr)
         return
     sys.stdout.write(render_jsonl(report))
     sys.stdout.flush()
