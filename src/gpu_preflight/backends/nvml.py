@@ -114,8 +114,10 @@ FIELDS: tuple[str, ...] = (
 )
 
 # Readings that cannot change while NVML stays initialised (board and PCI identity, link
-# capability, VBIOS limits): an NvmlSession reads each once per GPU and reuses the answer;
-# only a successful answer is kept, so a refusal is asked again at every read.
+# capability, VBIOS limits), and the application clocks, a setting an admin changes rarely
+# (a change is seen at the session's next init, within its ``max_age_s``; on a real H100 each
+# of these calls cost ~1 ms, more than all other readings of a GPU together): an NvmlSession
+# reads each once per GPU and reuses a successful answer.
 STATIC_SYSTEM_CALLS = frozenset({"nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion",
                                  "nvmlSystemGetCudaDriverVersion"})
 STATIC_DEVICE_CALLS = frozenset({
@@ -127,8 +129,16 @@ STATIC_DEVICE_CALLS = frozenset({
     "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetIndex", "nvmlDeviceGetMinorNumber",
     "nvmlDeviceGetGspFirmwareVersion", "nvmlDeviceGetNumaNodeId", "nvmlDeviceGetModuleId",
     *(f"clocks_max.{name}" for name in CLOCK_TYPES),
+    *(f"clocks_app.{name}" for name in CLOCK_TYPES),
     *(f"temp_thresholds.{t}" for t in range(4)),  # SHUTDOWN..GPU_MAX; the acoustic/GPS ones can be set
 })
+
+# An NvmlSession also keeps any call's NVML_ERROR_NOT_SUPPORTED: what the board or driver
+# lacks (no fan, no NVLink, no ECC counters) it lacks until the next init, and on a real
+# H100 such a refusal cost 160 us each time it was asked. Every other error (GPU lost,
+# unknown, timeout, no permission, ...) is asked again at every read: it may pass, and a
+# lost GPU must be seen at the tick it is lost.
+NOT_SUPPORTED = 3
 
 # c_nvmlValue_t member per nvmlValueType_t
 _VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
@@ -199,21 +209,32 @@ class _Recorder:
             self.leave()
 
 
+def _ask(rec: _Recorder, handle: Any, static: dict[str, Any] | None, key: str, fn: str,
+         *args: Any) -> dict[str, Any]:
+    """One device call, answered from a session's ``static`` store when it holds ``key``.
+
+    Kept: a successful answer of a :data:`STATIC_DEVICE_CALLS` key, and a NOT_SUPPORTED
+    refusal of any key (see :data:`NOT_SUPPORTED`).
+    """
+    if static is not None and key in static:
+        return static[key]  # type: ignore[no-any-return]
+    entry = rec.call(fn, handle, *args)
+    if static is not None and (entry.get("value") == NOT_SUPPORTED if "error" in entry
+                               else "ok" in entry and key in STATIC_DEVICE_CALLS):
+        static[key] = entry
+    return entry
+
+
 def read_device(nvml: Any, handle: Any, rec: _Recorder, out: dict[str, Any],
                 static: dict[str, Any] | None = None) -> None:
     """Fill ``out`` with every reading of one GPU (in place, so a timeout keeps what was read).
 
-    With ``static`` (a session's store for this GPU) the readings of :data:`STATIC_DEVICE_CALLS`
-    come from it once it holds them; the dump is the same either way.
+    With ``static`` (a session's store for this GPU) what :func:`_ask` keeps comes from it
+    once it holds it; the dump is the same either way.
     """
 
     def call(key: str, fn: str, *args: Any) -> dict[str, Any]:
-        if static is not None and key in static:
-            return static[key]  # type: ignore[no-any-return]
-        entry = rec.call(fn, handle, *args)
-        if static is not None and "ok" in entry and key in STATIC_DEVICE_CALLS:
-            static[key] = entry
-        return entry
+        return _ask(rec, handle, static, key, fn, *args)
 
     for key, fn, args in DEVICE_CALLS:
         if fn == "nvmlDeviceGetModuleId":
@@ -224,38 +245,41 @@ def read_device(nvml: Any, handle: Any, rec: _Recorder, out: dict[str, Any],
         out[group] = {name: call(f"{group}.{name}", fn, ctype) for name, ctype in CLOCK_TYPES.items()}
     out["temp_thresholds"] = {str(t): call(f"temp_thresholds.{t}", "nvmlDeviceGetTemperatureThreshold", t)
                               for t in TEMP_THRESHOLDS}
-    out["ecc_total"] = {k: rec.call("nvmlDeviceGetTotalEccErrors", handle, et, ct)
+    out["ecc_total"] = {k: call(f"ecc_total.{k}", "nvmlDeviceGetTotalEccErrors", et, ct)
                         for k, (et, ct) in ECC_TOTALS.items()}
     out["memory_errors"] = {
-        loc: {k: rec.call("nvmlDeviceGetMemoryErrorCounter", handle, et, ct, code)
+        loc: {k: call(f"memory_errors.{loc}.{k}", "nvmlDeviceGetMemoryErrorCounter", et, ct, code)
               for k, (et, ct) in ECC_TOTALS.items() if k.startswith("aggregate")}
         for loc, code in MEMORY_LOCATIONS.items()
     }
-    out["retired_pages"] = {k: rec.call("nvmlDeviceGetRetiredPages", handle, cause)
+    out["retired_pages"] = {k: call(f"retired_pages.{k}", "nvmlDeviceGetRetiredPages", cause)
                             for k, cause in RETIRED_PAGE_CAUSES.items()}
     out["nvlink"] = read_nvlinks(nvml, handle, rec, static)
-    out["field_values"] = read_fields(nvml, handle, rec)
+    out["field_values"] = read_fields(nvml, handle, rec, static)
 
 
 def read_nvlinks(nvml: Any, handle: Any, rec: _Recorder, static: dict[str, Any] | None = None) -> dict[str, Any]:
     """Links until the first one NVML does not know (NotSupported / InvalidArgument).
 
     A link's version and remote end are fixed by the board's wiring: with ``static`` they are
-    read once; its state and error counters at every read.
+    read once; its state and error counters at every read (a NotSupported one once).
     """
+
+    def call(key: str, fn: str, *args: Any) -> dict[str, Any]:
+        return _ask(rec, handle, static, key, fn, *args)
 
     def fixed(link: int, what: str, fn: str) -> dict[str, Any]:
         key = f"nvlink.{link}.{what}"
         if static is not None and key in static:
             return static[key]  # type: ignore[no-any-return]
         entry = rec.call(fn, handle, link)
-        if static is not None and "ok" in entry:
+        if static is not None and ("ok" in entry or entry.get("value") == NOT_SUPPORTED):
             static[key] = entry
         return entry
 
     links: dict[str, Any] = {}
     for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
-        state = rec.call("nvmlDeviceGetNvLinkState", handle, link)
+        state = call(f"nvlink.{link}.state", "nvmlDeviceGetNvLinkState", link)
         if "ok" not in state:
             links[str(link)] = state
             break
@@ -263,19 +287,26 @@ def read_nvlinks(nvml: Any, handle: Any, rec: _Recorder, static: dict[str, Any] 
             "state": state,
             "version": fixed(link, "version", "nvmlDeviceGetNvLinkVersion"),
             "remote_pci": fixed(link, "remote_pci", "nvmlDeviceGetNvLinkRemotePciInfo"),
-            "errors": {str(c): rec.call("nvmlDeviceGetNvLinkErrorCounter", handle, link, c)
+            "errors": {str(c): call(f"nvlink.{link}.errors.{c}", "nvmlDeviceGetNvLinkErrorCounter", link, c)
                        for c in NVLINK_ERROR_COUNTERS},
         }
     return links
 
 
-def read_fields(nvml: Any, handle: Any, rec: _Recorder) -> dict[str, Any]:
+def read_fields(nvml: Any, handle: Any, rec: _Recorder, static: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The :data:`FIELDS` in one call; a session keeps the call's NOT_SUPPORTED, never a field's
+    own ``nvmlReturn`` (the call is made for the other fields anyway)."""
+    if static is not None and "field_values" in static:
+        return static["field_values"]  # type: ignore[no-any-return]
     names = [n for n in FIELDS if hasattr(nvml, n)]
     rec.enter("nvmlDeviceGetFieldValues")
     try:
         values = nvml.nvmlDeviceGetFieldValues(handle, [getattr(nvml, n) for n in names])
     except Exception as exc:
-        return error_entry(exc)
+        entry = error_entry(exc)
+        if static is not None and entry.get("value") == NOT_SUPPORTED:
+            static["field_values"] = entry
+        return entry
     finally:
         rec.leave()
     result: dict[str, Any] = {}
@@ -366,7 +397,8 @@ class NvmlSession:
 
     While it is open it also keeps :attr:`static`: the answers that cannot change until
     NVML is initialised again (:data:`STATIC_DEVICE_CALLS`, the driver and NVML versions,
-    each link's version and remote end), read once and emptied by every init and close.
+    each link's version and remote end) and every call's NOT_SUPPORTED, read once and
+    emptied by every init and close.
     And a session's GPUs are read one after the other in one thread, a second one taking
     over the GPUs still to read when a call overruns ``call_timeout_s``: eight GPU threads
     handing the interpreter lock to each other around every NVML call cost twice the CPU
