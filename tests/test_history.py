@@ -271,3 +271,17 @@ def test_cli_import_check_and_prune(tmp_path: Path, capsys: pytest.CaptureFixtur
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     assert cli("history", "import", str(bad), "--db", db) == 3
+
+
+def test_extract_reads_the_typed_report_as_its_dict_and_refuses_one_without_a_verdict(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpu_preflight.report.model import ClusterReport
+
+    report = cluster_run({"h0": gpus("aa"), "h1": gpus("bb", tflops=600.0)})
+    assert repr(extract(ClusterReport.from_dict(report))) == repr(extract(report))
+    del report["cluster_summary"]
+    unjudged = tmp_path / "unjudged.json"
+    unjudged.write_text(json.dumps(report))
+    assert cli("history", "import", str(unjudged), "--db", str(tmp_path / "h.sqlite")) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a gpu-preflight report (no 'cluster_summary')" in err

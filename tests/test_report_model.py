@@ -271,3 +271,16 @@ def test_later_findings_are_added_as_a_new_value() -> None:
     for key in ("overall_status", "exit_code", "issues", "recommendations", "counts"):
         assert later.to_dict()["cluster_summary"][key] == plain[key], key
     assert later.cluster_summary.counts["WARN"] == typed.cluster_summary.counts["WARN"] + 1
+
+
+def test_a_rolled_up_pass_expands_per_subject_as_its_dict_does() -> None:
+    from gpu_preflight.model import per_subject
+
+    rolled = {"node": "cluster", "check_id": "compute.gemm", "status": "PASS", "subject": "cluster", "code": "ok",
+              "summary": "3 GPUs", "observed": None, "expected": 500.0, "unit": "TFLOP/s", "recommendation": None,
+              "details": {"rolled_up": True, "dtype": "bf16", "subjects": {"h0/gpu0": 700.0, "h0/gpu1": 690.0}}}
+    plain = {**rolled, "subject": "h1/gpu0", "observed": 600.0, "details": {"dtype": "bf16"}}
+    for data in (rolled, plain):
+        typed = [f.to_dict() for f in ReportFinding.from_dict(data).per_subject()]
+        assert typed == [dict(f) for f in per_subject([data])]
+    assert [f.subject for f in ReportFinding.from_dict(rolled).per_subject()] == ["h0/gpu0", "h0/gpu1"]

@@ -172,6 +172,14 @@ def _load(path: str) -> dict[str, Any] | None:
     if not isinstance(report, dict) or "findings" not in report or "nodes" not in report:
         print(f"gpu-preflight: {path} is not a gpu-preflight report (no findings/nodes)", file=sys.stderr)
         return None
+    from ..report.model import ClusterReport
+
+    try:
+        ClusterReport.from_dict(report)  # what the history reads it as: a report it cannot type is refused here
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        detail = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+        print(f"gpu-preflight: {path} is not a gpu-preflight report ({detail})", file=sys.stderr)
+        return None
     return report
 
 

@@ -1,7 +1,8 @@
 """What a run leaves in the history: where each GPU was, what was found, and the numbers.
 
-Everything is read from the canonical report dict alone, so ``history import`` of a
-report saved months ago files it exactly as the run itself would have. A GPU is known by
+Everything is read from the report alone (the typed :class:`~gpu_preflight.report.model.ClusterReport`,
+or its JSON dict read into one), so ``history import`` of a report saved months ago files
+it exactly as the run itself would have. A GPU is known by
 its UUID and board serial, not by the host it sat in: that is what lets a later run
 recognise a GPU that failed before and was moved to another host.
 
@@ -18,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ids import GEMM_ID, MEMORY_BANDWIDTH_ID
-from ..model import per_subject
 from ..report.measurements import num
+from ..report.model import ClusterReport, GpuEntry, ReportFinding
 
 __all__ = ["FindingSeen", "GpuSeen", "Measurement", "NodeIndex", "RunRecord", "extract", "metric_kind", "run_key"]
 
@@ -114,16 +115,15 @@ def _serial(value: Any) -> str | None:
 class NodeIndex:
     """The report's node sections: names as subjects use them, and each node's GPUs."""
 
-    def __init__(self, report: Mapping[str, Any]) -> None:
+    def __init__(self, report: ClusterReport | Mapping[str, Any]) -> None:
         self.keys: list[str] = []
         self.names: list[str] = []
         self.aliases: dict[str, int] = {}
         self.gpus: list[dict[str, GpuSeen]] = []
-        sections = list((report.get("nodes") or {}).items())
-        hostnames = [str((s.get("node_info") or {}).get("hostname") or "") for _, s in sections]
+        sections = list(ClusterReport.of(report).nodes.items())
+        hostnames = [section.node_info.hostname for _, section in sections]
         for i, (key, section) in enumerate(sections):
-            info = section.get("node_info") or {}
-            current = str(info.get("current_host") or hostnames[i] or key)
+            current = section.node_info.current_host or hostnames[i] or key
             # the host name is the machine's identity across jobs; where hosts share one
             # (containers, loopback tests) the launcher's distinct name is used instead
             name = hostnames[i] if hostnames[i] and hostnames.count(hostnames[i]) == 1 else current
@@ -133,10 +133,10 @@ class NodeIndex:
                 if alias:
                     self.aliases.setdefault(alias, i)
             self.aliases[current] = i
-            self.gpus.append(self._gpus(name, section.get("gpu") or {}))
+            self.gpus.append(self._gpus(name, section.gpu))
 
     @staticmethod
-    def _gpus(node: str, section: Mapping[str, Any]) -> dict[str, GpuSeen]:
+    def _gpus(node: str, section: Mapping[str, GpuEntry]) -> dict[str, GpuSeen]:
         out = {}
         for key, gpu in section.items():
             index = key.rsplit("_", 1)[-1]
@@ -160,30 +160,31 @@ class NodeIndex:
         return self.aliases.get(prefix), slot
 
 
-def run_key(report: Mapping[str, Any]) -> str:
+def run_key(report: ClusterReport | Mapping[str, Any]) -> str:
     """Identity of a run: the same report imported twice is filed once."""
-    hosts = sorted(str((s.get("node_info") or {}).get("hostname")) for s in (report.get("nodes") or {}).values())
-    topo = (report.get("cluster_info") or {}).get("cluster_topology") or {}
-    text = f"{report.get('timestamp')}|{','.join(hosts)}|{topo.get('world_size')}"
+    typed = ClusterReport.of(report)
+    hosts = sorted(section.node_info.hostname for section in typed.nodes.values())
+    text = f"{typed.timestamp}|{','.join(hosts)}|{typed.cluster_info.cluster_topology.world_size}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def extract(report: Mapping[str, Any]) -> RunRecord:
-    """The history's view of a canonical report."""
-    nodes = NodeIndex(report)
-    topo = (report.get("cluster_info") or {}).get("cluster_topology") or {}
-    summary = report.get("cluster_summary") or {}
-    record = RunRecord(run_key(report), str(report.get("timestamp") or ""), str(summary.get("overall_status") or ""),
-                       int(topo.get("total_nodes") or len(nodes.names)), int(topo.get("world_size") or 1),
-                       _text((report.get("tool") or {}).get("version")), list(nodes.names))
+def extract(report: ClusterReport | Mapping[str, Any]) -> RunRecord:
+    """The history's view of a report (typed, or its JSON dict)."""
+    typed = ClusterReport.of(report)
+    nodes = NodeIndex(typed)
+    topo = typed.cluster_info.cluster_topology
+    summary = typed.cluster_summary
+    record = RunRecord(run_key(typed), typed.timestamp, summary.overall_status.value,
+                       int(topo.total_nodes or len(nodes.names)), int(topo.world_size or 1),
+                       _text(typed.tool.version), list(nodes.names))
     for per_node in nodes.gpus:
         record.gpus.extend(per_node.values())
-    for f in report.get("findings") or []:
+    for f in typed.findings:
         record.findings.append(_finding(nodes, f))
-    record.measurements += _gemm_and_memory(nodes, report)
-    record.measurements += _bus_bandwidth(nodes, report)
-    record.measurements += _sensors(nodes, report)
-    record.scores = _scores(summary.get("health_scores"))
+    record.measurements += _gemm_and_memory(nodes, typed)
+    record.measurements += _bus_bandwidth(nodes, typed)
+    record.measurements += _sensors(nodes, typed)
+    record.scores = _scores(summary.health_scores)
     return record
 
 
@@ -210,10 +211,10 @@ def _where(nodes: NodeIndex, subject: str, node_key: str | None) -> dict[str, An
             "serial": gpu.serial if gpu else None}
 
 
-def _finding(nodes: NodeIndex, f: Mapping[str, Any]) -> FindingSeen:
-    node_key = f.get("node") if f.get("node") != "cluster" else None
-    return FindingSeen(str(f["check_id"]), str(f["status"]), str(f["subject"]), str(f.get("code") or ""),
-                       str(f.get("summary") or ""), **_where(nodes, str(f["subject"]), node_key))
+def _finding(nodes: NodeIndex, f: ReportFinding) -> FindingSeen:
+    node_key = f.node if f.node != "cluster" else None
+    return FindingSeen(f.check_id, f.status.value, f.subject, f.code or "", f.summary or "",
+                       **_where(nodes, f.subject, node_key))
 
 
 def _at(nodes: NodeIndex, subject: str, metric: str, value: float, unit: str) -> Measurement:
@@ -223,31 +224,41 @@ def _at(nodes: NodeIndex, subject: str, metric: str, value: float, unit: str) ->
     return Measurement(metric, value, unit, subject, model=gpu.model if gpu else None, **where)
 
 
-def _gemm_and_memory(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measurement]:
+def _gemm_and_memory(nodes: NodeIndex, report: ClusterReport) -> list[Measurement]:
     """Per-GPU GEMM TFLOP/s (``compute.gemm``) and memory bandwidth (``memory.bandwidth``)."""
     out = []
-    for f in per_subject(report.get("findings") or []):
-        subject, observed = str(f.get("subject")), f.get("observed")
-        if f.get("check_id") == GEMM_ID and f.get("unit") == "TFLOP/s":
-            dtype = (f.get("details") or {}).get("dtype")
-            value = num(observed)
-            if isinstance(dtype, str) and value is not None:
-                out.append(_at(nodes, subject, f"gemm.{dtype}", value, "TFLOP/s"))
-        elif f.get("check_id") == MEMORY_BANDWIDTH_ID and _SLOT.match(subject):
-            if isinstance(observed, Mapping):
-                for key in _MEMORY_KEYS:
-                    value = num(observed.get(f"{key}_gbps"))
-                    if value is not None:
-                        out.append(_at(nodes, subject, f"memory.{key}", value, "GB/s"))
-            elif (key := str((f.get("details") or {}).get("memory_key")  # a rolled-up pass names its direction
-                             or str(f.get("code", "")).removesuffix("_slow"))) in _MEMORY_KEYS:
+    for found in report.findings:
+        if found.check_id != GEMM_ID and found.check_id != MEMORY_BANDWIDTH_ID:
+            continue
+        for f in found.per_subject():
+            subject, observed = f.subject, f.observed
+            if f.check_id == GEMM_ID and f.unit == "TFLOP/s":
+                dtype = f.details.get("dtype")
                 value = num(observed)
-                if value is not None:
-                    out.append(_at(nodes, subject, f"memory.{key}", value, "GB/s"))
+                if isinstance(dtype, str) and value is not None:
+                    out.append(_at(nodes, subject, f"gemm.{dtype}", value, "TFLOP/s"))
+            elif f.check_id == MEMORY_BANDWIDTH_ID and _SLOT.match(subject):
+                out += _memory(nodes, f)
     return out
 
 
-def _bus_bandwidth(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measurement]:
+def _memory(nodes: NodeIndex, f: ReportFinding) -> list[Measurement]:
+    """A GPU's memory bandwidth: each direction of a full finding, or the one a rolled-up pass names."""
+    out = []
+    subject, observed = f.subject, f.observed
+    if isinstance(observed, Mapping):
+        for key in _MEMORY_KEYS:
+            value = num(observed.get(f"{key}_gbps"))
+            if value is not None:
+                out.append(_at(nodes, subject, f"memory.{key}", value, "GB/s"))
+    elif (key := str(f.details.get("memory_key") or f.code.removesuffix("_slow"))) in _MEMORY_KEYS:
+        value = num(observed)
+        if value is not None:
+            out.append(_at(nodes, subject, f"memory.{key}", value, "GB/s"))
+    return out
+
+
+def _bus_bandwidth(nodes: NodeIndex, report: ClusterReport) -> list[Measurement]:
     """Bus bandwidth at the largest message size, per collective and process group.
 
     Node-local groups (and, in a one-node report, the world group) belong to their node
@@ -257,8 +268,8 @@ def _bus_bandwidth(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measurem
     """
     out, seen = [], set()
     single = len(nodes.names) == 1
-    for i, section in enumerate((report.get("nodes") or {}).values()):
-        tests = (section.get("nccl") or {}).get("communication_tests") or {}
+    for i, section in enumerate(report.nodes.values()):
+        tests = (section.nccl or {}).get("communication_tests") or {}
         for key, entry in tests.items():
             scope = str(entry.get("test_type") or "")
             op = key[len(scope) + 1:] if scope and key.startswith(scope + "_") else key
@@ -283,11 +294,11 @@ def _bus_bandwidth(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measurem
     return out
 
 
-def _sensors(nodes: NodeIndex, report: Mapping[str, Any]) -> list[Measurement]:
+def _sensors(nodes: NodeIndex, report: ClusterReport) -> list[Measurement]:
     """GPU temperature and power when the node was checked: trends only, never judged."""
     out = []
-    for i, section in enumerate((report.get("nodes") or {}).values()):
-        for key, gpu in (section.get("gpu") or {}).items():
+    for i, section in enumerate(report.nodes.values()):
+        for key, gpu in section.gpu.items():
             seen = nodes.gpus[i].get(f"gpu{key.rsplit('_', 1)[-1]}")
             if seen is None:
                 continue

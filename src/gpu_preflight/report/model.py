@@ -105,6 +105,22 @@ class ReportFinding:
                    data["summary"], get("observed"), get("expected"), get("unit"), get("recommendation"),
                    get("details") or {})
 
+    def per_subject(self) -> Iterator[ReportFinding]:
+        """This finding, or a rolled-up pass expanded back to one finding per subject.
+
+        The typed form of :func:`gpu_preflight.model.per_subject`: at scale a cluster check
+        reports its passes as one finding whose ``details.subjects`` maps each subject to its
+        observed value; a reader of per-GPU values sees no difference.
+        """
+        subjects = self.details.get("subjects") if self.details.get("rolled_up") else None
+        if not isinstance(subjects, Mapping):
+            yield self
+            return
+        shared = {k: v for k, v in self.details.items() if k not in ("rolled_up", "subjects")}
+        for subject, observed in subjects.items():
+            yield ReportFinding(self.node, self.check_id, self.status, subject, self.code, self.summary, observed,
+                                self.expected, self.unit, self.recommendation, shared)
+
 
 class CheckRow(TypedDict):
     """A check of a node, as its section lists it: status, time and how many findings."""
