@@ -117,6 +117,7 @@ class NodeIndex:
 
     def __init__(self, report: ClusterReport | Mapping[str, Any]) -> None:
         self.keys: list[str] = []
+        self.index: dict[str, int] = {}
         self.names: list[str] = []
         self.aliases: dict[str, int] = {}
         self.gpus: list[dict[str, GpuSeen]] = []
@@ -128,6 +129,7 @@ class NodeIndex:
             # (containers, loopback tests) the launcher's distinct name is used instead
             name = hostnames[i] if hostnames[i] and hostnames.count(hostnames[i]) == 1 else current
             self.keys.append(key)
+            self.index[key] = i
             self.names.append(name)
             for alias in (hostnames[i], name, current):
                 if alias:
@@ -155,8 +157,8 @@ class NodeIndex:
         """Node index and slot a subject names (``h3/gpu2`` → (3, 'gpu2')); a bare node name → (i, None)."""
         m = _SLOT.match(subject)
         prefix, slot = (m.group("node"), m.group("slot")) if m else (subject, None)
-        if node_key in self.keys:
-            return self.keys.index(node_key), slot
+        if node_key is not None and (i := self.index.get(node_key)) is not None:
+            return i, slot
         return self.aliases.get(prefix), slot
 
 
@@ -218,10 +220,13 @@ def _finding(nodes: NodeIndex, f: ReportFinding) -> FindingSeen:
 
 
 def _at(nodes: NodeIndex, subject: str, metric: str, value: float, unit: str) -> Measurement:
-    where = _where(nodes, subject, None)
-    i, _ = nodes.locate(subject, None)
-    gpu = nodes.gpus[i].get(where["slot"] or "") if i is not None else None
-    return Measurement(metric, value, unit, subject, model=gpu.model if gpu else None, **where)
+    i, slot = nodes.locate(subject, None)
+    if i is None:
+        return Measurement(metric, value, unit, subject, None, None)
+    gpu = nodes.gpus[i].get(slot or "")
+    if gpu is None:
+        return Measurement(metric, value, unit, subject, nodes.names[i], slot)
+    return Measurement(metric, value, unit, subject, nodes.names[i], slot, gpu.uuid, gpu.serial, gpu.model)
 
 
 def _gemm_and_memory(nodes: NodeIndex, report: ClusterReport) -> list[Measurement]:
