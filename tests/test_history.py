@@ -285,3 +285,18 @@ def test_extract_reads_the_typed_report_as_its_dict_and_refuses_one_without_a_ve
     assert cli("history", "import", str(unjudged), "--db", str(tmp_path / "h.sqlite")) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a gpu-preflight report (no 'cluster_summary')" in err
+
+
+def test_history_findings_merge_into_the_typed_report_as_a_new_value(store: HistoryStore) -> None:
+    import copy
+
+    from gpu_preflight.report.model import ClusterReport
+
+    file_run(store, cluster_run({"h0": gpus("aa"), "h1": gpus("bb")}))
+    report = cluster_run({"h0": gpus("aa"), "h1": gpus("bb", tflops=650.0)})
+    found = history_findings(report, store, HistoryConfig(), "c1")
+    typed = ClusterReport.from_dict(report)
+    later = add_findings(typed, found)
+    assert typed.cluster_summary.overall_status.value == "PASS"  # the first value is unchanged
+    assert later.cluster_summary.overall_status.value == "WARN"
+    assert later.to_dict() == add_findings(copy.deepcopy(report), found)

@@ -1,44 +1,61 @@
-"""Put history findings into a canonical report, as if a check of the run had made them.
+"""Put history findings into a report, as if a check of the run had made them.
 
 The verdict, issues, recommendations and counts are recomputed with the report's own
 summariser, so a regression WARN gates a ``--fail-on warn`` run exactly like any other
 WARN. Call this before anything that reads the verdict (health scores, HTML, exit code).
+
+The typed report gets a new value (:func:`~gpu_preflight.report.canonical.with_findings`);
+a report dict, as the end of a run still holds it, is updated in place from that value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 from ..ids import HISTORY_REGRESSION, HISTORY_REPEAT_OFFENDER
 from ..model import CheckResult, Finding
+from ..report.model import ClusterCheck, ClusterReport, ReportFinding
 from .extract import NodeIndex
 
 __all__ = ["add_findings"]
 
 TITLES = {spec.id: spec.title for spec in (HISTORY_REGRESSION, HISTORY_REPEAT_OFFENDER)}
+_VERDICT = ("overall_status", "exit_code", "issues", "recommendations", "counts")
 
 
-def add_findings(report: dict[str, Any], findings: Sequence[Finding]) -> dict[str, Any]:
-    """Append ``findings`` (to ``findings`` and ``cluster_checks``) and refresh the summary; returns the report."""
-    from ..report.canonical import summarize
+@overload
+def add_findings(report: ClusterReport, findings: Sequence[Finding]) -> ClusterReport: ...
+@overload
+def add_findings(report: dict[str, Any], findings: Sequence[Finding]) -> dict[str, Any]: ...
+
+
+def add_findings(report: ClusterReport | dict[str, Any],
+                 findings: Sequence[Finding]) -> ClusterReport | dict[str, Any]:
+    """``report`` with ``findings`` added (to ``findings`` and ``cluster_checks``) and its verdict
+    worked out again: a new typed report, or the same dict updated."""
+    from ..report.canonical import with_findings
 
     if not findings:
         return report
-    summary = report.setdefault("cluster_summary", {})
-    nodes = NodeIndex(report)
+    typed = ClusterReport.of(report)
+    nodes = NodeIndex(typed)
+    listed = []
     for f in findings:
         index, _ = nodes.locate(f.subject, None)
-        report.setdefault("findings", []).append({"node": nodes.keys[index] if index is not None else "cluster",
-                                                  **f.to_dict()})
+        listed.append(ReportFinding.from_dict({"node": nodes.keys[index] if index is not None else "cluster",
+                                               **f.to_dict()}))
     by_check: dict[str, list[Finding]] = {}
     for f in findings:
         by_check.setdefault(f.check_id, []).append(f)
-    report.setdefault("cluster_checks", []).extend(
-        CheckResult(check_id, TITLES.get(check_id, check_id), found, 0.0).to_dict()
-        for check_id, found in by_check.items())
-    fail_on = (report.get("run") or {}).get("fail_on", "fail")
-    fresh = summarize(report["findings"], fail_on, summary.get("unlisted"))
-    for key in ("overall_status", "exit_code", "issues", "recommendations", "counts"):
+    checks = [ClusterCheck.from_dict(CheckResult(check_id, TITLES.get(check_id, check_id), found, 0.0).to_dict())
+              for check_id, found in by_check.items()]
+    later = with_findings(typed, listed, checks)
+    if isinstance(report, ClusterReport):
+        return later
+    report.setdefault("findings", []).extend(f.to_dict() for f in listed)
+    report.setdefault("cluster_checks", []).extend(c.to_dict() for c in checks)
+    summary, fresh = report["cluster_summary"], later.cluster_summary.to_dict()
+    for key in _VERDICT:
         summary[key] = fresh[key]
     return report
