@@ -38,3 +38,25 @@ def test_only_the_named_command_is_built() -> None:
 ])
 def test_one_command_parses_as_with_every_command_built(argv: list[str]) -> None:
     assert vars(build_parser(argv[0]).parse_args(argv)) == vars(build_parser().parse_args(argv))
+
+
+def test_a_run_without_a_report_directory_never_imports_the_html_renderer(tmp_path: Any) -> None:
+    """The HTML renderer (and its plots and assessment) is ~80 ms of imports on a GPU host: a node
+    run that prints to the console and writes no report directory must not pay for it."""
+    import subprocess
+    import sys
+
+    from .conftest import FIXTURES
+
+    dump = FIXTURES / "captured" / "h200-580.159.04" / "nvml_capture.json"
+    code = ("import sys, runpy\n"
+            f"sys.argv = ['gpu-preflight', 'run', '--quick', '--replay', {str(dump)!r}, '--no-history']\n"
+            "try:\n    runpy.run_module('gpu_preflight', run_name='__main__')\n"
+            "except SystemExit as exc:\n    code = exc.code\n"
+            "html = sorted(m for m in sys.modules if m.startswith('gpu_preflight.report.html'))\n"
+            "print(html, code, file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                          cwd=tmp_path)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("[] "), proc.stderr[-2000:]
+    assert last.split()[-1] in {"0", "1", "2"}  # it reached a verdict

@@ -367,7 +367,6 @@ class _Run:
         from this run, never from a stale report left in the directory.
         """
         from .outputs.publish import annotate, publish
-        from .report import write_report
         from .safeio import describe_error
 
         out, replayed = self.out, bool(self.settings.replay)
@@ -375,6 +374,8 @@ class _Run:
         self.rescore(report, config)
         unwritten = None
         if out.report_dir:
+            from .report.write import write_report  # brings the HTML renderer: only when a directory is asked for
+
             try:
                 path = write_report(report, nodes, out.report_dir, pretty=out.pretty, name=out.report_name)
                 print(f"gpu-preflight: report written to {path}", file=sys.stderr)

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from ..safeio import open_dir
 from .canonical import save_artifacts
 from .diagnostic_sections import fill_artifact_paths
-from .html import render_html
 from .jsonio import dump_report
 
 if TYPE_CHECKING:
@@ -37,6 +36,8 @@ def write_report(report: dict[str, Any] | ClusterReport, nodes: list[NodeReport]
     it is hundreds of megabytes). Raises ``OSError``
     (:class:`~gpu_preflight.safeio.UnsafePathError` for a refused directory).
     """
+    from .html import render_html  # only a run that writes a report directory pays for the HTML renderer
+
     if not isinstance(report, dict):
         report = report.to_dict()
     with open_dir(report_dir) as out:
