@@ -20,7 +20,6 @@ No I/O and no imports of the plugin packages here: the registry sits on the lowe
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import importlib
 from collections.abc import Callable, Iterator
@@ -98,6 +97,8 @@ class Registry(Generic[T]):
             return self._entries[key]
         if key in self._lazy:
             return self._resolve(key)
+        import difflib  # only for a name that was not found
+
         close = difflib.get_close_matches(key, self.names(), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else f" (known: {', '.join(self.names()) or 'none'})"
         raise UnknownKey(f"unknown {self.kind} {key!r}{hint}")

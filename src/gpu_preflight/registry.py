@@ -7,7 +7,6 @@ Adding a check therefore touches one module; there is no central list to edit.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
 import inspect
@@ -421,6 +420,8 @@ def describe(report_id: str) -> Described:
     try:
         return CHECKS.get(report_id)
     except UnknownKey:
+        import difflib  # only for an id that was not found
+
         known = [s.id for s in described()]
         close = [k for k in known if k.startswith(report_id + ".")][:4] or difflib.get_close_matches(
             report_id, known, n=3, cutoff=0.6)

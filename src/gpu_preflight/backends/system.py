@@ -1,4 +1,4 @@
-"""Host readings through psutil, /proc and /sys; each reading fails on its own.
+"""Host readings from /proc, /sys and statvfs (:mod:`.procfs`); each reading fails on its own.
 
 A reading that cannot be taken becomes ``NA`` with the reason, so one unreadable file
 (a container without /sys/devices/system/node, say) costs one check, not the probe.
@@ -7,7 +7,6 @@ A reading that cannot be taken becomes ``NA`` with the reason, so one unreadable
 from __future__ import annotations
 
 import os
-import platform
 import resource
 import socket
 import time
@@ -17,6 +16,7 @@ from typing import Any, TypeVar
 
 from ..model import NA
 from ..records import DiskUsage, SystemFacts
+from . import procfs
 
 T = TypeVar("T")
 # CPU usage is measured over the probe's own work, padded to at least this long.
@@ -44,17 +44,15 @@ def numa_nodes(root: str = "/sys/devices/system/node") -> int:
 
 
 def disk_usage(path: str) -> DiskUsage:
-    import psutil
-
     target = Path(path)
     while not target.exists() and target != target.parent:
         target = target.parent  # a report directory that run is about to create
     try:
-        usage = psutil.disk_usage(str(target))
+        total, free = procfs.disk_total_free(str(target))
     except OSError as exc:
         reason = NA(f"{path}: {exc.strerror or exc}")
         return DiskUsage(path, reason, reason)
-    return DiskUsage(path, usage.total, usage.free, mountpoint=attempt(lambda: _mountpoint(str(target))))
+    return DiskUsage(path, total, free, mountpoint=attempt(lambda: _mountpoint(str(target))))
 
 
 def _mountpoint(path: str) -> str:
@@ -65,40 +63,32 @@ def _mountpoint(path: str) -> str:
 
 
 def process_names() -> list[str]:
-    import psutil
-
-    names = set()
-    for proc in psutil.process_iter(["name"]):
-        name = proc.info.get("name")
-        if name:
-            names.add(name)
-    return sorted(names)
+    """The names of the processes running now (:func:`.procfs.process_names`)."""
+    return procfs.process_names()
 
 
-def _others_busy_percent(idle: float, me: Any, own_before: Any, elapsed: float) -> float:
+def _others_busy_percent(before: procfs.CpuTicks, own_before: float, elapsed: float) -> float:
     """Host CPU use during the sample, minus gpu-preflight's own share (it would otherwise
     report its own start-up as load)."""
-    import psutil
-
-    busy = 100.0 - idle
-    if isinstance(own_before, NA) or elapsed <= 0:
-        return busy
-    own_after = me.cpu_times()
-    own = (own_after.user + own_after.system - own_before.user - own_before.system) / elapsed
-    share = 100.0 * float(own) / (psutil.cpu_count() or 1)
+    after = procfs.cpu_ticks()
+    total = after.total - before.total
+    if total <= 0:
+        raise ValueError("no CPU time passed during the sample")
+    busy = 100.0 * (1.0 - (after.idle - before.idle) / total)
+    if elapsed <= 0:
+        return round(max(0.0, busy), 1)
+    own = (procfs.own_cpu_seconds() - own_before) / elapsed
+    share = 100.0 * own / (os.cpu_count() or 1)
     return round(max(0.0, busy - share), 1)
 
 
 def read_system(disk_paths: Iterable[str], processes: Callable[[], list[str]] | None = None) -> SystemFacts:
     """Every host reading the system checks need, each independently; ``processes`` replaces
     the process scan (a monitor's :class:`~.process_scan.ProcessScan`)."""
-    import psutil
-
-    me = psutil.Process()
-    cpu_before = attempt(lambda: psutil.cpu_times_percent(interval=None))
-    own_before = attempt(me.cpu_times)
+    cpu_before = attempt(procfs.cpu_ticks)
+    own_before = procfs.own_cpu_seconds()
     started = time.monotonic()
-    vm = attempt(psutil.virtual_memory)
+    vm = attempt(procfs.meminfo)
     memlock = attempt(lambda: _rlimit(resource.RLIMIT_MEMLOCK))
     nofile = attempt(lambda: _rlimit(resource.RLIMIT_NOFILE))
 
@@ -108,18 +98,18 @@ def read_system(disk_paths: Iterable[str], processes: Callable[[], list[str]] | 
     names = attempt(processes or process_names)
     disks = [disk_usage(p) for p in dict.fromkeys(disk_paths)]
     time.sleep(max(0.0, CPU_SAMPLE_S - (time.monotonic() - started)))
-    busy = attempt(lambda: _others_busy_percent(psutil.cpu_times_percent(interval=None).idle, me, own_before,
-                                                time.monotonic() - started))
+    busy = cpu_before if isinstance(cpu_before, NA) else attempt(
+        lambda: _others_busy_percent(cpu_before, own_before, time.monotonic() - started))
     return SystemFacts(
         hostname=socket.gethostname(),
-        kernel=attempt(platform.release),
-        memory_total_bytes=vm if isinstance(vm, NA) else vm.total,
-        memory_available_bytes=vm if isinstance(vm, NA) else vm.available,
-        cpu_count=attempt(lambda: psutil.cpu_count(logical=True) or 0),
-        cpu_percent=busy if not isinstance(cpu_before, NA) else cpu_before,
+        kernel=attempt(lambda: os.uname().release),
+        memory_total_bytes=part(vm, 0),
+        memory_available_bytes=part(vm, 1),
+        cpu_count=attempt(lambda: os.cpu_count() or 0),
+        cpu_percent=busy,
         load_1m=attempt(lambda: os.getloadavg()[0]),
         disks=disks,
-        shm_total_bytes=attempt(lambda: psutil.disk_usage("/dev/shm").total),
+        shm_total_bytes=attempt(lambda: procfs.disk_total_free("/dev/shm")[0]),
         memlock_soft=part(memlock, 0),
         memlock_hard=part(memlock, 1),
         nofile_soft=part(nofile, 0),

@@ -9,7 +9,7 @@ from ..config.diagnostics import diagnostics_config
 from ..model import Finding, Status
 from ..records import ClusterView, pingpong_pairs
 from ..records.errors import ParseError
-from ..records.fabric import PingpongRecord
+from ..records.libfabric import PingpongRecord
 from ..registry import CheckContext, check
 from .evidence import judge_record, parse_error_finding
 

@@ -28,7 +28,10 @@ from .evidence import judges
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..records.fabric import FiInfoRecord, IbDevicesRecord, LspciRecord, PciDevice, PerftestRecord, PingpongRecord
+    from ..records.fabric import IbDevicesRecord
+    from ..records.libfabric import FiInfoRecord, PingpongRecord
+    from ..records.pci import LspciRecord, PciDevice
+    from ..records.perftest import PerftestRecord
 
 IB_PERFTEST = declare(
     "ib.perftest", "perftest reaches the bandwidth floor",

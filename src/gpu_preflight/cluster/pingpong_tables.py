@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..records import ClusterView, pingpong_client_text, pingpong_pairs
 from ..records.errors import ParseError
-from ..records.fabric import PingpongRecord, PingpongRow
+from ..records.libfabric import PingpongRecord, PingpongRow
 
 __all__ = ["KIND", "client_tables", "side_rows"]
 

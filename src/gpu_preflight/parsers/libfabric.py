@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 
-from ..records.fabric import FiInfoRecord as FiInfoRecord
-from ..records.fabric import FiProvider as FiProvider
-from ..records.fabric import PingpongRecord as PingpongRecord
-from ..records.fabric import PingpongRow as PingpongRow
+from ..records.libfabric import FiInfoRecord as FiInfoRecord
+from ..records.libfabric import FiProvider as FiProvider
+from ..records.libfabric import PingpongRecord as PingpongRecord
+from ..records.libfabric import PingpongRow as PingpongRow
 from .detect import parser
 from .errors import ParseError
 from .text import is_noise, prepare, to_float

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from ..records.fabric import LspciRecord as LspciRecord
-from ..records.fabric import PciDevice as PciDevice
+from ..records.pci import LspciRecord as LspciRecord
+from ..records.pci import PciDevice as PciDevice
 from .detect import parser
 from .errors import ParseError
 from .text import is_noise, prepare

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from ..records.fabric import PerftestRecord as PerftestRecord
-from ..records.fabric import PerftestRow as PerftestRow
+from ..records.perftest import PerftestRecord as PerftestRecord
+from ..records.perftest import PerftestRow as PerftestRow
 from .detect import parser
 from .errors import ParseError
 from .text import is_noise, prepare, to_float, to_int

@@ -42,15 +42,15 @@ def pcie_probe(ctx: ProbeContext) -> PcieFacts:
         if ctx.options.get("kernel_log"):
             _limited_lines(ctx, facts)
         return facts
-    from ..parsers.errors import ParseError
-    from ..parsers.lspci import parse
-
     limit, capped = time_limit(ctx, cfg.tool_timeout_s)
     result, facts.lspci = run_and_keep(ctx, ["lspci", "-vvv", "-nn"], limit, artifact="lspci",
                                        filename="lspci-vvv-nn.txt", capped=capped)
     if facts.lspci.problem is None and facts.lspci.rc == 0 and not result.stdout.strip():
         facts.reason = "lspci lists no PCI device (no PCI bus visible here, e.g. inside a container)"
     elif facts.lspci.problem is None and facts.lspci.rc == 0:
+        from ..parsers.errors import ParseError
+        from ..parsers.lspci import parse  # only when lspci printed something
+
         try:
             record = parse(result.stdout)
         except ParseError as exc:

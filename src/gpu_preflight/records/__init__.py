@@ -12,7 +12,9 @@ and the report can say why a check was skipped.
 
 from __future__ import annotations
 
-from .cluster import ClusterFacts, ClusterView, pingpong_client_text, pingpong_pairs, subject_name
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from .node import (
     BoolR,
     DiskUsage,
@@ -27,7 +29,23 @@ from .node import (
     SystemFacts,
 )
 
+if TYPE_CHECKING:
+    from .cluster import ClusterFacts, ClusterView, pingpong_client_text, pingpong_pairs, subject_name
+
+# What rank 0 gathered is loaded on first use: a node run never reads it.
+_LAZY = {name: ".cluster" for name in
+         ("ClusterFacts", "ClusterView", "pingpong_client_text", "pingpong_pairs", "subject_name")}
+
 __all__ = [
     "BoolR", "ClusterFacts", "ClusterView", "DiskUsage", "FloatR", "GpuFacts", "GpuProcess", "GpuRecord", "IntR",
     "KernelLogFacts", "NvLink", "StrR", "SystemFacts", "pingpong_client_text", "pingpong_pairs", "subject_name",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(where, __name__), name)
+    globals()[name] = value
+    return value

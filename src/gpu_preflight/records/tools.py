@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .dcgm import DcgmDiagRecord
     from .dmesg import PcieLimit
-    from .fabric import FiInfoRecord, IbDevicesRecord, LspciRecord, OfiPlugin, RdmaDevice
+    from .fabric import IbDevicesRecord, OfiPlugin, RdmaDevice
+    from .libfabric import FiInfoRecord
     from .nccl import NcclTestsRecord
+    from .pci import LspciRecord
 
 
 @dataclass

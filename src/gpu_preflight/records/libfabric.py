@@ -1,0 +1,39 @@
+"""What libfabric's tools print: ``fi_info`` providers and ``fi_pingpong`` rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class FiProvider:
+    provider: str
+    fabric: str | None = None
+    domain: str | None = None
+    version: str | None = None
+    type: str | None = None
+    protocol: str | None = None
+
+
+@dataclass
+class FiInfoRecord:
+    providers: list[FiProvider] = field(default_factory=list)
+    error_code: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class PingpongRow:
+    size_bytes: int
+    iterations: int | None
+    total_bytes: int | None
+    time_s: float | None
+    mb_per_s: float | None
+    usec_per_xfer: float | None
+    mxfers_per_s: float | None
+
+
+@dataclass
+class PingpongRecord:
+    rows: list[PingpongRow] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)

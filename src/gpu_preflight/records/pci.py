@@ -1,0 +1,28 @@
+"""PCI devices and their links as ``lspci -vvv -nn`` prints them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PciDevice:
+    address: str
+    device_class: str
+    name: str
+    class_id: str | None = None
+    vendor_id: str | None = None
+    device_id: str | None = None
+    cap_speed_gts: float | None = None
+    cap_width: int | None = None
+    sta_speed_gts: float | None = None
+    sta_width: int | None = None
+    speed_downgraded: bool | None = None
+    width_downgraded: bool | None = None
+    downgraded: bool | None = None
+
+
+@dataclass
+class LspciRecord:
+    verbose: bool = False
+    devices: list[PciDevice] = field(default_factory=list)

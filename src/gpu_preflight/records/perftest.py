@@ -1,0 +1,29 @@
+"""An ``ib_*_bw`` perftest run: its settings and one row per message size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PerftestRow:
+    size_bytes: int
+    iterations: int | None
+    bw_peak_gbps: float | None
+    bw_avg_gbps: float | None
+    msg_rate_mpps: float | None
+
+
+@dataclass
+class PerftestRecord:
+    test: str | None = None
+    device: str | None = None
+    transport: str | None = None
+    connection_type: str | None = None
+    link_layer: str | None = None
+    bw_unit: str | None = None
+    rows: list[PerftestRow] = field(default_factory=list)
+    bw_peak_max_gbps: float | None = None
+    bw_avg_max_gbps: float | None = None
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
