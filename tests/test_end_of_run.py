@@ -196,7 +196,10 @@ def test_a_broken_orjson_install_falls_back_to_the_standard_library(monkeypatch:
     from gpu_preflight.report import jsonio
 
     monkeypatch.setitem(sys.modules, "orjson", types.ModuleType("orjson"))
-    assert jsonio._load_orjson() is None
-    monkeypatch.setattr(jsonio, "_orjson", None)
-    assert jsonio.encoder_name() == "json"
-    assert json.loads(jsonio.dumps_report({"a": [1.5, float("nan")]})) == {"a": [1.5, None]}
+    jsonio._load_orjson.cache_clear()
+    try:
+        assert jsonio._load_orjson() is None
+        assert jsonio.encoder_name() == "json"
+        assert json.loads(jsonio.dumps_report({"a": [1.5, float("nan")]})) == {"a": [1.5, None]}
+    finally:
+        jsonio._load_orjson.cache_clear()

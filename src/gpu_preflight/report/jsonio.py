@@ -22,6 +22,7 @@ content: what ``json.loads`` reads back is equal either way.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -35,8 +36,10 @@ BATCH = 64  # entries of one block encoded at once: node sections are tens of kB
 
 
 
+@functools.cache
 def _load_orjson() -> Any:
-    """The orjson module, or None where it is not installed or not usable.
+    """The orjson module, or None where it is not installed or not usable; imported on first
+    use (it brings uuid and platform, which a node run printing to the console never needs).
 
     A broken install (seen on a GPU image: an ``orjson`` directory that imports as an empty
     namespace package, no ``dumps``) must not stop a run from writing its report: the
@@ -51,12 +54,10 @@ def _load_orjson() -> Any:
     return orjson
 
 
-_orjson = _load_orjson()
-
 
 def encoder_name() -> str:
     """``orjson`` or ``json``: what :func:`dump_report` encodes with here."""
-    return "orjson" if _orjson is not None else "json"
+    return "orjson" if _load_orjson() is not None else "json"
 
 
 def finite(value: Any) -> Any:
@@ -84,9 +85,10 @@ def _stdlib(pretty: bool) -> Callable[[Any], bytes]:
 
 def _encoder(pretty: bool, use_orjson: bool = True) -> Callable[[Any], bytes]:
     fallback = _stdlib(pretty)
-    if _orjson is None or not use_orjson:
+    orjson = _load_orjson() if use_orjson else None
+    if orjson is None:
         return fallback
-    dumps, option = _orjson.dumps, _orjson.OPT_INDENT_2 if pretty else 0
+    dumps, option = orjson.dumps, orjson.OPT_INDENT_2 if pretty else 0
 
     def encode(value: Any) -> bytes:
         try:
