@@ -165,5 +165,6 @@ def dumps_report(report: Mapping[str, Any], *, pretty: bool = False, use_orjson:
 
 @reporter("json")
 def render_json(report: Mapping[str, Any]) -> str:
-    """The report as indented JSON text (``--format json`` on stdout)."""
-    return json.dumps(report, indent=2) + "\n"
+    """The report as indented JSON text (``--format json`` on stdout): the bytes ``report.json``
+    holds when written with ``pretty``, non-finite floats as ``null`` (valid JSON for ``jq``)."""
+    return dumps_report(report, pretty=True).decode("utf-8")
