@@ -203,3 +203,18 @@ def test_a_broken_orjson_install_falls_back_to_the_standard_library(monkeypatch:
         assert json.loads(jsonio.dumps_report({"a": [1.5, float("nan")]})) == {"a": [1.5, None]}
     finally:
         jsonio._load_orjson.cache_clear()
+
+
+def test_format_json_prints_the_pretty_report_json_and_no_bare_nan() -> None:
+    """``--format json`` on stdout is what ``report.json`` holds with ``--pretty``: strict JSON."""
+    from gpu_preflight.report import render
+    from gpu_preflight.report.jsonio import dumps_report
+
+    report = {"cluster_summary": {"overall_status": "PASS", "figure": float("nan")}, "findings": [], "nodes": {}}
+
+    def refuse(token: str) -> None:
+        raise ValueError(f"bare {token} in --format json")
+
+    text = render(report, "json")
+    assert text.encode() == dumps_report(report, pretty=True)
+    assert json.loads(text, parse_constant=refuse)["cluster_summary"]["figure"] is None
