@@ -165,7 +165,7 @@ def measure(nodes: int, gpus: int, profile: bool) -> dict[str, Any]:
     agg_s = time.perf_counter() - t0
     rss_after = rss_mb()
     t0 = time.perf_counter()
-    text = json.dumps(report)
+    text = json.dumps(report.to_dict())
     dump_s = time.perf_counter() - t0
     out: dict[str, Any] = {"nodes": nodes, "gpus": gpus, "ranks": nodes * gpus, "input_build_s": round(built_s, 2),
            "payload_json_mb": round(payload_bytes / 1e6, 1), "decode_s": round(decode_s, 3),
@@ -173,7 +173,7 @@ def measure(nodes: int, gpus: int, profile: bool) -> dict[str, Any]:
            "aggregate_vs_decode": round(agg_s / decode_s, 2), "rss_peak_mb": round(rss_after),
            "rss_peak_with_json_text_mb": round(rss_mb()),
            "report_json_mb": round(len(text) / 1e6, 1), "report_json_s": round(dump_s, 3),
-           "findings": len(report["findings"]), "exit_code": code}
+           "findings": len(report.findings), "exit_code": code}
     del report, text
     again = []  # the same aggregation twice more: the median of three says what one noisy run does not
     for _ in range(2):

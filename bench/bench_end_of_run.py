@@ -53,7 +53,7 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def end_of_run(report_dir: str, pretty: bool) -> Callable[[dict[str, Any], Any], int]:
+def end_of_run(report_dir: str, pretty: bool) -> Callable[[Any, Any], int]:
     """Rank 0's end of run for ``gpu-preflight run --report-dir DIR --no-history [--pretty]``:
     the run object's ``finish`` with the CLI's ``show``, as ``cmd_run`` builds them."""
     from gpu_preflight.cli.main import build_parser
@@ -62,7 +62,7 @@ def end_of_run(report_dir: str, pretty: bool) -> Callable[[dict[str, Any], Any],
 
     argv = ["run", "--report-dir", report_dir, "--no-history", *(["--pretty"] if pretty else [])]
     finisher = _Run(run_request(build_parser().parse_args(argv)), show)
-    return lambda report, config: finisher.finish(report, config, [])
+    return lambda report, config: finisher.finish(report, config, [])[1]
 
 
 class GcTime:
@@ -124,24 +124,24 @@ def phases(gathered: dict[str, Any], pretty: bool) -> dict[str, float]:
     """CPU seconds of each part of one emit (wall seconds wait for a core on a shared VM):
     scores and advice, report.json (encoded and written, no fsync), report.html, console."""
     from gpu_preflight.config import Config
-    from gpu_preflight.report.advice import add_advice
+    from gpu_preflight.report.advice import advise
     from gpu_preflight.report.build import build_cluster_report
     from gpu_preflight.report.console import render_console
     from gpu_preflight.report.html import render_html
     from gpu_preflight.report.jsonio import dump_report
-    from gpu_preflight.report.scores import add_scores
+    from gpu_preflight.report.scores import compute_scores
 
     report, _ = build_cluster_report(gathered, Config(), fail_on="fail", include=[], exclude=[], suite="quick",
                                      timeout_s=600, assess=False)
     gc.collect()
     out: dict[str, float] = {}
     c0 = time.process_time()
-    add_advice(add_scores(report))
+    report = report.with_assessment(advise(report, None, compute_scores(report)))
     out["scores_advice_cpu_s"] = time.process_time() - c0
     with tempfile.TemporaryDirectory(prefix="gp-bench-eor-") as tmp, open(os.devnull, "w") as null:
         c0 = time.process_time()
         with open(Path(tmp) / "report.json", "wb") as fh:
-            dump_report(report, fh, pretty=pretty)
+            dump_report(report.to_dict(), fh, pretty=pretty)
         out["report_json_cpu_s"] = time.process_time() - c0
         c0 = time.process_time()
         with open(Path(tmp) / "report.html", "w", encoding="utf-8") as fh:

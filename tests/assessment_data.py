@@ -79,8 +79,9 @@ def multinode_report() -> dict[str, Any]:
     payloads[4]["pingpong"] = [_pingpong(1, "server", 3, 58.0)]
     payloads[6]["pingpong"] = [_pingpong(1, "client", 2, 58.0)]
     config = Config(perf=PerfConfig(gemm_bf16_tflops=670.0))
-    report, _ = build_cluster_report(gathered, config, fail_on="fail", include=[], exclude=[], suite="quick",
-                                     timeout_s=30.0)
+    typed, _ = build_cluster_report(gathered, config, fail_on="fail", include=[], exclude=[], suite="quick",
+                                    timeout_s=30.0)
+    report = typed.to_dict()
     report["timestamp"] = TIMESTAMP
     report.setdefault("run", {})["wall_s"] = 42.0
     for section in report["nodes"].values():

@@ -75,7 +75,7 @@ def report_json(case: str, scale: str) -> str:
     config = Config(perf=PerfConfig(gemm_bf16_tflops=670.0), report=ReportConfig(detail_max_nodes=SCALES[scale]))
     report, _ = build_cluster_report(gathered(case), config, fail_on="fail", include=[], exclude=[],
                                      suite="quick", timeout_s=60.0)
-    return json.dumps(_blank(report), indent=1).replace(str(REPO), "<repo>") + "\n"
+    return json.dumps(_blank(report.to_dict()), indent=1).replace(str(REPO), "<repo>") + "\n"
 
 
 _VARYING = frozenset({"timestamp", "duration_s", "version", "read_at", "cost_benefit"})

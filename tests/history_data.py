@@ -121,7 +121,7 @@ def cluster_run(hosts: dict[str, list[Gpu]], *, node_fabric: dict[str, float] | 
     gathered = gathered_run(hosts, node_fabric=node_fabric, world_busbw=world_busbw)
     report, _ = build_cluster_report(gathered, config or Config(perf=PerfConfig(gemm_bf16_tflops=670.0)),
                                      fail_on="fail", include=[], exclude=[], suite="quick", timeout_s=30.0)
-    return report
+    return report.to_dict()
 
 
 def gpus(prefix: str, n: int = 2, **kwargs: Any) -> list[Gpu]:

@@ -101,7 +101,7 @@ def cluster_report(**kwargs: Any) -> dict[str, Any]:
     config = Config(perf=PerfConfig(gemm_bf16_tflops=670.0))
     report, _ = build_cluster_report(gathered_cluster(**kwargs), config, fail_on="fail", include=[], exclude=[],
                                      suite="quick", timeout_s=30.0)
-    return report
+    return report.to_dict()
 
 
 @functools.cache

@@ -363,6 +363,7 @@ def test_cluster_report_marks_missing_node_incomplete() -> None:
                 "topology": {"world_size": 2, "num_nodes": 2, "local_world_size": 1, "hosts": ["h0", "h1"]}}
     report, code = build_cluster_report(gathered, Config(), fail_on="fail", include=[], exclude=[], suite="quick",
                                         timeout_s=10)
+    report = report.to_dict()
     assert report["cluster_info"]["data_completeness"] == "incomplete: missing h1"
     assert code == 2
     assert report["nodes"]["node_1"]["summary"]["overall_status"] == "ERROR"

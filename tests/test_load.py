@@ -300,8 +300,9 @@ def test_the_cluster_report_keeps_each_gpus_series_and_the_html_plots_it() -> No
     payloads = {0: {**payload(0, 0, 0), "load": real}, 1: {**payload(1, 0, 1, tflops=400.0), "load": slow}}
     gathered = {"payloads": payloads, "missing": {},
                 "topology": {"world_size": 2, "num_nodes": 1, "local_world_size": 2, "hosts": ["h0"]}}
-    report, code = build_cluster_report(gathered, Config(), fail_on="fail", include=[], exclude=[], suite="quick",
-                                        timeout_s=30)
+    typed, code = build_cluster_report(gathered, Config(), fail_on="fail", include=[], exclude=[], suite="quick",
+                                       timeout_s=30)
+    report = typed.to_dict()
     load = [f for f in report["findings"] if f["check_id"].startswith("load.")]
     bad = {(f["check_id"], f["subject"], f["status"]) for f in load if f["status"] != "PASS"}
     assert ("load.clocks", "h0/gpu1", "FAIL") in bad and ("load.peers", "h0/gpu1", "WARN") in bad

@@ -14,7 +14,8 @@ from gpu_preflight.config.history import HistoryConfig
 from gpu_preflight.config.outputs import OutputsConfig
 from gpu_preflight.history import HistoryStore
 from gpu_preflight.outputs import add_output_arguments
-from gpu_preflight.outputs.publish import annotate, publish
+from gpu_preflight.outputs.publish import HistoryNotes, annotate, publish
+from gpu_preflight.report.model import ClusterReport
 
 from .history_data import cluster_run, gpus
 from .outputs_data import NVRM, run_args, written_report
@@ -66,16 +67,22 @@ def test_history_is_filed_then_consulted_by_the_next_run(tmp_path: Path) -> None
     db = tmp_path / "history.sqlite"
     args = run_args("--history-db", str(db), "--cluster-name", "c7")
     first = cluster_run({"h0": gpus("aa")})
-    assert annotate(first, args, config=SimpleNamespace(), environ={}) == []  # no store yet: nothing to do
+    assert annotate(first, args, config=SimpleNamespace(), environ={}) == HistoryNotes(earlier_scores=())  # first
     assert not db.exists()
     (result,) = publish(first, args, [], config=SimpleNamespace(), environ={})
     assert result.ok and "run #1 recorded" in result.detail and "cluster c7" in result.detail
     second = cluster_run({"h0": gpus("aa", tflops=640.0)})
-    found = annotate(second, args, config=SimpleNamespace(), environ={})
-    assert {f.check_id for f in found if f.status.value == "WARN"} == {"history.regression"}
-    assert second["cluster_summary"]["overall_status"] == "WARN"
-    assert annotate(second, args, config=SimpleNamespace(), environ={}) == []  # idempotent
-    publish(second, args, [], config=SimpleNamespace(), environ={})
+    before = json.dumps(second)
+    notes = annotate(second, args, config=SimpleNamespace(), environ={})
+    assert json.dumps(second) == before  # a value: the report it judged is not changed
+    assert {f.check_id for f in notes.findings if f.status.value == "WARN"} == {"history.regression"}
+    assert [e["components"]["overall"] for e in notes.earlier_scores or ()] == [
+        first["cluster_summary"]["health_scores"]["overall"]["score"]]
+    judged = notes.applied(ClusterReport.from_dict(second))
+    assert judged.cluster_summary.overall_status.value == "WARN"
+    assert judged.cluster_summary.earlier_scores == notes.earlier_scores
+    assert annotate(judged, args, config=SimpleNamespace(), environ={}) == HistoryNotes()  # judged once
+    publish(judged, args, [], config=SimpleNamespace(), environ={})
     with HistoryStore(db) as store:
         runs = store.runs()
         assert [(r.cluster, r.status) for r in runs] == [("c7", "PASS"), ("c7", "WARN")]
@@ -102,7 +109,7 @@ def test_a_broken_history_store_never_stops_the_run(tmp_path: Path, capsys: pyte
     db.write_text("this is not a database")
     report = cluster_run({"h0": gpus("aa")})
     args = run_args("--history-db", str(db))
-    assert annotate(report, args, config=SimpleNamespace(), environ={}) == []
+    assert annotate(report, args, config=SimpleNamespace(), environ={}) == HistoryNotes()
     assert "history not consulted" in capsys.readouterr().err
     (result,) = publish(report, args, [], config=SimpleNamespace(), environ={})
     assert not result.ok and "DatabaseError" in result.detail
@@ -145,7 +152,7 @@ def test_a_locked_history_delays_the_verdict_by_its_lock_timeout_only(tmp_path: 
         config = SimpleNamespace(history=HistoryConfig(lock_timeout_s=0.5), outputs=OutputsConfig())
         second = cluster_run({"h0": gpus("aa", tflops=640.0)})
         started = time.monotonic()
-        assert annotate(second, args, config=config, environ={}) == []
+        assert annotate(second, args, config=config, environ={}) == HistoryNotes()
         (result,) = publish(second, args, [], config=config, environ={})
         elapsed = time.monotonic() - started
     finally:

@@ -76,7 +76,10 @@ def test_a_trimmed_or_older_report_still_reads() -> None:
 
 def test_unknown_blocks_keep_their_place() -> None:
     report = cluster_report()
-    report["cluster_summary"]["localization"] = {"rounds": 2}
+    summary = report["cluster_summary"]
+    scored = {k: summary.pop(k) for k in ("earlier_scores", "health_scores", "recommendations_by_urgency",
+                                          "cost_benefit", "assessment") if k in summary}
+    summary.update(localization={"rounds": 2}, **scored)  # where a run puts it: before the history and scores
     report["nodes"]["node_1"]["load"] = {"gpu0": {"max_temp_c": 61}}
     report["extension"] = [1]
     typed = ClusterReport.from_dict(report)

@@ -16,6 +16,7 @@ import pytest
 from gpu_preflight.cli.main import build_parser
 from gpu_preflight.cli.run_cmd import run_request
 from gpu_preflight.outputs.options import OutputOptions
+from gpu_preflight.report.model import ClusterReport
 from gpu_preflight.run import LocaliseOptions, RunRequest, RunSettings, RunUsageError, run, worker_argv
 
 from .conftest import H200_DUMP
@@ -30,9 +31,10 @@ def test_a_library_run_returns_the_report_and_exit_code_and_writes_it(tmp_path: 
     out = OutputOptions(report_dir=str(tmp_path), report_name="acceptance.json", history=False)
     result = run(RunRequest(replayed(), out))
     assert result.report is not None
-    assert result.exit_code == result.report["cluster_summary"]["exit_code"]
+    assert isinstance(result.report, ClusterReport)
+    assert result.exit_code == result.report.cluster_summary.exit_code
     saved = json.loads((tmp_path / "acceptance.json").read_text())
-    assert saved["findings"] == result.report["findings"]
+    assert saved == result.report.to_dict()  # the report as written: artifact paths and all
     assert not (tmp_path / "report.json").exists()  # the name asked for, not the default beside it
     captured = capsys.readouterr()
     assert captured.out == ""  # no show callback: a library run prints no verdict
@@ -44,20 +46,21 @@ def test_the_expected_gpu_count_is_a_field_that_reaches_the_checks_and_the_repor
     eight = run(RunRequest(replayed(expect_gpus=8), quiet))
     nine = run(RunRequest(replayed(expect_gpus=9), quiet))
     assert eight.report is not None and nine.report is not None
-    assert eight.report["cluster_info"]["expected_total_gpus"] == 8
-    assert nine.report["cluster_info"]["expected_total_gpus"] == 9
-    count = [f for f in nine.report["findings"] if f["check_id"] == "gpu.inventory.count"]
-    assert [f["code"] for f in count] == ["gpus_missing"] and nine.exit_code == 2
+    assert eight.report.cluster_info.expected_total_gpus == 8
+    assert nine.report.cluster_info.expected_total_gpus == 9
+    count = [f for f in nine.report.findings if f.check_id == "gpu.inventory.count"]
+    assert [f.code for f in count] == ["gpus_missing"] and nine.exit_code == 2
     unset = run(RunRequest(replayed(), quiet))
-    assert unset.report is not None and unset.report["cluster_info"]["expected_total_gpus"] is None
+    assert unset.report is not None and unset.report.cluster_info.expected_total_gpus is None
 
 
 def test_the_show_callback_gets_the_final_report_and_the_output_options(tmp_path: Path) -> None:
     seen: list[tuple[str, str]] = []
     out = OutputOptions(format="json", history=False)
-    result = run(RunRequest(replayed(), out), show=lambda report, o: seen.append((report["run"]["fail_on"], o.format)))
+    result = run(RunRequest(replayed(), out), show=lambda report, o: seen.append((report.fail_on, o.format)))
     assert seen == [("fail", "json")] and result.report is not None
-    assert result.report["run"]["wall_s"] > 0  # scored after the run, with its whole wall time
+    assert result.report.run.extra["wall_s"] > 0  # scored after the run, with its whole wall time
+    assert result.report.cluster_summary.health_scores is not None
 
 
 def test_a_pattern_that_matches_no_check_cannot_start_a_run() -> None:

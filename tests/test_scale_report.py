@@ -37,7 +37,7 @@ def _report(*, summarized: bool, gemm: list[float] | None = None) -> dict[str, A
                     report=ReportConfig(detail_max_nodes=1 if summarized else 32))
     report, _ = build_cluster_report(gathered, config, fail_on="fail", include=[], exclude=[], suite="quick",
                                      timeout_s=30.0)
-    return report
+    return report.to_dict()
 
 
 def test_summarized_report_keeps_verdict_counts_groups_and_scores() -> None:

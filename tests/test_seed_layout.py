@@ -137,7 +137,7 @@ def seed_scenario(node: NodeReport, seed: dict[str, Any]) -> dict[str, Any]:
             "raw_output": test["raw_output"], "pair": 0, "peer_node": 1 - index}]
     report, _ = build_cluster_report(gathered, Config(perf=PerfConfig(gemm_bf16_tflops=670.0)), fail_on="fail",
                                      include=[], exclude=[], suite="full", timeout_s=30.0)
-    return report
+    return report.to_dict()
 
 
 @pytest.fixture

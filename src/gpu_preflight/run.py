@@ -7,7 +7,7 @@
 
     result = run(RunRequest(RunSettings(node_only=True, include=("gpu.*",)),
                             OutputOptions(report_dir="out")))
-    result.report["cluster_summary"]["overall_status"], result.exit_code
+    result.report.cluster_summary.overall_status, result.exit_code   # a ClusterReport
 
 - node-only (``node_only``, a replay, or only node checks selected): this host's checks, no torch;
 - under torchrun, srun, mpirun, SageMaker or a PyTorchJob: this process is one rank, and
@@ -30,10 +30,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Config
 from .outputs.options import OutputOptions
+
+if TYPE_CHECKING:
+    from .report.model import ClusterReport
 
 __all__ = ["EXIT_ERROR", "LocaliseOptions", "RunRequest", "RunResult", "RunSettings", "RunUsageError", "run",
            "worker_argv"]
@@ -42,7 +45,7 @@ EXIT_ERROR = 3  # could not judge (cli.exits.EXIT_ERROR: the same number for eve
 ONE_NODE = "one node: localisation tests nodes against each other"
 SUITES = ("quick", "full")
 FAIL_ON = ("warn", "fail")
-Show = Callable[[dict[str, Any], OutputOptions], None]
+Show = Callable[["ClusterReport", OutputOptions], None]
 
 
 class RunUsageError(Exception):
@@ -108,9 +111,10 @@ class RunRequest:
 
 @dataclass(frozen=True)
 class RunResult:
-    """The report (None when this rank did not report: rank 0 or a peer did) and the exit code."""
+    """The typed report (None when this rank did not report: rank 0 or a peer did; ``to_dict()``
+    is its JSON) and the exit code."""
 
-    report: dict[str, Any] | None
+    report: ClusterReport | None
     exit_code: int
 
 
@@ -225,7 +229,7 @@ class _Run:
     def node_only(self, note: str | None = None) -> RunResult:
         from .engine import run_checks
         from .model import CheckResult, Finding, Status
-        from .report import build_report
+        from .report.build import build
 
         node = run_checks(self._engine_options(self.settings.timeout_s or 30.0))
         if note:
@@ -235,8 +239,9 @@ class _Run:
                 0.0))
         explicit = self.settings.profile not in (None, "auto")
         config = self.config if explicit or node.profile is None else self.resolve(node.profile)
-        report = build_report([node], expected_total_gpus=config.gpu.expected_count, assess=False)  # finish() scores
-        return RunResult(report, self.finish(report, config, [node]))
+        report = build([node], expected_total_gpus=config.gpu.expected_count, assess=False)  # finish() scores
+        report, code = self.finish(report, config, [node])
+        return RunResult(report, code)
 
     def as_rank(self, topo: Any) -> RunResult:
         """One rank under a launcher (or under our own supervisor).
@@ -293,13 +298,14 @@ class _Run:
             from .outputs.publish import annotate
             from .safeio import atomic_writer
 
-            annotate(report, self.out, config=config, replayed=bool(s.replay))  # history findings count in the
-            code = int(report["cluster_summary"]["exit_code"])  # verdict every rank exits with
+            # history findings count in the verdict every rank exits with
+            report = annotate(report, self.out, config=config, replayed=bool(s.replay)).applied(report)
+            code = report.cluster_summary.exit_code
             with atomic_writer(os.path.join(result_dir, "report.json")) as fh:
-                json.dump(report, fh)
+                json.dump(report.to_dict(), fh)
         else:
             self._acceptance(outcome.gathered)
-            code = self.finish(report, config, [])
+            report, code = self.finish(report, config, [])
             code = code if excluded else EXIT_ERROR
         outcome.publish(code, verdict_text(report))
         return RunResult(report, int(outcome.leave(code)))
@@ -320,8 +326,11 @@ class _Run:
         topo = {"launcher": "self", "world_size": workers, "num_nodes": 1, "local_world_size": workers,
                 "hostname": os.uname().nodename, "hosts": [os.uname().nodename]}
         gathered = gathered_from_files(sup, workers, topo)
-        report = sup.report
-        if report is None:
+        if sup.report is not None:
+            from .report.model import ClusterReport
+
+            report = ClusterReport.from_dict(sup.report)
+        else:
             from .report.build import build_cluster_report
 
             s = self.settings
@@ -329,7 +338,7 @@ class _Run:
                                              exclude=list(s.exclude), suite=s.suite, timeout_s=timeout, assess=False)
         excluded = not self.loc.mode or self._localize_not_run(ONE_NODE, empty_exclude=True)
         self._acceptance(gathered)
-        code = self.finish(report, config, [])
+        report, code = self.finish(report, config, [])
         code = code if excluded else EXIT_ERROR
         _keep_worker_logs(sup, self.out.report_dir)
         return RunResult(report, code)
@@ -346,18 +355,18 @@ class _Run:
             return LiveLines(file_lines(path)) if path else None
         return LiveLines(stderr_line) if self.out.verbose else None
 
-    def rescore(self, report: dict[str, Any], config: Config) -> None:
-        """Scores, advice and cost with the run's ``[report]`` settings, over the final findings
-        (history, localisation) and the run's whole wall time."""
-        from .report.advice import add_advice
-        from .report.scores import add_scores
+    def rescore(self, report: ClusterReport, config: Config) -> ClusterReport:
+        """``report`` scored, advised and priced with the run's ``[report]`` settings, over the
+        final findings (history, localisation) and the run's whole wall time (a new value)."""
+        from .report.advice import advise
+        from .report.scores import compute_scores
 
-        report.setdefault("run", {})["wall_s"] = round(time.monotonic() - self.started, 3)
-        add_advice(add_scores(report, config.report), config.report)
+        report = report.with_run(wall_s=round(time.monotonic() - self.started, 3))
+        return report.with_assessment(advise(report, config.report, compute_scores(report, config.report)))
 
-    def finish(self, report: dict[str, Any], config: Config, nodes: list[Any]) -> int:
-        """Judge against history, write the report directory (the report compact, or indented with
-        ``pretty``), publish, show; return the exit code.
+    def finish(self, report: ClusterReport, config: Config, nodes: list[Any]) -> tuple[ClusterReport, int]:
+        """Judge against history, score, write the report directory (the report compact, or
+        indented with ``pretty``), publish, show; return the final report and the exit code.
 
         Publishing comes before the verdict so that ``[RESULT]`` closes the verdict. A report
         directory that cannot be written (read-only, full, not a directory, refused as unsafe)
@@ -370,15 +379,16 @@ class _Run:
         from .safeio import describe_error
 
         out, replayed = self.out, bool(self.settings.replay)
-        annotate(report, out, config=config, replayed=replayed)
-        self.rescore(report, config)
+        report = annotate(report, out, config=config, replayed=replayed).applied(report)
+        report = self.rescore(report, config)
         unwritten = None
         if out.report_dir:
-            from .report.write import write_report  # brings the HTML renderer: only when a directory is asked for
+            from .report.write import write  # brings the HTML renderer: only when a directory is asked for
 
             try:
-                path = write_report(report, nodes, out.report_dir, pretty=out.pretty, name=out.report_name)
-                print(f"gpu-preflight: report written to {path}", file=sys.stderr)
+                written = write(report, nodes, out.report_dir, pretty=out.pretty, name=out.report_name)
+                report = written.report
+                print(f"gpu-preflight: report written to {written.path}", file=sys.stderr)
             except (OSError, ValueError) as exc:
                 unwritten = f"could not write the report to {out.report_dir}: {describe_error(exc, out.report_dir)}"
                 out = dataclasses.replace(out, report_dir=None)
@@ -387,8 +397,8 @@ class _Run:
             self.show(report, out)
         if unwritten:
             print(f"gpu-preflight: {unwritten}", file=sys.stderr)
-            return EXIT_ERROR
-        return int(report["cluster_summary"]["exit_code"])
+            return report, EXIT_ERROR
+        return report, report.cluster_summary.exit_code
 
     def _acceptance(self, gathered: dict[str, Any]) -> None:
         """``ddp_training_result.json``, where a DDP training smoke ran and a report directory was

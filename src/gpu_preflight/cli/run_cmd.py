@@ -47,8 +47,9 @@ def run_request(args: argparse.Namespace) -> Any:
     return RunRequest(settings, output_options(args), localise)
 
 
-def show(report: dict[str, Any], output: Any) -> None:
-    """The verdict as asked: the console view on stderr, or one format alone on stdout."""
+def show(report: Any, output: Any) -> None:
+    """The verdict as asked (``report`` typed, or its dict): the console view on stderr, or one
+    format alone on stdout."""
     from ..report import render
     from ..report.console import render_console
 

@@ -22,6 +22,7 @@ from ..report.diagnostic_sections import communication_test
 
 if TYPE_CHECKING:
     from ..report.canonical import Assessor
+    from ..report.model import ClusterReport
 
 
 def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
@@ -291,8 +292,8 @@ def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: s
                          exclude: list[str], suite: str, timeout_s: float,
                          extra_results: list[CheckResult] | None = None,
                          summary_extra: dict[str, Any] | None = None,
-                         assess: Assessor | None = None) -> tuple[dict[str, Any], int]:
-    """The report dict and the process exit code for a gathered distributed run.
+                         assess: Assessor | None = None) -> tuple[ClusterReport, int]:
+    """The typed report and the process exit code for a gathered distributed run.
 
     ``assess`` scores and advises it (the report layer's :func:`gpu_preflight.report.build.build_cluster_report`
     passes :func:`~gpu_preflight.report.advice.advise`); without it the report has no scores.
@@ -316,9 +317,10 @@ def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: s
 
 def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: list[str], exclude: list[str],
            suite: str, timeout_s: float, extra_results: list[CheckResult] | None,
-           summary_extra: dict[str, Any] | None, assess: Assessor | None) -> tuple[dict[str, Any], int]:
+           summary_extra: dict[str, Any] | None, assess: Assessor | None) -> tuple[ClusterReport, int]:
     from ..model import gated_exit_code
     from ..report.canonical import assemble_report
+    from ..report.model import ClusterReport
 
     facts = cluster_facts(gathered)
     entries, missing = _node_entries(facts, fail_on)
@@ -335,6 +337,9 @@ def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: l
     _load_sections(facts, extras, config)
     report = assemble_report(entries, fail_on=fail_on, node_extras=extras, cluster_results=results,
                              topology=gathered["topology"], missing_nodes=missing, performance_summary=perf,
-                             assess=assess, expected_total_gpus=facts.world_size if facts.gpu_ranks else None)
+                             expected_total_gpus=facts.world_size if facts.gpu_ranks else None)
     report["cluster_summary"].update(summary_extra or {})
-    return report, gated_exit_code(Status(report["cluster_summary"]["overall_status"]), fail_on)
+    typed = ClusterReport.from_dict(report)
+    if assess is not None:  # after the summary's blocks: the localisation matrix is the best connectivity source
+        typed = typed.with_assessment(assess(typed, None))
+    return typed, gated_exit_code(typed.cluster_summary.overall_status, fail_on)

@@ -21,7 +21,10 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..report.model import ClusterReport
 
 ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
 LINE_MAX = 500
@@ -35,14 +38,20 @@ def carries_verdict(launcher: str, *, reporting: bool, node_carrier: bool) -> bo
     return reporting or (launcher == "torchrun" and node_carrier)
 
 
-def verdict_text(report: Mapping[str, Any]) -> str:
-    """One line a launcher can show for the run: status, exit code, result line, first issues."""
+def verdict_text(report: ClusterReport | Mapping[str, Any]) -> str:
+    """One line a launcher can show for the run: status, exit code, result line, first issues.
+
+    A dict may be a report cut short (no summary): the line still says ERROR, exit 3."""
     from ..report.canonical import result_line
 
-    summary = report.get("cluster_summary") or {}
-    text = (f"gpu-preflight {summary.get('overall_status', 'ERROR')} (exit {summary.get('exit_code', 3)}): "
-            f"{result_line(dict(report))}")
-    for issue in summary.get("issues") or []:
+    if isinstance(report, Mapping):
+        summary = report.get("cluster_summary") or {}
+        status, code, found = summary.get("overall_status", "ERROR"), summary.get("exit_code", 3), summary.get("issues")
+    else:
+        s = report.cluster_summary
+        status, code, found = s.overall_status.value, s.exit_code, s.issues
+    text = f"gpu-preflight {status} (exit {code}): {result_line(report)}"
+    for issue in found or []:
         if len(text) + len(str(issue)) + 3 > LINE_MAX:
             break
         text += " | " + str(issue)

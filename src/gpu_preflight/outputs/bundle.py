@@ -8,13 +8,15 @@ is written to a temporary directory first.
 
 from __future__ import annotations
 
-import copy
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..report.model import ClusterReport
 
 __all__ = ["Bundle", "bundle_of"]
 
@@ -60,14 +62,15 @@ class Bundle:
 
 
 @contextmanager
-def bundle_of(report: dict[str, Any], nodes: Sequence[Any] = (), report_dir: str | Path | None = None,
-              name: str = REPORT) -> Iterator[Bundle]:
-    """The bundle in ``report_dir`` when the report was written there (as ``name``), else a temporary one."""
+def bundle_of(report: ClusterReport | Mapping[str, Any], nodes: Sequence[Any] = (),
+              report_dir: str | Path | None = None, name: str = REPORT) -> Iterator[Bundle]:
+    """The bundle in ``report_dir`` when the report was written there (as ``name``), else a
+    temporary one (``report``, typed or its dict, is not changed)."""
     if report_dir is not None and (Path(report_dir) / name).is_file():
         yield Bundle(Path(report_dir), name)
         return
-    from ..report.write import write_report
+    from ..report.write import write
 
     with tempfile.TemporaryDirectory(prefix="gpu-preflight-bundle-") as tmp:
-        write_report(copy.deepcopy(report), list(nodes), tmp)
+        write(report, list(nodes), tmp)
         yield Bundle(Path(tmp))

@@ -3,8 +3,9 @@
 Two entry points for :func:`gpu_preflight.run.finish` (or a library user's own run), both
 taking the run's :class:`~gpu_preflight.outputs.options.OutputOptions` and its resolved config:
 
-- :func:`annotate` before the report is written: adds ``history.regression`` and
-  ``history.repeat_offender`` findings (and refreshes the verdict) from the history store.
+- :func:`annotate` before the report is written: the ``history.regression`` and
+  ``history.repeat_offender`` findings and the earlier scores the history store holds for
+  it, as a value (:class:`HistoryNotes`) that makes the new report (the verdict refreshed).
 - :func:`publish` after it is written: appends the run to the history, writes the
   Prometheus textfile, copies the bundle into a SageMaker job's output directory, and
   uploads to S3 and MLflow.
@@ -28,11 +29,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .options import OutputOptions
 
-__all__ = ["Published", "annotate", "cluster_name", "history_path", "publish"]
+if TYPE_CHECKING:
+    from ..model import Finding
+    from ..report.model import ClusterReport
+
+__all__ = ["HistoryNotes", "Published", "annotate", "cluster_name", "history_path", "publish"]
 
 
 @dataclass(frozen=True)
@@ -83,41 +88,63 @@ def _say(message: str) -> None:
     print(f"gpu-preflight: {message}", file=sys.stderr)
 
 
-def annotate(report: dict[str, Any], options: OutputOptions, *, config: object | None = None,
-             replayed: bool = False, environ: Mapping[str, str] | None = None) -> list[Any]:
-    """Add the history's findings to ``report`` (in place), and the cluster's earlier health
-    scores (``cluster_summary.earlier_scores``, ``[]`` on a first run: the trends of the
-    assessment); returns the findings. Never raises for a bad store."""
+@dataclass(frozen=True)
+class HistoryNotes:
+    """What the history says about a run before it is filed: its ``history.regression`` and
+    ``history.repeat_offender`` findings, and the cluster's earlier health scores (the
+    assessment's trends: ``()`` on a first run, None when the history was not consulted)."""
+
+    findings: tuple[Finding, ...] = ()
+    earlier_scores: tuple[dict[str, Any], ...] | None = None
+
+    def applied(self, report: ClusterReport) -> ClusterReport:
+        """``report`` with these notes: ``cluster_summary.earlier_scores`` and the findings,
+        the verdict worked out again over them (a new value)."""
+        if self.earlier_scores is not None:
+            report = report.with_summary(earlier_scores=self.earlier_scores)
+        if self.findings:
+            from ..history.merge import add_findings
+
+            report = add_findings(report, self.findings)
+        return report
+
+
+def annotate(report: ClusterReport | Mapping[str, Any], options: OutputOptions, *, config: object | None = None,
+             replayed: bool = False, environ: Mapping[str, str] | None = None) -> HistoryNotes:
+    """What the history says about ``report`` (typed or its dict, which is not changed): its
+    findings and the cluster's earlier scores, for :meth:`HistoryNotes.applied`. Never raises
+    for a bad store; a report already judged (rank 0 before sharing its verdict) gets nothing."""
+    from ..report.model import ClusterReport
+
     env = os.environ if environ is None else environ
-    if any(str(f.get("check_id", "")).startswith("history.") for f in report.get("findings") or []):
-        return []  # already judged (rank 0 before sharing its verdict): once is enough
+    typed = ClusterReport.of(report)
+    if any(f.check_id.startswith("history.") for f in typed.findings):
+        return HistoryNotes()  # already judged: once is enough
     config = _config(config)
     if not _history_on(options, config, replayed):
-        return []
+        return HistoryNotes()
     path = history_path(options, config, env)
     if not path.is_file():
-        report.setdefault("cluster_summary", {})["earlier_scores"] = []
-        return []  # a first run: nothing to compare with, and no reason to create the file yet
+        return HistoryNotes(earlier_scores=())  # a first run: nothing to compare with, no reason to create the file
     from ..config.history import history_config
     from ..config.report_schema import report_config
-    from ..history import HistoryStore, add_findings, history_findings  # only when there is history to read
-    from ..history.extract import run_key
+    from ..history import HistoryStore  # only when there is history to read
+    from ..history.compare import judge_run
+    from ..history.extract import extract
 
     try:
         with HistoryStore(path, timeout_s=history_config(config).lock_timeout_s, readonly=True) as store:
             cluster = cluster_name(options, config, env)
-            found = history_findings(report, store, config, cluster)
-            earlier = store.earlier_scores(cluster, report_config(config).trend_runs,
-                                           before=store.run_id(run_key(report)))
+            run = extract(typed)
+            found = tuple(judge_run(run, store, config, cluster))
+            earlier = store.earlier_scores(cluster, report_config(config).trend_runs, before=store.run_id(run.key))
     except Exception as exc:  # a corrupt, locked or refused store must not stop the report
         _say(f"history not consulted ({path}): {type(exc).__name__}: {exc}")
-        return []
-    report.setdefault("cluster_summary", {})["earlier_scores"] = earlier
-    add_findings(report, found)
-    return found
+        return HistoryNotes()
+    return HistoryNotes(found, tuple(earlier))
 
 
-def publish(report: dict[str, Any], options: OutputOptions, nodes: Sequence[Any] = (), *,
+def publish(report: ClusterReport | Mapping[str, Any], options: OutputOptions, nodes: Sequence[Any] = (), *,
             config: object | None = None, replayed: bool = False, environ: Mapping[str, str] | None = None
             ) -> list[Published]:
     """File and publish a written report; returns one entry per target (also printed to stderr).
@@ -204,7 +231,8 @@ def _guard(target: str, action: Callable[[], object]) -> Published:
         return Published(shown, False, redact_text(f"{type(exc).__name__}: {exc}"))
 
 
-def _record(report: dict[str, Any], path: Path, cluster: str, source: str | None, lock_timeout_s: float) -> str:
+def _record(report: ClusterReport | Mapping[str, Any], path: Path, cluster: str, source: str | None,
+            lock_timeout_s: float) -> str:
     from ..history import HistoryStore, extract
 
     with HistoryStore(path, timeout_s=lock_timeout_s) as store:
@@ -221,7 +249,7 @@ def _sagemaker(bundle: Any, dirs: Any) -> str:
     return f"report at {where} ({len(written)} file(s)), uploaded by SageMaker in output.tar.gz"
 
 
-def _textfile(report: dict[str, Any], path: str, cluster: str) -> str:
+def _textfile(report: ClusterReport | Mapping[str, Any], path: str, cluster: str) -> str:
     from .textfile import write_textfile
 
     return f"written ({write_textfile(report, path, cluster)})"

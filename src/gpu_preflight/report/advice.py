@@ -29,7 +29,7 @@ from typing import Any
 from ..config.report_schema import ReportConfig
 from ..model import Status, gating_statuses
 from .measurements import num
-from .model import Assessment
+from .model import Assessment, ClusterReport
 from .scores import BLOCKING, component_of, compute_scores
 
 __all__ = ["URGENCIES", "add_advice", "advise", "cost_benefit", "recommendations_by_urgency"]
@@ -154,14 +154,16 @@ def cost_benefit(report: Mapping[str, Any], scores: Mapping[str, Any], cfg: Repo
             "gpu_hour_price": cfg.gpu_hour_price, "currency": cfg.currency, "line": line}
 
 
-def advise(report: Mapping[str, Any], config: ReportConfig | None = None,
+def advise(report: ClusterReport | Mapping[str, Any], config: ReportConfig | None = None,
            scores: Mapping[str, Any] | None = None) -> Assessment:
-    """What scoring and advice conclude about ``report``, as a value (the report is not
-    changed): health scores (``scores``, else the report's own, else computed),
+    """What scoring and advice conclude about ``report`` (typed or its dict), as a value (the
+    report is not changed): health scores (``scores``, else the report's own, else computed),
     recommendations by urgency, cost-benefit and the health assessment (:mod:`.assessment`)."""
     from .assessment import assess
 
     cfg = config or ReportConfig()
+    if isinstance(report, ClusterReport):
+        report = report.to_dict()
     scores = scores or (report.get("cluster_summary") or {}).get("health_scores") or compute_scores(report, cfg)
     recs = recommendations_by_urgency(report, scores)
     return Assessment(scores if isinstance(scores, dict) else dict(scores), recs, cost_benefit(report, scores, cfg),

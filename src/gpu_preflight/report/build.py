@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .canonical import Assessor
     from .model import ClusterReport
 
-__all__ = ["assemble", "assemble_report", "build_cluster_report", "build_report"]
+__all__ = ["assemble", "assemble_report", "build", "build_cluster_report", "build_report"]
 
 
 def _scorer(assess: bool) -> Assessor | None:
@@ -34,8 +34,21 @@ def _scorer(assess: bool) -> Assessor | None:
 
 
 def build_report(nodes: list[NodeReport], *, assess: bool = True, **kwargs: Any) -> dict[str, Any]:
-    """:func:`.canonical.build_report`, scored and advised unless ``assess`` is False."""
+    """:func:`.canonical.build_report`, scored and advised unless ``assess`` is False: the
+    report's JSON dict, as the library's ``gpu_preflight.build_report`` has always returned it
+    (:func:`build` is the typed report)."""
     return canonical.build_report(nodes, assess=_scorer(assess), **kwargs)
+
+
+def build(nodes: list[NodeReport], *, assess: bool = True, config: ReportConfig | None = None,
+          **kwargs: Any) -> ClusterReport:
+    """The typed report for one or more node reports (``node_0`` ... in the given order), scored
+    and advised under ``config`` unless ``assess`` is False; ``kwargs`` as for :func:`assemble`."""
+    if not nodes:
+        raise ValueError("a report needs at least one node")
+    infos = kwargs.pop("node_infos", None) or [{}] * len(nodes)
+    entries = [canonical.node_entry(n, f"node_{i}", infos[i]) for i, n in enumerate(nodes)]
+    return assemble(entries, fail_on=nodes[0].fail_on, assess=assess, config=config, **kwargs)
 
 
 def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, assess: bool = True,
@@ -51,9 +64,9 @@ def assemble(entries: list[dict[str, Any]], *, fail_on: str, assess: bool = True
 
 
 def build_cluster_report(gathered: dict[str, Any], config: Config, *, assess: bool = True,
-                         **kwargs: Any) -> tuple[dict[str, Any], int]:
-    """:func:`gpu_preflight.cluster.aggregate.build_cluster_report`, scored and advised unless
-    ``assess`` is False."""
+                         **kwargs: Any) -> tuple[ClusterReport, int]:
+    """:func:`gpu_preflight.cluster.aggregate.build_cluster_report`: the typed report of a
+    gathered run and its exit code, scored and advised unless ``assess`` is False."""
     from ..cluster.aggregate import build_cluster_report as aggregate
 
     return aggregate(gathered, config, assess=_scorer(assess), **kwargs)

@@ -38,9 +38,9 @@ if TYPE_CHECKING:
     from ..safeio import SafeDir
     from .model import Assessment, ClusterCheck, ClusterReport, ReportFinding
 
-    # Scores and advice for a report dict under the [report] settings (None: the defaults):
-    # the report layer's :func:`~.advice.advise`, handed down so the findings never import it.
-    Assessor = Callable[[Mapping[str, Any], ReportConfig | None], Assessment]
+    # Scores and advice for a report (typed or its dict) under the [report] settings (None: the
+    # defaults): the report layer's :func:`~.advice.advise`, handed down so the findings never import it.
+    Assessor = Callable[[ClusterReport | Mapping[str, Any], ReportConfig | None], Assessment]
 
 # cluster_summary.test_results: group name → the check ids counted in it, derived from
 # what each check declares (``@check(group=...)``, ``registry.GROUPS`` for the order and
@@ -465,11 +465,10 @@ def assemble(entries: list[dict[str, Any]], *, fail_on: str, assess: Assessor | 
     """
     from .model import ClusterReport
 
-    report = assemble_report(entries, fail_on=fail_on, **kwargs)
-    typed = ClusterReport.from_dict(report)
+    typed = ClusterReport.from_dict(assemble_report(entries, fail_on=fail_on, **kwargs))
     if assess is None:
         return typed
-    return typed.with_assessment(assess(report, config))
+    return typed.with_assessment(assess(typed, config))
 
 
 def save_artifacts(node: NodeReport, out: SafeDir | str | Path, node_key: str) -> list[dict[str, Any]]:

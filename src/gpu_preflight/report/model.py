@@ -22,7 +22,7 @@ after the known ones: a localisation block in the summary, a node's ``load``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -189,6 +189,8 @@ class ClusterSummary:
                            "recommendations": list(self.recommendations), "counts": self.counts}
         if self.unlisted is not None:
             out["unlisted"] = self.unlisted
+        if self.extra:  # where a run adds them (a localisation block), before the history and the scores
+            out.update(self.extra)
         if self.earlier_scores is not None:
             out["earlier_scores"] = list(self.earlier_scores)
         if self.health_scores is not None:
@@ -199,8 +201,6 @@ class ClusterSummary:
             out["cost_benefit"] = self.cost_benefit
         if self.assessment is not None:
             out["assessment"] = self.assessment
-        if self.extra:
-            out.update(self.extra)
         return out
 
     @classmethod
@@ -338,6 +338,21 @@ class NodeSections(Mapping[str, NodeSection]):
 
     def to_dict(self) -> dict[str, Mapping[str, Any]]:
         return {k: v.to_dict() if isinstance(v, NodeSection) else v for k, v in self._raw.items()}
+
+    def raw(self, key: str) -> Mapping[str, Any]:
+        """Node ``key``'s section as its JSON object, without typing it: the one reader of a
+        10,000-node report's sections that needs a single block of each (the names, a
+        collective's peak) need not build ten thousand :class:`NodeSection`\\ s."""
+        value = self._raw[key]
+        return value.to_dict() if isinstance(value, NodeSection) else value
+
+    def replaced(self, sections: Mapping[str, Mapping[str, Any] | NodeSection]) -> NodeSections:
+        """These sections with some replaced (a new value; the others are shared, typed or not)."""
+        if not sections:
+            return self
+        out = NodeSections({**self._raw, **sections})
+        out._typed = {k: v for k, v in self._typed.items() if k not in sections}
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -528,6 +543,16 @@ class ClusterReport:
         summary = dataclasses.replace(self.cluster_summary, **known,
                                       extra={**self.cluster_summary.extra, **extra})
         return dataclasses.replace(self, cluster_summary=summary)
+
+    def with_run(self, **blocks: Any) -> ClusterReport:
+        """This report with ``run`` blocks added or replaced (``wall_s``, the run's whole wall time)."""
+        return dataclasses.replace(self, run=dataclasses.replace(self.run, extra={**self.run.extra, **blocks}))
+
+    def with_artifacts(self, artifacts: Sequence[JsonObject],
+                       sections: Mapping[str, Mapping[str, Any] | NodeSection] | None = None) -> ClusterReport:
+        """This report listing ``artifacts``, with node ``sections`` replaced (the ones whose
+        ``raw_output_artifact`` paths were filled once the files were written): a new value."""
+        return dataclasses.replace(self, artifacts=tuple(artifacts), nodes=self.nodes.replaced(sections or {}))
 
     @property
     def fail_on(self) -> str:

@@ -43,6 +43,7 @@ from ..model import Status, gating_statuses, id_matches
 from ..registry import blocking_codes, component_rules, core_table
 from .connectivity import connectivity
 from .measurements import gemm_by_gpu, node_peak_busbw, num
+from .model import ClusterReport
 
 __all__ = ["BLOCKING", "COMPONENT_RULES", "CORE", "INCOMPLETE", "TITLES", "add_scores", "component_of",
            "compute_scores", "dispersion", "rating"]
@@ -247,10 +248,12 @@ def _consistency(report: Mapping[str, Any], conn: Mapping[str, Any] | None, cfg:
                                           "on two or more nodes, or node-to-node exchanges"}
 
 
-def compute_scores(report: Mapping[str, Any], config: ReportConfig | None = None,
+def compute_scores(report: ClusterReport | Mapping[str, Any], config: ReportConfig | None = None,
                    matrix: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """The ``health_scores`` block for a canonical report (pure: reads the dict, changes nothing)."""
+    """The ``health_scores`` block for a report, typed or its dict (pure: changes nothing)."""
     cfg = config or ReportConfig()
+    if isinstance(report, ClusterReport):
+        report = report.to_dict()
     findings = list(report.get("findings") or [])
     unlisted = (report.get("cluster_summary") or {}).get("unlisted") or {}
     components = _finding_components(findings, cfg, unlisted)

@@ -2,31 +2,63 @@
 
 The report layer's step after the findings layer has assembled the report
 (:mod:`.canonical`): it renders HTML and streams JSON, which the findings never import.
+The report goes in as a value and comes out as a new one that lists every artifact written
+and names it wherever a section refers to it (``raw_output_artifact.path``); nothing the
+caller holds is changed (:func:`write`). :func:`write_report` is the older form, for callers
+that hold the report's dict.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..safeio import open_dir
 from .canonical import save_artifacts
-from .diagnostic_sections import fill_artifact_paths
+from .diagnostic_sections import _refs, fill_artifact_paths
 from .jsonio import dump_report
+from .model import ClusterReport
 
 if TYPE_CHECKING:
     from ..model import NodeReport
-    from .model import ClusterReport
 
-__all__ = ["write_report"]
+__all__ = ["Written", "write", "write_report"]
 
 
-def write_report(report: dict[str, Any] | ClusterReport, nodes: list[NodeReport], report_dir: str | Path, *,
-                 pretty: bool = False, name: str = "report.json") -> Path:
-    """Write ``report.json`` (or ``name``, a bare file name) and the raw artifacts beside it; return the report path.
+class Written(NamedTuple):
+    """What :func:`write` wrote: the report's path, the files beside it, and the report as written."""
 
-    ``report`` is the typed report or its dict; a dict gets the artifacts' paths filled in
-    place (``artifacts`` and every ``raw_output_artifact.path``), as the file has them.
+    path: Path
+    artifacts: tuple[Path, ...]
+    report: ClusterReport
+
+
+def _unfilled(section: Mapping[str, Any], paths: Mapping[str, str]) -> bool:
+    """Whether a section refers to one of ``paths``' artifacts without its path yet."""
+    return any(ref.get("path") is None and ref.get("name") in paths for ref in _refs(section))
+
+
+def _filled(report: ClusterReport, artifacts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Copies of the node sections whose artifact references get a path (usually one node, the
+    run's own: a cluster's nodes saved theirs before building their sections)."""
+    by_node: dict[str, dict[str, str]] = {}
+    for a in artifacts:
+        if a.get("name") and a.get("path") and a.get("node"):
+            by_node.setdefault(str(a["node"]), {})[str(a["name"])] = str(a["path"])
+    changed: dict[str, dict[str, Any]] = {}
+    for key, paths in by_node.items():
+        if key in report.nodes and _unfilled(report.nodes.raw(key), paths):
+            changed[key] = copy.deepcopy(dict(report.nodes.raw(key)))
+    fill_artifact_paths(changed, artifacts)
+    return changed
+
+
+def write(report: ClusterReport | Mapping[str, Any], nodes: Sequence[NodeReport], report_dir: str | Path, *,
+          pretty: bool = False, name: str = "report.json") -> Written:
+    """Write ``report.json`` (or ``name``, a bare file name), ``report.html`` and the nodes' raw
+    artifacts into ``report_dir``; return what was written and the report as written (a new value).
 
     Artifacts are listed in the report by relative path with size and SHA-256, so the
     report stays small and the raw outputs stay verifiable. Every file goes through
@@ -38,17 +70,28 @@ def write_report(report: dict[str, Any] | ClusterReport, nodes: list[NodeReport]
     """
     from .html import render_html  # only a run that writes a report directory pays for the HTML renderer
 
-    if not isinstance(report, dict):
-        report = report.to_dict()
+    typed = ClusterReport.of(report)
     with open_dir(report_dir) as out:
-        artifacts = [a for a in report.get("artifacts", []) if a.get("path")]  # saved on their nodes already
+        artifacts = [a for a in typed.artifacts if a.get("path")]  # saved on their nodes already
         for i, node in enumerate(nodes):
             artifacts += save_artifacts(node, out, f"node_{i}")
-        report["artifacts"] = artifacts
-        fill_artifact_paths(report.get("nodes") or {}, artifacts)
+        typed = typed.with_artifacts(artifacts, _filled(typed, artifacts))
+        data = typed.to_dict()
         with out.batch() as batch:
             with batch.writer("report.html") as fh:
-                fh.write(render_html(report))
+                fh.write(render_html(data))
             with batch.writer(name, binary=True) as fh:
-                dump_report(report, fh, pretty=pretty)
-    return Path(report_dir) / name
+                dump_report(data, fh, pretty=pretty)
+    root = Path(report_dir)
+    return Written(root / name, tuple(root / str(a["path"]) for a in artifacts), typed)
+
+
+def write_report(report: dict[str, Any] | ClusterReport, nodes: Sequence[NodeReport], report_dir: str | Path, *,
+                 pretty: bool = False, name: str = "report.json") -> Path:
+    """:func:`write`, returning the report's path; a report dict gets the artifacts' paths filled
+    in place (``artifacts`` and every ``raw_output_artifact.path``), as the file has them."""
+    written = write(report, nodes, report_dir, pretty=pretty, name=name)
+    if isinstance(report, dict):
+        report["artifacts"] = list(written.report.artifacts)
+        fill_artifact_paths(report.get("nodes") or {}, report["artifacts"])
+    return written.path
