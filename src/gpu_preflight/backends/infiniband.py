@@ -17,8 +17,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..parsers.infiniband import canonical_state
-from ..parsers.text import to_float, to_int
 from ..records.fabric import EFA_DRIVER as EFA_DRIVER
 from ..records.fabric import IbDevice, IbDevicesRecord, IbPort
 from ..records.fabric import RdmaDevice as RdmaDevice
@@ -67,18 +65,26 @@ def read_tree(root: str | Path = DEFAULT_ROOT) -> RdmaTree:
                             node_guid=_read(dev_dir / "node_guid"), pci_address=_link_name(dev_dir / "device"))
         tree.devices.append(device)
         ports = IbDevice(name, ca_type=device.hca_type, firmware=device.firmware)
-        for port_dir in _ports(dev_dir):
-            ports.ports.append(IbPort(
-                port=int(port_dir.name),
-                state=canonical_state(_read(port_dir / "state")),
-                physical_state=canonical_state(_read(port_dir / "phys_state")),
-                rate_gbps=to_float(_read(port_dir / "rate")),
-                link_layer=_read(port_dir / "link_layer") or None,
-                lid=to_int(_read(port_dir / "lid")),
-                sm_lid=to_int(_read(port_dir / "sm_lid")),
-            ))
+        ports.ports.extend(_port(port_dir) for port_dir in _ports(dev_dir))
         tree.ports.devices.append(ports)
     return tree
+
+
+def _port(port_dir: Path) -> IbPort:
+    """One port's state, in the words ``ibstat`` uses (the parsers' table: loaded only on a
+    node that has an RDMA port, since every live node check reads this tree)."""
+    from ..parsers.infiniband import canonical_state
+    from ..parsers.text import to_float, to_int
+
+    return IbPort(
+        port=int(port_dir.name),
+        state=canonical_state(_read(port_dir / "state")),
+        physical_state=canonical_state(_read(port_dir / "phys_state")),
+        rate_gbps=to_float(_read(port_dir / "rate")),
+        link_layer=_read(port_dir / "link_layer") or None,
+        lid=to_int(_read(port_dir / "lid")),
+        sm_lid=to_int(_read(port_dir / "sm_lid")),
+    )
 
 
 def read_counters(root: str | Path = DEFAULT_ROOT) -> dict[str, dict[str, int]]:
