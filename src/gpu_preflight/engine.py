@@ -7,7 +7,7 @@ Nothing that could not be measured ever reaches the report as ``PASS``.
 
 from __future__ import annotations
 
-import socket
+import os
 import threading
 import time
 from collections import deque
@@ -228,7 +228,7 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
 def _host_name(replay: str | None) -> str:
     """This machine's name, or on a replay the recorded node's: a replay judges that node only."""
     if not replay:
-        return socket.gethostname()
+        return os.uname().nodename
     from .probes.gpu import ReplayError, load_dump
     from .probes.system import replay_hostname
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import resource
-import socket
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -101,7 +100,7 @@ def read_system(disk_paths: Iterable[str], processes: Callable[[], list[str]] | 
     busy = cpu_before if isinstance(cpu_before, NA) else attempt(
         lambda: _others_busy_percent(cpu_before, own_before, time.monotonic() - started))
     return SystemFacts(
-        hostname=socket.gethostname(),
+        hostname=os.uname().nodename,
         kernel=attempt(lambda: os.uname().release),
         memory_total_bytes=part(vm, 0),
         memory_available_bytes=part(vm, 1),

@@ -12,12 +12,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
-from ..backends.commands import ToolResult, run_tool
 from ..config.diagnostics import DiagnosticsConfig, diagnostics_config
 from ..records.tools import ToolRun
 from ..registry import ProbeContext
 from .phase import run_phase
+
+if TYPE_CHECKING:
+    from ..backends.commands import ToolResult
 
 __all__ = ["diag_config", "launched_as_rank", "replay_reason", "run_and_keep", "suite_of", "time_limit"]
 
@@ -67,6 +70,7 @@ def run_and_keep(ctx: ProbeContext, argv: Sequence[str], timeout_s: float, *, ar
     ``heavy`` marks the run in the run phase, so counter reads wait for it. The saved
     stdout is exactly what the tool printed: ``gpu-preflight judge`` reads it back.
     """
+    from ..backends.commands import run_tool  # subprocess and friends: not for a replay, which runs no tool
     from ..probes.shared import TOOL_CACHE
 
     cfg = diag_config(ctx)

@@ -76,14 +76,14 @@ def dcgm_probe(ctx: ProbeContext) -> DcgmFacts:
     not started when level 1 shows that DCGM cannot run at all (it would only wait out
     its time limit), nor inside a launcher job, whose workers are using the GPUs.
     """
-    from ..backends.commands import find_tool
-
     cfg = diag_config(ctx)
     levels = dcgm_levels(ctx)
     level = levels[-1]
     inline = cfg.dcgm_raw_output_inline_max_bytes
     if reason := replay_reason(ctx):  # before any lookup: this host's PATH says nothing of the snapshot's
         return DcgmFacts(False, level, reason)
+    from ..backends.commands import find_tool  # a replay never loads the tool runner (subprocess and all)
+
     installed = find_tool("dcgmi", cfg.tool_dirs) is not None
     if not installed:
         return DcgmFacts(False, level, f"dcgmi not found (looked in {', '.join([*cfg.tool_dirs, 'PATH'])})")

@@ -42,12 +42,12 @@ def nccl_tests_budget(ctx: ProbeContext) -> float:
 @probe("nccl_tests", budget=nccl_tests_budget)
 def nccl_tests_probe(ctx: ProbeContext) -> NcclTestsFacts:
     """Run each configured nccl-tests binary found on this node with ``-g <gpus>`` and parse its table."""
-    from ..backends.commands import find_tool
-
     cfg = diag_config(ctx)
     dirs = [d for d in (cfg.nccl_tests_dir, *cfg.tool_dirs) if d]
     if reason := replay_reason(ctx):  # before any lookup: this host's PATH says nothing of the snapshot's
         return NcclTestsFacts(False, reason=reason)
+    from ..backends.commands import find_tool  # a replay never loads the tool runner (subprocess and all)
+
     found = {name: find_tool(name, dirs) for name in cfg.nccl_tests}
     paths = {name: path for name, path in found.items() if path}
     facts = NcclTestsFacts(bool(paths), not_found=[n for n, p in found.items() if p is None])

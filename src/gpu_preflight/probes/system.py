@@ -9,7 +9,7 @@ judging the machine the replay happens to run on.
 
 from __future__ import annotations
 
-import socket
+import os
 from collections.abc import Mapping
 from dataclasses import fields
 from datetime import UTC, datetime
@@ -89,7 +89,7 @@ def snapshot_host(config: Any, report_dir: str | None = None) -> dict[str, Any]:
     facts = read_system(_disk_paths(config.system.disk_paths, report_dir))
     system = jsonable(facts)
     system.pop("not_recorded", None)
-    return {"hostname": socket.gethostname(), "captured_at": datetime.now(UTC).isoformat(),
+    return {"hostname": os.uname().nodename, "captured_at": datetime.now(UTC).isoformat(),
             "system": system, "kernel_log": _snapshot_kernel_log()}
 
 
