@@ -4,7 +4,8 @@ Builds, in a temporary directory, a kernel log and an nccl-tests log of ``--size
 from the project's own fixtures (``tests/fixtures/evidence/dmesg-xid-h100-node.txt`` and
 ``nccl-tests-all_reduce-8xh100.txt``) and realistic filler: kernel lines of a busy GPU node
 with the fixture's Xid lines re-stamped among them (about 2 % of lines, and 0.1 % segfaults), and a soak loop's
-nccl-tests output, each run preceded by the ``NCCL_DEBUG=INFO`` lines of 8 ranks.
+nccl-tests output, each run preceded by the ``NCCL_DEBUG=INFO`` lines of 8 ranks and its
+figures a little off the fixture's, as a real soak loop's runs are.
 
 Each command runs as a subprocess, alternated with the others, ``--repeat`` times; wall
 time, CPU time and peak RSS come from ``os.wait4`` for that child alone (CPU time too,
@@ -14,8 +15,10 @@ result row's numbers) over the file read whole. Prints medians: MB/s, our time o
 floor's, peak RSS; and checks that ``parse`` found as many Xid events / rows as the floor.
 ``run --replay <H200 snapshot> --kernel-log`` is timed with a ``--kernel-log-mb`` log and
 with the 1 KB fixture log, alternated, to show what a big saved log adds to a run.
+``--against REF`` runs each of our commands a second time, right after ours, on the tree of a
+git ref (its ``src/`` exported by ``git archive``): before/after figures from one run, on one machine.
 
-    .venv/bin/python bench/bench_parse.py [--size-mb 100] [--repeat 3] [--kernel-log-mb 10]
+    .venv/bin/python bench/bench_parse.py [--size-mb 100] [--repeat 3] [--kernel-log-mb 10] [--against REF]
 """
 
 from __future__ import annotations
@@ -118,12 +121,18 @@ def kernel_log(path: Path, size: int, rng: random.Random) -> None:
 def nccl_tests_log(path: Path, size: int, rng: random.Random) -> None:
     """A soak loop's log: per run what nccl-tests 2.17+ prints around the fixture's header and devices (its
     version, ``Collective test starting/concluded: all_reduce_perf``), 8 ranks' NCCL INFO lines (the NCCL
-    version among them), the table, the trailer. Every chunk of it names ``version`` and ``_perf``."""
+    version among them), the table, the trailer. Every chunk of it names ``version`` and ``_perf``.
+
+    Each run's times vary by about 2 % from the fixture's (and its bandwidths and average with them), as
+    the runs of a real soak loop do: a parser that remembers figures it has read is not flattered by
+    tables repeated byte for byte."""
     lines = (FIXTURES / "nccl-tests-all_reduce-8xh100.txt").read_text().splitlines(keepends=True)
     split = next(i for i, line in enumerate(lines) if "out-of-place" in line)
     head = ("# nccl-tests version 2.17.1 nccl-headers=21903 nccl-library=21903\n"
             "# Collective test starting: all_reduce_perf\n" + "".join(lines[:split]))
-    table = "".join(lines[split:]) + "# Collective test concluded: all_reduce_perf\n"
+    titles = "".join(lines[split:split + 3])
+    rows = [line.split() for line in lines[split + 3:] if line[:1] == " "]
+    trailer = "".join(line for line in lines[split + 3:] if line[:1] != " " and "Avg bus" not in line)
     written, runs = 0, 0
     with path.open("w") as fh:
         while written < size:
@@ -135,15 +144,33 @@ def nccl_tests_log(path: Path, size: int, rng: random.Random) -> None:
                 block.append(rng.choice(NCCL_INFO).format(
                     host="gpu-node-07", pid=41230 + rank, tid=41300 + rng.randrange(64), rank=rank,
                     ch=rng.randrange(32), peer=(rank + 1) % 8, prev=(rank - 1) % 8, addr=rng.getrandbits(40)))
-            text = head + "\n".join(block) + "\n" + table
+            text = head + "\n".join(block) + "\n" + titles + _table(rows, trailer, rng)
             fh.write(text)
             written += len(text)
 
 
+def _table(rows: list[list[str]], trailer: str, rng: random.Random) -> str:
+    """The fixture's rows (8 ranks, all_reduce: busbw = 1.75 algbw) with each time off by ~2 %, then its
+    trailer with the run's own average bus bandwidth."""
+    out, busbw = [], []
+    for size, count, kind, redop, root, *figures in rows:
+        cells = []
+        for time_us in (float(figures[0]), float(figures[4])):
+            time_us *= 1 + rng.gauss(0, 0.02)
+            algbw = int(size) / time_us / 1e3
+            busbw.append(round(algbw * 1.75, 2))
+            cells.append(f"{time_us:8.2f} {algbw:7.2f} {algbw * 1.75:7.2f} {0:6d}")
+        out.append(f"{size:>12}  {count:>12}  {kind:>8}  {redop:>6}  {root:>6} {cells[0]} {cells[1]}\n")
+    average = f"# Out of bounds values : 0 OK\n# Avg bus bandwidth    : {sum(busbw) / len(busbw):.6g} \n"
+    return "".join(out) + trailer.replace("# Out of bounds values : 0 OK\n", average, 1) \
+        + "# Collective test concluded: all_reduce_perf\n"
+
+
 Run = tuple[float, float, float, int]  # wall s, CPU s (user + system), peak RSS MiB, exit status
+Command = tuple[list[str], dict[str, str] | None]  # argv, environment (None: this one)
 
 
-def measure(argv: list[str], out: Path) -> Run:
+def measure(argv: list[str], out: Path, env: dict[str, str] | None = None) -> Run:
     """One child's wall and CPU seconds, peak RSS and exit status, its stdout into ``out``.
 
     CPU time is reported beside wall time because on a shared machine the wall time
@@ -151,19 +178,46 @@ def measure(argv: list[str], out: Path) -> Run:
     """
     with out.open("wb") as stdout:
         started = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL, cwd=ROOT)
+        proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
 
 
-def alternate(commands: dict[str, list[str]], repeat: int, tmp: Path) -> dict[str, list[Run]]:
+def alternate(commands: dict[str, Command], repeat: int, tmp: Path) -> dict[str, list[Run]]:
     results: dict[str, list[Run]] = {name: [] for name in commands}
     for _ in range(repeat):
-        for name, argv in commands.items():
-            results[name].append(measure(argv, tmp / f"{name.replace(' ', '_')}.out"))
+        for name, (argv, env) in commands.items():
+            results[name].append(measure(argv, tmp / f"{_file(name)}.out", env))
     return results
+
+
+def _file(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+def against(ref: str | None, tmp: Path) -> tuple[str, dict[str, str]] | None:
+    """``ref``'s ``src/`` exported (``git archive``) and the environment that runs it instead of the working
+    tree (``PYTHONPATH`` comes before the editable install), or None without ``--against``."""
+    if ref is None:
+        return None
+    tree = tmp / "against"
+    tree.mkdir()
+    archive = subprocess.run(["git", "archive", ref, "src"], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return f" @{ref}", {**os.environ, "PYTHONPATH": str(tree / "src")}
+
+
+def with_baseline(ours: dict[str, list[str]], floor: dict[str, list[str]],
+                  baseline: tuple[str, dict[str, str]] | None) -> dict[str, Command]:
+    """Our commands, each followed by the same command on ``--against``'s tree when given, then the floors."""
+    commands: dict[str, Command] = {}
+    for name, argv in ours.items():
+        commands[name] = (argv, None)
+        if baseline is not None:
+            commands[name + baseline[0]] = (argv, baseline[1])
+    return commands | {name: (argv, None) for name, argv in floor.items()}
 
 
 def report(title: str, size: int, results: dict[str, list[Run]], floor: str) -> None:
@@ -171,20 +225,31 @@ def report(title: str, size: int, results: dict[str, list[Run]], floor: str) -> 
     base_wall = statistics.median(r[0] for r in results[floor])
     base_cpu = statistics.median(r[1] for r in results[floor])
     print(f"\n{title} ({mb:.0f} MB), medians of {len(results[floor])}")
-    print(f"  {'command':30} {'wall s':>7} {'MB/s':>6} {'x floor':>7} {'CPU s':>6} {'MB/CPU-s':>8} {'x floor':>7}"
+    width = max(30, *map(len, results))
+    print(f"  {'command':{width}} {'wall s':>7} {'MB/s':>6} {'x floor':>7} {'CPU s':>6} {'MB/CPU-s':>8} {'x floor':>7}"
           f" {'RSS MiB':>8}  wall runs (s)")
     for name, runs in results.items():
         wall = statistics.median(r[0] for r in runs)
         cpu = statistics.median(r[1] for r in runs)
         rss = max(r[2] for r in runs)
         codes = sorted({r[3] for r in runs})
-        print(f"  {name:30} {wall:7.2f} {mb / wall:6.1f} {wall / base_wall:7.2f} {cpu:6.2f} {mb / cpu:8.1f}"
+        print(f"  {name:{width}} {wall:7.2f} {mb / wall:6.1f} {wall / base_wall:7.2f} {cpu:6.2f} {mb / cpu:8.1f}"
               f" {cpu / base_cpu:7.2f} {rss:8.0f}  {' '.join(f'{r[0]:.2f}' for r in runs)}  exit {codes}")
 
 
+def compare(results: dict[str, list[Run]], baseline: tuple[str, dict[str, str]] | None) -> None:
+    """Per command, the baseline tree's median CPU and wall over ours (> 1: we are faster)."""
+    if baseline is None:
+        return
+    for name, runs in results.items():
+        if (theirs := results.get(name + baseline[0])) is not None:
+            cpu, wall = ([statistics.median(r[i] for r in rs) for rs in (theirs, runs)] for i in (1, 0))
+            print(f"  {name}: {cpu[0] / cpu[1]:.2f}x less CPU, {wall[0] / wall[1]:.2f}x less wall than{baseline[0]}")
+
+
 def agree(tmp: Path, name: str, floor: str, count: Callable[[Any], int]) -> None:
-    ours = json.loads((tmp / f"{name.replace(' ', '_')}.out").read_text())
-    theirs = json.loads((tmp / f"{floor.replace(' ', '_')}.out").read_text())
+    ours = json.loads((tmp / f"{_file(name)}.out").read_text())
+    theirs = json.loads((tmp / f"{_file(floor)}.out").read_text())
     print(f"  items: parse {count(ours['record'])}, floor {theirs['items']}"
           f" -> {'agree' if count(ours['record']) == theirs['items'] else 'DIFFER'}")
 
@@ -195,6 +260,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--kernel-log-mb", type=float, default=10.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--against", metavar="REF",
+                    help="also time this git ref's tree (e.g. HEAD~3), each command right after ours")
     args = ap.parse_args()
     rng = random.Random(args.seed)  # noqa: S311 - reproducible filler, not cryptography
     size = int(args.size_mb * 1e6)
@@ -204,26 +271,32 @@ def main() -> int:
         kernel_log(dmesg, size, rng)
         nccl_tests_log(nccl, size, rng)
         kernel_log(small, int(args.kernel_log_mb * 1e6), rng)
+        baseline = against(args.against, tmp)
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; python {sys.version.split()[0]}")
 
-        results = alternate({"parse": [*CLI, "parse", str(dmesg)],
-                             "judge --format json": [*CLI, "judge", str(dmesg), "--format", "json"],
-                             "regex floor": [sys.executable, "-c", FLOOR_DMESG, str(dmesg)]}, args.repeat, tmp)
+        results = alternate(with_baseline({"parse": [*CLI, "parse", str(dmesg)],
+                                           "judge --format json": [*CLI, "judge", str(dmesg), "--format", "json"]},
+                                          {"regex floor": [sys.executable, "-c", FLOOR_DMESG, str(dmesg)]}, baseline),
+                            args.repeat, tmp)
         report("kernel log (dmesg)", dmesg.stat().st_size, results, "regex floor")
+        compare(results, baseline)
         agree(tmp, "parse", "regex floor", lambda r: sum(int(c["count"]) for c in r["xid_counts"]))
 
-        results = alternate({"parse": [*CLI, "parse", str(nccl)],
-                             "judge --format json": [*CLI, "judge", str(nccl), "--format", "json"],
-                             "regex floor": [sys.executable, "-c", FLOOR_NCCL, str(nccl)]}, args.repeat, tmp)
+        results = alternate(with_baseline({"parse": [*CLI, "parse", str(nccl)],
+                                           "judge --format json": [*CLI, "judge", str(nccl), "--format", "json"]},
+                                          {"regex floor": [sys.executable, "-c", FLOOR_NCCL, str(nccl)]}, baseline),
+                            args.repeat, tmp)
         report("nccl-tests log", nccl.stat().st_size, results, "regex floor")
+        compare(results, baseline)
         agree(tmp, "parse", "regex floor", lambda r: int(r.get("rows_total", -1)))
 
         base = [*CLI, "run", "--replay", str(SNAPSHOT), "--format", "json", "--no-history"]
-        results = alternate({"run --kernel-log big": [*base, "--kernel-log", str(small)],
-                             "run --kernel-log 1 KB fixture": [*base, "--kernel-log",
-                                                               str(FIXTURES / "dmesg-xid-h100-node.txt")]},
-                            args.repeat, tmp)
+        results = alternate(with_baseline({"run --kernel-log big": [*base, "--kernel-log", str(small)]},
+                                          {"run --kernel-log 1 KB fixture": [
+                                              *base, "--kernel-log", str(FIXTURES / "dmesg-xid-h100-node.txt")]},
+                                          baseline), args.repeat, tmp)
         report("run --replay with a saved kernel log", small.stat().st_size, results, "run --kernel-log 1 KB fixture")
+        compare(results, baseline)
         big, tiny = results["run --kernel-log big"], results["run --kernel-log 1 KB fixture"]
         extra = [statistics.median(r[i] for r in big) - statistics.median(r[i] for r in tiny) for i in (0, 1)]
         print(f"  the {small.stat().st_size / 1e6:.0f} MB log adds {extra[0]:.2f} s wall, {extra[1]:.2f} s CPU "

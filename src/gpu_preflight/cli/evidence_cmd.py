@@ -149,6 +149,9 @@ def _kind(kind: str | None, head: str, path: str) -> str | None:
 
 
 def _parse(evidence: _Evidence, kind: str) -> int:
+    """Print the record as one line of compact JSON: ``json.dumps`` (the C encoder), not ``json.dump``, whose
+    chunked writing goes through the pure-Python one. Streamed records are bounded (first/last rows or
+    events and counts), whole-read ones are of the order of the input already in memory."""
     from ..boundedio import InputError
     from ..model import jsonable
     from ..parsers.errors import ParseError
@@ -161,8 +164,7 @@ def _parse(evidence: _Evidence, kind: str) -> int:
     except InputError as exc:
         print(f"gpu-preflight: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    json.dump({"kind": kind, "record": jsonable(record)}, sys.stdout, separators=(",", ":"))
-    sys.stdout.write("\n")
+    sys.stdout.write(json.dumps({"kind": kind, "record": jsonable(record)}, separators=(",", ":")) + "\n")
     return 0
 
 

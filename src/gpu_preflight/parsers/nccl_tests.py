@@ -29,20 +29,20 @@ kept up to date as rows arrive, ``rows`` keeps the first and last :data:`KEPT_RO
 size and ``wrong_sizes`` the sizes of rows with wrong values, so the judge needs no other row;
 ``gpus`` lists each (rank, host, GPU) once, however many runs repeat it. :func:`scan` is the
 fast form of :meth:`NcclTestsScanner.feed` on every line (``tests/test_nccl_tests_fast_path.py``
-holds them equal): INFO lines that cannot matter are dropped at C speed, rows are matched a
-window at a time and counted by column, figures read once per distinct cell.
+holds them equal): INFO lines that cannot matter are dropped by one list comprehension per
+chunk, rows are matched a window at a time and counted by column.
 """
 
 from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache, reduce
 from itertools import chain, compress, islice, repeat
 from operator import add, eq, gt, methodcaller, not_, or_
-from typing import TypeVar, cast
+from typing import cast
 
 from ..records.nccl import NcclTestDevice as NcclTestDevice
 from ..records.nccl import NcclTestFailure as NcclTestFailure
@@ -54,15 +54,12 @@ from .errors import ParseError
 from .nccl_log import classify
 from .text import ContentGate, is_noise, is_not_available, to_float
 
-_T = TypeVar("_T", int, float)
-
 KIND = "nccl-tests"
 KEPT_ROWS = 500  # the first and the last this many rows are kept in ``rows``
 MAX_SIZES = 65_536  # distinct message sizes remembered in busbw_by_size / wrong_sizes
 MAX_PROBLEMS = 100  # ``incomplete`` entries listed; more are counted in one last entry
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s{0,4}\d+:\s)")
-_IS_INFO = methodcaller("__contains__", " NCCL INFO ")
 _GROUPS = methodcaller("groups")
 _WINDOW = 1024  # lines matched at once against a header's row regex
 _REPEATS = 4096  # distinct lines remembered by NcclTestsScanner._repeatable
@@ -81,22 +78,6 @@ _FAILURE = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\s*)?Test (?P<what>NCCL|
                       r"(?P<file>[\w./-]+):(?P<line>\d+)\s*'?(?P<message>[^']*)'?")
 # busbw = algbw * factor(n): invert it where the factor depends on the rank count.
 _FACTORS = {"all_reduce": "2(n-1)/n", "all_gather": "(n-1)/n", "reduce_scatter": "(n-1)/n", "alltoall": "(n-1)/n"}
-
-
-class _Cells(dict[str, _T]):
-    """A cell's number, remembered: a soak log repeats the same sizes and figures run after run, and
-    ``float``/``int`` of a string cost several dict lookups each. Emptied at :data:`MAX_SIZES` cells."""
-
-    def __init__(self, read: Callable[[str], _T]) -> None:
-        super().__init__()
-        self.read: Callable[[str], _T] = read
-
-    def __missing__(self, cell: str) -> _T:
-        if len(self) >= MAX_SIZES:
-            self.clear()
-        value: _T = self.read(cell)
-        self[cell] = value
-        return value
 
 
 def sniff(text: str) -> int:
@@ -122,6 +103,8 @@ class NcclTestsScanner:
         self.devices: set[tuple[int, str, str]] = set()  # (rank, host, name) already in record.gpus
         self.repeats: dict[str, tuple[int, str, str] | bool] = {}  # see _repeatable
         self.number = 0
+        self.piece: tuple[list[str], int, int] | None = None  # see _line_number
+        self.piece_numbers: list[int] | None = None
         self.head: list[NcclTestRow] = []
         self.tail: deque[NcclTestRow | tuple[_Layout, tuple[str, ...]]] = deque(maxlen=KEPT_ROWS)
         self.problems: list[str] = []
@@ -130,13 +113,15 @@ class NcclTestsScanner:
         self.busbw_sum = [0.0, 0.0]  # out-of-place, in-place: the computed average is over both
         self.busbw_n = 0
         self.largest_measured: tuple[int, float, float] | None = None  # size, algbw, busbw of the largest row
-        self.numbers = _Cells(float)
-        self.integers = _Cells(int)
 
     def feed(self, raw: str) -> None:
         self.number += 1
-        if " NCCL INFO " in raw and "version" not in raw and "_perf" not in raw and "failure" not in raw:
-            return  # NCCL_DEBUG=INFO chatter, most of a long log: none of it is table, trailer or failure
+        if _matters(raw):
+            self._line(raw)
+
+    def _line(self, raw: str) -> None:
+        """One line that :func:`_matters` (see :meth:`feed`); its number, needed only to name a bad row,
+        comes from :meth:`_line_number`."""
         prefixed = ":" in raw[:24] and raw[:1] in _PREFIX_STARTS
         line = _PREFIX.sub("", raw, count=1).rstrip() if prefixed else raw.rstrip()
         stripped = line.lstrip()
@@ -164,29 +149,48 @@ class NcclTestsScanner:
         if (m := self.layout.pattern.fullmatch(line)) is not None:
             self._add_rows(self.layout, [m.groups()])
         else:
-            self._add(_row(self.columns, line, self.number, self.problem))
+            self._add(_row(self.columns, line, self._line_number(), self.problem))
 
-    def feed_bulk(self, text: str) -> None:
-        """Lines of a piece of log in which no line names ``version``, ``_perf`` or ``failure`` (see
-        :func:`_pieces`): the same as :meth:`feed` on each line, faster.
+    def _line_number(self) -> int:
+        """The 1-based number of the line being read: :attr:`number` after :meth:`feed`; in
+        :meth:`feed_text`, found from the piece's lines only when asked (a bad row), since the
+        lines that matter are picked out without their positions."""
+        if self.piece is None:
+            return self.number
+        lines, base, at = self.piece
+        if self.piece_numbers is None:
+            self.piece_numbers = [i for i, line in enumerate(lines) if _matters(line)]
+        return base + self.piece_numbers[at] + 1
 
-        NCCL INFO lines (none of which can matter here) are dropped at C speed; the rest are
+    def feed_text(self, text: str) -> None:
+        """A piece of log of whole lines: the same as :meth:`feed` on each of ``text.splitlines()``, faster.
+
+        The lines that cannot matter (NCCL INFO lines naming no version, ``_perf`` or
+        ``failure``: most of a long log) are dropped by one list comprehension; the rest are
         matched against the current header's row regex a window at a time (``map``, no Python
         per line), and the rows it reads whole are counted column by column (:meth:`_add_rows`)
-        when a line of another sort, which goes through :meth:`feed`, ends them.
+        when a line of another sort ends them. Lines outside the table that a soak log repeats
+        every run are classified once (:meth:`_repeatable`); what is left goes through :meth:`_line`.
         """
         lines = text.splitlines()
+        kept = [line for line in lines if " NCCL INFO " not in line
+                or "version" in line or "_perf" in line or "failure" in line]
         base = self.number
-        keep = list(map(not_, map(_IS_INFO, lines)))
-        kept = list(compress(lines, keep))
-        numbers = list(compress(range(base, base + len(lines)), keep))
+        self.piece, self.piece_numbers = (lines, base, 0), None
+        try:
+            self._feed_kept(kept, lines, base)
+        finally:
+            self.piece, self.piece_numbers = None, None
+            self.number = base + len(lines)
+
+    def _feed_kept(self, kept: list[str], lines: list[str], base: int) -> None:
         batch: list[tuple[str, ...]] = []
         start = 0
         while start < len(kept):
             layout = self.layout
             if layout is None:
-                self.number = numbers[start]
-                self.feed(kept[start])
+                self.piece = (lines, base, start)
+                self._line(kept[start])
                 start += 1
                 continue
             window = kept[start:start + _WINDOW]
@@ -211,19 +215,19 @@ class NcclTestsScanner:
                 if batch:
                     self._add_rows(layout, batch)
                     batch = []
-                self.number = numbers[start + stop]
-                self.feed(raw)
+                self.piece = (lines, base, start + stop)
+                self._line(raw)
                 if self.layout is not layout:
                     break
             start += min(at, len(found))
         if batch and self.layout is not None:
             self._add_rows(self.layout, batch)
-        self.number = base + len(lines)
 
     def _repeatable(self, raw: str) -> tuple[int, str, str] | bool:
         """What :meth:`feed` would do with a line outside the table that cannot change with the state:
         ``True`` nothing (a comment, a blank), a (rank, host, GPU) for a ``# Rank`` line and
-        nothing else, ``False`` anything else. Remembered per line: a soak log repeats them every run."""
+        nothing else, ``False`` anything else. Remembered per line but for rows: a soak log repeats
+        the others every run, the header and trailer (``False``) included."""
         prefixed = ":" in raw[:24] and raw[:1] in _PREFIX_STARTS
         line = _PREFIX.sub("", raw, count=1).rstrip() if prefixed else raw.rstrip()
         stripped = line.lstrip()
@@ -238,7 +242,7 @@ class NcclTestsScanner:
             m = _RANK.match(line)
             effect = (int(m.group("rank")), m.group("host"), m.group("name").strip()) if m else True
         else:
-            return False
+            effect = False
         if len(self.repeats) >= _REPEATS:
             self.repeats.clear()
         self.repeats[raw] = effect
@@ -277,11 +281,10 @@ class NcclTestsScanner:
         self.tail.extend(zip(repeat(layout), batch[max(room, 0):][-KEPT_ROWS:]))
         at = layout.at
         columns = list(zip(*batch, strict=True))
-        number, integer = self.numbers.__getitem__, self.integers.__getitem__
-        sizes = list(map(integer, columns[at[0]]))
+        sizes = list(map(int, columns[at[0]]))
         algbw, busbw, error, ip_busbw, ip_error = (
-            None if i < 0 else list(map(number, columns[i])) for i in (at[1], at[2], at[4], at[5], at[7]))
-        wrong, ip_wrong = (None if i < 0 else list(map(integer, columns[i])) for i in (at[3], at[6]))
+            None if i < 0 else list(map(float, columns[i])) for i in (at[1], at[2], at[4], at[5], at[7]))
+        wrong, ip_wrong = (None if i < 0 else list(map(int, columns[i])) for i in (at[3], at[6]))
         if busbw is not None:
             best = max(busbw)
             if record.peak_busbw_gbps is None or best >= record.peak_busbw_gbps:
@@ -392,37 +395,16 @@ def scan(chunks: Iterable[bytes]) -> NcclTestsRecord:
     scanner = NcclTestsScanner()
     for chunk in chunks:
         gate.check(chunk)
-        for bulk, marked in _pieces(chunk.decode("utf-8", errors="replace")):
-            scanner.feed_bulk(bulk)
-            for line in marked.splitlines():
-                scanner.feed(line)
+        scanner.feed_text(chunk.decode("utf-8", errors="replace"))
     gate.finish()
     return scanner.finish()
 
 
-_MARKS = ("version", "_perf", "failure")
-
-
-def _pieces(text: str) -> Iterator[tuple[str, str]]:
-    """``text`` cut after newlines into (bulk, marked) pairs: the marked part is the line holding the next
-    ``version``, ``_perf`` or ``failure`` (an NCCL INFO line that may matter), the bulk part has none.
-
-    Found with ``str.find`` (a few per run of nccl-tests, against thousands of INFO lines), so
-    the bulk of a log goes through :meth:`NcclTestsScanner.feed_bulk`. Cutting only after a
-    ``\\n`` keeps ``splitlines`` of the parts equal to ``splitlines`` of the whole.
-    """
-    found = {mark: text.find(mark) for mark in _MARKS}
-    start = 0
-    while hits := [at for at in found.values() if at >= 0]:
-        at = min(hits)
-        line_start = text.rfind("\n", start, at) + 1 or start
-        line_end = text.find("\n", at) + 1 or len(text)
-        yield text[start:line_start], text[line_start:line_end]
-        start = line_end
-        for mark, at in found.items():
-            if 0 <= at < start:
-                found[mark] = text.find(mark, start)
-    yield text[start:], ""
+def _matters(line: str) -> bool:
+    """Whether :meth:`NcclTestsScanner.feed` reads ``line`` at all: NCCL_DEBUG=INFO chatter, most of a
+    long log, is never table, trailer or failure unless it names a version, ``_perf`` or ``failure``.
+    :meth:`NcclTestsScanner.feed_text` spells the same test inline."""
+    return " NCCL INFO " not in line or "version" in line or "_perf" in line or "failure" in line
 
 
 @parser(KIND, sniff=sniff, stream=scan,
@@ -478,10 +460,10 @@ class _Layout:
         for i, name in enumerate(columns):
             key = name.lower().lstrip("#")
             (second if key in first else first)[key] = i
-            cells.append(r"(\d+)" if key in _INTEGRAL else r"(\d+\.?\d*|\.\d+)" if key in _NUMERIC else r"(\S+)")
+            cells.append(_CELLS["integral" if key in _INTEGRAL else "numeric" if key in _NUMERIC else "other"])
         at = (first.get("size", -1), first.get("algbw", -1), first.get("busbw", -1), first.get("wrong", -1),
               first.get("error", -1), second.get("busbw", -1), second.get("wrong", -1), second.get("error", -1))
-        return cls(columns, first, second, re.compile(r"\s*" + r"\s+".join(cells) + r"\s*", re.ASCII), at)
+        return cls(columns, first, second, re.compile(r"\s*+" + r"\s++".join(cells) + r"\s*+", re.ASCII), at)
 
     def build(self, values: tuple[str, ...]) -> NcclTestRow:
         first, second = self.first, self.second
@@ -505,6 +487,9 @@ class _Layout:
 
 
 _INTEGRAL = frozenset({"size", "count", "wrong"})
+# Possessive (no backtracking: every cell is followed by blanks or the end, and no cell starts with one), the
+# same language as \d+, \d+\.?\d*|\.\d+ and \S+, matched faster.
+_CELLS = {"integral": r"(\d++)", "numeric": r"((?:\d++\.?+|\.\d)\d*+)", "other": r"(\S++)"}
 
 
 @lru_cache(maxsize=64)
