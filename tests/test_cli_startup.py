@@ -40,23 +40,82 @@ def test_one_command_parses_as_with_every_command_built(argv: list[str]) -> None
     assert vars(build_parser(argv[0]).parse_args(argv)) == vars(build_parser().parse_args(argv))
 
 
-def test_a_run_without_a_report_directory_never_imports_the_html_renderer(tmp_path: Any) -> None:
-    """The HTML renderer (and its plots and assessment) is ~80 ms of imports on a GPU host: a node
-    run that prints to the console and writes no report directory must not pay for it."""
+# What a node run must not load (issue 15: start-up is held to the tree before the house moved;
+# issue 16: the live node check against a peer). Each is tens of milliseconds on a GPU host's
+# slower file system, and none is needed to judge a node and print its verdict.
+NEVER_ON_A_NODE_RUN = (
+    "gpu_preflight.report.html",  # the HTML renderer, its plots and assessment: only with --report-dir
+    "gpu_preflight.records.cluster",  # what rank 0 gathers
+    "gpu_preflight.cluster",
+    "gpu_preflight.history",  # --no-history
+    "psutil",  # the host is read from /proc (backends/procfs.py)
+    "socket",
+    "difflib",  # "did you mean" only for a name that was not found
+)
+NEVER_ON_A_REPLAY = (
+    *NEVER_ON_A_NODE_RUN,
+    "subprocess",  # a replay runs no tool
+    "gpu_preflight.backends.commands",
+    "gpu_preflight.backends.nvml",
+    "gpu_preflight.parsers",  # the snapshot holds parsed facts
+    "pynvml",
+    "orjson",
+)
+NEVER_ON_A_LIVE_RUN_WITHOUT_RDMA = (
+    *NEVER_ON_A_NODE_RUN,
+    "gpu_preflight.parsers.infiniband",  # the port-state words load with the first RDMA port
+    "gpu_preflight.parsers.detect",
+    "gpu_preflight.parsers.lspci",  # lspci's parser loads when lspci printed something
+    "gpu_preflight.records.libfabric",  # fi_info is asked only where an EFA device is listed
+    "gpu_preflight.records.pci",
+    "gpu_preflight.records.perftest",
+)
+
+
+def _loaded(argv: list[str], cwd: Any, env: dict[str, str] | None = None) -> tuple[list[str], str]:
+    """The modules a ``gpu-preflight`` run left loaded, and its exit code (or why it has none)."""
+    import json
     import subprocess
     import sys
 
+    code = ("import json, sys, runpy\n"
+            f"sys.argv = ['gpu-preflight', *{argv!r}]\n"
+            "code = None\n"
+            "try:\n    runpy.run_module('gpu_preflight', run_name='__main__')\n"
+            "except SystemExit as exc:\n    code = exc.code\n"
+            "print(json.dumps([sorted(sys.modules), code]), file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                          cwd=cwd, env=env)
+    modules, exit_code = json.loads(proc.stderr.strip().splitlines()[-1])
+    return modules, str(exit_code)
+
+
+def _unwanted(modules: list[str], never: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if any(m == n or m.startswith(n + ".") for n in never)]
+
+
+def test_a_replayed_node_run_loads_nothing_it_does_not_need(tmp_path: Any) -> None:
     from .conftest import FIXTURES
 
     dump = FIXTURES / "captured" / "h200-580.159.04" / "nvml_capture.json"
-    code = ("import sys, runpy\n"
-            f"sys.argv = ['gpu-preflight', 'run', '--quick', '--replay', {str(dump)!r}, '--no-history']\n"
-            "try:\n    runpy.run_module('gpu_preflight', run_name='__main__')\n"
-            "except SystemExit as exc:\n    code = exc.code\n"
-            "html = sorted(m for m in sys.modules if m.startswith('gpu_preflight.report.html'))\n"
-            "print(html, code, file=sys.stderr)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
-                          cwd=tmp_path)
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("[] "), proc.stderr[-2000:]
-    assert last.split()[-1] in {"0", "1", "2"}  # it reached a verdict
+    modules, code = _loaded(["run", "--quick", "--replay", str(dump), "--no-history"], tmp_path)
+    assert code in {"0", "1", "2"}  # it reached a verdict
+    assert _unwanted(modules, NEVER_ON_A_REPLAY) == []
+
+
+def test_a_live_node_run_on_a_host_without_rdma_loads_nothing_it_does_not_need(
+        stub_lib: Any, tmp_path: Any, h200_dump: dict[str, Any]) -> None:
+    """The 8-GPU stub with no /sys/class/infiniband and no lspci or fi_info: what the live node
+    check of bench/bench_node_live.py runs."""
+    from .nvml_stub.gpus import widen
+    from .nvml_stub.stub import stub_env, write_stub_data
+
+    data = tmp_path / "data.json"
+    write_stub_data(widen(h200_dump, 8), data)
+    env = stub_env(stub_lib, data)
+    env["PATH"] = "/usr/bin:/bin"  # dmesg, no tool that would make it load a parser
+    modules, code = _loaded(["run", "--node-only", "--no-history", "--format", "json",
+                             "--set", f"diagnostics.infiniband_sysfs={tmp_path / 'no-rdma'}"], tmp_path, env)
+    assert code in {"0", "1", "2"}, code
+    assert "pynvml" in modules  # it did read the GPUs
+    assert _unwanted(modules, NEVER_ON_A_LIVE_RUN_WITHOUT_RDMA) == []

@@ -16,7 +16,6 @@ onto check statuses is the check's business.
 
 from __future__ import annotations
 
-import difflib
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -254,5 +253,7 @@ def _line(lines: Mapping[str, int], dotted: str) -> int | None:
 
 
 def _suggest(name: str, choices: Sequence[str]) -> str:
+    import difflib  # only for a name that was not found
+
     close = difflib.get_close_matches(name, list(choices), n=1)
     return f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(choices)})"
