@@ -353,7 +353,8 @@ def collect(device_timeout_s: float = 10.0, nvml: Any = None, call_timeout_s: fl
                 kept["system"][key] = system[key]
         count = int(system["nvmlDeviceGetCount"].get("ok") or 0)
         stores = [kept.setdefault(i, {}) for i in range(count)] if kept is not None else None
-        devices = _read_devices(nvml, count, device_timeout_s, call_timeout_s, stores)
+        devices = _read_devices(nvml, count, device_timeout_s, call_timeout_s, stores,
+                                session.read_device if session is not None else read_device)
     except BaseException:
         if session is not None:
             session.close(device_timeout_s)
@@ -439,6 +440,11 @@ class NvmlSession:
                 self._nvml = None
             self.static = {"system": {}}
 
+    def read_device(self, nvml: Any, handle: Any, rec: _Recorder, out: dict[str, Any],
+                    static: dict[str, Any] | None) -> None:
+        """One GPU's readings, :func:`read_device` (a monitor's session reads some less often)."""
+        read_device(nvml, handle, rec, out, static)
+
 
 _STALE_ERRORS = frozenset({1, 15})  # NVML_ERROR_UNINITIALIZED, NVML_ERROR_GPU_IS_LOST
 
@@ -476,7 +482,8 @@ def _shutdown(nvml: Any, timeout_s: float) -> None:
 
 
 def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float | None = None,
-                  stores: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                  stores: list[dict[str, Any]] | None = None,
+                  read_one: Callable[..., None] = read_device) -> list[dict[str, Any]]:
     """Every GPU's readings: one thread per GPU, or with a session's ``stores`` (and a call
     deadline) one reader for all, another starting whenever a GPU is marked hung."""
     filled: list[dict[str, Any]] = [{} for _ in range(count)]  # what the readers write into
@@ -497,7 +504,7 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
                 return
             finally:
                 recorders[i].leave()
-            read_device(nvml, handle, recorders[i], out, stores[i] if stores is not None else None)
+            read_one(nvml, handle, recorders[i], out, stores[i] if stores is not None else None)
         finally:
             with finished:
                 done[i] = True

@@ -118,6 +118,11 @@ class GpuConfig:
         5.0, "One NVML call of one GPU that takes longer names that GPU as hung (the others are still read); "
              "independent of --timeout-s.", "s", above=0, max=3600
     )
+    nvml_settings_refresh_ticks: int = setting(
+        10, "A monitor (serve --interval below 10 s) re-reads each GPU's settings (persistence, compute, MIG and "
+            "ECC mode, power limits) every this many ticks; counters, temperatures, clocks and links every tick "
+            "(1: everything every tick). Read when serve starts.", "ticks", min=1, max=1_000_000
+    )
 
 
 @dataclass

@@ -167,6 +167,26 @@ GPU_READINGS: tuple[tuple[str, str, Labels], ...] = (  # (record field, metric, 
 )
 
 
+@functools.lru_cache(maxsize=1024)
+def reading_prefixes(labels: Labels) -> tuple[tuple[str, str, str], ...]:
+    """(record field, metric, series prefix) of one GPU's :data:`GPU_READINGS`, built once per GPU."""
+    return tuple((field, metric, sample_prefix(PREFIX + metric, (*labels, *extra)))
+                 for field, metric, extra in GPU_READINGS)
+
+
+def _reading_series(out: Exposition, labels: Labels) -> list[tuple[str, list[str], str]]:
+    return [(field, out._samples(PREFIX + metric, *GPU_METRICS[metric]), prefix)
+            for field, metric, prefix in reading_prefixes(labels)]
+
+
+@functools.lru_cache(maxsize=1024)
+def reason_lines(labels: Labels, mask: int) -> tuple[str, ...]:
+    """One GPU's clock event reason series for ``mask``: a mask changes seldom, so each is rendered once."""
+    full = PREFIX + "gpu_clock_event_reason_active"
+    return tuple(sample_prefix(full, (*labels, ("reason", reason))) + ("1" if mask & bit else "0")
+                 for reason, bit in CLOCK_REASON_BITS.items())
+
+
 def gpu_metrics(out: Exposition, report: NodeReport | None, health: HealthStatus | None) -> None:
     """Per-GPU readings of the last NVML read and each GPU's health verdict."""
     gpu_facts = (report.facts.get("gpu") if report else None) or {}
@@ -182,17 +202,15 @@ def gpu_metrics(out: Exposition, report: NodeReport | None, health: HealthStatus
         bus = str(rec["pci_bus_id"]) if isinstance(rec.get("pci_bus_id"), str) else ""
         out.add_series("gpu_info", "gauge", "GPU identity (value is always 1).",
                        1, (*labels, ("name", name), ("pci_bus_id", bus), ("driver_version", driver)))
-        for field, metric, extra in GPU_READINGS:
+        for field, samples, prefix in _reading_series(out, labels):
             value = number(rec.get(field))
             if value is not None:
-                kind, help_text = GPU_METRICS[metric]
-                out.add_series(metric, kind, help_text, value, (*labels, *extra))
+                samples.append(prefix + format_value(value))
         mask = number(rec.get("clock_event_reasons"))
         if mask is not None:
-            for reason, bit in CLOCK_REASON_BITS.items():
-                out.add_series("gpu_clock_event_reason_active", "gauge",
-                               "1 while the clock event (throttle) reason is active.", int(int(mask) & bit != 0),
-                               (*labels, ("reason", reason)))
+            out._samples(PREFIX + "gpu_clock_event_reason_active", "gauge",
+                         "1 while the clock event (throttle) reason is active.").extend(
+                reason_lines(labels, int(mask)))
     if health is None:
         return
     out.state_set("gpu_health_status", "GPU health of the monitored GPUs: healthy, unhealthy or unknown "

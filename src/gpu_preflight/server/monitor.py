@@ -10,9 +10,11 @@ read), and the light tools (``fi_info``, ``lspci``, ``ibstat``) are run again on
 their last answer is ``tool_refresh_s`` old. The host's process list is re-read once it is
 ``system.process_scan_refresh_s`` old (:class:`~gpu_preflight.backends.process_scan.ProcessScan`).
 Below ``NVML_KEEP_OPEN_BELOW_S`` NVML also stays initialised between ticks
-(:class:`~gpu_preflight.backends.nvml.NvmlSession`): the reads after an init cost a real GPU
-three times the CPU of later ones, and the session keeps each GPU's fixed answers (identity,
-link capability, VBIOS limits) and reads the GPUs in one thread.
+(:class:`~gpu_preflight.backends.nvml_session.MonitorSession`): the reads after an init cost a
+real GPU three times the CPU of later ones, and the session keeps each GPU's fixed answers
+(identity, link capability, VBIOS limits), reads the GPUs in one thread, and re-reads their
+settings (persistence, compute, MIG and ECC mode, power limits) only every
+``gpu.nvml_settings_refresh_ticks`` ticks.
 
 The probes and checks run on the monitor's own kept threads (an engine
 :class:`~gpu_preflight.engine.WorkerPool`), the probes in turn, under the deadlines of a
@@ -57,7 +59,8 @@ class Monitor:
         # no GPU-loading diagnostics (DCGM, nccl-tests: tag "active") under a running job, every tick
         self.options = replace(options, suite="quick", include=[], report_dir=None,
                                exclude=[*options.exclude, "active"],
-                               state=None if options.replay else _tick_state(tool_refresh_s, interval_s),
+                               state=None if options.replay else _tick_state(tool_refresh_s, interval_s,
+                                                                             _settings_every(options)),
                                workers=WorkerPool("monitor-worker"))
         self.interval_s = interval_s
         self.deadline_s = deadline_for(self.options.timeout_s)
@@ -149,18 +152,34 @@ class Monitor:
         return snap
 
 
-def _tick_state(refresh_s: float, interval_s: float) -> dict[str, object]:
+def _settings_every(options: RunOptions) -> int:
+    """``gpu.nvml_settings_refresh_ticks`` of the site file, environment, ``--set`` and an explicit
+    profile, read once at start; a config that does not load leaves the default (each tick then
+    reports the config error itself)."""
+    from ..backends.nvml_session import SETTINGS_EVERY
+    from ..config import ConfigError, build_config, find_profile
+
+    try:
+        profile = find_profile(options.profile) if options.profile and options.profile != "auto" else None
+        config, _ = build_config(profile=profile, config_file=options.config_file,
+                                 overrides=list(options.overrides), environ=options.environ)
+    except (ConfigError, OSError, ValueError):
+        return SETTINGS_EVERY
+    return config.gpu.nvml_settings_refresh_ticks
+
+
+def _tick_state(refresh_s: float, interval_s: float, settings_every: int = 10) -> dict[str, object]:
     """What the monitor's runs keep from tick to tick (see :class:`gpu_preflight.registry.ProbeState`)."""
     from ..backends.commands import ToolCache
     from ..backends.kernel_log import KmsgFollower
-    from ..backends.nvml import NvmlSession
+    from ..backends.nvml_session import MonitorSession
     from ..backends.process_scan import ProcessScan
     from ..registry import KERNEL_LOG_FOLLOWER, NVML_DUMP_ON_DEMAND, NVML_SESSION, PROCESS_SCAN, TOOL_CACHE
 
     state: dict[str, object] = {KERNEL_LOG_FOLLOWER: KmsgFollower(refresh_s), TOOL_CACHE: ToolCache(refresh_s),
                                 PROCESS_SCAN: ProcessScan(), NVML_DUMP_ON_DEMAND: True}
     if interval_s < NVML_KEEP_OPEN_BELOW_S:
-        state[NVML_SESSION] = NvmlSession()
+        state[NVML_SESSION] = MonitorSession(settings_every=settings_every)
     return state
 
 
