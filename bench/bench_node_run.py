@@ -4,17 +4,29 @@ Both commands run alternately in the same script on the same machine, so the rat
 robust to a noisy host. Target (issue #2): ratio < 3. Also verifies that the run does
 not import torch.
 
-    python bench/bench_node_run.py [--repeat 15]
+With ``--against REV`` it also times the same run from another revision of this
+repository (checked out with ``git archive`` into a temporary directory), alternated with
+this tree's, and prints both medians with their CPU time (user + system of the child):
+the house's start-up is held to the tree before it (issue 15), and on a loaded machine
+the CPU time is the steadier figure. Bytecode is cached per tree, as for an installed
+package.
+
+    python bench/bench_node_run.py [--repeat 15] [--against bf76d45]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from _selfcheck import Ran, require, timed
+from _selfcheck import REPO, Ran, child_env, fail, require, timed
 
 DUMP = Path(__file__).resolve().parents[1] / "tests/fixtures/captured/h200-580.159.04/nvml_capture.json"
 BASELINE = [sys.executable, "-c", "import psutil, pynvml"]
@@ -31,24 +43,75 @@ def judged(ran: Ran) -> bool:
     return ran.returncode in (0, 1, 2) and bool(lines) and lines[-1].startswith("[RESULT] ")
 
 
-def baseline() -> float:
-    return timed("bench_node_run", BASELINE, what="the baseline import").seconds
+def baseline(env: dict[str, str]) -> float:
+    return _timed_env(BASELINE, env, what="the baseline import", ok=None).seconds
 
 
-def run() -> float:
-    return timed("bench_node_run", RUN, what="the replayed node run", ok=judged).seconds
+def run(env: dict[str, str]) -> float:
+    return _timed_env(RUN, env).seconds
+
+
+def _cpu_timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system of the child) of one replayed run with ``env``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    ran = _timed_env(cmd, env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ran.seconds, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def _timed_env(cmd: list[str], env: dict[str, str], *, what: str = "the replayed node run",
+               ok: Callable[[Ran], bool] | None = judged) -> Ran:
+    """:func:`timed` with ``env`` as the child's environment (bytecode cached: :func:`child_env`)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        return timed("bench_node_run", cmd, what=what, ok=ok)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def against(rev: str, repeat: int) -> None:
+    """This tree's replayed run alternated with ``rev``'s; prints both and their ratio."""
+    with tempfile.TemporaryDirectory(prefix="bench-node-run-") as tmp:
+        old = Path(tmp) / "old"
+        old.mkdir()
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src"], capture_output=True, check=False)
+        if archive.returncode != 0:
+            fail("bench_node_run", f"cannot check out {rev}: {archive.stderr.decode(errors='replace').strip()}")
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+        envs = {"this tree": child_env(Path(tmp) / "new"), rev: child_env(Path(tmp) / "rev")}
+        envs[rev]["PYTHONPATH"] = os.pathsep.join([str(old / "src"), *envs[rev]["PYTHONPATH"].split(os.pathsep)[1:]])
+        figures: dict[str, list[tuple[float, float]]] = {name: [] for name in envs}
+        for env in envs.values():
+            _cpu_timed(RUN, env)  # bytecode compiled, page cache warm
+        for _ in range(repeat):
+            for name, env in envs.items():
+                figures[name].append(_cpu_timed(RUN, env))
+    medians = {name: (statistics.median(w for w, _ in f), statistics.median(c for _, c in f))
+               for name, f in figures.items()}
+    for name, (wall, cpu) in medians.items():
+        print(f"{name:10s}  replayed run  median {wall * 1000:7.1f} ms  CPU {cpu * 1000:7.1f} ms  (n={repeat})")
+    (nw, nc), (ow, oc) = medians["this tree"], medians[rev]
+    print(f"this tree / {rev}: {nw / ow:.2f}x wall, {nc / oc:.2f}x CPU (alternated)")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--against", metavar="REV", help="also time the run from this git revision, alternated")
     args = parser.parse_args()
     require("bench_node_run", "gpu_preflight", "psutil", "pynvml")
-    baseline(), run()  # warm the page cache
-    base, runs = [], []
-    for _ in range(args.repeat):
-        base.append(baseline())
-        runs.append(run())
+    if args.against:
+        against(args.against, args.repeat)
+    with tempfile.TemporaryDirectory(prefix="bench-node-run-") as tmp:
+        env = child_env(Path(tmp))  # bytecode cached, as for an installed package
+        baseline(env), run(env)  # compiled, page cache warm
+        base, runs = [], []
+        for _ in range(args.repeat):
+            base.append(baseline(env))
+            runs.append(run(env))
     b, r = statistics.median(base), statistics.median(runs)
     torch = timed("bench_node_run", [sys.executable, "-c", NO_TORCH % str(DUMP)], what="the torch-import check",
                   ok=lambda ran: ran.stderr.strip().endswith(("no torch", "torch imported"))).stderr
