@@ -41,8 +41,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache, reduce
 from itertools import chain, compress, islice, repeat
-from operator import add, eq, gt, methodcaller, not_, or_
-from typing import cast
+from operator import add, eq, gt, itemgetter, methodcaller, not_, or_
+from typing import TypeVar, cast
 
 from ..records.nccl import NcclTestDevice as NcclTestDevice
 from ..records.nccl import NcclTestFailure as NcclTestFailure
@@ -53,6 +53,8 @@ from .detect import parser
 from .errors import ParseError
 from .nccl_log import classify
 from .text import ContentGate, is_noise, is_not_available, to_float
+
+_N = TypeVar("_N", int, float)
 
 KIND = "nccl-tests"
 KEPT_ROWS = 500  # the first and the last this many rows are kept in ``rows``
@@ -280,11 +282,9 @@ class NcclTestsScanner:
             self.head.extend(map(layout.build, batch[:room]))
         self.tail.extend(zip(repeat(layout), batch[max(room, 0):][-KEPT_ROWS:]))
         at = layout.at
-        columns = list(zip(*batch, strict=True))
-        sizes = list(map(int, columns[at[0]]))
-        algbw, busbw, error, ip_busbw, ip_error = (
-            None if i < 0 else list(map(float, columns[i])) for i in (at[1], at[2], at[4], at[5], at[7]))
-        wrong, ip_wrong = (None if i < 0 else list(map(int, columns[i])) for i in (at[3], at[6]))
+        sizes = list(map(int, map(itemgetter(at[0]), batch)))
+        busbw, error, ip_busbw, ip_error = (_column(batch, i, float) for i in (at[2], at[4], at[5], at[7]))
+        wrong, ip_wrong = _column(batch, at[3], int), _column(batch, at[6], int)
         if busbw is not None:
             best = max(busbw)
             if record.peak_busbw_gbps is None or best >= record.peak_busbw_gbps:
@@ -319,8 +319,9 @@ class NcclTestsScanner:
         errors = [*(error or ()), *(ip_error or ())]
         if errors and (record.max_error is None or max(errors) > record.max_error):
             record.max_error = max(errors)
-        if algbw is not None and busbw is not None and (
+        if busbw is not None and at[1] >= 0 and (
                 self.largest_measured is None or max(sizes) > self.largest_measured[0]):
+            algbw = list(map(float, map(itemgetter(at[1]), batch)))
             measured = list(map(all, zip(algbw, busbw, strict=True)))
             largest = max(compress(sizes, measured), default=None)
             if largest is not None and (self.largest_measured is None or largest > self.largest_measured[0]):
@@ -387,6 +388,12 @@ class NcclTestsScanner:
             record.nranks = _infer_ranks(record, self.largest_measured)
             record.nranks_inferred = record.nranks is not None
         return record
+
+
+def _column(batch: list[tuple[str, ...]], at: int, read: Callable[[str], _N]) -> list[_N] | None:
+    """Column ``at`` of the rows in ``batch`` read as numbers, None where the layout has no such column: only
+    the columns the counts need are taken out of the rows (algbw only when a larger size may need it)."""
+    return None if at < 0 else list(map(read, map(itemgetter(at), batch)))
 
 
 def scan(chunks: Iterable[bytes]) -> NcclTestsRecord:
