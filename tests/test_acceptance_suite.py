@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -146,7 +147,7 @@ def test_under_torchrun_rank_0_prints_the_lines_and_writes_the_files(tmp_path: P
     _check_acceptance_outputs(out, tmp_path)
 
 
-def _gathered(*, all_reduce_ok: bool, ddp_loss_end: float) -> dict[str, object]:
+def _gathered(*, all_reduce_ok: bool, ddp_loss_end: float) -> dict[str, Any]:
     """Two GPU ranks' payloads as rank 0 gathers them (results still in the payloads)."""
     stack = {"torch_version": "2.5.1", "torch_cuda": "12.4", "nccl_version": "2.21.5", "cuda_available": True,
              "device_count": 2}
@@ -154,7 +155,7 @@ def _gathered(*, all_reduce_ok: bool, ddp_loss_end: float) -> dict[str, object]:
     reduce = {"op": "all_reduce", "group": "all", "scope": "distributed", "ranks": [0, 1], "success": all_reduce_ok,
               "wrong": 0 if all_reduce_ok else 3, "error": None,
               "results": [{"size_bytes": 8_000_000, "time_us": 812.5, "busbw_gbps": 9.85}]}
-    payloads: dict[int, dict[str, object]] = {}
+    payloads: dict[int, dict[str, Any]] = {}
     for rank in (0, 1):
         payloads[rank] = {
             "rank": rank, "local_rank": rank, "node_rank": 0, "device": f"cuda:{rank}", "stack": stack,
@@ -170,12 +171,34 @@ def _gathered(*, all_reduce_ok: bool, ddp_loss_end: float) -> dict[str, object]:
             "topology": {"world_size": 2, "num_nodes": 1, "local_world_size": 2, "hosts": ["gpu-a"]}}
 
 
+def _told(gathered: dict[str, Any]) -> list[str]:
+    """The lines of the gathered ranks' results heard as each rank tells them (``rank.ResultSink``),
+    in the order the workloads run, each rank through its own :class:`LiveLines`."""
+    from gpu_preflight.distributed.topology import Topology
+    from gpu_preflight.outputs.acceptance import LiveLines
+
+    payloads, lines = gathered["payloads"], []
+    gpu = payloads[0]["node_entry"]["section"]["facts"]["gpu"]
+    ranks = {r: (Topology(launcher="torchrun", world_size=2, rank=r, local_rank=r, local_world_size=2, node_rank=0,
+                          num_nodes=1, hostname="gpu-a"), LiveLines(lines.append)) for r in sorted(payloads)}
+    for name in ("env", "gemm", "train"):
+        for r, (topo, live) in ranks.items():
+            live(topo, name, {"stack": payloads[r]["stack"], "gpu": gpu} if name == "env" else payloads[r][name])
+    for r, (topo, live) in ranks.items():
+        for entry in payloads[r]["collectives"]:
+            live(topo, "collective", entry)
+        if "ddp" in payloads[r]:
+            live(topo, "ddp", payloads[r]["ddp"])
+    return lines
+
+
 def test_the_lines_of_a_gpu_job_and_a_failed_all_reduce(tmp_path: Path) -> None:
     from gpu_preflight.cluster.aggregate import cluster_facts
-    from gpu_preflight.outputs.acceptance import ddp_training_result, progress_lines, write_ddp_training_result
+    from gpu_preflight.outputs.acceptance import ddp_training_result, write_ddp_training_result
 
-    facts = cluster_facts(_gathered(all_reduce_ok=False, ddp_loss_end=float("nan")))
-    lines = progress_lines(facts)
+    gathered = _gathered(all_reduce_ok=False, ddp_loss_end=float("nan"))
+    lines = _told(gathered)
+    assert len(lines) == 7, lines
     assert lines[0].endswith('world_size=2 nodes=1 driver=580.95 gpus="2x NVIDIA H200"')
     assert lines[1:3] == ["[COMPUTE] gpu-a/gpu0 dtype=bf16 n=8192 GFLOP/s=701234.5 correct=True",
                           "[COMPUTE] gpu-a/gpu1 dtype=bf16 n=8192 GFLOP/s=701234.5 correct=True"]
@@ -184,7 +207,7 @@ def test_the_lines_of_a_gpu_job_and_a_failed_all_reduce(tmp_path: Path) -> None:
                         "ok=False")
     assert lines[6] == ("[DDP_TRAIN] world_size=2 steps=40 start_loss=2.5000 end_loss=n/a improved=False "
                         "params_identical=True")
-    result = ddp_training_result(facts)
+    result = ddp_training_result(cluster_facts(gathered))
     assert result is not None and result["end_loss"] is None and result["backend"] == "nccl"
     write_ddp_training_result(str(tmp_path), result)
     assert json.loads((tmp_path / "ddp_training_result.json").read_text())["end_loss"] is None  # valid JSON

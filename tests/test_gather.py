@@ -62,8 +62,8 @@ def test_every_rank_arrives_through_its_node_bundle(store: Any) -> None:
     got = gather(store, topo(0), time.monotonic() + 5)
     assert sorted(got["payloads"]) == [0, 1, 2, 3] and got["missing"] == {}
     assert got["payloads"][3] == {"rank": 3, "node_rank": 1}  # its GEMM result travels in the node's columns
-    gemm = unpack(got["columns"])["gemm"]["bf16"]
-    assert gemm["rank"] == [0, 1, 2, 3] and gemm["tflops"] == [600.0, 601.0, 602.0, 603.0]
+    gemm = unpack(got["columns"]).gemm["bf16"]
+    assert gemm.rank == [0, 1, 2, 3] and gemm.tflops == [600.0, 601.0, 602.0, 603.0]
 
 
 def test_a_dead_leader_does_not_hide_its_nodes_other_ranks(store: Any) -> None:

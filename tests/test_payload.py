@@ -48,8 +48,8 @@ def test_node_bundle_moves_results_into_columns() -> None:
         assert not {"gemm", "train", "memory", "collectives"} & set(p)
     assert "stack" in bundle.payloads[0] and "stack" not in bundle.payloads[1]  # same as the first rank's
     assert bundle.payloads[1]["future_field"] == {"kept": 1}
-    gemm = unpack([bundle.columns])["gemm"]["fp32"]
-    assert list(gemm["rank"]) == [0, 1] and list(gemm["tflops"]) == [0.1, 1.1]
+    gemm = unpack([bundle.columns]).gemm["fp32"]
+    assert gemm.rank == [0, 1] and gemm.tflops == [0.1, 1.1]
     assert [r for r, _ in bundle.collectives["groups"]] == [0]  # the sweep, not the formation failure
     assert [(r, e["op"]) for r, e in bundle.collectives["failures"]] == [(1, FORMATION_OP)]
 

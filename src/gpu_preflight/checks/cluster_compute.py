@@ -5,11 +5,11 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from ..model import Finding, Status
 from ..records import ClusterView
-from ..records.columns import row
+from ..records.columns import GemmColumns
 from ..registry import CheckContext, check
 from .cluster_comm import cluster
 from .cluster_ids import GEMM_ID, MEMORY_BANDWIDTH_ID
@@ -33,19 +33,18 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
     """
     c, perf = cluster(ctx), ctx.config.perf
     passes = Passes(ctx, c)
-    by_dtype = c.gemm_columns
+    by_dtype = c.columns.gemm
     if not by_dtype:
         yield ctx.finding(Status.SKIP, "cluster", "not_run", "no GEMM result was gathered")
     on_gpu, subject = c.gpu_ranks, c.rank_subject
     for dtype, col in sorted(by_dtype.items()):
-        ranks, tflops = col["rank"], col["tflops"]
+        ranks, tflops = col.rank, col.tflops
         view = c.rank_names(ranks)
         expected = getattr(perf, f"gemm_{dtype}_tflops", None)
         # The common case costs a few C-speed calls per precision: every product correct, no
         # error, all on GPUs, the slowest above the floors; anything else is looked at GPU by GPU.
-        clean = all(col["correct"]) and not any(col["error"]) and None not in tflops
-        ok = [True] * len(ranks) if clean else [bool(k) and not e for k, e in zip(col["correct"], col["error"],
-                                                                                    strict=True)]
+        clean = all(col.correct) and not any(col.error) and None not in tflops
+        ok = [True] * len(ranks) if clean else [bool(k) and not e for k, e in zip(col.correct, col.error, strict=True)]
         ok_values = tflops if clean and view.all_gpu else [t for t, k, r in zip(tflops, ok, ranks, strict=True)
                                                            if k and r in on_gpu]
         ordered = sorted(ok_values)
@@ -62,13 +61,13 @@ def gemm(ctx: CheckContext) -> Iterator[Finding]:
             flagged = {i for i, (t, k, r) in enumerate(zip(tflops, ok, ranks, strict=True))
                        if not k or (r in on_gpu and (t or 0.0) < low)}
         for i in sorted(flagged):
-            yield _with_load(_judge_gemm(ctx, subject(ranks[i]), dtype, row(col, i), perf, details),
+            yield _with_load(_judge_gemm(ctx, subject(ranks[i]), dtype, col.row(i), perf, details),
                              c.payloads.get(ranks[i], {}).get("load"), f"gemm_{dtype}")
 
-        def passed(i: int, col: Any = col, details: dict[str, Any] = details) -> Finding:
-            r = col["rank"][i]
+        def passed(i: int, col: GemmColumns = col, details: dict[str, Any] = details) -> Finding:
+            r = col.rank[i]
             own = details if r in on_gpu else {**details, "expected": None, "median_tflops": None}
-            return _gemm_finding(ctx, subject(r), f"{own['dtype']} GEMM {col['n'][i]}^3", float(col["tflops"][i]),
+            return _gemm_finding(ctx, subject(r), f"{own['dtype']} GEMM {col.n[i]}^3", float(col.tflops[i]),
                                  Status.PASS, "ok", None, own)
 
         gpu_only = view.all_gpu or on_gpu.issuperset([r for i, r in enumerate(ranks) if i not in flagged])
@@ -144,14 +143,14 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     """
     c, perf = cluster(ctx), ctx.config.perf
     passes = Passes(ctx, c)
-    col, subject = c.memory_columns, c.rank_subject
-    ranks, copy, h2d, d2h = col["rank"], col["device_copy_gbps"], col["h2d_gbps"], col["d2h_gbps"]
+    col, subject = c.columns.memory, c.rank_subject
+    ranks, copy, h2d, d2h = col.rank, col.device_copy_gbps, col.h2d_gbps, col.d2h_gbps
     per_node = max(c.local_world_size, 1)
     host_floors: dict[int, Floor | None] = {}
     for node in {r // per_node for r in ranks}:
         host_floors[node] = host_transfer_floor(perf, ctx.config.gpu,
                                                 node_topology(c.node_facts.get(node, {}).get("gpu")))
-    medians = {key: _median([v for v, e in zip(values, col["error"], strict=True) if v is not None and not e])
+    medians = {key: _median([v for v, e in zip(values, col.error, strict=True) if v is not None and not e])
                for key, values in (("device_copy", copy), ("h2d", h2d), ("d2h", d2h))}
     # The strictest line each direction is held to: a rank at or above it on every direction passes.
     copy_line = max(_lines(perf.device_copy_min_gbps, medians["device_copy"], perf), default=None)
@@ -161,26 +160,23 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     # Screen the columns first; only the flagged get a verdict each. The common case is a few
     # C-speed calls (no error, no bad pattern, every minimum above its line). An unmeasured
     # direction (None) is not slow, as _judge_memory judges it; 0.0 is.
-    clean = not any(col["error"]) and not any(col["pattern_errors"]) and None not in copy and None not in h2d \
-        and None not in d2h and (not ranks or (
-            (copy_line is None or min(copy) >= copy_line)
-            and (host_line["h2d"] is None or min(h2d) >= host_line["h2d"])
-            and (host_line["d2h"] is None or min(d2h) >= host_line["d2h"])))
+    clean = not any(col.error) and not any(col.pattern_errors) and _all_at(copy, copy_line) \
+        and _all_at(h2d, host_line["h2d"]) and _all_at(d2h, host_line["d2h"])
     flagged: set[int] = set() if clean else {
-        i for i, (e, bad, dc, hd, dh) in enumerate(zip(col["error"], col["pattern_errors"], copy, h2d, d2h,
+        i for i, (e, bad, dc, hd, dh) in enumerate(zip(col.error, col.pattern_errors, copy, h2d, d2h,
                                                         strict=True))
         if e or bad or (copy_line is not None and (inf if dc is None else dc) < copy_line)
         or (host_line["h2d"] is not None and (inf if hd is None else hd) < host_line["h2d"])
         or (host_line["d2h"] is not None and (inf if dh is None else dh) < host_line["d2h"])}
     judged: set[int] = set()
     for i in sorted(flagged):
-        findings = list(_judge_memory(ctx, subject(ranks[i]), row(col, i), perf, host_floors[ranks[i] // per_node],
+        findings = list(_judge_memory(ctx, subject(ranks[i]), col.row(i), perf, host_floors[ranks[i] // per_node],
                                       medians))
         if any(f.status is not Status.PASS for f in findings):
             judged.add(i)
             yield from findings
     names = c.rank_names(ranks).subjects
-    yield from passes.add(names, lambda i: _memory_pass(ctx, names[i], row(col, i)),
+    yield from passes.add(names, lambda i: _memory_pass(ctx, names[i], col.row(i)),
                           *(Series(key, values, f"the memory test ({what})", "GB/s", {"memory_key": key})
                             for key, values, what in (("device_copy", copy, "device copy"),
                                                       ("h2d", h2d, "host-to-device"), ("d2h", d2h, "device-to-host"))),
@@ -188,6 +184,13 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     yield from passes.findings()
     if not ranks:
         yield ctx.finding(Status.SKIP, "cluster", "no_gpu", "no GPU worker: memory test not run")
+
+
+def _all_at(values: list[float | None], line: float | None) -> bool:
+    """Every rank measured this direction, at or above ``line`` where there is one (at C speed)."""
+    if None in values:
+        return False
+    return line is None or not values or min(cast("list[float]", values)) >= line
 
 
 def _median(values: list[float]) -> float | None:
@@ -280,16 +283,16 @@ def training(ctx: CheckContext) -> Iterator[Finding]:
     """
     c, drop = cluster(ctx), ctx.config.perf.train_min_loss_drop
     passes = Passes(ctx, c)
-    col, subject = c.train_columns, c.rank_subject
-    ranks, loss_end = col["rank"], col["loss_end"]
-    clean = not any(col["error"]) and all(col["finite"]) and all(col["improved"])  # C speed, the common case
+    col, subject = c.columns.train, c.rank_subject
+    ranks, loss_end = col.rank, col.loss_end
+    clean = not any(col.error) and all(col.finite) and all(col.improved)  # C speed, the common case
     flagged: set[int] = set() if clean else {
-        i for i, (e, fin, imp) in enumerate(zip(col["error"], col["finite"], col["improved"], strict=True))
+        i for i, (e, fin, imp) in enumerate(zip(col.error, col.finite, col.improved, strict=True))
         if e or not fin or not imp}
     for i in sorted(flagged):
-        yield _judge_training(ctx, c, subject(ranks[i]), "train", "training smoke", row(col, i), drop)
+        yield _judge_training(ctx, c, subject(ranks[i]), "train", "training smoke", col.row(i), drop)
     names = c.rank_names(ranks).subjects
-    yield from passes.add(names, lambda i: _train_pass(ctx, names[i], "training smoke", row(col, i), ""),
+    yield from passes.add(names, lambda i: _train_pass(ctx, names[i], "training smoke", col.row(i), ""),
                           Series("", [None if i in flagged else round(v, 4) for i, v in enumerate(loss_end)],
                                  "the training smoke", "final loss"),
                           judged=flagged)

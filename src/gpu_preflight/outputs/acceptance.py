@@ -2,10 +2,11 @@
 
 Teams moving from that suite grep their logs for ``[ENV]``, ``[COMPUTE]``, ``[TRAIN]`` and
 ``[DDP] ... ok=True``, and their CI reads ``ddp_training_result.json``; both are produced
-here from the workloads' results as rank 0 gathered them, with the suite's wording and
-field names where our measurements have them (GFLOP/s, start/end loss, ``improved``), and
-our own extras after them. The lines go to stderr (``--verbose``), never to stdout, where
-``--format json`` output stands alone.
+here, with the suite's wording and field names where our measurements have them (GFLOP/s,
+start/end loss, ``improved``), and our own extras after them. The lines come from each
+rank as its workloads finish (:class:`LiveLines`), so a hung job has printed what it got
+through; the file from the DDP result rank 0 gathered. The lines go to stderr
+(``--verbose``), never to stdout, where ``--format json`` output stands alone.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import os
 import platform
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..records import ClusterFacts
 from ..records.cluster import subject_name
 
-__all__ = ["DDP_RESULT_NAME", "LINES_ENV", "LiveLines", "ddp_training_result", "file_lines", "progress_lines",
-           "stderr_line", "write_ddp_training_result"]
+__all__ = ["DDP_RESULT_NAME", "LINES_ENV", "LiveLines", "ddp_training_result", "file_lines", "stderr_line",
+           "write_ddp_training_result"]
 
 LINES_ENV = "GPU_PREFLIGHT_LINES_FILE"  # a self-launched worker appends its progress lines there for the supervisor
 
@@ -36,22 +37,9 @@ def _num(value: Any, digits: int = 4) -> str:
     return "nan" if isinstance(value, float) and not math.isfinite(value) else f"{value:.{digits}f}"
 
 
-def _column(columns: Mapping[str, Any], name: str) -> list[Any]:
-    try:
-        return list(columns[name])
-    except KeyError:
-        return []
-
-
 def _first_payload(facts: ClusterFacts) -> Mapping[str, Any]:
     """The lowest reporting rank's payload (rank 0's unless it never reported): it carries the job's DDP result."""
     return facts.payloads[min(facts.payloads)] if facts.payloads else {}
-
-
-def env_line(facts: ClusterFacts) -> str:
-    """``[ENV]``: Python, torch, its CUDA and NCCL, ``cuda_device_count``, as the first rank saw them."""
-    gpu = next(iter(facts.node_facts.values()), {}).get("gpu")
-    return env_text(_first_payload(facts).get("stack") or {}, facts.world_size, facts.num_nodes, gpu)
 
 
 def env_text(stack: Mapping[str, Any], world_size: Any, nodes: Any, gpu: Any) -> str:
@@ -72,49 +60,15 @@ def _gpu_listing(gpu: Any) -> str:
     return f" driver={driver if isinstance(driver, str) else 'n/a'} gpus=\"{listing}\""
 
 
-def compute_lines(facts: ClusterFacts) -> Iterator[str]:
-    """``[COMPUTE]`` per GPU (or CPU worker) and precision: GFLOP/s and the test's parameters."""
-    for dtype, col in sorted(facts.columns.get("gemm", {}).items()):
-        ranks, ns, tflops = _column(col, "rank"), _column(col, "n"), _column(col, "tflops")
-        correct, errors = _column(col, "correct"), _column(col, "error")
-        for i, rank in enumerate(ranks):
-            yield compute_text(facts.rank_subject(rank), dtype, ns[i], tflops[i], correct[i], errors[i])
-
-
 def compute_text(subject: str, dtype: Any, n: Any, tflops: Any, correct: Any, error: Any) -> str:
     gflops = tflops * 1000 if isinstance(tflops, (int, float)) and not isinstance(tflops, bool) else None
     line = f"[COMPUTE] {subject} dtype={dtype} n={n} GFLOP/s={_num(gflops, 1)} correct={correct}"
     return line + (f" error={error}" if error else "")
 
 
-def train_lines(facts: ClusterFacts) -> Iterator[str]:
-    """``[TRAIN]`` per device: start and end loss, ``improved=True/False``."""
-    col = facts.columns.get("train")  # columns slice on first use: an empty-looking dict is not empty
-    if col is None:
-        return
-    ranks = _column(col, "rank")
-    start, end, improved, errors = (_column(col, k) for k in ("loss_start", "loss_end", "improved", "error"))
-    for i, rank in enumerate(ranks):
-        yield train_text(facts.rank_subject(rank), start[i], end[i], improved[i], errors[i])
-
-
 def train_text(subject: str, start: Any, end: Any, improved: Any, error: Any) -> str:
     line = f"[TRAIN] {subject} start_loss={_num(start)} end_loss={_num(end)} improved={improved}"
     return line + (f" error={error}" if error else "")
-
-
-def ddp_lines(facts: ClusterFacts) -> Iterator[str]:
-    """``[DDP] ... ok=True`` for the all-reduce of every rank, then the DDP training smoke."""
-    for _, entry in facts.group_entries:
-        if entry.get("op") == "all_reduce" and entry.get("group") == "all":
-            yield all_reduce_text(entry)
-    for _, entry in facts.collective_errors:
-        if entry.get("group") == "all" and entry.get("op") != "all_reduce" and not entry.get("results"):
-            yield f"[DDP] {entry.get('op')} ok=False error={entry.get('error')}"
-            break
-    result = ddp_training_result(facts)
-    if result is not None:
-        yield ddp_train_text(result)
 
 
 def all_reduce_text(entry: Mapping[str, Any]) -> str:
@@ -134,11 +88,6 @@ def ddp_train_text(result: Mapping[str, Any]) -> str:
             f"start_loss={_num(result['start_loss'])} end_loss={_num(result['end_loss'])} "
             f"improved={result['improved']} params_identical={result['params_identical']}"
             + (f" error={result['error']}" if result.get("error") else ""))
-
-
-def progress_lines(facts: ClusterFacts) -> list[str]:
-    """Every line, in the order the workloads ran: environment, GEMM, training, collectives, DDP."""
-    return [env_line(facts), *compute_lines(facts), *train_lines(facts), *ddp_lines(facts)]
 
 
 def ddp_training_result(facts: ClusterFacts) -> dict[str, Any] | None:

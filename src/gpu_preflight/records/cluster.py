@@ -8,7 +8,7 @@ from itertools import chain, compress
 from operator import itemgetter
 from typing import Any
 
-from .columns import Columns, columns_of, unpack
+from .columns import ResultColumns, columns_of, unpack
 
 
 @dataclass(frozen=True)
@@ -133,28 +133,10 @@ class ClusterView:
         return self._names
 
     @functools.cached_property
-    def columns(self) -> Columns:
-        """Every rank's GEMM, memory and training results as columns (:mod:`.columns`):
-        the leaders' packed columns, plus those of payloads that still hold their results."""
+    def columns(self) -> ResultColumns:
+        """Every rank's GEMM (per precision), memory and training results as typed columns
+        (:mod:`.columns`): the leaders' packed rows, plus those of payloads that still hold their results."""
         return unpack([*self.node_columns, columns_of(self.index.unpacked)])
-
-    @property
-    def gemm_columns(self) -> dict[str, dict[str, list[Any]]]:
-        """Per GEMM precision, every rank's results as columns (``rank``, ``tflops``, ``correct``, ...)."""
-        gemm: dict[str, dict[str, list[Any]]] = self.columns["gemm"]
-        return gemm
-
-    @property
-    def memory_columns(self) -> dict[str, list[Any]]:
-        """Every rank's memory test as columns (``rank``, ``device_copy_gbps``, ``h2d_gbps``, ...)."""
-        memory: dict[str, list[Any]] = self.columns["memory"]
-        return memory
-
-    @property
-    def train_columns(self) -> dict[str, list[Any]]:
-        """Every rank's training smoke as columns (``rank``, ``loss_start``, ``loss_end``, ...)."""
-        train: dict[str, list[Any]] = self.columns["train"]
-        return train
 
     @functools.cached_property
     def leaders(self) -> dict[int, dict[str, Any]]:

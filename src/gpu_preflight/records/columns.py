@@ -7,26 +7,156 @@ turns its ranks' results into columns (one list per field) before bundling them,
 cluster checks screen whole columns with list comprehensions, looking at single ranks only
 when a value is wrong, missing or below a floor.
 
+Two forms, one per side of the gather. On the wire a kind is *packed*: one flat list, each
+rank's row laid end to end (:func:`columns_of`), so a node sends six lists instead of
+thirty-seven and rank 0 joins 10,000 nodes' lists at C speed. On rank 0 :func:`unpack`
+wraps the joined rows in typed columns (:class:`GemmColumns`, :class:`MemoryColumns`,
+:class:`TrainColumns`, together a :class:`ResultColumns`) whose fields are attributes, each
+sliced out of the rows on first read and kept: a check that never reads a field (``n`` or
+``rel_error`` of a passing GEMM) does not pay for copying 80,000 references.
+
 Payloads that still hold their results (a node whose leader died, the self-launch
-supervisor's rank files, small hand-built inputs) are turned into columns on rank 0 by the
-same :func:`columns_of`, so there is one representation for the checks to read.
+supervisor's rank files, small hand-built inputs) are packed on rank 0 by the same
+:func:`columns_of`, so there is one representation for the checks to read. The columns are
+typed as the workloads' results (``workloads/``) send them; a field that a hand-built
+result lacks reads ``None``, which the checks' screens send to the one-rank judgement.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from itertools import chain
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar, overload
 
-__all__ = ["FIELDS", "columns_of", "row", "take_results", "unpack"]
+__all__ = ["FIELDS", "GemmColumns", "MemoryColumns", "ResultColumns", "Rows", "TrainColumns", "columns_of",
+           "take_results", "unpack"]
 
-FIELDS: dict[str, tuple[str, ...]] = {
-    "gemm": ("n", "tflops", "correct", "rel_error", "error"),
-    "memory": ("device_copy_gbps", "h2d_gbps", "d2h_gbps", "pattern_bytes", "pattern_errors", "error"),
-    "train": ("loss_start", "loss_end", "finite", "improved", "error"),
-}
-Columns = dict[str, Any]  # {"gemm": {dtype: {"rank": [...], field: [...]}}, "memory": {...}, "train": {...}}
+T = TypeVar("T")
 Packed = dict[str, Any]  # {"gemm": {dtype: [rank, field..., rank, field...]}, "memory": [...], "train": [...]}
+
+
+class Column(Generic[T]):
+    """One field of a kind's rows: sliced out of the packed rows on first read, then kept on the
+    instance (a non-data descriptor, so the kept list shadows it from then on)."""
+
+    at = 0  # the field's place in a row; set by :meth:`Rows.__init_subclass__`
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, rows: None, owner: type) -> Column[T]: ...
+
+    @overload
+    def __get__(self, rows: Rows, owner: type) -> list[T]: ...
+
+    def __get__(self, rows: Rows | None, owner: type) -> Column[T] | list[T]:
+        if rows is None:
+            return self
+        values: list[T] = rows.flat[self.at::len(rows.NAMES)]
+        rows.__dict__[self.name] = values
+        return values
+
+
+class Rows:
+    """One kind's results for many ranks: the packed rows, read as typed columns.
+
+    A subclass declares its fields as :class:`Column` attributes in transport order;
+    ``FIELDS`` (what a rank's result contributes) and ``NAMES`` (``rank`` first) follow from
+    them. Instances are immutable: only the columns' first reads are kept.
+    """
+
+    KIND: ClassVar[str]
+    FIELDS: ClassVar[tuple[str, ...]]
+    NAMES: ClassVar[tuple[str, ...]]
+    rank: Column[int] = Column()
+
+    def __init_subclass__(cls, kind: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = [(name, c) for name, c in vars(cls).items() if isinstance(c, Column)]
+        for at, (_, c) in enumerate(own, start=1):
+            c.at = at
+        cls.KIND, cls.FIELDS = kind, tuple(name for name, _ in own)
+        cls.NAMES = ("rank", *cls.FIELDS)
+
+    def __init__(self, flat: list[Any]) -> None:
+        if len(flat) % len(self.NAMES):
+            raise ValueError(f"packed {self.KIND} results of {len(flat)} values are not rows of {len(self.NAMES)}")
+        object.__setattr__(self, "flat", flat)
+
+    flat: list[Any]  # every rank's row laid end to end, as packed
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __len__(self) -> int:
+        return len(self.flat) // len(self.NAMES)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} ranks)"
+
+    def __getitem__(self, name: str) -> list[Any]:
+        """Transition only: ``cluster/aggregate.py`` still reads ``col["tflops"]``; every other
+        reader reads attributes. Goes when the aggregation does too."""
+        if name not in self.NAMES:
+            raise KeyError(name)
+        values: list[Any] = getattr(self, name)
+        return values
+
+    def row(self, i: int) -> dict[str, Any]:
+        """The ``i``-th rank's result as the dict it was sent as (for judging one flagged rank)."""
+        at, width = i * len(self.NAMES), len(self.NAMES)
+        return dict(zip(self.FIELDS, self.flat[at + 1:at + width], strict=True))
+
+
+class GemmColumns(Rows, kind="gemm"):
+    """One GEMM precision on every rank that ran it."""
+
+    n: Column[int] = Column()
+    tflops: Column[float] = Column()
+    correct: Column[bool] = Column()
+    rel_error: Column[float] = Column()
+    error: Column[str | None] = Column()
+
+
+class MemoryColumns(Rows, kind="memory"):
+    """The memory test on every rank that ran it (GB/s per direction, pattern words read back wrong)."""
+
+    device_copy_gbps: Column[float | None] = Column()
+    h2d_gbps: Column[float | None] = Column()
+    d2h_gbps: Column[float | None] = Column()
+    pattern_bytes: Column[int] = Column()
+    pattern_errors: Column[int] = Column()
+    error: Column[str | None] = Column()
+
+
+class TrainColumns(Rows, kind="train"):
+    """The single-GPU training smoke on every rank that ran it."""
+
+    loss_start: Column[float] = Column()
+    loss_end: Column[float] = Column()
+    finite: Column[bool] = Column()
+    improved: Column[bool] = Column()
+    error: Column[str | None] = Column()
+
+
+@dataclass(frozen=True)
+class ResultColumns:
+    """Every rank's GEMM (per precision, in precision order), memory and training results."""
+
+    gemm: Mapping[str, GemmColumns]
+    memory: MemoryColumns
+    train: TrainColumns
+
+    def __getitem__(self, kind: str) -> Any:
+        """Transition only, as :meth:`Rows.__getitem__`: ``columns["gemm"]`` in ``cluster/aggregate.py``."""
+        if kind not in FIELDS:
+            raise KeyError(kind)
+        return getattr(self, kind)
+
+
+FIELDS: dict[str, tuple[str, ...]] = {k.KIND: k.FIELDS for k in (GemmColumns, MemoryColumns, TrainColumns)}
 
 
 def columns_of(payloads: Mapping[int, Mapping[str, Any]]) -> Packed:
@@ -56,42 +186,14 @@ def take_results(payloads: Mapping[int, dict[str, Any]]) -> Packed:
     return packed
 
 
-class _Sliced(dict):  # type: ignore[type-arg]
-    """Columns sliced out of the joined rows on first use: a check that never reads a field
-    (``n`` or ``rel_error`` of a passing GEMM) does not pay for copying 80,000 references."""
-
-    def __init__(self, flat: list[Any], names: tuple[str, ...]) -> None:
-        super().__init__()
-        self.flat, self.names = flat, names
-
-    def __missing__(self, key: str) -> list[Any]:
-        if key not in self.names:
-            raise KeyError(key)
-        values = self[key] = self.flat[self.names.index(key)::len(self.names)]
-        return values
-
-
-def _split(flat: list[Any], kind: str) -> dict[str, list[Any]]:
-    names = ("rank", *FIELDS[kind])
-    if len(flat) % len(names):
-        raise ValueError(f"packed {kind} results of {len(flat)} values are not rows of {len(names)}")
-    return _Sliced(flat, names)
-
-
-def unpack(parts: Iterable[Mapping[str, Any]]) -> Columns:
-    """Columns (one list per field, ranks in the order given) from packed parts, nodes in order."""
+def unpack(parts: Iterable[Mapping[str, Any]]) -> ResultColumns:
+    """Typed columns (ranks in the order given) from packed parts, nodes in order."""
     parts = list(parts)
     gemm: dict[str, list[Any]] = {}
     for part in parts:
         for dtype, flat in (part.get("gemm") or {}).items():
             gemm.setdefault(dtype, []).append(flat)
-    out: Columns = {"gemm": {d: _split(list(chain.from_iterable(lists)), "gemm") for d, lists in sorted(gemm.items())}}
-    for kind in ("memory", "train"):
-        out[kind] = _split(list(chain.from_iterable(part.get(kind) or () for part in parts)), kind)
-    return out
-
-
-def row(col: Mapping[str, list[Any]], i: int) -> dict[str, Any]:
-    """The ``i``-th rank's result as the dict it was sent as (for judging one flagged rank)."""
-    names = col.names if isinstance(col, _Sliced) else tuple(col)
-    return {f: col[f][i] for f in names if f != "rank"}
+    return ResultColumns(
+        {d: GemmColumns(list(chain.from_iterable(lists))) for d, lists in sorted(gemm.items())},
+        MemoryColumns(list(chain.from_iterable(part.get("memory") or () for part in parts))),
+        TrainColumns(list(chain.from_iterable(part.get("train") or () for part in parts))))
