@@ -175,7 +175,6 @@ def _judge(args: argparse.Namespace, evidence: _Evidence, kind: str) -> int:
     from ..evidence import parse_error_finding
     from ..parsers.errors import ParseError
     from ..report import render
-    from ..report.console import render_console
 
     source = args.source or (Path(args.file).name if args.file != "-" else "stdin")
     record: Any = None
@@ -197,6 +196,8 @@ def _judge(args: argparse.Namespace, evidence: _Evidence, kind: str) -> int:
     report, exit_code = evidence_report(findings, kind=kind, source=source, record=record, fail_on=args.fail_on,
                                         profile=profile)
     if args.format == "console":
+        from ..report.console import render_console
+
         render_console(report, verbose=args.verbose)
     else:
         sys.stdout.write(render(report, args.format))
