@@ -43,10 +43,13 @@ class Status(enum.StrEnum):
     @classmethod
     def worst(cls, statuses: Any) -> Status:
         """Worst of an iterable of statuses; ``PASS`` when empty."""
-        worst = cls.PASS
+        worst, top = cls.PASS, 0
         for status in statuses:
-            if cls(status).rank > worst.rank:
-                worst = cls(status)
+            rank = _RANK.get(status)  # a plain "FAIL" hashes and compares as Status.FAIL (a str enum)
+            if rank is None:
+                rank = _RANK[cls(status)]  # not a status: ValueError, as ever
+            if rank > top:
+                worst, top = cls(status), rank
         return worst
 
 
@@ -58,7 +61,7 @@ def verdict(statuses: Any) -> Status:
     none applicable) is ``ERROR``: it is no evidence that the node is fit, and "could not
     judge" is what exit code 3 means to prologs and drain hooks.
     """
-    seen = [Status(s) for s in statuses]
+    seen = [s if type(s) is Status else Status(s) for s in statuses]  # Status(s) costs a microsecond
     if not any(s is not Status.SKIP for s in seen):
         return Status.ERROR
     worst = Status.worst(seen)
