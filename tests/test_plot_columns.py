@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight.report.canonical import summarize
 from gpu_preflight.report.measurements import num
 from gpu_preflight.report.plot_data import Spread, local_sweeps
 
 SIZES = (1 << 20, 8 << 20, 64 << 20)
+VERDICT = summarize([], "fail")  # what a report without findings says
 
 
 def _sweep(values: list[Any], sizes: tuple[Any, ...] = SIZES) -> dict[str, Any]:
@@ -28,9 +30,9 @@ def test_local_sweeps_slowest_and_band() -> None:
     nodes = {}
     for i, peak in enumerate([5.0, 1.0, 3.0, 1.0, 9.0]):
         entry = {"test_type": "intra_node", "group": f"node{i}", "success": True, **_sweep([peak / 2, peak, peak / 4])}
-        nodes[f"node_{i}"] = {"node_info": {"current_host": f"h{i}"},
-                              "nccl": {"communication_tests": {"intra_node_all_reduce": entry}}}
-    sweeps = local_sweeps({"nodes": nodes}, keep=3)["all_reduce"]
+        nodes[f"node_{i}"] = {"timestamp": "", "node_info": {"current_host": f"h{i}"}, "summary": VERDICT,
+                              "gpu": {}, "nccl": {"communication_tests": {"intra_node_all_reduce": entry}}}
+    sweeps = local_sweeps({"cluster_summary": VERDICT, "nodes": nodes}, keep=3)["all_reduce"]
     assert sweeps.groups == 5
     assert sweeps.by_size[SIZES[1]] == [5.0, 1.0, 3.0, 1.0, 9.0]
     assert [c.label for c in sweeps.slowest] == ["h1 (node-local)", "h3 (node-local)", "h2 (node-local)"]

@@ -287,3 +287,16 @@ def test_a_rolled_up_pass_expands_per_subject_as_its_dict_does() -> None:
         typed = [f.to_dict() for f in ReportFinding.from_dict(data).per_subject()]
         assert typed == [dict(f) for f in per_subject([data])]
     assert [f.subject for f in ReportFinding.from_dict(rolled).per_subject()] == ["h0/gpu0", "h0/gpu1"]
+
+
+def test_node_blocks_and_names_read_as_the_typed_sections_without_typing_them() -> None:
+    report = multinode_report()
+    report["nodes"]["node_1"].pop("network", None)
+    untouched = ClusterReport.from_dict(report).nodes
+    typed = ClusterReport.from_dict(report).nodes
+    sections = [typed[k] for k in typed]  # every section typed
+    for name in ("gpu", "system", "network", "nccl", "facts", "load"):
+        assert list(untouched.blocks(name)) == [getattr(s, name) for s in sections] == list(typed.blocks(name))
+    assert untouched.host_names() == [s.node_info.current_host for s in sections] == typed.host_names()
+    assert untouched._typed == {}  # read from the dicts: no section was typed for it
+    assert untouched.raw("node_1") is report["nodes"]["node_1"]

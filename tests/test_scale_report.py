@@ -95,7 +95,9 @@ def test_connectivity_grid_only_for_small_clusters() -> None:
     assert conn is not None and conn["cells"] is not None
     big = copy.deepcopy(report)
     names = [f"n{i}" for i in range(MATRIX_MAX_NODES + 1)]
-    big["nodes"] = {f"node_{i}": {"node_info": {"current_host": n}} for i, n in enumerate(names)}
+    node = report["nodes"]["node_0"]
+    big["nodes"] = {f"node_{i}": {**node, "node_info": {**node["node_info"], "current_host": n}}
+                    for i, n in enumerate(names)}
     big["findings"] = [{"check_id": "network.node_links", "status": "PASS", "subject": "cluster", "code": "ok",
                         "summary": "", "observed": {n: 40.0 for n in names[1:]}}]
     wide = connectivity(big)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gpu_preflight.config.report_schema import ReportConfig
+from gpu_preflight.report.canonical import summarize
 from gpu_preflight.report.connectivity import connectivity
 from gpu_preflight.report.scores import add_scores, component_of, compute_scores, dispersion, rating
 
@@ -23,8 +24,10 @@ def finding(check_id: str, status: str, subject: str = "h0", code: str = "c", **
 
 
 def report_of(findings: list[dict[str, Any]], fail_on: str = "fail") -> dict[str, Any]:
-    return {"findings": findings, "nodes": {"node_0": {"node_info": {"hostname": "h0"}, "gpu": {}}},
-            "run": {"fail_on": fail_on, "duration_s": 1.0}, "cluster_summary": {}}
+    """A report of these findings on one node ``h0``, with the verdict they reach."""
+    node = {"timestamp": "", "node_info": {"hostname": "h0"}, "summary": summarize([], fail_on), "gpu": {}}
+    return {"findings": findings, "nodes": {"node_0": node}, "run": {"fail_on": fail_on, "duration_s": 1.0},
+            "cluster_summary": summarize(findings, fail_on)}
 
 
 def gemm(subject: str, tflops: float, dtype: str = "bf16") -> dict[str, Any]:

@@ -29,7 +29,7 @@ from typing import Any
 from ..config.report_schema import ReportConfig
 from ..model import Status, gating_statuses
 from .measurements import num
-from .model import Assessment, ClusterReport
+from .model import Assessment, ClusterReport, ReportFinding
 from .scores import BLOCKING, component_of, compute_scores
 
 __all__ = ["URGENCIES", "add_advice", "advise", "cost_benefit", "recommendations_by_urgency"]
@@ -58,25 +58,28 @@ def _urgency(status: str, gating: set[str], blocking: bool = False) -> str | Non
     return None
 
 
-def recommendations_by_urgency(report: Mapping[str, Any], scores: Mapping[str, Any]) -> dict[str, list[dict]]:
+def recommendations_by_urgency(report: ClusterReport | Mapping[str, Any],
+                               scores: Mapping[str, Any]) -> dict[str, list[dict]]:
     """``{"immediate": [...], "short_term": [...], "monitoring": [...]}``, worst and widest first."""
-    gating = {s.value for s in gating_statuses((report.get("run") or {}).get("fail_on", "fail"))}
-    groups: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
-    for f in report.get("findings") or []:
-        urgency = _urgency(f["status"], gating, (f["check_id"], f.get("code") or "") in BLOCKING)
-        if urgency is None and f["status"] == Status.SKIP.value and f.get("recommendation"):
+    typed = ClusterReport.of(report)
+    gating = {s.value for s in gating_statuses(typed.run.fail_on)}
+    groups: dict[tuple[str, str, str, str], list[ReportFinding]] = defaultdict(list)
+    for f in typed.findings:
+        status = f.status.value
+        urgency = _urgency(status, gating, (f.check_id, f.code or "") in BLOCKING)
+        if urgency is None and f.status is Status.SKIP and f.recommendation:
             urgency = "monitoring"
         if urgency is None:
             continue
-        action = f.get("recommendation") or f"Investigate: {f['summary']}"
-        groups[(urgency, f["check_id"], f.get("code") or "", action)].append(f)
+        action = f.recommendation or f"Investigate: {f.summary}"
+        groups[(urgency, f.check_id, f.code or "", action)].append(f)
     out: dict[str, list[dict[str, Any]]] = {u: [] for u in URGENCIES}
     for (urgency, check_id, code, action), members in groups.items():
         out[urgency].append({
             "check_id": check_id, "code": code, "component": component_of(check_id),
-            "status": Status.worst(f["status"] for f in members).value, "recommendation": action,
-            "subjects": list(dict.fromkeys(str(f["subject"]) for f in members)), "count": len(members),
-            "summary": members[0]["summary"]})
+            "status": Status.worst(f.status for f in members).value, "recommendation": action,
+            "subjects": list(dict.fromkeys(str(f.subject) for f in members)), "count": len(members),
+            "summary": members[0].summary})
     rank = {s.value: s.rank for s in Status}
     for entries in out.values():
         entries.sort(key=lambda e: (-rank[e["status"]], -e["count"], e["check_id"], e["code"]))
@@ -96,8 +99,8 @@ def recommendations_by_urgency(report: Mapping[str, Any], scores: Mapping[str, A
     return out
 
 
-def _gpu_count(report: Mapping[str, Any]) -> int:
-    return sum(len(section.get("gpu") or {}) for section in (report.get("nodes") or {}).values())
+def _gpu_count(report: ClusterReport) -> int:
+    return sum(map(len, report.nodes.blocks("gpu")))
 
 
 def _money(gpu_hours: float, cfg: ReportConfig) -> float | None:
@@ -111,15 +114,17 @@ def _fmt(gpu_hours: float, cost: float | None, cfg: ReportConfig) -> str:
     return f"{text} = {cost:,.2f} {cfg.currency}" if cost >= 1 or cost == 0 else f"{text} = {cost:.4f} {cfg.currency}"
 
 
-def cost_benefit(report: Mapping[str, Any], scores: Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
+def cost_benefit(report: ClusterReport | Mapping[str, Any], scores: Mapping[str, Any],
+                 cfg: ReportConfig) -> dict[str, Any]:
     """What the checks cost and what the failures they caught would have cost a job of ``job_hours``."""
-    run = report.get("run") or {}
-    source = "run.wall_s" if num(run.get("wall_s")) is not None else "run.duration_s"
-    duration = num(run.get("wall_s") if source == "run.wall_s" else run.get("duration_s")) or 0.0
-    gpus = _gpu_count(report)
-    gating = {s.value for s in gating_statuses(run.get("fail_on", "fail"))}
-    caught = sorted({(f["check_id"], str(f["subject"])) for f in report.get("findings") or []
-                     if f["status"] in gating})
+    typed = ClusterReport.of(report)
+    run = typed.run
+    wall = num(run.extra.get("wall_s"))
+    source = "run.wall_s" if wall is not None else "run.duration_s"
+    duration = (wall if wall is not None else num(run.duration_s)) or 0.0
+    gpus = _gpu_count(typed)
+    gating = {s.value for s in gating_statuses(run.fail_on)}
+    caught = sorted({(f.check_id, str(f.subject)) for f in typed.findings if f.status.value in gating})
     perf = (scores.get("components") or {}).get("performance_consistency") or {}
     slowdown = max((float(m["straggler_gap"]) for m in perf.get("measurements") or []
                     if m.get("counted") and m.get("points", 0) > 0), default=0.0)
@@ -162,17 +167,16 @@ def advise(report: ClusterReport | Mapping[str, Any], config: ReportConfig | Non
     from .assessment import assess
 
     cfg = config or ReportConfig()
-    if isinstance(report, ClusterReport):
-        report = report.to_dict()
-    scores = scores or (report.get("cluster_summary") or {}).get("health_scores") or compute_scores(report, cfg)
-    recs = recommendations_by_urgency(report, scores)
-    return Assessment(scores if isinstance(scores, dict) else dict(scores), recs, cost_benefit(report, scores, cfg),
-                      assess(report, scores, recs, cfg))
+    typed = ClusterReport.of(report)
+    scores = scores or typed.cluster_summary.health_scores or compute_scores(typed, cfg)
+    recs = recommendations_by_urgency(typed, scores)
+    return Assessment(scores if isinstance(scores, dict) else dict(scores), recs, cost_benefit(typed, scores, cfg),
+                      assess(typed, scores, recs, cfg))
 
 
 def add_advice(report: dict[str, Any], config: ReportConfig | None = None) -> dict[str, Any]:
-    """Put :func:`advise`'s blocks into ``cluster_summary`` (the dict-based callers' step);
-    returns the report.
+    """Put :func:`advise`'s blocks into ``cluster_summary`` of a report dict; returns it. Kept
+    for callers that hold the dict (``docs/reports.md``); a run advises the typed report by value.
 
     Uses ``cluster_summary.health_scores`` when present (call :func:`.scores.add_scores`
     first to score with a pair matrix), otherwise scores the report itself.

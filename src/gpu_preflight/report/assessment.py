@@ -28,6 +28,7 @@ computed with the run's settings, so ``report render`` says what the run said.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -36,9 +37,10 @@ from ..config.report_schema import COMPONENTS, ReportConfig
 from ..model import Status
 from .canonical import verdict_of
 from .connectivity import node_names
+from .model import ClusterReport, NodeSections, ReportFinding
 from .scores import BLOCKING, INCOMPLETE, TITLES, compute_scores, dispersion, rating
 
-__all__ = ["CAVEATS", "NEEDS_FIXES", "READY", "add_assessment", "assess", "assessment_of", "component_order",
+__all__ = ["CAVEATS", "NEEDS_FIXES", "READY", "assess", "assessment_of", "component_order",
            "issues", "node_specs",
            "pair_latencies", "readiness", "schedule", "stability", "targets", "trends"]
 
@@ -69,7 +71,7 @@ def _entry_reason(e: Mapping[str, Any]) -> str:
     return f"{e.get('check_id') or e.get('component')}: {e['summary']}{where}"
 
 
-def readiness(report: Mapping[str, Any], scores: Mapping[str, Any],
+def readiness(report: ClusterReport | Mapping[str, Any], scores: Mapping[str, Any],
               recs: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
     """``{"development": {"status", "reasons"}, "production": {...}}`` (see the module docstring)."""
     verdict = verdict_of(report)
@@ -163,18 +165,19 @@ def targets(scores: Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
                         "change": None if goal is None or overall is None else round(goal - float(overall), 1)}}
 
 
-def pair_latencies(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def pair_latencies(report: ClusterReport | Mapping[str, Any]) -> list[dict[str, Any]]:
     """Node pairs whose ``fi_pingpong`` client table was kept: latency at the smallest message.
 
     The client's table is the measurement (the server waits for it). ``status`` is the
     ``fabric.pingpong`` finding's for that pair, ``None`` where the report has none.
     """
-    names = node_names(report)
-    judged = {int(f["details"]["pair"]): f["status"] for f in report.get("findings") or []
-              if f.get("check_id") == "fabric.pingpong" and isinstance((f.get("details") or {}).get("pair"), int)}
+    typed = ClusterReport.of(report)
+    names = node_names(typed)
+    judged = {int(f.details["pair"]): f.status.value for f in typed.findings
+              if f.check_id == "fabric.pingpong" and isinstance(f.details.get("pair"), int)}
     out = []
-    for i, section in enumerate((report.get("nodes") or {}).values()):
-        test = (section.get("network") or {}).get("efa_communication_test") or {}
+    for i, network in enumerate(typed.nodes.blocks("network")):
+        test = (network or {}).get("efa_communication_test") or {}
         for side in test.get("pairs") or []:
             if side.get("test_role") != "client" or not side.get("raw_output"):
                 continue
@@ -235,7 +238,8 @@ def _when(timestamp: Any, days: float) -> str | None:
         return None
 
 
-def schedule(report: Mapping[str, Any], ready: Mapping[str, Mapping[str, Any]], cfg: ReportConfig) -> dict[str, Any]:
+def schedule(report: ClusterReport | Mapping[str, Any], ready: Mapping[str, Mapping[str, Any]],
+             cfg: ReportConfig) -> dict[str, Any]:
     """When to check what, and the date of the next full assessment (from ``[report]``)."""
     fixes = ready["production"]["status"] == NEEDS_FIXES
     days = cfg.reassess_after_fixes_days if fixes else cfg.assessment_interval_days
@@ -251,63 +255,58 @@ def schedule(report: Mapping[str, Any], ready: Mapping[str, Mapping[str, Any]], 
     if fixes:
         items.insert(0, {"when": f"within {cfg.reassess_after_fixes_days:g} days",
                          "what": "re-assess after the immediate fixes", "command": "gpu-preflight run --full"})
-    return {"items": items, "next_assessment": _when(report.get("timestamp"), days), "days": days,
+    stamp = report.timestamp if isinstance(report, ClusterReport) else report.get("timestamp")  # all it reads
+    return {"items": items, "next_assessment": _when(stamp, days), "days": days,
             "setting": setting}
 
 
-def assess(report: Mapping[str, Any], scores: Mapping[str, Any], recs: Mapping[str, Sequence[Mapping[str, Any]]],
-           cfg: ReportConfig) -> dict[str, Any]:
+def assess(report: ClusterReport | Mapping[str, Any], scores: Mapping[str, Any],
+           recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> dict[str, Any]:
     """The ``cluster_summary.assessment`` block."""
-    earlier = (report.get("cluster_summary") or {}).get("earlier_scores")
-    ready = readiness(report, scores, recs)
-    return {"readiness": ready, "trends": trends(scores, earlier if isinstance(earlier, list) else None, cfg),
+    typed = ClusterReport.of(report)
+    earlier = typed.cluster_summary.earlier_scores
+    ready = readiness(typed, scores, recs)
+    return {"readiness": ready, "trends": trends(scores, None if earlier is None else list(earlier), cfg),
             "targets": targets(scores, cfg), "issues": issues(recs),
-            "stability": stability(scores, pair_latencies(report)), "schedule": schedule(report, ready, cfg)}
+            "stability": stability(scores, pair_latencies(typed)), "schedule": schedule(typed, ready, cfg)}
 
 
-def add_assessment(report: dict[str, Any], scores: Mapping[str, Any],
-                   recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> dict[str, Any]:
-    report.setdefault("cluster_summary", {})["assessment"] = assess(report, scores, recs, cfg)
-    return report
-
-
-def _node_of(finding: Mapping[str, Any], keys: Mapping[str, str], names: Mapping[str, str]) -> str | None:
+def _node_of(finding: ReportFinding, keys: Mapping[str, str], names: Mapping[str, str]) -> str | None:
     """The node key a finding belongs to: its own, or the node its subject names (cluster checks)."""
-    node = finding.get("node")
-    if node in keys:
-        return str(node)
-    head = str(finding.get("subject", "")).split("/", 1)[0]
-    return names.get(head)
+    if finding.node in keys:
+        return str(finding.node)
+    return names.get(str(finding.subject).split("/", 1)[0])
 
 
-def node_specs(report: Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
+def node_specs(report: ClusterReport | Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
     """Each node's address (where the report has one), GPUs, GPU memory, own score and worst
     judged status, up to ``detail_max_nodes`` nodes; the totals always. A node's score is the
     overall score of its own findings and those of cluster checks that name it, by the
     cluster's formula; its rating is INCOMPLETE where none of its GPUs was read."""
-    sections = report.get("nodes") or {}
+    typed = ClusterReport.of(report)
+    sections = typed.nodes
     keys = {k: k for k in sections}
-    labels = node_names(report)
+    labels = node_names(typed)
     by_name = {name: key for key, name in zip(sections, labels, strict=True)}
     total_gpus, total_mb = 0, 0.0
-    for section in sections.values():
-        gpus = section.get("gpu") or {}
+    for gpus in sections.blocks("gpu"):
         total_gpus += len(gpus)
         total_mb += sum(float(g.get("memory_total_mb") or 0) for g in gpus.values())
     listed = len(sections) <= cfg.detail_max_nodes
     rows = []
     if listed:
-        own: dict[str, list[Mapping[str, Any]]] = {k: [] for k in sections}
-        for f in report.get("findings") or []:
+        own: dict[str, list[ReportFinding]] = {k: [] for k in sections}
+        for f in typed.findings:
             key = _node_of(f, keys, by_name)
             if key is not None:
                 own[key].append(f)
+        alone = dataclasses.replace(typed.cluster_summary, unlisted=None, extra={})  # no localisation matrix
         for (key, section), name in zip(sections.items(), labels, strict=True):
-            gpus = section.get("gpu") or {}
-            info = section.get("node_info") or {}
+            gpus = section.gpu
+            info = section.node_info.extra
             models = sorted({str(g.get("name")) for g in gpus.values() if g.get("name")})
-            sub = {"findings": own[key], "nodes": {key: section}, "run": report.get("run") or {},
-                   "cluster_summary": {}}
+            sub = dataclasses.replace(typed, findings=tuple(own[key]), nodes=NodeSections({key: section}),
+                                      cluster_summary=alone)
             scored = compute_scores(sub, cfg)
             overall = scored["overall"]
             # The network's core (a link between two nodes) belongs to the cluster, not to one node:
@@ -315,7 +314,7 @@ def node_specs(report: Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
             band = rating(overall["score"], cfg)
             if band in ("EXCELLENT", "GOOD") and not scored["components"]["hardware_health"]["tested"]:
                 band = INCOMPLETE
-            judged = [f["status"] for f in own[key] if f["status"] != Status.SKIP.value]
+            judged = [f.status.value for f in own[key] if f.status is not Status.SKIP]
             worst = Status.worst(judged).value if judged else (Status.SKIP.value if own[key] else None)
             rows.append({"node": name, "key": key, "address": info.get("address") or info.get("ip_address"),
                          "gpus": len(gpus), "models": models,
@@ -326,10 +325,10 @@ def node_specs(report: Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
             "total_gpu_memory_gb": round(total_mb / 1024, 2)}
 
 
-def assessment_of(report: Mapping[str, Any], scores: Mapping[str, Any],
+def assessment_of(report: ClusterReport | Mapping[str, Any], scores: Mapping[str, Any],
                   recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> Mapping[str, Any]:
     """The stored assessment, or one derived now for a report saved before it was stored."""
-    stored = (report.get("cluster_summary") or {}).get("assessment")
+    stored = ClusterReport.of(report).cluster_summary.assessment
     return stored if isinstance(stored, Mapping) and "readiness" in stored else assess(report, scores, recs, cfg)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
 from ..model import Status
+from .model import ClusterReport
 
 MATRIX_MAX_NODES = 32  # larger clusters get a list of pairs, not a grid
 
@@ -28,35 +29,31 @@ class Pair(TypedDict):
     status: str
 
 
-def node_names(report: Mapping[str, Any]) -> list[str]:
+def node_names(report: ClusterReport | Mapping[str, Any]) -> list[str]:
     """Node names as findings' subjects use them (``current_host`` in cluster runs), in node order."""
-    names = []
-    for section in (report.get("nodes") or {}).values():
-        info = section.get("node_info") or {}
-        names.append(str(info.get("current_host") or info.get("hostname") or "?"))
-    return names
+    return ClusterReport.of(report).nodes.host_names()
 
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _from_findings(report: Mapping[str, Any], ref: str) -> list[Pair]:
+def _from_findings(report: ClusterReport, ref: str) -> list[Pair]:
     """The star: a PASS finding's ``observed`` (or any finding's ``details.exchanges``) maps each
     peer to its speed; WARN/FAIL findings name one slow or failed peer and override it."""
     pairs: dict[str, Pair] = {}
-    for f in report.get("findings") or []:
-        if f.get("check_id") != "network.node_links":
+    for f in report.findings:
+        if f.check_id != "network.node_links":
             continue
-        observed = f.get("observed")
-        exchanges = (f.get("details") or {}).get("exchanges")
-        if f["status"] == Status.PASS.value and isinstance(observed, Mapping):
+        observed = f.observed
+        exchanges = f.details.get("exchanges")
+        if f.status is Status.PASS and isinstance(observed, Mapping):
             exchanges = observed
         for peer, gbps in (exchanges or {}).items() if isinstance(exchanges, Mapping) else ():
             pairs.setdefault(str(peer), Pair(a=ref, b=str(peer), gbps=_number(gbps), status=Status.PASS.value))
-        if f["status"] in (Status.WARN.value, Status.FAIL.value) and f.get("code") != "reference_slow":
-            peer = str(f["subject"])
-            pairs[peer] = Pair(a=ref, b=peer, gbps=_number(observed), status=f["status"])
+        if f.status in (Status.WARN, Status.FAIL) and f.code != "reference_slow":
+            peer = str(f.subject)
+            pairs[peer] = Pair(a=ref, b=peer, gbps=_number(observed), status=f.status.value)
     return list(pairs.values())
 
 
@@ -93,7 +90,8 @@ def _from_matrix(matrix: Iterable[Any], names: list[str]) -> list[Pair]:
     return list(merged.values())
 
 
-def connectivity(report: Mapping[str, Any], matrix: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
+def connectivity(report: ClusterReport | Mapping[str, Any],
+                 matrix: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
     """``{"source", "nodes", "pairs", "cells"}`` or ``None`` where no pair was measured.
 
     ``cells[i][j]`` is ``{"gbps", "status"}`` for a measured pair (symmetric), ``None``
@@ -101,8 +99,9 @@ def connectivity(report: Mapping[str, Any], matrix: Iterable[Mapping[str, Any]] 
     says it all. ``matrix`` (see :func:`_from_matrix`) replaces what the report holds;
     ``truncated`` says the localisation kept only failing cells of a huge matrix.
     """
-    names = node_names(report)
-    located = ((report.get("cluster_summary") or {}).get("localization") or {}).get("matrix")
+    typed = ClusterReport.of(report)
+    names = node_names(typed)
+    located = (typed.cluster_summary.extra.get("localization") or {}).get("matrix")
     truncated = False
     if matrix is not None:
         pairs = _from_matrix(matrix, names)
@@ -111,7 +110,7 @@ def connectivity(report: Mapping[str, Any], matrix: Iterable[Mapping[str, Any]] 
         pairs = _from_matrix(located["cells"], [str(n) for n in located.get("nodes") or names])
         source, truncated = "localization", bool(located.get("truncated"))
     else:
-        pairs = _from_findings(report, names[0] if names else "node0")
+        pairs = _from_findings(typed, names[0] if names else "node0")
         source = "network.node_links"
     if not pairs:
         return None

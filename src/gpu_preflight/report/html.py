@@ -29,7 +29,7 @@ from .canonical import display, verdict_of
 from .connectivity import MATRIX_MAX_NODES, node_names
 from .html_assessment import assessment_sections
 from .html_plots import plots
-from .model import ClusterReport, ReportFinding
+from .model import ClusterInfo, ClusterReport, ReportFinding
 from .reporters import reporter
 from .scores import compute_scores
 from .svg import STATUS_COLORS
@@ -95,7 +95,7 @@ def _badge(status: str) -> str:
     return f'<span class="st" style="background:{STATUS_COLORS.get(status, "#999")}">{escape(status)}</span>'
 
 
-def _banner(report: ClusterReport, data: Mapping[str, Any]) -> str:
+def _banner(report: ClusterReport) -> str:
     """The badge: status, headline and ``[RESULT]`` line, all from :func:`verdict_of` (as the exit code is).
 
     A report without ``cluster_info`` (an older or trimmed one) reads as :meth:`ClusterInfo.empty`;
@@ -104,9 +104,9 @@ def _banner(report: ClusterReport, data: Mapping[str, Any]) -> str:
     status = verdict.status.value
     headline = _GATED_HEADLINE if verdict.gated else _HEADLINE.get(status, "")
     info, topo = report.cluster_info, report.cluster_info.cluster_topology
-    known = bool(data.get("cluster_info"))
+    known = info != ClusterInfo.empty()
     total = topo.total_nodes if known else len(report.nodes)
-    gpus = sum(len(s.get("gpu") or {}) for s in (data.get("nodes") or {}).values())
+    gpus = sum(map(len, report.nodes.blocks("gpu")))
     counts = ", ".join(f"{v} {k}" for k, v in report.cluster_summary.counts.items() if v)
     color = STATUS_COLORS["FAIL"] if verdict.gated else STATUS_COLORS.get(status, "#555")
     return (f'<header class="banner" style="background:{color}" data-exit-code="{verdict.exit_code}">'
@@ -177,8 +177,8 @@ class _Rows:
     subject names, or ``cluster`` (a dict lookup each: a 10,000-node report has a finding
     for many of its nodes, and searching the name list for each was quadratic)."""
 
-    def __init__(self, report: ClusterReport, data: Mapping[str, Any]) -> None:
-        self.names = node_names(data)
+    def __init__(self, report: ClusterReport) -> None:
+        self.names = node_names(report)
         self.by_key: dict[str, str] = dict(zip(map(str, report.nodes), self.names, strict=True))
         self.known = set(self.names)
 
@@ -196,8 +196,8 @@ class _Rows:
         return "cluster"
 
 
-def _grid(report: ClusterReport, data: Mapping[str, Any]) -> str:
-    rows_of = _Rows(report, data)
+def _grid(report: ClusterReport) -> str:
+    rows_of = _Rows(report)
     names = rows_of.names
     if len(names) > GRID_MAX_NODES:
         return _node_table(report, rows_of)
@@ -310,7 +310,7 @@ def _matrix(conn: Mapping[str, Any] | None) -> str:
             f'<p class="small muted">· not measured</p></section>')
 
 
-def _plots(report: Mapping[str, Any]) -> str:
+def _plots(report: ClusterReport) -> str:
     groups = plots(report)
     if not groups:
         return '<section id="plots"><h2>Measurements</h2><p class="muted">No workload measurements in this report ' \
@@ -375,18 +375,14 @@ def _findings(report: ClusterReport) -> str:
 
 @reporter("html", typed=True)
 def render_html(report: ClusterReport | Mapping[str, Any], config: ReportConfig | None = None) -> str:
-    """The whole page for a report, typed or its JSON dict (node-only or cluster run).
-
-    The banner, node grid or table, check counts and findings read the typed report; the
-    score, advice, assessment and plot helpers still take the JSON form (the dict as given,
-    or the typed report's ``to_dict()``, which holds the same blocks)."""
+    """The whole page for a report, typed or its JSON dict (node-only or cluster run): every
+    section, the score, advice, assessment and plot helpers included, reads the typed report."""
     cfg = config or ReportConfig()
-    data = report if isinstance(report, Mapping) else report.to_dict()
     typed = ClusterReport.of(report)
     summary = typed.cluster_summary
-    scores = summary.health_scores or compute_scores(data, cfg)
-    recs = summary.recommendations_by_urgency or recommendations_by_urgency(data, scores)
-    cost = summary.cost_benefit or cost_benefit(data, scores, cfg)
+    scores = summary.health_scores or compute_scores(typed, cfg)
+    recs = summary.recommendations_by_urgency or recommendations_by_urgency(typed, scores)
+    cost = summary.cost_benefit or cost_benefit(typed, scores, cfg)
     nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (("scores", "Scores"), ("recommendations", "Recommendations"),
                                                         ("assessment", "Assessment"), ("node-specs", "Node specs"),
                                                         ("grid", "Nodes"), ("plots", "Measurements"),
@@ -394,7 +390,7 @@ def render_html(report: ClusterReport | Mapping[str, Any], config: ReportConfig 
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>gpu-preflight: {escape(verdict_of(typed).label)}</title><style>{CSS}</style></head><body>"
-            f"{_banner(typed, data)}<nav>{nav}</nav><main>{_scores(scores)}{_recommendations(recs, cost)}"
-            f"{assessment_sections(data, scores, recs, cfg)}{_grid(typed, data)}"
-            f"{_matrix(scores.get('connectivity'))}{_plots(data)}{_findings(typed)}</main>"
+            f"{_banner(typed)}<nav>{nav}</nav><main>{_scores(scores)}{_recommendations(recs, cost)}"
+            f"{assessment_sections(typed, scores, recs, cfg)}{_grid(typed)}"
+            f"{_matrix(scores.get('connectivity'))}{_plots(typed)}{_findings(typed)}</main>"
             f"<script>{SCRIPT}</script></body></html>\n")

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..config.report_schema import ReportConfig
 from .assessment import NEEDS_FIXES, READY, assessment_of, component_order, node_specs, pair_latencies
+from .model import ClusterReport
 from .svg import STATUS_COLORS
 
 __all__ = ["assessment_sections"]
@@ -88,7 +89,7 @@ def _schedule(assessment: Mapping[str, Any]) -> str:
             f"{escape(s['setting'])}).</p>")
 
 
-def _nodes(report: Mapping[str, Any], cfg: ReportConfig) -> str:
+def _nodes(report: ClusterReport, cfg: ReportConfig) -> str:
     specs = node_specs(report, cfg)
     head = (f"<p>{specs['total_nodes']:,} node(s), {specs['total_gpus']:,} GPU(s), "
             f"{specs['total_gpu_memory_gb']:,.6g} GB GPU memory in total.</p>")
@@ -107,7 +108,7 @@ def _nodes(report: Mapping[str, Any], cfg: ReportConfig) -> str:
     return f'<section id="node-specs"><h2>Node specifications</h2>{head}{body}</section>'
 
 
-def _latency(report: Mapping[str, Any]) -> str:
+def _latency(report: ClusterReport) -> str:
     found = pair_latencies(report)
     if found:
         rows = [_td(p["a"], p["b"], p["provider"] or "—", f"{p['size_bytes']} B", f"{p['latency_us']:g} µs",
@@ -146,7 +147,7 @@ def _issues(assessment: Mapping[str, Any]) -> str:
             f"{_table(('Priority', 'Status', 'Check', 'Issue', 'Impact', 'Subjects'), rows, 'issue-table')}</section>")
 
 
-def assessment_sections(report: Mapping[str, Any], scores: Mapping[str, Any],
+def assessment_sections(report: ClusterReport, scores: Mapping[str, Any],
                         recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> str:
     """The assessment sections, in the page's order after the scores and recommendations."""
     assessment = assessment_of(report, scores, recs, cfg)

@@ -19,6 +19,7 @@ from typing import Any
 from .connectivity import node_names
 from .load_plots import load_plots
 from .measurements import Curve, busbw_curves, gemm_points, gpu_sensors, worst_status
+from .model import ClusterReport
 from .plot_data import Spread, gemm_spreads, local_sweeps, sensor_spreads
 from .svg import Bar, Bin, Envelope, Ref, Series, bar_chart, histogram, line_chart
 
@@ -43,7 +44,7 @@ def _chart(op: str, series: list[Series], envelopes: list[Envelope] | None = Non
                       y_label="busbw (GB/s)", envelopes=envelopes)
 
 
-def bandwidth_plots(report: Mapping[str, Any], names: list[str] | None = None) -> list[str]:
+def bandwidth_plots(report: ClusterReport | Mapping[str, Any], names: list[str] | None = None) -> list[str]:
     """Bus bandwidth vs message size, one chart per collective, a line per process group.
 
     With many nodes the slowest :data:`MAX_LABELLED` node-local lines keep their colour and
@@ -51,7 +52,8 @@ def bandwidth_plots(report: Mapping[str, Any], names: list[str] | None = None) -
     past :data:`MAX_GREY_LINES` of them, the band they fill (min to max per message size)
     and its median.
     """
-    if len(report.get("nodes") or {}) > MAX_LABELLED + MAX_GREY_LINES:
+    report = ClusterReport.of(report)
+    if len(report.nodes) > MAX_LABELLED + MAX_GREY_LINES:
         return _banded(report, names)
     out = []
     for op, curves in sorted(busbw_curves(report).items()):
@@ -65,7 +67,7 @@ def bandwidth_plots(report: Mapping[str, Any], names: list[str] | None = None) -
     return out
 
 
-def _banded(report: Mapping[str, Any], names: list[str] | None) -> list[str]:
+def _banded(report: ClusterReport, names: list[str] | None) -> list[str]:
     out = []
     for op, sweeps in sorted(local_sweeps(report, MAX_LABELLED, names).items()):
         series = []
@@ -82,9 +84,10 @@ def _banded(report: Mapping[str, Any], names: list[str] | None) -> list[str]:
     return out
 
 
-def gemm_plots(report: Mapping[str, Any]) -> list[str]:
+def gemm_plots(report: ClusterReport | Mapping[str, Any]) -> list[str]:
     """GEMM TFLOP/s per GPU (or CPU worker) per precision, against the profile and the peers' median
     (a histogram of them all past :data:`MAX_BARS`)."""
+    report = ClusterReport.of(report)
     spreads = gemm_spreads(report)
     if all(len(s.values) <= MAX_BARS for s in spreads.values()):
         return _gemm_bars(report)
@@ -96,7 +99,7 @@ def gemm_plots(report: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _gemm_bars(report: Mapping[str, Any]) -> list[str]:
+def _gemm_bars(report: ClusterReport) -> list[str]:
     by_dtype = defaultdict(list)
     for p in gemm_points(report):
         by_dtype[p.dtype].append(p)
@@ -139,20 +142,21 @@ def _distribution(spread: Spread, *, title: str, unit: str, refs: list[Ref], low
                      note=note)
 
 
-def _statuses(report: Mapping[str, Any], check_id: str) -> dict[str, str]:
+def _statuses(report: ClusterReport, check_id: str) -> dict[str, str]:
     by_subject: dict[str, list[str]] = defaultdict(list)
-    for f in report.get("findings") or []:
-        if f.get("check_id") == check_id:
-            by_subject[str(f["subject"])].append(f["status"])
+    for f in report.findings:
+        if f.check_id == check_id:
+            by_subject[str(f.subject)].append(f.status.value)
     return {subject: worst_status(statuses) for subject, statuses in by_subject.items()}
 
 
-def sensor_plots(report: Mapping[str, Any], names: list[str] | None = None) -> list[str]:
+def sensor_plots(report: ClusterReport | Mapping[str, Any], names: list[str] | None = None) -> list[str]:
     """Temperature and power per GPU as NVML read them, against each GPU model's own limits,
     coloured by the verdict of ``gpu.thermal`` / ``gpu.power`` on that GPU (histograms of
     them all past :data:`MAX_BARS` GPUs)."""
+    report = ClusterReport.of(report)
     thermal, power_status = _statuses(report, "gpu.thermal"), _statuses(report, "gpu.power")
-    if sum(len(s.get("gpu") or {}) for s in (report.get("nodes") or {}).values()) > MAX_BARS:
+    if sum(map(len, report.nodes.blocks("gpu"))) > MAX_BARS:
         temps, power, slowdown, limit = sensor_spreads(report, {"temperature": thermal, "power": power_status},
                                                        names)
         out = []
@@ -180,8 +184,9 @@ def sensor_plots(report: Mapping[str, Any], names: list[str] | None = None) -> l
     return out
 
 
-def plots(report: Mapping[str, Any]) -> dict[str, list[str]]:
+def plots(report: ClusterReport | Mapping[str, Any]) -> dict[str, list[str]]:
     """Plot groups for the page, in display order; empty groups are left out."""
+    report = ClusterReport.of(report)
     names = node_names(report)  # once: 10,000 sections
     groups = {"Bus bandwidth": bandwidth_plots(report, names), "GEMM throughput": gemm_plots(report),
               "Temperature and power": sensor_plots(report, names), "Under load": load_plots(report)}

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .measurements import worst_status
+from .model import ClusterReport
 from .svg import Band, Ref, Series, time_chart
 
 __all__ = ["MAX_NODES", "load_plots", "node_loads"]
@@ -22,15 +23,14 @@ QUANTITIES = (("sm_mhz", "SM clock", "MHz", None), ("power_w", "power", "W", "po
               ("temp_c", "GPU temperature", "°C", "temp_slowdown_c"))
 
 
-def node_loads(report: Mapping[str, Any]) -> dict[str, dict[str, Mapping[str, Any]]]:
+def node_loads(report: ClusterReport | Mapping[str, Any]) -> dict[str, dict[str, Mapping[str, Any]]]:
     """``{node name: {gpu label: load summary}}`` for nodes whose report section carries series."""
     out: dict[str, dict[str, Mapping[str, Any]]] = {}
-    for key, section in (report.get("nodes") or {}).items():
-        loads = section.get("load") or {}
-        name = (section.get("node_info") or {}).get("hostname") or key
-        drawn = {gpu: load for gpu, load in loads.items() if (load.get("series") or {}).get("t")}
-        if drawn:
-            out[str(name)] = drawn
+    nodes = ClusterReport.of(report).nodes
+    for key, loads in zip(nodes, nodes.blocks("load"), strict=True):
+        drawn = {gpu: load for gpu, load in (loads or {}).items() if (load.get("series") or {}).get("t")}
+        if drawn:  # only these sections are typed, for their names
+            out[str(nodes[key].node_info.hostname or key)] = drawn
     return out
 
 
@@ -47,18 +47,19 @@ def _bands(load: Mapping[str, Any]) -> list[Band]:
     return bands
 
 
-def _order(report: Mapping[str, Any], nodes: list[str]) -> list[str]:
+def _order(report: ClusterReport, nodes: list[str]) -> list[str]:
     worst: dict[str, str] = {}
-    for f in report.get("findings") or []:
-        if str(f.get("check_id", "")).startswith("load."):
-            node = str(f["subject"]).split("/", 1)[0]
-            worst[node] = worst_status([worst.get(node, "PASS"), f["status"]])
+    for f in report.findings:
+        if f.check_id.startswith("load."):
+            node = str(f.subject).split("/", 1)[0]
+            worst[node] = worst_status([worst.get(node, "PASS"), f.status.value])
     rank = {"FAIL": 0, "ERROR": 1, "WARN": 2}
     return sorted(nodes, key=lambda n: (rank.get(worst.get(n, "PASS"), 3), n))
 
 
-def load_plots(report: Mapping[str, Any]) -> list[str]:
+def load_plots(report: ClusterReport | Mapping[str, Any]) -> list[str]:
     """SVG charts, worst nodes first; empty when no node sampled its GPUs under load."""
+    report = ClusterReport.of(report)
     loads = node_loads(report)
     out: list[str] = []
     for node in _order(report, list(loads))[:MAX_NODES]:

@@ -61,7 +61,7 @@ def _who(subjects: Sequence[str], count: int) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def _summary(report: Mapping[str, Any], scores: Mapping[str, Any], assessment: Mapping[str, Any]) -> list[str]:
+def _summary(scores: Mapping[str, Any], assessment: Mapping[str, Any]) -> list[str]:
     overall = scores["overall"]
     trend = assessment["trends"].get("overall", {})
     lines = ["## Executive summary", "",
@@ -90,7 +90,7 @@ def _trend(entry: Mapping[str, Any] | None) -> str:
     return f"{entry['trend']} ({entry['change']:+g} vs {entry['baseline']:g}, {entry['runs']} run(s))"
 
 
-def _nodes(report: Mapping[str, Any], cfg: ReportConfig) -> list[str]:
+def _nodes(report: ClusterReport, cfg: ReportConfig) -> list[str]:
     specs = node_specs(report, cfg)
     lines = ["## Node specifications", "",
              f"{specs['total_nodes']} node(s), {specs['total_gpus']} GPU(s), "
@@ -109,7 +109,7 @@ def _nodes(report: Mapping[str, Any], cfg: ReportConfig) -> list[str]:
     return [*lines, *_table(head, rows), "", *note]
 
 
-def _connectivity(report: Mapping[str, Any], scores: Mapping[str, Any]) -> list[str]:
+def _connectivity(report: ClusterReport, scores: Mapping[str, Any]) -> list[str]:
     conn = scores.get("connectivity")
     lines = ["## Connectivity", ""]
     if not conn:
@@ -214,18 +214,15 @@ def _schedule(assessment: Mapping[str, Any]) -> list[str]:
 @reporter("md", typed=True)
 def render_markdown(report: ClusterReport, config: ReportConfig | None = None) -> str:
     """The assessment of a typed report (:func:`~gpu_preflight.report.render` hands the JSON dict
-    over as :meth:`ClusterReport.of` reads it). Header, verdict, summary blocks, test groups,
-    findings and artifacts are read from the typed report; the score, advice and assessment
-    helpers still take the report's JSON form, made once here."""
+    over as :meth:`ClusterReport.of` reads it), the score, advice and assessment helpers included."""
     cfg = config or ReportConfig()
-    data = report.to_dict()
     summary = report.cluster_summary
     topo = report.cluster_info.cluster_topology
     verdict = verdict_of(report)
-    scores = summary.health_scores or compute_scores(data, cfg)
-    recs = summary.recommendations_by_urgency or recommendations_by_urgency(data, scores)
-    cost = summary.cost_benefit or cost_benefit(data, scores, cfg)
-    assessment = assessment_of(data, scores, recs, cfg)
+    scores = summary.health_scores or compute_scores(report, cfg)
+    recs = summary.recommendations_by_urgency or recommendations_by_urgency(report, scores)
+    cost = summary.cost_benefit or cost_benefit(report, scores, cfg)
+    assessment = assessment_of(report, scores, recs, cfg)
     lines = [
         f"# gpu-preflight report: {verdict.label}",
         "",
@@ -236,9 +233,9 @@ def render_markdown(report: ClusterReport, config: ReportConfig | None = None) -
         f"- Tool: gpu-preflight {_cell(report.tool.version or '?')}, schema {_cell(report.schema_version or None)}",
         f"- Exit code: {verdict.exit_code} ({verdict.word})",
         "",
-        *_summary(data, scores, assessment),
-        *_nodes(data, cfg),
-        *_connectivity(data, scores),
+        *_summary(scores, assessment),
+        *_nodes(report, cfg),
+        *_connectivity(report, scores),
         *_stability(assessment),
         *_issues(assessment),
         *_recommendations(recs, cost),
@@ -250,7 +247,7 @@ def render_markdown(report: ClusterReport, config: ReportConfig | None = None) -
         "| Group | Result |",
         "|---|---|",
     ]
-    groups = group_statuses(data["findings"], summary.unlisted)
+    groups = group_statuses([f.to_dict() for f in report.findings], summary.unlisted)
     for name, status in groups.items():
         lines.append(f"| {name} | {'not tested' if status is None else status.value} |")
     lines += ["", "## Findings", "", "| Status | Check | Subject | Observed | Expected | Summary | Recommendation |",

@@ -1,19 +1,20 @@
 """Measurements read back out of a canonical report: GEMM per GPU, bandwidth sweeps, GPU sensors.
 
 The health scores and the HTML plots both need the numbers behind the findings. They read
-them from the report dict alone (not from the gathered payloads), so a report saved months
-ago scores and plots exactly as a fresh one does.
+them from the report alone (typed, or its dict read through ``ClusterReport.of``; not from the
+gathered payloads), so a report saved months ago scores and plots exactly as a fresh one does.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..model import Status
 from .connectivity import node_names
+from .model import ClusterReport, ReportFinding
 
 __all__ = ["Curve", "GemmPoint", "GpuSensors", "busbw_curves", "gemm_by_gpu", "gemm_points", "gpu_sensors",
            "node_peak_busbw"]
@@ -39,20 +40,24 @@ class GemmPoint(NamedTuple):
     on_gpu: bool
 
 
-def gemm_points(report: Mapping[str, Any]) -> list[GemmPoint]:
+def gemm_points(report: ClusterReport | Mapping[str, Any]) -> list[GemmPoint]:
     """Correct GEMM measurements from ``compute.gemm`` findings (wrong or failed runs have no speed)."""
+    return _gemm_points(ClusterReport.of(report).findings)
+
+
+def _gemm_points(findings: Iterable[ReportFinding]) -> list[GemmPoint]:
     out = []
     on_gpu: dict[str, bool] = {}  # 80,000 subjects over four precisions: one regex match each
-    for f in report.get("findings") or []:
-        if f.get("check_id") != "compute.gemm" or f.get("code") in ("gemm_wrong", "gemm_error", "not_run"):
+    for f in findings:
+        if f.check_id != "compute.gemm" or f.code in ("gemm_wrong", "gemm_error", "not_run"):
             continue
-        details = f.get("details") or {}
+        details = f.details
         dtype, expected = details.get("dtype"), num(details.get("expected"))
         if not isinstance(dtype, str):
             continue
         rolled = details.get("subjects") if details.get("rolled_up") else None
-        values = rolled.items() if isinstance(rolled, Mapping) else ((f["subject"], f.get("observed")),)
-        status = f["status"]
+        values = rolled.items() if isinstance(rolled, Mapping) else ((f.subject, f.observed),)
+        status = f.status.value
         for subject, observed in values:  # a rolled-up pass holds every GPU's value (checks/rollup.py)
             tflops = observed if type(observed) is float else num(observed)
             if tflops is not None:
@@ -63,7 +68,7 @@ def gemm_points(report: Mapping[str, Any]) -> list[GemmPoint]:
     return out
 
 
-def gemm_by_gpu(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def gemm_by_gpu(report: ClusterReport | Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """Per precision, each GPU's TFLOP/s (CPU workers left out): what the consistency score compares.
 
     A rolled-up pass whose members all ran on GPUs (``details.gpu_only``) lends its value map
@@ -72,8 +77,8 @@ def gemm_by_gpu(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     borrowed: set[str] = set()  # precisions whose map is a finding's own (not to be written to)
     rest = []
-    for f in report.get("findings") or []:
-        details = f.get("details") or {} if f.get("check_id") == "compute.gemm" else {}
+    for f in ClusterReport.of(report).findings:
+        details = f.details if f.check_id == "compute.gemm" else {}
         subjects = details.get("subjects")
         dtype = details.get("dtype")
         if details.get("rolled_up") and details.get("gpu_only") and isinstance(subjects, dict) \
@@ -87,7 +92,7 @@ def gemm_by_gpu(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
             own.update(subjects)
         else:
             rest.append(f)
-    for p in gemm_points({"findings": rest}):
+    for p in _gemm_points(rest):
         if p.on_gpu:
             if p.dtype in borrowed:
                 out[p.dtype] = dict(out[p.dtype])
@@ -114,16 +119,17 @@ def _scope_op(key: str, entry: Mapping[str, Any]) -> tuple[str, str]:
     return scope, op
 
 
-def busbw_curves(report: Mapping[str, Any]) -> dict[str, list[Curve]]:
+def busbw_curves(report: ClusterReport | Mapping[str, Any]) -> dict[str, list[Curve]]:
     """Per collective, one curve per process group (a group shared by several nodes appears once).
 
     Node-local groups give a line per node; the world and one-rank-per-node groups a line
     each, labelled with the scope, so a slow node's fabric stands apart from the network.
     """
     curves: dict[str, dict[tuple[str, str], Curve]] = {}
-    names = node_names(report)
-    for i, section in enumerate((report.get("nodes") or {}).values()):
-        tests = ((section.get("nccl") or {}).get("communication_tests") or {})
+    typed = ClusterReport.of(report)
+    names = node_names(typed)
+    for i, nccl in enumerate(typed.nodes.blocks("nccl")):
+        tests = ((nccl or {}).get("communication_tests") or {})
         for key, entry in tests.items():
             scope, op = _scope_op(key, entry)
             group = str(entry.get("group") or key)
@@ -137,13 +143,14 @@ def busbw_curves(report: Mapping[str, Any]) -> dict[str, list[Curve]]:
     return {op: list(by_group.values()) for op, by_group in curves.items()}
 
 
-def node_peak_busbw(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def node_peak_busbw(report: ClusterReport | Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """Per collective, each node's peak node-local bus bandwidth (its NVLink/PCIe fabric)."""
     out: dict[str, dict[str, float]] = {}
-    names = node_names(report)
+    typed = ClusterReport.of(report)
+    names = node_names(typed)
     ops: dict[str, str] = {}  # test key -> collective: a handful of keys over 60,000 entries at 10,000 nodes
-    for name, section in zip(names, (report.get("nodes") or {}).values(), strict=False):
-        tests = ((section.get("nccl") or {}).get("communication_tests") or {})
+    for name, nccl in zip(names, typed.nodes.blocks("nccl"), strict=False):
+        tests = ((nccl or {}).get("communication_tests") or {})
         for key, entry in tests.items():
             if entry.get("test_type") != "intra_node" or not entry.get("success"):
                 continue
@@ -178,15 +185,16 @@ def _first(*values: Any) -> float | None:
     return next((n for n in map(num, values) if n is not None), None)
 
 
-def gpu_sensors(report: Mapping[str, Any]) -> list[GpuSensors]:
+def gpu_sensors(report: ClusterReport | Mapping[str, Any]) -> list[GpuSensors]:
     """Temperature and power per GPU, from the node sections (limits from the ``gpu`` block, or
     from the recorded facts in reports older than those fields)."""
     out = []
-    names = node_names(report)
-    for i, section in enumerate((report.get("nodes") or {}).values()):
-        facts = {g.get("index"): g for g in ((section.get("facts") or {}).get("gpu") or {}).get("gpus") or []
+    typed = ClusterReport.of(report)
+    names = node_names(typed)
+    for i, (node_facts, gpus) in enumerate(zip(typed.nodes.blocks("facts"), typed.nodes.blocks("gpu"), strict=True)):
+        facts = {g.get("index"): g for g in ((node_facts or {}).get("gpu") or {}).get("gpus") or []
                  if isinstance(g, Mapping)}
-        for key, gpu in (section.get("gpu") or {}).items():
+        for key, gpu in gpus.items():
             index = int(key.rsplit("_", 1)[-1]) if key.rsplit("_", 1)[-1].isdigit() else None
             fact = facts.get(index) or {}
             sensors = GpuSensors(f"{names[i]}/gpu{index if index is not None else key}",

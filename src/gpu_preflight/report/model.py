@@ -306,6 +306,11 @@ class NodeSection:
                    get("facts"), get("duration_s", 0.0), get("load"), _extra(data, cls._KNOWN))
 
 
+# NodeSection's free-form JSON blocks, and what an absent one reads as (None: stays None).
+BLOCKS: Mapping[str, Any] = {"gpu": dict, "system": dict, "network": None, "dcgm": None, "nccl": None,
+                             "facts": None, "load": None}
+
+
 class NodeSections(Mapping[str, NodeSection]):
     """``nodes``: node key to :class:`NodeSection`, read from the report's dicts on first use.
 
@@ -340,11 +345,37 @@ class NodeSections(Mapping[str, NodeSection]):
         return {k: v.to_dict() if isinstance(v, NodeSection) else v for k, v in self._raw.items()}
 
     def raw(self, key: str) -> Mapping[str, Any]:
-        """Node ``key``'s section as its JSON object, without typing it: the one reader of a
-        10,000-node report's sections that needs a single block of each (the names, a
-        collective's peak) need not build ten thousand :class:`NodeSection`\\ s."""
+        """Node ``key``'s section as its JSON object (the very dict it was read from, if untyped)."""
         value = self._raw[key]
         return value.to_dict() if isinstance(value, NodeSection) else value
+
+    def blocks(self, name: str) -> Iterator[Any]:
+        """Every node's free-form block ``name`` (one of :data:`BLOCKS`: ``gpu``, ``nccl``,
+        ``network``, ...) in node order, as :class:`NodeSection` holds it (``{}`` for an absent
+        ``gpu``/``system``, None for the others), without typing the sections: the readers that
+        walk all 10,000 nodes of a report for one block each (scores, plots) need no more."""
+        default = BLOCKS[name]
+        typed = self._typed
+        for key, value in self._raw.items():
+            section = typed.get(key, value)
+            if isinstance(section, NodeSection):
+                yield getattr(section, name)
+            else:
+                found = section.get(name)
+                yield found if found is not None or default is None else default()
+
+    def host_names(self) -> list[str]:
+        """Each node's name as findings' subjects use it (:attr:`NodeInfo.current_host`, else
+        ``?``), in node order, without typing the sections."""
+        out = []
+        for key, value in self._raw.items():
+            section = self._typed.get(key, value)
+            if isinstance(section, NodeSection):
+                out.append(section.node_info.current_host or "?")
+            else:
+                info = section.get("node_info") or {}
+                out.append(info.get("current_host") or info.get("hostname") or "?")
+        return out
 
     def replaced(self, sections: Mapping[str, Mapping[str, Any] | NodeSection]) -> NodeSections:
         """These sections with some replaced (a new value; the others are shared, typed or not)."""

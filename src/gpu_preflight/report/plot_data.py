@@ -20,6 +20,7 @@ from typing import Any
 
 from .connectivity import node_names
 from .measurements import Curve, num
+from .model import ClusterReport
 
 __all__ = ["Spread", "gemm_spreads", "local_sweeps", "sensor_spreads"]
 
@@ -71,13 +72,13 @@ class Spread:
             self.highest = (str(subjects[values.index(hi)]), hi)
 
 
-def gemm_spreads(report: Mapping[str, Any]) -> dict[str, Spread]:
+def gemm_spreads(report: ClusterReport | Mapping[str, Any]) -> dict[str, Spread]:
     """Per precision, every correct GEMM measurement (as :func:`.measurements.gemm_points` reads them)."""
     out: dict[str, Spread] = {}
-    for f in report.get("findings") or []:
-        if f.get("check_id") != "compute.gemm" or f.get("code") in _NOT_MEASURED:
+    for f in ClusterReport.of(report).findings:
+        if f.check_id != "compute.gemm" or f.code in _NOT_MEASURED:
             continue
-        details = f.get("details") or {}
+        details = f.details
         dtype = details.get("dtype")
         if not isinstance(dtype, str):
             continue
@@ -88,11 +89,11 @@ def gemm_spreads(report: Mapping[str, Any]) -> dict[str, Spread]:
             spread.expected = num(details.get("expected")) or None
         rolled = details.get("subjects") if details.get("rolled_up") else None
         if isinstance(rolled, Mapping):
-            spread.add_many(rolled, f["status"])
+            spread.add_many(rolled, f.status.value)
         else:
-            value = num(f.get("observed"))
+            value = num(f.observed)
             if value is not None:
-                spread.add(str(f["subject"]), value, f["status"])
+                spread.add(str(f.subject), value, f.status.value)
     for spread in out.values():
         spread.on_gpu = bool(spread.lowest and _GPU_SUBJECT.search(spread.lowest[0]))
     return {dtype: s for dtype, s in out.items() if s.values}
@@ -112,9 +113,9 @@ class _Gpus:
     """Every GPU's ``gpu`` block of a report, flat, with the way back from a position in the
     flat columns to its node and key (only the extremes and the flagged need a name)."""
 
-    def __init__(self, report: Mapping[str, Any], names: list[str]) -> None:
+    def __init__(self, report: ClusterReport, names: list[str]) -> None:
         self.names = names
-        self.blocks = [section.get("gpu") or {} for section in (report.get("nodes") or {}).values()]
+        self.blocks: list[Mapping[str, Any]] = list(report.nodes.blocks("gpu"))
         self.starts: list[int] = []
         total = 0
         for block in self.blocks:
@@ -161,13 +162,14 @@ def _subject(name: str, key: str) -> str:
     return f"{name}/gpu{suffix if suffix.isdigit() else key}"
 
 
-def sensor_spreads(report: Mapping[str, Any], statuses: Mapping[str, Mapping[str, str]],
+def sensor_spreads(report: ClusterReport | Mapping[str, Any], statuses: Mapping[str, Mapping[str, str]],
                    names: list[str] | None = None) -> tuple[Spread, Spread, float | None, float | None]:
     """Temperature and power of every GPU (``gpu`` block of each node section), the lowest
     slowdown temperature and power limit among them; ``statuses`` maps ``temperature`` and
     ``power`` to the worst status per GPU subject (only those not PASS matter). Read a
     column at a time with comprehensions: 80,000 GPUs."""
-    gpus = _Gpus(report, names if names is not None else node_names(report))
+    typed = ClusterReport.of(report)
+    gpus = _Gpus(typed, names if names is not None else node_names(typed))
     temps = _spread(gpus, gpus.column("temperature_c"), statuses.get("temperature") or {})
     power = _spread(gpus, gpus.column("power_draw_w"), statuses.get("power") or {})
     slowdown = min((v for v in _numbers(gpus.column("slowdown_temperature_c")) if v), default=None)
@@ -192,19 +194,21 @@ def _points(entry: Mapping[str, Any]) -> list[tuple[int, float]]:
                   if num(r.get("busbw_gbps")) is not None and num(r.get("size_bytes")))
 
 
-def local_sweeps(report: Mapping[str, Any], keep: int, names: list[str] | None = None) -> dict[str, Sweeps]:
+def local_sweeps(report: ClusterReport | Mapping[str, Any], keep: int,
+                 names: list[str] | None = None) -> dict[str, Sweeps]:
     """Per collective, what :func:`.measurements.busbw_curves` reads (a group shared by several
     nodes once), the node-local groups reduced to their values per size and the ``keep``
     slowest of them (lowest peak) as curves. A node-local sweep's values go straight into
     their size's column: 60,000 sweeps at 10,000 nodes, and only the slowest become curves."""
-    names = names if names is not None else node_names(report)
+    typed = ClusterReport.of(report)
+    names = names if names is not None else node_names(typed)
     out: dict[str, Sweeps] = {}
     seen: set[tuple[str, str, str]] = set()
     peaks: dict[str, list[tuple[float, int, int, str, Mapping[str, Any]]]] = {}
     ops: dict[str, tuple[str, str]] = {}  # test key -> (scope, collective): a handful of keys, 60,000 entries
     count = 0
-    for i, section in enumerate((report.get("nodes") or {}).values()):
-        tests = (section.get("nccl") or {}).get("communication_tests") or {}
+    for i, nccl in enumerate(typed.nodes.blocks("nccl")):
+        tests = (nccl or {}).get("communication_tests") or {}
         for key, entry in tests.items():
             scope = entry.get("test_type") or ""
             known = ops.get(key)

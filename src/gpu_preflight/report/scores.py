@@ -43,7 +43,7 @@ from ..model import Status, gating_statuses, id_matches
 from ..registry import blocking_codes, component_rules, core_table
 from .connectivity import connectivity
 from .measurements import gemm_by_gpu, node_peak_busbw, num
-from .model import ClusterReport
+from .model import ClusterReport, ReportFinding
 
 __all__ = ["BLOCKING", "COMPONENT_RULES", "CORE", "INCOMPLETE", "TITLES", "add_scores", "component_of",
            "compute_scores", "dispersion", "rating"]
@@ -118,10 +118,9 @@ def _core_measured(component: str, pairs: Iterable[tuple[str, str]], expects_no_
     return any(status in _MEASURED and _proves_core(check_id, component) for check_id, status in pairs)
 
 
-def _expects_no_gpus(findings: Iterable[Mapping[str, Any]]) -> bool:
+def _expects_no_gpus(findings: Iterable[ReportFinding]) -> bool:
     """The run was told this is a CPU-only node (``--expect-gpus 0``) and found it so."""
-    return any(f["check_id"] == "gpu.inventory.count" and f["status"] == Status.PASS.value and f.get("expected") == 0
-               for f in findings)
+    return any(f.check_id == "gpu.inventory.count" and f.status is Status.PASS and f.expected == 0 for f in findings)
 
 
 def _points(status: str, cfg: ReportConfig) -> float:
@@ -129,35 +128,34 @@ def _points(status: str, cfg: ReportConfig) -> float:
             Status.WARN.value: cfg.warn_points}.get(status, 0.0)
 
 
-def _finding_components(findings: list[Mapping[str, Any]], cfg: ReportConfig,
+def _finding_components(findings: Sequence[ReportFinding], cfg: ReportConfig,
                         unlisted: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, Any]]:
     counts: dict[str, dict[str, int]] = {c: dict.fromkeys((s.value for s in Status), 0) for c in COMPONENTS}
     for check_id, by in unlisted.items():  # passes and skips a large cluster's nodes kept to themselves
         for status, n in by.items():
             counts[component_of(check_id)][status] = counts[component_of(check_id)].get(status, 0) + int(n)
-    groups: dict[str, dict[tuple[str, str, str], list[Mapping[str, Any]]]] = {c: defaultdict(list)
-                                                                              for c in COMPONENTS}
+    groups: dict[str, dict[tuple[str, str, str], list[ReportFinding]]] = {c: defaultdict(list) for c in COMPONENTS}
     for f in findings:  # one pass: a 10,000-node report holds hundreds of thousands of findings
-        component = component_of(f["check_id"])
-        status = f["status"]
+        component = component_of(f.check_id)
+        status = f.status.value
         counts[component][status] = counts[component].get(status, 0) + 1
         if status in _DEDUCTING:
-            groups[component][(f["check_id"], f.get("code") or "", status)].append(f)
-    pairs = {(f["check_id"], f["status"]) for f in findings}
+            groups[component][(f.check_id, f.code or "", status)].append(f)
+    pairs = {(f.check_id, f.status.value) for f in findings}
     pairs |= {(check_id, status) for check_id, by in unlisted.items() for status, n in by.items() if n}
     no_gpus = _expects_no_gpus(findings)
     out = {}
     for component in COMPONENTS:
-        deductions = []
+        deductions: list[dict[str, Any]] = []
         for (check_id, code, status), members in groups[component].items():
             base = _points(status, cfg)
             if not base:
                 continue
             multiple = min(1 + cfg.repeat_fraction * (len(members) - 1), cfg.repeat_max_multiple)
-            subjects = list(dict.fromkeys(str(f["subject"]) for f in members))
+            subjects = list(dict.fromkeys(str(f.subject) for f in members))
             deductions.append({"check_id": check_id, "code": code, "status": status, "count": len(members),
                                "points": round(base * max(multiple, 1.0), 2), "subjects": subjects[:MAX_SUBJECTS],
-                               "summary": members[0]["summary"]})
+                               "summary": members[0].summary})
         deductions.sort(key=lambda d: (-d["points"], d["check_id"], d["code"]))
         found = counts[component]
         ran = any(n for status, n in found.items() if status != Status.SKIP.value)
@@ -202,7 +200,7 @@ def dispersion(values: Iterable[float], ordered: list[float] | None = None) -> d
             "dispersion": max(cv, gap, 0.0)}
 
 
-def _series(report: Mapping[str, Any], conn: Mapping[str, Any] | None) -> list[tuple[str, str, dict[str, float]]]:
+def _series(report: ClusterReport, conn: Mapping[str, Any] | None) -> list[tuple[str, str, dict[str, float]]]:
     """(family, series label, {subject: value}) for every measurement that has peers to compare."""
     out: list[tuple[str, str, dict[str, float]]] = []
     # CPU workers share cores: their spread says nothing about hardware, so GPUs only.
@@ -215,7 +213,7 @@ def _series(report: Mapping[str, Any], conn: Mapping[str, Any] | None) -> list[t
     return out
 
 
-def _consistency(report: Mapping[str, Any], conn: Mapping[str, Any] | None, cfg: ReportConfig,
+def _consistency(report: ClusterReport, conn: Mapping[str, Any] | None, cfg: ReportConfig,
                  from_findings: Mapping[str, Any]) -> dict[str, Any]:
     """Measurement families on top of the component's own findings (history regressions)."""
     measurements: list[dict[str, Any]] = []
@@ -252,13 +250,11 @@ def compute_scores(report: ClusterReport | Mapping[str, Any], config: ReportConf
                    matrix: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The ``health_scores`` block for a report, typed or its dict (pure: changes nothing)."""
     cfg = config or ReportConfig()
-    if isinstance(report, ClusterReport):
-        report = report.to_dict()
-    findings = list(report.get("findings") or [])
-    unlisted = (report.get("cluster_summary") or {}).get("unlisted") or {}
-    components = _finding_components(findings, cfg, unlisted)
-    conn = connectivity(report, matrix)
-    components["performance_consistency"] = _consistency(report, conn, cfg, components["performance_consistency"])
+    typed = ClusterReport.of(report)
+    findings = typed.findings
+    components = _finding_components(findings, cfg, typed.cluster_summary.unlisted or {})
+    conn = connectivity(typed, matrix)
+    components["performance_consistency"] = _consistency(typed, conn, cfg, components["performance_consistency"])
     weights = {c: float(cfg.weights.get(c, 1.0)) for c in COMPONENTS}
     tested = {c: v["score"] for c, v in components.items() if v["score"] is not None and weights[c] > 0}
     incomplete = [{"component": c, "title": TITLES[c], "missing": CORE[c][1]}
@@ -267,8 +263,7 @@ def compute_scores(report: ClusterReport | Mapping[str, Any], config: ReportConf
     cap = None
     if tested:
         overall = sum(weights[c] * s for c, s in tested.items()) / sum(weights[c] for c in tested)
-        fail_on = (report.get("run") or {}).get("fail_on", "fail")
-        gating = {s.value for s in gating_statuses(fail_on)} & {f["status"] for f in findings}
+        gating = {s.value for s in gating_statuses(typed.run.fail_on)} & {f.status.value for f in findings}
         if gating and overall > cfg.gating_overall_cap:
             cap = {"at": cfg.gating_overall_cap, "mean": round(overall, 1),
                    "why": f"the run has {'/'.join(sorted(gating))} findings: not fit for training whatever the mean"}
@@ -291,6 +286,8 @@ def compute_scores(report: ClusterReport | Mapping[str, Any], config: ReportConf
 
 def add_scores(report: dict[str, Any], config: ReportConfig | None = None,
                matrix: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """Put :func:`compute_scores` under ``cluster_summary.health_scores``; returns the report."""
+    """Put :func:`compute_scores` under ``cluster_summary.health_scores`` of a report dict;
+    returns it. Kept for callers that hold the dict (``docs/reports.md``); the run's own
+    pipeline scores the typed report by value (``report.with_assessment(advise(...))``)."""
     report.setdefault("cluster_summary", {})["health_scores"] = compute_scores(report, config, matrix)
     return report
