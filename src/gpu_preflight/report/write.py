@@ -79,7 +79,7 @@ def write(report: ClusterReport | Mapping[str, Any], nodes: Sequence[NodeReport]
         data = typed.to_dict()
         with out.batch() as batch:
             with batch.writer("report.html") as fh:
-                fh.write(render_html(data))
+                fh.write(render_html(typed))
             with batch.writer(name, binary=True) as fh:
                 dump_report(data, fh, pretty=pretty)
     root = Path(report_dir)
