@@ -2,7 +2,9 @@
 
 ``nccl_tests.correctness``: FAIL when any ``#wrong`` count is above 0, when out-of-bounds
 values were found, when the legacy ``error`` column exceeds ``evidence.nccl_max_error``,
-or when the test aborted (``Test NCCL failure ...``, classified like a job log).
+or when the test aborted (``Test NCCL failure ...``, classified like a job log): one finding
+per failure signature and host, with the exact count of its lines and its first few, however
+many lines an aborted job repeated.
 ``nccl_tests.bandwidth``: FAIL when the peak out-of-place bus bandwidth is below
 ``evidence.nccl_busbw_min_gbps`` (a site's floor, any collective). Without one, all_reduce
 on one host is held to the node-local floor of the GPUs' profile (matched from the GPU names
@@ -29,7 +31,7 @@ from .floors import Floor, log_allreduce_floor
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..records.nccl import NcclLogRecord, NcclSignature, NcclTestsRecord
+    from ..records.nccl import NcclFailureGroup, NcclLogRecord, NcclSignature, NcclTestsRecord
 
 
 NCCL_LOG_TRIAGE = declare(
@@ -106,16 +108,11 @@ def judge_nccl_tests(record: NcclTestsRecord, config: Config, source: str) -> It
 
 def _correctness(record: NcclTestsRecord, config: Config, source: str) -> Iterator[Finding]:
     check = "nccl_tests.correctness"
-    for failure in record.errors:
-        kind = failure.signature or "nccl_failure"
-        advice = ADVICE.get(kind, _UNKNOWN)
-        subject = f"{source}/{failure.host}" if failure.host else source
-        yield Finding(check, Status.FAIL, subject, kind,
-                      f"test aborted ({failure.kind} failure at {failure.file}:{failure.line}): {failure.message}",
-                      recommendation=advice.recommendation, details={"file": failure.file, "line": failure.line})
+    for group in record.failures_by_group():
+        yield _aborted(check, group, source)
     bad_sizes = record.wrong_sizes
     limit = evidence_config(config).nccl_max_error
-    flagged = bool(record.errors)
+    flagged = record.failure_count() > 0
     if record.wrong_total:
         flagged = True
         yield Finding(check, Status.FAIL, source, "wrong_results",
@@ -144,6 +141,24 @@ def _correctness(record: NcclTestsRecord, config: Config, source: str) -> Iterat
                   f"{record.test or 'collective'}: no wrong values over {record.rows_total} size(s)",
                   observed=record.wrong_total if record.wrong_total is not None else record.max_error,
                   expected=0 if record.wrong_total is not None else f"<= {limit:g}")
+
+
+def _aborted(check: str, group: NcclFailureGroup, source: str) -> Finding:
+    """One (signature, host) group of ``Test ... failure`` lines as one FAIL: an aborted job prints the same
+    failure for every rank and iteration, so a finding per line would bury the cause under its repeats.
+    The count is exact; the details list the group's first lines."""
+    kind = group.signature or "nccl_failure"
+    subject = f"{source}/{group.host}" if group.host else source
+    first = group.examples[0] if group.examples else None
+    where = f" ({first.kind} failure at {first.file}:{first.line})" if first else ""
+    others = " on further hosts (too many hosts to count apart)" if group.other_hosts else ""
+    times = f", {group.count} failure lines{others}, the first" if group.count > 1 or others else ""
+    return Finding(check, Status.FAIL, subject, kind,
+                   f"test aborted{times}{where}: {first.message if first else kind}",
+                   observed=group.count, unit="lines", recommendation=ADVICE.get(kind, _UNKNOWN).recommendation,
+                   details={"file": first and first.file, "line": first and first.line, "count": group.count,
+                            "examples": [f"{e.host + ': ' if e.host else ''}Test {e.kind} failure {e.file}:{e.line} "
+                                         f"'{e.message}'" for e in group.examples]})
 
 
 def _bandwidth(record: NcclTestsRecord, config: Config, source: str) -> Iterator[Finding]:

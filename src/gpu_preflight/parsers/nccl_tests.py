@@ -27,7 +27,11 @@ gigabytes. :class:`NcclTestsScanner` reads it line by line; the derived values a
 kept up to date as rows arrive, ``rows`` keeps the first and last :data:`KEPT_ROWS` rows
 (``rows_total`` counts them all), ``busbw_by_size`` the best out-of-place busbw per message
 size and ``wrong_sizes`` the sizes of rows with wrong values, so the judge needs no other row;
-``gpus`` lists each (rank, host, GPU) once, however many runs repeat it. :func:`scan` is the
+``gpus`` lists each (rank, host, GPU) once, however many runs repeat it. ``Test ... failure``
+lines are counted the same way: ``errors_total`` all of them, ``failure_groups`` by signature
+and host (each with its exact count and first lines), ``errors`` the first and last
+:data:`~gpu_preflight.records.nccl.KEPT_FAILURES` (``errors_omitted`` the rest), so an aborted
+job's log of one failure per rank and iteration keeps memory flat. :func:`scan` is the
 fast form of :meth:`NcclTestsScanner.feed` on every line (``tests/test_nccl_tests_fast_path.py``
 holds them equal): INFO lines that cannot matter are dropped by one list comprehension per
 chunk, rows are matched a window at a time and counted by column.
@@ -44,6 +48,7 @@ from itertools import chain, compress, islice, repeat
 from operator import add, eq, gt, itemgetter, methodcaller, not_, or_
 from typing import TypeVar, cast
 
+from ..records.nccl import FAILURE_EXAMPLES, KEPT_FAILURES, MAX_FAILURE_GROUPS, NcclFailureGroup
 from ..records.nccl import NcclTestDevice as NcclTestDevice
 from ..records.nccl import NcclTestFailure as NcclTestFailure
 from ..records.nccl import NcclTestRow as NcclTestRow
@@ -61,6 +66,7 @@ KEPT_ROWS = 500  # the first and the last this many rows are kept in ``rows``
 MAX_SIZES = 65_536  # distinct message sizes remembered in busbw_by_size / wrong_sizes
 MAX_PROBLEMS = 100  # ``incomplete`` entries listed; more are counted in one last entry
 
+_Failure = tuple[str | None, str, str, int, str, str | None]  # NcclTestFailure's fields, built when listed
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s{0,4}\d+:\s)")
 _GROUPS = methodcaller("groups")
 _WINDOW = 1024  # lines matched at once against a header's row regex
@@ -109,6 +115,11 @@ class NcclTestsScanner:
         self.piece_numbers: list[int] | None = None
         self.head: list[NcclTestRow] = []
         self.tail: deque[NcclTestRow | tuple[_Layout, tuple[str, ...]]] = deque(maxlen=KEPT_ROWS)
+        self.failure_head: list[NcclTestFailure] = []
+        self.failure_tail: deque[_Failure] = deque(maxlen=KEPT_FAILURES)
+        self.failure_groups: dict[tuple[str | None, str | None, bool], NcclFailureGroup] = {}
+        self.signatures: dict[str, str | None] = {}  # message -> classify()'s kind, see _failure
+        self.failure_lines: dict[str, tuple[_Failure, NcclFailureGroup]] = {}  # see _failure
         self.problems: list[str] = []
         self.problem_count = 0
         self.rows_since_summary = 0
@@ -124,17 +135,17 @@ class NcclTestsScanner:
     def _line(self, raw: str) -> None:
         """One line that :func:`_matters` (see :meth:`feed`); its number, needed only to name a bad row,
         comes from :meth:`_line_number`."""
+        if (seen := self.failure_lines.get(raw)) is not None:
+            self._count_failure(*seen)
+            return
         prefixed = ":" in raw[:24] and raw[:1] in _PREFIX_STARTS
         line = _PREFIX.sub("", raw, count=1).rstrip() if prefixed else raw.rstrip()
         stripped = line.lstrip()
         if not stripped or is_noise(line):
             return
         record = self.record
-        if "failure" in line and (m := _FAILURE.search(line)):
-            message = m.group("message").strip()
-            signature = classify(message)
-            record.errors.append(NcclTestFailure(m.group("host"), m.group("what"), m.group("file"),
-                                                 int(m.group("line")), message, signature and signature[0]))
+        if "failure" in line and ("Test NCCL" in line or "Test CUDA" in line) and (m := _FAILURE.search(line)):
+            self._failure(raw, m)
             return
         if stripped[0] == "#" or not stripped[0].isdigit():
             if "Out of bounds" in line and (m := _OOB.match(line)):
@@ -152,6 +163,45 @@ class NcclTestsScanner:
             self._add_rows(self.layout, [m.groups()])
         else:
             self._add(_row(self.columns, line, self._line_number(), self.problem))
+
+    def _failure(self, raw: str, m: re.Match[str]) -> None:
+        """A ``Test ... failure`` line not seen lately: read, classified, given its (signature, host) group
+        (whose examples are its first distinct lines) and remembered with it, since an aborted job repeats
+        the same line for every iteration; then counted (:meth:`_count_failure`)."""
+        host, what, file, number, message = m.group("host", "what", "file", "line", "message")
+        message = message.strip()
+        if message in self.signatures:
+            signature = self.signatures[message]
+        else:
+            found = classify(message)
+            signature = found[0] if found else None
+            if len(self.signatures) >= _REPEATS:
+                self.signatures.clear()
+            self.signatures[message] = signature
+        failure: _Failure = (host, what, file, int(number), message, signature)
+        groups = self.failure_groups
+        key = (signature, host, False)
+        if key not in groups and len(groups) >= MAX_FAILURE_GROUPS:
+            key = (signature, None, True)
+        if (group := groups.get(key)) is None:
+            group = groups[key] = NcclFailureGroup(signature, key[1], other_hosts=key[2])
+        if len(group.examples) < FAILURE_EXAMPLES and all(
+                (e.kind, e.file, e.line, e.message) != failure[1:5] for e in group.examples):
+            group.examples.append(NcclTestFailure(*failure))
+        if len(self.failure_lines) >= _REPEATS:
+            self.failure_lines.clear()
+        self.failure_lines[raw] = (failure, group)
+        self._count_failure(failure, group)
+
+    def _count_failure(self, failure: _Failure, group: NcclFailureGroup) -> None:
+        """Every failure line counts in ``errors_total`` and its group; only the first and last KEPT_FAILURES
+        are listed in ``errors``."""
+        self.record.errors_total += 1
+        group.count += 1
+        if len(self.failure_head) < KEPT_FAILURES:
+            self.failure_head.append(NcclTestFailure(*failure))
+        else:
+            self.failure_tail.append(failure)
 
     def _line_number(self) -> int:
         """The 1-based number of the line being read: :attr:`number` after :meth:`feed`; in
@@ -368,14 +418,17 @@ class NcclTestsScanner:
         record = self.record
         record.rows = [*self.head, *(r if isinstance(r, NcclTestRow) else r[0].build(r[1]) for r in self.tail)]
         record.rows_omitted = record.rows_total - len(record.rows)
-        if not record.rows and not record.errors:
+        record.errors = [*self.failure_head, *(NcclTestFailure(*failure) for failure in self.failure_tail)]
+        record.errors_omitted = record.errors_total - len(record.errors)
+        record.failure_groups = list(self.failure_groups.values())
+        if not record.rows and not record.errors_total:
             raise ParseError(KIND, "no nccl-tests result row and no 'Test ... failure' line")
         record.incomplete = self.problems
         if self.problem_count > len(self.problems):
             record.incomplete.append(f"{self.problem_count - len(self.problems)} more unreadable value(s)")
-        if record.rows and record.out_of_bounds is None and not record.errors:
+        if record.rows and record.out_of_bounds is None and not record.errors_total:
             record.incomplete.append("no 'Out of bounds values' summary line: the output ends before the run finished")
-        elif record.out_of_bounds is not None and self.rows_since_summary and not record.errors:
+        elif record.out_of_bounds is not None and self.rows_since_summary and not record.errors_total:
             record.incomplete.append(f"{self.rows_since_summary} row(s) after the last 'Out of bounds values' "
                                      "summary line: the last run ends before it finished")
         if self.ranks:

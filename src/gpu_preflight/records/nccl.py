@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+KEPT_FAILURES = 500  # the first and the last this many ``Test ... failure`` lines are listed in ``errors``
+FAILURE_EXAMPLES = 3  # lines listed per failure group
+MAX_FAILURE_GROUPS = 1000  # (signature, host) groups counted apart; beyond, one group per signature for the rest
+
 
 @dataclass
 class NcclSignature:
@@ -66,6 +70,25 @@ class NcclTestFailure:
 
 
 @dataclass
+class NcclFailureGroup:
+    """Every ``Test ... failure`` line of one signature from one host: the exact count and the first distinct
+    lines (``examples``, at most :data:`FAILURE_EXAMPLES`).
+
+    A log of an aborted job at scale repeats one failure per rank and per iteration (hundreds of
+    thousands of lines); counting them by group keeps the record, and the findings made from it,
+    the size of the distinct failures rather than of the log. ``other_hosts`` marks the group
+    that counts a signature's lines from hosts seen after :data:`MAX_FAILURE_GROUPS` groups
+    (its ``host`` is then ``None``).
+    """
+
+    signature: str | None
+    host: str | None
+    count: int = 0
+    examples: list[NcclTestFailure] = field(default_factory=list)
+    other_hosts: bool = False
+
+
+@dataclass
 class NcclTestDevice:
     """One ``# Using devices`` line: which GPU (by its CUDA name) a rank ran on, and where."""
 
@@ -91,13 +114,34 @@ class NcclTestsRecord:
     wrong_total: int | None = None
     max_error: float | None = None
     out_of_bounds: int | None = None
-    errors: list[NcclTestFailure] = field(default_factory=list)
+    errors: list[NcclTestFailure] = field(default_factory=list)  # the first and last KEPT_FAILURES only
+    errors_total: int = 0  # every ``Test ... failure`` line, listed or not
+    errors_omitted: int = 0  # failure lines between the first and last KEPT_FAILURES not listed in ``errors``
+    failure_groups: list[NcclFailureGroup] = field(default_factory=list)  # every failure, counted by group
     incomplete: list[str] = field(default_factory=list)
     gpus: list[NcclTestDevice] = field(default_factory=list)
     rows_total: int = 0
     rows_omitted: int = 0  # rows between the first and last KEPT_ROWS not listed in ``rows``
     busbw_by_size: dict[int, float] = field(default_factory=dict)  # best out-of-place busbw per size
     wrong_sizes: list[int] = field(default_factory=list)  # sizes of the rows with #wrong > 0, in log order
+
+    def failure_count(self) -> int:
+        """Every failure line the log held (a record built by hand may list ``errors`` only)."""
+        return max(self.errors_total, len(self.errors))
+
+    def failures_by_group(self) -> list[NcclFailureGroup]:
+        """The failures by (signature, host) in first-seen order: ``failure_groups``, or, for a record that
+        lists ``errors`` only, the groups made from them."""
+        if self.failure_groups or not self.errors:
+            return self.failure_groups
+        groups: dict[tuple[str | None, str | None], NcclFailureGroup] = {}
+        for failure in self.errors:
+            group = groups.setdefault((failure.signature, failure.host),
+                                      NcclFailureGroup(failure.signature, failure.host))
+            group.count += 1
+            if len(group.examples) < FAILURE_EXAMPLES and failure not in group.examples:
+                group.examples.append(failure)
+        return list(groups.values())
 
     def best_busbw(self, min_bytes: int = 0) -> tuple[float, int] | None:
         """The highest out-of-place busbw at ``min_bytes`` or more, and its size (the smallest on a tie)."""
