@@ -24,6 +24,7 @@ from gpu_preflight.model import Status, jsonable
 from gpu_preflight.parsers import nccl_tests
 from gpu_preflight.records.nccl import (
     FAILURE_EXAMPLES,
+    FAILURE_MESSAGE_CHARS,
     KEPT_FAILURES,
     MAX_FAILURE_GROUPS,
     NcclTestFailure,
@@ -163,3 +164,20 @@ def test_200000_failure_lines_parse_and_judge_in_flat_memory(tmp_path: Path) -> 
     assert sum(f["observed"] for f in findings) == 200_000
     assert parse_mb < 200 and judge_mb < 200, (parse_mb, judge_mb)
 
+
+
+def test_long_failure_lines_are_cut_and_not_remembered(tmp_path: Path) -> None:
+    """A damaged log's failure lines can each run to megabytes (a line may hold 16 MiB): messages are kept cut,
+    and such lines are not remembered, so what is kept does not grow with the line length."""
+    log = tmp_path / "long.log"
+    with log.open("w") as fh:
+        for i in range(50):
+            fh.write(f"h{i}: Test NCCL failure common.cu:958 'unhandled system error {'x' * 1_000_000}{i}'\n")
+    cli = [sys.executable, "-m", "gpu_preflight"]
+    code, parse_mb = _peak([*cli, "parse", str(log)], tmp_path / "parse.json")
+    record = json.loads((tmp_path / "parse.json").read_text())["record"]
+    assert code == 0 and record["errors_total"] == 50 and len(record["failure_groups"]) == 50
+    assert {len(e["message"]) for e in record["errors"]} == {FAILURE_MESSAGE_CHARS + len("... (cut)")}
+    assert {e["signature"] for e in record["errors"]} == {"system_error"}
+    code, judge_mb = _peak([*cli, "judge", str(log), "--format", "json"], tmp_path / "judge.json")
+    assert code == 2 and parse_mb < 200 and judge_mb < 200, (parse_mb, judge_mb)

@@ -48,7 +48,13 @@ from itertools import chain, compress, islice, repeat
 from operator import add, eq, gt, itemgetter, methodcaller, not_, or_
 from typing import TypeVar, cast
 
-from ..records.nccl import FAILURE_EXAMPLES, KEPT_FAILURES, MAX_FAILURE_GROUPS, NcclFailureGroup
+from ..records.nccl import (
+    FAILURE_EXAMPLES,
+    FAILURE_MESSAGE_CHARS,
+    KEPT_FAILURES,
+    MAX_FAILURE_GROUPS,
+    NcclFailureGroup,
+)
 from ..records.nccl import NcclTestDevice as NcclTestDevice
 from ..records.nccl import NcclTestFailure as NcclTestFailure
 from ..records.nccl import NcclTestRow as NcclTestRow
@@ -70,7 +76,8 @@ _Failure = tuple[str | None, str, str, int, str, str | None]  # NcclTestFailure'
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:|\s{0,4}\d+:\s)")
 _GROUPS = methodcaller("groups")
 _WINDOW = 1024  # lines matched at once against a header's row regex
-_REPEATS = 4096  # distinct lines remembered by NcclTestsScanner._repeatable
+_REPEATS = 4096  # distinct lines remembered by NcclTestsScanner._repeatable, messages and failure lines by _failure
+_REMEMBERED = 2 * FAILURE_MESSAGE_CHARS  # longer lines are not remembered: 4096 of up to 16 MiB would not be flat
 _ACTIVE = ("Out of bounds", "size", "Rank", "Avg", "nccl-tests", "NCCL version", "_perf", "failure")  # see feed
 _PREFIX_STARTS = frozenset("[ \t0123456789")
 _HEADER = re.compile(r"^#\s+size\s+count\b")
@@ -169,7 +176,7 @@ class NcclTestsScanner:
         (whose examples are its first distinct lines) and remembered with it, since an aborted job repeats
         the same line for every iteration; then counted (:meth:`_count_failure`)."""
         host, what, file, number, message = m.group("host", "what", "file", "line", "message")
-        message = message.strip()
+        message = _cut(message.strip())
         if message in self.signatures:
             signature = self.signatures[message]
         else:
@@ -188,9 +195,10 @@ class NcclTestsScanner:
         if len(group.examples) < FAILURE_EXAMPLES and all(
                 (e.kind, e.file, e.line, e.message) != failure[1:5] for e in group.examples):
             group.examples.append(NcclTestFailure(*failure))
-        if len(self.failure_lines) >= _REPEATS:
-            self.failure_lines.clear()
-        self.failure_lines[raw] = (failure, group)
+        if len(raw) <= _REMEMBERED:
+            if len(self.failure_lines) >= _REPEATS:
+                self.failure_lines.clear()
+            self.failure_lines[raw] = (failure, group)
         self._count_failure(failure, group)
 
     def _count_failure(self, failure: _Failure, group: NcclFailureGroup) -> None:
@@ -295,9 +303,10 @@ class NcclTestsScanner:
             effect = (int(m.group("rank")), m.group("host"), m.group("name").strip()) if m else True
         else:
             effect = False
-        if len(self.repeats) >= _REPEATS:
-            self.repeats.clear()
-        self.repeats[raw] = effect
+        if len(raw) <= _REMEMBERED:
+            if len(self.repeats) >= _REPEATS:
+                self.repeats.clear()
+            self.repeats[raw] = effect
         return effect
 
     def _rank(self, rank: int, host: str, name: str) -> None:
@@ -443,6 +452,12 @@ class NcclTestsScanner:
         return record
 
 
+def _cut(message: str) -> str:
+    """A failure message as kept and classified: its first FAILURE_MESSAGE_CHARS characters (NCCL's are one
+    short sentence; a damaged log's line can run to megabytes, and hundreds of them are kept)."""
+    return message if len(message) <= FAILURE_MESSAGE_CHARS else message[:FAILURE_MESSAGE_CHARS] + "... (cut)"
+
+
 def _column(batch: list[tuple[str, ...]], at: int, read: Callable[[str], _N]) -> list[_N] | None:
     """Column ``at`` of the rows in ``batch`` read as numbers, None where the layout has no such column: only
     the columns the counts need are taken out of the rows (algbw only when a larger size may need it)."""
@@ -581,7 +596,7 @@ def _row(columns: list[str], line: str, number: int, problem: Callable[[str], No
         name = key.removeprefix("in-place ")
         if name in _NUMERIC and not ((value.isascii() and value.isdigit()) or (name != "wrong" and _decimal(value))) \
                 and not is_not_available(value) and _NUMERIC[name](value) is None:
-            problem(f"unreadable {key} value {value!r} (line {number})")
+            problem(f"unreadable {key} value {value[:80]!r} (line {number})")
     out = _placement(first)
     return NcclTestRow(
         size_bytes=size, count=_int(first.get("count")), type=first.get("type"), redop=first.get("redop"),

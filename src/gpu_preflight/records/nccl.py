@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 KEPT_FAILURES = 500  # the first and the last this many ``Test ... failure`` lines are listed in ``errors``
 FAILURE_EXAMPLES = 3  # lines listed per failure group
 MAX_FAILURE_GROUPS = 1000  # (signature, host) groups counted apart; beyond, one group per signature for the rest
+FAILURE_MESSAGE_CHARS = 1000  # a failure's message is kept (and classified) up to this long; a line may hold 16 MiB
 
 
 @dataclass
