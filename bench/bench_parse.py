@@ -5,7 +5,9 @@ from the project's own fixtures (``tests/fixtures/evidence/dmesg-xid-h100-node.t
 ``nccl-tests-all_reduce-8xh100.txt``) and realistic filler: kernel lines of a busy GPU node
 with the fixture's Xid lines re-stamped among them (about 2 % of lines, and 0.1 % segfaults), and a soak loop's
 nccl-tests output, each run preceded by the ``NCCL_DEBUG=INFO`` lines of 8 ranks and its
-figures a little off the fixture's, as a real soak loop's runs are.
+figures a little off the fixture's, as a real soak loop's runs are; and a log of nccl-tests runs
+that all aborted, ``Test NCCL failure`` lines only (one per rank and run, the `` .. pid`` line after each), whose
+count and groups the record must keep exactly in flat memory.
 
 Each command runs as a subprocess, alternated with the others, ``--repeat`` times; wall
 time, CPU time and peak RSS come from ``os.wait4`` for that child alone (CPU time too,
@@ -17,8 +19,10 @@ floor's, peak RSS; and checks that ``parse`` found as many Xid events / rows as 
 with the 1 KB fixture log, alternated, to show what a big saved log adds to a run.
 ``--against REF`` runs each of our commands a second time, right after ours, on the tree of a
 git ref (its ``src/`` exported by ``git archive``): before/after figures from one run, on one machine.
+``--only`` runs some of the four parts (kernel, nccl, failures, run).
 
     .venv/bin/python bench/bench_parse.py [--size-mb 100] [--repeat 3] [--kernel-log-mb 10] [--against REF]
+                                          [--only failures ...]
 """
 
 from __future__ import annotations
@@ -91,6 +95,19 @@ row = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+([\d.]+)\s+([\d
 rows = [(int(m[1]), float(m[8]), int(m[9]) + int(m[13])) for m in row.finditer(text)]
 print(json.dumps({"items": len(rows), "peak": max(b for _, b, _ in rows), "wrong": sum(w for _, _, w in rows)}))
 """
+FLOOR_FAILURES = r"""
+import collections, json, re, sys
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+failure = re.compile(r"^(?:([\w.-]+):\s*)?Test (?:NCCL|CUDA) failure [\w./-]+:\d+\s*'?([^'\n]*)'?", re.M)
+groups = collections.Counter((m[1], m[2]) for m in failure.finditer(text))
+print(json.dumps({"items": sum(groups.values()), "groups": len(groups)}))
+"""
+FAILURES = (  # what an aborted nccl-tests run prints per rank, the file and line of common.cu that raised it
+    ("NCCL", 958, "invalid usage (run with NCCL_DEBUG=WARN for details)"),
+    ("NCCL", 1032, "unhandled system error (run with NCCL_DEBUG=INFO for details)"),
+    ("NCCL", 1032, "remote process exited or there was a network error"),
+    ("CUDA", 892, "an illegal memory access was encountered"),
+)
 
 
 def kernel_log(path: Path, size: int, rng: random.Random) -> None:
@@ -149,6 +166,26 @@ def nccl_tests_log(path: Path, size: int, rng: random.Random) -> None:
             written += len(text)
 
 
+def nccl_failures_log(path: Path, size: int, rng: random.Random) -> None:
+    """A soak loop whose every nccl-tests run aborted: per run, each of 64 ranks on 8 hosts prints its
+    ``Test NCCL failure`` line (one of :data:`FAILURES`, mostly the run's own, now and then another) and the
+    `` .. <host> pid <pid>: Test failure`` line after it, with the run's pids."""
+    written, run = 0, 0
+    with path.open("w") as fh:
+        while written < size:
+            run += 1
+            usual = rng.choice(FAILURES)
+            lines = []
+            for rank in range(64):
+                host, pid = f"gpu-node-{rank // 8:02d}", 40000 + run * 64 + rank
+                kind, line, message = usual if rng.random() < 0.9 else rng.choice(FAILURES)
+                lines.append(f"{host}: Test {kind} failure common.cu:{line} '{message}'\n"
+                             f" .. {host} pid {pid}: Test failure common.cu:{line}\n")
+            text = "".join(lines)
+            fh.write(text)
+            written += len(text)
+
+
 def _table(rows: list[list[str]], trailer: str, rng: random.Random) -> str:
     """The fixture's rows (8 ranks, all_reduce: busbw = 1.75 algbw) with each time off by ~2 %, then its
     trailer with the run's own average bus bandwidth."""
@@ -166,6 +203,8 @@ def _table(rows: list[list[str]], trailer: str, rng: random.Random) -> str:
         + "# Collective test concluded: all_reduce_perf\n"
 
 
+Baseline = tuple[str, dict[str, str]] | None  # see against
+PARTS = ("kernel", "nccl", "failures", "run")
 Run = tuple[float, float, float, int]  # wall s, CPU s (user + system), peak RSS MiB, exit status
 Command = tuple[list[str], dict[str, str] | None]  # argv, environment (None: this one)
 
@@ -262,46 +301,78 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--against", metavar="REF",
                     help="also time this git ref's tree (e.g. HEAD~3), each command right after ours")
+    ap.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS), help="the parts to run (default: all)")
     args = ap.parse_args()
     rng = random.Random(args.seed)  # noqa: S311 - reproducible filler, not cryptography
     size = int(args.size_mb * 1e6)
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         dmesg, nccl, small = tmp / "dmesg.log", tmp / "nccl-tests.log", tmp / "kernel-small.log"
-        kernel_log(dmesg, size, rng)
-        nccl_tests_log(nccl, size, rng)
-        kernel_log(small, int(args.kernel_log_mb * 1e6), rng)
+        failures = tmp / "nccl-tests-failures.log"
+        kernel_log(dmesg, size if "kernel" in args.only else 0, rng)
+        nccl_tests_log(nccl, size if "nccl" in args.only else 0, rng)
+        nccl_failures_log(failures, size if "failures" in args.only else 0, rng)
+        kernel_log(small, int(args.kernel_log_mb * 1e6) if "run" in args.only else 0, rng)
         baseline = against(args.against, tmp)
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; python {sys.version.split()[0]}")
+        if "kernel" in args.only:
+            kernel_part(dmesg, baseline, args.repeat, tmp)
+        if "nccl" in args.only:
+            nccl_part(nccl, baseline, args.repeat, tmp)
+        if "failures" in args.only:
+            failures_part(failures, baseline, args.repeat, tmp)
+        if "run" in args.only:
+            run_part(small, baseline, args.repeat, tmp)
+    return 0
 
-        results = alternate(with_baseline({"parse": [*CLI, "parse", str(dmesg)],
+
+def kernel_part(dmesg: Path, baseline: Baseline, repeat: int, tmp: Path) -> None:
+    results = alternate(with_baseline({"parse": [*CLI, "parse", str(dmesg)],
                                            "judge --format json": [*CLI, "judge", str(dmesg), "--format", "json"]},
                                           {"regex floor": [sys.executable, "-c", FLOOR_DMESG, str(dmesg)]}, baseline),
-                            args.repeat, tmp)
-        report("kernel log (dmesg)", dmesg.stat().st_size, results, "regex floor")
-        compare(results, baseline)
-        agree(tmp, "parse", "regex floor", lambda r: sum(int(c["count"]) for c in r["xid_counts"]))
+                            repeat, tmp)
+    report("kernel log (dmesg)", dmesg.stat().st_size, results, "regex floor")
+    compare(results, baseline)
+    agree(tmp, "parse", "regex floor", lambda r: sum(int(c["count"]) for c in r["xid_counts"]))
 
-        results = alternate(with_baseline({"parse": [*CLI, "parse", str(nccl)],
+
+def nccl_part(nccl: Path, baseline: Baseline, repeat: int, tmp: Path) -> None:
+    results = alternate(with_baseline({"parse": [*CLI, "parse", str(nccl)],
                                            "judge --format json": [*CLI, "judge", str(nccl), "--format", "json"]},
                                           {"regex floor": [sys.executable, "-c", FLOOR_NCCL, str(nccl)]}, baseline),
-                            args.repeat, tmp)
-        report("nccl-tests log", nccl.stat().st_size, results, "regex floor")
-        compare(results, baseline)
-        agree(tmp, "parse", "regex floor", lambda r: int(r.get("rows_total", -1)))
+                            repeat, tmp)
+    report("nccl-tests log", nccl.stat().st_size, results, "regex floor")
+    compare(results, baseline)
+    agree(tmp, "parse", "regex floor", lambda r: int(r.get("rows_total", -1)))
 
-        base = [*CLI, "run", "--replay", str(SNAPSHOT), "--format", "json", "--no-history"]
-        results = alternate(with_baseline({"run --kernel-log big": [*base, "--kernel-log", str(small)]},
-                                          {"run --kernel-log 1 KB fixture": [
-                                              *base, "--kernel-log", str(FIXTURES / "dmesg-xid-h100-node.txt")]},
-                                          baseline), args.repeat, tmp)
-        report("run --replay with a saved kernel log", small.stat().st_size, results, "run --kernel-log 1 KB fixture")
-        compare(results, baseline)
-        big, tiny = results["run --kernel-log big"], results["run --kernel-log 1 KB fixture"]
-        extra = [statistics.median(r[i] for r in big) - statistics.median(r[i] for r in tiny) for i in (0, 1)]
-        print(f"  the {small.stat().st_size / 1e6:.0f} MB log adds {extra[0]:.2f} s wall, {extra[1]:.2f} s CPU "
-              "to the run")
-    return 0
+
+def failures_part(failures: Path, baseline: Baseline, repeat: int, tmp: Path) -> None:
+    """The aborted soak loop: besides time and memory, the exact count and the number of findings judge made."""
+    results = alternate(with_baseline({"parse": [*CLI, "parse", str(failures)],
+                                       "judge --format json": [*CLI, "judge", str(failures), "--format", "json"]},
+                                      {"regex floor": [sys.executable, "-c", FLOOR_FAILURES, str(failures)]},
+                                      baseline), repeat, tmp)
+    report("nccl-tests log of aborted runs (failure lines only)", failures.stat().st_size, results, "regex floor")
+    compare(results, baseline)
+    agree(tmp, "parse", "regex floor", lambda r: int(r.get("errors_total", len(r["errors"]))))
+    for name in results:
+        if name.startswith("judge") and (tmp / f"{_file(name)}.out").stat().st_size:
+            findings = json.loads((tmp / f"{_file(name)}.out").read_text())["findings"]
+            counted = sum(int(f["observed"] or 1) for f in findings if f["check_id"] == "nccl_tests.correctness")
+            print(f"  {name}: {len(findings)} findings, {counted} failure lines counted in them")
+
+
+def run_part(small: Path, baseline: Baseline, repeat: int, tmp: Path) -> None:
+    base = [*CLI, "run", "--replay", str(SNAPSHOT), "--format", "json", "--no-history"]
+    results = alternate(with_baseline({"run --kernel-log big": [*base, "--kernel-log", str(small)]},
+                                      {"run --kernel-log 1 KB fixture": [
+                                          *base, "--kernel-log", str(FIXTURES / "dmesg-xid-h100-node.txt")]},
+                                      baseline), repeat, tmp)
+    report("run --replay with a saved kernel log", small.stat().st_size, results, "run --kernel-log 1 KB fixture")
+    compare(results, baseline)
+    big, tiny = results["run --kernel-log big"], results["run --kernel-log 1 KB fixture"]
+    extra = [statistics.median(r[i] for r in big) - statistics.median(r[i] for r in tiny) for i in (0, 1)]
+    print(f"  the {small.stat().st_size / 1e6:.0f} MB log adds {extra[0]:.2f} s wall, {extra[1]:.2f} s CPU to the run")
 
 
 if __name__ == "__main__":
