@@ -120,7 +120,7 @@ def test_judge_makes_one_fail_per_signature_and_host_with_the_exact_count() -> N
                     for f in aborted}) == groups
     assert all(f.status is Status.FAIL and f.unit == "lines" for f in aborted)
     worst = max(aborted, key=lambda f: int(f.observed))
-    assert f"{worst.observed} failure lines" in worst.summary
+    assert worst.summary.startswith(f"test aborted {worst.observed} times: ")
     assert 1 <= len(worst.details["examples"]) <= FAILURE_EXAMPLES
     assert worst.details["examples"][0] in lines
     assert worst.recommendation == ADVICE[worst.code].recommendation

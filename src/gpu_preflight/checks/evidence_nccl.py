@@ -150,11 +150,12 @@ def _aborted(check: str, group: NcclFailureGroup, source: str) -> Finding:
     kind = group.signature or "nccl_failure"
     subject = f"{source}/{group.host}" if group.host else source
     first = group.examples[0] if group.examples else None
-    where = f" ({first.kind} failure at {first.file}:{first.line})" if first else ""
+    where = f"{first.kind} failure at {first.file}:{first.line}" if first else "failure"
+    message = first.message if first else kind
     others = " on further hosts (too many hosts to count apart)" if group.other_hosts else ""
-    times = f", {group.count} failure lines{others}, the first" if group.count > 1 or others else ""
-    return Finding(check, Status.FAIL, subject, kind,
-                   f"test aborted{times}{where}: {first.message if first else kind}",
+    summary = (f"test aborted {group.count} times{others}: {message} (the first: {where})"
+               if group.count > 1 or others else f"test aborted ({where}): {message}")
+    return Finding(check, Status.FAIL, subject, kind, summary,
                    observed=group.count, unit="lines", recommendation=ADVICE.get(kind, _UNKNOWN).recommendation,
                    details={"file": first and first.file, "line": first and first.line, "count": group.count,
                             "examples": [f"{e.host + ': ' if e.host else ''}Test {e.kind} failure {e.file}:{e.line} "
