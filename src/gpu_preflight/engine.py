@@ -170,7 +170,79 @@ def with_expected_gpus(config: Config, count: int | None) -> Config:
     return replace(config, gpu=replace(config.gpu, expected_count=count))
 
 
+CONFIG_CACHE = "config_cache"  # RunOptions.state key of a monitor's ConfigCache
+
+
+SETTLED_S = 2.0  # a file changed more recently than this is read again at every use
+
+
+def _file_stamp(path: str | os.PathLike[str]) -> tuple[int, ...] | None:
+    """What changes when a file is edited or replaced; None (do not keep what was read from it)
+    when it cannot be stat'ed or changed under :data:`SETTLED_S` ago: file times tick in
+    clock ticks of a few milliseconds, so a second same-size edit within one tick would
+    leave the stamp unchanged."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < SETTLED_S * 1e9:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class ConfigCache:
+    """A monitor's resolved configs, each reused while nothing it was built from has changed.
+
+    A 1-second monitor resolved its config twice a tick (before the probes, and with the
+    matched GPU profile after them) so that an edited site file applies at the next tick.
+    An entry is keyed on everything :func:`build_config` reads: the profile, the site
+    file's identity, size and times, the overrides, the ``GPU_PREFLIGHT_`` variables and
+    ``--expect-gpus``; and the Xid policy file the config names is stat'ed again at every
+    use. A config that does not build is never kept, so its error is reported every tick;
+    nor is one read from a file changed in the last :data:`SETTLED_S`.
+    """
+
+    MAX_ENTRIES = 8
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[Any, ...], tuple[Profile | None, Config, list[str], tuple[Any, ...] | None]] = {}
+
+    def resolve(self, options: RunOptions, profile: Profile | None) -> tuple[Config, list[str]]:
+        from .config.loader import ENV_PREFIX
+
+        stamp = _file_stamp(options.config_file) if options.config_file is not None else ()
+        env = os.environ if options.environ is None else options.environ
+        key = (id(profile), options.config_file, stamp, tuple(options.overrides), options.expect_gpus,
+               tuple(sorted((k, v) for k, v in env.items() if k.startswith(ENV_PREFIX))))
+        with self._lock:
+            kept = self._entries.get(key) if stamp is not None else None
+        if kept is not None and kept[0] is profile and _policy_stamp(kept[1]) == kept[3]:
+            return kept[1], list(kept[2])
+        config, sources = _build_config(options, profile)
+        policy = _policy_stamp(config)
+        if stamp is not None and (policy is None or policy[1] is not None):
+            with self._lock:
+                if len(self._entries) >= self.MAX_ENTRIES:
+                    self._entries.clear()
+                self._entries[key] = (profile, config, list(sources), policy)
+        return config, sources
+
+
+def _policy_stamp(config: Config) -> tuple[Any, ...] | None:
+    path = config.xid.policy_file
+    return (path, _file_stamp(path)) if path else None
+
+
 def _resolve_config(options: RunOptions, profile: Profile | None) -> tuple[Config, list[str]]:
+    """The node run's config (from a monitor's :class:`ConfigCache` when it keeps one)."""
+    cache = options.state.get(CONFIG_CACHE) if options.state is not None else None
+    if isinstance(cache, ConfigCache):
+        return cache.resolve(options, profile)
+    return _build_config(options, profile)
+
+
+def _build_config(options: RunOptions, profile: Profile | None) -> tuple[Config, list[str]]:
     """The node run's config; ``expect_gpus`` is set last, over every layer, as a command-line value."""
     config, sources = build_config(profile=profile, config_file=options.config_file,
                                    overrides=list(options.overrides), environ=options.environ)
@@ -419,29 +491,43 @@ def run_specs(specs: list[CheckSpec], ctx: CheckContext, probe_errors: dict[str,
     start = 0
     while start < len(specs):
         batch = specs[start:]
-        out: list[CheckResult | None] = [None] * len(batch)
-        done = [threading.Event() for _ in batch]
+        out: list[CheckResult] = []
+        progress = _Progress(time.monotonic())
 
-        def work(_worker: object = None, batch: list[CheckSpec] = batch, out: list[CheckResult | None] = out,
-                 done: list[threading.Event] = done) -> None:
-            for k, spec in enumerate(batch):
-                out[k] = _evaluate(spec, ctx, probe_errors)
-                done[k].set()
+        def work(_worker: object = None, batch: list[CheckSpec] = batch, out: list[CheckResult] = out,
+                 progress: _Progress = progress) -> None:
+            for spec in batch:
+                result = _evaluate(spec, ctx, probe_errors)
+                with progress.changed:
+                    out.append(result)
+                    progress.since = time.monotonic()
+                    if len(out) == len(batch):
+                        progress.changed.notify()
 
         worker = None
         if workers is None:
             threading.Thread(target=work, name="run-checks", daemon=True).start()
         else:
             worker = workers.submit(work)
-        for k, spec in enumerate(batch):
-            result = out[k] if done[k].wait(timeout_s) else None
-            if result is None:
-                if worker is not None:
-                    worker.abandoned = True
-                results.append(_timed_out(spec, ctx, timeout_s))
-                start += k + 1
-                break
-            results.append(result)
+        with progress.changed:
+            while len(out) < len(batch) and (left := progress.since + timeout_s - time.monotonic()) > 0:
+                progress.changed.wait(left)
+            done = list(out)
+        results += done
+        if len(done) < len(batch):
+            if worker is not None:
+                worker.abandoned = True
+            results.append(_timed_out(batch[len(done)], ctx, timeout_s))
+            start += len(done) + 1
         else:
             start = len(specs)
     return results
+
+
+class _Progress:
+    """How far one thread has got through its checks: the caller waits once for all of them
+    (one wake-up, not one per check) and times the check in progress from ``since``."""
+
+    def __init__(self, since: float) -> None:
+        self.changed = threading.Condition(threading.Lock())
+        self.since = since  # when the check in progress started (the previous one ended)

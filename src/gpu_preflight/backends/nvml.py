@@ -180,12 +180,21 @@ def to_plain(value: Any) -> Any:
     return repr(value)
 
 
+_STALE_ERRORS = frozenset({1, 15})  # NVML_ERROR_UNINITIALIZED, NVML_ERROR_GPU_IS_LOST
+
+
 class _Recorder:
-    """Call NVML functions and record results; remembers the call in progress and since when."""
+    """Call NVML functions and record results; remembers the call in progress and since when.
+
+    It also notes whether a call it recorded failed as on a lost GPU or an uninitialised NVML
+    (:attr:`stale`): a session then starts afresh, and noting it here costs nothing, where
+    walking the whole dump for it afterwards cost a 1-second monitor a tenth of its NVML time.
+    """
 
     def __init__(self, nvml: Any) -> None:
         self.nvml = nvml
         self.in_call: tuple[str, float] | None = None  # one attribute: read whole from the watching thread
+        self.stale = False
 
     @property
     def current(self) -> str | None:
@@ -198,13 +207,20 @@ class _Recorder:
     def leave(self) -> None:
         self.in_call = None
 
+    def failed(self, exc: BaseException) -> dict[str, Any]:
+        """:func:`error_entry` of a failed call, noting a stale handle or NVML."""
+        entry = error_entry(exc)
+        if entry.get("value") in _STALE_ERRORS:
+            self.stale = True
+        return entry
+
     def call(self, name: str, *args: Any) -> dict[str, Any]:
         self.enter(name)
         try:
             fn: Callable[..., Any] = getattr(self.nvml, name)
             return {"ok": to_plain(fn(*args))}
         except Exception as exc:  # NVMLError subclasses, AttributeError on old pynvml
-            return error_entry(exc)
+            return self.failed(exc)
         finally:
             self.leave()
 
@@ -303,7 +319,7 @@ def read_fields(nvml: Any, handle: Any, rec: _Recorder, static: dict[str, Any] |
     try:
         values = nvml.nvmlDeviceGetFieldValues(handle, [getattr(nvml, n) for n in names])
     except Exception as exc:
-        entry = error_entry(exc)
+        entry = rec.failed(exc)
         if static is not None and entry.get("value") == NOT_SUPPORTED:
             static["field_values"] = entry
         return entry
@@ -353,8 +369,9 @@ def collect(device_timeout_s: float = 10.0, nvml: Any = None, call_timeout_s: fl
                 kept["system"][key] = system[key]
         count = int(system["nvmlDeviceGetCount"].get("ok") or 0)
         stores = [kept.setdefault(i, {}) for i in range(count)] if kept is not None else None
+        recorders = [_Recorder(nvml) for _ in range(count)]
         devices = _read_devices(nvml, count, device_timeout_s, call_timeout_s, stores,
-                                session.read_device if session is not None else read_device)
+                                session.read_device if session is not None else read_device, recorders)
     except BaseException:
         if session is not None:
             session.close(device_timeout_s)
@@ -363,7 +380,7 @@ def collect(device_timeout_s: float = 10.0, nvml: Any = None, call_timeout_s: fl
         raise
     hung = any("timed_out" in d for d in devices)  # with a GPU thread stuck in the driver, shutdown could block
     if session is not None:
-        if not hung and _gone([system, *devices]):
+        if not hung and (rec.stale or any(r.stale for r in recorders)):
             session.close(device_timeout_s)  # a reset GPU or a reloaded driver: the next read starts afresh
     elif not hung:
         _shutdown(nvml, device_timeout_s)
@@ -446,29 +463,6 @@ class NvmlSession:
         read_device(nvml, handle, rec, out, static)
 
 
-_STALE_ERRORS = frozenset({1, 15})  # NVML_ERROR_UNINITIALIZED, NVML_ERROR_GPU_IS_LOST
-
-
-def _gone(node: Any) -> bool:
-    """Whether any recorded call in ``node`` failed as on a lost GPU or an uninitialised NVML.
-
-    Walks the dump's groups and error entries; a successful reading's payload (``{"ok": ...}``)
-    holds NVML's answer, never a call record, so it is not searched.
-    """
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if "error" in item:
-                if item.get("value") in _STALE_ERRORS:
-                    return True
-            elif "ok" not in item:
-                stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
 def _shutdown(nvml: Any, timeout_s: float) -> None:
     """nvmlShutdown with a deadline: a wedged driver must not hang the run after the reads."""
 
@@ -483,12 +477,14 @@ def _shutdown(nvml: Any, timeout_s: float) -> None:
 
 def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float | None = None,
                   stores: list[dict[str, Any]] | None = None,
-                  read_one: Callable[..., None] = read_device) -> list[dict[str, Any]]:
+                  read_one: Callable[..., None] = read_device,
+                  recorders: list[_Recorder] | None = None) -> list[dict[str, Any]]:
     """Every GPU's readings: one thread per GPU, or with a session's ``stores`` (and a call
-    deadline) one reader for all, another starting whenever a GPU is marked hung."""
+    deadline) one reader for all, another starting whenever a GPU is marked hung. ``recorders``
+    (one per GPU) are the caller's, to learn what the calls noted."""
     filled: list[dict[str, Any]] = [{} for _ in range(count)]  # what the readers write into
     outs = list(filled)  # what is returned: a GPU marked hung gets a frozen copy here
-    recorders = [_Recorder(nvml) for _ in range(count)]
+    recorders = recorders if recorders is not None else [_Recorder(nvml) for _ in range(count)]
     done = [False] * count
     finished = threading.Condition()
     waiting = list(range(count))  # GPUs no reader has taken yet
@@ -500,7 +496,7 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
             try:
                 handle = nvml.nvmlDeviceGetHandleByIndex(i)
             except Exception as exc:
-                out["handle"] = error_entry(exc)
+                out["handle"] = recorders[i].failed(exc)
                 return
             finally:
                 recorders[i].leave()

@@ -166,7 +166,7 @@ class MonitorSession(base.NvmlSession):
         try:
             return reader.read(handle)
         except Exception as exc:
-            entry = base.error_entry(exc)
+            entry = rec.failed(exc)
             if entry.get("value") == base.NOT_SUPPORTED:
                 static["field_values"] = entry
             return entry
