@@ -127,3 +127,22 @@ def test_a_file_changed_within_the_settling_time_is_read_at_every_use(
     for value in (6, 4, 7):
         site.write_text(f"[gpu]\nnvml_settings_refresh_ticks = {value}\n")  # no pause: maybe one tick
         assert ticks(opts) == value
+
+
+def test_a_live_monitor_reports_a_broken_site_file_at_every_tick_and_its_fix_at_the_next(site: Path) -> None:
+    from gpu_preflight.server.monitor import Monitor
+
+    monitor = Monitor(RunOptions(config_file=str(site), environ={}, timeout_s=20.0), 1.0)
+    try:
+        assert isinstance(monitor.options.state, dict) and isinstance(monitor.options.state[CONFIG_CACHE], ConfigCache)
+        first = monitor.tick()
+        assert first.error is None and first.report is not None
+        write(site, "[gpu]\nnvml_settings_refresh_ticks = 0\n")
+        for _ in range(2):
+            snap = monitor.tick()
+            assert snap.report is None and snap.error is not None and "ConfigError" in snap.error
+        write(site, "[gpu]\nnvml_settings_refresh_ticks = 6\n")
+        fixed = monitor.tick()
+        assert fixed.error is None and fixed.report is not None
+    finally:
+        monitor.stop()

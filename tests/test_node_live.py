@@ -229,7 +229,8 @@ def test_monitor_starts_no_process_after_its_first_tick(stub_lib: Path, tmp_path
     assert out["available"] is True
     assert out["nvml"] == [1, True, False]  # one nvmlInit for four ticks, released when the monitor stops
     # at 60 s: NVML let go per tick
-    assert out["slow"] == ["kernel_log_follower", "nvml_dump_on_demand", "process_scan", "tool_cache"]
+    assert out["slow"] == ["config_cache", "fabric_cache", "host_sampler", "kernel_log_follower",
+                           "nvml_dump_on_demand", "process_scan", "tool_cache"]
 
 
 # --- the kernel-log follower ---------------------------------------------------------------

@@ -15,12 +15,15 @@ to S3, MLflow and an HTTP endpoint (:mod:`gpu_preflight.redact` masks what still
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from ..records.fabric import OfiPlugin as OfiPlugin
 
-__all__ = ["OfiPlugin", "fabric_environment", "find_ofi_plugin"]
+__all__ = ["FABRIC_CACHE", "FabricCache", "OfiPlugin", "fabric_environment", "find_ofi_plugin"]
 
 _EFA_KNOBS = (
     "CQ_SIZE", "EFA_CQ_READ_SIZE", "ENABLE_SHM_TRANSFER", "FORK_SAFE", "HOMOGENEOUS_PEERS",
@@ -45,6 +48,8 @@ ENV_NAMES = frozenset({
     "FI_LOG_LEVEL", "FI_HMEM_CUDA_USE_GDRCOPY",
     *(f"FI_EFA_{k}" for k in _EFA_KNOBS), *(f"OFI_NCCL_{k}" for k in _OFI_NCCL_KNOBS)})
 DEFAULT_NAMES = ("libnccl-net.so", "libnccl-net-ofi.so", "libnccl-net-aws-ofi.so")
+_SORTED_NAMES = tuple(sorted(ENV_NAMES))
+FABRIC_CACHE = "fabric_cache"  # RunOptions.state key of a monitor's FabricCache
 
 
 def fabric_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -53,7 +58,7 @@ def fabric_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
     from ..redact import redact_env
 
     env = os.environ if environ is None else environ
-    return redact_env({k: env[k] for k in sorted(ENV_NAMES) if k in env})
+    return redact_env({k: env[k] for k in _SORTED_NAMES if k in env})
 
 
 def _candidates(requested: str | None) -> list[str]:
@@ -86,3 +91,48 @@ def find_ofi_plugin(dirs: Iterable[str], environ: Mapping[str, str] | None = Non
             if candidate.is_file():
                 return OfiPlugin(True, str(candidate), requested, search)
     return OfiPlugin(False, None, requested, search)
+
+
+class FabricCache:
+    """A monitor's answers of :func:`find_ofi_plugin` and :func:`fabric_environment`, kept between ticks.
+
+    Looking for the plugin stats every candidate name in every directory (~27 files, a
+    quarter of a millisecond a tick); a plugin installed or removed meanwhile is seen once
+    the answer is ``max_age_s`` old (the monitor's tool refresh, as for ``fi_info``'s
+    answer), or at once when ``NCCL_NET_PLUGIN``, ``LD_LIBRARY_PATH`` or the directories
+    change. The environment is redacted again only when one of its variables changed.
+    """
+
+    def __init__(self, max_age_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_age_s = max_age_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._plugin: tuple[tuple[object, ...], float, OfiPlugin] | None = None
+        self._env: tuple[tuple[tuple[str, str], ...], dict[str, str]] | None = None
+        self.searches = 0
+
+    def plugin(self, dirs: Iterable[str], environ: Mapping[str, str] | None = None) -> OfiPlugin:
+        env = os.environ if environ is None else environ
+        dirs = tuple(dirs)
+        key = (dirs, env.get("NCCL_NET_PLUGIN"), env.get("LD_LIBRARY_PATH"))
+        now = self._clock()
+        with self._lock:
+            kept = self._plugin
+        if kept is None or kept[0] != key or now - kept[1] >= self.max_age_s:
+            kept = (key, now, find_ofi_plugin(dirs, env))
+            with self._lock:
+                self._plugin = kept
+                self.searches += 1
+        found = kept[2]
+        return replace(found, searched=list(found.searched))  # the caller's own: a report may be edited
+
+    def environment(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = os.environ if environ is None else environ
+        key = tuple((k, env[k]) for k in _SORTED_NAMES if k in env)
+        with self._lock:
+            kept = self._env
+        if kept is None or kept[0] != key:
+            kept = (key, fabric_environment(env))
+            with self._lock:
+                self._env = kept
+        return dict(kept[1])

@@ -28,13 +28,16 @@ def fabric_probe(ctx: ProbeContext) -> FabricFacts:
     if reason := replay_reason(ctx):
         facts.reason = reason
         return facts
-    from ..backends.fabric import fabric_environment, find_ofi_plugin
+    from ..backends.fabric import FABRIC_CACHE, fabric_environment, find_ofi_plugin
     from ..backends.infiniband import read_tree
 
     tree = read_tree(cfg.infiniband_sysfs)
     facts.efa_devices = tree.efa_devices
-    facts.plugin = find_ofi_plugin(cfg.ofi_nccl_plugin_dirs)
-    facts.env = fabric_environment()
+    kept = ctx.options.get(FABRIC_CACHE)  # a monitor's: the plugin looked for again every tool refresh
+    if kept is not None:
+        facts.plugin, facts.env = kept.plugin(cfg.ofi_nccl_plugin_dirs), kept.environment()
+    else:
+        facts.plugin, facts.env = find_ofi_plugin(cfg.ofi_nccl_plugin_dirs), fabric_environment()
     if not fi_info_needed(cfg.fabric_provider, facts.efa_devices, tree.readable, cfg.efa_expected):
         return facts
     limit, capped = time_limit(ctx, cfg.tool_timeout_s)

@@ -32,13 +32,14 @@ def system_probe(ctx: ProbeContext) -> SystemFacts:
         from .gpu import load_dump
 
         return system_from_dump(load_dump(replay), str(replay))
-    from ..backends.system import read_system
+    from ..backends.system import HOST_SAMPLER, read_system
     from .shared import PROCESS_SCAN
 
     scan = ctx.options.get(PROCESS_SCAN)  # a monitor's: the process list re-read on a cadence
     refresh_s = ctx.config.system.process_scan_refresh_s
     return read_system(_disk_paths(ctx.config.system.disk_paths, ctx.options.get("report_dir")),
-                       processes=(lambda: scan.names(refresh_s)) if scan is not None else None)
+                       processes=(lambda: scan.names(refresh_s)) if scan is not None else None,
+                       sampler=ctx.options.get(HOST_SAMPLER))
 
 
 def _disk_paths(configured: Any, report_dir: Any) -> list[str]:

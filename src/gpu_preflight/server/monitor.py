@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..engine import RunOptions, WorkerPool
+from ..engine import CONFIG_CACHE, ConfigCache, RunOptions, WorkerPool
 from ..health.bounded import BoundedCall, Timeout
 from ..health.gpu_health import GPUHealthCheck
 from ..health.reader import NvmlReader, deadline_for
@@ -171,13 +171,16 @@ def _settings_every(options: RunOptions) -> int:
 def _tick_state(refresh_s: float, interval_s: float, settings_every: int = 10) -> dict[str, object]:
     """What the monitor's runs keep from tick to tick (see :class:`gpu_preflight.registry.ProbeState`)."""
     from ..backends.commands import ToolCache
+    from ..backends.fabric import FABRIC_CACHE, FabricCache
     from ..backends.kernel_log import KmsgFollower
     from ..backends.nvml_session import MonitorSession
     from ..backends.process_scan import ProcessScan
+    from ..backends.system import HOST_SAMPLER, HostSampler
     from ..registry import KERNEL_LOG_FOLLOWER, NVML_DUMP_ON_DEMAND, NVML_SESSION, PROCESS_SCAN, TOOL_CACHE
 
     state: dict[str, object] = {KERNEL_LOG_FOLLOWER: KmsgFollower(refresh_s), TOOL_CACHE: ToolCache(refresh_s),
-                                PROCESS_SCAN: ProcessScan(), NVML_DUMP_ON_DEMAND: True}
+                                PROCESS_SCAN: ProcessScan(), NVML_DUMP_ON_DEMAND: True, CONFIG_CACHE: ConfigCache(),
+                                FABRIC_CACHE: FabricCache(refresh_s), HOST_SAMPLER: HostSampler(refresh_s)}
     if interval_s < NVML_KEEP_OPEN_BELOW_S:
         state[NVML_SESSION] = MonitorSession(settings_every=settings_every)
     return state
