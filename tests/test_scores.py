@@ -199,10 +199,11 @@ def test_connectivity_star_from_node_links_and_from_a_pair_matrix() -> None:
     assert conn["cells"][1][2] is None and conn["cells"][2][0] == {"gbps": 47.0, "status": "PASS"}
     links = compute_scores(healthy)["components"]["performance_consistency"]["measurements"]
     assert any(m["family"] == "node_links" and m["n"] == 2 for m in links)
-    measured = [{"members": [1, 2], "status": "ok", "gbps": 40.0, "rail": 0},
-                {"members": [1, 2], "status": "ok", "gbps": 30.0, "rail": 1},
-                {"members": [0, 2], "status": "timeout"}, {"members": [0, 1, 2], "status": "ok", "gbps": 9.0},
-                {"a": "h0", "b": "h1", "gbps": 45.0, "result": "slow"}]
+    measured: list[dict[str, Any]] = [
+        {"members": [1, 2], "status": "ok", "gbps": 40.0, "rail": 0},
+        {"members": [1, 2], "status": "ok", "gbps": 30.0, "rail": 1},
+        {"members": [0, 2], "status": "timeout"}, {"members": [0, 1, 2], "status": "ok", "gbps": 9.0},
+        {"a": "h0", "b": "h1", "gbps": 45.0, "result": "slow"}]
     full = connectivity(healthy, measured)
     assert full is not None and full["source"] == "matrix"
     pairs = {(p["a"], p["b"]): (p["gbps"], p["status"]) for p in full["pairs"]}
