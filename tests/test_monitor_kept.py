@@ -129,3 +129,27 @@ def test_the_system_probe_uses_a_monitors_sampler() -> None:
     ctx = ProbeContext.from_options(build_config(environ={})[0], {HOST_SAMPLER: sampler}, 30.0)
     facts = system_probe(ctx)
     assert sampler.last is not None and facts.disks and facts.disks[0].mountpoint == "/"
+
+
+def test_a_ticks_metrics_are_rendered_at_the_first_scrape_and_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpu_preflight.model import CheckResult, Finding, NodeReport, Status
+    from gpu_preflight.server import metrics
+    from gpu_preflight.server.state import Snapshot
+
+    report = NodeReport(hostname="h", timestamp="t", results=[
+        CheckResult("system.cpu", "CPU", [Finding("system.cpu", Status.WARN, "h", "busy", "busy")], 0.25)])
+    rendered: list[int] = []
+    real = metrics.tick_metrics
+
+    def counted(*args: object) -> str:
+        rendered.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(metrics, "tick_metrics", counted)
+    snap = Snapshot(tick=7, finished_at=1700000000.5, finished_mono=10.0, duration_s=0.125, report=report,
+                    error=None, gpu=None, runs_total=7, run_failures_total=2)
+    assert rendered == []
+    text = snap.metrics
+    assert text == real(report, None, 7, 2, 0.125, 1700000000.5) and snap.metrics is text and rendered == [1]
+    assert "gpu_preflight_runs_total 7\n" in text and "gpu_preflight_run_failures_total 2\n" in text
+    assert 'gpu_preflight_check_status{check="system.cpu",status="warn"} 1' in text

@@ -669,7 +669,7 @@ def test_readiness_and_liveness_rules_fail_closed() -> None:
         fields: dict[str, Any] = {
             "tick": 1, "finished_at": 0.0, "finished_mono": 100.0, "duration_s": 0.1,
             "report": NodeReport(hostname="h", timestamp="t", results=passed), "error": None, "gpu": None,
-            "metrics": "", "runs_total": 1, "run_failures_total": 0}
+            "runs_total": 1, "run_failures_total": 0}
         return Snapshot(**{**fields, **changes})
 
     rule = {"stale_after_s": 10.0, "fail_on": "fail", "healthy_when_unknown": False}

@@ -36,7 +36,6 @@ from ..health.bounded import BoundedCall, Timeout
 from ..health.gpu_health import GPUHealthCheck
 from ..health.reader import NvmlReader, deadline_for
 from ..model import NodeReport
-from . import metrics
 from .state import AliveSample, Snapshot
 
 log = logging.getLogger(__name__)
@@ -142,9 +141,7 @@ class Monitor:
         finished = time.time()
         snap = Snapshot(
             tick=self._runs, finished_at=finished, finished_mono=time.monotonic(), duration_s=duration,
-            report=report, error=error, gpu=health,
-            metrics=metrics.tick_metrics(report, health, self._runs, self._failures, duration, finished),
-            runs_total=self._runs, run_failures_total=self._failures)
+            report=report, error=error, gpu=health, runs_total=self._runs, run_failures_total=self._failures)
         with self._changed:
             self._snapshot = snap
             self._busy_since = None

@@ -28,9 +28,17 @@ class Snapshot:
     report: NodeReport | None
     error: str | None
     gpu: HealthStatus | None  # None when GPU monitoring is disabled
-    metrics: str  # the per-tick part of /metrics
     runs_total: int
     run_failures_total: int
+
+    @cached_property
+    def metrics(self) -> str:
+        """The per-tick part of ``/metrics``, rendered at the first scrape after the tick: a
+        1-second monitor scraped every 15 s would otherwise render 14 expositions nobody reads."""
+        from .metrics import tick_metrics
+
+        return tick_metrics(self.report, self.gpu, self.runs_total, self.run_failures_total, self.duration_s,
+                            self.finished_at)
 
     @cached_property
     def report_json(self) -> str:
