@@ -297,3 +297,22 @@ def test_unlisted_passes_of_a_large_cluster_prove_the_core() -> None:
     scores = compute_scores(report)
     assert scores["overall"]["incomplete"] == []
     assert scores["components"]["hardware_health"]["tested"]
+
+
+def test_a_process_that_ran_node_checks_still_scores_and_groups_cluster_ids() -> None:
+    """Node runs import only the node checks; the same process reading a cluster report later
+    (a server re-rendering a saved report) must still count a cluster check where it belongs."""
+    import subprocess
+    import sys
+
+    from .conftest import H200_DUMP
+
+    code = ("from gpu_preflight import run_checks\n"
+            f"run_checks(replay={str(H200_DUMP)!r}, include=['gpu.*'], environ={{}})\n"
+            "import sys\n"
+            "assert 'gpu_preflight.checks.cluster_compute' not in sys.modules\n"
+            "from gpu_preflight.report.scores import component_of\n"
+            "from gpu_preflight.report.canonical import finding_groups\n"
+            "print(component_of('network.node_links'), finding_groups('compute.gemm'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert out.stdout.split(maxsplit=1) == ["network_infrastructure", "('compute',)\n"], out.stderr

@@ -429,6 +429,29 @@ def describe(report_id: str) -> Described:
         raise UnknownKey(f"no check or report id {report_id!r}{hint}") from None
 
 
+def generation() -> tuple[int, int]:
+    """Changes whenever a check or declared id is registered: a cache of what the ids mean keys on it."""
+    return CHECKS.generation, DECLARED.generation
+
+
+def cover(report_id: str) -> bool:
+    """Import the cluster checks when ``report_id`` is none of the ids imported so far; returns
+    whether that imported anything (the derived tables then rebuild).
+
+    The tables are built from the scopes imported so far (:func:`_known_now`), so that a node
+    run never pays for the cluster checks. A process that ran node checks and then reads a
+    cluster report (a server re-rendering a saved report, one test after another) would
+    otherwise count a cluster check's findings in no group and against no declared component.
+    """
+    if "cluster" in _discovered:
+        return False
+    base = report_id.partition("@")[0]  # a levelled group key, dcgm.diag@r2
+    if base in CHECKS or base in DECLARED:
+        return False
+    discover(None)
+    return True
+
+
 def _known_now() -> list[Described]:
     """What the derived tables are built from: the ids of the scopes imported so far.
 

@@ -30,7 +30,7 @@ from ..model import (
     verdict,
 )
 from ..records.topology import topology_summary
-from ..registry import test_groups
+from ..registry import cover, generation, test_groups
 from .diagnostic_sections import diagnostic_sections
 
 if TYPE_CHECKING:
@@ -61,9 +61,18 @@ RESULT_WORDS = {0: "SUCCESS", 1: "WARNING", 2: "FAILURE", 3: "ERROR"}
 LEVELLED = "dcgm."  # check ids whose findings say which diagnostic level found them (details.level)
 
 
-@functools.cache
 def _groups_of(key: str) -> tuple[str, ...]:
-    """The test groups a group key belongs to (cached: one glob match per key, not per finding)."""
+    """The test groups a group key belongs to; an id no imported check knows imports the rest
+    first (:func:`~gpu_preflight.registry.cover`)."""
+    groups = _groups_at(key, generation())
+    if not groups and cover(key):
+        groups = _groups_at(key, generation())
+    return groups
+
+
+@functools.cache
+def _groups_at(key: str, _generation: tuple[int, int]) -> tuple[str, ...]:
+    """Cached per key and per state of the registries: one glob match per key, not per finding."""
     return tuple(name for name, pats in TEST_GROUPS.items() if any(id_matches(key, p) for p in pats))
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from ..config.report_schema import COMPONENTS, ReportConfig
 from ..model import Status, gating_statuses, id_matches
-from ..registry import blocking_codes, component_rules, core_table
+from ..registry import blocking_codes, component_rules, core_table, cover
 from .connectivity import connectivity
 from .measurements import gemm_by_gpu, node_peak_busbw, num
 from .model import ClusterReport, ReportFinding
@@ -84,6 +84,8 @@ def component_of(check_id: str) -> str:
     """The component a check's findings count against."""
     for pattern, component in COMPONENT_RULES:
         if id_matches(check_id, pattern):
+            if pattern == "*" and cover(check_id):  # an id of a scope not imported yet: import it, look again
+                return component_of(check_id)
             return component
     return "service_reliability"
 
