@@ -380,14 +380,14 @@ def _run_probes_in_turn(names: list[str], ctx: ProbeContext, timeout_s: float,
                 i = cursor[0]
                 cursor[0] += 1
                 started[i], runner[i] = time.monotonic(), worker
-                changed.notify_all()  # the caller times the hand-over from here
             try:
                 result: tuple[bool, Any] = (True, calls[i][2]())
             except BaseException as exc:  # a probe's crash is its error, whatever it raised
                 result = (False, exc)
             with changed:
                 outcome[i] = result
-                changed.notify_all()
+                if all(outcome[k] is not None or resolved[k] for k in range(count)):
+                    changed.notify_all()  # the caller sleeps until then, a deadline or a hand-over
 
     facts: dict[str, Any] = {}
     errors: dict[str, str] = {}
@@ -419,8 +419,11 @@ def _run_probes_in_turn(names: list[str], ctx: ProbeContext, timeout_s: float,
                 handed.update(stalled)
                 pool.submit(lane)
             wake = [t0 + limit for i, (_, limit, _) in enumerate(calls) if not resolved[i]]
-            wake += [since + handover_s for i in range(count)
-                     if (since := started[i]) is not None and outcome[i] is None and i not in handed]
+            running = [since + handover_s for i in range(count)
+                       if (since := started[i]) is not None and outcome[i] is None and i not in handed]
+            if not running and cursor[0] < count:
+                running.append(now + handover_s)  # the next probe has not started yet: look again by then
+            wake += running
             if wake:
                 changed.wait(max(0.0, min(wake) - now))
     return facts, errors

@@ -486,6 +486,7 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
     outs = list(filled)  # what is returned: a GPU marked hung gets a frozen copy here
     recorders = recorders if recorders is not None else [_Recorder(nvml) for _ in range(count)]
     done = [False] * count
+    given_up: set[int] = set()  # GPUs the watcher marked hung
     finished = threading.Condition()
     waiting = list(range(count))  # GPUs no reader has taken yet
 
@@ -504,7 +505,8 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
         finally:
             with finished:
                 done[i] = True
-                finished.notify_all()
+                if all(d or k in given_up for k, d in enumerate(done)):
+                    finished.notify_all()  # the watcher also wakes by itself for each call deadline
 
     def reader() -> None:
         while True:
@@ -521,7 +523,7 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
     for _ in range(1 if one_reader else count):
         start_reader()
     _watch(done, recorders, outs, finished, time.monotonic() + timeout_s, timeout_s, call_timeout_s,
-           on_hung=start_reader if one_reader else None)
+           on_hung=start_reader if one_reader else None, given_up=given_up)
     with finished:
         waiting.clear()  # past the deadline: a reader still blocked in the driver starts no other GPU
     return outs
@@ -529,13 +531,19 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
 
 def _watch(done: list[bool], recorders: list[_Recorder], outs: list[dict[str, Any]],
            finished: threading.Condition, deadline: float, timeout_s: float, call_timeout_s: float | None,
-           on_hung: Callable[[], None] | None = None) -> None:
+           on_hung: Callable[[], None] | None = None, given_up: set[int] | None = None) -> None:
     """Wait for the GPU readers; freeze and mark each GPU whose call overran (``on_hung``
-    then starts a reader for the GPUs not yet read), or all left at ``deadline``."""
+    then starts a reader for the GPUs not yet read), or all left at ``deadline``.
+
+    The readers wake the watcher only once every GPU not in ``given_up`` (those it marked)
+    is read: woken per GPU, it cost a monitor's tick a GIL hand-over per GPU. It looks at the
+    calls in progress at least every call deadline on its own."""
+    marked = given_up if given_up is not None else set()
 
     def hung(i: int, call: str | None, after_s: float) -> None:
         outs[i] = dict(outs[i])  # freeze what was read; the thread may still write to the old dict
         outs[i]["timed_out"] = {"call": call, "after_s": after_s}
+        marked.add(i)
 
     pending = set(range(len(done)))
     with finished:
