@@ -29,7 +29,7 @@ LAYER_OF = {
     "checks": "checks", "diagnostics.verdicts": "checks", "parsers": "parsers",
     "backends": "backends", "distributed.topology": "backends", "distributed.rendezvous_view": "backends",
     "workloads": "workloads", "probes": "probes", "diagnostics": "probes",
-    "engine": "engine", "evidence": "engine", "snapshots": "engine", "ids": "engine",
+    "engine": "engine", "evidence": "engine", "snapshots": "engine", "ids": "model",  # names only
     "findings": "findings", "cluster": "findings", "localize": "findings", "health.status": "findings",
     "report.canonical": "findings", "report.diagnostic_sections": "findings", "report.model": "findings",
     "distributed": "distributed", "report": "report", "outputs": "outputs", "history": "outputs",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_preflight import ids as id_names
 from gpu_preflight import registry
 from gpu_preflight.cli.main import main
 
@@ -34,8 +35,8 @@ def fixture_ids() -> set[str]:
 
 def source_ids() -> set[str]:
     """The first argument of every ``Finding(...)`` call in src/ that is a string literal,
-    and every ``CHECK``/``CHECK_ID`` constant."""
-    ids: set[str] = set()
+    every ``CHECK``/``CHECK_ID`` constant and every name in :mod:`gpu_preflight.ids`."""
+    ids: set[str] = {getattr(id_names, name) for name in id_names.__all__}
     for path in SRC.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Finding" and node.args:

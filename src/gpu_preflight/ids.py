@@ -1,26 +1,42 @@
-"""The report ids that code outside ``checks/`` names, as constants from where they are declared.
+"""The report ids that code outside ``checks/`` names, in one place on the model floor.
 
-History compares ``compute.gemm`` findings, the health API reads ``gpu.nvml``, localisation
-writes ``localize.suspect``. Typed as string literals there, a renamed check would leave
-them reading nothing, silently. Each constant here comes from the check module that
-registers the id (``@check(NVML_ID, ...)``) or from its ``declare()`` call, so a rename
-changes them too; ``tests/test_id_literals.py`` fails on a new literal outside ``checks/``.
+History compares ``compute.gemm`` findings, the health API reads ``gpu.nvml``, the scores
+count ``gpu.inventory.count``, localisation writes ``localize.suspect``. Typed as string
+literals there, a renamed check would leave them reading nothing, silently. So each id
+below is what the check or declaration that produces it registers (``@check(NVML_ID, ...)``,
+``declare(RUN_COVERAGE_ID, ...)``): a rename here renames both sides.
+``tests/test_id_literals.py`` fails on a registered id typed as a literal outside ``checks/``
+and on a constant here that nothing registers.
 
-The layers outside the engine may not import ``checks/`` (pure rules, private to the
-engine), so they import the ids from here.
+Plain strings, importing nothing: every layer may read them (the report layer included,
+which may not import the checks).
 """
 
 from __future__ import annotations
 
-from .checks.cluster_ids import GEMM_ID, MEMORY_BANDWIDTH_ID
-from .checks.gpu_inventory import NVML_ID
-from .checks.gpu_recovery import RECOVERY_ACTION_ID
-from .checks.report_ids import HISTORY_REGRESSION, HISTORY_REPEAT_OFFENDER, LOCALIZE_SUSPECT
+__all__ = [
+    "CLUSTER_NODE_REPORT_ID", "EVIDENCE_JUDGE_ID", "GEMM_ID", "GPU_POWER_ID", "GPU_THERMAL_ID",
+    "HISTORY_REGRESSION_ID", "HISTORY_REPEAT_OFFENDER_ID", "INVENTORY_COUNT_ID", "LOCALIZE_SUSPECT_ID",
+    "MEMORY_BANDWIDTH_ID", "NODE_LINKS_ID", "NVML_ID", "PINGPONG_ID", "RECOVERY_ACTION_ID", "RUN_COVERAGE_ID",
+    "WORKLOADS_ID",
+]
 
-__all__ = ["GEMM_ID", "HISTORY_REGRESSION", "HISTORY_REGRESSION_ID", "HISTORY_REPEAT_OFFENDER",
-           "HISTORY_REPEAT_OFFENDER_ID", "LOCALIZE_SUSPECT_ID", "MEMORY_BANDWIDTH_ID", "NVML_ID",
-           "RECOVERY_ACTION_ID"]
-
-HISTORY_REGRESSION_ID = HISTORY_REGRESSION.id
-HISTORY_REPEAT_OFFENDER_ID = HISTORY_REPEAT_OFFENDER.id
-LOCALIZE_SUSPECT_ID = LOCALIZE_SUSPECT.id
+# GPU checks (checks/gpu_*.py)
+NVML_ID = "gpu.nvml"  # the health API and the NVML helper run and read it
+INVENTORY_COUNT_ID = "gpu.inventory.count"  # scores: "no GPU" against "--expect-gpus 0"
+RECOVERY_ACTION_ID = "gpu.recovery_action"  # the health API reads it
+GPU_THERMAL_ID = "gpu.thermal"  # the HTML report plots it
+GPU_POWER_ID = "gpu.power"
+# cluster checks (checks/cluster_*.py)
+GEMM_ID = "compute.gemm"  # history compares it; the report plots and measures it
+MEMORY_BANDWIDTH_ID = "memory.bandwidth"
+NODE_LINKS_ID = "network.node_links"  # the connectivity matrix
+PINGPONG_ID = "fabric.pingpong"  # the assessment's pair latencies
+# declared ids no check produces (checks/report_ids.py, checks/evidence.py)
+HISTORY_REGRESSION_ID = "history.regression"
+HISTORY_REPEAT_OFFENDER_ID = "history.repeat_offender"
+LOCALIZE_SUSPECT_ID = "localize.suspect"
+RUN_COVERAGE_ID = "run.coverage"
+CLUSTER_NODE_REPORT_ID = "cluster.node_report"
+WORKLOADS_ID = "workloads"
+EVIDENCE_JUDGE_ID = "evidence.judge"

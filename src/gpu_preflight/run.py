@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .config import Config
+from .ids import WORKLOADS_ID
 from .outputs.options import OutputOptions
 
 if TYPE_CHECKING:
@@ -233,8 +234,8 @@ class _Run:
 
         node = run_checks(self._engine_options(self.settings.timeout_s or 30.0))
         if note:
-            node.results.append(CheckResult("workloads", "Distributed workloads", [Finding(
-                "workloads", Status.SKIP, node.hostname, "not_run", note,
+            node.results.append(CheckResult(WORKLOADS_ID, "Distributed workloads", [Finding(
+                WORKLOADS_ID, Status.SKIP, node.hostname, "not_run", note,
                 recommendation="pip install 'gpu-preflight[torch]' to run GEMM, memory, collectives and training.")],
                 0.0))
         explicit = self.settings.profile not in (None, "auto")

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from operator import itemgetter
 from typing import Any
 
+from ..ids import NODE_LINKS_ID
 from ..model import Finding, Status
 from ..records import ClusterView
 from ..registry import CheckContext, check
@@ -190,7 +191,7 @@ def _allreduce_pass(ctx: CheckContext, subject: str, busbw: float, entry: dict[s
                        observed=round(busbw, 3), expected=f">= {floor.gbps:g}" if floor else None, unit="GB/s")
 
 
-@check("network.node_links", needs=("cluster",), scope="cluster", group=(), component="network_infrastructure",
+@check(NODE_LINKS_ID, needs=("cluster",), scope="cluster", group=(), component="network_infrastructure",
        core=True)
 def node_links(ctx: CheckContext) -> Iterator[Finding]:
     """Every node exchanges data with node 0 at the speed of its peers.

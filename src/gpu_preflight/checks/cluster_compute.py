@@ -7,12 +7,12 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, cast
 
+from ..ids import GEMM_ID, MEMORY_BANDWIDTH_ID
 from ..model import Finding, Status
 from ..records import ClusterView
 from ..records.columns import GemmColumns
 from ..registry import CheckContext, check
 from .cluster_comm import cluster
-from .cluster_ids import GEMM_ID, MEMORY_BANDWIDTH_ID
 from .cluster_load import explain
 from .cluster_rollup import Passes, Series
 from .common import version_below

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..config.diagnostics import diagnostics_config
+from ..ids import PINGPONG_ID
 from ..model import Finding, Status
 from ..records import ClusterView, pingpong_pairs
 from ..records.errors import ParseError
@@ -13,7 +14,7 @@ from ..records.libfabric import PingpongRecord
 from ..registry import CheckContext, check
 from .evidence import judge_record, parse_error_finding
 
-CHECK = "fabric.pingpong"
+CHECK = PINGPONG_ID
 
 
 def _expected(ctx: CheckContext, c: ClusterView, provider: str, nodes: list[int]) -> bool:

@@ -29,6 +29,7 @@ import pkgutil
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..ids import EVIDENCE_JUDGE_ID
 from ..model import Finding, Status
 from ..registries import Registry
 from ..registry import declare, fail_closed
@@ -46,7 +47,7 @@ EVIDENCE_IDS = (
             """A saved tool output could be read as the kind detected (or given with ``--kind``):
             ERROR with the line where parsing stopped otherwise. Nothing in it was judged.""",
             group=(), component="service_reliability"),
-    declare("evidence.judge", "The evidence could be judged",
+    declare(EVIDENCE_JUDGE_ID, "The evidence could be judged",
             """The evidence's judge ran and said something: ERROR when no judge knows the kind,
             the judge crashed, hung past its time limit or produced no finding.""",
             group=(), component="service_reliability"),
@@ -100,9 +101,9 @@ def judge_record(kind: str, record: Any, config: Config, *, source: str = "evide
     """
     judge = JUDGES.find(kind)
     if judge is None:
-        return [Finding("evidence.judge", Status.ERROR, source, "no_judge",
+        return [Finding(EVIDENCE_JUDGE_ID, Status.ERROR, source, "no_judge",
                         f"no judgement rules for evidence kind {kind!r}", details={"kind": kind})]
-    findings, answered = fail_closed(lambda: judge(record, config, source), check_id="evidence.judge",
+    findings, answered = fail_closed(lambda: judge(record, config, source), check_id=EVIDENCE_JUDGE_ID,
                                      subject=source, crashed="judge_crashed", what=f"judging {kind}",
                                      recommendation="This is a gpu-preflight bug: please report it with the "
                                                     "input file.",

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
+from ..ids import INVENTORY_COUNT_ID, NVML_ID
 from ..model import Finding, Status
 from ..records import GpuFacts, GpuRecord
 from ..registry import CheckContext, check
 from .common import gpu_subject, gpu_targets, not_read, per_gpu, version_below
 
-NVML_ID = "gpu.nvml"  # the health API and the nvml helper run and read it
 RESET = "Reset the GPU (nvidia-smi -r) or reboot the node; if it recurs, drain the node and RMA the GPU."
 
 
@@ -58,7 +58,7 @@ def nvml_access(ctx: CheckContext) -> Iterator[Finding]:
                           observed=len(facts.gpus))
 
 
-@check("gpu.inventory.count", needs=("gpu",), group="gpu_detection", component="hardware_health",
+@check(INVENTORY_COUNT_ID, needs=("gpu",), group="gpu_detection", component="hardware_health",
        blocking_codes=("no_gpus",))
 def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
     """The node has the GPUs it should: count (and model, if configured) as expected.

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..ids import RECOVERY_ACTION_ID
 from ..model import Finding, Status
 from ..records import GpuFacts, GpuRecord
 from ..recovery import MIN_DRIVER, recovery_action
 from ..registry import CheckContext, check
 from .common import is_number, per_gpu, version_below
-
-RECOVERY_ACTION_ID = "gpu.recovery_action"  # the health API reads it
 
 
 @check(RECOVERY_ACTION_ID, needs=("gpu",), group="gpu_health", component="hardware_health", core=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..ids import GPU_POWER_ID, GPU_THERMAL_ID
 from ..model import Finding, Status
 from ..records import GpuRecord
 from ..registry import CheckContext, check
@@ -41,7 +42,7 @@ def decode_clock_reasons(mask: int) -> list[str]:
     return names
 
 
-@check("gpu.thermal", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
+@check(GPU_THERMAL_ID, needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
 @per_gpu
 def temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """GPU and memory temperatures are clear of the GPU's own slowdown limits.
@@ -116,7 +117,7 @@ def clock_events(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fi
                                    "sm_clock_max_mhz": gpu.sm_clock_max_mhz})
 
 
-@check("gpu.power", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
+@check(GPU_POWER_ID, needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
 @per_gpu
 def power_limit(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """The enforced power limit is not below the board's default.

@@ -10,13 +10,21 @@ from __future__ import annotations
 from dataclasses import fields
 
 from ..config.localize import LocalizeSettings
+from ..ids import (
+    CLUSTER_NODE_REPORT_ID,
+    HISTORY_REGRESSION_ID,
+    HISTORY_REPEAT_OFFENDER_ID,
+    LOCALIZE_SUSPECT_ID,
+    RUN_COVERAGE_ID,
+    WORKLOADS_ID,
+)
 from ..registry import declare
 
 __all__ = ["CLUSTER_NODE_REPORT", "HISTORY_REGRESSION", "HISTORY_REPEAT_OFFENDER", "LOCALIZE_SUSPECT",
            "RUN_COVERAGE", "WORKLOADS"]
 
 HISTORY_REGRESSION = declare(
-    "history.regression", "No regression against the run history",
+    HISTORY_REGRESSION_ID, "No regression against the run history",
     """A measurement fell against this cluster's own recent runs (``gpu-preflight history``).
 
     WARN when a pair's or collective's bandwidth fell by more than
@@ -28,7 +36,7 @@ HISTORY_REGRESSION = declare(
     settings=("history.bandwidth_regression_fraction", "history.tflops_regression_fraction",
               "history.baseline_runs", "history.baseline_min_samples"))
 HISTORY_REPEAT_OFFENDER = declare(
-    "history.repeat_offender", "No GPU with a failure record",
+    HISTORY_REPEAT_OFFENDER_ID, "No GPU with a failure record",
     """A GPU (by serial) failed again: the history holds earlier failures of the same GPU.
 
     WARN for a GPU whose findings of ``history.repeat_offender_checks`` had a status in
@@ -38,7 +46,7 @@ HISTORY_REPEAT_OFFENDER = declare(
     settings=("history.repeat_offender_checks", "history.repeat_offender_statuses",
               "history.repeat_offender_window_days"))
 LOCALIZE_SUSPECT = declare(
-    "localize.suspect", "No node or link singled out as slow",
+    LOCALIZE_SUSPECT_ID, "No node or link singled out as slow",
     """The localisation rounds (``gpu-preflight localize`` or ``run --localize``) named a slow
     or failing node, GPU or link by testing subsets of the cluster against each other.
 
@@ -46,18 +54,18 @@ LOCALIZE_SUSPECT = declare(
     group=(), component="network_infrastructure", core=True,
     settings=tuple(f"localize.{f.name}" for f in fields(LocalizeSettings)))  # every rule of the rounds
 RUN_COVERAGE = declare(
-    "run.coverage", "Something was judged",
+    RUN_COVERAGE_ID, "Something was judged",
     """The run judged at least one thing: ERROR when every check was skipped or none ran, so a
     report that measured nothing can never read as a pass.""",
     group=(), component="service_reliability")
 CLUSTER_NODE_REPORT = declare(
-    "cluster.node_report", "Node report received",
+    CLUSTER_NODE_REPORT_ID, "Node report received",
     """Every node of a distributed run sent its node report to rank 0: ERROR for a node whose
     report is missing (its local rank 0 died, hung or could not be reached); that node was not
     checked.""",
     group=(), component="service_reliability")
 WORKLOADS = declare(
-    "workloads", "Distributed workloads",
+    WORKLOADS_ID, "Distributed workloads",
     """Whether the torch workloads (GEMM, memory, collectives, training) ran: SKIP with the reason
     when a run could not start them (no torch, a node-only run asked for them).""",
     group=(), component="service_reliability")

@@ -15,6 +15,7 @@ from .. import registry
 from ..config import Config
 from ..config.report_schema import report_config
 from ..engine import run_specs
+from ..ids import CLUSTER_NODE_REPORT_ID
 from ..model import CheckResult, Finding, NodeReport, Status
 from ..records import ClusterFacts
 from ..registry import CheckContext
@@ -84,8 +85,8 @@ def _node_entries(facts: ClusterFacts, fail_on: str) -> tuple[list[dict[str, Any
             missing.append(name)
             why = facts.missing.get(first, "its local rank 0 sent no node report")
             report = NodeReport(name, datetime.now(UTC).isoformat(), [CheckResult(
-                "cluster.node_report", "Node report received", [Finding(
-                    "cluster.node_report", Status.ERROR, name, "node_report_missing",
+                CLUSTER_NODE_REPORT_ID, "Node report received", [Finding(
+                    CLUSTER_NODE_REPORT_ID, Status.ERROR, name, "node_report_missing",
                     f"no node report from {name}: {why}",
                     recommendation="The node was not checked: look at the host and re-run.")], 0.0)],
                 fail_on=fail_on)

@@ -13,14 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, overload
 
-from ..ids import HISTORY_REGRESSION, HISTORY_REPEAT_OFFENDER
 from ..model import CheckResult, Finding
 from ..report.model import ClusterCheck, ClusterReport, ReportFinding
 from .extract import NodeIndex
 
 __all__ = ["add_findings"]
 
-TITLES = {spec.id: spec.title for spec in (HISTORY_REGRESSION, HISTORY_REPEAT_OFFENDER)}
 _VERDICT = ("overall_status", "exit_code", "issues", "recommendations", "counts")
 
 
@@ -48,7 +46,7 @@ def add_findings(report: ClusterReport | dict[str, Any],
     by_check: dict[str, list[Finding]] = {}
     for f in findings:
         by_check.setdefault(f.check_id, []).append(f)
-    checks = [ClusterCheck.from_dict(CheckResult(check_id, TITLES.get(check_id, check_id), found, 0.0).to_dict())
+    checks = [ClusterCheck.from_dict(CheckResult(check_id, _title(check_id), found, 0.0).to_dict())
               for check_id, found in by_check.items()]
     later = with_findings(typed, listed, checks)
     if isinstance(report, ClusterReport):
@@ -59,3 +57,15 @@ def add_findings(report: ClusterReport | dict[str, Any],
     for key in _VERDICT:
         summary[key] = fresh[key]
     return report
+
+
+def _title(check_id: str) -> str:
+    """The title the history's id was declared with (``checks/report_ids.py``; the run that
+    judged its history has imported it already), else the id itself."""
+    from ..registries import UnknownKey
+    from ..registry import describe
+
+    try:
+        return describe(check_id).title
+    except UnknownKey:
+        return check_id

@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..config.report_schema import COMPONENTS, ReportConfig
+from ..ids import PINGPONG_ID
 from ..model import Status
 from .canonical import verdict_of
 from .connectivity import node_names
@@ -174,7 +175,7 @@ def pair_latencies(report: ClusterReport | Mapping[str, Any]) -> list[dict[str, 
     typed = ClusterReport.of(report)
     names = node_names(typed)
     judged = {int(f.details["pair"]): f.status.value for f in typed.findings
-              if f.check_id == "fabric.pingpong" and isinstance(f.details.get("pair"), int)}
+              if f.check_id == PINGPONG_ID and isinstance(f.details.get("pair"), int)}
     out = []
     for i, network in enumerate(typed.nodes.blocks("network")):
         test = (network or {}).get("efa_communication_test") or {}

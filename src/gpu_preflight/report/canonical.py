@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
+from ..ids import RUN_COVERAGE_ID
 from ..model import (
     SCHEMA_VERSION,
     CheckResult,
@@ -53,7 +54,7 @@ _RANK = {s.value: s.rank for s in Status}
 GB = 1024**3
 # The finding a report gets when nothing in it was judged: it makes the ERROR verdict
 # visible in every format (a row, a JUnit <error>, a Prometheus series), not only in the exit code.
-COVERAGE_CHECK = "run.coverage"
+COVERAGE_CHECK = RUN_COVERAGE_ID
 # The [RESULT] word for each exit code: the line can never say something the exit code does not.
 RESULT_WORDS = {0: "SUCCESS", 1: "WARNING", 2: "FAILURE", 3: "ERROR"}
 

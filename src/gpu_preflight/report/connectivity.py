@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
+from ..ids import NODE_LINKS_ID
 from ..model import Status
 from .model import ClusterReport
 
@@ -43,7 +44,7 @@ def _from_findings(report: ClusterReport, ref: str) -> list[Pair]:
     peer to its speed; WARN/FAIL findings name one slow or failed peer and override it."""
     pairs: dict[str, Pair] = {}
     for f in report.findings:
-        if f.check_id != "network.node_links":
+        if f.check_id != NODE_LINKS_ID:
             continue
         observed = f.observed
         exchanges = f.details.get("exchanges")
@@ -111,7 +112,7 @@ def connectivity(report: ClusterReport | Mapping[str, Any],
         source, truncated = "localization", bool(located.get("truncated"))
     else:
         pairs = _from_findings(typed, names[0] if names else "node0")
-        source = "network.node_links"
+        source = NODE_LINKS_ID
     if not pairs:
         return None
     known = set(names)

@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from ..ids import GPU_POWER_ID, GPU_THERMAL_ID
 from .connectivity import node_names
 from .load_plots import load_plots
 from .measurements import Curve, busbw_curves, gemm_points, gpu_sensors, worst_status
@@ -155,7 +156,7 @@ def sensor_plots(report: ClusterReport | Mapping[str, Any], names: list[str] | N
     coloured by the verdict of ``gpu.thermal`` / ``gpu.power`` on that GPU (histograms of
     them all past :data:`MAX_BARS` GPUs)."""
     report = ClusterReport.of(report)
-    thermal, power_status = _statuses(report, "gpu.thermal"), _statuses(report, "gpu.power")
+    thermal, power_status = _statuses(report, GPU_THERMAL_ID), _statuses(report, GPU_POWER_ID)
     if sum(map(len, report.nodes.blocks("gpu"))) > MAX_BARS:
         temps, power, slowdown, limit = sensor_spreads(report, {"temperature": thermal, "power": power_status},
                                                        names)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..ids import GEMM_ID
 from ..model import Status
 from .connectivity import node_names
 from .model import ClusterReport, ReportFinding
@@ -49,7 +50,7 @@ def _gemm_points(findings: Iterable[ReportFinding]) -> list[GemmPoint]:
     out = []
     on_gpu: dict[str, bool] = {}  # 80,000 subjects over four precisions: one regex match each
     for f in findings:
-        if f.check_id != "compute.gemm" or f.code in ("gemm_wrong", "gemm_error", "not_run"):
+        if f.check_id != GEMM_ID or f.code in ("gemm_wrong", "gemm_error", "not_run"):
             continue
         details = f.details
         dtype, expected = details.get("dtype"), num(details.get("expected"))
@@ -78,7 +79,7 @@ def gemm_by_gpu(report: ClusterReport | Mapping[str, Any]) -> dict[str, dict[str
     borrowed: set[str] = set()  # precisions whose map is a finding's own (not to be written to)
     rest = []
     for f in ClusterReport.of(report).findings:
-        details = f.details if f.check_id == "compute.gemm" else {}
+        details = f.details if f.check_id == GEMM_ID else {}
         subjects = details.get("subjects")
         dtype = details.get("dtype")
         if details.get("rolled_up") and details.get("gpu_only") and isinstance(subjects, dict) \

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..ids import GEMM_ID
 from .connectivity import node_names
 from .measurements import Curve, num
 from .model import ClusterReport
@@ -76,7 +77,7 @@ def gemm_spreads(report: ClusterReport | Mapping[str, Any]) -> dict[str, Spread]
     """Per precision, every correct GEMM measurement (as :func:`.measurements.gemm_points` reads them)."""
     out: dict[str, Spread] = {}
     for f in ClusterReport.of(report).findings:
-        if f.check_id != "compute.gemm" or f.code in _NOT_MEASURED:
+        if f.check_id != GEMM_ID or f.code in _NOT_MEASURED:
             continue
         details = f.details
         dtype = details.get("dtype")

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..config.report_schema import COMPONENTS, ReportConfig
+from ..ids import INVENTORY_COUNT_ID
 from ..model import Status, gating_statuses, id_matches
 from ..registry import blocking_codes, component_rules, core_table, cover
 from .connectivity import connectivity
@@ -122,7 +123,7 @@ def _core_measured(component: str, pairs: Iterable[tuple[str, str]], expects_no_
 
 def _expects_no_gpus(findings: Iterable[ReportFinding]) -> bool:
     """The run was told this is a CPU-only node (``--expect-gpus 0``) and found it so."""
-    return any(f.check_id == "gpu.inventory.count" and f.status is Status.PASS and f.expected == 0 for f in findings)
+    return any(f.check_id == INVENTORY_COUNT_ID and f.status is Status.PASS and f.expected == 0 for f in findings)
 
 
 def _points(status: str, cfg: ReportConfig) -> float:
