@@ -207,10 +207,9 @@ def _nccl_sections(facts: ClusterFacts, detail: bool = True) -> tuple[
         if pingpong:
             extra["network"] = {"efa_communication_test": communication_test(pingpong, node * per_node)}
         extras[node] = extra
-    for dtype, col in facts.columns["gemm"].items():
-        correct = col["correct"]
-        values = sorted(col["tflops"] if all(correct) else [t for t, ok in zip(col["tflops"], correct, strict=True)
-                                                             if ok])
+    for dtype, col in facts.columns.gemm.items():
+        correct = col.correct
+        values = sorted(col.tflops if all(correct) else [t for t, ok in zip(col.tflops, correct, strict=True) if ok])
         if not values:
             continue
         summary[f"gemm_{dtype}_tflops_min"] = round(values[0], 4)

@@ -96,14 +96,6 @@ class Rows:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self)} ranks)"
 
-    def __getitem__(self, name: str) -> list[Any]:
-        """Transition only: ``cluster/aggregate.py`` still reads ``col["tflops"]``; every other
-        reader reads attributes. Goes when the aggregation does too."""
-        if name not in self.NAMES:
-            raise KeyError(name)
-        values: list[Any] = getattr(self, name)
-        return values
-
     def row(self, i: int) -> dict[str, Any]:
         """The ``i``-th rank's result as the dict it was sent as (for judging one flagged rank)."""
         at, width = i * len(self.NAMES), len(self.NAMES)
@@ -148,12 +140,6 @@ class ResultColumns:
     gemm: Mapping[str, GemmColumns]
     memory: MemoryColumns
     train: TrainColumns
-
-    def __getitem__(self, kind: str) -> Any:
-        """Transition only, as :meth:`Rows.__getitem__`: ``columns["gemm"]`` in ``cluster/aggregate.py``."""
-        if kind not in FIELDS:
-            raise KeyError(kind)
-        return getattr(self, kind)
 
 
 FIELDS: dict[str, tuple[str, ...]] = {k.KIND: k.FIELDS for k in (GemmColumns, MemoryColumns, TrainColumns)}
