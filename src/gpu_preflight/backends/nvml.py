@@ -181,6 +181,48 @@ def to_plain(value: Any) -> Any:
 
 
 _STALE_ERRORS = frozenset({1, 15})  # NVML_ERROR_UNINITIALIZED, NVML_ERROR_GPU_IS_LOST
+KEEP_IDLE_S = 60.0  # a session's reader thread ends after this long without a read
+
+
+class _KeptThread:
+    """One daemon thread that runs one job at a time and ends after ``idle_s`` without one."""
+
+    def __init__(self, name: str, idle_s: float = KEEP_IDLE_S) -> None:
+        self.name, self.idle_s = name, idle_s
+        self._wake = threading.Condition(threading.Lock())
+        self._job: Callable[[], None] | None = None
+        self._busy = False  # a job handed over and not finished (it may be stuck in the driver)
+        self._alive = False
+
+    def submit(self, job: Callable[[], None]) -> bool:
+        """Run ``job`` on the thread; False (not taken) while the thread is busy with another."""
+        with self._wake:
+            if self._busy:
+                return False
+            self._job, self._busy = job, True
+            if self._alive:
+                self._wake.notify()
+                return True
+            self._alive = True
+        threading.Thread(target=self._loop, name=self.name, daemon=True).start()
+        return True
+
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                while self._job is None:
+                    if not self._wake.wait(self.idle_s) and self._job is None:
+                        self._alive = False
+                        return
+                job, self._job = self._job, None
+            try:
+                job()
+            except BaseException:
+                with self._wake:  # the thread ends as a thread per job would; the next job starts another
+                    self._busy = self._alive = False
+                raise
+            with self._wake:
+                self._busy = False
 
 
 class _Recorder:
@@ -371,7 +413,8 @@ def collect(device_timeout_s: float = 10.0, nvml: Any = None, call_timeout_s: fl
         stores = [kept.setdefault(i, {}) for i in range(count)] if kept is not None else None
         recorders = [_Recorder(nvml) for _ in range(count)]
         devices = _read_devices(nvml, count, device_timeout_s, call_timeout_s, stores,
-                                session.read_device if session is not None else read_device, recorders)
+                                session.read_device if session is not None else read_device, recorders,
+                                session.spawn if session is not None else None)
     except BaseException:
         if session is not None:
             session.close(device_timeout_s)
@@ -430,6 +473,14 @@ class NvmlSession:
         self._opened = 0.0
         self._lock = threading.Lock()
         self.static: dict[Any, dict[str, Any]] = {"system": {}}
+        self._reader = _KeptThread("nvml-read")
+
+    def spawn(self, fn: Callable[[], None]) -> None:
+        """Run a GPU reader on the session's kept thread, or on a new one while that one is
+        busy (stuck in a hung call): a reader thread started per read cost a 1-second monitor
+        a thread start and its hand-overs every tick."""
+        if not self._reader.submit(fn):
+            threading.Thread(target=fn, name="nvml-read", daemon=True).start()
 
     @property
     def is_open(self) -> bool:
@@ -478,10 +529,12 @@ def _shutdown(nvml: Any, timeout_s: float) -> None:
 def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float | None = None,
                   stores: list[dict[str, Any]] | None = None,
                   read_one: Callable[..., None] = read_device,
-                  recorders: list[_Recorder] | None = None) -> list[dict[str, Any]]:
+                  recorders: list[_Recorder] | None = None,
+                  spawn: Callable[[Callable[[], None]], None] | None = None) -> list[dict[str, Any]]:
     """Every GPU's readings: one thread per GPU, or with a session's ``stores`` (and a call
     deadline) one reader for all, another starting whenever a GPU is marked hung. ``recorders``
-    (one per GPU) are the caller's, to learn what the calls noted."""
+    (one per GPU) are the caller's, to learn what the calls noted; ``spawn`` starts a reader
+    (a session's, on its kept thread when that is free)."""
     filled: list[dict[str, Any]] = [{} for _ in range(count)]  # what the readers write into
     outs = list(filled)  # what is returned: a GPU marked hung gets a frozen copy here
     recorders = recorders if recorders is not None else [_Recorder(nvml) for _ in range(count)]
@@ -517,7 +570,10 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
             read(i)
 
     def start_reader() -> None:
-        threading.Thread(target=reader, name="nvml-read", daemon=True).start()
+        if spawn is not None:
+            spawn(reader)
+        else:
+            threading.Thread(target=reader, name="nvml-read", daemon=True).start()
 
     one_reader = stores is not None and call_timeout_s is not None
     for _ in range(1 if one_reader else count):
