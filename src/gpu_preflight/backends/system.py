@@ -145,7 +145,9 @@ def read_system(disk_paths: Iterable[str], processes: Callable[[], list[str]] | 
 
     names = attempt(processes or process_names)
     disks = [disk_usage(p, sampler) for p in dict.fromkeys(disk_paths)]
-    time.sleep(max(0.0, CPU_SAMPLE_S - (time.monotonic() - started)))
+    pad = CPU_SAMPLE_S - (time.monotonic() - started)
+    if pad > 0:
+        time.sleep(pad)
     after = attempt(procfs.cpu_ticks)
     own_after, now = procfs.own_cpu_seconds(), time.monotonic()
     if sampler is not None:
