@@ -9,9 +9,6 @@ lines in child processes and holds their peak memory under 200 MB.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
 from itertools import cycle, islice, product
 from pathlib import Path
@@ -30,6 +27,8 @@ from gpu_preflight.records.nccl import (
     NcclTestFailure,
     NcclTestsRecord,
 )
+
+from .peak_rss import peak_rss
 
 # (kind, where, message, the signature parsers/nccl_log.py gives it)
 MESSAGES = (
@@ -137,33 +136,23 @@ def test_a_record_built_with_errors_only_is_grouped_from_them() -> None:
         ("s/h1", Status.FAIL, 2), ("s/h2", Status.FAIL, 1)]
 
 
-def _peak(argv: list[str], out: Path) -> tuple[int, float]:
-    """Exit status and peak RSS in MB of one child alone (``os.wait4``: a neighbour test's children do not count)."""
-    with out.open("wb") as stdout:
-        proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-    return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024
-
-
 def test_200000_failure_lines_parse_and_judge_in_flat_memory(tmp_path: Path) -> None:
     log = tmp_path / "aborted.log"
     lines = failures(200_000)
     log.write_text("\n".join(lines) + "\n")
     groups = expected_groups(lines)
     del lines
-    cli = [sys.executable, "-m", "gpu_preflight"]
-    code, parse_mb = _peak([*cli, "parse", str(log)], tmp_path / "parse.json")
+    code, parse_mb = peak_rss(["parse", str(log)], tmp_path, tmp_path / "parse.json")
     record = json.loads((tmp_path / "parse.json").read_text())["record"]
     assert code == 0 and record["errors_total"] == 200_000 and len(record["errors"]) == 2 * KEPT_FAILURES
     assert sum(g["count"] for g in record["failure_groups"]) == 200_000
-    code, judge_mb = _peak([*cli, "judge", str(log), "--format", "json"], tmp_path / "judge.json")
+    code, judge_mb = peak_rss(["judge", str(log), "--format", "json"], tmp_path, tmp_path / "judge.json")
     findings = [f for f in json.loads((tmp_path / "judge.json").read_text())["findings"]
                 if f["check_id"] == "nccl_tests.correctness"]
     assert code == 2 and {f["status"] for f in findings} == {"FAIL"}
     assert len(findings) == len(groups) <= len(HOSTS) * len(MESSAGES)
     assert sum(f["observed"] for f in findings) == 200_000
     assert parse_mb < 200 and judge_mb < 200, (parse_mb, judge_mb)
-
 
 
 def test_long_failure_lines_are_cut_and_not_remembered(tmp_path: Path) -> None:
@@ -173,11 +162,10 @@ def test_long_failure_lines_are_cut_and_not_remembered(tmp_path: Path) -> None:
     with log.open("w") as fh:
         for i in range(50):
             fh.write(f"h{i}: Test NCCL failure common.cu:958 'unhandled system error {'x' * 1_000_000}{i}'\n")
-    cli = [sys.executable, "-m", "gpu_preflight"]
-    code, parse_mb = _peak([*cli, "parse", str(log)], tmp_path / "parse.json")
+    code, parse_mb = peak_rss(["parse", str(log)], tmp_path, tmp_path / "parse.json")
     record = json.loads((tmp_path / "parse.json").read_text())["record"]
     assert code == 0 and record["errors_total"] == 50 and len(record["failure_groups"]) == 50
     assert {len(e["message"]) for e in record["errors"]} == {FAILURE_MESSAGE_CHARS + len("... (cut)")}
     assert {e["signature"] for e in record["errors"]} == {"system_error"}
-    code, judge_mb = _peak([*cli, "judge", str(log), "--format", "json"], tmp_path / "judge.json")
+    code, judge_mb = peak_rss(["judge", str(log), "--format", "json"], tmp_path, tmp_path / "judge.json")
     assert code == 2 and parse_mb < 200 and judge_mb < 200, (parse_mb, judge_mb)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import subprocess
 import sys
@@ -31,6 +30,8 @@ from gpu_preflight.model import Status, jsonable
 from gpu_preflight.parsers import dmesg, nccl_tests, xid_timeline
 from gpu_preflight.parsers.detect import detect_kind
 from gpu_preflight.parsers.kernel_log import scan_xid_line
+
+from .peak_rss import peak_rss
 
 FIXTURES = Path(__file__).parent / "fixtures" / "evidence"
 DMESG = FIXTURES / "dmesg-xid-h100-node.txt"
@@ -216,13 +217,6 @@ def test_chunks_refuse_wide_text_and_drop_a_utf8_bom(tmp_path: Path) -> None:
         list(iter_chunks(bom, limit=4))
 
 
-def peak_rss_mib(argv: list[str]) -> float:
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) in (0, 1, 2), proc.stderr.read() if proc.stderr else ""
-    return usage.ru_maxrss / 1024
-
-
 def test_peak_memory_does_not_grow_with_the_log(tmp_path: Path) -> None:
     sys.path.insert(0, str(BENCH.parent))
     try:
@@ -235,7 +229,8 @@ def test_peak_memory_does_not_grow_with_the_log(tmp_path: Path) -> None:
             path = tmp_path / f"{kind}-{mb}.log"
             make(path, mb * 1_000_000, random.Random(1))
             for command in ("parse", "judge"):
-                rss[kind, command, mb] = peak_rss_mib([sys.executable, "-m", "gpu_preflight", command, str(path)])
+                code, rss[kind, command, mb] = peak_rss([command, str(path)], tmp_path)
+                assert code in (0, 1, 2), (kind, command, code)
     grown = {key[:2]: rss[(*key[:2], 24)] - rss[(*key[:2], 2)] for key in rss if key[2] == 2}
     assert all(delta < 16 for delta in grown.values()), rss  # a whole read would add > 22 MB of text alone
 
@@ -244,7 +239,7 @@ def test_bench_runs_and_agrees_with_its_floor() -> None:
     proc = subprocess.run([sys.executable, str(BENCH), "--size-mb", "1", "--repeat", "1", "--kernel-log-mb", "0.5"],
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("-> agree") == 2, proc.stdout
+    assert proc.stdout.count("-> agree") == proc.stdout.count("items:") >= 3, proc.stdout  # every log kind agrees
     assert "MB/s" in proc.stdout and "adds" in proc.stdout
 
 
