@@ -15,7 +15,14 @@ adds a third server, the same monitor run from another checkout's ``src`` (an ea
 commit, say: ``git archive <commit> | tar -x -C /tmp/base``), to the alternation, so a
 change is measured against its baseline under the same load.
 
+``--ticks N`` measures the loop alone instead, in one process with no server around it: a
+child builds the monitor (``Monitor(RunOptions(), interval)``), ticks it 5 times to warm
+up, then ``N`` times back to back, and prints the CPU (``os.times()``, user + system) per
+tick; ``--windows`` such children alternate with ``--compare``'s. Finer-grained than the
+server windows (which resolve 1/100 s of CPU), and it counts no HTTP or sampler thread.
+
     python bench/bench_monitor.py [--windows 5] [--seconds 10] [--interval 1] [--live] [--compare SRC]
+    python bench/bench_monitor.py --ticks 60 [--windows 5] [--compare SRC]
 """
 
 from __future__ import annotations
@@ -39,6 +46,22 @@ REPO = Path(__file__).resolve().parents[1]
 DUMP = REPO / "tests/fixtures/captured/h200-580.159.04/nvml_capture.json"
 TARGET = 0.01
 TICKS = re.compile(r"^gpu_preflight_runs_total\s+(\d+)", re.MULTILINE)
+IN_PROCESS = """
+import json, os, sys
+from gpu_preflight.engine import RunOptions
+from gpu_preflight.server.monitor import Monitor
+interval, count = float(sys.argv[1]), int(sys.argv[2])
+monitor = Monitor(RunOptions(), interval)
+for _ in range(5):
+    snap = monitor.tick()
+t0 = os.times()
+for _ in range(count):
+    snap = monitor.tick()
+t1 = os.times()
+monitor.stop()
+print(json.dumps({"cpu_per_tick_ms": 1000 * (t1.user - t0.user + t1.system - t0.system) / count,
+                  "error": snap.error, "checks": len(snap.report.results) if snap.report else 0}))
+"""
 
 
 def cpu(pid: int) -> tuple[float, float]:
@@ -79,6 +102,37 @@ def window(proc: subprocess.Popen[str], url: str, seconds: float) -> dict[str, f
             "ticks": n1 - n0, "cpu_per_tick_ms": 1000 * (own1 - own0 + kids1 - kids0) / max(1, n1 - n0)}
 
 
+def in_process(args: argparse.Namespace, env: dict[str, str]) -> int:
+    """``--ticks``: CPU per tick of the bare loop, alternated with ``--compare``'s (medians)."""
+    trees = {"monitor": env}
+    if args.compare is not None:
+        trees["baseline"] = {**env, "PYTHONPATH": str(args.compare.resolve())}
+    per_tick: dict[str, list[float]] = {name: [] for name in trees}
+    load0 = os.getloadavg()[0]
+    for _ in range(args.windows):
+        for name, tree_env in trees.items():
+            proc = subprocess.run([sys.executable, "-c", IN_PROCESS, str(args.interval), str(args.ticks)],
+                                  env=tree_env, capture_output=True, text=True, timeout=600, check=False)
+            if proc.returncode != 0:
+                fail(BENCH, f"the {name} monitor did not tick (exit {proc.returncode})", proc.stderr)
+            out = json.loads(proc.stdout)
+            if out["error"] or not out["checks"]:
+                fail(BENCH, f"the {name} monitor's ticks failed: {out['error'] or 'no checks ran'}")
+            per_tick[name].append(out["cpu_per_tick_ms"])
+    load1 = os.getloadavg()[0]
+    med = {name: statistics.median(v) for name, v in per_tick.items()}
+    print(f"machine: {os.cpu_count()} CPUs, load average {load0:.1f} -> {load1:.1f}; "
+          f"{'live GPUs' if args.live else 'stub: 8 GPUs'}; in one process, {args.windows} alternated rounds of "
+          f"{args.ticks} ticks back to back, medians")
+    print(f"monitor tick: {med['monitor']:.2f} ms CPU "
+          f"(rounds {' '.join(f'{v:.2f}' for v in per_tick['monitor'])})")
+    if "baseline" in med:
+        print(f"baseline ({args.compare}): {med['baseline']:.2f} ms CPU "
+              f"(rounds {' '.join(f'{v:.2f}' for v in per_tick['baseline'])}); "
+              f"ratio now/baseline {med['monitor'] / med['baseline']:.2f}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--windows", type=int, default=5)
@@ -87,7 +141,11 @@ def main() -> int:
     ap.add_argument("--live", action="store_true", help="watch this machine's GPUs, not the stub")
     ap.add_argument("--compare", type=Path, metavar="SRC",
                     help="also run the monitor from this source directory (a baseline checkout's src)")
+    ap.add_argument("--ticks", type=int, metavar="N",
+                    help="measure the loop in one process, N ticks back to back per round (no server)")
     args = ap.parse_args()
+    if args.ticks is not None and args.ticks < 1:
+        fail(BENCH, f"--ticks must be at least 1, got {args.ticks}")
     if args.compare is not None and not (args.compare / "gpu_preflight" / "__init__.py").is_file():
         fail(BENCH, f"--compare {args.compare}: no gpu_preflight package there (give a checkout's src directory)")
     require(BENCH, "gpu_preflight", "pynvml", "psutil")
@@ -103,6 +161,8 @@ def main() -> int:
             write_stub_data(widen(json.loads(DUMP.read_text()), 8), tmp / "nvml.txt")
             env.update(LD_LIBRARY_PATH=f"{tmp}:{env.get('LD_LIBRARY_PATH', '')}".rstrip(":"),
                        FAKE_NVML_DATA=str(tmp / "nvml.txt"))
+        if args.ticks is not None:
+            return in_process(args, env)
         servers = {"monitor": serve(args.interval, env), "idle": serve(3600.0, env)}
         if args.compare is not None:
             servers["baseline"] = serve(args.interval, {**env, "PYTHONPATH": str(args.compare.resolve())})
