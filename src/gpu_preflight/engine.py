@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from . import registry
 from .config import Config, ConfigError, Profile, build_config, find_profile, match_profile
+from .ids import EVIDENCE_JUDGE_ID
 from .model import CheckResult, Finding, NodeReport, Status, jsonable
 from .registry import CheckContext, CheckSpec, ProbeContext, ProbeState, RunInputs
 
@@ -465,7 +466,7 @@ def judge_evidence(kind: str, record: Any, config: Config, *, source: str = "evi
         return call_with_timeout(lambda: judge_record(kind, record, config, source=source), timeout_s,
                                  f"judge {kind}")
     except Timeout:
-        return [Finding("evidence.judge", Status.ERROR, source, "judge_timeout",
+        return [Finding(EVIDENCE_JUDGE_ID, Status.ERROR, source, "judge_timeout",
                         f"judging {kind} did not finish within {timeout_s:g} s",
                         recommendation="This is a gpu-preflight bug: please report it with the input file.",
                         details={"evidence_kind": kind})]
