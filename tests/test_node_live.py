@@ -327,7 +327,7 @@ def test_follower_with_no_source_names_every_reason(tmp_path: Path) -> None:
 
 
 def test_once_shares_a_result_and_a_failure() -> None:
-    options: dict[str, Any] = {}
+    options = ProbeState()
     calls: list[int] = []
 
     def answer(value: int) -> int:

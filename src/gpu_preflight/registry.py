@@ -12,9 +12,9 @@ import importlib
 import inspect
 import pkgutil
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, overload
 
 from .model import Finding, Status, id_matches
@@ -113,7 +113,6 @@ class RunInputs:
     suite: str = "quick"
 
 
-PHASE_KEY = "_diagnostics_phase"  # the options-view key of ProbeState.phase (diagnostics.phase uses it)
 # Keys of the objects a monitor keeps in ProbeState.kept from run to run (probes/shared.py reads them).
 KERNEL_LOG_FOLLOWER = "kernel_log_follower"
 TOOL_CACHE = "tool_cache"
@@ -132,49 +131,6 @@ class ProbeState:
     kept: dict[str, Any] = field(default_factory=dict)  # a monitor's kept objects; once-per-run slots
 
 
-class ProbeOptions(MutableMapping[str, Any]):
-    """``ctx.options``: the run's inputs and shared state as one mapping, for the probes that
-    read ``options.get("replay")`` and the helpers that keep slots in it. The inputs are
-    read-only here; the phase lands in :attr:`ProbeState.phase`, everything else in ``kept``."""
-
-    _INPUTS = ("replay", "kernel_log", "report_dir", "suite")
-
-    def __init__(self, inputs: RunInputs, state: ProbeState) -> None:
-        self._inputs, self._state = inputs, state
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self._INPUTS:
-            return getattr(self._inputs, key)
-        if key == PHASE_KEY:
-            if self._state.phase is None:
-                raise KeyError(key)
-            return self._state.phase
-        return self._state.kept[key]
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key in self._INPUTS:
-            raise TypeError(f"run input {key!r} is fixed for the run")
-        if key == PHASE_KEY:
-            self._state.phase = value
-        else:
-            self._state.kept[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        if key == PHASE_KEY and self._state.phase is not None:
-            self._state.phase = None
-        else:
-            del self._state.kept[key]
-
-    def __iter__(self) -> Iterator[str]:
-        yield from self._INPUTS
-        if self._state.phase is not None:
-            yield PHASE_KEY
-        yield from self._state.kept
-
-    def __len__(self) -> int:
-        return len(self._INPUTS) + (self._state.phase is not None) + len(self._state.kept)
-
-
 @dataclass
 class ProbeContext:
     """What a probe may use: the config, the run's inputs (replay file, kernel log file...) and
@@ -188,15 +144,11 @@ class ProbeContext:
 
     @classmethod
     def from_options(cls, config: Config, options: Mapping[str, Any], timeout_s: float) -> ProbeContext:
-        """A context from the mapping form (``{"replay": ..., "kernel_log": ...}`` plus kept objects)."""
-        keys = ProbeOptions._INPUTS
-        inputs = RunInputs(**{k: options[k] for k in keys if k in options and (k != "suite" or options[k])})
-        kept = {k: v for k, v in options.items() if k not in keys and k != PHASE_KEY}
-        return cls(config, inputs, timeout_s, ProbeState(options.get(PHASE_KEY), kept))
-
-    @property
-    def options(self) -> ProbeOptions:
-        return ProbeOptions(self.inputs, self.state)
+        """A context from the mapping form (``{"replay": ..., "kernel_log": ...}`` plus kept objects):
+        the run's inputs by name, everything else kept in the run's state."""
+        names = {f.name for f in fields(RunInputs)}
+        inputs = RunInputs(**{k: v for k, v in options.items() if k in names and (k != "suite" or v)})
+        return cls(config, inputs, timeout_s, ProbeState(kept={k: v for k, v in options.items() if k not in names}))
 
     def save_artifact(self, name: str, filename: str, content: str) -> None:
         """Keep raw tool output; it is written beside the report, never inlined in it."""

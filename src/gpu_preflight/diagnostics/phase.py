@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..registry import ProbeState
 
 __all__ = ["RunPhase", "run_phase"]
 
-_KEY = "_diagnostics_phase"
 _CREATE = threading.Lock()
 
 
@@ -59,11 +61,10 @@ class RunPhase:
         return time.monotonic() - start
 
 
-def run_phase(options: MutableMapping[str, Any]) -> RunPhase:
-    """The phase of the run these probe options belong to (created on first use)."""
+def run_phase(state: ProbeState) -> RunPhase:
+    """The phase of the run this probe state belongs to (created on first use)."""
     with _CREATE:
-        phase = options.get(_KEY)
+        phase = state.phase
         if not isinstance(phase, RunPhase):
-            phase = RunPhase()
-            options[_KEY] = phase
+            phase = state.phase = RunPhase()
         return phase

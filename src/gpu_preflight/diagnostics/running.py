@@ -37,12 +37,12 @@ def diag_config(ctx: ProbeContext) -> DiagnosticsConfig:
 
 def suite_of(ctx: ProbeContext) -> str:
     """``quick`` or ``full``: the engine passes the run's suite in the probe options."""
-    return "full" if ctx.options.get("suite") == "full" else "quick"
+    return "full" if ctx.inputs.suite == "full" else "quick"
 
 
 def replay_reason(ctx: ProbeContext) -> str | None:
     """Why a live tool must not run: a replayed snapshot describes another host."""
-    replay = ctx.options.get("replay")
+    replay = ctx.inputs.replay
     return f"replayed snapshot ({replay}): live tools would describe this host, not the snapshot's" if replay else None
 
 
@@ -74,8 +74,8 @@ def run_and_keep(ctx: ProbeContext, argv: Sequence[str], timeout_s: float, *, ar
     from ..probes.shared import TOOL_CACHE
 
     cfg = diag_config(ctx)
-    cache = None if heavy else ctx.options.get(TOOL_CACHE)  # a monitor's: light tools' answers, kept a while
-    with run_phase(ctx.options).tool(argv[0]) if heavy else nullcontext():
+    cache = None if heavy else ctx.state.kept.get(TOOL_CACHE)  # a monitor's: light tools' answers, kept a while
+    with run_phase(ctx.state).tool(argv[0]) if heavy else nullcontext():
         result = (cache.run(argv, timeout_s, extra_dirs=cfg.tool_dirs) if cache is not None
                   else run_tool(argv, timeout_s, extra_dirs=cfg.tool_dirs))
     saved = None

@@ -33,7 +33,7 @@ def fabric_probe(ctx: ProbeContext) -> FabricFacts:
 
     tree = read_tree(cfg.infiniband_sysfs)
     facts.efa_devices = tree.efa_devices
-    kept = ctx.options.get(FABRIC_CACHE)  # a monitor's: the plugin looked for again every tool refresh
+    kept = ctx.state.kept.get(FABRIC_CACHE)  # a monitor's: the plugin looked for again every tool refresh
     if kept is not None:
         facts.plugin, facts.env = kept.plugin(cfg.ofi_nccl_plugin_dirs), kept.environment()
     else:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..model import NA
 from ..records import GpuFacts, GpuProcess, GpuRecord, NvLink
-from ..registry import NVML_DUMP_ON_DEMAND, ProbeContext, probe
+from ..registry import NVML_DUMP_ON_DEMAND, NVML_SESSION, ProbeContext, probe
 
 NOT_SUPPORTED = 3
 GPU_IS_LOST = 15
@@ -70,7 +70,7 @@ def _load_dump(path: str, _mtime_ns: int, _size: int) -> dict[str, Any]:
 @probe("gpu")
 def gpu_probe(ctx: ProbeContext) -> GpuFacts:
     """Read every GPU through NVML once (or replay a snapshot) and list NVIDIA PCI devices."""
-    replay = ctx.options.get("replay")
+    replay = ctx.inputs.replay
     if replay:
         return facts_from_dump(load_dump(replay), source=f"replay:{replay}")
     from ..backends import nvml  # the live path only: replay needs neither ctypes nor pynvml
@@ -78,13 +78,13 @@ def gpu_probe(ctx: ProbeContext) -> GpuFacts:
     pci_gpus = nvidia_gpus_on_bus()
     try:
         dump = nvml.collect(device_timeout_s=ctx.timeout_s * 0.8, call_timeout_s=ctx.config.gpu.nvml_call_timeout_s,
-                            session=ctx.options.get("nvml_session"))  # a short-interval monitor's: NVML kept open
+                            session=ctx.state.kept.get(NVML_SESSION))  # a short-interval monitor's: NVML kept open
     except nvml.NvmlUnavailable as exc:
         reason = UNAVAILABLE_REASONS.get(exc.value or -1) or exc.message
         return GpuFacts(source="live", available=False, reason=reason,
                         nvml_error=f"{exc.name}: {exc.message}", pci_gpus=pci_gpus)
-    if not ctx.options.get(NVML_DUMP_ON_DEMAND) or any("timed_out" in dev for dev in dump["devices"]):
-        indent = 1 if ctx.options.get("report_dir") else None  # kept for a reader
+    if not ctx.state.kept.get(NVML_DUMP_ON_DEMAND) or any("timed_out" in dev for dev in dump["devices"]):
+        indent = 1 if ctx.inputs.report_dir else None  # kept for a reader
         ctx.save_artifact("nvml_dump", "nvml_dump.json", json.dumps(dump, indent=indent))
     facts = facts_from_dump(dump, source="live")
     facts.pci_gpus = pci_gpus

@@ -47,7 +47,7 @@ def infiniband_probe(ctx: ProbeContext) -> InfinibandFacts:
         result, run = run_and_keep(ctx, [name], limit, artifact=name, filename=f"{name}.txt", capped=capped)
         facts.tools.append(_parsed(name, result.output, run))
     budget, _ = time_limit(ctx, float("inf"), spent_s=time.monotonic() - started)
-    run_phase(ctx.options).wait_idle(cfg.ib_counter_min_window_s, max(0.0, budget - 0.5))
+    run_phase(ctx.state).wait_idle(cfg.ib_counter_min_window_s, max(0.0, budget - 0.5))
     facts.counters_end = read_counters(tree.root)
     facts.window_s = round(time.monotonic() - started, 3)
     return facts

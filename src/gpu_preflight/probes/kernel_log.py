@@ -36,10 +36,10 @@ def kernel_log_probe(ctx: ProbeContext) -> KernelLogFacts:
     """
     now = datetime.now(UTC)
     hours = ctx.config.xid.window_hours
-    path = ctx.options.get("kernel_log")
+    path = ctx.inputs.kernel_log
     if path:
         return saved_log_facts(ctx, str(path), hours, now)
-    replay = ctx.options.get("replay")
+    replay = ctx.inputs.replay
     if replay:
         from .gpu import load_dump
 
@@ -67,10 +67,10 @@ def live_kernel_log(ctx: ProbeContext) -> KernelLog:
     from .shared import KERNEL_LOG_FOLLOWER, once
 
     timeout_s = min(ctx.timeout_s, 10.0)
-    follower = ctx.options.get(KERNEL_LOG_FOLLOWER)
+    follower = ctx.state.kept.get(KERNEL_LOG_FOLLOWER)
     if follower is not None:
-        return once(ctx.options, "kernel_log", lambda: follower.poll(timeout_s))  # type: ignore[no-any-return]
-    return once(ctx.options, "kernel_log", lambda: read_kernel_log(timeout_s=timeout_s))
+        return once(ctx.state, "kernel_log", lambda: follower.poll(timeout_s))  # type: ignore[no-any-return]
+    return once(ctx.state, "kernel_log", lambda: read_kernel_log(timeout_s=timeout_s))
 
 
 def saved_log_facts(ctx: ProbeContext | None, path: str, hours: float, now: datetime) -> KernelLogFacts:

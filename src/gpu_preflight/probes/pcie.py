@@ -39,7 +39,7 @@ def pcie_probe(ctx: ProbeContext) -> PcieFacts:
     if reason := replay_reason(ctx):
         facts.reason = reason
         facts.kernel_log_reason = reason
-        if ctx.options.get("kernel_log"):
+        if ctx.inputs.kernel_log:
             _limited_lines(ctx, facts)
         return facts
     limit, capped = time_limit(ctx, cfg.tool_timeout_s)
@@ -67,7 +67,7 @@ def _limited_lines(ctx: ProbeContext, facts: PcieFacts) -> None:
     from ..backends.kernel_log import KernelLogUnavailable, read_kernel_log_file
     from .kernel_log import live_kernel_log
 
-    path = ctx.options.get("kernel_log")
+    path = ctx.inputs.kernel_log
     try:
         log = read_kernel_log_file(path) if path else live_kernel_log(ctx)
     except KernelLogUnavailable as exc:

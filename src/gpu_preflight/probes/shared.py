@@ -18,10 +18,10 @@ short intervals, a :class:`~gpu_preflight.backends.nvml.NvmlSession` under :data
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..registry import KERNEL_LOG_FOLLOWER, NVML_SESSION, PROCESS_SCAN, TOOL_CACHE
+from ..registry import KERNEL_LOG_FOLLOWER, NVML_SESSION, PROCESS_SCAN, TOOL_CACHE, ProbeState
 
 __all__ = ["KERNEL_LOG_FOLLOWER", "NVML_SESSION", "PROCESS_SCAN", "TOOL_CACHE", "once"]
 
@@ -37,14 +37,13 @@ class _Once:
         self.error: BaseException | None = None
 
 
-def once(options: MutableMapping[str, Any], key: str, fn: Callable[[], T]) -> T:
+def once(state: ProbeState, key: str, fn: Callable[[], T]) -> T:
     """``fn()`` the first time ``key`` is asked for in this run; its result (or exception) ever after."""
     slot_key = f"_once_{key}"
     with _CREATE:
-        slot = options.get(slot_key)
+        slot = state.kept.get(slot_key)
         if not isinstance(slot, _Once):
-            slot = _Once()
-            options[slot_key] = slot
+            slot = state.kept[slot_key] = _Once()
     with slot.lock:
         if not slot.done:
             try:

@@ -27,7 +27,7 @@ SNAPSHOT_XID_LINES = 10_000  # the newest Xid-shaped lines a snapshot keeps
 @probe("system")
 def system_probe(ctx: ProbeContext) -> SystemFacts:
     """Read host resources (or a snapshot's); disk paths come from the config plus the report directory."""
-    replay = ctx.options.get("replay")
+    replay = ctx.inputs.replay
     if replay:
         from .gpu import load_dump
 
@@ -35,11 +35,11 @@ def system_probe(ctx: ProbeContext) -> SystemFacts:
     from ..backends.system import HOST_SAMPLER, read_system
     from .shared import PROCESS_SCAN
 
-    scan = ctx.options.get(PROCESS_SCAN)  # a monitor's: the process list re-read on a cadence
+    scan = ctx.state.kept.get(PROCESS_SCAN)  # a monitor's: the process list re-read on a cadence
     refresh_s = ctx.config.system.process_scan_refresh_s
-    return read_system(_disk_paths(ctx.config.system.disk_paths, ctx.options.get("report_dir")),
+    return read_system(_disk_paths(ctx.config.system.disk_paths, ctx.inputs.report_dir),
                        processes=(lambda: scan.names(refresh_s)) if scan is not None else None,
-                       sampler=ctx.options.get(HOST_SAMPLER))
+                       sampler=ctx.state.kept.get(HOST_SAMPLER))
 
 
 def _disk_paths(configured: Any, report_dir: Any) -> list[str]:
