@@ -152,7 +152,7 @@ class ClusterCheck:
                    tuple(ReportFinding.from_dict(f) for f in data["findings"]))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
 class ClusterSummary:
     """``cluster_summary`` (and each node's ``summary``): the verdict, the SageMaker test
     groups, issues, recommendations and figures; on the cluster also the assessment blocks.
@@ -386,7 +386,7 @@ class NodeSections(Mapping[str, NodeSection]):
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
 class ClusterTopology:
     """``cluster_info.cluster_topology``: the job's shape and launcher."""
 
@@ -407,7 +407,7 @@ class ClusterTopology:
                    data["launcher"])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
 class ClusterInfo:
     """``cluster_info``: how complete the data is, the expected GPUs, the topology and the
     nodes that never reported."""
@@ -442,7 +442,7 @@ class ClusterInfo:
                    _extra(data, cls._KNOWN))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
 class Tool:
     """``tool``: which program wrote the report."""
 
@@ -457,7 +457,7 @@ class Tool:
         return cls(data.get("name", "gpu-preflight"), data.get("version", ""))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
 class RunInfo:
     """``run``: the ``--fail-on`` policy the verdict was gated by and the run's duration."""
 
@@ -478,7 +478,7 @@ class RunInfo:
         return cls(data.get("fail_on", "fail"), data.get("duration_s", 0.0), _extra(data, cls._KNOWN))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
 class Assessment:
     """What scoring and advice conclude about a report, as a value (nothing is mutated):
     the health scores, recommendations by urgency, cost-benefit and the health assessment
@@ -500,7 +500,7 @@ class Assessment:
             summary["assessment"] = self.assessment
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
 class ClusterReport:
     """The whole report (``report.json``): every format renders from this."""
 
