@@ -35,7 +35,7 @@ MESSAGES = (
     ("NCCL", "common.cu:958", "invalid usage (run with NCCL_DEBUG=WARN for details)", "invalid_usage"),
     ("NCCL", "common.cu:1032", "unhandled system error (run with NCCL_DEBUG=INFO for details)", "system_error"),
     ("NCCL", "all_reduce.cu:44", "remote process exited or there was a network error", "remote_error"),
-    ("CUDA", "common.cu:892", "an illegal memory access was encountered", None),
+    ("CUDA", "common.cu:892", "an illegal memory access was encountered", "cuda_error"),
 )
 HOSTS = tuple(f"gpu-node-{i:03d}" for i in range(8))
 
@@ -169,3 +169,15 @@ def test_long_failure_lines_are_cut_and_not_remembered(tmp_path: Path) -> None:
     assert {e["signature"] for e in record["errors"]} == {"system_error"}
     code, judge_mb = peak_rss(["judge", str(log), "--format", "json"], tmp_path, tmp_path / "judge.json")
     assert code == 2 and parse_mb < 200 and judge_mb < 200, (parse_mb, judge_mb)
+
+
+def test_a_cuda_failure_is_classified_as_the_cuda_error_it_quotes() -> None:
+    """nccl-tests' ``Test CUDA failure`` quotes cudaGetErrorString: 'out of memory' is the out-of-memory
+    signature (advice: smaller -e / fewer GPUs per process), any other CUDA error a CUDA error."""
+    text = ("n1: Test CUDA failure common.cu:892 'out of memory'\n"
+            "n1: Test CUDA failure common.cu:892 'an illegal memory access was encountered'\n"
+            "n2: Test NCCL failure common.cu:958 'unhandled cuda error (run with NCCL_DEBUG=INFO for details)'\n"
+            "n3: Test NCCL failure common.cu:958 'out of memory'\n")  # NCCL's own words: no CUDA error said
+    record = scan(text)
+    assert [(g.signature, g.host, g.count) for g in record.failure_groups] == [
+        ("out_of_memory", "n1", 1), ("cuda_error", "n1", 1), ("cuda_error", "n2", 1), (None, "n3", 1)]

@@ -125,7 +125,7 @@ class NcclTestsScanner:
         self.failure_head: list[NcclTestFailure] = []
         self.failure_tail: deque[_Failure] = deque(maxlen=KEPT_FAILURES)
         self.failure_groups: dict[tuple[str | None, str | None, bool], NcclFailureGroup] = {}
-        self.signatures: dict[str, str | None] = {}  # message -> classify()'s kind, see _failure
+        self.signatures: dict[tuple[str, str], str | None] = {}  # (CUDA|NCCL, message) -> classify()'s kind
         self.failure_lines: dict[str, tuple[_Failure, NcclFailureGroup]] = {}  # see _failure
         self.problems: list[str] = []
         self.problem_count = 0
@@ -177,14 +177,15 @@ class NcclTestsScanner:
         the same line for every iteration; then counted (:meth:`_count_failure`)."""
         host, what, file, number, message = m.group("host", "what", "file", "line", "message")
         message = _cut(message.strip())
-        if message in self.signatures:
-            signature = self.signatures[message]
-        else:
-            found = classify(message)
+        said = (what, message)
+        if said in self.signatures:
+            signature = self.signatures[said]
+        else:  # a "Test CUDA failure" quotes cudaGetErrorString: 'out of memory', 'an illegal memory access...'
+            found = classify(f"CUDA error: {message}" if what == "CUDA" else message)
             signature = found[0] if found else None
             if len(self.signatures) >= _REPEATS:
                 self.signatures.clear()
-            self.signatures[message] = signature
+            self.signatures[said] = signature
         failure: _Failure = (host, what, file, int(number), message, signature)
         groups = self.failure_groups
         key = (signature, host, False)
