@@ -23,7 +23,8 @@ PKG = "gpu_preflight"
 # module (without "gpu_preflight.") -> layer; longest prefix wins, "" is the lazy facade
 LAYER_OF = {
     "": "api", "_version": "model", "model": "model", "recovery": "model", "registries": "model",
-    "boundedio": "util", "safeio": "util", "redact": "util", "report.progress": "util",  # a terminal helper
+    "boundedio": "util", "kept_thread": "util", "safeio": "util", "redact": "util",
+    "report.progress": "util",  # a terminal helper
     "config": "config", "registry": "registry",
     "records": "records",
     "checks": "checks", "diagnostics.verdicts": "checks", "parsers": "parsers",

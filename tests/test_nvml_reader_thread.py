@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpu_preflight.backends.nvml import _KeptThread
+from gpu_preflight.kept_thread import KeptThread as _KeptThread
 
 from .nvml_stub.gpus import widen
 from .nvml_stub.stub import stub_env, write_stub_data

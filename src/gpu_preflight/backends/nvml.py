@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..kept_thread import KeptThread
+
 # (dump key, pynvml function name, extra positional args after the handle)
 DEVICE_CALLS: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
     ("nvmlDeviceGetName", "nvmlDeviceGetName", ()),
@@ -181,48 +183,6 @@ def to_plain(value: Any) -> Any:
 
 
 _STALE_ERRORS = frozenset({1, 15})  # NVML_ERROR_UNINITIALIZED, NVML_ERROR_GPU_IS_LOST
-KEEP_IDLE_S = 60.0  # a session's reader thread ends after this long without a read
-
-
-class _KeptThread:
-    """One daemon thread that runs one job at a time and ends after ``idle_s`` without one."""
-
-    def __init__(self, name: str, idle_s: float = KEEP_IDLE_S) -> None:
-        self.name, self.idle_s = name, idle_s
-        self._wake = threading.Condition(threading.Lock())
-        self._job: Callable[[], None] | None = None
-        self._busy = False  # a job handed over and not finished (it may be stuck in the driver)
-        self._alive = False
-
-    def submit(self, job: Callable[[], None]) -> bool:
-        """Run ``job`` on the thread; False (not taken) while the thread is busy with another."""
-        with self._wake:
-            if self._busy:
-                return False
-            self._job, self._busy = job, True
-            if self._alive:
-                self._wake.notify()
-                return True
-            self._alive = True
-        threading.Thread(target=self._loop, name=self.name, daemon=True).start()
-        return True
-
-    def _loop(self) -> None:
-        while True:
-            with self._wake:
-                while self._job is None:
-                    if not self._wake.wait(self.idle_s) and self._job is None:
-                        self._alive = False
-                        return
-                job, self._job = self._job, None
-            try:
-                job()
-            except BaseException:
-                with self._wake:  # the thread ends as a thread per job would; the next job starts another
-                    self._busy = self._alive = False
-                raise
-            with self._wake:
-                self._busy = False
 
 
 class _Recorder:
@@ -473,13 +433,13 @@ class NvmlSession:
         self._opened = 0.0
         self._lock = threading.Lock()
         self.static: dict[Any, dict[str, Any]] = {"system": {}}
-        self._reader = _KeptThread("nvml-read")
+        self._reader = KeptThread("nvml-read")
 
     def spawn(self, fn: Callable[[], None]) -> None:
         """Run a GPU reader on the session's kept thread, or on a new one while that one is
         busy (stuck in a hung call): a reader thread started per read cost a 1-second monitor
         a thread start and its hand-overs every tick."""
-        if not self._reader.submit(fn):
+        if self._reader.submit(fn) is None:
             threading.Thread(target=fn, name="nvml-read", daemon=True).start()
 
     @property
