@@ -327,23 +327,25 @@ def main() -> int:
 
 
 def kernel_part(dmesg: Path, baseline: Baseline, repeat: int, tmp: Path) -> None:
-    results = alternate(with_baseline({"parse": [*CLI, "parse", str(dmesg)],
-                                           "judge --format json": [*CLI, "judge", str(dmesg), "--format", "json"]},
-                                          {"regex floor": [sys.executable, "-c", FLOOR_DMESG, str(dmesg)]}, baseline),
-                            repeat, tmp)
-    report("kernel log (dmesg)", dmesg.stat().st_size, results, "regex floor")
-    compare(results, baseline)
-    agree(tmp, "parse", "regex floor", lambda r: sum(int(c["count"]) for c in r["xid_counts"]))
+    log_part("kernel log (dmesg)", dmesg, FLOOR_DMESG, lambda r: sum(int(c["count"]) for c in r["xid_counts"]),
+             baseline, repeat, tmp)
 
 
 def nccl_part(nccl: Path, baseline: Baseline, repeat: int, tmp: Path) -> None:
-    results = alternate(with_baseline({"parse": [*CLI, "parse", str(nccl)],
-                                           "judge --format json": [*CLI, "judge", str(nccl), "--format", "json"]},
-                                          {"regex floor": [sys.executable, "-c", FLOOR_NCCL, str(nccl)]}, baseline),
-                            repeat, tmp)
-    report("nccl-tests log", nccl.stat().st_size, results, "regex floor")
+    log_part("nccl-tests log", nccl, FLOOR_NCCL, lambda r: int(r.get("rows_total", -1)), baseline, repeat, tmp)
+
+
+def log_part(title: str, log: Path, floor: str, items: Callable[[Any], int], baseline: Baseline,
+             repeat: int, tmp: Path) -> None:
+    """``parse`` and ``judge`` of ``log`` against the regex ``floor``, alternated; ``items`` counts what
+    parse found, for the check that both saw the same."""
+    results = alternate(with_baseline({"parse": [*CLI, "parse", str(log)],
+                                       "judge --format json": [*CLI, "judge", str(log), "--format", "json"]},
+                                      {"regex floor": [sys.executable, "-c", floor, str(log)]}, baseline),
+                        repeat, tmp)
+    report(title, log.stat().st_size, results, "regex floor")
     compare(results, baseline)
-    agree(tmp, "parse", "regex floor", lambda r: int(r.get("rows_total", -1)))
+    agree(tmp, "parse", "regex floor", items)
 
 
 def failures_part(failures: Path, baseline: Baseline, repeat: int, tmp: Path) -> None:
