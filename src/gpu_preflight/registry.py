@@ -425,7 +425,7 @@ class _Derived:
         self._stamp: tuple[int, int] | None = None
 
     def _fresh(self) -> bool:
-        stamp = (CHECKS.generation, DECLARED.generation)
+        stamp = generation()
         if stamp == self._stamp:
             return True
         self._stamp = stamp
