@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -66,13 +66,14 @@ class Ran:
 
 
 def timed(bench: str, cmd: Sequence[str], *, what: str, ok: Callable[[Ran], bool] | None = None,
-          timeout: float | None = None) -> Ran:
+          timeout: float | None = None, env: Mapping[str, str] | None = None) -> Ran:
     """Run ``cmd`` as the benches time it (output to files, not pipes: nothing reads while it runs),
-    then stop the bench unless it exited 0 (or ``ok`` accepts it)."""
+    in ``env`` (else this process's environment), then stop the bench unless it exited 0 (or ``ok``
+    accepts it)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
         try:
-            proc = subprocess.run(list(cmd), stdout=out, stderr=err, check=False, timeout=timeout)
+            proc = subprocess.run(list(cmd), stdout=out, stderr=err, check=False, timeout=timeout, env=env)
         except (OSError, subprocess.TimeoutExpired) as exc:
             fail(bench, f"{what} did not run: {exc}")
         seconds = time.perf_counter() - t0
