@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-__all__ = ["Ran", "child_env", "fail", "require", "timed"]
+__all__ = ["Ran", "checkout_src", "child_env", "fail", "require", "timed"]
 
 REPO = Path(__file__).resolve().parents[1]
 EXIT = 2
@@ -83,3 +83,14 @@ def timed(bench: str, cmd: Sequence[str], *, what: str, ok: Callable[[Ran], bool
     if not (ok(ran) if ok is not None else ran.returncode == 0):
         fail(bench, f"{what} failed (exit {ran.returncode}): {' '.join(cmd)}", ran.stderr or ran.stdout)
     return ran
+
+
+def checkout_src(bench: str, rev: str, dest: Path) -> Path:
+    """``src/`` of git revision ``rev`` extracted under ``dest`` (for a bench that times this tree
+    against another revision); returns the ``src`` directory to put first on ``PYTHONPATH``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src"], capture_output=True, check=False)
+    if archive.returncode != 0:
+        fail(bench, f"cannot check out {rev}: {archive.stderr.decode(errors='replace').strip()}")
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return dest / "src"

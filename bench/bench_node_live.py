@@ -25,7 +25,12 @@ On a GPU machine ``--live`` reads the real GPUs instead of the stub, and
 ``--gpumedic-module`` runs ``python -m gpumedic`` from this interpreter's environment
 (for a machine that cannot reach PyPI, with the wheel installed beside).
 
+``--against REV`` adds our run from another git revision (its ``src/`` extracted from git),
+alternated with the others, and prints this tree's ratio to it: how a change moved the live
+node check, in the same rounds as the peer.
+
     python bench/bench_node_live.py [--rounds 15] [--gpumedic-venv DIR] [--live] [--gpumedic-module]
+                                    [--against REV]
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from _selfcheck import Ran, child_env, fail, require, timed
+from _selfcheck import Ran, checkout_src, child_env, fail, require, timed
 
 REPO = Path(__file__).resolve().parents[1]
 DUMP = REPO / "tests/fixtures/captured/h200-580.159.04/nvml_capture.json"
@@ -99,10 +104,11 @@ def stub(tmp: Path) -> Path:
     return data
 
 
-def cpu_timed(cmd: list[str], *, what: str, ok: Callable[[Ran], bool] | None) -> tuple[Ran, float]:
+def cpu_timed(cmd: list[str], *, what: str, ok: Callable[[Ran], bool] | None,
+              env: dict[str, str]) -> tuple[Ran, float]:
     """:func:`timed`, plus the CPU seconds (user + system) the command and its children used."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    ran = timed(BENCH, cmd, what=what, ok=ok)
+    ran = timed(BENCH, cmd, what=what, ok=ok, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ran, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -115,6 +121,7 @@ def main() -> int:
                     / "gpumedic-venv")
     ap.add_argument("--live", action="store_true", help="read this machine's GPUs, not the stub")
     ap.add_argument("--gpumedic-module", action="store_true", help="run `python -m gpumedic` from this environment")
+    ap.add_argument("--against", metavar="REV", help="also time our run from this git revision, alternated")
     args = ap.parse_args()
     require(BENCH, "gpu_preflight", "pynvml", "psutil")
     medic_cmd: list[str] | None
@@ -136,14 +143,19 @@ def main() -> int:
         accept = {"ours": judged("findings"), "floor": None, "gpumedic": judged("node_verdict")}
         if medic_cmd is not None:
             cmds["gpumedic"] = [*medic_cmd, "scan", "--json"]
-        os.environ.clear()
-        os.environ.update(env)  # the timed subprocesses inherit it
-        first = timed(BENCH, cmds["ours"], what="our live node check", ok=accept["ours"])
+        envs = {name: env for name in cmds}
+        if args.against:
+            old = f"ours@{args.against}"
+            src = checkout_src(BENCH, args.against, tmp / "against")
+            cmds[old], accept[old] = ours, accept["ours"]
+            envs[old] = {**env, "PYTHONPATH": os.pathsep.join([str(src), *env["PYTHONPATH"].split(os.pathsep)[1:]]),
+                         "PYTHONPYCACHEPREFIX": str(tmp / "pycache-against")}
+        first = timed(BENCH, cmds["ours"], what="our live node check", ok=accept["ours"], env=env)
         gpus = sum(1 for f in json.loads(first.stdout)["findings"] if f["check_id"] == "gpu.thermal")
         if gpus == 0:
             fail(BENCH, "our node check read no GPU", first.stderr)
         for name, cmd in cmds.items():  # warm the page cache and write the bytecode
-            timed(BENCH, cmd, what=name, ok=accept[name])
+            timed(BENCH, cmd, what=name, ok=accept[name], env=envs[name])
         times: dict[str, list[float]] = {name: [] for name in cmds}
         cpu: dict[str, list[float]] = {name: [] for name in cmds}
         codes: dict[str, set[int]] = {name: set() for name in cmds}
@@ -151,7 +163,7 @@ def main() -> int:
         for r in range(args.rounds):
             names = list(cmds)
             for name in names[r % len(names):] + names[: r % len(names)]:  # rotate who goes first
-                ran, used = cpu_timed(cmds[name], what=name, ok=accept[name])
+                ran, used = cpu_timed(cmds[name], what=name, ok=accept[name], env=envs[name])
                 times[name].append(ran.seconds)
                 cpu[name].append(used)
                 codes[name].add(ran.returncode)
@@ -161,7 +173,7 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} CPUs, load average {load0:.1f} -> {load1:.1f}; "
           f"{'live' if args.live else 'stub'}: {gpus} GPUs "
           f"(our run exit {first.returncode}); {args.rounds} alternated rounds, medians")
-    for name in ("ours", "gpumedic", "floor"):
+    for name in ("ours", *[n for n in med if n.startswith("ours@")], "gpumedic", "floor"):
         if name in med:
             spread = f"{min(times[name]) * 1000:.0f}-{max(times[name]) * 1000:.0f}"
             print(f"{name:9s} median {med[name] * 1000:7.1f} ms  (range {spread} ms, exit {sorted(codes[name])}); "
@@ -169,6 +181,9 @@ def main() -> int:
         else:
             print(f"{name:9s} skipped: {how}")
     print(f"ours/floor     {med['ours'] / med['floor']:.2f}x  (CPU {cpu_med['ours'] / cpu_med['floor']:.2f}x)")
+    for name in (n for n in med if n.startswith("ours@")):
+        print(f"ours/{name.removeprefix('ours@')}  {med['ours'] / med[name]:.2f}x  "
+              f"(CPU {cpu_med['ours'] / cpu_med[name]:.2f}x): this tree against that revision")
     if "gpumedic" not in med:
         print(f"ours/gpumedic  not measured (gpumedic {how}); target <= {TARGET}x")
         return 0

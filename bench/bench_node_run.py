@@ -20,13 +20,12 @@ import argparse
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from _selfcheck import REPO, Ran, child_env, fail, require, timed
+from _selfcheck import Ran, checkout_src, child_env, require, timed
 
 DUMP = Path(__file__).resolve().parents[1] / "tests/fixtures/captured/h200-580.159.04/nvml_capture.json"
 BASELINE = [sys.executable, "-c", "import psutil, pynvml"]
@@ -68,14 +67,9 @@ def _timed_env(cmd: list[str], env: dict[str, str], *, what: str = "the replayed
 def against(rev: str, repeat: int) -> None:
     """This tree's replayed run alternated with ``rev``'s; prints both and their ratio."""
     with tempfile.TemporaryDirectory(prefix="bench-node-run-") as tmp:
-        old = Path(tmp) / "old"
-        old.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src"], capture_output=True, check=False)
-        if archive.returncode != 0:
-            fail("bench_node_run", f"cannot check out {rev}: {archive.stderr.decode(errors='replace').strip()}")
-        subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+        old = checkout_src("bench_node_run", rev, Path(tmp) / "old")
         envs = {"this tree": child_env(Path(tmp) / "new"), rev: child_env(Path(tmp) / "rev")}
-        envs[rev]["PYTHONPATH"] = os.pathsep.join([str(old / "src"), *envs[rev]["PYTHONPATH"].split(os.pathsep)[1:]])
+        envs[rev]["PYTHONPATH"] = os.pathsep.join([str(old), *envs[rev]["PYTHONPATH"].split(os.pathsep)[1:]])
         figures: dict[str, list[tuple[float, float]]] = {name: [] for name in envs}
         for env in envs.values():
             _cpu_timed(RUN, env)  # bytecode compiled, page cache warm

@@ -69,6 +69,7 @@ NEVER_ON_A_LIVE_RUN_WITHOUT_RDMA = (
     "gpu_preflight.records.libfabric",  # fi_info is asked only where an EFA device is listed
     "gpu_preflight.records.pci",
     "gpu_preflight.records.perftest",
+    "orjson",  # a one-node report is written by the standard library, faster than orjson imports
 )
 
 
@@ -119,3 +120,32 @@ def test_a_live_node_run_on_a_host_without_rdma_loads_nothing_it_does_not_need(
     assert code in {"0", "1", "2"}, code
     assert "pynvml" in modules  # it did read the GPUs
     assert _unwanted(modules, NEVER_ON_A_LIVE_RUN_WITHOUT_RDMA) == []
+
+
+def test_a_command_in_the_callers_process_leaves_its_collector_alone(capsys: Any) -> None:
+    import gc
+
+    from gpu_preflight.cli.main import main
+
+    before = (gc.get_threshold(), gc.get_freeze_count(), gc.isenabled())
+    assert main(["checks", "list"]) == 0
+    assert "gpu.thermal" in capsys.readouterr().out
+    assert (gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()) == before
+
+
+def test_the_program_tunes_its_collector_for_a_short_life(tmp_path: Any) -> None:
+    """As the program, a higher first threshold while it runs and everything frozen at the end."""
+    import subprocess
+    import sys
+
+    from gpu_preflight.cli.main import GC_YOUNG_THRESHOLD
+
+    code = ("import gc, sys\nsys.argv = ['gpu-preflight', 'checks', 'list']\n"
+            "from gpu_preflight.cli.main import main\n"
+            "before = gc.get_threshold()\ncode = main()\n"
+            "print(before[0], gc.get_threshold()[0], gc.get_freeze_count() > 1000, gc.isenabled(), code, "
+            "file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                          cwd=tmp_path)
+    assert "gpu.thermal" in proc.stdout
+    assert proc.stderr.split()[-5:] == ["700", str(GC_YOUNG_THRESHOLD), "True", "True", "0"], proc.stderr

@@ -24,6 +24,7 @@ PKG = "gpu_preflight"
 LAYER_OF = {
     "": "api", "_version": "model", "model": "model", "recovery": "model", "registries": "model",
     "boundedio": "util", "kept_thread": "util", "safeio": "util", "redact": "util",
+    "fastclass": "model",  # the dataclass decorator every layer uses
     "report.progress": "util",  # a terminal helper
     "config": "config", "registry": "registry",
     "records": "records",

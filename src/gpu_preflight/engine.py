@@ -12,12 +12,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from . import registry
 from .config import Config, ConfigError, Profile, build_config, find_profile, match_profile
+from .fastclass import dataclass
 from .ids import EVIDENCE_JUDGE_ID
 from .model import CheckResult, Finding, NodeReport, Status, jsonable
 from .registry import CheckContext, CheckSpec, ProbeContext, ProbeState, RunInputs

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Any
+
+from .fastclass import dataclass
 
 SCHEMA_VERSION = "1.1"
 

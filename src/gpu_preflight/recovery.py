@@ -7,8 +7,7 @@ share it so both say the same thing about the same GPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from .fastclass import dataclass
 from .model import Status
 
 MIN_DRIVER = "570"

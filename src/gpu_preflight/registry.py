@@ -14,9 +14,10 @@ import pkgutil
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from typing import TYPE_CHECKING, Any, overload
 
+from .fastclass import dataclass
 from .model import Finding, Status, id_matches
 from .registries import Registry, UnknownKey
 

@@ -29,10 +29,11 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from .config import Config
+from .fastclass import dataclass
 from .ids import WORKLOADS_ID
 from .outputs.options import OutputOptions
 

@@ -26,8 +26,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
+
+from ..fastclass import dataclass
 
 __all__ = ["ToolCache", "ToolResult", "find_tool", "run_tool"]
 

@@ -14,9 +14,10 @@ sysfs and ``ibstat`` alike.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from ..fastclass import dataclass
 from ..records.fabric import EFA_DRIVER as EFA_DRIVER
 from ..records.fabric import IbDevice, IbDevicesRecord, IbPort
 from ..records.fabric import RdmaDevice as RdmaDevice

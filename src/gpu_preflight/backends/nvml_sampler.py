@@ -24,9 +24,10 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..fastclass import dataclass
 from .nvml import ECC_TOTALS
 
 MEMORY_TEMP_FIELD = 82  # NVML_FI_DEV_MEMORY_TEMP

@@ -19,11 +19,12 @@ Failures and warnings never come here: each still names its GPU.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import compress
 from typing import Any
 
 from ..config.report_schema import report_config
+from ..fastclass import dataclass
 from ..model import Finding, JsonDict, Status
 from ..records.cluster import ClusterView
 from ..registry import CheckContext

@@ -20,10 +20,10 @@ when no floor applies.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..config.evidence import evidence_config
+from ..fastclass import dataclass
 from ..model import Finding, Status
 from ..registry import declare
 from .evidence import judges

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from ..fastclass import dataclass
 from ..model import Status
 from ..records.topology import topology_summary
 

@@ -24,11 +24,11 @@ import itertools
 import json
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..fastclass import dataclass
 from .exits import EXIT_ERROR, EXIT_USAGE
 
 

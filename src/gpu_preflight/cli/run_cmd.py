@@ -50,12 +50,13 @@ def run_request(args: argparse.Namespace) -> Any:
 def show(report: Any, output: Any) -> None:
     """The verdict as asked (``report`` typed, or its dict): the console view on stderr, or one
     format alone on stdout."""
-    from ..report import render
-    from ..report.console import render_console
-
     if output.format == "console":
+        from ..report.console import render_console
+
         render_console(report, verbose=output.verbose)
     else:
+        from ..report import render
+
         sys.stdout.write(render(report, output.format))
         sys.stdout.flush()
 

@@ -15,8 +15,10 @@ every value from every source; one that declares none gets its type's default ra
 from __future__ import annotations
 
 import math
-from dataclasses import Field, dataclass, field
+from dataclasses import Field, field
 from typing import Any
+
+from ..fastclass import dataclass
 
 __all__ = ["DEFAULT_FLOAT_MAX", "DEFAULT_INT_MAX", "ValueRange", "setting", "value_range"]
 

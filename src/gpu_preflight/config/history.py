@@ -10,8 +10,7 @@ on the network.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..fastclass import dataclass
 from .fields import setting
 
 __all__ = ["HistoryConfig", "history_config"]

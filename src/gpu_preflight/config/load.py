@@ -10,8 +10,7 @@ its maximum, and only the hardware protection reasons fail.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..fastclass import dataclass
 from .fields import setting
 
 __all__ = ["LoadConfig", "load_config"]

@@ -16,10 +16,11 @@ import tomllib
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ..fastclass import dataclass
 from .fields import ValueRange, value_range
 from .schema import SECTIONS, Config
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
+from ..fastclass import dataclass
 from .loader import ConfigError, Layer, toml_lines, validate_layer
 
 PROFILE_DIR = Path(__file__).with_name("profiles")

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
+from ..fastclass import dataclass
 from .load import load_config
 from .schema import Config
 

@@ -8,8 +8,7 @@ that is wrong for most sites, so until it is set the cost-benefit line counts GP
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..fastclass import dataclass
 from .fields import setting
 
 __all__ = ["COMPONENTS", "ReportConfig", "report_config"]

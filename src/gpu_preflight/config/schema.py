@@ -8,9 +8,10 @@ threshold and its value cannot drift apart.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Literal
 
+from ..fastclass import dataclass
 from .diagnostics import DiagnosticsConfig
 from .evidence import EvidenceConfig
 from .fields import setting

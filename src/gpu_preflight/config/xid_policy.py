@@ -19,12 +19,13 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..fastclass import dataclass
 from ..records.xid import XidEvent, XidGroup, XidTally, count_events, xid_window
 from .loader import ConfigError, toml_lines
 

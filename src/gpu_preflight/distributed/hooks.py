@@ -17,9 +17,9 @@ be loaded stops the rank with a one-line reason, rather than running without it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from ..fastclass import dataclass
 from ..registries import Registry
 
 __all__ = ["HOOKS", "HOOKS_ENV", "Hooks", "hooks_from_env"]

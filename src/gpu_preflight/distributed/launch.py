@@ -18,9 +18,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
+
+from ..fastclass import dataclass
 
 
 def free_port() -> int:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from ..fastclass import dataclass
 
 __all__ = ["FORMATION_OP", "NodeBundle", "RankPayload"]
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
+
+from ..fastclass import dataclass
 
 if TYPE_CHECKING:
     from ..config.diagnostics import DiagnosticsConfig

@@ -8,10 +8,10 @@ progress view).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config
+from ..fastclass import dataclass
 from .topology import Topology
 
 __all__ = ["Group", "Plan", "layout", "make_plan", "node_ranks", "steps_for"]

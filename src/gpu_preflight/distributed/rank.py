@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Any
 
 from ..config import Config
 from ..engine import RunOptions, run_checks
+from ..fastclass import dataclass
 from .gather import gather, post_node_bundle
 from .hooks import Hooks, hooks_from_env
 from .payload import FORMATION_OP, RankPayload

@@ -12,9 +12,11 @@ import json
 import re
 import socket
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, field, replace
 from pathlib import Path
 from typing import Any
+
+from ..fastclass import dataclass
 
 SAGEMAKER_RESOURCE_CONFIG = Path("/opt/ml/input/config/resourceconfig.json")
 DEFAULT_PORT = 29500

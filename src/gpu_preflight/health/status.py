@@ -14,9 +14,10 @@ from __future__ import annotations
 import enum
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..fastclass import dataclass
 from ..ids import NVML_ID, RECOVERY_ACTION_ID
 from ..model import Finding, NodeReport, Status
 

@@ -18,10 +18,11 @@ import json
 import re
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..fastclass import dataclass
 from .extract import Measurement
 
 __all__ = ["CaptureError", "Captured", "capture", "render_toml"]

@@ -15,9 +15,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..fastclass import dataclass
 from ..ids import GEMM_ID, MEMORY_BANDWIDTH_ID
 from ..report.measurements import num
 from ..report.model import ClusterReport, GpuEntry, ReportFinding

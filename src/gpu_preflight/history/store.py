@@ -13,11 +13,11 @@ import os
 import sqlite3
 import statistics
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from ..fastclass import dataclass
 from ..model import verdict
 from .extract import Measurement, RunRecord
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import fnmatch
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..fastclass import dataclass
 from .store import HistoryStore, RunRow
 
 __all__ = ["Trend", "render_runs", "render_trends", "trends"]

@@ -24,10 +24,11 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..fastclass import dataclass
 from .slurm_result import node_results, parse_timestamp
 
 PREFIX = "gpu-preflight.io"

@@ -10,9 +10,10 @@ patch are retried, so another controller's taint is never lost.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..fastclass import dataclass
 from .k8s import TAINT_KEY, LabelPlan, NodeAction, hold_if_over
 
 CONFLICT = 409

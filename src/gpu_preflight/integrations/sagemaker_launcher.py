@@ -34,10 +34,11 @@ import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from ..fastclass import dataclass
 from .sagemaker_script import ENTRY_SCRIPT, ENTRY_SCRIPT_NAME, JOB_FAILS_ON
 
 DISTRIBUTED = ("auto", "none", "torchrun", "mpi")

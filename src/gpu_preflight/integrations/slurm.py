@@ -23,11 +23,12 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from ..config.slurm_schema import SlurmConfig
+from ..fastclass import dataclass
 from .slurm_ctl import Scontrol, ScontrolError
 from .slurm_nodes import SlurmNode
 from .slurm_result import Verdict

@@ -20,12 +20,13 @@ failure no single node owns), 3 could not act.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..config.slurm_schema import SlurmConfig
+from ..fastclass import dataclass
 from .slurm import Action, Kind, execute, gate, plan_node
 from .slurm_ctl import Scontrol, ScontrolError
 from .slurm_nodes import SlurmNode

@@ -15,8 +15,9 @@ caller runs scontrol with ``SLURM_TIME_FORMAT=standard``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
+
+from ..fastclass import dataclass
 
 __all__ = ["SlurmNode", "parse_nodes"]
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 import fnmatch
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from ..config.slurm_schema import SlurmConfig
+from ..fastclass import dataclass
 
 __all__ = ["NodeResult", "Verdict", "judge", "node_results", "read_result"]
 

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ..fastclass import dataclass
 from .model import LocalizeConfig, Observation
 
 REASON_ORDER = ("timeout", "wrong", "failed", "below_floor", "slow", "latency")

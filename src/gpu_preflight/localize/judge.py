@@ -28,8 +28,8 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from ..fastclass import dataclass
 from .model import OK, LocalizeConfig, Measurement, Observation
 
 MAD_SIGMA = 1.4826  # MAD x this estimates the standard deviation of normal noise

@@ -8,8 +8,10 @@ order; names are attached only by the report, so the scheduler never sees a host
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
+
+from ..fastclass import dataclass
 
 # Measurement statuses. Only "ok" carries figures that are judged for speed; the others
 # are positive (bad) outcomes in themselves.

@@ -17,8 +17,9 @@ import math
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ..fastclass import dataclass
 from .model import (
     FAILED,
     OK,

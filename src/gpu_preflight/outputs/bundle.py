@@ -11,9 +11,10 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..fastclass import dataclass
 
 if TYPE_CHECKING:
     from ..report.model import ClusterReport

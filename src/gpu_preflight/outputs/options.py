@@ -8,7 +8,8 @@ code that has no command line at all.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+
+from ..fastclass import dataclass
 
 __all__ = ["DEFAULT_REPORT_NAME", "OutputOptions", "check_report_name"]
 

@@ -27,10 +27,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..fastclass import dataclass
 from .options import OutputOptions
 
 if TYPE_CHECKING:

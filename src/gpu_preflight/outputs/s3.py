@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..fastclass import dataclass
 from .bundle import REPORT, Bundle
 
 __all__ = ["S3Location", "job_name", "parse_s3_url", "upload_bundle"]

@@ -17,9 +17,10 @@ which knows whether this job is meant to fail on the verdict (``--job-fails-on``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ..fastclass import dataclass
 
 if TYPE_CHECKING:  # the bundle module (tempfile, copies) is only needed when writing
     from .bundle import Bundle

@@ -19,9 +19,9 @@ import importlib
 import pkgutil
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
+from ..fastclass import dataclass
 from ..registries import Registry
 from .errors import ParseError
 

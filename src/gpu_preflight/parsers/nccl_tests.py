@@ -42,12 +42,12 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import lru_cache, reduce
 from itertools import chain, compress, islice, repeat
 from operator import add, eq, gt, itemgetter, methodcaller, not_, or_
 from typing import TypeVar, cast
 
+from ..fastclass import dataclass
 from ..records.nccl import (
     FAILURE_EXAMPLES,
     FAILURE_MESSAGE_CHARS,

@@ -20,10 +20,11 @@ side), which needs millions of Xid events within the window.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from ..fastclass import dataclass
 from ..records.xid import UnparsedXid, XidEvent, pci_key
 
 if TYPE_CHECKING:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import chain, compress
 from operator import itemgetter
 from typing import Any
 
+from ..fastclass import dataclass
 from .columns import ResultColumns, columns_of, unpack
 
 

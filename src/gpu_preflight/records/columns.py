@@ -25,9 +25,10 @@ result lacks reads ``None``, which the checks' screens send to the one-rank judg
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from itertools import chain
 from typing import Any, ClassVar, Generic, TypeVar, overload
+
+from ..fastclass import dataclass
 
 __all__ = ["FIELDS", "GemmColumns", "MemoryColumns", "ResultColumns", "Rows", "TrainColumns", "columns_of",
            "take_results", "unpack"]

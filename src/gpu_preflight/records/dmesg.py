@@ -6,10 +6,11 @@ Lists are capped by the parser (first and last entries kept, the count between i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Protocol
 
+from ..fastclass import dataclass
 from .xid import UnparsedXid, XidEvent, XidTally, XidWindow, count_events
 
 

@@ -8,7 +8,9 @@ What only a tool's output holds has its own module, loaded when that output is p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from ..fastclass import dataclass
 
 
 @dataclass

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from ..fastclass import dataclass
 
 KEPT_FAILURES = 500  # the first and the last this many ``Test ... failure`` lines are listed in ``errors``
 FAILURE_EXAMPLES = 3  # lines listed per failure group

@@ -6,10 +6,11 @@ reason, so a check can tell "0 errors" from "unknown".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ..fastclass import dataclass
 from ..model import NA
 
 if TYPE_CHECKING:

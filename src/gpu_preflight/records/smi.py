@@ -9,7 +9,9 @@ saved record is judged by the same checks as a live NVML reading.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
+
+from ..fastclass import dataclass
 
 # nvmlClocksEventReasons bit per reason name (the names of checks.gpu_thermal.CLOCK_REASONS).
 CLOCK_REASON_BITS: dict[str, int] = {

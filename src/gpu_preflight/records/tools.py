@@ -10,8 +10,10 @@ back to ``gpu-preflight judge``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
+
+from ..fastclass import dataclass
 
 if TYPE_CHECKING:
     from .dcgm import DcgmDiagRecord

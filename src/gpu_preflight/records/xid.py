@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime, timedelta
 from typing import Any
+
+from ..fastclass import dataclass
 
 EXAMPLES = 3  # first and last lines kept per group
 DEDUP_KEYS_MAX = 65_536

@@ -13,11 +13,11 @@ import functools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
+from ..fastclass import dataclass
 from ..ids import RUN_COVERAGE_ID
 from ..model import (
     SCHEMA_VERSION,

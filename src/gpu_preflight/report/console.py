@@ -24,9 +24,9 @@ import sys
 import textwrap
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import IO, Any
 
+from ..fastclass import dataclass
 from ..model import Status
 from .canonical import verdict_of
 from .model import ClusterReport, ReportFinding

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple
 
+from ..fastclass import dataclass
 from ..ids import GEMM_ID
 from ..model import Status
 from .connectivity import node_names

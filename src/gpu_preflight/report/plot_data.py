@@ -15,9 +15,10 @@ import bisect
 import heapq
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..fastclass import dataclass
 from ..ids import GEMM_ID
 from .connectivity import node_names
 from .measurements import Curve, num

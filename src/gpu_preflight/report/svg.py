@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from html import escape
+
+from ..fastclass import dataclass
 
 __all__ = ["STATUS_COLORS", "Bar", "Bin", "Envelope", "Ref", "Series", "bar_chart", "histogram", "human_bytes",
            "line_chart"]

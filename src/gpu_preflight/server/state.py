@@ -9,9 +9,9 @@ silent agent all answer "no".
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import cached_property
 
+from ..fastclass import dataclass
 from ..health.status import HealthStatus
 from ..model import NodeReport, gating_statuses
 from ..report import build_report

@@ -8,8 +8,10 @@ counts mismatches on read-back: a bad HBM stack shows up as wrong words, not as 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
+
+from ..fastclass import dataclass
 
 GB = 1e9
 CHUNK_WORDS = 1 << 26  # 512 MiB of int64 scratch per comparison step

@@ -6,8 +6,10 @@ An image built for a newer CUDA than the driver supports is the commonest cause 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
+
+from ..fastclass import dataclass
 
 
 @dataclass

@@ -19,8 +19,10 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
+
+from ..fastclass import dataclass
 
 SAMPLES = 512  # the training set; the default batch (workload.train_batch_size) is all of it
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ...fastclass import dataclass
 from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, is_not_available, prepare, to_bool, to_float, to_int
