@@ -247,6 +247,17 @@ def test_kmsg_is_read_first_record_by_record(monkeypatch: pytest.MonkeyPatch, tm
     assert records[0].split(";", 1)[0].count(",") >= 3
 
 
+def test_kmsg_linked_to_an_empty_device_falls_through_to_dmesg(no_sources: None, monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path) -> None:
+    """Some container runtimes point /dev/kmsg at /dev/null: an empty read is a failure, not a clean log."""
+    monkeypatch.setattr(backend, "KMSG_PATH", os.devnull)
+    monkeypatch.setattr(backend, "DMESG_ARGV", fake_tool(tmp_path, "dmesg", f"echo '[  5.0] {XID13}'\n"))
+    log = backend.read_kernel_log()
+    assert log.source == "dmesg"
+    assert log.failures == (f"{os.devnull}: no kernel messages",)
+    assert [e.xid for e in parse_xid_events(log.text)] == [13]
+
+
 def test_all_sources_failing_names_each_reason(no_sources: None) -> None:
     with pytest.raises(backend.KernelLogUnavailable) as info:
         backend.read_kernel_log()
