@@ -44,7 +44,7 @@ def lnksta(ctx: CheckContext) -> Iterator[Finding]:
 def limited_by(ctx: CheckContext) -> Iterator[Finding]:
     """The kernel reports no device capped by a slower upstream PCIe link.
 
-    Reads the kernel log (dmesg, /dev/kmsg, journalctl, or ``--kernel-log FILE``) for
+    Reads the kernel log (/dev/kmsg, dmesg, journalctl, or ``--kernel-log FILE``) for
     ``... available PCIe bandwidth, limited by <speed> x<width> link at <bridge>`` lines and
     applies the ``dmesg`` rule: WARN for each such device (a gen4 switch under a gen5 GPU,
     a slot or BIOS setting). SKIP when the kernel log cannot be read.

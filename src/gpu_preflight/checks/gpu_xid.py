@@ -34,7 +34,7 @@ def xid_policy(cfg: XidConfig) -> XidPolicy:
 def xid_events(ctx: CheckContext) -> Iterator[Finding]:
     """No serious Xid event in the kernel log within the window.
 
-    Reads ``NVRM: Xid`` lines (dmesg, /dev/kmsg, journalctl, ``--kernel-log FILE`` or the
+    Reads ``NVRM: Xid`` lines (/dev/kmsg, dmesg, journalctl, ``--kernel-log FILE`` or the
     log a replayed snapshot recorded) within ``xid.window_hours``: a live log's window
     ends now, a saved log's at its last timestamp, a snapshot's when it was taken. Every
     finding says which window it covers and how many events fell outside it. Groups

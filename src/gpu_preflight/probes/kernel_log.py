@@ -1,4 +1,4 @@
-"""The ``kernel_log`` fact: Xid events from dmesg, /dev/kmsg, the journal, a saved file or a snapshot.
+"""The ``kernel_log`` fact: Xid events from /dev/kmsg, dmesg, the journal, a saved file or a snapshot.
 
 Every source is counted in a window from :func:`~gpu_preflight.config.xid_window.xid_window`:
 a live log's window ends now, a saved file's at its last timestamp, a replayed snapshot's
