@@ -20,6 +20,8 @@ what the generated ones do (tests/test_fastclass.py compares them on the same cl
   a ``__hash__`` or ``__eq__``/``__repr__`` the class body defines is kept.
 
 ``order=True`` (unused here) is left to the standard library, which needs its own ``__eq__``.
+``__dataclass_params__`` records ``repr=False, eq=False`` (what the standard library was
+asked for); the methods on the class are what count, and they are the ones described here.
 """
 
 from __future__ import annotations
