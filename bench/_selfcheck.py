@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-__all__ = ["Ran", "checkout_src", "child_env", "fail", "require", "timed"]
+__all__ = ["Ran", "checkout_src", "child_env", "fail", "on_src", "require", "timed"]
 
 REPO = Path(__file__).resolve().parents[1]
 EXIT = 2
@@ -94,3 +94,10 @@ def checkout_src(bench: str, rev: str, dest: Path) -> Path:
         fail(bench, f"cannot check out {rev}: {archive.stderr.decode(errors='replace').strip()}")
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
     return dest / "src"
+
+
+def on_src(env: Mapping[str, str], src: Path) -> dict[str, str]:
+    """``env`` running the package from ``src`` (another revision's, :func:`checkout_src`) instead of
+    this checkout's: ``src`` first on ``PYTHONPATH``, this checkout's ``src`` left out."""
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(REPO / "src")]
+    return {**env, "PYTHONPATH": os.pathsep.join([str(src), *rest])}

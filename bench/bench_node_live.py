@@ -46,7 +46,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from _selfcheck import Ran, checkout_src, child_env, fail, require, timed
+from _selfcheck import Ran, checkout_src, child_env, fail, on_src, require, timed
 
 REPO = Path(__file__).resolve().parents[1]
 DUMP = REPO / "tests/fixtures/captured/h200-580.159.04/nvml_capture.json"
@@ -148,8 +148,7 @@ def main() -> int:
             old = f"ours@{args.against}"
             src = checkout_src(BENCH, args.against, tmp / "against")
             cmds[old], accept[old] = ours, accept["ours"]
-            envs[old] = {**env, "PYTHONPATH": os.pathsep.join([str(src), *env["PYTHONPATH"].split(os.pathsep)[1:]]),
-                         "PYTHONPYCACHEPREFIX": str(tmp / "pycache-against")}
+            envs[old] = {**on_src(env, src), "PYTHONPYCACHEPREFIX": str(tmp / "pycache-against")}
         first = timed(BENCH, cmds["ours"], what="our live node check", ok=accept["ours"], env=env)
         gpus = sum(1 for f in json.loads(first.stdout)["findings"] if f["check_id"] == "gpu.thermal")
         if gpus == 0:

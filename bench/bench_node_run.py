@@ -17,7 +17,6 @@ package.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import statistics
 import sys
@@ -25,7 +24,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from _selfcheck import Ran, checkout_src, child_env, require, timed
+from _selfcheck import Ran, checkout_src, child_env, on_src, require, timed
 
 DUMP = Path(__file__).resolve().parents[1] / "tests/fixtures/captured/h200-580.159.04/nvml_capture.json"
 BASELINE = [sys.executable, "-c", "import psutil, pynvml"]
@@ -68,8 +67,7 @@ def against(rev: str, repeat: int) -> None:
     """This tree's replayed run alternated with ``rev``'s; prints both and their ratio."""
     with tempfile.TemporaryDirectory(prefix="bench-node-run-") as tmp:
         old = checkout_src("bench_node_run", rev, Path(tmp) / "old")
-        envs = {"this tree": child_env(Path(tmp) / "new"), rev: child_env(Path(tmp) / "rev")}
-        envs[rev]["PYTHONPATH"] = os.pathsep.join([str(old), *envs[rev]["PYTHONPATH"].split(os.pathsep)[1:]])
+        envs = {"this tree": child_env(Path(tmp) / "new"), rev: on_src(child_env(Path(tmp) / "rev"), old)}
         figures: dict[str, list[tuple[float, float]]] = {name: [] for name in envs}
         for env in envs.values():
             _cpu_timed(RUN, env)  # bytecode compiled, page cache warm

@@ -40,6 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _selfcheck import checkout_src, on_src
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "evidence"
 SNAPSHOT = ROOT / "tests" / "fixtures" / "captured" / "h200-580.159.04" / "nvml_capture.json"
@@ -241,11 +243,7 @@ def against(ref: str | None, tmp: Path) -> tuple[str, dict[str, str]] | None:
     tree (``PYTHONPATH`` comes before the editable install), or None without ``--against``."""
     if ref is None:
         return None
-    tree = tmp / "against"
-    tree.mkdir()
-    archive = subprocess.run(["git", "archive", ref, "src"], cwd=ROOT, capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    return f" @{ref}", {**os.environ, "PYTHONPATH": str(tree / "src")}
+    return f" @{ref}", on_src(os.environ, checkout_src("bench_parse", ref, tmp / "against"))
 
 
 def with_baseline(ours: dict[str, list[str]], floor: dict[str, list[str]],

@@ -117,6 +117,8 @@ def test_recursive_repr_stops() -> None:
 
 def test_shared_methods_compile_nothing_per_class() -> None:
     """The point of the module: fewer generated functions per class than the standard library."""
+    if not hasattr(dataclasses, "_create_fn"):  # Python 3.13 builds the methods another way
+        pytest.skip("this Python's dataclasses has no _create_fn to count calls of")
     generated: list[str] = []
     original = dataclasses._create_fn  # type: ignore[attr-defined]
 

@@ -46,6 +46,12 @@ def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     return lambda obj: ()
 
 
+def _put(cls: type, method: Callable[..., Any]) -> None:
+    """Set ``method`` on the class under its own name, named as a method of that class."""
+    method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
+    setattr(cls, method.__name__, method)
+
+
 def _share(cls: type, *, repr_: bool, eq: bool, frozen: bool, unsafe_hash: bool) -> type:
     """Install the shared methods on the class ``dataclasses.dataclass`` returned."""
     fields = dataclasses.fields(cls)
@@ -57,8 +63,7 @@ def _share(cls: type, *, repr_: bool, eq: bool, frozen: bool, unsafe_hash: bool)
         def __repr__(self: Any) -> str:
             return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in shown)})"
 
-        __repr__.__qualname__ = f"{cls.__qualname__}.__repr__"
-        cls.__repr__ = __repr__  # type: ignore[assignment]
+        _put(cls, __repr__)
     if not eq:
         return cls
     compared = _getter(tuple(f.name for f in fields if f.compare))
@@ -68,8 +73,7 @@ def _share(cls: type, *, repr_: bool, eq: bool, frozen: bool, unsafe_hash: bool)
                 return compared(self) == compared(other)
             return NotImplemented
 
-        __eq__.__qualname__ = f"{cls.__qualname__}.__eq__"
-        cls.__eq__ = __eq__  # type: ignore[method-assign,assignment]
+        _put(cls, __eq__)
     # the standard table: a __hash__ written in the body wins (None from an __eq__ there does not)
     explicit = "__hash__" in body and not (body["__hash__"] is None and "__eq__" in body)
     if explicit:
@@ -80,8 +84,7 @@ def _share(cls: type, *, repr_: bool, eq: bool, frozen: bool, unsafe_hash: bool)
         def __hash__(self: Any) -> int:
             return hash(hashed(self))
 
-        __hash__.__qualname__ = f"{cls.__qualname__}.__hash__"
-        cls.__hash__ = __hash__  # type: ignore[method-assign,assignment]
+        _put(cls, __hash__)
     else:
         cls.__hash__ = None  # type: ignore[assignment]
     return cls
