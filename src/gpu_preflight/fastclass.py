@@ -19,6 +19,13 @@ what the generated ones do (tests/test_fastclass.py compares them on the same cl
   fields whose ``hash`` (else ``compare``) is true; a mutable class with ``eq`` is unhashable;
   a ``__hash__`` or ``__eq__``/``__repr__`` the class body defines is kept.
 
+What the standard library still generates (``__init__``, frozen ``__setattr__`` and
+``__delattr__``) is compiled once per installation, not once per run: the compiled code is
+kept beside the bytecode by :mod:`gpu_preflight.bytecache` (a further ~20 ms of a node
+check). While one of our classes is made, ``dataclasses._create_fn`` is that cache's for the
+thread making it; any other thread's classes, in the same moment, get the standard
+library's own.
+
 ``order=True`` (unused here) is left to the standard library, which needs its own ``__eq__``.
 ``__dataclass_params__`` records ``repr=False, eq=False`` (what the standard library was
 asked for); the methods on the class are what count, and they are the ones described here.
@@ -27,12 +34,17 @@ asked for); the methods on the class are what count, and they are the ones descr
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from operator import attrgetter
 from reprlib import recursive_repr
 from typing import TYPE_CHECKING, Any
 
+from .bytecache import METHODS
+
 __all__ = ["dataclass"]
+
+_MAKING = threading.RLock()  # one class at a time swaps dataclasses._create_fn
 
 
 def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -90,15 +102,36 @@ def _share(cls: type, *, repr_: bool, eq: bool, frozen: bool, unsafe_hash: bool)
     return cls
 
 
+def _made(klass: type, **kwargs: Any) -> type:
+    """``dataclasses.dataclass(klass, **kwargs)``, its generated methods compiled through :data:`METHODS`."""
+    methods = METHODS
+    if methods is None:
+        return dataclasses.dataclass(klass, **kwargs)  # type: ignore[no-any-return]
+    with _MAKING:
+        original = dataclasses._create_fn  # type: ignore[attr-defined]
+        maker = threading.get_ident()
+
+        def create_fn(*args: Any, **kw: Any) -> Any:
+            if threading.get_ident() != maker:  # another thread's class: not ours to keep
+                return original(*args, **kw)
+            return methods.create_fn(*args, **kw)
+
+        dataclasses._create_fn = create_fn  # type: ignore[attr-defined]
+        try:
+            return dataclasses.dataclass(klass, **kwargs)  # type: ignore[no-any-return]
+        finally:
+            dataclasses._create_fn = original  # type: ignore[attr-defined]
+
+
 def _dataclass(cls: type | None = None, /, **kwargs: Any) -> Any:
     """:func:`dataclasses.dataclass` with the same arguments; see the module's docstring."""
     repr_ = kwargs.pop("repr", True)
     eq = kwargs.pop("eq", True)
-    if kwargs.get("order"):  # the generated ordering needs the generated __eq__: nothing is shared
-        return dataclasses.dataclass(cls, repr=repr_, eq=eq, **kwargs)
 
     def wrap(klass: type) -> type:
-        made: type = dataclasses.dataclass(klass, repr=False, eq=False, **kwargs)
+        if kwargs.get("order"):  # the generated ordering needs the generated __eq__: nothing is shared
+            return _made(klass, repr=repr_, eq=eq, **kwargs)
+        made = _made(klass, repr=False, eq=False, **kwargs)
         return _share(made, repr_=repr_, eq=eq, frozen=kwargs.get("frozen", False),
                       unsafe_hash=kwargs.get("unsafe_hash", False))
 

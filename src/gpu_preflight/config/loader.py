@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import tomllib
 import types
 import typing
 from collections.abc import Mapping
@@ -20,6 +19,7 @@ from dataclasses import field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ..bytecache import kept, kept_file
 from ..fastclass import dataclass
 from .fields import ValueRange, value_range
 from .schema import SECTIONS, Config
@@ -78,12 +78,31 @@ def read_file(path: str | Path) -> Layer:
 
 
 def _parse_toml(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]:
+    return parse_toml(text, source), toml_lines(text)
+
+
+_TOML_KEPT = kept_file("toml")
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    """``tomllib.loads(text)``; invalid TOML is a :class:`ConfigError` naming ``source`` and the line.
+
+    Every TOML text we read (the shipped profiles and Xid policy, a site's files) comes
+    through here. What a text parses to is kept beside the bytecode
+    (:mod:`gpu_preflight.bytecache`, keyed by the text itself): a node check reads ten
+    shipped files every run, and neither imports nor runs the parser for text it has seen.
+    """
+    return kept(_TOML_KEPT, text, lambda t: _loads(t, source))  # type: ignore[no-any-return]
+
+
+def _loads(text: str, source: str) -> dict[str, Any]:
+    import tomllib
+
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         raise ConfigError(f"invalid TOML: {exc}", source=source, line=int(m.group(1)) if m else None) from exc
-    return data, toml_lines(text)
 
 
 _TABLE = re.compile(r"^\[\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]$")
@@ -287,6 +306,8 @@ def _shown(raw: str) -> str:
 
 def parse_scalar(raw: str) -> Any:
     """Parse a command-line or environment value as a TOML value, else keep the string."""
+    import tomllib
+
     try:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:

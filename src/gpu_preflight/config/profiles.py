@@ -10,14 +10,13 @@ longest match, so "H100 PCIe" is not mistaken for a generic "H100".
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import field
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
 from ..fastclass import dataclass
-from .loader import ConfigError, Layer, toml_lines, validate_layer
+from .loader import ConfigError, Layer, parse_toml, toml_lines, validate_layer
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 
@@ -67,11 +66,9 @@ def load_profile_file(path: str | Path, *, lazy: bool = False) -> Profile:
     p = Path(path)
     try:
         text = read_text(p, limit=CONFIG_LIMIT, what="profile")  # a UTF-16 file is named as such, not a traceback
-        data = tomllib.loads(text)
     except InputError as exc:
         raise ConfigError(str(exc).removeprefix(f"{p}: "), source=str(p)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", source=str(p)) from exc
+    data = parse_toml(text, str(p))
     meta = data.get("profile")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
         raise ConfigError("a profile needs a [profile] table with a name", source=str(p),

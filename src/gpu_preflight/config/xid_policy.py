@@ -16,8 +16,6 @@ onto check statuses is the check's business.
 
 from __future__ import annotations
 
-import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -27,7 +25,7 @@ from typing import Any
 
 from ..fastclass import dataclass
 from ..records.xid import XidEvent, XidGroup, XidTally, count_events, xid_window
-from .loader import ConfigError, toml_lines
+from .loader import ConfigError, parse_toml, toml_lines
 
 __all__ = [
     "ACTIONS", "CAUSES", "SEVERITIES", "SHIPPED_POLICY", "XidPolicy", "XidRule", "XidVerdict",
@@ -148,7 +146,7 @@ def load_xid_policy(path: str | Path | None = None,
     """
     source = Path(path) if path is not None else SHIPPED_POLICY
     text = _read(source)
-    data = _parse(text, str(source))
+    data = parse_toml(text, str(source))
     policy = _build(data, toml_lines(text), str(source))
     return policy.with_overrides(overrides) if overrides else policy
 
@@ -158,15 +156,6 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read Xid policy: {exc.strerror or exc}", source=str(path)) from exc
-
-
-def _parse(text: str, source: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        raise ConfigError(f"invalid TOML: {exc}", source=source,
-                          line=int(m.group(1)) if m else None) from exc
 
 
 def _build(data: Mapping[str, Any], lines: Mapping[str, int], source: str) -> XidPolicy:

@@ -1,0 +1,209 @@
+"""What a run derives from our own text, compiled or parsed once per installation and kept beside the bytecode.
+
+Why: a node check is a short process started on every node of every job, and part of its
+start-up was work whose result only changes when its input text does: on Python 3.11 and
+3.12 the standard library compiles each dataclass's generated ``__init__`` (and a frozen
+class's ``__setattr__``/``__delattr__``) from source text whenever the class's module is
+imported (~170 compiles, 20-25 ms of a ~170 ms node check), and the shipped TOML files
+(nine GPU profiles, the Xid policy) were parsed by ``tomllib`` every run (~6 ms with its
+import). Python already keeps the compiled form of a module in ``__pycache__``; this
+keeps those results next to it, the same way:
+
+* one file per kind, ``__pycache__/bytecache.cpython-3XX.<kind>`` (the place
+  :func:`importlib.util.cache_from_source` gives, so ``PYTHONPYCACHEPREFIX`` is honoured),
+  starting with the interpreter's bytecode magic number and this module's format version:
+  another Python's file, or one an older version wrote, is not read;
+* each entry is keyed by the exact text it was made from (a method's source, a TOML file's
+  content) and holds the result :mod:`marshal`-ed: a changed text is a new key, so an entry
+  is only ever reused for the very text it came from, and every lookup unmarshals a fresh
+  object (a caller that changes what it got changes nothing kept);
+* a file is written only where Python writes bytecode (not under
+  ``PYTHONDONTWRITEBYTECODE``, not where ``__pycache__`` is missing), once, at exit, by a
+  process that made something new: a temporary created ``O_EXCL | O_NOFOLLOW`` and renamed
+  over the file, so no link is followed and no reader sees half a file. It keeps at most
+  :data:`MAX_ENTRIES` entries (the oldest are dropped); a file over :data:`MAX_BYTES` is
+  not read;
+* it is trusted as a ``.pyc`` beside it is (whoever can write one can write the other);
+  anything unreadable, truncated or of the wrong shape is ignored and the work is done as
+  before. A cache changes no outcome, only the time.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import marshal
+import os
+import stat
+import sys
+from collections.abc import Callable
+from contextlib import suppress
+from types import CodeType
+from typing import Any
+
+__all__ = ["MAX_BYTES", "MAX_ENTRIES", "METHODS", "KeptFile", "MethodCache", "kept", "kept_file"]
+
+MAX_BYTES = 8 << 20  # ~170 methods take ~350 kB
+MAX_ENTRIES = 4096
+_MISSING = dataclasses.MISSING
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+_FORMAT = b"gpu-preflight bytecache 1\n"  # raised when what is kept, or how it is made, changes
+
+
+def _magic() -> bytes:
+    """The interpreter's bytecode magic number, then this module's format."""
+    from importlib.util import MAGIC_NUMBER
+
+    return MAGIC_NUMBER + _FORMAT
+
+
+class KeptFile:
+    """Results by the text they were made from: read on first use, written at exit when something was added."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.added = 0  # entries made by this process (not found in the file)
+        self._entries: dict[str, bytes] | None = None
+
+    def get(self, text: str) -> Any | None:
+        """The result kept for ``text`` (a fresh object), or None."""
+        if self._entries is None:
+            self._entries = self._load()
+        found = self._entries.get(text)
+        if found is None:
+            return None
+        try:
+            return marshal.loads(found)  # noqa: S302 - our own file, trusted as the .pyc beside it
+        except (EOFError, ValueError, TypeError):
+            del self._entries[text]
+            return None
+
+    def put(self, text: str, value: Any) -> bool:
+        """Keep ``value`` for ``text``; False where it cannot be kept (a type :mod:`marshal` does not write)."""
+        try:
+            data = marshal.dumps(value)
+        except ValueError:
+            return False
+        if self._entries is None:
+            self._entries = self._load()
+        self._entries[text] = data
+        self.added += 1
+        if self.added == 1 and self.path and not sys.dont_write_bytecode:
+            atexit.register(self.save)
+        return True
+
+    def _load(self) -> dict[str, bytes]:
+        if not self.path:
+            return {}
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return {}
+        try:
+            with os.fdopen(fd, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
+                    return {}
+                data = fh.read(MAX_BYTES + 1)
+        except OSError:
+            return {}
+        magic = _magic()
+        if not data.startswith(magic):
+            return {}
+        try:
+            loaded = marshal.loads(data[len(magic):])  # noqa: S302 - as above
+        except (EOFError, ValueError, TypeError):
+            return {}
+        if not isinstance(loaded, dict) or not all(type(k) is str and type(v) is bytes for k, v in loaded.items()):
+            return {}
+        return loaded
+
+    def save(self) -> None:
+        """Write what this process added, with what it read, over the file (see the module's docstring)."""
+        if not self.path or not self._entries or not self.added:
+            return
+        data = _magic() + marshal.dumps(dict(list(self._entries.items())[-MAX_ENTRIES:]))
+        if len(data) > MAX_BYTES:
+            return
+        tmp = f"{self.path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        try:
+            fd = os.open(tmp, _NEW_FILE, 0o644)
+        except OSError:  # no __pycache__ there, read-only, not ours: Python keeps no bytecode there either
+            return
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, self.path)
+        except OSError:
+            with suppress(OSError):
+                os.unlink(tmp)
+        else:
+            self.added = 0
+
+
+def kept_file(kind: str, module_file: str | None = __file__) -> KeptFile:
+    """The kept results of one kind (``methods``, ``toml``); one without a file where Python keeps no bytecode."""
+    if not module_file or not module_file.endswith(".py"):
+        return KeptFile(None)
+    from importlib.util import cache_from_source
+
+    try:
+        pyc = cache_from_source(module_file)
+    except NotImplementedError:  # sys.implementation.cache_tag is None: no bytecode cache at all
+        return KeptFile(None)
+    return KeptFile(f"{pyc.removesuffix('.pyc')}.{kind}")
+
+
+def kept(store: KeptFile | None, text: str, make: Callable[[str], Any]) -> Any:
+    """``make(text)``, or what was kept for that very text; the result is kept where it can be."""
+    if store is None:
+        return make(text)
+    found = store.get(text)
+    if found is None:
+        found = make(text)
+        store.put(text, found)
+    return found
+
+
+class MethodCache:
+    """``dataclasses._create_fn`` (3.11, 3.12) with the compile looked up in a :class:`KeptFile` first."""
+
+    def __init__(self, store: KeptFile) -> None:
+        self.store = store
+
+    def create_fn(self, name: str, args: list[str], body: list[str], *, globals: dict[str, Any] | None = None,
+                  locals: dict[str, Any] | None = None, return_type: Any = _MISSING) -> Any:
+        """What ``dataclasses._create_fn`` returns for the same arguments: the same text, executed
+        in the same namespaces; only its compile may come from the store."""
+        if locals is None:
+            locals = {}
+        return_annotation = ""
+        if return_type is not _MISSING:
+            locals["_return_type"] = return_type
+            return_annotation = "->_return_type"
+        body_text = "\n".join(f"  {b}" for b in body)
+        text = f" def {name}({','.join(args)}){return_annotation}:\n{body_text}"
+        text = f"def __create_fn__({', '.join(locals.keys())}):\n{text}\n return {name}"
+        code = kept(self.store, text, _compile)
+        ns: dict[str, Any] = {}
+        exec(code if type(code) is CodeType else _compile(text), globals, ns)  # noqa: S102 - as dataclasses does
+        return ns["__create_fn__"](**locals)
+
+
+def _compile(text: str) -> CodeType:
+    # dont_inherit: this module's ``from __future__ import annotations`` would make the
+    # methods' annotations strings; the standard library's exec compiles without it
+    return compile(text, "<string>", "exec", dont_inherit=True)
+
+
+def _methods() -> MethodCache | None:
+    """Python 3.11 and 3.12 build every generated method through ``dataclasses._create_fn``;
+    3.13 builds them another way, and nothing is kept there."""
+    if sys.version_info[:2] in ((3, 11), (3, 12)) and hasattr(dataclasses, "_create_fn"):
+        return MethodCache(kept_file("methods"))
+    return None
+
+
+METHODS = _methods()
