@@ -313,32 +313,28 @@ def _host_name(replay: str | None) -> str:
 
 
 def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float) -> tuple[dict[str, Any], dict[str, str]]:
-    """Run probes concurrently; return facts and, for failed probes, the reason."""
+    """Run probes concurrently, each in its own daemon thread under its own deadline (counted
+    from the start); return facts and, for failed or overdue probes, the reason.
+
+    The caller's thread waits for each in turn: no second thread per probe just to wait.
+    """
     facts: dict[str, Any] = {}
     errors: dict[str, str] = {}
-    threads = []
-    lock = threading.Lock()
-
-    def work(name: str) -> None:
-        limit, call = _probe_call(name, ctx, timeout_s)
-        try:
-            value = call_with_timeout(call, limit, f"probe {name}")
-        except Timeout as exc:
-            with lock:
-                errors[name] = str(exc)
-        except Exception as exc:
-            with lock:
-                errors[name] = f"probe {name} failed: {type(exc).__name__}: {exc}"
-        else:
-            with lock:
-                facts[name] = value
-
+    t0 = time.monotonic()
+    started = []
     for name in names:
-        t = threading.Thread(target=work, args=(name,), name=f"run-probe-{name}", daemon=True)
-        t.start()
-        threads.append(t)
-    for t in threads:
-        t.join()  # each probe is already bounded by call_with_timeout
+        limit, call = _probe_call(name, ctx, timeout_s)
+        started.append((name, limit, *spawn(call, f"run-probe-{name}")))
+    for name, limit, thread, box in started:
+        thread.join(max(0.0, t0 + limit - time.monotonic()))
+        if thread.is_alive():
+            errors[name] = f"probe {name} did not finish within {limit:g} s"
+        elif "error" in box:
+            exc = box["error"]
+            errors[name] = str(exc) if isinstance(exc, Timeout) else \
+                f"probe {name} failed: {type(exc).__name__}: {exc}"
+        else:
+            facts[name] = box["value"]
     return facts, errors
 
 

@@ -15,6 +15,8 @@ MIN_DRIVER = "570"
 
 @dataclass(frozen=True)
 class RecoveryAction:
+    """What NVML's recovery-action value means: its name, the status it gives a GPU and what to do."""
+
     value: int
     name: str
     status: Status

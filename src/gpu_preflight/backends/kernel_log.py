@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..fastclass import dataclass
-from ..parsers.kernel_log import kernel_log_denied, line_timestamp, scan_xid_line
 from ..records.xid import UnparsedXid, XidEvent
 
 if TYPE_CHECKING:
@@ -153,11 +152,15 @@ class SavedKernelLog:
         for line in self._iter():
             self.lines_read += 1
             if self.denied is None and any(h in line for h in _DENIAL_HINTS):
+                from ..parsers.kernel_log import kernel_log_denied
+
                 self.denied = kernel_log_denied(line)
             yield line
 
     def last_timestamp(self, now: datetime | None = None) -> datetime | None:
         """The time of the log's last dated line: where a saved log's Xid window ends."""
+        from ..parsers.kernel_log import line_timestamp
+
         tail: deque[str] = deque(maxlen=TAIL_LINES)
         for line in self._iter():
             tail.append(line[:_STAMP_CHARS])
@@ -241,6 +244,8 @@ def _run(argv: tuple[str, ...], timeout_s: float) -> str:
         raise _SourceFailed(f"timed out after {timeout_s:g} s") from None
     except OSError as exc:
         raise _SourceFailed(exc.strerror or str(exc)) from None
+    from ..parsers.kernel_log import kernel_log_denied
+
     denied = kernel_log_denied(f"{proc.stdout}\n{proc.stderr}")
     if denied:
         raise _SourceFailed(denied.removeprefix("dmesg: "))
@@ -453,6 +458,8 @@ class XidWatch:
         seen = set(self._before)
         new = after[len(self._before):] if after[:len(self._before)] == self._before else \
             [line for line in after if line not in seen]
+        from ..parsers.kernel_log import scan_xid_line
+
         events, unparsed = [], 0
         for line in new:
             hit = scan_xid_line(line)

@@ -141,6 +141,7 @@ STATIC_DEVICE_CALLS = frozenset({
 # unknown, timeout, no permission, ...) is asked again at every read: it may pass, and a
 # lost GPU must be seen at the tick it is lost.
 NOT_SUPPORTED = 3
+STALL_S = 0.05  # a call in progress this long lets another reader take the GPUs not yet read
 
 # c_nvmlValue_t member per nvmlValueType_t
 _VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
@@ -420,10 +421,9 @@ class NvmlSession:
     NVML is initialised again (:data:`STATIC_DEVICE_CALLS`, the driver and NVML versions,
     each link's version and remote end) and every call's NOT_SUPPORTED, read once and
     emptied by every init and close.
-    And a session's GPUs are read one after the other in one thread, a second one taking
-    over the GPUs still to read when a call overruns ``call_timeout_s``: eight GPU threads
-    handing the interpreter lock to each other around every NVML call cost twice the CPU
-    of one thread, and a monitor pays CPU, not wall time.
+    Its GPUs are read as every read is (:func:`_read_devices`): one after the other in one
+    thread, on the session's kept thread, another taking over the GPUs still to read when a
+    call stalls or overruns ``call_timeout_s``.
     """
 
     def __init__(self, max_age_s: float = 600.0) -> None:
@@ -491,10 +491,17 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
                   read_one: Callable[..., None] = read_device,
                   recorders: list[_Recorder] | None = None,
                   spawn: Callable[[Callable[[], None]], None] | None = None) -> list[dict[str, Any]]:
-    """Every GPU's readings: one thread per GPU, or with a session's ``stores`` (and a call
-    deadline) one reader for all, another starting whenever a GPU is marked hung. ``recorders``
-    (one per GPU) are the caller's, to learn what the calls noted; ``spawn`` starts a reader
-    (a session's, on its kept thread when that is free)."""
+    """Every GPU's readings: one reader takes the GPUs in turn, and another starts whenever a
+    call has been in progress for :data:`STALL_S` (once per GPU) or a GPU is marked hung.
+
+    Why not a thread per GPU from the start: NVML answers most calls in microseconds, and
+    eight threads making ~70 calls each traded the GIL at every call (each ctypes call
+    releases it): 8 GPUs were read in ~11 ms instead of ~3 ms one after the other on the
+    stub library. A call that takes long (a hung GPU, a driver bringing a GPU up without
+    persistence mode) still holds up no other GPU for more than :data:`STALL_S`: readers
+    are added as calls stall, up to one per GPU. ``recorders`` (one per GPU) are the
+    caller's, to learn what the calls noted; ``spawn`` starts a reader (a session's, on its
+    kept thread when that is free)."""
     filled: list[dict[str, Any]] = [{} for _ in range(count)]  # what the readers write into
     outs = list(filled)  # what is returned: a GPU marked hung gets a frozen copy here
     recorders = recorders if recorders is not None else [_Recorder(nvml) for _ in range(count)]
@@ -535,11 +542,10 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
         else:
             threading.Thread(target=reader, name="nvml-read", daemon=True).start()
 
-    one_reader = stores is not None and call_timeout_s is not None
-    for _ in range(1 if one_reader else count):
+    if count:
         start_reader()
     _watch(done, recorders, outs, finished, time.monotonic() + timeout_s, timeout_s, call_timeout_s,
-           on_hung=start_reader if one_reader else None, given_up=given_up)
+           on_hung=start_reader, given_up=given_up)
     with finished:
         waiting.clear()  # past the deadline: a reader still blocked in the driver starts no other GPU
     return outs
@@ -548,13 +554,15 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
 def _watch(done: list[bool], recorders: list[_Recorder], outs: list[dict[str, Any]],
            finished: threading.Condition, deadline: float, timeout_s: float, call_timeout_s: float | None,
            on_hung: Callable[[], None] | None = None, given_up: set[int] | None = None) -> None:
-    """Wait for the GPU readers; freeze and mark each GPU whose call overran (``on_hung``
-    then starts a reader for the GPUs not yet read), or all left at ``deadline``.
+    """Wait for the GPU readers; freeze and mark each GPU whose call overran, or all left at
+    ``deadline``. ``on_hung`` starts a reader for the GPUs not yet read: when a GPU is marked,
+    and once per GPU whose call has been in progress for :data:`STALL_S`.
 
     The readers wake the watcher only once every GPU not in ``given_up`` (those it marked)
     is read: woken per GPU, it cost a monitor's tick a GIL hand-over per GPU. It looks at the
-    calls in progress at least every call deadline on its own."""
+    calls in progress on its own when one is due to stall or to overrun its deadline."""
     marked = given_up if given_up is not None else set()
+    stalled: set[int] = set()  # GPUs a call of which stalled: a reader was added for the others
 
     def hung(i: int, call: str | None, after_s: float) -> None:
         outs[i] = dict(outs[i])  # freeze what was read; the thread may still write to the old dict
@@ -570,13 +578,26 @@ def _watch(done: list[bool], recorders: list[_Recorder], outs: list[dict[str, An
                 state = recorders[i].in_call
                 if done[i]:
                     pending.discard(i)
-                elif call_timeout_s is not None and state is not None and now - state[1] >= call_timeout_s:
+                    continue
+                if state is None:
+                    continue
+                if call_timeout_s is not None and now - state[1] >= call_timeout_s:
                     hung(i, state[0], call_timeout_s)
                     pending.discard(i)
+                    if on_hung is not None and i in stalled:
+                        continue  # a reader was already added when this call stalled
                     if on_hung is not None:
                         on_hung()
-                elif call_timeout_s is not None and state is not None:
+                    continue
+                if call_timeout_s is not None:
                     wake = min(wake, state[1] + call_timeout_s)
+                if i not in stalled:
+                    if now - state[1] >= STALL_S:
+                        stalled.add(i)
+                        if on_hung is not None:
+                            on_hung()
+                    else:
+                        wake = min(wake, state[1] + STALL_S)
             if not pending:
                 return
             if now >= deadline:

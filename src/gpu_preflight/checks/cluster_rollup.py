@@ -44,6 +44,8 @@ class Series:
 
 @dataclass
 class _Group:
+    """One group of like measurements across nodes: its label, unit, the details each came with and the values."""
+
     label: str
     unit: str | None
     details: dict[str, Any]

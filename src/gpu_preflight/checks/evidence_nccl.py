@@ -44,6 +44,8 @@ NCCL_LOG_TRIAGE = declare(
 
 @dataclass(frozen=True)
 class Advice:
+    """What an NCCL failure signature means for the verdict: its status, a title and what to do."""
+
     status: Status
     title: str
     recommendation: str

@@ -19,6 +19,7 @@ from ..fastclass import dataclass
 from .loader import ConfigError, Layer, parse_toml, toml_lines, validate_layer
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
+_MATCH_FLAGS = re.IGNORECASE
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Profile:
         """Length of the longest pattern match in ``gpu_name`` (0: no match)."""
         best = 0
         for pattern in self.patterns:
-            if m := re.search(pattern, gpu_name, re.IGNORECASE):
+            if m := re.search(pattern, gpu_name, _MATCH_FLAGS):
                 best = max(best, len(m.group(0)))
         return best
 
@@ -79,7 +80,7 @@ def load_profile_file(path: str | Path, *, lazy: bool = False) -> Profile:
                           line=toml_lines(text).get("profile.match"))
     for pattern in patterns:
         try:
-            re.compile(pattern)
+            re.compile(pattern, _MATCH_FLAGS)  # as matched: the compiled pattern stays in re's cache
         except re.error as exc:
             raise ConfigError(f"bad regular expression {pattern!r}: {exc}", source=str(p),
                               key="profile.match", line=toml_lines(text).get("profile.match")) from exc

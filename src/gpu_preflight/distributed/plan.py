@@ -57,6 +57,9 @@ def make_plan(config: Config, suite: str, cuda: bool) -> Plan:
 
 @dataclass
 class Group:
+    """A process group the plan creates: its name, its scope (node, cross-node, world), its ranks and, once made, its
+    handle."""
+
     name: str
     scope: str  # "distributed" (all ranks), "intra_node", "inter_node"
     ranks: list[int]

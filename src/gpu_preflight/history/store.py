@@ -82,6 +82,8 @@ def default_path(environ: dict[str, str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class RunRow:
+    """One run as the history database keeps it: id, cluster, when, verdict, size and where it came from."""
+
     id: int
     cluster: str
     timestamp: str

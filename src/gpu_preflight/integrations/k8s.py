@@ -49,6 +49,8 @@ class ReportSourceError(ValueError):
 
 @dataclass(frozen=True)
 class Taint:
+    """A Kubernetes node taint: key, value and effect (``NoSchedule``, ``NoExecute``)."""
+
     key: str
     value: str
     effect: str

@@ -30,6 +30,8 @@ CONTENT_TYPES = {".json": "application/json", ".html": "text/html; charset=utf-8
 
 @dataclass(frozen=True)
 class S3Location:
+    """Where a report goes in S3: the bucket, the key prefix and the report's own key."""
+
     bucket: str
     prefix: str
     report_key: str

@@ -12,7 +12,7 @@ lines are kept.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -115,15 +115,19 @@ def snapshot_log_facts(host: Any, hours: float, now: datetime) -> KernelLogFacts
 def _count(ctx: ProbeContext | None, source: str, read_at: datetime, window: Any, lines: Iterable[str],
            boot_time: datetime | None, now: datetime, failures: list[str]) -> KernelLogFacts:
     from ..config.xid_window import XidCounter
-    from ..parsers.kernel_log import scan_xid_line
 
     counter = XidCounter(window)
     nvrm: deque[str] = deque(maxlen=NVRM_ARTIFACT_LINES)
+    scan: Callable[..., Any] | None = None  # the parser and its patterns load only for a log with Xid lines
     for line in lines:
         if "Xid" not in line and "xid" not in line and "XID" not in line:
             continue
+        if scan is None:
+            from ..parsers.kernel_log import scan_xid_line
+
+            scan = scan_xid_line
         nvrm.append(line[:1024])
-        found = scan_xid_line(line, boot_time=boot_time, now=now)
+        found = scan(line, boot_time=boot_time, now=now)
         if found is not None:
             counter.add(found)
     if nvrm and ctx is not None:

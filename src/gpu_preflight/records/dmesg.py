@@ -65,6 +65,8 @@ class PcieLimit:
 
 @dataclass
 class Segfault:
+    """A user-space segfault the kernel logged: process, pid, the library it faulted in and the line."""
+
     process: str
     pid: int
     library: str | None
@@ -73,6 +75,9 @@ class Segfault:
 
 @dataclass
 class DmesgRecord:
+    """What a kernel log said: whether it was readable (or refused), its Xid events, PCIe limits and segfaults, and
+    its last timestamp."""
+
     readable: bool = True
     denied: str | None = None
     xid_events: list[XidLine] = field(default_factory=list)

@@ -15,6 +15,8 @@ from ..fastclass import dataclass
 
 @dataclass
 class IbPort:
+    """One InfiniBand port as ``ibstat`` shows it: state, physical state, rate, link layer and LIDs."""
+
     port: int
     state: str | None = None
     physical_state: str | None = None
@@ -26,6 +28,8 @@ class IbPort:
 
 @dataclass
 class IbDevice:
+    """One InfiniBand device (HCA) with its firmware and ports."""
+
     name: str
     ca_type: str | None = None
     firmware: str | None = None
@@ -34,6 +38,9 @@ class IbDevice:
 
 @dataclass
 class IbDevicesRecord:
+    """Every InfiniBand device ``ibstat``/``ibv_devinfo`` listed, with parse errors and whether the output was cut
+    short."""
+
     format: str
     devices: list[IbDevice] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)

@@ -9,6 +9,8 @@ from ..fastclass import dataclass
 
 @dataclass
 class FiProvider:
+    """One provider entry of ``fi_info``: provider, fabric, domain, version, endpoint type and protocol."""
+
     provider: str
     fabric: str | None = None
     domain: str | None = None
@@ -19,6 +21,8 @@ class FiProvider:
 
 @dataclass
 class FiInfoRecord:
+    """What ``fi_info`` listed, or the error code and message it ended with."""
+
     providers: list[FiProvider] = field(default_factory=list)
     error_code: int | None = None
     error: str | None = None
@@ -26,6 +30,8 @@ class FiInfoRecord:
 
 @dataclass
 class PingpongRow:
+    """One message size of ``fi_pingpong``: size, iterations, bytes, time, bandwidth, latency and rate."""
+
     size_bytes: int
     iterations: int | None
     total_bytes: int | None
@@ -37,5 +43,7 @@ class PingpongRow:
 
 @dataclass
 class PingpongRecord:
+    """Every row ``fi_pingpong`` printed, and the errors it reported."""
+
     rows: list[PingpongRow] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)

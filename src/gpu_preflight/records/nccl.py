@@ -29,6 +29,8 @@ class NcclSignature:
 
 @dataclass
 class NcclLogRecord:
+    """What an NCCL debug log showed: NCCL version, the failure signatures found, the ranks and hosts seen."""
+
     nccl_version: str | None = None
     signatures: list[NcclSignature] = field(default_factory=list)
     ranks_seen: list[int] = field(default_factory=list)
@@ -38,6 +40,8 @@ class NcclLogRecord:
 
 @dataclass
 class PlacementResult:
+    """One nccl-tests result column group (out-of-place or in-place): time, algorithm and bus bandwidth, wrong count."""
+
     time_us: float | None
     algbw_gbps: float | None
     busbw_gbps: float | None
@@ -64,6 +68,8 @@ class NcclTestRow:
 
 @dataclass
 class NcclTestFailure:
+    """One failure nccl-tests reported: host, kind, source file and line, message and its signature."""
+
     host: str | None
     kind: str
     file: str
@@ -102,6 +108,8 @@ class NcclTestDevice:
 
 @dataclass
 class NcclTestsRecord:
+    """A whole nccl-tests run: the test, ranks and hosts, versions, every size's row and the average bus bandwidth."""
+
     test: str | None = None
     nranks: int | None = None
     nranks_inferred: bool = False

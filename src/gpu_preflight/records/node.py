@@ -24,6 +24,8 @@ BoolR = bool | NA
 
 @dataclass
 class NvLink:
+    """One NVLink of a GPU: whether it is active, its version, the PCI address at its far end and its error counters."""
+
     link: int
     active: bool
     version: IntR = NA("not read")
@@ -33,6 +35,8 @@ class NvLink:
 
 @dataclass
 class GpuProcess:
+    """A process holding a GPU, with the device memory it uses."""
+
     pid: int
     used_memory_bytes: IntR
 
@@ -124,6 +128,8 @@ class GpuFacts:
 
 @dataclass
 class DiskUsage:
+    """One filesystem the run looks at: its size and free space, and where it is mounted."""
+
     path: str
     total_bytes: IntR
     free_bytes: IntR

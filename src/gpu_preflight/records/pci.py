@@ -9,6 +9,8 @@ from ..fastclass import dataclass
 
 @dataclass
 class PciDevice:
+    """One PCI device as ``lspci`` shows it: address, class, name, ids and its link capability (speed, width)."""
+
     address: str
     device_class: str
     name: str
@@ -26,5 +28,7 @@ class PciDevice:
 
 @dataclass
 class LspciRecord:
+    """Every device ``lspci`` listed, and whether it ran verbose (with link capabilities)."""
+
     verbose: bool = False
     devices: list[PciDevice] = field(default_factory=list)

@@ -9,6 +9,9 @@ from ..fastclass import dataclass
 
 @dataclass
 class PerftestRow:
+    """One message size of a perftest bandwidth run (``ib_write_bw`` and kin): peak and average bandwidth, message
+    rate."""
+
     size_bytes: int
     iterations: int | None
     bw_peak_gbps: float | None
@@ -18,6 +21,8 @@ class PerftestRow:
 
 @dataclass
 class PerftestRecord:
+    """A perftest run: the test, device, transport and link layer, its rows and the best peak bandwidth."""
+
     test: str | None = None
     device: str | None = None
     transport: str | None = None

@@ -139,6 +139,8 @@ class NvLinkState:
 
 @dataclass
 class MigInstance:
+    """One MIG device of a GPU in ``nvidia-smi -L``: profile, index and UUID."""
+
     profile: str
     index: int
     uuid: str
@@ -146,6 +148,8 @@ class MigInstance:
 
 @dataclass
 class ListedGpu:
+    """One GPU of ``nvidia-smi -L`` (or ``nvlink -s``): index, name, UUID, its links and MIG devices."""
+
     index: int
     name: str | None
     uuid: str | None
@@ -164,6 +168,8 @@ class SmiListingRecord:
 
 @dataclass
 class TopoDevice:
+    """One row of ``nvidia-smi topo -m``: the device, its link to each other device, CPU and NUMA affinity."""
+
     name: str
     links: dict[str, str] = field(default_factory=dict)
     cpu_affinity: str | None = None
@@ -173,5 +179,7 @@ class TopoDevice:
 
 @dataclass
 class TopoRecord:
+    """The whole ``nvidia-smi topo -m`` matrix, and which of its devices are NICs."""
+
     devices: list[TopoDevice] = field(default_factory=list)
     nic_names: dict[str, str] = field(default_factory=dict)

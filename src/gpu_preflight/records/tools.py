@@ -67,6 +67,8 @@ class DcgmFacts:
 
 @dataclass
 class NcclTestRun:
+    """One nccl-tests binary run on this node: its name, how it ran, what it printed parsed, or why that failed."""
+
     name: str
     run: ToolRun
     record: NcclTestsRecord | None = None
@@ -100,6 +102,9 @@ class FabricFacts:
 
 @dataclass
 class IbToolRun:
+    """One InfiniBand tool run on this node (``ibstat``, ``ibv_devinfo``): how it ran and its parsed record, or why
+    not."""
+
     name: str
     run: ToolRun
     record: IbDevicesRecord | None = None

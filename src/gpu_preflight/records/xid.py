@@ -163,6 +163,8 @@ class XidTally:
 
 @dataclass
 class _Group:
+    """Xid events of one (Xid, GPU) pair being tallied: counts, first and last time, a message and the first lines."""
+
     xid: int
     pci: str | None
     count: int = 0

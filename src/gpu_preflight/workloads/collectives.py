@@ -36,6 +36,9 @@ def bus_factor(op: str, n: int) -> float:
 
 @dataclass
 class SizeResult:
+    """One message size of the all-reduce test: time, algorithm and bus bandwidth, wrong elements, fastest and slowest
+    rank."""
+
     size_bytes: int
     time_us: float
     algbw_gbps: float

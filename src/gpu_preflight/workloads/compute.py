@@ -19,6 +19,9 @@ TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3, "tf32": 5e-3, "fp32": 1e-4}
 
 @dataclass
 class GemmResult:
+    """One GEMM measurement: dtype, matrix size, iterations, TFLOPS, error against a reference and whether it is
+    correct."""
+
     dtype: str
     n: int
     iters: int

@@ -19,6 +19,8 @@ CHUNK_WORDS = 1 << 26  # 512 MiB of int64 scratch per comparison step
 
 @dataclass
 class MemoryResult:
+    """The memory test: copy and host transfer bandwidths, bytes pattern-tested, errors found and which patterns ran."""
+
     device_copy_gbps: float | None = None
     h2d_gbps: float | None = None
     d2h_gbps: float | None = None

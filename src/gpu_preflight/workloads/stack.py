@@ -14,6 +14,9 @@ from ..fastclass import dataclass
 
 @dataclass
 class StackInfo:
+    """The software stack a rank sees: torch and its CUDA, NCCL and cuDNN versions, devices, and why CUDA failed if it
+    did."""
+
     torch_version: str
     torch_cuda: str | None
     nccl_version: str | None

@@ -29,6 +29,8 @@ SAMPLES = 512  # the training set; the default batch (workload.train_batch_size)
 
 @dataclass
 class TrainResult:
+    """The training smoke's outcome: mode, steps, loss at start and end, whether it improved, DDP parameters agree."""
+
     mode: str  # "single" or "ddp"
     steps: int
     loss_start: float
