@@ -1,5 +1,5 @@
 """``python -m gpu_preflight`` runs the command line."""
 
-from .cli.main import main
+from .cli.main import program
 
-raise SystemExit(main())
+program()
