@@ -241,3 +241,18 @@ def test_defaults_print_the_ranges_the_loader_enforces() -> None:
     assert "# valid: each value: a whole number in [0, 1000000000000]\nib_counters_fail_above" in text
     for section, key, _, _ in numeric_fields():
         assert "range" in described[section][key], (section, key)
+
+
+def test_one_settings_type_is_what_get_type_hints_says() -> None:
+    """The loader evaluates only the annotations a layer names; each must be the one
+    typing.get_type_hints gives for the whole section."""
+    import typing
+
+    from gpu_preflight.config.loader import _hint
+    from gpu_preflight.config.schema import SECTIONS
+
+    for cls in SECTIONS.values():
+        hints = typing.get_type_hints(cls)
+        assert {name: _hint(cls, name) for name in hints} == hints, cls.__name__
+    with pytest.raises(KeyError):
+        _hint(next(iter(SECTIONS.values())), "no_such_setting")
