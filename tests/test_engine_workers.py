@@ -100,3 +100,30 @@ def test_hung_check_abandons_its_kept_thread(temp_checks: None) -> None:
     before = pool.started
     run_checks(include=["test.read"], timeout_s=0.5, environ={}, workers=pool)
     assert pool.started >= before  # never the hung one again: a kept idle thread or a new one
+
+
+def test_a_long_last_probe_is_waited_for_not_polled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last probe of the lane running past the hand-over time has nobody to hand over to:
+    the caller sleeps until it ends. It used to wake at once, again and again (a spin that
+    cost a monitor with a slow NVML read a whole core for the rest of that read)."""
+    from gpu_preflight import engine
+
+    monkeypatch.setattr(engine, "HANDOVER_S", 0.02)
+    with registry.CHECKS.scoped(), registry.PROBES.scoped():
+        @probe("slow_last")
+        def slow_last(ctx: ProbeContext) -> str:
+            time.sleep(0.4)
+            return "done"
+
+        @check("test.slow_last", needs=("slow_last",))
+        def slow(ctx: CheckContext) -> list[Finding]:
+            """Needs a probe slower than the hand-over time."""
+            return [Finding("test.slow_last", Status.PASS, ctx.host, "ok", "fine")]
+
+        pool = WorkerPool("test-worker")
+        cpu0, t0 = time.thread_time(), time.monotonic()
+        node = run_checks(include=["test.slow_last"], timeout_s=5.0, environ={}, workers=pool)
+        cpu, elapsed = time.thread_time() - cpu0, time.monotonic() - t0
+        pool.close()
+    assert only(node, "test.slow_last").status is Status.PASS and elapsed >= 0.4
+    assert cpu < 0.1, f"the caller used {cpu:.2f} s of CPU waiting {elapsed:.2f} s"

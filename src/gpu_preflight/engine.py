@@ -413,9 +413,10 @@ def _run_probes_in_turn(names: list[str], ctx: ProbeContext, timeout_s: float,
                         stuck.abandoned = True
             stalled = [i for i in range(count) if (since := started[i]) is not None and outcome[i] is None
                        and i not in handed and (now - since >= handover_s or resolved[i])]
-            if stalled and cursor[0] < count:
-                handed.update(stalled)
-                pool.submit(lane)
+            if stalled:
+                handed.update(stalled)  # timed once: with nothing left to hand over, watching it again spun
+                if cursor[0] < count:
+                    pool.submit(lane)
             wake = [t0 + limit for i, (_, limit, _) in enumerate(calls) if not resolved[i]]
             running = [since + handover_s for i in range(count)
                        if (since := started[i]) is not None and outcome[i] is None and i not in handed]
