@@ -16,7 +16,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ class Layer:
 
     name: str
     data: dict[str, dict[str, Any]]
-    lines: dict[str, int]
+    lines: Mapping[str, int]
     origins: dict[str, str] = field(default_factory=dict)
 
     def line_of(self, key: str) -> int | None:
@@ -79,7 +79,7 @@ def read_file(path: str | Path) -> Layer:
     return validate_layer(Layer(str(p), data, lines), allow_extra=())
 
 
-def _parse_toml(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]:
+def _parse_toml(text: str, source: str) -> tuple[dict[str, Any], Mapping[str, int]]:
     return parse_toml(text, source), toml_lines(text)
 
 
@@ -107,28 +107,54 @@ def _loads(text: str, source: str) -> dict[str, Any]:
         raise ConfigError(f"invalid TOML: {exc}", source=source, line=int(m.group(1)) if m else None) from exc
 
 
-_TABLE = re.compile(r"^\[\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]$")
-_KEY = re.compile(r"^([A-Za-z0-9_.\-\"']+)\s*=")
+class TomlLines(Mapping[str, int]):
+    """Dotted keys of a TOML text mapped to their line numbers (tomllib does not keep positions),
+    worked out on first use: they only place an error, and a valid file (the shipped Xid
+    policy: 450 lines read every run) needs none."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._lines: dict[str, int] | None = None
+
+    def _map(self) -> dict[str, int]:
+        if self._lines is None:
+            self._lines = _line_map(self._text)
+        return self._lines
+
+    def __getitem__(self, key: str) -> int:
+        return self._map()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._map())
+
+    def __len__(self) -> int:
+        return len(self._map())
 
 
-def toml_lines(text: str) -> dict[str, int]:
-    """Map dotted keys to line numbers (tomllib does not keep positions)."""
+def toml_lines(text: str) -> TomlLines:
+    """Map dotted keys to line numbers (see :class:`TomlLines`)."""
+    return TomlLines(text)
+
+
+def _line_map(text: str) -> dict[str, int]:
+    table_re = re.compile(r"^\[\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]$")
+    key_re = re.compile(r"^([A-Za-z0-9_.\-\"']+)\s*=")
     lines: dict[str, int] = {}
     table = ""
     for no, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line[0] == "#":
             continue
-        if m := _TABLE.match(line):
+        if m := table_re.match(line):
             table = m.group(1).replace('"', "").replace("'", "")
             lines.setdefault(table, no)
-        elif m := _KEY.match(line):
+        elif m := key_re.match(line):
             key = m.group(1).replace('"', "").replace("'", "")
             lines.setdefault(f"{table}.{key}" if table else key, no)
     return lines
 
 
-def _parse_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[str, int]]:
+def _parse_yaml(text: str, source: str) -> tuple[dict[str, Any], Mapping[str, int]]:
     import yaml  # only YAML users pay for the import
 
     try:
