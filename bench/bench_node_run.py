@@ -29,8 +29,8 @@ from _selfcheck import Ran, checkout_src, child_env, on_src, require, timed
 DUMP = Path(__file__).resolve().parents[1] / "tests/fixtures/captured/h200-580.159.04/nvml_capture.json"
 BASELINE = [sys.executable, "-c", "import psutil, pynvml"]
 RUN = [sys.executable, "-m", "gpu_preflight", "run", "--quick", "--replay", str(DUMP)]
-NO_TORCH = ("import sys, runpy; sys.argv=['gpu-preflight','run','--quick','--replay',%r,'--format','json'];"
-            "\ntry: runpy.run_module('gpu_preflight', run_name='__main__')\nexcept SystemExit: pass\n"
+NO_TORCH = ("import sys; sys.argv=['gpu-preflight','run','--quick','--replay',%r,'--format','json'];"
+            "\nfrom gpu_preflight.cli.main import main\nmain()\n"  # the program's work, before it leaves
             "print('torch imported' if 'torch' in sys.modules else 'no torch', file=sys.stderr)")
 
 

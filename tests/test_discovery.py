@@ -36,9 +36,9 @@ def test_cluster_checks_live_in_cluster_modules_and_only_there() -> None:
 
 
 def test_a_node_only_run_imports_no_cluster_check_and_no_torch() -> None:
-    code = ("import sys, runpy, json; "
+    code = ("import sys, json; "
             f"sys.argv = ['gpu-preflight', 'run', '--replay', {str(H200_DUMP)!r}, '--format', 'json']\n"
-            "try: runpy.run_module('gpu_preflight', run_name='__main__')\nexcept SystemExit: pass\n"
+            "from gpu_preflight.cli.main import main\nmain()\n"  # the program's work, before it leaves
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('gpu_preflight.checks.cluster', "
             "'torch', 'gpu_preflight.distributed')))), file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
