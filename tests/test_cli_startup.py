@@ -71,6 +71,7 @@ NEVER_ON_A_LIVE_RUN_WITHOUT_RDMA = (
     "gpu_preflight.records.pci",
     "gpu_preflight.records.perftest",
     "orjson",  # a one-node report is written by the standard library, faster than orjson imports
+    "gpu_preflight.probes._dump_schema",  # what a replayed snapshot must hold: a helper, not a plugin
 )
 
 

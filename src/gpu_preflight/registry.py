@@ -159,7 +159,9 @@ def discover(scope: str | None = None) -> None:
     """Import the check and probe modules once (they register on import).
 
     ``scope="node"`` imports all but ``checks/cluster_*.py``: a node-only run (the start-up
-    a user waits for on every node) does not pay for the cluster checks' imports.
+    a user waits for on every node) does not pay for the cluster checks' imports. A module
+    whose name starts with ``_`` is a helper its package's modules import where they need
+    it (``probes/_dump_schema.py``: a replay's), not a plugin: it is not imported here.
     """
     wanted = {"node"} if scope == "node" else {"node", "cluster"}
     if wanted <= _discovered:
@@ -167,6 +169,8 @@ def discover(scope: str | None = None) -> None:
     for name in PLUGIN_PACKAGES:  # by name: the plugins sit above the registry, which never imports them
         package = importlib.import_module(f"{__package__}.{name}")
         for mod in pkgutil.iter_modules(package.__path__):
+            if mod.name.startswith("_"):
+                continue
             kind = "cluster" if name == "checks" and mod.name.startswith(CLUSTER_MODULE_PREFIX) else "node"
             if kind in wanted:
                 importlib.import_module(f"{package.__name__}.{mod.name}")

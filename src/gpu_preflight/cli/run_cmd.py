@@ -62,9 +62,9 @@ def show(report: Any, output: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..snapshots import ReplayError, load_dump
-
     if args.replay:
+        from ..snapshots import ReplayError, load_dump
+
         try:
             load_dump(args.replay)  # fail fast with a clear message, before any check runs
         except ReplayError as exc:

@@ -49,7 +49,7 @@ def load_dump(path: str | Path) -> dict[str, Any]:
 @functools.lru_cache(maxsize=4)
 def _load_dump(path: str, _mtime_ns: int, _size: int) -> dict[str, Any]:
     from ..boundedio import SNAPSHOT_LIMIT, InputError, load_json
-    from .dump_schema import dump_problems
+    from ._dump_schema import dump_problems
 
     try:
         data = load_json(path, limit=SNAPSHOT_LIMIT, what="NVML snapshot")
