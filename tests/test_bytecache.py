@@ -113,6 +113,22 @@ def test_links_are_neither_read_nor_written_through(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.toml", "real.toml", "victim"]  # no temporary left
 
 
+def test_a_file_others_may_change_is_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "kept.toml"
+    store = KeptFile(str(path))
+    store.put("t", 1)
+    old = os.umask(0o002)  # a group-writable default: what we write is still ours alone
+    try:
+        store.save()
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert KeptFile(str(path)).get("t") == 1
+    for mode in (0o664, 0o646):
+        path.chmod(mode)
+        assert KeptFile(str(path)).get("t") is None, oct(mode)
+
+
 def test_nothing_is_written_where_there_is_no_directory(tmp_path: Path) -> None:
     store = KeptFile(str(tmp_path / "missing" / "kept.toml"))
     store.put("t", 1)

@@ -23,9 +23,10 @@ keeps those results next to it, the same way:
   over the file, so no link is followed and no reader sees half a file. It keeps at most
   :data:`MAX_ENTRIES` entries (the oldest are dropped); a file over :data:`MAX_BYTES` is
   not read;
-* it is trusted as a ``.pyc`` beside it is (whoever can write one can write the other);
-  anything unreadable, truncated or of the wrong shape is ignored and the work is done as
-  before. A cache changes no outcome, only the time.
+* it is trusted as a ``.pyc`` beside it is (whoever can write one can write the other), and
+  less: a file owned by another user than root or ourselves, or writable by group or others,
+  is not read. Anything unreadable, truncated or of the wrong shape is ignored and the work
+  is done as before. A cache changes no outcome, only the time.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class KeptFile:
         try:
             with os.fdopen(fd, "rb") as fh:
                 st = os.fstat(fh.fileno())
-                if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
+                if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES or not _ours(st):
                     return {}
                 data = fh.read(MAX_BYTES + 1)
         except OSError:
@@ -133,6 +134,7 @@ class KeptFile:
         except OSError:  # no __pycache__ there, read-only, not ours: Python keeps no bytecode there either
             return
         try:
+            os.fchmod(fd, 0o644)  # whatever the umask: a group-writable file would not be read back
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             os.replace(tmp, self.path)
@@ -141,6 +143,12 @@ class KeptFile:
                 os.unlink(tmp)
         else:
             self.added = 0
+
+
+def _ours(st: os.stat_result) -> bool:
+    """A file root or this user wrote, that nobody else may change: one planted in a shared
+    ``PYTHONPYCACHEPREFIX`` (under ``/tmp``, say) is not run."""
+    return st.st_uid in (0, os.geteuid()) and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def kept_file(kind: str, module_file: str | None = __file__) -> KeptFile:
