@@ -151,23 +151,21 @@ def _ours(st: os.stat_result) -> bool:
     return st.st_uid in (0, os.geteuid()) and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-def kept_file(kind: str, module_file: str | None = __file__) -> KeptFile:
+def kept_file(kind: str) -> KeptFile:
     """The kept results of one kind (``methods``, ``toml``); one without a file where Python keeps no bytecode."""
-    if not module_file or not module_file.endswith(".py"):
+    if not __file__.endswith(".py"):
         return KeptFile(None)
     from importlib.util import cache_from_source
 
     try:
-        pyc = cache_from_source(module_file)
+        pyc = cache_from_source(__file__)
     except NotImplementedError:  # sys.implementation.cache_tag is None: no bytecode cache at all
         return KeptFile(None)
     return KeptFile(f"{pyc.removesuffix('.pyc')}.{kind}")
 
 
-def kept(store: KeptFile | None, text: str, make: Callable[[str], Any]) -> Any:
+def kept(store: KeptFile, text: str, make: Callable[[str], Any]) -> Any:
     """``make(text)``, or what was kept for that very text; the result is kept where it can be."""
-    if store is None:
-        return make(text)
     found = store.get(text)
     if found is None:
         found = make(text)

@@ -584,9 +584,7 @@ def _watch(done: list[bool], recorders: list[_Recorder], outs: list[dict[str, An
                 if call_timeout_s is not None and now - state[1] >= call_timeout_s:
                     hung(i, state[0], call_timeout_s)
                     pending.discard(i)
-                    if on_hung is not None and i in stalled:
-                        continue  # a reader was already added when this call stalled
-                    if on_hung is not None:
+                    if on_hung is not None and i not in stalled:  # else one was added when it stalled
                         on_hung()
                     continue
                 if call_timeout_s is not None:

@@ -203,11 +203,12 @@ def validate_layer(layer: Layer, allow_extra: tuple[str, ...]) -> Layer:
                                      {"source": layer.name, "key": dotted, "line": layer.line_of(dotted)})
             if key not in known:
                 raise ConfigError(f"unknown setting{_suggest(key, known)}", **where)
+            hint = _hint(SECTIONS[section], key)
             try:
-                clean[section][key] = coerce(value, _hint(SECTIONS[section], key))
+                clean[section][key] = coerce(value, hint)
             except TypeError as exc:
                 raise ConfigError(str(exc), **where) from exc
-            if problem := range_problem(clean[section][key], known[key], _hint(SECTIONS[section], key)):
+            if problem := range_problem(clean[section][key], known[key], hint):
                 raise ConfigError(problem, **where)
     return Layer(layer.name, clean, layer.lines, layer.origins)
 
