@@ -7,6 +7,7 @@ Nothing that could not be measured ever reaches the report as ``PASS``.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -22,6 +23,7 @@ from .fastclass import dataclass
 from .ids import EVIDENCE_JUDGE_ID
 from .model import CheckResult, Finding, NodeReport, Status, jsonable
 from .registry import CheckContext, CheckSpec, ProbeContext, ProbeState, RunInputs
+from .waiting import reported_to
 
 T = TypeVar("T")
 
@@ -81,13 +83,14 @@ class _Worker:
 
 
 class WorkerPool:
-    """Threads a long-running caller (the monitor) keeps between runs instead of starting new ones.
+    """Threads that run probes and checks, kept between runs by a long-running caller (the monitor).
 
     Starting two threads per probe every tick, and running the probes side by side, cost a
     1-second monitor more CPU than the probes themselves (thread start-up and GIL hand-offs
-    between six concurrent probes). With a pool, :func:`run_checks` runs the probes in turn
-    on one kept thread under the very deadlines of a one-shot run; a job that overruns is
-    cut off at its deadline as before, its thread abandoned (daemon) and a fresh one taken.
+    between six concurrent probes). :func:`run_checks` runs the probes in turn on one kept
+    thread of the monitor's pool (a one-shot run's own pool, closed after its probes); a
+    job that overruns is cut off at its deadline, its thread abandoned (daemon) and a fresh
+    one taken.
     """
 
     def __init__(self, name: str = "engine-worker") -> None:
@@ -272,10 +275,7 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
     inputs = RunInputs(replay=opts.replay, kernel_log=opts.kernel_log, report_dir=opts.report_dir, suite=opts.suite)
     needed = sorted({n for spec in specs for n in spec.needs})
     probe_ctx = ProbeContext(config, inputs, opts.timeout_s, ProbeState(kept=dict(opts.state or {})))
-    if opts.workers is not None:
-        facts, probe_errors = _run_probes_in_turn(needed, probe_ctx, opts.timeout_s, opts.workers)
-    else:
-        facts, probe_errors = _run_probes(needed, probe_ctx, opts.timeout_s)
+    facts, probe_errors = _run_probes(needed, probe_ctx, opts.timeout_s, opts.workers)
 
     profile = explicit
     if profile is None and "gpu" in facts:
@@ -312,32 +312,6 @@ def _host_name(replay: str | None) -> str:
         return replay_hostname({}, replay)
 
 
-def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float) -> tuple[dict[str, Any], dict[str, str]]:
-    """Run probes concurrently, each in its own daemon thread under its own deadline (counted
-    from the start); return facts and, for failed or overdue probes, the reason.
-
-    The caller's thread waits for each in turn: no second thread per probe just to wait.
-    """
-    facts: dict[str, Any] = {}
-    errors: dict[str, str] = {}
-    t0 = time.monotonic()
-    started = []
-    for name in names:
-        limit, call = _probe_call(name, ctx, timeout_s)
-        started.append((name, limit, *spawn(call, f"run-probe-{name}")))
-    for name, limit, thread, box in started:
-        thread.join(max(0.0, t0 + limit - time.monotonic()))
-        if thread.is_alive():
-            errors[name] = f"probe {name} did not finish within {limit:g} s"
-        elif "error" in box:
-            exc = box["error"]
-            errors[name] = str(exc) if isinstance(exc, Timeout) else \
-                f"probe {name} failed: {type(exc).__name__}: {exc}"
-        else:
-            facts[name] = box["value"]
-    return facts, errors
-
-
 def _probe_call(name: str, ctx: ProbeContext, timeout_s: float) -> tuple[float, Callable[[], Any]]:
     """A probe's time limit and the call that runs it."""
     spec = registry.get_probe(name)
@@ -346,17 +320,29 @@ def _probe_call(name: str, ctx: ProbeContext, timeout_s: float) -> tuple[float, 
     return limit, lambda: spec.fn(own)
 
 
-def _run_probes_in_turn(names: list[str], ctx: ProbeContext, timeout_s: float,
-                        pool: WorkerPool) -> tuple[dict[str, Any], dict[str, str]]:
-    """Run probes one after another on a kept thread; same deadlines and errors as :func:`_run_probes`.
+def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float,
+                pool: WorkerPool | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Run probes one after another on a kept thread of ``pool`` (a fresh pool, closed after,
+    when None); return facts and, for failed or overdue probes, the reason.
 
-    Each probe's deadline counts from the start of the run, as when all start at once, so a
-    run ends as late as a concurrent one at worst. A probe still running after
-    :data:`HANDOVER_S` (or a tenth of the shortest deadline, if less) leaves the probes not
-    yet started to another kept thread (each stall hands over once), so a slow or hung probe
-    delays the others by that much at most; one that overruns its deadline is an error naming
-    it and its thread is abandoned.
+    Why in turn: what probes do is mostly Python, and run side by side they traded the GIL
+    at every ctypes call and read (on 8 stub GPUs ~12 ms more CPU for a node check, and no
+    sooner done). Each probe's deadline counts from the start, as when all start at once,
+    so a run ends as late as a concurrent one at worst. The probes not yet started go to
+    another kept thread (each probe hands over once) as soon as the running one says it
+    waits (:func:`gpu_preflight.waiting.waiting`: a tool it runs, a sampling window, a
+    stalled NVML call), else once it has run :data:`HANDOVER_S` (or a tenth of the shortest
+    deadline, if less): a slow or hung probe delays the others by that much at most, one
+    that overruns its deadline is an error naming it and its thread is abandoned. Probes
+    declared ``waits`` start first, so that their waiting overlaps the others' work.
     """
+    if pool is None:
+        own = WorkerPool("run-probe")
+        try:
+            return _run_probes(names, ctx, timeout_s, own)
+        finally:
+            own.close()
+    names = sorted(names, key=lambda name: not registry.get_probe(name).waits)  # stable: given order kept
     calls = [(name, *_probe_call(name, ctx, timeout_s)) for name in names]
     count = len(calls)
     handover_s = min([HANDOVER_S] + [limit / 10 for _, limit, _ in calls])
@@ -365,8 +351,15 @@ def _run_probes_in_turn(names: list[str], ctx: ProbeContext, timeout_s: float,
     started: list[float | None] = [None] * count
     runner: list[_Worker | None] = [None] * count
     resolved = [False] * count
+    waits = [False] * count  # the probe said it is about to wait: hand over now
     cursor = [0]
     changed = threading.Condition()
+
+    def said_waiting(i: int) -> None:
+        with changed:
+            if not waits[i]:
+                waits[i] = True
+                changed.notify_all()
 
     def lane(worker: _Worker) -> None:
         while True:
@@ -379,7 +372,8 @@ def _run_probes_in_turn(names: list[str], ctx: ProbeContext, timeout_s: float,
                 cursor[0] += 1
                 started[i], runner[i] = time.monotonic(), worker
             try:
-                result: tuple[bool, Any] = (True, calls[i][2]())
+                with reported_to(functools.partial(said_waiting, i)):
+                    result: tuple[bool, Any] = (True, calls[i][2]())
             except BaseException as exc:  # a probe's crash is its error, whatever it raised
                 result = (False, exc)
             with changed:
@@ -412,7 +406,7 @@ def _run_probes_in_turn(names: list[str], ctx: ProbeContext, timeout_s: float,
                     if (stuck := runner[i]) is not None:
                         stuck.abandoned = True
             stalled = [i for i in range(count) if (since := started[i]) is not None and outcome[i] is None
-                       and i not in handed and (now - since >= handover_s or resolved[i])]
+                       and i not in handed and (now - since >= handover_s or resolved[i] or waits[i])]
             if stalled:
                 handed.update(stalled)  # timed once: with nothing left to hand over, watching it again spun
                 if cursor[0] < count:

@@ -81,6 +81,7 @@ class ProbeSpec:
     fn: ProbeFn
     doc: str
     budget: BudgetFn | None = None  # seconds it may run when that exceeds the run's per-probe limit
+    waits: bool = False  # spends its time waiting (a tool, a sampling window): started before the others
 
 
 @dataclass
@@ -289,8 +290,13 @@ def _component(report_id: str, component: str | None, core: bool = False) -> str
     return component
 
 
-def probe(name: str, *, budget: BudgetFn | None = None) -> Callable[[ProbeFn], ProbeFn]:
+def probe(name: str, *, budget: BudgetFn | None = None, waits: bool = False) -> Callable[[ProbeFn], ProbeFn]:
     """Register the probe that provides fact ``name``.
+
+    ``waits`` is for a probe whose time goes mostly to waiting: on a tool it runs (``dcgmi``,
+    ``lspci``), on a sampling window. The engine runs probes one after another and starts
+    these first; each says when it starts to wait (:func:`gpu_preflight.waiting.waiting`)
+    and the probes behind it go on meanwhile, so its wait overlaps their work.
 
     ``budget`` is for a probe that runs a diagnostic tool: a node run gives every probe the
     same limit (``--timeout-s``, 30 s by default), right for NVML and /proc but not for
@@ -301,7 +307,7 @@ def probe(name: str, *, budget: BudgetFn | None = None) -> Callable[[ProbeFn], P
     """
 
     def register(fn: ProbeFn) -> ProbeFn:
-        PROBES.register(name, ProbeSpec(name, fn, inspect.cleandoc(fn.__doc__ or name), budget))
+        PROBES.register(name, ProbeSpec(name, fn, inspect.cleandoc(fn.__doc__ or name), budget, waits))
         return fn
 
     return register

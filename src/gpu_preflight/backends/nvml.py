@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..kept_thread import KeptThread
+from ..waiting import waiting
 
 # (dump key, pynvml function name, extra positional args after the handle)
 DEVICE_CALLS: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
@@ -508,7 +509,7 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
     done = [False] * count
     given_up: set[int] = set()  # GPUs the watcher marked hung
     finished = threading.Condition()
-    waiting = list(range(count))  # GPUs no reader has taken yet
+    queued = list(range(count))  # GPUs no reader has taken yet
 
     def read(i: int) -> None:
         out = filled[i]
@@ -531,9 +532,9 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
     def reader() -> None:
         while True:
             with finished:
-                if not waiting:
+                if not queued:
                     return
-                i = waiting.pop(0)
+                i = queued.pop(0)
             read(i)
 
     def start_reader() -> None:
@@ -542,12 +543,16 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
         else:
             threading.Thread(target=reader, name="nvml-read", daemon=True).start()
 
+    def stalled() -> None:
+        waiting()  # the driver holds a call: the caller's other work (a run's other probes) goes on
+        start_reader()
+
     if count:
         start_reader()
     _watch(done, recorders, outs, finished, time.monotonic() + timeout_s, timeout_s, call_timeout_s,
-           on_hung=start_reader, given_up=given_up)
+           on_hung=stalled, given_up=given_up)
     with finished:
-        waiting.clear()  # past the deadline: a reader still blocked in the driver starts no other GPU
+        queued.clear()  # past the deadline: a reader still blocked in the driver starts no other GPU
     return outs
 
 
