@@ -81,7 +81,7 @@ def _run(*names: str) -> Any:
 
 def test_a_one_shot_run_reads_its_probes_one_at_a_time(lane: list[Probe]) -> None:
     _run("lane_a", "lane_b")
-    (a, a0, a1, a_thread), (b, b0, b1, b_thread) = sorted(lane, key=lambda p: p[1])
+    (a, _, a1, a_thread), (b, b0, _, b_thread) = sorted(lane, key=lambda p: p[1])
     assert (a, b) == ("lane_a", "lane_b")
     assert b0 >= a1 and a_thread == b_thread  # in turn, on one thread: no GIL traded between them
 
