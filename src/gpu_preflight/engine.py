@@ -333,8 +333,9 @@ def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float,
     waits (:func:`gpu_preflight.waiting.waiting`: a tool it runs, a sampling window, a
     stalled NVML call), else once it has run :data:`HANDOVER_S` (or a tenth of the shortest
     deadline, if less): a slow or hung probe delays the others by that much at most, one
-    that overruns its deadline is an error naming it and its thread is abandoned. Probes
-    declared ``waits`` start first, so that their waiting overlaps the others' work.
+    that overruns its deadline is an error naming it and its thread is abandoned. The lane
+    that handed over stops once its probe ends, so one lane at a time takes the queue.
+    Probes declared ``waits`` start first, so that their waiting overlaps the others' work.
     """
     if pool is None:
         own = WorkerPool("run-probe")
@@ -380,10 +381,13 @@ def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float,
                 outcome[i] = result
                 if all(outcome[k] is not None or resolved[k] for k in range(count)):
                     changed.notify_all()  # the caller sleeps until then, a deadline or a hand-over
+                if i in relieved:  # another lane took the queue over meanwhile: one lane at a time
+                    return
 
     facts: dict[str, Any] = {}
     errors: dict[str, str] = {}
     handed: set[int] = set()
+    relieved: set[int] = set()  # handed over to a new lane: the lane running it stops after it
     pool.submit(lane)
     with changed:
         while not all(resolved):
@@ -410,6 +414,7 @@ def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float,
             if stalled:
                 handed.update(stalled)  # timed once: with nothing left to hand over, watching it again spun
                 if cursor[0] < count:
+                    relieved.update(stalled)
                     pool.submit(lane)
             wake = [t0 + limit for i, (_, limit, _) in enumerate(calls) if not resolved[i]]
             running = [since + handover_s for i in range(count)
