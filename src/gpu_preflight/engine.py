@@ -125,8 +125,12 @@ class WorkerPool:
             worker.submit(None)
 
 
-def spawn(fn: Callable[[], Any], name: str) -> tuple[threading.Thread, dict[str, Any]]:
-    """Start ``fn`` in a daemon thread; its result or exception lands in the returned box."""
+def call_with_timeout(fn: Callable[[], T], timeout_s: float, name: str) -> T:
+    """Run ``fn`` in a daemon thread; raise :class:`Timeout` if it does not return in time.
+
+    A hung call (NVML on a dying GPU, a blocked /proc read) cannot be killed from
+    Python, but a daemon thread lets the run report it and exit instead of hanging.
+    """
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -137,27 +141,12 @@ def spawn(fn: Callable[[], Any], name: str) -> tuple[threading.Thread, dict[str,
 
     thread = threading.Thread(target=target, name=name, daemon=True)
     thread.start()
-    return thread, box
-
-
-def await_call(thread: threading.Thread, box: dict[str, Any], timeout_s: float, name: str) -> Any:
-    """Wait for a :func:`spawn`-ed call; raise :class:`Timeout` if it is still running."""
     thread.join(timeout_s)
     if thread.is_alive():
         raise Timeout(f"{name} did not finish within {timeout_s:g} s")
     if "error" in box:
         raise box["error"]
-    return box["value"]
-
-
-def call_with_timeout(fn: Callable[[], T], timeout_s: float, name: str) -> T:
-    """Run ``fn`` in a daemon thread; raise :class:`Timeout` if it does not return in time.
-
-    A hung call (NVML on a dying GPU, a blocked /proc read) cannot be killed from
-    Python, but a daemon thread lets the run report it and exit instead of hanging.
-    """
-    thread, box = spawn(fn, name)
-    return await_call(thread, box, timeout_s, name)  # type: ignore[no-any-return]
+    return box["value"]  # type: ignore[no-any-return]
 
 
 def with_expected_gpus(config: Config, count: int | None) -> Config:
