@@ -25,6 +25,7 @@ from .conftest import REPO
 from .report_data import gathered_cluster
 
 GOLDEN = Path(__file__).parent / "fixtures" / "cluster_golden"
+RUN_AT = "2026-11-20T09:00:00+00:00"  # the pinned runs' date; the JSON blanks it, next_assessment keeps it
 SCALES = {"small": 32, "large": 1}  # report.detail_max_nodes: 3 nodes listed in full, or "large"
 
 
@@ -67,6 +68,9 @@ def gathered(case: str) -> dict[str, Any]:
         g["payloads"][2]["train"].update(improved=False, loss_end=2.4)
         g["payloads"][6]["stack"] = {**g["payloads"][6]["stack"], "torch_cuda": None}
         g["payloads"][4]["stack"] = {**g["payloads"][4]["stack"], "torch_version": "2.12.0"}
+    for p in g["payloads"].values():  # a fixed run date: next_assessment is derived from it, not from today
+        if "node_entry" in p:
+            p["node_entry"] = {**p["node_entry"], "section": {**p["node_entry"]["section"], "timestamp": RUN_AT}}
     return g
 
 
