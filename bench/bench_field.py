@@ -1,0 +1,201 @@
+"""The field corpus: real tool outputs gathered from public threads and repositories, judged as a user would.
+
+Each family (``nccl-tests``, ``dcgm``, ``kernel``...) is a folder under ``tests/fixtures/field/``
+holding the texts as posted and one ``SOURCES.toml`` with a ``[[case]]`` per file: where it came
+from (``source``, ``url``, ``provenance``, ``licence``), what the people there concluded
+(``concluded``) and the verdict that conclusion calls for (``expect``: the worst status
+``gpu-preflight judge FILE`` must give; ``UNRECOGNISED`` is exit 3, "not a text we parse";
+``ERROR`` is a text we read but could not judge, e.g. a run cut before its summary), optionally
+the check that must carry it (``expect_check``) and the profile to judge with (``expect_profile``).
+
+Why a held-out quarter: the parsers were built on the corpus they were tested on, so a score
+on the same texts says how well they learned those files. A quarter of the *sources* (every
+file of one thread or commit falls on one side: a thread's five pastes of one log are one
+sample, not five) is put aside by a fixed seed before any parser is changed, and its score
+before and after is the figure that says whether the parsers learned the field.
+:func:`held_out` is that split; nobody tunes a parser on a held-out case's output (``--show``
+lists mismatches of the other cases only).
+
+Each case is judged through the real command (``gpu_preflight.cli.main.main(["judge", ...])``,
+in this process: the same path as the ``gpu-preflight`` program, minus the interpreter start).
+Prints matched/total and the false-PASS count (a case expected to FAIL, WARN or ERROR that the
+command passed, exit 0) per family, per detected kind and per expected verdict, for the held-out
+quarter and for the whole corpus. ``tests/test_field_corpus.py`` asserts the same judgement.
+
+    .venv/bin/python bench/bench_field.py [--family nccl-tests] [--show]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import sys
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from _selfcheck import fail, require
+
+FIELD = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "field"
+SEED = "field-v1:"
+VERDICTS = ("PASS", "WARN", "FAIL", "ERROR", "UNRECOGNISED")
+NOT_PASSING = frozenset({"WARN", "FAIL", "ERROR"})  # an expected verdict that exit 0 would betray
+REQUIRED = ("file", "source", "url", "provenance", "licence", "concluded", "expect")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One ``[[case]]`` of a family's ``SOURCES.toml``: the file, where it came from, what it must be judged."""
+
+    family: str
+    path: Path
+    source: str
+    concluded: str
+    expect: str
+    expect_check: str | None = None
+    expect_profile: str | None = None
+
+    @property
+    def held_out(self) -> bool:
+        return held_out(self.source)
+
+    @property
+    def name(self) -> str:
+        return f"{self.family}/{self.path.name}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``judge`` said of a case: its worst status (or UNRECOGNISED), the exit code, kind and findings."""
+
+    got: str
+    exit_code: int
+    kind: str
+    statuses: dict[str, str]  # check id -> its worst status
+    summaries: list[str]
+
+
+def held_out(source: str) -> bool:
+    """Whether a source is in the held-out quarter: by source, never by file, with a fixed seed."""
+    return int(hashlib.sha256((SEED + source).encode()).hexdigest(), 16) % 4 == 0
+
+
+def load_cases(root: Path = FIELD, families: Sequence[str] = ()) -> list[Case]:
+    """Every case of every family (or of ``families``); a malformed manifest raises ``ValueError`` naming it."""
+    cases: list[Case] = []
+    for manifest in sorted(root.glob("*/SOURCES.toml")):
+        family = manifest.parent.name
+        if families and family not in families:
+            continue
+        entries = tomllib.loads(manifest.read_text(encoding="utf-8")).get("case", [])
+        for i, entry in enumerate(entries):
+            where = f"{manifest}: case {i + 1} ({entry.get('file', '?')})"
+            missing = [k for k in REQUIRED if not str(entry.get(k, "")).strip()]
+            if missing:
+                raise ValueError(f"{where}: missing {', '.join(missing)}")
+            if entry["expect"] not in VERDICTS:
+                raise ValueError(f"{where}: expect {entry['expect']!r} is not one of {', '.join(VERDICTS)}")
+            path = manifest.parent / entry["file"]
+            if not path.is_file():
+                raise ValueError(f"{where}: no such file {path}")
+            cases.append(Case(family, path, entry["source"], entry["concluded"], entry["expect"],
+                              entry.get("expect_check"), entry.get("expect_profile")))
+    return cases
+
+
+def judge(case: Case) -> Outcome:
+    """Run ``gpu-preflight judge FILE --format json`` in this process and read its report."""
+    from gpu_preflight.cli.main import main
+
+    argv = ["judge", str(case.path), "--format", "json"]
+    if case.expect_profile:
+        argv += ["--profile", case.expect_profile]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    text = out.getvalue().strip()
+    if not text:
+        return Outcome("UNRECOGNISED", code, "unrecognised", {}, err.getvalue().strip().splitlines()[-1:])
+    findings = json.loads(text)["findings"]
+    statuses: dict[str, str] = {}
+    for f in findings:
+        statuses[f["check_id"]] = _worse(statuses.get(f["check_id"]), f["status"])
+    kinds = {f.get("details", {}).get("evidence_kind") for f in findings} - {None}
+    summaries = [f"{f['status']} {f['check_id']}: {f['summary']}" for f in findings]
+    if set(statuses) == {"evidence.parse"}:
+        return Outcome("UNRECOGNISED", code, "unreadable", statuses, summaries)
+    got = "PASS" if code == 0 else _worst(statuses.values())
+    return Outcome(got, code, ",".join(sorted(kinds)) or "unknown", statuses, summaries)
+
+
+_ORDER = {"PASS": 0, "SKIP": 1, "WARN": 2, "ERROR": 3, "FAIL": 4}
+
+
+def _worse(a: str | None, b: str) -> str:
+    return b if a is None or _ORDER[b] > _ORDER[a] else a
+
+
+def _worst(statuses: Iterable[str]) -> str:
+    worst = "PASS"
+    for status in statuses:
+        worst = _worse(worst, status)
+    return "PASS" if worst == "SKIP" else worst
+
+
+def matched(case: Case, outcome: Outcome) -> bool:
+    """The command gave the expected worst verdict, carried by ``expect_check`` when one is named."""
+    if outcome.got != case.expect:
+        return False
+    return case.expect_check is None or outcome.statuses.get(case.expect_check) == case.expect
+
+
+def false_pass(case: Case, outcome: Outcome) -> bool:
+    """Expected to FAIL, WARN or ERROR, yet the command exited 0: the failure this corpus exists to catch."""
+    return case.expect in NOT_PASSING and outcome.exit_code == 0
+
+
+def _table(title: str, results: list[tuple[Case, Outcome]]) -> list[str]:
+    lines = [f"{title}: {sum(matched(c, o) for c, o in results)}/{len(results)} matched, "
+             f"{sum(false_pass(c, o) for c, o in results)} false PASS"]
+    for label, key in (("family", lambda c, o: c.family), ("kind", lambda c, o: o.kind),
+                       ("expect", lambda c, o: c.expect)):
+        groups: dict[str, list[tuple[Case, Outcome]]] = {}
+        for case, outcome in results:
+            groups.setdefault(key(case, outcome), []).append((case, outcome))
+        for name, group in sorted(groups.items()):
+            lines.append(f"  {label}={name:24} {sum(matched(c, o) for c, o in group):4}/{len(group):<4} matched  "
+                         f"{sum(false_pass(c, o) for c, o in group)} false PASS")
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", action="append", default=[], help="only this family (repeatable)")
+    parser.add_argument("--show", action="store_true",
+                        help="list each mismatched case that is not held out, with what judge said")
+    args = parser.parse_args(argv)
+    require("bench_field", "gpu_preflight.cli.main")
+    try:
+        cases = load_cases(families=args.family)
+    except ValueError as exc:
+        fail("bench_field", str(exc))
+    if not cases:
+        fail("bench_field", f"no case under {FIELD} for {args.family or 'any family'}")
+    results = [(case, judge(case)) for case in cases]
+    print("\n".join(_table("held-out quarter", [r for r in results if r[0].held_out])))
+    print("\n".join(_table("whole field corpus", results)))
+    if args.show:
+        for case, outcome in results:
+            if not case.held_out and not matched(case, outcome):
+                print(f"\n{case.name}: expected {case.expect}{f' on {case.expect_check}' if case.expect_check else ''}"
+                      f", got {outcome.got} (exit {outcome.exit_code}); thread: {case.concluded}")
+                print("\n".join(f"    {s[:300]}" for s in outcome.summaries))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""The field corpus (``tests/fixtures/field/``, see ``bench/bench_field.py``): real outputs from public threads.
+
+Every case is judged through the real ``gpu-preflight judge`` path. Asserted on the whole
+corpus: no false PASS (a text whose thread shows a broken GPU, a slow fabric or an unfinished
+run is never exit 0). Asserted on every case outside the held-out quarter: the verdict the
+thread concluded. The held-out quarter's matches are reported by the bench, not asserted,
+so that its score stays a measure of what the parsers learned rather than a target they were
+fitted to. The corpus is ours, in the repository: these run in a fresh clone.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from bench_field import FIELD, Case, false_pass, held_out, judge, load_cases, matched
+
+CASES = load_cases()
+
+
+def test_the_corpus_is_there() -> None:
+    """An empty or unreadable corpus would make every test below vacuous."""
+    assert (FIELD / "nccl-tests" / "SOURCES.toml").is_file()
+    assert len([c for c in CASES if c.family == "nccl-tests"]) >= 2
+
+
+def test_every_file_is_a_case() -> None:
+    """A text added without its provenance line is not judged silently: each file has its ``[[case]]``."""
+    listed = {c.path for c in CASES}
+    on_disk = {p for p in FIELD.glob("*/*") if p.name != "SOURCES.toml" and p.is_file()}
+    assert on_disk - listed == set()
+
+
+def test_the_split_is_by_source_with_a_fixed_seed() -> None:
+    """The split depends on the source alone (never the file, the date or the machine); a quarter is out."""
+    assert held_out("github:NVIDIA/nccl-tests/issues/131") is held_out("github:NVIDIA/nccl-tests/issues/131")
+    sources = [f"github:example/repo/issues/{i}" for i in range(4000)]
+    assert 900 < sum(map(held_out, sources)) < 1100
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_field_case(case: Case) -> None:
+    outcome = judge(case)
+    assert not false_pass(case, outcome), (f"false PASS: {case.concluded}", outcome.summaries)
+    if not case.held_out:
+        assert matched(case, outcome), (case.expect, case.expect_check, outcome.got, outcome.summaries)
