@@ -34,7 +34,7 @@ import io
 import json
 import sys
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,30 +120,17 @@ def judge(case: Case) -> Outcome:
     text = out.getvalue().strip()
     if not text:
         return Outcome("UNRECOGNISED", code, "unrecognised", {}, err.getvalue().strip().splitlines()[-1:])
+    from gpu_preflight.model import Status
+
     findings = json.loads(text)["findings"]
-    statuses: dict[str, str] = {}
-    for f in findings:
-        statuses[f["check_id"]] = _worse(statuses.get(f["check_id"]), f["status"])
+    statuses = {check: Status.worst(f["status"] for f in findings if f["check_id"] == check).value
+                for check in dict.fromkeys(f["check_id"] for f in findings)}
     kinds = {f.get("details", {}).get("evidence_kind") for f in findings} - {None}
     summaries = [f"{f['status']} {f['check_id']}: {f['summary']}" for f in findings]
     if set(statuses) == {"evidence.parse"}:
         return Outcome("UNRECOGNISED", code, "unreadable", statuses, summaries)
-    got = "PASS" if code == 0 else _worst(statuses.values())
+    got = "PASS" if code == 0 else Status.worst(statuses.values()).value
     return Outcome(got, code, ",".join(sorted(kinds)) or "unknown", statuses, summaries)
-
-
-_ORDER = {"PASS": 0, "SKIP": 1, "WARN": 2, "ERROR": 3, "FAIL": 4}
-
-
-def _worse(a: str | None, b: str) -> str:
-    return b if a is None or _ORDER[b] > _ORDER[a] else a
-
-
-def _worst(statuses: Iterable[str]) -> str:
-    worst = "PASS"
-    for status in statuses:
-        worst = _worse(worst, status)
-    return "PASS" if worst == "SKIP" else worst
 
 
 def matched(case: Case, outcome: Outcome) -> bool:

@@ -5,13 +5,15 @@ values were found, when the legacy ``error`` column exceeds ``evidence.nccl_max_
 or when the test aborted (``Test NCCL failure ...``, classified like a job log): one finding
 per failure signature and host, with the exact count of its lines and its first few, however
 many lines an aborted job repeated.
-``nccl_tests.bandwidth``: FAIL when the peak out-of-place bus bandwidth is below
-``evidence.nccl_busbw_min_gbps`` (a site's floor, any collective). Without one, all_reduce
-on one host is held to the node-local floor of the GPUs' profile (matched from the GPU names
-the log lists, or ``--profile``): the NVSwitch floor for GPUs sold only on NVSwitch boards,
-the PCIe floor otherwise; across hosts to ``perf.network_busbw_min_gbps``; only at messages
-of ``perf.busbw_floor_min_bytes`` or more. SKIP, with the measured peak and the reason,
-when no floor applies.
+``nccl_tests.bandwidth``: FAIL when the best out-of-place bus bandwidth at
+``perf.busbw_floor_min_bytes`` or more is below its floor: a site's ``evidence.nccl_busbw_min_gbps``
+(any collective), else, for every collective (busbw is scaled per collective to read as the
+hardware's bandwidth), on one host the node-local floor of the GPUs' profile (matched from the
+GPU names the log lists, or ``--profile``: NVSwitch for GPUs sold only on NVSwitch boards, PCIe
+otherwise), across hosts what the profile's NICs allow that collective (``floors.network_floor``).
+A log without device lines is read under a stated assumption (``perf.node_gpus``). WARN, with the
+measured peak and the reason, when no floor applies: a run whose main measure was not judged is
+never SUCCESS. SKIP for one rank or a sweep of latency-bound sizes only.
 
 ``nccl_log.triage``: one finding per failure signature found in a job log (see
 :data:`ADVICE`), naming the ranks and hosts the lines came from, with what to do next.
@@ -27,7 +29,7 @@ from ..fastclass import dataclass
 from ..model import Finding, Status
 from ..registry import declare
 from .evidence import judges
-from .floors import Floor, log_allreduce_floor
+from .floors import Floor, log_allreduce_floor, network_floor
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -179,8 +181,13 @@ def _bandwidth(record: NcclTestsRecord, config: Config, source: str) -> Iterator
                "gpu_names": sorted({g.name for g in record.gpus})}
     floor, judged, why = _floor(record, config)
     if floor is None or judged is None:
-        yield Finding(check, Status.SKIP, source, "no_floor", f"{what}; not judged: {why}", observed=peak,
-                      unit="GB/s", details=details)
+        # one rank, or a latency sweep below the floors' sizes: nothing to hold to a floor; else not judged
+        status = Status.SKIP if floor is not None or why.startswith("one rank") else Status.WARN
+        yield Finding(check, status, source, "no_floor", f"{what}; not judged: {why}", observed=peak,
+                      unit="GB/s", details=details,
+                      recommendation=None if status is Status.SKIP else
+                      "The run's bandwidth was not judged, so it cannot pass: name the GPU model (--profile) or set "
+                      "evidence.nccl_busbw_min_gbps.")
         return
     value, size = judged
     details["floor_basis"] = floor.basis
@@ -199,41 +206,67 @@ def _bandwidth(record: NcclTestsRecord, config: Config, source: str) -> Iterator
 def _floor(record: NcclTestsRecord, config: Config) -> tuple[Floor | None, tuple[float, int] | None, str]:
     """The floor this run is held to, the (busbw, size) judged against it, or why it is not judged.
 
-    A site's ``evidence.nccl_busbw_min_gbps`` judges any run's peak. Otherwise only
-    all_reduce has shipped floors: within one host the node-local floor of the GPUs' profile
-    (NVSwitch or PCIe, from the GPU names the log lists), across hosts
-    ``perf.network_busbw_min_gbps``; each at messages of ``perf.busbw_floor_min_bytes`` or more.
+    A site's ``evidence.nccl_busbw_min_gbps`` judges any run's peak. Otherwise every collective
+    is judged by its busbw (which nccl-tests scales per collective so that it reads as the
+    hardware's bandwidth): on one node against the node-local floor of the GPUs' profile
+    (NVSwitch or PCIe, from the GPU names the log lists, or the named profile's board when it
+    lists none); across nodes against what the profile's NICs allow for that collective
+    (:func:`~.floors.network_floor`; a site's ``perf.network_busbw_min_gbps`` for all_reduce).
+    A log that lists no hosts is read under a stated assumption from ``perf.node_gpus``: its
+    ranks on one node when they fit, else on full nodes. Each at messages of
+    ``perf.busbw_floor_min_bytes`` or more.
     """
     site = evidence_config(config).nccl_busbw_min_gbps
     if site is not None:
         assert record.peak_busbw_gbps is not None and record.peak_size_bytes is not None
         return Floor(site, "evidence.nccl_busbw_min_gbps"), (record.peak_busbw_gbps, record.peak_size_bytes), ""
     perf = config.perf
-    if not _is_all_reduce(record):
-        return None, None, (f"shipped floors cover all_reduce only; set evidence.nccl_busbw_min_gbps for "
-                            f"{record.test or 'this collective'}")
-    hosts = sorted({g.host for g in record.gpus} | set(record.hosts))
-    if not hosts:
+    nodes, assumed = _nodes(record, perf)
+    if nodes is None:
         return None, None, ("the output lists no devices ('# Using devices'), so its hosts and GPUs are unknown; "
-                            "set evidence.nccl_busbw_min_gbps")
-    if len(hosts) > 1:
-        if perf.network_busbw_min_gbps is None:
-            return None, None, (f"{len(hosts)} hosts: the network sets the pace; set evidence.nccl_busbw_min_gbps "
-                                "or perf.network_busbw_min_gbps for this fabric")
-        floor: Floor | None = Floor(perf.network_busbw_min_gbps, f"across {len(hosts)} hosts")
-    elif (record.nranks or 0) < 2:
+                            "pass --profile (its GPUs per node), or set evidence.nccl_busbw_min_gbps")
+    if (record.nranks or 0) < 2:
         return None, None, "one rank: nothing crossed a link"
-    else:
-        floor = log_allreduce_floor(perf, [g.name for g in record.gpus])
+    names = [g.name for g in record.gpus]
+    node_floor = log_allreduce_floor(perf, names) if names or perf.allreduce_nvswitch_busbw_min_gbps is None \
+        else Floor(perf.allreduce_nvswitch_busbw_min_gbps, "NVSwitch board (the profile's; the log names no GPU)")
+    collective = "all_reduce" if _is_all_reduce(record) else record.test
+    floor = node_floor
+    if nodes > 1:
+        if collective == "all_reduce" and perf.network_busbw_min_gbps is not None:
+            floor = Floor(perf.network_busbw_min_gbps, f"across {nodes} hosts")
+        else:
+            floor = network_floor(perf, collective, record.nranks or 0, nodes, node_floor)
         if floor is None:
-            names = ", ".join(sorted({g.name for g in record.gpus})) or "unnamed GPUs"
-            return None, None, (f"no floor for {names} (no shipped profile matched: pass --profile, or set "
-                                "evidence.nccl_busbw_min_gbps)")
+            return None, None, (f"{nodes} hosts: the network sets the pace and no profile states its NICs; pass "
+                                "--profile, or set perf.network_nics_per_node and perf.network_nic_gbps")
+    elif floor is None:
+        listed = ", ".join(sorted(set(names))) or "unnamed GPUs"
+        return None, None, (f"no floor for {listed} (no shipped profile matched: pass --profile, or set "
+                            "evidence.nccl_busbw_min_gbps)")
+    if assumed:
+        floor = Floor(floor.gbps, f"{floor.basis}; {assumed}")
     large = record.best_busbw(perf.busbw_floor_min_bytes)
     if large is None:
         return floor, None, (f"the largest message is below {perf.busbw_floor_min_bytes} B "
                              "(perf.busbw_floor_min_bytes): latency-bound sizes are not held to bandwidth floors")
     return floor, large, ""
+
+
+def _nodes(record: NcclTestsRecord, perf: Any) -> tuple[int | None, str]:
+    """How many nodes the run spanned, and the assumption it was read under ('' when the log lists its hosts)."""
+    hosts = {g.host for g in record.gpus} | set(record.hosts)
+    if hosts:
+        return len(hosts), ""
+    per_node, ranks = perf.node_gpus, record.nranks
+    if not per_node or not ranks:
+        return None, ""
+    nodes = -(-ranks // per_node)
+    inferred = " (inferred from busbw/algbw)" if record.nranks_inferred else ""
+    if nodes == 1:
+        return 1, f"assumed one node: the log lists no hosts and its {ranks} ranks{inferred} fit in {per_node} GPUs"
+    return nodes, (f"assumed {nodes} nodes of {per_node} GPUs: the log lists no hosts and has {ranks} "
+                   f"ranks{inferred}")
 
 
 _TYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,

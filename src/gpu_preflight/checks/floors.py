@@ -23,14 +23,14 @@ Pure: facts and config in, numbers out. The topology summary they follow
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..fastclass import dataclass
 from ..model import Status
 from ..records.topology import topology_summary
 
-__all__ = ["Floor", "allreduce_floor", "host_transfer_floor", "log_allreduce_floor", "node_topology",
+__all__ = ["Floor", "allreduce_floor", "host_transfer_floor", "log_allreduce_floor", "network_floor", "node_topology",
            "peer_gap_status"]
 
 
@@ -110,6 +110,43 @@ def log_allreduce_floor(perf: Any, gpu_names: Sequence[str]) -> Floor | None:
     if perf.allreduce_pcie_busbw_min_gbps is None:
         return None
     return Floor(perf.allreduce_pcie_busbw_min_gbps, "PCIe (the GPU names do not imply an NVSwitch board)")
+
+
+# busbw a collective reaches when each GPU's share of the NICs (``per_gpu`` GB/s) is what limits it, for ``n``
+# ranks on ``k`` nodes of ``g`` GPUs (nccl-tests' busbw factors, doc/PERFORMANCE.md): in a hierarchical
+# all_reduce, all_gather or reduce_scatter each GPU's NICs carry (k-1)/(n-1) of its busbw; in an alltoall the
+# (n-g)/(n-1) of its data bound for other nodes; a broadcast or reduce pipelines the whole buffer over every NIC
+# of the node; a sendrecv pair crosses on one GPU's share.
+_NETWORK_BOUNDS: dict[str, Callable[[float, int, int, int], float]] = {
+    "all_reduce": lambda per_gpu, n, k, g: per_gpu * (n - 1) / (k - 1),
+    "all_gather": lambda per_gpu, n, k, g: per_gpu * (n - 1) / (k - 1),
+    "reduce_scatter": lambda per_gpu, n, k, g: per_gpu * (n - 1) / (k - 1),
+    "alltoall": lambda per_gpu, n, k, g: per_gpu * (n - 1) / (n - g),
+    "broadcast": lambda per_gpu, n, k, g: per_gpu * g,
+    "reduce": lambda per_gpu, n, k, g: per_gpu * g,
+    "sendrecv": lambda per_gpu, n, k, g: per_gpu,
+}
+
+
+def network_floor(perf: Any, collective: str | None, nranks: int, nodes: int, node_floor: Floor | None) -> Floor | None:
+    """The busbw floor of a collective across ``nodes`` nodes: ``perf.network_busbw_min_fraction`` of what the
+    NICs allow (``perf.network_nics_per_node`` x ``perf.network_nic_gbps`` shared by the node's GPUs, scaled by
+    the collective's busbw factor), never above the node-local floor. A collective not named is held to the
+    lowest of the bounds (the most lenient). None: the fabric is not stated."""
+    nics, rate = perf.network_nics_per_node, perf.network_nic_gbps
+    if not nics or not rate or nodes < 2 or nranks < nodes:
+        return None
+    gpus = nranks / nodes
+    per_gpu = nics * rate / 8 / gpus
+    bounds = [_NETWORK_BOUNDS[collective]] if collective in _NETWORK_BOUNDS else list(_NETWORK_BOUNDS.values())
+    bound = min(b(per_gpu, nranks, nodes, round(gpus)) for b in bounds)
+    value = round(bound * perf.network_busbw_min_fraction, 2)
+    what = collective or "an unnamed collective (its lowest bound)"
+    basis = (f"{perf.network_busbw_min_fraction:g} x {bound:.1f} GB/s, what {nics} x {rate:g} Gb/s NICs per node "
+             f"allow {what} over {nodes} nodes x {gpus:g} GPUs")
+    if node_floor is not None and node_floor.gbps < value:
+        return Floor(node_floor.gbps, f"{node_floor.basis}; the network would allow more ({basis})")
+    return Floor(value, basis)
 
 
 def _search(pattern: str, name: str) -> bool:

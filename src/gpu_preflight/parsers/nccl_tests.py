@@ -80,9 +80,9 @@ _REPEATS = 4096  # distinct lines remembered by NcclTestsScanner._repeatable, me
 _REMEMBERED = 2 * FAILURE_MESSAGE_CHARS  # longer lines are not remembered: 4096 of up to 16 MiB would not be flat
 _ACTIVE = ("Out of bounds", "size", "Rank", "Avg", "nccl-tests", "NCCL version", "_perf", "failure")  # see feed
 _PREFIX_STARTS = frozenset("[ \t0123456789")
-_HEADER = re.compile(r"^#\s+size\s+count\b")
-_RANK = re.compile(r"^#\s*Rank\s+(?P<rank>\d+)\s+Group\s+\d+\s+Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+device\s+"
-                   r"(?P<device>\d+)\s+\[(?P<pci>[^\]]+)\]\s*(?P<name>.*)$")
+_HEADER = re.compile(r"^#?\s*size\s+count\s+type\b")  # '#' lost when a paste went through markdown
+_RANK = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
+                   r"device\s+(?P<device>\d+)\s+\[(?P<pci>[^\]]+)\]\s*(?P<name>.*)$")
 _TEST_NAME = re.compile(r"\b(?P<name>[a-z_]+_perf)\b")
 _NCCL_VERSION = re.compile(r"NCCL version\s+(?P<v>[\d.]+(?:\+\S+)?)")
 _LIBRARY = re.compile(r"nccl-library=(?P<code>\d+)")
@@ -100,7 +100,7 @@ def sniff(text: str) -> int:
     comes after hundreds of NCCL INFO lines, which alone would read as a job log (``nccl-log``)."""
     clean = "\n".join(_PREFIX.sub("", line) for line in text.splitlines()
                       if "size" in line or "failure" in line or "Collective test" in line)
-    if re.search(r"^#\s+size\s+count\s+type\b", clean, re.MULTILINE):
+    if re.search(r"^#?\s*size\s+count\s+type\b", clean, re.MULTILINE):
         return 95
     if re.search(r"Test (?:NCCL|CUDA) failure \S+:\d+", clean) or "# Collective test starting" in clean:
         return 90
@@ -583,6 +583,8 @@ def _version_from_code(code: int) -> str:
 
 def _row(columns: list[str], line: str, number: int, problem: Callable[[str], None]) -> NcclTestRow:
     values = line.split()
+    if len(values) == len(columns) - 1 and "redop" in columns:
+        columns = [c for c in columns if c != "redop"]  # old alltoall_perf: a redop header over blank cells
     if len(values) != len(columns):
         raise ParseError(KIND, f"{len(values)} values where the header names {len(columns)} columns", number)
     first: dict[str, str] = {}
