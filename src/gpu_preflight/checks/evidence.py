@@ -20,6 +20,12 @@ it cannot read where a reading belongs) lists why in its record's ``incomplete``
 record is never a pass: :func:`judge_record` adds one ``evidence.complete`` ``ERROR``
 ("output incomplete: ...") beside whatever the judge found in the part that is there, so
 a failure still visible stays FAIL and a cut file that lost its failure cannot pass.
+
+A *fragment* is different: a section people paste on purpose (a ``Remapped Rows`` block, one
+ibstat port). Its parser reads it and sets the record's ``fragment`` to the number of records
+it shows; :func:`judge_record` adds an ``evidence.fragment`` SKIP saying so, and the judges
+infer nothing the fragment does not state (no GPU count), so a fragment whose readings
+judge nothing ends as "nothing judged", never as a pass.
 """
 
 from __future__ import annotations
@@ -55,6 +61,12 @@ EVIDENCE_IDS = (
             """The parser saw the whole tool output: ERROR when it lacks a part the tool prints
             (a table's closing border, a summary, announced GPUs or ports), beside whatever was
             judged in the part that is there.""",
+            group=(), component="service_reliability"),
+    declare("evidence.fragment", "The evidence was judged on what it shows",
+            """The text is a pasted fragment of a tool's output (a section without the report's
+            header, ports without their adapter): SKIP saying how many records were judged. What
+            the fragment does not show (how many GPUs or ports exist) is not inferred, so a
+            fragment that shows no reading judges nothing and is never a pass.""",
             group=(), component="service_reliability"),
 )
 
@@ -116,6 +128,10 @@ def judge_record(kind: str, record: Any, config: Config, *, source: str = "evide
                                 recommendation="Save the whole output of the tool (no cut, no elided lines, no "
                                                "edits) and judge it again; the part shown was judged as it is.",
                                 details={"missing": missing}))
+    if (shown := getattr(record, "fragment", None)) is not None:
+        findings.append(Finding("evidence.fragment", Status.SKIP, source, "fragment",
+                                f"fragment: judged on {shown} record(s); what it does not show was not assumed",
+                                observed=shown, unit="records"))
     for finding in findings:
         finding.details.setdefault("evidence_kind", kind)
     return findings

@@ -39,6 +39,13 @@ NVIDIA_SMI_TOPO = declare(
     """``nvidia-smi topo -m`` is recorded (links and CPU affinity per device), not judged: SKIP,
     since there is no expected topology to compare it with.""",
     group=(), component="hardware_health", core=True)
+NVIDIA_SMI_FAILURE = declare(
+    "nvidia_smi.failure", "nvidia-smi could read every GPU",
+    """nvidia-smi printed one of its own failure messages instead of a reading: FAIL when it cannot
+    reach a GPU (``Unable to determine the device handle``: fallen off the bus, lost, needs a
+    reset), finds none (``No devices were found``) or cannot talk to the driver; WARN on a
+    corrupted infoROM (nvidia-smi's exit code 14: the GPU works, its stored data is suspect).""",
+    group=(), component="hardware_health", core=True)
 KERNEL_SEGFAULT = declare(
     "kernel.segfault", "No GPU library crashed",
     """A saved kernel log shows a process segfaulting inside a GPU library (libnccl, libcuda,
@@ -73,15 +80,62 @@ def run_gpu_checks(facts: GpuFacts, config: Config, source: str, wanted: Callabl
     return findings
 
 
-@judges("nvidia-smi-xml", "nvidia-smi-q", "nvidia-smi-csv", "nvidia-smi-table")
+# nvidia-smi's failure messages (parsers/nvidia_smi/failures.py codes): status, what it means, what to do.
+SMI_FAILURES: dict[str, tuple[Status, str, str]] = {
+    "gpu_unreachable": (Status.FAIL, "nvidia-smi cannot reach the GPU (fallen off the bus or hung)",
+                        "Isolate the node: check the kernel log for Xid 79/NVRM messages, then reset the GPU or "
+                        "reboot; reseat or replace the GPU if it recurs."),
+    "gpu_lost": (Status.FAIL, "the driver lost the GPU",
+                 "Isolate the node and reboot it to recover the GPU; replace the GPU if it is lost again."),
+    "gpu_requires_reset": (Status.FAIL, "the GPU needs a reset before it can be used",
+                           "Drain the node and reset the GPU (nvidia-smi -r -i N) or reboot."),
+    "no_devices": (Status.FAIL, "nvidia-smi found no GPU",
+                   "Check that the driver bound the GPUs (lspci -k, kernel log for RmInitAdapter/probe failures) "
+                   "and that the GPUs are visible to this host or container."),
+    "driver_unreachable": (Status.FAIL, "nvidia-smi cannot communicate with the NVIDIA driver",
+                           "Load or reinstall the NVIDIA driver for the running kernel, then reboot if needed."),
+    "nvml_init_failed": (Status.FAIL, "NVML could not be initialised",
+                         "Match the user-space driver libraries to the loaded kernel module (reboot after a "
+                         "driver upgrade)."),
+    "inforom_corrupted": (Status.WARN, "the GPU's infoROM is corrupted",
+                          "Plan an infoROM reflash or RMA: the GPU runs, but its stored ECC/page-retirement data "
+                          "cannot be trusted."),
+}
+
+
+@judges("nvidia-smi-xml", "nvidia-smi-q", "nvidia-smi-csv", "nvidia-smi-table", "nvidia-smi-error")
 def judge_nvidia_smi(record: NvidiaSmiRecord, config: Config, source: str) -> Iterator[Finding]:
-    """The GPUs an nvidia-smi report describes, judged by the ``gpu.*`` node checks."""
-    yield from _inventory(record.format, len(record.gpus), record.attached_gpus, record.driver_version, source)
+    """The GPUs an nvidia-smi report describes, judged by the ``gpu.*`` node checks.
+
+    nvidia-smi's own failure messages are judged first (:data:`SMI_FAILURES`). A fragment
+    (a pasted section without the report's header) is judged on the readings it shows: it
+    does not say how many GPUs there are, so no count is inferred and none is checked.
+    """
+    yield from _smi_failures(record, source)
+    if record.format == "error":
+        return
+    if record.fragment is None:
+        yield from _inventory(record.format, len(record.gpus), record.attached_gpus, record.driver_version, source)
     if not record.gpus:
         return
     facts = _facts(f"nvidia-smi {record.format}", record.driver_version, record.cuda_version,
                    [to_gpu_record(g, record.format) for g in record.gpus])
-    yield from run_gpu_checks(facts, config, source, _report_check)
+    wanted = _report_check if record.fragment is None else _fragment_check
+    yield from run_gpu_checks(facts, config, source, wanted)
+
+
+def _fragment_check(check_id: str) -> bool:
+    """A fragment's GPU count is unknown: ``gpu.inventory.count`` would judge one it made up."""
+    return _report_check(check_id) and check_id != "gpu.inventory.count"
+
+
+def _smi_failures(record: NvidiaSmiRecord, source: str) -> Iterator[Finding]:
+    for failure in record.failures:
+        status, what, advice = SMI_FAILURES[failure.code]
+        subject = f"{source}/{failure.gpu}" if failure.gpu else source
+        yield Finding("nvidia_smi.failure", status, subject, failure.code, f"{what}: {failure.message}",
+                      observed=failure.message, expected="a reading", recommendation=advice,
+                      details={"line": failure.line})
 
 
 @judges("nvidia-smi-nvlink", "nvidia-smi-list")
@@ -176,12 +230,11 @@ def judge_dmesg(record: DmesgRecord, config: Config, source: str) -> Iterator[Fi
 
 
 def _xids(record: DmesgRecord, config: Config, source: str) -> Iterator[Finding]:
-    from ..config.xid_window import xid_window
     from ..records import GpuFacts, KernelLogFacts
     from ..registry import CheckContext, get_check
 
-    end = datetime.fromisoformat(record.last_timestamp) if record.last_timestamp else None
-    window = xid_window(config.xid.window_hours, log_end=end, saved=True)
+    window = record.window(config.xid.window_hours)
+    end = window.end
     tally = record.xid_tally(window)
     facts = {"kernel_log": KernelLogFacts(True, source, end or datetime(1970, 1, 1, tzinfo=UTC), tally=tally),
              "gpu": GpuFacts(source="kernel log", available=True)}

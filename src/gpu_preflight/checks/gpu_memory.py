@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..model import Finding, Status
+from ..model import NA, Finding, Status
 from ..records import GpuRecord
 from ..registry import CheckContext, check
 from .common import is_number, not_read, per_gpu
@@ -98,12 +98,14 @@ def row_remap(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
     FAIL on a remapping failure (the GPU ran out of spare rows: it can no longer retire
     bad memory). WARN when a remap is pending (the GPU needs a reset to use the spare row)
     or uncorrectable remapped rows exceed ``gpu.remapped_uncorrectable_rows_warn``.
-    SKIP on GPUs without row remapping (pre-Ampere use retired pages).
+    SKIP on GPUs without row remapping (pre-Ampere use retired pages), and when only one of
+    the two flags is known (an excerpt) and it shows no problem: a flag we did not read is
+    never a pass, but the one we did read is judged.
     """
     limit = ctx.config.gpu.remapped_uncorrectable_rows_warn
     rows = {"correctable": gpu.remapped_rows_correctable, "uncorrectable": gpu.remapped_rows_uncorrectable,
             "pending": gpu.remap_pending, "failure": gpu.remap_failure}
-    if not isinstance(gpu.remap_pending, bool) or not isinstance(gpu.remap_failure, bool):
+    if not isinstance(gpu.remap_pending, bool) and not isinstance(gpu.remap_failure, bool):
         yield not_read(ctx, subject, "row remapping", gpu.remap_pending)
         return
     if gpu.remap_failure:
@@ -115,14 +117,19 @@ def row_remap(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
                           f"{gpu.label}: a row remap is pending a GPU reset", observed=rows,
                           expected="no pending remap", recommendation=RESET_TO_REMAP)
     unc = gpu.remapped_rows_uncorrectable
-    if is_number(unc) and unc > limit:
+    worn = is_number(unc) and unc > limit
+    if worn:
         yield ctx.finding(Status.WARN, subject, "remapped_rows_high",
                           f"{gpu.label}: {unc} rows remapped for uncorrectable errors (limit {limit})",
                           observed=unc, expected=f"<= {limit}", unit="rows",
                           recommendation="The GPU's memory is wearing out: plan an RMA.")
-    if not gpu.remap_failure and not gpu.remap_pending and not (is_number(unc) and unc > limit):
+    if gpu.remap_failure or gpu.remap_pending or worn:
+        return
+    if gpu.remap_failure is False and gpu.remap_pending is False:
         yield ctx.finding(Status.PASS, subject, "ok", f"{gpu.label}: no pending or failed remap",
                           observed=rows)
+    else:  # one flag shown (a pasted excerpt), the other not: no problem seen, but not a pass
+        yield not_read(ctx, subject, "row remapping (pending or failure flag)", NA("not shown"))
 
 
 @check("gpu.memory.retired_pages", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)

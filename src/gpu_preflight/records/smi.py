@@ -101,12 +101,30 @@ class SmiGpu:
 
 
 @dataclass
+class SmiFailure:
+    """A failure nvidia-smi printed instead of (or beside) a reading: ``Unable to determine the
+    device handle for GPU ...``, ``No devices were found``, an infoROM warning...
+
+    ``code`` names the failure (the judge's rule table is keyed by it); ``gpu`` is the bus id
+    when the message names one; ``line`` is where it was printed.
+    """
+
+    code: str
+    message: str
+    gpu: str | None = None
+    line: int | None = None
+
+
+@dataclass
 class NvidiaSmiRecord:
     """A whole nvidia-smi report: driver, CUDA version and the GPUs it lists.
 
     ``attached_gpus`` is what nvidia-smi says is attached, which can exceed ``len(gpus)``
     (a filtered or truncated report), so both are kept. ``incomplete`` names what a
     reader found missing or unreadable (see :mod:`gpu_preflight.checks.evidence`).
+    ``failures`` are nvidia-smi's own failure messages. ``fragment`` is set (to the number of
+    readings in it) when the text is a pasted excerpt without the report's header: what it
+    does not show (how many GPUs, which driver) is not inferred.
     """
 
     format: str
@@ -116,6 +134,8 @@ class NvidiaSmiRecord:
     timestamp: str | None = None
     gpus: list[SmiGpu] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
+    failures: list[SmiFailure] = field(default_factory=list)
+    fragment: int | None = None
 
 
 @dataclass

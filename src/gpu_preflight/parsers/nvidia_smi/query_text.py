@@ -9,8 +9,9 @@ Slowdown`` under ``HW Slowdown``); 590 ``Average``/``Instantaneous Power Draw`` 
 Parity``) or by bits (``Double Bit / Total``); ``Remapped Rows : N/A`` as a scalar; the
 relative ``T.Limit`` temperatures of Hopper, which are not thresholds and are ignored.
 An excerpt without the ``GPU <bus id>`` header (a pasted ``ECC Errors`` block) is read
-as one GPU of unknown address; a header with a suffix (``GPU 00000000:00:09.0 (MIG)``)
-is still a GPU.
+as one GPU of unknown address and marked a ``fragment`` (the number of readings it shows):
+its GPU count and driver are not in the text, so nothing is inferred about them. A header
+with a suffix (``GPU 00000000:00:09.0 (MIG)``) is still a GPU.
 
 Completeness (``incomplete``): a full report announces ``Attached GPUs`` and gives each
 GPU a section that starts with ``Product Name`` and ends after ``Processes``. Fewer
@@ -31,6 +32,7 @@ from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, is_not_available, prepare, to_bool, to_float, to_int
 from . import NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string
+from .failures import failures_in
 
 KIND = "nvidia-smi-q"
 
@@ -90,10 +92,12 @@ def sniff(text: str) -> int:
 @parser(KIND, sniff=sniff, title="nvidia-smi -q (text report, or an excerpt of one)")
 def parse(text: str) -> NvidiaSmiRecord:
     """Parse ``nvidia-smi -q`` output, whole or a pasted section of it."""
-    root = _tree(prepare(KIND, text))
+    lines = prepare(KIND, text)
+    root = _tree(lines)
     headers = [n for n in root.children if n.key.startswith("GPU ") and n.value is None]
     gpu_nodes = [n for n in headers if n.children]
-    if not gpu_nodes:
+    excerpt = not gpu_nodes
+    if excerpt:
         body = [n for n in root.children if n.children]
         if not body:
             raise ParseError(KIND, "no GPU section and no indented nvidia-smi -q block")
@@ -105,7 +109,10 @@ def parse(text: str) -> NvidiaSmiRecord:
         attached_gpus=to_int(root.get("Attached GPUs")),
         timestamp=as_string(root.get("Timestamp")),
         gpus=[_gpu(i, n) for i, n in enumerate(gpu_nodes)],
+        failures=failures_in(lines),
     )
+    if excerpt and record.driver_version is None and record.attached_gpus is None:
+        record.fragment = sum(1 for g in gpu_nodes for n in g.walk() if n.value is not None)
     if record.driver_version is None and not any(g.has_readings() for g in record.gpus):
         raise ParseError(KIND, "no nvidia-smi -q field found")
     record.incomplete = _missing(root, headers, gpu_nodes, record.attached_gpus, bool(_SELECTED.search(text)))

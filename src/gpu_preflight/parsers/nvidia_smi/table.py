@@ -19,6 +19,7 @@ from ..detect import parser
 from ..errors import ParseError
 from ..text import prepare, to_bool, to_int
 from . import NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string
+from .failures import failures_in
 
 KIND = "nvidia-smi-table"
 
@@ -56,7 +57,7 @@ def parse(text: str) -> NvidiaSmiRecord:
     stamp = next((line.strip() for line in lines[:top] if line.strip() and not line.startswith(("$", "+"))), None)
     return NvidiaSmiRecord(format="table", driver_version=versions.group("driver"),
                            cuda_version=versions.group("cuda"), attached_gpus=len(gpus), timestamp=stamp,
-                           gpus=gpus)
+                           gpus=gpus, failures=failures_in(lines))
 
 
 def _cells(line: str) -> list[str]:
