@@ -27,7 +27,7 @@ from gpu_preflight.report.canonical import node_entry
 from gpu_preflight.report.scores import add_scores
 
 from .conftest import H200_DUMP
-from .report_data import gathered_cluster
+from .report_data import gathered_cluster, own_uuid
 
 TIMESTAMP = "2026-11-20T06:00:00+00:00"
 GIB = 1 << 30
@@ -60,7 +60,7 @@ def _pingpong(pair: int, role: str, peer: int, usec: float) -> dict[str, Any]:
 
 def _faulty_entry(node: int, faults: dict[str, Any]) -> dict[str, Any]:
     dump = json.loads(H200_DUMP.read_text())
-    for key, value in faults.items():
+    for key, value in {"nvmlDeviceGetUUID": own_uuid(node), **faults}.items():
         dump["devices"][0][key] = {"ok": value}
     path = Path(tempfile.mkdtemp()) / f"h{node}.json"
     path.write_text(json.dumps(dump))

@@ -42,7 +42,20 @@ def h200_report(tmp_path: Path | None = None, **faults: Any) -> dict[str, Any]:
 
 @functools.cache
 def _node_entry(node: int) -> dict[str, Any]:
-    return node_entry(run_checks(replay=str(H200_DUMP), include=["gpu.*"], environ={}), f"node_{node}")
+    """Node ``node`` of a cluster: the recorded H200 node, its GPU's UUID made its own (node 0
+    keeps the recorded one), as each machine of a real cluster has."""
+    entry = node_entry(run_checks(replay=str(H200_DUMP), include=["gpu.*"], environ={}), f"node_{node}")
+    if node == 0:
+        return entry
+    return dict(json.loads(json.dumps(entry).replace(RECORDED_UUID, own_uuid(node))))
+
+
+RECORDED_UUID = "GPU-86f25c50-ec49-958f-cd74-c318937a339c"  # the H200 of H200_DUMP
+
+
+def own_uuid(node: int) -> str:
+    """The UUID node ``node``'s copy of the recorded H200 goes by (node 0: the recorded one)."""
+    return RECORDED_UUID if node == 0 else f"GPU-{node:08x}{RECORDED_UUID[12:]}"
 
 
 def _sweep(peak: float) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ LAYER_OF = {
     "records": "records",
     "checks": "checks", "diagnostics.verdicts": "checks", "parsers": "parsers",
     "backends": "backends", "distributed.topology": "backends", "distributed.rendezvous_view": "backends",
+    "distributed.identity": "backends",  # who this node is: the environment and a socket, read like topology
     "workloads": "workloads", "probes": "probes", "diagnostics": "probes",
     "engine": "engine", "evidence": "engine", "snapshots": "engine", "ids": "model",  # names only
     "findings": "findings", "cluster": "findings", "localize": "findings", "health.status": "findings",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -23,6 +24,7 @@ import pytest
 from . import netns
 from .conftest import REPO
 from .fault_hooks import fault_env
+from .netns_run import Layout, layout, slurm_env
 
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 _OUTPUT: dict[int, tuple[IO[str], IO[str]]] = {}
@@ -55,24 +57,29 @@ def three_hosts() -> Iterator[list[str]]:
         yield names
 
 
-def launch(names: list[str], port: int, timeout_s: int) -> list[tuple[int, str, str]]:
+def launch(names: list[str], port: int, timeout_s: int, where: Layout) -> list[tuple[int, str, str]]:
+    """One agent per host as ``srun ... torchrun --rdzv_backend=c10d`` starts them: named by Slurm
+    (``where``: names shuffled against addresses, started in a shuffled order); results in host order."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PREFLIGHT_")}
-    procs = []
-    for i, ns in enumerate(names, 1):
-        cmd = ["ip", "netns", "exec", ns, "env", "GLOO_SOCKET_IFNAME=eth0", f"GPU_PREFLIGHT_NODE_NAME=host{i}",
+    procs: dict[int, subprocess.Popen[str]] = {}
+    for i in where.order:
+        ns = names[i - 1]
+        cmd = ["ip", "netns", "exec", ns, "env", "GLOO_SOCKET_IFNAME=eth0", *slurm_env(where.name(i), len(names)),
                "timeout", "300", TORCHRUN, f"--nnodes={len(names)}", "--nproc_per_node=1", "--rdzv_backend=c10d",
                f"--rdzv_endpoint=10.250.0.1:{port}", "--rdzv_id=gpns", f"--rdzv_conf=is_host={str(i == 1).lower()}",
                f"--local_addr=10.250.0.{i}", "-m", "gpu_preflight", "run", "--format", "json", "--timeout-s",
                str(timeout_s), "--check", "network.*", "--check", "nccl.*", "--check", "cluster.*"]
-        procs.append(spawn(cmd, env))
-    for p in procs:
+        procs[i] = spawn(cmd, env)
+    for p in procs.values():
         p.wait(timeout=320)
-    return [(p.returncode, *output(p)) for p in procs]
+    return [(procs[i].returncode, *output(procs[i])) for i in sorted(procs)]
 
 
 def test_capped_link_names_that_host(three_hosts: list[str]) -> None:
-    netns.cap("gpc", 2, "100mbit")
-    results = launch(three_hosts, 29811, 60)
+    where = layout(3)
+    capped = random.Random(where.seed).randint(1, 3)
+    netns.cap("gpc", capped, "100mbit")
+    results = launch(three_hosts, 29811, 60, where)
     stdout = next((out for _, out, _ in results if out.strip()), "")
     assert stdout, "\n".join(err[-2000:] for _, _, err in results)
     report = json.loads(stdout)
@@ -80,7 +87,8 @@ def test_capped_link_names_that_host(three_hosts: list[str]) -> None:
     assert report["cluster_info"]["cluster_topology"]["total_nodes"] == 3
     links = [f for f in report["findings"] if f["check_id"] == "network.node_links"]
     flagged = {f["subject"] for f in links if f["status"] in ("WARN", "FAIL")}
-    assert flagged == {"host2"}, links
+    assert flagged == {where.name(capped)}, (where, links)
+    assert sorted(s["node_info"]["current_host"] for s in report["nodes"].values()) == sorted(where.names)
 
 
 # The failure matrix: 2, 3 and 5 hosts; one host (d) dies before the process group forms,
@@ -105,12 +113,15 @@ def matrix_hosts(request: pytest.FixtureRequest) -> Iterator[list[str]]:
                 netns.kill_all(ns)
 
 
-def start(names: list[str], port: int, timeout_s: int, bad: int, fault: str) -> list[subprocess.Popen[str]]:
+def start(names: list[str], port: int, timeout_s: int, bad: int, fault: str,
+          where: Layout) -> list[subprocess.Popen[str]]:
+    """One agent per host, named by ``GPU_PREFLIGHT_NODE_NAME`` as ``where`` shuffles the names."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PREFLIGHT_")}
     procs = []
     for i, ns in enumerate(names, 1):
         extra = [f"{k}={v}" for k, v in fault_env(fault=fault).items()] if i == bad else []
-        cmd = ["ip", "netns", "exec", ns, "env", "GLOO_SOCKET_IFNAME=eth0", f"GPU_PREFLIGHT_NODE_NAME=host{i}", *extra,
+        cmd = ["ip", "netns", "exec", ns, "env", "GLOO_SOCKET_IFNAME=eth0", f"GPU_PREFLIGHT_NODE_NAME={where.name(i)}",
+               *extra,
                TORCHRUN, f"--nnodes={len(names)}", "--nproc_per_node=1", "--rdzv_backend=c10d",
                f"--rdzv_endpoint=10.250.0.1:{port}", "--rdzv_id=gpm", f"--rdzv_conf=is_host={str(i == 1).lower()}",
                f"--local_addr=10.250.0.{i}", "-m", "gpu_preflight", "run", "--format", "json", "--timeout-s",
@@ -154,7 +165,8 @@ def test_failure_matrix_names_the_bad_host_only(matrix_hosts: list[str], case: s
     bad = 1 if (case, n) == ("stopped_mid_run", 2) else n
     port = 29820 + MATRIX.index((n, case))
     t0 = time.monotonic()
-    procs = start(matrix_hosts, port, MATRIX_TIMEOUT_S, bad, FAULTS[case])
+    where = layout(n)
+    procs = start(matrix_hosts, port, MATRIX_TIMEOUT_S, bad, FAULTS[case], where)
     healthy = [p for i, p in enumerate(procs, 1) if i != bad]
     if case != "killed_before_group":
         stopped = wait_stopped(procs[bad - 1], within=120)
@@ -179,7 +191,7 @@ def test_failure_matrix_names_the_bad_host_only(matrix_hosts: list[str], case: s
     for _, _, err in results.values():  # torchrun's summary: our verdict line, the worker's code, no SIGTERM
         assert "gpu-preflight FAIL (exit 2)" in err and "exitcode  : 2" in err and "SIGTERM" not in err, err[-3000:]
     assert bad_code not in (0, None), bad_err[-2000:]  # the bad host's agent ended too, it did not hang
-    names = {f"host{bad}", f"10.250.0.{bad}"}  # the name it gave, or the rendezvous' address for it
+    names = {where.name(bad), f"10.250.0.{bad}"}  # the name it gave, or the rendezvous' address for it
     missing = [f for f in report["findings"] if f["check_id"] == "cluster.completeness"]
     assert [f["status"] for f in missing] == ["FAIL"], missing
     assert missing[0]["subject"].split("/")[0] in names, missing

@@ -11,19 +11,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from . import netns
 from .conftest import REPO
 from .fault_hooks import fault_env
-from .netns_run import LIGHT, TORCHRUN, launch, report_of
+from .netns_run import LIGHT, TORCHRUN, Layout, launch, layout, report_of
 
 PREFIX = "gpl"
 FLOOR = ["--set", "perf.node_link_min_gbps=0.05"]  # healthy veth pairs here: ~0.5-1.2 GB/s; 100 Mbit/s: 0.0125
@@ -41,13 +43,20 @@ def four_hosts() -> Iterator[list[str]]:
 
 
 def test_capped_host_is_the_only_one_excluded(four_hosts: list[str], tmp_path: Path) -> None:
-    netns.cap(PREFIX, 3, "100mbit")
-    results, _ = launch(four_hosts, 29851, tmp_path, LIGHT)
-    loc = report_of(results)["cluster_summary"]["localization"]
-    assert loc["exclude_nodes"] == ["host3"], loc["suspects"]
-    assert loc["exclude_hostlist"] == "host3"
-    assert sorted(loc["healthy_nodes"]) == ["host1", "host2", "host4"]
-    assert (tmp_path / "exclude").read_text() == "host3\n"
+    """Names shuffled against addresses, agents started in a shuffled order, the capped host drawn
+    at random: the report names and excludes that host by its Slurm name, and only it."""
+    where = layout(4)
+    capped = random.Random(where.seed).randint(1, 4)
+    netns.cap(PREFIX, capped, "100mbit")
+    results, _ = launch(four_hosts, 29851, tmp_path, LIGHT, where=where)
+    report = report_of(results)
+    loc = report["cluster_summary"]["localization"]
+    bad = where.name(capped)
+    assert loc["exclude_nodes"] == [bad], (where, loc["suspects"])
+    assert loc["exclude_hostlist"] == bad
+    assert sorted(loc["healthy_nodes"]) == sorted(set(where.names) - {bad})
+    assert (tmp_path / "exclude").read_text() == f"{bad}\n"
+    assert_named_by_themselves(report, where)
 
 
 def test_healthy_cluster_excludes_nobody(four_hosts: list[str], tmp_path: Path) -> None:
@@ -64,11 +73,13 @@ def test_link_cut_mid_run_is_named_and_the_run_ends(tmp_path: Path) -> None:
         pytest.fail("multi-host tests need root and iproute2")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_PREFLIGHT_")}
     report_path = tmp_path / "rd" / "report.json"
+    where = layout(4)
     with netns.hosts(4, prefix="gpk") as names:
         procs = []
         t0 = time.monotonic()
         for i, ns in enumerate(names, 1):
-            cmd = ["ip", "netns", "exec", ns, "env", "GLOO_SOCKET_IFNAME=eth0", f"GPU_PREFLIGHT_NODE_NAME=host{i}",
+            named = f"GPU_PREFLIGHT_NODE_NAME={where.name(i)}"
+            cmd = ["ip", "netns", "exec", ns, "env", "GLOO_SOCKET_IFNAME=eth0", named,
                    "timeout", "300", TORCHRUN, "--nnodes=4", "--nproc_per_node=1", "--rdzv_backend=c10d",
                    "--rdzv_endpoint=10.250.0.1:29854", "--rdzv_id=gpkcut",
                    f"--rdzv_conf=is_host={str(i == 1).lower()}", f"--local_addr=10.250.0.{i}", "-m", "gpu_preflight",
@@ -99,9 +110,10 @@ def test_link_cut_mid_run_is_named_and_the_run_ends(tmp_path: Path) -> None:
     assert report_path.exists(), "rank 0 wrote no report within 240 s"
     report = json.loads(report_path.read_text())
     loc = report["cluster_summary"]["localization"]
-    assert "host4" in loc["exclude_nodes"] and "host1" not in loc["exclude_nodes"], loc["suspects"]
+    cut, first = where.name(4), where.name(1)
+    assert cut in loc["exclude_nodes"] and first not in loc["exclude_nodes"], (where, loc["suspects"])
     missing = [f for f in report["findings"] if f["check_id"] == "cluster.completeness" and f["status"] == "FAIL"]
-    assert missing and "host4" in missing[0]["subject"]
+    assert missing and cut in missing[0]["subject"], (where, missing)
     assert elapsed < 200, elapsed
 
 
@@ -112,13 +124,15 @@ def test_small_cluster_excludes_exactly_the_capped_host(count: int, capped: tupl
     if os.geteuid() != 0 or not shutil.which("ip"):
         pytest.fail("multi-host tests need root and iproute2 (CI runs as root; scripts/test.sh installs iproute2)")
     hosts = [f"host{i}" for i in range(1, count + 1)]
+    where = layout(count)
     with netns.hosts(count, prefix="gps") as names:
         for h in capped:
             netns.cap("gps", h, "100mbit")
-        results, _ = launch(names, 29860 + count, tmp_path, [*LIGHT, *FLOOR])
+        results, _ = launch(names, 29860 + count, tmp_path, [*LIGHT, *FLOOR], where=where)
     report = report_of(results)
+    assert_named_by_themselves(report, where)
     loc = report["cluster_summary"]["localization"]
-    bad = [f"host{h}" for h in capped]
+    bad = sorted(where.name(h) for h in capped)
     mine = [f for f in report["findings"] if f["check_id"] == "localize.suspect"]
     why = json.dumps(loc["suspects"], indent=1)
     assert loc["done"], why
@@ -137,3 +151,18 @@ def test_small_cluster_excludes_exactly_the_capped_host(count: int, capped: tupl
     if capped:
         assert all(f["status"] == "FAIL" for f in mine) and report["cluster_summary"]["exit_code"] == 2, why
     assert (tmp_path / "exclude").read_text() == "".join(f"{h}\n" for h in loc["exclude_nodes"])
+
+
+def assert_named_by_themselves(report: dict[str, Any], where: Layout) -> None:
+    """Every node section carries the name its own host gave it (``SLURMD_NODENAME``), with the
+    address that host has; no node section or finding carries a name that is not a host's."""
+    by_address = {f"10.250.0.{i}": where.name(i) for i in range(1, len(where.names) + 1)}
+    for key, section in report["nodes"].items():
+        info = section["node_info"]
+        identity = info["identity"]
+        assert identity["source"] == "SLURMD_NODENAME", (key, identity)
+        assert info["current_host"] == identity["name"] == by_address[identity["address"]], (where, key, info)
+    subjects = {f["subject"].split("/", 1)[0] for f in report["findings"] if f["subject"] != "cluster"}
+    assert not {s for part in subjects for s in part.split("<->")
+                if not s.startswith("group ")} - set(where.names), (where, subjects)
+

@@ -31,8 +31,9 @@ def _report(*, summarized: bool, gemm: list[float] | None = None) -> dict[str, A
     gathered = gathered_cluster(NODES, PER_NODE, gemm=gemm)
     node = run_checks(replay=str(H200_DUMP), include=["gpu.*"], environ={})
     for n in range(NODES):
-        gathered["payloads"][n * PER_NODE]["node_entry"] = node_entry(copy.deepcopy(node), f"node_{n}",
-                                                                      detail=not summarized)
+        own = copy.deepcopy(node)  # each node its own GPU, as on a real cluster
+        own.facts["gpu"]["gpus"][0]["uuid"] = f"GPU-{n:08x}"
+        gathered["payloads"][n * PER_NODE]["node_entry"] = node_entry(own, f"node_{n}", detail=not summarized)
     config = Config(perf=PerfConfig(gemm_bf16_tflops=670.0),
                     report=ReportConfig(detail_max_nodes=1 if summarized else 32))
     report, _ = build_cluster_report(gathered, config, fail_on="fail", include=[], exclude=[], suite="quick",

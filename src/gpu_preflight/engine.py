@@ -47,6 +47,7 @@ class RunOptions:
     environ: Mapping[str, str] | None = None
     state: Mapping[str, Any] | None = None  # what outlives one run (a monitor's kernel-log follower, tool cache)
     workers: WorkerPool | None = None  # a monitor's long-lived threads: no fresh thread per run
+    node_name: str | None = None  # the node's name in a distributed job: findings are filed under it
 
 
 class Timeout(Exception):
@@ -272,7 +273,7 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
         if profile is not None:
             config, sources = _resolve_config(opts, profile)
 
-    host = facts["system"].hostname if "system" in facts else _host_name(opts.replay)
+    host = opts.node_name or (facts["system"].hostname if "system" in facts else _host_name(opts.replay))
     ctx = CheckContext(host=host, facts=facts, config=config)
     results = run_specs(specs, ctx, probe_errors, opts.timeout_s, workers=opts.workers)
     return NodeReport(

@@ -26,7 +26,9 @@ def completeness(ctx: CheckContext) -> Iterator[Finding]:
     """Every rank of the job reported to rank 0.
 
     FAIL for each rank that died, stopped answering (its heartbeat went stale) or did not
-    report before the deadline, naming the rank, its host and the stage it was in.
+    report before the deadline, naming the rank, its host and the stage it was in. Hosts of
+    the launcher's list that no reporting node claimed as its name are named too (FAIL beside
+    missing ranks, WARN when every rank reported: a listed host that took no part).
     """
     c = cluster(ctx)
     for rank, why in sorted(c.missing.items()):
@@ -34,7 +36,16 @@ def completeness(ctx: CheckContext) -> Iterator[Finding]:
             c.local_world_size, 1), "local_rank": rank % max(c.local_world_size, 1)}), "rank_missing", why,
                           observed="missing", expected="reported",
                           recommendation="Check that host (dmesg, nvidia-smi, network link); exclude it and re-run.")
-    if not c.missing:
+    if c.missing_hosts:  # named from the launcher's list only because no node answered to them
+        shown = ", ".join(c.missing_hosts[:12]) + (f" and {len(c.missing_hosts) - 12} more"
+                                                   if len(c.missing_hosts) > 12 else "")
+        yield ctx.finding(Status.FAIL if c.missing else Status.WARN, "cluster", "hosts_missing",
+                          f"the job's host list names {shown}, but no node that reported calls itself so"
+                          + (" (which of the silent node ranks each is, nothing measured says)" if c.missing else ""),
+                          observed=list(c.missing_hosts), expected="every listed host reports",
+                          recommendation="Check those hosts (is the agent running, can it reach the rendezvous "
+                                         "endpoint?); exclude them and re-run.")
+    if not c.missing and not c.missing_hosts:
         yield ctx.finding(Status.PASS, "cluster", "ok",
                           f"all {c.world_size} ranks on {c.num_nodes} node(s) reported", observed=c.world_size)
 

@@ -13,6 +13,7 @@ from ..records import ClusterView
 from ..records.columns import GemmColumns
 from ..registry import CheckContext, check
 from .cluster_comm import cluster
+from .cluster_identity import identity_findings
 from .cluster_load import explain
 from .cluster_rollup import Passes, Series
 from .common import version_below
@@ -401,15 +402,26 @@ def _fix(stack: dict[str, Any], driver_cuda: Any) -> str:
 
 @check("cluster.consistency", needs=("cluster",), scope="cluster", group=(), component="software_stack")
 def consistency(ctx: CheckContext) -> Iterator[Finding]:
-    """Nodes run the same software and have the same number of GPUs.
+    """Nodes are distinct machines under their own names, with the same software and GPU count.
 
     WARN when driver, CUDA, torch or NCCL versions differ between nodes (a classic source
-    of hangs and slowdowns), and when GPU counts differ between nodes.
+    of hangs and slowdowns), and when GPU counts differ between nodes. FAIL when two node
+    sections hold the same GPU (one machine counted twice) or two nodes claim one name; WARN
+    when a node's name is not in the job's host list (:mod:`.cluster_identity`).
     """
     c = cluster(ctx)
     if c.num_nodes < 2:
         yield ctx.finding(Status.SKIP, "cluster", "single_node", "one node: nothing to compare")
         return
+    clashes = list(identity_findings(ctx, c))
+    yield from clashes
+    if clashes:
+        yield from (f for f in _versions(ctx, c) if f.status is not Status.PASS)
+    else:
+        yield from _versions(ctx, c)
+
+
+def _versions(ctx: CheckContext, c: ClusterView) -> Iterator[Finding]:
     # The common case first: every node's (driver, GPU count) and (torch, CUDA, NCCL) the same.
     hardware = {(str(f.get("gpu", {}).get("driver_version")), len(f.get("gpu", {}).get("gpus", []))
                  if f.get("gpu", {}).get("available") else 0) for f in c.node_facts.values()}

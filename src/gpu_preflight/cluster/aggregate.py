@@ -33,34 +33,56 @@ def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
     if not all(type(r) is int for r in ranks[:1]) or ranks != sorted(ranks):  # saved files have string keys
         payloads = dict(sorted((int(r), p) for r, p in payloads.items()))  # checks walk them in rank order
     per_node = max(int(topo.get("local_world_size", 1)), 1)
-    names: dict[int, str] = {}
-    hosts = topo.get("hosts") or []
-    for node in range(int(topo.get("num_nodes", 1))):
-        names[node] = hosts[node] if node < len(hosts) else f"node{node}"
-    for rank, name in (gathered.get("names") or {}).items():  # ranks that fell silent still have names
-        node = int(rank) // per_node
-        if node >= len(hosts) and name:
-            names[node] = str(name)
-    if len(hosts) < int(topo.get("num_nodes", 1)):  # the launcher did not name every node: the ranks did
-        for p in payloads.values():
-            node = int(p.get("node_rank", 0))
-            if not (node < len(hosts)):
-                names[node] = p.get("node_name") or p.get("hostname") or names.get(node, f"node{node}")
+    num_nodes = int(topo.get("num_nodes", 1))
+    names, missing_hosts = _node_names(payloads, gathered.get("names") or {}, topo.get("hosts") or [],
+                                       num_nodes, per_node)
     node_facts: dict[int, dict[str, Any]] = {}
-    for node in range(int(topo.get("num_nodes", 1))):  # node entries travel with each node's local rank 0
+    for node in range(num_nodes):  # node entries travel with each node's local rank 0
         p = payloads.get(node * per_node)
         if p is not None and "node_entry" in p:
             node_facts[node] = p["node_entry"]["section"].get("facts") or {}
+    return ClusterFacts(int(topo.get("world_size", 1)), num_nodes, per_node, payloads,
+                        {int(r): why for r, why in gathered.get("missing", {}).items()}, names, node_facts,
+                        list(gathered.get("columns") or []), list(gathered.get("index") or []),
+                        list(gathered.get("collectives") or []), missing_hosts)
+
+
+def _node_names(payloads: dict[int, dict[str, Any]], silent: dict[Any, Any], hosts: list[str], num_nodes: int,
+                per_node: int) -> tuple[dict[int, str], list[str]]:
+    """Node rank → name, and the job's hosts that no node claimed.
+
+    A node is named by what it said about itself (its leader's identity first, then any of its
+    ranks), else by what a rank that fell silent said in its hello; never by its position in the
+    launcher's host list, whose order a c10d rendezvous does not follow. The host list only says
+    who is missing: where one node is left unnamed and one listed host unclaimed, that host is
+    the node; otherwise the node keeps a placeholder (``node<i>``) and the unclaimed hosts are
+    returned for the report to name. Nodes that claim one name (two agents on one machine,
+    a copied ``GPU_PREFLIGHT_NODE_NAME``) stay apart as ``name#<i>``; ``cluster.consistency``
+    reports the clash.
+    """
+    names: dict[int, str] = {}
+    for rank, p in payloads.items():  # rank order: a node's leader speaks first
+        node = int(p.get("node_rank", rank // per_node))
+        if node not in names and (name := ClusterFacts.claimed_name(p)):
+            names[node] = name
+    for rank, name in silent.items():  # ranks that fell silent still said hello
+        node = int(rank) // per_node
+        if node not in names and name:
+            names[node] = str(name)
+    taken = set(names.values())
+    unclaimed = [h for h in hosts if h not in taken]
+    unnamed = [n for n in range(num_nodes) if n not in names]
+    if len(unnamed) == 1 and len(unclaimed) == 1:
+        names[unnamed[0]], unclaimed = unclaimed[0], []
+    for node in unnamed:
+        names.setdefault(node, f"node{node}")
     seen: dict[str, int] = {}
     for node in sorted(names):
         seen[names[node]] = seen.get(names[node], 0) + 1
     for node in sorted(names):
-        if seen[names[node]] > 1:  # nodes sharing a host name (loopback tests, containers) stay distinct
+        if seen[names[node]] > 1:  # nodes sharing a name stay distinct
             names[node] = f"{names[node]}#{node}"
-    return ClusterFacts(int(topo.get("world_size", 1)), int(topo.get("num_nodes", 1)), per_node, payloads,
-                        {int(r): why for r, why in gathered.get("missing", {}).items()}, names, node_facts,
-                        list(gathered.get("columns") or []), list(gathered.get("index") or []),
-                        list(gathered.get("collectives") or []))
+    return names, unclaimed
 
 
 def node_names(gathered: dict[str, Any]) -> list[str]:

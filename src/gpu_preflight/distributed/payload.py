@@ -24,7 +24,7 @@ __all__ = ["FORMATION_OP", "NodeBundle", "RankPayload"]
 FORMATION_OP = "init_process_group"  # a process group that did not form, reported as a failed collective
 JsonDict = dict[str, Any]
 _OPTIONAL = ("local_rank", "node_rank", "hostname", "node_name", "device", "errors", "collectives", "stack", "gemm",
-             "memory", "train", "links", "pingpong", "ddp", "load", "load_error", "load_xids", "node_entry")
+             "memory", "train", "links", "pingpong", "ddp", "load", "load_error", "load_xids", "node_entry", "identity")
 _KNOWN = frozenset(("rank", *_OPTIONAL))
 _RESULTS = ("gemm", "memory", "train")  # moved into the node's columns by its leader
 
@@ -36,7 +36,9 @@ class RankPayload:
     ``collectives``: each group's sweep as reported by the group's lowest rank, and every
     failure as this rank saw it; ``node_entry``: the node leader's node section
     (:func:`~gpu_preflight.distributed.rank.node_payload`); ``load``/``load_error`` and
-    ``load_xids``: the GPU sampled under the workloads and the Xid events meanwhile.
+    ``load_xids``: the GPU sampled under the workloads and the Xid events meanwhile;
+    ``identity`` (node leaders): who the node is, as it measured itself
+    (:class:`~gpu_preflight.distributed.identity.NodeIdentity`), which rank 0 names it by.
     """
 
     rank: int
@@ -58,6 +60,7 @@ class RankPayload:
     load_error: str | None = None
     load_xids: JsonDict | None = None
     node_entry: JsonDict | None = None
+    identity: JsonDict | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self, *, without: tuple[str, ...] = ()) -> JsonDict:
@@ -80,7 +83,8 @@ class RankPayload:
         extra = {} if d.keys() <= _KNOWN else {k: v for k, v in d.items() if k not in _KNOWN}
         return cls(int(d["rank"]), g("local_rank"), g("node_rank"), g("hostname"), g("node_name"), g("device"),
                    g("errors"), g("collectives"), g("stack"), g("gemm"), g("memory"), g("train"), g("links"),
-                   g("pingpong"), g("ddp"), g("load"), g("load_error"), g("load_xids"), g("node_entry"), extra)
+                   g("pingpong"), g("ddp"), g("load"), g("load_error"), g("load_xids"), g("node_entry"),
+                   g("identity"), extra)
 
     @property
     def on_gpu(self) -> bool:

@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import field, replace
 from datetime import timedelta
 from functools import partial
@@ -27,6 +27,7 @@ from ..engine import RunOptions, run_checks
 from ..fastclass import dataclass
 from .gather import gather, post_node_bundle
 from .hooks import Hooks, hooks_from_env
+from .identity import NodeIdentity
 from .payload import FORMATION_OP, RankPayload
 from .plan import Plan, layout, make_plan, node_ranks, steps_for
 from .stages import SCAN_RANKS, Marks
@@ -227,7 +228,8 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
     node_box: dict[str, Any] = {}
     node_thread = None
     if topo.local_rank == 0:  # node checks overlap torch start-up and the workloads
-        node_thread = threading.Thread(target=lambda: node_box.update(report=run_checks(opts)), daemon=True,
+        checks = replace(opts, node_name=topo.node_name)  # findings under the node's name in the job
+        node_thread = threading.Thread(target=lambda: node_box.update(report=run_checks(checks)), daemon=True,
                                        name="gp-node-checks")
         node_thread.start()
     import torch
@@ -245,6 +247,8 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
                          "device": str(device)},
                   marks=Marks(store, topo.node_rank, per_node=topo.world_size > SCAN_RANKS, rank=topo.rank),
                   hooks=hooks, on_result=on_result)
+    if topo.local_rank == 0:
+        run.results["identity"] = node_identity(topo, timeout_s).to_dict()
     if topo.rank == 0:
         store.set(f"{PREFIX}/steps", json.dumps(steps_for(plan, topo)))
     stage(store, topo.rank, "arrive", run.marks, hooks)
@@ -296,7 +300,8 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
     if node_report is not None and node_report.profile:
         config = resolve(node_report.profile)
     if node_report is not None:
-        run.results["node_entry"] = node_payload(node_report, topo, config, opts.report_dir)
+        run.results["node_entry"] = node_payload(node_report, topo, config, opts.report_dir,
+                                                 run.results.get("identity"))
     elif topo.local_rank == 0:
         run.errors.append("node checks did not finish")
     stage(store, topo.rank, "done", run.marks, hooks)
@@ -317,7 +322,28 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
                        marks=run.marks, hooks=hooks)
 
 
-def node_payload(report: Any, topo: Topology, config: Config, report_dir: str | None) -> dict[str, Any]:
+def node_identity(topo: Topology, timeout_s: float, env: Mapping[str, str] | None = None) -> NodeIdentity:
+    """What this node says about itself (:mod:`.identity`), its fully qualified name read within
+    a few seconds (it may ask DNS) or left out."""
+    from ..engine import Timeout, call_with_timeout
+    from .identity import measure
+    from .topology import SAGEMAKER_RESOURCE_CONFIG, sagemaker_hosts
+
+    environ = os.environ if env is None else env
+
+    def fqdn() -> str | None:
+        try:
+            return call_with_timeout(socket.getfqdn, min(timeout_s, 3.0), "fqdn") or None
+        except (Timeout, OSError):
+            return None
+
+    return measure(environ, hostname=os.uname().nodename, node_rank=topo.node_rank, job_hosts=topo.hosts,
+                   sagemaker_host=sagemaker_hosts(environ, SAGEMAKER_RESOURCE_CONFIG)[1] or None,
+                   master_addr=topo.master_addr, master_port=topo.master_port, fqdn=fqdn)
+
+
+def node_payload(report: Any, topo: Topology, config: Config, report_dir: str | None,
+                 identity: dict[str, Any] | None = None) -> dict[str, Any]:
     """The node leader's contribution to the cluster report, built here rather than on rank 0.
 
     Above ``report.detail_max_nodes`` nodes the PASS and SKIP findings stay on the node (in
@@ -337,6 +363,8 @@ def node_payload(report: Any, topo: Topology, config: Config, report_dir: str | 
         report.artifacts = save_artifacts(report, Path(report_dir), key)
     info = node_info(topo.node_rank, topo.num_nodes, topo.world_size, topo.local_world_size,
                      topo.node_name or topo.hostname or socket.gethostname())
+    if identity:
+        info["identity"] = identity
     entry: dict[str, Any] = node_entry(report, key, info, detail=detail)
     return entry
 

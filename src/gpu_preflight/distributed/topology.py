@@ -122,13 +122,16 @@ def detect(env: Mapping[str, str], *, hostname: str | None = None,
            resource_config: Path = SAGEMAKER_RESOURCE_CONFIG) -> Topology:
     """The topology this process runs in; launcher ``"none"`` when started by hand.
 
-    ``GPU_PREFLIGHT_NODE_NAME`` overrides the host name used in reports (containers often
-    have meaningless host names; the scheduler's node name is what an operator needs).
+    The node's name is chosen as :mod:`.identity` says (``GPU_PREFLIGHT_NODE_NAME``, then the
+    scheduler's name for it, then the host name): containers often have meaningless host
+    names, and the scheduler's node name is what a drain or an exclude list needs.
     """
+    from .identity import choose_name
+
     host = hostname or env.get("GPU_PREFLIGHT_NODE_NAME") or socket.gethostname()
     topo = _detect(env, host, resource_config)
-    own = env.get("GPU_PREFLIGHT_NODE_NAME") or env.get("SLURMD_NODENAME") or sagemaker_hosts(env, resource_config)[1]
-    return replace(topo, own_name=own) if own else topo
+    own, source = choose_name(env, host, sagemaker_hosts(env, resource_config)[1])
+    return replace(topo, own_name=own) if source != "hostname" else topo
 
 
 def _detect(env: Mapping[str, str], host: str, resource_config: Path) -> Topology:

@@ -58,6 +58,7 @@ class ClusterView:
     node_columns: list[dict[str, Any]] = field(default_factory=list)  # results the node leaders put in columns
     node_index: list[list[Any]] = field(default_factory=list)  # leaders' [rank, node, local_rank, on_gpu] rows
     node_collectives: list[dict[str, Any]] = field(default_factory=list)  # leaders' {"groups", "failures"}
+    missing_hosts: list[str] = field(default_factory=list)  # the launcher's hosts no node claimed as its name
     _names: RankNames | None = field(default=None, init=False, repr=False, compare=False)
 
     @functools.cached_property
@@ -144,6 +145,14 @@ class ClusterView:
         """Per node, the payload of its local rank 0 (the one that carries the node's own results)."""
         per_node = max(self.local_world_size, 1)
         return {n: p for n in range(self.num_nodes) if (p := self.payloads.get(n * per_node)) is not None}
+
+    @staticmethod
+    def claimed_name(payload: dict[str, Any]) -> str | None:
+        """The name a rank's node gave itself (its identity, which node leaders send), else the
+        rank's own node name or host name."""
+        identity = payload.get("identity")
+        named = identity.get("name") if isinstance(identity, dict) else None
+        return str(named or payload.get("node_name") or payload.get("hostname") or "") or None
 
     def rank_subject(self, rank: int, payload: dict[str, Any] | None = None) -> str:
         """``node/gpuN`` for a GPU worker, ``node/rankR`` for a CPU one (or one that never reported)."""
