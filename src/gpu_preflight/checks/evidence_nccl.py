@@ -80,6 +80,11 @@ ADVICE: dict[str, Advice] = {
     "duplicate_gpu": Advice(Status.FAIL, "two ranks share one GPU",
                             "Set each rank's device from LOCAL_RANK (torch.cuda.set_device) and make "
                             "--nproc-per-node match the GPUs visible to the job."),
+    "ib_qp_error": Advice(Status.FAIL, "an InfiniBand/RoCE queue pair could not be connected to its peer",
+                          "The NICs cannot reach each other (error 110 INIT -> RTR: no route between these "
+                          "ports, e.g. rails not cross-connected, a wrong GID index or a down port): check "
+                          "ibstat/ibv_devinfo on both hosts, NCCL_IB_GID_INDEX, and NCCL_CROSS_NIC=0 on "
+                          "rail-optimised fabrics; run ib_write_bw between the pair."),
     "system_error": Advice(Status.FAIL, "a system call failed inside NCCL",
                            "Check /dev/shm size, the locked-memory limit (ulimit -l), open-file limits and the "
                            "network interface NCCL chose (NCCL_SOCKET_IFNAME)."),

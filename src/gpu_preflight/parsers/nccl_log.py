@@ -33,6 +33,8 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                  r"CUDA device (?P<dev>\S+)")),
     ("ib_completion_error", re.compile(r"NET/IB\s*:\s*Got completion from peer (?P<peer>\S+) with (?:error|status)"
                                        r"[ =](?P<code>\d+)")),
+    ("ib_qp_error", re.compile(r"Call to ibv_modify_qp failed with (?:error )?(?:(?P<code>\d+) )?(?P<why>[^,.]+)"
+                               r"(?:.*?curr state (?P<state>\w+), next state (?P<next>\w+))?", re.IGNORECASE)),
     ("connection_refused", re.compile(r"Connect to (?P<peer>\S+?) failed\s*:\s*Connection refused"
                                       r"|Connection refused", re.IGNORECASE)),
     ("net_plugin_missing", re.compile(r"NCCL WARN .*network (?P<net>.+?) not found|Failed to initialize any NET "
@@ -43,7 +45,8 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                 r"|Connection closed by remote peer|Connection reset by peer", re.IGNORECASE)),
     ("invalid_usage", re.compile(r"invalid usage|ncclInvalidUsage", re.IGNORECASE)),
     ("system_error", re.compile(r"unhandled system error|ncclSystemError", re.IGNORECASE)),
-    ("cuda_error", re.compile(r"unhandled cuda error|ncclUnhandledCudaError|CUDA error: (?!out of memory)",
+    ("cuda_error", re.compile(r"unhandled cuda error|ncclUnhandledCudaError|CUDA error: (?!out of memory)"
+                              r"|NCCL WARN Cuda failure '(?!out of memory)",
                               re.IGNORECASE)),
     ("out_of_memory", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory", re.IGNORECASE)),
     ("internal_error", re.compile(r"ncclInternalError|NCCL error.*internal error", re.IGNORECASE)),
@@ -75,9 +78,12 @@ def classify(text: str) -> tuple[str, re.Match[str]] | None:
 # merely mentions "NCCL WARN" or torch.distributed does not carry them.
 _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
     (85, re.compile(r"^(?:\[[^\]]*\]\s*)?[\w.-]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:WARN|INFO)\b", re.M)),
-    (80, re.compile(r"^\[rank\d+\]:|^\[[EWIF]\d{4} [^\]]*\]|^\w*(?:Error|Exception): .*\bNCCL\b"
+    (80, re.compile(r"^\[rank\d+\]:|^\[[EWIF]\d{4} [^\]]*\]|^\[[EWIF] ProcessGroupNCCL\.cpp:\d+\]"
+                    r"|^\w*(?:Error|Exception): .*\bNCCL\b"
                     r"|^ncclRemoteError|^ncclSystemError|^ncclInvalidUsage|^ncclInternalError|^ncclUnhandledCudaError"
                     r"|^terminate called after throwing an instance of 'c10::DistBackendError'", re.M)),
+    # NCCL's own WARN format (debug.cc: "<file>:<line> NCCL WARN"), whatever prefix a launcher or a redaction left.
+    (70, re.compile(r"\b[\w/.-]+\.(?:c|cc|cpp|h):\d+ NCCL WARN\b", re.M)),
     (60, re.compile(r"^torch\.distributed\.[\w.]+(?:Error|Exception)\b|^\s*Root Cause \(first observed failure\)",
                     re.M)),
 )
