@@ -1,19 +1,24 @@
 """Benchmark: the issue's 3-host case, real runs in network namespaces, repeated.
 
-Three namespace hosts, one torchrun agent each (gloo on CPU), host ``--capped``'s link
-capped at 100 Mbit/s in both directions, ``gpu-preflight run --localize`` with a node-link
-floor. Over ``--runs`` repetitions it counts how often the capped host alone was excluded
-(target: every run) and how often a healthy host was (target: never), and prints each
-run's exclude list, undecided nodes and timing. A run whose job never formed (no report
-from any agent) is counted apart and fails the target. Needs root and iproute2 (netns, tc).
+Three namespace hosts, one torchrun agent each (gloo on CPU) started as ``srun ... torchrun
+--rdzv_backend=c10d`` does (Slurm's variables on each host), one host's link capped at
+100 Mbit/s in both directions, ``gpu-preflight run --localize`` with a node-link floor. Every
+repetition shuffles the job's names against the hosts' addresses and the order the agents
+start in, and draws the capped host at random (seeded from ``--seed``, printed), so the
+rendezvous' node order never follows the node list by construction. It counts how often the
+capped host alone was excluded (target: every run) and how often a healthy host was (target:
+never), and prints each run's layout, exclude list, undecided nodes and timing. A run whose
+job never formed (no report from any agent) is counted apart and fails the target. Needs root
+and iproute2 (netns, tc).
 
-    sudo .venv/bin/python bench/bench_localize_small.py [--runs 20] [--hosts 3] [--capped 3]
+    sudo .venv/bin/python bench/bench_localize_small.py [--runs 20] [--hosts 3] [--seed 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -22,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests import netns
-from tests.netns_run import LIGHT, launch, report_of
+from tests.netns_run import LIGHT, launch, layout, report_of
 
 FLOOR = ["--set", "perf.node_link_min_gbps=0.05"]
 
@@ -31,20 +36,22 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--hosts", type=int, default=3)
-    p.add_argument("--capped", type=int, default=3, help="which host (1-based) has its link capped")
+    p.add_argument("--seed", type=int, default=1, help="seeds every run's layout and capped host")
     p.add_argument("--rate", default="100mbit")
     a = p.parse_args()
     if os.geteuid() != 0:
         print("bench_localize_small: needs root (network namespaces)", file=sys.stderr)
         return 3
-    bad = f"host{a.capped}"
     alone = healthy_hit = undecided = failed = 0
     walls, loc_s = [], []
-    print(f"{a.hosts} namespace hosts, host{a.capped} capped at {a.rate}, {a.runs} runs, floor 0.05 GB/s")
+    print(f"{a.hosts} namespace hosts, one capped at {a.rate}, {a.runs} runs, floor 0.05 GB/s, seed {a.seed}")
     for run in range(1, a.runs + 1):
+        where = layout(a.hosts, seed=a.seed * 1000 + run)
+        capped = random.Random(where.seed).randint(1, a.hosts)  # noqa: S311 (a test layout, not a secret)
+        bad = where.name(capped)
         with netns.hosts(a.hosts, prefix="gpb") as names, tempfile.TemporaryDirectory() as tmp:
-            netns.cap("gpb", a.capped, a.rate)
-            results, wall = launch(names, 29870 + run % 20, Path(tmp), [*LIGHT, *FLOOR])
+            netns.cap("gpb", capped, a.rate)
+            results, wall = launch(names, 29870 + run % 20, Path(tmp), [*LIGHT, *FLOOR], where=where)
         if not any(out.strip() for _, out, _ in results):  # the job itself never formed: no verdict to count
             failed += 1
             first = next((ln for _, _, err in results for ln in err.splitlines() if "Error" in ln), "no output")
@@ -57,7 +64,8 @@ def main() -> int:
         undecided += bool(loc["undecided_nodes"])
         walls.append(wall)
         loc_s.append(loc["duration_s"])
-        print(f"run {run:2}: exclude {loc['exclude_hostlist'] or '(none)':12} undecided "
+        print(f"run {run:2}: names by address {','.join(where.names)}, start {where.order}, capped {bad:6} "
+              f"exclude {loc['exclude_hostlist'] or '(none)':12} undecided "
               f"{','.join(loc['undecided_nodes']) or '-':10} rounds {loc['rounds']:2} localisation "
               f"{loc['duration_s']:5.1f} s, run {wall:5.1f} s", flush=True)
     print(f"bad host alone excluded: {alone}/{a.runs} (target {a.runs}/{a.runs})")
