@@ -25,6 +25,7 @@ LAYER_OF = {
     "": "api", "_version": "model", "model": "model", "recovery": "model", "registries": "model",
     "boundedio": "util", "kept_thread": "util", "waiting": "util", "safeio": "util", "redact": "util",
     "fastclass": "model",  # the dataclass decorator every layer uses
+    "actions": "model",  # the operator-action vocabulary findings carry (pure)
     "bytecache": "model",  # what fastclass and the config loader keep beside the bytecode
     "report.progress": "util",  # a terminal helper
     "config": "config", "registry": "registry",

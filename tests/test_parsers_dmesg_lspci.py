@@ -33,7 +33,7 @@ def test_xid63_bare_line(corpus: Path) -> None:
         "xid": 63, "pci_bus_id": "0000:10:1c", "pid": 1896, "process": None, "timestamp": None,
         "message": "Row Remapper: New row marked for remapping, reset gpu to activate.",
         "raw": "NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, "
-               "reset gpu to activate."}]
+               "reset gpu to activate.", "kind": "xid"}]
 
 
 def test_refused_read_is_not_a_clean_log(corpus: Path) -> None:

@@ -266,4 +266,4 @@ def test_policy_without_default_or_file_is_refused(tmp_path: Path) -> None:
 
 def test_shipped_file_is_valid_toml_with_only_known_tables() -> None:
     data = tomllib.loads(SHIPPED_POLICY.read_text())
-    assert set(data) == {"default", "xid"}
+    assert set(data) == {"default", "xid", "driver", "sxid"}

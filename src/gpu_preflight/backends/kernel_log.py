@@ -304,8 +304,10 @@ def _last_line(text: str) -> str:
 
 
 def wanted_line(line: str) -> bool:
-    """The lines the node checks read from a kernel log: Xid events and PCIe ``limited by`` notes."""
-    return "Xid" in line or "xid" in line or "XID" in line or ("limited by" in line and "PCIe" in line)
+    """The lines the node checks read from a kernel log: Xid/SXid events, other NVRM driver messages (a GPU
+    fallen off the bus without an Xid line) and PCIe ``limited by`` notes."""
+    return ("Xid" in line or "xid" in line or "XID" in line or "NVRM" in line
+            or ("limited by" in line and "PCIe" in line))
 
 
 class KmsgFollower:

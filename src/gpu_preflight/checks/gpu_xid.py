@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from ..actions import BY_NVIDIA_ACTION, with_action
 from ..config.schema import XidConfig
 from ..model import Finding, Status
 from ..records import GpuFacts, KernelLogFacts
@@ -90,14 +91,18 @@ def xid_events(ctx: CheckContext) -> Iterator[Finding]:
         shown += 1
         label = by_pci.get(v.pci or "", f"pci:{v.pci}" if v.pci else "unknown-gpu")
         when = f"{v.first:%Y-%m-%d %H:%M}..{v.last:%H:%M} UTC" if v.first and v.last else "undated"
+        status = SEVERITY_STATUS[v.severity]
+        details = {**coverage, "xid": v.xid, "pci": v.pci, "cause": v.rule.cause, "action": v.rule.action,
+                   "first": v.first, "last": v.last, "undated": v.undated, "examples": list(v.examples)}
+        if v.kind != "xid":
+            details["kind"] = v.kind
         yield ctx.finding(
-            SEVERITY_STATUS[v.severity], f"{ctx.host}/{label}", f"xid_{v.xid}",
-            f"Xid {v.xid} ({v.rule.name}) x{v.count} on {label}, {when}, in {window}{outside}: "
+            status, f"{ctx.host}/{label}", v.code,
+            f"{v.what} ({v.rule.name}) x{v.count} on {label}, {when}, in {window}{outside}: "
             f"{v.message.strip()[:160]}",
             observed=v.count, expected=f"< {v.rule.count}" if v.rule.count > 1 else 0, unit="events",
             recommendation=v.rule.recommendation,
-            details={**coverage, "xid": v.xid, "pci": v.pci, "cause": v.rule.cause, "action": v.rule.action,
-                     "first": v.first, "last": v.last, "undated": v.undated, "examples": list(v.examples)},
+            details=with_action(details, BY_NVIDIA_ACTION.get(v.rule.action) if status is not Status.PASS else None),
         )
     if not shown and not gpus.available:
         yield ctx.finding(Status.SKIP, ctx.host, "no_gpus",

@@ -17,7 +17,7 @@ onto check statuses is the check's business.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import field, replace
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -38,12 +38,20 @@ CAUSES = ("hardware", "application", "driver", "nvlink", "memory", "thermal-powe
 ACTIONS = ("NONE", "RESTART_APP", "RESET_GPU", "REBOOT", "POWER_CYCLE", "CHECK_MECHANICALS",
            "CONTACT_SUPPORT")
 OVERRIDES_SOURCE = "xid severity overrides"
+SOLO_XID = 45  # preemptive cleanup: judged by the Xid that caused it, or on its own when there is none
 
 _CHOICES = {"severity": SEVERITIES, "cause": CAUSES, "action": ACTIONS}
 _TEXT_FIELDS = ("name", "recommendation")
 _REQUIRED = ("name", "severity", "cause", "action", "recommendation")
 _FIELDS = (*_REQUIRED, "count", "nvidia_action")
-_TABLES = ("default", "xid")
+_TABLES = ("default", "xid", "driver", "sxid")
+# Xid 154's named recovery action (NVIDIA: "None", "Drain P2P", "Drain and Reset", "GPU Reset Required",
+# "Node Reboot Required"; 590-series drivers also print "PF FLR"), as the line's own severity and action.
+RECOVERY_ACTIONS = {
+    "none": ("info", "NONE"), "drain_p2p": ("warn", "RESTART_APP"), "drain_and_reset": ("fail", "RESET_GPU"),
+    "gpu_reset_required": ("fail", "RESET_GPU"), "pf_flr": ("fail", "RESET_GPU"),
+    "node_reboot_required": ("fail", "REBOOT"),
+}
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,27 @@ class XidVerdict:
     message: str
     undated: bool
     examples: tuple[str, ...] = ()
+    kind: str = "xid"  # as XidEvent.kind: an Xid line, a driver message, an SXid, a named cause
+
+    @property
+    def what(self) -> str:
+        """How the finding names the event: ``Xid 79``, ``SXid 20034``, or the driver message and its Xid."""
+        if self.kind.startswith("sxid"):
+            return f"SXid {self.xid}"
+        if self.kind.startswith("nvrm:"):
+            return f"NVRM message (as Xid {self.xid})"
+        if self.kind == "cause":
+            return f"Xid {self.xid} (named as a cause)"
+        return f"Xid {self.xid}"
+
+    @property
+    def code(self) -> str:
+        """The finding's stable code: ``xid_79``, ``sxid_20034``, ``nvrm_fallen_off_bus``."""
+        if self.kind.startswith("sxid"):
+            return f"sxid_{self.xid}"
+        if self.kind.startswith("nvrm:"):
+            return "nvrm_" + self.kind[5:]
+        return f"xid_{self.xid}"
 
 
 @dataclass(frozen=True)
@@ -94,10 +123,34 @@ class XidPolicy:
     rules: Mapping[int, XidRule]
     default: XidRule
     source: str
+    drivers: Mapping[str, XidRule] = field(default_factory=dict)  # [driver.<id>]: messages without an Xid number
+    sxids: Mapping[str, XidRule] = field(default_factory=dict)  # [sxid.fatal|nonfatal|unknown]: NVSwitch SXids
 
     def rule(self, xid: int) -> XidRule:
         """The rule for ``xid``, or the default rule (``xid is None``) when unlisted."""
         return self.rules.get(xid, self.default)
+
+    def rule_for(self, xid: int, kind: str = "xid") -> XidRule:
+        """The rule for an event of ``kind`` (see :attr:`~gpu_preflight.records.xid.XidEvent.kind`).
+
+        A driver message takes its ``[driver.<id>]`` rule (the Xid it stands for when the table has
+        none); an SXid its ``[sxid.<fatal|nonfatal|unknown>]`` rule; an Xid line that states its own
+        severity (NVLink5) or recovery action (Xid 154) is judged by what it states.
+        """
+        if kind.startswith("nvrm:"):
+            return self.drivers.get(kind[5:]) or self.rule(xid)
+        if kind.startswith("sxid"):
+            return self.sxids.get(kind[5:] or "unknown") or self.default
+        base = self.rule(xid)
+        if kind == "xid:fatal" or (kind == "cause" and base.nvidia_action == "WORKFLOW_NVLINK5_ERR"):
+            # an NVLink5 error that tore a job down (it is named by that job's Xid 45) is a fatal one
+            return replace(base, severity="fail", action="RESET_GPU" if base.action == "NONE" else base.action)
+        if kind == "xid:nonfatal":
+            return replace(base, severity="info", action="NONE")
+        if kind.startswith("xid:recovery="):
+            named = RECOVERY_ACTIONS.get(kind.partition("=")[2])
+            return replace(base, severity=named[0], action=named[1]) if named else base
+        return base
 
     def with_overrides(self, overrides: Mapping[str, str]) -> XidPolicy:
         """A copy with per-Xid severities replaced; ``"default"`` targets the fallback."""
@@ -112,7 +165,7 @@ class XidPolicy:
             xid = _xid_number(str(key), dotted, OVERRIDES_SOURCE, None)
             base = rules.get(xid) or replace(default, xid=xid)
             rules[xid] = replace(base, severity=severity)
-        return XidPolicy(MappingProxyType(rules), default, self.source)
+        return XidPolicy(MappingProxyType(rules), default, self.source, self.drivers, self.sxids)
 
     def judge(self, events: Sequence[XidEvent], *, now: datetime,
               window_hours: float) -> list[XidVerdict]:
@@ -124,17 +177,34 @@ class XidPolicy:
         return self.judge_tally(count_events(events, xid_window(window_hours, now=now)))
 
     def judge_tally(self, tally: XidTally) -> list[XidVerdict]:
-        """One verdict per counted (Xid, GPU) group, worst first, then by Xid and PCI address."""
-        verdicts = [self._verdict(group) for group in tally.groups]
+        """One verdict per counted (Xid, GPU) group, worst first, then by Xid and PCI address.
+
+        Xid 45 (a job's channels torn down) follows the Xid that caused it; NVIDIA's workflow for it
+        says "not solo: ignore, solo: restart the application and report": so a GPU whose only events
+        in the window are Xid 45 gets the rule's ``count`` severity one level up (at least a warning).
+        """
+        others = {g.pci for g in tally.groups if not (g.xid == SOLO_XID and g.kind == "xid")}
+        logged = {(g.xid, g.pci) for g in tally.groups if g.kind.partition(":")[0] == "xid"}
+        verdicts = [self._verdict(group, solo=group.xid == SOLO_XID and group.kind == "xid"
+                                  and group.pci not in others) for group in tally.groups
+                    if not _restates(group, logged)]
         return sorted(verdicts, key=lambda v: (-SEVERITIES.index(v.severity), v.xid, v.pci or ""))
 
-    def _verdict(self, group: XidGroup) -> XidVerdict:
-        rule = self.rule(group.xid)
+    def _verdict(self, group: XidGroup, *, solo: bool = False) -> XidVerdict:
+        rule = self.rule_for(group.xid, group.kind)
+        if solo and SEVERITIES.index(rule.severity) < SEVERITIES.index("warn"):
+            rule = replace(rule, severity="warn", action="RESTART_APP")
         return XidVerdict(
             xid=group.xid, pci=group.pci, count=group.count, first=group.first, last=group.last,
             severity=rule.severity_for(group.count), rule=rule, message=group.message,
-            undated=group.undated > 0, examples=group.examples,
+            undated=group.undated > 0, examples=group.examples, kind=group.kind,
         )
+
+
+def _restates(group: XidGroup, logged: set[tuple[int, str | None]]) -> bool:
+    """A driver message or a named cause that an Xid line of the same number on the same GPU already
+    reports (``Xid 79`` is followed by ``GPU has fallen off the bus``): judged once, by the Xid line."""
+    return (group.kind == "cause" or group.kind.startswith("nvrm:")) and (group.xid, group.pci) in logged
 
 
 def load_xid_policy(path: str | Path | None = None,
@@ -176,7 +246,19 @@ def _build(data: Mapping[str, Any], lines: Mapping[str, int], source: str) -> Xi
         dotted = f"xid.{key}"
         xid = _xid_number(key, dotted, source, _line(lines, dotted))
         rules[xid] = _rule(xid, table, dotted, lines, source)
-    return XidPolicy(MappingProxyType(rules), default, source)
+    named = {name: {key: _rule(None, table, f"{name}.{key}", lines, source)
+                    for key, table in _tables(data, name, lines, source).items()} for name in ("driver", "sxid")}
+    return XidPolicy(MappingProxyType(rules), default, source, MappingProxyType(named["driver"]),
+                     MappingProxyType(named["sxid"]))
+
+
+def _tables(data: Mapping[str, Any], name: str, lines: Mapping[str, int], source: str) -> Mapping[str, Any]:
+    """The ``[<name>.<key>]`` tables of an optional section (a site policy may leave it out)."""
+    tables = data.get(name, {})
+    if not isinstance(tables, Mapping):
+        raise ConfigError(f"must be a table of [{name}.<name>] tables", source=source, key=name,
+                          line=_line(lines, name))
+    return tables
 
 
 def _rule(xid: int | None, table: Any, where: str, lines: Mapping[str, int], source: str) -> XidRule:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Generic, TypeVar
 
 from ..records.dmesg import DmesgRecord as DmesgRecord
@@ -37,11 +37,11 @@ from .detect import parser
 from .errors import ParseError
 from .kernel_log import (
     MAX_LINE,
+    KernelLineReader,
     UnparsedXid,
     XidEvent,
     kernel_log_denied,
     line_timestamp,
-    scan_xid_line,
 )
 from .text import ContentGate
 from .xid_timeline import XidTimeline, moment
@@ -57,14 +57,16 @@ _SEGFAULT = re.compile(r"(?<![^\s\[\]])(?P<process>[^\s\[\]]+)\[(?P<pid>\d+)\]: 
                        r"(?: in (?P<library>[^\[\s]+))?")
 _KERNEL_LINE = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]|[a-z]+\s*:\s*[a-z]+\s*:|\d{4}-\d{2}-\d{2}[T ]\d|"
                           r"\[[A-Z][a-z]{2} [A-Z][a-z]{2}|[A-Z][a-z]{2}\s+\d+ \d{2}:\d{2}:\d{2} )|NVRM:|kernel:")
+_JOURNAL_KERNEL = re.compile(r"^\S+\s+\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+ kernel: ", re.MULTILINE)
 _KERNEL_LINE_BYTES = re.compile(_KERNEL_LINE.pattern.encode(), re.MULTILINE)
 # A line that may begin with a wall-clock time (ISO, dmesg -T, syslog, dmesg --decode) is any line
 # but plain dmesg's "[  123.456789]"; each candidate is confirmed by line_timestamp, newest first.
 _MAYBE_WALL = re.compile(rb"\n(?!\[[ 0-9])")
 _NEEDLES_LOWER = (b"nvrm",)  # _SHAPE is case-insensitive: searched in the lower-cased chunk
-_NEEDLES = (b"segfault at", b"limited by")
+_NEEDLES = (b"segfault at", b"limited by", b"SXid")
 _DENIAL_NEEDLES = (b"dmesg: ", b"No journal files", b"/dev/kmsg: ")
 _TAIL_LINES = 32  # lines read back from a chunk's end for its last timestamp before searching all of it
+CLOCK_JUMP = timedelta(days=1)  # a line dated this far beyond the one before it (or now) is a clock jump
 _STAMP_BYTES = 400  # a timestamp prefix is at most 96 characters of at most 4 bytes
 
 T = TypeVar("T")
@@ -109,6 +111,8 @@ class DmesgScanner:
         self.denied: str | None = None
         self.kernel_line = False
         self.last: datetime | None = None
+        self.reader = KernelLineReader(now=now)
+        self.clock_jumps: list[str] = []
 
     def _anything(self) -> bool:
         return bool(self.xids.total or self.unparsed.total or self.limits.total or self.segfaults.total)
@@ -133,18 +137,21 @@ class DmesgScanner:
                 self._line(line)
         if not self.kernel_line:
             self.kernel_line = _KERNEL_LINE_BYTES.search(chunk) is not None
-        self.last = _last_stamp(chunk, self.now) or self.last
+        last, jumps = _last_stamp(chunk, self.now)
+        self.last = last or self.last
+        self.clock_jumps.extend(jumps[:KEPT - len(self.clock_jumps)])
 
     def _line(self, line: str) -> None:
-        found = scan_xid_line(line, now=self.now)
-        if found is not None and self.recent is not None:
+        items = self.reader.read(line)
+        if items and self.recent is not None:
             self.recent.append(line[:1024])
-        if isinstance(found, UnparsedXid):
-            self.unparsed.add(found)
-            self.timeline.add_unparsed(found)
-        elif found is not None:
-            self.timeline.add(found)
-            self.xids.add(found)
+        for found in items:
+            if isinstance(found, UnparsedXid):
+                self.unparsed.add(found)
+                self.timeline.add_unparsed(found)
+            else:
+                self.timeline.add(found)
+                self.xids.add(found)
         bounded = line[:MAX_LINE]
         if "limited by" in bounded and (m := _LIMITED.search(bounded)):
             self.limits.add(PcieLimit(
@@ -162,17 +169,17 @@ class DmesgScanner:
     def _xid_line(self, found: XidEvent) -> XidLine:
         return XidLine(xid=found.xid, pci_bus_id=self.timeline.gpu(found.pci), message=found.message,
                        timestamp=found.timestamp.isoformat() if found.timestamp else None, pid=found.pid,
-                       process=found.process, raw=found.raw.strip())
+                       process=found.process, raw=found.raw.strip(), kind=found.kind)
 
     def finish(self) -> DmesgRecord:
         self.gate.finish()
         record = DmesgRecord(
             xid_events=[self._xid_line(e) for e in self.xids.items()], pcie_limits=self.limits.items(),
             segfaults=self.segfaults.items(),
-            lines=self.lines, unparsed_xids=self.unparsed.items(),
+            lines=self.lines, unparsed_xids=self.unparsed.items(), clock_jumps=self.clock_jumps,
             last_timestamp=self.last.isoformat() if self.last else None,
             xid_counts=[XidCount(g.xid, g.pci, g.count, _iso(moment(g.first)), _iso(moment(g.last)))
-                        for g in self.timeline.groups],
+                        for g in self.timeline.groups if g.kind.partition(":")[0] == "xid"],  # Xid lines only
             omitted={name: kept.total - len(kept.head) - len(kept.tail)
                      for name, kept in (("xid_events", self.xids), ("unparsed_xids", self.unparsed),
                                         ("pcie_limits", self.limits), ("segfaults", self.segfaults))
@@ -193,7 +200,11 @@ def sniff(text: str) -> int:
         return 80
     if "segfault at" in text and any(_segfault(line) for line in text.splitlines()):
         return 60
-    return 30 if re.search(r"^\[\s*\d+\.\d+\] ", text, re.MULTILINE) else 0
+    if ("NVRM:" in text or "SXid (" in text) and _KERNEL_LINE.search(text):
+        return 60  # driver messages without an Xid line, NVSwitch SXids
+    if re.search(r"^\[\s*\d+\.\d+\] ", text, re.MULTILINE):
+        return 30
+    return 20 if _JOURNAL_KERNEL.search(text) else 0  # "<month> <day> <time> <host> kernel: ..." (any locale)
 
 
 def scan(chunks: Iterable[bytes], *, now: datetime | None = None, recent: deque[str] | None = None) -> DmesgRecord:
@@ -256,21 +267,43 @@ def _line_starts(haystack: bytes, needle: bytes, starts: set[int]) -> None:
         pos = haystack.find(needle, end)
 
 
-def _last_stamp(chunk: bytes, now: datetime | None) -> datetime | None:
-    """The wall-clock time of the last line of ``chunk`` that has one: its last lines first, then a search."""
+def _last_stamp(chunk: bytes, now: datetime | None) -> tuple[datetime | None, list[str]]:
+    """The wall-clock time of the last line of ``chunk`` that has a believable one, and the lines passed over.
+
+    A line dated more than :data:`CLOCK_JUMP` after the stamped line before it (or after ``now``)
+    is a clock jump, not the log's end: one line dated 2099 must not move the Xid window past every
+    real event. Its last lines are read first, then a search.
+    """
     end = len(chunk) - chunk.endswith(b"\n")
+    found: list[tuple[datetime, str]] = []
     for _ in range(_TAIL_LINES):
         if end < 0:
-            return None
+            break
         start = chunk.rfind(b"\n", 0, end) + 1
         if (stamp := _stamp_of(chunk, start, now)) is not None:
-            return stamp
+            found.append((stamp, chunk[start:end + 1].decode("utf-8", errors="replace")))
+            if len(found) > 1 and not _jumped(found[-2][0], stamp, now):
+                break
         end = start - 1
-    candidates = [0, *(m.end() for m in _MAYBE_WALL.finditer(chunk, 0, max(end, 0) + 1))]
-    for start in reversed(candidates):
-        if start <= end and (stamp := _stamp_of(chunk, start, now)) is not None:
-            return stamp
-    return None
+    if not found and end >= 0:
+        candidates = [0, *(m.end() for m in _MAYBE_WALL.finditer(chunk, 0, max(end, 0) + 1))]
+        for start in reversed(candidates):
+            if start <= end and (stamp := _stamp_of(chunk, start, now)) is not None:
+                return stamp, []
+        return None, []
+    jumps: list[str] = []
+    for i, (stamp, line) in enumerate(found):
+        before = found[i + 1][0] if i + 1 < len(found) else None
+        if _jumped(stamp, before, now):
+            jumps.append(line.strip()[:300])
+            continue
+        return stamp, jumps
+    return None, jumps
+
+
+def _jumped(stamp: datetime, before: datetime | None, now: datetime | None) -> bool:
+    """``stamp`` is far beyond the line before it, or beyond now."""
+    return (before is not None and stamp - before > CLOCK_JUMP) or (now is not None and stamp - now > CLOCK_JUMP)
 
 
 def _stamp_of(chunk: bytes, start: int, now: datetime | None) -> datetime | None:

@@ -28,14 +28,15 @@ collector can say "cannot read kernel log" instead of "no Xid errors".
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 from ..records.xid import UnparsedXid, XidEvent, normalize_pci
 from ..records.xid import pci_key as pci_key
 
 __all__ = [
-    "MAX_LINE", "UnparsedXid", "XidEvent", "kernel_log_denied", "line_timestamp", "normalize_pci",
-    "parse_xid_events", "scan_xid_line",
+    "DRIVER_MESSAGES", "MAX_LINE", "KernelLineReader", "UnparsedXid", "XidEvent", "kernel_log_denied",
+    "line_timestamp", "normalize_pci", "parse_xid_events", "scan_xid_line",
 ]
 
 MAX_LINE = 4096  # characters of a line the patterns read; printk records are at most 1024
@@ -55,7 +56,8 @@ _ISO = re.compile(r"^\s*(?P<date>\d{4}-\d{2}-\d{2})[T ](?P<time>\d{2}:\d{2}:\d{2
                   r"(?:[.,](?P<frac>\d+))?(?P<tz>Z|[+-]\d{2}:?\d{2})?")
 _CTIME = re.compile(r"^\s*\[(?:[A-Z][a-z]{2}\s+)?(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+"
                     r"(?P<time>\d{2}:\d{2}:\d{2})\s+(?P<year>\d{4})\]")
-_SYSLOG = re.compile(r"^\s*(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+(?P<time>\d{2}:\d{2}:\d{2})\s")
+_SYSLOG = re.compile(r"^\s*(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+(?P<time>\d{2}:\d{2}:\d{2})"
+                     r"(?:\.(?P<frac>\d{1,9}))?\s")  # journalctl -o short / short-precise, syslog files
 _MONO = re.compile(r"\[\s*(?P<sec>\d+\.\d+)\]")
 
 _MONTHS = {m: i for i, m in enumerate(
@@ -249,7 +251,8 @@ def _syslog(prefix: str, now: datetime | None, zone: tzinfo) -> datetime | None:
     stamp = _civil(local_now.year, m.group("mon"), m.group("day"), m.group("time"), zone)
     if stamp is not None and stamp > local_now + timedelta(days=1):
         stamp = _civil(local_now.year - 1, m.group("mon"), m.group("day"), m.group("time"), zone)
-    return stamp
+    frac = m.group("frac")
+    return stamp.replace(microsecond=int(frac[:6].ljust(6, "0"))) if stamp is not None and frac else stamp
 
 
 def _civil(year: int, month: str, day: str, clock: str, zone: tzinfo) -> datetime | None:
@@ -262,3 +265,92 @@ def _civil(year: int, month: str, day: str, clock: str, zone: tzinfo) -> datetim
 
 _ABSOLUTE = (_iso, _ctime, _syslog)
 
+
+
+# Driver messages that report a failed GPU without an ``NVRM: Xid`` line, each judged as the Xid it
+# stands for (``[driver.<id>]`` in the Xid catalogue holds the verdict). ``pci`` names the GPU where
+# the line does; the multi-line "fallen off the bus" notice names it on an earlier line.
+DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
+    ("fallen_off_bus", 79, re.compile(
+        r"NVRM: GPU (?:at )?(?:PCI:)?(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+):? (?:GPU )?"
+        r"has fallen off the bus")),
+    ("fallen_off_bus", 79, re.compile(r"NVRM: (?:\(PCI ID: [^)]*\) )?fallen off the bus and is not responding")),
+    ("probe_failed", 79, re.compile(r"NVRM: The NVIDIA probe routine failed for \d+ device")),
+    ("pci_region_invalid", 79, re.compile(r"NVRM: This PCI I/O region assigned to your NVIDIA device is invalid")),
+    ("rm_init_failed", 143, re.compile(
+        r"NVRM: GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+): RmInitAdapter failed!")),
+    ("gsp_init_failed", 120, re.compile(
+        r"NVRM: (?:GPU\d+ )?(?:RmInitAdapter: Cannot initialize GSP firmware RM"
+        r"|_kgspBootGspRm: .*cannot proceed with booting GSP|kgspBootstrap\w*: .*reported an error)")),
+    ("gsp_heartbeat", 119, re.compile(r"NVRM: (?:GPU\d+ )?_kgspIsHeartbeatTimedOut: Heartbeat timed out")),
+    ("power_cables", 54, re.compile(
+        r"NVRM: GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+): GPU does not have the necessary power "
+        r"cables connected")),
+)
+_MULTILINE_GPU = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+)\s*$")
+_CAUSE = re.compile(r"caused by previous Xid (?P<xid>\d{1,6})\b", re.IGNORECASE)
+_SELF_SEVERITY = re.compile(r"^[A-Z0-9_/]+\s+(?P<sev>Fatal|Nonfatal|Non-fatal)\b")
+_RECOVERY = re.compile(r"recovery action changed from .*? to 0x[0-9A-Fa-f]+ \((?P<action>[^)]+)\)", re.IGNORECASE)
+_SXID = re.compile(r"nvidia-nvswitch\d*: SXid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+)\): "
+                   r"(?P<sxid>\d{1,6}), (?P<rest>.*)$")
+
+
+class KernelLineReader:
+    """Every GPU failure a kernel-log line reports, read in log order (see :meth:`read`).
+
+    An ``NVRM: Xid`` line is an event (and, when it says "caused by previous Xid N", the named
+    Xid is one too, kind ``cause``); a driver message from :data:`DRIVER_MESSAGES` is an event of
+    the Xid it stands for (kind ``nvrm:<id>``); an NVSwitch ``SXid`` line is an event of kind
+    ``sxid`` (``sxid:fatal``/``sxid:nonfatal`` where the line says which). It keeps one piece of
+    state: the GPU a multi-line "fallen off the bus" notice named on its first line.
+    """
+
+    def __init__(self, *, boot_time: datetime | None = None, now: datetime | None = None,
+                 zone: tzinfo = UTC) -> None:
+        self.boot_time, self.now, self.zone = boot_time, now, zone
+        self._pending_gpu: str | None = None
+
+    def read(self, line: str) -> list[XidEvent | UnparsedXid]:
+        bounded = line[:MAX_LINE]
+        found = scan_xid_line(line, boot_time=self.boot_time, now=self.now, zone=self.zone)
+        if isinstance(found, UnparsedXid):
+            return [found]
+        if found is not None:
+            return self._xid(found)
+        if "NVRM" in bounded:
+            return self._driver(line, bounded)
+        if "SXid" in bounded and (m := _SXID.search(bounded)):
+            return [self._sxid(m, line)]
+        return []
+
+    def _xid(self, event: XidEvent) -> list[XidEvent | UnparsedXid]:
+        kind = event.kind
+        if (m := _SELF_SEVERITY.match(event.message)) is not None:
+            kind = "xid:nonfatal" if m.group("sev").lower().startswith("non") else "xid:fatal"
+        elif (m := _RECOVERY.search(event.message)) is not None:
+            kind = "xid:recovery=" + re.sub(r"[^a-z0-9]+", "_", m.group("action").strip().lower()).strip("_")
+        out: list[XidEvent | UnparsedXid] = [replace(event, kind=kind) if kind != event.kind else event]
+        if (cause := _CAUSE.search(event.message)) is not None:
+            out.append(replace(event, xid=int(cause.group("xid")), kind="cause",
+                               message=f"named as the cause of Xid {event.xid}: {event.message}"))
+        return out
+
+    def _driver(self, line: str, bounded: str) -> list[XidEvent | UnparsedXid]:
+        if (m := _MULTILINE_GPU.search(bounded)) is not None:
+            self._pending_gpu = m.group("pci")
+            return []
+        for name, xid, pattern in DRIVER_MESSAGES:
+            if (m := pattern.search(bounded)) is None:
+                continue
+            pci = m.groupdict().get("pci") or (self._pending_gpu if name == "fallen_off_bus" else None)
+            self._pending_gpu = None
+            stamp = _safe_timestamp(bounded[: bounded.find("NVRM")], self.boot_time, self.now, self.zone)
+            return [XidEvent(xid, pci, stamp, None, None, bounded[m.start():].strip()[:300], line, f"nvrm:{name}")]
+        return []
+
+    def _sxid(self, m: re.Match[str], line: str) -> XidEvent:
+        rest = m.group("rest").strip()
+        head = rest.split(",", 1)[0].strip().lower()
+        kind = "sxid:fatal" if head == "fatal" else "sxid:nonfatal" if head == "non-fatal" else "sxid"
+        stamp = _safe_timestamp(line[: m.start()], self.boot_time, self.now, self.zone)
+        return XidEvent(int(m.group("sxid")), m.group("pci"), stamp, None, None, rest[:300], line, kind)

@@ -58,6 +58,7 @@ class TimelineGroup:
 
     xid: int
     pci: str | None
+    kind: str = "xid"
     message: str = ""
     message_at: int = UNDATED
     count: int = 0
@@ -71,7 +72,7 @@ class XidTimeline:
 
     def __init__(self) -> None:
         self.groups: list[TimelineGroup] = []
-        self._index: dict[tuple[int, str | None], int] = {}
+        self._index: dict[tuple[int, str | None, str], int] = {}
         self.times = array("q")
         self.gids = array("i")  # ~gid (negative) marks a duplicate
         self.unparsed_times = array("q")
@@ -91,7 +92,7 @@ class XidTimeline:
         return key
 
     def add(self, event: XidEvent) -> None:
-        key = (event.xid, self.gpu(event.pci))
+        key = (event.xid, self.gpu(event.pci), event.kind)
         gid = self._index.get(key)
         if gid is None:
             gid = self._index[key] = len(self.groups)
@@ -162,9 +163,9 @@ class XidTimeline:
         sample = XidCounter(window)
         for event in kept:
             sample.add(event)
-        examples = {(g.xid, g.pci): g.examples for g in sample.tally().groups}
+        examples = {(g.xid, g.pci, g.kind): g.examples for g in sample.tally().groups}
         groups = tuple(XidGroup(group.xid, group.pci, count[g], undated[g], moment(first[g]), moment(last[g]),
-                                group.message, examples.get((group.xid, group.pci), ()))
+                                group.message, examples.get((group.xid, group.pci, group.kind), ()), group.kind)
                        for g, group in enumerate(self.groups) if count[g])
         recent = sum(1 for t in self.unparsed_times if t == UNDATED or t >= start)
         folded = self.unparsed_folded

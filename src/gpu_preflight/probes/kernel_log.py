@@ -76,7 +76,6 @@ def live_kernel_log(ctx: ProbeContext) -> KernelLog:
 def saved_log_facts(ctx: ProbeContext | None, path: str, hours: float, now: datetime) -> KernelLogFacts:
     """A saved log, streamed once through the parser ``judge`` uses; its window ends at its last timestamp."""
     from ..backends.kernel_log import KernelLogUnavailable, SavedKernelLog
-    from ..config.xid_window import xid_window
     from ..parsers.errors import ParseError
 
     log = SavedKernelLog(path)
@@ -88,8 +87,7 @@ def saved_log_facts(ctx: ProbeContext | None, path: str, hours: float, now: date
     if not record.readable:
         return KernelLogFacts(False, log.source, now, reason=f"cannot read kernel log: "
                                                              f"{KernelLogUnavailable(f'{path}: {record.denied}')}")
-    end = datetime.fromisoformat(record.last_timestamp) if record.last_timestamp else None
-    window = xid_window(hours, log_end=end, saved=True)
+    window = record.window(hours)
     if recent and ctx is not None:
         ctx.save_artifact("kernel_log_nvrm", "kernel_log_nvrm.txt", "\n".join(recent) + "\n")
     return KernelLogFacts(True, log.source, now, tally=record.xid_tally(window), failures=[])
@@ -118,17 +116,16 @@ def _count(ctx: ProbeContext | None, source: str, read_at: datetime, window: Any
 
     counter = XidCounter(window)
     nvrm: deque[str] = deque(maxlen=NVRM_ARTIFACT_LINES)
-    scan: Callable[..., Any] | None = None  # the parser and its patterns load only for a log with Xid lines
+    read: Callable[[str], Any] | None = None  # the parser and its patterns load only for a log with NVRM/Xid lines
     for line in lines:
-        if "Xid" not in line and "xid" not in line and "XID" not in line:
+        if "Xid" not in line and "xid" not in line and "XID" not in line and "NVRM" not in line:
             continue
-        if scan is None:
-            from ..parsers.kernel_log import scan_xid_line
+        if read is None:
+            from ..parsers.kernel_log import KernelLineReader
 
-            scan = scan_xid_line
+            read = KernelLineReader(boot_time=boot_time, now=now).read
         nvrm.append(line[:1024])
-        found = scan(line, boot_time=boot_time, now=now)
-        if found is not None:
+        for found in read(line):  # Xid lines, driver messages without an Xid, SXids, named causes
             counter.add(found)
     if nvrm and ctx is not None:
         ctx.save_artifact("kernel_log_nvrm", "kernel_log_nvrm.txt", "\n".join(nvrm) + "\n")

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Protocol
 
 from ..fastclass import dataclass
-from .xid import UnparsedXid, XidEvent, XidTally, XidWindow, count_events
+from .xid import UnparsedXid, XidEvent, XidTally, XidWindow, count_events, xid_window
 
 
 class XidTimelineLike(Protocol):
@@ -31,11 +31,12 @@ class XidLine:
     pid: int | None = None
     process: str | None = None
     raw: str = ""
+    kind: str = "xid"  # as :attr:`~gpu_preflight.records.xid.XidEvent.kind` (a driver message, an SXid...)
 
     def to_event(self) -> XidEvent:
         """Back to the kernel-log parser's event, for the Xid policy."""
         stamp = datetime.fromisoformat(self.timestamp) if self.timestamp else None
-        return XidEvent(self.xid, self.pci_bus_id, stamp, self.pid, self.process, self.message, self.raw)
+        return XidEvent(self.xid, self.pci_bus_id, stamp, self.pid, self.process, self.message, self.raw, self.kind)
 
 
 @dataclass
@@ -88,9 +89,24 @@ class DmesgRecord:
     last_timestamp: str | None = None  # the newest line's time: a saved log's Xid window ends there
     xid_counts: list[XidCount] = field(default_factory=list)
     omitted: dict[str, int] = field(default_factory=dict)  # list name -> entries not kept (between first and last)
+    clock_jumps: list[str] = field(default_factory=list)  # lines dated far beyond the rest: not the log's end
 
     def __post_init__(self) -> None:
         self.timeline: XidTimelineLike | None = None  # not a field: never serialised, read by the judge
+
+    def window(self, hours: float) -> XidWindow:
+        """The Xid window of this saved log: ``hours`` up to its last timestamp.
+
+        Lines dated far beyond the rest (a clock set to 2099 for one line) are not the log's end
+        (the parser leaves them out of ``last_timestamp``); the window says how many there were, so
+        the anomaly is reported in every Xid finding rather than hiding the Xids before it.
+        """
+        end = datetime.fromisoformat(self.last_timestamp) if self.last_timestamp else None
+        basis = None
+        if self.clock_jumps:
+            basis = (f"the log's last timestamp; {len(self.clock_jumps)} line(s) dated far beyond their "
+                     f"neighbours ignored as a clock jump: {self.clock_jumps[0][:80]}")
+        return xid_window(hours, log_end=end, saved=True, basis=basis)
 
     def xid_tally(self, window: XidWindow) -> XidTally:
         """The Xid events within ``window``.

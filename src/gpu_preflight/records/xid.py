@@ -43,6 +43,12 @@ class XidEvent:
     process: str | None
     message: str
     raw: str
+    # "xid" for an ``NVRM: Xid`` line; "xid:fatal"/"xid:nonfatal" where the line states its own severity
+    # (NVLink5 Xids 144-150), "xid:recovery=<action>" for Xid 154's named recovery action, "cause" for an
+    # Xid another line names as its cause ("... caused by previous Xid 149"), "nvrm:<id>" for a driver
+    # message without an Xid number (judged as the Xid it stands for), "sxid[:fatal|:nonfatal]" for an
+    # NVSwitch SXid (its own number space).
+    kind: str = "xid"
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,7 @@ class XidGroup:
     last: datetime | None
     message: str
     examples: tuple[str, ...]
+    kind: str = "xid"  # as XidEvent.kind: events of one Xid and GPU but of another kind are another group
 
 
 @dataclass(frozen=True)
@@ -167,6 +174,7 @@ class _Group:
 
     xid: int
     pci: str | None
+    kind: str = "xid"
     count: int = 0
     undated: int = 0
     first: datetime | None = None
@@ -182,7 +190,7 @@ class XidCounter:
     def __init__(self, window: XidWindow) -> None:
         self.window = window
         self._start = window.start
-        self._groups: dict[tuple[int, str | None], _Group] = {}
+        self._groups: dict[tuple[int, str | None, str], _Group] = {}
         self._seen: set[tuple[Any, ...]] = set()
         self._outside = self._duplicates = self._unparsed = self._unparsed_outside = 0
         self._dedup_limited = False
@@ -198,7 +206,7 @@ class XidCounter:
             if self._start is not None and stamp < self._start:
                 self._outside += 1
                 return
-            key = (item.xid, pci_key(item.pci), stamp, item.pid, item.message)
+            key = (item.xid, pci_key(item.pci), item.kind, stamp, item.pid, item.message)
             if key in self._seen:
                 self._duplicates += 1
                 return
@@ -207,9 +215,9 @@ class XidCounter:
             else:
                 self._dedup_limited = True
         pci = pci_key(item.pci)
-        group = self._groups.get((item.xid, pci))
+        group = self._groups.get((item.xid, pci, item.kind))
         if group is None:
-            group = self._groups[(item.xid, pci)] = _Group(item.xid, pci)
+            group = self._groups[(item.xid, pci, item.kind)] = _Group(item.xid, pci, item.kind)
         group.count += 1
         if stamp is None:
             group.undated += 1
@@ -238,7 +246,7 @@ class XidCounter:
 
     def tally(self) -> XidTally:
         groups = tuple(XidGroup(g.xid, g.pci, g.count, g.undated, g.first, g.last, g.message,
-                                (*g.head, *g.tail)) for g in self._groups.values())
+                                (*g.head, *g.tail), g.kind) for g in self._groups.values())
         return XidTally(self.window, groups, self._outside, self._duplicates, self._dedup_limited,
                         self._unparsed, self._unparsed_outside, (*self._unparsed_head, *self._unparsed_tail))
 
