@@ -116,7 +116,9 @@ def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iter
                                   recommendation="The link trained below its rate: check the cable and switch port.")
                 continue
             flagged = True
-            infiniband = (port.link_layer or "").lower() == "infiniband"
+            # Polling is InfiniBand link training with no peer (a RoCE port that is down shows Disabled):
+            # a cabled IB port without a link, whatever link layer the text shows.
+            infiniband = (port.link_layer or "").lower() == "infiniband" or port.physical_state == "POLLING"
             yield Finding("ib.ports", Status.FAIL if infiniband else Status.WARN, subject, "port_down",
                           f"{device.name} port {port.port} ({port.link_layer or 'unknown link layer'}) is {state}",
                           observed=state, expected="ACTIVE/LINKUP",

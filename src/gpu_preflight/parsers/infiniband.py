@@ -33,6 +33,7 @@ IBSTAT_KIND = "ibstat"
 IBSTATUS_KIND = "ibstatus"
 DEVINFO_KIND = "ibv-devinfo"
 
+FRAGMENT_DEVICE = "(not pasted)"  # the device of port blocks pasted without their "CA" line
 _KEY = re.compile(r"^(?P<key>[A-Za-z](?:[\w.]| +(?=[\w.]))*)\s*:\s*(?P<value>.*)$")
 _WIDTH = re.compile(r"(?<!\d)(\d+)X", re.IGNORECASE)
 
@@ -47,7 +48,12 @@ def canonical_state(value: str | None) -> str | None:
 
 
 def sniff_ibstat(text: str) -> int:
-    return 90 if re.search(r"^CA '[^']+'", text, re.MULTILINE) and "Port " in text else 0
+    """A ``CA '<name>'`` block, or (a pasted fragment) a ``Port N:`` block with ibstat's ``Physical state:``."""
+    if re.search(r"^CA '[^']+'", text, re.MULTILINE) and "Port " in text:
+        return 90
+    if re.search(r"^\s*Port \d+:\s*$", text, re.MULTILINE) and re.search(r"^\s*Physical state:\s*\w", text, re.M):
+        return 60
+    return 0
 
 
 def sniff_ibstatus(text: str) -> int:
@@ -97,6 +103,9 @@ def parse_ibstat(text: str) -> IbDevicesRecord:
             device, port = IbDevice(m.group("name")), None
             record.devices.append(device)
             continue
+        if device is None and re.match(r"^Port \d+:$", line):  # port blocks pasted without their CA
+            device = IbDevice(FRAGMENT_DEVICE)
+            record.devices.append(device)
         if device is None:
             continue
         if m := re.match(r"^Port (\d+):$", line):
@@ -118,6 +127,11 @@ def parse_ibstat(text: str) -> IbDevicesRecord:
             _set_port_field(port, key, value)
     if not record.devices:
         raise ParseError(IBSTAT_KIND, "no \"CA '<name>'\" block")
+    if record.devices[0].name == FRAGMENT_DEVICE:
+        ports = record.devices[0].ports
+        if not any(port.state or port.physical_state for port in ports):
+            raise ParseError(IBSTAT_KIND, "no \"CA '<name>'\" block, and no port state to judge")
+        record.fragment = len(ports)
     _check_ports(record, announced)
     return record
 
@@ -131,8 +145,10 @@ def _check_ports(record: IbDevicesRecord, announced: dict[str, int]) -> None:
         elif want is not None and len(device.ports) < want:
             record.incomplete.append(f"{device.name}: {len(device.ports)} of {want} announced port(s) listed")
         for port in device.ports:
-            lacking = [name for name, value in (("state", port.state), ("link layer", port.link_layer))
-                       if value is None]
+            shown = [("state", port.state), ("link layer", port.link_layer)]
+            if device.name == FRAGMENT_DEVICE:  # a fragment is judged on what it shows
+                shown = shown[:1]
+            lacking = [name for name, value in shown if value is None]
             if lacking:
                 record.incomplete.append(f"{device.name} port {port.port}: no {' or '.join(lacking)} line")
 

@@ -7,7 +7,8 @@ releases, which count the same 2^20-byte megabytes); both are converted to Gb/s
 (1 MiB/s = 2^20 * 8 / 10^9 Gb/s) and the unit printed is kept. Warnings perftest
 prints inside the table (``Conflicting CPU frequency values detected``) are kept as
 warnings; connection failures (``Unable to init the socket connection``) as errors, so a
-run that never measured reads as "could not measure".
+run that never measured reads as "could not measure". Those failure lines alone (a client
+that never reached its server prints nothing else) are recognised as perftest too.
 """
 
 from __future__ import annotations
@@ -30,12 +31,21 @@ _HEADER_KEYS = {"device": "device", "transport type": "transport", "connection t
 _ERROR = re.compile(r"unable to|failed|error|couldn't|cannot", re.IGNORECASE)
 
 
+# perftest's own failure lines (perftest_communication.c, perftest_resources.c): a run that never
+# connected prints only these, and people paste them alone.
+_FAILURE_LINE = re.compile(r"^\s*(?:Couldn't connect to \S+:\d+|Unable to init the socket connection"
+                           r"|Unable to open file descriptor for socket connection"
+                           r"|Completion with error at (?:client|server)|Failed status \d+: wr_id"
+                           r"|(?:ethernet|rdma_cm)_(?:read|write)_keys: Couldn't|Couldn't (?:read|exchange) remote"
+                           r"|Failed to exchange data between server and clients)", re.M)
+
+
 def sniff(text: str) -> int:
     if re.search(r"#bytes\s+#iterations\s+BW peak", text):
         return 95
     if re.search(r"\b(?:RDMA_Write|RDMA_Read|Send) BW Test\b", text) or re.search(r"^\$ ib_\w+_bw\b", text, re.M):
         return 80
-    return 0
+    return 65 if _FAILURE_LINE.search(text) else 0
 
 
 @parser(KIND, sniff=sniff, title="perftest ib_*_bw (Gb/sec or MiB/sec)")

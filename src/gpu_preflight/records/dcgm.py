@@ -31,6 +31,8 @@ class DcgmDiagRecord:
 
     ``overall`` is the worst test status, or ``"error"`` when DCGM reported that the run
     itself failed (``errors`` then holds DCGM's lines and ``return_code`` its code).
+    ``fragment`` is the number of tests shown when the text is rows pasted without the
+    table's ``Diagnostic | Result`` header: the tests it does not show are not assumed.
     """
 
     format: str
@@ -42,3 +44,4 @@ class DcgmDiagRecord:
     errors: list[str] = field(default_factory=list)
     return_code: int | None = None
     incomplete: list[str] = field(default_factory=list)
+    fragment: int | None = None

@@ -39,12 +39,13 @@ class IbDevice:
 @dataclass
 class IbDevicesRecord:
     """Every InfiniBand device ``ibstat``/``ibv_devinfo`` listed, with parse errors and whether the output was cut
-    short."""
+    short; ``fragment`` is the number of ports shown when the text is pasted port blocks without their device."""
 
     format: str
     devices: list[IbDevice] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
+    fragment: int | None = None
 
 
 EFA_DRIVER = "efa"

@@ -28,7 +28,7 @@ def sniff(text: str) -> int:
         return 100
     if re.search(r"^\|\s*Diagnostic\s*\|\s*Result\s*\|", text, re.MULTILINE):
         return 95
-    if re.search(r"^\|[-=+ ]*(?:Deployment|Integration|Hardware|Stress|Metadata)[-=+ ]*\|", text, re.MULTILINE):
+    if re.search(r"^[|+][-=+ ]*(?:Deployment|Integration|Hardware|Stress|Metadata)[-=+ ]*[|+]", text, re.MULTILINE):
         return 70
     if re.search(r"DCGM GPU Diagnostic returned an error|Unable to (?:complete|run) diagnostic", text):
         return 90

@@ -14,7 +14,9 @@ row. A table without it, or with lines elided (``...``), was cut: it is read as 
 goes and the record says so in ``incomplete`` (a failing ``-r 2`` run cut after its
 Deployment rows must not read as "5 tests passed"). So does a result fragment that is
 not a status (``Fbil - GPU: 1``): it cannot be folded into the test, and dropping it
-could turn a failed GPU into a pass.
+could turn a failed GPU into a pass. Rows pasted without the ``Diagnostic | Result`` header
+(a failing section quoted from a longer table) are a ``fragment``: judged on the tests they
+show; an ``Info`` row whose test was not pasted says nothing about health and is dropped.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def parse_table(text: str) -> DcgmDiagRecord:
     current: DcgmTest | None = None
     message: tuple[str, list[str]] | None = None  # label and the raw chunks of the row being continued
     saw_table = False
+    headed = False  # the "Diagnostic | Result" header row: rows pasted without it are a fragment
     closed = False
     elided: list[int] = []
 
@@ -81,6 +84,7 @@ def parse_table(text: str) -> DcgmDiagRecord:
         label, raw_result = cells[1].strip(), cells[2]
         result = raw_result.strip()
         if label.lower() == "diagnostic" and result.lower() == "result":
+            headed = True
             continue
         if category and category.lower() == "metadata":
             _metadata(record, label, result)
@@ -93,7 +97,10 @@ def parse_table(text: str) -> DcgmDiagRecord:
             continue
         flush()
         if label.split(":")[0].strip().lower() in _MESSAGE_LABELS:
-            if current is None:  # a message with no test before it (an excerpt): the category failed
+            if current is None and label.split(":")[0].strip().lower() == "info":
+                message = (label, [raw_result])  # information about a test the excerpt does not show: dropped
+                continue
+            if current is None:  # a warning with no test before it (an excerpt): the category failed
                 current = DcgmTest(category, label.split(":")[0].strip(), "fail")
                 record.tests.append(current)
             message = (label, [raw_result])
@@ -108,6 +115,8 @@ def parse_table(text: str) -> DcgmDiagRecord:
         record.incomplete.append(f"lines elided from the table (line {elided[0]})")
     if saw_table and record.tests and not closed:
         record.incomplete.append("the table has no closing border: the output was cut after its last row")
+    if saw_table and not headed:
+        record.fragment = len(record.tests)
     record.overall = overall_of(record)
     return record
 
