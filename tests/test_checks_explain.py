@@ -26,8 +26,8 @@ def test_thresholds_with_their_defaults(capsys: pytest.CaptureFixture[str]) -> N
     code, out, err = explain(capsys, "gpu.thermal")
     assert code == 0 and err == ""
     assert "Thresholds (current values from: defaults):" in out
-    assert re.search(r"^  gpu\.temp_margin_c = 5 C$", out, re.M)
-    assert re.search(r"^  gpu\.temp_warn_c   = \(unset\)$", out, re.M)
+    assert re.search(r"^  gpu\.temp_margin_c   = 5 C$", out, re.M)  # names aligned on the longest
+    assert re.search(r"^  gpu\.temp_warn_c     = \(unset\)$", out, re.M)
     assert "within this many degrees" in out  # each setting's meaning, from its field
 
 
@@ -46,7 +46,7 @@ def test_values_follow_set_config_and_profile(capsys: pytest.CaptureFixture[str]
 def test_environment_counts_too(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPU_PREFLIGHT_GPU__TEMP_MARGIN_C", "9")
     code, out, _ = explain(capsys, "gpu.thermal")
-    assert code == 0 and "  gpu.temp_margin_c = 9 C  (default: 5 C)" in out and "environment" in out
+    assert code == 0 and "  gpu.temp_margin_c   = 9 C  (default: 5 C)" in out and "environment" in out
 
 
 @pytest.mark.parametrize(("wanted", "suggested"), [

@@ -13,7 +13,10 @@ fixture, so it is the same on every run.
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +85,84 @@ def test_config_files_load_or_refuse_in_one_line(tmp_path: Path) -> None:
                 for what, data in config_cases(random.Random(7), 12)]
     assert not [(what, outcome) for what, outcome in outcomes if outcome[0] != "ok"]
     assert {detail for _, (_, detail) in outcomes} == {"loaded", "refused"}
+
+
+# --------------------------------------------------------------------------- launcher variables
+# Issue 28 item 10: malformed launcher variables crashed with a traceback (exit 1). Every
+# malformed environment must be refused in one line naming the variable (exit 3), or read.
+
+LAUNCHER_ENVS: dict[str, dict[str, str]] = {  # one valid two-process job per launcher
+    "slurm": {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_NUM_NODES": "1", "SLURM_NODEID": "0",
+              "SLURM_LOCALID": "0", "SLURM_TASKS_PER_NODE": "2", "SLURM_JOB_ID": "77",
+              "SLURM_JOB_NODELIST": "gpu-[1-2]"},
+    "torchrun": {"TORCHELASTIC_RUN_ID": "j", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "GROUP_RANK": "0",
+                 "LOCAL_WORLD_SIZE": "2", "GROUP_WORLD_SIZE": "1", "MASTER_PORT": "29500"},
+    "openmpi": {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_NODE_RANK": "0"},
+    "pmix": {"PMIX_RANK": "0", "PMIX_SIZE": "2", "PMIX_LOCAL_SIZE": "2", "PMIX_LOCAL_RANK": "0"},
+    "kubeflow": {"RANK": "0", "WORLD_SIZE": "2", "PET_NNODES": "2", "NODE_RANK": "0"},
+    "sagemaker": {"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-1"},
+}
+HOSTILE_VALUES = ("", " ", "abc", "-1", "0", "1e3", "nan", "null", "123", "[]", "{}", "[1]", '["a"', '[""]',
+                  "4(x1000000000)", "9" * 5000, "\x01", "\U0001f4a5", "[" * 5000, "gpu-[1-100000000]", "2147483648")
+LAUNCHER_VARS = ("MASTER_PORT", "SLURM_TASKS_PER_NODE", "SLURM_NODELIST", "SM_HOSTS", "SM_CURRENT_HOST")
+PLACE = "gpu-preflight: Cannot tell this process's place in the job: "
+ISSUE_CASES = [{"SM_HOSTS": "123", "SM_CURRENT_HOST": "algo-1"}, {"SM_HOSTS": "null", "SM_CURRENT_HOST": "algo-1"},
+               {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_JOB_NUM_NODES": "0"},
+               {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_JOB_ID": "abc"},
+               {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_TASKS_PER_NODE": "4(x1000000000)"}]
+
+
+def launcher_cases(rng: random.Random, count: int) -> list[tuple[str, dict[str, str]]]:
+    """Seeded: a launcher's valid environment with one variable set to a hostile value."""
+    cases = []
+    for _ in range(count):
+        launcher = rng.choice(sorted(LAUNCHER_ENVS))
+        env = dict(LAUNCHER_ENVS[launcher])
+        var = rng.choice(sorted({*env, *LAUNCHER_VARS}))
+        env[var] = rng.choice(HOSTILE_VALUES)
+        cases.append((f"{launcher}:{var}={env[var][:20]!r}", env))
+    return cases
+
+
+def test_malformed_launcher_variables_are_refused_or_read() -> None:
+    from gpu_preflight.distributed.topology import TopologyError, detect
+
+    crashes, refused = [], 0
+    for what, env in launcher_cases(random.Random(28), 600):
+        try:
+            detect(env, hostname="h", resource_config=Path("/nonexistent/resourceconfig.json"))
+        except TopologyError as exc:
+            refused += 1
+            if "\n" in str(exc):
+                crashes.append((what, f"two lines: {exc}"))
+        except Exception as exc:  # anything else is the crash this test looks for
+            crashes.append((what, f"{type(exc).__name__}: {exc}"[:200]))
+    assert not crashes, crashes
+    assert refused > 200  # most hostile values are refused, not silently read
+
+
+def launcher_free_environ() -> dict[str, str]:
+    """This process's environment without any launcher's variables (the tests may run under one)."""
+    launcher = {k for env in LAUNCHER_ENVS.values() for k in env} | set(LAUNCHER_VARS) | {"SLURM_NNODES"}
+    return {k: v for k, v in os.environ.items()
+            if k not in launcher and not k.startswith(("SLURM_", "SM_", "OMPI_", "PMIX_", "PET_", "GPU_PREFLIGHT_"))}
+
+
+def test_malformed_launcher_environments_exit_3_in_one_line() -> None:
+    """The issue's five and a seeded sample that ``detect`` refuses, through the real command line."""
+    from gpu_preflight.distributed.topology import TopologyError, detect
+
+    sample = []
+    for _, env in launcher_cases(random.Random(2028), 200):
+        try:
+            detect(env, hostname="h", resource_config=Path("/nonexistent/resourceconfig.json"))
+        except TopologyError:
+            sample.append(env)
+    problems = []
+    for env in [*ISSUE_CASES, *sample[:6]]:
+        out = subprocess.run([sys.executable, "-m", "gpu_preflight", "run", "--no-history"],
+                             env={**launcher_free_environ(), **env}, capture_output=True, text=True, timeout=120)
+        if out.returncode != 3 or not out.stderr.startswith(PLACE) or out.stderr.count("\n") != 1:
+            problems.append((env, out.returncode, out.stderr[-300:]))
+    assert not problems, problems

@@ -520,7 +520,8 @@ def test_identity_unreadable_uuid_skips(facts: GpuFacts) -> None:
 
 
 def test_identity_vbios_mismatch_same_model_warns(facts: GpuFacts) -> None:
-    other = replace(facts.gpus[0], index=1, uuid="GPU-2", vbios="96.00.A5.00.1B")
+    other = replace(facts.gpus[0], index=1, uuid="GPU-2", serial="2", pci_bus_id="00000000:00:07.0",
+                    vbios="96.00.A5.00.1B")
     findings = judge("gpu.inventory.identity", replace(facts, gpus=[facts.gpus[0], other]))
     assert outcome(findings) == [(PASS, "ok"), (PASS, "ok"), (WARN, "vbios_mismatch")]
     assert findings[-1].subject == "n1"
@@ -528,7 +529,8 @@ def test_identity_vbios_mismatch_same_model_warns(facts: GpuFacts) -> None:
 
 
 def test_identity_vbios_differs_across_models_is_fine(facts: GpuFacts) -> None:
-    other = replace(facts.gpus[0], index=1, uuid="GPU-2", name="NVIDIA H100 80GB HBM3", vbios="96.00.99.00.01")
+    other = replace(facts.gpus[0], index=1, uuid="GPU-2", serial="2", pci_bus_id="00000000:00:07.0",
+                    name="NVIDIA H100 80GB HBM3", vbios="96.00.99.00.01")
     findings = judge("gpu.inventory.identity", replace(facts, gpus=[facts.gpus[0], other]))
     assert outcome(findings) == [(PASS, "ok"), (PASS, "ok")]
 

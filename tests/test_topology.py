@@ -91,6 +91,31 @@ def test_inconsistent_variables_are_clear_errors(env: dict[str, str], message: s
         topo(env)
 
 
+SLURM_ONE = {"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}
+
+
+@pytest.mark.parametrize(("env", "named"), [
+    ({"SM_HOSTS": "123", "SM_CURRENT_HOST": "algo-1"}, "SM_HOSTS=123 (not a JSON list of host names)"),
+    ({"SM_HOSTS": "null", "SM_CURRENT_HOST": "algo-1"}, "SM_HOSTS=null (not a JSON list of host names)"),
+    ({"SM_HOSTS": '[1, 2]', "SM_CURRENT_HOST": "algo-1"}, "SM_HOSTS=[1, 2] (not a JSON list"),
+    ({"SM_HOSTS": "[" * 5000, "SM_CURRENT_HOST": "algo-1"}, "SM_HOSTS=[[[["),  # deeper than json can nest
+    ({**SLURM_ONE, "SLURM_JOB_NUM_NODES": "0"}, "SLURM_JOB_NUM_NODES=0 (must be from 1"),
+    ({**SLURM_ONE, "SLURM_JOB_ID": "abc"}, "SLURM_JOB_ID=abc (not an integer)"),
+    ({**SLURM_ONE, "SLURM_TASKS_PER_NODE": "4(x1000000000)"}, "SLURM_TASKS_PER_NODE=4(x1000000000) (more than"),
+    ({**SLURM_ONE, "MASTER_PORT": "70000"}, "MASTER_PORT=70000 (must be from 1 to 65535)"),
+    ({**SLURM_ONE, "SLURM_NODELIST": "gpu-[1-100000000]"}, "SLURM_NODELIST=gpu-[1-100000000] (bad Slurm hostlist"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "NNODES": "-3"}, "NNODES=-3 (must be at least 0)"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "0"}, "0 processes each"),
+    ({**SLURM_ONE, "SLURM_JOB_ID": "7" * 5000}, "SLURM_JOB_ID=" + "7" * 80 + "... (not an integer)"),
+    ({**SLURM_ONE, "SLURM_JOB_ID": "1\x1b[2J"}, "SLURM_JOB_ID='1\\x1b[2J' (not an integer)"),
+])
+def test_malformed_launcher_variables_are_named(env: dict[str, str], named: str) -> None:
+    """Issue 28 item 10: each of these crashed (TypeError, ZeroDivisionError, ValueError, MemoryError)."""
+    with pytest.raises(TopologyError) as info:
+        topo(env)
+    assert named in str(info.value) and "\n" not in str(info.value)
+
+
 def test_tasks_per_node_forms() -> None:
     assert slurm_tasks_per_node("4(x2),2") == [4, 4, 2]
     with pytest.raises(TopologyError):

@@ -40,3 +40,7 @@ RUN_COVERAGE_ID = "run.coverage"
 CLUSTER_NODE_REPORT_ID = "cluster.node_report"
 WORKLOADS_ID = "workloads"
 EVIDENCE_JUDGE_ID = "evidence.judge"
+
+# A finding code read outside checks/ (not an id, so not in __all__): the health verdict
+# reads gpu.nvml's ERROR for a GPU that answered none of its core readings as unknown.
+NVML_UNREADABLE_CODE = "gpu_unreadable"

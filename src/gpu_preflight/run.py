@@ -174,7 +174,7 @@ class _Run:
         try:
             topo = detect(os.environ)
         except TopologyError as exc:
-            raise RunUsageError(f"cannot tell this process's place in the job: {exc}") from None
+            raise RunUsageError(f"Cannot tell this process's place in the job: {exc}") from None
         if topo.is_distributed:
             return self.as_rank(topo)
         return self.self_launched()

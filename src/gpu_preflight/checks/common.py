@@ -3,7 +3,7 @@
 Checks stay pure: they receive facts and thresholds through the context and return
 findings. These helpers only encode the conventions every GPU check follows — no GPU to
 judge is a SKIP with the reason, a lost GPU is left to ``gpu.nvml``, an unreadable value
-is a SKIP naming what could not be read.
+is a SKIP naming what could not be read, an impossible one is an ERROR naming the reading.
 """
 
 from __future__ import annotations
@@ -61,6 +61,42 @@ def not_read(ctx: CheckContext, subject: str, what: str, value: Any) -> Finding:
     """SKIP for a reading NVML did not give (never a PASS)."""
     reason = value.reason if isinstance(value, NA) else "not available"
     return ctx.finding(Status.SKIP, subject, "not_available", f"{what}: {reason}")
+
+
+def impossible(ctx: CheckContext, subject: str, what: str, value: float, low: float, high: float,
+               unit: str) -> Finding | None:
+    """ERROR for a reading no working GPU gives (outside ``[low, high]``), else None.
+
+    Judged as if it were true, an impossible answer passes: a 0 W limit is not "below the
+    default" when the default reads 0 too, and a 1000 C slowdown threshold is never reached.
+    The bounds are the config's sanity limits, so a GPU model's profile can narrow them.
+    """
+    if low <= value <= high:
+        return None
+    return ctx.finding(Status.ERROR, subject, "impossible_reading",
+                       f"{what} {value:g} {unit} is impossible (a working GPU reads {low:g} to {high:g} {unit}); "
+                       "it was not judged", observed=value, expected=f"{low:g} to {high:g}", unit=unit,
+                       recommendation="NVML gave an answer no working GPU gives: check the driver and the GPU "
+                                      "(nvidia-smi -q); reset the GPU or drain the node if it persists.")
+
+
+# The readings every working GPU answers (attribute, name in findings). A GPU that answers
+# none of them is not a GPU we can say anything about, whatever its other checks SKIP.
+CORE_READINGS = (("name", "name"), ("uuid", "UUID"), ("memory_total_bytes", "memory total"),
+                 ("temperature_c", "temperature"))
+
+
+def unreadable_core(gpu: GpuRecord) -> dict[str, str] | None:
+    """Each core reading and why NVML did not give it, when it gave none of them; else None.
+
+    The one rule for "this GPU answered nothing we can vouch for": ``gpu.nvml`` reports such
+    a GPU as ERROR, and the GPU health verdict (``serve``, the health API) reads that finding
+    as unknown health, so ``run`` and ``serve`` cannot disagree about it.
+    """
+    values = {label: getattr(gpu, attr) for attr, label in CORE_READINGS}
+    if not all(isinstance(v, NA) for v in values.values()):
+        return None
+    return {label: v.reason for label, v in values.items()}
 
 
 def version_tuple(text: str) -> tuple[int, ...]:

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from ..ids import INVENTORY_COUNT_ID, NVML_ID
-from ..model import Finding, Status
+from ..ids import INVENTORY_COUNT_ID, NVML_ID, NVML_UNREADABLE_CODE
+from ..model import NA, Finding, Status
 from ..records import GpuFacts, GpuRecord
 from ..registry import CheckContext, check
-from .common import gpu_subject, gpu_targets, not_read, per_gpu, version_below
+from .common import (
+    gpu_subject,
+    gpu_targets,
+    impossible,
+    is_number,
+    not_read,
+    per_gpu,
+    unreadable_core,
+    version_below,
+)
 
 RESET = "Reset the GPU (nvidia-smi -r) or reboot the node; if it recurs, drain the node and RMA the GPU."
 
@@ -21,8 +30,11 @@ def nvml_access(ctx: CheckContext) -> Iterator[Finding]:
     SKIP when there is no NVIDIA driver stack and no NVIDIA GPU on the PCI bus (a CPU
     node). FAIL when NVIDIA GPUs sit on the PCI bus but NVML cannot be initialised
     (driver not loaded, library missing), and for every GPU that NVML reports lost or
-    that hung an NVML call. ERROR when NVML refused readings for other reasons
-    (permissions, unknown errors): those readings were not judged.
+    that hung an NVML call. ERROR for a GPU that answered none of its core readings
+    (name, UUID, memory total, temperature: every other check then SKIPs it, and a GPU we
+    know nothing about is not a healthy one; ``serve`` reads this finding as unknown health),
+    and when NVML refused readings for other reasons (permissions, unknown errors): those
+    readings were not judged.
     """
     facts: GpuFacts = ctx.fact("gpu")
     if not facts.available:
@@ -45,6 +57,9 @@ def nvml_access(ctx: CheckContext) -> Iterator[Finding]:
             ok = False
             yield ctx.finding(Status.FAIL, subject, "gpu_lost", f"{gpu.label}: {gpu.lost}",
                               observed=gpu.lost, expected="GPU answers NVML", recommendation=RESET)
+        elif (missing := unreadable_core(gpu)) is not None:
+            ok = False
+            yield _unreadable(ctx, subject, gpu, missing, facts.driver_version)
         elif gpu.call_errors:
             ok = False
             yield ctx.finding(Status.ERROR, subject, "nvml_errors",
@@ -56,6 +71,19 @@ def nvml_access(ctx: CheckContext) -> Iterator[Finding]:
         yield ctx.finding(Status.PASS, ctx.host, "ok",
                           f"NVML {facts.nvml_version} answered for {len(facts.gpus)} GPU(s) ({facts.source})",
                           observed=len(facts.gpus))
+
+
+def _unreadable(ctx: CheckContext, subject: str, gpu: GpuRecord, missing: dict[str, str],
+                driver: object) -> Finding:
+    reasons = sorted(set(missing.values()))
+    driver_note = "; the driver version was not read either" if isinstance(driver, NA) else ""
+    return ctx.finding(Status.ERROR, subject, NVML_UNREADABLE_CODE,
+                       f"{gpu.label}: NVML answered none of its core readings ({', '.join(missing)}: "
+                       f"{', '.join(reasons)}){driver_note}; nothing about this GPU could be judged",
+                       observed=missing, expected="the GPU's name, UUID, memory total and temperature",
+                       details={"driver_version": str(driver), "call_errors": gpu.call_errors},
+                       recommendation="Check the driver and the GPU with nvidia-smi -q (a GPU that answers no "
+                                      "reading is broken or not really there); reset it or drain the node.")
 
 
 @check(INVENTORY_COUNT_ID, needs=("gpu",), group="gpu_detection", component="hardware_health",
@@ -151,11 +179,15 @@ def identity(ctx: CheckContext) -> Iterator[Finding]:
 
     Reports the identity of every GPU (history and RMA tracking key on UUID and serial).
     WARN when GPUs of the same model run different VBIOS versions, FAIL when two GPUs
-    report the same UUID (a broken inventory).
+    report the same UUID (a broken inventory). ERROR when two GPUs of the node report the
+    same PCI bus id or serial (an Xid names its GPU by bus id: it would be blamed on the
+    wrong one; an all-zero serial is a placeholder, not a serial), and when a GPU's total
+    memory is outside ``gpu.memory_total_min_gib`` to ``gpu.memory_total_max_gib``.
     """
     gpus, skipped = gpu_targets(ctx, "gpu.inventory.identity")
     yield from skipped
     uuids = Counter(g.uuid for g in gpus if isinstance(g.uuid, str))
+    shared = [(what, key, _shared(gpus, key)) for what, key in (("PCI bus id", _bus_id), ("serial", _serial))]
     vbios_by_model: dict[str, set[str]] = {}
     for gpu in gpus:
         if isinstance(gpu.name, str) and isinstance(gpu.vbios, str):
@@ -164,21 +196,72 @@ def identity(ctx: CheckContext) -> Iterator[Finding]:
         ident = {"name": gpu.name, "uuid": gpu.uuid, "serial": gpu.serial, "pci_bus_id": gpu.pci_bus_id,
                  "vbios": gpu.vbios, "board_part_number": gpu.board_part_number}
         subject = gpu_subject(ctx, gpu)
-        if isinstance(gpu.uuid, str) and uuids[gpu.uuid] > 1:
+        if isinstance(gpu.uuid, str) and uuids[gpu.uuid] > 1:  # one GPU listed twice: its bus id and serial too
             yield ctx.finding(Status.FAIL, subject, "duplicate_uuid",
                               f"{gpu.label} shares UUID {gpu.uuid} with another GPU", observed=ident,
                               recommendation="NVML inventory is inconsistent: reboot; escalate if it persists.")
-        elif not isinstance(gpu.uuid, str):
+            yield from _memory_total(ctx, gpu, subject)
+            continue
+        problems = [*_duplicates(ctx, gpu, subject, shared, ident), *_memory_total(ctx, gpu, subject)]
+        if not problems and not isinstance(gpu.uuid, str):
             yield not_read(ctx, subject, "UUID", gpu.uuid)
-        else:
+        elif not problems:
             yield ctx.finding(Status.PASS, subject, "ok",
                               f"{gpu.name} {gpu.uuid} at {gpu.pci_bus_id}, VBIOS {gpu.vbios}", observed=ident)
+        yield from problems
     for model, versions in sorted(vbios_by_model.items()):
         if len(versions) > 1:
             yield ctx.finding(Status.WARN, ctx.host, "vbios_mismatch",
                               f"{model} GPUs run different VBIOS versions: {', '.join(sorted(versions))}",
                               observed=sorted(versions), expected="one VBIOS per model",
                               recommendation="Flash all GPUs of the node to the same VBIOS.")
+
+
+def _bus_id(gpu: GpuRecord) -> str | None:
+    return gpu.pci_bus_id.upper() if isinstance(gpu.pci_bus_id, str) else None
+
+
+def _serial(gpu: GpuRecord) -> str | None:
+    """The serial, unless unread or a placeholder (boards without one read all zeros)."""
+    return gpu.serial if isinstance(gpu.serial, str) and gpu.serial.strip("0 ") else None
+
+
+def _shared(gpus: Sequence[GpuRecord], key: Callable[[GpuRecord], str | None]) -> dict[str, list[str]]:
+    """Values of ``key`` that more than one GPU reports, with the GPUs that report each."""
+    holders: dict[str, list[str]] = {}
+    for gpu in gpus:
+        value = key(gpu)
+        if value is not None:
+            holders.setdefault(value, []).append(gpu.label)
+    return {value: labels for value, labels in holders.items() if len(labels) > 1}
+
+
+Shared = Sequence[tuple[str, Callable[[GpuRecord], "str | None"], Mapping[str, list[str]]]]
+
+
+def _duplicates(ctx: CheckContext, gpu: GpuRecord, subject: str, shared: Shared,
+                ident: Mapping[str, object]) -> Iterator[Finding]:
+    """ERROR per identifier this GPU shares with another GPU of the node (no two GPUs can)."""
+    for what, key, values in shared:
+        value = key(gpu)
+        if value is not None and value in values:
+            others = [label for label in values[value] if label != gpu.label]
+            yield ctx.finding(Status.ERROR, subject, "impossible_reading",
+                              f"{gpu.label} reports {what} {value}, as {', '.join(others)} does; no two GPUs "
+                              "can, so its findings cannot be told apart from theirs", observed=ident,
+                              expected=f"a {what} no other GPU of the node reports",
+                              recommendation="NVML's inventory is inconsistent (an Xid naming this bus id "
+                                             "would be blamed on the wrong GPU): reboot; escalate if it persists.")
+
+
+def _memory_total(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
+    cfg = ctx.config.gpu
+    total = gpu.memory_total_bytes
+    if is_number(total):
+        wrong = impossible(ctx, subject, f"{gpu.label}: memory total", total / 2**30,
+                           cfg.memory_total_min_gib, cfg.memory_total_max_gib, "GiB")
+        if wrong is not None:
+            yield wrong
 
 
 @check("gpu.inventory.persistence", needs=("gpu",), group="gpu_detection", component="software_stack")

@@ -8,7 +8,7 @@ from ..ids import GPU_POWER_ID, GPU_THERMAL_ID
 from ..model import Finding, Status
 from ..records import GpuRecord
 from ..registry import CheckContext, check
-from .common import is_number, not_read, per_gpu
+from .common import impossible, is_number, not_read, per_gpu
 
 # nvmlClocksEventReasons bits. Idle, application clocks, SW power cap under load, sync
 # boost and display clocks are normal operation; HW slowdown, HW thermal and HW power
@@ -47,20 +47,30 @@ def decode_clock_reasons(mask: int) -> list[str]:
 def temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """GPU and memory temperatures are clear of the GPU's own slowdown limits.
 
-    FAIL at or above the GPU's slowdown threshold (as NVML reports it for this board).
-    WARN within ``gpu.temp_margin_c`` of it, at or above the GPU's maximum operating
-    temperature, or at or above the profile's ``gpu.temp_warn_c``; the same for HBM
-    against its maximum operating temperature.
+    FAIL at or above the GPU's slowdown threshold (as NVML reports it for this board), and
+    at or above ``gpu.temp_limit_c`` whatever NVML's thresholds say (they can be unreadable
+    or absurd; the profile sets the model's shutdown temperature). WARN within
+    ``gpu.temp_margin_c`` of the slowdown threshold, at or above the GPU's maximum operating
+    temperature, or at or above the profile's ``gpu.temp_warn_c``; the same for HBM against
+    its maximum operating temperature. ERROR for an impossible reading: a temperature above
+    ``gpu.temp_sane_max_c``, or a threshold outside ``gpu.temp_sane_min_c`` to
+    ``gpu.temp_sane_max_c`` (that threshold is then not judged against).
     """
     cfg = ctx.config.gpu
     temp = gpu.temperature_c
     if not is_number(temp):
         yield not_read(ctx, subject, "GPU temperature", temp)
         return
-    slowdown = gpu.temp_slowdown_c if is_number(gpu.temp_slowdown_c) else None
+    bad, kept = _screen(ctx, subject, (f"{gpu.label}: GPU temperature", temp), {
+        f"{gpu.label}: NVML's slowdown threshold": gpu.temp_slowdown_c,
+        f"{gpu.label}: NVML's maximum operating temperature": gpu.temp_gpu_max_c})
+    yield from bad
+    if kept is None:
+        return
+    slowdown, gpu_max = kept
     warn_at = [t for t in (
         slowdown - cfg.temp_margin_c if slowdown is not None else None,
-        gpu.temp_gpu_max_c if is_number(gpu.temp_gpu_max_c) else None,
+        gpu_max,
         cfg.temp_warn_c,
     ) if t is not None]
     limits = {"slowdown_c": slowdown, "warn_c": min(warn_at) if warn_at else None}
@@ -69,6 +79,13 @@ def temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
                           f"{gpu.label}: {temp} C at or above its slowdown threshold {slowdown} C",
                           observed=temp, expected=f"< {slowdown}", unit="C", details=limits,
                           recommendation="Check cooling (fans, airflow, inlet temperature) before running jobs.")
+    elif temp >= cfg.temp_limit_c:
+        yield ctx.finding(Status.FAIL, subject, "temp_limit",
+                          f"{gpu.label}: {temp} C at or above the absolute limit {cfg.temp_limit_c:g} C "
+                          f"(gpu.temp_limit_c)", observed=temp, expected=f"< {cfg.temp_limit_c:g}", unit="C",
+                          details={**limits, "limit_c": cfg.temp_limit_c},
+                          recommendation="The GPU is at its shutdown temperature: drain the node and check "
+                                         "cooling before running jobs.")
     elif warn_at and temp >= min(warn_at):
         yield ctx.finding(Status.WARN, subject, "temp_high",
                           f"{gpu.label}: {temp} C is close to its limits", observed=temp,
@@ -77,17 +94,50 @@ def temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
     else:
         yield ctx.finding(Status.PASS, subject, "ok", f"{gpu.label}: {temp} C", observed=temp,
                           expected=f"< {min(warn_at):g}" if warn_at else None, unit="C", details=limits)
-    mem, mem_max = gpu.memory_temperature_c, gpu.temp_memory_max_c
-    if is_number(mem) and is_number(mem_max) and mem > 0:
-        if mem >= mem_max:
-            yield ctx.finding(Status.FAIL, subject, "memory_temp_limit",
-                              f"{gpu.label}: HBM {mem} C at or above its maximum {mem_max} C", observed=mem,
-                              expected=f"< {mem_max}", unit="C", recommendation="Check cooling immediately.")
-        elif mem >= mem_max - cfg.memory_temp_margin_c:
-            yield ctx.finding(Status.WARN, subject, "memory_temp_high",
-                              f"{gpu.label}: HBM {mem} C close to its maximum {mem_max} C", observed=mem,
-                              expected=f"< {mem_max - cfg.memory_temp_margin_c:g}", unit="C",
-                              recommendation="Memory is near its limit: check cooling.")
+    yield from _memory_temperature(ctx, gpu, subject)
+
+
+def _screen(ctx: CheckContext, subject: str, reading: tuple[str, float],
+            thresholds: dict[str, object]) -> tuple[list[Finding], list[float | None] | None]:
+    """ERRORs for the impossible values among a temperature and its NVML thresholds, and the
+    thresholds worth judging against (None: unread or impossible). An impossible temperature
+    ends it there (None): a broken sensor's value is not judged against anything."""
+    cfg = ctx.config.gpu
+    what, value = reading
+    wrong = impossible(ctx, subject, what, value, 0, cfg.temp_sane_max_c, "C")
+    if wrong is not None:
+        return [wrong], None
+    bad: list[Finding] = []
+    kept: list[float | None] = []
+    for name, threshold in thresholds.items():
+        problem = (impossible(ctx, subject, name, threshold, cfg.temp_sane_min_c, cfg.temp_sane_max_c, "C")
+                   if is_number(threshold) else None)
+        bad += [problem] if problem is not None else []
+        kept.append(threshold if is_number(threshold) and problem is None else None)
+    return bad, kept
+
+
+def _memory_temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
+    """HBM against its maximum operating temperature (GPUs without an HBM sensor read 0: not judged)."""
+    cfg = ctx.config.gpu
+    mem = gpu.memory_temperature_c
+    if not is_number(mem) or mem <= 0:
+        return
+    bad, kept = _screen(ctx, subject, (f"{gpu.label}: HBM temperature", mem),
+                        {f"{gpu.label}: NVML's HBM maximum operating temperature": gpu.temp_memory_max_c})
+    yield from bad
+    mem_max = kept[0] if kept else None
+    if mem_max is None:
+        return
+    if mem >= mem_max:
+        yield ctx.finding(Status.FAIL, subject, "memory_temp_limit",
+                          f"{gpu.label}: HBM {mem} C at or above its maximum {mem_max} C", observed=mem,
+                          expected=f"< {mem_max}", unit="C", recommendation="Check cooling immediately.")
+    elif mem >= mem_max - cfg.memory_temp_margin_c:
+        yield ctx.finding(Status.WARN, subject, "memory_temp_high",
+                          f"{gpu.label}: HBM {mem} C close to its maximum {mem_max} C", observed=mem,
+                          expected=f"< {mem_max - cfg.memory_temp_margin_c:g}", unit="C",
+                          recommendation="Memory is near its limit: check cooling.")
 
 
 @check("gpu.clocks", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
@@ -123,10 +173,19 @@ def power_limit(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
     """The enforced power limit is not below the board's default.
 
     WARN when the enforced limit is below ``gpu.power_limit_min_fraction`` × the default
-    limit: a capped GPU runs compute-bound kernels slower than its peers.
+    limit: a capped GPU runs compute-bound kernels slower than its peers. ERROR when either
+    limit is outside ``gpu.power_limit_min_w`` to ``gpu.power_limit_max_w`` (every limit
+    reading 0 W is a broken answer, which compared with itself would pass).
     """
-    fraction = ctx.config.gpu.power_limit_min_fraction
+    cfg = ctx.config.gpu
+    fraction = cfg.power_limit_min_fraction
     limit, default = gpu.power_limit_w, gpu.power_default_limit_w
+    wrong = [f for what, value in (("enforced power limit", limit), ("default power limit", default))
+             if is_number(value) and (f := impossible(ctx, subject, f"{gpu.label}: {what}", value,
+                                                       cfg.power_limit_min_w, cfg.power_limit_max_w, "W"))]
+    if wrong:
+        yield from wrong
+        return
     if not is_number(limit) or not is_number(default):
         yield not_read(ctx, subject, "power limits", limit if not is_number(limit) else default)
         return

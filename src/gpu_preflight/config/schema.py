@@ -87,6 +87,35 @@ class GpuConfig:
     memory_temp_margin_c: float = setting(
         5.0, "WARN when HBM is within this many degrees of its maximum operating temperature.", "C", min=0, max=50
     )
+    temp_limit_c: float = setting(
+        105.0, "Absolute GPU temperature that FAILs whatever NVML's own thresholds say (they can be unreadable "
+               "or absurd): the GPU model's shutdown temperature (profile value; default: the highest any "
+               "NVIDIA GPU ships with).", "C", above=0, max=150
+    )
+    temp_sane_min_c: float = setting(
+        50.0, "NVML temperature thresholds below this are impossible: ERROR naming the threshold, which is not "
+              "judged against (the absolute limit still applies).", "C", min=0, max=150
+    )
+    temp_sane_max_c: float = setting(
+        150.0, "GPU temperatures and NVML thresholds above this are impossible readings (a broken sensor or "
+               "answer): ERROR naming the reading.", "C", above=0, max=300
+    )
+    memory_total_min_gib: float = setting(
+        0.25, "A GPU reporting less total memory than this gives an impossible reading (0 bytes: a broken "
+              "answer): ERROR naming it. Profiles set the model's size.", "GiB", min=0, max=1 << 20
+    )
+    memory_total_max_gib: float = setting(
+        1024.0, "A GPU reporting more total memory than this gives an impossible reading: ERROR naming it.",
+        "GiB", above=0, max=1 << 20
+    )
+    power_limit_min_w: float = setting(
+        5.0, "An enforced or default power limit below this is an impossible reading (0 W is a broken answer, "
+              "not a capped GPU): ERROR naming it. Profiles set the model's floor.", "W", min=0, max=100_000
+    )
+    power_limit_max_w: float = setting(
+        3000.0, "An enforced or default power limit above this is an impossible reading: ERROR naming it.", "W",
+        above=0, max=100_000
+    )
     power_limit_min_fraction: float = setting(
         1.0, "Enforced power limit below this fraction of the default limit WARNs (capped GPU).", "ratio",
         min=0, max=1

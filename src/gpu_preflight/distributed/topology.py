@@ -68,38 +68,62 @@ class Topology:
         return data
 
 
-def _int(env: Mapping[str, str], *names: str, default: int | None = None) -> int:
+MAX_JOB_NODES = 1 << 20  # SLURM_TASKS_PER_NODE "4(x1000000000)" must not become a billion-entry list
+_SHOWN = 80
+
+
+def shown(name: str, raw: object) -> str:
+    """``VAR=value`` as an error names it: control characters escaped, a long value cut."""
+    text = str(raw)
+    text = text if text.isprintable() else repr(text)
+    return f"{name}={text[:_SHOWN] + '...' if len(text) > _SHOWN else text}"
+
+
+def _int(env: Mapping[str, str], *names: str, default: int | None = None, low: int = 0,
+         high: int | None = None) -> int:
+    """The first of ``names`` that is set, as a whole number in ``[low, high]``.
+
+    Every count, rank and id a launcher sets is a non-negative number (node counts and
+    ports start at 1): a negative, zero or absurd value is refused here, naming it, instead
+    of dividing by it or indexing with it later.
+    """
     for name in names:
         raw = env.get(name)
         if raw not in (None, ""):
             try:
-                return int(str(raw).strip())
-            except ValueError as exc:
-                raise TopologyError(f"{name}={raw!r} is not an integer") from exc
+                value = int(str(raw).strip())
+            except ValueError:
+                raise TopologyError(f"{shown(name, raw)} (not an integer)") from None
+            if value < low or (high is not None and value > high):
+                bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+                raise TopologyError(f"{shown(name, raw)} (must be {bound})")
+            return value
     if default is None:
         raise TopologyError(f"none of {', '.join(names)} is set")
     return default
 
 
-def expand_hostlist(text: str) -> list[str]:
+def expand_hostlist(text: str, name: str = "SLURM_JOB_NODELIST") -> list[str]:
     """Slurm hostlist expansion (``gpu-[001-003,010],login1``) via python-hostlist."""
     import hostlist
 
     try:
         return list(hostlist.expand_hostlist(text))
     except hostlist.BadHostlist as exc:
-        raise TopologyError(f"bad Slurm hostlist {text!r}: {exc}") from exc
+        raise TopologyError(f"{shown(name, text)} (bad Slurm hostlist: {exc})") from None
 
 
 def slurm_tasks_per_node(text: str) -> list[int]:
-    """``SLURM_TASKS_PER_NODE`` (``"4(x2),2"``) → ``[4, 4, 2]``."""
-    counts: list[int] = []
+    """``SLURM_TASKS_PER_NODE`` (``"4(x2),2"``) → ``[4, 4, 2]``; more than ``MAX_JOB_NODES`` nodes is refused."""
+    groups: list[tuple[int, int]] = []
     for part in filter(None, text.split(",")):
-        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        m = re.fullmatch(r"(\d{1,12})(?:\(x(\d{1,12})\))?", part.strip())
         if not m:
-            raise TopologyError(f"bad SLURM_TASKS_PER_NODE {text!r}")
-        counts += [int(m.group(1))] * int(m.group(2) or 1)
-    return counts
+            raise TopologyError(f"{shown('SLURM_TASKS_PER_NODE', text)} (bad SLURM_TASKS_PER_NODE)")
+        groups.append((int(m.group(1)), int(m.group(2) or 1)))
+    if sum(repeat for _, repeat in groups) > MAX_JOB_NODES:
+        raise TopologyError(f"{shown('SLURM_TASKS_PER_NODE', text)} (more than {MAX_JOB_NODES} nodes)")
+    return [count for count, repeat in groups for _ in range(repeat)]
 
 
 def sagemaker_hosts(env: Mapping[str, str], resource_config: Path = SAGEMAKER_RESOURCE_CONFIG) -> tuple[list[str], str]:
@@ -108,9 +132,11 @@ def sagemaker_hosts(env: Mapping[str, str], resource_config: Path = SAGEMAKER_RE
     if hosts_raw and current:
         try:
             hosts = json.loads(hosts_raw)
-        except json.JSONDecodeError as exc:
-            raise TopologyError(f"SM_HOSTS is not a JSON list: {hosts_raw!r}") from exc
-        return [str(h) for h in hosts], current
+        except (ValueError, RecursionError):
+            hosts = None
+        if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
+            raise TopologyError(f"{shown('SM_HOSTS', hosts_raw)} (not a JSON list of host names)")
+        return hosts, current
     try:
         config = json.loads(resource_config.read_text())
         return [str(h) for h in config["hosts"]], str(config["current_host"])
@@ -137,9 +163,9 @@ def detect(env: Mapping[str, str], *, hostname: str | None = None,
 def _detect(env: Mapping[str, str], host: str, resource_config: Path) -> Topology:
     sm_hosts, sm_current = sagemaker_hosts(env, resource_config)
     slurm_hosts = expand_hostlist(env["SLURM_JOB_NODELIST"]) if env.get("SLURM_JOB_NODELIST") else (
-        expand_hostlist(env["SLURM_NODELIST"]) if env.get("SLURM_NODELIST") else [])
+        expand_hostlist(env["SLURM_NODELIST"], "SLURM_NODELIST") if env.get("SLURM_NODELIST") else [])
     hosts = sm_hosts or slurm_hosts
-    port = _int(env, "MASTER_PORT", default=DEFAULT_PORT)
+    port = _int(env, "MASTER_PORT", default=DEFAULT_PORT, low=1, high=65535)
 
     if env.get("TORCHELASTIC_RUN_ID") or all(k in env for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK")):
         local_world = _int(env, "LOCAL_WORLD_SIZE", default=1)
@@ -164,7 +190,8 @@ def _detect(env: Mapping[str, str], host: str, resource_config: Path) -> Topolog
             _int(env, "PMIX_NODE_RANK", default=0), max(1, world // max(local_world, 1)), host, tuple(hosts),
             env.get("MASTER_ADDR") or (hosts[0] if hosts else None), port))
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
-        nodes = _int(env, "SLURM_JOB_NUM_NODES", "SLURM_NNODES", default=len(slurm_hosts) or 1)
+        nodes = _int(env, "SLURM_JOB_NUM_NODES", "SLURM_NNODES", default=len(slurm_hosts) or 1, low=1,
+                     high=MAX_JOB_NODES)
         per_node = slurm_tasks_per_node(env.get("SLURM_TASKS_PER_NODE", "")) if env.get("SLURM_TASKS_PER_NODE") else []
         node_rank = _int(env, "SLURM_NODEID", default=0)
         local_world = per_node[node_rank] if node_rank < len(per_node) else _int(
@@ -173,7 +200,8 @@ def _detect(env: Mapping[str, str], host: str, resource_config: Path) -> Topolog
             "slurm", _int(env, "SLURM_NTASKS"), _int(env, "SLURM_PROCID"), _int(env, "SLURM_LOCALID", default=0),
             local_world, node_rank, nodes, host, tuple(slurm_hosts), env.get("MASTER_ADDR")
             or (slurm_hosts[0] if slurm_hosts else None),
-            _int(env, "MASTER_PORT", default=DEFAULT_PORT + int(env.get("SLURM_JOB_ID", "0") or 0) % 1000),
+            _int(env, "MASTER_PORT", default=DEFAULT_PORT + _int(env, "SLURM_JOB_ID", default=0) % 1000, low=1,
+                 high=65535),
             {"job_id": env.get("SLURM_JOB_ID")}))
     if "RANK" in env and "WORLD_SIZE" in env:  # Kubeflow PyTorchJob (one process per pod) or a plain env launch
         world, rank = _int(env, "WORLD_SIZE"), _int(env, "RANK")
@@ -184,7 +212,7 @@ def _detect(env: Mapping[str, str], host: str, resource_config: Path) -> Topolog
             _int(env, "NNODES", "PET_NNODES", default=world), host, tuple(hosts), env.get("MASTER_ADDR"), port))
     if sm_hosts:  # a SageMaker job without a distribution launcher: one process per host
         if sm_current not in sm_hosts:
-            raise TopologyError(f"SM_CURRENT_HOST {sm_current!r} is not in SM_HOSTS {sm_hosts}")
+            raise TopologyError(f"{shown('SM_CURRENT_HOST', sm_current)} (not in SM_HOSTS {sm_hosts[:8]})")
         node = sm_hosts.index(sm_current)
         return _checked(Topology("sagemaker", len(sm_hosts), node, 0, 1, node, len(sm_hosts), host,
                                  tuple(sm_hosts), env.get("MASTER_ADDR") or sm_hosts[0], port,
@@ -195,6 +223,8 @@ def _detect(env: Mapping[str, str], host: str, resource_config: Path) -> Topolog
 def _checked(topo: Topology) -> Topology:
     if topo.world_size < 1:
         raise TopologyError(f"world size {topo.world_size} < 1 ({topo.launcher})")
+    if topo.num_nodes < 1 or topo.local_world_size < 1:
+        raise TopologyError(f"{topo.num_nodes} nodes of {topo.local_world_size} processes each ({topo.launcher})")
     if not 0 <= topo.rank < topo.world_size:
         raise TopologyError(f"rank {topo.rank} outside world size {topo.world_size} ({topo.launcher})")
     if not 0 <= topo.local_rank < max(topo.local_world_size, 1):

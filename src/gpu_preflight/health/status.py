@@ -18,7 +18,7 @@ from dataclasses import field
 from typing import Any
 
 from ..fastclass import dataclass
-from ..ids import NVML_ID, RECOVERY_ACTION_ID
+from ..ids import NVML_ID, NVML_UNREADABLE_CODE, RECOVERY_ACTION_ID
 from ..model import Finding, NodeReport, Status
 
 CHECK_IDS = (NVML_ID, RECOVERY_ACTION_ID)
@@ -91,6 +91,8 @@ def _judge_finding(f: Finding) -> tuple[HealthState, str, str | None, str | None
         if f.status is Status.FAIL:
             return HealthState.UNHEALTHY, f.summary, None, f.recommendation
         if f.status in (Status.SKIP, Status.ERROR) and _gpu_index(f.subject) is None:
+            return HealthState.UNKNOWN, f.summary, None, None
+        if f.status is Status.ERROR and f.code == NVML_UNREADABLE_CODE:  # run's rule: nothing could be judged
             return HealthState.UNKNOWN, f.summary, None, None
         return None  # PASS, or NVML refusing unrelated readings of one GPU
     if f.status is Status.PASS:
