@@ -258,6 +258,20 @@ class PerfConfig:
     network_busbw_min_gbps: float | None = setting(
         None, "Inter-node all_reduce bus bandwidth floor (one rank per node) at the largest size.", "GB/s",
         above=0, max=100_000)
+    node_gpus: int | None = setting(
+        None, "GPUs per node on the profile's reference board: a saved nccl-tests log that lists no hosts is "
+              "taken as one node when its ranks fit in one, else as full nodes of this many GPUs (stated).",
+        "GPUs", min=1, max=1024)
+    network_nics_per_node: int | None = setting(
+        None, "NICs (EFA or InfiniBand ports) joining a node to the others on the profile's reference board; "
+              "with perf.network_nic_gbps, the bound a multi-node collective is judged against.", "NICs",
+        min=1, max=1024)
+    network_nic_gbps: float | None = setting(
+        None, "Line rate of one of those NICs.", "Gb/s", above=0, max=100_000)
+    network_busbw_min_fraction: float = setting(
+        0.5, "A multi-node nccl-tests run whose busbw is below this fraction of what the NICs allow for its "
+             "collective (NIC count x line rate, scaled by the collective's busbw factor; never above the "
+             "node-local floor) FAILs.", "ratio", above=0, max=1)
     node_link_min_gbps: float | None = setting(
         None, "Bidirectional node-to-node exchange floor (node 0 with each node); unset: judged by the median.",
         "GB/s", above=0, max=100_000)
@@ -287,20 +301,6 @@ class WorkloadConfig:
         min=1, max=64 << 30)
     collective_max_bytes_full_gpu: int = setting(8 << 30, "Largest collective message, full, GPUs.", "bytes",
         min=1, max=64 << 30)
-    node_gpus: int | None = setting(
-        None, "GPUs per node on the profile's reference board: a saved nccl-tests log that lists no hosts is "
-              "taken as one node when its ranks fit in one, else as full nodes of this many GPUs (stated).",
-        "GPUs", min=1, max=1024)
-    network_nics_per_node: int | None = setting(
-        None, "NICs (EFA or InfiniBand ports) joining a node to the others on the profile's reference board; "
-              "with perf.network_nic_gbps, the bound a multi-node collective is judged against.", "NICs",
-        min=1, max=1024)
-    network_nic_gbps: float | None = setting(
-        None, "Line rate of one of those NICs.", "Gb/s", above=0, max=100_000)
-    network_busbw_min_fraction: float = setting(
-        0.5, "A multi-node nccl-tests run whose busbw is below this fraction of what the NICs allow for its "
-             "collective (NIC count x line rate, scaled by the collective's busbw factor; never above the "
-             "node-local floor) FAILs.", "ratio", above=0, max=1)
     collective_max_bytes_cpu: int = setting(4 << 20, "Largest collective message on CPU workers.", "bytes",
         min=1, max=64 << 30)
     collective_iters: int = setting(10, "Timed iterations per collective size (GPUs; CPU uses 3).", min=1, max=10_000)
