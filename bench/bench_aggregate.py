@@ -82,53 +82,61 @@ def entry(op: str, group: str, scope: str, ranks: list[int], busbw: float) -> di
             "wrong": 0, "peak_bandwidth_gbps": busbw, "results": result_rows(busbw), "scope": scope}
 
 
+BASE = {"errors": [],
+        "stack": {"torch_version": "2.13.0", "torch_cuda": "12.8", "nccl_version": "2.27.3", "cudnn_version": 91000,
+                  "cuda_available": True, "device_count": 8, "cuda_init_error": None},
+        "gemm": [{"dtype": d, "n": 8192, "iters": 5, "tflops": t, "rel_error": 1e-3, "correct": True,
+                  "error": None} for d, t in (("bf16", 650.0), ("fp16", 640.0), ("tf32", 330.0), ("fp32", 55.0))],
+        "memory": {"device_copy_gbps": 4100.0, "h2d_gbps": 52.0, "d2h_gbps": 51.0, "pattern_bytes": 1 << 36,
+                   "pattern_errors": 0, "patterns": ["address", "0x55", "0xaa"], "error": None},
+        "train": {"mode": "single", "steps": 40, "loss_start": 2.4, "loss_end": 0.6, "finite": True,
+                  "improved": True, "params_identical": None, "param_digests": None, "error": None}}
+
+
+def node_texts(node: int, nodes: int, gpus: int, entry_text: str) -> dict[int, str]:
+    """The payload texts one node's ranks send (``RankPayload.to_json`` of what the runner fills)."""
+    world = nodes * gpus
+    world_ranks = list(range(world))
+    leaders = list(range(0, world, gpus))
+    base = dict(BASE, stack=dict(BASE["stack"], device_count=gpus))
+    texts: dict[int, str] = {}
+    for local in range(gpus):
+        rank = node * gpus + local
+        p: dict[str, Any] = dict(base, rank=rank, local_rank=local, node_rank=node, hostname=f"gpu{node:05d}",
+                                 node_name=f"gpu{node:05d}", device=f"cuda:{local}", collectives=[])
+        groups = [("all", "distributed", world_ranks, 180.0),
+                  (f"node{node}", "intra_node", list(range(node * gpus, (node + 1) * gpus)), 360.0)]
+        if nodes > 1:
+            groups.append(("inter0", "inter_node", leaders, 45.0))
+        for name, scope, ranks, bw in groups:
+            if rank == ranks[0]:  # the runner: a group's lowest rank reports its sweep
+                p["collectives"] += [entry(op, name, scope, ranks, bw) for op in OPS]
+        if rank == 0 and nodes > 1:
+            p["links"] = [{"pair": [0, peer], "bytes": 256 << 20, "iters": 10, "gbps": 47.0,
+                           "time_us": 11000.0, "wrong": 0} for peer in leaders[1:]]
+            p["ddp"] = {"mode": "ddp", "steps": 40, "loss_start": 2.4, "loss_end": 0.6, "finite": True,
+                        "improved": True, "params_identical": True, "param_digests": ["9f" * 32],
+                        "odd_ranks": [], "error": None}
+        text = json.dumps(p)
+        if local == 0:
+            text = text[:-1] + ', "node_entry": ' + entry_text.replace("node_0", f"node_{node}") + "}"
+        texts[rank] = text
+    return texts
+
+
 def gathered_input(nodes: int, gpus: int) -> tuple[dict[str, Any], float, int]:
     """What rank 0's ``gather`` returns for this cluster, the seconds ``json.loads`` took, and the bytes."""
     from gpu_preflight.distributed.runner import _bundle
 
     world = nodes * gpus
     entry_text = node_entry_text(gpus, nodes)
-    base = {"errors": [],
-            "stack": {"torch_version": "2.13.0", "torch_cuda": "12.8", "nccl_version": "2.27.3", "cudnn_version": 91000,
-                      "cuda_available": True, "device_count": gpus, "cuda_init_error": None},
-            "gemm": [{"dtype": d, "n": 8192, "iters": 5, "tflops": t, "rel_error": 1e-3, "correct": True,
-                      "error": None} for d, t in (("bf16", 650.0), ("fp16", 640.0), ("tf32", 330.0),
-                                                   ("fp32", 55.0))],
-            "memory": {"device_copy_gbps": 4100.0, "h2d_gbps": 52.0, "d2h_gbps": 51.0, "pattern_bytes": 1 << 36,
-                       "pattern_errors": 0, "patterns": ["address", "0x55", "0xaa"], "error": None},
-            "train": {"mode": "single", "steps": 40, "loss_start": 2.4, "loss_end": 0.6, "finite": True,
-                      "improved": True, "params_identical": None, "param_digests": None, "error": None}}
-    world_ranks = list(range(world))
-    leaders = list(range(0, world, gpus))
     payloads: dict[int, dict[str, Any]] = {}
     columns: list[dict[str, Any]] = []
     index: list[list[Any]] = []
     collectives: list[dict[str, Any]] = []
     size, decode_s = 0, 0.0
     for node in range(nodes):
-        texts: dict[int, str] = {}
-        for local in range(gpus):
-            rank = node * gpus + local
-            p: dict[str, Any] = dict(base, rank=rank, local_rank=local, node_rank=node, hostname=f"gpu{node:05d}",
-                                     node_name=f"gpu{node:05d}", device=f"cuda:{local}", collectives=[])
-            groups = [("all", "distributed", world_ranks, 180.0),
-                      (f"node{node}", "intra_node", list(range(node * gpus, (node + 1) * gpus)), 360.0)]
-            if nodes > 1:
-                groups.append(("inter0", "inter_node", leaders, 45.0))
-            for name, scope, ranks, bw in groups:
-                if rank == ranks[0]:  # the runner: a group's lowest rank reports its sweep
-                    p["collectives"] += [entry(op, name, scope, ranks, bw) for op in OPS]
-            if rank == 0 and nodes > 1:
-                p["links"] = [{"pair": [0, peer], "bytes": 256 << 20, "iters": 10, "gbps": 47.0,
-                               "time_us": 11000.0, "wrong": 0} for peer in leaders[1:]]
-                p["ddp"] = {"mode": "ddp", "steps": 40, "loss_start": 2.4, "loss_end": 0.6, "finite": True,
-                            "improved": True, "params_identical": True, "param_digests": ["9f" * 32],
-                            "odd_ranks": [], "error": None}
-            text = json.dumps(p)
-            if local == 0:
-                text = text[:-1] + ', "node_entry": ' + entry_text.replace("node_0", f"node_{node}") + "}"
-            texts[rank] = text
-        bundle = _bundle(texts, {})  # the node leader's one store value (runner.post_node_bundle)
+        bundle = _bundle(node_texts(node, nodes, gpus, entry_text), {})  # the node leader's one store value
         size += len(bundle)
         t0 = time.perf_counter()
         decoded = json.loads(bundle)  # rank 0's gather

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from gpu_preflight.distributed.gather import gather, post_node_bundle
+from gpu_preflight.distributed.liveness import Beats
 from gpu_preflight.distributed.store import PREFIX, STALE_S
 from gpu_preflight.distributed.topology import Topology
 from gpu_preflight.records.columns import unpack
@@ -27,8 +28,8 @@ dist = pytest.importorskip("torch.distributed")
 PER_NODE, NODES = 2, 2
 
 
-@pytest.fixture
-def store() -> Iterator[Any]:
+def open_store() -> Iterator[Any]:
+    """A real c10d TCPStore on a free loopback port, closed afterwards."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -37,16 +38,41 @@ def store() -> Iterator[Any]:
     del st
 
 
+@pytest.fixture
+def store() -> Iterator[Any]:
+    yield from open_store()
+
+
 def topo(rank: int) -> Topology:
     node, local = divmod(rank, PER_NODE)
     return Topology(launcher="torchrun", world_size=PER_NODE * NODES, rank=rank, local_rank=local,
                     local_world_size=PER_NODE, node_rank=node, num_nodes=NODES, hostname=f"h{node}")
 
 
-def rank_posts(store: Any, rank: int, *, alive: bool = True, payload: bool = True) -> None:
+class Clock:
+    """A reader's monotonic clock that the test moves on (no test waits out a stale time)."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def seen_still(store: Any, ranks: list[int]) -> Beats:
+    """Rank 0's view of the heartbeats when these ranks' beats have stood still for 3 x ``STALE_S``
+    (their beats read once, then that long passes on the reader's clock)."""
+    clock = Clock()
+    beats = Beats(clock=clock)
+    beats.read(store, ranks, PREFIX)
+    clock.now = 3 * STALE_S
+    return beats
+
+
+def rank_posts(store: Any, rank: int, *, payload: bool = True) -> None:
     node = rank // PER_NODE
     store.set(f"{PREFIX}/hello/{rank}", json.dumps({"hostname": f"h{node}", "node_name": f"h{node}"}))
-    store.set(f"{PREFIX}/beat/{rank}", str(time.time() if alive else time.time() - 3 * STALE_S))
+    store.set(f"{PREFIX}/beat/{rank}", f"1 {time.time():.3f} 1")
     if payload:
         gemm = [{"dtype": "bf16", "n": 8192, "tflops": 600.0 + rank, "correct": True, "rel_error": 1e-3,
                  "error": None}]
@@ -69,11 +95,11 @@ def test_every_rank_arrives_through_its_node_bundle(store: Any) -> None:
 def test_a_dead_leader_does_not_hide_its_nodes_other_ranks(store: Any) -> None:
     for r in (0, 1, 3):
         rank_posts(store, r)
-    rank_posts(store, 2, alive=False, payload=False)  # node 1's leader died before bundling
+    rank_posts(store, 2, payload=False)  # node 1's leader died before bundling
     post_node_bundle(store, topo(0), time.monotonic() + 5)
     start = time.monotonic()
-    got = gather(store, topo(0), time.monotonic() + 30)
-    assert time.monotonic() - start < 5  # the stale heartbeat is noticed, not the deadline waited out
+    got = gather(store, topo(0), time.monotonic() + 30, beats=seen_still(store, [2]))
+    assert time.monotonic() - start < 5  # the heartbeat that stood still is noticed, not the deadline waited out
     assert sorted(got["payloads"]) == [0, 1, 3]
     assert "gemm" in got["payloads"][3]  # read directly: rank 0 puts it in columns itself (ClusterFacts.columns)
     assert list(got["missing"]) == [2] and "rank 2 on h1 stopped answering" in got["missing"][2]
@@ -82,9 +108,9 @@ def test_a_dead_leader_does_not_hide_its_nodes_other_ranks(store: Any) -> None:
 def test_a_dead_rank_under_a_live_leader_is_named_in_the_bundle(store: Any) -> None:
     for r in (0, 1, 2):
         rank_posts(store, r)
-    rank_posts(store, 3, alive=False, payload=False)
+    rank_posts(store, 3, payload=False)
     store.set(f"{PREFIX}/progress/3", "all_reduce@all")
-    post_node_bundle(store, topo(2), time.monotonic() + 5)
+    post_node_bundle(store, topo(2), time.monotonic() + 5, beats=seen_still(store, [3]))
     post_node_bundle(store, topo(0), time.monotonic() + 5)
     got = gather(store, topo(0), time.monotonic() + 5)
     assert sorted(got["payloads"]) == [0, 1, 2]

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from gpu_preflight.distributed import watch as watch_mod
+from gpu_preflight.distributed.liveness import Beats
 from gpu_preflight.distributed.plan import Plan, steps_for
 from gpu_preflight.distributed.stages import Marks
 from gpu_preflight.distributed.store import PREFIX, STALE_S, get_text
@@ -207,8 +208,13 @@ def test_watch_names_the_hosts_the_reporting_rank_waits_for(store: Any) -> None:
 
 def test_watch_names_a_silent_rank_at_the_same_step_on_one_node(store: Any) -> None:
     for r in range(4):
-        play(store, shape(4, 4, r), UP_TO_ALL_REDUCE, beat_age_s=3 * STALE_S if r == 3 else 0.0)
-    now = JobWatch(store, shape(4, 4), Recorder()).tick()[-1]
+        play(store, shape(4, 4, r), UP_TO_ALL_REDUCE)
+    watch = JobWatch(store, shape(4, 4), Recorder())
+    clock = [0.0]  # the watcher's monotonic clock: it saw rank 3's beat 3 x STALE_S ago, unchanged since
+    watch.beats = Beats(clock=lambda: clock[0])
+    watch.beats.read(store, [3], PREFIX)
+    clock[0] = 3 * STALE_S
+    now = watch.tick()[-1]
     assert now.waiting == f"waiting for 1 of 4 ranks: rank 3 (silent {3 * STALE_S:.0f} s at collectives)"
 
 

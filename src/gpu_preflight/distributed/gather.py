@@ -12,104 +12,149 @@ import contextlib
 import json
 import time
 from collections.abc import Collection, Iterable
+from datetime import timedelta
 from typing import Any
 
+from .liveness import Beats, read_values, tracker
 from .payload import NodeBundle
 from .plan import node_ranks
-from .store import PREFIX, RDZV_NAMES_KEY, STALE_S, KVStore, get_text
+from .store import PREFIX, RDZV_NAMES_KEY, KVStore, clock_skews, get_text
 from .topology import Topology
 
-__all__ = ["collect", "gather", "names", "post_node_bundle"]
+__all__ = ["BUNDLED_ALL_KEY", "BUNDLED_KEY", "WAKE_S", "collect", "gather", "names", "post_node_bundle"]
+
+BUNDLED_KEY = f"{PREFIX}/bundled"  # "<node>," appended by each leader once its bundle is in the store
+BUNDLED_ALL_KEY = f"{PREFIX}/bundled_all"  # set by the leader whose bundle was the last one expected
+WAKE_S = 1.0  # a reader waiting on the store looks at the heartbeats of those it waits for this often
 
 
-def collect(store: KVStore, ranks: Iterable[int], deadline: float,
-            absent: Collection[int] = ()) -> tuple[dict[int, str], dict[int, str]]:
+def collect(store: KVStore, ranks: Iterable[int], deadline: float, absent: Collection[int] = (),
+            beats: Beats | None = None) -> tuple[dict[int, str], dict[int, str]]:
     """These ranks' payload texts as they arrive, and why each rank that did not arrive is missing
-    (it never joined the job, its heartbeat went stale, or the deadline passed). One pass when the
-    deadline is already past."""
+    (it never joined the job, its heartbeat stood still, or the deadline passed). One pass when the
+    deadline is already past.
+
+    The store tells when the payloads are in (a ``wait`` on their keys): no polling while they
+    come, and one read of all of them (``multi_get``). Heartbeats are read (``beats``, this
+    process's view by default) only when the wait ran out, every :data:`WAKE_S` seconds.
+    """
+    beats = beats if beats is not None else tracker(store)
     texts: dict[int, str] = {}
     missing: dict[int, str] = {}
-    pending = set(ranks)
+    pending = sorted(ranks)
     while pending:
-        for r in sorted(pending):
-            key = f"{PREFIX}/payload/{r}"
-            if store.check([key]):
-                texts[r] = bytes(store.get(key)).decode()
-                pending.discard(r)
-                continue
-            beat = get_text(store, f"{PREFIX}/beat/{r}")
-            if beat is None and r in absent:
-                missing[r] = "never joined the job (did not arrive before the process group was due)"
-                pending.discard(r)
-            elif beat is not None and time.time() - float(beat) > STALE_S:
-                missing[r] = f"stopped answering (last heartbeat {time.time() - float(beat):.0f} s ago)"
-                pending.discard(r)
-        if not pending or time.monotonic() >= deadline:
+        for r, text in zip(pending, read_values(store, [f"{PREFIX}/payload/{r}" for r in pending]), strict=True):
+            if text is not None:
+                texts[r] = text
+        pending = [r for r in pending if r not in texts]
+        missing.update(_dead(store, beats, pending, absent))
+        pending = [r for r in pending if r not in missing]
+        while pending and time.monotonic() < deadline:
+            try:
+                store.wait([f"{PREFIX}/payload/{r}" for r in pending],
+                           timedelta(seconds=min(WAKE_S, deadline - time.monotonic())))
+                break  # all in: read them
+            except Exception:  # the wait ran out: only the heartbeats are read until something changes
+                if any(beats.silent(r) for r in beats.read(store, pending, PREFIX)):
+                    break
+        if time.monotonic() >= deadline:
             break
-        time.sleep(0.2)
+    for r, text in zip(pending, read_values(store, [f"{PREFIX}/payload/{r}" for r in pending]), strict=True):
+        if text is not None:  # posted as the deadline passed
+            texts[r] = text
     for r in pending:
-        missing[r] = "did not report before the deadline"
+        if r not in texts:
+            missing[r] = "did not report before the deadline"
     return texts, missing
 
 
-def post_node_bundle(store: KVStore, topo: Topology, deadline: float, absent: Collection[int] = ()) -> None:
-    """Node leader: put the node's payloads in one store value (a :class:`NodeBundle`) for rank 0."""
-    texts, missing = collect(store, node_ranks(topo, topo.node_rank), deadline, absent)
+def _dead(store: KVStore, beats: Beats, ranks: list[int], absent: Collection[int]) -> dict[int, str]:
+    """Why each of these ranks will not report: it never joined, or its heartbeat stood still."""
+    out: dict[int, str] = {}
+    joined = [r for r in ranks if r not in absent]
+    beats.read(store, joined, PREFIX)
+    for r in ranks:
+        if r in absent and beats.read(store, [r], PREFIX)[r] is None:
+            out[r] = "never joined the job (did not arrive before the process group was due)"
+        elif beats.silent(r):
+            out[r] = f"stopped answering (no heartbeat for {beats.quiet_s(r) or 0:.0f} s)"
+    return out
+
+
+def post_node_bundle(store: KVStore, topo: Topology, deadline: float, absent: Collection[int] = (),
+                     beats: Beats | None = None) -> None:
+    """Node leader: put the node's payloads in one store value (a :class:`NodeBundle`) for rank 0,
+    then say so (:data:`BUNDLED_KEY`); the last leader expected wakes rank 0 (:data:`BUNDLED_ALL_KEY`)."""
+    texts, missing = collect(store, node_ranks(topo, topo.node_rank), deadline, absent, beats)
     store.set(f"{PREFIX}/node/{topo.node_rank}", NodeBundle.from_texts(texts, missing).to_json())
+    store.append(BUNDLED_KEY, f"{topo.node_rank},")
+    if int(store.add(f"{BUNDLED_KEY}_n", 1)) >= topo.num_nodes:
+        store.set(BUNDLED_ALL_KEY, "1")
     for r in texts:  # the bundle holds them now: the store's host keeps one copy, not two
         with contextlib.suppress(Exception):
             store.delete_key(f"{PREFIX}/payload/{r}")
 
 
-def gather(store: KVStore, topo: Topology, deadline: float, absent: Collection[int] = ()) -> dict[str, Any]:
+def gather(store: KVStore, topo: Topology, deadline: float, absent: Collection[int] = (),
+           beats: Beats | None = None) -> dict[str, Any]:
     """The reporting rank: collect every node's bundle; name ranks that died, stopped answering
     or never joined.
 
-    A node whose leader died (stale heartbeat), never joined, or never posted a bundle is read
-    rank by rank, so its surviving ranks still count. A rank that never said hello is named
-    from its node's other ranks, else from the launcher's view of the job
-    (:func:`~gpu_preflight.distributed.topology.launcher_node_names`).
+    Bundles are found from the leaders' list of posted nodes (:data:`BUNDLED_KEY`, one read)
+    and read together (``multi_get``) as they come; between reads rank 0 waits on
+    :data:`BUNDLED_ALL_KEY`, which the last leader sets, so the last bundle is read the moment
+    it lands. A node whose leader died (its heartbeat stood still), never joined, or never
+    posted a bundle is read rank by rank, so its surviving ranks still count. A rank that never
+    said hello is named from its node's other ranks, else from the launcher's view of the job
+    (:func:`~gpu_preflight.distributed.topology.launcher_node_names`). ``clock_skew``: each
+    rank's clock minus this rank's, as ``[low, high]`` seconds, from what the ranks measured.
     """
+    beats = beats if beats is not None else tracker(store)
     payloads: dict[int, dict[str, Any]] = {}
     missing: dict[int, str] = {}
-    columns: list[dict[str, Any]] = []
-    index: list[list[Any]] = []
-    collectives: list[dict[str, Any]] = []
+    bundles: dict[int, NodeBundle] = {}
     pending = set(range(topo.num_nodes))
+    seen, looked = 0, float("-inf")
 
     def take(texts: dict[int, str], why: dict[int, str]) -> None:
         payloads.update((r, json.loads(t)) for r, t in texts.items())
         missing.update(why)
 
     while pending:
-        for n in sorted(pending):
-            key = f"{PREFIX}/node/{n}"
-            if store.check([key]):
-                bundle = NodeBundle.from_dict(json.loads(store.get(key)))
-                payloads.update(bundle.payloads)
-                missing.update(bundle.missing)
-                columns.append(bundle.columns)
-                index.append(bundle.index)
-                collectives.append(bundle.collectives)
-                pending.discard(n)
+        posted = get_text(store, BUNDLED_KEY) or ""
+        fresh = [n for n in map(int, posted[seen:posted.rfind(",") + 1].split(",")[:-1]) if n in pending]
+        seen = posted.rfind(",") + 1
+        for n, text in zip(fresh, read_values(store, [f"{PREFIX}/node/{n}" for n in fresh]), strict=True):
+            if text is None:
                 continue
-            leader = node_ranks(topo, n)[0]
-            beat = get_text(store, f"{PREFIX}/beat/{leader}")
-            if (beat is None and leader in absent) or (beat is not None and time.time() - float(beat) > STALE_S):
-                take(*collect(store, node_ranks(topo, n), deadline, absent))
-                pending.discard(n)
-        if not pending or time.monotonic() >= deadline:
+            bundles[n] = bundle = NodeBundle.from_dict(json.loads(text))
+            payloads.update(bundle.payloads)
+            missing.update(bundle.missing)
+            pending.discard(n)
+        now = time.monotonic()
+        if pending and now - looked >= WAKE_S:
+            looked = now
+            leaders = {node_ranks(topo, n)[0]: n for n in sorted(pending)}
+            for leader in _dead(store, beats, list(leaders), absent):
+                take(*collect(store, node_ranks(topo, leaders[leader]), deadline, absent, beats))
+                pending.discard(leaders[leader])
+        left = deadline - time.monotonic()
+        if not pending or left <= 0:
             break
-        time.sleep(0.2)
+        with contextlib.suppress(Exception):  # the wait ran out: read what was posted meanwhile
+            store.wait([BUNDLED_ALL_KEY], timedelta(seconds=min(WAKE_S, left)))
     for n in sorted(pending):  # no bundle in time: whatever its ranks posted themselves
-        take(*collect(store, node_ranks(topo, n), time.monotonic(), absent))
+        take(*collect(store, node_ranks(topo, n), time.monotonic(), absent, beats))
     named = names(store, topo, [r for r in range(topo.world_size) if r in missing or r not in payloads])
     for r, why in list(missing.items()):
         progress = get_text(store, f"{PREFIX}/progress/{r}")
         missing[r] = (f"rank {r} on {named.get(r) or 'unknown host'} {why}"
                       + (f", last stage {progress}" if progress else ""))
+    skew = {r: [low, high] for r, (low, high) in clock_skews(store).items()}
+    ordered = [bundles[n] for n in sorted(bundles)]  # node order, whatever order they came in
     return {"payloads": payloads, "missing": missing, "names": named, "topology": topo.to_dict(),
-            "columns": columns, "index": index, "collectives": collectives}
+            "columns": [b.columns for b in ordered], "index": [b.index for b in ordered],
+            "collectives": [b.collectives for b in ordered], "clock_skew": skew}
 
 
 def names(store: KVStore, topo: Topology, ranks: list[int]) -> dict[int, str]:

@@ -127,21 +127,22 @@ EXIT_GRACE_S = 15.0  # a report exists: ranks still answering get this long to l
 
 
 class Liveness:
-    """Which workers still answer: a heartbeat younger than the runner's ``STALE_S``; a worker
-    with none yet is silent once rank 0 gave up waiting for it, or after ``join_s``."""
+    """Which workers still answer: a heartbeat seen changing within the runner's stale time; a
+    worker with none yet is silent once rank 0 gave up waiting for it, or after ``join_s``."""
 
     def __init__(self, store: Any, workers: int, join_s: float) -> None:
         self.store, self.workers, self.join_s = store, workers, join_s
         self.started = time.monotonic()
 
     def silent(self, rank: int) -> bool:
-        from .store import PREFIX, STALE_S, get_text
+        from .store import PREFIX, get_text, silent
 
-        beat = get_text(self.store, f"{PREFIX}/beat/{rank}")
-        if beat is None:
+        if silent(self.store, rank):  # its beat stood still, by our clock (:mod:`.liveness`)
+            return True
+        if get_text(self.store, f"{PREFIX}/beat/{rank}") is None:
             absent = get_text(self.store, f"{PREFIX}/formation")  # rank 0 gave up waiting for these
             return time.monotonic() - self.started > self.join_s or (absent is not None and rank in json.loads(absent))
-        return time.time() - float(beat) > STALE_S
+        return False
 
 
 def _watch(store: Any, workers: int, view: Any) -> Any:

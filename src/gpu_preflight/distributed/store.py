@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import sys
 import threading
@@ -19,16 +20,21 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Protocol, cast
 
+from .liveness import HEARTBEAT_S as HEARTBEAT_S
+from .liveness import STALE_S as STALE_S  # the shortest silence that makes a rank dead (longer in large jobs)
+from .liveness import Beat, Beats, beat_interval, tracker
 from .stages import PREFIX as PREFIX  # every key of the job lives under it
 from .topology import Topology
 
-__all__ = ["HEARTBEAT_S", "PREFIX", "RDZV_NAMES_KEY", "REPORTER_KEY", "STALE_S", "Heartbeat", "KVStore",
-           "connect_store", "form_group", "get_text", "local_pids", "silent", "wait_count", "wait_key"]
+__all__ = ["CLOCK_KEY", "HEARTBEAT_S", "PREFIX", "RDZV_NAMES_KEY", "REPORTER_KEY", "STALE_S", "Heartbeat", "KVStore",
+           "clock_skews", "connect_store", "form_group", "get_text", "local_pids", "silent", "wait_count", "wait_key"]
 
-HEARTBEAT_S = 1.0
-STALE_S = 10.0  # a rank whose heartbeat is this old is dead or stopped
 REPORTER_KEY = f"{PREFIX}/reporter"
 RDZV_NAMES_KEY = f"{PREFIX}/rendezvous_names"  # node rank -> host, as torchrun's rendezvous saw the job
+CLOCK_KEY = f"{PREFIX}/clock_skew"  # "<rank> <low> <high>" lines: each rank's clock minus rank 0's, bracketed
+ARRIVALS_KEY = f"{PREFIX}/arrivals"  # "<rank>," for each rank that arrived, in order
+ARRIVED_ALL_KEY = f"{PREFIX}/arrived_all"  # set by the rank whose arrival completed the job
+SKEW_BRACKETS = (3, 8)  # a rank publishes its clock skew after this many changes of rank 0's beat, and again after
 
 
 class KVStore(Protocol):
@@ -48,6 +54,10 @@ class KVStore(Protocol):
 
     def delete_key(self, key: str) -> bool: ...
 
+    def multi_get(self, keys: list[str]) -> list[bytes]: ...
+
+    def append(self, key: str, value: str) -> None: ...
+
 
 def get_text(store: KVStore, key: str) -> str | None:
     """The key's value, or None when it is not set or the store cannot be read."""
@@ -60,13 +70,17 @@ def get_text(store: KVStore, key: str) -> str | None:
 
 
 def silent(store: KVStore, rank: int) -> bool:
-    """The rank's heartbeat is older than ``STALE_S`` (a rank that never beat is not silent yet)."""
-    beat = get_text(store, f"{PREFIX}/beat/{rank}")
-    return beat is not None and time.time() - float(beat) > STALE_S
+    """This process has seen the rank's heartbeat stand still too long (:mod:`.liveness`: by its
+    own monotonic clock, never by comparing the rank's wall clock with ours). A rank that never
+    beat, or that this process reads for the first time, is not silent yet."""
+    beats = tracker(store)
+    beats.read(store, [rank], PREFIX)
+    return beats.silent(rank)
 
 
-def wait_key(store: KVStore, key: str, deadline: float, give_up: Callable[[], bool] | None = None) -> bool:
-    """Wait for ``key`` until ``deadline`` (monotonic), asking ``give_up()`` every couple of seconds.
+def wait_key(store: KVStore, key: str, deadline: float, give_up: Callable[[], bool] | None = None,
+             wake_s: float = 2.0) -> bool:
+    """Wait for ``key`` until ``deadline`` (monotonic), asking ``give_up()`` every ``wake_s`` seconds.
 
     The store notifies waiters, so thousands of ranks waiting cost the store's host nothing
     until the key is set; the periodic wake-up lets them notice a silent peer.
@@ -76,7 +90,7 @@ def wait_key(store: KVStore, key: str, deadline: float, give_up: Callable[[], bo
         if left <= 0:
             return False
         try:
-            store.wait([key], timedelta(seconds=min(2.0, left)))
+            store.wait([key], timedelta(seconds=min(wake_s, left)))
             return True
         except Exception:  # noqa: S110 - a timed-out wait: look at the peer, then wait again
             pass
@@ -107,16 +121,30 @@ def local_pids(store: KVStore, topo: Topology, ranks: list[int]) -> list[int]:
 
 
 class Heartbeat:
-    """A thread that stamps ``beat/<rank>`` in the store every second while the rank lives.
+    """A thread that stamps ``beat/<rank>`` in the store while the rank lives (:class:`~.liveness.Beat`).
+
+    Every second up to 2,000 ranks, less often above (:func:`~.liveness.beat_interval`), each
+    wait drawn between 0.75 and 1.25 intervals: the store's host takes a bounded number of
+    writes a second, spread rather than in bursts. The first beat is written before
+    :meth:`start` returns, so a rank that arrived has a beat to read. Ranks other than 0
+    also read rank 0's beat for their first few beats and publish their clock's skew against
+    it (:data:`CLOCK_KEY`), which the reporting rank reports.
 
     The store client has no timeout on sending: a rank whose link is cut blocks in it for
     as long as TCP retries (many minutes). A second thread watches the stamps and ends the
     process (exit 3, with the reason for the launcher) when none got through for
     ``lost_after_s``: the rest of the job has named it by then.
+
+    ``world_size``: the job's, for the interval (default: ``WORLD_SIZE`` from the launcher).
     """
 
-    def __init__(self, store: KVStore, rank: int, lost_after_s: float = 0.0, where: str = "") -> None:
+    def __init__(self, store: KVStore, rank: int, lost_after_s: float = 0.0, where: str = "",
+                 world_size: int | None = None) -> None:
         self.store, self.rank, self.lost_after_s, self.where = store, rank, lost_after_s, where
+        self.interval = beat_interval(world_size if world_size is not None else _env_world_size())
+        self.seq = 0
+        self.rank0 = Beats()
+        self.published: set[int] = set()
         self.stop = threading.Event()
         self.last_ok = time.monotonic()
         self.thread = threading.Thread(target=self._run, name="gp-heartbeat", daemon=True)
@@ -124,18 +152,34 @@ class Heartbeat:
 
     def start(self) -> None:
         self.last_ok = time.monotonic()
+        self.beat()
         self.thread.start()
         if self.lost_after_s > 0:
             self.watch.start()
 
+    def beat(self) -> None:
+        """Write the next beat; then, on a rank other than 0 still measuring, read rank 0's."""
+        self.seq += 1
+        self.store.set(f"{PREFIX}/beat/{self.rank}", Beat(self.seq, time.time(), self.interval).text())
+        self.last_ok = time.monotonic()
+        seen = self.rank0.seen.get(0)
+        if self.rank == 0 or (seen is not None and seen.brackets >= SKEW_BRACKETS[-1]):
+            return
+        self.rank0.read(self.store, [0], PREFIX)
+        seen = self.rank0.seen.get(0)
+        if seen is not None and seen.skew is not None and seen.brackets in SKEW_BRACKETS \
+                and seen.brackets not in self.published:
+            self.published.add(seen.brackets)
+            low, high = seen.skew  # rank 0's clock minus ours
+            self.store.append(CLOCK_KEY, f"{self.rank} {-high:.3f} {-low:.3f}\n")
+
     def _run(self) -> None:
-        while not self.stop.is_set():
+        jitter = random.Random(self.rank)  # noqa: S311 - spreading writes, not security
+        while not self.stop.wait(self.interval * jitter.uniform(0.75, 1.25)):
             try:
-                self.store.set(f"{PREFIX}/beat/{self.rank}", str(time.time()))
+                self.beat()
             except Exception:  # the store host may be gone at the very end of the run
                 return
-            self.last_ok = time.monotonic()
-            self.stop.wait(HEARTBEAT_S)
 
     def _watch(self) -> None:
         while not self.stop.wait(1.0):
@@ -148,6 +192,25 @@ class Heartbeat:
                 print(line, file=sys.stderr, flush=True)
                 write_error_file(line, 3)
                 os._exit(3)
+
+
+def _env_world_size() -> int:
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def clock_skews(store: KVStore) -> dict[int, tuple[float, float]]:
+    """Each rank's clock minus rank 0's as the ranks published it (:data:`CLOCK_KEY`), the latest per rank."""
+    out: dict[int, tuple[float, float]] = {}
+    for line in (get_text(store, CLOCK_KEY) or "").splitlines():
+        try:
+            rank, low, high = line.split()
+            out[int(rank)] = (float(low), float(high))
+        except ValueError:
+            continue
+    return out
 
 
 def connect_store(topo: Topology, timeout_s: float) -> KVStore:
@@ -165,6 +228,14 @@ def connect_store(topo: Topology, timeout_s: float) -> KVStore:
         wait_for_workers=False, timeout=timedelta(seconds=timeout_s)))
 
 
+def arrive(store: KVStore, topo: Topology) -> None:
+    """Register this rank's arrival; the last rank to arrive says so (:data:`ARRIVED_ALL_KEY`), so
+    rank 0 waits on one key instead of counting."""
+    store.append(ARRIVALS_KEY, f"{topo.rank},")
+    if int(store.add(f"{PREFIX}/arrived", 1)) >= topo.world_size:
+        store.set(ARRIVED_ALL_KEY, "1")
+
+
 def form_group(store: KVStore, topo: Topology, timeout_s: float) -> tuple[str | None, tuple[int, ...]]:
     """Arrival, then rank 0's decision: ``(None, ())`` when every rank arrived within the timeout,
     else why the process group is not formed and the ranks that never arrived.
@@ -173,19 +244,18 @@ def form_group(store: KVStore, topo: Topology, timeout_s: float) -> tuple[str | 
     others have given up on.
     """
     key = f"{PREFIX}/formation"
-    store.add(f"{PREFIX}/arrived", 1)
+    arrive(store, topo)
+    wake = 2 * beat_interval(topo.world_size)  # thousands of ranks waiting wake no more often than they beat
     if topo.rank == 0:
         deadline = time.monotonic() + timeout_s
         if topo.launcher == "torchrun" and topo.num_nodes > 1:  # read now: agents that fail soon leave it
             from .rendezvous_view import node_addresses
 
             store.set(RDZV_NAMES_KEY, json.dumps(node_addresses()))
-        while int(store.add(f"{PREFIX}/arrived", 0)) < topo.world_size and time.monotonic() < deadline:
-            time.sleep(0.1)
-        absent = [] if int(store.add(f"{PREFIX}/arrived", 0)) >= topo.world_size else [
-            r for r in range(topo.world_size) if not store.check([f"{PREFIX}/hello/{r}"])]
+        everyone = wait_key(store, ARRIVED_ALL_KEY, deadline)
+        absent = [] if everyone else sorted(set(range(topo.world_size)) - arrived(store))
         store.set(key, json.dumps(absent))
-    elif not wait_key(store, key, time.monotonic() + timeout_s + STALE_S, lambda: silent(store, 0)):
+    elif not wait_key(store, key, time.monotonic() + timeout_s + STALE_S, lambda: silent(store, 0), wake):
         never = () if store.check([f"{PREFIX}/hello/0"]) else (0,)
         return "process group not formed: rank 0 " + ("never arrived" if never else "went silent"), never
     absent = json.loads(bytes(store.get(key)).decode())
@@ -194,3 +264,8 @@ def form_group(store: KVStore, topo: Topology, timeout_s: float) -> tuple[str | 
         return (f"process group not formed: {len(absent)} rank(s) did not arrive within {timeout_s:g} s "
                 f"(ranks {shown})", tuple(absent))
     return None, ()
+
+
+def arrived(store: KVStore) -> set[int]:
+    """The ranks that arrived so far, from the one arrivals key (no read per rank)."""
+    return {int(r) for r in (get_text(store, ARRIVALS_KEY) or "").split(",") if r.strip().isdigit()}

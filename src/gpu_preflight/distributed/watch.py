@@ -17,9 +17,10 @@ from typing import Any
 
 from ..report.progress import StageState, StageView
 from .gather import names as host_names
+from .liveness import tracker
 from .plan import node_ranks
 from .stages import LABELS, PHASES, PHASES_KEY, SCAN_RANKS, describe, entered, order, phase_of, reached_key
-from .store import PREFIX, REPORTER_KEY, STALE_S, get_text
+from .store import PREFIX, REPORTER_KEY, get_text
 from .topology import Topology
 
 SCAN_EVERY_S = 2.0
@@ -40,6 +41,7 @@ class JobWatch:
         self.waiting, self.waiting_for, self.scanned_at = "", "", float("-inf")
         self.halt = threading.Event()
         self.thread: threading.Thread | None = None
+        self.beats = tracker(store)  # the heartbeats as this process saw them (shared with its gather)
 
     def start(self) -> JobWatch:
         self.thread = threading.Thread(target=self._run, name="gp-progress", daemon=True)
@@ -150,17 +152,15 @@ class JobWatch:
 
     def _scan_ranks(self, reporter: int, at: int, absent: set[int]) -> tuple[int, list[str]]:
         """Ranks behind the reporting rank's phase, or silent (a stopped rank looks like it is
-        where everyone is, but its heartbeat has stopped)."""
+        where everyone is, but its heartbeat has stood still, by this process's clock)."""
         held: list[tuple[int, str]] = []
-        for r in range(self.topo.world_size):
-            if r in absent:
-                continue
+        ranks = [r for r in range(self.topo.world_size) if r not in absent]
+        self.beats.read(self.store, ranks, PREFIX)
+        for r in ranks:
             step = get_text(self.store, f"{PREFIX}/progress/{r}")
-            beat = get_text(self.store, f"{PREFIX}/beat/{r}")
-            quiet_s = time.time() - float(beat) if beat is not None else 0.0
             where = describe(step)[0] if step else "not arrived"
-            if quiet_s > STALE_S:
-                held.append((r, f"silent {quiet_s:.0f} s at {where}"))
+            if self.beats.silent(r):
+                held.append((r, f"silent {self.beats.quiet_s(r) or 0:.0f} s at {where}"))
             elif r != reporter and order(step) < at:
                 held.append((r, where))
         if self.topo.num_nodes <= 1:
