@@ -181,3 +181,16 @@ def test_local_address_is_the_source_address_toward_the_master() -> None:
     assert local_address("127.0.0.1", 29500) == "127.0.0.1"
     assert local_address(None, None) is None
     assert local_address("no-such-host.invalid", 1) is None
+
+
+@pytest.mark.parametrize(("low", "high", "warned"), [
+    (0.2, 0.9, False), (0.9, 1.1, False), (1.0, 1.3, False), (1.01, 1.3, True),
+    (-1.3, -1.0, False), (-1.3, -1.01, True), (-31.0, -29.5, True), (-5.0, 5.0, False),
+])
+def test_clock_skew_beyond_the_setting_warns_naming_the_node(low: float, high: float, warned: bool) -> None:
+    """``system.clock_skew_warn_s`` (1 s): only a range wholly beyond it is a skew worth a WARN;
+    the node is named by its own name, never a position."""
+    g = renamed(gathered_cluster(3, 2), ["c", "a", "b"], ["a", "b", "c"], 2)
+    g["clock_skew"] = {1: [0.0, 0.1], 3: [low, high], 5: [0.05, 0.2]}
+    found = [f for f in _report(g)["findings"] if f["code"] == "clock_skew"]
+    assert [(f["status"], f["subject"]) for f in found] == ([("WARN", "a")] if warned else [])

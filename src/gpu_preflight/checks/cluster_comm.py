@@ -28,7 +28,8 @@ def completeness(ctx: CheckContext) -> Iterator[Finding]:
     FAIL for each rank that died, stopped answering (its heartbeat went stale) or did not
     report before the deadline, naming the rank, its host and the stage it was in. Hosts of
     the launcher's list that no reporting node claimed as its name are named too (FAIL beside
-    missing ranks, WARN when every rank reported: a listed host that took no part).
+    missing ranks, WARN when every rank reported: a listed host that took no part). A node whose
+    clock is off rank 0's by more than ``system.clock_skew_warn_s`` WARNs (``clock_skew``).
     """
     c = cluster(ctx)
     for rank, why in sorted(c.missing.items()):
@@ -45,9 +46,31 @@ def completeness(ctx: CheckContext) -> Iterator[Finding]:
                           observed=list(c.missing_hosts), expected="every listed host reports",
                           recommendation="Check those hosts (is the agent running, can it reach the rendezvous "
                                          "endpoint?); exclude them and re-run.")
+    yield from _clock_skew(ctx, c)
     if not c.missing and not c.missing_hosts:
         yield ctx.finding(Status.PASS, "cluster", "ok",
                           f"all {c.world_size} ranks on {c.num_nodes} node(s) reported", observed=c.world_size)
+
+
+def _clock_skew(ctx: CheckContext, c: ClusterView) -> Iterator[Finding]:
+    """WARN per node whose clock is off rank 0's by more than ``system.clock_skew_warn_s`` over the
+    whole range its heartbeats bracketed (:mod:`gpu_preflight.distributed.liveness`): the run judges
+    liveness on each reader's own clock, so skew costs no verdict, but it is a broken NTP setup."""
+    limit = ctx.config.system.clock_skew_warn_s
+    worst: dict[int, tuple[int, float, float]] = {}  # node -> its most skewed rank's range
+    for rank, (low, high) in sorted(c.clock_skew.items()):
+        if low > limit or high < -limit:
+            node = rank // max(c.local_world_size, 1)
+            off = min(abs(low), abs(high))
+            if node not in worst or off > min(abs(worst[node][1]), abs(worst[node][2])):
+                worst[node] = (rank, low, high)
+    for node, (rank, low, high) in sorted(worst.items()):
+        name = c.node_names.get(node, f"node{node}")
+        yield ctx.finding(Status.WARN, name, "clock_skew",
+                          f"{name}'s clock is {low:+.1f} to {high:+.1f} s off rank 0's (rank {rank})",
+                          observed=[round(low, 3), round(high, 3)], expected=f"within ±{limit:g} s", unit="s",
+                          recommendation="Fix time sync on that host (chronyc tracking / timedatectl): skewed "
+                                         "clocks misalign logs and break timeouts that compare hosts' times.")
 
 
 def _largest(entry: dict[str, Any]) -> dict[str, Any] | None:

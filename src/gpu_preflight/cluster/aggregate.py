@@ -44,7 +44,8 @@ def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
     return ClusterFacts(int(topo.get("world_size", 1)), num_nodes, per_node, payloads,
                         {int(r): why for r, why in gathered.get("missing", {}).items()}, names, node_facts,
                         list(gathered.get("columns") or []), list(gathered.get("index") or []),
-                        list(gathered.get("collectives") or []), missing_hosts)
+                        list(gathered.get("collectives") or []), missing_hosts,
+                        {int(r): (float(lo), float(hi)) for r, (lo, hi) in (gathered.get("clock_skew") or {}).items()})
 
 
 def _node_names(payloads: dict[int, dict[str, Any]], silent: dict[Any, Any], hosts: list[str], num_nodes: int,

@@ -167,6 +167,9 @@ class SystemConfig:
     disk_free_min_gib: float = setting(1.0, "Free space below this FAILs.", "GiB", min=0, max=1 << 20)
     disk_free_warn_gib: float = setting(10.0, "Free space below this WARNs.", "GiB", min=0, max=1 << 20)
     cpu_count_min: int = setting(1, "Fewer logical CPUs than this FAIL.", "CPUs", min=0, max=1 << 16)
+    clock_skew_warn_s: float = setting(
+        1.0, "A rank whose clock is off rank 0's by more than this (the whole measured range beyond it) WARNs: "
+             "NTP is broken, and logs and timeouts across hosts stop lining up.", "s", above=0, max=86_400)
     load_per_cpu_warn: float = setting(
         1.5, "1-minute load average per CPU above this WARNs (the host is busy).", "ratio", min=0, max=1000
     )

@@ -241,7 +241,8 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
         torch.cuda.set_device(device)
     plan = make_plan(config, opts.suite, cuda)
     store = connect_store(topo, timeout_s)  # results and heartbeats never depend on the process group
-    beat = Heartbeat(store, topo.rank, lost_after_s=timeout_s + 2 * STALE_S, where=topo.node_name)
+    beat = Heartbeat(store, topo.rank, lost_after_s=timeout_s + 2 * STALE_S, where=topo.node_name,
+                     world_size=topo.world_size)
     run = RankRun(topo, {"rank": topo.rank, "local_rank": topo.local_rank, "node_rank": topo.node_rank,
                          "hostname": topo.hostname or socket.gethostname(), "node_name": topo.node_name,
                          "device": str(device)},

@@ -59,6 +59,7 @@ class ClusterView:
     node_index: list[list[Any]] = field(default_factory=list)  # leaders' [rank, node, local_rank, on_gpu] rows
     node_collectives: list[dict[str, Any]] = field(default_factory=list)  # leaders' {"groups", "failures"}
     missing_hosts: list[str] = field(default_factory=list)  # the launcher's hosts no node claimed as its name
+    clock_skew: dict[int, tuple[float, float]] = field(default_factory=dict)  # rank -> its clock minus rank 0's
     _names: RankNames | None = field(default=None, init=False, repr=False, compare=False)
 
     @functools.cached_property
