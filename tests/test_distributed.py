@@ -17,6 +17,7 @@ import pytest
 
 from .conftest import REPO
 from .fault_hooks import fault_env
+from .netns_run import layout
 
 BASE_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_PREFLIGHT_", "RANK", "LOCAL_RANK",
                                                                        "WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_"))}
@@ -86,9 +87,13 @@ def test_torchrun_standalone(ranks: int) -> None:
 
 
 def test_two_torchrun_agents_on_loopback_as_two_nodes(tmp_path: Path) -> None:
+    """Two agents on one machine told apart by ``GPU_PREFLIGHT_NODE_NAME``, started in a shuffled
+    order with shuffled names under SageMaker's host list: each node section carries its own name."""
+    where = layout(2)
     procs, files = [], []
-    for node in range(2):
-        env = {**BASE_ENV, "GPU_PREFLIGHT_NODE_NAME": f"node{node}"}
+    for node in [i - 1 for i in where.order]:
+        env = {**BASE_ENV, "GPU_PREFLIGHT_NODE_NAME": where.name(node + 1), "SM_HOSTS": '["host1", "host2"]',
+               "SM_CURRENT_HOST": where.name(node + 1)}
         # Files, not pipes: whichever agent holds rank 0 prints a report larger than a pipe's 64 KiB,
         # and pipes read one after the other would leave it blocked on a full pipe.
         out, err = (tmp_path / f"node{node}.out").open("w+"), (tmp_path / f"node{node}.err").open("w+")
@@ -111,7 +116,9 @@ def test_two_torchrun_agents_on_loopback_as_two_nodes(tmp_path: Path) -> None:
     report = json.loads(next(o for o, _ in outs if o.strip()))
     assert report["cluster_info"]["cluster_topology"]["total_nodes"] == 2
     names = {n["node_info"]["current_host"] for n in report["nodes"].values()}
-    assert names == {"node0", "node1"}
+    assert names == {"host1", "host2"}
+    for section in report["nodes"].values():  # the name each agent gave, whatever its node rank
+        assert section["node_info"]["identity"]["name"] == section["node_info"]["current_host"]
     link = findings(report, "network.node_links")
     assert link and link[0]["status"] == "PASS"
     assert findings(report, "cluster.consistency")[0]["status"] in ("PASS", "WARN")
