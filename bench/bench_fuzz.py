@@ -1,7 +1,9 @@
 """The long hostile-input fuzz run: every fixture cut at every line, garbled many times.
 
-Prints ``tried / survived / false PASS / hang / crash / memory`` overall and per
-fixture, then the first cases of each bad outcome. ``survived`` counts cases that ended
+Prints ``tried / survived / false PASS / hang / crash / memory / wrong`` overall and per
+fixture, then the first cases of each bad outcome. Every command that takes a file path is
+also fed a FIFO, ``/dev/zero``, a directory and a 1 GiB sparse file (``tests/path_cases.py``):
+``wrong`` counts an exit other than 3 or an error line that does not name the path. ``survived`` counts cases that ended
 without crash, hang or memory blow-up; ``false PASS`` counts failing fixtures judged PASS
 after a cut or damage (formats without an end marker — dmesg, lspci, ``nvlink -s``,
 ``ibstatus`` — can do this by nature: a log cut before its Xid line is a clean log).
@@ -25,7 +27,7 @@ from _selfcheck import require
 
 
 def main() -> int:
-    require("bench_fuzz", "gpu_preflight", "tests.fuzz_engine")
+    require("bench_fuzz", "gpu_preflight", "tests.fuzz_engine", "tests.path_cases")
     from tests.fuzz_engine import config_cases, evidence_cases, replay_cases, run_case, run_config, run_replay
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -55,21 +57,43 @@ def main() -> int:
             totals[outcome] += 1
             per_source["--config site.toml"][outcome] += 1
             examples[outcome].append(f"config {what}: {detail}")
+        for name, kind, outcome, detail in path_outcomes(Path(tmp)):
+            totals[outcome] += 1
+            per_source[f"path: {name}"][outcome] += 1
+            examples[outcome].append(f"{name} on {kind}: {detail}")
     print(_line("total", totals))
     for source, counts in sorted(per_source.items()):
         print(_line(source, counts))
-    for outcome in ("false_pass", "hang", "crash", "memory"):
+    for outcome in ("false_pass", "hang", "crash", "memory", "wrong"):
         for example in examples[outcome][:10]:
             print(f"  {outcome}: {example}")
     print(f"elapsed {time.perf_counter() - started:.1f} s")
-    return 1 if totals["crash"] or totals["hang"] or totals["memory"] else 0
+    return 1 if totals["crash"] or totals["hang"] or totals["memory"] or totals["wrong"] else 0
+
+
+def path_outcomes(tmp: Path) -> list[tuple[str, str, str, str]]:
+    """Every command that takes a path, on a FIFO, /dev/zero, a directory and a 1 GiB sparse file
+    (``tests/path_cases.py``): (command, kind, outcome, detail); ``wrong`` is an exit other than 3
+    or an error that does not name the path."""
+    from tests.path_cases import COMMANDS, KINDS, hostile_path, run_command
+
+    out = []
+    for name in sorted(COMMANDS):
+        for kind in KINDS:
+            where = tmp / f"paths-{len(out)}"
+            where.mkdir()
+            with hostile_path(kind, where) as path:
+                outcome, detail = run_command(name, path, where)
+            out.append((name, kind, outcome, detail))
+    return out
 
 
 def _line(name: str, counts: collections.Counter[str]) -> str:
     tried = sum(counts.values())
-    survived = tried - counts["crash"] - counts["hang"] - counts["memory"]
+    survived = tried - counts["crash"] - counts["hang"] - counts["memory"] - counts["wrong"]
     return (f"{name:48} tried {tried:5}  survived {survived:5}  false PASS {counts['false_pass']:4}  "
-            f"hang {counts['hang']:3}  crash {counts['crash']:3}  memory {counts['memory']:3}")
+            f"hang {counts['hang']:3}  crash {counts['crash']:3}  memory {counts['memory']:3}  "
+            f"wrong {counts['wrong']:3}")
 
 
 if __name__ == "__main__":

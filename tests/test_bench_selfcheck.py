@@ -13,7 +13,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 BENCHES = ["bench_aggregate.py", "bench_allreduce.py", "bench_fuzz.py", "bench_gemm.py", "bench_localize.py",
            "bench_monitor.py", "bench_node_live.py", "bench_node_run.py", "bench_run_vs_torchrun.py",
-           "bench_sampler.py", "bench_server.py", "bench_end_of_run.py", "bench_field.py"]
+           "bench_sampler.py", "bench_server.py", "bench_end_of_run.py", "bench_field.py",
+           "bench_history_import.py"]
 sys.path.insert(0, str(REPO / "bench"))
 
 from _selfcheck import Ran, timed  # noqa: E402

@@ -1,10 +1,10 @@
 """bytecache: results kept beside the bytecode, reused only for the very text they came from.
 
-The cache must never change an outcome: what a kept method or TOML text gives is what the
-standard library gives for the same text; a file that is corrupt, of another Python, too
+The cache must never change an outcome: what a kept method gives is what the standard
+library gives for the same text; a file that is corrupt, of another Python, too
 big, a symbolic link or swapped for one is ignored (read) or replaced, never written
 through; nothing is written where Python writes no bytecode; a second process compiles
-and parses nothing the first one kept.
+nothing the first one kept; no configuration text is kept at all.
 """
 
 from __future__ import annotations
@@ -157,16 +157,14 @@ def test_the_oldest_entries_go_first(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert [again.get(f"t{i}") for i in range(5)] == [None, None, 2, 3, 4]
 
 
-def test_parse_toml_keeps_results_not_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parse_toml_keeps_nothing(tmp_path: Path) -> None:
+    """Configuration text is parsed every time and kept nowhere (a site file may hold a password)."""
     from gpu_preflight.config import loader
 
-    monkeypatch.setattr(loader, "_TOML_KEPT", KeptFile(str(tmp_path / "kept.toml")))
+    assert not hasattr(loader, "_TOML_KEPT")
     text = '[gpu]\nexpected_count = 8\nwhen = 2026-01-01T00:00:00Z\n'
     assert parse_toml(text, "a.toml")["gpu"]["expected_count"] == 8
-    assert parse_toml(text, "a.toml")["gpu"]["when"].year == 2026  # not keepable: parsed again, same answer
-    plain = "[gpu]\nexpected_count = 4\n"
-    assert parse_toml(plain, "b.toml") == parse_toml(plain, "b.toml") == {"gpu": {"expected_count": 4}}
-    assert loader._TOML_KEPT.get(plain) == {"gpu": {"expected_count": 4}}
+    assert parse_toml(text, "a.toml")["gpu"]["when"].year == 2026
     for _ in range(2):
         with pytest.raises(ConfigError) as err:
             parse_toml("[gpu]\nexpected_count = = 4\n", "c.toml")
@@ -211,21 +209,19 @@ def _run(code: str, env: dict[str, str]) -> dict[str, Any]:
 
 @needs_create_fn
 def test_a_second_process_compiles_and_parses_nothing(tmp_path: Path) -> None:
-    """End to end, as an installed package runs: the first run keeps, the next ones only read."""
+    """End to end, as an installed package runs: the first run keeps methods, the next ones only read;
+    TOML is parsed by every run and kept nowhere."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(PYTHONPYCACHEPREFIX=str(tmp_path / "pyc"), PYTHONPATH=str(ROOT / "src"))
     code = ("import json, sys, gpu_preflight.config as c, gpu_preflight.config.profiles as p\n"
             "from gpu_preflight.bytecache import METHODS\n"
-            "from gpu_preflight.config import loader\n"
             "p.shipped_profiles(); c.build_config()\n"
-            "print(json.dumps({'methods': METHODS.store.added, 'toml': loader._TOML_KEPT.added,"
-            " 'tomllib': 'tomllib' in sys.modules}))\n")
+            "print(json.dumps({'methods': METHODS.store.added, 'tomllib': 'tomllib' in sys.modules}))\n")
     first = _run(code, env)
-    assert first["methods"] > 20 and first["toml"] >= 9 and first["tomllib"]
+    assert first["methods"] > 20 and first["tomllib"]
     kept_files = sorted(p.name for p in (tmp_path / "pyc").rglob("bytecache.*") if not p.name.endswith(".pyc"))
-    assert kept_files == [f"bytecache.{sys.implementation.cache_tag}.methods",
-                          f"bytecache.{sys.implementation.cache_tag}.toml"]
-    assert _run(code, env) == {"methods": 0, "toml": 0, "tomllib": False}
+    assert kept_files == [f"bytecache.{sys.implementation.cache_tag}.methods"]
+    assert _run(code, env) == {"methods": 0, "tomllib": True}
     quiet = tmp_path / "quiet"
     _run(code, {**env, "PYTHONPYCACHEPREFIX": str(quiet), "PYTHONDONTWRITEBYTECODE": "1"})
     assert not quiet.exists() or not list(quiet.rglob("bytecache.*"))

@@ -32,6 +32,7 @@ from .fuzz_engine import (
     run_config,
     run_replay,
 )
+from .path_cases import COMMANDS, KINDS, hostile_path, run_command
 
 TIME_S, MEMORY_MIB = 10.0, 256.0
 NO_END_MARKER = ("dmesg-", "lspci-", "nvlink", "ibstatus-")
@@ -165,4 +166,18 @@ def test_malformed_launcher_environments_exit_3_in_one_line() -> None:
                              env={**launcher_free_environ(), **env}, capture_output=True, text=True, timeout=120)
         if out.returncode != 3 or not out.stderr.startswith(PLACE) or out.stderr.count("\n") != 1:
             problems.append((env, out.returncode, out.stderr[-300:]))
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_that_takes_a_path_refuses_what_is_not_a_file(command: str, tmp_path: Path) -> None:
+    """A FIFO, /dev/zero, a directory and a 1 GiB sparse file: exit 3 and one line naming the path, at once."""
+    problems = []
+    for kind in KINDS:
+        tmp = tmp_path / kind.replace("/", "_").replace(" ", "_")
+        tmp.mkdir()
+        with hostile_path(kind, tmp) as path:
+            outcome, detail = run_command(command, path, tmp)
+        if outcome != "ok":
+            problems.append((kind, outcome, detail))
     assert not problems, problems

@@ -313,9 +313,10 @@ BAD_REQUESTS = [
     (b"GET /healthz HTTP/1.1\r\nX-Big: " + b"b" * 9000 + b"\r\n\r\n", 431),
     (b"GET /healthz HTTP/1.1\r\n" + b"".join(b"X-H%d: %s\r\n" % (i, b"v" * 60) for i in range(200)) + b"\r\n",
      431),
-    (b"GET /healthz HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n", 413),
-    (b"GET /healthz HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 413),
-    (b"POST /readyz HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", 405),
+    (b"GET /healthz HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n", 400),  # a body: refused (issue 28)
+    (b"GET /healthz HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+    (b"POST /readyz HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", 400),
+    (b"POST /readyz HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405),
 ]
 
 
@@ -679,8 +680,8 @@ def test_readiness_and_liveness_rules_fail_closed() -> None:
     assert readiness(snap(report=None, error="node checks did not finish"), now_mono=101.0,
                      **rule)[1] == ["node checks did not finish"]
 
-    fine = AliveSample(progress=1000.0, sampled_mono=100.0)
-    live = {"now": 1001.0, "now_mono": 100.5, "timeout_s": 5.0, "sampler_alive": True, "loop_alive": True,
+    fine = AliveSample(progress=1000.0, sampled_mono=100.0, progress_mono=99.0)
+    live = {"now_mono": 100.5, "timeout_s": 5.0, "sampler_alive": True, "loop_alive": True,
             "loop_busy_for": None, "tick_deadline_s": 3.0}
     assert liveness(fine, **live)[0] is True
     assert "not running" in liveness(fine, **{**live, "loop_alive": False})[1][0]
@@ -688,4 +689,5 @@ def test_readiness_and_liveness_rules_fail_closed() -> None:
     assert liveness(fine, **{**live, "loop_busy_for": 2.0})[0] is True
     assert "no longer sampled" in liveness(fine, **{**live, "sampler_alive": False})[1][0]
     assert "no longer sampled" in liveness(fine, **{**live, "now_mono": 110.0})[1][0]
-    assert "no progress" in liveness(fine, **{**live, "now": 1010.0})[1][0]
+    silent = AliveSample(1000.0, 104.0, None, 99.0)  # progress made at 99.0 on the monotonic clock
+    assert "no progress for 5.5 s" in liveness(silent, **{**live, "now_mono": 104.5})[1][0]

@@ -1,10 +1,11 @@
 """Reading files a user names, without blocking or running out of memory.
 
 Every command that takes a path (``judge``, ``parse``, ``--config``, ``--replay``,
-``--kernel-log``, ``report render``) reads it through here, because a path may name a
-FIFO (``open`` blocks until a writer appears, forever in a script), a character device
-(``/dev/zero`` never ends, so reading it "whole" ends in ``MemoryError``), a directory,
-or a regular file far larger than any tool output. So:
+``--kernel-log``, ``report render``, ``history import``/``check``, ``baseline capture``,
+``slurm healthcheck --result-file``, ``slurm drain-report``, ``k8s``) reads it through
+here, because a path may name a FIFO (``open`` blocks until a writer appears, forever in a
+script), a character device (``/dev/zero`` never ends, so reading it "whole" ends in
+``MemoryError``), a directory, or a regular file far larger than any tool output. So:
 
 - only a regular file, or standard input (``-``), is read; anything else is refused
   before a byte is read. The file is opened with ``O_NONBLOCK`` so that even opening a
@@ -39,13 +40,19 @@ from typing import Any, BinaryIO
 
 __all__ = [
     "CONFIG_LIMIT", "EVIDENCE_LIMIT", "JSON_MAX_DEPTH", "REPORT_LIMIT", "SNAPSHOT_LIMIT", "STREAM_LIMIT", "InputError",
+    "InputMissing",
     "decode", "iter_chunks", "iter_lines", "load_json", "nesting_depth", "parse_json", "read_bytes", "read_text",
 ]
 
 MiB = 1024 * 1024
 EVIDENCE_LIMIT = 256 * MiB  # a saved tool output read whole (judge, parse of table/XML/JSON kinds)
 STREAM_LIMIT = 4 * 1024 * MiB  # a streamed log (dmesg, nccl-tests, --kernel-log): about a minute of reading
-REPORT_LIMIT = 256 * MiB  # a gpu-preflight JSON report (report render)
+# A gpu-preflight JSON report (report render, history, slurm drain-report): what we write we
+# must read back. A 100,000-node report is ~300 MiB as a large run writes it (issue 28) and
+# ~1.1 GB with every node's full detail (tests/large_report.py); like every whole read it is
+# held in memory once parsed. A file that does not start as JSON is refused at its first
+# chunk, so a sparse or zero-filled file of any size costs one read.
+REPORT_LIMIT = 2048 * MiB
 SNAPSHOT_LIMIT = 64 * MiB  # an NVML snapshot (--replay): a few hundred KB per GPU
 CONFIG_LIMIT = 1 * MiB  # a site config file or profile: a few KB in practice
 JSON_MAX_DEPTH = 64  # deeper than any file gpu-preflight writes (reports nest about 8 levels)
@@ -59,6 +66,11 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character de
 
 class InputError(ValueError):
     """A path (or standard input) that cannot be read as the caller needs: one line naming it."""
+
+
+class InputMissing(InputError):
+    """The path does not exist: a caller for which "nothing there yet" is its own answer
+    (a Slurm health check before the first result) tells it apart from a bad file."""
 
 
 def read_bytes(path: str | Path, *, limit: int, what: str = "input") -> bytes:
@@ -125,8 +137,19 @@ def iter_chunks(path: str | Path, *, limit: int, what: str = "input", size: int 
 
 
 def load_json(path: str | Path, *, limit: int, what: str = "JSON file", max_depth: int = JSON_MAX_DEPTH) -> Any:
-    """A JSON file read through :func:`read_text` and :func:`parse_json`."""
-    return parse_json(read_text(path, limit=limit, what=what), str(path), what=what, max_depth=max_depth)
+    """A JSON file read as :func:`read_text` reads it and decoded by :func:`parse_json`.
+
+    Its first chunk must start as JSON text does (after a BOM and white space: an object,
+    array, string, number or literal): a file of zeros or binary data is refused there,
+    before the rest of a file of up to ``limit`` bytes is read into memory.
+    """
+    name = str(path)
+    if name == "-":
+        data = _read_capped(sys.stdin.buffer, limit, what, "standard input", json_start=True)
+    else:
+        with _open_regular(name, limit, what) as fh:
+            data = _read_capped(fh, limit, what, name, json_start=True)
+    return parse_json(decode(data, name, what=what), name, what=what, max_depth=max_depth)
 
 
 def parse_json(text: str, name: str = "input", *, what: str = "JSON", max_depth: int = JSON_MAX_DEPTH) -> Any:
@@ -184,6 +207,8 @@ def _label(name: str) -> str:
 def _open_regular(name: str, limit: int, what: str) -> BinaryIO:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError as exc:
+        raise InputMissing(f"{name}: cannot read {what}: {exc.strerror or exc}") from None
     except OSError as exc:
         raise InputError(f"{name}: cannot read {what}: {exc.strerror or exc}") from None
     try:
@@ -199,7 +224,19 @@ def _open_regular(name: str, limit: int, what: str) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
-def _read_capped(fh: BinaryIO, limit: int, what: str, name: str) -> bytes:
+_JSON_START = frozenset(b'{["-0123456789tfn')
+
+
+def _refuse_non_json(chunk: bytes, name: str, what: str) -> None:
+    """Refuse a first chunk that cannot begin a JSON text (a UTF-16/32 one is left to :func:`decode`)."""
+    if any(chunk.startswith(bom) for bom, _ in _WIDE_BOMS):
+        return
+    text = chunk.removeprefix(codecs.BOM_UTF8).lstrip(b" \t\r\n")
+    if text and text[0] not in _JSON_START:
+        raise InputError(f"{_label(name)}: {what} is not valid JSON: it starts with byte 0x{text[0]:02x}")
+
+
+def _read_capped(fh: BinaryIO, limit: int, what: str, name: str, *, json_start: bool = False) -> bytes:
     chunks: list[bytes] = []
     total = 0
     while True:
@@ -211,6 +248,8 @@ def _read_capped(fh: BinaryIO, limit: int, what: str, name: str) -> bytes:
             raise InputError(f"{name}: cannot read {what}: {exc.strerror or exc}") from None
         if not chunk:
             return b"".join(chunks)
+        if json_start and not chunks:
+            _refuse_non_json(chunk, name, what)
         chunks.append(chunk)
         total += len(chunk)
         if total > limit:

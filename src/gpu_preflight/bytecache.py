@@ -1,22 +1,28 @@
-"""What a run derives from our own text, compiled or parsed once per installation and kept beside the bytecode.
+"""What a run derives from our own source code, compiled once per installation and kept beside the bytecode.
 
 Why: a node check is a short process started on every node of every job, and part of its
-start-up was work whose result only changes when its input text does: on Python 3.11 and
+start-up was work whose result only changes when our source does: on Python 3.11 and
 3.12 the standard library compiles each dataclass's generated ``__init__`` (and a frozen
 class's ``__setattr__``/``__delattr__``) from source text whenever the class's module is
-imported (~170 compiles, 20-25 ms of a ~170 ms node check), and the shipped TOML files
-(nine GPU profiles, the Xid policy) were parsed by ``tomllib`` every run (~6 ms with its
-import). Python already keeps the compiled form of a module in ``__pycache__``; this
-keeps those results next to it, the same way:
+imported (~170 compiles, 20-25 ms of a ~170 ms node check). Python already keeps the
+compiled form of a module in ``__pycache__``; this keeps those results next to it, the
+same way.
+
+Only what is made from our own code is kept, never what is made from a user's files:
+an earlier version also kept every TOML text it parsed (``bytecache.<tag>.toml``), and a
+site's 0600 config with an MLflow password ended up in that world-readable file, for as
+long as the installation lasted. Configuration is parsed every run (~6 ms), and a
+``.toml`` file such a version left in our ``__pycache__`` is removed at start-up
+(:func:`remove_stale`).
 
 * one file per kind, ``__pycache__/bytecache.cpython-3XX.<kind>`` (the place
   :func:`importlib.util.cache_from_source` gives, so ``PYTHONPYCACHEPREFIX`` is honoured),
   starting with the interpreter's bytecode magic number and this module's format version:
   another Python's file, or one an older version wrote, is not read;
-* each entry is keyed by the exact text it was made from (a method's source, a TOML file's
-  content) and holds the result :mod:`marshal`-ed: a changed text is a new key, so an entry
-  is only ever reused for the very text it came from, and every lookup unmarshals a fresh
-  object (a caller that changes what it got changes nothing kept);
+* each entry is keyed by the exact text it was made from (a method's source) and holds
+  the result :mod:`marshal`-ed: a changed text is a new key, so an entry is only ever
+  reused for the very text it came from, and every lookup unmarshals a fresh object (a
+  caller that changes what it got changes nothing kept);
 * a file is written only where Python writes bytecode (not under
   ``PYTHONDONTWRITEBYTECODE``, not where ``__pycache__`` is missing), once, at exit, by a
   process that made something new: a temporary created ``O_EXCL | O_NOFOLLOW`` and renamed
@@ -42,7 +48,7 @@ from contextlib import suppress
 from types import CodeType
 from typing import Any
 
-__all__ = ["MAX_BYTES", "MAX_ENTRIES", "METHODS", "KeptFile", "MethodCache", "kept", "kept_file"]
+__all__ = ["MAX_BYTES", "MAX_ENTRIES", "METHODS", "KeptFile", "MethodCache", "kept", "kept_file", "remove_stale"]
 
 MAX_BYTES = 8 << 20  # ~170 methods take ~350 kB
 MAX_ENTRIES = 4096
@@ -152,7 +158,7 @@ def _ours(st: os.stat_result) -> bool:
 
 
 def kept_file(kind: str) -> KeptFile:
-    """The kept results of one kind (``methods``, ``toml``); one without a file where Python keeps no bytecode."""
+    """The kept results of one kind (``methods``); one without a file where Python keeps no bytecode."""
     if not __file__.endswith(".py"):
         return KeptFile(None)
     from importlib.util import cache_from_source
@@ -212,4 +218,52 @@ def _methods() -> MethodCache | None:
     return None
 
 
+STALE_KINDS = ("toml",)  # kinds an older version kept that must not outlive it (they held users' text)
+
+
+def _cache_dirs() -> set[str]:
+    """Where this package's ``bytecache`` files are: beside the bytecode (``PYTHONPYCACHEPREFIX``
+    honoured) and the package's own ``__pycache__``."""
+    dirs = {os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")}
+    if __file__.endswith(".py"):
+        from importlib.util import cache_from_source
+
+        with suppress(NotImplementedError):
+            dirs.add(os.path.dirname(cache_from_source(__file__)))
+    return dirs
+
+
+def remove_stale(dirs: set[str] | None = None) -> list[str]:
+    """Remove ``bytecache.*.<kind>`` files of :data:`STALE_KINDS` from our cache directories;
+    returns the paths removed.
+
+    Only a regular file this user owns is removed (``lstat`` on the name, relative to the
+    directory opened without following a link): a symbolic link or another user's file
+    planted there is left alone, and anything that cannot be read or removed (a read-only
+    installation) is skipped. Called once per start-up: one listing of ``__pycache__``.
+    """
+    removed = []
+    suffixes = tuple(f".{kind}" for kind in STALE_KINDS)
+    for path in sorted(_cache_dirs() if dirs is None else dirs):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            for name in os.listdir(fd):
+                if not (name.startswith("bytecache.") and name.endswith(suffixes)):
+                    continue
+                with suppress(OSError):
+                    st = os.lstat(name, dir_fd=fd)
+                    if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                        os.unlink(name, dir_fd=fd)
+                        removed.append(os.path.join(path, name))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
 METHODS = _methods()
+remove_stale()

@@ -35,8 +35,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["Batch", "SafeDir", "UnsafePathError", "atomic_writer", "describe_error", "open_dir", "prepare_file",
-           "write_bytes", "write_text"]
+__all__ = ["Batch", "SafeDir", "UnsafePathError", "atomic_writer", "describe_error", "length_problem", "open_dir",
+           "prepare_file", "write_bytes", "write_text"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -304,6 +304,29 @@ def write_bytes(path: str | Path, data: bytes, *, mode: int = 0o644, dir_mode: i
     with atomic_writer(path, binary=True, mode=mode, dir_mode=dir_mode) as fh:
         fh.write(data)
     return Path(path)
+
+
+def length_problem(path: str | Path, *, limit: int | None = None) -> str | None:
+    """Why ``path`` is too long to be opened by name, or None: the whole path (made absolute,
+    as a library that opens it by name sees it) over ``limit`` bytes (default PATH_MAX), or
+    one component over NAME_MAX. Checked before a run, so the answer is a usage error and
+    not a crash after the verdict."""
+    whole = os.fsencode(os.path.abspath(os.fspath(path)))
+    most = limit if limit is not None else _pathconf("PC_PATH_MAX", 4096) - 1
+    if len(whole) > most:
+        return f"the path is {len(whole)} bytes long; at most {most} can be opened"
+    name_max = _pathconf("PC_NAME_MAX", 255)
+    longest = max(whole.split(b"/"), key=len)
+    if len(longest) > name_max:
+        return f"a path component is {len(longest)} bytes long; at most {name_max} can be opened"
+    return None
+
+
+def _pathconf(name: str, default: int) -> int:
+    try:
+        return int(os.pathconf("/", name))
+    except (OSError, ValueError):
+        return default
 
 
 def prepare_file(path: str | Path, *, create: bool = True, dir_mode: int = 0o700) -> Path:

@@ -22,10 +22,14 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..outputs.args import SQLITE_MAX_PATH, database_path
 from .argtypes import count, fraction, number
 from .exits import EXIT_USAGE
+
+if TYPE_CHECKING:
+    from ..report.model import ClusterReport
 
 __all__ = ["COMMANDS", "add_commands", "run"]
 
@@ -36,7 +40,7 @@ def _common() -> argparse.ArgumentParser:
     """Options accepted before and after the subcommand (``SUPPRESS``: a subcommand's parser does
     not overwrite what was given before it)."""
     common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
-    common.add_argument("--db", metavar="PATH", help="history database (default: history.path, "
+    common.add_argument("--db", metavar="PATH", type=database_path, help="history database (default: history.path, "
                         "$GPU_PREFLIGHT_HISTORY or ~/.local/share/gpu-preflight/history.sqlite)")
     common.add_argument("--config", metavar="FILE", help="site config file (TOML or YAML): [history] settings")
     common.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
@@ -109,9 +113,14 @@ def run(args: argparse.Namespace) -> int:
     import sqlite3
 
     from ..config import build_config
+    from ..safeio import length_problem
 
     config, _ = build_config(config_file=getattr(args, "config", None), overrides=getattr(args, "set", None))
     path = _db(args, config)
+    problem = length_problem(path, limit=SQLITE_MAX_PATH)  # history.path or $GPU_PREFLIGHT_HISTORY: not argparse's
+    if problem:
+        print(f"gpu-preflight: history database {str(path)[:60]}...: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         return _dispatch(args, config, path)
     except (sqlite3.Error, RuntimeError) as exc:
@@ -142,8 +151,11 @@ def _dispatch(args: argparse.Namespace, config: Any, path: Path) -> int:
         if command == "gpu":
             return _gpu(args, store)
         removed = store.prune(args.older_than_days)
-        print(f"gpu-preflight: {removed} run(s) older than {args.older_than_days:g} days removed from {path}",
+        print(f"gpu-preflight: {removed.old} run(s) older than {args.older_than_days:g} days removed from {path}",
               file=sys.stderr)
+        if removed.implausible:
+            print(f"gpu-preflight: {removed.implausible} run(s) dated in the future or not dated removed from {path}",
+                  file=sys.stderr)
         return 0
 
 
@@ -162,25 +174,30 @@ def _cluster(args: argparse.Namespace, config: Any) -> str:
             or os.environ.get("SLURM_CLUSTER_NAME") or "default")
 
 
-def _load(path: str) -> dict[str, Any] | None:
+def _load(path: str) -> ClusterReport | None:
+    """The report at ``path`` as the history reads it, or None after one line saying why not.
+
+    Read through :mod:`gpu_preflight.boundedio` like every file a command is given (a FIFO,
+    a device, a directory or a file beyond :data:`~gpu_preflight.boundedio.REPORT_LIMIT` is
+    refused before it is read), and typed once: every later step takes the typed report.
+    """
+    from ..boundedio import REPORT_LIMIT, InputError, load_json
+    from ..report.model import ClusterReport
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            report = json.load(fh)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        print(f"gpu-preflight: cannot read report {path}: {exc}", file=sys.stderr)
+        report = load_json(path, limit=REPORT_LIMIT, what="report")
+    except InputError as exc:
+        print(f"gpu-preflight: cannot read report: {exc}", file=sys.stderr)
         return None
     if not isinstance(report, dict) or "findings" not in report or "nodes" not in report:
         print(f"gpu-preflight: {path} is not a gpu-preflight report (no findings/nodes)", file=sys.stderr)
         return None
-    from ..report.model import ClusterReport
-
     try:
-        ClusterReport.from_dict(report)  # what the history reads it as: a report it cannot type is refused here
+        return ClusterReport.from_dict(report)  # what the history reads it as: a report it cannot type is refused here
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         detail = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
         print(f"gpu-preflight: {path} is not a gpu-preflight report ({detail})", file=sys.stderr)
         return None
-    return report
 
 
 def _runs(args: argparse.Namespace, store: Any) -> int:
@@ -244,7 +261,10 @@ def _nearest_gpus(store: Any, wanted: str) -> str:
 
 
 def _import(args: argparse.Namespace, config: Any, path: Path) -> int:
+    """File each report; one that cannot be read, typed or dated is refused in one line naming it,
+    files nothing (a run is filed in one transaction) and makes the exit code 3."""
     from ..history import HistoryStore, extract
+    from ..history.when import TimestampError
 
     code = 0
     with HistoryStore(path) as store:
@@ -253,7 +273,12 @@ def _import(args: argparse.Namespace, config: Any, path: Path) -> int:
             if report is None:
                 code = EXIT_USAGE
                 continue
-            run_id, new = store.record(extract(report), _cluster(args, config), name)
+            try:
+                run_id, new = store.record(extract(report), _cluster(args, config), name)
+            except TimestampError as exc:
+                print(f"gpu-preflight: {name}: not filed: {exc}", file=sys.stderr)
+                code = EXIT_USAGE
+                continue
             print(f"gpu-preflight: {name}: run #{run_id} {'filed' if new else 'already filed'}", file=sys.stderr)
     return code
 
@@ -278,7 +303,7 @@ def _check(args: argparse.Namespace, config: Any, path: Path) -> int:
             print(f"{f.status.value:5} {f.check_id:24} {f.subject:20} {f.summary}")
             if f.recommendation and f.status.value not in ("PASS", "SKIP"):
                 print(f"      -> {f.recommendation}")
-    fail_on = (report.get("run") or {}).get("fail_on", "fail")
+    fail_on = report.run.fail_on
     # The worst history finding, not a run verdict: nothing to compare with is not an error here.
     return gated_exit_code(Status.worst(f.status for f in found), fail_on)
 
@@ -308,7 +333,7 @@ def _capture(args: argparse.Namespace, config: Any) -> int:
         if report is None:
             return EXIT_USAGE
         measurements = extract(report).measurements
-        source = f"report {args.report} ({report.get('timestamp', '?')})"
+        source = f"report {args.report} ({report.timestamp or '?'})"
     if args.node:
         measurements = [m for m in measurements if m.node == args.node]
         source += f", node {args.node}"

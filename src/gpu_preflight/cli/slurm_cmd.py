@@ -176,7 +176,7 @@ def _drain_report(args: argparse.Namespace, cfg: Any, ctl: Any) -> Any:
     from ..integrations.slurm_result import load_report
 
     try:
-        report = load_report(Path(args.report))
+        report = load_report(Path(args.report), "report")
     except FileNotFoundError:
         print(f"gpu-preflight slurm drain-report: no such file {args.report}", file=sys.stderr)
         return None

@@ -21,7 +21,6 @@ from dataclasses import field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..bytecache import kept, kept_file
 from ..fastclass import dataclass
 from .fields import ValueRange, value_range
 from .schema import SECTIONS, Config
@@ -60,15 +59,23 @@ class Layer:
         return self.lines.get(key)
 
 
-def read_file(path: str | Path) -> Layer:
-    """Parse a TOML or YAML file into a validated layer (extension decides; default TOML)."""
+def read_config_text(path: Path, what: str) -> str:
+    """The text of a configuration file (site config, profile, Xid policy) through
+    :mod:`gpu_preflight.boundedio`: a FIFO, a device, a directory or a file over
+    ``CONFIG_LIMIT`` is a :class:`ConfigError` naming it, never a hang; a UTF-16 file is
+    named as such, not a traceback."""
     from ..boundedio import CONFIG_LIMIT, InputError, read_text
 
-    p = Path(path)
     try:
-        text = read_text(p, limit=CONFIG_LIMIT, what="config file")
+        return read_text(path, limit=CONFIG_LIMIT, what=what)
     except InputError as exc:
-        raise ConfigError(str(exc).removeprefix(f"{p}: "), source=str(p)) from None
+        raise ConfigError(str(exc).removeprefix(f"{path}: "), source=str(path)) from None
+
+
+def read_file(path: str | Path) -> Layer:
+    """Parse a TOML or YAML file into a validated layer (extension decides; default TOML)."""
+    p = Path(path)
+    text = read_config_text(p, "config file")
     try:
         if p.suffix.lower() in (".yaml", ".yml"):
             data, lines = _parse_yaml(text, str(p))
@@ -83,21 +90,14 @@ def _parse_toml(text: str, source: str) -> tuple[dict[str, Any], Mapping[str, in
     return parse_toml(text, source), toml_lines(text)
 
 
-_TOML_KEPT = kept_file("toml")
-
-
 def parse_toml(text: str, source: str) -> dict[str, Any]:
     """``tomllib.loads(text)``; invalid TOML is a :class:`ConfigError` naming ``source`` and the line.
 
     Every TOML text we read (the shipped profiles and Xid policy, a site's files) comes
-    through here. What a text parses to is kept beside the bytecode
-    (:mod:`gpu_preflight.bytecache`, keyed by the text itself): a node check reads ten
-    shipped files every run, and neither imports nor runs the parser for text it has seen.
+    through here, and what it parses to is kept nowhere: a site file may hold a credential
+    (an MLflow URL with a password), and a copy of it in a cache would outlive the file's
+    mode, owner and rotation (see :mod:`gpu_preflight.bytecache`).
     """
-    return kept(_TOML_KEPT, text, lambda t: _loads(t, source))  # type: ignore[no-any-return]
-
-
-def _loads(text: str, source: str) -> dict[str, Any]:
     import tomllib
 
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fastclass import dataclass
-from .loader import ConfigError, Layer, parse_toml, toml_lines, validate_layer
+from .loader import ConfigError, Layer, parse_toml, read_config_text, toml_lines, validate_layer
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 _MATCH_FLAGS = re.IGNORECASE
@@ -62,13 +62,8 @@ class Profile:
 
 def load_profile_file(path: str | Path, *, lazy: bool = False) -> Profile:
     """The profile in ``path``; its settings are validated here unless ``lazy`` (then on first use)."""
-    from ..boundedio import CONFIG_LIMIT, InputError, read_text
-
     p = Path(path)
-    try:
-        text = read_text(p, limit=CONFIG_LIMIT, what="profile")  # a UTF-16 file is named as such, not a traceback
-    except InputError as exc:
-        raise ConfigError(str(exc).removeprefix(f"{p}: "), source=str(p)) from None
+    text = read_config_text(p, "profile")
     data = parse_toml(text, str(p))
     meta = data.get("profile")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..fastclass import dataclass
 from ..records.xid import XidEvent, XidGroup, XidTally, count_events, xid_window
-from .loader import ConfigError, parse_toml, toml_lines
+from .loader import ConfigError, parse_toml, read_config_text, toml_lines
 
 __all__ = [
     "ACTIONS", "CAUSES", "SEVERITIES", "SHIPPED_POLICY", "XidPolicy", "XidRule", "XidVerdict",
@@ -215,17 +215,10 @@ def load_xid_policy(path: str | Path | None = None,
     (``xid.13.severity``) and the line, so a typo cannot silently fall back to a default.
     """
     source = Path(path) if path is not None else SHIPPED_POLICY
-    text = _read(source)
+    text = read_config_text(source, "Xid policy")
     data = parse_toml(text, str(source))
     policy = _build(data, toml_lines(text), str(source))
     return policy.with_overrides(overrides) if overrides else policy
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read Xid policy: {exc.strerror or exc}", source=str(path)) from exc
 
 
 def _build(data: Mapping[str, Any], lines: Mapping[str, int], source: str) -> XidPolicy:

@@ -23,19 +23,22 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..ids import HISTORY_REGRESSION_ID, HISTORY_REPEAT_OFFENDER_ID
 from ..model import Finding, Status
 from .extract import Measurement, RunRecord, extract, metric_kind
 from .store import Baseline, HistoryStore
 
+if TYPE_CHECKING:
+    from ..report.model import ClusterReport
+
 __all__ = ["history_findings", "judge_run"]
 
 _LABELS = {"gemm": "GEMM", "memory": "memory", "busbw": "bus bandwidth"}
 
 
-def history_findings(report: Mapping[str, Any], store: HistoryStore, config: object,
+def history_findings(report: ClusterReport | Mapping[str, Any], store: HistoryStore, config: object,
                      cluster: str = "default") -> list[Finding]:
     """Findings (``history.regression``, ``history.repeat_offender``) for a report against the store.
 

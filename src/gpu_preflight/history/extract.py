@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
@@ -124,11 +125,12 @@ class NodeIndex:
         self.gpus: list[dict[str, GpuSeen]] = []
         sections = list(ClusterReport.of(report).nodes.items())
         hostnames = [section.node_info.hostname for _, section in sections]
+        shared = {host for host, n in Counter(hostnames).items() if n > 1}  # one pass: 100,000 nodes stay linear
         for i, (key, section) in enumerate(sections):
             current = section.node_info.current_host or hostnames[i] or key
             # the host name is the machine's identity across jobs; where hosts share one
             # (containers, loopback tests) the launcher's distinct name is used instead
-            name = hostnames[i] if hostnames[i] and hostnames.count(hostnames[i]) == 1 else current
+            name = hostnames[i] if hostnames[i] and hostnames[i] not in shared else current
             self.keys.append(key)
             self.index[key] = i
             self.names.append(name)

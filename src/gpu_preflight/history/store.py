@@ -20,8 +20,9 @@ from typing import Any
 from ..fastclass import dataclass
 from ..model import verdict
 from .extract import Measurement, RunRecord
+from .when import FUTURE_SLACK, TimestampError, checked, plausible, stored
 
-__all__ = ["Baseline", "HistoryStore", "PastFailure", "RunRow", "default_path"]
+__all__ = ["Baseline", "HistoryStore", "PastFailure", "Pruned", "RunRow", "default_path"]
 
 SCHEMA_VERSION = 1
 SCHEMA = """
@@ -108,6 +109,19 @@ class PastFailure:
 
 
 @dataclass(frozen=True)
+class Pruned:
+    """What ``prune`` removed: runs older than asked, and runs whose timestamp no run can have
+    (not a date, or in the future: see :mod:`.when`), which no age would ever remove."""
+
+    old: int
+    implausible: int
+
+    @property
+    def total(self) -> int:
+        return self.old + self.implausible
+
+
+@dataclass(frozen=True)
 class Baseline:
     """The median of earlier values and how many values it is made of."""
 
@@ -131,9 +145,13 @@ class HistoryStore:
         database is refused before SQLite blocks on it. ``readonly`` takes no write lock, so
         judging a run against the history never waits for a writer's schema check.
         """
-        from ..safeio import prepare_file
+        from ..outputs.args import SQLITE_MAX_PATH
+        from ..safeio import length_problem, prepare_file
 
         self.path = Path(path)
+        problem = length_problem(self.path, limit=SQLITE_MAX_PATH)  # history.path is not checked by argparse
+        if problem:
+            raise RuntimeError(f"{self.path}: {problem}")
         prepare_file(self.path, create=not readonly)
         if readonly:
             self.db = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", timeout=timeout_s, uri=True)
@@ -165,17 +183,24 @@ class HistoryStore:
         row = self.db.execute("SELECT id FROM runs WHERE run_key = ?", (run_key,)).fetchone()
         return int(row[0]) if row else None
 
-    def record(self, run: RunRecord, cluster: str, source: str | None = None) -> tuple[int, bool]:
-        """File a run; returns its id and whether it is new (a run already filed is left alone)."""
+    def record(self, run: RunRecord, cluster: str, source: str | None = None, *,
+               now: datetime | None = None) -> tuple[int, bool]:
+        """File a run; returns its id and whether it is new (a run already filed is left alone).
+
+        A run whose timestamp is not a date, or lies in the future, is refused with
+        :class:`~gpu_preflight.history.when.TimestampError` before anything is written; the
+        timestamp is filed in UTC. The run is written in one transaction: all of it or nothing.
+        """
+        clock = now or datetime.now(UTC)
+        when = stored(run.timestamp, clock)
         existing = self.run_id(run.key)
         if existing is not None:
             return existing, False
-        now = datetime.now(UTC).isoformat()
         with self.db:
             cur = self.db.execute(
                 "INSERT INTO runs (run_key, cluster, timestamp, recorded_at, status, num_nodes, world_size, "
                 "tool_version, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run.key, cluster, run.timestamp, now, run.status, run.num_nodes, run.world_size, run.tool_version,
+                (run.key, cluster, when, clock.isoformat(), run.status, run.num_nodes, run.world_size, run.tool_version,
                  source))
             rid = int(cur.lastrowid or 0)
             self.db.executemany("INSERT INTO gpus VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -190,12 +215,27 @@ class HistoryStore:
                                 [(rid, name, score) for name, score in run.scores.items()])
         return rid, True
 
-    def prune(self, older_than_days: float) -> int:
-        """Forget runs older than this; returns how many."""
-        cutoff = (datetime.now(UTC) - timedelta(days=older_than_days)).isoformat()
+    def prune(self, older_than_days: float, *, now: datetime | None = None) -> Pruned:
+        """Forget runs older than this, and runs whose timestamp is not a date or lies in the future.
+
+        Timestamps are read and judged here, not compared as text in SQL: an older version
+        filed whatever a report said (``"yesterday"``, ``2099-01-01``, other time zones).
+        """
+        clock = now or datetime.now(UTC)
+        cutoff = clock - timedelta(days=older_than_days)
+        old: list[tuple[int]] = []
+        implausible: list[tuple[int]] = []
+        for rid, text in self.db.execute("SELECT id, timestamp FROM runs"):
+            try:
+                when = checked(text, clock)
+            except TimestampError:
+                implausible.append((rid,))
+                continue
+            if when < cutoff:
+                old.append((rid,))
         with self.db:
-            cur = self.db.execute("DELETE FROM runs WHERE timestamp < ?", (cutoff,))
-        return cur.rowcount
+            self.db.executemany("DELETE FROM runs WHERE id = ?", old + implausible)
+        return Pruned(len(old), len(implausible))
 
     # -- reading -------------------------------------------------------------------------
 
@@ -266,8 +306,11 @@ class HistoryStore:
         return Baseline(statistics.median(values), len(values)) if values else None
 
     def past_failures(self, *, uuid: str | None, serial: str | None, statuses: Sequence[str],
-                      since: str, before: int | None = None) -> list[PastFailure]:
-        """Earlier findings with these statuses against the GPU with this UUID or serial, on any host."""
+                      since: str, before: int | None = None, now: datetime | None = None) -> list[PastFailure]:
+        """Earlier findings with these statuses against the GPU with this UUID or serial, on any host,
+        from runs dated between ``since`` and now: a run dated in the future (or not dated at
+        all, filed by an older version) is in no window, or it would flag the GPU for ever."""
+        clock = now or datetime.now(UTC)
         idents: list[str] = []
         args: list[Any] = []
         if uuid:
@@ -280,13 +323,13 @@ class HistoryStore:
             return []
         sql = (f"SELECT r.id, r.timestamp, r.cluster, f.node, f.slot, f.check_id, f.status, f.summary "  # noqa: S608
                f"FROM findings f JOIN runs r ON r.id = f.run_id WHERE ({' OR '.join(idents)}) "
-               f"AND f.status IN ({', '.join('?' for _ in statuses)}) AND r.timestamp >= ?")
-        args += [*statuses, since]
+               f"AND f.status IN ({', '.join('?' for _ in statuses)}) AND r.timestamp >= ? AND r.timestamp <= ?")
+        args += [*statuses, since, (clock + FUTURE_SLACK).isoformat()]
         if before is not None:
             sql += " AND r.id < ?"
             args.append(before)
         sql += " ORDER BY r.id"
-        return [PastFailure(*row) for row in self.db.execute(sql, args).fetchall()]
+        return [PastFailure(*row) for row in self.db.execute(sql, args).fetchall() if plausible(row[1], clock)]
 
     def series(self, *, cluster: str | None = None, node: str | None = None, gpu: str | None = None,
                last: int = 20) -> Iterator[tuple[Any, ...]]:

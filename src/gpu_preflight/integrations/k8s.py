@@ -196,7 +196,7 @@ def load_report(source: str, timeout_s: float = 10.0) -> dict[str, Any]:
     """
     import urllib.request
 
-    from ..boundedio import REPORT_LIMIT, parse_json, read_text
+    from ..boundedio import REPORT_LIMIT, load_json, parse_json
 
     try:
         if source.startswith(("http://", "https://")):
@@ -204,10 +204,9 @@ def load_report(source: str, timeout_s: float = 10.0) -> dict[str, Any]:
                 body = resp.read(REPORT_LIMIT + 1)
             if len(body) > REPORT_LIMIT:
                 raise ValueError(f"larger than {REPORT_LIMIT // (1024 * 1024)} MiB")
-            text = body.decode("utf-8")
+            data = parse_json(body.decode("utf-8"), source, what="report")
         else:
-            text = read_text(source, limit=REPORT_LIMIT, what="report")  # a file or - (stdin), bounded
-        data = parse_json(text, source, what="report")
+            data = load_json(source, limit=REPORT_LIMIT, what="report")  # a file or - (stdin), bounded
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ReportSourceError(f"cannot read a report from {source}: {exc}") from exc
     if isinstance(data, dict) and "findings" not in data and "report" in data:

@@ -13,7 +13,6 @@ report cannot resume a node, and drains one only where the site asked for that.
 from __future__ import annotations
 
 import fnmatch
-import json
 from collections.abc import Iterable
 from dataclasses import field
 from datetime import UTC, datetime, timedelta
@@ -125,14 +124,22 @@ def node_results(report: dict[str, Any]) -> tuple[list[NodeResult], list[dict[st
     return list(nodes.values()), unattributed
 
 
-def load_report(path: Path) -> dict[str, Any]:
-    """A report dict; raises ``ValueError`` saying why the file is not one."""
+def load_report(path: Path, what: str = "result file") -> dict[str, Any]:
+    """A report dict; raises ``FileNotFoundError`` when there is none, ``ValueError`` saying why
+    the file is not one.
+
+    Read through :mod:`gpu_preflight.boundedio`: a result path that names a FIFO would
+    otherwise hang the health check until slurmd kills it, and ``/dev/zero`` would end in
+    ``MemoryError``; both are "unknown" with a reason, like any unreadable result.
+    """
+    from ..boundedio import REPORT_LIMIT, InputError, InputMissing, load_json
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read {path}: {exc}") from exc
+        data = load_json(path, limit=REPORT_LIMIT, what=what)
+    except InputMissing as exc:
+        raise FileNotFoundError(str(exc)) from None
+    except InputError as exc:
+        raise ValueError(f"cannot read {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
         raise ValueError(f"{path} is not a gpu-preflight report (no findings list)")
     return data

@@ -9,7 +9,24 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["add_output_arguments", "output_target"]
+__all__ = ["SQLITE_MAX_PATH", "add_output_arguments", "database_path", "output_target"]
+
+SQLITE_MAX_PATH = 512 - len("-journal")  # SQLite opens paths of at most 512 bytes, its journal's too
+
+
+def database_path(text: str) -> str:
+    """Validate a history database path (``--history-db``, ``history --db``): one SQLite can open.
+
+    A path longer than SQLite accepts (or than PATH_MAX) used to crash the run after its
+    verdict, when the history was filed; it is a usage error before anything runs.
+    """
+    from ..safeio import length_problem
+
+    problem = length_problem(text, limit=SQLITE_MAX_PATH) if text else "the path is empty"
+    if problem:
+        shown = f"{text[:60]!r}..." if len(text) > 60 else repr(text)
+        raise argparse.ArgumentTypeError(f"history database {shown}: {problem}")
+    return text
 
 
 def output_target(text: str) -> str:
@@ -39,7 +56,7 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
                       help="append the run to the history store (default; also for --replay runs when given)")
     hist.add_argument("--no-history", dest="history", action="store_false",
                       help="neither compare with nor append to the history store")
-    g.add_argument("--history-db", metavar="PATH",
+    g.add_argument("--history-db", metavar="PATH", type=database_path,
                    help="history database (default: $GPU_PREFLIGHT_HISTORY or ~/.local/share/gpu-preflight/"
                         "history.sqlite)")
     g.add_argument("--cluster-name", metavar="NAME",

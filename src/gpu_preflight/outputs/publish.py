@@ -124,7 +124,12 @@ def annotate(report: ClusterReport | Mapping[str, Any], options: OutputOptions, 
     if not _history_on(options, config, replayed):
         return HistoryNotes()
     path = history_path(options, config, env)
-    if not path.is_file():
+    try:
+        first = not path.is_file()
+    except OSError as exc:  # a name too long to look up (history.path from a site file): no history, no crash
+        _say(f"history not consulted: {exc.strerror or exc}")
+        return HistoryNotes()
+    if first:
         return HistoryNotes(earlier_scores=())  # a first run: nothing to compare with, no reason to create the file
     from ..config.history import history_config
     from ..config.report_schema import report_config

@@ -115,7 +115,7 @@ class GPUHealthCheckServer:
 
     def alive(self) -> tuple[bool, list[str]]:
         now_mono = time.monotonic()
-        return liveness(self._sampler.sample, now=time.time(), now_mono=now_mono, timeout_s=self._timeout,
+        return liveness(self._sampler.sample, now_mono=now_mono, timeout_s=self._timeout,
                         sampler_alive=self._sampler.is_running(), loop_alive=self.monitor.is_running(),
                         loop_busy_for=self.monitor.busy_for(now_mono), tick_deadline_s=self.monitor.deadline_s)
 
@@ -185,10 +185,11 @@ class GPUHealthCheckServer:
         alive, _ = self.alive()
         ready, _ = self.ready()
         snap = self.monitor.snapshot
-        progress = self._sampler.sample.progress
+        made = self._sampler.sample.progress_mono
+        now_mono = time.monotonic()
         parts = [snap.metrics if snap else "",
-                 metrics.live_metrics(alive, ready, time.monotonic() - snap.finished_mono if snap else None,
-                                      time.time() - progress if progress is not None else None)]
+                 metrics.live_metrics(alive, ready, now_mono - snap.finished_mono if snap else None,
+                                      now_mono - made if made is not None else None)]
         parts.append(metrics.scrape_duration(time.perf_counter() - started))
         return 200, metrics.CONTENT_TYPE, "".join(parts).encode()
 

@@ -3,8 +3,9 @@
 Why stdlib: four read-only endpoints answered from memory need no framework, and the
 health server must start on any node with nothing but gpu-preflight installed. What the
 stdlib does not give, added here: a cap on the request head (414/431 instead of reading
-64 KiB lines), refusal of request bodies, a cap on concurrent connections (503), idle
-connection timeouts, and no tracebacks on stderr when a client goes away.
+64 KiB lines), refusal of request bodies and of ambiguous framing (:func:`framing_problem`:
+400, then close), a cap on concurrent connections (503), idle connection timeouts, and no
+tracebacks on stderr when a client goes away.
 
 Slow clients ("slow loris"): the stdlib's socket timeout is per ``recv``, so a client
 sending one header byte every few seconds holds its thread and its connection slot for as
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import socket
 import threading
 import time
@@ -75,6 +77,7 @@ class _HeadReader:
         self.remaining = MAX_HEAD_BYTES
         self.lines = 0
         self.received = 0
+        self.head: list[bytes] = []  # this request's head as received, for framing_problem()
         self._requests = 0
         self._deadline = accepted + head_timeout_s
 
@@ -82,6 +85,7 @@ class _HeadReader:
         """The first request's head is due ``head_timeout_s`` after the connection; a later one may
         wait ``idle_timeout_s`` for its first byte, then has ``head_timeout_s`` from there."""
         self.remaining, self.lines, self.received = MAX_HEAD_BYTES, 0, 0
+        self.head = []
         self._requests += 1
         if self._requests > 1:
             self._deadline = time.monotonic() + self._idle_timeout_s
@@ -97,6 +101,7 @@ class _HeadReader:
         self.remaining -= len(line)
         if len(line) > budget or self.remaining < 0:
             raise RequestTooLarge(414 if self.lines == 1 else 431)
+        self.head.append(bytes(line))
         return bytes(line)
 
     def _read_line(self, cap: int) -> bytes:
@@ -127,6 +132,41 @@ class _HeadReader:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._raw, name)
+
+
+_TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def framing_problem(head: list[bytes]) -> str | None:
+    """Why a request head (request line, header lines, blank line) frames its request ambiguously, or None.
+
+    Every endpoint here is GET/HEAD with no body, so no body is ever read; a request that
+    says it has one, or says so in a way two parsers could read differently, is refused
+    (400, then the connection is closed) rather than guessed at: otherwise what a proxy in
+    front took for a body is read here as a second request (request smuggling). Refused:
+    obsolete line folding (a line starting with white space), a header name that is not a
+    token (``Transfer-Encoding :`` with a space before the colon, a line without a colon),
+    any ``Transfer-Encoding``, more than one ``Content-Length``, and one that is not ``0``.
+    """
+    lengths: list[bytes] = []
+    for line in head[1:]:
+        if line in (b"\r\n", b"\n"):
+            break
+        if line[:1] in (b" ", b"\t"):
+            return "obsolete line folding in the request head"
+        name, colon, value = line.partition(b":")
+        if not colon or not _TOKEN.fullmatch(name):
+            return f"malformed header line {line[:40].rstrip()!r}"
+        key = name.lower()
+        if key == b"transfer-encoding":
+            return "Transfer-Encoding in a request: requests to this server carry no body"
+        if key == b"content-length":
+            lengths.append(value.strip(b" \t\r\n"))
+    if len(lengths) > 1:
+        return "more than one Content-Length"
+    if lengths and not (lengths[0].isdigit() and int(lengths[0]) == 0):
+        return "requests to this server carry no body"
+    return None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -174,6 +214,24 @@ class Handler(BaseHTTPRequestHandler):
         if self.reserved:
             self.close_connection = True
 
+    def parse_request(self) -> bool:
+        """The standard library's parsing, then :func:`framing_problem` on the head as received:
+        400 and close for a request that carries a body or frames one ambiguously."""
+        if not super().parse_request():
+            return False
+        reader: _HeadReader = self.rfile  # type: ignore[assignment]
+        problem = framing_problem(reader.head)
+        if problem is None:
+            return True
+        reader.end_head()
+        self.close_connection = True
+        self.send_error(400, problem)
+        return False
+
+    def handle_expect_100(self) -> bool:
+        """No ``100 Continue``: that would invite a body this server never reads (the request is refused)."""
+        return True
+
     def do_GET(self) -> None:
         self._serve(head=False)
 
@@ -191,10 +249,6 @@ class Handler(BaseHTTPRequestHandler):
         self.rfile.end_head()  # type: ignore[attr-defined]
         if self.reserved:
             self.close_connection = True
-        if self.headers.get("Transfer-Encoding") or self.headers.get("Content-Length", "0").strip() not in ("", "0"):
-            self.close_connection = True
-            self._reply(413, "text/plain; charset=utf-8", b"requests to this server carry no body\n", head)
-            return
         path = urlsplit(self.path).path
         if self.reserved and path not in self.server.probe_paths:
             self._reply(503, "text/plain; charset=utf-8", b"busy: only " + ", ".join(self.server.probe_paths).encode()

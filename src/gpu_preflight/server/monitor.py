@@ -36,7 +36,7 @@ from ..health.bounded import BoundedCall, Timeout
 from ..health.gpu_health import GPUHealthCheck
 from ..health.reader import NvmlReader, deadline_for
 from ..model import NodeReport
-from .state import AliveSample, Snapshot
+from .state import AliveSample, Snapshot, progress_at
 
 log = logging.getLogger(__name__)
 TOOL_REFRESH_S = 300.0  # how long a monitor reuses a light tool's answer (and a fallback kernel-log read)
@@ -184,15 +184,20 @@ def _tick_state(refresh_s: float, interval_s: float, settings_every: int = 10) -
 
 
 class AliveSampler:
-    """Samples the agent's ``alive_callback`` (its last progress time) every ``period_s``."""
+    """Samples the agent's ``alive_callback`` (its last progress time) every ``period_s``.
 
-    def __init__(self, callback: Callable[[], float], period_s: float) -> None:
+    ``clock`` (wall) and ``monotonic`` are the clocks it reads: a test steps them instead of sleeping.
+    """
+
+    def __init__(self, callback: Callable[[], float], period_s: float, *, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.callback = callback
         self.period_s = period_s
+        self.clock, self.monotonic = clock, monotonic
         self._call = BoundedCall("alive-callback")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._sample = AliveSample(None, time.monotonic(), "the alive callback has not been sampled yet")
+        self._sample = AliveSample(None, monotonic(), "the alive callback has not been sampled yet")
 
     @property
     def sample(self) -> AliveSample:
@@ -219,6 +224,7 @@ class AliveSampler:
         """Call the callback within ``period_s``; a hang, an exception or a non-number is an error."""
         error: str | None = None
         progress: float | None = None
+        previous = self._sample
         try:
             value = self._call(self.callback, self.period_s)
         except Timeout as exc:
@@ -230,5 +236,8 @@ class AliveSampler:
                 progress = float(value)
             else:
                 error = f"alive callback returned {value!r}, not a Unix time"
-        self._sample = AliveSample(progress, time.monotonic(), error)
+        now_mono = self.monotonic()
+        made = previous.progress_mono if progress is None else progress_at(progress, previous, wall=self.clock(),
+                                                                           now_mono=now_mono)
+        self._sample = AliveSample(progress, now_mono, error, made)
         return self._sample

@@ -49,11 +49,17 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class AliveSample:
-    """The agent's last reported progress (Unix time), as sampled from its callback."""
+    """The agent's last reported progress (Unix time), as sampled from its callback.
+
+    ``progress_mono`` is when, on this process's monotonic clock, that progress was made:
+    liveness is judged on it, so a wall clock stepped forward (NTP, a VM resumed) cannot make
+    a live agent look silent, nor one stepped back make a silent agent look live.
+    """
 
     progress: float | None
     sampled_mono: float
     error: str | None = None
+    progress_mono: float | None = None
 
 
 def readiness(snap: Snapshot | None, *, now_mono: float, stale_after_s: float, fail_on: str,
@@ -79,9 +85,27 @@ def readiness(snap: Snapshot | None, *, now_mono: float, stale_after_s: float, f
     return True, [f"node checks {verdict}; {gpus}"]
 
 
-def liveness(sample: AliveSample, *, now: float, now_mono: float, timeout_s: float, sampler_alive: bool,
+def progress_at(progress: float, previous: AliveSample, *, wall: float, now_mono: float) -> float | None:
+    """When the agent's ``progress`` (its Unix time) happened, on the monotonic clock.
+
+    The same value as at the last sample is no new progress: its time is kept. A larger
+    value was made since the last sample; how long ago is read from the wall clock (``wall -
+    progress``), but only within the time since that sample, so a wall clock that jumped
+    forward moves the answer by one sampling period at most. The first value, or one that
+    went back (a clock stepped back, an agent that reports an older time), has no sample
+    to bound it and is taken at its word.
+    """
+    if previous.progress is not None and progress == previous.progress:
+        return previous.progress_mono
+    advanced = previous.progress is not None and progress > previous.progress
+    earliest = previous.sampled_mono if advanced else float("-inf")
+    return max(earliest, now_mono - max(0.0, wall - progress))
+
+
+def liveness(sample: AliveSample, *, now_mono: float, timeout_s: float, sampler_alive: bool,
              loop_alive: bool, loop_busy_for: float | None, tick_deadline_s: float) -> tuple[bool, list[str]]:
-    """Alive: the monitor loop runs and is not stuck, and the agent reported progress within ``timeout_s``."""
+    """Alive: the monitor loop runs and is not stuck, and the agent reported progress within ``timeout_s``,
+    all measured on the monotonic clock (see :class:`AliveSample`)."""
     reasons: list[str] = []
     if not loop_alive:
         reasons.append("the monitor loop is not running")
@@ -91,6 +115,6 @@ def liveness(sample: AliveSample, *, now: float, now_mono: float, timeout_s: flo
         reasons.append("the alive callback is no longer sampled")
     elif sample.error is not None:
         reasons.append(sample.error)
-    elif sample.progress is not None and now - sample.progress > timeout_s:
-        reasons.append(f"no progress for {now - sample.progress:.1f} s (timeout {timeout_s:g} s)")
+    elif sample.progress_mono is not None and now_mono - sample.progress_mono > timeout_s:
+        reasons.append(f"no progress for {now_mono - sample.progress_mono:.1f} s (timeout {timeout_s:g} s)")
     return not reasons, reasons or ["monitor loop running; agent progress within timeout"]
