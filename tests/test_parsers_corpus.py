@@ -15,6 +15,7 @@ import pytest
 
 from gpu_preflight.checks.evidence import judge_record, judged_kinds
 from gpu_preflight.config import Config
+from gpu_preflight.evidence import evidence_config
 from gpu_preflight.model import Status, jsonable
 from gpu_preflight.parsers.detect import all_kinds, detect_kind, parse_text
 
@@ -179,7 +180,8 @@ def test_every_kind_has_a_judge() -> None:
 ])
 def test_healthy_corpus_files_judge_without_problems(corpus: Path, name: str) -> None:
     kind, record = parse_text(read(corpus, name))
-    statuses = {f.status for f in judge_record(kind, record, Config(), source="n")}
+    config, _ = evidence_config(record)  # as `judge` resolves it: the profile the GPU names match
+    statuses = {f.status for f in judge_record(kind, record, config, source="n")}
     assert Status.PASS in statuses
     assert not statuses & {Status.WARN, Status.FAIL, Status.ERROR}
 

@@ -16,7 +16,21 @@ if TYPE_CHECKING:
     from .config import Config
     from .model import Finding
 
-__all__ = ["check_title", "judge_text", "parse_as", "parse_error_finding"]
+__all__ = ["check_title", "evidence_config", "judge_text", "parse_as", "parse_error_finding"]
+
+
+def evidence_config(record: Any, *, profile: str | None = None, config_file: str | None = None,
+                    overrides: list[str] | None = None) -> tuple[Config, str | None]:
+    """The config a saved output is judged with, and the profile used: the one named, else the one
+    its GPU names match (an H100 log is judged against the H100 floors, not left unjudged)."""
+    from .config import build_config, find_profile, match_profile
+
+    gpus = getattr(record, "gpus", None)
+    names = [n for g in gpus if isinstance(n := getattr(g, "name", None), str)] if isinstance(gpus, list) else []
+    chosen = find_profile(profile) if profile and profile != "auto" else (
+        match_profile(names) if record is not None else None)
+    config, _ = build_config(profile=chosen, config_file=config_file, overrides=overrides)
+    return config, chosen.name if chosen else None
 
 
 def judge_text(text: str, config: Config, *, kind: str | None = None, source: str = "evidence") -> list[Finding]:

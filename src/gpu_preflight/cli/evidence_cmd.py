@@ -207,22 +207,9 @@ def _judge(args: argparse.Namespace, evidence: _Evidence, kind: str) -> int:
 
 def _config(args: argparse.Namespace, record: Any) -> tuple[Any, str | None]:
     """The resolved config and the profile used (named, or matched from GPU names in the record)."""
-    from ..config import build_config, find_profile, match_profile
+    from ..evidence import evidence_config
 
-    profile = None
-    if args.profile and args.profile != "auto":
-        profile = find_profile(args.profile)
-    elif record is not None:
-        profile = match_profile(_gpu_names(record))
-    config, _ = build_config(profile=profile, config_file=args.config, overrides=args.set)
-    return config, profile.name if profile else None
-
-
-def _gpu_names(record: Any) -> list[str]:
-    gpus = getattr(record, "gpus", None)
-    if not isinstance(gpus, list):
-        return []
-    return [name for g in gpus if isinstance(name := getattr(g, "name", None), str)]
+    return evidence_config(record, profile=args.profile, config_file=args.config, overrides=args.set)
 
 
 def evidence_report(findings: list[Any], *, kind: str, source: str, record: Any, fail_on: str = "fail",

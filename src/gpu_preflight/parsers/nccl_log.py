@@ -83,7 +83,9 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
                     r"|^ncclRemoteError|^ncclSystemError|^ncclInvalidUsage|^ncclInternalError|^ncclUnhandledCudaError"
                     r"|^terminate called after throwing an instance of 'c10::DistBackendError'", re.M)),
     # NCCL's own WARN format (debug.cc: "<file>:<line> NCCL WARN"), whatever prefix a launcher or a redaction left.
-    (70, re.compile(r"\b[\w/.-]+\.(?:c|cc|cpp|h):\d+ NCCL WARN\b", re.M)),
+    # The file name starts where a path token starts: tried from every character of a long token, the
+    # match would be quadratic (64 KiB of "0." took 20 s).
+    (70, re.compile(r"(?<![\w/.-])[\w/.-]+\.(?:c|cc|cpp|h):\d+ NCCL WARN\b", re.M)),
     (60, re.compile(r"^torch\.distributed\.[\w.]+(?:Error|Exception)\b|^\s*Root Cause \(first observed failure\)",
                     re.M)),
 )
