@@ -77,7 +77,10 @@ def launch(names: list[str], port: int, timeout_s: int, where: Layout) -> list[t
 
 def test_capped_link_names_that_host(three_hosts: list[str]) -> None:
     where = layout(3)
-    capped = random.Random(where.seed).randint(1, 3)
+    # Host 1 (10.250.0.1) holds node rank 0, the end every node_links exchange shares: capped, it
+    # slows every link alike and a median cannot place it (the localisation rounds can: test_netns_localize).
+    # Its name is still drawn at random by the layout.
+    capped = random.Random(where.seed).randint(2, 3)
     netns.cap("gpc", capped, "100mbit")
     results = launch(three_hosts, 29811, 60, where)
     stdout = next((out for _, out, _ in results if out.strip()), "")
