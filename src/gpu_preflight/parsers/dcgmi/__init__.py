@@ -23,6 +23,12 @@ __all__ = [
 ]
 
 
+# A result row of the table, the strongest evidence a header-less paste keeps: a test label, then
+# DCGM's own result phrasing (``Pass - All``, ``Fail - GPU: 0``, ``Skip - All``, ``Pass - GPUs: 1, 2``).
+_RESULT_ROW = re.compile(r"^\|\s*[A-Za-z][\w /()-]*?\s*\|\s*(?:Pass|Fail|Skip|Warn)\s+-\s+"
+                         r"(?:All|GPUs?:\s*\d[\d, ]*)\s*\|", re.MULTILINE)
+
+
 def sniff(text: str) -> int:
     if re.search(r'"DCGM (?:GPU )?Diagnostic"\s*:', text):
         return 100
@@ -32,6 +38,8 @@ def sniff(text: str) -> int:
         return 70
     if re.search(r"DCGM GPU Diagnostic returned an error|Unable to (?:complete|run) diagnostic", text):
         return 90
+    if _RESULT_ROW.search(text):  # rows pasted without the header or a category line
+        return 60
     return 0
 
 

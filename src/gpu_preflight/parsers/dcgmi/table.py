@@ -14,7 +14,8 @@ row. A table without it, or with lines elided (``...``), was cut: it is read as 
 goes and the record says so in ``incomplete`` (a failing ``-r 2`` run cut after its
 Deployment rows must not read as "5 tests passed"). So does a result fragment that is
 not a status (``Fbil - GPU: 1``): it cannot be folded into the test, and dropping it
-could turn a failed GPU into a pass. Rows pasted without the ``Diagnostic | Result`` header
+could turn a failed GPU into a pass. A paste that ends inside its last row (no closing ``|``)
+keeps the text that row has and is marked cut. Rows pasted without the ``Diagnostic | Result`` header
 (a failing section quoted from a longer table) are a ``fragment``: judged on the tests they
 show; an ``Info`` row whose test was not pasted says nothing about health and is dropped.
 """
@@ -78,6 +79,10 @@ def parse_table(text: str) -> DcgmDiagRecord:
         if stripped.startswith("+") or stripped.startswith("|=") or not stripped.startswith("|"):
             continue
         cells = stripped.split("|")
+        if len(cells) == 3 and record.tests and not any(rest.strip() for rest in lines[number:]):
+            # the paste ends inside its last row (no closing '|'): read the text it has, say it was cut
+            record.incomplete.append(f"the last row (line {number}) is cut before its closing '|'")
+            cells.append("")
         if len(cells) < 4:
             raise ParseError(KIND, "table row without a label and a result cell", number)
         saw_table = True

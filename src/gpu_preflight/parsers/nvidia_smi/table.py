@@ -6,8 +6,12 @@ cells. The header cells say what each data cell holds (``Pwr:Usage/Cap``,
 from a fixed column: the 79-column layout (up to 525), the 89-column layout (530+),
 Windows' ``Driver-Model`` in place of ``Persistence-M`` all read the same way. MIG mode
 prints ``On`` in the ECC cell and ``N/A`` utilisation; names longer than the cell end in
-``...``; ``ERR!`` can stand for a reading. The ``MIG devices:`` and ``Processes:`` boxes
-give instance and process counts per GPU.
+``...``. The ``MIG devices:`` and ``Processes:`` boxes give instance and process counts per GPU.
+
+``ERR!`` stands where nvidia-smi asked the driver for a reading and got an error (a fan
+tachometer or power sensor that does not answer): it is not "no reading". Each one is kept
+as an ``unreadable_reading`` failure naming the GPU and the column, so the GPU is never
+passed on the readings that are left.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from ...records.smi import SmiFailure
 from ..detect import parser
 from ..errors import ParseError
 from ..text import prepare, to_bool, to_int
 from . import NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string
 from .failures import failures_in
 
+ERR = "ERR!"  # nvidia-smi's mark for a reading the driver failed to return
 KIND = "nvidia-smi-table"
 
 _VERSIONS = re.compile(r"NVIDIA-SMI\s+(?P<smi>\S+)\s+Driver Version:\s*(?P<driver>\S+)"
@@ -57,7 +63,7 @@ def parse(text: str) -> NvidiaSmiRecord:
     stamp = next((line.strip() for line in lines[:top] if line.strip() and not line.startswith(("$", "+"))), None)
     return NvidiaSmiRecord(format="table", driver_version=versions.group("driver"),
                            cuda_version=versions.group("cuda"), attached_gpus=len(gpus), timestamp=stamp,
-                           gpus=gpus, failures=failures_in(lines))
+                           gpus=gpus, failures=failures_in(lines) + _errors(header, lines, first_data))
 
 
 def _cells(line: str) -> list[str]:
@@ -101,6 +107,24 @@ def _blocks(lines: list[str], start: int, height: int) -> list[tuple[int, list[l
     if current:
         blocks.append((begin, current))
     return blocks
+
+
+def _errors(header: list[list[str]], lines: list[str], first_data: int) -> list[SmiFailure]:
+    """An ``unreadable_reading`` failure for every ``ERR!`` cell of the GPU table, named by its column."""
+    out: list[SmiFailure] = []
+    for begin, rows in _blocks(lines, first_data, len(header)):
+        bus = None
+        for r, labels in enumerate(header):
+            for c, label in enumerate(labels):
+                cell = rows[r][c] if r < len(rows) and c < len(rows[r]) else ""
+                bus = bus or (m.group(1) if "Bus-Id" in label and (m := _BUS.search(cell)) else None)
+        for r, row in enumerate(rows):
+            for c, cell in enumerate(row):
+                if ERR in cell:
+                    label = header[r][c] if r < len(header) and c < len(header[r]) else "?"
+                    out.append(SmiFailure("unreadable_reading", f"{ERR} in the '{label}' cell: {cell}", bus,
+                                          begin + r + 1))
+    return out
 
 
 def _gpu(header: list[list[str]], block: tuple[int, list[list[str]]]) -> SmiGpu:

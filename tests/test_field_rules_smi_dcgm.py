@@ -1,0 +1,72 @@
+"""Rules issue 27's field corpus taught the nvidia-smi table and dcgmi readers (in-repository texts only).
+
+* nvidia-smi prints ``ERR!`` where the driver failed to return a reading: that is a finding
+  (``nvidia_smi.failure`` / ``unreadable_reading``, WARN) naming the GPU and the column, never
+  a silently missing value.
+* dcgmi result rows pasted without the ``Diagnostic | Result`` header or any category line
+  are still recognised by DCGM's own result phrasing (``Fail - All``, ``Pass - GPUs: 1, 2``),
+  judged on what they show, and say they are a fragment.
+* A dcgmi paste that ends inside its last row (no closing ``|``) is read as far as it goes and
+  marked cut, instead of being refused as unreadable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpu_preflight.config import Config
+from gpu_preflight.evidence import judge_text
+from gpu_preflight.model import Status
+from gpu_preflight.parsers.detect import detect_kind, parse_text
+
+FIELD = Path(__file__).parent / "fixtures" / "field"
+FAN_ERR = (FIELD / "nvidia-smi" / "gpud-table-rtx-525.125.06-fan-err.txt").read_text()
+DCGM_264 = (FIELD / "dcgm" / "nccltests264-r3-3.3.8-h100x8-cuinit-fail.txt").read_text().splitlines()
+
+
+def statuses(text: str) -> dict[str, set[Status]]:
+    out: dict[str, set[Status]] = {}
+    for f in judge_text(text, Config(), source="node-1"):
+        out.setdefault(f.check_id, set()).add(f.status)
+    return out
+
+
+def test_err_cell_is_an_unreadable_reading_of_that_gpu() -> None:
+    kind, record = parse_text(FAN_ERR)
+    assert kind == "nvidia-smi-table"
+    [failure] = record.failures
+    assert (failure.code, failure.gpu) == ("unreadable_reading", "00000000:01:00.0")
+    assert "Fan" in failure.message
+    assert statuses(FAN_ERR)["nvidia_smi.failure"] == {Status.WARN}
+
+
+def test_a_table_without_err_has_no_unreadable_reading() -> None:
+    clean = FAN_ERR.replace("|ERR!   38C", "| 30%   38C")
+    assert parse_text(clean)[1].failures == []
+    assert "nvidia_smi.failure" not in statuses(clean)
+
+
+def test_headerless_dcgmi_rows_are_recognised_and_judged_as_a_fragment() -> None:
+    start = next(i for i, line in enumerate(DCGM_264) if line.startswith("| GPU Memory"))
+    rows = "\n".join(DCGM_264[start:start + 8])  # the failing test and its first warning, no header, no category
+    assert detect_kind(rows) == "dcgmi-diag"
+    record = parse_text(rows)[1]
+    assert record.fragment == 1 and record.tests[0].status == "fail"
+    judged = statuses(rows)
+    assert judged["dcgm.diag"] == {Status.FAIL}
+    assert judged["evidence.fragment"] == {Status.SKIP}
+
+
+def test_rows_of_another_tool_saying_pass_are_not_dcgmi() -> None:
+    assert detect_kind("| build | Pass |\n| lint  | Fail |\n") is None
+
+
+def test_a_paste_cut_inside_its_last_row_is_read_and_marked_cut() -> None:
+    start = next(i for i, line in enumerate(DCGM_264) if line.startswith("| GPU Memory"))
+    cut = "\n".join(DCGM_264[start:start + 3]) + "\n|                           | t DCGM. Rerun"
+    record = parse_text(cut)[1]
+    assert record.tests[0].status == "fail"
+    assert any("cut before its closing" in m for m in record.incomplete)
+    judged = statuses(cut)
+    assert judged["dcgm.diag"] == {Status.FAIL} and judged["evidence.complete"] == {Status.ERROR}
+
