@@ -97,6 +97,9 @@ SMI_FAILURES: dict[str, tuple[Status, str, str]] = {
     "nvml_init_failed": (Status.FAIL, "NVML could not be initialised",
                          "Match the user-space driver libraries to the loaded kernel module (reboot after a "
                          "driver upgrade)."),
+    "unreadable_reading": (Status.WARN, "nvidia-smi printed ERR! for a reading (the driver could not read it)",
+                           "Check the sensor the column names (fan, power, temperature): rerun nvidia-smi -q on the "
+                           "GPU, and if ERR! persists, inspect or replace the part; the reading was not judged."),
     "inforom_corrupted": (Status.WARN, "the GPU's infoROM is corrupted",
                           "Plan an infoROM reflash or RMA: the GPU runs, but its stored ECC/page-retirement data "
                           "cannot be trusted."),
