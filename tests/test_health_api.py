@@ -210,7 +210,7 @@ def test_on_failure_fires_once_per_episode_under_concurrency(tmp_path: Path, h20
     assert check() is False and len(calls) == 2  # a new failure episode
 
 
-def test_async_check_awaits_a_coroutine_callback(tmp_path: Path, h200_dump: dict[str, Any]) -> None:
+def test_monitor_awaits_a_coroutine_callback(tmp_path: Path, h200_dump: dict[str, Any]) -> None:
     path = tmp_path / "d.json"
     write_dump(path, h200_dump)
 
@@ -229,7 +229,7 @@ def test_async_check_awaits_a_coroutine_callback(tmp_path: Path, h200_dump: dict
 
         check = GPUHealthCheck(interval=0.02, on_failure=on_failure, replay=str(path))
         plain = GPUHealthCheck(interval=0.02, on_failure=plain_on_failure, replay=str(path))
-        tasks = [asyncio.create_task(check.async_check()), asyncio.create_task(plain.async_check())]
+        tasks = [asyncio.create_task(check.monitor()), asyncio.create_task(plain.monitor())]
         await asyncio.to_thread(write_dump, path, set_action(copy.deepcopy(h200_dump), 1))
         await asyncio.wait_for(asyncio.gather(fired.wait(), sync_fired.wait()), 20)
         running = not any(t.done() for t in tasks)

@@ -11,7 +11,7 @@ from gpu_preflight import health, server
 
 SEED_NAMES = {"GPUHealthCheck": health, "create_gpu_health_check": health, "quick_gpu_health_check": health,
               "is_gb200_platform": health, "get_gb200_static_mapping": health, "check_pynvml_availability": health,
-              "GPUHealthCheckServer": server, "create_gpu_healthcheck_server": server}
+              "PynvmlMixin": health, "GPUHealthCheckServer": server, "create_gpu_healthcheck_server": server}
 
 
 def test_the_seed_names_come_from_the_package_root() -> None:

@@ -11,8 +11,8 @@ The names below are imported on first use, so ``import gpu_preflight`` (and the 
 start-up) does not pay for the engine, reporters or their dependencies. The PyTorch elastic
 health-check names (``GPUHealthCheck``, ``create_gpu_health_check``,
 ``quick_gpu_health_check``, ``GPUHealthCheckServer``, ``create_gpu_healthcheck_server``,
-``is_gb200_platform``, ``get_gb200_static_mapping``, ``check_pynvml_availability``) are here
-too, so moving from ``torch.distributed.elastic`` is a one-line import change
+``PynvmlMixin``, ``is_gb200_platform``, ``get_gb200_static_mapping``, ``check_pynvml_availability``)
+are here too, so moving from ``torch.distributed.elastic`` is a one-line import change
 (docs/monitoring.md#migrating-from-torchdistributedelastic).
 """
 
@@ -29,6 +29,7 @@ _EXPORTS = {
     "build_report": "report.build",
     "GPUHealthCheck": "health", "create_gpu_health_check": "health", "quick_gpu_health_check": "health",
     "is_gb200_platform": "health", "get_gb200_static_mapping": "health", "check_pynvml_availability": "health",
+    "PynvmlMixin": "health",
     "GPUHealthCheckServer": "server", "create_gpu_healthcheck_server": "server",
 }
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from .engine import RunOptions, run_checks
     from .health import (
         GPUHealthCheck,
+        PynvmlMixin,
         check_pynvml_availability,
         create_gpu_health_check,
         get_gb200_static_mapping,
@@ -46,9 +48,9 @@ if TYPE_CHECKING:
     from .report.build import build_report
     from .server import GPUHealthCheckServer, create_gpu_healthcheck_server
 
-__all__ = ["NA", "CheckResult", "Finding", "GPUHealthCheck", "GPUHealthCheckServer", "NodeReport", "RunOptions",
-           "Status", "__version__", "build_report", "check_pynvml_availability", "create_gpu_health_check",
-           "create_gpu_healthcheck_server", "get_gb200_static_mapping", "is_gb200_platform",
+__all__ = ["NA", "CheckResult", "Finding", "GPUHealthCheck", "GPUHealthCheckServer", "NodeReport", "PynvmlMixin",
+           "RunOptions", "Status", "__version__", "build_report", "check_pynvml_availability",
+           "create_gpu_health_check", "create_gpu_healthcheck_server", "get_gb200_static_mapping", "is_gb200_platform",
            "quick_gpu_health_check", "run_checks"]
 
 

@@ -1,6 +1,7 @@
 """Continuous GPU health: the elastic-training health-check API.
 
-``GPUHealthCheck`` (synchronous ``__call__``, ``async_check``), ``quick_gpu_health_check``,
+``GPUHealthCheck`` (synchronous ``__call__``; ``async_check()`` starts background monitoring and
+returns None, ``monitor()`` is its awaitable form), ``quick_gpu_health_check``,
 ``create_gpu_health_check`` and the NVML helpers. Fail-closed: a GPU that could not be
 looked at is ``unknown``, never healthy (see :mod:`.gpu_health`).
 """

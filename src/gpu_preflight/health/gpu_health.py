@@ -14,6 +14,7 @@ One check is one bounded run of the node checks ``gpu.nvml`` and ``gpu.recovery_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import threading
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 __all__ = ["GPUHealthCheck", "create_gpu_health_check", "quick_gpu_health_check"]
 
 DEFAULT_TIMEOUT_S = 10.0
+MONITOR_THREAD = "gpu-health-monitor"  # the thread async_check() starts without an event loop
 _pending_callbacks: set[asyncio.Task[object]] = set()
 
 
@@ -39,9 +41,10 @@ class GPUHealthCheck(PynvmlMixin):
     """Checks the GPUs' recovery actions; callable, thread-safe, fail-closed.
 
     ``on_failure`` is called once each time the GPUs go from healthy (or not yet
-    checked) to not healthy, by whichever check sees it first — a synchronous call,
-    :meth:`async_check` or the health server's monitor loop — and not again until a
-    check has seen them healthy. It may be a plain function or a coroutine function.
+    checked) to not healthy, by whichever check sees it first — a synchronous call, the
+    background monitor of :meth:`async_check` (or its awaitable form :meth:`monitor`) or the
+    health server's monitor loop — and not again until a check has seen them healthy. It may
+    be a plain function or a coroutine function.
     """
 
     def __init__(self, device_index: int | None = None, interval: float = 60,
@@ -58,6 +61,10 @@ class GPUHealthCheck(PynvmlMixin):
         self._state_lock = threading.Lock()
         self._last: HealthStatus | None = None
         self._failure_notified = False
+        self._monitor_lock = threading.Lock()
+        self._monitor_task: asyncio.Task[None] | None = None
+        self._monitor_thread: threading.Thread | None = None
+        self._stop_event = threading.Event()
 
     @property
     def last_status(self) -> HealthStatus | None:
@@ -81,8 +88,52 @@ class GPUHealthCheck(PynvmlMixin):
             self._fire()
         return status
 
-    async def async_check(self) -> None:
-        """Check every ``interval`` seconds until cancelled, awaiting ``on_failure`` on failure.
+    def async_check(self) -> None:
+        """Start monitoring in the background and return None at once (the spec's signature).
+
+        Called as the spec's example calls it (``gpu_check.async_check()``, not awaited), it
+        checks every ``interval`` seconds until :meth:`stop`. Inside a running event loop the
+        monitor is a task of that loop (a coroutine ``on_failure`` is awaited there, NVML is
+        read in a worker thread); without one it is a daemon thread named
+        ``gpu-health-monitor``. A second call while a monitor runs starts no other.
+        """
+        with self._monitor_lock:
+            if self.monitoring:
+                return
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self._stop_event = threading.Event()
+                self._monitor_thread = threading.Thread(target=self._monitor_in_thread, args=(self._stop_event,),
+                                                        name=MONITOR_THREAD, daemon=True)
+                self._monitor_thread.start()
+            else:
+                self._monitor_task = loop.create_task(self.monitor())
+
+    @property
+    def monitoring(self) -> bool:
+        """Whether a background monitor started by :meth:`async_check` is running."""
+        task, thread = self._monitor_task, self._monitor_thread
+        return (task is not None and not task.done()) or (thread is not None and thread.is_alive())
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Stop the background monitor of :meth:`async_check`; safe to call when none runs.
+
+        The thread form finishes the check in progress (bounded by ``timeout_s`` of the check)
+        and is waited for up to ``timeout_s`` (default: the check's own bound plus 1 s).
+        """
+        with self._monitor_lock:
+            task, self._monitor_task = self._monitor_task, None
+            thread, self._monitor_thread = self._monitor_thread, None
+            self._stop_event.set()
+        if task is not None:
+            _cancel(task)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(self.timeout_s + 1 if timeout_s is None else timeout_s)
+
+    async def monitor(self) -> None:
+        """The awaitable form: check every ``interval`` seconds until cancelled, awaiting
+        ``on_failure`` on failure (``await check.monitor()`` or ``asyncio.create_task(...)``).
 
         Checks first, then sleeps (the spec sleeps first): a bad GPU at start-up is seen at
         once. NVML is read in a worker thread, so the event loop never blocks on it.
@@ -97,6 +148,14 @@ class GPUHealthCheck(PynvmlMixin):
                 except Exception:
                     log.exception("GPU health on_failure callback raised")
             await asyncio.sleep(self.interval)
+
+    def _monitor_in_thread(self, stop: threading.Event) -> None:
+        """The thread form of :meth:`monitor`: check, fire, wait ``interval`` or until stopped."""
+        while not stop.is_set():
+            _, fire = self._check_and_claim()
+            if fire and not stop.is_set():
+                self._fire()
+            stop.wait(self.interval)
 
     def observe(self, report: NodeReport | None, error: BaseException | str | None = None,
                 duration_s: float = 0.0) -> HealthStatus:
@@ -164,6 +223,20 @@ class GPUHealthCheck(PynvmlMixin):
                     task.add_done_callback(_pending_callbacks.discard)
         except Exception:
             log.exception("GPU health on_failure callback raised")
+
+
+def _cancel(task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` from any thread (``Task.cancel`` belongs to its loop's thread)."""
+    loop = task.get_loop()
+    try:
+        same = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        same = False
+    if same:
+        task.cancel()
+        return
+    with contextlib.suppress(RuntimeError):  # a closed loop runs its tasks no more
+        loop.call_soon_threadsafe(task.cancel)
 
 
 def create_gpu_health_check(device_index: int | None = None, interval: float = 60,
