@@ -178,6 +178,33 @@ class SystemConfig:
         min=0, max=1 << 26
     )
     shm_warn_mib: float = setting(1024, "/dev/shm smaller than this WARNs.", "MiB", min=0, max=1 << 26)
+    io_paths: list[str] = setting(
+        ["/tmp", "/dev/shm"], "Directories whose sequential write/read throughput and fsync latency `system.io` "
+        "measures in a --full run: add the job's checkpoint and data directories (/dev/shm is where NCCL and data "
+        "loaders share memory)."
+    )
+    io_size_mib: int = setting(
+        256, "File written and read back per directory (at most a tenth of its free space is used).", "MiB",
+        min=8, max=1 << 20
+    )
+    io_timeout_s: float = setting(
+        60.0, "Time limit per directory; what was measured by then is judged, marked as cut short.", "s",
+        above=0, max=3600
+    )
+    io_throughput_fail_mbps: float = setting(
+        100, "Sequential write or read slower than this FAILs (checkpoints stall every rank).", "MB/s",
+        min=0, max=1e6
+    )
+    io_throughput_warn_mbps: float = setting(
+        500, "Sequential write or read slower than this WARNs.", "MB/s", min=0, max=1e6
+    )
+    io_fsync_warn_ms: float = setting(
+        50, "Median fsync of a small append slower than this WARNs.", "ms", min=0, max=1e6
+    )
+    io_fsync_fail_ms: float = setting(
+        1000, "Median fsync of a small append slower than this FAILs (a checkpoint is not durable until it "
+        "returns).", "ms", min=0, max=1e6
+    )
     memlock_require_unlimited: bool = setting(
         True, "The locked-memory limit should be unlimited (EFA and RDMA pin memory); otherwise WARN."
     )
