@@ -56,8 +56,11 @@ _LIMITED = re.compile(
 _SEGFAULT = re.compile(r"(?<![^\s\[\]])(?P<process>[^\s\[\]]+)\[(?P<pid>\d+)\]: segfault at \S+ ip \S+ sp \S+ error \d+"
                        r"(?: in (?P<library>[^\[\s]+))?")
 _KERNEL_LINE = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]|[a-z]+\s*:\s*[a-z]+\s*:|\d{4}-\d{2}-\d{2}[T ]\d|"
-                          r"\[[A-Z][a-z]{2} [A-Z][a-z]{2}|[A-Z][a-z]{2}\s+\d+ \d{2}:\d{2}:\d{2} )|NVRM:|kernel:")
+                          r"\[[A-Z][a-z]{2} [A-Z][a-z]{2}|[A-Z][a-z]{2}\s+\d+ \d{2}:\d{2}:\d{2} "
+                          r"|\d{1,3},\d+,\d+,[-+c][^;\n]*;)|NVRM:|kernel:")
 _JOURNAL_KERNEL = re.compile(r"^\S+\s+\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+ kernel: ", re.MULTILINE)
+# The kernel's /dev/kmsg record: "<syslog prio>,<sequence>,<microseconds>,<flags>;<message>".
+_KMSG_RECORD = re.compile(r"^\d{1,3},\d+,\d+,[-+c][^;\n]*;", re.MULTILINE)
 _KERNEL_LINE_BYTES = re.compile(_KERNEL_LINE.pattern.encode(), re.MULTILINE)
 # A line that may begin with a wall-clock time (ISO, dmesg -T, syslog, dmesg --decode) is any line
 # but plain dmesg's "[  123.456789]"; each candidate is confirmed by line_timestamp, newest first.
@@ -202,8 +205,8 @@ def sniff(text: str) -> int:
         return 60
     if ("NVRM:" in text or "SXid (" in text) and _KERNEL_LINE.search(text):
         return 60  # driver messages without an Xid line, NVSwitch SXids
-    if re.search(r"^\[\s*\d+\.\d+\] ", text, re.MULTILINE):
-        return 30
+    if re.search(r"^\[\s*\d+\.\d+\] ", text, re.MULTILINE) or _KMSG_RECORD.search(text):
+        return 30  # plain dmesg, or /dev/kmsg records as read raw ("6,3964,206764307,-;message")
     return 20 if _JOURNAL_KERNEL.search(text) else 0  # "<month> <day> <time> <host> kernel: ..." (any locale)
 
 

@@ -39,6 +39,10 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                       r"|Connection refused", re.IGNORECASE)),
     ("net_plugin_missing", re.compile(r"NCCL WARN .*network (?P<net>.+?) not found|Failed to initialize any NET "
                                       r"plugin|NET/Plugin\s*:\s*Plugin load returned error", re.IGNORECASE)),
+    # aws-ofi-nccl's own WARN lines (NCCL's format, or the plugin's old "WARN: Function: f Line: n:" format) and
+    # libfabric's provider warnings on a completion: the network below NCCL failed, not NCCL itself.
+    ("net_plugin_error", re.compile(r"(?:NCCL WARN|^WARN: Function: \w+ Line: \d+:) NET/OFI\b"
+                                    r"|^libfabric:\d+:\d+::\w+:(?:cq|ep_data|ep_ctrl|av):\S+<warn> err: \d+")),
     ("net_plugin_fallback", re.compile(r"NET/Plugin\s*:\s*(?:Could not find:?\s*(?P<plugin>.*?)\.?\s*Using internal"
                                        r"|No plugin found)", re.IGNORECASE)),
     ("remote_error", re.compile(r"remote process exited or there was a network error|ncclRemoteError"
@@ -46,7 +50,7 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("invalid_usage", re.compile(r"invalid usage|ncclInvalidUsage", re.IGNORECASE)),
     ("system_error", re.compile(r"unhandled system error|ncclSystemError", re.IGNORECASE)),
     ("cuda_error", re.compile(r"unhandled cuda error|ncclUnhandledCudaError|CUDA error: (?!out of memory)"
-                              r"|NCCL WARN Cuda failure '(?!out of memory)",
+                              r"|NCCL WARN Cuda failure (?:\d+ )?'(?!out of memory)",
                               re.IGNORECASE)),
     ("out_of_memory", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory", re.IGNORECASE)),
     ("internal_error", re.compile(r"ncclInternalError|NCCL error.*internal error", re.IGNORECASE)),
@@ -55,6 +59,9 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("segfault", re.compile(r"Caught signal 11|Segmentation fault|SIGSEGV")),
 )
 
+# What a launcher or a paste puts before a log line: indentation, Open MPI's --tag-output ("[1,0]<stdout>:"),
+# a line number ("[80746] ") or srun --label ("0: "). Stripped before a line is sniffed or read.
+_LAUNCHER = re.compile(r"^(?:[ \t]+|\[\d+,\d+\]<(?:stdout|stderr)>:|\[\d+\] (?=\[)|\d{1,5}: (?=\S))+")
 _NCCL_PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+)\s+\[(?P<dev>\d+)\]")
 _RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:|\[Rank (?P<rank2>\d+)\]")
 _HOST_PREFIX = re.compile(r"^(?P<host>[\w.-]+):\s+Test (?:NCCL|CUDA) failure")
@@ -86,12 +93,17 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
     # The file name starts where a path token starts: tried from every character of a long token, the
     # match would be quadratic (64 KiB of "0." took 20 s).
     (70, re.compile(r"(?<![\w/.-])[\w/.-]+\.(?:c|cc|cpp|h):\d+ NCCL WARN\b", re.M)),
+    # aws-ofi-nccl's old log format and libfabric's provider warnings (the network plugin below NCCL).
+    (70, re.compile(r"^WARN: Function: \w+ Line: \d+: NET/OFI\b|^libfabric:\d+:\d+::\w+:\w+:\S+<warn> ", re.M)),
     (60, re.compile(r"^torch\.distributed\.[\w.]+(?:Error|Exception)\b|^\s*Root Cause \(first observed failure\)",
                     re.M)),
 )
 
 
 def sniff(text: str) -> int:
+    """The score of the strongest log line in ``text``, read without the prefix a launcher or a paste put
+    before each line (indentation, ``[1,0]<stdout>:``, ``[80746] ``, ``0: ``)."""
+    text = "\n".join(_LAUNCHER.sub("", line, count=1) for line in text.splitlines())
     for score, pattern in _LOG_LINES:
         if pattern.search(text):
             return score
@@ -155,10 +167,11 @@ def _logical_lines(lines: list[str]) -> list[tuple[int, str]]:
     """Lines with NCCL's wrapped continuations joined to the prefixed line they continue."""
     out: list[tuple[int, str]] = []
     for number, raw in enumerate(lines, 1):
-        line = raw.rstrip()
+        indented = raw[:1].isspace()
+        line = _LAUNCHER.sub("", raw.rstrip(), count=1)
         if not line.strip() or is_noise(line):
             continue
-        if out and _NCCL_PREFIX.match(out[-1][1]) and not _STARTS_ENTRY.match(line) and not line[:1].isspace():
+        if out and _NCCL_PREFIX.match(out[-1][1]) and not _STARTS_ENTRY.match(line) and not indented:
             out[-1] = (out[-1][0], f"{out[-1][1]} {line.strip()}")
             continue
         out.append((number, line))

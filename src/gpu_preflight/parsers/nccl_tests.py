@@ -583,8 +583,10 @@ def _version_from_code(code: int) -> str:
 
 def _row(columns: list[str], line: str, number: int, problem: Callable[[str], None]) -> NcclTestRow:
     values = line.split()
-    if len(values) == len(columns) - 1 and "redop" in columns:
-        columns = [c for c in columns if c != "redop"]  # old alltoall_perf: a redop header over blank cells
+    if len(values) == len(columns) - 1 and "redop" in columns and _number(values[columns.index("redop")]) is not None:
+        # old alltoall_perf: a redop header over blank cells, so a number stands where the redop would; a row
+        # that still shows its redop ("sum") but lacks a cell was cut, and is read as such below
+        columns = [c for c in columns if c != "redop"]
     if len(values) != len(columns):
         raise ParseError(KIND, f"{len(values)} values where the header names {len(columns)} columns", number)
     first: dict[str, str] = {}
