@@ -1,6 +1,7 @@
-"""``gpu-preflight k8s label SOURCE``: node labels and taints from a report.
+"""``gpu-preflight k8s label SOURCE``: node labels and taints from a report; ``k8s manifest``:
+the deploy manifests rendered for a site (image, private-registry pull secret).
 
-Dry run by default: prints the ``kubectl`` commands (stdout) and the notes (stderr), so
+``label`` is a dry run by default: prints the ``kubectl`` commands (stdout) and the notes (stderr), so
 an operator sees exactly what would change. ``--apply`` sends them through the official
 client (in-cluster service account, else the kubeconfig). Exit codes: 0 done; 1 the
 circuit breaker held taints back; 2 usage or an unreadable report; 3 the cluster could
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_HELD = 1
 EXIT_API = 3
+MANIFEST_LIMIT = 4 << 20  # a manifest file is kilobytes; refuse what cannot be one
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,10 +45,23 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                    help="circuit breaker: never taint more than this share of the nodes at once (default 0.5)")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
     p.add_argument("--context", help="kubeconfig context")
+    m = k8s.add_parser("manifest", help="render deploy/k8s manifests: image and imagePullSecrets",
+                       description="Print MANIFEST files (YAML, e.g. deploy/k8s/job.yaml) with the gpu-preflight "
+                                   "containers' image replaced and an imagePullSecrets entry in every pod template "
+                                   "and ServiceAccount, for a private registry. Exit 0, or 3 with one line.")
+    m.add_argument("manifests", nargs="+", metavar="MANIFEST", help="YAML file(s), '-' for stdin")
+    m.add_argument("--image", help="image of the gpu-preflight containers (those whose repository ends in "
+                                   "/gpu-preflight), e.g. registry.corp/ml/gpu-preflight:0.1.0")
+    m.add_argument("--image-pull-secret", action="append", default=[], metavar="NAME",
+                   help="a docker-registry Secret in the pods' namespace (repeatable; "
+                        "default $GPU_PREFLIGHT_IMAGE_PULL_SECRET, comma-separated)")
+    m.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``k8s label``; returns the process exit code."""
+    """Run ``k8s label`` or ``k8s manifest``; returns the process exit code."""
+    if args.k8s_cmd == "manifest":
+        return _manifest(args)
     from ..integrations.k8s import ReportSourceError, hold_if_over, load_report, plan, render_commands
 
     if not 0 < args.max_taint_fraction <= 1:
@@ -89,6 +104,47 @@ def _apply(out: LabelPlan, args: argparse.Namespace) -> int:
     if result.failed:
         return EXIT_API
     return EXIT_HELD if out.tripped else EXIT_OK
+
+
+PULL_SECRET_ENV = "GPU_PREFLIGHT_IMAGE_PULL_SECRET"
+
+
+def _manifest(args: argparse.Namespace) -> int:
+    """``k8s manifest``: every file's documents rendered together (an ``--image`` must reach a
+    container in one of them), printed as one YAML stream in the order given."""
+    import os
+
+    from ..boundedio import read_text
+    from ..integrations.k8s_manifest import ManifestError, dump_documents, load_documents, render
+
+    secrets = args.image_pull_secret or [s.strip() for s in os.environ.get(PULL_SECRET_ENV, "").split(",")
+                                         if s.strip()]
+    docs: list[object] = []
+    try:
+        for source in args.manifests:
+            try:
+                text = read_text(source, limit=MANIFEST_LIMIT, what="manifest")
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                raise ManifestError(f"cannot read {source}: {exc}") from None
+            try:
+                docs += load_documents(text)
+            except ManifestError as exc:
+                raise ManifestError(f"{source}: {exc}") from None
+        out = dump_documents(render(docs, image=args.image, pull_secrets=secrets).documents)
+    except ManifestError as exc:
+        print(f"gpu-preflight: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.output:
+        from ..safeio import describe_error, write_text
+
+        try:
+            write_text(args.output, out)
+        except (OSError, ValueError) as exc:
+            print(f"gpu-preflight: cannot write {args.output}: {describe_error(exc, args.output)}", file=sys.stderr)
+            return EXIT_USAGE
+    else:
+        sys.stdout.write(out)
+    return EXIT_OK
 
 
 def _notes(notes: list[str]) -> None:
