@@ -19,6 +19,7 @@ import pytest
 
 from gpu_preflight.cli import k8s_cmd
 from gpu_preflight.integrations.k8s import (
+    ACTION_LABEL,
     HEALTH_LABEL,
     LAST_RUN_LABEL,
     SUMMARY_ANNOTATION,
@@ -125,7 +126,7 @@ def test_kubectl_commands_are_exact_and_quoted(two_nodes: dict[str, Any]) -> Non
     cmds = kubectl_commands(plan(two_nodes))
     when = label_time(two_nodes["timestamp"])
     assert cmds[0] == ["kubectl", "label", "node", "gpu-a", "--overwrite", f"{HEALTH_LABEL}=pass",
-                       f"{LAST_RUN_LABEL}={when}"]
+                       f"{LAST_RUN_LABEL}={when}", f"{ACTION_LABEL}=none"]  # written every run: none never lingers
     assert cmds[2] == ["kubectl", "taint", "node", "gpu-a", f"{TAINT_KEY}-"]
     assert cmds[5] == ["kubectl", "taint", "node", "gpu-b", "--overwrite", f"{TAINT_KEY}=fail:NoSchedule"]
     text = render_commands(plan(two_nodes))

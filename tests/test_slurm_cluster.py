@@ -200,13 +200,13 @@ def test_prolog_failure_drains_with_our_reason_and_requeues(c: SlurmCluster) -> 
     done = c.run("srun", "-w", "node2", "-N1", "-t", "1", "true", check=False, timeout=90)
     assert done.returncode != 0 and "Prolog failure on node node2" in done.stderr
     node = c.node("node2")
-    assert node.drained and node.reason == "gpu-preflight: gpu.inventory.count"  # ours, not "Prolog error"
+    assert node.drained and node.reason == "gpu-preflight: action=reboot_node gpu.inventory.count"  # ours, not "Prolog error"
     saved = json.loads((c.results / "node2.json").read_text())
     assert saved["cluster_summary"]["overall_status"] == "FAIL"  # the result file the health check reads
     assert "node2: FAIL (gpu.inventory.count) -> drain" in (c.root / "prolog-node2.log").read_text()
     job = c.run("sbatch", "--parsable", "-w", "node1", "-o", "/dev/null", "--wrap", "true").stdout.strip()
     c.wait_for(lambda: squeue_reason(c, job) == "launch failed requeued held", 30, "the batch job to be requeued")
-    assert c.node("node1").reason == "gpu-preflight: gpu.inventory.count"
+    assert c.node("node1").reason == "gpu-preflight: action=reboot_node gpu.inventory.count"
 
 
 def test_prolog_breaker_lets_the_job_run_and_passing_prolog_is_silent(c: SlurmCluster) -> None:
@@ -227,4 +227,4 @@ def test_epilog_failure_drains_after_the_job(c: SlurmCluster) -> None:
     done = c.run("srun", "-w", "node3", "-N1", "-t", "1", "echo", "ran", check=False, timeout=90)
     assert done.returncode == 0 and "ran" in done.stdout  # the job itself was not affected
     c.wait_for(lambda: c.node("node3").drained, 30, "the epilog to drain node3")
-    assert c.node("node3").reason == "gpu-preflight: gpu.inventory.count"
+    assert c.node("node3").reason == "gpu-preflight: action=reboot_node gpu.inventory.count"

@@ -19,9 +19,11 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["BY_NVIDIA_ACTION", "DETAIL_KEY", "Action", "strongest", "with_action"]
+__all__ = ["BY_NVIDIA_ACTION", "DETAIL_KEY", "SUMMARY_KEY", "Action", "action_of", "node_action", "strongest",
+           "with_action"]
 
 DETAIL_KEY = "operator_action"
+SUMMARY_KEY = "operator_action"  # a node section's summary: the strongest action of the node's findings
 
 
 class Action(enum.StrEnum):
@@ -67,3 +69,23 @@ def with_action(details: Mapping[str, Any], action: Action | None) -> dict[str, 
     if action is not None and action is not Action.NONE:
         out[DETAIL_KEY] = action.value
     return out
+
+
+_BY_VALUE: Mapping[str, Action] = {a.value: a for a in Action}
+
+
+def action_of(details: Mapping[str, Any] | None) -> Action | None:
+    """The action a finding's details name; None when they name none (or a value this version
+    does not know: a report written by a newer version is read, never guessed at)."""
+    if not details:
+        return None
+    value = details.get(DETAIL_KEY)
+    return _BY_VALUE.get(value) if isinstance(value, str) else None
+
+
+def node_action(findings: Iterable[Mapping[str, Any]]) -> Action:
+    """The one action a scheduler hook routes a node on: the strongest its findings (dicts, as a
+    report lists them) call for. The report's node summary, the Slurm drain reason and the
+    Kubernetes label all come from this function over the same findings (the drain reason
+    leaves out the checks ``slurm.ignore_checks`` names, as its verdict does)."""
+    return strongest(action_of(f.get("details")) for f in findings)

@@ -16,6 +16,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import field, fields, replace
 from typing import TYPE_CHECKING, Any, overload
 
+from .actions import DETAIL_KEY, Action, with_action
 from .fastclass import dataclass
 from .model import Finding, Status, id_matches
 from .registries import Registry, UnknownKey
@@ -212,7 +213,8 @@ PROBES: Registry[ProbeSpec] = Registry("probe", lambda scope: discover("node")) 
 def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SUITES,
           tags: tuple[str, ...] = (), scope: str = "node", group: str | tuple[str, ...] | None = None,
           component: str | None = None, settings: tuple[str, ...] = (), core: bool = False,
-          blocking_codes: tuple[str, ...] = ()) -> Callable[[CheckFn], CheckFn]:
+          blocking_codes: tuple[str, ...] = (), actions: Mapping[str, Action] | None = None
+          ) -> Callable[[CheckFn], CheckFn]:
     """Register a check. Its docstring's first line is the title, the rest its explanation.
     The module's name for the function is the registered one, which sets ``ctx.check_id``.
 
@@ -223,10 +225,12 @@ def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SU
     score component (:data:`~gpu_preflight.config.report_schema.COMPONENTS`). ``core=True``
     says that a measured finding of this check proves its component was tested (a GPU read,
     a link between two nodes: :func:`core_table`); ``blocking_codes`` are the codes that
-    block a GPU job whatever their status (:func:`blocking_codes`).
+    block a GPU job whatever their status (:func:`blocking_codes`). ``actions`` maps finding
+    codes to the operator action they call for (:func:`operator_actions`).
     """
     groups = _groups(check_id, group)
     _component(check_id, component, core)
+    _actions(check_id, actions)
 
     def register(fn: CheckFn) -> CheckFn:
         if check_id in CHECKS:
@@ -236,7 +240,8 @@ def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SU
 
         @functools.wraps(fn)  # keeps the check's module and name (tests tie cluster checks to their modules)
         def bound(ctx: CheckContext) -> Iterable[Finding]:
-            return fn(replace(ctx, check_id=check_id))  # the check knows its id, however it is called
+            found = fn(replace(ctx, check_id=check_id))  # the check knows its id, however it is called
+            return stamp_actions(found) if actions else found
 
         CHECKS.register(check_id, CheckSpec(check_id, bound, needs, title, doc, suites,
                                             (check_id.split(".")[0], *tags), scope, groups, component, settings,
@@ -248,16 +253,61 @@ def check(check_id: str, *, needs: tuple[str, ...], suites: tuple[str, ...] = SU
 
 def declare(report_id: str, title: str, doc: str, *, group: str | tuple[str, ...] | None,
             component: str | None, settings: tuple[str, ...] = (), core: bool = False,
-            blocking_codes: tuple[str, ...] = ()) -> DeclaredId:
+            blocking_codes: tuple[str, ...] = (), actions: Mapping[str, Action] | None = None) -> DeclaredId:
     """Declare an id that findings carry without a ``@check`` producing it, so that the
     report groups and scores it, and ``checks list`` / ``checks explain`` know it
-    (``core``/``blocking_codes`` as for :func:`check`)."""
+    (``core``/``blocking_codes``/``actions`` as for :func:`check`; the code that makes such
+    findings passes them through :func:`stamp_actions`)."""
+    _actions(report_id, actions)
     spec = DeclaredId(report_id, title, inspect.cleandoc(doc), _groups(report_id, group),
                       _component(report_id, component, core), settings, core=core,
                       blocking_codes=tuple(blocking_codes))
     if report_id in CHECKS:
         raise ValueError(f"{report_id!r} is a check; declare only ids no check produces")
     return DECLARED.register(report_id, spec)
+
+
+# Finding code -> operator action, per check or declared id (``@check(actions=...)``): each
+# check module keeps its table beside the check; the one rule that applies them is here.
+_ACTIONS: dict[str, Mapping[str, Action]] = {}
+_NO_ACTION = frozenset({Status.PASS, Status.SKIP})
+
+
+def _actions(report_id: str, actions: Mapping[str, Action] | None) -> None:
+    if not actions:
+        return
+    wrong = [code for code, action in actions.items() if not isinstance(action, Action)]
+    if wrong:
+        raise ValueError(f"{report_id}: operator actions must be Action values ({', '.join(wrong)})")
+    _ACTIONS[report_id] = dict(actions)
+
+
+def operator_actions() -> Mapping[str, Mapping[str, Action]]:
+    """Every registered code -> action table, by id (what docs/checks.md's table lists)."""
+    CHECKS.names()
+    DECLARED.names()  # both registries discovered: every module's table is in
+    return dict(_ACTIONS)
+
+
+def stamp_actions(findings: Iterable[Finding]) -> list[Finding]:
+    """``findings`` with the operator action their id's table names for their code.
+
+    Only a WARN, FAIL or ERROR calls for an action (a PASS or SKIP never does); a finding that
+    already names one (the Xid policy's, DCGM's own) keeps it, and one whose code has no entry
+    gets no key, so its output stays as it was. The details dict is replaced, never changed in
+    place: a check may share one details dict between findings with different codes.
+    """
+    out = []
+    for f in findings:
+        table = _ACTIONS.get(f.check_id)
+        if table is None and "node" not in _discovered and f.status not in _NO_ACTION:
+            discover("node")  # a declared id's table registers with its module (localisation's, say)
+            table = _ACTIONS.get(f.check_id)
+        action = table.get(f.code) if table and f.status not in _NO_ACTION else None
+        if action is not None and DETAIL_KEY not in f.details:
+            f.details = with_action(f.details, action)
+        out.append(f)
+    return out
 
 
 # cluster_summary.test_results, in report order. A group is true when it has a PASS and

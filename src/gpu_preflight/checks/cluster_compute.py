@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, cast
 
+from ..actions import Action
 from ..ids import GEMM_ID, MEMORY_BANDWIDTH_ID
 from ..model import Finding, Status
 from ..records import ClusterView
@@ -19,8 +20,15 @@ from .cluster_rollup import Passes, Series
 from .common import version_below
 from .floors import Floor, host_transfer_floor, node_topology, peer_gap_status
 
+COMPUTE_ACTIONS = {"gemm_wrong": Action.ISOLATE_NODE, "pattern_errors": Action.ISOLATE_NODE}
+"""A GPU that computes wrong products or reads back wrong memory corrupts training silently: DCGM
+isolates for the same findings (DCGM_FR_L1TAG_MISCOMPARE, DCGM_FR_FAULTY_MEMORY,
+DCGM_FR_MEMORY_MISMATCH: ISOLATE). A slow GPU names no action: why it is slow is another check's
+finding (clocks, power, PCIe), which names its own."""
 
-@check(GEMM_ID, needs=("cluster",), scope="cluster", group="compute", component="hardware_health")
+
+@check(GEMM_ID, needs=("cluster",), scope="cluster", group="compute", component="hardware_health",
+       actions=COMPUTE_ACTIONS)
 def gemm(ctx: CheckContext) -> Iterator[Finding]:
     """Every GPU computes GEMMs correctly and at the expected speed.
 
@@ -130,7 +138,8 @@ def _gemm_finding(ctx: CheckContext, subject: str, label: str, tflops: float, st
                        "on the GPU (gpu.busy); compare with DCGM targeted stress.")
 
 
-@check(MEMORY_BANDWIDTH_ID, needs=("cluster",), scope="cluster", group="compute", component="hardware_health")
+@check(MEMORY_BANDWIDTH_ID, needs=("cluster",), scope="cluster", group="compute", component="hardware_health",
+       actions=COMPUTE_ACTIONS)
 def memory(ctx: CheckContext) -> Iterator[Finding]:
     """GPU memory copies fast, host transfers reach PCIe/C2C speed, patterns read back intact.
 

@@ -15,12 +15,13 @@ import statistics
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from ..actions import BY_NVIDIA_ACTION, Action, with_action
 from ..config.load import LoadConfig, load_config
 from ..model import Finding, Status
 from ..records import ClusterView
 from ..registry import CheckContext, check
 from .cluster_rollup import Passes
-from .gpu_thermal import CLOCK_ADVICE, CLOCK_REASONS
+from .gpu_thermal import CLOCK_ACTIONS, CLOCK_ADVICE, CLOCK_REASONS, THERMAL_ACTIONS
 
 # Clock event reason bits that mean the board protects itself (FAIL past a share of the phase).
 HW_BITS = {f"0x{bit:x}": name for bit, (name, status) in CLOCK_REASONS.items() if status is Status.FAIL}
@@ -103,7 +104,14 @@ def _median(ph: Mapping[str, Any], key: str) -> float | None:
     return float(stats["median"]) if isinstance(stats, Mapping) and stats.get("median") is not None else None
 
 
-@check("load.clocks", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True)
+LOAD_CLOCK_ACTIONS = {**CLOCK_ACTIONS, "clock_drop": Action.CHECK_MECHANICALS, "lost_under_load": Action.REBOOT_NODE}
+"""The idle clock reasons' actions (gpu.clocks), plus: a GEMM's SM clock held well below the
+model's is the board's cooling or power delivery giving way (a visit); a GPU lost under load is
+lost as gpu.nvml's ``gpu_lost`` is (reboot, NVIDIA's RESTART_BM for Xid 79)."""
+
+
+@check("load.clocks", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True,
+       actions=LOAD_CLOCK_ACTIONS)
 @over_loads
 def clocks(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
            passes: Passes) -> Iterator[Finding]:
@@ -169,7 +177,12 @@ def clocks(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]
                 text, observed=lowest, unit="MHz", details={"phases": judged}))
 
 
-@check("load.thermal", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True)
+LOAD_THERMAL_ACTIONS = {"at_limit": THERMAL_ACTIONS["temp_slowdown"], "near_limit": THERMAL_ACTIONS["temp_high"]}
+"""As at idle (gpu.thermal): at the limit under load is a cooling fault, near it is watched."""
+
+
+@check("load.thermal", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True,
+       actions=LOAD_THERMAL_ACTIONS)
 @over_loads
 def thermal(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
             passes: Passes) -> Iterator[Finding]:
@@ -207,7 +220,13 @@ def thermal(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load
             "Check airflow, fans, inlet temperature and neighbouring GPUs before long jobs."))
 
 
-@check("load.power", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True)
+LOAD_POWER_ACTIONS = {"power_low": Action.CHECK_MECHANICALS}
+"""A GPU that cannot draw its power under a dense GEMM is held back by its power delivery (PSUs,
+cables): DCGM files the same failure (DCGM_FR_TARGET_POWER) under hardware power."""
+
+
+@check("load.power", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True,
+       actions=LOAD_POWER_ACTIONS)
 @over_loads
 def power(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
           passes: Passes) -> Iterator[Finding]:
@@ -290,7 +309,12 @@ def peers(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]]
                           "no node sampled two or more GPUs under the same load: nothing to compare")
 
 
-@check("load.ecc", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True)
+LOAD_ECC_ACTIONS = {"uncorrectable_under_load": Action.RESET_GPU}
+"""As gpu.ecc.errors' volatile uncorrectable errors: NVIDIA's Xid 48 workflow resets the GPU."""
+
+
+@check("load.ecc", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health", core=True,
+       actions=LOAD_ECC_ACTIONS)
 @over_loads
 def ecc(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
         passes: Passes) -> Iterator[Finding]:
@@ -356,8 +380,10 @@ def xid_under_load(ctx: CheckContext) -> Iterator[Finding]:
             yield ctx.finding(status, node, f"xid_{xid}",
                               f"{node}: Xid {xid} ({rule.name}) x{n} while the workloads ran", observed=n,
                               expected=0, unit="events", recommendation=rule.recommendation,
-                              details={"lines": [e["line"] for e in watch.get("events") or () if e["xid"] == xid][:5],
-                                       "cause": rule.cause, "action": rule.action})
+                              details=with_action({"lines": [e["line"] for e in watch.get("events") or ()
+                                                             if e["xid"] == xid][:5],
+                                                   "cause": rule.cause, "action": rule.action},
+                                                  BY_NVIDIA_ACTION.get(rule.action)))
         if watch.get("unparsed"):
             flagged = True
             yield ctx.finding(Status.ERROR, node, "xid_unparsed",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 
+from ..actions import Action, with_action
 from ..config.diagnostics import diagnostics_config
 from ..config.evidence import evidence_config
 from ..diagnostics.verdicts import not_run, unreadable
@@ -13,9 +14,15 @@ from ..records.tools import InfinibandFacts
 from ..registry import CheckContext, check
 from .evidence import judge_record
 
+IB_PORT_ACTIONS = {"port_down": Action.CHECK_MECHANICALS, "rate_low": Action.CHECK_MECHANICALS,
+                   "ports_missing": Action.CHECK_MECHANICALS, "device_error": Action.REBOOT_NODE}
+"""A port down, trained below its rate or missing is a cable, transceiver or switch port (NVIDIA's
+CHECK_MECHANICALS); an HCA the tools cannot read any more has fallen out of its driver, which a
+reboot reloads. Also applied to saved ibstat/ibstatus/ibv_devinfo output."""
+
 
 @check("ib.ports", needs=("infiniband",), tags=("diagnostics",),
-       group="efa_network", component="network_infrastructure")
+       group="efa_network", component="network_infrastructure", actions=IB_PORT_ACTIONS)
 def ports(ctx: CheckContext) -> Iterator[Finding]:
     """Every RDMA port is up at its rate, and the node has as many as it should.
 
@@ -52,6 +59,13 @@ def ports(ctx: CheckContext) -> Iterator[Finding]:
     for finding in judge_record("ibstat", record, ctx.config, source=ctx.host):
         finding.details.setdefault("source", f"sysfs {facts.root}")
         yield finding
+
+
+COUNTER_ACTION = Action.CHECK_MECHANICALS
+"""Every counter over its limit is a link that flaps or corrupts packets: cable and switch port
+(the finding's advice). The codes are the counter names the configuration lists, so the one action
+is named where the finding is made rather than in a table of codes; a counter that went down
+(reset, driver reload) names none."""
 
 
 @check("ib.counters", needs=("infiniband",), tags=("diagnostics",),
@@ -101,7 +115,8 @@ def counters(ctx: CheckContext) -> Iterator[Finding]:
                 yield ctx.finding(status, subject, name,
                                   f"{port} {name} rose by {delta} in {facts.window_s:g} s (total {end[name]})",
                                   observed=delta, expected=f"<= {limits[name]}", unit="errors",
-                                  details={"window_s": facts.window_s, "total": end[name]},
+                                  details=with_action({"window_s": facts.window_s, "total": end[name]},
+                                                      COUNTER_ACTION),
                                   recommendation="A link that flaps or corrupts packets under load: check the cable "
                                                  "and switch port (mlxlink, ibdiagnet), reseat or replace; drain the "
                                                  "node if it repeats.")

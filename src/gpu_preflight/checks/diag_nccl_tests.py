@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..actions import Action
 from ..diagnostics.verdicts import not_run, unreadable
 from ..model import Finding, Status
 from ..records.tools import NcclTestsFacts
 from ..registry import CheckContext, check
 from .evidence import judge_record
+from .evidence_nccl import NCCL_LOG_ACTIONS
 
 
 def _judged(ctx: CheckContext) -> Iterator[Finding]:
@@ -38,8 +40,15 @@ def _judged(ctx: CheckContext) -> Iterator[Finding]:
                 yield finding
 
 
+CORRECTNESS_ACTIONS = {**NCCL_LOG_ACTIONS,
+                       **dict.fromkeys(("wrong_results", "out_of_bounds", "error_too_large"), Action.ISOLATE_NODE)}
+"""Wrong data from a collective inside one node is silent corruption in a GPU, NVLink or PCIe path:
+DCGM isolates for the same finding (DCGM_FR_BROKEN_P2P_*_DEVICE, DCGM_FR_MEMORY_MISMATCH: ISOLATE).
+A failed run's signature keeps the job-log table's action (NCCL_LOG_ACTIONS)."""
+
+
 @check("nccl_tests.correctness", needs=("nccl_tests",), tags=("active", "diagnostics"),
-       group="nccl_communication", component="network_infrastructure")
+       group="nccl_communication", component="network_infrastructure", actions=CORRECTNESS_ACTIONS)
 def correctness(ctx: CheckContext) -> Iterator[Finding]:
     """nccl-tests on this node completes and finds no wrong values.
 

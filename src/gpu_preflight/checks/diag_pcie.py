@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..actions import Action
 from ..diagnostics.verdicts import not_run, unreadable
 from ..model import Finding, Status
 from ..records.tools import PcieFacts
 from ..registry import CheckContext, check
 from .evidence import judge_record
 
+LNKSTA_ACTIONS = {"width_downgraded": Action.CHECK_MECHANICALS, "speed_downgraded": Action.CHECK_MECHANICALS}
+"""A link trained below its capability is seated, cabled or slotted badly (reseat the card or
+riser): the same fault gpu.pcie calls ``link_downtrained``. Also applied to saved lspci output."""
 
-@check("pcie.lnksta", needs=("pcie",), tags=("diagnostics",), group=(), component="hardware_health")
+
+@check("pcie.lnksta", needs=("pcie",), tags=("diagnostics",), group=(), component="hardware_health",
+       actions=LNKSTA_ACTIONS)
 def lnksta(ctx: CheckContext) -> Iterator[Finding]:
     """GPU and NIC PCIe links trained to the width (and, for NICs, the speed) they are capable of.
 
@@ -40,7 +46,13 @@ def lnksta(ctx: CheckContext) -> Iterator[Finding]:
         yield finding
 
 
-@check("pcie.limited_by", needs=("pcie",), tags=("diagnostics",), group=(), component="hardware_health")
+LIMITED_BY_ACTIONS = {"link_limited": Action.CHECK_MECHANICALS}
+"""A device capped by a slower upstream link sits in the wrong slot or behind the wrong switch:
+a visit to the node (or its BIOS), as gpu.pcie's ``link_gen_limited``."""
+
+
+@check("pcie.limited_by", needs=("pcie",), tags=("diagnostics",), group=(), component="hardware_health",
+       actions=LIMITED_BY_ACTIONS)
 def limited_by(ctx: CheckContext) -> Iterator[Finding]:
     """The kernel reports no device capped by a slower upstream PCIe link.
 

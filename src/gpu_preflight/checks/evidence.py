@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from ..ids import EVIDENCE_JUDGE_ID
 from ..model import Finding, Status
 from ..registries import Registry
-from ..registry import declare, fail_closed
+from ..registry import declare, fail_closed, stamp_actions
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -132,6 +132,7 @@ def judge_record(kind: str, record: Any, config: Config, *, source: str = "evide
         findings.append(Finding("evidence.fragment", Status.SKIP, source, "fragment",
                                 f"fragment: judged on {shown} record(s); what it does not show was not assumed",
                                 observed=shown, unit="records"))
+    findings = stamp_actions(findings)  # the same code -> action tables as the node checks
     for finding in findings:
         finding.details.setdefault("evidence_kind", kind)
     return findings

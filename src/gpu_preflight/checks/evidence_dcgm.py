@@ -7,6 +7,11 @@ reported as SKIP, and tests listed in ``evidence.dcgm_ignore_tests`` are reporte
 whatever their result. Passing tests fold into one PASS. A run DCGM could not complete
 (``Return: (-30)``, plugins missing) is an ERROR: nothing was measured; error lines beside
 a partial table are an ERROR too, since some tests did not run.
+
+Each FAIL and WARN names the operator action DCGM's own codes call for
+(:func:`~.dcgm_errors.dcgm_action`: the JSON's ``error_id``\\ s, or the codes a table's warning
+texts match, through DCGM's severity table), so a scheduler hook routes a DCGM failure with the
+same words as an Xid.
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from ..actions import with_action
 from ..config.evidence import evidence_config
 from ..model import Finding, Status
+from .dcgm_errors import dcgm_action
 from .evidence import judges
 
 if TYPE_CHECKING:
@@ -75,13 +82,14 @@ def _failures(test: DcgmTest, label: str, version: str, source: str) -> Iterator
     status = _STATUS[test.status]
     message = " ".join(test.messages) or "no message from DCGM"
     targets: list[int | None] = list(test.gpus) or [None]
+    action = dcgm_action(test.status, test.error_ids, test.messages)
     for gpu in targets:
         subject = f"{source}/gpu{gpu}" if gpu is not None else source
         where = f" on GPU {gpu}" if gpu is not None else ""
         yield Finding(CHECK, status, subject, _slug(test.name),
                       f"{version} {label} {'failed' if test.status == 'fail' else 'warned'}{where}: {message}"[:400],
                       observed=test.status, expected="pass", recommendation=_ADVICE[test.status],
-                      details={**_details(test), "gpu": gpu})
+                      details=with_action({**_details(test), "gpu": gpu}, action))
 
 
 def _details(test: DcgmTest) -> dict[str, object]:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ..actions import Action
 from ..model import NA, Finding, Status
 from ..registry import declare
 from .evidence import judges
@@ -39,19 +40,33 @@ NVIDIA_SMI_TOPO = declare(
     """``nvidia-smi topo -m`` is recorded (links and CPU affinity per device), not judged: SKIP,
     since there is no expected topology to compare it with.""",
     group=(), component="hardware_health", core=True)
+SMI_FAILURE_ACTIONS = {
+    "gpu_unreachable": Action.REBOOT_NODE,
+    "gpu_lost": Action.REBOOT_NODE,
+    "no_devices": Action.REBOOT_NODE,
+    "driver_unreachable": Action.REBOOT_NODE,
+    "nvml_init_failed": Action.REBOOT_NODE,
+    "gpu_requires_reset": Action.RESET_GPU,
+    "inforom_corrupted": Action.MONITOR,
+}
+"""nvidia-smi's failure texts, in the words gpu.nvml uses for the same states: a GPU it cannot reach
+or that the driver lost is NVIDIA's Xid 79 resolution (RESTART_BM); no GPU or no driver is the driver
+not bound or loaded, which a reboot (after the driver is fixed) brings back; ``GPU requires reset``
+names its own action; a corrupted infoROM leaves a working GPU (nvidia-smi exit code 14) whose stored
+data is suspect: a reflash to plan."""
 NVIDIA_SMI_FAILURE = declare(
     "nvidia_smi.failure", "nvidia-smi could read every GPU",
     """nvidia-smi printed one of its own failure messages instead of a reading: FAIL when it cannot
     reach a GPU (``Unable to determine the device handle``: fallen off the bus, lost, needs a
     reset), finds none (``No devices were found``) or cannot talk to the driver; WARN on a
     corrupted infoROM (nvidia-smi's exit code 14: the GPU works, its stored data is suspect).""",
-    group=(), component="hardware_health", core=True)
+    group=(), component="hardware_health", core=True, actions=SMI_FAILURE_ACTIONS)
 KERNEL_SEGFAULT = declare(
     "kernel.segfault", "No GPU library crashed",
     """A saved kernel log shows a process segfaulting inside a GPU library (libnccl, libcuda,
     libnvidia, libcudart, libcublas, libnvrm): WARN, a driver/library mismatch or a bad node is
     likely.""",
-    group=(), component="software_stack")
+    group=(), component="software_stack", actions={"gpu_library_segfault": Action.RESTART_JOB})
 
 
 def _report_check(check_id: str) -> bool:

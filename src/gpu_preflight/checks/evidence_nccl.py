@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..actions import Action
 from ..config.evidence import evidence_config
 from ..fastclass import dataclass
 from ..model import Finding, Status
@@ -36,12 +37,23 @@ if TYPE_CHECKING:
     from ..records.nccl import NcclFailureGroup, NcclLogRecord, NcclSignature, NcclTestsRecord
 
 
+NCCL_LOG_ACTIONS = {
+    **dict.fromkeys(("watchdog_timeout", "remote_error", "connection_refused", "invalid_usage", "duplicate_gpu",
+                     "system_error", "cuda_error", "out_of_memory", "internal_error", "rendezvous_timeout",
+                     "segfault", "rank_exited"), Action.RESTART_JOB),
+    "ib_completion_error": Action.CHECK_MECHANICALS,
+    "ib_qp_error": Action.CHECK_MECHANICALS,
+}
+"""A job log shows that the job died, not which node is bad: restart it (GPU faults behind a CUDA
+error are judged by the Xids of the node's kernel log, which name their own action). IB completion
+and queue-pair errors are the link between hosts: cable, transceiver and switch port. A missing or
+bypassed network plugin is a software install, no routing action."""
 NCCL_LOG_TRIAGE = declare(
     "nccl_log.triage", "No known failure signature in the job log",
     """A job's NCCL / torch.distributed log is searched for known failure signatures (timeouts,
     unhandled system errors, remote-peer closes, IB/EFA errors...): one finding per signature,
     with the ranks and hosts its lines came from and what to do next; SKIP when none is found.""",
-    group=(), component="network_infrastructure")
+    group=(), component="network_infrastructure", actions=NCCL_LOG_ACTIONS)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
+from ..actions import Action
 from ..ids import INVENTORY_COUNT_ID, NVML_ID, NVML_UNREADABLE_CODE
 from ..model import NA, Finding, Status
 from ..records import GpuFacts, GpuRecord
@@ -23,7 +24,13 @@ from .common import (
 RESET = "Reset the GPU (nvidia-smi -r) or reboot the node; if it recurs, drain the node and RMA the GPU."
 
 
-@check(NVML_ID, needs=("gpu",), group="gpu_detection", component="hardware_health")
+NVML_ACTIONS = {"gpu_lost": Action.REBOOT_NODE, "driver_unusable": Action.REBOOT_NODE}
+"""A GPU the driver lost (fallen off the bus, hung) does not come back with ``nvidia-smi -r``:
+NVIDIA's resolution for Xid 79 is RESTART_BM (reboot the node), and for a GPU the driver could not
+bring up (probe failure) a power cycle. The Xid and driver-message catalogue says the same."""
+
+
+@check(NVML_ID, needs=("gpu",), group="gpu_detection", component="hardware_health", actions=NVML_ACTIONS)
 def nvml_access(ctx: CheckContext) -> Iterator[Finding]:
     """NVML is usable and every GPU answers.
 
@@ -86,8 +93,16 @@ def _unreadable(ctx: CheckContext, subject: str, gpu: GpuRecord, missing: dict[s
                                       "reading is broken or not really there); reset it or drain the node.")
 
 
+COUNT_ACTIONS = {"gpus_missing": Action.REBOOT_NODE, "gpus_unusable": Action.REBOOT_NODE,
+                 "gpu_not_in_nvml": Action.REBOOT_NODE}
+"""A GPU missing from a node is one that fell off the bus or failed to initialise (Xid 79,
+``RmInitAdapter failed``): reboot first (RESTART_BM); a GPU that stays missing is then caught again,
+and the history's repeat-offender finding escalates it. A wrong or extra model is a scheduling
+matter, not an operator action on the node."""
+
+
 @check(INVENTORY_COUNT_ID, needs=("gpu",), group="gpu_detection", component="hardware_health",
-       blocking_codes=("no_gpus",))
+       blocking_codes=("no_gpus",), actions=COUNT_ACTIONS)
 def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
     """The node has the GPUs it should: count (and model, if configured) as expected.
 
@@ -173,7 +188,13 @@ def driver_version(ctx: CheckContext) -> Iterator[Finding]:
                               observed=actual, expected=f">= {minimum}")
 
 
-@check("gpu.inventory.identity", needs=("gpu",), group="gpu_detection", component="hardware_health")
+IDENTITY_ACTIONS = {"duplicate_uuid": Action.REBOOT_NODE}
+"""Two GPUs answering with one UUID is NVML's inventory gone wrong, which a reboot rebuilds (the
+finding's own advice); a VBIOS mismatch is a flash to plan, not a routing decision."""
+
+
+@check("gpu.inventory.identity", needs=("gpu",), group="gpu_detection", component="hardware_health",
+       actions=IDENTITY_ACTIONS)
 def identity(ctx: CheckContext) -> Iterator[Finding]:
     """Each GPU's identity (UUID, serial, PCI bus id, VBIOS) is readable and consistent.
 
@@ -285,7 +306,12 @@ def persistence(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
                           observed="on" if mode else "off")
 
 
-@check("gpu.inventory.mig", needs=("gpu",), group="gpu_detection", component="software_stack")
+MIG_ACTIONS = {"mig_mismatch": Action.RESET_GPU, "mig_pending": Action.RESET_GPU}
+"""A MIG mode change applies at the next GPU reset (``nvidia-smi -mig`` marks it pending)."""
+
+
+@check("gpu.inventory.mig", needs=("gpu",), group="gpu_detection", component="software_stack",
+       actions=MIG_ACTIONS)
 @per_gpu
 def mig_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """MIG mode is as expected (``gpu.mig_mode``; off for training by default).

@@ -4,13 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..actions import Action
 from ..model import Finding, Status
 from ..records import GpuFacts, GpuRecord
 from ..registry import CheckContext, check
 from .common import is_number, not_read, per_gpu
 
+PCIE_ACTIONS = {
+    "link_downtrained": Action.CHECK_MECHANICALS,
+    "link_narrow": Action.CHECK_MECHANICALS,
+    "link_gen_limited": Action.CHECK_MECHANICALS,
+    "replays_high": Action.CHECK_MECHANICALS,
+    "link_narrow_at_idle": Action.MONITOR,
+}
+"""A link below its width or generation, or one that replays, is a seating, riser, retimer or
+slot fault: DCGM's advice for PCIe replays is "Reconnect PCIe card" (DCGM_FR_PCI_REPLAY_RATE).
+A link narrowed at idle on a model that does so is re-checked under load."""
 
-@check("gpu.pcie", needs=("gpu",), group="gpu_links", component="hardware_health", core=True)
+
+@check("gpu.pcie", needs=("gpu",), group="gpu_links", component="hardware_health", core=True,
+       actions=PCIE_ACTIONS)
 @per_gpu
 def pcie_link(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """The PCIe link runs at full width and can reach the expected generation.
@@ -75,7 +88,19 @@ def pcie_link(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
                           observed=link)
 
 
-@check("gpu.nvlink", needs=("gpu",), group="gpu_links", component="hardware_health", core=True)
+NVLINK_ACTIONS = {
+    "nvlink_down": Action.RESET_GPU,
+    "nvlink_missing": Action.RESET_GPU,
+    "nvlink_recovery": Action.RESET_GPU,
+    "nvlink_crc_errors": Action.MONITOR,
+}
+"""NVIDIA's NVLink error workflow (Xid 74, WORKFLOW_NVLINK_ERR) starts with a GPU reset, which
+retrains the links; CRC errors below a failure are watched (DCGM_FR_NVLINK_ERROR_THRESHOLD's advice:
+"Monitor the NVLink. It can still perform workload")."""
+
+
+@check("gpu.nvlink", needs=("gpu",), group="gpu_links", component="hardware_health", core=True,
+       actions=NVLINK_ACTIONS)
 @per_gpu
 def nvlink(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """Every NVLink is up and error counters are low.

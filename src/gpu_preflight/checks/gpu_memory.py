@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..actions import Action
 from ..model import NA, Finding, Status
 from ..records import GpuRecord
 from ..registry import CheckContext, check
@@ -12,7 +13,13 @@ from .common import is_number, not_read, per_gpu
 RESET_TO_REMAP = "Drain the node and reset the GPU (nvidia-smi -r -i N) so the pending remap takes effect."
 
 
-@check("gpu.ecc.mode", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
+ECC_MODE_ACTIONS = {"ecc_pending": Action.REBOOT_NODE}
+"""A pending ECC mode change takes effect at the next reboot (``nvidia-smi -e`` says so). ECC in the
+wrong mode names no action: it is a setting to change first, then the reboot becomes pending."""
+
+
+@check("gpu.ecc.mode", needs=("gpu",), group="gpu_health", component="hardware_health", core=True,
+       actions=ECC_MODE_ACTIONS)
 @per_gpu
 def ecc_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """ECC is in the expected mode (``gpu.ecc_mode``) and no mode change is pending.
@@ -39,7 +46,21 @@ def ecc_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findin
                           observed=state, expected=want)
 
 
-@check("gpu.ecc.errors", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
+ECC_ERROR_ACTIONS = {
+    "ecc_volatile_uncorrectable": Action.RESET_GPU,
+    "ecc_aggregate_uncorrectable": Action.MONITOR,
+    "ecc_aggregate_correctable": Action.MONITOR,
+    "sram_uncorrectable": Action.RESET_GPU,
+    "sram_correctable": Action.MONITOR,
+}
+"""Volatile uncorrectable errors: NVIDIA's Xid 48 (double-bit ECC) workflow resets the GPU, which also
+activates the row remap the error left pending (A100 memory error management, "Error Recovery and
+Response Flags"); SRAM uncorrectables likewise (the recommendation: reset, RMA if they recur).
+Lifetime counts over a threshold are wear to watch (DCGM's DCGM_FR_VOLATILE_SBE_DETECTED: MONITOR)."""
+
+
+@check("gpu.ecc.errors", needs=("gpu",), group="gpu_health", component="hardware_health", core=True,
+       actions=ECC_ERROR_ACTIONS)
 @per_gpu
 def ecc_errors(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """ECC error counters are clean.
@@ -90,7 +111,19 @@ def ecc_errors(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Find
                           observed=counters, unit="errors")
 
 
-@check("gpu.memory.remap", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
+REMAP_ACTIONS = {
+    "remap_pending": Action.RESET_GPU,
+    "remap_failure": Action.ISOLATE_NODE,
+    "remapped_rows_high": Action.MONITOR,
+}
+"""NVIDIA's row-remapping guidance (A100 memory error management): a pending remap "will happen at
+the next GPU reset" (reset the GPU; DCGM_FR_PENDING_ROW_REMAP is DCGM's RESET too); a remapping
+failure is an RMA condition ("RMA Policy Thresholds for Row-Remapping"): the node is isolated
+until the GPU is replaced. Many remapped rows is wear to watch before it becomes a failure."""
+
+
+@check("gpu.memory.remap", needs=("gpu",), group="gpu_health", component="hardware_health", core=True,
+       actions=REMAP_ACTIONS)
 @per_gpu
 def row_remap(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """Row remapping (Ampere and newer) has no pending remap and no failure.
@@ -132,7 +165,14 @@ def row_remap(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
         yield not_read(ctx, subject, "row remapping (pending or failure flag)", NA("not shown"))
 
 
-@check("gpu.memory.retired_pages", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
+RETIRED_PAGE_ACTIONS = {"retirement_pending": Action.RESET_GPU, "retired_pages_high": Action.MONITOR}
+"""A page pending retirement is retired when the driver next initialises the GPU (a reset or a
+reboot): DCGM's DCGM_FR_PENDING_PAGE_RETIREMENTS is RESET. Many retired pages is wear to watch
+against the RMA threshold."""
+
+
+@check("gpu.memory.retired_pages", needs=("gpu",), group="gpu_health", component="hardware_health", core=True,
+       actions=RETIRED_PAGE_ACTIONS)
 @per_gpu
 def retired_pages(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """Page retirement (pre-Ampere GPUs) has nothing pending and few retired pages.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..actions import Action
 from ..ids import RECOVERY_ACTION_ID
 from ..model import Finding, Status
 from ..records import GpuFacts, GpuRecord
@@ -11,8 +12,23 @@ from ..recovery import MIN_DRIVER, recovery_action
 from ..registry import CheckContext, check
 from .common import is_number, per_gpu, version_below
 
+RECOVERY_ACTIONS = {
+    "gpu_reset": Action.RESET_GPU,
+    "drain_and_reset": Action.RESET_GPU,
+    "drain_p2p": Action.RESET_GPU,
+    "bus_reset": Action.RESET_GPU,
+    "node_reboot": Action.REBOOT_NODE,
+    "system_reboot": Action.REBOOT_NODE,
+    "recover_imex_domain": Action.ISOLATE_NODE,
+}
+"""The driver's own recovery action, said in our words (A100 memory error management, "Recovery
+action flag"; DCGM maps DRAIN_P2P and DRAIN_AND_RESET to its RESET severity too). Recovering an IMEX
+domain is done across the NVLink domain, not on this node: it stays out until that is done (DCGM's
+DCGM_FR_IMEX_UNHEALTHY is ISOLATE)."""
 
-@check(RECOVERY_ACTION_ID, needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
+
+@check(RECOVERY_ACTION_ID, needs=("gpu",), group="gpu_health", component="hardware_health", core=True,
+       actions=RECOVERY_ACTIONS)
 @per_gpu
 def recovery(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """The driver asks for no recovery action on any GPU.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..actions import Action
 from ..ids import GPU_POWER_ID, GPU_THERMAL_ID
 from ..model import Finding, Status
 from ..records import GpuRecord
@@ -42,7 +43,20 @@ def decode_clock_reasons(mask: int) -> list[str]:
     return names
 
 
-@check(GPU_THERMAL_ID, needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
+THERMAL_ACTIONS = {
+    "temp_slowdown": Action.CHECK_MECHANICALS,
+    "temp_limit": Action.CHECK_MECHANICALS,
+    "memory_temp_limit": Action.CHECK_MECHANICALS,
+    "temp_high": Action.MONITOR,
+    "memory_temp_high": Action.MONITOR,
+}
+"""A GPU at its slowdown or shutdown temperature idle is a cooling fault: fans, airflow, heatsink
+seating (DCGM's DEBUG_COOLING_MSG: "Verify that the cooling on this machine is functional");
+NVIDIA's CHECK_MECHANICALS bucket. Close to the limit it still works: watch it."""
+
+
+@check(GPU_THERMAL_ID, needs=("gpu",), group="gpu_health", component="hardware_health", core=True,
+       actions=THERMAL_ACTIONS)
 @per_gpu
 def temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """GPU and memory temperatures are clear of the GPU's own slowdown limits.
@@ -140,7 +154,19 @@ def _memory_temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iter
                           recommendation="Memory is near its limit: check cooling.")
 
 
-@check("gpu.clocks", needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
+CLOCK_ACTIONS = {
+    "hw_slowdown": Action.CHECK_MECHANICALS,
+    "hw_thermal_slowdown": Action.CHECK_MECHANICALS,
+    "hw_power_brake_slowdown": Action.CHECK_MECHANICALS,
+    "sw_thermal_slowdown": Action.MONITOR,
+}
+"""Hardware slowdowns are the board protecting itself from heat or its power supply (cooling,
+PSUs, power cables: a visit, no reset fixes them); a software thermal slowdown is the driver
+easing off and is watched (DCGM_FR_CLOCKS_EVENT_THERMAL: MONITOR)."""
+
+
+@check("gpu.clocks", needs=("gpu",), group="gpu_health", component="hardware_health", core=True,
+       actions=CLOCK_ACTIONS)
 @per_gpu
 def clock_events(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """No hardware clock slowdown is active.

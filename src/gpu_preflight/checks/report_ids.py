@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from ..actions import Action
 from ..config.localize import LocalizeSettings
 from ..ids import (
     CLUSTER_NODE_REPORT_ID,
@@ -52,7 +53,12 @@ LOCALIZE_SUSPECT = declare(
 
     WARN/FAIL per suspect with the rounds that convicted it; PASS when the rounds found none.""",
     group=(), component="network_infrastructure", core=True,
-    settings=tuple(f"localize.{f.name}" for f in fields(LocalizeSettings)))  # every rule of the rounds
+    settings=tuple(f"localize.{f.name}" for f in fields(LocalizeSettings)),  # every rule of the rounds
+    actions=dict.fromkeys(("dead", "timeout", "failed", "wrong", "slow", "below_floor", "latency", "flaky",
+                           "local", "unresolved"), Action.ISOLATE_NODE))
+"""The rounds exclude a convicted node (and, to be safe, one they could not clear: ``unresolved``):
+it stays out until repaired, so the scheduler hook isolates it. ``undecided`` excludes nothing and a
+slow link or group is the path between nodes: neither names an action on a node."""
 RUN_COVERAGE = declare(
     RUN_COVERAGE_ID, "Something was judged",
     """The run judged at least one thing: ERROR when every check was skipped or none ran, so a

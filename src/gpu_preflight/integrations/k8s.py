@@ -3,9 +3,13 @@
 The scheduler is the only thing that keeps new pods off a bad GPU node, and it reads
 labels and taints, not reports. A run therefore ends in:
 
-* ``gpu-preflight.io/health=pass|warn|fail|error|unknown`` and
-  ``gpu-preflight.io/last-run=<UTC YYYYMMDDTHHMMSSZ>`` labels (selectable:
-  ``kubectl get nodes -l gpu-preflight.io/health=fail``; label values cannot hold ``:``);
+* ``gpu-preflight.io/health=pass|warn|fail|error|unknown``,
+  ``gpu-preflight.io/last-run=<UTC YYYYMMDDTHHMMSSZ>`` and
+  ``gpu-preflight.io/action=none|monitor|restart_job|check_mechanicals|reset_gpu|reboot_node|isolate_node``
+  labels (selectable: ``kubectl get nodes -l gpu-preflight.io/action=reset_gpu``; label values
+  cannot hold ``:``). The action is the strongest the node's findings call for
+  (:func:`gpu_preflight.actions.node_action`), written on every run (``none`` included) so a
+  value from an earlier run never lingers;
 * a ``gpu-preflight.io/summary`` annotation naming the failed checks (free text);
 * the taint ``gpu-preflight.io/unhealthy=<status>:NoSchedule`` on FAIL and ERROR (ERROR is
   "could not measure", gated like FAIL: fail closed), removed again by a passing run. Only
@@ -28,12 +32,14 @@ from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..actions import node_action
 from ..fastclass import dataclass
 from .slurm_result import node_results, parse_timestamp
 
 PREFIX = "gpu-preflight.io"
 HEALTH_LABEL = f"{PREFIX}/health"
 LAST_RUN_LABEL = f"{PREFIX}/last-run"
+ACTION_LABEL = f"{PREFIX}/action"
 SUMMARY_ANNOTATION = f"{PREFIX}/summary"
 TAINT_KEY = f"{PREFIX}/unhealthy"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -136,7 +142,8 @@ def plan(report: dict[str, Any], *, node: str | None = None, taint_on: Iterable[
         name = node or result.label
         health = health_of(result.findings)
         taint = Taint(TAINT_KEY, health, effect) if health in gating else None
-        actions.append(NodeAction(name, health, {HEALTH_LABEL: health, LAST_RUN_LABEL: when},
+        labels = {HEALTH_LABEL: health, LAST_RUN_LABEL: when, ACTION_LABEL: node_action(result.findings).value}
+        actions.append(NodeAction(name, health, labels,
                                   {SUMMARY_ANNOTATION: _summary(health, result.findings, when)}, taint))
     out = LabelPlan(actions)
     if unattributed:

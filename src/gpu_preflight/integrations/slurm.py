@@ -4,7 +4,9 @@ The rules, each there because an automatic drain that gets it wrong takes health
 capacity away from everyone (draino once cordoned every node of a cluster):
 
 * A failing node is drained with a reason that starts with ``slurm.reason_prefix``
-  (``scontrol update NodeName=X State=DRAIN "Reason=gpu-preflight: <failed checks>"``).
+  (``scontrol update NodeName=X State=DRAIN "Reason=gpu-preflight: <failed checks>"``); when
+  its findings call for an operator action, the reason names it first
+  (``gpu-preflight: action=reset_gpu gpu.memory.remap, dcgm.diag``), one value a hook routes on.
 * Only a node drained *with our prefix* is ever resumed, and only by a passing result
   taken after the drain: a result from before the drain says nothing about the fault.
 * A drain or a down state set by anyone else is left alone, whatever our result says.
@@ -27,6 +29,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from ..actions import Action as OperatorAction
 from ..config.slurm_schema import SlurmConfig
 from ..fastclass import dataclass
 from .slurm_ctl import Scontrol, ScontrolError
@@ -84,18 +87,23 @@ class Action:
                 "done": self.done, "error": self.error,
                 "verdict": None if v is None else {
                     "state": v.state, "checks": list(v.checks), "detail": v.detail,
-                    "timestamp": v.timestamp.isoformat() if v.timestamp else None}}
+                    "timestamp": v.timestamp.isoformat() if v.timestamp else None,
+                    **({"operator_action": v.action.value} if v.action is not OperatorAction.NONE else {})}}
 
 
 def drain_reason(verdict: Verdict, prefix: str) -> str:
-    """``<prefix> <failed checks>``, shortened to fit ``sinfo -R`` and slurmctld's logs.
+    """``<prefix> [action=<operator action> ]<failed checks>``, shortened to fit ``sinfo -R`` and
+    slurmctld's logs.
 
-    Stable for the same failure, so a node that keeps failing is not re-drained (which
+    The action (``action=reset_gpu``: the strongest the node's findings call for, the value its
+    report section's ``summary.operator_action`` holds) comes first, so it is never cut, and a
+    hook reads it with one pattern (``action=(\\w+)``); a failure that calls for none reads as it
+    always did. Stable for the same failure, so a node that keeps failing is not re-drained (which
     would reset its reason time) on every health check.
     """
     if verdict.state != "fail":
         return f"{prefix} {NO_RESULT}"
-    text = f"{prefix} "
+    text = f"{prefix} " + (f"action={verdict.action.value} " if verdict.action is not OperatorAction.NONE else "")
     for i, check in enumerate(verdict.checks):
         more = f" +{len(verdict.checks) - i} more"
         piece = check if i == 0 else f", {check}"

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from ..actions import Action, node_action
 from ..config.slurm_schema import SlurmConfig
 from ..fastclass import dataclass
 
@@ -30,12 +31,14 @@ FUTURE_SKEW = timedelta(minutes=5)
 
 @dataclass(frozen=True)
 class Verdict:
-    """The answer for one node: ``checks`` names what failed, ``detail`` says it in words."""
+    """The answer for one node: ``checks`` names what failed, ``detail`` says it in words,
+    ``action`` the strongest operator action its findings call for (:func:`~gpu_preflight.actions.node_action`)."""
 
     state: Literal["pass", "fail", "unknown"]
     checks: tuple[str, ...] = ()
     detail: str = ""
     timestamp: datetime | None = None
+    action: Action = Action.NONE
 
 
 @dataclass
@@ -61,7 +64,7 @@ def judge(findings: Iterable[dict[str, Any]], cfg: SlurmConfig, timestamp: datet
     if bad:
         checks = tuple(dict.fromkeys(str(f.get("check_id")) for f in bad))
         worst = bad[0]["status"]
-        return Verdict("fail", checks, f"{worst}: {', '.join(checks)}", timestamp)
+        return Verdict("fail", checks, f"{worst}: {', '.join(checks)}", timestamp, node_action(counted))
     if not any(f.get("status") in ("PASS", "WARN") for f in counted):
         return Verdict("unknown", (), "the report checked nothing (every check skipped or ignored)", timestamp)
     return Verdict("pass", (), "no finding gates a drain", timestamp)

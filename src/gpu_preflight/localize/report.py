@@ -27,6 +27,7 @@ from typing import Any
 
 from ..ids import LOCALIZE_SUSPECT_ID
 from ..model import CheckResult, Finding, Status
+from ..registry import stamp_actions
 from .model import Observation, Outcome, Suspect
 
 CHECK_ID = LOCALIZE_SUSPECT_ID
@@ -231,7 +232,7 @@ def localization_findings(outcome: Outcome, names: Sequence[str],
         out.append(Finding(CHECK_ID, Status.PASS, "cluster", "ok",
                            f"all {len(outcome.healthy)} node(s) passed pairwise localisation in {outcome.rounds} "
                            f"round(s), {outcome.tests} test(s)", observed=len(outcome.healthy)))
-    return out
+    return stamp_actions(out)  # an excluded node is isolated (checks/report_ids.py)
 
 
 def localization_result(outcome: Outcome, names: Sequence[str], nics: Mapping[int, str] | None = None,

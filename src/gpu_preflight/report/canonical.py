@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
+from ..actions import SUMMARY_KEY, Action, action_of, node_action
 from ..fastclass import dataclass
 from ..ids import RUN_COVERAGE_ID
 from ..model import (
@@ -262,11 +263,13 @@ def node_section(report: NodeReport, node_info: dict[str, Any] | None = None, *,
     }
     info.update(node_info or {})
     diagnostics = diagnostic_sections(report.facts, report.artifacts, raw=report.raw_artifacts, inline=inline)
+    finding_dicts = [f.to_dict() for f in report.findings]
+    summary = summarize(finding_dicts, report.fail_on, performance_summary=node_performance(diagnostics))
+    _raise_action(summary, node_action(finding_dicts))
     return {
         "timestamp": report.timestamp,
         "node_info": info,
-        "summary": summarize([f.to_dict() for f in report.findings], report.fail_on,
-                             performance_summary=node_performance(diagnostics)),
+        "summary": summary,
         "gpu": gpus,
         "system": _system_section(report.facts),
         **diagnostics,
@@ -275,6 +278,31 @@ def node_section(report: NodeReport, node_info: dict[str, Any] | None = None, *,
         "facts": report.facts,
         "duration_s": round(report.duration_s, 4),
     }
+
+
+def _raise_action(summary: dict[str, Any], action: Action) -> None:
+    """Set a node summary's ``operator_action`` to ``action`` where that is stronger than the one it
+    names (none: no key, so a node whose findings call for nothing reads as it always did)."""
+    current = action_of(summary)
+    if action is not Action.NONE and (current is None or action.rank > current.rank):
+        summary[SUMMARY_KEY] = action.value
+
+
+def _cluster_actions(sections: Mapping[str, dict[str, Any]], cluster_findings: Iterable[Mapping[str, Any]]) -> None:
+    """Raise each node's ``operator_action`` by the cluster findings about it (localisation
+    excluding it, a GPU lost under load): a finding belongs to the node its subject starts with,
+    the attribution the Slurm and Kubernetes integrations use, so all three name one action."""
+    by_host: dict[str, dict[str, Any]] = {}
+    for section in sections.values():
+        info = section.get("node_info") or {}
+        for name in (info.get("hostname"), info.get("current_host")):
+            if name:
+                by_host[str(name)] = section
+    for f in cluster_findings:
+        action = action_of(f.get("details"))
+        owner = by_host.get(str(f.get("subject", "")).split("/", 1)[0]) if action is not None else None
+        if owner is not None and action is not None:
+            _raise_action(owner["summary"], action)
 
 
 def summary_facts(facts: Mapping[str, Any]) -> dict[str, Any]:
@@ -412,6 +440,11 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
         findings.extend(e["findings"])
     checks = [r.to_dict() for r in cluster_results or []]  # each finding serialised once, listed twice
     findings.extend({"node": "cluster", **f} for r in checks for f in r["findings"])
+    if len(sections) > 1:  # a one-node report's cluster findings are its node's (Slurm reads them so too)
+        _cluster_actions(sections, (f for r in checks for f in r["findings"]))
+    elif checks:
+        _raise_action(next(iter(sections.values()))["summary"],
+                      node_action(f for r in checks for f in r["findings"]))
     unlisted: dict[str, dict[str, int]] = defaultdict(lambda: {Status.PASS.value: 0, Status.SKIP.value: 0})
     # Nodes mostly keep the same counts: count identical ones first (C speed), then add each kind once.
     for text, times in Counter(e.get("unlisted") or "" for e in entries).items():

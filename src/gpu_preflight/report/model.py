@@ -158,6 +158,10 @@ class ClusterSummary:
     """``cluster_summary`` (and each node's ``summary``): the verdict, the SageMaker test
     groups, issues, recommendations and figures; on the cluster also the assessment blocks.
 
+    ``operator_action`` (a node's summary only, and only when there is one) is the strongest
+    action the node's findings call for (:func:`gpu_preflight.actions.node_action`): the one
+    value a scheduler hook routes the node on (``reset_gpu``, ``isolate_node``...).
+
     ``unlisted`` counts the PASS/SKIP findings a large cluster's nodes kept to themselves;
     ``earlier_scores`` are the history's (trends); the health scores, recommendations by
     urgency, cost-benefit and assessment are an :class:`Assessment`'s.
@@ -171,6 +175,7 @@ class ClusterSummary:
     issues: tuple[str, ...]
     recommendations: tuple[str, ...]
     counts: dict[str, int]
+    operator_action: str | None = field(default=None, metadata=OMIT)
     unlisted: dict[str, dict[str, int]] | None = field(default=None, metadata=OMIT)
     earlier_scores: tuple[JsonObject, ...] | None = field(default=None, metadata=OMIT)
     health_scores: JsonObject | None = field(default=None, metadata=OMIT)
@@ -180,14 +185,16 @@ class ClusterSummary:
     extra: JsonObject = field(default_factory=dict, metadata=EXTRA)
 
     _KNOWN = frozenset({"overall_status", "exit_code", "test_results", "cluster_info", "performance_summary",
-                        "issues", "recommendations", "counts", "unlisted", "earlier_scores", "health_scores",
-                        "recommendations_by_urgency", "cost_benefit", "assessment"})
+                        "issues", "recommendations", "counts", "operator_action", "unlisted", "earlier_scores",
+                        "health_scores", "recommendations_by_urgency", "cost_benefit", "assessment"})
 
     def to_dict(self) -> JsonObject:
         out: JsonObject = {"overall_status": self.overall_status.value, "exit_code": self.exit_code,
                            "test_results": self.test_results, "cluster_info": self.cluster_info,
                            "performance_summary": self.performance_summary, "issues": list(self.issues),
                            "recommendations": list(self.recommendations), "counts": self.counts}
+        if self.operator_action is not None:
+            out["operator_action"] = self.operator_action
         if self.unlisted is not None:
             out["unlisted"] = self.unlisted
         if self.extra:  # where a run adds them (a localisation block), before the history and the scores
@@ -211,7 +218,8 @@ class ClusterSummary:
         return cls(_status(data["overall_status"]), data["exit_code"], get("test_results") or {},
                    get("cluster_info") or {}, get("performance_summary") or {}, tuple(get("issues") or ()),
                    tuple(get("recommendations") or ()),
-                   data["counts"], get("unlisted"), None if earlier is None else tuple(earlier), get("health_scores"),
+                   data["counts"], get("operator_action"), get("unlisted"), None if earlier is None else tuple(earlier),
+                   get("health_scores"),
                    get("recommendations_by_urgency"), get("cost_benefit"), get("assessment"),
                    _extra(data, cls._KNOWN))
 
