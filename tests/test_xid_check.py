@@ -40,13 +40,28 @@ def test_xid79_on_the_replayed_gpu_fails_and_names_it(tmp_path: Path) -> None:
 
 
 def test_old_events_outside_the_window_are_left_out_and_counted(tmp_path: Path) -> None:
-    log = (f"{iso(180)} NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+    log = (f"{iso(180)} NVRM: Xid (PCI:0000:00:06): 13, pid=1, name=x, Graphics Exception\n"
+           f"{iso(170)} NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+           f"{iso(60)} NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build\n"
            f"{iso(0)} kernel: eth0: link up\n")
     (f,) = xid_findings(tmp_path, log)
-    assert f.status is Status.PASS and f.code == "ok"
-    assert "1 older event(s) left out" in f.summary and f.details["events_outside_window"] == 1
-    (f,) = xid_findings(tmp_path, log, "xid.window_hours=4")
-    assert f.status is Status.FAIL and f.details["events_outside_window"] == 0
+    assert f.status is Status.PASS and f.code == "ok"  # the driver reloaded after the Xid 79
+    assert "2 older event(s) left out" in f.summary and f.details["events_outside_window"] == 2
+    wide = xid_findings(tmp_path, log, "xid.window_hours=4")  # the Xid 13 shows too (info: PASS)
+    assert [(f.code, f.status) for f in wide] == [("xid_79", Status.FAIL), ("xid_13", Status.PASS)]
+    assert wide[0].details["events_outside_window"] == 0
+
+
+def test_a_fatal_xid_older_than_the_window_without_a_reset_still_warns_with_its_age(tmp_path: Path) -> None:
+    log = (f"{iso(60)} NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build\n"
+           f"{iso(180)} NVRM: Xid (PCI:0000:00:06): 13, pid=1, name=x, Graphics Exception\n"
+           f"{iso(170)} NVRM: Xid (PCI:0000:00:06): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+           f"{iso(0)} kernel: eth0: link up\n")
+    (f,) = xid_findings(tmp_path, log)  # the reload is logged before the Xid: it does not cover it
+    assert (f.status, f.code, f.subject.rsplit("/", 1)[1]) == (Status.WARN, "xid_79_before_window", "gpu0")
+    assert "2.8 h before the end of the 2 h up to" in f.summary and "no driver load, boot" in f.summary
+    assert f.details["before_window"] is True and f.details["age_hours"] == 2.8
+    assert f.details["operator_action"] == "reboot_node" and f.details["events_outside_window"] == 2
 
 
 def test_application_xid_warns_only_when_repeated(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,17 @@ def xid_policy(cfg: XidConfig) -> XidPolicy:
     return _policy(cfg.policy_file, tuple(sorted(cfg.severity_overrides.items())))
 
 
+def _age(end: datetime | None, last: datetime | None) -> float | None:
+    """Hours from an event to the window's end (``None`` when either is unknown)."""
+    return None if end is None or last is None else round((end - last).total_seconds() / 3600, 1)
+
+
+def _hours(age: float | None) -> str:
+    if age is None:
+        return "of unknown age"
+    return f"{age:g} h" if age < 48 else f"{age / 24:.1f} days"
+
+
 @check("gpu.xid", needs=("kernel_log", "gpu"), group="gpu_health", component="hardware_health")
 def xid_events(ctx: CheckContext) -> Iterator[Finding]:
     """No serious Xid event in the kernel log within the window.
@@ -39,10 +51,11 @@ def xid_events(ctx: CheckContext) -> Iterator[Finding]:
     log a replayed snapshot recorded) within ``xid.window_hours``: a live log's window
     ends now, a saved log's at its last timestamp, a snapshot's when it was taken. Every
     finding says which window it covers and how many events fell outside it. Groups
-    events per Xid and GPU and applies the Xid policy table (``data/xid_policy.toml``,
-    replaceable with ``xid.policy_file`` and ``xid.severity_overrides``): hardware Xids
-    such as 48, 63/64, 74, 79, 94/95, 119 FAIL or WARN with NVIDIA's recommended action;
-    application Xids (13, 31, 43) WARN only when repeated. A line shaped like an Xid event
+    events per Xid and GPU and applies the Xid catalogue (``data/xid_policy.toml``, every Xid
+    NVIDIA publishes with its verdict and operator action, rendered as docs/xids.md; replaceable
+    with ``xid.policy_file`` and ``xid.severity_overrides``). An Xid that would FAIL but is older
+    than the window still WARNs, naming its age, unless the log shows a driver load, a boot or
+    that GPU's recovery after it. A line shaped like an Xid event
     that cannot be read (the number cut off, an unclosed parenthesis) is an ERROR: it may
     have been any Xid. SKIP with the reason when this host's kernel log cannot be read (an
     unreadable log is never reported as "no Xid errors"; containers often deny it); ERROR
@@ -96,9 +109,15 @@ def xid_events(ctx: CheckContext) -> Iterator[Finding]:
                    "first": v.first, "last": v.last, "undated": v.undated, "examples": list(v.examples)}
         if v.kind != "xid":
             details["kind"] = v.kind
+        where = f"in {window}{outside}"
+        if v.before_window:
+            age = _age(tally.window.end, v.last)
+            details.update(before_window=True, age_hours=age, resets_in_log=tally.resets)
+            where = (f"{_hours(age)} before the end of {window}, with no driver load, boot or recovery of "
+                     f"this GPU after it in the log (it FAILs when recent)")
         yield ctx.finding(
-            status, f"{ctx.host}/{label}", v.code,
-            f"{v.what} ({v.rule.name}) x{v.count} on {label}, {when}, in {window}{outside}: "
+            status, f"{ctx.host}/{label}", v.code + ("_before_window" if v.before_window else ""),
+            f"{v.what} ({v.rule.name}) x{v.count} on {label}, {when}, {where}: "
             f"{v.message.strip()[:160]}",
             observed=v.count, expected=f"< {v.rule.count}" if v.rule.count > 1 else 0, unit="events",
             recommendation=v.rule.recommendation,

@@ -12,6 +12,11 @@ left out and counted, events without a timestamp are kept and flagged (we cannot
 they are old), the same event read twice is counted once, and a rule's ``count`` decides
 whether a few application faults are still only "info". Severities stay plain strings; mapping them
 onto check statuses is the check's business.
+
+The shipped file is also the catalogue of every Xid NVIDIA publishes (``[catalogue]`` names the
+edition and the range): ``docs/xids.md`` is rendered from it by :mod:`.xid_docs`. A fatal Xid
+never vanishes by age alone: one older than the window that no driver load, boot or GPU
+recovery follows in the log (the tally's ``stale`` groups) still gets a warning naming its age.
 """
 
 from __future__ import annotations
@@ -28,23 +33,23 @@ from ..records.xid import XidEvent, XidGroup, XidTally, count_events, xid_window
 from .loader import ConfigError, parse_toml, read_config_text, toml_lines
 
 __all__ = [
-    "ACTIONS", "CAUSES", "SEVERITIES", "SHIPPED_POLICY", "XidPolicy", "XidRule", "XidVerdict",
+    "ACTIONS", "CAUSES", "SEVERITIES", "SHIPPED_POLICY", "Catalogue", "XidPolicy", "XidRule", "XidVerdict",
     "load_xid_policy",
 ]
 
 SHIPPED_POLICY = Path(__file__).resolve().parents[1] / "data" / "xid_policy.toml"
 SEVERITIES = ("ignore", "info", "warn", "fail")
 CAUSES = ("hardware", "application", "driver", "nvlink", "memory", "thermal-power", "unknown")
-ACTIONS = ("NONE", "RESTART_APP", "RESET_GPU", "REBOOT", "POWER_CYCLE", "CHECK_MECHANICALS",
-           "CONTACT_SUPPORT")
+ACTIONS = ("NONE", "MONITOR", "RESTART_APP", "RESET_GPU", "REBOOT", "POWER_CYCLE", "CHECK_MECHANICALS",
+           "ISOLATE", "CONTACT_SUPPORT")
 OVERRIDES_SOURCE = "xid severity overrides"
 SOLO_XID = 45  # preemptive cleanup: judged by the Xid that caused it, or on its own when there is none
 
 _CHOICES = {"severity": SEVERITIES, "cause": CAUSES, "action": ACTIONS}
-_TEXT_FIELDS = ("name", "recommendation")
 _REQUIRED = ("name", "severity", "cause", "action", "recommendation")
-_FIELDS = (*_REQUIRED, "count", "nvidia_action")
-_TABLES = ("default", "xid", "driver", "sxid")
+_FIELDS = (*_REQUIRED, "count", "nvidia_action", "nvidia_investigation", "mnemonic")
+_TABLES = ("catalogue", "default", "xid", "driver", "sxid")
+_CATALOGUE = {"edition": str, "first": int, "last": int}
 # Xid 154's named recovery action (NVIDIA: "None", "Drain P2P", "Drain and Reset", "GPU Reset Required",
 # "Node Reboot Required"; 590-series drivers also print "PF FLR"), as the line's own severity and action.
 RECOVERY_ACTIONS = {
@@ -66,6 +71,8 @@ class XidRule:
     recommendation: str
     count: int = 1
     nvidia_action: str | None = None
+    nvidia_investigation: str | None = None
+    mnemonic: str | None = None
 
     def severity_for(self, count: int) -> str:
         """The severity for ``count`` events: one level lower below the rule's threshold."""
@@ -94,6 +101,8 @@ class XidVerdict:
     undated: bool
     examples: tuple[str, ...] = ()
     kind: str = "xid"  # as XidEvent.kind: an Xid line, a driver message, an SXid, a named cause
+    # older than the window with no reset evidence after it: reported as a warning (``rule`` keeps its verdict)
+    before_window: bool = False
 
     @property
     def what(self) -> str:
@@ -117,6 +126,15 @@ class XidVerdict:
 
 
 @dataclass(frozen=True)
+class Catalogue:
+    """Which edition of NVIDIA's Xid catalogue a policy transcribes, and its published range ``first..last``."""
+
+    edition: str
+    first: int
+    last: int
+
+
+@dataclass(frozen=True)
 class XidPolicy:
     """The rule table plus the fallback for Xids it does not list."""
 
@@ -125,6 +143,7 @@ class XidPolicy:
     source: str
     drivers: Mapping[str, XidRule] = field(default_factory=dict)  # [driver.<id>]: messages without an Xid number
     sxids: Mapping[str, XidRule] = field(default_factory=dict)  # [sxid.fatal|nonfatal|unknown]: NVSwitch SXids
+    catalogue: Catalogue | None = None  # [catalogue]: the edition transcribed (a site policy may have none)
 
     def rule(self, xid: int) -> XidRule:
         """The rule for ``xid``, or the default rule (``xid is None``) when unlisted."""
@@ -165,7 +184,7 @@ class XidPolicy:
             xid = _xid_number(str(key), dotted, OVERRIDES_SOURCE, None)
             base = rules.get(xid) or replace(default, xid=xid)
             rules[xid] = replace(base, severity=severity)
-        return XidPolicy(MappingProxyType(rules), default, self.source, self.drivers, self.sxids)
+        return replace(self, rules=MappingProxyType(rules), default=default)
 
     def judge(self, events: Sequence[XidEvent], *, now: datetime,
               window_hours: float) -> list[XidVerdict]:
@@ -182,12 +201,23 @@ class XidPolicy:
         Xid 45 (a job's channels torn down) follows the Xid that caused it; NVIDIA's workflow for it
         says "not solo: ignore, solo: restart the application and report": so a GPU whose only events
         in the window are Xid 45 gets the rule's ``count`` severity one level up (at least a warning).
+
+        A group older than the window (``tally.stale``: no driver load, boot or recovery of its GPU
+        after it) whose rule FAILs is a warning with ``before_window`` set: the GPU may still be in
+        the state the Xid left it in, and a window must not make that vanish.
         """
         others = {g.pci for g in tally.groups if not (g.xid == SOLO_XID and g.kind == "xid")}
-        logged = {(g.xid, g.pci) for g in tally.groups if g.kind.partition(":")[0] == "xid"}
+        logged = {(g.xid, g.pci) for g in (*tally.groups, *tally.stale) if g.kind.partition(":")[0] == "xid"}
         verdicts = [self._verdict(group, solo=group.xid == SOLO_XID and group.kind == "xid"
                                   and group.pci not in others) for group in tally.groups
                     if not _restates(group, logged)]
+        judged = {(v.xid, v.pci, v.kind) for v in verdicts}
+        for group in tally.stale:
+            if (group.xid, group.pci, group.kind) in judged or _restates(group, logged):
+                continue
+            old = self._verdict(group)
+            if old.severity == "fail":
+                verdicts.append(replace(old, severity="warn", before_window=True))
         return sorted(verdicts, key=lambda v: (-SEVERITIES.index(v.severity), v.xid, v.pci or ""))
 
     def _verdict(self, group: XidGroup, *, solo: bool = False) -> XidVerdict:
@@ -242,7 +272,29 @@ def _build(data: Mapping[str, Any], lines: Mapping[str, int], source: str) -> Xi
     named = {name: {key: _rule(None, table, f"{name}.{key}", lines, source)
                     for key, table in _tables(data, name, lines, source).items()} for name in ("driver", "sxid")}
     return XidPolicy(MappingProxyType(rules), default, source, MappingProxyType(named["driver"]),
-                     MappingProxyType(named["sxid"]))
+                     MappingProxyType(named["sxid"]), _catalogue(data.get("catalogue"), lines, source))
+
+
+def _catalogue(table: Any, lines: Mapping[str, int], source: str) -> Catalogue | None:
+    """The optional ``[catalogue]`` table: every key required, ``first <= last``."""
+    if table is None:
+        return None
+    if not isinstance(table, Mapping):
+        raise ConfigError("must be a table", source=source, key="catalogue", line=_line(lines, "catalogue"))
+    for key, kind in _CATALOGUE.items():
+        value = table.get(key)
+        empty = isinstance(value, str) and not value.strip()
+        if not isinstance(value, kind) or isinstance(value, bool) or empty:
+            raise ConfigError(f"expected {'a non-empty string' if kind is str else 'an integer'}, got {value!r}",
+                              source=source, key=f"catalogue.{key}", line=_line(lines, f"catalogue.{key}"))
+    for key in table:
+        if key not in _CATALOGUE:
+            raise ConfigError(f"unknown field{_suggest(key, tuple(_CATALOGUE))}", source=source,
+                              key=f"catalogue.{key}", line=_line(lines, f"catalogue.{key}"))
+    if not 0 <= table["first"] <= table["last"]:
+        raise ConfigError(f"expected 0 <= first <= last, got {table['first']}..{table['last']}", source=source,
+                          key="catalogue", line=_line(lines, "catalogue"))
+    return Catalogue(table["edition"], table["first"], table["last"])
 
 
 def _tables(data: Mapping[str, Any], name: str, lines: Mapping[str, int], source: str) -> Mapping[str, Any]:

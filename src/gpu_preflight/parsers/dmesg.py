@@ -44,7 +44,7 @@ from .kernel_log import (
     line_timestamp,
 )
 from .text import ContentGate
-from .xid_timeline import XidTimeline, moment
+from .xid_timeline import XidTimeline, moment, reset_mark
 
 KIND = "dmesg"
 KEPT = 500  # the first and the last this many of each list are kept; the count between is in `omitted`
@@ -66,7 +66,7 @@ _KERNEL_LINE_BYTES = re.compile(_KERNEL_LINE.pattern.encode(), re.MULTILINE)
 # but plain dmesg's "[  123.456789]"; each candidate is confirmed by line_timestamp, newest first.
 _MAYBE_WALL = re.compile(rb"\n(?!\[[ 0-9])")
 _NEEDLES_LOWER = (b"nvrm",)  # _SHAPE is case-insensitive: searched in the lower-cased chunk
-_NEEDLES = (b"segfault at", b"limited by", b"SXid")
+_NEEDLES = (b"segfault at", b"limited by", b"SXid", b"Linux version ", b"-- Boot ", b"-- Reboot --")
 _DENIAL_NEEDLES = (b"dmesg: ", b"No journal files", b"/dev/kmsg: ")
 _TAIL_LINES = 32  # lines read back from a chunk's end for its last timestamp before searching all of it
 CLOCK_JUMP = timedelta(days=1)  # a line dated this far beyond the one before it (or now) is a clock jump
@@ -145,6 +145,8 @@ class DmesgScanner:
         self.clock_jumps.extend(jumps[:KEPT - len(self.clock_jumps)])
 
     def _line(self, line: str) -> None:
+        if reset_mark(line):  # a driver load or a boot: older Xids before it are not left unreset
+            self.timeline.add_reset()
         items = self.reader.read(line)
         if items and self.recent is not None:
             self.recent.append(line[:1024])

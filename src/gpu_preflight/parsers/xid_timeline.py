@@ -15,23 +15,30 @@ oldest half is folded into per-group counts and the time of its newest event. A 
 that starts after that time counts the folded events as outside, exactly; one that
 reaches back into them counts them all as inside (more events, never fewer: the safe
 side), which needs millions of Xid events within the window.
+
+Events older than the window are counted as outside, but those that no later reset evidence
+covers stay in the tally's ``stale`` groups (see :class:`~gpu_preflight.records.xid.XidCounter`):
+:func:`reset_mark` recognises a driver load or a boot line, :meth:`XidTimeline.add_reset` records
+where in the log it came (one position per GPU and one for all), and an Xid 154 back to "None"
+marks its own GPU. Positions, not times, decide "after": an undated driver load still counts.
 """
 
 from __future__ import annotations
 
+import re
 from array import array
 from dataclasses import field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from ..fastclass import dataclass
-from ..records.xid import UnparsedXid, XidEvent, pci_key
+from ..records.xid import RECOVERED, UnparsedXid, XidEvent, pci_key
 
 if TYPE_CHECKING:
     from ..records.xid import XidTally, XidWindow
 
 __all__ = ["DEDUP_KEYS_MAX", "NEVER", "TIMELINE_MAX", "UNDATED", "Folded", "TimelineGroup", "XidTimeline", "micros",
-           "moment", "pci_key"]
+           "moment", "pci_key", "reset_mark"]
 
 TIMELINE_MAX = 2_000_000
 DEDUP_KEYS_MAX = 65_536  # as records.xid.DEDUP_KEYS_MAX
@@ -39,6 +46,14 @@ UNDATED = -(2**63)
 NEVER = 2**63 - 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
+# Every GPU re-initialised after this line: the NVIDIA module (re)loaded, the kernel booted, or a journal's
+# boot separator. Read at most the first 4096 characters of a line, like the kernel-log patterns.
+_RESET = re.compile(r"NVRM: loading NVIDIA UNIX|\bLinux version \d|^\s*-- (?:Boot [0-9a-f]+|Reboot) --")
+
+
+def reset_mark(line: str) -> bool:
+    """Whether ``line`` is evidence that every GPU was re-initialised after the lines before it."""
+    return _RESET.search(line[:4096]) is not None
 
 
 @dataclass
@@ -50,6 +65,7 @@ class Folded:
     duplicates: int = 0
     first: int = NEVER
     last: int = UNDATED
+    position: int = -1  # the log position of the newest event folded (see XidTimeline.add_reset)
 
 
 @dataclass
@@ -81,6 +97,9 @@ class XidTimeline:
         self.dedup_limited = False
         self._seen: set[int] = set()
         self._pci: dict[str | None, str | None] = {}
+        self._base = 0  # the log position (events added before it) of times[0]
+        self._reset_at: dict[str | None, int] = {}  # GPU key (None: every GPU) -> position of its last reset
+        self.resets = 0
 
     def gpu(self, pci: str | None) -> str | None:
         """:func:`pci_key` of ``pci``, remembered: a log names the same few GPUs millions of times."""
@@ -116,8 +135,15 @@ class XidTimeline:
                 self.dedup_limited = True
         self.times.append(stamp)
         self.gids.append(gid)
+        if event.kind == RECOVERED:
+            self.add_reset(key[1])
         if len(self.times) >= TIMELINE_MAX:
             self._fold()
+
+    def add_reset(self, pci: str | None = None) -> None:
+        """Reset evidence here, for the GPU key ``pci`` or (``None``) every GPU: events before it are not stale."""
+        self._reset_at[pci] = self._base + len(self.times)
+        self.resets += 1
 
     def add_unparsed(self, item: UnparsedXid) -> None:
         self.unparsed_times.append(micros(item.timestamp))
@@ -137,13 +163,20 @@ class XidTimeline:
         start = micros(window.start) if window.start is not None else UNDATED
         size = len(self.groups)
         count, undated, first, last = [0] * size, [0] * size, [NEVER] * size, [UNDATED] * size
+        old, old_first, old_last = [0] * size, [NEVER] * size, [UNDATED] * size  # outside, after its last reset
+        everyone = self._reset_at.get(None, 0)
+        cover = [max(everyone, self._reset_at.get(group.pci, 0)) for group in self.groups]
         outside = duplicates = 0
-        for t, g in zip(self.times, self.gids, strict=True):
+        for i, (t, g) in enumerate(zip(self.times, self.gids, strict=True), self._base):
             if t == UNDATED:
                 count[g] += 1
                 undated[g] += 1
             elif t < start:
                 outside += 1
+                h = g if g >= 0 else ~g
+                if i >= cover[h]:
+                    old[h] += 1
+                    old_first[h], old_last[h] = min(old_first[h], t), max(old_last[h], t)
             elif g < 0:
                 duplicates += 1
             else:
@@ -156,6 +189,9 @@ class XidTimeline:
             undated[g] += f.undated
             if folded_outside:
                 outside += f.dated + f.duplicates
+                if f.dated and f.position >= cover[g]:  # some folded events may precede the reset: counted all
+                    old[g] += f.dated + f.duplicates
+                    old_first[g], old_last[g] = min(old_first[g], f.first), max(old_last[g], f.last)
             elif f.dated:
                 count[g] += f.dated
                 duplicates += f.duplicates
@@ -163,10 +199,14 @@ class XidTimeline:
         sample = XidCounter(window)
         for event in kept:
             sample.add(event)
-        examples = {(g.xid, g.pci, g.kind): g.examples for g in sample.tally().groups}
+        kept_tally = sample.tally()
+        examples = {(g.xid, g.pci, g.kind): g.examples for g in (*kept_tally.groups, *kept_tally.stale)}
         groups = tuple(XidGroup(group.xid, group.pci, count[g], undated[g], moment(first[g]), moment(last[g]),
                                 group.message, examples.get((group.xid, group.pci, group.kind), ()), group.kind)
                        for g, group in enumerate(self.groups) if count[g])
+        stale = tuple(XidGroup(group.xid, group.pci, old[g], 0, moment(old_first[g]), moment(old_last[g]),
+                               group.message, examples.get((group.xid, group.pci, group.kind), ()), group.kind)
+                      for g, group in enumerate(self.groups) if old[g] and not count[g])
         recent = sum(1 for t in self.unparsed_times if t == UNDATED or t >= start)
         folded = self.unparsed_folded
         folded_in = folded.undated + (0 if folded_outside else folded.dated)
@@ -174,16 +214,19 @@ class XidTimeline:
         shown = [u for u in kept_unparsed if u.timestamp is None or micros(u.timestamp) >= start]
         return XidTally(window, groups, outside, duplicates, self.dedup_limited, recent + folded_in,
                         len(self.unparsed_times) - recent + folded_out,
-                        (*shown[:EXAMPLES], *shown[EXAMPLES:][-EXAMPLES:]))
+                        (*shown[:EXAMPLES], *shown[EXAMPLES:][-EXAMPLES:]), stale, self.resets)
 
     def _fold(self) -> None:
         half = TIMELINE_MAX // 2
-        for t, g in zip(self.times[:half], self.gids[:half], strict=True):
-            _fold_into(self.groups[g if g >= 0 else ~g].folded, (t,), duplicate=g < 0)
+        for i, (t, g) in enumerate(zip(self.times[:half], self.gids[:half], strict=True), self._base):
+            folded = self.groups[g if g >= 0 else ~g].folded
+            _fold_into(folded, (t,), duplicate=g < 0)
+            folded.position = i
             if t > self.folded_until:
                 self.folded_until = t
         del self.times[:half]
         del self.gids[:half]
+        self._base += half
 
 
 def _fold_into(folded: Folded, times: array[int] | tuple[int, ...], *, duplicate: bool) -> None:

@@ -122,9 +122,12 @@ def _count(ctx: ProbeContext | None, source: str, read_at: datetime, window: Any
             continue
         if read is None:
             from ..parsers.kernel_log import KernelLineReader
+            from ..parsers.xid_timeline import reset_mark
 
             read = KernelLineReader(boot_time=boot_time, now=now).read
         nvrm.append(line[:1024])
+        if reset_mark(line):  # the NVIDIA driver (re)loaded: older Xids before it are not left unreset
+            counter.add_reset()
         for found in read(line):  # Xid lines, driver messages without an Xid, SXids, named causes
             counter.add(found)
     if nvrm and ctx is not None:

@@ -6,7 +6,7 @@ Lists are capped by the parser (first and last entries kept, the count between i
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import field, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -114,9 +114,14 @@ class DmesgRecord:
         When the record lists every event, they are counted as the node run counts them;
         when a long log left events out of its lists, the counts come from the timeline
         (exact, see :mod:`~gpu_preflight.parsers.xid_timeline`) and the examples from the
-        events kept.
+        events kept. Older events no reset evidence covers (``stale``) come from the timeline,
+        which also saw the driver loads and boots between them.
         """
         events = [x.to_event() for x in self.xid_events]
-        if self.timeline is None or not ({"xid_events", "unparsed_xids"} & set(self.omitted)):
+        if self.timeline is None:
             return count_events([*events, *self.unparsed_xids], window)
-        return self.timeline.tally(window, events, self.unparsed_xids)
+        exact = self.timeline.tally(window, events, self.unparsed_xids)
+        if {"xid_events", "unparsed_xids"} & set(self.omitted):
+            return exact
+        # every event is listed: counted as the node run counts them; only the timeline saw the resets
+        return replace(count_events([*events, *self.unparsed_xids], window), stale=exact.stale, resets=exact.resets)

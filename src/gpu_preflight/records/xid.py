@@ -16,6 +16,11 @@ The same event read twice (a bundle holding both dmesg and the journal) counts o
 :data:`DEDUP_KEYS_MAX` remembered events; past that, repeats are counted (over-counting
 is the safe side) and the tally says so. Every tally says what window it covers and how
 many events fell outside it.
+
+An event older than the window is left out of the count but not forgotten: the tally's
+``stale`` groups are the older events that no later reset evidence covers (a driver load or a
+boot in the log, :meth:`XidCounter.add_reset`, or that GPU's Xid 154 saying its recovery action
+is back to "None"), so the policy can still report a fatal Xid whose GPU was never reset.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from ..fastclass import dataclass
 
 EXAMPLES = 3  # first and last lines kept per group
 DEDUP_KEYS_MAX = 65_536
+RECOVERED = "xid:recovery=none"  # Xid 154 "... to 0x0 (None)": the GPU needs no recovery any more (it was reset)
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,9 @@ class XidTally:
     unparsed: int = 0
     unparsed_outside: int = 0
     unparsed_examples: tuple[UnparsedXid, ...] = ()
+    # groups of events older than the window with no reset evidence after them (count: those events)
+    stale: tuple[XidGroup, ...] = ()
+    resets: int = 0  # reset evidence seen in the log (driver loads, boots, Xid 154 back to "None")
 
     @property
     def events(self) -> int:
@@ -196,17 +205,35 @@ class XidCounter:
         self._dedup_limited = False
         self._unparsed_head: list[UnparsedXid] = []
         self._unparsed_tail: deque[UnparsedXid] = deque(maxlen=EXAMPLES)
+        self._stale: dict[tuple[int, str | None, str], _Group] = {}
+        self._resets = 0
 
     def add(self, item: XidEvent | UnparsedXid) -> None:
         if isinstance(item, UnparsedXid):
             self._add_unparsed(item)
             return
+        self._add(item)
+        if item.kind == RECOVERED:
+            self.add_reset(pci_key(item.pci))
+
+    def add_reset(self, pci: str | None = None) -> None:
+        """Reset evidence at this point of the log: for the GPU ``pci`` (a :func:`pci_key`), or for every GPU.
+
+        Older events before it are no longer ``stale``: the GPU was reset, the driver reloaded or the node booted.
+        """
+        self._resets += 1
+        for key in [k for k in self._stale if pci is None or k[1] == pci]:
+            del self._stale[key]
+
+    def _add(self, item: XidEvent) -> None:
         stamp = item.timestamp
+        pci = pci_key(item.pci)
         if stamp is not None:
             if self._start is not None and stamp < self._start:
                 self._outside += 1
+                _note(self._stale, item, pci, stamp)
                 return
-            key = (item.xid, pci_key(item.pci), item.kind, stamp, item.pid, item.message)
+            key = (item.xid, pci, item.kind, stamp, item.pid, item.message)
             if key in self._seen:
                 self._duplicates += 1
                 return
@@ -214,25 +241,7 @@ class XidCounter:
                 self._seen.add(key)
             else:
                 self._dedup_limited = True
-        pci = pci_key(item.pci)
-        group = self._groups.get((item.xid, pci, item.kind))
-        if group is None:
-            group = self._groups[(item.xid, pci, item.kind)] = _Group(item.xid, pci, item.kind)
-        group.count += 1
-        if stamp is None:
-            group.undated += 1
-            if group.last is None:
-                group.message = item.message
-        else:
-            if group.first is None or stamp < group.first:
-                group.first = stamp
-            if group.last is None or stamp >= group.last:
-                group.last, group.message = stamp, item.message
-        raw = item.raw.strip()[:300]
-        if len(group.head) < EXAMPLES:
-            group.head.append(raw)
-        else:
-            group.tail.append(raw)
+        _note(self._groups, item, pci, stamp)
 
     def _add_unparsed(self, item: UnparsedXid) -> None:
         if item.timestamp is not None and self._start is not None and item.timestamp < self._start:
@@ -245,10 +254,37 @@ class XidCounter:
             self._unparsed_tail.append(item)
 
     def tally(self) -> XidTally:
-        groups = tuple(XidGroup(g.xid, g.pci, g.count, g.undated, g.first, g.last, g.message,
-                                (*g.head, *g.tail), g.kind) for g in self._groups.values())
-        return XidTally(self.window, groups, self._outside, self._duplicates, self._dedup_limited,
-                        self._unparsed, self._unparsed_outside, (*self._unparsed_head, *self._unparsed_tail))
+        return XidTally(self.window, _frozen(self._groups), self._outside, self._duplicates, self._dedup_limited,
+                        self._unparsed, self._unparsed_outside, (*self._unparsed_head, *self._unparsed_tail),
+                        _frozen(self._stale), self._resets)
+
+
+def _frozen(groups: dict[tuple[int, str | None, str], _Group]) -> tuple[XidGroup, ...]:
+    return tuple(XidGroup(g.xid, g.pci, g.count, g.undated, g.first, g.last, g.message, (*g.head, *g.tail), g.kind)
+                 for g in groups.values())
+
+
+def _note(groups: dict[tuple[int, str | None, str], _Group], item: XidEvent, pci: str | None,
+          stamp: datetime | None) -> None:
+    """Count ``item`` into its (Xid, GPU, kind) group of ``groups``: time span, newest message, first/last lines."""
+    group = groups.get((item.xid, pci, item.kind))
+    if group is None:
+        group = groups[(item.xid, pci, item.kind)] = _Group(item.xid, pci, item.kind)
+    group.count += 1
+    if stamp is None:
+        group.undated += 1
+        if group.last is None:
+            group.message = item.message
+    else:
+        if group.first is None or stamp < group.first:
+            group.first = stamp
+        if group.last is None or stamp >= group.last:
+            group.last, group.message = stamp, item.message
+    raw = item.raw.strip()[:300]
+    if len(group.head) < EXAMPLES:
+        group.head.append(raw)
+    else:
+        group.tail.append(raw)
 
 
 def count_events(events: Any, window: XidWindow) -> XidTally:
