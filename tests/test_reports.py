@@ -48,7 +48,8 @@ def test_summary_groups_issues_and_recommendations(tmp_path: Path) -> None:
     summary = report["cluster_summary"]
     assert summary["overall_status"] == "FAIL" and summary["exit_code"] == 2
     assert summary["test_results"]["gpu_health"] is False and summary["test_results"]["gpu_links"] is True
-    assert summary["test_results"]["system_resources"] is None  # not run: not the same as passed
+    assert summary["test_results"]["system_resources"] is False  # not run: not the same as passed, and says so
+    assert summary["test_results_notes"]["system_resources"].startswith("not tested: ")
     assert summary["issues"][0].startswith("[FAIL]")
     assert any("cooling" in r for r in summary["recommendations"])
     assert "Cluster is ready for distributed training" not in summary["recommendations"]
@@ -152,7 +153,7 @@ def test_group_with_only_warnings_reads_warn_in_markdown_and_false_in_json() -> 
     assert "| gpu_health | WARN |" in md and "| gpu_links | PASS |" in md
     assert "| system_resources | not tested |" in md and "FAIL" not in md.split("## Findings")[0]
     results = report["cluster_summary"]["test_results"]
-    assert (results["gpu_health"], results["gpu_links"], results["system_resources"]) == (False, True, None)
+    assert (results["gpu_health"], results["gpu_links"], results["system_resources"]) == (False, True, False)
 
 
 LOG_LINE = ("\x1b[31mNVRM: Xid (PCI:0000:07:00): 79,\x1b[0m fell off the bus\x01\x0b <img src=x onerror=alert(1)> "

@@ -154,8 +154,11 @@ def test_every_key_path_of_the_seed_exists_in_ours_with_its_type(seed: dict[str,
         levels = section["dcgm"]["diagnostics"]
         assert [levels[k]["level"] for k in ("basic", "extended")] == [1, 2], key
         assert levels["extended"]["raw_output"] == DCGM_TABLE.read_text()  # inline, under the size limit
-        assert levels["extended"]["parsed_output"]["test_results"]["stress"]["Targeted Power"] == \
-            "Pass - GPUs: 0, 2, 3; Fail - GPU: 1"
+        for level in ("basic", "extended"):  # DCGM's own strings and rows, Warning/Info included, as the seed
+            want = seed["nodes"]["node_0"]["dcgm"]["diagnostics"][level]["parsed_output"]
+            got = levels[level]["parsed_output"]
+            assert {c: got["test_results"][c] for c in want["test_results"]} == want["test_results"], (key, level)
+        assert levels["extended"]["parsed_output"]["overall_status"] == "Mixed"
         assert levels["basic"]["parsed_output"]["tests"][0]["category"] == "Deployment"  # our detail beside it
         tests = section["nccl"]["communication_tests"]
         assert tests["distributed_all_reduce"]["processes_tested"] == 8, key  # the job-wide sweep, on every node
@@ -206,4 +209,6 @@ def test_dcgm_levels_are_judged_on_clusters_that_keep_passes_on_the_node() -> No
     assert (results["dcgm_basic"], results["dcgm_extended"], results["dcgm_diagnostics"]) == (True, True, True)
     quick = [node_entry(node("h0", (1,)), "node_0", detail=False)]
     results = assemble_report(quick, fail_on="fail", assess=False)["cluster_summary"]["test_results"]
-    assert (results["dcgm_basic"], results["dcgm_extended"]) == (True, None)  # level 2 not run: not tested
+    assert (results["dcgm_basic"], results["dcgm_extended"]) == (True, False)  # level 2 not run: not tested
+    assert "not tested" in assemble_report(quick, fail_on="fail", assess=False)["cluster_summary"][
+        "test_results_notes"]["dcgm_extended"]

@@ -289,12 +289,18 @@ def _node_summaries(facts: ClusterFacts, entries: list[dict[str, Any]], results:
                 if g not in worst or status.rank > worst[g].rank:
                     worst[g] = status
             here = {g: status is Status.PASS for g, status in worst.items()}
+        untested = own.get("test_results_notes") or {}
         merged = {**results_of, **here}
         for g in here:
-            if results_of.get(g) is False:  # the node's own checks already said no
+            if results_of.get(g) is False and g not in untested:  # the node's own checks already said no
                 merged[g] = False
-        extras.setdefault(node, {})["summary"] = {"test_results": merged, "performance_summary": {
+        summary: dict[str, Any] = {"test_results": merged, "performance_summary": {
             **own.get("performance_summary", {}), **common, **figures.get(node, {})}}
+        if still := {g: why for g, why in untested.items() if g not in here}:
+            summary["test_results_notes"] = still
+        else:  # every group the node left untested was judged by the cluster checks
+            own.pop("test_results_notes", None)
+        extras.setdefault(node, {})["summary"] = summary
 
 
 def _load_sections(facts: ClusterFacts, extras: dict[int, dict[str, Any]], config: Config) -> None:

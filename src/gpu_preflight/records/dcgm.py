@@ -13,6 +13,9 @@ class DcgmTest:
 
     ``gpus`` lists the GPU ids that failed or warned; ``gpu_status`` every per-GPU status
     the output gave; ``messages`` the warnings/errors, ``info`` the informational lines.
+    ``rows`` are DCGM's own labelled table rows for the test, as printed (label, first line of
+    the cell: ``["Targeted Power", "Pass - GPUs: 0, 2, 3"]``, ``["Warning", "GPU 1 Max power..."]``),
+    which the SageMaker report quotes verbatim; empty for ``-j`` JSON, which has no table.
     """
 
     category: str | None
@@ -23,6 +26,7 @@ class DcgmTest:
     messages: list[str] = field(default_factory=list)
     info: list[str] = field(default_factory=list)
     error_ids: list[int] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
 
 
 @dataclass

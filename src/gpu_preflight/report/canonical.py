@@ -116,9 +116,27 @@ def group_statuses(findings: Iterable[Mapping[str, Any]], unlisted: Unlisted | N
     return worst
 
 
-def _test_results(groups: Mapping[str, Status | None]) -> dict[str, bool | None]:
-    """True: a PASS and nothing worse than SKIP; False: a WARN or worse; None: all skipped."""
-    return {name: None if status is None else status is Status.PASS for name, status in groups.items()}
+def _test_results(groups: Mapping[str, Status | None]) -> dict[str, bool]:
+    """True: a PASS and nothing worse than SKIP; False: a WARN or worse, or nothing judged (the
+    SageMaker layout's booleans: a group that was not tested did not succeed; why is in
+    :func:`untested_notes`)."""
+    return {name: status is Status.PASS for name, status in groups.items()}
+
+
+NOT_RUN = "no check of this group ran in this run (its suite, e.g. --full, or the --check/--skip selection)"
+
+
+def untested_notes(groups: Mapping[str, Status | None], findings: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Why each group that judged nothing is false: the first skip that names a reason, else :data:`NOT_RUN`."""
+    untested = [name for name, status in groups.items() if status is None]
+    if not untested:
+        return {}
+    first_skip: dict[str, str] = {}
+    for f in findings:
+        if f["status"] == Status.SKIP.value:
+            for name in finding_groups(f["check_id"], f.get("details")):
+                first_skip.setdefault(name, f"not tested: {f['check_id']}: {f['summary']}")
+    return {name: first_skip.get(name, f"not tested: {NOT_RUN}") for name in untested}
 
 
 def summarize(findings: Sequence[Mapping[str, Any]], fail_on: str, unlisted: Unlisted | None = None,
@@ -144,16 +162,20 @@ def summarize(findings: Sequence[Mapping[str, Any]], fail_on: str, unlisted: Unl
         f"{f['subject']}: {f['recommendation']}" for f in worse if f.get("recommendation")))
     if not any(counts[s.value] for s in gating_statuses(fail_on)) and overall is Status.PASS:
         recommendations.append(READY)
-    return {
+    groups = group_statuses(findings, unlisted)
+    summary = {
         "overall_status": overall.value,
         "exit_code": gated_exit_code(overall, fail_on),
-        "test_results": _test_results(group_statuses(findings, unlisted)),
+        "test_results": _test_results(groups),
         "cluster_info": {},
         "performance_summary": dict(performance_summary or {}),
         "issues": issues,
         "recommendations": recommendations,
         "counts": counts,
     }
+    if notes := untested_notes(groups, findings):
+        summary["test_results_notes"] = notes
+    return summary
 
 
 def _nothing_judged(findings: Sequence[Mapping[str, Any]], unlisted: Unlisted) -> dict[str, Any] | None:

@@ -111,14 +111,27 @@ def seed_parsed_output(record: Mapping[str, Any]) -> dict[str, Any]:
     per-GPU statuses, DCGM's messages) stays in ``tests``.
     """
     results: dict[str, dict[str, str]] = {}
-    for test in record.get("tests") or []:
-        if isinstance(test, Mapping) and test.get("name"):
-            category = str(test.get("category") or "other").lower()
-            results.setdefault(category, {}).setdefault(str(test["name"]), result_cell(test))
+    tests = [t for t in record.get("tests") or [] if isinstance(t, Mapping) and t.get("name")]
+    for test in tests:
+        cells = results.setdefault(str(test.get("category") or "other").lower(), {})
+        if test.get("rows"):  # DCGM's table: its own rows and words, a later row of one label replacing an earlier
+            cells.update({str(label): str(text) for label, text in test["rows"]})
+        else:
+            cells.setdefault(str(test["name"]), result_cell(test))
     ids = [str(i) for i in record.get("gpu_device_ids") or []]
-    overall = record.get("overall")
     return {**record, "gpu_device_ids": ",".join(ids), "gpu_device_id_list": ids, "test_results": results,
-            "overall_status": str(overall).capitalize() if overall else "Error"}
+            "overall_status": overall_word(record.get("overall"), tests)}
+
+
+def overall_word(overall: Any, tests: list[Mapping[str, Any]]) -> str:
+    """``overall_status`` as the SageMaker report words it: ``Pass``, ``Fail``, ``Mixed`` (some GPUs or
+    tests passed and some failed or warned), ``Error`` (DCGM could not run, or nothing was parsed)."""
+    if not overall or overall == "error":
+        return "Error"
+    outcomes = {str(s) for t in tests for s in [t.get("status"), *(t.get("gpu_status") or {}).values()] if s}
+    if "pass" in outcomes and outcomes & {"fail", "warn"}:
+        return "Mixed"
+    return str(overall).capitalize()
 
 
 def _inline(raw: Raw, name: str | None, limit: int) -> tuple[str, bool]:

@@ -108,9 +108,10 @@ def parse_table(text: str) -> DcgmDiagRecord:
             if current is None:  # a warning with no test before it (an excerpt): the category failed
                 current = DcgmTest(category, label.split(":")[0].strip(), "fail")
                 record.tests.append(current)
+            current.rows.append([label, result])
             message = (label, [raw_result])
             continue
-        current = DcgmTest(category, label, "pass")
+        current = DcgmTest(category, label, "pass", rows=[[label, result]])
         _status_part(current, result, first=True)
         record.tests.append(current)
     flush()
