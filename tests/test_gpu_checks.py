@@ -258,7 +258,7 @@ def test_nvml_unavailable_with_pci_gpus_fails() -> None:
     [f] = judge("gpu.nvml", facts)
     assert (f.status, f.code) == (FAIL, "driver_unusable")
     assert "2 NVIDIA GPU(s)" in f.summary and "driver not loaded" in f.summary
-    assert f.details == {"pci_gpus": ["0000:17:00.0", "0000:2a:00.0"]}
+    assert f.details == {"pci_gpus": ["0000:17:00.0", "0000:2a:00.0"], "operator_action": "reboot_node"}
     assert_advice([f])
 
 

@@ -20,7 +20,8 @@ from .cluster_rollup import Passes, Series
 from .common import version_below
 from .floors import Floor, host_transfer_floor, node_topology, peer_gap_status
 
-COMPUTE_ACTIONS = {"gemm_wrong": Action.ISOLATE_NODE, "pattern_errors": Action.ISOLATE_NODE}
+GEMM_ACTIONS = {"gemm_wrong": Action.ISOLATE_NODE}
+MEMORY_ACTIONS = {"pattern_errors": Action.ISOLATE_NODE}
 """A GPU that computes wrong products or reads back wrong memory corrupts training silently: DCGM
 isolates for the same findings (DCGM_FR_L1TAG_MISCOMPARE, DCGM_FR_FAULTY_MEMORY,
 DCGM_FR_MEMORY_MISMATCH: ISOLATE). A slow GPU names no action: why it is slow is another check's
@@ -28,7 +29,7 @@ finding (clocks, power, PCIe), which names its own."""
 
 
 @check(GEMM_ID, needs=("cluster",), scope="cluster", group="compute", component="hardware_health",
-       actions=COMPUTE_ACTIONS)
+       actions=GEMM_ACTIONS)
 def gemm(ctx: CheckContext) -> Iterator[Finding]:
     """Every GPU computes GEMMs correctly and at the expected speed.
 
@@ -139,7 +140,7 @@ def _gemm_finding(ctx: CheckContext, subject: str, label: str, tflops: float, st
 
 
 @check(MEMORY_BANDWIDTH_ID, needs=("cluster",), scope="cluster", group="compute", component="hardware_health",
-       actions=COMPUTE_ACTIONS)
+       actions=MEMORY_ACTIONS)
 def memory(ctx: CheckContext) -> Iterator[Finding]:
     """GPU memory copies fast, host transfers reach PCIe/C2C speed, patterns read back intact.
 
