@@ -211,3 +211,27 @@ def test_dcgmi_printing_garbage_is_an_error(bindir: Path, tmp_path: Path) -> Non
     findings = check("dcgm.diag", "dcgm", dcgm_probe(probe_ctx()))
     assert statuses(findings) == [("ERROR", "n1", "unreadable_output")]
     assert "exit status 139" in findings[0].summary
+
+
+def test_in_a_sagemaker_job_without_report_dir_every_artifact_is_kept_with_its_path(bindir: Path,
+                                                                                     tmp_path: Path) -> None:
+    """Issue 29 item 7: the report and every raw output land in the uploaded output directory, paths filled."""
+    replay(bindir, "dcgmi", SPEC, rc=226)
+    data = tmp_path / "opt" / "ml" / "output" / "data"
+    data.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_PREFLIGHT_", "SM_"))}
+    env.update(PATH=f"{bindir}:{env['PATH']}", SM_OUTPUT_DATA_DIR=str(data), SM_CURRENT_HOST="algo-1")
+    pytest.importorskip("torch", reason="the self-launched run with workers needs the torch extra")
+    # with workers (the path that lost the raw outputs): the node checks run in the node leader
+    proc = subprocess.run([sys.executable, "-m", "gpu_preflight", "run", "--no-history", "--skip", "system.*",
+                           ], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    metrics = data / "metrics"
+    report = json.loads((metrics / "health_check_metrics.json").read_text())
+    levels = report["nodes"]["node_0"]["dcgm"]["diagnostics"]
+    assert "basic" in levels
+    for level in levels.values():
+        path = level["raw_output_artifact"]["path"]
+        assert path and (metrics / path).read_text() == SPEC.read_text()
+    assert report["artifacts"] and all((metrics / a["path"]).is_file() for a in report["artifacts"])

@@ -16,10 +16,23 @@ __all__ = ["cmd_run", "output_options", "run_request", "show"]
 
 
 def output_options(args: argparse.Namespace) -> Any:
-    """The output flags as :class:`~gpu_preflight.outputs.options.OutputOptions`."""
-    from ..outputs.options import OutputOptions
+    """The output flags as :class:`~gpu_preflight.outputs.options.OutputOptions`.
 
-    return OutputOptions(report_dir=args.report_dir, report_name=args.report_name, pretty=args.pretty,
+    Inside a SageMaker training job without ``--report-dir``, the report directory is the one
+    SageMaker uploads (:func:`~gpu_preflight.outputs.sagemaker.default_report_dir`): the run must
+    know it before it starts, or the raw outputs it saves have nowhere to go and the report's
+    artifact paths stay empty.
+    """
+    import os
+
+    from ..outputs.options import DEFAULT_REPORT_NAME, OutputOptions
+    from ..outputs.sagemaker import REPORT_NAME, default_report_dir
+
+    report_dir, report_name = args.report_dir, args.report_name
+    if report_dir is None and (uploaded := default_report_dir(os.environ)) is not None:
+        report_dir = str(uploaded)
+        report_name = REPORT_NAME if report_name == DEFAULT_REPORT_NAME else report_name
+    return OutputOptions(report_dir=report_dir, report_name=report_name, pretty=args.pretty,
                          format=args.format, verbose=args.verbose, quiet=args.quiet, outputs=tuple(args.output),
                          mlflow_uri=args.mlflow_uri, prom_textfile=args.prom_textfile, history=args.history,
                          history_db=args.history_db, cluster_name=args.cluster_name)

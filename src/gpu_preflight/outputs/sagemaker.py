@@ -5,7 +5,8 @@ SageMaker uploads two directories when a job ends, failed or not: ``$SM_MODEL_DI
 → ``output.tar.gz``), both under ``<output path>/<job name>/output/``. Anything else in the
 container is lost. So when ``--report-dir`` is already inside one of them (the SageMaker
 entry script, :mod:`gpu_preflight.integrations.sagemaker_entry`, points it at the model
-directory) nothing more is needed; otherwise the bundle is copied to
+directory, or a run without ``--report-dir`` wrote to ``$SM_OUTPUT_DATA_DIR/metrics`` itself:
+:func:`default_report_dir`) nothing more is needed; otherwise the bundle is copied to
 ``$SM_OUTPUT_DATA_DIR/metrics/`` with the report named ``health_check_metrics.json``, the
 SageMaker health-check tool's name, and ``report.html`` and ``artifacts/`` beside it. The
 model directory is not written here: deployment steps consume ``model.tar.gz``.
@@ -25,7 +26,7 @@ from ..fastclass import dataclass
 if TYPE_CHECKING:  # the bundle module (tempfile, copies) is only needed when writing
     from .bundle import Bundle
 
-__all__ = ["REPORT_NAME", "SageMakerDirs", "sagemaker_dirs", "write_to_sagemaker"]
+__all__ = ["REPORT_NAME", "SageMakerDirs", "default_report_dir", "sagemaker_dirs", "write_to_sagemaker"]
 
 REPORT_NAME = "health_check_metrics.json"
 
@@ -50,6 +51,15 @@ def sagemaker_dirs(environ: Mapping[str, str]) -> SageMakerDirs | None:
         return None
     model = environ.get("SM_MODEL_DIR")
     return SageMakerDirs(Path(data), Path(model) if model else None)
+
+
+def default_report_dir(environ: Mapping[str, str]) -> Path | None:
+    """Where a run inside a SageMaker job writes when no ``--report-dir`` is given:
+    ``$SM_OUTPUT_DATA_DIR/metrics``, the directory the copy below would fill, so the raw outputs
+    the run saves (DCGM, NVML dump, kernel log) are written there with their paths in the report.
+    None outside a SageMaker job."""
+    dirs = sagemaker_dirs(environ)
+    return None if dirs is None else dirs.output_data / "metrics"
 
 
 def write_to_sagemaker(bundle: Bundle, dirs: SageMakerDirs) -> tuple[Path, list[Path]]:
