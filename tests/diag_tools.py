@@ -8,12 +8,14 @@ repo), exits with a chosen status, hangs, or records its arguments, so the real 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from gpu_preflight.config import Config
 from gpu_preflight.model import Finding
-from gpu_preflight.registry import CheckContext, ProbeContext
+from gpu_preflight.registry import CheckContext, ProbeContext, ProbeState, RunInputs
 
 
 def tool(bindir: Path, name: str, body: str) -> Path:
@@ -57,8 +59,16 @@ def config(evidence: dict[str, Any] | None = None, **diagnostics: Any) -> Config
     return cfg
 
 
+def context_from(cfg: Config, options: Mapping[str, Any], timeout_s: float) -> ProbeContext:
+    """A probe context from a mapping (``{"replay": ..., "kernel_log": ...}`` plus kept objects):
+    the run's inputs by name, everything else kept in the run's state, as a monitor keeps it."""
+    names = {f.name for f in fields(RunInputs)}
+    inputs = RunInputs(**{k: v for k, v in options.items() if k in names and (k != "suite" or v)})
+    return ProbeContext(cfg, inputs, timeout_s, ProbeState(kept={k: v for k, v in options.items() if k not in names}))
+
+
 def probe_ctx(cfg: Config | None = None, *, timeout_s: float = 30.0, **options: Any) -> ProbeContext:
-    return ProbeContext.from_options(cfg or config(), options, timeout_s)
+    return context_from(cfg or config(), options, timeout_s)
 
 
 def check(check_id: str, fact: str, value: Any, cfg: Config | None = None, host: str = "n1") -> list[Finding]:

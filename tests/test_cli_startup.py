@@ -83,7 +83,7 @@ def _loaded(argv: list[str], cwd: Any, env: dict[str, str] | None = None) -> tup
 
     code = ("import json, sys\n"
             f"sys.argv = ['gpu-preflight', *{argv!r}]\n"
-            "from gpu_preflight.cli.main import main\n"  # what the program runs before leave()
+            "from gpu_preflight.cli.main import main\n"  # what the program runs
             "code = main()\n"
             "print(json.dumps([sorted(sys.modules), code]), file=sys.stderr)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
@@ -152,41 +152,8 @@ def test_the_program_tunes_its_collector_for_a_short_life(tmp_path: Any) -> None
     assert proc.stderr.split()[-5:] == ["700", str(GC_YOUNG_THRESHOLD), "True", "True", "0"], proc.stderr
 
 
-LEAVE = """
-import atexit, os, sys, threading, time
-from gpu_preflight.cli.main import leave
-out = sys.argv[1]
-atexit.register(lambda: open(os.path.join(out, "atexit"), "w").close())
-def late():
-    time.sleep(0.3)
-    open(os.path.join(out, "thread"), "w").close()
-threading.Thread(target=late).start()  # not a daemon: the exit waits for it
-if sys.argv[2] == "closed-pipe":
-    r, w = os.pipe()
-    os.close(r)
-    sys.stdout = open(w, "w")
-print("buffered " * 100, end="")
-leave(int(sys.argv[3]))
-"""
-
-
-@pytest.mark.parametrize(("how", "code", "status"), [("normal", 0, 0), ("normal", 2, 2), ("closed-pipe", 0, 120),
-                                                     ("closed-pipe", 1, 1)])
-def test_leave_does_what_an_exit_must(tmp_path: Path, how: str, code: int, status: int) -> None:
-    """The program ends through leave(): threads joined, atexit run, output flushed, the code kept;
-    output that cannot be flushed exits 120 as the interpreter does."""
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-c", LEAVE, str(tmp_path), how, str(code)], capture_output=True,
-                          text=True, timeout=60, check=False)
-    assert proc.returncode == status, proc.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["atexit", "thread"]
-    assert proc.stdout == ("" if how == "closed-pipe" else "buffered " * 100)
-
-
 def test_the_program_prints_what_main_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``python -m gpu_preflight`` (and the console script, the same entry) ends through leave()."""
+    """``python -m gpu_preflight`` (and the console script, the same entry) prints and exits as main() returns."""
     import subprocess
     import sys
 

@@ -50,11 +50,5 @@ def test_once_slots_live_in_the_runs_state() -> None:
     assert once(context().state, "k", lambda: 9) == 9  # another run, another slot
 
 
-def test_from_options_reads_the_mapping_form() -> None:
-    ctx = ProbeContext.from_options(Config(), {"kernel_log": "k.log", "suite": "full", "x": 1}, 5.0)
-    assert ctx.inputs == RunInputs(kernel_log="k.log", suite="full") and ctx.state.kept == {"x": 1}
-    assert ctx.state.phase is None
-
-
 def test_a_check_context_has_no_untyped_options() -> None:
     assert [f.name for f in fields(CheckContext)] == ["host", "facts", "config", "check_id"]

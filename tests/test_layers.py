@@ -23,7 +23,7 @@ PKG = "gpu_preflight"
 # module (without "gpu_preflight.") -> layer; longest prefix wins, "" is the lazy facade
 LAYER_OF = {
     "": "api", "_version": "model", "model": "model", "recovery": "model", "registries": "model",
-    "boundedio": "util", "kept_thread": "util", "waiting": "util", "safeio": "util", "redact": "util",
+    "boundedio": "util", "kept_thread": "util", "deadline": "util", "safeio": "util", "redact": "util",
     "fastclass": "model",  # the dataclass decorator every layer uses
     "actions": "model",  # the operator-action vocabulary findings carry (pure)
     "bytecache": "model",  # what fastclass and the config loader keep beside the bytecode

@@ -24,6 +24,7 @@ from gpu_preflight.probes.shared import PROCESS_SCAN
 from gpu_preflight.probes.system import system_probe
 from gpu_preflight.registry import ProbeContext
 
+from .diag_tools import context_from
 from .nvml_stub.gpus import widen
 from .nvml_stub.stub import stub_env, write_stub_data
 
@@ -173,7 +174,7 @@ def probe_ctx(refresh_s: float, scan: ProcessScan | None) -> ProbeContext:
     options: dict[str, Any] = {"replay": None, "report_dir": None}
     if scan is not None:
         options[PROCESS_SCAN] = scan
-    return ProbeContext.from_options(config, options, 10.0)
+    return context_from(config, options, 10.0)
 
 
 @pytest.mark.parametrize(("refresh_s", "scans"), [(30.0, 1), (0.0, 3)])
@@ -225,7 +226,7 @@ from gpu_preflight.health.reader import left_blocked
 from gpu_preflight.server.monitor import Monitor
 monitor = Monitor(RunOptions(overrides=["gpu.nvml_call_timeout_s=1"], timeout_s=10), 1.0)
 ticks = [monitor.tick() for _ in range(2)]
-one_shot = run_checks(replace(monitor.options, state=None, workers=None))  # the same checks, nothing kept
+one_shot = run_checks(replace(monitor.options, state=None))  # the same checks, nothing kept
 monitor.stop()
 print(json.dumps({"tick_artifacts": [sorted(t.report.raw_artifacts) for t in ticks],
                   "blocked": [left_blocked(t.report) for t in ticks],

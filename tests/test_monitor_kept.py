@@ -14,7 +14,8 @@ from gpu_preflight.backends.system import HOST_SAMPLER, HostSampler, read_system
 from gpu_preflight.config import build_config
 from gpu_preflight.model import NA
 from gpu_preflight.probes.system import system_probe
-from gpu_preflight.registry import ProbeContext
+
+from .diag_tools import context_from
 
 
 class Clock:
@@ -126,7 +127,7 @@ def test_mount_points_are_kept_per_file_system_and_refreshed(tmp_path: Path, mon
 
 def test_the_system_probe_uses_a_monitors_sampler() -> None:
     sampler = HostSampler()
-    ctx = ProbeContext.from_options(build_config(environ={})[0], {HOST_SAMPLER: sampler}, 30.0)
+    ctx = context_from(build_config(environ={})[0], {HOST_SAMPLER: sampler}, 30.0)
     facts = system_probe(ctx)
     assert sampler.last is not None and facts.disks and facts.disks[0].mountpoint == "/"
 

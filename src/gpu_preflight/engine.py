@@ -11,21 +11,18 @@ import functools
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import field, fields, replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from . import registry
 from .config import Config, ConfigError, Profile, build_config, find_profile, match_profile
+from .deadline import Job, Overdue, Timeout, call, run_all
 from .fastclass import dataclass
 from .ids import EVIDENCE_JUDGE_ID
 from .model import CheckResult, Finding, NodeReport, Status, jsonable
 from .registry import CheckContext, CheckSpec, ProbeContext, ProbeState, RunInputs
-from .waiting import reported_to
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -46,108 +43,7 @@ class RunOptions:
     fail_on: str = "fail"
     environ: Mapping[str, str] | None = None
     state: Mapping[str, Any] | None = None  # what outlives one run (a monitor's kernel-log follower, tool cache)
-    workers: WorkerPool | None = None  # a monitor's long-lived threads: no fresh thread per run
     node_name: str | None = None  # the node's name in a distributed job: findings are filed under it
-
-
-class Timeout(Exception):
-    """A probe or check did not finish within its time limit."""
-
-
-HANDOVER_S = 0.25  # a probe still running after this long no longer holds up the ones queued behind it
-
-
-class _Worker:
-    """One long-lived daemon thread running the jobs it is given, in turn."""
-
-    def __init__(self, pool: WorkerPool) -> None:
-        self.pool = pool
-        self.abandoned = False
-        self._jobs: deque[Callable[[_Worker], None] | None] = deque()
-        self._ready = threading.Semaphore(0)
-        threading.Thread(target=self._loop, name=f"{pool.name}-{pool.started}", daemon=True).start()
-
-    def submit(self, job: Callable[[_Worker], None] | None) -> None:
-        self._jobs.append(job)
-        self._ready.release()
-
-    def _loop(self) -> None:
-        while True:
-            self._ready.acquire()
-            job = self._jobs.popleft()
-            if job is None:
-                return
-            job(self)
-            if self.abandoned:  # its caller gave up on a job that overran: it may never come back
-                return
-            self.pool.give_back(self)
-
-
-class WorkerPool:
-    """Threads that run probes and checks, kept between runs by a long-running caller (the monitor).
-
-    Starting two threads per probe every tick, and running the probes side by side, cost a
-    1-second monitor more CPU than the probes themselves (thread start-up and GIL hand-offs
-    between six concurrent probes). :func:`run_checks` runs the probes in turn on one kept
-    thread of the monitor's pool (a one-shot run's own pool, closed after its probes); a
-    job that overruns is cut off at its deadline, its thread abandoned (daemon) and a fresh
-    one taken.
-    """
-
-    def __init__(self, name: str = "engine-worker") -> None:
-        self.name = name
-        self.started = 0
-        self._idle: list[_Worker] = []
-        self._lock = threading.Lock()
-
-    def submit(self, job: Callable[[_Worker], None]) -> _Worker:
-        """Run ``job(worker)`` on an idle kept thread (a new one when none is idle); return that worker."""
-        with self._lock:
-            worker = None
-            while self._idle and worker is None:
-                worker = self._idle.pop()
-                worker = None if worker.abandoned else worker
-            if worker is None:
-                self.started += 1
-        worker = worker or _Worker(self)
-        worker.submit(job)
-        return worker
-
-    def give_back(self, worker: _Worker) -> None:
-        with self._lock:
-            if not worker.abandoned:
-                self._idle.append(worker)
-
-    def close(self) -> None:
-        """Let the idle threads end (an abandoned one ends when its call returns)."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for worker in idle:
-            worker.submit(None)
-
-
-def call_with_timeout(fn: Callable[[], T], timeout_s: float, name: str) -> T:
-    """Run ``fn`` in a daemon thread; raise :class:`Timeout` if it does not return in time.
-
-    A hung call (NVML on a dying GPU, a blocked /proc read) cannot be killed from
-    Python, but a daemon thread lets the run report it and exit instead of hanging.
-    """
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name=name, daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
-        raise Timeout(f"{name} did not finish within {timeout_s:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
 
 
 def with_expected_gpus(config: Config, count: int | None) -> Config:
@@ -265,7 +161,7 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
     inputs = RunInputs(replay=opts.replay, kernel_log=opts.kernel_log, report_dir=opts.report_dir, suite=opts.suite)
     needed = sorted({n for spec in specs for n in spec.needs})
     probe_ctx = ProbeContext(config, inputs, opts.timeout_s, ProbeState(kept=dict(opts.state or {})))
-    facts, probe_errors = _run_probes(needed, probe_ctx, opts.timeout_s, opts.workers)
+    facts, probe_errors = _run_probes(needed, probe_ctx, opts.timeout_s)
 
     profile = explicit
     if profile is None and "gpu" in facts:
@@ -275,7 +171,7 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
 
     host = opts.node_name or (facts["system"].hostname if "system" in facts else _host_name(opts.replay))
     ctx = CheckContext(host=host, facts=facts, config=config)
-    results = run_specs(specs, ctx, probe_errors, opts.timeout_s, workers=opts.workers)
+    results = run_specs(specs, ctx, probe_errors, opts.timeout_s)
     return NodeReport(
         hostname=host,
         timestamp=timestamp,
@@ -310,110 +206,22 @@ def _probe_call(name: str, ctx: ProbeContext, timeout_s: float) -> tuple[float, 
     return limit, lambda: spec.fn(own)
 
 
-def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float,
-                pool: WorkerPool | None = None) -> tuple[dict[str, Any], dict[str, str]]:
-    """Run probes one after another on a kept thread of ``pool`` (a fresh pool, closed after,
-    when None); return facts and, for failed or overdue probes, the reason.
+def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float) -> tuple[dict[str, Any], dict[str, str]]:
+    """Run the probes side by side (:func:`gpu_preflight.deadline.run_all`); return facts and,
+    for failed or overdue probes, the reason.
 
-    Why in turn: what probes do is mostly Python, and run side by side they traded the GIL
-    at every ctypes call and read (on 8 stub GPUs ~12 ms more CPU for a node check, and no
-    sooner done). Each probe's deadline counts from the start, as when all start at once,
-    so a run ends as late as a concurrent one at worst. The probes not yet started go to
-    another kept thread (each probe hands over once) as soon as the running one says it
-    waits (:func:`gpu_preflight.waiting.waiting`: a tool it runs, a sampling window, a
-    stalled NVML call), else once it has run :data:`HANDOVER_S` (or a tenth of the shortest
-    deadline, if less): a slow or hung probe delays the others by that much at most, one
-    that overruns its deadline is an error naming it and its thread is abandoned. The lane
-    that handed over stops once its probe ends, so one lane at a time takes the queue.
-    Probes declared ``waits`` start first, so that their waiting overlaps the others' work.
-    """
-    if pool is None:
-        own = WorkerPool("run-probe")
-        try:
-            return _run_probes(names, ctx, timeout_s, own)
-        finally:
-            own.close()
-    names = sorted(names, key=lambda name: not registry.get_probe(name).waits)  # stable: given order kept
+    Side by side, because much of a probe's time is spent waiting (on ``dmesg``, ``lspci``,
+    ``dcgmi``, a CPU-sampling window, a driver call): on the 8-GPU stub under load that was
+    ~15% less wall time than one after the other, for ~4% more CPU."""
     calls = [(name, *_probe_call(name, ctx, timeout_s)) for name in names]
-    count = len(calls)
-    handover_s = min([HANDOVER_S] + [limit / 10 for _, limit, _ in calls])
-    t0 = time.monotonic()
-    outcome: list[tuple[bool, Any] | None] = [None] * count
-    started: list[float | None] = [None] * count
-    runner: list[_Worker | None] = [None] * count
-    resolved = [False] * count
-    waits = [False] * count  # the probe said it is about to wait: hand over now
-    cursor = [0]
-    changed = threading.Condition()
-
-    def said_waiting(i: int) -> None:
-        with changed:
-            if not waits[i]:
-                waits[i] = True
-                changed.notify_all()
-
-    def lane(worker: _Worker) -> None:
-        while True:
-            with changed:
-                while cursor[0] < count and resolved[cursor[0]]:
-                    cursor[0] += 1  # given up before it started
-                if worker.abandoned or cursor[0] >= count:
-                    return
-                i = cursor[0]
-                cursor[0] += 1
-                started[i], runner[i] = time.monotonic(), worker
-            try:
-                with reported_to(functools.partial(said_waiting, i)):
-                    result: tuple[bool, Any] = (True, calls[i][2]())
-            except BaseException as exc:  # a probe's crash is its error, whatever it raised
-                result = (False, exc)
-            with changed:
-                outcome[i] = result
-                if all(outcome[k] is not None or resolved[k] for k in range(count)):
-                    changed.notify_all()  # the caller sleeps until then, a deadline or a hand-over
-                if i in relieved:  # another lane took the queue over meanwhile: one lane at a time
-                    return
-
+    outcomes = run_all([Job(f"probe {name}", fn, limit) for name, limit, fn in calls], side_by_side=True)
     facts: dict[str, Any] = {}
     errors: dict[str, str] = {}
-    handed: set[int] = set()
-    relieved: set[int] = set()  # handed over to a new lane: the lane running it stops after it
-    pool.submit(lane)
-    with changed:
-        while not all(resolved):
-            now = time.monotonic()
-            for i, (name, limit, _) in enumerate(calls):
-                if resolved[i]:
-                    continue
-                done = outcome[i]
-                if done is not None:
-                    resolved[i] = True
-                    ok, got = done
-                    if ok:
-                        facts[name] = got
-                    else:
-                        errors[name] = str(got) if isinstance(got, Timeout) else \
-                            f"probe {name} failed: {type(got).__name__}: {got}"
-                elif now >= t0 + limit:
-                    resolved[i] = True
-                    errors[name] = f"probe {name} did not finish within {limit:g} s"
-                    if (stuck := runner[i]) is not None:
-                        stuck.abandoned = True
-            stalled = [i for i in range(count) if (since := started[i]) is not None and outcome[i] is None
-                       and i not in handed and (now - since >= handover_s or resolved[i] or waits[i])]
-            if stalled:
-                handed.update(stalled)  # timed once: with nothing left to hand over, watching it again spun
-                if cursor[0] < count:
-                    relieved.update(stalled)
-                    pool.submit(lane)
-            wake = [t0 + limit for i, (_, limit, _) in enumerate(calls) if not resolved[i]]
-            running = [since + handover_s for i in range(count)
-                       if (since := started[i]) is not None and outcome[i] is None and i not in handed]
-            if not running and cursor[0] < count:
-                running.append(now + handover_s)  # the next probe has not started yet: look again by then
-            wake += running
-            if wake:
-                changed.wait(max(0.0, min(wake) - now))
+    for (name, _, _), got in zip(calls, outcomes, strict=True):
+        if not isinstance(got, BaseException):
+            facts[name] = got
+        else:
+            errors[name] = str(got) if isinstance(got, Timeout) else f"probe {name} failed: {type(got).__name__}: {got}"
     return facts, errors
 
 
@@ -450,8 +258,7 @@ def judge_evidence(kind: str, record: Any, config: Config, *, source: str = "evi
     from .checks.evidence import judge_record
 
     try:
-        return call_with_timeout(lambda: judge_record(kind, record, config, source=source), timeout_s,
-                                 f"judge {kind}")
+        return call(lambda: judge_record(kind, record, config, source=source), timeout_s, f"judge {kind}")
     except Timeout:
         return [Finding(EVIDENCE_JUDGE_ID, Status.ERROR, source, "judge_timeout",
                         f"judging {kind} did not finish within {timeout_s:g} s",
@@ -465,60 +272,18 @@ def _timed_out(spec: CheckSpec, ctx: CheckContext, timeout_s: float) -> CheckRes
                        timeout_s)
 
 
-def run_check(spec: CheckSpec, ctx: CheckContext, probe_errors: dict[str, str], timeout_s: float) -> CheckResult:
-    """One check in its own thread, under ``timeout_s``."""
-    return run_specs([spec], ctx, probe_errors, timeout_s)[0]
-
-
 def run_specs(specs: list[CheckSpec], ctx: CheckContext, probe_errors: dict[str, str],
-              timeout_s: float, workers: WorkerPool | None = None) -> list[CheckResult]:
-    """Run checks in order in one worker thread, each under its own time limit.
-
-    Checks are pure and fast, so one thread for all of them keeps a monitoring loop cheap
-    (a kept one of ``workers`` when given); a check that overruns is reported as ERROR,
-    its thread is abandoned (daemon) and a fresh worker carries on with the next check.
-    """
+              timeout_s: float) -> list[CheckResult]:
+    """Run checks in turn (:func:`gpu_preflight.deadline.run_all`), each under ``timeout_s``:
+    one that overruns is an ERROR, and the checks behind it are judged all the same."""
+    outcomes = run_all([Job(spec.id, functools.partial(_evaluate, spec, ctx, probe_errors), timeout_s)
+                        for spec in specs])
     results: list[CheckResult] = []
-    start = 0
-    while start < len(specs):
-        batch = specs[start:]
-        out: list[CheckResult] = []
-        progress = _Progress(time.monotonic())
-
-        def work(_worker: object = None, batch: list[CheckSpec] = batch, out: list[CheckResult] = out,
-                 progress: _Progress = progress) -> None:
-            for spec in batch:
-                result = _evaluate(spec, ctx, probe_errors)
-                with progress.changed:
-                    out.append(result)
-                    progress.since = time.monotonic()
-                    if len(out) == len(batch):
-                        progress.changed.notify()
-
-        worker = None
-        if workers is None:
-            threading.Thread(target=work, name="run-checks", daemon=True).start()
+    for spec, got in zip(specs, outcomes, strict=True):
+        if isinstance(got, Overdue):
+            results.append(_timed_out(spec, ctx, timeout_s))
+        elif isinstance(got, BaseException):
+            raise got
         else:
-            worker = workers.submit(work)
-        with progress.changed:
-            while len(out) < len(batch) and (left := progress.since + timeout_s - time.monotonic()) > 0:
-                progress.changed.wait(left)
-            done = list(out)
-        results += done
-        if len(done) < len(batch):
-            if worker is not None:
-                worker.abandoned = True
-            results.append(_timed_out(batch[len(done)], ctx, timeout_s))
-            start += len(done) + 1
-        else:
-            start = len(specs)
+            results.append(got)
     return results
-
-
-class _Progress:
-    """How far one thread has got through its checks: the caller waits once for all of them
-    (one wake-up, not one per check) and times the check in progress from ``since``."""
-
-    def __init__(self, since: float) -> None:
-        self.changed = threading.Condition(threading.Lock())
-        self.since = since  # when the check in progress started (the previous one ended)

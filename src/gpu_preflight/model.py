@@ -93,10 +93,6 @@ class NA:
         return f"N/A ({self.reason})"
 
 
-def is_na(value: object) -> bool:
-    return isinstance(value, NA)
-
-
 @dataclass
 class Finding:
     """One judged observation: the unit every reporter renders.

@@ -13,7 +13,7 @@ import inspect
 import pkgutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import field, fields, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, overload
 
 from .actions import DETAIL_KEY, Action, with_action
@@ -82,7 +82,6 @@ class ProbeSpec:
     fn: ProbeFn
     doc: str
     budget: BudgetFn | None = None  # seconds it may run when that exceeds the run's per-probe limit
-    waits: bool = False  # spends its time waiting (a tool, a sampling window): started before the others
 
 
 @dataclass
@@ -143,14 +142,6 @@ class ProbeContext:
     timeout_s: float
     state: ProbeState = field(default_factory=ProbeState)
     artifacts: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-    @classmethod
-    def from_options(cls, config: Config, options: Mapping[str, Any], timeout_s: float) -> ProbeContext:
-        """A context from the mapping form (``{"replay": ..., "kernel_log": ...}`` plus kept objects):
-        the run's inputs by name, everything else kept in the run's state."""
-        names = {f.name for f in fields(RunInputs)}
-        inputs = RunInputs(**{k: v for k, v in options.items() if k in names and (k != "suite" or v)})
-        return cls(config, inputs, timeout_s, ProbeState(kept={k: v for k, v in options.items() if k not in names}))
 
     def save_artifact(self, name: str, filename: str, content: str) -> None:
         """Keep raw tool output; it is written beside the report, never inlined in it."""
@@ -340,13 +331,8 @@ def _component(report_id: str, component: str | None, core: bool = False) -> str
     return component
 
 
-def probe(name: str, *, budget: BudgetFn | None = None, waits: bool = False) -> Callable[[ProbeFn], ProbeFn]:
+def probe(name: str, *, budget: BudgetFn | None = None) -> Callable[[ProbeFn], ProbeFn]:
     """Register the probe that provides fact ``name``.
-
-    ``waits`` is for a probe whose time goes mostly to waiting: on a tool it runs (``dcgmi``,
-    ``lspci``), on a sampling window. The engine runs probes one after another and starts
-    these first; each says when it starts to wait (:func:`gpu_preflight.waiting.waiting`)
-    and the probes behind it go on meanwhile, so its wait overlaps their work.
 
     ``budget`` is for a probe that runs a diagnostic tool: a node run gives every probe the
     same limit (``--timeout-s``, 30 s by default), right for NVML and /proc but not for
@@ -357,7 +343,7 @@ def probe(name: str, *, budget: BudgetFn | None = None, waits: bool = False) -> 
     """
 
     def register(fn: ProbeFn) -> ProbeFn:
-        PROBES.register(name, ProbeSpec(name, fn, inspect.cleandoc(fn.__doc__ or name), budget, waits))
+        PROBES.register(name, ProbeSpec(name, fn, inspect.cleandoc(fn.__doc__ or name), budget))
         return fn
 
     return register

@@ -30,7 +30,6 @@ from dataclasses import field
 from pathlib import Path
 
 from ..fastclass import dataclass
-from ..waiting import waiting
 
 __all__ = ["ToolCache", "ToolResult", "find_tool", "run_tool"]
 
@@ -140,7 +139,6 @@ def run_tool(argv: Sequence[str], timeout_s: float, *, extra_dirs: Iterable[str]
                                 env=env, cwd=cwd, start_new_session=True)
     except OSError as exc:
         return ToolResult(full, error=exc.strerror or str(exc), timeout_s=timeout_s)
-    waiting()  # the rest of a run's probes need not wait for this tool
     try:
         out, err = proc.communicate(timeout=timeout_s)
         timed_out = False

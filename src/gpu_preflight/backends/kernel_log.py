@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..fastclass import dataclass
 from ..records.xid import UnparsedXid, XidEvent
-from ..waiting import waiting
 
 if TYPE_CHECKING:
     from ..records.dmesg import DmesgRecord
@@ -236,7 +235,6 @@ def _read_journal(timeout_s: float) -> str:
 
 def _run(argv: tuple[str, ...], timeout_s: float) -> str:
     """stdout of ``argv``; a missing tool, timeout, non-zero exit, refusal or empty log fails."""
-    waiting()
     try:
         proc = subprocess.run(list(argv), capture_output=True, text=True, errors="replace",
                               timeout=timeout_s, check=False)

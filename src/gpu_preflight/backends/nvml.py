@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..deadline import call
 from ..kept_thread import KeptThread
-from ..waiting import waiting
 
 # (dump key, pynvml function name, extra positional args after the handle)
 DEVICE_CALLS: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
@@ -478,13 +478,8 @@ class NvmlSession:
 def _shutdown(nvml: Any, timeout_s: float) -> None:
     """nvmlShutdown with a deadline: a wedged driver must not hang the run after the reads."""
 
-    def work() -> None:
-        with contextlib.suppress(Exception):  # a failed shutdown changes nothing we report
-            nvml.nvmlShutdown()
-
-    t = threading.Thread(target=work, name="nvml-shutdown", daemon=True)
-    t.start()
-    t.join(timeout_s)
+    with contextlib.suppress(Exception):  # a failed or hung shutdown changes nothing we report
+        call(nvml.nvmlShutdown, timeout_s, "nvml shutdown")
 
 
 def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float | None = None,
@@ -543,14 +538,10 @@ def _read_devices(nvml: Any, count: int, timeout_s: float, call_timeout_s: float
         else:
             threading.Thread(target=reader, name="nvml-read", daemon=True).start()
 
-    def stalled() -> None:
-        waiting()  # the driver holds a call: the caller's other work (a run's other probes) goes on
-        start_reader()
-
     if count:
         start_reader()
     _watch(done, recorders, outs, finished, time.monotonic() + timeout_s, timeout_s, call_timeout_s,
-           on_hung=stalled, given_up=given_up)
+           on_hung=start_reader, given_up=given_up)
     with finished:
         queued.clear()  # past the deadline: a reader still blocked in the driver starts no other GPU
     return outs

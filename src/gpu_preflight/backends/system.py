@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 from ..model import NA
 from ..records import DiskUsage, SystemFacts
-from ..waiting import waiting
 from . import procfs
 
 T = TypeVar("T")
@@ -148,7 +147,6 @@ def read_system(disk_paths: Iterable[str], processes: Callable[[], list[str]] | 
     disks = [disk_usage(p, sampler) for p in dict.fromkeys(disk_paths)]
     pad = CPU_SAMPLE_S - (time.monotonic() - started)
     if pad > 0:
-        waiting()  # a sampling window: the probes behind this one run meanwhile
         time.sleep(pad)
     after = attempt(procfs.cpu_ticks)
     own_after, now = procfs.own_cpu_seconds(), time.monotonic()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -178,9 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     the collector ran ~60 times walking them (5-10 ms of a ~150 ms check); at 10,000 it
     still ran 3 times (4-6 ms of ~110 ms); at :data:`GC_YOUNG_THRESHOLD` not at all. Cycles
     are still collected, in bigger batches: a long-running ``serve`` or monitor holds at
-    most a few MB more. What is left is frozen at the end, for a caller that goes on to
-    a normal interpreter exit (:func:`program` leaves without one). A caller's process
-    keeps its own settings.
+    most a few MB more. What is left is frozen at the end, so that the interpreter's exit
+    does not walk it once more. A caller's process keeps its own settings.
     """
     if argv is not None:
         return _command(list(argv))
@@ -193,39 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def program() -> NoReturn:
     """The program's entry point (the ``gpu-preflight`` script, ``python -m gpu_preflight``):
-    :func:`main`, then :func:`leave` with its exit code."""
-    leave(main())
-
-
-def leave(code: int) -> NoReturn:
-    """End the process with ``code`` once what an exit must do is done, without tearing the
-    interpreter down.
-
-    Done, in the interpreter's own order: wait for non-daemon threads (and what the threading
-    module runs at exit), run the :mod:`atexit` functions (logging's flush, temporary
-    directories, what :mod:`gpu_preflight.bytecache` keeps), flush standard output and
-    error; a flush that fails (a closed pipe) exits 120, as the interpreter does. Skipped:
-    freeing the ~250 modules and their objects one by one, ~5 ms of a ~130 ms node check
-    on every node of every job, for memory the system takes back at once. Every file we
-    write is closed by the code that writes it (:mod:`gpu_preflight.safeio`), so nothing
-    waits on a finaliser. An exception out of :func:`main` is not handled here: it ends the
-    process the usual way, with its traceback.
-    """
-    import atexit
-    import threading
-
-    shutdown = getattr(threading, "_shutdown", None)  # what Py_Finalize calls first
-    if shutdown is not None:
-        shutdown()
-    atexit._run_exitfuncs()
-    status = code
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None and not stream.closed:
-                stream.flush()
-        except (OSError, ValueError):
-            status = status or 120
-    os._exit(status)
+    :func:`main`, its code the process's exit status."""
+    raise SystemExit(main())
 
 
 def _command(tokens: list[str]) -> int:

@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ..waiting import waiting
-
 if TYPE_CHECKING:
     from ..registry import ProbeState
 
@@ -57,7 +55,6 @@ class RunPhase:
         The minimum also gives tools that start at the same moment time to register.
         """
         start = time.monotonic()
-        waiting()  # the tools it waits for are started by the probes queued behind this one
         time.sleep(max(0.0, min(min_s, max_s)))
         with self._cond:
             self._cond.wait_for(lambda: not self._active, timeout=max(0.0, max_s - (time.monotonic() - start)))

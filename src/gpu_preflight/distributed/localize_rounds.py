@@ -162,6 +162,3 @@ def on_cpu(config: Any, settings: LocalizeSettings | None = None) -> Any:
                    latency_factor=s.latency_factor_cpu)
 
 
-def wait_quietly(store: KVStore, timeout_s: float) -> None:
-    """Non-leader ranks: stay until the rounds end (their process group must outlive them)."""
-    store.wait([f"{LOC}/done"], timedelta(seconds=timeout_s))

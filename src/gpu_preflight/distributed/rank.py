@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import field, replace
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
+from ..deadline import Later, Timeout, call
 from ..engine import RunOptions, run_checks
 from ..fastclass import dataclass
 from .gather import gather, post_node_bundle
@@ -225,13 +225,10 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
     ``hooks``: the rank hooks (:mod:`.hooks`); by default the ones ``GPU_PREFLIGHT_RANK_HOOKS`` names.
     """
     hooks = hooks if hooks is not None else hooks_from_env(os.environ)
-    node_box: dict[str, Any] = {}
-    node_thread = None
+    node_checks = None
     if topo.local_rank == 0:  # node checks overlap torch start-up and the workloads
         checks = replace(opts, node_name=topo.node_name)  # findings under the node's name in the job
-        node_thread = threading.Thread(target=lambda: node_box.update(report=run_checks(checks)), daemon=True,
-                                       name="gp-node-checks")
-        node_thread.start()
+        node_checks = Later(lambda: run_checks(checks), "node checks")
     import torch
     import torch.distributed as dist
 
@@ -293,11 +290,12 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
                            series=topo.num_nodes <= report_config(config).detail_max_nodes)
         if xids is not None:
             xids.finish(run.results)
-    if node_thread is not None:
-        if node_thread.is_alive():
+    node_report = None
+    if node_checks is not None:
+        if node_checks.running():
             stage(store, topo.rank, "node_checks", run.marks, hooks)
-        node_thread.join(opts.timeout_s * 3)
-    node_report = node_box.get("report")
+        with contextlib.suppress(Exception):  # crashed or overdue: "node checks did not finish" below
+            node_report = node_checks.result(opts.timeout_s * 3)
     if node_report is not None and node_report.profile:
         config = resolve(node_report.profile)
     if node_report is not None:
@@ -326,7 +324,6 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
 def node_identity(topo: Topology, timeout_s: float, env: Mapping[str, str] | None = None) -> NodeIdentity:
     """What this node says about itself (:mod:`.identity`), its fully qualified name read within
     a few seconds (it may ask DNS) or left out."""
-    from ..engine import Timeout, call_with_timeout
     from .identity import measure
     from .topology import SAGEMAKER_RESOURCE_CONFIG, sagemaker_hosts
 
@@ -334,7 +331,7 @@ def node_identity(topo: Topology, timeout_s: float, env: Mapping[str, str] | Non
 
     def fqdn() -> str | None:
         try:
-            return call_with_timeout(socket.getfqdn, min(timeout_s, 3.0), "fqdn") or None
+            return call(socket.getfqdn, min(timeout_s, 3.0), "fqdn") or None
         except (Timeout, OSError):
             return None
 
@@ -388,7 +385,7 @@ def _workloads(run: RankRun, store: KVStore, plan: Plan, device: Any, config: Co
     stage(store, rank, "stack", run.marks, hooks)
     p["stack"] = read_stack(run.topo.local_rank).to_dict()
     if run.on_result is not None:
-        run.tell("env", {"stack": p["stack"], "gpu": _nvml_gpus() if str(device).startswith("cuda") else None})
+        run.tell("env", {"stack": p["stack"], "gpu": _nvml_gpus()})  # NVML's view even where CUDA is not up
     stage(store, rank, "gemm", run.marks, hooks)
     p["gemm"] = []
     for dt in plan.gemm_dtypes:
@@ -482,11 +479,9 @@ def _nvml_gpus() -> dict[str, Any] | None:
 
 def _destroy(dist: Any) -> None:
     """Tear down the process group without risking a hang on a broken one."""
-    if not dist.is_initialized():
-        return
-    t = threading.Thread(target=lambda: dist.destroy_process_group(), daemon=True)
-    t.start()
-    t.join(5.0)
+    if dist.is_initialized():
+        with contextlib.suppress(Exception):  # a failed or hung teardown changes nothing we report
+            call(dist.destroy_process_group, 5.0, "destroy process group")
 
 
 def env_timeout(default: float) -> float:

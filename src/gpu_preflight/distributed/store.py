@@ -191,7 +191,7 @@ class Heartbeat:
                         f"(no answer for {silent_s:.0f} s); the other ranks report without it")
                 print(line, file=sys.stderr, flush=True)
                 write_error_file(line, 3)
-                os._exit(3)
+                os._exit(3)  # the main thread is blocked in the store client's send (C++): nothing else ends it
 
 
 def _env_world_size() -> int:

@@ -21,9 +21,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from ..deadline import Timeout
 from ..engine import RunOptions
 from ..model import NodeReport
-from .bounded import Timeout
 from .nvml_helper import PynvmlMixin
 from .reader import NvmlReader, NvmlSuspended
 from .status import CHECK_IDS, HealthState, HealthStatus, judge, unknown

@@ -12,9 +12,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..deadline import Timeout
 from ..engine import RunOptions
 from ..ids import NVML_ID
-from .bounded import Timeout
 from .reader import NVML_LOCK, NvmlReader
 
 log = logging.getLogger(__name__)

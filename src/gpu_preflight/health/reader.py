@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import threading
 
+from ..deadline import OneAtATime, Stuck, Timeout
 from ..engine import RunOptions, run_checks
 from ..model import NodeReport
-from .bounded import BoundedCall, Stuck, Timeout
 
 NVML_LOCK = threading.RLock()
 MAX_BLOCKED_READS = 3
@@ -47,7 +47,7 @@ class NvmlReader:
     """Runs node checks that read NVML, one at a time, each within a deadline."""
 
     def __init__(self, name: str = "nvml-read", max_blocked_reads: int = MAX_BLOCKED_READS) -> None:
-        self._call = BoundedCall(name)
+        self._call = OneAtATime(name)
         self.max_blocked_reads = max_blocked_reads
         self.blocked_reads = 0
 

@@ -114,12 +114,13 @@ def run_node_checks(options: Any, budget_s: float) -> tuple[dict[str, Any] | Non
     """
     from dataclasses import replace
 
-    from ..engine import Timeout, call_with_timeout, run_checks
+    from ..deadline import Timeout, call
+    from ..engine import run_checks
     from ..report.build import build_report
 
     opts = replace(options, timeout_s=min(options.timeout_s, budget_s / 2))
     try:
-        node = call_with_timeout(lambda: run_checks(opts), budget_s, "node checks")
+        node = call(lambda: run_checks(opts), budget_s, "node checks")
     except Timeout as exc:
         return None, f"node checks did not finish within {budget_s:g} s ({exc}): a hung GPU or driver?"
     return build_report([node]), None

@@ -24,8 +24,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -193,27 +191,17 @@ def publish(report: ClusterReport | Mapping[str, Any], options: OutputOptions, n
 def _side_by_side(jobs: Sequence[tuple[str, Callable[[], str]]], deadline_s: float) -> list[Published]:
     """Run each target's upload in its own thread and wait for all of them ``deadline_s`` in all.
 
-    A target still running then is reported as not published and left behind in a daemon
-    thread: its client's retries (MLflow retries a read-only store for minutes) end with the
-    process instead of holding the verdict.
+    A target still running then is reported as not published and left behind
+    (:mod:`gpu_preflight.deadline`): its client's retries (MLflow retries a read-only store
+    for minutes) end with the process instead of holding the verdict.
     """
-    if not jobs:
-        return []
-    done: dict[int, Published] = {}
+    from ..deadline import Job, run_all
 
-    def run(i: int, target: str, action: Callable[[], str]) -> None:
-        done[i] = _guard(target, action)
-
-    threads = [threading.Thread(target=run, args=(i, t, a), daemon=True, name=f"gpu-preflight-publish-{i}")
-               for i, (t, a) in enumerate(jobs)]
-    end = time.monotonic() + deadline_s
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(max(0.0, end - time.monotonic()))
-    return [done.get(i) or Published(_shown(t), False, f"not done within {deadline_s:g} s (outputs.timeout_s): "
-                                                       "gave up waiting, the upload may be incomplete")
-            for i, (t, _) in enumerate(jobs)]
+    done = run_all([Job(t, functools.partial(_guard, t, a), deadline_s) for t, a in jobs], side_by_side=True)
+    return [got if isinstance(got, Published) else
+            Published(_shown(t), False, f"not done within {deadline_s:g} s (outputs.timeout_s): "
+                                        "gave up waiting, the upload may be incomplete")
+            for (t, _), got in zip(jobs, done, strict=True)]
 
 
 def _shown(target: str) -> str:

@@ -68,7 +68,7 @@ def _why_not_further(basic: DcgmFacts) -> str | None:
     return None
 
 
-@probe("dcgm", budget=dcgm_budget, waits=True)
+@probe("dcgm", budget=dcgm_budget)
 def dcgm_probe(ctx: ProbeContext) -> DcgmFacts:
     """Run the DCGM diagnostic of this run's level(s) and parse each result.
 

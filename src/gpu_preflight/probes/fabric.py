@@ -20,7 +20,7 @@ from ..records.tools import FabricFacts
 from ..registry import ProbeContext, probe
 
 
-@probe("fabric", waits=True)
+@probe("fabric")
 def fabric_probe(ctx: ProbeContext) -> FabricFacts:
     """List the configured libfabric provider, EFA devices, the aws-ofi-nccl plugin and FI_/NCCL_ variables."""
     cfg = diag_config(ctx)

@@ -25,7 +25,7 @@ def infiniband_budget(ctx: ProbeContext) -> float:
     return max(probe_budget("dcgm", ctx), probe_budget("nccl_tests", ctx)) + MARGIN_S
 
 
-@probe("infiniband", budget=infiniband_budget, waits=True)
+@probe("infiniband", budget=infiniband_budget)
 def infiniband_probe(ctx: ProbeContext) -> InfinibandFacts:
     """Read RDMA ports and counters from sysfs (start and end of the run) and run ibstat/ibv_devinfo."""
     cfg = diag_config(ctx)

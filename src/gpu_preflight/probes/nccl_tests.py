@@ -39,7 +39,7 @@ def nccl_tests_budget(ctx: ProbeContext) -> float:
     return len(cfg.nccl_tests) * cfg.nccl_tests_timeout_s + MARGIN_S
 
 
-@probe("nccl_tests", budget=nccl_tests_budget, waits=True)
+@probe("nccl_tests", budget=nccl_tests_budget)
 def nccl_tests_probe(ctx: ProbeContext) -> NcclTestsFacts:
     """Run each configured nccl-tests binary found on this node with ``-g <gpus>`` and parse its table."""
     cfg = diag_config(ctx)

@@ -31,7 +31,7 @@ def is_gpu_or_nic(device: object) -> bool:
                                                   and "NVIDIA" in str(getattr(device, "name", "")))
 
 
-@probe("pcie", waits=True)
+@probe("pcie")
 def pcie_probe(ctx: ProbeContext) -> PcieFacts:
     """Run ``lspci -vvv -nn``, keep the GPUs and NICs, and collect the kernel's PCIe ``limited by`` lines."""
     cfg = diag_config(ctx)

@@ -18,7 +18,7 @@ def storage_budget(ctx: ProbeContext) -> float:
     return len(cfg.io_paths) * cfg.io_timeout_s + MARGIN_S
 
 
-@probe("storage", budget=storage_budget, waits=True)
+@probe("storage", budget=storage_budget)
 def storage_probe(ctx: ProbeContext) -> StorageFacts:
     """Measure every directory in turn (never two at once: they may share a device)."""
     if ctx.inputs.replay:

@@ -24,7 +24,7 @@ NOT_IN_SNAPSHOT = "not in the snapshot (taken without host facts, e.g. by an old
 SNAPSHOT_XID_LINES = 10_000  # the newest Xid-shaped lines a snapshot keeps
 
 
-@probe("system", waits=True)
+@probe("system")
 def system_probe(ctx: ProbeContext) -> SystemFacts:
     """Read host resources (or a snapshot's); disk paths come from the config plus the report directory."""
     replay = ctx.inputs.replay

@@ -16,10 +16,9 @@ real GPU three times the CPU of later ones, and the session keeps each GPU's fix
 settings (persistence, compute, MIG and ECC mode, power limits) only every
 ``gpu.nvml_settings_refresh_ticks`` ticks.
 
-The probes and checks run on the monitor's own kept threads (an engine
-:class:`~gpu_preflight.engine.WorkerPool`), the probes in turn, under the deadlines of a
-one-shot run: threads started per probe and probes run side by side cost a 1-second
-monitor more CPU than the probes themselves.
+The probes and checks run on kept threads (:mod:`gpu_preflight.deadline`), under the
+deadlines of a one-shot run: a thread started per probe every tick cost a 1-second monitor
+more CPU than the probes themselves.
 """
 
 from __future__ import annotations
@@ -31,8 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..engine import CONFIG_CACHE, ConfigCache, RunOptions, WorkerPool
-from ..health.bounded import BoundedCall, Timeout
+from ..deadline import OneAtATime, Timeout
+from ..engine import CONFIG_CACHE, ConfigCache, RunOptions
 from ..health.gpu_health import GPUHealthCheck
 from ..health.reader import NvmlReader, deadline_for
 from ..model import NodeReport
@@ -59,8 +58,7 @@ class Monitor:
         self.options = replace(options, suite="quick", include=[], report_dir=None,
                                exclude=[*options.exclude, "active"],
                                state=None if options.replay else _tick_state(tool_refresh_s, interval_s,
-                                                                             _settings_every(options)),
-                               workers=WorkerPool("monitor-worker"))
+                                                                             _settings_every(options)))
         self.interval_s = interval_s
         self.deadline_s = deadline_for(self.options.timeout_s)
         self.gpu = gpu
@@ -97,8 +95,6 @@ class Monitor:
         if self._thread is not None:
             self._thread.join(timeout_s)
         if self._thread is None or not self._thread.is_alive():
-            if self.options.workers is not None:
-                self.options.workers.close()
             for kept in (self.options.state or {}).values():
                 close = getattr(kept, "close", None)
                 if callable(close):
@@ -194,7 +190,7 @@ class AliveSampler:
         self.callback = callback
         self.period_s = period_s
         self.clock, self.monotonic = clock, monotonic
-        self._call = BoundedCall("alive-callback")
+        self._call = OneAtATime("alive-callback")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._sample = AliveSample(None, monotonic(), "the alive callback has not been sampled yet")
