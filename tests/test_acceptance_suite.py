@@ -41,7 +41,7 @@ def _range(key: str) -> tuple[float, float]:
 
 def test_the_size_flags_take_exactly_the_ranges_of_the_settings_they_set() -> None:
     """The flags' ranges (checked at parse time below) are the settings': --numel in elements of 4 bytes."""
-    assert _range("workload.collective_iters") == (1, 10_000)
+    assert {_range(k) for k in FLAG_SETTINGS["iters"]} == {(1, 10_000)}
     assert {_range(k) for k in FLAG_SETTINGS["numel"]} == {(1, (64 << 30))}
     assert (64 << 30) // NUMEL_BYTES == 17_179_869_184
     assert _range("workload.train_steps") == (1, MAX_STEPS)
@@ -51,7 +51,8 @@ def test_the_size_flags_take_exactly_the_ranges_of_the_settings_they_set() -> No
 def test_the_size_flags_are_sugar_for_set() -> None:
     assert size_overrides(None, None, None, None) == []
     assert size_overrides(50, 2_000_000, 10, 3) == [
-        "workload.collective_iters=50", "workload.collective_max_bytes_quick_gpu=8000000",
+        "workload.collective_iters=50", "workload.collective_iters_cpu=50",
+        "workload.collective_max_bytes_quick_gpu=8000000",
         "workload.collective_max_bytes_full_gpu=8000000", "workload.collective_max_bytes_cpu=8000000",
         "workload.train_steps=30"]
     assert size_overrides(None, None, 7, None) == ["workload.train_steps=7"]

@@ -17,8 +17,8 @@ from __future__ import annotations
 __all__ = [
     "CLUSTER_NODE_REPORT_ID", "EVIDENCE_JUDGE_ID", "GEMM_ID", "GPU_POWER_ID", "GPU_THERMAL_ID",
     "HISTORY_REGRESSION_ID", "HISTORY_REPEAT_OFFENDER_ID", "INVENTORY_COUNT_ID", "LOCALIZE_SUSPECT_ID",
-    "MEMORY_BANDWIDTH_ID", "NODE_LINKS_ID", "NVML_ID", "PINGPONG_ID", "RECOVERY_ACTION_ID", "RUN_COVERAGE_ID",
-    "WORKLOADS_ID",
+    "MEMORY_BANDWIDTH_ID", "NCCL_COLLECTIVES_ID", "NCCL_CORRECTNESS_ID", "NODE_LINKS_ID", "NVML_ID", "PINGPONG_ID",
+    "RECOVERY_ACTION_ID", "RUN_COVERAGE_ID", "STACK_CUDA_ID", "TRAIN_SMOKE_ID", "WORKLOADS_ID",
 ]
 
 # GPU checks (checks/gpu_*.py)
@@ -32,6 +32,11 @@ GEMM_ID = "compute.gemm"  # history compares it; the report plots and measures i
 MEMORY_BANDWIDTH_ID = "memory.bandwidth"
 NODE_LINKS_ID = "network.node_links"  # the connectivity matrix
 PINGPONG_ID = "fabric.pingpong"  # the assessment's pair latencies
+# the acceptance suite's per-program summary (outputs/acceptance.py) groups these
+STACK_CUDA_ID = "stack.cuda"
+TRAIN_SMOKE_ID = "train.smoke"
+NCCL_CORRECTNESS_ID = "nccl.correctness"
+NCCL_COLLECTIVES_ID = "nccl.collectives"
 # declared ids no check produces (checks/report_ids.py, checks/evidence.py)
 HISTORY_REGRESSION_ID = "history.regression"
 HISTORY_REPEAT_OFFENDER_ID = "history.repeat_offender"

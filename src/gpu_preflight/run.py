@@ -395,6 +395,11 @@ class _Run:
                 unwritten = f"could not write the report to {out.report_dir}: {describe_error(exc, out.report_dir)}"
                 out = dataclasses.replace(out, report_dir=None)
         publish(report, out, nodes, config=config, replayed=replayed)
+        if out.verbose:  # the acceptance suite's per-program return codes, before the verdict
+            from .outputs.acceptance import suite_summary
+
+            if line := suite_summary(report):
+                print(line, file=sys.stderr)
         if self.show is not None:
             self.show(report, out)
         if unwritten:

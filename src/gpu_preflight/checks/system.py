@@ -163,7 +163,10 @@ def limits(ctx: CheckContext) -> Iterator[Finding]:
 
     WARN when the memlock limit is not unlimited and ``system.memlock_require_unlimited``
     is set (EFA/InfiniBand pin memory: "ibv_reg_mr failed"), and when the open-files soft
-    limit is below ``system.nofile_min``.
+    limit is below ``system.nofile_min``. On a node declared GPU-less (``--expect-gpus 0``,
+    ``gpu.expected_count = 0``) a limited memlock is SKIP, not applicable: only GPU/RDMA
+    training pins memory, and a CI runner without GPUs must be able to exit 0. The
+    open-files limit is judged as always.
     """
     if skip := _not_recorded(ctx):
         yield skip
@@ -171,6 +174,11 @@ def limits(ctx: CheckContext) -> Iterator[Finding]:
     cfg, s = ctx.config.system, _sys(ctx)
     if isinstance(s.memlock_soft, NA):
         yield not_read(ctx, ctx.host, "memlock limit", s.memlock_soft)
+    elif cfg.memlock_require_unlimited and s.memlock_soft != -1 and ctx.config.gpu.expected_count == 0:
+        yield ctx.finding(Status.SKIP, ctx.host, "memlock_not_applicable",
+                          f"locked-memory limit is {s.memlock_soft} bytes: not judged on a node expected to have "
+                          f"no GPU (--expect-gpus 0); only GPU/RDMA training pins memory", observed=s.memlock_soft,
+                          unit="bytes")
     elif cfg.memlock_require_unlimited and s.memlock_soft != -1:
         yield ctx.finding(Status.WARN, ctx.host, "memlock_limited",
                           f"locked-memory limit is {s.memlock_soft} bytes, not unlimited", observed=s.memlock_soft,

@@ -333,7 +333,9 @@ class WorkloadConfig:
         min=1, max=64 << 30)
     collective_max_bytes_cpu: int = setting(4 << 20, "Largest collective message on CPU workers.", "bytes",
         min=1, max=64 << 30)
-    collective_iters: int = setting(10, "Timed iterations per collective size (GPUs; CPU uses 3).", min=1, max=10_000)
+    collective_iters: int = setting(10, "Timed iterations per collective size on GPUs.", min=1, max=10_000)
+    collective_iters_cpu: int = setting(3, "Timed iterations per collective size on CPU workers.", min=1,
+                                        max=10_000)
     memory_test_fraction: float = setting(0.5, "Share of free GPU memory the pattern test writes and verifies.",
                                           "ratio", above=0, max=1)
     train_steps: int = setting(40, "Training smoke steps (single GPU and DDP).", min=1, max=100_000)

@@ -45,7 +45,7 @@ def make_plan(config: Config, suite: str, cuda: bool) -> Plan:
         steps = w.train_steps
     else:
         top, start, factor = w.collective_max_bytes_cpu, 1 << 10, 32
-        iters, dtypes, n, seconds = 3, ["fp32"], w.gemm_n_cpu, None
+        iters, dtypes, n, seconds = w.collective_iters_cpu, ["fp32"], w.gemm_n_cpu, None
         steps = min(w.train_steps, 25)  # CPU ranks share cores: keep the smoke short
     sizes, size = [], start
     while size < top:

@@ -20,11 +20,20 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..ids import (
+    GEMM_ID,
+    MEMORY_BANDWIDTH_ID,
+    NCCL_COLLECTIVES_ID,
+    NCCL_CORRECTNESS_ID,
+    STACK_CUDA_ID,
+    TRAIN_SMOKE_ID,
+)
+from ..model import Status, gated_exit_code
 from ..records import ClusterFacts
 from ..records.cluster import subject_name
 
-__all__ = ["DDP_RESULT_NAME", "LINES_ENV", "LiveLines", "ddp_training_result", "file_lines", "stderr_line",
-           "write_ddp_training_result"]
+__all__ = ["DDP_RESULT_NAME", "LINES_ENV", "SUITES", "LiveLines", "ddp_training_result", "file_lines", "stderr_line",
+           "suite_of", "suite_summary", "write_ddp_training_result"]
 
 LINES_ENV = "GPU_PREFLIGHT_LINES_FILE"  # a self-launched worker appends its progress lines there for the supervisor
 
@@ -51,9 +60,10 @@ def env_text(stack: Mapping[str, Any], world_size: Any, nodes: Any, gpu: Any) ->
 
 
 def _gpu_listing(gpu: Any) -> str:
-    """What the suite's ``nvidia-smi -L`` shows: driver and GPU models."""
+    """What the suite's ``nvidia-smi -L`` shows: driver and GPU models, as NVML sees them whether
+    or not CUDA is up (``n/a`` where NVML could not be read, never "no GPU")."""
     if not isinstance(gpu, Mapping):
-        return ""
+        return " driver=n/a gpus=n/a"
     names = [g["name"] for g in gpu.get("gpus") or () if isinstance(g, Mapping) and isinstance(g.get("name"), str)]
     listing = ", ".join(f"{n}x {name}" for name, n in Counter(names).items()) or "none"
     driver = gpu.get("driver_version")
@@ -175,6 +185,53 @@ class LiveLines:
             device = "cuda" if on_gpu else "cpu"
             return [ddp_train_text(training_result(value, device, topo.world_size, topo.num_nodes))]
         return []
+
+
+# The suite's three programs, and the checks that judge what each of them ran here. The
+# training smoke check judges both the per-GPU smoke (gpu_tests) and the DDP one (ddp_train).
+SUITES: dict[str, tuple[str, ...]] = {
+    "gpu_tests": (STACK_CUDA_ID, GEMM_ID, MEMORY_BANDWIDTH_ID, TRAIN_SMOKE_ID),
+    "ddp_tests": (NCCL_CORRECTNESS_ID, NCCL_COLLECTIVES_ID),
+    "ddp_train": (TRAIN_SMOKE_ID,),
+}
+
+
+def suite_of(finding: Any) -> str | None:
+    """Which of the suite's programs a finding belongs to (None: none of them).
+
+    ``train.smoke`` names the job's DDP smoke ``cluster`` with ``ddp_*`` codes (or ``ok``),
+    each GPU's smoke by its GPU; a pass rolled up over many GPUs is ``cluster`` too, but
+    marked ``rolled_up``.
+    """
+    check = finding.check_id
+    if check == TRAIN_SMOKE_ID:
+        ddp = finding.subject == "cluster" and (finding.code.startswith("ddp_")
+                                               or not (finding.details or {}).get("rolled_up"))
+        return "ddp_train" if ddp else "gpu_tests"
+    return next((name for name, checks in SUITES.items() if check in checks), None)
+
+
+def suite_summary(report: Any) -> str | None:
+    """The runner's ``[SUMMARY] gpu_tests rc=0; ddp_tests rc=0; ddp_train rc=skipped`` line.
+
+    Each rc is the exit code our verdict gives the findings of that program's checks (0 pass,
+    1 warn, 2 fail, 3 could not measure; a warning is 2 under ``--fail-on warn``), ``skipped``
+    where none of them judged anything (no second rank for the DDP programs). None for a run
+    without workloads (``--node-only``): none of the programs ran.
+    """
+    statuses: dict[str, list[Status]] = {name: [] for name in SUITES}
+    for f in report.findings:
+        name = suite_of(f)
+        if name is not None:
+            statuses[name].append(Status(f.status))
+    if not any(statuses.values()):
+        return None
+    parts = []
+    for name, seen in statuses.items():
+        judged = [s for s in seen if s is not Status.SKIP]
+        rc = gated_exit_code(Status.worst(judged), report.fail_on) if judged else "skipped"
+        parts.append(f"{name} rc={rc}")
+    return "[SUMMARY] " + "; ".join(parts)
 
 
 def stderr_line(line: str) -> None:
