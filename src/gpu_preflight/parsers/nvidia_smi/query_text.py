@@ -104,8 +104,9 @@ def parse(text: str) -> NvidiaSmiRecord:
         gpu_nodes = [Node("GPU", None, body[0].line, body)]
     record = NvidiaSmiRecord(
         format="q",
-        driver_version=as_string(root.get("Driver Version")),
-        cuda_version=as_string(root.get("CUDA Version")),
+        # driver 610 marks these two deprecated ("610.57.04 [Deprecated; ...]") and adds the new names
+        driver_version=as_string(root.get("KMD Version") or _undeprecated(root.get("Driver Version"))),
+        cuda_version=as_string(root.get("CUDA UMD Version") or _undeprecated(root.get("CUDA Version"))),
         attached_gpus=to_int(root.get("Attached GPUs")),
         timestamp=as_string(root.get("Timestamp")),
         gpus=[_gpu(i, n) for i, n in enumerate(gpu_nodes)],
@@ -119,6 +120,11 @@ def parse(text: str) -> NvidiaSmiRecord:
     record.incomplete += [f"{n.key} (line {n.line}): section present but no reading in it"
                           for n, g in zip(gpu_nodes, record.gpus, strict=True) if not g.has_readings()]
     return record
+
+
+def _undeprecated(value: str | None) -> str | None:
+    """A header value without the bracketed deprecation note driver 610 appends to it."""
+    return value.split(" [", 1)[0] if value is not None else None
 
 
 def _missing(root: Node, headers: list[Node], gpu_nodes: list[Node], attached: int | None,

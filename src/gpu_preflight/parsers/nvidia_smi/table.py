@@ -29,8 +29,9 @@ from .failures import failures_in
 ERR = "ERR!"  # nvidia-smi's mark for a reading the driver failed to return
 KIND = "nvidia-smi-table"
 
-_VERSIONS = re.compile(r"NVIDIA-SMI\s+(?P<smi>\S+)\s+Driver Version:\s*(?P<driver>\S+)"
-                       r"(?:\s+CUDA Version:\s*(?P<cuda>[\w.]+))?")
+# Driver 610 renamed the banner's fields: "KMD Version" for the driver, "CUDA UMD Version" for CUDA.
+_VERSIONS = re.compile(r"NVIDIA-SMI\s+(?P<smi>\S+)\s+(?:Driver|KMD) Version:\s*(?P<driver>\S+)"
+                       r"(?:\s+CUDA (?:UMD )?Version:\s*(?P<cuda>[\w.]+))?")
 _RULE = re.compile(r"^\|?[=|+]+\|?$")
 _BORDER = re.compile(r"^\+[-+]+\+$")
 _BUS = re.compile(r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])(?:\s+(\S+))?")
@@ -51,7 +52,7 @@ def parse(text: str) -> NvidiaSmiRecord:
     lines = [line.rstrip() for line in prepare(KIND, text)]
     top = next((i for i, line in enumerate(lines) if _VERSIONS.search(line)), None)
     if top is None:
-        raise ParseError(KIND, "no 'NVIDIA-SMI ... Driver Version' line")
+        raise ParseError(KIND, "no 'NVIDIA-SMI ... Driver Version' (or 'KMD Version') line")
     versions = _VERSIONS.search(lines[top])
     assert versions is not None
     header, first_data = _header(lines, top)
