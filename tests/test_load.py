@@ -351,7 +351,7 @@ def test_xid_lines_that_appear_during_the_run_are_caught(tmp_path: Path) -> None
 @pytest.mark.parametrize("watch, status, code", [
     ({"source": "/dev/kmsg", "count": 0, "unparsed": 0, "events": []}, Status.PASS, "ok"),
     ({"source": "/dev/kmsg", "count": 1, "unparsed": 0, "events": [{"xid": 13, "pci": None, "line": "x"}]},
-     Status.PASS, "ok"),                                    # one application Xid: the policy wants repeats
+     Status.WARN, "xid_13"),                                # one application Xid: the job on that GPU died
     ({"error": "kernel log not readable: /dev/kmsg: Operation not permitted"}, Status.SKIP, "log_unreadable"),
 ])
 def test_load_xid_follows_the_xid_policy(watch: dict[str, Any], status: Status, code: str) -> None:

@@ -76,9 +76,9 @@ def test_shipped_default_is_a_warning(shipped: XidPolicy) -> None:
 
 
 @pytest.mark.parametrize(("xid", "severity", "cause", "action", "count", "nvidia_action"), [
-    (13, "warn", "application", "RESTART_APP", 5, "RESTART_APP"),
-    (31, "warn", "application", "RESTART_APP", 5, "RESTART_APP"),
-    (43, "warn", "application", "NONE", 5, "IGNORE"),
+    (13, "warn", "application", "RESTART_APP", 1, "RESTART_APP"),
+    (31, "warn", "application", "RESTART_APP", 1, "RESTART_APP"),
+    (43, "warn", "application", "NONE", 1, "IGNORE"),
     (45, "info", "application", "NONE", 1, "WORKFLOW_XID_45"),
     (48, "fail", "memory", "RESET_GPU", 1, "WORKFLOW_XID_48"),
     (63, "warn", "memory", "RESET_GPU", 1, "IGNORE"),
@@ -105,10 +105,25 @@ def test_every_azure_fail_xid_is_at_least_a_warning(shipped: XidPolicy) -> None:
 # --- count thresholds ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("n", "severity"), [(4, "info"), (5, "warn"), (6, "warn")])
-def test_application_xid_warns_only_when_repeated(shipped: XidPolicy, n: int, severity: str) -> None:
+def escalating_site(tmp_path: Path) -> XidPolicy:
+    """A site that wants AWS's escalation back: Xid 13 warns only at 5 per GPU (``count = 5``)."""
+    text = SHIPPED_POLICY.read_text(encoding="utf-8").replace('[xid.13]\n', '[xid.13]\ncount = 5\n', 1)
+    site = tmp_path / "site-xid.toml"
+    site.write_text(text, encoding="utf-8")
+    return load_xid_policy(site)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_application_xid_warns_from_the_first(shipped: XidPolicy, n: int) -> None:
     events = [event(13, NOW - timedelta(minutes=i)) for i in range(n)]
     (verdict,) = shipped.judge(events, now=NOW, window_hours=2)
+    assert (verdict.count, verdict.severity) == (n, "warn")
+
+
+@pytest.mark.parametrize(("n", "severity"), [(4, "info"), (5, "warn"), (6, "warn")])
+def test_a_site_count_warns_only_when_repeated(tmp_path: Path, n: int, severity: str) -> None:
+    events = [event(13, NOW - timedelta(minutes=i)) for i in range(n)]
+    (verdict,) = escalating_site(tmp_path).judge(events, now=NOW, window_hours=2)
     assert (verdict.count, verdict.severity) == (n, severity)
 
 
@@ -165,8 +180,8 @@ def test_grouped_by_xid_and_normalised_pci_and_sorted_worst_first(shipped: XidPo
     events = [event(43, t, "0000:3A:00"), event(79, t, "0000:9b:00"), event(43, t + timedelta(seconds=1), "0000:3a:00"),
               event(43, t, "0000:38:00"), event(9999, t, None)]
     got = [(v.severity, v.xid, v.pci, v.count) for v in shipped.judge(events, now=NOW, window_hours=2)]
-    assert got == [("fail", 79, "0000:9b:00", 1), ("warn", 9999, None, 1),
-                   ("info", 43, "0000:38:00", 1), ("info", 43, "0000:3a:00", 2)]
+    assert got == [("fail", 79, "0000:9b:00", 1), ("warn", 43, "0000:38:00", 1), ("warn", 43, "0000:3a:00", 2),
+                   ("warn", 9999, None, 1)]
 
 
 def test_same_event_read_twice_counts_once_but_distinct_events_count(shipped: XidPolicy) -> None:
@@ -193,15 +208,16 @@ def test_corpus_burst_judged_in_and_out_of_window(shipped: XidPolicy, corpus: Pa
     assert wide[1].last == datetime(2025, 1, 21, 4, 41, 44, 287197, tzinfo=UTC)
     assert wide[1].message == "Ch 00000008"
     narrow = shipped.judge(events, now=NOW, window_hours=0.5)
-    assert [(v.xid, v.count, v.severity) for v in narrow] == [(13, 59, "warn"), (43, 1, "info")]
+    assert [(v.xid, v.count, v.severity) for v in narrow] == [(13, 59, "warn"), (43, 1, "warn")]
     assert shipped.judge(events, now=NOW + timedelta(days=1), window_hours=2) == []
 
 
 # --- overrides --------------------------------------------------------------------------------
 
 
-def test_overrides_change_severity_keep_count_and_add_unknown_xids() -> None:
-    policy = load_xid_policy(overrides={"13": "fail", "9999": "ignore", "default": "fail"})
+def test_overrides_change_severity_keep_count_and_add_unknown_xids(tmp_path: Path) -> None:
+    escalating_site(tmp_path)  # writes the site file with Xid 13 at count 5
+    policy = load_xid_policy(tmp_path / "site-xid.toml", overrides={"13": "fail", "9999": "ignore", "default": "fail"})
     assert (policy.rule(13).severity, policy.rule(13).count) == ("fail", 5)
     assert policy.rule(9999).xid == 9999 and policy.rule(9999).severity == "ignore"
     assert policy.rule(7777).severity == "fail"

@@ -283,6 +283,10 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
         r"NVRM: (?:GPU\d+ )?(?:RmInitAdapter: Cannot initialize GSP firmware RM"
         r"|_kgspBootGspRm: .*cannot proceed with booting GSP|kgspBootstrap\w*: .*reported an error)")),
     ("gsp_heartbeat", 119, re.compile(r"NVRM: (?:GPU\d+ )?_kgspIsHeartbeatTimedOut: Heartbeat timed out")),
+    # NVLink discovery after receiver detection failed (H100/GB200 drivers): the link never came up, the
+    # failure an NVLink Xid 74 reports when it happens at run time.
+    ("nvlink_discovery_failed", 74, re.compile(
+        r"NVRM: (?:GPU\d+ )?knvlinkDiscoverPostRxDetLinks_\w+: Getting peer\d+'?s? postRxDetLinkMask failed")),
     ("power_cables", 54, re.compile(
         r"NVRM: GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+): GPU does not have the necessary power "
         r"cables connected")),
