@@ -43,10 +43,12 @@ NCCL_LOG_ACTIONS = {
                      "segfault", "rank_exited"), Action.RESTART_JOB),
     "ib_completion_error": Action.CHECK_MECHANICALS,
     "ib_qp_error": Action.CHECK_MECHANICALS,
+    "net_plugin_error": Action.CHECK_MECHANICALS,
 }
 """A job log shows that the job died, not which node is bad: restart it (GPU faults behind a CUDA
 error are judged by the Xids of the node's kernel log, which name their own action). IB completion
-and queue-pair errors are the link between hosts: cable, transceiver and switch port. A missing or
+and queue-pair errors, and errors the fabric's own plugin reports, are the link between hosts: cable,
+transceiver, switch port (or the security group on EFA). A missing or
 bypassed network plugin is a software install, no routing action."""
 NCCL_LOG_TRIAGE = declare(
     "nccl_log.triage", "No known failure signature in the job log",
@@ -86,6 +88,10 @@ ADVICE: dict[str, Advice] = {
     "net_plugin_fallback": Advice(Status.WARN, "NCCL fell back to its internal network transport",
                                   "No external net plugin was loaded: on EFA or Slingshot NCCL then uses sockets, "
                                   "far slower. Install the plugin or set NCCL_NET_PLUGIN."),
+    "net_plugin_error": Advice(Status.FAIL, "the network below NCCL failed (aws-ofi-nccl / libfabric error)",
+                               "The fabric reported the error, not NCCL: check the EFA/NIC devices on both hosts "
+                               "(fi_info -p efa, the instance's EFA count), the security group allowing all traffic "
+                               "between the nodes, and the aws-ofi-nccl and libfabric versions against the driver."),
     "invalid_usage": Advice(Status.FAIL, "NCCL reported invalid usage (a configuration error)",
                             "Not a hardware fault: check the rank-to-GPU mapping (LOCAL_RANK, "
                             "CUDA_VISIBLE_DEVICES), the world size and the launcher flags; NCCL_DEBUG=WARN says why."),
