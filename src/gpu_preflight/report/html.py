@@ -17,7 +17,6 @@ drawn as distributions once they outgrow one mark per member (:mod:`.html_plots`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from html import escape
 from typing import Any
@@ -26,11 +25,12 @@ from ..config.report_schema import ReportConfig
 from ..model import Status
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .canonical import display, verdict_of
-from .connectivity import MATRIX_MAX_NODES, node_names
+from .connectivity import MATRIX_MAX_NODES
 from .html_assessment import assessment_sections
 from .html_plots import plots
 from .model import ClusterInfo, ClusterReport, ReportFinding
 from .reporters import reporter
+from .review import NodeRows, header_facts
 from .scores import compute_scores
 from .svg import STATUS_COLORS
 
@@ -109,13 +109,17 @@ def _banner(report: ClusterReport) -> str:
     gpus = sum(map(len, report.nodes.blocks("gpu")))
     counts = ", ".join(f"{v} {k}" for k, v in report.cluster_summary.counts.items() if v)
     color = STATUS_COLORS["FAIL"] if verdict.gated else STATUS_COLORS.get(status, "#555")
+    head = header_facts(report)
     return (f'<header class="banner" style="background:{color}" data-exit-code="{verdict.exit_code}">'
             f'<h1><span id="verdict">{escape(status)}</span>: {escape(headline)}</h1>'
             f'<p><code id="result">{escape(verdict.line)}</code></p>'
             f"<p>{escape(report.timestamp)} · {total}"
             f" node(s), {gpus} GPU(s), world size {topo.world_size}, launcher "
             f"{escape(topo.launcher)} · data {escape(info.data_completeness if known else '?')}"
-            f" · {escape(counts)}</p><p class=\"small\">gpu-preflight {escape(report.tool.version or '?')}, "
+            f" · {escape(counts)}</p><p class=\"small\" id=\"assessment-type\">Updated "
+            f"{escape(head['updated'] or 'unknown')} · assessment type: {escape(head['assessment_type'])} "
+            f"({len(head['groups_judged'])} of {len(head['groups_judged']) + len(head['groups_not_tested'])} test "
+            f"groups judged)</p><p class=\"small\">gpu-preflight {escape(report.tool.version or '?')}, "
             f"schema {escape(report.schema_version or '?')}</p></header>")
 
 
@@ -172,32 +176,8 @@ def _recommendations(recs: Mapping[str, Any], cost: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-class _Rows:
-    """Which row of the node tables a finding belongs to: its node's name, the node its
-    subject names, or ``cluster`` (a dict lookup each: a 10,000-node report has a finding
-    for many of its nodes, and searching the name list for each was quadratic)."""
-
-    def __init__(self, report: ClusterReport) -> None:
-        self.names = node_names(report)
-        self.by_key: dict[str, str] = dict(zip(map(str, report.nodes), self.names, strict=True))
-        self.known = set(self.names)
-
-    def of(self, finding: ReportFinding) -> str:
-        name = self.by_key.get(str(finding.node))
-        if name is not None:
-            return name
-        subject = str(finding.subject)
-        head = subject.split("/", 1)[0]
-        if head in self.known:
-            return head
-        m = re.fullmatch(r"group node(\d+)", subject)
-        if m and int(m.group(1)) < len(self.names):
-            return self.names[int(m.group(1))]
-        return "cluster"
-
-
 def _grid(report: ClusterReport) -> str:
-    rows_of = _Rows(report)
+    rows_of = NodeRows(report)
     names = rows_of.names
     if len(names) > GRID_MAX_NODES:
         return _node_table(report, rows_of)
@@ -247,7 +227,7 @@ def _check_counts(report: ClusterReport) -> str:
             f"</table>")
 
 
-def _node_table(report: ClusterReport, rows_of: _Rows) -> str:
+def _node_table(report: ClusterReport, rows_of: NodeRows) -> str:
     """Large clusters: the nodes with a WARN, FAIL or ERROR (every one, searchable), the rest counted."""
     problems: dict[str, dict[str, str]] = {}  # node -> check id -> worst status
     for f in report.findings:
@@ -385,6 +365,8 @@ def render_html(report: ClusterReport | Mapping[str, Any], config: ReportConfig 
     cost = summary.cost_benefit or cost_benefit(typed, scores, cfg)
     nav = "".join(f'<a href="#{a}">{t}</a>' for a, t in (("scores", "Scores"), ("recommendations", "Recommendations"),
                                                         ("assessment", "Assessment"), ("node-specs", "Node specs"),
+                                                        ("software-stack", "Software"),
+                                                        ("conclusion", "Conclusion"),
                                                         ("grid", "Nodes"), ("plots", "Measurements"),
                                                         ("findings", "Findings")))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

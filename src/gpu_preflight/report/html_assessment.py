@@ -1,6 +1,9 @@
 """The HTML page's health-assessment sections, from the same :mod:`.assessment` as the Markdown.
 
-Readiness, component trends, score targets and the schedule; node specifications (one row
+Readiness (development, production, optimization), component trends, score targets, the
+health-trend analysis and the schedule; the infrastructure overview, error classification,
+software stack, network strengths and concerns, GPU memory and the conclusion
+(:mod:`.html_review`); node specifications (one row
 per node up to ``report.detail_max_nodes``, totals above); latency per node pair and the
 name-resolution note beside the page's bandwidth matrix; performance stability; issues
 with impact and priority. Compact tables only: the page must stay small at 10,000 nodes,
@@ -16,27 +19,30 @@ from typing import Any
 
 from ..config.report_schema import ReportConfig
 from .assessment import NEEDS_FIXES, READY, assessment_of, component_order, node_specs, pair_latencies
+from .canonical import verdict_of
+from .conclusion import conclusion, error_classes, network_review, optimization, trend_analysis
+from .html_review import (
+    conclusion_html,
+    errors_html,
+    gpu_memory_html,
+    infrastructure_html,
+    network_review_html,
+    software_stack_html,
+    trend_html,
+)
+from .html_review import score as _score
+from .html_review import table as _table
+from .html_review import td as _td
 from .model import ClusterReport
+from .review import gpu_memory, infrastructure, software_stack
 from .svg import STATUS_COLORS
 
 __all__ = ["assessment_sections"]
 
 MAX_SUBJECTS = 6
 MAX_LATENCY_ROWS = 200
-_READY_COLORS = {READY: STATUS_COLORS["PASS"], NEEDS_FIXES: STATUS_COLORS["FAIL"]}
-
-
-def _td(*cells: object) -> str:
-    return "<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>"
-
-
-def _table(head: Sequence[str], rows: Sequence[str], ident: str = "") -> str:
-    attr = f' id="{ident}"' if ident else ""
-    return f"<table{attr}><tr>{''.join(f'<th>{escape(h)}</th>' for h in head)}</tr>{''.join(rows)}</table>"
-
-
-def _score(score: Any) -> str:
-    return "—" if score is None else f"{float(score):.0f}/100"
+_READY_COLORS = {READY: STATUS_COLORS["PASS"], NEEDS_FIXES: STATUS_COLORS["FAIL"], "TUNED": STATUS_COLORS["PASS"],
+                 "NOT MEASURED": "#777"}
 
 
 def _num(value: Any) -> str:
@@ -49,10 +55,12 @@ def _who(subjects: Sequence[str], count: int) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def _readiness(assessment: Mapping[str, Any]) -> str:
+def _readiness(assessment: Mapping[str, Any], optimize: Mapping[str, str]) -> str:
     parts = []
-    for level, title in (("development", "Development/testing"), ("production", "Production")):
-        entry = assessment["readiness"][level]
+    levels = [(level, title, assessment["readiness"][level])
+              for level, title in (("development", "Development/testing"), ("production", "Production"))]
+    levels.append(("optimization", "Optimization", {"status": optimize["status"], "reasons": [optimize["reason"]]}))
+    for level, title, entry in levels:
         color = _READY_COLORS.get(entry["status"], STATUS_COLORS["WARN"])
         reasons = "".join(f"<li>{escape(r)}</li>" for r in entry["reasons"])
         parts.append(f'<div class="card" id="readiness-{level}"><div>{title}</div>'
@@ -89,8 +97,7 @@ def _schedule(assessment: Mapping[str, Any]) -> str:
             f"{escape(s['setting'])}).</p>")
 
 
-def _nodes(report: ClusterReport, cfg: ReportConfig) -> str:
-    specs = node_specs(report, cfg)
+def _nodes(specs: Mapping[str, Any], cfg: ReportConfig) -> str:
     head = (f"<p>{specs['total_nodes']:,} node(s), {specs['total_gpus']:,} GPU(s), "
             f"{specs['total_gpu_memory_gb']:,.6g} GB GPU memory in total.</p>")
     if not specs["listed"]:
@@ -151,6 +158,12 @@ def assessment_sections(report: ClusterReport, scores: Mapping[str, Any],
                         recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> str:
     """The assessment sections, in the page's order after the scores and recommendations."""
     assessment = assessment_of(report, scores, recs, cfg)
-    return (f'<section id="assessment"><h2>Assessment</h2>{_readiness(assessment)}{_components(scores, assessment)}'
-            f"{_schedule(assessment)}</section>{_issues(assessment)}{_nodes(report, cfg)}{_latency(report)}"
-            f"{_stability(assessment)}")
+    specs = node_specs(report, cfg)
+    optimize = optimization(scores, cfg)
+    return (f'<section id="assessment"><h2>Assessment</h2>{_readiness(assessment, optimize)}'
+            f"{_components(scores, assessment)}{trend_html(trend_analysis(scores, assessment))}"
+            f"{_schedule(assessment)}</section>{infrastructure_html(infrastructure(report, scores))}"
+            f"{_issues(assessment)}{errors_html(error_classes(assessment, scores))}{_nodes(specs, cfg)}"
+            f"{software_stack_html(software_stack(report, cfg), cfg.detail_max_nodes)}{_latency(report)}"
+            f"{network_review_html(network_review(report, scores))}{gpu_memory_html(gpu_memory(report, specs, scores))}"
+            f"{_stability(assessment)}{conclusion_html(conclusion(scores, assessment, optimize, verdict_of(report)))}")

@@ -23,32 +23,32 @@ from ..config.report_schema import ReportConfig
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .assessment import assessment_of, component_order, node_specs, pair_latencies
 from .canonical import display, group_statuses, verdict_of
+from .conclusion import conclusion, error_classes, network_review, optimization, trend_analysis
 from .connectivity import MATRIX_MAX_NODES
+from .markdown_sections import (
+    MATRIX_COLUMNS,
+    conclusion_section,
+    errors_section,
+    gpu_memory_section,
+    infrastructure_section,
+    network_review_section,
+    services_section,
+    software_stack_section,
+    trend_section,
+)
+from .markdown_sections import cell as _cell
+from .markdown_sections import row as _row
+from .markdown_sections import score as _score
+from .markdown_sections import table as _table
 from .model import ClusterReport
 from .reporters import reporter
+from .review import gpu_memory, header_facts, infrastructure, service_matrix, software_stack
 from .scores import compute_scores
-from .text import markdown_text
 
 _ORDER = {"FAIL": 0, "ERROR": 1, "WARN": 2, "SKIP": 3, "PASS": 4}
 URGENCY_TITLES = {"immediate": "Immediate: before the next job", "short_term": "Short term: within 1-2 weeks",
                   "monitoring": "Monitoring"}
 MAX_SUBJECTS = 6
-
-
-def _cell(text: object) -> str:
-    return markdown_text(text)
-
-
-def _row(*cells: object) -> str:
-    return "| " + " | ".join(_cell(c) for c in cells) + " |"
-
-
-def _table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    return [_row(*head), "|" + "---|" * len(head), *(_row(*r) for r in rows)]
-
-
-def _score(score: Any) -> str:
-    return "—" if score is None else f"{float(score):.0f}/100"
 
 
 def _num(value: Any, digits: int = 4) -> str:
@@ -90,8 +90,7 @@ def _trend(entry: Mapping[str, Any] | None) -> str:
     return f"{entry['trend']} ({entry['change']:+g} vs {entry['baseline']:g}, {entry['runs']} run(s))"
 
 
-def _nodes(report: ClusterReport, cfg: ReportConfig) -> list[str]:
-    specs = node_specs(report, cfg)
+def _nodes(specs: Mapping[str, Any], cfg: ReportConfig) -> list[str]:
     lines = ["## Node specifications", "",
              f"{specs['total_nodes']} node(s), {specs['total_gpus']} GPU(s), "
              f"{specs['total_gpu_memory_gb']:g} GB GPU memory in total.", ""]
@@ -193,12 +192,13 @@ def _targets(assessment: Mapping[str, Any]) -> list[str]:
             *_table(("Component", "Now", "Target", "Change", "By fixing"), rows), ""]
 
 
-def _readiness(assessment: Mapping[str, Any]) -> list[str]:
+def _readiness(assessment: Mapping[str, Any], optimize: Mapping[str, str]) -> list[str]:
     lines = ["## Readiness assessment", ""]
     for level, title in (("development", "Development/testing"), ("production", "Production")):
         entry = assessment["readiness"][level]
         lines.append(f"- **{title}: {entry['status']}**")
         lines += [f"  - {_cell(reason)}" for reason in entry["reasons"]]
+    lines += [f"- **Optimization: {optimize['status']}**", f"  - {_cell(optimize['reason'])}"]
     return [*lines, ""]
 
 
@@ -223,25 +223,39 @@ def render_markdown(report: ClusterReport, config: ReportConfig | None = None) -
     recs = summary.recommendations_by_urgency or recommendations_by_urgency(report, scores)
     cost = summary.cost_benefit or cost_benefit(report, scores, cfg)
     assessment = assessment_of(report, scores, recs, cfg)
+    head = header_facts(report)
+    specs = node_specs(report, cfg)
+    optimize = optimization(scores, cfg)
     lines = [
         f"# gpu-preflight report: {verdict.label}",
         "",
         "Infrastructure health assessment.",
         "",
         f"- Generated: {_cell(report.timestamp)}",
+        f"- Updated: {_cell(head['updated'] or 'unknown (no timestamp)')}",
+        f"- Assessment type: {head['assessment_type']} ({len(head['groups_judged'])} of "
+        f"{len(head['groups_judged']) + len(head['groups_not_tested'])} test groups judged)",
         f"- Nodes: {topo.total_nodes}, GPUs per node: {topo.gpus_per_node}",
         f"- Tool: gpu-preflight {_cell(report.tool.version or '?')}, schema {_cell(report.schema_version or None)}",
         f"- Exit code: {verdict.exit_code} ({verdict.word})",
         "",
         *_summary(scores, assessment),
-        *_nodes(report, cfg),
+        *infrastructure_section(infrastructure(report, scores)),
+        *_nodes(specs, cfg),
+        *software_stack_section(software_stack(report, cfg), cfg.detail_max_nodes),
         *_connectivity(report, scores),
+        *network_review_section(network_review(report, scores)),
+        *gpu_memory_section(gpu_memory(report, specs, scores)),
+        *services_section(service_matrix(report, MATRIX_COLUMNS)),
         *_stability(assessment),
         *_issues(assessment),
+        *errors_section(error_classes(assessment, scores)),
         *_recommendations(recs, cost),
+        *trend_section(trend_analysis(scores, assessment)),
         *_targets(assessment),
-        *_readiness(assessment),
+        *_readiness(assessment, optimize),
         *_schedule(assessment),
+        *conclusion_section(conclusion(scores, assessment, optimize, verdict)),
         "## Test results",
         "",
         "| Group | Result |",
