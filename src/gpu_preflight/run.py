@@ -313,6 +313,7 @@ class _Run:
         return RunResult(report, int(outcome.leave(code)))
 
     def self_launched(self) -> RunResult:
+        from .distributed.gpu_window import window_s
         from .distributed.launch import gathered_from_files, local_gpu_count, supervise, torch_available
 
         if not torch_available():
@@ -321,7 +322,7 @@ class _Run:
         config = self.config
         workers = gpus or config.workload.cpu_workers
         timeout = _timeout(self.settings, 1)
-        budget = timeout * 4 + 120
+        budget = timeout * 4 + 120 + window_s(self._engine_options(timeout), config)  # + DCGM's stress levels
         with _relayed_lines(self.out.verbose) as extra_env:
             sup = supervise(worker_argv(self.request), workers, budget_s=budget, timeout_s=timeout,
                             view=self._progress_view(), extra_env=extra_env)

@@ -32,6 +32,7 @@ class Plan:
     train_steps: int
     train_batch: int = 512  # samples per training step on each rank (workload.train_batch_size)
     ops: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
+    gpu_window: bool = False  # the ranks wait for DCGM's stress levels before touching CUDA (distributed.gpu_window)
 
 
 def make_plan(config: Config, suite: str, cuda: bool) -> Plan:
@@ -86,7 +87,8 @@ def node_ranks(topo: Topology, node: int) -> range:
 
 def steps_for(plan: Plan, topo: Topology) -> list[str]:
     """This rank's steps in order, as written to ``progress/<rank>``: the length of a progress bar."""
-    steps = ["arrive", "stack", "gemm", *(["memory"] if plan.memory else []), "train"]
+    steps = ["arrive", *(["dcgm"] if plan.gpu_window else []), "stack", "gemm",
+             *(["memory"] if plan.memory else []), "train"]
     for g in layout(topo):
         if topo.rank in g.ranks and len(g.ranks) >= 2:
             steps += [f"{op}@{g.name}" for op in plan.ops]

@@ -23,8 +23,10 @@ from typing import Any
 
 from ..config import Config
 from ..deadline import Later, Timeout, call
+from ..diagnostics.window import GpuWindow
 from ..engine import RunOptions, run_checks
 from ..fastclass import dataclass
+from . import gpu_window
 from .gather import gather, post_node_bundle
 from .hooks import Hooks, hooks_from_env
 from .identity import NodeIdentity
@@ -226,17 +228,18 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
     """
     hooks = hooks if hooks is not None else hooks_from_env(os.environ)
     node_checks = None
+    window_s = gpu_window.window_s(opts, config)  # DCGM's stress levels first, before any rank touches CUDA
+    window = GpuWindow() if window_s and topo.local_rank == 0 else None
     if topo.local_rank == 0:  # node checks overlap torch start-up and the workloads
-        checks = replace(opts, node_name=topo.node_name)  # findings under the node's name in the job
+        checks = replace(opts, node_name=topo.node_name,  # findings under the node's name in the job
+                         state=gpu_window.with_window(opts.state, window))
         node_checks = Later(lambda: run_checks(checks), "node checks")
     import torch
     import torch.distributed as dist
 
-    cuda = torch.cuda.is_available() and torch.cuda.device_count() > topo.local_rank
+    cuda = torch.cuda.is_available() and torch.cuda.device_count() > topo.local_rank  # no CUDA context yet
     device = torch.device(f"cuda:{topo.local_rank}") if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
-    plan = make_plan(config, opts.suite, cuda)
+    plan = replace(make_plan(config, opts.suite, cuda), gpu_window=window_s > 0)
     store = connect_store(topo, timeout_s)  # results and heartbeats never depend on the process group
     beat = Heartbeat(store, topo.rank, lost_after_s=timeout_s + 2 * STALE_S, where=topo.node_name,
                      world_size=topo.world_size)
@@ -258,6 +261,11 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
         from .watch import JobWatch
 
         watch = JobWatch(store, topo, view).start()
+    if window_s:
+        stage(store, topo.rank, "dcgm", run.marks, hooks)
+        gpu_window.hold(store, topo, window, window_s, node_checks.running if node_checks is not None else None)
+    if cuda:
+        torch.cuda.set_device(device)  # makes the CUDA context: after the node's GPU window
     run.broken, absent = form_group(store, topo, timeout_s)
     if run.broken is None:
         try:

@@ -19,10 +19,10 @@ import time
 from typing import Any
 
 PREFIX = "gpu-preflight"  # the runner's key prefix (kept equal to runner.PREFIX)
-PHASES = ("arrive", "stack", "gemm", "memory", "train", "collectives", "links", "pingpong", "ddp", "node_checks",
-          "done", "localize", "report")
-LABELS = {"arrive": "rendezvous", "stack": "software stack", "gemm": "GEMM", "memory": "memory test",
-          "train": "training smoke", "collectives": "collectives", "links": "inter-node links",
+PHASES = ("arrive", "dcgm", "stack", "gemm", "memory", "train", "collectives", "links", "pingpong", "ddp",
+          "node_checks", "done", "localize", "report")
+LABELS = {"arrive": "rendezvous", "dcgm": "DCGM diagnostic", "stack": "software stack", "gemm": "GEMM",
+          "memory": "memory test", "train": "training smoke", "collectives": "collectives", "links": "inter-node links",
           "pingpong": "fi_pingpong", "ddp": "DDP training", "node_checks": "node checks", "done": "gather",
           "localize": "localisation", "report": "report"}
 SCAN_RANKS = 256  # up to this many ranks the watcher reads every rank's step; above, per-node counters

@@ -3,36 +3,29 @@
 Quick runs use level 1 (deployment checks, seconds), ``--full`` runs level 1 and then
 level 2 (about two minutes) or, when ``diagnostics.dcgm_level_full = 3``, level 3 (about
 fifteen minutes of stress): the report keeps both, as ``basic`` and ``extended``.
+In a distributed run the node leader's probe runs them in the node's GPU window, before any
+rank of the node touches CUDA (:mod:`gpu_preflight.diagnostics.window`).
 ``-j`` is asked for, but whatever DCGM prints is parsed: the parser reads both the JSON
 of every version and the text table.
 """
 
 from __future__ import annotations
 
-from ..diagnostics.budgets import MARGIN_S
+from ..diagnostics.budgets import dcgm_levels_for, dcgm_levels_s, level_timeout_s
 from ..diagnostics.running import diag_config, launched_as_rank, replay_reason, run_and_keep, suite_of, time_limit
+from ..diagnostics.window import GPU_WINDOW, GpuWindow
 from ..records.tools import DcgmFacts
 from ..registry import ProbeContext, probe
 
 
-def dcgm_level(ctx: ProbeContext) -> int:
-    return diag_config(ctx).dcgm_level_full if suite_of(ctx) == "full" else 1
-
-
 def dcgm_levels(ctx: ProbeContext) -> list[int]:
     """The levels this run asks for, lowest first: ``[1]`` quick; ``[1, 2]`` (or ``[1, 3]``) full."""
-    level = dcgm_level(ctx)
-    return [1, level] if level > 1 and diag_config(ctx).dcgm_full_runs_basic else [level]
-
-
-def level_timeout(ctx: ProbeContext, level: int) -> float:
-    cfg = diag_config(ctx)
-    return {1: cfg.dcgm_timeout_r1_s, 2: cfg.dcgm_timeout_r2_s}.get(level, cfg.dcgm_timeout_r3_s)
+    return dcgm_levels_for(diag_config(ctx), suite_of(ctx))
 
 
 def dcgm_budget(ctx: ProbeContext) -> float:
     """The levels' time limits and a margin: r2 needs minutes, far beyond a run's per-probe limit."""
-    return sum(level_timeout(ctx, level) for level in dcgm_levels(ctx)) + MARGIN_S
+    return dcgm_levels_s(diag_config(ctx), suite_of(ctx))
 
 
 def _run_level(ctx: ProbeContext, level: int, spent_s: float) -> DcgmFacts:
@@ -41,7 +34,7 @@ def _run_level(ctx: ProbeContext, level: int, spent_s: float) -> DcgmFacts:
     from ..parsers.errors import ParseError
 
     cfg = diag_config(ctx)
-    limit, capped = time_limit(ctx, level_timeout(ctx, level), spent_s)
+    limit, capped = time_limit(ctx, level_timeout_s(cfg, level), spent_s)
     argv = ["dcgmi", "diag", "-r", str(level), "-j", *cfg.dcgm_args]
     result, run = run_and_keep(ctx, argv, limit, artifact=f"dcgm_diag_r{level}",
                                filename=f"dcgmi_diag_r{level}.txt", heavy=True, capped=capped)
@@ -74,8 +67,19 @@ def dcgm_probe(ctx: ProbeContext) -> DcgmFacts:
 
     A full run starts with level 1 (seconds), then runs its own level; level 2 or 3 is
     not started when level 1 shows that DCGM cannot run at all (it would only wait out
-    its time limit), nor inside a launcher job, whose workers are using the GPUs.
+    its time limit), nor inside a launcher job whose workers are using the GPUs. A node
+    leader that holds its node's GPU window runs them before the workers touch the GPUs,
+    and closes the window when done, whatever the outcome.
     """
+    window = ctx.state.kept.get(GPU_WINDOW)
+    try:
+        return _levels(ctx, window if isinstance(window, GpuWindow) else None)
+    finally:
+        if isinstance(window, GpuWindow):
+            window.close()
+
+
+def _levels(ctx: ProbeContext, window: GpuWindow | None) -> DcgmFacts:
     cfg = diag_config(ctx)
     levels = dcgm_levels(ctx)
     level = levels[-1]
@@ -91,7 +95,7 @@ def dcgm_probe(ctx: ProbeContext) -> DcgmFacts:
         return DcgmFacts(True, level, "disabled (diagnostics.dcgm_enabled = false)")
     basic = _run_level(ctx, 1, 0.0) if len(levels) > 1 else None
     launcher = launched_as_rank()
-    if level > 1 and launcher:
+    if level > 1 and launcher and window is None:
         return DcgmFacts(True, level, f"level {level} stresses the GPUs, which this {launcher} job's workers are "
                                       "using: run `gpu-preflight run --node-only --full` before the job",
                          basic=basic, inline_max_bytes=inline)
