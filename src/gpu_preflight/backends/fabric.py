@@ -15,6 +15,7 @@ to S3, MLflow and an HTTP endpoint (:mod:`gpu_preflight.redact` masks what still
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from ..records.fabric import OfiPlugin as OfiPlugin
 
-__all__ = ["FABRIC_CACHE", "FabricCache", "OfiPlugin", "fabric_environment", "find_ofi_plugin"]
+__all__ = ["FABRIC_CACHE", "FabricCache", "OfiPlugin", "fabric_environment", "find_ofi_plugin", "plugin_version"]
 
 _EFA_KNOBS = (
     "CQ_SIZE", "EFA_CQ_READ_SIZE", "ENABLE_SHM_TRANSFER", "FORK_SAFE", "HOMOGENEOUS_PEERS",
@@ -69,6 +70,37 @@ def _candidates(requested: str | None) -> list[str]:
     return [f"libnccl-net-{requested}.so", f"libnccl-{requested}.so", requested]
 
 
+_VERSION = re.compile(rb"aws-ofi-nccl (\d+\.\d+(?:\.\d+)?(?:-[0-9A-Za-z.]+)?)")
+VERSION_SCAN_BYTES = 64 << 20  # a plugin library is a few MB; a larger file is read this far
+_CHUNK = 1 << 20
+
+
+def plugin_version(path: str | Path, limit: int = VERSION_SCAN_BYTES) -> str | None:
+    """The aws-ofi-nccl release a plugin library was built as, or None.
+
+    The plugin logs ``"Initializing " PACKAGE_STRING`` when NCCL loads it, so its read-only
+    data holds ``aws-ofi-nccl <version>`` (autoconf's ``AC_INIT([aws-ofi-nccl], [1.11.0-aws])``,
+    aws/aws-ofi-nccl configure.ac). Read in chunks up to ``limit`` bytes (overlapping, so a
+    string across a chunk boundary is found); an unreadable file or another plugin gives None.
+    """
+    tail = b""
+    read = 0
+    try:
+        with open(path, "rb") as fh:
+            while read < limit:
+                chunk = fh.read(min(_CHUNK, limit - read))
+                if not chunk:
+                    return None
+                read += len(chunk)
+                m = _VERSION.search(tail + chunk)
+                if m:
+                    return m.group(1).decode("ascii")
+                tail = chunk[-64:]
+    except OSError:
+        return None
+    return None
+
+
 def find_ofi_plugin(dirs: Iterable[str], environ: Mapping[str, str] | None = None) -> OfiPlugin:
     """The plugin NCCL would load: ``NCCL_NET_PLUGIN``'s choice, else the default names.
 
@@ -81,7 +113,8 @@ def find_ofi_plugin(dirs: Iterable[str], environ: Mapping[str, str] | None = Non
         return OfiPlugin(False, None, requested, [])
     if requested and os.sep in requested:
         found = Path(requested).is_file()
-        return OfiPlugin(found, requested if found else None, requested, [requested])
+        return OfiPlugin(found, requested if found else None, requested, [requested],
+                         plugin_version(requested) if found else None)
     search = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d] + [d for d in dirs if d]
     search = list(dict.fromkeys(search))
     names = _candidates(requested)
@@ -89,7 +122,7 @@ def find_ofi_plugin(dirs: Iterable[str], environ: Mapping[str, str] | None = Non
         for name in names:
             candidate = Path(directory) / name
             if candidate.is_file():
-                return OfiPlugin(True, str(candidate), requested, search)
+                return OfiPlugin(True, str(candidate), requested, search, plugin_version(candidate))
     return OfiPlugin(False, None, requested, search)
 
 

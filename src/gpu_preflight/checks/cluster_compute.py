@@ -372,6 +372,8 @@ def stack(ctx: CheckContext) -> Iterator[Finding]:
         kind[3].append(c.node_names.get(node, f"node{node}"))
     for s, gpus, driver_cuda, names in kinds.values():
         versions = {k: s.get(k) for k in ("torch_version", "torch_cuda", "nccl_version", "cudnn_version")}
+        if s.get("container_image"):  # GPU_PREFLIGHT_IMAGE where it was set (the report's software stack shows it)
+            versions["container_image"] = s["container_image"]
         verdict = _judge_stack(s, gpus, driver_cuda, versions)
         if verdict is not None:
             for name in names:
@@ -388,7 +390,7 @@ def stack(ctx: CheckContext) -> Iterator[Finding]:
     yield from passes.findings()
 
 
-_STACK_KEYS = ("torch_version", "torch_cuda", "nccl_version", "cudnn_version", "cuda_init_error")
+_STACK_KEYS = ("torch_version", "torch_cuda", "nccl_version", "cudnn_version", "cuda_init_error", "container_image")
 
 
 def _judge_stack(s: dict[str, Any], gpus: int, driver_cuda: Any, versions: dict[str, Any]) -> tuple[Any, ...] | None:

@@ -69,9 +69,11 @@ class RdmaDevice:
 
 @dataclass
 class OfiPlugin:
-    """Where the NCCL net plugin was found (``path``), or every place that was searched."""
+    """Where the NCCL net plugin was found (``path``), or every place that was searched, and
+    the aws-ofi-nccl release the library names (``version``; None when it names none)."""
 
     installed: bool
     path: str | None = None
     requested: str | None = None
     searched: list[str] = field(default_factory=list)
+    version: str | None = None

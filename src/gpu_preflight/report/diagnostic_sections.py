@@ -3,7 +3,8 @@
 Filled from the JSON facts of the diagnostic probes (a node report's ``facts``, which
 also travel in rank payloads), so a report can be rebuilt from a saved one. The layout
 keeps the keys users of that tool read — ``network.efa_available``, ``efa_providers``,
-``efa_provider_count``, ``aws_ofi_nccl_plugin{installed,path}``; ``dcgm.dcgm_available``,
+``efa_provider_count``, ``aws_ofi_nccl_plugin{installed,path}`` (and ``version`` where the
+library names one); ``dcgm.dcgm_available``,
 ``dcgm.diagnostics.basic|extended`` with ``parsed_output`` and ``overall_status``;
 ``nccl.nccl_tests_available``, ``nccl.communication_tests``. Raw tool output is saved as
 an artifact and referenced (``raw_output_artifact``: the artifact's name, file and, once
@@ -38,8 +39,11 @@ def network_section(facts: Mapping[str, Any], paths: Mapping[str, str] | None = 
     providers = [p for p in record.get("providers") or [] if isinstance(p, Mapping)]
     plugin = fabric.get("plugin") or {}
     provider = fabric.get("provider")
+    found: dict[str, Any] = {"installed": bool(plugin.get("installed")), "path": plugin.get("path")}
+    if plugin.get("version"):  # the release the library names (absent where none was read: older reports)
+        found["version"] = plugin["version"]
     section: dict[str, Any] = {
-        "aws_ofi_nccl_plugin": {"installed": bool(plugin.get("installed")), "path": plugin.get("path")},
+        "aws_ofi_nccl_plugin": found,
         "efa_available": bool(providers) if provider == "efa" else bool(fabric.get("efa_devices")),
         "efa_providers": [f"provider: {p.get('provider')}" for p in providers] if provider == "efa" else [],
         "efa_provider_count": len(providers) if provider == "efa" else 0,

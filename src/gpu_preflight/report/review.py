@@ -26,10 +26,12 @@ from .measurements import num
 from .model import ClusterReport, ReportFinding
 from .scores import component_of
 
-__all__ = ["IMAGE_VARIABLE", "NodeRows", "gpu_memory", "header_facts", "infrastructure", "service_matrix",
+__all__ = ["NodeRows", "gpu_memory", "header_facts", "infrastructure", "service_matrix",
            "software_stack"]
 
-IMAGE_VARIABLE = "GPU_PREFLIGHT_IMAGE"  # the image reference or digest a node runs (set by the user or manifest)
+# The variable workloads.stack reads the image from (the report layer may not import workloads;
+# tests/test_report_review.py holds the two equal).
+IMAGE_VARIABLE = "GPU_PREFLIGHT_IMAGE"
 SHOWN = 4  # node names shown beside one value of a stack component or one group's problem nodes
 WORKLOAD_GROUPS = ("compute", "nccl_communication", "training")
 COMPREHENSIVE_GROUPS = ("gpu_detection", "gpu_health", "system_resources", "dcgm_extended", *WORKLOAD_GROUPS)

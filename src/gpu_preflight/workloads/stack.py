@@ -1,11 +1,15 @@
 """The software stack as torch sees it: torch, its CUDA and NCCL, cuDNN, CUDA start-up.
 
 An image built for a newer CUDA than the driver supports is the commonest cause of
-"no GPU" inside containers; recording both sides lets a check name the mismatch.
+"no GPU" inside containers; recording both sides lets a check name the mismatch. The image
+itself cannot be seen from inside the container: ``GPU_PREFLIGHT_IMAGE`` (the reference or
+digest, set by whoever starts the job) is recorded as ``container_image`` so the report can
+say whether every node ran the same one.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from typing import Any
 
@@ -26,9 +30,13 @@ class StackInfo:
     cuda_init_error: str | None
     gloo_available: bool
     nccl_available: bool
+    container_image: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+IMAGE_VARIABLE = "GPU_PREFLIGHT_IMAGE"
 
 
 def read_stack(local_rank: int | None = None) -> StackInfo:
@@ -55,4 +63,4 @@ def read_stack(local_rank: int | None = None) -> StackInfo:
         torch_version=str(torch.__version__), torch_cuda=torch.version.cuda, nccl_version=nccl,
         cudnn_version=cudnn, cuda_available=bool(torch.version.cuda) and count > 0 and init_error is None,
         device_count=count, cuda_init_error=init_error, gloo_available=dist.is_gloo_available(),
-        nccl_available=dist.is_nccl_available())
+        nccl_available=dist.is_nccl_available(), container_image=os.environ.get(IMAGE_VARIABLE) or None)
