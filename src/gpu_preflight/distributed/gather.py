@@ -84,7 +84,13 @@ def _dead(store: KVStore, beats: Beats, ranks: list[int], absent: Collection[int
 def post_node_bundle(store: KVStore, topo: Topology, deadline: float, absent: Collection[int] = (),
                      beats: Beats | None = None) -> None:
     """Node leader: put the node's payloads in one store value (a :class:`NodeBundle`) for rank 0,
-    then say so (:data:`BUNDLED_KEY`); the last leader expected wakes rank 0 (:data:`BUNDLED_ALL_KEY`)."""
+    then say so (:data:`BUNDLED_KEY`); the last leader expected wakes rank 0 (:data:`BUNDLED_ALL_KEY`).
+
+    The node's ranks share the leader's host and clock (:attr:`~.liveness.Beats.same_host`): one
+    that died before the leader began to wait is named from its last stamp, not from when the
+    leader first looked."""
+    beats = beats if beats is not None else tracker(store)
+    beats.same_host.update(node_ranks(topo, topo.node_rank))
     texts, missing = collect(store, node_ranks(topo, topo.node_rank), deadline, absent, beats)
     store.set(f"{PREFIX}/node/{topo.node_rank}", NodeBundle.from_texts(texts, missing).to_json())
     store.append(BUNDLED_KEY, f"{topo.node_rank},")

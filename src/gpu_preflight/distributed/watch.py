@@ -4,8 +4,14 @@ The reporting rank under a launcher, or the self-launch supervisor (which hosts 
 reads the reporting rank's step, the per-phase counters of :mod:`.stages`, the heartbeats
 and the localisation plans, and hands a :class:`~gpu_preflight.report.progress.StageState`
 to a view twice a second. Reads are bounded whatever the job's size: two keys per tick,
-and every :data:`SCAN_EVERY_S` one read per rank up to :data:`~.stages.SCAN_RANKS` ranks,
-one per node above (rate-limited further on very large jobs).
+and every :data:`SCAN_EVERY_S` one read per rank up to :data:`~.stages.SCAN_RANKS` ranks;
+above, the per-node counters in one ``check`` and one ``multi_get`` (rate-limited further on
+very large jobs), once each phase's counters exist.
+
+Started as a thread, the watch talks to the store over a connection of its own: the
+reporting rank's gather holds its connection in waits of up to a second at a time, back to
+back, and a watch sharing it was starved (measured at 1,000 simulated ranks: the view froze
+for the whole gather, ``bench/bench_store_scale.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Any
 
 from ..report.progress import StageState, StageView
 from .gather import names as host_names
-from .liveness import tracker
+from .liveness import read_values, tracker
 from .plan import node_ranks
 from .stages import LABELS, PHASES, PHASES_KEY, SCAN_RANKS, describe, entered, order, phase_of, reached_key
 from .store import PREFIX, REPORTER_KEY, get_text
@@ -42,8 +48,10 @@ class JobWatch:
         self.halt = threading.Event()
         self.thread: threading.Thread | None = None
         self.beats = tracker(store)  # the heartbeats as this process saw them (shared with its gather)
+        self.primed: set[int] = set()  # phases whose per-node counters exist for every node
 
     def start(self) -> JobWatch:
+        self.store = own_connection(self.store)
         self.thread = threading.Thread(target=self._run, name="gp-progress", daemon=True)
         self.thread.start()
         return self
@@ -169,12 +177,21 @@ class JobWatch:
         return len(held), list(dict.fromkeys(hosts.get(r) or f"rank {r}" for r, _ in held))
 
     def _lagging_nodes(self, at: int, absent: set[int]) -> tuple[list[str], int]:
-        """The first nodes whose ranks have not all reached the phase, and how many more there are
-        (one counter read per node)."""
+        """The first nodes whose ranks have not all reached the phase, and how many more there are.
+
+        A node's counter exists once one of its ranks reached the phase; the first scan of a phase
+        creates the others at 0 (``add(key, 0)``, one round trip per node, once), so every later
+        scan reads them all in one ``check`` and one ``multi_get``."""
+        keys = [reached_key(PHASES[at], n) for n in range(self.topo.num_nodes)]
+        if at not in self.primed:
+            for key in keys:
+                self.store.add(key, 0)
+            self.primed.add(at)
+        counts = read_values(self.store, keys)
         late = []
-        for n in range(self.topo.num_nodes):
+        for n, count in enumerate(counts):
             ranks = [r for r in node_ranks(self.topo, n) if r not in absent]
-            if ranks and int(self.store.add(reached_key(PHASES[at], n), 0)) < len(ranks):
+            if ranks and int(count or 0) < len(ranks):
                 late.append(ranks[0])
         named = host_names(self.store, self.topo, late[:SHOWN])
         return ([named.get(r) or f"node {r // max(self.topo.local_world_size, 1)}" for r in late[:SHOWN]],
@@ -199,6 +216,21 @@ class JobWatch:
         shown = ["-".join(hosts.get(int(m) * per_node) or f"node {m}" for m in t["members"]) for t in pending]
         waiting = _line(len(pending), len(tests), "tests", shown) if pending else ""
         return f"{LABELS['localize']} round {self.round}", f"{len(tests)} test(s)", waiting
+
+
+def own_connection(store: Any) -> Any:
+    """A connection of its own to the same ``TCPStore`` server (the store itself for any other
+    store, or when no connection can be made: the watch then shares it, as before)."""
+    try:
+        import torch.distributed as dist
+
+        if isinstance(store, dist.TCPStore):  # type: ignore[attr-defined]
+            return dist.TCPStore(  # type: ignore[attr-defined]
+                store.host, store.port, is_master=False, wait_for_workers=False,
+                timeout=store.timeout, use_libuv=store.libuvBackend)  # type: ignore[attr-defined]
+    except Exception:  # noqa: S110 - no second connection: share the one we have
+        pass
+    return store
 
 
 def _line(count: int, of: int, what: str, names: list[str], more: int = 0) -> str:
