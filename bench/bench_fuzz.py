@@ -3,12 +3,16 @@
 Prints ``tried / survived / false PASS / hang / crash / memory / wrong`` overall and per
 fixture, then the first cases of each bad outcome. Every command that takes a file path is
 also fed a FIFO, ``/dev/zero``, a directory and a 1 GiB sparse file (``tests/path_cases.py``):
-``wrong`` counts an exit other than 3 or an error line that does not name the path. ``survived`` counts cases that ended
+``wrong`` counts an exit other than 3 or an error line that does not name the path. A live run on the
+NVML stub is sent SIGINT or SIGTERM at ``--signals`` random moments (``tests/signal_cases.py``):
+``wrong`` counts a traceback, an exit other than 0-3 or 128 + the signal, a staged ``.*.tmp``
+left, or a report whose listed artifacts are not the files beside it. ``survived`` counts cases that ended
 without crash, hang or memory blow-up; ``false PASS`` counts failing fixtures judged PASS
 after a cut or damage (formats without an end marker — dmesg, lspci, ``nvlink -s``,
 ``ibstatus`` — can do this by nature: a log cut before its Xid line is a clean log).
 
-    .venv/bin/python bench/bench_fuzz.py [--seed 1] [--any-damage 40] [--time-s 10] [--memory-mib 256]
+    .venv/bin/python bench/bench_fuzz.py [--seed 1] [--any-damage 40] [--time-s 10] [--memory-mib 256] \\
+        [--signals 60]
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from _selfcheck import require
 
 
 def main() -> int:
-    require("bench_fuzz", "gpu_preflight", "tests.fuzz_engine", "tests.path_cases")
+    require("bench_fuzz", "gpu_preflight", "tests.fuzz_engine", "tests.path_cases", "tests.signal_cases")
     from tests.fuzz_engine import config_cases, evidence_cases, replay_cases, run_case, run_config, run_replay
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -35,6 +39,7 @@ def main() -> int:
     ap.add_argument("--any-damage", type=int, default=40, help="garbles anywhere in a line (labels too), per fixture")
     ap.add_argument("--time-s", type=float, default=10.0, help="per-case time budget")
     ap.add_argument("--memory-mib", type=float, default=256.0, help="per-case peak allocation budget (plus 40x input)")
+    ap.add_argument("--signals", type=int, default=60, help="signals sent to a live run on the NVML stub (0: none)")
     args = ap.parse_args()
     rng = random.Random(args.seed)  # noqa: S311 - reproducible fuzzing, not cryptography
     started = time.perf_counter()
@@ -61,6 +66,10 @@ def main() -> int:
             totals[outcome] += 1
             per_source[f"path: {name}"][outcome] += 1
             examples[outcome].append(f"{name} on {kind}: {detail}")
+        for outcome, detail in signal_outcomes(Path(tmp), rng, args.signals):
+            totals[outcome] += 1
+            per_source["signal: run --report-dir"][outcome] += 1
+            examples[outcome].append(f"signal: {detail}")
     print(_line("total", totals))
     for source, counts in sorted(per_source.items()):
         print(_line(source, counts))
@@ -86,6 +95,26 @@ def path_outcomes(tmp: Path) -> list[tuple[str, str, str, str]]:
                 outcome, detail = run_command(name, path, where)
             out.append((name, kind, outcome, detail))
     return out
+
+
+def signal_outcomes(tmp: Path, rng: random.Random, count: int) -> list[tuple[str, str]]:
+    """SIGINT/SIGTERM at ``count`` random moments of a live run on the 8-GPU NVML stub (built here
+    with gcc): (outcome, detail), outcome ``stopped``, ``finished``, ``wrong`` or ``hang``."""
+    if count <= 0:
+        return []
+    import json
+
+    from tests.conftest import H200_DUMP
+    from tests.nvml_stub.gpus import widen
+    from tests.nvml_stub.stub import build_stub, stub_env, write_stub_data
+    from tests.signal_cases import cases, finished_lines, kill_during_run
+
+    lib = build_stub(tmp / "stub")
+    write_stub_data(widen(json.loads(H200_DUMP.read_text())), tmp / "stub" / "nvml.txt")
+    env = {k: v for k, v in stub_env(lib, tmp / "stub" / "nvml.txt").items() if not k.startswith("GPU_PREFLIGHT_")}
+    reports = tmp / "signal-reports"
+    normal, run_s = finished_lines(env, reports)
+    return [kill_during_run(env, reports, signum, delay, normal) for signum, delay in cases(rng, count, run_s)]
 
 
 def _line(name: str, counts: collections.Counter[str]) -> str:

@@ -181,3 +181,23 @@ def test_every_command_that_takes_a_path_refuses_what_is_not_a_file(command: str
         if outcome != "ok":
             problems.append((kind, outcome, detail))
     assert not problems, problems
+
+
+def test_signals_at_seeded_moments_of_a_live_run(stub_lib: Path, tmp_path: Path) -> None:
+    """SIGINT/SIGTERM at 8 seeded moments of a live run on the NVML stub (``tests/signal_cases.py``;
+    tests/test_signals.py sends 30, ``bench/bench_fuzz.py --signals`` as many as asked): stopped
+    with one line and exit 128 + the signal, or finished; nothing staged left, no report pointing
+    at files that are not its own."""
+    import json
+
+    from .conftest import H200_DUMP
+    from .nvml_stub.gpus import widen
+    from .nvml_stub.stub import stub_env, write_stub_data
+    from .signal_cases import cases, finished_lines, kill_during_run
+
+    write_stub_data(widen(json.loads(H200_DUMP.read_text())), tmp_path / "nvml.txt")
+    env = {k: v for k, v in stub_env(stub_lib, tmp_path / "nvml.txt").items() if not k.startswith("GPU_PREFLIGHT_")}
+    normal, run_s = finished_lines(env, tmp_path / "reports")
+    outcomes = [kill_during_run(env, tmp_path / "reports", signum, delay, normal)
+                for signum, delay in cases(random.Random(2811), 8, run_s)]
+    assert [o for o in outcomes if o[0] not in ("stopped", "finished")] == []

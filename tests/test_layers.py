@@ -24,6 +24,7 @@ PKG = "gpu_preflight"
 LAYER_OF = {
     "": "api", "_version": "model", "model": "model", "recovery": "model", "registries": "model",
     "boundedio": "util", "kept_thread": "util", "deadline": "util", "safeio": "util", "redact": "util",
+    "interrupts": "util",  # the program's SIGINT/SIGTERM handling, which safeio's staged files rely on
     "fastclass": "model",  # the dataclass decorator every layer uses
     "actions": "model",  # the operator-action vocabulary findings carry (pure)
     "bytecache": "model",  # what fastclass and the config loader keep beside the bytecode

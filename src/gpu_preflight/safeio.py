@@ -18,7 +18,11 @@ through here:
   target with :func:`os.replace`. A rename replaces a symlink or hard link at the target
   instead of writing through it, and a reader never sees half a file. On any error
   (disk full, read-only filesystem, a directory where the file should be) the temporary
-  is removed: nothing partial is left behind.
+  is removed: nothing partial is left behind;
+- a program stopped by SIGINT or SIGTERM removes them too: every temporary is known from
+  before it is created until it is renamed or removed (:func:`staged_files`), a copy of its
+  directory's descriptor kept with it, and :mod:`gpu_preflight.interrupts` removes those left
+  by any thread before the program exits; a batch's renames are never cut in half by it.
 
 Writers are context managers that yield an open file, so a large report can be streamed
 (``json.dump(report, fh)``) rather than built as one string first.
@@ -35,8 +39,10 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
+from .interrupts import at_stop, held
+
 __all__ = ["Batch", "SafeDir", "UnsafePathError", "atomic_writer", "describe_error", "length_problem", "open_dir",
-           "prepare_file", "write_bytes", "write_text"]
+           "prepare_file", "staged_files", "write_bytes", "write_text"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -180,10 +186,15 @@ class Batch:
 
         for _ in range(100):
             tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+            _staged.add(self.dir.fd, tmp)  # known before it exists: a signal between the two leaves nothing
             try:
                 return os.open(tmp, _NEW_FILE_FLAGS, mode, dir_fd=self.dir.fd), tmp
             except FileExistsError:
+                _staged.forget(self.dir.fd, tmp)  # not ours
                 continue
+            except BaseException:
+                self._unlink(tmp)
+                raise
         raise FileExistsError(errno.EEXIST, "no free temporary name", self.dir._shown(name))
 
     def commit(self) -> None:
@@ -192,10 +203,12 @@ class Batch:
                 st = self.dir.exists(name)
                 if st is not None and stat.S_ISDIR(st.st_mode):
                     raise IsADirectoryError(errno.EISDIR, "Is a directory", self.dir._shown(name))
-            while self.staged:
-                tmp, name = self.staged[0]
-                os.replace(tmp, name, src_dir_fd=self.dir.fd, dst_dir_fd=self.dir.fd)
-                self.staged.pop(0)
+            with held():  # all renamed or, with the error, none: a signal waits for the end
+                while self.staged:
+                    tmp, name = self.staged[0]
+                    os.replace(tmp, name, src_dir_fd=self.dir.fd, dst_dir_fd=self.dir.fd)
+                    _staged.forget(self.dir.fd, tmp)
+                    self.staged.pop(0)
         except BaseException:
             self.discard()
             raise
@@ -208,6 +221,48 @@ class Batch:
     def _unlink(self, tmp: str) -> None:
         with suppress(OSError):
             os.unlink(tmp, dir_fd=self.dir.fd)
+        _staged.forget(self.dir.fd, tmp)
+
+
+class _Staged:
+    """Every temporary this process has made and not yet renamed or removed, each with its own
+    copy of its directory's descriptor (the directory may be closed by then): what a signal's
+    stop removes, whichever thread was writing it."""
+
+    def __init__(self) -> None:
+        self.files: dict[tuple[int, str], int] = {}  # (directory fd, name) -> our copy of that fd
+        self.registered = False
+
+    def add(self, dir_fd: int, name: str) -> None:
+        if not self.registered:
+            self.registered = True
+            at_stop(self.sweep)
+        self.files[(dir_fd, name)] = os.dup(dir_fd)
+
+    def forget(self, dir_fd: int, name: str) -> None:
+        kept = self.files.pop((dir_fd, name), None)
+        if kept is not None:
+            os.close(kept)
+
+    def sweep(self) -> None:
+        for key in list(self.files):
+            kept = self.files.pop(key, None)
+            if kept is None:
+                continue
+            with suppress(OSError):
+                os.unlink(key[1], dir_fd=kept)
+            os.close(kept)
+
+    def names(self) -> list[str]:
+        return sorted(name for _, name in self.files)
+
+
+_staged = _Staged()
+
+
+def staged_files() -> list[str]:
+    """Names of the temporaries this process has staged and not yet renamed or removed."""
+    return _staged.names()
 
 
 def _descend(fd: int, relative: str, shown: str, *, create: bool, mode: int, hops: list[int]) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import signal
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -191,8 +192,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def program() -> NoReturn:
     """The program's entry point (the ``gpu-preflight`` script, ``python -m gpu_preflight``):
-    :func:`main`, its code the process's exit status."""
-    raise SystemExit(main())
+    :func:`main`, its code the process's exit status.
+
+    SIGINT and SIGTERM are caught from the first line (:mod:`gpu_preflight.interrupts`): a run
+    they stop ends with one line and exit 130 or 143 (:data:`.exits.EXIT_SIGINT`,
+    :data:`.exits.EXIT_SIGTERM`), never a traceback or a verdict's code, and leaves none of its
+    temporaries. A signal that a command swallowed on the way (a probe's error) still ends it so.
+    """
+    from .. import interrupts
+
+    interrupts.install()
+    try:
+        code = main()
+        interrupts.settle()
+    except (interrupts.Interrupted, KeyboardInterrupt) as exc:
+        interrupts.stop(exc.signum if isinstance(exc, interrupts.Interrupted) else signal.SIGINT)
+    if (signum := interrupts.requested()) is not None:
+        interrupts.stop(signum)
+    raise SystemExit(code)
 
 
 def _command(tokens: list[str]) -> int:

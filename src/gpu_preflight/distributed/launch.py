@@ -10,6 +10,7 @@ over, else built by the supervisor from what the ranks left behind.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..fastclass import dataclass
+from ..interrupts import at_stop, held
 
 
 def free_port() -> int:
@@ -76,10 +78,12 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, timeout_s: floa
     from the store it hosts while the workers run (their own stderr goes to their logs), and
     is closed before this returns.
     """
-    result_dir = Path(tempfile.mkdtemp(prefix="gpu-preflight-"))
+    procs: dict[int, subprocess.Popen[bytes]] = {}
+    with held():  # a signal between making the directory (or a worker, below) and registering it would leave it
+        result_dir = Path(tempfile.mkdtemp(prefix="gpu-preflight-"))
+        at_stop(functools.partial(_abandon, procs, result_dir, os.stat(result_dir)))
     port = free_port()
     threads = max(1, (os.cpu_count() or 1) // workers)
-    procs: dict[int, subprocess.Popen[bytes]] = {}
     logs: dict[int, Path] = {}
     for rank in range(workers):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(workers),
@@ -88,7 +92,7 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, timeout_s: floa
                    TORCHELASTIC_USE_AGENT_STORE="True",
                    OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(threads)), **(extra_env or {}))
         logs[rank] = result_dir / f"rank{rank}.log"
-        with open(logs[rank], "wb") as log:
+        with held(), open(logs[rank], "wb") as log:
             procs[rank] = subprocess.Popen([sys.executable, "-m", "gpu_preflight", *argv], env=env,
                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     report_path = result_dir / "report.json"
@@ -176,6 +180,19 @@ def _kill(procs: dict[int, subprocess.Popen[bytes]]) -> list[int]:
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait()
     return killed
+
+
+def _abandon(procs: dict[int, subprocess.Popen[bytes]], result_dir: Path, made: os.stat_result) -> None:
+    """A signal stops the supervisor (:mod:`gpu_preflight.interrupts`): its workers, each in a
+    session of its own that no terminal's Ctrl-C reaches, are killed, and the scratch directory
+    goes unless the run already removed it (and only the one made here: same device and inode)."""
+    import shutil
+
+    _kill(procs)
+    with contextlib.suppress(OSError):
+        now = os.stat(result_dir, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino):
+            shutil.rmtree(result_dir, ignore_errors=True)
 
 
 def gathered_from_files(sup: Supervised, workers: int, topology: dict[str, Any]) -> dict[str, Any]:
