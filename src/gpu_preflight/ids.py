@@ -15,7 +15,7 @@ which may not import the checks).
 from __future__ import annotations
 
 __all__ = [
-    "CLUSTER_NODE_REPORT_ID", "EVIDENCE_JUDGE_ID", "GEMM_ID", "GPU_POWER_ID", "GPU_THERMAL_ID",
+    "CLUSTER_NODE_REPORT_ID", "CONNECTIVITY_ID", "EVIDENCE_JUDGE_ID", "GEMM_ID", "GPU_POWER_ID", "GPU_THERMAL_ID",
     "HISTORY_REGRESSION_ID", "HISTORY_REPEAT_OFFENDER_ID", "INVENTORY_COUNT_ID", "LOCALIZE_SUSPECT_ID",
     "MEMORY_BANDWIDTH_ID", "NCCL_COLLECTIVES_ID", "NCCL_CORRECTNESS_ID", "NODE_LINKS_ID", "NVML_ID", "PINGPONG_ID",
     "RECOVERY_ACTION_ID", "RUN_COVERAGE_ID", "STACK_CUDA_ID", "TRAIN_SMOKE_ID", "WORKLOADS_ID",
@@ -32,6 +32,7 @@ GEMM_ID = "compute.gemm"  # history compares it; the report plots and measures i
 MEMORY_BANDWIDTH_ID = "memory.bandwidth"
 NODE_LINKS_ID = "network.node_links"  # the connectivity matrix
 PINGPONG_ID = "fabric.pingpong"  # the assessment's pair latencies
+CONNECTIVITY_ID = "cluster.connectivity"  # the report's name-resolution and reachability matrix
 # the acceptance suite's per-program summary (outputs/acceptance.py) groups these
 STACK_CUDA_ID = "stack.cuda"
 TRAIN_SMOKE_ID = "train.smoke"

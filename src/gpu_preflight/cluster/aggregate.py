@@ -368,6 +368,15 @@ def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: l
                              topology=gathered["topology"], missing_nodes=missing, performance_summary=perf,
                              expected_total_gpus=facts.world_size if facts.gpu_ranks else None)
     report["cluster_summary"].update(summary_extra or {})
+    from ..records.connectivity import summary as reachability
+
+    reach = reachability(facts, facts.num_nodes <= report_config(config).detail_max_nodes)
+    if reach is not None:  # the name-resolution and reachability matrix the report shows
+        report["cluster_summary"]["reachability"] = reach
+    params = next((p["test_parameters"] for p in facts.leaders.values()
+                   if isinstance(p.get("test_parameters"), dict)), None)
+    if params is not None:  # the collectives' sizes and iterations the job-size table chose
+        report["cluster_info"]["test_parameters"] = params
     typed = ClusterReport.from_dict(report)
     if assess is not None:  # after the summary's blocks: the localisation matrix is the best connectivity source
         typed = typed.with_assessment(assess(typed, None))

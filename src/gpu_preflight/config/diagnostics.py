@@ -82,6 +82,19 @@ class DiagnosticsConfig:
     pingpong_iterations: int = setting(10, "fi_pingpong iterations per message size (-I).", min=1, max=10**6)
     pingpong_base_port: int = setting(47600, "Control port of node pair k is this plus k.", min=1, max=65_535)
     pingpong_timeout_s: float = setting(60.0, "Time limit for one fi_pingpong side.", "s", above=0, max=86_400)
+    connectivity_port: int = setting(
+        0, "TCP port each node leader listens on in a multi-node run, for the other nodes' reachability probe "
+           "(cluster.connectivity). 0: an ephemeral port, as NCCL's and gloo's own sockets use; set the port your "
+           "firewall must let through to test that.", min=0, max=65_535
+    )
+    connectivity_timeout_s: float = setting(
+        5.0, "Time limit of each name lookup and TCP connect of the reachability probe (cluster.connectivity).", "s",
+        above=0, max=600
+    )
+    connectivity_slow_ms: float = setting(
+        1000.0, "A name lookup slower than this WARNs (cluster.connectivity): a resolver that answers only after its "
+                "first server timed out.", "ms", above=0, max=600_000
+    )
     infiniband_sysfs: str = setting("/sys/class/infiniband", "Where RDMA devices (IB, RoCE, EFA) are listed.")
     ib_tools: list[str] = setting(
         ["ibstat", "ibv_devinfo"], "Port-listing tools run when installed; their output is kept and their "

@@ -24,7 +24,8 @@ __all__ = ["FORMATION_OP", "NodeBundle", "RankPayload"]
 FORMATION_OP = "init_process_group"  # a process group that did not form, reported as a failed collective
 JsonDict = dict[str, Any]
 _OPTIONAL = ("local_rank", "node_rank", "hostname", "node_name", "device", "errors", "collectives", "stack", "gemm",
-             "memory", "train", "links", "pingpong", "ddp", "load", "load_error", "load_xids", "node_entry", "identity")
+             "memory", "train", "links", "pingpong", "ddp", "load", "load_error", "load_xids", "node_entry", "identity",
+             "connectivity")
 _KNOWN = frozenset(("rank", *_OPTIONAL))
 _RESULTS = ("gemm", "memory", "train")  # moved into the node's columns by its leader
 
@@ -38,7 +39,9 @@ class RankPayload:
     (:func:`~gpu_preflight.distributed.rank.node_payload`); ``load``/``load_error`` and
     ``load_xids``: the GPU sampled under the workloads and the Xid events meanwhile;
     ``identity`` (node leaders): who the node is, as it measured itself
-    (:class:`~gpu_preflight.distributed.identity.NodeIdentity`), which rank 0 names it by.
+    (:class:`~gpu_preflight.distributed.identity.NodeIdentity`), which rank 0 names it by;
+    ``connectivity`` (node leaders of multi-node jobs): its name lookups and connects of the other
+    nodes (:mod:`gpu_preflight.distributed.connectivity`).
     """
 
     rank: int
@@ -61,6 +64,7 @@ class RankPayload:
     load_xids: JsonDict | None = None
     node_entry: JsonDict | None = None
     identity: JsonDict | None = None
+    connectivity: JsonDict | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self, *, without: tuple[str, ...] = ()) -> JsonDict:
@@ -84,7 +88,7 @@ class RankPayload:
         return cls(int(d["rank"]), g("local_rank"), g("node_rank"), g("hostname"), g("node_name"), g("device"),
                    g("errors"), g("collectives"), g("stack"), g("gemm"), g("memory"), g("train"), g("links"),
                    g("pingpong"), g("ddp"), g("load"), g("load_error"), g("load_xids"), g("node_entry"),
-                   g("identity"), extra)
+                   g("identity"), g("connectivity"), extra)
 
     @property
     def on_gpu(self) -> bool:

@@ -248,8 +248,13 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
                          "device": str(device)},
                   marks=Marks(store, topo.node_rank, per_node=topo.world_size > SCAN_RANKS, rank=topo.rank),
                   hooks=hooks, on_result=on_result)
+    reach = None  # a node leader's name lookups and connects of the other nodes, measured in the background
     if topo.local_rank == 0:
+        from ..config.diagnostics import diagnostics_config
+        from .connectivity import start as start_connectivity
+
         run.results["identity"] = node_identity(topo, timeout_s).to_dict()
+        reach = start_connectivity(store, topo, run.results["identity"], diagnostics_config(config), timeout_s)
     if topo.rank == 0:
         store.set(f"{PREFIX}/steps", json.dumps(steps_for(plan, topo)))
     stage(store, topo.rank, "arrive", run.marks, hooks)
@@ -311,6 +316,8 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
                                                  run.results.get("identity"))
     elif topo.local_rank == 0:
         run.errors.append("node checks did not finish")
+    if reach is not None:
+        run.results["connectivity"] = reach.result()
     stage(store, topo.rank, "done", run.marks, hooks)
     payload = run.payload()
     text = payload.to_json()
