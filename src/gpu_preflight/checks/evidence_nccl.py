@@ -43,6 +43,7 @@ NCCL_LOG_ACTIONS = {
                      "segfault", "rank_exited"), Action.RESTART_JOB),
     "ib_completion_error": Action.CHECK_MECHANICALS,
     "ib_qp_error": Action.CHECK_MECHANICALS,
+    "ib_async_event": Action.CHECK_MECHANICALS,
     "net_plugin_error": Action.CHECK_MECHANICALS,
 }
 """A job log shows that the job died, not which node is bad: restart it (GPU faults behind a CUDA
@@ -103,6 +104,11 @@ ADVICE: dict[str, Advice] = {
                           "ports, e.g. rails not cross-connected, a wrong GID index or a down port): check "
                           "ibstat/ibv_devinfo on both hosts, NCCL_IB_GID_INDEX, and NCCL_CROSS_NIC=0 on "
                           "rail-optimised fabrics; run ib_write_bw between the pair."),
+    "ib_async_event": Advice(Status.FAIL, "the InfiniBand adapter reported an error event",
+                             "The HCA or its link failed under NCCL ('port error' is a link going down, often a "
+                             "flapping cable or transceiver; 'local catastrophic error' is the adapter itself): check "
+                             "ibstat and the port error counters on the host that logged it, reseat or replace the "
+                             "cable, and drain the node until ib_write_bw runs clean."),
     "system_error": Advice(Status.FAIL, "a system call failed inside NCCL",
                            "Check /dev/shm size, the locked-memory limit (ulimit -l), open-file limits and the "
                            "network interface NCCL chose (NCCL_SOCKET_IFNAME)."),
@@ -202,6 +208,13 @@ def _bandwidth(record: NcclTestsRecord, config: Config, source: str) -> Iterator
     details: dict[str, Any] = {"avg_busbw_gbps": record.avg_busbw_gbps, "nranks": record.nranks, "hosts": record.hosts,
                "peak_busbw_in_place_gbps": record.peak_busbw_in_place_gbps,
                "gpu_names": sorted({g.name for g in record.gpus})}
+    if record.avg_busbw_failed:  # nccl-tests held the run to its own floor and said so: its verdict stands
+        yield Finding(check, Status.FAIL, source, "busbw_check_failed",
+                      f"{what}; the run's own bandwidth check failed ('Avg bus bandwidth : ... FAILED', the "
+                      "floor NCCL_TESTS_MIN_BW set)", observed=record.avg_busbw_gbps, unit="GB/s", details=details,
+                      recommendation="Run the test per node and per node pair to find the slow link; check NCCL "
+                      "topology (NCCL_DEBUG=INFO), NVLink/PCIe and NIC state.")
+        return
     floor, judged, why = _floor(record, config)
     if floor is None or judged is None:
         # one rank, or a latency sweep below the floors' sizes: nothing to hold to a floor; else not judged

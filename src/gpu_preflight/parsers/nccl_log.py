@@ -33,6 +33,9 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                  r"CUDA device (?P<dev>\S+)")),
     ("ib_completion_error", re.compile(r"NET/IB\s*:\s*Got completion from peer (?P<peer>\S+) with (?:error|status)"
                                        r"[ =](?P<code>\d+)")),
+    # The HCA itself reported an asynchronous event (port error: a flapping link; local catastrophic error: the
+    # adapter failed; work queue errors): the fabric below NCCL, whatever the collective was doing.
+    ("ib_async_event", re.compile(r"NET/IB\s*:\s*(?:\S+:\d+ )?Got async event\s*:\s*(?P<why>[\w ]+)")),
     ("ib_qp_error", re.compile(r"Call to ibv_modify_qp failed with (?:error )?(?:(?P<code>\d+) )?(?P<why>[^,.]+)"
                                r"(?:.*?curr state (?P<state>\w+), next state (?P<next>\w+))?", re.IGNORECASE)),
     ("connection_refused", re.compile(r"Connect to (?P<peer>\S+?) failed\s*:\s*Connection refused"
@@ -60,8 +63,12 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 # What a launcher or a paste puts before a log line: indentation, Open MPI's --tag-output ("[1,0]<stdout>:"),
-# a line number ("[80746] ") or srun --label ("0: "). Stripped before a line is sniffed or read.
-_LAUNCHER = re.compile(r"^(?:[ \t]+|\[\d+,\d+\]<(?:stdout|stderr)>:|\[\d+\] (?=\[)|\d{1,5}: (?=\S))+")
+# a line number ("[80746] "), srun --label ("0: "), pdsh/DeepSpeed's host ("10.0.87.143: "), Ray's actor
+# ("(RayWorkerWrapper pid=4009) ", after the colour code it prints, or what is left of it once a paste lost the
+# escape byte) and kubectl logs --timestamps ("2019-06-02T16:13:44.884Z: "). Stripped before a line is read.
+_LAUNCHER = re.compile(r"^(?:[ \t]+|\[\d+,\d+\]<(?:stdout|stderr)>:|\[\d+\] (?=\[)|\d{1,5}: (?=\S)"
+                       r"|\d{1,3}(?:\.\d{1,3}){3}: |\x1b?\[[0-9;]{1,8}m|\((?:\w+ )?pid=\d+(?:, ip=[\w.:]+)?\) ?"
+                       r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z:? )+")
 _NCCL_PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+)\s+\[(?P<dev>\d+)\]")
 _RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:|\[Rank (?P<rank2>\d+)\]")
 _HOST_PREFIX = re.compile(r"^(?P<host>[\w.-]+):\s+Test (?:NCCL|CUDA) failure")
@@ -92,11 +99,13 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
     # NCCL's own WARN format (debug.cc: "<file>:<line> NCCL WARN"), whatever prefix a launcher or a redaction left.
     # The file name starts where a path token starts: tried from every character of a long token, the
     # match would be quadratic (64 KiB of "0." took 20 s).
-    (70, re.compile(r"(?<![\w/.-])[\w/.-]+\.(?:c|cc|cpp|h):\d+ NCCL WARN\b", re.M)),
+    (70, re.compile(r"(?<![\w/.-])[\w/.-]+\.(?:c|cc|cpp|cu|h):\d+ NCCL WARN\b", re.M)),
     # aws-ofi-nccl's old log format and libfabric's provider warnings (the network plugin below NCCL).
     (70, re.compile(r"^WARN: Function: \w+ Line: \d+: NET/OFI\b|^libfabric:\d+:\d+::\w+:\w+:\S+<warn> ", re.M)),
-    (60, re.compile(r"^torch\.distributed\.[\w.]+(?:Error|Exception)\b|^\s*Root Cause \(first observed failure\)",
-                    re.M)),
+    (60, re.compile(r"^torch\.distributed\.[\w.]+(?:Error|Exception)\b|^\s*Root Cause \(first observed failure\)"
+                    r"|^\s*File \"[^\"]*/torch/distributed/\w+\.py\", line \d+", re.M)),
+    # PyTorch's watchdog record alone, as a one-line paste: "Watchdog caught collective operation timeout: WorkNCCL(".
+    (60, re.compile(r"^Watchdog caught collective operation timeout: WorkNCCL\(", re.M)),
 )
 
 
@@ -209,4 +218,4 @@ def _root_cause(lines: list[str]) -> NcclSignature | None:
 
 
 def _looks_like_log(text: str) -> bool:
-    return bool(re.search(r"\bNCCL\b|torch\.distributed|ProcessGroup|\[rank\d+\]", text))
+    return bool(re.search(r"\bNCCL\b|torch[./]distributed|ProcessGroup|\[rank\d+\]", text))

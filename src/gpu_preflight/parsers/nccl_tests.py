@@ -87,7 +87,7 @@ _TEST_NAME = re.compile(r"\b(?P<name>[a-z_]+_perf)\b")
 _NCCL_VERSION = re.compile(r"NCCL version\s+(?P<v>[\d.]+(?:\+\S+)?)")
 _LIBRARY = re.compile(r"nccl-library=(?P<code>\d+)")
 _TESTS_VERSION = re.compile(r"#\s*nccl-tests version\s+(?P<v>\S+)")
-_AVG = re.compile(r"\s*#?\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)")
+_AVG = re.compile(r"\s*#?\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)(?:\s+(?P<verdict>OK|FAILED))?")
 _OOB = re.compile(r"\s*#?\s*Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<verdict>\w+)?")
 _FAILURE = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\s*)?Test (?P<what>NCCL|CUDA) failure "
                       r"(?P<file>[\w./-]+):(?P<line>\d+)\s*'?(?P<message>[^']*)'?")
@@ -505,6 +505,7 @@ def _header_line(record: NcclTestsRecord, rank: Callable[[int, str, str], None],
     elif "Avg" in line and (m := _AVG.match(line)):
         record.avg_busbw_gbps = to_float(m.group("v"))
         record.avg_busbw_source = "reported" if record.avg_busbw_gbps is not None else None
+        record.avg_busbw_failed = m.group("verdict") == "FAILED"
     elif "nccl-tests" in line and (m := _TESTS_VERSION.match(line)):
         record.nccl_tests_version = m.group("v")
         if lib := _LIBRARY.search(line):

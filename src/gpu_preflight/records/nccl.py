@@ -119,6 +119,7 @@ class NcclTestsRecord:
     rows: list[NcclTestRow] = field(default_factory=list)
     avg_busbw_gbps: float | None = None
     avg_busbw_source: str | None = None
+    avg_busbw_failed: bool = False  # "Avg bus bandwidth : X FAILED": the run's own floor (NCCL_TESTS_MIN_BW) missed
     peak_busbw_gbps: float | None = None
     peak_size_bytes: int | None = None
     peak_busbw_in_place_gbps: float | None = None
