@@ -45,6 +45,8 @@ def test_every_manifest_renders_with_the_pull_secret_and_stays_valid(capsys: pyt
     for kind, path, spec in specs:
         assert spec["imagePullSecrets"] == wanted, (kind, path)
         assert {c["image"] for c in spec["containers"]} == {IMAGE}, (kind, path)
+        for c in spec["containers"]:  # the report's software stack names the image each node ran
+            assert [e["value"] for e in c["env"] if e["name"] == "GPU_PREFLIGHT_IMAGE"] == [IMAGE], (kind, path)
     (account,) = [d for d in docs if d["kind"] == "ServiceAccount"]
     assert account["imagePullSecrets"] == wanted
     for doc in docs:

@@ -110,10 +110,23 @@ def _add_secrets(holder: dict[str, Any], secrets: list[str]) -> None:
     holder["imagePullSecrets"] = [*listed, *({"name": s} for s in secrets if s not in names)]
 
 
+def _set_image_variable(container: dict[str, Any], image: str) -> None:
+    """``GPU_PREFLIGHT_IMAGE`` = the image we put in, so every node's report says which image it ran;
+    an entry the site wrote itself is kept."""
+    from ..workloads.stack import IMAGE_VARIABLE  # where the workers read it
+
+    env = container.get("env") or []
+    if not isinstance(env, list):
+        raise ManifestError("a container's env is not a list")
+    if not any(isinstance(e, dict) and e.get("name") == IMAGE_VARIABLE for e in env):
+        container["env"] = [*env, {"name": IMAGE_VARIABLE, "value": image}]
+
+
 def render(documents: Iterable[Any], *, image: str | None = None, pull_secrets: Iterable[str] = ()) -> Rendered:
     """Copy-free render: each document changed in place and returned in order.
 
-    ``image`` replaces the image of every gpu-preflight container (init containers too);
+    ``image`` replaces the image of every gpu-preflight container (init containers too) and sets
+    its ``GPU_PREFLIGHT_IMAGE`` (unless the site set it);
     ``pull_secrets`` are appended to every pod spec's and ServiceAccount's
     ``imagePullSecrets``. An ``image`` that matches no container is an error rather than a
     manifest that silently keeps the old image.
@@ -140,6 +153,7 @@ def render(documents: Iterable[Any], *, image: str | None = None, pull_secrets: 
                 for container in spec.get(key) or []:
                     if isinstance(container, dict) and _is_ours(container.get("image")):
                         container["image"] = image
+                        _set_image_variable(container, image)
                         out.images += 1
     if image is not None and out.images == 0:
         raise ManifestError(f"no container of these manifests runs a {IMAGE_NAME} image: --image changed nothing")
