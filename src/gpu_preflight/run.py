@@ -386,10 +386,12 @@ class _Run:
         report = self.rescore(report, config)
         unwritten = None
         if out.report_dir:
+            from .config.outputs import outputs_config
             from .report.write import write  # brings the HTML renderer: only when a directory is asked for
 
             try:
-                written = write(report, nodes, out.report_dir, pretty=out.pretty, name=out.report_name)
+                written = write(report, nodes, out.report_dir, pretty=out.pretty, name=out.report_name,
+                                wait_s=outputs_config(config).report_dir_wait_s)
                 report = written.report
                 print(f"gpu-preflight: report written to {written.path}", file=sys.stderr)
             except (OSError, ValueError) as exc:

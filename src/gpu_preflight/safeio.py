@@ -47,6 +47,8 @@ __all__ = ["Batch", "SafeDir", "UnsafePathError", "atomic_writer", "describe_err
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_LINKS = 40  # as the kernel's MAXSYMLINKS
+LOCK_FILE = ".gpu-preflight.lock"  # only where a directory's own descriptor cannot be locked (NFS)
+_NO_DIRECTORY_LOCK = (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
 
 
 class UnsafePathError(OSError):
@@ -82,6 +84,7 @@ class SafeDir:
     def __init__(self, fd: int, path: str) -> None:
         self.fd = fd
         self.path = path
+        self.lock_fd = -1  # LOCK_FILE's descriptor, where the directory's own cannot be locked
 
     def __enter__(self) -> SafeDir:
         return self
@@ -90,9 +93,47 @@ class SafeDir:
         self.close()
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        """Close the directory, which releases :meth:`lock`."""
+        for fd in (self.lock_fd, self.fd):
+            if fd >= 0:
+                os.close(fd)
+        self.fd = self.lock_fd = -1
+
+    def lock(self, wait_s: float, *, setting: str = "") -> None:
+        """Hold this directory exclusively until :meth:`close`, waiting at most ``wait_s`` for another
+        holder (another run writing the same report directory); raises ``OSError`` (``EWOULDBLOCK``)
+        naming ``setting``, the wait's setting, when it is still held after that.
+
+        ``flock`` on the open directory: it leaves no file behind, and the kernel releases it when
+        the holder exits, however it exits. A filesystem that cannot lock a directory opened
+        read-only (NFS emulates ``flock`` with byte-range locks: ``EBADF``) gets :data:`LOCK_FILE`
+        in the directory, created without following a link, locked the same way.
+        """
+        import fcntl
+        import time
+
+        target = self.fd
+        deadline = time.monotonic() + wait_s
+        pause = 0.002
+        while True:
+            try:
+                fcntl.flock(target, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                if target != self.fd or exc.errno not in _NO_DIRECTORY_LOCK:
+                    raise type(exc)(exc.errno, exc.strerror, self.path) from None
+                self.lock_fd = target = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                                0o644, dir_fd=self.fd)
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                named = f" ({setting})" if setting else ""
+                raise BlockingIOError(errno.EWOULDBLOCK, f"another run is writing this directory; gave up after "
+                                                         f"{wait_s:g} s{named}", self.path)
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.1)
 
     def _shown(self, name: str) -> str:
         return os.path.join(self.path, name)

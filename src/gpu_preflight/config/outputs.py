@@ -31,6 +31,10 @@ class OutputsConfig:
         10.0, "Deadline for the S3 and MLflow uploads together (they run side by side, and importing mlflow "
               "alone takes a few seconds); a target not done by then is reported as not published and the run "
               "goes on, so a slow, hung or read-only store never holds the verdict.", "s", above=0, max=3600)
+    report_dir_wait_s: float = setting(
+        30.0, "How long a run waits for another run that is writing the same --report-dir (each run locks the "
+              "directory from its first artifact to its last rename, so a report never names another run's "
+              "files); after that the report is not written: one line, exit 3.", "s", min=0, max=3600)
     sagemaker: bool = setting(
         True, "In a SageMaker training job ($SM_OUTPUT_DATA_DIR set) write the report to "
               "$SM_OUTPUT_DATA_DIR/metrics/health_check_metrics.json (uploaded in output.tar.gz), unless "

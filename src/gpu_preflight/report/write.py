@@ -55,8 +55,11 @@ def _filled(report: ClusterReport, artifacts: Sequence[Mapping[str, Any]]) -> di
     return changed
 
 
+REPORT_DIR_WAIT_S = 30.0  # outputs.report_dir_wait_s's default, for callers without a config
+
+
 def write(report: ClusterReport | Mapping[str, Any], nodes: Sequence[NodeReport], report_dir: str | Path, *,
-          pretty: bool = False, name: str = "report.json") -> Written:
+          pretty: bool = False, name: str = "report.json", wait_s: float = REPORT_DIR_WAIT_S) -> Written:
     """Write ``report.json`` (or ``name``, a bare file name), ``report.html`` and the nodes' raw
     artifacts into ``report_dir``; return what was written and the report as written (a new value).
 
@@ -65,13 +68,20 @@ def write(report: ClusterReport | Mapping[str, Any], nodes: Sequence[NodeReport]
     :mod:`gpu_preflight.safeio` (no symlink followed, nothing half-written); ``report.html``
     and ``report.json`` are renamed into place together once both are complete. The JSON
     is streamed into its file, compact unless ``pretty`` (:mod:`.jsonio`: at 10,000 nodes
-    it is hundreds of megabytes). Raises ``OSError``
-    (:class:`~gpu_preflight.safeio.UnsafePathError` for a refused directory).
+    it is hundreds of megabytes).
+
+    The directory is locked from the first artifact to the last rename
+    (:meth:`~gpu_preflight.safeio.SafeDir.lock`): two runs writing one directory at once each
+    left their report naming the other's NVML dump, with their own checksum, until a second
+    run waited. It waits ``wait_s`` (``outputs.report_dir_wait_s``) for another run, then
+    writes nothing. Raises ``OSError`` (:class:`~gpu_preflight.safeio.UnsafePathError` for a
+    refused directory, ``BlockingIOError`` for one still held after ``wait_s``).
     """
     from .html import render_html  # only a run that writes a report directory pays for the HTML renderer
 
     typed = ClusterReport.of(report)
     with open_dir(report_dir) as out:
+        out.lock(wait_s, setting="outputs.report_dir_wait_s")
         artifacts = [a for a in typed.artifacts if a.get("path")]  # saved on their nodes already
         for i, node in enumerate(nodes):
             artifacts += save_artifacts(node, out, f"node_{i}")
