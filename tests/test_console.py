@@ -47,7 +47,7 @@ from gpu_preflight.report.console import (
 )
 from gpu_preflight.report.model import ClusterReport
 
-from .conftest import H200_DUMP
+from .conftest import H200_DUMP, REPO
 
 HERE = Path(__file__).parent / "fixtures" / "console"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -248,3 +248,20 @@ def test_lines_are_the_same_object_model_for_both_views() -> None:
     compact, verbose = console_lines(report, 80), console_lines(report, 80, verbose=True)
     assert compact[0] == verbose[0] and compact[-1] == verbose[-1]
     assert len(verbose) > 2 * len(compact)
+
+
+def test_node_actions_are_listed_strongest_first_before_the_result_line() -> None:
+    """What a scheduler hook routes on (``nodes.*.summary.operator_action``) is on screen too (issue 27)."""
+    from gpu_preflight.report.console import render_console_text
+
+    report = json.loads((REPO / "tests" / "fixtures" / "cluster_golden" / "faults_small.json").read_text())
+    names = {k: v["node_info"]["current_host"] for k, v in report["nodes"].items()}
+    actions = {names[k]: v["summary"].get("operator_action") for k, v in report["nodes"].items()}
+    lines = render_console_text(report).splitlines()
+    shown = [line for line in lines if line.startswith("action  ")]
+    assert shown == ["action  isolate_node: " + ", ".join(n for n, a in actions.items() if a == "isolate_node"),
+                     "action  monitor: " + ", ".join(n for n, a in actions.items() if a == "monitor")]
+    assert lines[-1].startswith("[RESULT]") and lines[-1 - len(shown):-1] == shown
+    for section in report["nodes"].values():
+        section["summary"].pop("operator_action", None)
+    assert not [line for line in render_console_text(report).splitlines() if line.startswith("action")]

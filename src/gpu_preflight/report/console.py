@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
+from ..actions import Action
 from ..fastclass import dataclass
 from ..model import Status
 from .canonical import verdict_of
@@ -38,6 +39,7 @@ MAX_PROBLEMS = 40  # problem findings listed one per line; the rest are counted 
 MAX_PER_CHECK = 5  # problem findings of one check listed before the rest of it is counted
 MAX_FOLDED = 12  # lines that count a check's further problems
 MAX_ADVICE = 10  # distinct recommendations printed
+ACTIONS = frozenset(a.value for a in Action if a is not Action.NONE)
 MAX_SKIP_GROUPS = 12
 MAX_LIST_ITEMS = 12  # items of a list value shown in the verbose view
 STATUS_W = 8  # "ERROR" and two spaces: the status column of every line
@@ -114,8 +116,21 @@ def console_lines(report: ClusterReport | Mapping[str, Any], width: int, verbose
         lines += _skips([f for f in findings if f.status is Status.SKIP], unlisted, width)
         lines += _passes([f for f in findings if f.status is Status.PASS], unlisted, width)
         lines.append(Line("", "(every finding, with observed and expected values: --verbose)"))
+    lines += _node_actions(typed, width)
     lines.append(Line("", verdict.line))
     return lines
+
+
+def _node_actions(report: ClusterReport, width: int) -> list[Line]:
+    """One line per operator action a node's findings call for (``summary.operator_action``, what a
+    scheduler hook routes on), strongest first, naming its nodes; nothing when no node needs one."""
+    nodes: dict[Action, list[str]] = {}
+    for name, key in zip(report.nodes.host_names(), report.nodes, strict=True):
+        value = (report.nodes.raw(key).get("summary") or {}).get("operator_action")
+        if value in ACTIONS:
+            nodes.setdefault(Action(value), []).append(name)
+    return [Line("", fit(f"action  {action.value}: {', '.join(names)}", width))
+            for action, names in sorted(nodes.items(), key=lambda kv: -kv[0].rank)]
 
 
 def _worst_first(f: ReportFinding) -> tuple[int, str, str]:
