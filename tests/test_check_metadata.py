@@ -60,6 +60,8 @@ PINNED: dict[str, tuple[Any, ...]] = {
     'ib.counters': (('efa_network',), 'network_infrastructure'),
     'ib.perftest': (('efa_network',), 'network_infrastructure'),
     'ib.ports': (('efa_network',), 'network_infrastructure'),
+    'kernel.link_flap': (('efa_network',), 'network_infrastructure'),
+    'kernel.nic': (('efa_network',), 'network_infrastructure'),
     'kernel.segfault': ((), 'software_stack'),
     'load.clocks': (('gpu_health',), 'hardware_health'),
     'load.ecc': (('gpu_health',), 'hardware_health'),

@@ -6,11 +6,18 @@
 * ``fabric.pingpong``: FAIL when fi_pingpong did not complete, or its bandwidth at the
   largest size is below ``evidence.pingpong_min_mb_per_s``.
 * ``ib.ports``: FAIL for an InfiniBand port that is not ACTIVE/LinkUp (WARN for an
-  Ethernet/RoCE port, which may be an unused NIC), for an HCA that vanished while listed
+  Ethernet/RoCE port, which may be an unused NIC, unless it is a missing rail: see
+  :func:`_rail_sets`), for an HCA that vanished while listed
   (``ibpanic``) and for fewer active ports than ``evidence.ib_expected_ports``; WARN for an
   active port slower than ``evidence.ib_min_rate_gbps``.
 * ``ib.perftest``: FAIL when the test could not connect, or its best average bandwidth is
   below ``evidence.perftest_min_bw_gbps`` (SKIP with the value when unset).
+* ``kernel.nic``: an RDMA NIC driver message in a saved kernel log (:data:`NIC_VERDICTS`):
+  FAIL for a device that stopped answering (EFA admin queue closed or command timed out,
+  mlx5 firmware unresponsive), WARN for an event worth a look (a failed admin command, a TX/RX
+  timeout the driver recovers from, nvidia-peermem's invalid-context errors).
+* ``kernel.link_flap``: FAIL for an InfiniBand interface that lost its carrier, WARN for any
+  other physical interface (container and bridge ends are not judged).
 * ``pcie.lnksta``: FAIL for a link trained narrower than it can (``lspci -vvv`` LnkSta
   width below LnkCap); WARN for a NIC or bridge trained slower. A GPU's *speed* is
   reported, not judged: idle GPUs drop to 2.5 GT/s to save power (as ``gpu.pcie`` does).
@@ -19,8 +26,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ..actions import Action
 from ..config.evidence import evidence_config
 from ..model import Finding, Status
 from ..registry import declare
@@ -28,10 +37,12 @@ from .evidence import judges
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..records.dmesg import DmesgRecord
     from ..records.fabric import IbDevicesRecord
     from ..records.libfabric import FiInfoRecord, PingpongRecord
     from ..records.pci import LspciRecord, PciDevice
     from ..records.perftest import PerftestRecord
+    from ..records.xid import XidWindow
 
 IB_PERFTEST = declare(
     "ib.perftest", "perftest reaches the bandwidth floor",
@@ -39,6 +50,67 @@ IB_PERFTEST = declare(
     could not connect or its best average bandwidth is below ``evidence.perftest_min_bw_gbps``;
     SKIP with the measured value when that floor is unset.""",
     group="efa_network", component="network_infrastructure", settings=("evidence.perftest_min_bw_gbps",))
+
+# RDMA NIC driver messages (parsers/nic_log.py codes): status, operator action, what it means, what to do.
+# NVSentinel's pattern table classifies them (fatal: REPLACE_VM; non-fatal: NONE, an event).
+_REPLACE = ("Drain the node and replace it (or its NIC): reboot first where the host is yours; the adapter stopped "
+            "answering its driver, so collectives over it hang or fail.")
+NIC_VERDICTS: dict[str, tuple[Status, Action, str, str]] = {
+    "efa_admin_cmd_timeout": (Status.FAIL, Action.ISOLATE_NODE,
+                              "an EFA device did not complete an admin command (firmware unresponsive)", _REPLACE),
+    "efa_admin_queue_closed": (Status.FAIL, Action.ISOLATE_NODE,
+                               "an EFA device's admin queue is closed (unusable until reset)", _REPLACE),
+    "efa_device_reset_failed": (Status.FAIL, Action.ISOLATE_NODE, "an EFA device could not be reset", _REPLACE),
+    "efa_device_not_ready": (Status.FAIL, Action.ISOLATE_NODE,
+                             "an EFA device was not ready when its driver initialised it", _REPLACE),
+    "efa_admin_cmd_failed": (Status.WARN, Action.MONITOR, "an EFA admin command failed",
+                             "Watch for repeats: a one-off failed command (a queue pair the job asked for) is an "
+                             "event; repeats with the job's EFA errors point at the device."),
+    "mlx5_cmd_timeout": (Status.FAIL, Action.ISOLATE_NODE,
+                         "a ConnectX command timed out (firmware/driver control plane broken)", _REPLACE),
+    "mlx5_health_compromised": (Status.FAIL, Action.ISOLATE_NODE,
+                                "a ConnectX adapter missed its health heartbeats", _REPLACE),
+    "mlx5_unrecoverable": (Status.FAIL, Action.ISOLATE_NODE, "a ConnectX adapter reported an unrecoverable error",
+                           _REPLACE),
+    "mlx5_tx_timeout": (Status.WARN, Action.MONITOR, "a ConnectX transmit queue timed out (the driver recovers)",
+                        "Watch for repeats on the same port; check the cable and switch port if they recur."),
+    "mlx5_rx_timeout": (Status.WARN, Action.MONITOR, "a ConnectX receive channel timed out (the driver recovers)",
+                        "Watch for repeats on the same port; check the cable and switch port if they recur."),
+    "mlx5_module_high_temp": (Status.WARN, Action.CHECK_MECHANICALS, "a ConnectX port's transceiver is too hot",
+                              "Check the transceiver's airflow and seating; replace it if it stays hot."),
+    "mlx5_module_unplugged": (Status.WARN, Action.CHECK_MECHANICALS, "a ConnectX port's cable was unplugged",
+                              "If the port carries the job's traffic, reseat or replace the cable."),
+    "mlx5_pcie_power": (Status.WARN, Action.CHECK_MECHANICALS, "a ConnectX adapter's PCIe slot gives too little power",
+                        "Check the slot and riser: the adapter may throttle or fail under load."),
+    "peermem_invalid_context": (Status.WARN, Action.MONITOR,
+                                "nvidia-peermem could not free a GPUDirect RDMA mapping (invalid context)",
+                                "A GPU-NIC communication problem may be building up: watch for repeats and for NCCL "
+                                "errors in the job, and restart nvidia-peermem (or reboot) if they persist."),
+}
+"""Fatal NIC messages mean the adapter stopped answering its driver: NVSentinel's REPLACE_VM, our
+isolate. The others are events a healthy node also logs now and then: a look, not a drain."""
+KERNEL_NIC = declare(
+    "kernel.nic", "No RDMA NIC driver failed",
+    """A saved kernel log holds an RDMA NIC driver message (EFA, ConnectX ``mlx5_core``,
+    ``nvidia-peermem``): FAIL when the device stopped answering its driver (admin queue closed,
+    command timeout, not ready, unrecoverable error, lost heartbeat), WARN for events worth a
+    look (a failed admin command, a TX/RX timeout the driver recovers from, a hot or unplugged
+    transceiver, GPUDirect RDMA invalid-context errors). Messages older than the Xid window are
+    counted, not judged.""",
+    group="efa_network", component="network_infrastructure", settings=("xid.window_hours",),
+    actions={code: action for code, (_, action, _, _) in NIC_VERDICTS.items()})
+LINK_FLAP_ACTIONS = {"ib_link_flap": Action.CHECK_MECHANICALS, "link_flap": Action.CHECK_MECHANICALS}
+"""A link that loses its carrier is a cable, transceiver or switch-port fault until shown otherwise."""
+KERNEL_LINK_FLAP = declare(
+    "kernel.link_flap", "No network link lost its carrier",
+    """A saved syslog or journal shows ``<interface>: Lost carrier``: FAIL on an InfiniBand
+    interface (``ib0``, ``ibp…``: a rail of the fabric between nodes went down, and NCCL's
+    connections over it break; Azure's health check and Meta's gcm fail a node for it), WARN on
+    any other physical interface (it may be a management link). Container and bridge ends
+    (``veth``, ``cali``, ``docker``...) come and go with pods and are not judged; losses older
+    than the Xid window are counted, not judged.""",
+    group="efa_network", component="network_infrastructure", settings=("xid.window_hours",),
+    actions=LINK_FLAP_ACTIONS)
 _GPU_CLASSES = ("3D controller", "VGA compatible controller", "Display controller")
 
 
@@ -98,6 +170,7 @@ def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iter
                       recommendation="An HCA disappeared or cannot be read: check dmesg for mlx5 errors, "
                                      "reseat/reset the adapter, drain the node.")
     active, rates = [], []
+    rails = _rail_sets(record)
     for device in record.devices:
         for port in device.ports:
             subject = f"{source}/{device.name}/port{port.port}"
@@ -119,8 +192,12 @@ def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iter
             # Polling is InfiniBand link training with no peer (a RoCE port that is down shows Disabled):
             # a cabled IB port without a link, whatever link layer the text shows.
             infiniband = (port.link_layer or "").lower() == "infiniband" or port.physical_state == "POLLING"
-            yield Finding("ib.ports", Status.FAIL if infiniband else Status.WARN, subject, "port_down",
-                          f"{device.name} port {port.port} ({port.link_layer or 'unknown link layer'}) is {state}",
+            rail = rails.get(device.ca_type or "")
+            missing_rail = f"; {rail[0]} of the {rail[1]} {device.ca_type} ports are active: a rail is missing" \
+                if rail else ""
+            yield Finding("ib.ports", Status.FAIL if infiniband or rail else Status.WARN, subject, "port_down",
+                          f"{device.name} port {port.port} ({port.link_layer or 'unknown link layer'}) is {state}"
+                          f"{missing_rail}",
                           observed=state, expected="ACTIVE/LINKUP",
                           recommendation="Check the cable, the switch port and the subnet manager (IB) or the "
                                          "switch config (RoCE); a port that is meant to be unused can be ignored.")
@@ -135,6 +212,65 @@ def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iter
                       f"{len(active)} port(s) active" + (f" at {', '.join(f'{r:g}' for r in sorted(set(rates)))} Gb/s"
                                                          if rates else ""),
                       observed=len(active), expected=expected, unit="ports", details={"active": active})
+
+
+def _rail_sets(record: IbDevicesRecord) -> dict[str, tuple[int, int]]:
+    """Adapter models whose ports form a multi-rail RDMA set that is in use: model -> (active, total).
+
+    A GPU node's back-end fabric is a set of identical adapters, one per GPU or GPU pair (8 x
+    ConnectX-7 on an HGX H100), all cabled: when most of a model's ports (more than half, and at
+    least two) are ACTIVE, the set is evidently meant to be up, and a sibling that is down is a
+    missing rail — the collectives lose its share of the bandwidth or fail over it — not an unused
+    NIC. A model with half or fewer of its ports up (a dual-port front-end card with one cable) is
+    not such a set, and its down ports keep the unused-NIC WARN.
+    """
+    counts: dict[str, list[int]] = {}
+    for device in record.devices:
+        if not device.ca_type:
+            continue
+        for port in device.ports:
+            up = port.state == "ACTIVE" and port.physical_state in ("LINKUP", None)
+            tally = counts.setdefault(device.ca_type, [0, 0])
+            tally[0] += up
+            tally[1] += 1
+    return {model: (up, total) for model, (up, total) in counts.items() if up >= 2 and 2 * up > total and up < total}
+
+
+def judge_kernel_network(record: DmesgRecord, window: XidWindow, source: str) -> Iterator[Finding]:
+    """``kernel.nic`` and ``kernel.link_flap`` findings of a saved kernel log (called by its judge)."""
+    start = window.start
+    recent = [m for m in record.nic_messages
+              if start is None or m.timestamp is None or datetime.fromisoformat(m.timestamp) >= start]
+    groups: dict[tuple[str, str | None], list[str]] = {}
+    for message in recent:
+        groups.setdefault((message.code, message.device), []).append(message.message)
+    for (code, device), texts in groups.items():
+        status, _, what, advice = NIC_VERDICTS[code]
+        subject = f"{source}/{device}" if device else source
+        yield Finding("kernel.nic", status, subject, code,
+                      f"{what}: {texts[0][:160]}" + (f" ({len(texts)} times)" if len(texts) > 1 else ""),
+                      observed=len(texts), unit="messages", recommendation=advice,
+                      details={"examples": texts[:3], "window": window.describe()})
+    if older := len(record.nic_messages) - len(recent):
+        yield Finding("kernel.nic", Status.PASS, source, "older",
+                      f"{older} NIC driver message(s) before {window.describe()}: not judged", observed=older)
+    for changes in record.carrier:
+        if not changes.lost:
+            continue
+        if start is not None and changes.last_lost is not None and datetime.fromisoformat(changes.last_lost) < start:
+            yield Finding("kernel.link_flap", Status.PASS, f"{source}/{changes.interface}", "older",
+                          f"{changes.interface}: lost its carrier {changes.lost} time(s) before "
+                          f"{window.describe()}: not judged", observed=changes.lost)
+            continue
+        infiniband = changes.link == "infiniband"
+        regained = f", regained {changes.gained}" if changes.gained else ", not regained in the log"
+        yield Finding("kernel.link_flap", Status.FAIL if infiniband else Status.WARN, f"{source}/{changes.interface}",
+                      "ib_link_flap" if infiniband else "link_flap",
+                      f"{changes.interface} ({'InfiniBand' if infiniband else 'network'} link) lost its carrier "
+                      f"{changes.lost} time(s){regained}", observed=changes.lost, expected=0, unit="flaps",
+                      details={"gained": changes.gained, "first": changes.first_lost, "last": changes.last_lost},
+                      recommendation="Check the cable, transceiver and switch port of this link (ibstat, the switch "
+                                     "log); drain the node if an InfiniBand rail keeps flapping.")
 
 
 @judges("perftest")

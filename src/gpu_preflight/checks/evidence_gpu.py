@@ -11,6 +11,7 @@ is judged by the registered ``gpu.xid`` check and the Xid policy table.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -19,12 +20,13 @@ from ..actions import Action
 from ..model import NA, Finding, Status
 from ..registry import declare
 from .evidence import judges
+from .evidence_fabric import judge_kernel_network
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..records import GpuFacts, GpuRecord
     from ..records.dmesg import DmesgRecord
-    from ..records.smi import DmonRecord, NvidiaSmiRecord, SmiGpu, SmiListingRecord, TopoRecord
+    from ..records.smi import DmonRecord, ListedGpu, NvidiaSmiRecord, SmiGpu, SmiListingRecord, TopoRecord
 
 MIB = 1024 * 1024
 GPU_LIBRARIES = ("libnccl", "libcuda", "libnvidia", "libcudart", "libcublas", "libnvrm")
@@ -158,7 +160,11 @@ def _smi_failures(record: NvidiaSmiRecord, source: str) -> Iterator[Finding]:
 
 @judges("nvidia-smi-nvlink", "nvidia-smi-list")
 def judge_listing(record: SmiListingRecord, config: Config, source: str) -> Iterator[Finding]:
-    """NVLink state/counters (``gpu.nvlink``) or GPU identities (``gpu.inventory.*``) of a listing."""
+    """NVLink state/counters (``gpu.nvlink``) or GPU identities (``gpu.inventory.*``) of a listing.
+
+    A GPU under which ``nvlink -s`` printed a message instead of links (``nvlink_note``) is
+    judged by :func:`_nvlink_note`; the others by the ``gpu.nvlink`` check.
+    """
     from ..records import GpuRecord, NvLink
 
     what = "nvlink" if record.format == "nvlink" else "-L"
@@ -168,17 +174,78 @@ def judge_listing(record: SmiListingRecord, config: Config, source: str) -> Iter
     gpus = []
     for g in record.gpus:
         gpu = GpuRecord(index=g.index, name=g.name or NA("not listed"), uuid=g.uuid or NA("not listed"),
-                        mig_current=True if g.mig_devices else NA(f"nvidia-smi {what} shows no MIG mode"))
+                        mig_current=True if g.mig_devices or g.nvlink_note == "mig_mode"
+                        else NA(f"nvidia-smi {what} shows no MIG mode"))
         if record.format == "nvlink":
-            # `nvlink -e` prints counters only: a link it lists is taken as present, its state is `-s`'s to say
-            gpu.nvlinks = [NvLink(link=x.link, active=x.active is not False, errors=_link_errors(x.errors))
-                           for x in g.links] if g.links else NA("no NVLink listed")
+            if g.nvlink_note == "not_supported":
+                gpu.nvlinks = NA("nvidia-smi: the device does not have or support NVLink")
+            elif g.nvlink_note is not None:
+                yield _nvlink_note(g, record, config, source)
+                continue
+            else:
+                # `nvlink -e` prints counters only: a link it lists is taken as present, its state is `-s`'s to say
+                gpu.nvlinks = [NvLink(link=x.link, active=x.active is not False, errors=_link_errors(x.errors))
+                               for x in g.links] if g.links else NA("no NVLink listed")
         gpus.append(gpu)
     if record.elided:  # links cut out of a pasted excerpt are not missing links
         config = dataclasses.replace(config, gpu=dataclasses.replace(config.gpu, nvlink_expected_links=None))
-    facts = _facts(f"nvidia-smi {what}", None, None, gpus)
-    wanted = ("gpu.nvlink",) if record.format == "nvlink" else _LIST_CHECKS
-    yield from run_gpu_checks(facts, config, source, lambda check_id: check_id in wanted)
+    if gpus:
+        facts = _facts(f"nvidia-smi {what}", None, None, gpus)
+        wanted = ("gpu.nvlink",) if record.format == "nvlink" else _LIST_CHECKS
+        yield from run_gpu_checks(facts, config, source, lambda check_id: check_id in wanted)
+
+
+BASEBOARD_NVLINK_NAMES = (r"SXM", r"\bHGX\b", r"\bH[18]00 80GB HBM3\b", r"(?<!G)H200(?! NVL)", r"\bH20\b",
+                          r"(?<!G)B[123]00\b", r"\bGB[23]00\b")
+"""NVML names of GPUs sold only as modules whose NVLinks are wired on the baseboard (SXM2/4/5 and
+the HGX/Blackwell boards, whose names do not all say SXM: ``H100 80GB HBM3`` is the SXM5 part,
+``H100 PCIe`` and ``H200 NVL`` the cards). On any other GPU NVLink, where it exists at all, is an
+optional bridge between two cards (GeForce, Quadro/RTX, the PCIe data-centre cards), and a card
+without one fitted reports every link inactive. A profile's ``perf.allreduce_nvswitch_gpu_names``
+adds its own names; ``gpu.nvlink_expected_links`` says links are expected whatever the name."""
+
+
+def _nvlink_note(gpu: ListedGpu, record: SmiListingRecord, config: Config, source: str) -> Finding:
+    """A GPU nvidia-smi printed a message for instead of links: all inactive, or not queried in MIG mode.
+
+    All links inactive FAILs on a GPU whose NVLinks are on its baseboard (:data:`BASEBOARD_NVLINK_NAMES`)
+    or that the profile expects links on: the GPU is cut off from its peers (nvidia-smi prints this when
+    the fabric manager or the links failed to train). On a listing that shows a single GPU 0 it WARNs
+    instead: a one-GPU VM slice of such a board has no peer to link to, as ``gpu.nvlink`` SKIPs a
+    node's only GPU, but the listing may also be a ``-i 0`` excerpt of a broken node. On any other GPU
+    it SKIPs: an optional bridge is not fitted. MIG mode SKIPs: nvidia-smi does not query NVLink there.
+    """
+    subject = f"{source}/gpu{gpu.index}"
+    label = f"gpu{gpu.index}" + (f" ({gpu.name})" if gpu.name else "")
+    if gpu.nvlink_note == "mig_mode":
+        return Finding("gpu.nvlink", Status.SKIP, subject, "mig_mode",
+                       f"{label}: nvidia-smi does not query NVLink of a GPU in MIG mode; not judged")
+    patterns = (*BASEBOARD_NVLINK_NAMES, *config.perf.allreduce_nvswitch_gpu_names)
+    on_board = bool(gpu.name) and any(_matches(p, gpu.name or "") for p in patterns)
+    if not on_board and not config.gpu.nvlink_expected_links:
+        return Finding("gpu.nvlink", Status.SKIP, subject, "no_bridge",
+                       f"{label}: every NVLink inactive: its NVLink is an optional bridge, and none is fitted; "
+                       "not judged", observed=0, unit="links")
+    why = "its NVLinks are on the baseboard" if on_board else "the profile expects NVLinks"
+    details = {"links": 0, "active": 0, "basis": why}
+    if len(record.gpus) == 1 and gpu.index == 0:
+        return Finding("gpu.nvlink", Status.WARN, subject, "nvlink_inactive_single_gpu",
+                       f"{label}: every NVLink inactive, and it is the only GPU shown ({why}): a fault unless this "
+                       "is a one-GPU VM slice", observed=0, unit="links", details=details,
+                       recommendation="If the node has other GPUs, run `nvidia-smi nvlink -s` on all of them and "
+                                      "check the fabric manager; a one-GPU VM has no peer to link to.")
+    return Finding("gpu.nvlink", Status.FAIL, subject, "nvlink_down",
+                   f"{label}: every NVLink inactive ({why})", observed=0, unit="links", details=details,
+                   recommendation="Reset the GPU; if links stay down, drain the node and check the NVSwitch tray / "
+                                  "fabric manager logs (systemctl status nvidia-fabricmanager).")
+
+
+def _matches(pattern: str, name: str) -> bool:
+    """A profile's name pattern that is not a valid regular expression matches nothing."""
+    try:
+        return re.search(pattern, name, re.IGNORECASE) is not None
+    except re.error:
+        return False
 
 
 @judges("nvidia-smi-dmon")
@@ -218,7 +285,9 @@ def judge_topo(record: TopoRecord, config: Config, source: str) -> Iterator[Find
 
 @judges("dmesg")
 def judge_dmesg(record: DmesgRecord, config: Config, source: str) -> Iterator[Finding]:
-    """Xids by the Xid policy (``gpu.xid``), PCIe ``limited by`` links, and GPU-library crashes.
+    """Xids by the Xid policy (``gpu.xid``), RDMA NIC messages and link flaps (``kernel.nic``,
+    ``kernel.link_flap``, :func:`~.evidence_fabric.judge_kernel_network`), PCIe ``limited by`` links,
+    and GPU-library crashes.
 
     The Xid window of a saved log ends at its last timestamp (the log has no "now");
     an unreadable log is an ERROR: the file says nothing about Xids.
@@ -229,6 +298,7 @@ def judge_dmesg(record: DmesgRecord, config: Config, source: str) -> Iterator[Fi
                       recommendation="Collect it with privileges (sudo dmesg, or CAP_SYSLOG in the container).")
         return
     yield from _xids(record, config, source)
+    yield from judge_kernel_network(record, record.window(config.xid.window_hours), source)
     for limit in record.pcie_limits:
         yield Finding("pcie.limited_by", Status.WARN, f"{source}/{limit.device}", "link_limited",
                       f"{limit.device}: {limit.available_gbps:g} Gb/s available, limited by a "

@@ -165,10 +165,20 @@ def row_remap(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
         yield not_read(ctx, subject, "row remapping (pending or failure flag)", NA("not shown"))
 
 
-RETIRED_PAGE_ACTIONS = {"retirement_pending": Action.RESET_GPU, "retired_pages_high": Action.MONITOR}
+RETIRED_PAGE_ACTIONS = {"retirement_pending": Action.RESET_GPU, "retired_pages_high": Action.MONITOR,
+                        "retired_pages_full": Action.ISOLATE_NODE}
 """A page pending retirement is retired when the driver next initialises the GPU (a reset or a
 reboot): DCGM's DCGM_FR_PENDING_PAGE_RETIREMENTS is RESET. Many retired pages is wear to watch
-against the RMA threshold."""
+against the RMA threshold; a full retirement table is that threshold (DCGM fails its diagnostic
+there, and NVIDIA takes such a GPU back): the GPU is replaced."""
+
+RETIRED_PAGES_FULL = 63
+"""Retired pages (both causes) at which the GPU's retirement table counts as full: DCGM's
+``DCGM_LIMIT_MAX_RETIRED_PAGES`` (63, "updated to match the field diag"; 60 before), at or above
+which its diagnostic FAILs with DCGM_FR_RETIRED_PAGES_LIMIT. The driver keeps at most 64 entries
+per GPU in the infoROM, so a GPU there can retire no further bad page: the next double-bit error
+on it has nowhere to go (Azure's health check calls this "Retirement Table Full"). A hardware
+limit, not a site threshold: ``gpu.retired_pages_warn`` is the site's early warning below it."""
 
 
 @check("gpu.memory.retired_pages", needs=("gpu",), group="gpu_health", component="hardware_health", core=True,
@@ -177,8 +187,10 @@ against the RMA threshold."""
 def retired_pages(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """Page retirement (pre-Ampere GPUs) has nothing pending and few retired pages.
 
-    WARN when a retirement is pending a reboot or when retired pages exceed
-    ``gpu.retired_pages_warn``. SKIP where the GPU uses row remapping instead.
+    FAIL when the retired pages reach :data:`RETIRED_PAGES_FULL` (63, DCGM's limit): the
+    retirement table is full or nearly so and the GPU is due for replacement. WARN when a
+    retirement is pending a reboot or when retired pages exceed ``gpu.retired_pages_warn``.
+    SKIP where the GPU uses row remapping instead.
     """
     limit = ctx.config.gpu.retired_pages_warn
     pending = gpu.retired_pages_pending
@@ -193,11 +205,20 @@ def retired_pages(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[F
         yield ctx.finding(Status.WARN, subject, "retirement_pending",
                           f"{gpu.label}: page retirement pending a reboot", observed=True, expected=False,
                           recommendation="Drain and reboot the node so the pages are retired.")
-    if total > limit:
+    if total >= RETIRED_PAGES_FULL:
+        flagged = True
+        yield ctx.finding(Status.FAIL, subject, "retired_pages_full",
+                          f"{gpu.label}: {total} retired pages: the page retirement table is full "
+                          f"(DCGM's limit {RETIRED_PAGES_FULL}; the driver holds 64)", observed=total,
+                          expected=f"< {RETIRED_PAGES_FULL}", unit="pages",
+                          recommendation="Drain the node and replace (RMA) this GPU: it can retire no further bad "
+                                         "page.")
+    elif total > limit:
         flagged = True
         yield ctx.finding(Status.WARN, subject, "retired_pages_high",
                           f"{gpu.label}: {total} retired pages (limit {limit})", observed=total,
                           expected=f"<= {limit}", unit="pages", recommendation="Plan an RMA for this GPU.")
     if not flagged:
+        status = "none pending" if pending is False else "pending retirement not shown"
         yield ctx.finding(Status.PASS, subject, "ok",
-                          f"{gpu.label}: {total} retired pages, none pending", observed=total, unit="pages")
+                          f"{gpu.label}: {total} retired pages, {status}", observed=total, unit="pages")

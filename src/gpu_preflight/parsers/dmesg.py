@@ -28,7 +28,9 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Generic, TypeVar
 
+from ..records.dmesg import CarrierChanges as CarrierChanges
 from ..records.dmesg import DmesgRecord as DmesgRecord
+from ..records.dmesg import NicMessage as NicMessage
 from ..records.dmesg import PcieLimit as PcieLimit
 from ..records.dmesg import Segfault as Segfault
 from ..records.dmesg import XidCount as XidCount
@@ -43,6 +45,7 @@ from .kernel_log import (
     kernel_log_denied,
     line_timestamp,
 )
+from .nic_log import carrier_change, interface_class, nic_message
 from .text import ContentGate
 from .xid_timeline import XidTimeline, moment, reset_mark
 
@@ -58,7 +61,11 @@ _SEGFAULT = re.compile(r"(?<![^\s\[\]])(?P<process>[^\s\[\]]+)\[(?P<pid>\d+)\]: 
 _KERNEL_LINE = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]|[a-z]+\s*:\s*[a-z]+\s*:|\d{4}-\d{2}-\d{2}[T ]\d|"
                           r"\[[A-Z][a-z]{2} [A-Z][a-z]{2}|[A-Z][a-z]{2}\s+\d+ \d{2}:\d{2}:\d{2} "
                           r"|\d{1,3},\d+,\d+,[-+c][^;\n]*;)|NVRM:|kernel:")
-_JOURNAL_KERNEL = re.compile(r"^\S+\s+\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+ kernel: ", re.MULTILINE)
+_JOURNAL_KERNEL = re.compile(r"^(?:\S+\s+\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"
+                             r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?) \S+ kernel: ",
+                             re.MULTILINE)  # journalctl -o short / short-precise / short-iso(-precise), any locale
+# A syslog file's line from any program ("Aug 17 06:18:01 host systemd-networkd[5398]: ib6: lost carrier").
+_SYSLOG_LINE = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [\w./@-]+(?:\[\d+\])?: \S", re.MULTILINE)
 # The kernel's /dev/kmsg record: "<syslog prio>,<sequence>,<microseconds>,<flags>;<message>".
 _KMSG_RECORD = re.compile(r"^\d{1,3},\d+,\d+,[-+c][^;\n]*;", re.MULTILINE)
 _KERNEL_LINE_BYTES = re.compile(_KERNEL_LINE.pattern.encode(), re.MULTILINE)
@@ -66,8 +73,10 @@ _KERNEL_LINE_BYTES = re.compile(_KERNEL_LINE.pattern.encode(), re.MULTILINE)
 # but plain dmesg's "[  123.456789]"; each candidate is confirmed by line_timestamp, newest first.
 _MAYBE_WALL = re.compile(rb"\n(?!\[[ 0-9])")
 _NEEDLES_LOWER = (b"nvrm",)  # _SHAPE is case-insensitive: searched in the lower-cased chunk
-_NEEDLES = (b"segfault at", b"limited by", b"SXid", b"Linux version ", b"-- Boot ", b"-- Reboot --")
+_NEEDLES = (b"segfault at", b"limited by", b"SXid", b"Linux version ", b"-- Boot ", b"-- Reboot --", b"efa ",
+            b"infiniband ", b"mlx5_core", b"nvidia-peermem", b"arrier")  # "arrier": Lost/Gained/lost carrier
 _DENIAL_NEEDLES = (b"dmesg: ", b"No journal files", b"/dev/kmsg: ")
+_SNIFF_LINES = 2000  # lines of the sniff window searched for a NIC driver message
 _TAIL_LINES = 32  # lines read back from a chunk's end for its last timestamp before searching all of it
 CLOCK_JUMP = timedelta(days=1)  # a line dated this far beyond the one before it (or now) is a clock jump
 _STAMP_BYTES = 400  # a timestamp prefix is at most 96 characters of at most 4 bytes
@@ -109,6 +118,8 @@ class DmesgScanner:
         self.unparsed: _Kept[UnparsedXid] = _Kept()
         self.limits: _Kept[PcieLimit] = _Kept()
         self.segfaults: _Kept[Segfault] = _Kept()
+        self.nic: _Kept[NicMessage] = _Kept()
+        self.carrier: dict[str, CarrierChanges] = {}
         self.timeline = XidTimeline()
         self.lines = 0
         self.denied: str | None = None
@@ -118,7 +129,8 @@ class DmesgScanner:
         self.clock_jumps: list[str] = []
 
     def _anything(self) -> bool:
-        return bool(self.xids.total or self.unparsed.total or self.limits.total or self.segfaults.total)
+        return bool(self.xids.total or self.unparsed.total or self.limits.total or self.segfaults.total
+                    or self.nic.total or self.carrier)
 
     def feed(self, chunk: bytes) -> None:
         if not chunk:
@@ -167,9 +179,26 @@ class DmesgScanner:
         elif m := _segfault(bounded):
             self.segfaults.add(Segfault(m.group("process"), int(m.group("pid")), m.group("library"),
                                         bounded.strip()))
+        elif nic := nic_message(bounded):
+            self.nic.add(NicMessage(*nic, timestamp=_iso(line_timestamp(bounded, now=self.now))))
+        elif (change := carrier_change(bounded)) and (link := interface_class(change[0])) != "virtual":
+            self._carrier(change[0], link, change[1], _iso(line_timestamp(bounded, now=self.now)))
         if self.denied is None and not self._anything() and (
                 "failed:" in line or "No journal files" in line or "/dev/kmsg:" in line):
             self.denied = kernel_log_denied(line)
+
+    def _carrier(self, interface: str, link: str, lost: bool, stamp: str | None) -> None:
+        changes = self.carrier.get(interface)
+        if changes is None:
+            if len(self.carrier) >= KEPT:  # a log naming more interfaces than this is not a node's NICs
+                return
+            changes = self.carrier[interface] = CarrierChanges(interface, link)
+        if lost:
+            changes.lost += 1
+            changes.first_lost = changes.first_lost or stamp
+            changes.last_lost = stamp or changes.last_lost
+        else:
+            changes.gained += 1
 
     def _xid_line(self, found: XidEvent) -> XidLine:
         return XidLine(xid=found.xid, pci_bus_id=self.timeline.gpu(found.pci), message=found.message,
@@ -180,14 +209,15 @@ class DmesgScanner:
         self.gate.finish()
         record = DmesgRecord(
             xid_events=[self._xid_line(e) for e in self.xids.items()], pcie_limits=self.limits.items(),
-            segfaults=self.segfaults.items(),
+            segfaults=self.segfaults.items(), nic_messages=self.nic.items(), carrier=list(self.carrier.values()),
             lines=self.lines, unparsed_xids=self.unparsed.items(), clock_jumps=self.clock_jumps,
             last_timestamp=self.last.isoformat() if self.last else None,
             xid_counts=[XidCount(g.xid, g.pci, g.count, _iso(moment(g.first)), _iso(moment(g.last)))
                         for g in self.timeline.groups if g.kind.partition(":")[0] == "xid"],  # Xid lines only
             omitted={name: kept.total - len(kept.head) - len(kept.tail)
                      for name, kept in (("xid_events", self.xids), ("unparsed_xids", self.unparsed),
-                                        ("pcie_limits", self.limits), ("segfaults", self.segfaults))
+                                        ("pcie_limits", self.limits), ("segfaults", self.segfaults),
+                                        ("nic_messages", self.nic))
                      if kept.total > len(kept.head) + len(kept.tail)},
         )
         record.timeline = self.timeline
@@ -207,9 +237,13 @@ def sniff(text: str) -> int:
         return 60
     if ("NVRM:" in text or "SXid (" in text) and _KERNEL_LINE.search(text):
         return 60  # driver messages without an Xid line, NVSwitch SXids
+    if any(nic_message(line[:MAX_LINE]) for line in text.splitlines()[:_SNIFF_LINES]):
+        return 60  # an RDMA NIC driver's own message, anchored on its driver prefix
     if re.search(r"^\[\s*\d+\.\d+\] ", text, re.MULTILINE) or _KMSG_RECORD.search(text):
         return 30  # plain dmesg, or /dev/kmsg records as read raw ("6,3964,206764307,-;message")
-    return 20 if _JOURNAL_KERNEL.search(text) else 0  # "<month> <day> <time> <host> kernel: ..." (any locale)
+    if _JOURNAL_KERNEL.search(text):
+        return 20  # "<month> <day> <time> <host> kernel: ..." or its ISO form
+    return 15 if _SYSLOG_LINE.search(text) else 0  # a syslog file: other programs' lines (systemd-networkd...)
 
 
 def scan(chunks: Iterable[bytes], *, now: datetime | None = None, recent: deque[str] | None = None) -> DmesgRecord:

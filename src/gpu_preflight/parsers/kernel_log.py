@@ -295,6 +295,7 @@ _MULTILINE_GPU = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa
 _CAUSE = re.compile(r"caused by previous Xid (?P<xid>\d{1,6})\b", re.IGNORECASE)
 _SELF_SEVERITY = re.compile(r"^[A-Z0-9_/]+\s+(?P<sev>Fatal|Nonfatal|Non-fatal)\b")
 _RECOVERY = re.compile(r"recovery action changed from .*? to 0x[0-9A-Fa-f]+ \((?P<action>[^)]+)\)", re.IGNORECASE)
+_SXID_CONTINUATION = re.compile(r"^(?:Severity \d+\b|Data \{)", re.IGNORECASE)
 _SXID = re.compile(r"nvidia-nvswitch\d*: SXid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+)\): "
                    r"(?P<sxid>\d{1,6}), (?P<rest>.*)$")
 
@@ -305,14 +306,23 @@ class KernelLineReader:
     An ``NVRM: Xid`` line is an event (and, when it says "caused by previous Xid N", the named
     Xid is one too, kind ``cause``); a driver message from :data:`DRIVER_MESSAGES` is an event of
     the Xid it stands for (kind ``nvrm:<id>``); an NVSwitch ``SXid`` line is an event of kind
-    ``sxid`` (``sxid:fatal``/``sxid:nonfatal`` where the line says which). It keeps one piece of
-    state: the GPU a multi-line "fallen off the bus" notice named on its first line.
+    ``sxid`` (``sxid:fatal``/``sxid:nonfatal`` where the line says which). It keeps two pieces of
+    state: the GPU a multi-line "fallen off the bus" notice named on its first line, and the SXids
+    whose headline (``20034, Fatal, Link 30 ...``) it has read.
+
+    The NVSwitch driver prints one SXid as a record of several lines: the headline with its
+    severity, then ``Severity <n> Engine instance ...`` and ``Data {...}`` lines with the same SXid
+    number and switch. Those continuation lines belong to the headline's event (they are not events
+    of unknown severity): after a headline of that SXid on that switch they add nothing. A
+    continuation line whose headline is not in the text (a pasted excerpt) stays an event of kind
+    ``sxid``, judged as an SXid of unknown severity.
     """
 
     def __init__(self, *, boot_time: datetime | None = None, now: datetime | None = None,
                  zone: tzinfo = UTC) -> None:
         self.boot_time, self.now, self.zone = boot_time, now, zone
         self._pending_gpu: str | None = None
+        self._sxid_headlines: set[tuple[str, int]] = set()
 
     def read(self, line: str) -> list[XidEvent | UnparsedXid]:
         bounded = line[:MAX_LINE]
@@ -324,7 +334,7 @@ class KernelLineReader:
         if "NVRM" in bounded:
             return self._driver(line, bounded)
         if "SXid" in bounded and (m := _SXID.search(bounded)):
-            return [self._sxid(m, line)]
+            return self._sxid(m, line)
         return []
 
     def _xid(self, event: XidEvent) -> list[XidEvent | UnparsedXid]:
@@ -352,9 +362,16 @@ class KernelLineReader:
             return [XidEvent(xid, pci, stamp, None, None, bounded[m.start():].strip()[:300], line, f"nvrm:{name}")]
         return []
 
-    def _sxid(self, m: re.Match[str], line: str) -> XidEvent:
+    def _sxid(self, m: re.Match[str], line: str) -> list[XidEvent | UnparsedXid]:
         rest = m.group("rest").strip()
-        head = rest.split(",", 1)[0].strip().lower()
-        kind = "sxid:fatal" if head == "fatal" else "sxid:nonfatal" if head == "non-fatal" else "sxid"
+        head = rest.split(",", 1)[0].strip().lower().replace(" ", "")
+        key = (m.group("pci").lower(), int(m.group("sxid")))
+        if head in ("fatal", "non-fatal", "nonfatal"):
+            kind = "sxid:fatal" if head == "fatal" else "sxid:nonfatal"
+            self._sxid_headlines.add(key)
+        elif key in self._sxid_headlines and _SXID_CONTINUATION.match(rest):
+            return []
+        else:
+            kind = "sxid"
         stamp = _safe_timestamp(line[: m.start()], self.boot_time, self.now, self.zone)
-        return XidEvent(int(m.group("sxid")), m.group("pci"), stamp, None, None, rest[:300], line, kind)
+        return [XidEvent(int(m.group("sxid")), m.group("pci"), stamp, None, None, rest[:300], line, kind)]

@@ -1,4 +1,5 @@
-"""What a saved ``dmesg``/journal read gave: Xid lines, PCIe ``limited by`` lines, segfaults.
+"""What a saved ``dmesg``/journal read gave: Xid lines, PCIe ``limited by`` lines, segfaults,
+RDMA NIC driver messages and link carrier changes.
 
 Lists are capped by the parser (first and last entries kept, the count between in
 ``omitted``); an Xid tally over any window comes from :meth:`DmesgRecord.xid_tally`.
@@ -75,6 +76,29 @@ class Segfault:
 
 
 @dataclass
+class NicMessage:
+    """An RDMA NIC driver message (``parsers/nic_log.py``): its code, the device it names, the text."""
+
+    code: str
+    device: str | None
+    message: str
+    timestamp: str | None = None
+
+
+@dataclass
+class CarrierChanges:
+    """One network interface's ``Lost carrier``/``Gained carrier`` lines: how many, and when; ``link`` is
+    what the interface is by its name (``infiniband`` or ``ethernet``; container ends are not kept)."""
+
+    interface: str
+    link: str = "ethernet"
+    lost: int = 0
+    gained: int = 0
+    first_lost: str | None = None
+    last_lost: str | None = None
+
+
+@dataclass
 class DmesgRecord:
     """What a kernel log said: whether it was readable (or refused), its Xid events, PCIe limits and segfaults, and
     its last timestamp."""
@@ -90,6 +114,8 @@ class DmesgRecord:
     xid_counts: list[XidCount] = field(default_factory=list)
     omitted: dict[str, int] = field(default_factory=dict)  # list name -> entries not kept (between first and last)
     clock_jumps: list[str] = field(default_factory=list)  # lines dated far beyond the rest: not the log's end
+    nic_messages: list[NicMessage] = field(default_factory=list)
+    carrier: list[CarrierChanges] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.timeline: XidTimelineLike | None = None  # not a field: never serialised, read by the judge

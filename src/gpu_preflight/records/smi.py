@@ -166,15 +166,27 @@ class MigInstance:
     uuid: str
 
 
+NVLINK_NOTES = ("all_inactive", "not_supported", "mig_mode")
+"""What ``nvidia-smi nvlink -s`` prints under a GPU instead of its links (driver 525 and later):
+``NVML: Unable to retrieve NVLink information as all links are inActive`` (``all_inactive``),
+``Device does not have or support Nvlink`` (``not_supported``), ``Nvlink queries are not
+supported for Devices in MIG mode`` (``mig_mode``)."""
+
+
 @dataclass
 class ListedGpu:
-    """One GPU of ``nvidia-smi -L`` (or ``nvlink -s``): index, name, UUID, its links and MIG devices."""
+    """One GPU of ``nvidia-smi -L`` (or ``nvlink -s``): index, name, UUID, its links and MIG devices.
+
+    ``nvlink_note`` is one of :data:`NVLINK_NOTES` where nvidia-smi printed a message instead of the
+    GPU's links: whether that is a fault depends on the GPU (see ``judge_listing``).
+    """
 
     index: int
     name: str | None
     uuid: str | None
     links: list[NvLinkState] = field(default_factory=list)
     mig_devices: list[MigInstance] = field(default_factory=list)
+    nvlink_note: str | None = None
 
 
 @dataclass

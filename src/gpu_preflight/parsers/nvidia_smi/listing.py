@@ -6,7 +6,11 @@ one line per link (``Link 0: 26.562 GB/s``, ``Link 3: <inactive>``, or with ``-e
 two or nine spaces) and pasted elisions (``[...]``) vary and are ignored; an elided
 listing is flagged so a judge does not count links that were cut out as missing. A GPU
 without NVLink makes ``nvidia-smi nvlink -s`` print nothing: that empty output is an
-answer (no links), not an error.
+answer (no links), not an error. Newer drivers print a message under the GPU instead
+(:data:`~gpu_preflight.records.smi.NVLINK_NOTES`): all links inactive, no NVLink on this
+device, or no NVLink query in MIG mode; the GPU keeps it as ``nvlink_note``. nvidia-smi wraps
+the first at 80 columns in some captures (``... as all`` / ``links are inActive``), so a
+continuation line is read as part of it.
 """
 
 from __future__ import annotations
@@ -28,11 +32,28 @@ _GPU = re.compile(r"^GPU\s+(?P<index>\d+):\s*(?P<name>.*?)\s*\(UUID:\s*(?P<uuid>
 _LINK = re.compile(r"^Link\s+(?P<link>\d+):\s*(?P<rest>.*)$")
 _COUNTER = re.compile(r"^(?P<label>[A-Za-z][\w ./-]*?):\s*(?P<value>\S+)\s*$")
 _MIG = re.compile(r"^MIG\s+(?P<profile>\S+)\s+Device\s+(?P<index>\d+):\s*\(UUID:\s*(?P<uuid>[^)]+)\)")
+_NOTES = (
+    ("all_inactive", re.compile(
+        r"^(?:NVML:\s*)?Unable to retrieve NVLink information as all(?:\s+links are inactive\.?)?$", re.IGNORECASE)),
+    ("not_supported", re.compile(r"^Device does not (?:have or )?support NVLink\.?$", re.IGNORECASE)),
+    ("mig_mode", re.compile(r"^NVLink queries are not supported for Devices in MIG mode\.?$", re.IGNORECASE)),
+)
+_WRAPPED = re.compile(r"^links are inactive\.?$", re.IGNORECASE)  # the second half of a wrapped all_inactive
 
 
 def sniff_nvlink(text: str) -> int:
     has_gpu = re.search(r"^GPU\s+\d+:.*\(UUID:", text, re.MULTILINE)
-    return 85 if has_gpu and re.search(r"^\s*Link\s+\d+:", text, re.MULTILINE) else 0
+    if not has_gpu:
+        return 0
+    if re.search(r"^\s*Link\s+\d+:", text, re.MULTILINE):
+        return 85
+    lines = (line.strip() for line in text.splitlines())
+    return 85 if any(_note(line) for line in lines) else 0
+
+
+def _note(line: str) -> str | None:
+    """The :data:`~gpu_preflight.records.smi.NVLINK_NOTES` code a line prints, if it is one."""
+    return next((code for code, pattern in _NOTES if pattern.match(line)), None)
 
 
 def sniff_list(text: str) -> int:
@@ -72,9 +93,13 @@ def _parse(kind: str, text: str, fmt: str) -> SmiListingRecord:
             _add_link(current, int(m.group("link")), m.group("rest"))
         elif current is not None and (m := _MIG.match(line)):
             current.mig_devices.append(MigInstance(m.group("profile"), int(m.group("index")), m.group("uuid")))
+        elif current is not None and fmt == "nvlink" and (note := _note(line)):
+            current.nvlink_note = note
+        elif current is not None and current.nvlink_note == "all_inactive" and _WRAPPED.match(line):
+            continue
         else:
             raise ParseError(kind, f"unexpected line {line[:60]!r}", number)
-    if fmt == "nvlink" and record.gpus and not any(g.links for g in record.gpus):
+    if fmt == "nvlink" and record.gpus and not any(g.links or g.nvlink_note for g in record.gpus):
         raise ParseError(kind, "GPU lines but no 'Link <n>:' line")
     return record
 

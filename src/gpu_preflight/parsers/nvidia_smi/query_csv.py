@@ -5,6 +5,12 @@ subset and order of fields works, with or without ``nounits``. Fields the header
 name stay ``None``. ``noheader`` output cannot be read: without names a column could be
 anything, so it is refused rather than guessed. Unsupported fields print ``[N/A]`` or
 ``[Requested functionality has been deprecated]`` and read as ``None``.
+
+``--query-retired-pages=gpu_bus_id,...,retired_pages.address,retired_pages.cause`` has one row
+per retired page instead of one per GPU; its rows are counted per GPU and cause (``Single Bit
+ECC``, ``Double Bit ECC``) into the same record. A row whose address is ``[N/A]`` is no page: a
+GPU that retires none (an H100, which remaps rows instead) prints one such row per cause. The
+output does not say whether a retirement is pending, so that stays unknown.
 """
 
 from __future__ import annotations
@@ -24,11 +30,17 @@ _KNOWN = ("name", "uuid", "pci.bus_id", "index", "driver_version", "temperature.
           "power.draw", "utilization.gpu", "pstate", "vbios_version", "count", "serial")
 
 
+_PAGE_COLUMNS = ("retired_pages.address", "retired_pages.cause")
+_CAUSES = {"single bit ecc": "sbe", "double bit ecc": "dbe"}
+
+
 def sniff(text: str) -> int:
     for line in text.splitlines()[:5]:
         if is_noise(line) or not line.strip():
             continue
         names = [_UNIT.sub("", c).strip() for c in line.split(",")]
+        if all(c in names for c in _PAGE_COLUMNS):
+            return 80
         hits = sum(1 for n in names if n in _KNOWN or n.startswith(("clocks.", "ecc.", "pcie.", "power.")))
         return 80 if hits >= 2 and len(names) >= 2 else 0
     return 0
@@ -42,6 +54,8 @@ def parse(text: str) -> NvidiaSmiRecord:
         raise ParseError(KIND, "no CSV lines")
     rows = [next(csv.reader([line], skipinitialspace=True), []) for _, line in numbered]
     header = [_UNIT.sub("", c).strip() for c in rows[0]]
+    if all(c in header for c in _PAGE_COLUMNS):
+        return _retired_pages(numbered, rows, header)
     if not any(h in _KNOWN for h in header):
         raise ParseError(KIND, "first line is not a --query-gpu header (was the output made with noheader?)",
                          numbered[0][0])
@@ -60,6 +74,29 @@ def parse(text: str) -> NvidiaSmiRecord:
         attached_gpus=next((c for c in counts if c is not None), None),
         gpus=gpus,
     )
+
+
+def _retired_pages(numbered: list[tuple[int, str]], rows: list[list[str]], header: list[str]) -> NvidiaSmiRecord:
+    """``--query-retired-pages`` rows, counted per GPU (by bus id, else UUID) and cause."""
+    gpus: dict[str, SmiGpu] = {}
+    for (number, _), row in zip(numbered[1:], rows[1:], strict=True):
+        if len(row) != len(header):
+            raise ParseError(KIND, f"{len(row)} fields where the header names {len(header)}", number)
+        v = {h: c.strip() for h, c in zip(header, row, strict=True)}
+        bus, uuid = as_string(v.get("gpu_bus_id")), as_string(v.get("gpu_uuid"))
+        key = bus or uuid or "?"
+        gpu = gpus.get(key)
+        if gpu is None:
+            gpu = gpus[key] = SmiGpu(index=len(gpus), pci_bus_id=bus, uuid=uuid, name=as_string(v.get("gpu_name")),
+                                     serial=as_string(v.get("gpu_serial")), retired_pages_sbe=0, retired_pages_dbe=0)
+        cause = _CAUSES.get((v.get("retired_pages.cause") or "").strip().lower())
+        if cause is None:
+            raise ParseError(KIND, f"unknown retirement cause {v.get('retired_pages.cause')!r}", number)
+        if as_string(v.get("retired_pages.address")) is not None:
+            setattr(gpu, f"retired_pages_{cause}", (getattr(gpu, f"retired_pages_{cause}") or 0) + 1)
+    if not gpus:
+        raise ParseError(KIND, "a --query-retired-pages header without a row (not even an [N/A] one)")
+    return NvidiaSmiRecord(format="retired-pages csv", gpus=list(gpus.values()))
 
 
 def _column(rows: list[list[str]], header: list[str], name: str) -> list[str]:

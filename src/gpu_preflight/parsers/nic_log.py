@@ -1,0 +1,95 @@
+"""Network-side lines of a kernel log or syslog: RDMA NIC driver messages and link carrier changes.
+
+A GPU node's collectives between hosts run over its RDMA NICs (InfiniBand/RoCE ConnectX under
+``mlx5_core``, AWS EFA under ``efa``) and reach GPU memory through ``nvidia-peermem``; the
+kernel log is where those drivers say a device stopped answering. Each message is recognised
+here by a pattern and named by a code (:data:`NIC_MESSAGES`); what a code means, its verdict and
+its operator action are the judge's (``checks/evidence_fabric.py``), as for nvidia-smi's own
+failure texts.
+
+The EFA and mlx5 patterns are NVIDIA NVSentinel's syslog-health-monitor NIC-driver patterns
+(``health-monitors/syslog-health-monitor/pkg/nicdriver/config.go`` at commit cb777dd, Apache-2.0),
+anchored as there on the driver's own prefix: ``efa <PCI address>:`` before the RDMA device is
+registered, ``infiniband <rdmap…|efa_…>:`` after (the ENA network driver shares some texts, so
+an unanchored text would misfire), and ``mlx5_core`` for ConnectX. The peermem line is the one
+gpud's peermem component and konduktor's dmesg check flag.
+
+A carrier change is what ``systemd-networkd`` (and NetworkManager-less hosts' syslog) prints when
+a link goes down and up: ``ib6: Lost carrier`` / ``ib6: Gained carrier``. It is counted per
+interface; whether a loss is a fault depends on what the interface is (see
+:func:`interface_class`).
+
+Pure text in, tuples out; patterns read a bounded line and have no nested quantifiers.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["NIC_MESSAGES", "carrier_change", "interface_class", "nic_message"]
+
+_EFA = (r"\b(?:efa (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F])"
+        r"|infiniband (?P<ibdev>(?:rdmap|efa_)\S*)):")
+_MLX5 = r"\bmlx5_core(?: (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]))?"
+
+NIC_MESSAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("efa_admin_cmd_timeout", re.compile(
+        _EFA + r".*(?:Wait for completion \(polling\) timeout|The device didn't send any completion for admin cmd)")),
+    ("efa_admin_queue_closed", re.compile(_EFA + r".*Admin queue is closed")),
+    ("efa_device_reset_failed", re.compile(
+        _EFA + r".*(?:Reset indication didn't turn (?:on|off)|Device isn't ready, can't reset device)")),
+    ("efa_device_not_ready", re.compile(_EFA + r".*Device isn't ready, abort com init")),
+    ("efa_admin_cmd_failed", re.compile(_EFA + r".*Failed to (?:process|submit) command")),
+    ("mlx5_cmd_timeout", re.compile(_MLX5 + r".*timeout\. Will cause a leak of a command resource")),
+    ("mlx5_health_compromised", re.compile(_MLX5 + r".*device's health compromised.*reached miss count")),
+    ("mlx5_unrecoverable", re.compile(_MLX5 + r".*unrecoverable hardware error")),
+    ("mlx5_tx_timeout", re.compile(
+        r"(?:NETDEV WATCHDOG.*mlx5_core|" + _MLX5 + r".*NETDEV WATCHDOG).*transmit queue.*timed out"
+        r"|" + _MLX5.replace("?P<bdf>", "?:") + r".*TX timeout detected")),
+    ("mlx5_rx_timeout", re.compile(_MLX5 + r".*RX timeout on channel")),
+    ("mlx5_module_high_temp", re.compile(_MLX5 + r".*Port module event.*High Temperature")),
+    ("mlx5_module_unplugged", re.compile(_MLX5 + r".*Port module event.*Cable unplugged")),
+    ("mlx5_pcie_power", re.compile(_MLX5 + r".*Detected insufficient power on the PCIe slot")),
+    ("peermem_invalid_context", re.compile(
+        r"\bnvidia-peermem\b.*nv_get_p2p_free_callback.*ERROR detected invalid context")),
+)
+"""Code, pattern; the first that matches a line names it. Most specific first where texts overlap."""
+
+_CARRIER = re.compile(r"(?:^|[\s:\]])(?P<iface>[A-Za-z][\w.@-]{0,31}): (?P<change>Lost|Gained) carrier\b",
+                      re.IGNORECASE)
+
+_VIRTUAL = re.compile(r"^(?:veth|cali|docker|cni|flannel|vxlan|tun|tap|virbr|br-|lo$|kube-|weave|cilium|lxc|genev"
+                      r"|tailscale|wg|vnet|macvtap|dummy)", re.IGNORECASE)
+_INFINIBAND = re.compile(r"^ib(?:\d|p\d|s\d)", re.IGNORECASE)
+
+
+def nic_message(line: str) -> tuple[str, str | None, str] | None:
+    """``(code, device, text)`` for a NIC driver message on ``line``, else ``None``.
+
+    ``device`` is the PCI address or RDMA device the line names (``None`` where it names none).
+    """
+    if not ("efa" in line or "infiniband" in line or "mlx5" in line or "peermem" in line):
+        return None
+    for code, pattern in NIC_MESSAGES:
+        if (m := pattern.search(line)) is not None:
+            groups = m.groupdict()
+            device = groups.get("ibdev") or groups.get("bdf")
+            return code, device, line[m.start():].strip()[:300]
+    return None
+
+
+def carrier_change(line: str) -> tuple[str, bool] | None:
+    """``(interface, lost)`` for a ``Lost carrier`` / ``Gained carrier`` line, else ``None``."""
+    if "carrier" not in line.lower():
+        return None
+    m = _CARRIER.search(line)
+    return (m.group("iface"), m.group("change").lower() == "lost") if m else None
+
+
+def interface_class(name: str) -> str:
+    """``infiniband`` (``ib0``, ``ibp12s0``), ``virtual`` (container and bridge ends: ``veth…``, ``cali…``,
+    ``docker0``…, which come and go with pods) or ``ethernet`` (everything else: ``eth0``, ``ens5``,
+    ``enp…``, bonds)."""
+    if _VIRTUAL.match(name):
+        return "virtual"
+    return "infiniband" if _INFINIBAND.match(name) else "ethernet"
