@@ -54,7 +54,7 @@ def test_the_size_flags_are_sugar_for_set() -> None:
         "workload.collective_iters=50", "workload.collective_iters_cpu=50",
         "workload.collective_max_bytes_quick_gpu=8000000",
         "workload.collective_max_bytes_full_gpu=8000000", "workload.collective_max_bytes_cpu=8000000",
-        "workload.train_steps=30"]
+        "workload.collective_scaling=false", "workload.train_steps=30"]
     assert size_overrides(None, None, 7, None) == ["workload.train_steps=7"]
     assert size_overrides(None, None, None, None, 64) == ["workload.train_batch_size=64"]
 

@@ -15,6 +15,9 @@ Each size flag is sugar for the ``--set`` of a setting that already exists, so a
                     includes (the spelling ``ddp_tests.py --train-smoke`` used; sets nothing)
 ==================  =====================================================================
 
+``--iters`` and ``--numel`` also set ``workload.collective_scaling = false``: the suite asks for
+exactly these values, which the job-size table (docs/distributed.md) must not scale.
+
 The ranges are the settings' own (``tests/test_run_flags.py`` holds them to the schema), so
 an out-of-range value is argparse's one-line usage error (exit 3) naming the flag.
 """
@@ -31,6 +34,7 @@ __all__ = ["FLAG_SETTINGS", "MAX_BATCH", "NUMEL_BYTES", "add_acceptance_argument
 NUMEL_BYTES = 4  # float32, the element the suite's --numel counts
 MAX_STEPS = 100_000  # workload.train_steps' upper bound
 MAX_BATCH = 65_536  # workload.train_batch_size's upper bound
+EXACT_SIZES = "workload.collective_scaling=false"  # with --iters or --numel: the values as given
 FLAG_SETTINGS = {  # flag -> the settings it sets (for the docs and the range test)
     "iters": ("workload.collective_iters", "workload.collective_iters_cpu"),
     "numel": ("workload.collective_max_bytes_quick_gpu", "workload.collective_max_bytes_full_gpu",
@@ -78,6 +82,8 @@ def size_overrides(iters: int | None, numel: int | None, steps: int | None, epoc
         out.append(f"{FLAG_SETTINGS['batch_size'][0]}={batch_size}")
     if numel is not None:
         out += [f"{key}={numel * NUMEL_BYTES}" for key in FLAG_SETTINGS["numel"]]
+    if iters is not None or numel is not None:
+        out.append(EXACT_SIZES)
     if epochs is not None and steps is None:
         raise ValueError("argument --epochs: needs --steps (the steps of one epoch)")
     if steps is not None:

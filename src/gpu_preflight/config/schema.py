@@ -336,6 +336,10 @@ class WorkloadConfig:
     collective_iters: int = setting(10, "Timed iterations per collective size on GPUs.", min=1, max=10_000)
     collective_iters_cpu: int = setting(3, "Timed iterations per collective size on CPU workers.", min=1,
                                         max=10_000)
+    collective_scaling: bool = setting(
+        True, "Scale the GPU collectives' sizes and timed iterations with the job's size (the table in "
+              "docs/distributed.md; the values above are those of one node of up to 8 GPUs); false: the values "
+              "above as they are (the acceptance suite's --iters and --numel set it).")
     memory_test_fraction: float = setting(0.5, "Share of free GPU memory the pattern test writes and verifies.",
                                           "ratio", above=0, max=1)
     train_steps: int = setting(40, "Training smoke steps (single GPU and DDP).", min=1, max=100_000)

@@ -14,7 +14,7 @@ from ..config import Config
 from ..fastclass import dataclass
 from .topology import Topology
 
-__all__ = ["Group", "Plan", "layout", "make_plan", "node_ranks", "steps_for"]
+__all__ = ["Group", "Plan", "layout", "make_plan", "node_ranks", "report_parameters", "steps_for"]
 
 
 @dataclass
@@ -32,28 +32,33 @@ class Plan:
     train_steps: int
     train_batch: int = 512  # samples per training step on each rank (workload.train_batch_size)
     ops: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
+    tier: str = "node"  # the job-size table's row that chose sizes and iters (workloads.scaling)
     gpu_window: bool = False  # the ranks wait for DCGM's stress levels before touching CUDA (distributed.gpu_window)
 
 
-def make_plan(config: Config, suite: str, cuda: bool) -> Plan:
+def make_plan(config: Config, suite: str, cuda: bool, topo: Topology | None = None) -> Plan:
+    """The plan of a job shaped like ``topo``: collective sizes and iterations by the job-size
+    table (:mod:`gpu_preflight.workloads.scaling`; without ``topo``, the configured values)."""
+    from ..workloads.scaling import collective_sweep
+
     w = config.workload
     if cuda:
-        top = w.collective_max_bytes_full_gpu if suite == "full" else w.collective_max_bytes_quick_gpu
-        start = 8 if suite == "full" else 1 << 20
-        factor = 2 if suite == "full" else 8
-        iters, dtypes, n = w.collective_iters, list(w.gemm_dtypes_gpu), w.gemm_n_gpu
+        dtypes, n = list(w.gemm_dtypes_gpu), w.gemm_n_gpu
         seconds: float | None = w.gemm_seconds_full if suite == "full" else w.gemm_seconds_quick
         steps = w.train_steps
     else:
-        top, start, factor = w.collective_max_bytes_cpu, 1 << 10, 32
-        iters, dtypes, n, seconds = w.collective_iters_cpu, ["fp32"], w.gemm_n_cpu, None
+        dtypes, n, seconds = ["fp32"], w.gemm_n_cpu, None
         steps = min(w.train_steps, 25)  # CPU ranks share cores: keep the smoke short
-    sizes, size = [], start
-    while size < top:
-        sizes.append(size)
-        size *= factor
-    sizes.append(top)
-    return Plan(sizes, iters, 1, dtypes, n, 3 if not cuda else 5, seconds, cuda, steps, w.train_batch_size)
+    sweep = collective_sweep(w, suite, cuda, topo.world_size if topo else None, topo.num_nodes if topo else 1)
+    return Plan(sweep.sizes, sweep.iters, 1, dtypes, n, 3 if not cuda else 5, seconds, cuda, steps, w.train_batch_size,
+                tier=sweep.tier)
+
+
+def report_parameters(plan: Plan, topo: Topology, suite: str) -> dict[str, Any]:
+    """What the report says about the collectives' parameters (``cluster_info.test_parameters``)."""
+    return {"suite": suite, "device": "gpu" if plan.memory else "cpu", "world_size": topo.world_size,
+            "num_nodes": topo.num_nodes, "tier": plan.tier, "collective_sizes_bytes": list(plan.sizes),
+            "collective_iters": plan.iters, "collective_warmup": plan.warmup}
 
 
 @dataclass

@@ -31,7 +31,7 @@ from .gather import gather, post_node_bundle
 from .hooks import Hooks, hooks_from_env
 from .identity import NodeIdentity
 from .payload import FORMATION_OP, RankPayload
-from .plan import Plan, layout, make_plan, node_ranks, steps_for
+from .plan import Plan, layout, make_plan, node_ranks, report_parameters, steps_for
 from .stages import SCAN_RANKS, Marks
 from .store import (
     PREFIX,
@@ -239,7 +239,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
 
     cuda = torch.cuda.is_available() and torch.cuda.device_count() > topo.local_rank  # no CUDA context yet
     device = torch.device(f"cuda:{topo.local_rank}") if cuda else torch.device("cpu")
-    plan = replace(make_plan(config, opts.suite, cuda), gpu_window=window_s > 0)
+    plan = replace(make_plan(config, opts.suite, cuda, topo), gpu_window=window_s > 0)
     store = connect_store(topo, timeout_s)  # results and heartbeats never depend on the process group
     beat = Heartbeat(store, topo.rank, lost_after_s=timeout_s + 2 * STALE_S, where=topo.node_name,
                      world_size=topo.world_size)
@@ -286,6 +286,8 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
                                 "ranks": list(range(topo.world_size)), "success": False,
                                 "error": run.broken, "results": []})
         run.tell("collective", run.collectives[-1])
+    if topo.local_rank == 0:  # the collectives' sizes and iterations, for the report (any leader's)
+        run.results["test_parameters"] = report_parameters(plan, topo, opts.suite)
     from ..backends.kernel_log import XidWatch
     from ..config.load import load_config
     from ..config.report_schema import report_config
