@@ -377,10 +377,6 @@ def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: l
                    if isinstance(p.get("test_parameters"), dict)), None)
     if params is not None:  # the collectives' sizes and iterations the job-size table chose
         report["cluster_info"]["test_parameters"] = params
-    params = next((p["test_parameters"] for p in facts.leaders.values()
-                   if isinstance(p.get("test_parameters"), dict)), None)
-    if params is not None:  # the collectives' sizes and iterations the job-size table chose
-        report["cluster_info"]["test_parameters"] = params
     typed = ClusterReport.from_dict(report)
     if assess is not None:  # after the summary's blocks: the localisation matrix is the best connectivity source
         typed = typed.with_assessment(assess(typed, None))
