@@ -279,6 +279,13 @@ def _node_of(finding: ReportFinding, keys: Mapping[str, str], names: Mapping[str
     return names.get(str(finding.subject).split("/", 1)[0])
 
 
+def _address(info: Mapping[str, Any]) -> str | None:
+    """A node's address: its section's own, else the one it measured toward the job's store (its identity)."""
+    identity = info.get("identity")
+    own = identity.get("address") if isinstance(identity, Mapping) else None
+    return info.get("address") or info.get("ip_address") or own
+
+
 def node_specs(report: ClusterReport | Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
     """Each node's address (where the report has one), GPUs, GPU memory, own score and worst
     judged status, up to ``detail_max_nodes`` nodes; the totals always. A node's score is the
@@ -317,7 +324,7 @@ def node_specs(report: ClusterReport | Mapping[str, Any], cfg: ReportConfig) -> 
                 band = INCOMPLETE
             judged = [f.status.value for f in own[key] if f.status is not Status.SKIP]
             worst = Status.worst(judged).value if judged else (Status.SKIP.value if own[key] else None)
-            rows.append({"node": name, "key": key, "address": info.get("address") or info.get("ip_address"),
+            rows.append({"node": name, "key": key, "address": _address(info),
                          "gpus": len(gpus), "models": models,
                          "gpu_memory_gb": round(sum(float(g.get("memory_total_mb") or 0) for g in gpus.values())
                                                 / 1024, 2),

@@ -5,20 +5,31 @@ Pairwise data comes, best first, from a ``matrix`` handed in, from the localisat
 ``network.node_links`` (node 0 exchanges with each other node; its findings name the peer),
 which makes a star. The same table, plots and consistency score use whichever is there.
 Unmeasured pairs stay ``None``: an empty cell is "not tested", never "fine".
+
+Beside it, the name-resolution and reachability matrix (:func:`reachability_rows`, rendered
+by :func:`reachability_markdown` and :func:`reachability_html`): per node, as the user's
+health-assessment document lays its connectivity matrix out, the address, the name the
+launcher uses, how many nodes resolved and reached it and how fast, and the status
+``cluster.connectivity`` gave it; up to :data:`MATRIX_MAX_NODES` nodes the pairwise grid too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from html import escape
 from typing import Any, TypedDict
 
-from ..ids import NODE_LINKS_ID
+from ..ids import CONNECTIVITY_ID, NODE_LINKS_ID
 from ..model import Status
+from .html_review import table as html_table
+from .html_review import td
+from .markdown_sections import cell as md_cell
+from .markdown_sections import table as md_table
 from .model import ClusterReport
 
 MATRIX_MAX_NODES = 32  # larger clusters get a list of pairs, not a grid
 
-__all__ = ["Pair", "connectivity", "node_names"]
+__all__ = ["Pair", "connectivity", "node_names", "reachability_html", "reachability_markdown", "reachability_rows"]
 
 
 class Pair(TypedDict):
@@ -131,3 +142,140 @@ def connectivity(report: ClusterReport | Mapping[str, Any],
             cells[index[p["b"]]][index[p["a"]]] = cell
     return {"source": source, "nodes": names, "pairs": [dict(p) for p in pairs], "cells": cells,
             "truncated": truncated}
+
+
+# ---- name resolution and reachability (cluster.connectivity's measurements) ----
+
+REACH_WORDS = {"ok": "ok", "unresolved": "unresolved", "timeout": "timed out", "refused": "refused",
+               "unreachable": "no route", "error": "not measured", "not_run": "not measured", "none": "no name",
+               "mismatch": "mismatch", "skipped": "same host"}
+
+
+def _pair_statuses(report: ClusterReport) -> tuple[dict[str, str], bool]:
+    """Each node's worst ``cluster.connectivity`` status (a pair's finding counts for both ends),
+    and whether the check judged anything at all (else rows are "not judged")."""
+    worst: dict[str, list[str]] = {}
+    judged = False
+    for f in report.findings:
+        if f.check_id != CONNECTIVITY_ID or f.status is Status.SKIP:
+            continue
+        judged = True
+        for name in str(f.subject).split("->"):
+            worst.setdefault(name, []).append(f.status.value)
+    return {n: Status.worst(s).value for n, s in worst.items()}, judged
+
+
+def _ratio(pair: Any) -> str:
+    return f"{pair[0]}/{pair[1]}" if isinstance(pair, (list, tuple)) and len(pair) == 2 and pair[1] else "—"
+
+
+def _ms(value: float) -> str:
+    """A response time as people read one: 0.31, 12, 1500 (never 1.5e+03)."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.2g}"
+
+
+def _spread(ms: Any) -> str:
+    return f"{_ms(ms[0])}/{_ms(ms[1])}" if isinstance(ms, (list, tuple)) and len(ms) == 2 else "—"
+
+
+def _reverse(counts: Any) -> str:
+    if not isinstance(counts, Mapping) or not counts:
+        return "—"
+    return ", ".join(f"{REACH_WORDS.get(str(k), k)} {v}" for k, v in counts.items())
+
+
+def _store(rdzv: Any) -> str:
+    if not isinstance(rdzv, Mapping):
+        return "—"
+    word = REACH_WORDS.get(str(rdzv.get("outcome")), str(rdzv.get("outcome")))
+    return f"{word} {_ms(rdzv['ms'])} ms" if rdzv.get("ms") is not None and word == "ok" else word
+
+
+def _pair_cell(cell: Sequence[Any]) -> str:
+    """``lookup/connect ms`` where both worked, else what failed: ``unresolved; refused``."""
+    _, _, fwd, fwd_ms, rev, _, conn, conn_ms = cell
+    if fwd == "ok" and conn == "ok":
+        text = f"{_ms(fwd_ms)}/{_ms(conn_ms)}" if fwd_ms is not None and conn_ms is not None else "ok"
+        return text + (" (reverse mismatch)" if rev == "mismatch" else "")
+    parts = [f"name {REACH_WORDS.get(fwd, fwd)}" if fwd != "ok" else "", f"port {REACH_WORDS.get(conn, conn)}"
+             if conn != "ok" else ""]
+    return "; ".join(p for p in parts if p)
+
+
+def reachability_rows(report: ClusterReport | Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the report shows of ``cluster_summary.reachability``: one row per node (the spec's
+    connectivity matrix: address, the name looked up, how many nodes resolved and reached it,
+    response times, the status ``cluster.connectivity`` gave it) and, up to
+    :data:`MATRIX_MAX_NODES` nodes with every cell kept, the pairwise grid. None where nothing was measured."""
+    typed = ClusterReport.of(report)
+    block = typed.cluster_summary.extra.get("reachability")
+    if not isinstance(block, Mapping):
+        return None
+    statuses, judged = _pair_statuses(typed)
+    rows = []
+    for r in block.get("nodes") or ():
+        name = str(r.get("node"))
+        where = r.get("address") or "—"
+        rows.append([name, f"{where}:{r['port']}" if r.get("port") else where,
+                     f"{r.get('lookup') or '—'} ({r.get('source') or '?'})", _ratio(r.get("resolved_by")),
+                     _reverse(r.get("reverse")), _ratio(r.get("reached_by")), _ratio(r.get("reaches")),
+                     _spread(r.get("forward_ms")), _spread(r.get("connect_ms")), _store(r.get("rendezvous")),
+                     statuses.get(name) or ("PASS" if judged else "not judged")])
+    grid = None
+    names = [str(r.get("node")) for r in block.get("nodes") or ()]
+    if block.get("detail") and len(names) <= MATRIX_MAX_NODES:
+        index = {n: i for i, n in enumerate(names)}
+        grid = [["—" if i == k else "·" for k in range(len(names))] for i in range(len(names))]
+        for cell in block.get("cells") or ():
+            a, b = index.get(str(cell[0])), index.get(str(cell[1]))
+            if a is not None and b is not None:
+                grid[a][b] = _pair_cell(cell)
+    return {"rows": rows, "names": names, "grid": grid, "sampled": bool(block.get("sampled")),
+            "peers": block.get("peers_per_node"), "timeout_s": block.get("timeout_s"), "detail": block.get("detail")}
+
+
+REACH_HEAD = ("Node", "Address:probe port", "Name looked up", "Resolved by", "Reverse", "Reached by", "Reaches",
+              "Lookup ms", "Connect ms", "Store", "Status")
+REACH_INTRO = ("Name resolution and reachability (cluster.connectivity): each node looked up the others' names as "
+               "the launcher does (forward and reverse) and opened a TCP connection to each one's probe port. "
+               "Resolved by / Reached by: nodes that succeeded of those that tried; Reaches: the same from this "
+               "node; times in ms, median/slowest.")
+REACH_NONE = "Name resolution and reachability: not measured (one node, or a report from before it was measured)."
+
+
+def _reach_notes(view: Mapping[str, Any]) -> list[str]:
+    notes = []
+    if view["sampled"]:
+        notes.append(f"Above 64 nodes each node probes {view['peers']} peers (3 ring neighbours and random others).")
+    if not view["detail"]:
+        notes.append("Above report.detail_max_nodes only the nodes with a step not ok are listed.")
+    return notes
+
+
+def reachability_markdown(report: ClusterReport | Mapping[str, Any]) -> list[str]:
+    """The Markdown lines of the name-resolution and reachability matrix (or why there is none)."""
+    view = reachability_rows(report)
+    if view is None:
+        return [REACH_NONE, ""]
+    lines = [md_cell(REACH_INTRO), "", *md_table(REACH_HEAD, view["rows"]), ""]
+    if view["grid"] is not None:
+        lines += ["Per pair (row looks up and connects to column; lookup/connect ms):", "",
+                  *md_table(("From \\ To", *view["names"]), [(n, *g) for n, g in zip(view["names"], view["grid"],
+                                                                                   strict=True)]), ""]
+    notes = _reach_notes(view)
+    return [*lines, *(md_cell(n) for n in notes), *([""] if notes else [])]
+
+
+def reachability_html(report: ClusterReport | Mapping[str, Any]) -> str:
+    """The HTML of the same matrix (tables with ids ``reachability`` and ``reachability-pairs``)."""
+    view = reachability_rows(report)
+    if view is None:
+        return f'<p class="small muted">{escape(REACH_NONE)}</p>'
+    out = f'<h3>Name resolution and reachability</h3><p class="small">{escape(REACH_INTRO)}</p>'
+    out += html_table(REACH_HEAD, [td(*r) for r in view["rows"]], "reachability")
+    if view["grid"] is not None:
+        out += ('<p class="small">Per pair (row looks up and connects to column; lookup/connect ms):</p>'
+                + html_table(("From \\ To", *view["names"]), [td(n, *g) for n, g in zip(view["names"], view["grid"],
+                                                                                    strict=True)],
+                        "reachability-pairs"))
+    return out + "".join(f'<p class="small muted">{escape(n)}</p>' for n in _reach_notes(view))

@@ -5,7 +5,7 @@ health-trend analysis and the schedule; the infrastructure overview, error class
 software stack, network strengths and concerns, GPU memory and the conclusion
 (:mod:`.html_review`); node specifications (one row
 per node up to ``report.detail_max_nodes``, totals above); latency per node pair and the
-name-resolution note beside the page's bandwidth matrix; performance stability; issues
+name-resolution and reachability matrix beside the page's bandwidth matrix; performance stability; issues
 with impact and priority. Compact tables only: the page must stay small at 10,000 nodes,
 so nothing here grows with the node count past ``detail_max_nodes`` except the issue rows,
 which are grouped by check, code and advice (one row per cause, not per subject).
@@ -21,6 +21,7 @@ from ..config.report_schema import ReportConfig
 from .assessment import NEEDS_FIXES, READY, assessment_of, component_order, node_specs, pair_latencies
 from .canonical import verdict_of
 from .conclusion import conclusion, error_classes, network_review, optimization, trend_analysis
+from .connectivity import reachability_html
 from .html_review import (
     conclusion_html,
     errors_html,
@@ -126,7 +127,7 @@ def _latency(report: ClusterReport) -> str:
     else:
         body = '<p class="muted">Latency: not measured (no fi_pingpong pair in this report).</p>'
     return (f'<section id="latency"><h2>Latency and name resolution</h2>{body}'
-            f'<p class="small muted">Name resolution: not measured by gpu-preflight.</p></section>')
+            f'{reachability_html(report)}</section>')
 
 
 def _stability(assessment: Mapping[str, Any]) -> str:

@@ -24,7 +24,7 @@ from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .assessment import assessment_of, component_order, node_specs, pair_latencies
 from .canonical import display, group_statuses, verdict_of
 from .conclusion import conclusion, error_classes, network_review, optimization, trend_analysis
-from .connectivity import MATRIX_MAX_NODES
+from .connectivity import MATRIX_MAX_NODES, reachability_markdown
 from .markdown_sections import (
     MATRIX_COLUMNS,
     conclusion_section,
@@ -137,7 +137,7 @@ def _connectivity(report: ClusterReport, scores: Mapping[str, Any]) -> list[str]
                        p["status"] or "not judged") for p in latency]), ""]
     else:
         lines += ["Latency: not measured (no fi_pingpong pair in this report).", ""]
-    return [*lines, "Name resolution: not measured by gpu-preflight.", ""]
+    return [*lines, *reachability_markdown(report)]
 
 
 def _stability(assessment: Mapping[str, Any]) -> list[str]:
