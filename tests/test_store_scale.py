@@ -29,7 +29,9 @@ from gpu_preflight.distributed.topology import Topology
 from gpu_preflight.distributed.watch import JobWatch
 from gpu_preflight.report.progress import stage_view
 
-dist = pytest.importorskip("torch.distributed")
+from .torch_extra import torch_or_skip
+
+dist = torch_or_skip("torch.distributed")
 
 
 @pytest.fixture
@@ -154,3 +156,31 @@ def test_a_started_watch_is_not_frozen_by_a_wait_on_the_reporting_ranks_connecti
 def _wait_quietly(client: Any, seconds: float) -> None:
     with contextlib.suppress(Exception):  # the wait runs out: that is the point
         client.wait([f"{PREFIX}/never"], timedelta(seconds=seconds))
+
+
+def test_a_leader_judged_silent_that_bundles_late_is_read_from_its_bundle(store: Any) -> None:
+    """Seen at 16,000 simulated ranks on a loaded VM: a leader's beats fell behind, rank 0 read its
+    node rank by rank and waited out its deadline for payloads the leader had bundled (and deleted)."""
+    from gpu_preflight.distributed.gather import BUNDLED_KEY, gather
+    from gpu_preflight.distributed.payload import NodeBundle
+
+    world, per_node = 4, 2
+    for r in range(world):
+        post(store, shape(world, per_node, r), payload=r < 2)
+    post_node_bundle(store, shape(world, per_node), time.monotonic() + 5)
+    clock = [0.0]
+    beats = Beats(clock=lambda: clock[0])
+    beats.read(store, [2], PREFIX)
+    clock[0] = 3 * STALE_S  # rank 0 saw leader 2's beat stand still
+
+    def late_leader() -> None:
+        time.sleep(1.5)
+        texts = {r: json.dumps({"rank": r, "node_rank": 1}) for r in (2, 3)}
+        store.set(f"{PREFIX}/node/1", NodeBundle.from_texts(texts, {}).to_json())
+        store.append(BUNDLED_KEY, "1,")
+
+    threading.Thread(target=late_leader, daemon=True).start()
+    start = time.monotonic()
+    got = gather(store, shape(world, per_node), time.monotonic() + 30, beats=beats)
+    assert time.monotonic() - start < 10  # not the deadline waited out
+    assert sorted(got["payloads"]) == [0, 1, 2, 3] and got["missing"] == {}

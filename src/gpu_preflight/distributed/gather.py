@@ -29,7 +29,7 @@ WAKE_S = 1.0  # a reader waiting on the store looks at the heartbeats of those i
 
 
 def collect(store: KVStore, ranks: Iterable[int], deadline: float, absent: Collection[int] = (),
-            beats: Beats | None = None) -> tuple[dict[int, str], dict[int, str]]:
+            beats: Beats | None = None, until: str | None = None) -> tuple[dict[int, str], dict[int, str]]:
     """These ranks' payload texts as they arrive, and why each rank that did not arrive is missing
     (it never joined the job, its heartbeat stood still, or the deadline passed). One pass when the
     deadline is already past.
@@ -37,6 +37,9 @@ def collect(store: KVStore, ranks: Iterable[int], deadline: float, absent: Colle
     The store tells when the payloads are in (a ``wait`` on their keys): no polling while they
     come, and one read of all of them (``multi_get``). Heartbeats are read (``beats``, this
     process's view by default) only when the wait ran out, every :data:`WAKE_S` seconds.
+    ``until``: a key that ends the wait once set (a node's bundle: its leader was only late,
+    and the payloads it bundled are gone from the store); the ranks still awaited then are
+    neither read nor named.
     """
     beats = beats if beats is not None else tracker(store)
     texts: dict[int, str] = {}
@@ -55,6 +58,8 @@ def collect(store: KVStore, ranks: Iterable[int], deadline: float, absent: Colle
                            timedelta(seconds=min(WAKE_S, deadline - time.monotonic())))
                 break  # all in: read them
             except Exception:  # the wait ran out: only the heartbeats are read until something changes
+                if until is not None and store.check([until]):
+                    return texts, missing
                 if any(beats.silent(r) for r in beats.read(store, pending, PREFIX)):
                     break
         if time.monotonic() >= deadline:
@@ -126,24 +131,30 @@ def gather(store: KVStore, topo: Topology, deadline: float, absent: Collection[i
         payloads.update((r, json.loads(t)) for r, t in texts.items())
         missing.update(why)
 
-    while pending:
-        posted = get_text(store, BUNDLED_KEY) or ""
-        fresh = [n for n in map(int, posted[seen:posted.rfind(",") + 1].split(",")[:-1]) if n in pending]
-        seen = posted.rfind(",") + 1
-        for n, text in zip(fresh, read_values(store, [f"{PREFIX}/node/{n}" for n in fresh]), strict=True):
+    def take_bundles(nodes: list[int]) -> None:
+        for n, text in zip(nodes, read_values(store, [f"{PREFIX}/node/{n}" for n in nodes]), strict=True):
             if text is None:
                 continue
             bundles[n] = bundle = NodeBundle.from_dict(json.loads(text))
             payloads.update(bundle.payloads)
             missing.update(bundle.missing)
             pending.discard(n)
+
+    while pending:
+        posted = get_text(store, BUNDLED_KEY) or ""
+        take_bundles([n for n in map(int, posted[seen:posted.rfind(",") + 1].split(",")[:-1]) if n in pending])
+        seen = posted.rfind(",") + 1
         now = time.monotonic()
         if pending and now - looked >= WAKE_S:
             looked = now
             leaders = {node_ranks(topo, n)[0]: n for n in sorted(pending)}
             for leader in _dead(store, beats, list(leaders), absent):
-                take(*collect(store, node_ranks(topo, leaders[leader]), deadline, absent, beats))
-                pending.discard(leaders[leader])
+                n = leaders[leader]  # its leader looks dead: read its ranks, unless its bundle comes meanwhile
+                found = collect(store, node_ranks(topo, n), deadline, absent, beats, until=f"{PREFIX}/node/{n}")
+                take_bundles([n])
+                if n in pending:
+                    take(*found)
+                    pending.discard(n)
         left = deadline - time.monotonic()
         if not pending or left <= 0:
             break
