@@ -195,9 +195,12 @@ def stop(signum: int, *, flush: bool = True) -> NoReturn:
     line, exit :func:`exit_code`. Once: a second caller waits here until the process is gone.
 
     ``flush``: write out what the program had buffered for stderr first (the main thread's
-    way out); the watcher does not, since the main thread may be holding that stream."""
+    way out); the watcher does not, since the main thread may be holding that stream, and it
+    waits for a stop already under way only so long: one stuck in a cleanup or on a blocked
+    stderr ends without it."""
     st = _state
-    st.stopping.acquire()
+    if not st.stopping.acquire(timeout=-1 if flush else 2 * HOLD_S):
+        _leave(signum)
     st.settled = True
     deadline = time.monotonic() + HOLD_S
     with st.cond:
@@ -208,10 +211,15 @@ def stop(signum: int, *, flush: bool = True) -> NoReturn:
     for cleanup in cleanups:
         with suppress(BaseException):  # one failed cleanup must keep neither the others nor the exit from running
             cleanup()
-    code = exit_code(signum)
     if flush:
         with suppress(OSError, ValueError, AttributeError):
             sys.stderr.flush()
+    _leave(signum)
+
+
+def _leave(signum: int) -> NoReturn:
+    """The one line, then the exit: at once, nothing more run or waited for."""
+    code = exit_code(signum)
     with suppress(OSError):
         os.write(2, f"gpu-preflight: interrupted by {signal.Signals(signum).name} (exit {code})\n".encode())
     os._exit(code)
