@@ -65,6 +65,7 @@ PINNED: dict[str, tuple[Any, ...]] = {
     'kernel.segfault': ((), 'software_stack'),
     'load.clocks': (('gpu_health',), 'hardware_health'),
     'load.ecc': (('gpu_health',), 'hardware_health'),
+    'load.efficiency': (('gpu_health',), 'hardware_health'),
     'load.peers': (('gpu_health',), 'hardware_health'),
     'load.power': (('gpu_health',), 'hardware_health'),
     'load.thermal': (('gpu_health',), 'hardware_health'),

@@ -23,7 +23,7 @@ from .cluster_golden import gathered
 
 NODES = 4  # cluster_golden's runs
 CHECKS = ["compute.gemm", "memory.bandwidth", "train.smoke", "stack.cuda", "nccl.collectives", "load.clocks",
-          "load.thermal", "load.power", "load.peers", "load.ecc"]
+          "load.thermal", "load.power", "load.peers", "load.ecc", "load.efficiency"]
 
 
 def judge(check_id: str, detail_max_nodes: int, case: str = "faults") -> list[Finding]:

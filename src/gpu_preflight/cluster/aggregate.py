@@ -18,6 +18,7 @@ from ..engine import run_specs
 from ..ids import CLUSTER_NODE_REPORT_ID
 from ..model import CheckResult, Finding, NodeReport, Status
 from ..records import ClusterFacts
+from ..records.efficiency import gathered_work_per_watt
 from ..registry import CheckContext
 from ..report.diagnostic_sections import communication_test
 
@@ -237,6 +238,14 @@ def _nccl_sections(facts: ClusterFacts, detail: bool = True) -> tuple[
             continue
         summary[f"gemm_{dtype}_tflops_min"] = round(values[0], 4)
         summary[f"gemm_{dtype}_tflops_median"] = round(values[len(values) // 2], 4)
+    per_watt: dict[str, list[float]] = {}
+    for by_dtype in gathered_work_per_watt(facts).values():  # the GEMM work per watt load.efficiency judges
+        for dtype, (tflops, watts, _) in by_dtype.items():
+            per_watt.setdefault(dtype, []).append(tflops / watts)
+    for dtype, values in sorted(per_watt.items()):
+        values.sort()
+        summary[f"gemm_{dtype}_tflops_per_watt_min"] = round(values[0], 6)
+        summary[f"gemm_{dtype}_tflops_per_watt_median"] = round(values[len(values) // 2], 6)
     return extras, summary, spans, figures
 
 

@@ -51,6 +51,10 @@ class LoadConfig:
     peer_fraction: float = setting(
         0.10, "WARN when a GPU's median SM clock or power in a phase is more than this fraction below the "
               "median of the other GPUs of its node in the same phase.", "ratio", min=0, max=1)
+    efficiency_min_fraction: float = setting(
+        0.85, "WARN when a GPU's GEMM work per watt (TFLOP/s over the median power of the GEMM phase) is below "
+              "this fraction of the median of the other GPUs of its node for the same precision.", "ratio",
+        min=0, max=1)
     max_points: int = setting(
         240, "Points of each GPU's downsampled series kept in the report for plots.", "points", min=0, max=100_000)
 

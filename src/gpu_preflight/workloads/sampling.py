@@ -15,6 +15,7 @@ from typing import Any
 
 from ..backends.nvml_sampler import LoadSampler, resolve_handle, summarize
 from ..config.load import LoadConfig
+from ..records.efficiency import work_per_watt
 
 
 class RankSampler:
@@ -33,6 +34,8 @@ class RankSampler:
         if self.sampler is not None:
             try:
                 payload["load"] = summarize(self.sampler.stop(), cfg.max_points if series else 0)
+                if per_watt := work_per_watt(payload.get("gemm") or [], payload["load"]):
+                    payload["load"]["work_per_watt"] = per_watt
             except Exception as exc:  # a broken summary must not cost the rank's other results
                 payload["load_error"] = f"{type(exc).__name__}: {exc}"
             if self.nvml is not None:
