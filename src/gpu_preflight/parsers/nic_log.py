@@ -63,14 +63,45 @@ _VIRTUAL = re.compile(r"^(?:veth|cali|docker|cni|flannel|vxlan|tun|tap|virbr|br-
 _INFINIBAND = re.compile(r"^ib(?:\d|p\d|s\d)", re.IGNORECASE)
 
 
+_EFA_PREFIX = re.compile(_EFA)
+# Words every line of a code holds: one search per driver decides whether any of its patterns can match,
+# since most of a driver's lines (a ConnectX host logs dozens at boot) are none of these messages.
+_KEYS: dict[str, tuple[str, ...]] = {
+    "efa_admin_cmd_timeout": ("Wait for completion", "didn't send any completion"),
+    "efa_admin_queue_closed": ("Admin queue is closed",),
+    "efa_device_reset_failed": ("Reset indication", "can't reset"),
+    "efa_device_not_ready": ("abort com init",), "efa_admin_cmd_failed": ("Failed to ",),
+    "mlx5_cmd_timeout": ("Will cause a leak",), "mlx5_health_compromised": ("health compromised",),
+    "mlx5_unrecoverable": ("unrecoverable hardware error",), "mlx5_tx_timeout": ("timed out", "TX timeout"),
+    "mlx5_rx_timeout": ("RX timeout",), "mlx5_module_high_temp": ("High Temperature",),
+    "mlx5_module_unplugged": ("Cable unplugged",), "mlx5_pcie_power": ("insufficient power",),
+    "peermem_invalid_context": ("invalid context",),
+}
+_FAMILIES: dict[str, tuple[re.Pattern[str], tuple[tuple[str, re.Pattern[str]], ...]]] = {
+    family: (re.compile("|".join(re.escape(k) for code, _ in members for k in _KEYS[code])), members)
+    for family in ("efa", "mlx5", "peermem")
+    for members in [tuple((c, p) for c, p in NIC_MESSAGES if c.split("_", 1)[0] == family)]
+}
+
+
 def nic_message(line: str) -> tuple[str, str | None, str] | None:
     """``(code, device, text)`` for a NIC driver message on ``line``, else ``None``.
 
     ``device`` is the PCI address or RDMA device the line names (``None`` where it names none).
+    Only the patterns of a driver whose prefix is on the line are tried.
     """
-    if not ("efa" in line or "infiniband" in line or "mlx5" in line or "peermem" in line):
+    if "mlx5_core" in line:
+        family = "mlx5"
+    elif "nvidia-peermem" in line:
+        family = "peermem"
+    elif ("efa " in line or "infiniband " in line) and _EFA_PREFIX.search(line):
+        family = "efa"
+    else:
         return None
-    for code, pattern in NIC_MESSAGES:
+    gate, members = _FAMILIES[family]
+    if gate.search(line) is None:
+        return None
+    for code, pattern in members:
         if (m := pattern.search(line)) is not None:
             groups = m.groupdict()
             device = groups.get("ibdev") or groups.get("bdf")
