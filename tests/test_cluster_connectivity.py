@@ -379,3 +379,20 @@ def test_matrix_markdown_golden() -> None:
     if os.environ.get("UPDATE_GOLDEN"):
         GOLDEN.write_text(text, encoding="utf-8")
     assert text == GOLDEN.read_text(encoding="utf-8"), f"{GOLDEN.name} differs (UPDATE_GOLDEN=1 regenerates it)"
+
+
+def test_rendered_rows_are_capped_worst_first() -> None:
+    """A fault on every node of a huge cluster: Markdown and HTML show the worst rows and say how
+    many more report.json holds."""
+    from gpu_preflight.report.connectivity import MAX_REACH_ROWS, reachability_rows
+
+    report = _report(gathered(3, faults=towards(1, 3, UNRESOLVED)))
+    rows = report["cluster_summary"]["reachability"]["nodes"]
+    report["cluster_summary"]["reachability"]["nodes"] = [dict(rows[i % 3], node=f"n{i}")
+                                                         for i in range(MAX_REACH_ROWS + 50)]
+    report["findings"].append({**next(f for f in report["findings"] if f["check_id"] == CONNECTIVITY_ID),
+                               "subject": "n249"})
+    view = reachability_rows(report)
+    assert view is not None and len(view["rows"]) == MAX_REACH_ROWS and view["more"] == 50
+    assert view["rows"][0][0] == "n249" and view["rows"][0][-1] == "FAIL"
+    assert "50 more node(s) in report.json" in "\n".join(reachability_markdown(report))

@@ -245,4 +245,4 @@ def summary(view: ClusterView, detail: bool = True) -> dict[str, Any] | None:
 
 def _clean(c: Cell, sent: Mapping[int, Mapping[str, Any]]) -> bool:
     return c.forward == "ok" and c.connect == "ok" and c.via in (None, "ok") \
-        and reverse_word(c, sent) in ("ok", "skipped")
+        and reverse_word(c, sent) in ("ok", "skipped", "none")  # no reverse name: shown, not judged

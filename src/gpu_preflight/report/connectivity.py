@@ -202,6 +202,10 @@ def _pair_cell(cell: Sequence[Any]) -> str:
     return "; ".join(p for p in parts if p)
 
 
+MAX_REACH_ROWS = 200  # rows shown in Markdown and HTML; report.json keeps every one
+_RANK = {"FAIL": 0, "ERROR": 1, "WARN": 2, "not judged": 3, "PASS": 4}
+
+
 def reachability_rows(report: ClusterReport | Mapping[str, Any]) -> dict[str, Any] | None:
     """What the report shows of ``cluster_summary.reachability``: one row per node (the spec's
     connectivity matrix: address, the name looked up, how many nodes resolved and reached it,
@@ -230,8 +234,11 @@ def reachability_rows(report: ClusterReport | Mapping[str, Any]) -> dict[str, An
             a, b = index.get(str(cell[0])), index.get(str(cell[1]))
             if a is not None and b is not None:
                 grid[a][b] = _pair_cell(cell)
-    return {"rows": rows, "names": names, "grid": grid, "sampled": bool(block.get("sampled")),
-            "peers": block.get("peers_per_node"), "timeout_s": block.get("timeout_s"), "detail": block.get("detail")}
+    if len(rows) > MAX_REACH_ROWS:  # a cluster-wide fault at 10,000 nodes: the page stays small
+        rows = sorted(rows, key=lambda r: _RANK.get(r[-1], len(_RANK)))[:MAX_REACH_ROWS]
+    return {"rows": rows, "more": len(block.get("nodes") or ()) - len(rows), "names": names, "grid": grid,
+            "sampled": bool(block.get("sampled")), "peers": block.get("peers_per_node"),
+            "timeout_s": block.get("timeout_s"), "detail": block.get("detail")}
 
 
 REACH_HEAD = ("Node", "Address:probe port", "Name looked up", "Resolved by", "Reverse", "Reached by", "Reaches",
@@ -249,6 +256,8 @@ def _reach_notes(view: Mapping[str, Any]) -> list[str]:
         notes.append(f"Above 64 nodes each node probes {view['peers']} peers (3 ring neighbours and random others).")
     if not view["detail"]:
         notes.append("Above report.detail_max_nodes only the nodes with a step not ok are listed.")
+    if view["more"]:
+        notes.append(f"{view['more']} more node(s) in report.json under cluster_summary.reachability.")
     return notes
 
 
@@ -271,7 +280,8 @@ def reachability_html(report: ClusterReport | Mapping[str, Any]) -> str:
     view = reachability_rows(report)
     if view is None:
         return f'<p class="small muted">{escape(REACH_NONE)}</p>'
-    out = f'<h3>Name resolution and reachability</h3><p class="small">{escape(REACH_INTRO)}</p>'
+    title, _, intro = REACH_INTRO.partition(": ")
+    out = f'<h3>{escape(title)}</h3><p class="small">{escape(intro)}</p>'
     out += html_table(REACH_HEAD, [td(*r) for r in view["rows"]], "reachability")
     if view["grid"] is not None:
         out += ('<p class="small">Per pair (row looks up and connects to column; lookup/connect ms):</p>'
