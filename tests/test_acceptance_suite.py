@@ -24,6 +24,7 @@ from gpu_preflight.config.fields import value_range
 from gpu_preflight.config.schema import WorkloadConfig
 
 from .conftest import REPO
+from .torch_extra import needs_torch
 
 BASE_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_PREFLIGHT_", "RANK", "LOCAL_RANK",
                                                                        "WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_"))}
@@ -131,6 +132,7 @@ def _check_acceptance_outputs(out: subprocess.CompletedProcess[str], report_dir:
     assert all_reduce["results"][-1]["size_bytes"] == 1024 * 4
 
 
+@needs_torch
 def test_self_launched_run_prints_the_suite_lines_and_writes_its_files(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "gpu_preflight", "run", "--format", "json", "--verbose",
                           "--no-history", "--timeout-s", "30", "--report-dir", str(tmp_path),
@@ -139,6 +141,7 @@ def test_self_launched_run_prints_the_suite_lines_and_writes_its_files(tmp_path:
     _check_acceptance_outputs(out, tmp_path)
 
 
+@needs_torch
 def test_under_torchrun_rank_0_prints_the_lines_and_writes_the_files(tmp_path: Path) -> None:
     out = subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node", "2", "-m", "gpu_preflight", "run",
                           "--format", "json", "--verbose", "--quiet", "--no-history", "--timeout-s", "30",

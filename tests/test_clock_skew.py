@@ -27,8 +27,9 @@ from gpu_preflight.distributed.store import PREFIX, STALE_S, Heartbeat, form_gro
 from gpu_preflight.distributed.topology import Topology
 
 from .test_gather import Clock, open_store
+from .torch_extra import torch_or_skip
 
-dist = pytest.importorskip("torch.distributed")
+dist = torch_or_skip("torch.distributed")
 
 
 @pytest.fixture

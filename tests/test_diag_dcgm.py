@@ -17,6 +17,7 @@ from gpu_preflight.probes.dcgm import dcgm_probe
 from .conftest import REPO
 from .diag_tools import check, config, hang, probe_ctx, replay, statuses
 from .test_parsers_dcgmi import SPEC_WARNING
+from .torch_extra import torch_or_skip
 
 SPEC = REPO / "tests" / "fixtures" / "evidence" / "spec-dcgmi-diag-r3-targeted-power-fail.txt"
 TORCHRUN_ENV = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "GROUP_RANK": "0", "LOCAL_WORLD_SIZE": "1",
@@ -221,7 +222,7 @@ def test_in_a_sagemaker_job_without_report_dir_every_artifact_is_kept_with_its_p
     data.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_PREFLIGHT_", "SM_"))}
     env.update(PATH=f"{bindir}:{env['PATH']}", SM_OUTPUT_DATA_DIR=str(data), SM_CURRENT_HOST="algo-1")
-    pytest.importorskip("torch", reason="the self-launched run with workers needs the torch extra")
+    torch_or_skip()
     # with workers (the path that lost the raw outputs): the node checks run in the node leader
     proc = subprocess.run([sys.executable, "-m", "gpu_preflight", "run", "--no-history", "--skip", "system.*",
                            ], capture_output=True, text=True, env=env, cwd=REPO,

@@ -18,6 +18,9 @@ import pytest
 from .conftest import REPO
 from .fault_hooks import fault_env
 from .netns_run import layout
+from .torch_extra import needs_torch
+
+pytestmark = needs_torch
 
 BASE_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_PREFLIGHT_", "RANK", "LOCAL_RANK",
                                                                        "WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_"))}

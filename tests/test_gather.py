@@ -23,7 +23,9 @@ from gpu_preflight.distributed.store import PREFIX, STALE_S
 from gpu_preflight.distributed.topology import Topology
 from gpu_preflight.records.columns import unpack
 
-dist = pytest.importorskip("torch.distributed")
+from .torch_extra import torch_or_skip
+
+dist = torch_or_skip("torch.distributed")
 
 PER_NODE, NODES = 2, 2
 

@@ -28,6 +28,7 @@ from .conftest import REPO
 from .diag_tools import check, config, probe_ctx, replay, tool
 from .stage_trace import HOOKS_REF, STAGE_LOG, read
 from .test_diag_dcgm import SPEC, TORCHRUN_ENV
+from .torch_extra import torch_or_skip
 
 BASE_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_PREFLIGHT_", "RANK", "LOCAL_RANK",
                                                                        "WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_",
@@ -95,7 +96,7 @@ RUN = ["run", "--full", "--no-history", "--skip", "system.*", "--format", "json"
 
 
 def test_self_launched_full_run_holds_rank_1_until_level_2_is_done(bindir: Path, tmp_path: Path) -> None:
-    pytest.importorskip("torch", reason="the self-launched run with workers needs the torch extra")
+    torch_or_skip()
     tool_log, stage_log, out = tmp_path / "dcgmi.log", tmp_path / "stages.log", tmp_path / "report"
     timed_dcgmi(bindir, tool_log, stage_log)
     proc = subprocess.run([sys.executable, "-m", "gpu_preflight", *RUN, "--report-dir", str(out)],
@@ -106,7 +107,7 @@ def test_self_launched_full_run_holds_rank_1_until_level_2_is_done(bindir: Path,
 
 
 def test_torchrun_full_run_holds_rank_1_until_level_2_is_done(bindir: Path, tmp_path: Path) -> None:
-    pytest.importorskip("torch", reason="torchrun comes with the torch extra")
+    torch_or_skip()
     tool_log, stage_log, out = tmp_path / "dcgmi.log", tmp_path / "stages.log", tmp_path / "report"
     timed_dcgmi(bindir, tool_log, stage_log)
     proc = subprocess.run([TORCHRUN, "--standalone", "--nproc_per_node", "2", "-m", "gpu_preflight", *RUN,
@@ -180,7 +181,7 @@ def _topo(rank: int, nodes: int = 2, per_node: int = 2) -> Topology:
 
 
 def test_every_rank_waits_for_every_nodes_window() -> None:
-    dist = pytest.importorskip("torch.distributed")
+    dist = torch_or_skip("torch.distributed")
     store = dist.HashStore()
     windows = {0: GpuWindow(), 2: GpuWindow()}  # the two node leaders'
     done: dict[int, float] = {}
@@ -205,7 +206,7 @@ def test_every_rank_waits_for_every_nodes_window() -> None:
 
 
 def test_a_window_left_open_is_waited_for_only_as_long_as_its_bound() -> None:
-    dist = pytest.importorskip("torch.distributed")
+    dist = torch_or_skip("torch.distributed")
     store = dist.HashStore()
     t0 = time.monotonic()
     assert not gpu_window.hold(store, _topo(0, nodes=1), GpuWindow(), 0.5)  # the leader gives up at its bound

@@ -35,6 +35,7 @@ from .conftest import REPO
 from .nvml_stub.stub import stub_env, write_stub_data
 from .test_acceptance_suite import BASE_ENV, TORCHRUN
 from .test_system_checks import healthy, judge, outcome
+from .torch_extra import HAS_TORCH, NO_TORCH, needs_torch
 
 GIB = 1024**3
 SUMMARY = re.compile(r"^\[SUMMARY\] gpu_tests rc=(\d|skipped); ddp_tests rc=(\d|skipped); ddp_train rc=(\d|skipped)$")
@@ -93,6 +94,8 @@ def _argv(template: list[str], reports: Path) -> list[str]:
 
 @pytest.mark.parametrize(("document", "template"), DOCUMENT_COMMANDS, ids=[f"line{i}" for i in range(1, 9)])
 def test_every_command_of_the_document_runs(document: str, template: list[str], tmp_path: Path) -> None:
+    if not HAS_TORCH and template != ["run", "--quick"]:  # all but the node run start torch workers
+        pytest.skip(NO_TORCH)
     reports = tmp_path / "reports"
     out = subprocess.run(_argv(template, reports), capture_output=True, text=True, timeout=420, cwd=tmp_path,
                          env={**BASE_ENV, "OMP_NUM_THREADS": "1"})
@@ -135,6 +138,7 @@ def test_iters_reaches_cpu_workers_too() -> None:
     assert (cpu.iters, gpu.iters) == (7, 10)
 
 
+@needs_torch
 def test_env_line_lists_the_gpus_nvml_sees_when_cuda_is_not_up(stub_lib: Path, tmp_path: Path,
                                                               h200_dump: dict[str, Any]) -> None:
     """CPU torch, NVML (the stub) seeing one H200: the line says so, as ``nvidia-smi -L`` would."""

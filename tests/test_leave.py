@@ -18,8 +18,10 @@ import pytest
 from gpu_preflight.distributed.leave import carries_verdict, process_gone, verdict_text, write_error_file
 from gpu_preflight.distributed.rendezvous_view import agent_settings, parse_endpoint, participants
 
-errors = pytest.importorskip("torch.distributed.elastic.multiprocessing.errors")
-rdzv = pytest.importorskip("torch.distributed.elastic.rendezvous.dynamic_rendezvous")
+from .torch_extra import torch_or_skip
+
+errors = torch_or_skip("torch.distributed.elastic.multiprocessing.errors")
+rdzv = torch_or_skip("torch.distributed.elastic.rendezvous.dynamic_rendezvous")
 
 
 @pytest.mark.parametrize(("launcher", "reporting", "node_carrier", "carries"), [

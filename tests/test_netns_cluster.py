@@ -25,6 +25,9 @@ from . import netns
 from .conftest import REPO
 from .fault_hooks import fault_env
 from .netns_run import Layout, layout, slurm_env
+from .torch_extra import needs_torch
+
+pytestmark = needs_torch
 
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 _OUTPUT: dict[int, tuple[IO[str], IO[str]]] = {}

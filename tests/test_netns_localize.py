@@ -26,6 +26,9 @@ from . import netns
 from .conftest import REPO
 from .fault_hooks import fault_env
 from .netns_run import LIGHT, TORCHRUN, Layout, launch, layout, report_of
+from .torch_extra import needs_torch
+
+pytestmark = needs_torch
 
 PREFIX = "gpl"
 FLOOR = ["--set", "perf.node_link_min_gbps=0.05"]  # healthy veth pairs here: ~0.5-1.2 GB/s; 100 Mbit/s: 0.0125

@@ -27,6 +27,8 @@ from gpu_preflight.distributed.watch import JobWatch
 from gpu_preflight.report import progress as progress_mod
 from gpu_preflight.report.progress import ENV, StageState, progress, should_show, stage_view, view_mode
 
+from .torch_extra import torch_or_skip
+
 
 class Tty(io.StringIO):
     def isatty(self) -> bool:
@@ -157,7 +159,7 @@ def test_bar_view_draws_stage_step_count_and_wait_then_clears(monkeypatch: pytes
 
 @pytest.fixture
 def store() -> Iterator[Any]:
-    dist = pytest.importorskip("torch.distributed")
+    dist = torch_or_skip("torch.distributed")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -18,14 +18,13 @@ import termios
 import threading
 from pathlib import Path
 
-import pytest
-
 from gpu_preflight.report.console import console_lines
 
 from .conftest import REPO
 from .fault_hooks import fault_env
+from .torch_extra import torch_or_skip
 
-pytest.importorskip("torch")
+torch_or_skip()
 
 BASE_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_PREFLIGHT_", "RANK", "LOCAL_RANK",
                                                                        "WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_"))}

@@ -11,6 +11,7 @@ import pytest
 from gpu_preflight.distributed.hooks import HOOKS, HOOKS_ENV, Hooks, hooks_from_env
 
 from .fault_hooks import HOOKS_REF, FaultHooks
+from .torch_extra import torch_or_skip
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -47,7 +48,7 @@ def test_a_hook_that_cannot_load_is_one_clear_line(name: str) -> None:
 
 
 def test_the_fault_hook_corrupts_only_its_rank_and_op() -> None:
-    torch = pytest.importorskip("torch")
+    torch = torch_or_skip()
     hook = FaultHooks({"GP_TEST_CORRUPT": "all_reduce:1"})
     out = torch.ones(4)
     Hooks.of([hook]).output("all_gather", 1, out)

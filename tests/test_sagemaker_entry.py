@@ -30,6 +30,7 @@ from gpu_preflight.integrations.sagemaker_entry import (
 from gpu_preflight.integrations.sagemaker_launcher import LaunchOptions, hyperparameters, write_source_dir
 
 from .platform_reports import cluster_report, dump_file
+from .torch_extra import needs_torch
 
 BIN = Path(sys.executable).parent
 
@@ -143,6 +144,7 @@ def test_bad_run_arguments_fail_the_job(tmp_path: Path) -> None:
     assert jsonl(proc.stdout) == []
 
 
+@needs_torch
 def test_torchrun_job_only_rank_zero_reports(tmp_path: Path) -> None:
     """Scenario 'single node, multi-GPU' with Torchrun(): two ranks (gloo on CPU here)."""
     launcher = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node=2"]

@@ -17,6 +17,9 @@ from gpu_preflight.workloads.training import SAMPLES, _model_and_data, _train, b
 
 from .conftest import REPO
 from .test_acceptance_suite import BASE_ENV
+from .torch_extra import needs_torch
+
+pytestmark = needs_torch
 
 
 def test_the_default_batch_is_the_whole_set_and_trains_as_before() -> None:

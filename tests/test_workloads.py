@@ -6,11 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import torch
-
 from gpu_preflight.workloads.compute import TOLERANCE, freivalds_error, run_gemm
 from gpu_preflight.workloads.stack import read_stack
 from gpu_preflight.workloads.training import run_single
+
+from .torch_extra import torch_or_skip
+
+torch = torch_or_skip()
 
 
 def test_gemm_on_cpu_is_measured_and_verified() -> None:
