@@ -161,13 +161,13 @@ def _forward_mismatch(j: _Judge) -> Iterator[Finding]:
         x = hit[0]
         return (f"{x.name!r}, the name of {j.name(x.peer)}, resolves to {', '.join(x.addresses[:4])}, not "
                 f"{x.address} (the address it uses toward the job's store), and that address "
-                f"{'did not answer as the node' if x.via == 'ok' else x.via or 'was not tried'} "
+                f"{'answered, but not as a node of this job' if x.via == 'ok' else x.via or 'was not tried'} "
                 f"(on {j.others(hit, 'target')})",
                 f"Make {x.name} resolve to {x.address} (or the address NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME "
                 "select) on every node.")
 
     yield from j.kind({"target": "forward_mismatch", "prober": "forward_mismatch", "pair": "forward_mismatch"},
-                      Status.WARN, lambda x: x.name_matches is False and x.via_node != x.peer,
+                      Status.WARN, lambda x: x.name_matches is False and x.via_node is None,
                       lambda x: x.name_matches is not None and not x.loopback, say,
                       "the name resolves to the node's address")
 
