@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from gpu_preflight.distributed.store import PREFIX, STALE_S
 from gpu_preflight.distributed.topology import Topology
 from gpu_preflight.distributed.watch import JobWatch
 from gpu_preflight.report.progress import stage_view
+from tests.test_gather import open_store
 
 from .torch_extra import torch_or_skip
 
@@ -36,12 +36,7 @@ dist = torch_or_skip("torch.distributed")
 
 @pytest.fixture
 def store() -> Iterator[Any]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    st = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=10))
-    yield st
-    del st
+    yield from open_store()
 
 
 def shape(world: int, per_node: int, rank: int = 0) -> Topology:
