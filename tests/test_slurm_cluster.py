@@ -200,7 +200,8 @@ def test_prolog_failure_drains_with_our_reason_and_requeues(c: SlurmCluster) -> 
     done = c.run("srun", "-w", "node2", "-N1", "-t", "1", "true", check=False, timeout=90)
     assert done.returncode != 0 and "Prolog failure on node node2" in done.stderr
     node = c.node("node2")
-    assert node.drained and node.reason == "gpu-preflight: action=reboot_node gpu.inventory.count"  # ours, not "Prolog error"
+    # ours, not "Prolog error"
+    assert node.drained and node.reason == "gpu-preflight: action=reboot_node gpu.inventory.count"
     saved = json.loads((c.results / "node2.json").read_text())
     assert saved["cluster_summary"]["overall_status"] == "FAIL"  # the result file the health check reads
     assert "node2: FAIL (gpu.inventory.count) -> drain" in (c.root / "prolog-node2.log").read_text()
