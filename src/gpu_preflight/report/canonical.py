@@ -163,19 +163,18 @@ def summarize(findings: Sequence[Mapping[str, Any]], fail_on: str, unlisted: Unl
     if not any(counts[s.value] for s in gating_statuses(fail_on)) and overall is Status.PASS:
         recommendations.append(READY)
     groups = group_statuses(findings, unlisted)
-    summary = {
+    notes = untested_notes(groups, findings)
+    return {
         "overall_status": overall.value,
         "exit_code": gated_exit_code(overall, fail_on),
         "test_results": _test_results(groups),
+        **({"test_results_notes": notes} if notes else {}),
         "cluster_info": {},
         "performance_summary": dict(performance_summary or {}),
         "issues": issues,
         "recommendations": recommendations,
         "counts": counts,
     }
-    if notes := untested_notes(groups, findings):
-        summary["test_results_notes"] = notes
-    return summary
 
 
 def _nothing_judged(findings: Sequence[Mapping[str, Any]], unlisted: Unlisted) -> dict[str, Any] | None:

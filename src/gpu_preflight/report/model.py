@@ -176,6 +176,7 @@ class ClusterSummary:
     recommendations: tuple[str, ...]
     counts: dict[str, int]
     operator_action: str | None = field(default=None, metadata=OMIT)
+    test_results_notes: dict[str, str] | None = field(default=None, metadata=OMIT)  # why a group is false untested
     unlisted: dict[str, dict[str, int]] | None = field(default=None, metadata=OMIT)
     earlier_scores: tuple[JsonObject, ...] | None = field(default=None, metadata=OMIT)
     health_scores: JsonObject | None = field(default=None, metadata=OMIT)
@@ -185,14 +186,17 @@ class ClusterSummary:
     extra: JsonObject = field(default_factory=dict, metadata=EXTRA)
 
     _KNOWN = frozenset({"overall_status", "exit_code", "test_results", "cluster_info", "performance_summary",
-                        "issues", "recommendations", "counts", "operator_action", "unlisted", "earlier_scores",
+                        "issues", "recommendations", "counts", "operator_action", "test_results_notes", "unlisted",
+                        "earlier_scores",
                         "health_scores", "recommendations_by_urgency", "cost_benefit", "assessment"})
 
     def to_dict(self) -> JsonObject:
         out: JsonObject = {"overall_status": self.overall_status.value, "exit_code": self.exit_code,
-                           "test_results": self.test_results, "cluster_info": self.cluster_info,
-                           "performance_summary": self.performance_summary, "issues": list(self.issues),
-                           "recommendations": list(self.recommendations), "counts": self.counts}
+                           "test_results": self.test_results}
+        if self.test_results_notes is not None:
+            out["test_results_notes"] = self.test_results_notes
+        out |= {"cluster_info": self.cluster_info, "performance_summary": self.performance_summary,
+                "issues": list(self.issues), "recommendations": list(self.recommendations), "counts": self.counts}
         if self.operator_action is not None:
             out["operator_action"] = self.operator_action
         if self.unlisted is not None:
@@ -218,7 +222,8 @@ class ClusterSummary:
         return cls(_status(data["overall_status"]), data["exit_code"], get("test_results") or {},
                    get("cluster_info") or {}, get("performance_summary") or {}, tuple(get("issues") or ()),
                    tuple(get("recommendations") or ()),
-                   data["counts"], get("operator_action"), get("unlisted"), None if earlier is None else tuple(earlier),
+                   data["counts"], get("operator_action"), get("test_results_notes"), get("unlisted"),
+                   None if earlier is None else tuple(earlier),
                    get("health_scores"),
                    get("recommendations_by_urgency"), get("cost_benefit"), get("assessment"),
                    _extra(data, cls._KNOWN))
