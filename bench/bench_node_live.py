@@ -18,8 +18,8 @@ time of a short command swings 2-3x from round to round while its CPU time barel
 The target is judged on wall time.
 
 Bytecode is cached (``PYTHONPYCACHEPREFIX`` in a temporary directory), as for an installed
-package, even where the environment sets ``PYTHONDONTWRITEBYTECODE``. Target (issue 16):
-ours within 1.5x gpumedic's time.
+package, even where the environment sets ``PYTHONDONTWRITEBYTECODE``. Target (issue 30; 1.5x
+since issue 16): ours within 2x gpumedic's time.
 
 On a GPU machine ``--live`` reads the real GPUs instead of the stub, and
 ``--gpumedic-module`` runs ``python -m gpumedic`` from this interpreter's environment
@@ -51,7 +51,7 @@ from _selfcheck import Ran, checkout_src, child_env, fail, on_src, require, time
 REPO = Path(__file__).resolve().parents[1]
 DUMP = REPO / "tests/fixtures/captured/h200-580.159.04/nvml_capture.json"
 GPUMEDIC = "gpumedic[nvidia]==0.1.0"
-TARGET = 1.5
+TARGET = 2.0
 FLOOR = ("import pynvml\npynvml.nvmlInit()\n"
          "for i in range(pynvml.nvmlDeviceGetCount()):\n"
          "    h = pynvml.nvmlDeviceGetHandleByIndex(i)\n"

@@ -211,8 +211,10 @@ def _run_probes(names: list[str], ctx: ProbeContext, timeout_s: float) -> tuple[
     for failed or overdue probes, the reason.
 
     Side by side, because much of a probe's time is spent waiting (on ``dmesg``, ``lspci``,
-    ``dcgmi``, a CPU-sampling window, a driver call): on the 8-GPU stub under load that was
-    ~15% less wall time than one after the other, for ~4% more CPU."""
+    ``dcgmi``, a CPU-sampling window, a driver call), and no probe need say so. The price is
+    CPU: on the 8-GPU stub, warm in one process, a node run's engine took ~29-37 ms of CPU
+    where probes one after another (with a protocol for saying "I wait") took ~20-24 ms; the
+    wall time of the whole command moved within the loaded VM's noise."""
     calls = [(name, *_probe_call(name, ctx, timeout_s)) for name in names]
     outcomes = run_all([Job(f"probe {name}", fn, limit) for name, limit, fn in calls], side_by_side=True)
     facts: dict[str, Any] = {}
