@@ -80,6 +80,8 @@ def test_the_plan_of_a_rank_takes_the_table_and_reports_it() -> None:
     plan = make_plan(Config(), "quick", True, _topo(256, 32))
     assert (plan.tier, plan.sizes[-1], plan.iters) == ("large", 1 * GiB, 10)
     assert make_plan(Config(), "quick", True).tier == "configured"  # a job of unknown shape
+    assert plan.pair_bytes() == 256 * MiB  # node links and localisation: a pair of nodes, whatever the job's size
+    assert make_plan(Config(), "quick", False, _topo(2, 1)).pair_bytes() == 4 * MiB
     params = report_parameters(plan, _topo(256, 32), "quick")
     assert params == {"suite": "quick", "device": "gpu", "world_size": 256, "num_nodes": 32, "tier": "large",
                       "collective_sizes_bytes": [4 * MiB, 32 * MiB, 256 * MiB, 1 * GiB], "collective_iters": 10,

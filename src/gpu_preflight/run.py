@@ -437,7 +437,7 @@ class _Run:
         from .distributed import localize_rounds as rounds
 
         plan = outcome.plan
-        nbytes, iters = (plan.sizes[-1], plan.iters) if plan else (4 << 20, 3)
+        nbytes, iters = (plan.pair_bytes(), plan.iters) if plan else (4 << 20, 3)
         if outcome.gathered is None:
             rounds.follow(outcome.store, topo, nbytes=nbytes, iters=iters, device=outcome.device,
                           budget_s=timeout * 30)

@@ -33,6 +33,12 @@ class Plan:
     train_batch: int = 512  # samples per training step on each rank (workload.train_batch_size)
     ops: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
     tier: str = "node"  # the job-size table's row that chose sizes and iters (workloads.scaling)
+    link_bytes: int | None = None  # node-to-node exchanges and localisation rounds (None: the largest size)
+
+    def pair_bytes(self) -> int:
+        """The message of a point-to-point link test: the configured largest, whatever the job's size
+        (a pair of nodes reaches its bandwidth regime at the same size in a job of 2 nodes or 10,000)."""
+        return self.link_bytes or self.sizes[-1]
     gpu_window: bool = False  # the ranks wait for DCGM's stress levels before touching CUDA (distributed.gpu_window)
 
 
@@ -50,8 +56,9 @@ def make_plan(config: Config, suite: str, cuda: bool, topo: Topology | None = No
         dtypes, n, seconds = ["fp32"], w.gemm_n_cpu, None
         steps = min(w.train_steps, 25)  # CPU ranks share cores: keep the smoke short
     sweep = collective_sweep(w, suite, cuda, topo.world_size if topo else None, topo.num_nodes if topo else 1)
+    link = collective_sweep(w, suite, cuda, None).sizes[-1]
     return Plan(sweep.sizes, sweep.iters, 1, dtypes, n, 3 if not cuda else 5, seconds, cuda, steps, w.train_batch_size,
-                tier=sweep.tier)
+                tier=sweep.tier, link_bytes=link)
 
 
 def report_parameters(plan: Plan, topo: Topology, suite: str) -> dict[str, Any]:

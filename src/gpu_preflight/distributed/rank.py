@@ -457,7 +457,7 @@ def _workloads(run: RankRun, store: KVStore, plan: Plan, device: Any, config: Co
         stage(store, rank, "links", run.marks, hooks)
         run.phase("links")
         per_node = max(run.topo.local_world_size, 1)
-        p["links"] = run_star([n * per_node for n in range(run.topo.num_nodes)], nbytes=plan.sizes[-1],
+        p["links"] = run_star([n * per_node for n in range(run.topo.num_nodes)], nbytes=plan.pair_bytes(),
                               iters=plan.iters, device=device, timeout_s=timeout_s)
         if run.topo.local_rank == 0:  # node leaders: libfabric fi_pingpong, node 2k serves node 2k+1
             from ..config.diagnostics import diagnostics_config
