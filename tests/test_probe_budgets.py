@@ -26,7 +26,7 @@ def _ctx(config: Config | None = None, suite: str = "quick") -> ProbeContext:
 def test_the_diagnostic_probes_declare_their_budgets() -> None:
     registry.discover("node")
     declared = sorted(name for name, spec in PROBES.items() if spec.budget is not None)
-    assert declared == ["dcgm", "infiniband", "nccl_tests"]
+    assert declared == ["dcgm", "infiniband", "nccl_tests", "storage"]
 
 
 def test_budgets_follow_the_tools_settings() -> None:
@@ -65,3 +65,8 @@ def test_the_engine_grants_the_larger_of_run_limit_and_budget(budget: float | No
         probe("budget_seen", budget=None if budget is None else (lambda ctx: budget))(seen)
         facts, errors = _run_probes(["budget_seen"], replace(_ctx(), timeout_s=0.2), 0.2)
     assert errors == {} and facts["budget_seen"] == granted
+
+
+def test_the_storage_budget_is_each_directory_in_turn() -> None:
+    cfg, _ = build_config(overrides=['system.io_paths=["/a", "/b", "/c"]', "system.io_timeout_s=20"])
+    assert probe_budget("storage", _ctx(cfg, "full")) == 3 * 20 + MARGIN_S

@@ -21,7 +21,7 @@ import pytest
 
 from gpu_preflight.distributed import watch as watch_mod
 from gpu_preflight.distributed.gather import post_node_bundle
-from gpu_preflight.distributed.liveness import Beat, Beats, stale_after
+from gpu_preflight.distributed.liveness import FIRST_LOOK_BEATS, Beat, Beats, stale_after
 from gpu_preflight.distributed.stages import Marks
 from gpu_preflight.distributed.store import PREFIX, STALE_S
 from gpu_preflight.distributed.topology import Topology
@@ -73,7 +73,11 @@ def test_only_the_readers_own_host_is_dated_by_its_stamp() -> None:
     old = Beat(3, wall - 3 * STALE_S, 1.0).text()
     beats.observe(1, old, wall, wall)
     beats.observe(2, old, wall, wall)
-    assert beats.silent(1) and not beats.silent(2)
+    assert not beats.silent(1) and not beats.silent(2)  # both may still beat again ...
+    now[0] += FIRST_LOOK_BEATS * 1.0 + 0.1
+    assert beats.silent(1) and not beats.silent(2)  # ... our node-mate had its last intervals, the other host not
+    beats.observe(1, Beat(4, wall - 3 * STALE_S + 1, 1.0).text(), wall, wall)
+    assert not beats.silent(1)  # a node-mate that beats again is alive, whatever its clock says
     fresh = Beats(clock=lambda: now[0], wall=lambda: wall, same_host={1})
     fresh.observe(1, Beat(3, wall - 1.0, 1.0).text(), wall, wall)
     assert not fresh.silent(1)  # a recent stamp on our own clock is alive

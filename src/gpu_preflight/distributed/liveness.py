@@ -13,9 +13,11 @@ The cost of knowing: the first sighting of a rank on another host says nothing a
 so a rank already dead when a reader first looks is named :func:`stale_after` later, not at
 once. A rank on the reader's own host (:attr:`Beats.same_host`: a node leader reading its
 node's ranks) stamps with the reader's own clock, so its first sighting is dated by its stamp:
-a node-mate killed before its leader began to collect is named :func:`stale_after` after it
-died, not after the leader first looked (measured at 8,000 simulated ranks: 30.9 s -> see
-docs/distributed.md).
+a node-mate killed before its leader began to collect is named about :data:`FIRST_LOOK_BEATS`
+intervals after the leader first looked, not :func:`stale_after` later (measured at 8,000
+simulated ranks: 30.9 s -> see docs/distributed.md). The stamp never dates it further back
+than that, so a node-mate whose wall clock differs after all (jumped, or faked) still has
+those intervals to show a new beat and is not named dead on its clock's word.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ STALE_S = 10.0  # the shortest silence that makes a rank dead or stopped
 STALE_BEATS = 3  # ... and at least this many of its own intervals
 BEAT_BUDGET_PER_S = 2000.0  # heartbeat writes per second the store's host is asked to take, whatever the job's size
 STAMP_SLACK_S = 0.25  # a beat may wait this long between its stamp and the store (a busy interpreter)
+FIRST_LOOK_BEATS = 3  # a node-mate first seen with an old stamp still gets this many intervals to show a new beat
 
 
 def beat_interval(world_size: int) -> float:
@@ -110,8 +113,11 @@ class Beats:
         beat = Beat.parse(text)
         interval = beat.interval if beat else HEARTBEAT_S
         since = now
-        if old is None and beat is not None and rank in self.same_host:  # our clock: the stamp dates it
-            since = now - max(0.0, started - beat.wall - STAMP_SLACK_S)
+        if old is None and beat is not None and rank in self.same_host:  # our clock: the stamp dates it ...
+            age = max(0.0, started - beat.wall - STAMP_SLACK_S)
+            # ... but never past the point where the rank has FIRST_LOOK_BEATS of its own intervals left to beat
+            # again: a node-mate whose clock is not ours after all (a jumped or faked clock) is seen alive by then
+            since = now - min(age, max(0.0, stale_after(interval) - FIRST_LOOK_BEATS * interval))
         entry = Seen(text, since, started, interval)
         if old is not None:
             entry.skew, entry.brackets = old.skew, old.brackets
