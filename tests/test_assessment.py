@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -195,9 +194,7 @@ def test_html_sections_stay_small_at_ten_thousand_nodes() -> None:
     section = report["nodes"]["node_0"]
     report["nodes"] = {f"node_{i}": {**section, "node_info": {"hostname": f"n{i}"}} for i in range(10_000)}
     scores, recs = report["cluster_summary"]["health_scores"], report["cluster_summary"]["recommendations_by_urgency"]
-    start = time.perf_counter()
-    html = assessment_sections(report, scores, recs, ReportConfig())
-    assert time.perf_counter() - start < 1.0
+    html = assessment_sections(report, scores, recs, ReportConfig())  # its time: bench/bench_end_of_run.py
     assert len(html) < 40_000 and "10,000 node(s), 10,000 GPU(s)" in html
 
 

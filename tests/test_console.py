@@ -20,7 +20,6 @@ import io
 import json
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -224,16 +223,14 @@ def _large_report(nodes: int = 10_000, sick_every: int = 10) -> dict[str, Any]:
     return assemble_report(entries, fail_on="fail", assess=False)
 
 
-def test_ten_thousand_nodes_render_compact_in_well_under_a_second() -> None:
+def test_ten_thousand_nodes_render_compact() -> None:
+    """The view stays short at 10,000 nodes (its time is bench/bench_end_of_run.py's: no timing here, the
+    machine's load would decide it)."""
     report = _large_report()
     problems = sum(f["status"] in ("WARN", "FAIL", "ERROR") for f in report["findings"])
     assert problems == 1000
-    render(report, 120)  # warm: the first call imports nothing heavy, but pays for the function objects
-    t0 = time.perf_counter()
     text = render(report, 120)
-    elapsed = time.perf_counter() - t0
     lines = text.splitlines()
-    assert elapsed < 0.5, f"compact view of 10,000 nodes took {elapsed:.3f} s"
     assert len(lines) < MAX_PROBLEMS + 30
     assert any(line.startswith(f"WARN    gpu.thermal  {1000 - MAX_PER_CHECK} more: n00050/gpu0, ") for line in lines)
     assert "SKIP    gpu.xid on 10000 nodes: kernel log not in the snapshot (pass --kernel-log FILE)" in lines
