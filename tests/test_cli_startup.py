@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gpu_preflight.cli.main import BUILTINS, PLUGINS, build_parser
+from gpu_preflight.cli.main import COMMAND, COMMANDS, build_parser, function
 
 
 def _commands(parser: Any) -> set[str]:
@@ -21,11 +21,48 @@ def _commands(parser: Any) -> set[str]:
 
 def test_only_the_named_command_is_built() -> None:
     everything = _commands(build_parser())
-    assert everything == {"run", *BUILTINS, *PLUGINS}
-    for command in ("run", *BUILTINS, *PLUGINS):
+    assert everything == set(COMMAND)
+    for command in COMMAND:
         built = _commands(build_parser(command))
         assert command in built and built <= everything
         assert "run" not in built or command == "run"
+
+
+def test_the_table_is_every_command_and_only_they() -> None:
+    """One row per command, in ``--help``'s order: each row's parser function registers its
+    command (with the rows that share it, and nothing else) and its run function exists."""
+    import argparse
+
+    assert len(COMMAND) == len(COMMANDS)
+    listed = next(a for a in build_parser()._actions if a.dest == "command")
+    assert list(listed.choices) == [c.name for c in COMMANDS]
+    for row in COMMANDS:
+        sub = argparse.ArgumentParser().add_subparsers(dest="command")
+        function(row.arguments)(sub)
+        assert set(sub.choices) == {c.name for c in COMMANDS if c.arguments == row.arguments}, row
+        assert callable(function(row.run)), row
+
+
+def test_the_command_named_runs_its_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dispatch is the table: each command reaches the run function its row names."""
+    import importlib
+
+    from gpu_preflight.cli import main as cli
+
+    argv = {"run": ["run"], "serve": ["serve"], "parse": ["parse", "x"], "judge": ["judge", "x"],
+            "slurm": ["slurm", "healthcheck"], "history": ["history"], "baseline": ["baseline", "capture", "r.json"],
+            "k8s": ["k8s", "manifest", "m.yaml"], "localize": ["localize", "simulate", "--nodes", "4"],
+            "checks": ["checks", "list"],
+            "config": ["config", "profiles"], "snapshot": ["snapshot"], "report": ["report", "render", "r.json"]}
+    assert set(argv) == set(COMMAND)
+    reached: list[tuple[str, str]] = []
+    for row in COMMANDS:
+        module, _, name = row.run.partition(":")
+        monkeypatch.setattr(importlib.import_module(f"gpu_preflight.cli.{module}"), name,
+                            lambda args, ref=row.run: reached.append((ref, args.command)) or 0)
+    for command, tokens in argv.items():
+        assert cli.main(tokens) == 0
+        assert reached[-1] == (COMMAND[command].run, command)
 
 
 @pytest.mark.parametrize("argv", [

@@ -31,9 +31,7 @@ from .exits import EXIT_USAGE
 if TYPE_CHECKING:
     from ..report.model import ClusterReport
 
-__all__ = ["COMMANDS", "add_commands", "run"]
-
-COMMANDS = ("history", "baseline")
+__all__ = ["add_commands", "run"]
 
 
 def _common() -> argparse.ArgumentParser:
