@@ -87,15 +87,34 @@ def test_an_unreadable_result_cell_is_incomplete(tmp_path: Path) -> None:
     assert statuses["evidence.complete"] == "ERROR" and code != 0
 
 
-@pytest.mark.parametrize("cut", [
-    pytest.param(lambda: "\n".join(LINES[: ROWS[0]]) + "\n", id="header-without-rows"),
-    pytest.param(lambda: "\n".join(LINES[SUMMARY:]) + "\n", id="summary-without-table"),
-])
-def test_no_result_row_is_no_nccl_tests_record(cut: object) -> None:
-    """Rule 4: a header or a summary alone is not a run that can be judged: a parse error, never a PASS."""
-    assert callable(cut)
+def test_a_summary_without_its_table_is_no_nccl_tests_record() -> None:
+    """Rule 4: a summary alone is not a run that can be judged: a parse error, never a PASS."""
     with pytest.raises(ParseError, match="no nccl-tests result row"):
-        parse(cut())
+        parse("\n".join(LINES[SUMMARY:]) + "\n")
+
+
+def test_a_header_without_rows_is_cut_before_any_result(tmp_path: Path) -> None:
+    """Rule 4b: a paste cut right after its column header is an nccl-tests run we read and could not judge
+    (ERROR on evidence.complete, 'cut before any result'), not a text we do not know (nccl#583, nccl-tests#107)."""
+    text = "\n".join(LINES[: ROWS[0]]) + "\n"
+    record = parse(text)
+    assert not record.rows and record.incomplete[0].endswith("cut before any result row")
+    code, statuses = _judge(tmp_path, text)
+    assert statuses["evidence.complete"] == "ERROR" and code != 0
+
+
+def test_a_last_row_cut_mid_way_is_incomplete(tmp_path: Path) -> None:
+    """Rule 5b: a paste that ends inside its last row (fewer cells than the header) was cut there: incomplete,
+    the rows before it kept; the same short row with anything after it stays a parse error (rule 5)."""
+    last = LINES[ROWS[-1]]
+    text = "\n".join([*LINES[:ROWS[-1]], last.rsplit(None, 1)[0]]) + "\n"
+    record = parse(text)
+    assert record.rows_total == len(ROWS) - 1
+    assert any("the last row was cut" in p for p in record.incomplete)
+    code, statuses = _judge(tmp_path, text)
+    assert statuses["evidence.complete"] == "ERROR" and code != 0
+    with pytest.raises(ParseError, match="values where the header names"):
+        parse(text + last + "\n")
 
 
 def test_a_row_with_a_missing_cell_is_a_parse_error() -> None:

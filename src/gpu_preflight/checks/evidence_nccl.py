@@ -80,7 +80,7 @@ ADVICE: dict[str, Advice] = {
                                   "Check the link between this host and the peer (ibstat, port error counters, "
                                   "cables, switch port); error 12 is a transport retry timeout. Run ib_write_bw "
                                   "between the pair and drain the node whose port misbehaves."),
-    "connection_refused": Advice(Status.FAIL, "a peer refused the connection",
+    "connection_refused": Advice(Status.FAIL, "a connection to a peer failed (refused, timed out or unreachable)",
                                  "Check that the peer host is up and every rank started, that NCCL_SOCKET_IFNAME "
                                  "names a reachable interface, and that no firewall blocks the ports."),
     "net_plugin_missing": Advice(Status.FAIL, "the NCCL network plugin is missing",

@@ -27,29 +27,41 @@ KIND = "nccl-log"
 
 # (kind, pattern): order matters, the first match classifies the line.
 SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # torch's heartbeat monitor ("ProcessGroupNCCL's watchdog got stuck for 600 seconds", "Heartbeat monitor timed
+    # out!") kills ranks whose watchdog itself hung: the same incident, a rank that stopped making progress.
     ("watchdog_timeout", re.compile(r"Watchdog caught collective operation timeout|collective operation timeout"
-                                    r"|NCCL (?:watchdog )?timeout", re.IGNORECASE)),
+                                    r"|NCCL (?:watchdog )?timeout|watchdog got stuck for \d+ seconds"
+                                    r"|Heartbeat monitor timed out", re.IGNORECASE)),
     ("duplicate_gpu", re.compile(r"Duplicate GPU detected\s*:\s*rank (?P<a>\d+) and rank (?P<b>\d+) both on "
                                  r"CUDA device (?P<dev>\S+)")),
-    ("ib_completion_error", re.compile(r"NET/IB\s*:\s*Got completion from peer (?P<peer>\S+) with (?:error|status)"
+    # NET/IB, or a vendor's IB plugin that names itself after it (NET/IBP, NET/IBext).
+    ("ib_completion_error", re.compile(r"NET/IB\w*\s*:\s*Got completion from peer (?P<peer>\S+) with (?:error|status)"
                                        r"[ =](?P<code>\d+)")),
     # The HCA itself reported an asynchronous event (port error: a flapping link; local catastrophic error: the
     # adapter failed; work queue errors): the fabric below NCCL, whatever the collective was doing.
     ("ib_async_event", re.compile(r"NET/IB\s*:\s*(?:\S+:\d+ )?Got async event\s*:\s*(?P<why>[\w ]+)")),
     ("ib_qp_error", re.compile(r"Call to ibv_modify_qp failed with (?:error )?(?:(?P<code>\d+) )?(?P<why>[^,.]+)"
                                r"(?:.*?curr state (?P<state>\w+), next state (?P<next>\w+))?", re.IGNORECASE)),
-    ("connection_refused", re.compile(r"Connect to (?P<peer>\S+?) failed\s*:\s*Connection refused"
-                                      r"|Connection refused", re.IGNORECASE)),
+    # NCCL's socket layer gave up connecting to a peer: refused, timed out or unreachable ("Call to connect
+    # returned ..., retrying" INFO lines are its retries, not a failure). A WARN cut right after its peer's
+    # address (a paste that ends there) still names that failure.
+    ("connection_refused", re.compile(r"Connect to (?P<peer>\S+?)\s+failed\s*:\s*(?:Connection refused|Connection "
+                                      r"timed out|No route to host|Network is unreachable)|NCCL WARN (?:\w+: )?Connect "
+                                      r"to \S+$|Connection refused", re.IGNORECASE)),
     ("net_plugin_missing", re.compile(r"NCCL WARN .*network (?P<net>.+?) not found|Failed to initialize any NET "
                                       r"plugin|NET/Plugin\s*:\s*Plugin load returned error", re.IGNORECASE)),
     # aws-ofi-nccl's own WARN lines (NCCL's format, or the plugin's old "WARN: Function: f Line: n:" format) and
     # libfabric's provider warnings on a completion: the network below NCCL failed, not NCCL itself.
     ("net_plugin_error", re.compile(r"(?:NCCL WARN|^WARN: Function: \w+ Line: \d+:) NET/OFI\b"
-                                    r"|^libfabric:\d+:\d+::\w+:(?:cq|ep_data|ep_ctrl|av):\S+<warn> err: \d+")),
+                                    r"|^libfabric:\d+:\d+::\w+:(?:cq|ep_data|ep_ctrl|av):\S+<warn> err: \d+"
+                                    # the EFA provider found no device: the plugin has no fabric to use
+                                    r"|<warn> fi_getinfo: provider efa output empty list")),
     ("net_plugin_fallback", re.compile(r"NET/Plugin\s*:\s*(?:Could not find:?\s*(?P<plugin>.*?)\.?\s*Using internal"
                                        r"|No plugin found)", re.IGNORECASE)),
     ("remote_error", re.compile(r"remote process exited or there was a network error|ncclRemoteError"
-                                r"|Connection closed by remote peer|Connection reset by peer", re.IGNORECASE)),
+                                r"|Connection closed by remote peer|Connection reset by peer"
+                                # the proxy's socket to a peer failed mid-operation (the peer died or the link did)
+                                r"|Socket recv failed while polling", re.IGNORECASE)),
     ("invalid_usage", re.compile(r"invalid usage|ncclInvalidUsage", re.IGNORECASE)),
     ("system_error", re.compile(r"unhandled system error|ncclSystemError", re.IGNORECASE)),
     ("cuda_error", re.compile(r"unhandled cuda error|ncclUnhandledCudaError|CUDA error: (?!out of memory)"
@@ -65,10 +77,15 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
 # What a launcher or a paste puts before a log line: indentation, Open MPI's --tag-output ("[1,0]<stdout>:"),
 # a line number ("[80746] "), srun --label ("0: "), pdsh/DeepSpeed's host ("10.0.87.143: "), Ray's actor
 # ("(RayWorkerWrapper pid=4009) ", after the colour code it prints, or what is left of it once a paste lost the
-# escape byte) and kubectl logs --timestamps ("2019-06-02T16:13:44.884Z: "). Stripped before a line is read.
+# escape byte), kubectl logs --timestamps ("2019-06-02T16:13:44.884Z: "), a log console's ISO time column with
+# an offset, after a "|" or glued to the message ("| 2025-05-16T16:39:51.208-07:00 | ", CloudWatch), a CI or
+# syslog clock ("Nov 20 16:03:25 ") and pdsh's host name before NCCL's own host:pid:tid prefix
+# ("worker-0: worker-0:19491:21059 [7] "). Stripped before a line is read.
 _LAUNCHER = re.compile(r"^(?:[ \t]+|\[\d+,\d+\]<(?:stdout|stderr)>:|\[\d+\] (?=\[)|\d{1,5}: (?=\S)"
                        r"|\d{1,3}(?:\.\d{1,3}){3}: |\x1b?\[[0-9;]{1,8}m|\((?:\w+ )?pid=\d+(?:, ip=[\w.:]+)?\) ?"
-                       r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z:? )+")
+                       r"|\|[ \t]*(?=\d{4}-)"
+                       r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}):?(?: \| ?| )?"
+                       r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} |[\w.-]+: (?=[\w.-]+:\d+:\d+ \[\d+\]))+")
 _NCCL_PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+)\s+\[(?P<dev>\d+)\]")
 _RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:|\[Rank (?P<rank2>\d+)\]")
 _HOST_PREFIX = re.compile(r"^(?P<host>[\w.-]+):\s+Test (?:NCCL|CUDA) failure")
@@ -92,7 +109,9 @@ def classify(text: str) -> tuple[str, re.Match[str]] | None:
 # merely mentions "NCCL WARN" or torch.distributed does not carry them.
 _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
     (85, re.compile(r"^(?:\[[^\]]*\]\s*)?[\w.-]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:WARN|INFO)\b", re.M)),
+    # old c10d's std::runtime_error text ("what(): NCCL Error 1: unhandled cuda error") included.
     (80, re.compile(r"^\[rank\d+\]:|^\[[EWIF]\d{4} [^\]]*\]|^\[[EWIF] ProcessGroupNCCL\.cpp:\d+\]"
+                    r"|^(?:what\(\):\s*)?NCCL Error \d+: \w"
                     r"|^\w*(?:Error|Exception): .*\bNCCL\b"
                     r"|^ncclRemoteError|^ncclSystemError|^ncclInvalidUsage|^ncclInternalError|^ncclUnhandledCudaError"
                     r"|^terminate called after throwing an instance of 'c10::DistBackendError'", re.M)),
@@ -104,8 +123,10 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
     (70, re.compile(r"^WARN: Function: \w+ Line: \d+: NET/OFI\b|^libfabric:\d+:\d+::\w+:\w+:\S+<warn> ", re.M)),
     (60, re.compile(r"^torch\.distributed\.[\w.]+(?:Error|Exception)\b|^\s*Root Cause \(first observed failure\)"
                     r"|^\s*File \"[^\"]*/torch/distributed/\w+\.py\", line \d+", re.M)),
-    # PyTorch's watchdog record alone, as a one-line paste: "Watchdog caught collective operation timeout: WorkNCCL(".
-    (60, re.compile(r"^Watchdog caught collective operation timeout: WorkNCCL\(", re.M)),
+    # PyTorch's watchdog record alone, as a one-line paste: "Watchdog caught collective operation timeout: WorkNCCL(";
+    # an IB transport's completion error or async event alone, without NCCL's prefix ("NET/IBP:Got completion").
+    (60, re.compile(r"^Watchdog caught collective operation timeout: WorkNCCL\("
+                    r"|^NET/IB\w*\s*:\s*Got (?:completion from peer|async event)", re.M)),
 )
 
 

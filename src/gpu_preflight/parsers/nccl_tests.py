@@ -133,6 +133,7 @@ class NcclTestsScanner:
         self.busbw_sum = [0.0, 0.0]  # out-of-place, in-place: the computed average is over both
         self.busbw_n = 0
         self.largest_measured: tuple[int, float, float] | None = None  # size, algbw, busbw of the largest row
+        self.cut_row: ParseError | None = None  # a row short of cells: the paste's cut, unless anything follows
 
     def feed(self, raw: str) -> None:
         self.number += 1
@@ -151,6 +152,8 @@ class NcclTestsScanner:
         if not stripped or is_noise(line):
             return
         record = self.record
+        if self.cut_row is not None and (stripped[0].isdigit() or "Out of bounds" in line or "bus bandwidth" in line):
+            raise self.cut_row
         if "failure" in line and ("Test NCCL" in line or "Test CUDA" in line) and (m := _FAILURE.search(line)):
             self._failure(raw, m)
             return
@@ -169,7 +172,10 @@ class NcclTestsScanner:
         if (m := self.layout.pattern.fullmatch(line)) is not None:
             self._add_rows(self.layout, [m.groups()])
         else:
-            self._add(_row(self.columns, line, self._line_number(), self.problem))
+            try:
+                self._add(_row(self.columns, line, self._line_number(), self.problem))
+            except _ShortRow as exc:
+                self.cut_row = exc  # the last line of a paste cut mid-row; any row or summary after it re-raises
 
     def _failure(self, raw: str, m: re.Match[str]) -> None:
         """A ``Test ... failure`` line not seen lately: read, classified, given its (signature, host) group
@@ -335,6 +341,8 @@ class NcclTestsScanner:
         and what is listed (sizes, the first largest row) is walked in order.
         """
         record = self.record
+        if self.cut_row is not None:
+            raise self.cut_row
         record.rows_total += len(batch)
         self.rows_since_summary += len(batch)
         room = KEPT_ROWS - len(self.head)
@@ -431,9 +439,14 @@ class NcclTestsScanner:
         record.errors = [*self.failure_head, *(NcclTestFailure(*failure) for failure in self.failure_tail)]
         record.errors_omitted = record.errors_total - len(record.errors)
         record.failure_groups = list(self.failure_groups.values())
-        if not record.rows and not record.errors_total:
+        if self.cut_row is not None:
+            self.problem(f"the last row was cut ({self.cut_row}): the paste ends mid-row")
+        if not record.rows and not record.errors_total and self.columns is None:
             raise ParseError(KIND, "no nccl-tests result row and no 'Test ... failure' line")
         record.incomplete = self.problems
+        if not record.rows and not record.errors_total:
+            # a column header and nothing after it: a paste cut (or a run that died) before its first result
+            record.incomplete.insert(0, "the output ends after the column header: cut before any result row")
         if self.problem_count > len(self.problems):
             record.incomplete.append(f"{self.problem_count - len(self.problems)} more unreadable value(s)")
         if record.rows and record.out_of_bounds is None and not record.errors_total:
@@ -451,6 +464,10 @@ class NcclTestsScanner:
             record.nranks = _infer_ranks(record, self.largest_measured)
             record.nranks_inferred = record.nranks is not None
         return record
+
+
+class _ShortRow(ParseError):
+    """A row with fewer cells than its header: a paste cut mid-row when nothing follows it (see ``cut_row``)."""
 
 
 def _cut(message: str) -> str:
@@ -589,7 +606,8 @@ def _row(columns: list[str], line: str, number: int, problem: Callable[[str], No
         # that still shows its redop ("sum") but lacks a cell was cut, and is read as such below
         columns = [c for c in columns if c != "redop"]
     if len(values) != len(columns):
-        raise ParseError(KIND, f"{len(values)} values where the header names {len(columns)} columns", number)
+        message = f"{len(values)} values where the header names {len(columns)} columns"
+        raise (_ShortRow if len(values) < len(columns) else ParseError)(KIND, message, number)
     first: dict[str, str] = {}
     second: dict[str, str] = {}
     for name, value in zip(columns, values, strict=True):

@@ -37,7 +37,10 @@ _FAILURE_LINE = re.compile(r"^\s*(?:Couldn't connect to \S+:\d+|Unable to init t
                            r"|Unable to open file descriptor for socket connection"
                            r"|Completion with error at (?:client|server)|Failed status \d+: wr_id"
                            r"|(?:ethernet|rdma_cm)_(?:read|write)_keys: Couldn't|Couldn't (?:read|exchange) remote"
-                           r"|Failed to exchange data between server and clients)", re.M)
+                           r"|Failed to exchange data between server and clients"
+                           # resources it could not create (a QP the device refuses) and RDMA CM connection failures
+                           r"|Unable to create QP|Failed to create QP|Couldn't create IB resources"
+                           r"|RDMA CM event error|Failed to (?:handle|connect) RDMA CM event)", re.M)
 
 
 def sniff(text: str) -> int:
