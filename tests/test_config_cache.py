@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -70,12 +71,12 @@ def test_edits_apply_at_the_next_resolve(site: Path) -> None:
     assert ticks(opts) == 7
     environ["GPU_PREFLIGHT_GPU__NVML_SETTINGS_REFRESH_TICKS"] = "9"
     assert ticks(opts) == 9
-    opts.overrides.append("gpu.nvml_settings_refresh_ticks=3")
+    opts = replace(opts, overrides=("gpu.nvml_settings_refresh_ticks=3",))  # the request is frozen
     assert ticks(opts) == 3
     other = site.with_name("other.toml")
     write(other, "[gpu]\nnvml_settings_refresh_ticks = 2\n")
     other.replace(site)  # an editor that saves by rename: a new inode
-    opts.overrides.clear()
+    opts = replace(opts, overrides=())
     environ.clear()
     assert ticks(opts) == 2
 
@@ -132,7 +133,7 @@ def test_a_file_changed_within_the_settling_time_is_read_at_every_use(
 def test_a_live_monitor_reports_a_broken_site_file_at_every_tick_and_its_fix_at_the_next(site: Path) -> None:
     from gpu_preflight.server.monitor import Monitor
 
-    monitor = Monitor(RunOptions(config_file=str(site), environ={}, timeout_s=20.0), 1.0)
+    monitor = Monitor(RunOptions(config_file=str(site), environ={}, probe_timeout_s=20.0), 1.0)
     try:
         assert isinstance(monitor.options.state, dict) and isinstance(monitor.options.state[CONFIG_CACHE], ConfigCache)
         first = monitor.tick()

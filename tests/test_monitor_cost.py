@@ -224,7 +224,7 @@ from dataclasses import replace
 from gpu_preflight.engine import RunOptions, run_checks
 from gpu_preflight.health.reader import left_blocked
 from gpu_preflight.server.monitor import Monitor
-monitor = Monitor(RunOptions(overrides=["gpu.nvml_call_timeout_s=1"], timeout_s=10), 1.0)
+monitor = Monitor(RunOptions(overrides=["gpu.nvml_call_timeout_s=1"], probe_timeout_s=10), 1.0)
 ticks = [monitor.tick() for _ in range(2)]
 one_shot = run_checks(replace(monitor.options, state=None))  # the same checks, nothing kept
 monitor.stop()

@@ -201,7 +201,7 @@ import json, os, sys
 from gpu_preflight.engine import RunOptions
 from gpu_preflight.server.monitor import Monitor
 log = sys.argv[2]
-m = Monitor(RunOptions(overrides=[f"diagnostics.infiniband_sysfs={sys.argv[1]}"], timeout_s=20), 1.0)
+m = Monitor(RunOptions(overrides=[f"diagnostics.infiniband_sysfs={sys.argv[1]}"], probe_timeout_s=20), 1.0)
 after = []
 for _ in range(4):
     snap = m.tick()

@@ -7,9 +7,9 @@ builds the same request.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +17,16 @@ from gpu_preflight.cli.main import build_parser
 from gpu_preflight.cli.run_cmd import run_request
 from gpu_preflight.outputs.options import OutputOptions
 from gpu_preflight.report.model import ClusterReport
-from gpu_preflight.run import LocaliseOptions, RunRequest, RunSettings, RunUsageError, run, worker_argv
+from gpu_preflight.run import (
+    REQUEST_ENV,
+    LocaliseOptions,
+    RunRequest,
+    RunSettings,
+    RunUsageError,
+    request_from_env,
+    run,
+    worker_env,
+)
 
 from .conftest import H200_DUMP
 
@@ -76,7 +85,9 @@ def test_a_report_directory_that_cannot_be_written_still_returns_the_verdict_wit
 
 
 @pytest.mark.parametrize("bad", [
-    {"suite": "long"}, {"fail_on": "error"}, {"expect_gpus": 300}, {"timeout_s": float("nan")}, {"timeout_s": 0.0},
+    {"suite": "long"}, {"fail_on": "error"}, {"expect_gpus": 300}, {"expect_gpus": -1}, {"expect_gpus": True},
+    {"expect_gpus": 2.0}, {"probe_timeout_s": float("nan")}, {"collective_timeout_s": 0.0},
+    {"run_budget_s": float("inf")}, {"probe_timeout_s": 86_401.0},
 ])
 def test_settings_refuse_values_the_cli_would_refuse(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
@@ -97,16 +108,80 @@ def test_localise_options_are_checked() -> None:
 
 
 def test_workers_are_started_with_the_request_they_were_given() -> None:
-    """Self-launched workers re-read their flags: what they parse is the supervisor's request."""
+    """Self-launched workers get the supervisor's request typed, through their environment:
+    what they run is what the command line asked for, nothing turned back into flags."""
     argv = ["run", "--full", "--check", "gpu.*", "--skip", "gpu.ecc.*", "--profile", "h100", "--set",
             "gpu.temp_margin_c=8", "--expect-gpus", "4", "--timeout-s", "12.5", "--fail-on", "warn",
             "--report-dir", "/tmp/r", "--no-history", "--history-db", "/tmp/h.sqlite", "--cluster-name", "c1",
             "--steps", "5", "--epochs", "2", "--format", "json", "--verbose"]
     request = run_request(build_parser("run").parse_args(argv))
-    worker = run_request(build_parser("run").parse_args(worker_argv(request)))
-    assert worker.run == request.run
+    limits = (request.run.probe_timeout_s, request.run.collective_timeout_s, request.run.run_budget_s)
+    assert limits == (12.5, 12.5, None)
+    env = {**worker_env(request), "GPU_PREFLIGHT_LAUNCHER": "self"}
+    worker = request_from_env(env)
+    assert worker is not None and worker.run == request.run
     kept = ("report_dir", "history", "history_db", "cluster_name")
     assert {k: getattr(worker.output, k) for k in kept} == {k: getattr(request.output, k) for k in kept}
-    assert "--format" not in worker_argv(request)  # workers report to the supervisor, they print nothing
+    assert worker.output == OutputOptions(**{k: getattr(request.output, k) for k in kept})  # workers print nothing
+    assert request_from_env(worker_env(request)) is None  # only a worker our supervisor started reads it
     plain = run_request(build_parser("run").parse_args(["run"]))
-    assert run_request(build_parser("run").parse_args(worker_argv(plain))).run == dataclasses.replace(plain.run)
+    expected = RunRequest(plain.run, OutputOptions(history=plain.output.history, report_dir=plain.output.report_dir))
+    assert request_from_env({**worker_env(plain), "GPU_PREFLIGHT_LAUNCHER": "self"}) == expected
+
+
+@pytest.mark.parametrize("text", ["{", "[]", '{"run": {"suite": "long"}, "output": {}}',
+                                  '{"run": {"nope": 1}, "output": {}}', '{"run": {}}'])
+def test_a_worker_request_that_is_not_one_is_a_value_error(text: str) -> None:
+    with pytest.raises(ValueError, match=REQUEST_ENV):
+        request_from_env({REQUEST_ENV: text, "GPU_PREFLIGHT_LAUNCHER": "self"})
+
+
+def test_the_timeout_flag_and_its_variable_set_the_probe_and_collective_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPU_PREFLIGHT_TIMEOUT_S", "7")
+    from_env = run_request(build_parser("run").parse_args(["run"])).run
+    from_flag = run_request(build_parser("run").parse_args(["run", "--timeout-s", "9"])).run
+    assert (from_env.probe_timeout_s, from_env.collective_timeout_s) == (7.0, 7.0)
+    assert (from_flag.probe_timeout_s, from_flag.collective_timeout_s) == (9.0, 9.0)  # the flag wins
+
+
+@pytest.mark.parametrize(("profile", "builds", "finds"), [("auto", 2, 0), ("h200", 1, 1)])
+def test_a_node_run_builds_its_config_once_per_profile_and_scores_with_the_one_that_judged(
+        monkeypatch: pytest.MonkeyPatch, profile: str, builds: int, finds: int) -> None:
+    """Auto: once before the GPU probe (no profile known), once with the matched profile; an
+    explicit profile: once, looked up once. The report is built with that same config."""
+    import gpu_preflight.config as config_pkg
+    import gpu_preflight.engine as engine
+    import gpu_preflight.report.build as report_build
+
+    calls = {"build": 0, "find": 0}
+    real_build, real_find, real_report = config_pkg.build_config, engine.find_profile, report_build.build
+
+    def counted_build(**kw: Any) -> Any:
+        calls["build"] += 1
+        return real_build(**kw)
+
+    def counted_find(name: str) -> Any:
+        calls["find"] += 1
+        return real_find(name)
+
+    seen: list[tuple[str | None, Any]] = []
+
+    def spy_build(nodes: Any, **kw: Any) -> Any:
+        seen.append((nodes[0].profile, kw.get("expected_total_gpus")))
+        return real_report(nodes, **kw)
+
+    monkeypatch.setattr(engine, "build_config", counted_build)
+    monkeypatch.setattr(engine, "find_profile", counted_find)
+    monkeypatch.setattr(report_build, "build", spy_build)
+    result = run(RunRequest(replayed(profile=profile, expect_gpus=8), OutputOptions(history=False)))
+    assert (calls["build"], calls["find"]) == (builds, finds)
+    assert result.report is not None and seen == [("h200", 8)]
+
+
+def test_the_engine_returns_the_config_it_judged_with() -> None:
+    from gpu_preflight.engine import RunOptions, check_node
+
+    report, judged = check_node(RunOptions(replay=str(H200_DUMP), include=("gpu.*",), expect_gpus=3))
+    assert report.profile == "h200" and judged.profile is not None and judged.profile.name == "h200"
+    assert judged.config.gpu.expected_count == 3 and report.config_sources == judged.sources
+    assert judged.sources[-1] == "command line" and any(s.startswith("profile h200") for s in judged.sources)

@@ -95,7 +95,7 @@ def test_the_health_server_serves_no_planted_secret(monkeypatch: pytest.MonkeyPa
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("FI_EFA_USE_DEVICE_RDMA", "1")
     server = create_gpu_healthcheck_server(lambda: 0.0, 0, 30, enable_gpu_monitoring=False,
-                                           options=RunOptions(include=["fabric.*"], timeout_s=20))
+                                           options=RunOptions(include=["fabric.*"], probe_timeout_s=20))
     server.start()
     try:
         assert server.wait_for_tick(0, 60), "monitor did not tick"

@@ -11,53 +11,131 @@ import functools
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import field, fields, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from . import registry
-from .config import Config, ConfigError, Profile, build_config, find_profile, match_profile
+from .config import Config, Profile, build_config, find_profile, match_profile
+from .config.fields import ValueRange
 from .deadline import Job, Overdue, Timeout, call, run_all
 from .fastclass import dataclass
 from .ids import EVIDENCE_JUDGE_ID
 from .model import CheckResult, Finding, NodeReport, Status, jsonable
 from .registry import CheckContext, CheckSpec, ProbeContext, ProbeState, RunInputs
 
+SUITES = ("quick", "full")
+FAIL_ON = ("warn", "fail")
+PROBE_TIMEOUT_S = 30.0  # each probe and check, unless the request says otherwise
+TIMEOUT_RANGE = ValueRange(0.0, 86_400.0, integer=False, low_open=True, unit="s")  # as `--timeout-s` parses
 
-@dataclass
-class RunOptions:
-    """Everything that shapes one node run (the CLI's ``run`` flags, as a library API)."""
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What is checked and how: the one run request, from the CLI's flags to the engine.
+
+    Every input is checked here, once, with the rule the CLI's flag parses by (a library
+    caller gets the same refusal as a command line). Three time limits, each named for what
+    it bounds (``--timeout-s``/``$GPU_PREFLIGHT_TIMEOUT_S`` sets the first two, as its help
+    says: "time limit per probe, check and collective"):
+
+    - ``probe_timeout_s``: each node probe and each check (None: 30 s; in a distributed run
+      never more than 30 s, since the node checks run beside the workloads);
+    - ``collective_timeout_s``: each collective and each wait on the job's store (None: 60 s
+      on one node, 180 s across nodes, three times that with the full suite);
+    - ``run_budget_s``: the self-launch supervisor's last resort for the whole run (None:
+      4 x the collective limit + 120 s + the DCGM stress window).
+
+    ``overrides`` are ``SECTION.KEY=VALUE`` strings, as ``--set`` takes them; ``profile``
+    ``"auto"`` (or None) matches the GPU model's profile after the GPU probe.
+    """
 
     suite: str = "quick"
-    include: list[str] = field(default_factory=list)
-    exclude: list[str] = field(default_factory=list)
-    profile: str | None = None
+    include: Sequence[str] = ()
+    exclude: Sequence[str] = ()
+    profile: str | None = "auto"
     config_file: str | None = None
-    overrides: list[str] = field(default_factory=list)
+    overrides: Sequence[str] = ()
     expect_gpus: int | None = None
     replay: str | None = None
     kernel_log: str | None = None
-    report_dir: str | None = None
-    timeout_s: float = 30.0
+    probe_timeout_s: float | None = None
+    collective_timeout_s: float | None = None
+    run_budget_s: float | None = None
     fail_on: str = "fail"
-    environ: Mapping[str, str] | None = None
-    state: Mapping[str, Any] | None = None  # what outlives one run (a monitor's kernel-log follower, tool cache)
-    node_name: str | None = None  # the node's name in a distributed job: findings are filed under it
+    node_only: bool = False
+
+    def __post_init__(self) -> None:
+        if self.suite not in SUITES:
+            raise ValueError(f"suite must be one of {', '.join(SUITES)}, got {self.suite!r}")
+        if self.fail_on not in FAIL_ON:
+            raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {self.fail_on!r}")
+        if self.expect_gpus is not None and (problem := _expect_gpus_problem(self.expect_gpus)):
+            raise ValueError(f"expect_gpus {problem}, got {self.expect_gpus!r}")
+        for name in ("probe_timeout_s", "collective_timeout_s", "run_budget_s"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or TIMEOUT_RANGE.problem(value) is not None):
+                raise ValueError(f"{name} must be {TIMEOUT_RANGE.describe()}, got {value!r}")
+
+    @property
+    def explicit_profile(self) -> str | None:
+        """The profile asked for by name or path; None when the GPU model's is matched (``auto``)."""
+        return self.profile if self.profile and self.profile != "auto" else None
 
 
-def with_expected_gpus(config: Config, count: int | None) -> Config:
-    """``config`` with ``gpu.expected_count`` set to ``count`` (``--expect-gpus``), unchanged for None."""
-    if count is None or config.gpu.expected_count == count:
-        return config
+@functools.cache
+def _expected_count_range() -> ValueRange | None:
     from .config.fields import value_range
     from .config.schema import GpuConfig
 
-    bounds = value_range(next(f for f in fields(GpuConfig) if f.name == "expected_count"), int)
-    problem = "must be a whole number" if isinstance(count, bool) or not isinstance(count, int) else (
-        bounds.problem(count) if bounds else None)
-    if problem:
-        raise ConfigError(f"{problem}, got {count!r}", source="command line", key="gpu.expected_count")
+    return value_range(next(f for f in fields(GpuConfig) if f.name == "expected_count"), int)
+
+
+def _expect_gpus_problem(count: object) -> str | None:
+    """``--expect-gpus``' rule: ``gpu.expected_count``'s own range (what ``--set`` would accept)."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        return "must be a whole number"
+    bounds = _expected_count_range()
+    return bounds.problem(count) if bounds else None
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A run's configuration, the layers it was built from (for the report) and its profile."""
+
+    config: Config
+    sources: list[str]
+    profile: Profile | None = None
+
+
+@dataclass(frozen=True)
+class RunOptions(RunSettings):
+    """The engine's view of a run: the request (:class:`RunSettings`) and where it runs.
+
+    ``resolved``: the run's configuration already built from this request (its explicit
+    profile or none), which the probes use; None builds it here. ``state``: what outlives
+    one run (a monitor's kernel-log follower, tool cache); ``node_name``: the node's name in
+    a distributed job (findings are filed under it).
+    """
+
+    report_dir: str | None = None
+    environ: Mapping[str, str] | None = None
+    state: Mapping[str, Any] | None = None
+    node_name: str | None = None
+    resolved: Resolved | None = None
+
+    @property
+    def probe_limit_s(self) -> float:
+        """Each probe's and check's time limit."""
+        return PROBE_TIMEOUT_S if self.probe_timeout_s is None else float(self.probe_timeout_s)
+
+
+def with_expected_gpus(config: Config, count: int | None) -> Config:
+    """``config`` with ``gpu.expected_count`` set to ``count`` (``--expect-gpus``, checked by
+    :class:`RunSettings`), unchanged for None."""
+    if count is None or config.gpu.expected_count == count:
+        return config
     return replace(config, gpu=replace(config.gpu, expected_count=count))
 
 
@@ -143,46 +221,70 @@ def _build_config(options: RunOptions, profile: Profile | None) -> tuple[Config,
         sources if "command line" in sources else [*sources, "command line"])
 
 
-def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
-    """Run the selected node checks and return the node report.
+def resolve(options: RunOptions, profile: Profile | None = None) -> Resolved:
+    """The run's configuration: defaults <- profile (the request's explicit one, else
+    ``profile``) <- site file <- environment <- ``--set``, with ``expect_gpus`` over all.
 
-    Accepts a :class:`RunOptions` or its fields as keyword arguments, e.g.
-    ``run_checks(replay="node.json", include=["gpu.*"])``. Raises
-    :class:`~gpu_preflight.config.ConfigError` for bad configuration and ``KeyError`` for
-    a ``--check``/``--skip`` pattern that matches no check.
+    Raises :class:`~gpu_preflight.config.ConfigError` (an unknown profile, a bad file or value).
     """
-    opts = options or RunOptions(**kwargs)
+    if options.explicit_profile is not None:
+        profile = find_profile(options.explicit_profile)
+    config, sources = _resolve_config(options, profile)
+    return Resolved(config, sources, profile)
+
+
+def check_node(options: RunOptions) -> tuple[NodeReport, Resolved]:
+    """Run the selected node checks; return the node report and the configuration that judged
+    it (with the GPU model's profile once the GPU probe matched one).
+
+    The configuration is the request's (``options.resolved``, else built here) until a profile
+    is matched; then it is built once more, with that profile, and returned for the caller to
+    score and publish the report with. Raises :class:`~gpu_preflight.config.ConfigError` for
+    bad configuration and ``KeyError`` for a ``--check``/``--skip`` pattern that matches no check.
+    """
     started = time.perf_counter()
     timestamp = datetime.now(UTC).isoformat()
-    specs = registry.select(opts.suite, opts.include, opts.exclude)
-    explicit = find_profile(opts.profile) if opts.profile and opts.profile != "auto" else None
-    config, sources = _resolve_config(opts, explicit)
+    specs = registry.select(options.suite, options.include, options.exclude)
+    resolved = options.resolved or resolve(options)
+    limit = options.probe_limit_s
 
-    inputs = RunInputs(replay=opts.replay, kernel_log=opts.kernel_log, report_dir=opts.report_dir, suite=opts.suite)
+    inputs = RunInputs(replay=options.replay, kernel_log=options.kernel_log, report_dir=options.report_dir,
+                       suite=options.suite)
     needed = sorted({n for spec in specs for n in spec.needs})
-    probe_ctx = ProbeContext(config, inputs, opts.timeout_s, ProbeState(kept=dict(opts.state or {})))
-    facts, probe_errors = _run_probes(needed, probe_ctx, opts.timeout_s)
+    probe_ctx = ProbeContext(resolved.config, inputs, limit, ProbeState(kept=dict(options.state or {})))
+    facts, probe_errors = _run_probes(needed, probe_ctx, limit)
 
-    profile = explicit
-    if profile is None and "gpu" in facts:
-        profile = match_profile(facts["gpu"].names)
-        if profile is not None:
-            config, sources = _resolve_config(opts, profile)
+    if options.explicit_profile is None and "gpu" in facts:
+        matched = match_profile(facts["gpu"].names)
+        if matched is not None:
+            resolved = resolve(options, matched)
 
-    host = opts.node_name or (facts["system"].hostname if "system" in facts else _host_name(opts.replay))
-    ctx = CheckContext(host=host, facts=facts, config=config)
-    results = run_specs(specs, ctx, probe_errors, opts.timeout_s)
-    return NodeReport(
+    host = options.node_name or (facts["system"].hostname if "system" in facts else _host_name(options.replay))
+    ctx = CheckContext(host=host, facts=facts, config=resolved.config)
+    results = run_specs(specs, ctx, probe_errors, limit)
+    report = NodeReport(
         hostname=host,
         timestamp=timestamp,
         results=results,
         facts={name: jsonable(value) for name, value in facts.items()},
-        profile=profile.name if profile else None,
-        config_sources=sources,
+        profile=resolved.profile.name if resolved.profile else None,
+        config_sources=resolved.sources,
         duration_s=time.perf_counter() - started,
-        fail_on=opts.fail_on,
+        fail_on=options.fail_on,
         raw_artifacts=dict(probe_ctx.artifacts),
     )
+    return report, resolved
+
+
+def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
+    """Run the selected node checks and return the node report (:func:`check_node` without the config).
+
+    Accepts a :class:`RunOptions` or its fields as keyword arguments, e.g.
+    ``run_checks(replay="node.json", include=["gpu.*"])``. Raises ``ValueError`` for a value
+    out of range (``expect_gpus=300``), :class:`~gpu_preflight.config.ConfigError` for bad
+    configuration and ``KeyError`` for a ``--check``/``--skip`` pattern that matches no check.
+    """
+    return check_node(options or RunOptions(**kwargs))[0]
 
 
 def _host_name(replay: str | None) -> str:

@@ -28,11 +28,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from .config import Config
+from .engine import RunSettings
 from .fastclass import dataclass
 from .ids import WORKLOADS_ID
 from .outputs.options import OutputOptions
@@ -40,51 +41,18 @@ from .outputs.options import OutputOptions
 if TYPE_CHECKING:
     from .report.model import ClusterReport
 
-__all__ = ["EXIT_ERROR", "LocaliseOptions", "RunRequest", "RunResult", "RunSettings", "RunUsageError", "run",
-           "worker_argv"]
+__all__ = ["EXIT_ERROR", "REQUEST_ENV", "LocaliseOptions", "RunRequest", "RunResult", "RunSettings", "RunUsageError",
+           "request_from_env", "run", "worker_env", "worker_request"]
 
 EXIT_ERROR = 3  # could not judge (cli.exits.EXIT_ERROR: the same number for every command)
 ONE_NODE = "one node: localisation tests nodes against each other"
-SUITES = ("quick", "full")
-FAIL_ON = ("warn", "fail")
+REQUEST_ENV = "GPU_PREFLIGHT_REQUEST"  # a self-launched worker's request, as JSON (with GPU_PREFLIGHT_LAUNCHER=self)
+WORKER_OUTPUT = ("report_dir", "history", "history_db", "cluster_name")  # what of the outputs a worker needs
 Show = Callable[["ClusterReport", OutputOptions], None]
 
 
 class RunUsageError(Exception):
     """The request cannot start (no place in the job, a pattern that matches no check): exit 3, one line."""
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """What is checked and how (the run flags other than outputs and localisation).
-
-    ``timeout_s`` None: 30 s per node probe, 60 s per collective on one node, 180 s across
-    nodes (three times that with the full suite). ``overrides`` are ``SECTION.KEY=VALUE``
-    strings, as ``--set`` takes them.
-    """
-
-    suite: str = "quick"
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    profile: str | None = "auto"
-    config_file: str | None = None
-    overrides: tuple[str, ...] = ()
-    expect_gpus: int | None = None
-    replay: str | None = None
-    kernel_log: str | None = None
-    timeout_s: float | None = None
-    fail_on: str = "fail"
-    node_only: bool = False
-
-    def __post_init__(self) -> None:
-        if self.suite not in SUITES:
-            raise ValueError(f"suite must be one of {', '.join(SUITES)}, got {self.suite!r}")
-        if self.fail_on not in FAIL_ON:
-            raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {self.fail_on!r}")
-        if self.expect_gpus is not None and not 0 <= self.expect_gpus <= 256:
-            raise ValueError(f"expect_gpus must be a whole number in [0, 256], got {self.expect_gpus!r}")
-        if self.timeout_s is not None and not 0 < self.timeout_s <= 86_400:
-            raise ValueError(f"timeout_s must be a finite number in (0, 86400] s, got {self.timeout_s!r}")
 
 
 @dataclass(frozen=True)
@@ -129,31 +97,60 @@ def run(request: RunRequest, *, show: Show | None = None) -> RunResult:
     return _Run(request, show).start()
 
 
-def worker_argv(request: RunRequest) -> list[str]:
-    """The ``gpu-preflight`` arguments a self-launched worker runs with: this request's rank part.
-
-    Workers report to the supervisor's scratch directory; they need what shapes the checks,
-    where raw artifacts go, and whether the history judges the report, nothing they print.
-    """
-    s, o = request.run, request.output
-    argv = ["run", f"--{s.suite}", "--profile", s.profile or "auto", "--fail-on", s.fail_on]
-    argv += [a for p in s.include for a in ("--check", p)] + [a for p in s.exclude for a in ("--skip", p)]
-    argv += [a for v in s.overrides for a in ("--set", v)]
-    for flag, value in (("--config", s.config_file), ("--expect-gpus", s.expect_gpus), ("--timeout-s", s.timeout_s),
-                        ("--kernel-log", s.kernel_log), ("--report-dir", o.report_dir),
-                        ("--history-db", o.history_db), ("--cluster-name", o.cluster_name)):
-        if value is not None:
-            argv += [flag, str(value)]
-    if o.history is not None:
-        argv.append("--history" if o.history else "--no-history")
-    return argv
+def worker_request(request: RunRequest) -> RunRequest:
+    """The request a self-launched worker runs: this one's settings, and of its outputs only
+    where raw artifacts go and whether the history judges the report (workers report to the
+    supervisor's scratch directory and print nothing)."""
+    kept = {name: getattr(request.output, name) for name in WORKER_OUTPUT}
+    return RunRequest(request.run, OutputOptions(**kept))
 
 
-def _timeout(settings: RunSettings, nodes: int) -> float:
-    if settings.timeout_s is not None:
-        return float(settings.timeout_s)
+def worker_env(request: RunRequest) -> dict[str, str]:
+    """The environment that hands a self-launched worker its request, typed values as they are
+    (:func:`worker_request`, read back by :func:`request_from_env`): nothing is turned back
+    into command-line flags for the worker to parse again."""
+    rank = worker_request(request)
+    output = {name: getattr(rank.output, name) for name in WORKER_OUTPUT}
+    return {REQUEST_ENV: json.dumps({"run": dataclasses.asdict(rank.run), "output": output})}
+
+
+def request_from_env(environ: Mapping[str, str]) -> RunRequest | None:
+    """A self-launched worker's request from :func:`worker_env`'s variable (None elsewhere:
+    only a worker our supervisor started, ``GPU_PREFLIGHT_LAUNCHER=self``, reads it).
+    A value that is not such a request is a ``ValueError``, as a bad flag would be."""
+    text = environ.get(REQUEST_ENV)
+    if text is None or environ.get("GPU_PREFLIGHT_LAUNCHER") != "self":
+        return None
+    try:
+        data = json.loads(text)
+        settings: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data["run"].items()}
+        return RunRequest(RunSettings(**settings), OutputOptions(**data["output"]))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"{REQUEST_ENV} is not a worker's request: {exc}") from None
+
+
+def collective_limit_s(settings: RunSettings, nodes: int) -> float:
+    """Each collective's and store wait's limit (``collective_timeout_s``, else 60 s on one
+    node, 180 s across nodes, x3 with the full suite)."""
+    if settings.collective_timeout_s is not None:
+        return float(settings.collective_timeout_s)
     base = 60.0 if nodes <= 1 else 180.0
     return base * (3 if settings.suite == "full" else 1)
+
+
+def rank_probe_limit_s(settings: RunSettings) -> float:
+    """Each node probe's and check's limit on a rank: the request's, at most
+    :data:`~gpu_preflight.engine.PROBE_TIMEOUT_S`, since the node checks run beside the workloads."""
+    from .engine import PROBE_TIMEOUT_S
+
+    asked = settings.probe_timeout_s
+    return PROBE_TIMEOUT_S if asked is None else min(float(asked), PROBE_TIMEOUT_S)
+
+
+def run_budget_s(settings: RunSettings, collective_s: float, window_s: float) -> float:
+    """The self-launch supervisor's last resort for the whole run (``run_budget_s``, else
+    4 x the collective limit + 120 s + the DCGM stress window)."""
+    return float(settings.run_budget_s) if settings.run_budget_s is not None else collective_s * 4 + 120 + window_s
 
 
 class _Run:
@@ -163,7 +160,11 @@ class _Run:
         self.request, self.show = request, show
         self.settings, self.out, self.loc = request.run, request.output, request.localise
         self.started = time.monotonic()  # the run's wall time prices the checks (cluster_summary.cost_benefit)
-        self.config = Config()  # until _validate resolves the request's own
+        self.resolved: Any = None  # the request's configuration, once _validate has built it
+
+    @property
+    def config(self) -> Config:
+        return self.resolved.config if self.resolved is not None else Config()
 
     def start(self) -> RunResult:
         self._validate()
@@ -185,28 +186,18 @@ class _Run:
         """Configuration, profile and check patterns, checked before any worker starts.
 
         A typo must be a usage error here (exit 3), not an ERROR finding from every worker later.
+        The configuration built here (defaults <- the explicit profile, if any <- site file <-
+        environment <- ``--set``, with ``expect_gpus``) is the run's: the node checks start from
+        it and hand back the one they judged with (:func:`gpu_preflight.engine.check_node`).
         """
+        from .engine import resolve
         from .registry import matching
 
-        self.config = self.resolve(None)
+        self.resolved = resolve(self._engine_options(None))
         try:
             matching([*self.settings.include, *self.settings.exclude], "node")
         except KeyError as exc:
             raise RunUsageError(str(exc.args[0])) from None
-
-    def resolve(self, profile_name: str | None) -> Config:
-        """The run's config: defaults ← profile (``--profile``, else ``profile_name``, the one the
-        node matched) ← site file ← environment ← ``--set``, with ``gpu.expected_count`` from
-        ``expect_gpus``."""
-        from .config import build_config, find_profile
-
-        s = self.settings
-        name = s.profile if s.profile and s.profile != "auto" else profile_name
-        from .engine import with_expected_gpus
-
-        config, _ = build_config(profile=find_profile(name) if name else None, config_file=s.config_file,
-                                 overrides=list(s.overrides))
-        return with_expected_gpus(config, s.expect_gpus)
 
     def _wants_cluster_checks(self) -> bool:
         """``include`` patterns that select only node checks need no workers."""
@@ -217,30 +208,30 @@ class _Run:
             return True
         return any(spec.scope == "cluster" and spec.matches(p) for spec in all_checks() for p in include)
 
-    def _engine_options(self, timeout_s: float) -> Any:
+    def _engine_options(self, probe_timeout_s: float | None) -> Any:
+        """The engine's view of this request (:class:`~gpu_preflight.engine.RunOptions`): the
+        settings as given, where raw artifacts go, and the configuration already resolved."""
         from .engine import RunOptions
 
         s = self.settings
-        return RunOptions(suite=s.suite, include=list(s.include), exclude=list(s.exclude), profile=s.profile,
-                          config_file=s.config_file, overrides=list(s.overrides), expect_gpus=s.expect_gpus,
-                          replay=s.replay, kernel_log=s.kernel_log, report_dir=self.out.report_dir,
-                          timeout_s=timeout_s, fail_on=s.fail_on)
+        values = {f.name: getattr(s, f.name) for f in dataclasses.fields(s)}
+        return RunOptions(**{**values, "probe_timeout_s": probe_timeout_s}, report_dir=self.out.report_dir,
+                          resolved=self.resolved)
 
     # -- the three kinds of run -------------------------------------------------------------
 
     def node_only(self, note: str | None = None) -> RunResult:
-        from .engine import run_checks
+        from .engine import check_node
         from .model import CheckResult, Finding, Status
         from .report.build import build
 
-        node = run_checks(self._engine_options(self.settings.timeout_s or 30.0))
+        node, judged = check_node(self._engine_options(self.settings.probe_timeout_s))
         if note:
             node.results.append(CheckResult(WORKLOADS_ID, "Distributed workloads", [Finding(
                 WORKLOADS_ID, Status.SKIP, node.hostname, "not_run", note,
                 recommendation="pip install 'gpu-preflight[torch]' to run GEMM, memory, collectives and training.")],
                 0.0))
-        explicit = self.settings.profile not in (None, "auto")
-        config = self.config if explicit or node.profile is None else self.resolve(node.profile)
+        config = judged.config
         report = build([node], expected_total_gpus=config.gpu.expected_count, assess=False)  # finish() scores
         report, code = self.finish(report, config, [node])
         return RunResult(report, code)
@@ -257,12 +248,12 @@ class _Run:
         from .report.build import build_cluster_report
 
         s, loc = self.settings, self.loc
-        timeout = _timeout(s, topo.num_nodes)
+        timeout = collective_limit_s(s, topo.num_nodes)
         result_dir = os.environ.get("GPU_PREFLIGHT_RESULT_DIR")
         view = self._progress_view() if topo.rank == 0 and topo.launcher != "self" else None  # self: the supervisor's
         try:
-            outcome = run_rank(self._engine_options(min(timeout, 30.0)), topo, config=self.config,
-                               resolve=self.resolve, timeout_s=timeout, result_dir=result_dir, view=view,
+            outcome = run_rank(self._engine_options(rank_probe_limit_s(s)), topo, config=self.config,
+                               collective_timeout_s=timeout, result_dir=result_dir, view=view,
                                on_result=self._live_lines(topo))
         except Exception as exc:  # the job's store cannot be reached: nothing can be reported from here
             if view is not None:
@@ -321,11 +312,11 @@ class _Run:
         gpus = local_gpu_count()
         config = self.config
         workers = gpus or config.workload.cpu_workers
-        timeout = _timeout(self.settings, 1)
-        budget = timeout * 4 + 120 + window_s(self._engine_options(timeout), config)  # + DCGM's stress levels
-        with _relayed_lines(self.out.verbose) as extra_env:
-            sup = supervise(worker_argv(self.request), workers, budget_s=budget, timeout_s=timeout,
-                            view=self._progress_view(), extra_env=extra_env)
+        timeout = collective_limit_s(self.settings, 1)
+        budget = run_budget_s(self.settings, timeout, window_s(self.settings, config))  # + DCGM's stress levels
+        with _relayed_lines(self.out.verbose) as lines_env:
+            sup = supervise(["run"], workers, budget_s=budget, collective_timeout_s=timeout,
+                            view=self._progress_view(), extra_env={**worker_env(self.request), **(lines_env or {})})
         topo = {"launcher": "self", "world_size": workers, "num_nodes": 1, "local_world_size": workers,
                 "hostname": os.uname().nodename, "hosts": [os.uname().nodename]}
         gathered = gathered_from_files(sup, workers, topo)

@@ -41,10 +41,11 @@ def output_options(args: argparse.Namespace) -> Any:
 def run_request(args: argparse.Namespace) -> Any:
     """The :class:`~gpu_preflight.run.RunRequest` of a parsed ``run`` command line.
 
-    A timeout from ``$GPU_PREFLIGHT_TIMEOUT_S`` is checked like ``--timeout-s`` (a bad value is a
-    ``ConfigError``); the workload-size flags become the ``--set`` overrides they stand for
-    (after the command line's own ``--set``, so the flag wins); a combination they cannot hold
-    is a ``ValueError`` with one line.
+    ``--timeout-s`` (else ``$GPU_PREFLIGHT_TIMEOUT_S``, checked the same way: a bad value is a
+    ``ConfigError``) is what its help says, the time limit per probe, check and collective: the
+    request's ``probe_timeout_s`` and ``collective_timeout_s``. The workload-size flags become
+    the ``--set`` overrides they stand for (after the command line's own ``--set``, so the flag
+    wins); a combination they cannot hold is a ``ValueError`` with one line.
     """
     from ..run import LocaliseOptions, RunRequest, RunSettings
     from .argtypes import TIMEOUT_ENV, env_number, seconds
@@ -54,8 +55,8 @@ def run_request(args: argparse.Namespace) -> Any:
     overrides = [*args.set, *size_overrides(args.iters, args.numel, args.steps, args.epochs, args.batch_size)]
     settings = RunSettings(suite=args.suite, include=tuple(args.check), exclude=tuple(args.skip), profile=args.profile,
                            config_file=args.config, overrides=tuple(overrides), expect_gpus=args.expect_gpus,
-                           replay=args.replay, kernel_log=args.kernel_log, timeout_s=timeout, fail_on=args.fail_on,
-                           node_only=args.node_only)
+                           replay=args.replay, kernel_log=args.kernel_log, probe_timeout_s=timeout,
+                           collective_timeout_s=timeout, fail_on=args.fail_on, node_only=args.node_only)
     localise = LocaliseOptions(mode=args.localize, exclude_file=args.exclude_file, exclude_style=args.exclude_style)
     return RunRequest(settings, output_options(args), localise)
 
@@ -91,11 +92,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         except KernelLogFileError as exc:
             print(f"gpu-preflight: {exc}", file=sys.stderr)
             return EXIT_ERROR
-    from ..config import ConfigError
-    from ..run import RunUsageError, run
+    import os
 
-    try:
-        request = run_request(args)
+    from ..config import ConfigError
+    from ..run import RunUsageError, request_from_env, run
+
+    try:  # a self-launched worker's request comes typed from its supervisor, not from flags
+        request = request_from_env(os.environ) or run_request(args)
     except ConfigError:
         raise  # main() prints it as a configuration error
     except ValueError as exc:

@@ -159,7 +159,7 @@ def _job_phase(args: argparse.Namespace, cfg: Any, ctl: Any) -> Any:
 
     options = RunOptions(suite="quick", include=args.check, exclude=args.skip, profile=args.profile,
                          config_file=args.config, overrides=args.set, expect_gpus=args.expect_gpus,
-                         replay=args.replay, kernel_log=args.kernel_log, timeout_s=cfg.prolog_timeout_s,
+                         replay=args.replay, kernel_log=args.kernel_log, probe_timeout_s=cfg.prolog_timeout_s,
                          fail_on="warn" if cfg.drain_on == "warn" else "fail")
     try:
         report, problem = run_node_checks(options, cfg.prolog_timeout_s)

@@ -26,7 +26,7 @@ from ..config import Config
 from ..config.diagnostics import diagnostics_config
 from ..diagnostics.budgets import dcgm_levels_for, dcgm_levels_s
 from ..diagnostics.window import GPU_WINDOW, GpuWindow
-from ..engine import RunOptions
+from ..engine import RunSettings
 from .liveness import beat_interval
 from .store import PREFIX, STALE_S, KVStore, wait_key
 from .topology import Topology
@@ -37,7 +37,7 @@ CLOSED_KEY = f"{PREFIX}/gpu_window/closed"  # how many nodes' windows have close
 ALL_KEY = f"{PREFIX}/gpu_window/all"  # set once every node's window has closed
 
 
-def window_s(opts: RunOptions, config: Config) -> float:
+def window_s(opts: RunSettings, config: Config) -> float:
     """The longest the GPU window may last, 0 for a run without one: a ``--full`` live run
     whose checks need the ``dcgm`` fact and whose DCGM levels go beyond level 1.
 

@@ -64,7 +64,7 @@ class Supervised:
     logs: dict[int, Path] = field(default_factory=dict)
 
 
-def supervise(argv: list[str], workers: int, *, budget_s: float, timeout_s: float | None = None,
+def supervise(argv: list[str], workers: int, *, budget_s: float, collective_timeout_s: float | None = None,
               extra_env: dict[str, str] | None = None, view: Any = None) -> Supervised:
     """Start ``workers`` copies of ``gpu-preflight <argv>`` as ranks 0..n-1 and wait for them.
 
@@ -72,7 +72,10 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, timeout_s: floa
     or hung does not freeze it: the other ranks see its heartbeat go stale and one of them
     reports instead. The supervisor ends the run once a report exists and every worker has
     exited or gone silent, or as soon as no worker that still answers is left
-    (:class:`Liveness`); ``budget_s`` is the last resort.
+    (:class:`Liveness`); ``budget_s`` (the run's ``run_budget_s``) is the last resort. A worker
+    with no heartbeat yet counts as silent after the run's ``collective_timeout_s`` (the
+    time rank 0 waits for ranks to arrive) plus :data:`JOIN_GRACE_S`. A self-launched run's
+    workers get their request through ``extra_env`` (:func:`gpu_preflight.run.worker_env`).
 
     ``view`` (a :class:`~gpu_preflight.report.progress.StageView`) shows the job's stages
     from the store it hosts while the workers run (their own stderr goes to their logs), and
@@ -104,7 +107,7 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, timeout_s: floa
     watch = None
     try:
         store = _host_store(port)
-        live = Liveness(store, workers, join_s=(timeout_s or budget_s) + JOIN_GRACE_S)
+        live = Liveness(store, workers, join_s=(collective_timeout_s or budget_s) + JOIN_GRACE_S)
         if view is not None:
             watch = _watch(store, workers, view)
         reported_at: float | None = None

@@ -24,7 +24,7 @@ from typing import Any
 from ..config import Config
 from ..deadline import Later, Timeout, call
 from ..diagnostics.window import GpuWindow
-from ..engine import RunOptions, run_checks
+from ..engine import RunOptions, check_node
 from ..fastclass import dataclass
 from . import gpu_window
 from .gather import gather, post_node_bundle
@@ -49,7 +49,7 @@ from .store import (
 )
 from .topology import Topology
 
-__all__ = ["MAX_PAYLOAD", "RankOutcome", "RankRun", "ResultSink", "env_timeout", "node_payload", "run_rank", "stage"]
+__all__ = ["MAX_PAYLOAD", "RankOutcome", "RankRun", "ResultSink", "node_payload", "run_rank", "stage"]
 
 MAX_PAYLOAD = 4 << 20  # a rank's result is bounded; raw artifacts stay on the node
 ResultSink = Callable[[Topology, str, Any], None]
@@ -113,7 +113,7 @@ class RankOutcome:
     config: Config
     store: KVStore
     beat: Heartbeat
-    timeout_s: float
+    collective_timeout_s: float
     device: Any = None
     plan: Plan | None = None
     topo: Topology | None = None
@@ -146,7 +146,7 @@ class RankOutcome:
         """The reporting rank's exit code; ``None`` when it went silent and this rank takes over
         (``gathered`` is then filled). 3 when no verdict came within the bound."""
         topo = self.topo
-        deadline = time.monotonic() + self.timeout_s + STALE_S + 60
+        deadline = time.monotonic() + self.collective_timeout_s + STALE_S + 60
         key = f"{PREFIX}/verdict"
         while True:
             held = get_text(self.store, REPORTER_KEY)
@@ -212,15 +212,17 @@ class RankOutcome:
                                             and get_text(self.store, f"{PREFIX}/beat/{rank}") is None)
 
 
-def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Callable[[str], Config],
-             timeout_s: float, result_dir: str | None = None, view: Any = None, hooks: Hooks | None = None,
+def run_rank(opts: RunOptions, topo: Topology, *, config: Config, collective_timeout_s: float,
+             result_dir: str | None = None, view: Any = None, hooks: Hooks | None = None,
              on_result: ResultSink | None = None) -> RankOutcome:
     """Run this rank; rank 0's outcome also holds the gathered payloads (``{"payloads", "missing", ...}``).
 
-    ``config`` is the run's, resolved once (:mod:`gpu_preflight.run`); once the node's GPU model
-    matched a profile, ``resolve(profile_name)`` gives the run's config with that profile, which
-    judges the node section and travels in the outcome. ``on_result`` (:data:`ResultSink`) hears
-    each workload's result on this rank as it finishes.
+    ``config`` is the run's, resolved once (:mod:`gpu_preflight.run`); on a node leader, the
+    node checks hand back the one they judged with (with the GPU model's profile once it
+    matched one: :func:`gpu_preflight.engine.check_node`), which judges the node section and
+    travels in the outcome. ``opts.probe_timeout_s`` bounds each node probe and check;
+    ``collective_timeout_s`` each collective and each wait on the job's store. ``on_result``
+    (:data:`ResultSink`) hears each workload's result on this rank as it finishes.
 
     ``view`` (a :class:`~gpu_preflight.report.progress.StageView`, reporting rank only) shows
     the job's stages and what they wait on until the outcome's :meth:`RankOutcome.quiet`.
@@ -233,15 +235,15 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
     if topo.local_rank == 0:  # node checks overlap torch start-up and the workloads
         checks = replace(opts, node_name=topo.node_name,  # findings under the node's name in the job
                          state=gpu_window.with_window(opts.state, window))
-        node_checks = Later(lambda: run_checks(checks), "node checks")
+        node_checks = Later(lambda: check_node(checks), "node checks")
     import torch
     import torch.distributed as dist
 
     cuda = torch.cuda.is_available() and torch.cuda.device_count() > topo.local_rank  # no CUDA context yet
     device = torch.device(f"cuda:{topo.local_rank}") if cuda else torch.device("cpu")
     plan = replace(make_plan(config, opts.suite, cuda, topo), gpu_window=window_s > 0)
-    store = connect_store(topo, timeout_s)  # results and heartbeats never depend on the process group
-    beat = Heartbeat(store, topo.rank, lost_after_s=timeout_s + 2 * STALE_S, where=topo.node_name,
+    store = connect_store(topo, collective_timeout_s)  # results and heartbeats never depend on the process group
+    beat = Heartbeat(store, topo.rank, lost_after_s=collective_timeout_s + 2 * STALE_S, where=topo.node_name,
                      world_size=topo.world_size)
     run = RankRun(topo, {"rank": topo.rank, "local_rank": topo.local_rank, "node_rank": topo.node_rank,
                          "hostname": topo.hostname or socket.gethostname(), "node_name": topo.node_name,
@@ -253,8 +255,9 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
         from ..config.diagnostics import diagnostics_config
         from .connectivity import start as start_connectivity
 
-        run.results["identity"] = node_identity(topo, timeout_s).to_dict()
-        reach = start_connectivity(store, topo, run.results["identity"], diagnostics_config(config), timeout_s)
+        run.results["identity"] = node_identity(topo, collective_timeout_s).to_dict()
+        reach = start_connectivity(store, topo, run.results["identity"], diagnostics_config(config),
+                                   collective_timeout_s)
     if topo.rank == 0:
         store.set(f"{PREFIX}/steps", json.dumps(steps_for(plan, topo)))
     stage(store, topo.rank, "arrive", run.marks, hooks)
@@ -271,11 +274,11 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
         gpu_window.hold(store, topo, window, window_s, node_checks.running if node_checks is not None else None)
     if cuda:
         torch.cuda.set_device(device)  # makes the CUDA context: after the node's GPU window
-    run.broken, absent = form_group(store, topo, timeout_s)
+    run.broken, absent = form_group(store, topo, collective_timeout_s)
     if run.broken is None:
         try:
             dist.init_process_group("nccl" if cuda else "gloo", store=dist.PrefixStore(f"{PREFIX}/pg", store),  # type: ignore[attr-defined, arg-type]
-                                    timeout=timedelta(seconds=timeout_s), rank=topo.rank,
+                                    timeout=timedelta(seconds=collective_timeout_s), rank=topo.rank,
                                     world_size=topo.world_size)
         except Exception as exc:  # a rank died between arriving and joining
             run.broken = f"process group not formed: {type(exc).__name__}: {exc}"
@@ -297,7 +300,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
     run.sampler = sampling.start(device, load_cfg)  # this rank's GPU under load (inert on CPU workers)
     xids = XidWatch() if cuda and topo.local_rank == 0 else None  # the node leader, for its node
     try:
-        _workloads(run, store, plan, device, config, timeout_s)
+        _workloads(run, store, plan, device, config, collective_timeout_s)
     except Exception as exc:  # a workload bug must not lose the rest of the report
         run.errors.append(f"{type(exc).__name__}: {exc}")
     finally:
@@ -310,9 +313,8 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
         if node_checks.running():
             stage(store, topo.rank, "node_checks", run.marks, hooks)
         with contextlib.suppress(Exception):  # crashed or overdue: "node checks did not finish" below
-            node_report = node_checks.result(opts.timeout_s * 3)
-    if node_report is not None and node_report.profile:
-        config = resolve(node_report.profile)
+            node_report, judged = node_checks.result(opts.probe_limit_s * 3)
+            config = judged.config
     if node_report is not None:
         run.results["node_entry"] = node_payload(node_report, topo, config, opts.report_dir,
                                                  run.results.get("identity"))
@@ -331,11 +333,11 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, resolve: Calla
         Path(result_dir, f"rank{topo.rank}.json").write_text(text)
     store.set(f"{PREFIX}/payload/{topo.rank}", text)
     if topo.local_rank == 0:  # node leaders bundle their node's payloads: rank 0 reads one key per node
-        post_node_bundle(store, topo, deadline=time.monotonic() + timeout_s + STALE_S, absent=absent)
-    gathered = (gather(store, topo, deadline=time.monotonic() + timeout_s + 2 * STALE_S, absent=absent)
+        post_node_bundle(store, topo, deadline=time.monotonic() + collective_timeout_s + STALE_S, absent=absent)
+    gathered = (gather(store, topo, deadline=time.monotonic() + collective_timeout_s + 2 * STALE_S, absent=absent)
                 if topo.rank == 0 else None)
-    return RankOutcome(gathered, config, store, beat, timeout_s, device, plan, topo, absent, formed, watch=watch,
-                       marks=run.marks, hooks=hooks)
+    return RankOutcome(gathered, config, store, beat, collective_timeout_s, device, plan, topo, absent, formed,
+                       watch=watch, marks=run.marks, hooks=hooks)
 
 
 def node_identity(topo: Topology, timeout_s: float, env: Mapping[str, str] | None = None) -> NodeIdentity:
@@ -499,8 +501,3 @@ def _destroy(dist: Any) -> None:
     if dist.is_initialized():
         with contextlib.suppress(Exception):  # a failed or hung teardown changes nothing we report
             call(dist.destroy_process_group, 5.0, "destroy process group")
-
-
-def env_timeout(default: float) -> float:
-    raw = os.environ.get("GPU_PREFLIGHT_TIMEOUT_S")
-    return float(raw) if raw else default

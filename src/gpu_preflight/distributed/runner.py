@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from .gather import collect, gather, post_node_bundle
 from .payload import FORMATION_OP, NodeBundle, RankPayload
 from .plan import Group, Plan, layout, make_plan, node_ranks, steps_for
-from .rank import MAX_PAYLOAD, RankOutcome, RankRun, env_timeout, node_payload, run_rank
+from .rank import MAX_PAYLOAD, RankOutcome, RankRun, node_payload, run_rank
 from .store import HEARTBEAT_S, PREFIX, RDZV_NAMES_KEY, REPORTER_KEY, STALE_S, Heartbeat, silent, wait_key
 
 __all__ = ["FORMATION_OP", "HEARTBEAT_S", "MAX_PAYLOAD", "PREFIX", "RDZV_NAMES_KEY", "REPORTER_KEY", "STALE_S",
            "Group", "Heartbeat", "NodeBundle", "Plan", "RankOutcome", "RankPayload", "RankRun", "collect",
-           "env_timeout", "gather", "layout", "make_plan", "node_payload", "node_ranks", "post_node_bundle",
+           "gather", "layout", "make_plan", "node_payload", "node_ranks", "post_node_bundle",
            "run_rank", "silent", "steps_for", "wait_key"]
 
 

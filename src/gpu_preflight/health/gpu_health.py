@@ -169,7 +169,7 @@ class GPUHealthCheck(PynvmlMixin):
 
     def _check_and_claim(self) -> tuple[HealthStatus, bool]:
         started = time.perf_counter()
-        options = RunOptions(include=list(CHECK_IDS), replay=self.replay, timeout_s=self.timeout_s)
+        options = RunOptions(include=list(CHECK_IDS), replay=self.replay, probe_timeout_s=self.timeout_s)
         report: NodeReport | None = None
         error: BaseException | str | None = None
         try:

@@ -60,7 +60,7 @@ def check_pynvml_availability() -> bool:
 
 def gpu_names(replay: str | None = None, timeout_s: float = NAME_TIMEOUT_S) -> list[str]:
     """Names NVML reports for this node's GPUs (or the snapshot's); [] when it cannot tell."""
-    options = RunOptions(include=[NVML_ID], replay=replay, timeout_s=timeout_s)
+    options = RunOptions(include=[NVML_ID], replay=replay, probe_timeout_s=timeout_s)
     try:
         report = _reader.run(options)
     except Timeout as exc:

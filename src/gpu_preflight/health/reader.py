@@ -57,7 +57,7 @@ class NvmlReader:
         A replayed run never touches NVML, so it never counts as blocked.
         """
         live = options.replay is None
-        deadline = deadline_for(options.timeout_s)
+        deadline = deadline_for(options.probe_limit_s)
         if not NVML_LOCK.acquire(timeout=deadline):
             raise Timeout(f"NVML busy: another reader held it for more than {deadline:g} s")
         try:

@@ -118,7 +118,7 @@ def run_node_checks(options: Any, budget_s: float) -> tuple[dict[str, Any] | Non
     from ..engine import run_checks
     from ..report.build import build_report
 
-    opts = replace(options, timeout_s=min(options.timeout_s, budget_s / 2))
+    opts = replace(options, probe_timeout_s=min(options.probe_limit_s, budget_s / 2))
     try:
         node = call(lambda: run_checks(opts), budget_s, "node checks")
     except Timeout as exc:

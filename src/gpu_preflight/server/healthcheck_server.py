@@ -65,7 +65,7 @@ class GPUHealthCheckServer:
         self._gpu_monitoring_enabled = enable_gpu_monitoring
         self._healthy_when_unknown = healthy_when_unknown
         self._max_connections = max_connections
-        run_options = replace(options or RunOptions(), timeout_s=check_timeout_s)
+        run_options = replace(options or RunOptions(), probe_timeout_s=check_timeout_s)
         self._fail_on = run_options.fail_on
         self._gpu_health_check = GPUHealthCheck(
             gpu_device_index, gpu_check_interval, on_gpu_failure, replay=run_options.replay,
@@ -155,7 +155,7 @@ class GPUHealthCheckServer:
 
     def _monitor_status(self) -> dict[str, Any]:
         snap = self.monitor.snapshot
-        return {"interval_s": self._gpu_check_interval, "check_timeout_s": self.monitor.options.timeout_s,
+        return {"interval_s": self._gpu_check_interval, "check_timeout_s": self.monitor.options.probe_limit_s,
                 "ticks": snap.tick if snap else 0, "last_tick_at": snap.finished_at if snap else None,
                 "last_tick_duration_s": round(snap.duration_s, 6) if snap else None,
                 "error": snap.error if snap else None,

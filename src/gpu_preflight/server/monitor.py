@@ -60,7 +60,7 @@ class Monitor:
                                state=None if options.replay else _tick_state(tool_refresh_s, interval_s,
                                                                              _settings_every(options)))
         self.interval_s = interval_s
-        self.deadline_s = deadline_for(self.options.timeout_s)
+        self.deadline_s = deadline_for(self.options.probe_limit_s)
         self.gpu = gpu
         self._reader = NvmlReader("monitor-read")
         self._stop = threading.Event()
