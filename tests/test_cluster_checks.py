@@ -155,7 +155,7 @@ def floors(**changes: Any) -> PerfConfig:
 
 
 def config_with(perf: PerfConfig, pcie_gen: int | None = 5) -> Config:
-    return Config(perf=perf, gpu=replace(GpuConfig(), pcie_expected_gen=pcie_gen))
+    return Config(perf=perf, gpu=replace(Config().gpu, pcie_expected_gen=pcie_gen))
 
 
 def two_gpus(busbw: float, size: int = 1 << 28, device: str = "cuda:0") -> list[dict[str, Any]]:

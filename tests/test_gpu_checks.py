@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import gpu_preflight
-from gpu_preflight.config import Config, GpuConfig
+from gpu_preflight.config import Config
 from gpu_preflight.model import NA, Finding, NodeReport, Status
 from gpu_preflight.probes.gpu import facts_from_dump
 from gpu_preflight.records import GpuFacts, GpuProcess, GpuRecord, NvLink, SystemFacts
@@ -37,15 +37,12 @@ MIB = 1024**2
 GIB = 1024**3
 PASS, SKIP, WARN, ERROR, FAIL = Status.PASS, Status.SKIP, Status.WARN, Status.ERROR, Status.FAIL
 
-GPU_CHECKS = (
-    "gpu.busy", "gpu.clocks", "gpu.ecc.errors", "gpu.ecc.mode", "gpu.inventory.compute_mode",
-    "gpu.inventory.count", "gpu.inventory.driver", "gpu.inventory.identity", "gpu.inventory.mig",
-    "gpu.inventory.persistence", "gpu.memory.remap", "gpu.memory.retired_pages", "gpu.nvlink", "gpu.nvml",
-    "gpu.pcie", "gpu.power", "gpu.recovery_action", "gpu.thermal",
-)
 COVERED_ELSEWHERE = ("gpu.xid",)  # needs the kernel log: tests/test_xid_check.py
-HOST_LEVEL = ("gpu.nvml", "gpu.inventory.count", "gpu.inventory.driver")
-PER_GPU_CHECKS = tuple(c for c in GPU_CHECKS if c not in HOST_LEVEL)
+
+
+# Derived from the registry, so a new GPU check is held to every rule below without being listed here.
+GPU_CHECKS = tuple(sorted(s.id for s in all_checks("node")
+                          if s.id.startswith("gpu.") and s.id not in COVERED_ELSEWHERE))
 
 NOT_SUPPORTED = {"error": "NVMLError_NotSupported", "value": 3, "str": "Not Supported"}
 NO_PERMISSION = {"error": "NVMLError_NoPermission", "value": 4, "str": "Insufficient Permissions"}
@@ -57,7 +54,7 @@ GPU_LOST = {"error": "NVMLError_GPUIsLost", "value": 15, "str": "GPU is lost"}
 
 def gpu_config(**changes: Any) -> Config:
     """Typed defaults with some GPU thresholds changed."""
-    return Config(gpu=replace(GpuConfig(), **changes))
+    return Config(gpu=replace(Config().gpu, **changes))
 
 
 def judge(check_id: str, facts: GpuFacts, config: Config | None = None) -> list[Finding]:
@@ -67,6 +64,18 @@ def judge(check_id: str, facts: GpuFacts, config: Config | None = None) -> list[
     findings = list(get_check(check_id).fn(ctx))
     assert all(f.check_id == check_id for f in findings)
     return findings
+
+
+def _judges_each_gpu(check_id: str) -> bool:
+    """A per-GPU check names the GPU in every finding it makes on a node of one unread GPU (a
+    host-level one names the host)."""
+    one_gpu = GpuFacts(source="test", available=True, driver_version="580.159.04",
+                       gpus=[GpuRecord(index=0, name="NVIDIA H200", uuid="GPU-1")])
+    return all(f.subject == "n1/gpu0" for f in judge(check_id, one_gpu))
+
+
+PER_GPU_CHECKS = tuple(c for c in GPU_CHECKS if _judges_each_gpu(c))
+HOST_LEVEL = tuple(c for c in GPU_CHECKS if c not in PER_GPU_CHECKS)
 
 
 def outcome(findings: Sequence[Finding]) -> list[tuple[Status, str]]:
@@ -212,9 +221,13 @@ def links(n: int, *, down: Sequence[int] = (), **errors: int) -> list[NvLink]:
 # --------------------------------------------------------------------------- the registry and the baseline
 
 
-def test_every_gpu_check_is_covered_here() -> None:
-    registered = sorted(s.id for s in all_checks() if s.id.startswith("gpu."))
-    assert registered == sorted(GPU_CHECKS + COVERED_ELSEWHERE)
+def test_the_derived_lists_hold_the_known_checks() -> None:
+    """The lists come from the registry; these ids anchor them (they cannot come out empty or
+    put a check in the wrong kind unnoticed), and every GPU check is named by some test."""
+    assert {"gpu.thermal", "gpu.ecc.errors", "gpu.pcie", "gpu.busy"} <= set(PER_GPU_CHECKS)
+    assert {"gpu.nvml", "gpu.inventory.count", "gpu.inventory.driver"} <= set(HOST_LEVEL)
+    named = "".join(p.read_text(encoding="utf-8") for p in Path(__file__).parent.glob("test_*.py"))
+    assert [c for c in GPU_CHECKS + COVERED_ELSEWHERE if f'"{c}"' not in named] == []
 
 
 def test_unedited_h200_dump_gives_only_pass_or_skip(tmp_path: Path, h200_dump: Dump) -> None:

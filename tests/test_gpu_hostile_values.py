@@ -39,7 +39,7 @@ H200 = build_config(profile=find_profile("h200"))[0]
 
 
 def with_gpu(**changes: Any) -> Config:
-    return Config(gpu=replace(GpuConfig(), **changes))
+    return Config(gpu=replace(Config().gpu, **changes))
 
 
 # --------------------------------------------------------------------------- item 3: core readings

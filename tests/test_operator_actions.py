@@ -105,7 +105,7 @@ ECC_CLEAN = {"ecc_current": True, "ecc_volatile_uncorrected": 0, "ecc_volatile_c
     ({}, [(PASS, "ok", None)]),
 ])
 def test_ecc_actions(facts: GpuFacts, changes: dict[str, int], expected: list[tuple[Any, ...]]) -> None:
-    config = Config(gpu=replace(GpuConfig(), sram_uncorrected_warn=0))
+    config = Config(gpu=replace(Config().gpu, sram_uncorrected_warn=0))
     assert outcomes(judged("gpu.ecc.errors", facts, config, **{**ECC_CLEAN, **changes})) == expected
 
 

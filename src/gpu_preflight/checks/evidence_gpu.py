@@ -10,17 +10,18 @@ is judged by the registered ``gpu.xid`` check and the Xid policy table.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..actions import Action
+from ..config.fields import settings_of, with_settings
 from ..model import NA, Finding, Status
 from ..registry import declare
 from .evidence import judges
 from .evidence_fabric import judge_kernel_network
+from .gpu_links import LinkSettings
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -188,7 +189,7 @@ def judge_listing(record: SmiListingRecord, config: Config, source: str) -> Iter
                                for x in g.links] if g.links else NA("no NVLink listed")
         gpus.append(gpu)
     if record.elided:  # links cut out of a pasted excerpt are not missing links
-        config = dataclasses.replace(config, gpu=dataclasses.replace(config.gpu, nvlink_expected_links=None))
+        config = with_settings(config, LinkSettings, nvlink_expected_links=None)
     if gpus:
         facts = _facts(f"nvidia-smi {what}", None, None, gpus)
         wanted = ("gpu.nvlink",) if record.format == "nvlink" else _LIST_CHECKS
@@ -222,7 +223,7 @@ def _nvlink_note(gpu: ListedGpu, record: SmiListingRecord, config: Config, sourc
                        f"{label}: nvidia-smi does not query NVLink of a GPU in MIG mode; not judged")
     patterns = (*BASEBOARD_NVLINK_NAMES, *config.perf.allreduce_nvswitch_gpu_names)
     on_board = bool(gpu.name) and any(_matches(p, gpu.name or "") for p in patterns)
-    if not on_board and not config.gpu.nvlink_expected_links:
+    if not on_board and not settings_of(config, LinkSettings).nvlink_expected_links:
         return Finding("gpu.nvlink", Status.SKIP, subject, "no_bridge",
                        f"{label}: every NVLink inactive: its NVLink is an optional bridge, and none is fitted; "
                        "not judged", observed=0, unit="links")

@@ -5,12 +5,24 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+from ..config.fields import setting, settings_block, settings_of
+from ..fastclass import dataclass
 from ..model import Finding, Status
 from ..records import GpuRecord
 from ..registry import CheckContext, check
 from .common import is_number, not_read, per_gpu
 
 MIB = 1024 * 1024
+
+
+@settings_block("gpu", order=80)
+@dataclass
+class BusySettings:
+    """When a GPU counts as held by another job (gpu.busy)."""
+
+    busy_memory_used_mib_warn: int = setting(
+        2048, "GPU memory in use above this WARNs: another job probably holds the GPU.", "MiB", min=0, max=1 << 21
+    )
 
 
 @check("gpu.busy", needs=("gpu",), group="gpu_health", component="resource_management")
@@ -22,7 +34,7 @@ def busy(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     memory in use exceeds ``gpu.busy_memory_used_mib_warn``: another job holds this node,
     so a new job would share it and run slow or out of memory.
     """
-    limit_mib = ctx.config.gpu.busy_memory_used_mib_warn
+    limit_mib = settings_of(ctx.config, BusySettings).busy_memory_used_mib_warn
     live = ctx.fact("gpu").source == "live"
     own = {os.getpid(), os.getppid()} if live else set()  # a replayed dump's pids belong to another host
     used = gpu.memory_used_bytes

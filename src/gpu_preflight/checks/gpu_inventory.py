@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Literal
 
 from ..actions import Action
+from ..config.fields import setting, settings_block, settings_of
+from ..fastclass import dataclass
 from ..ids import INVENTORY_COUNT_ID, NVML_ID, NVML_UNREADABLE_CODE
 from ..model import NA, Finding, Status
 from ..records import GpuFacts, GpuRecord
@@ -101,6 +104,30 @@ and the history's repeat-offender finding escalates it. A wrong or extra model i
 matter, not an operator action on the node."""
 
 
+@settings_block("gpu", order=20)
+@dataclass
+class InventorySettings:
+    """What the gpu.inventory.* checks expect of the node's GPUs (the count is the config layer's: ``GpuConfig``)."""
+
+    expected_model: str | None = setting(
+        None, "Substring the GPU name must contain (e.g. 'H100'); unset: not enforced."
+    )
+    min_driver_version: str = setting("535.0", "Oldest acceptable NVIDIA driver (dotted version).")
+    min_cuda_driver_version: str = setting(
+        "12.0", "Oldest acceptable CUDA version the driver supports (as nvidia-smi shows it)."
+    )
+    expect_persistence_mode: bool = setting(
+        True, "Persistence mode should be on (otherwise every CUDA start re-initialises the GPU)."
+    )
+    mig_mode: Literal["enabled", "disabled", "any"] = setting(
+        "disabled", "Expected MIG mode; a mismatch FAILs (training needs whole GPUs unless MIG is planned)."
+    )
+    allowed_compute_modes: list[str] = setting(
+        ["default", "exclusive_process"],
+        "Compute modes that allow training; others (e.g. 'prohibited') FAIL.",
+    )
+
+
 @check(INVENTORY_COUNT_ID, needs=("gpu",), group="gpu_detection", component="hardware_health",
        blocking_codes=("no_gpus",), actions=COUNT_ACTIONS)
 def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
@@ -112,9 +139,9 @@ def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
     configured (a node without GPUs is never called healthy), when more GPUs than
     expected are found, or when models are mixed.
     """
-    cfg = ctx.config.gpu
+    cfg = settings_of(ctx.config, InventorySettings)
     facts: GpuFacts = ctx.fact("gpu")
-    expected = cfg.expected_count
+    expected = ctx.config.gpu.expected_count
     usable = [g for g in facts.gpus if not g.lost] if facts.available else []
     found = len(usable)
     why = "" if facts.available else f" ({facts.reason})"
@@ -169,7 +196,7 @@ def driver_version(ctx: CheckContext) -> Iterator[Finding]:
     FAIL below ``gpu.min_driver_version`` or ``gpu.min_cuda_driver_version`` (a container
     built for a newer CUDA will not start); SKIP without NVML.
     """
-    cfg = ctx.config.gpu
+    cfg = settings_of(ctx.config, InventorySettings)
     facts: GpuFacts = ctx.fact("gpu")
     if not facts.available:
         yield ctx.finding(Status.SKIP, ctx.host, "no_nvml", f"no driver to check: {facts.reason}")
@@ -191,6 +218,21 @@ def driver_version(ctx: CheckContext) -> Iterator[Finding]:
 IDENTITY_ACTIONS = {"duplicate_uuid": Action.REBOOT_NODE}
 """Two GPUs answering with one UUID is NVML's inventory gone wrong, which a reboot rebuilds (the
 finding's own advice); a VBIOS mismatch is a flash to plan, not a routing decision."""
+
+
+@settings_block("gpu", order=50)
+@dataclass
+class MemorySizeSettings:
+    """The total memory a working GPU can report (gpu.inventory.identity)."""
+
+    memory_total_min_gib: float = setting(
+        0.25, "A GPU reporting less total memory than this gives an impossible reading (0 bytes: a broken "
+              "answer): ERROR naming it. Profiles set the model's size.", "GiB", min=0, max=1 << 20
+    )
+    memory_total_max_gib: float = setting(
+        1024.0, "A GPU reporting more total memory than this gives an impossible reading: ERROR naming it.",
+        "GiB", above=0, max=1 << 20
+    )
 
 
 @check("gpu.inventory.identity", needs=("gpu",), group="gpu_detection", component="hardware_health",
@@ -276,7 +318,7 @@ def _duplicates(ctx: CheckContext, gpu: GpuRecord, subject: str, shared: Shared,
 
 
 def _memory_total(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
-    cfg = ctx.config.gpu
+    cfg = settings_of(ctx.config, MemorySizeSettings)
     total = gpu.memory_total_bytes
     if is_number(total):
         wrong = impossible(ctx, subject, f"{gpu.label}: memory total", total / 2**30,
@@ -296,7 +338,7 @@ def persistence(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
     mode = gpu.persistence_mode
     if not isinstance(mode, bool):
         yield not_read(ctx, subject, "persistence mode", mode)
-    elif not mode and ctx.config.gpu.expect_persistence_mode:
+    elif not mode and settings_of(ctx.config, InventorySettings).expect_persistence_mode:
         yield ctx.finding(Status.WARN, subject, "persistence_off",
                           f"{gpu.label}: persistence mode is off", observed="off", expected="on",
                           recommendation="Run nvidia-persistenced (or nvidia-smi -pm 1).")
@@ -320,7 +362,7 @@ def mig_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findin
     instances a training job cannot use as a whole, or the reverse); WARN when a MIG
     change is pending a GPU reset. SKIP on GPUs without MIG support.
     """
-    want = ctx.config.gpu.mig_mode
+    want = settings_of(ctx.config, InventorySettings).mig_mode
     current, pending = gpu.mig_current, gpu.mig_pending
     if not isinstance(current, bool):
         yield not_read(ctx, subject, "MIG mode", current)
@@ -348,7 +390,7 @@ def compute_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fi
     FAIL for a mode outside ``gpu.allowed_compute_modes`` (``prohibited`` blocks all CUDA
     contexts; ``exclusive_thread`` breaks multi-threaded frameworks).
     """
-    allowed = ctx.config.gpu.allowed_compute_modes
+    allowed = settings_of(ctx.config, InventorySettings).allowed_compute_modes
     mode = gpu.compute_mode
     if not isinstance(mode, str):
         yield not_read(ctx, subject, "compute mode", mode)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..actions import Action
+from ..config.fields import setting, settings_block, settings_of
+from ..fastclass import dataclass
 from ..model import Finding, Status
 from ..records import GpuFacts, GpuRecord
 from ..registry import CheckContext, check
@@ -22,6 +24,35 @@ slot fault: DCGM's advice for PCIe replays is "Reconnect PCIe card" (DCGM_FR_PCI
 A link narrowed at idle on a model that does so is re-checked under load."""
 
 
+@settings_block("gpu", order=70)
+@dataclass
+class LinkSettings:
+    """What the GPU's PCIe link and NVLinks should be (gpu.pcie, gpu.nvlink; the perf floors read the
+    PCIe generation)."""
+
+    pcie_expected_gen: int | None = setting(
+        None, "PCIe generation the GPU's link should reach (profile value); lower max link gen WARNs.", min=1, max=7
+    )
+    pcie_expected_width: int | None = setting(
+        None, "PCIe link width the GPU should have (profile value); a narrower link WARNs.", "lanes", min=1, max=32
+    )
+    pcie_width_drops_at_idle: bool = setting(
+        False, "This GPU model narrows its PCIe link when idle (A10G, T4): a narrower link at idle WARNs "
+               "instead of FAILing; under load it still FAILs.")
+    pcie_replay_warn: int = setting(1000, "PCIe replay counter above this WARNs (a marginal link).", "replays",
+        min=0, max=10**12)
+    nvlink_expected_links: int | None = setting(
+        None, "Active NVLink links each GPU must have (profile value); fewer FAIL. Unset: any down link FAILs.",
+        min=0, max=64
+    )
+    nvlink_crc_errors_warn: int = setting(
+        100, "NVLink CRC (flit + data) errors per GPU above this WARN.", "errors", min=0, max=10**12
+    )
+    nvlink_recovery_errors_warn: int = setting(
+        0, "NVLink recovery events per GPU above this WARN (links retraining).", "events", min=0, max=10**12
+    )
+
+
 @check("gpu.pcie", needs=("gpu",), group="gpu_links", component="hardware_health", core=True,
        actions=PCIE_ACTIONS)
 @per_gpu
@@ -37,7 +68,7 @@ def pcie_link(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
     The *current* generation is reported, not judged: idle GPUs legitimately drop to gen1
     to save power.
     """
-    cfg = ctx.config.gpu
+    cfg = settings_of(ctx.config, LinkSettings)
     width, max_width = gpu.pcie_width_current, gpu.pcie_width_max
     if not is_number(width) or not is_number(max_width):
         yield not_read(ctx, subject, "PCIe link width", width if not is_number(width) else max_width)
@@ -114,7 +145,7 @@ def nvlink(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]
     NVLink): NVLink carries traffic between GPUs of one node, so with no peer there is
     nothing for it to do and nothing to judge — SKIP ``single_gpu``, saying so.
     """
-    cfg = ctx.config.gpu
+    cfg = settings_of(ctx.config, LinkSettings)
     links = gpu.nvlinks
     if not isinstance(links, list):
         facts: GpuFacts = ctx.fact("gpu")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Literal
 
 from ..actions import Action
+from ..config.fields import setting, settings_block, settings_of
+from ..fastclass import dataclass
 from ..model import NA, Finding, Status
 from ..records import GpuRecord
 from ..registry import CheckContext, check
@@ -18,6 +21,42 @@ ECC_MODE_ACTIONS = {"ecc_pending": Action.REBOOT_NODE}
 wrong mode names no action: it is a setting to change first, then the reboot becomes pending."""
 
 
+@settings_block("gpu", order=30)
+@dataclass
+class EccSettings:
+    """ECC mode and memory-error limits (gpu.ecc.*, gpu.memory.*)."""
+
+    ecc_mode: Literal["enabled", "disabled", "any"] = setting(
+        "enabled", "Expected ECC mode; a mismatch WARNs (datacenter GPUs run with ECC on)."
+    )
+    ecc_volatile_uncorrected_fail: int = setting(
+        0, "Volatile (since last reset) uncorrectable ECC errors above this FAIL.", "errors", min=0, max=10**12
+    )
+    ecc_aggregate_uncorrected_warn: int = setting(
+        0, "Lifetime uncorrectable ECC errors above this WARN.", "errors", min=0, max=10**12
+    )
+    ecc_aggregate_corrected_warn: int = setting(
+        20_000_000, "Lifetime corrected ECC errors above this WARN (Azure's DRAM CE limit).", "errors",
+        min=0, max=10**12
+    )
+    sram_uncorrected_warn: int = setting(
+        0, "Lifetime uncorrectable SRAM ECC errors above this WARN, where NVML exposes them.", "errors",
+        min=0, max=10**12
+    )
+    sram_corrected_warn: int = setting(
+        10_000, "Lifetime corrected SRAM ECC errors above this WARN, where NVML exposes them.", "errors",
+        min=0, max=10**12
+    )
+    remapped_uncorrectable_rows_warn: int = setting(
+        512, "Rows remapped for uncorrectable errors above this WARN (the GPU is wearing out).", "rows",
+        min=0, max=10_000
+    )
+    retired_pages_warn: int = setting(
+        10, "Retired pages (single- plus double-bit causes, pre-Ampere GPUs) above this WARN.", "pages",
+        min=0, max=10_000
+    )
+
+
 @check("gpu.ecc.mode", needs=("gpu",), group="gpu_health", component="hardware_health", core=True,
        actions=ECC_MODE_ACTIONS)
 @per_gpu
@@ -27,7 +66,7 @@ def ecc_mode(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findin
     WARN when ECC is off on a GPU expected to run with it (silent memory corruption goes
     unnoticed) or when a change is pending a reboot.
     """
-    want = ctx.config.gpu.ecc_mode
+    want = settings_of(ctx.config, EccSettings).ecc_mode
     if not isinstance(gpu.ecc_current, bool):
         yield not_read(ctx, subject, "ECC mode", gpu.ecc_current)
         return
@@ -70,7 +109,7 @@ def ecc_errors(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Find
     WARN when lifetime uncorrectable or corrected counts, or SRAM counts where NVML
     exposes them, exceed their thresholds. SKIP when ECC is off or counters unsupported.
     """
-    cfg = ctx.config.gpu
+    cfg = settings_of(ctx.config, EccSettings)
     if gpu.ecc_current is False:
         yield ctx.finding(Status.SKIP, subject, "ecc_off",
                           f"{gpu.label}: ECC is off, so no errors are counted (see gpu.ecc.mode)")
@@ -135,7 +174,7 @@ def row_remap(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Findi
     the two flags is known (an excerpt) and it shows no problem: a flag we did not read is
     never a pass, but the one we did read is judged.
     """
-    limit = ctx.config.gpu.remapped_uncorrectable_rows_warn
+    limit = settings_of(ctx.config, EccSettings).remapped_uncorrectable_rows_warn
     rows = {"correctable": gpu.remapped_rows_correctable, "uncorrectable": gpu.remapped_rows_uncorrectable,
             "pending": gpu.remap_pending, "failure": gpu.remap_failure}
     if not isinstance(gpu.remap_pending, bool) and not isinstance(gpu.remap_failure, bool):
@@ -192,7 +231,7 @@ def retired_pages(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[F
     retirement is pending a reboot or when retired pages exceed ``gpu.retired_pages_warn``.
     SKIP where the GPU uses row remapping instead.
     """
-    limit = ctx.config.gpu.retired_pages_warn
+    limit = settings_of(ctx.config, EccSettings).retired_pages_warn
     pending = gpu.retired_pages_pending
     counts = [c for c in (gpu.retired_pages_sbe, gpu.retired_pages_dbe) if is_number(c)]
     if not isinstance(pending, bool) and not counts:

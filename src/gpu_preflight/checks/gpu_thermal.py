@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..actions import Action
+from ..config.fields import setting, settings_block, settings_of
+from ..fastclass import dataclass
 from ..ids import GPU_POWER_ID, GPU_THERMAL_ID
 from ..model import Finding, Status
 from ..records import GpuRecord
@@ -55,6 +57,36 @@ seating (DCGM's DEBUG_COOLING_MSG: "Verify that the cooling on this machine is f
 NVIDIA's CHECK_MECHANICALS bucket. Close to the limit it still works: watch it."""
 
 
+@settings_block("gpu", order=40)
+@dataclass
+class TemperatureSettings:
+    """Temperature limits and the readings no working GPU gives (gpu.thermal)."""
+
+    temp_margin_c: float = setting(
+        5.0, "WARN when the GPU is within this many degrees of its own slowdown temperature.", "C", min=0, max=50
+    )
+    temp_warn_c: float | None = setting(
+        None, "Absolute GPU temperature that WARNs (profile value); unset: only NVML thresholds apply.", "C",
+        min=0, max=150
+    )
+    memory_temp_margin_c: float = setting(
+        5.0, "WARN when HBM is within this many degrees of its maximum operating temperature.", "C", min=0, max=50
+    )
+    temp_limit_c: float = setting(
+        105.0, "Absolute GPU temperature that FAILs whatever NVML's own thresholds say (they can be unreadable "
+               "or absurd): the GPU model's shutdown temperature (profile value; default: the highest any "
+               "NVIDIA GPU ships with).", "C", above=0, max=150
+    )
+    temp_sane_min_c: float = setting(
+        50.0, "NVML temperature thresholds below this are impossible: ERROR naming the threshold, which is not "
+              "judged against (the absolute limit still applies).", "C", min=0, max=150
+    )
+    temp_sane_max_c: float = setting(
+        150.0, "GPU temperatures and NVML thresholds above this are impossible readings (a broken sensor or "
+               "answer): ERROR naming the reading.", "C", above=0, max=300
+    )
+
+
 @check(GPU_THERMAL_ID, needs=("gpu",), group="gpu_health", component="hardware_health", core=True,
        actions=THERMAL_ACTIONS)
 @per_gpu
@@ -70,7 +102,7 @@ def temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
     ``gpu.temp_sane_max_c``, or a threshold outside ``gpu.temp_sane_min_c`` to
     ``gpu.temp_sane_max_c`` (that threshold is then not judged against).
     """
-    cfg = ctx.config.gpu
+    cfg = settings_of(ctx.config, TemperatureSettings)
     temp = gpu.temperature_c
     if not is_number(temp):
         yield not_read(ctx, subject, "GPU temperature", temp)
@@ -116,7 +148,7 @@ def _screen(ctx: CheckContext, subject: str, reading: tuple[str, float],
     """ERRORs for the impossible values among a temperature and its NVML thresholds, and the
     thresholds worth judging against (None: unread or impossible). An impossible temperature
     ends it there (None): a broken sensor's value is not judged against anything."""
-    cfg = ctx.config.gpu
+    cfg = settings_of(ctx.config, TemperatureSettings)
     what, value = reading
     wrong = impossible(ctx, subject, what, value, 0, cfg.temp_sane_max_c, "C")
     if wrong is not None:
@@ -133,7 +165,7 @@ def _screen(ctx: CheckContext, subject: str, reading: tuple[str, float],
 
 def _memory_temperature(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
     """HBM against its maximum operating temperature (GPUs without an HBM sensor read 0: not judged)."""
-    cfg = ctx.config.gpu
+    cfg = settings_of(ctx.config, TemperatureSettings)
     mem = gpu.memory_temperature_c
     if not is_number(mem) or mem <= 0:
         return
@@ -193,6 +225,25 @@ def clock_events(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fi
                                    "sm_clock_max_mhz": gpu.sm_clock_max_mhz})
 
 
+@settings_block("gpu", order=60)
+@dataclass
+class PowerSettings:
+    """Power-limit floors (gpu.power)."""
+
+    power_limit_min_w: float = setting(
+        5.0, "An enforced or default power limit below this is an impossible reading (0 W is a broken answer, "
+              "not a capped GPU): ERROR naming it. Profiles set the model's floor.", "W", min=0, max=100_000
+    )
+    power_limit_max_w: float = setting(
+        3000.0, "An enforced or default power limit above this is an impossible reading: ERROR naming it.", "W",
+        above=0, max=100_000
+    )
+    power_limit_min_fraction: float = setting(
+        1.0, "Enforced power limit below this fraction of the default limit WARNs (capped GPU).", "ratio",
+        min=0, max=1
+    )
+
+
 @check(GPU_POWER_ID, needs=("gpu",), group="gpu_health", component="hardware_health", core=True)
 @per_gpu
 def power_limit(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]:
@@ -203,7 +254,7 @@ def power_limit(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fin
     limit is outside ``gpu.power_limit_min_w`` to ``gpu.power_limit_max_w`` (every limit
     reading 0 W is a broken answer, which compared with itself would pass).
     """
-    cfg = ctx.config.gpu
+    cfg = settings_of(ctx.config, PowerSettings)
     fraction = cfg.power_limit_min_fraction
     limit, default = gpu.power_limit_w, gpu.power_default_limit_w
     wrong = [f for what, value in (("enforced power limit", limit), ("default power limit", default))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..config.fields import setting, settings_block, settings_of
+from ..fastclass import dataclass
 from ..model import NA, Finding, Status
 from ..records import GpuFacts, SystemFacts
 from ..registry import CheckContext, check
@@ -31,6 +33,15 @@ def _not_recorded(ctx: CheckContext) -> Finding | None:
     return ctx.finding(Status.SKIP, ctx.host, "not_recorded", f"host facts {why}")
 
 
+@settings_block("system", order=10)
+@dataclass
+class MemorySettings:
+    """Available host memory (system.memory)."""
+
+    memory_available_min_gib: float = setting(4.0, "Available RAM below this FAILs.", "GiB", min=0, max=1 << 16)
+    memory_available_warn_percent: float = setting(10.0, "Available RAM below this share WARNs.", "%", min=0, max=100)
+
+
 @check("system.memory", needs=("system",), group="system_resources", component="resource_management")
 def memory(ctx: CheckContext) -> Iterator[Finding]:
     """Enough host RAM is available for data loaders and pinned buffers.
@@ -41,7 +52,7 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
     if skip := _not_recorded(ctx):
         yield skip
         return
-    cfg, s = ctx.config.system, _sys(ctx)
+    cfg, s = settings_of(ctx.config, MemorySettings), _sys(ctx)
     avail, total = s.memory_available_bytes, s.memory_total_bytes
     if not is_number(avail) or not is_number(total) or total <= 0:
         yield not_read(ctx, ctx.host, "memory", avail)
@@ -62,6 +73,16 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
                           observed=round(gib, 2), unit="GiB", details=details)
 
 
+@settings_block("system", order=30)
+@dataclass
+class DiskCpuSettings:
+    """Free disk space (system.disk) and the CPU count (system.cpu); the paths are the config layer's."""
+
+    disk_free_min_gib: float = setting(1.0, "Free space below this FAILs.", "GiB", min=0, max=1 << 20)
+    disk_free_warn_gib: float = setting(10.0, "Free space below this WARNs.", "GiB", min=0, max=1 << 20)
+    cpu_count_min: int = setting(1, "Fewer logical CPUs than this FAIL.", "CPUs", min=0, max=1 << 16)
+
+
 @check("system.disk", needs=("system",), group="system_resources", component="resource_management")
 def disk(ctx: CheckContext) -> Iterator[Finding]:
     """Each configured path (and the report directory) has free space.
@@ -72,7 +93,7 @@ def disk(ctx: CheckContext) -> Iterator[Finding]:
     if skip := _not_recorded(ctx):
         yield skip
         return
-    cfg, s = ctx.config.system, _sys(ctx)
+    cfg, s = settings_of(ctx.config, DiskCpuSettings), _sys(ctx)
     if not s.disks:
         yield ctx.finding(Status.SKIP, ctx.host, "no_paths", "no disk paths configured")
     for d in s.disks:
@@ -107,7 +128,8 @@ def cpu(ctx: CheckContext) -> Iterator[Finding]:
     if skip := _not_recorded(ctx):
         yield skip
         return
-    cfg, s = ctx.config.system, _sys(ctx)
+    cfg, s = settings_of(ctx.config, DiskCpuSettings), _sys(ctx)
+    load_warn = settings_of(ctx.config, LoadShmSettings).load_per_cpu_warn
     count, load = s.cpu_count, s.load_1m
     if not is_number(count) or count <= 0:
         yield not_read(ctx, ctx.host, "CPU count", count)
@@ -117,15 +139,30 @@ def cpu(ctx: CheckContext) -> Iterator[Finding]:
         yield ctx.finding(Status.FAIL, ctx.host, "too_few_cpus", f"{count} CPUs", observed=count,
                           expected=f">= {cfg.cpu_count_min}", unit="CPUs", details=details,
                           recommendation="Check CPU limits of the container or cgroup.")
-    elif is_number(load) and load / count > cfg.load_per_cpu_warn:
+    elif is_number(load) and load / count > load_warn:
         yield ctx.finding(Status.WARN, ctx.host, "load_high",
                           f"load {load:.2f} on {count} CPUs", observed=round(load / count, 2),
-                          expected=f"<= {cfg.load_per_cpu_warn:g}", unit="load/CPU", details=details,
+                          expected=f"<= {load_warn:g}", unit="load/CPU", details=details,
                           recommendation="Another workload is running on this host.")
     else:
         text = f"{count} CPUs, load {load:.2f}" if is_number(load) else f"{count} CPUs"
         yield ctx.finding(Status.PASS, ctx.host, "ok", text, observed=count,
                           unit="CPUs", details=details)
+
+
+@settings_block("system", order=50)
+@dataclass
+class LoadShmSettings:
+    """Host load (system.cpu) and /dev/shm size (system.shm)."""
+
+    load_per_cpu_warn: float = setting(
+        1.5, "1-minute load average per CPU above this WARNs (the host is busy).", "ratio", min=0, max=1000
+    )
+    shm_fail_mib: float = setting(
+        256, "/dev/shm smaller than this FAILs (NCCL needs shared memory; Docker's default is 64 MB).", "MiB",
+        min=0, max=1 << 26
+    )
+    shm_warn_mib: float = setting(1024, "/dev/shm smaller than this WARNs.", "MiB", min=0, max=1 << 26)
 
 
 @check("system.shm", needs=("system",), group="system_resources", component="resource_management")
@@ -138,7 +175,7 @@ def shm(ctx: CheckContext) -> Iterator[Finding]:
     if skip := _not_recorded(ctx):
         yield skip
         return
-    cfg, s = ctx.config.system, _sys(ctx)
+    cfg, s = settings_of(ctx.config, LoadShmSettings), _sys(ctx)
     size = s.shm_total_bytes
     if not is_number(size):
         yield ctx.finding(Status.FAIL, ctx.host, "no_shm", f"/dev/shm not usable: {size}",
@@ -157,6 +194,25 @@ def shm(ctx: CheckContext) -> Iterator[Finding]:
                       "Give the container more shared memory: --shm-size=16g, --ipc=host, or a larger tmpfs.")
 
 
+@settings_block("system", order=80)
+@dataclass
+class HostSettings:
+    """Limits, kernel, NUMA and required services (system.limits, .kernel, .numa, .services)."""
+
+    memlock_require_unlimited: bool = setting(
+        True, "The locked-memory limit should be unlimited (EFA and RDMA pin memory); otherwise WARN."
+    )
+    nofile_min: int = setting(32768, "Open-files soft limit below this WARNs.", "files", min=0, max=1 << 30)
+    kernel_min_version: str = setting("4.15", "Oldest acceptable kernel (dotted version).")
+    numa_expected_nodes: int | None = setting(
+        None, "NUMA nodes the host should expose; fewer WARN (NUMA disabled in BIOS?). Unset: not judged.",
+        min=1, max=1024
+    )
+    required_services: list[str] = setting(
+        ["nvidia-persistenced"], "Process names that must be running on a GPU node; missing ones WARN."
+    )
+
+
 @check("system.limits", needs=("system",), group="system_resources", component="resource_management")
 def limits(ctx: CheckContext) -> Iterator[Finding]:
     """Locked-memory and open-files limits suit RDMA and NCCL.
@@ -171,7 +227,7 @@ def limits(ctx: CheckContext) -> Iterator[Finding]:
     if skip := _not_recorded(ctx):
         yield skip
         return
-    cfg, s = ctx.config.system, _sys(ctx)
+    cfg, s = settings_of(ctx.config, HostSettings), _sys(ctx)
     if isinstance(s.memlock_soft, NA):
         yield not_read(ctx, ctx.host, "memlock limit", s.memlock_soft)
     elif cfg.memlock_require_unlimited and s.memlock_soft != -1 and ctx.config.gpu.expected_count == 0:
@@ -207,7 +263,7 @@ def kernel(ctx: CheckContext) -> Iterator[Finding]:
     if skip := _not_recorded(ctx):
         yield skip
         return
-    cfg, s = ctx.config.system, _sys(ctx)
+    cfg, s = settings_of(ctx.config, HostSettings), _sys(ctx)
     if not isinstance(s.kernel, str):
         yield not_read(ctx, ctx.host, "kernel version", s.kernel)
     elif version_below(s.kernel, cfg.kernel_min_version):
@@ -229,7 +285,7 @@ def numa(ctx: CheckContext) -> Iterator[Finding]:
     if skip := _not_recorded(ctx):
         yield skip
         return
-    expected, nodes = ctx.config.system.numa_expected_nodes, _sys(ctx).numa_nodes
+    expected, nodes = settings_of(ctx.config, HostSettings).numa_expected_nodes, _sys(ctx).numa_nodes
     if not is_number(nodes):
         yield not_read(ctx, ctx.host, "NUMA nodes", nodes)
     elif expected is not None and nodes < expected:
@@ -239,6 +295,16 @@ def numa(ctx: CheckContext) -> Iterator[Finding]:
     else:
         yield ctx.finding(Status.PASS, ctx.host, "ok", f"{nodes} NUMA node(s)", observed=nodes,
                           expected=expected, unit="nodes")
+
+
+@settings_block("system", order=100)
+@dataclass
+class FabricSettings:
+    """nv-fabricmanager on NVSwitch systems (system.services)."""
+
+    fabricmanager_on_nvswitch: bool = setting(
+        True, "On NVSwitch systems nv-fabricmanager must run; missing FAILs (CUDA cannot start)."
+    )
 
 
 @check("system.services", needs=("system", "gpu"), group="system_resources", component="service_reliability")
@@ -253,7 +319,7 @@ def services(ctx: CheckContext) -> Iterator[Finding]:
     if skip := _not_recorded(ctx):
         yield skip
         return
-    cfg, s = ctx.config.system, _sys(ctx)
+    cfg, s = settings_of(ctx.config, HostSettings), _sys(ctx)
     gpu: GpuFacts = ctx.fact("gpu")
     if not gpu.available or not gpu.gpus:
         yield ctx.finding(Status.SKIP, ctx.host, "no_gpus",
@@ -265,7 +331,7 @@ def services(ctx: CheckContext) -> Iterator[Finding]:
     running = set(s.processes)
     required = [(name, Status.WARN) for name in cfg.required_services]
     nvswitch = any(is_number(g.nvswitch_links) and g.nvswitch_links > 0 for g in gpu.gpus)
-    if nvswitch and cfg.fabricmanager_on_nvswitch:
+    if nvswitch and settings_of(ctx.config, FabricSettings).fabricmanager_on_nvswitch:
         required.append(("nv-fabricmanager", Status.FAIL))
     if not required:
         yield ctx.finding(Status.PASS, ctx.host, "none_required", "no services required by config")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..config.fields import setting, settings_block, settings_of
+from ..fastclass import dataclass
 from ..model import Finding, Status
 from ..records.storage import IoMeasurement, StorageFacts
 from ..registry import CheckContext, check
@@ -39,6 +41,28 @@ def judge_io(m: IoMeasurement, fail_mbps: float, warn_mbps: float, warn_ms: floa
     return status, code if status is not Status.PASS else "ok"
 
 
+@settings_block("system", order=70)
+@dataclass
+class IoSettings:
+    """What the storage measurement is judged against (system.io; where and how much it measures is
+    the config layer's: ``IoReadSettings``)."""
+
+    io_throughput_fail_mbps: float = setting(
+        100, "Sequential write or read slower than this FAILs (checkpoints stall every rank).", "MB/s",
+        min=0, max=1e6
+    )
+    io_throughput_warn_mbps: float = setting(
+        500, "Sequential write or read slower than this WARNs.", "MB/s", min=0, max=1e6
+    )
+    io_fsync_warn_ms: float = setting(
+        50, "Median fsync of a small append slower than this WARNs.", "ms", min=0, max=1e6
+    )
+    io_fsync_fail_ms: float = setting(
+        1000, "Median fsync of a small append slower than this FAILs (a checkpoint is not durable until it "
+        "returns).", "ms", min=0, max=1e6
+    )
+
+
 @check("system.io", needs=("storage",), suites=("full",), group="system_resources",
        component="resource_management", settings=SETTINGS)
 def io(ctx: CheckContext) -> Iterator[Finding]:
@@ -51,7 +75,7 @@ def io(ctx: CheckContext) -> Iterator[Finding]:
     be measured (missing, read-only, full) is an ERROR naming why, never a PASS.
     """
     facts: StorageFacts = ctx.fact("storage")
-    cfg = ctx.config.system
+    cfg = settings_of(ctx.config, IoSettings)
     if facts.skipped:
         yield ctx.finding(Status.SKIP, ctx.host, "not_measured", facts.skipped)
         return

@@ -10,17 +10,29 @@ is meaningless. Every numeric setting therefore has a range, checked by the load
 every value from every source; one that declares none gets its type's default range
 (a finite, non-negative number up to ``DEFAULT_FLOAT_MAX``; a whole number from 0 to
 ``DEFAULT_INT_MAX``).
+
+A check's thresholds are declared beside the check, as a block of one section
+(:func:`settings_block`): ``@settings_block("gpu", order=40)`` on a dataclass of
+``setting()`` fields in ``checks/gpu_thermal.py``. The section the loader, ``--set`` and
+``config defaults`` see (``gpu``) is assembled from its blocks on first use
+(:func:`section_class`), so a threshold is still declared once, with its text and range, and
+the printed defaults cannot drift from what the checks read; the check reads its block typed
+(:func:`settings_of`).
 """
 
 from __future__ import annotations
 
+import importlib
 import math
-from dataclasses import Field, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import Field, field, is_dataclass, replace
+from typing import Any, TypeVar
 
 from ..fastclass import dataclass
 
-__all__ = ["DEFAULT_FLOAT_MAX", "DEFAULT_INT_MAX", "ValueRange", "setting", "value_range"]
+__all__ = ["DEFAULT_FLOAT_MAX", "DEFAULT_INT_MAX", "ValueRange", "section_class", "setting", "settings_block",
+           "settings_of", "value_range",
+           "with_settings"]
 
 DEFAULT_INT_MAX = 10**9
 DEFAULT_FLOAT_MAX = 1e9
@@ -86,3 +98,83 @@ def _num(x: float) -> str:
     if float(x).is_integer() and abs(x) < 1e16:
         return str(int(x))
     return f"{x:g}"
+
+
+T = TypeVar("T")
+_BLOCKS: dict[str, dict[str, tuple[float, int, type]]] = {}  # section -> block's dotted name -> (order, seq, block)
+_SECTION_OF: dict[type, str] = {}
+_MERGED: dict[str, type] = {}
+_assembling: set[str] = set()
+
+
+def settings_block(section: str, *, order: float = math.inf) -> Callable[[type[T]], type[T]]:
+    """Declare a dataclass of ``setting()`` fields as part of config section ``section``.
+
+    Put it beside the code that reads it (a check module's thresholds above its checks). The
+    section's fields come out in ``order`` (blocks without one last, in import order), which
+    is the order ``config defaults`` prints and a report's config lists. A block must live in
+    a module that a node run imports (``checks/*.py`` other than ``cluster_*``, ``probes/``,
+    ``config/``): the section is assembled once, from the blocks known after node discovery.
+    """
+
+    def register(cls: type[T]) -> type[T]:
+        if not is_dataclass(cls):
+            raise TypeError(f"{cls.__qualname__}: a settings block is a dataclass of setting() fields")
+        if section in _MERGED:
+            raise RuntimeError(f"{cls.__module__}.{cls.__qualname__}: settings block of [{section}] declared after "
+                               "the section was assembled; declare it in a module a node run imports")
+        blocks = _BLOCKS.setdefault(section, {})
+        blocks[f"{cls.__module__}.{cls.__qualname__}"] = (order, len(blocks), cls)
+        _SECTION_OF[cls] = section
+        return cls
+
+    return register
+
+
+def section_class(section: str, base: type[T]) -> type[T]:
+    """Section ``section``: ``base`` (its config-layer class, the type ``Config`` declares)
+    joined with every block declared for it, built once.
+
+    The check modules are imported first (by name, as :func:`gpu_preflight.registry.discover`
+    imports its plugins: the config layer never imports a check). The joined class inherits
+    ``base`` and every block, so ``settings_of`` is a real ``isinstance`` and the loader reads
+    each field's annotation in the module that declared it; a dataclass takes its bases' fields
+    in reverse method-resolution order, hence the blocks go in reversed.
+    """
+    merged = _MERGED.get(section)
+    if merged is not None:
+        return merged  # type: ignore[return-value]
+    if section in _assembling:
+        raise RuntimeError(f"config section [{section}] needed while its check modules are being imported")
+    _assembling.add(section)
+    try:
+        importlib.import_module(f"{__package__.rpartition('.')[0]}.registry").discover("node")
+    finally:
+        _assembling.discard(section)
+    from ..fastclass import dataclass as make
+
+    blocks = [cls for _, _, cls in sorted(_BLOCKS.get(section, {}).values(), key=lambda b: b[:2])]
+    namespace = {"__module__": base.__module__, "__qualname__": base.__qualname__, "__doc__": base.__doc__}
+    merged = make(type(base.__name__, (base, *reversed(blocks)), namespace))
+    _MERGED[section] = merged
+    return merged  # type: ignore[return-value]
+
+
+def settings_of(config: object, block: type[T]) -> T:
+    """The section of ``config`` that ``block`` is part of, typed as that block (it is one:
+    the section's class inherits every block declared for it)."""
+    section = getattr(config, _SECTION_OF[block])
+    if not isinstance(section, block):
+        raise TypeError(f"config section [{_SECTION_OF[block]}] is a {type(section).__qualname__}, "
+                        f"not assembled with {block.__qualname__}")
+    return section
+
+
+C = TypeVar("C")
+
+
+def with_settings(config: C, block: type[Any], **changes: Any) -> C:
+    """``config`` with some settings of ``block`` changed (its section replaced, the rest shared)."""
+    name = _SECTION_OF[block]
+    section = settings_of(config, block)
+    return replace(config, **{name: replace(section, **changes)})  # type: ignore[type-var]

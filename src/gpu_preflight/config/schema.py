@@ -1,20 +1,23 @@
-"""Typed thresholds: every number a check judges against lives here, with its meaning.
+"""Typed thresholds: the configuration's sections, each setting with its meaning.
 
-Defaults are deliberately conservative and GPU-model-neutral; the shipped GPU-model
-profiles (``profiles/*.toml``) and a site file refine them. ``gpu-preflight config
-defaults`` prints every field with the ``doc`` text below, so the documentation of a
-threshold and its value cannot drift apart.
+Most sections are one class here or in a sibling module. ``gpu`` and ``system`` are
+assembled from blocks (:func:`.fields.settings_block`): a check's thresholds are declared in
+its own module beside the check, and only the settings that code outside the checks reads
+are declared below. Defaults are deliberately conservative and GPU-model-neutral; the
+shipped GPU-model profiles (``profiles/*.toml``) and a site file refine them.
+``gpu-preflight config defaults`` prints every field of every section with its ``doc``
+text, so the documentation of a threshold and its value cannot drift apart.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, MutableMapping
 from dataclasses import field, fields
-from typing import Literal
 
 from ..fastclass import dataclass
 from .diagnostics import DiagnosticsConfig
 from .evidence import EvidenceConfig
-from .fields import setting
+from .fields import section_class, setting, settings_block
 from .history import HistoryConfig
 from .load import LoadConfig
 from .localize import LocalizeSettings
@@ -22,128 +25,30 @@ from .outputs import OutputsConfig
 from .report_schema import ReportConfig
 from .slurm_schema import SlurmConfig
 
+# The gpu and system sections are assembled from blocks (config/fields.py, settings_block):
+# a check's thresholds are declared in its own module, beside the check (checks/gpu_thermal.py's
+# TemperatureSettings...); the settings below are the ones code outside the checks reads (the
+# run, the engine, the probes, the monitor, a cluster check), so the config layer declares them
+# and mypy sees them on ``config.gpu``/``config.system``. ``order`` places each block in the
+# section as ``config defaults`` prints it.
 
+
+@settings_block("gpu", order=10)
 @dataclass
-class GpuConfig:
-    """Thresholds for the NVML-based GPU checks."""
+class GpuCountSettings:
+    """How many GPUs the node must have (the run and the engine read it too: ``--expect-gpus``)."""
 
     expected_count: int | None = setting(
         None, "GPUs this node must have; missing ones FAIL. Unset: not enforced, but zero GPUs still WARN.",
         min=0, max=256
     )
-    expected_model: str | None = setting(
-        None, "Substring the GPU name must contain (e.g. 'H100'); unset: not enforced."
-    )
-    min_driver_version: str = setting("535.0", "Oldest acceptable NVIDIA driver (dotted version).")
-    min_cuda_driver_version: str = setting(
-        "12.0", "Oldest acceptable CUDA version the driver supports (as nvidia-smi shows it)."
-    )
-    expect_persistence_mode: bool = setting(
-        True, "Persistence mode should be on (otherwise every CUDA start re-initialises the GPU)."
-    )
-    mig_mode: Literal["enabled", "disabled", "any"] = setting(
-        "disabled", "Expected MIG mode; a mismatch FAILs (training needs whole GPUs unless MIG is planned)."
-    )
-    allowed_compute_modes: list[str] = setting(
-        ["default", "exclusive_process"],
-        "Compute modes that allow training; others (e.g. 'prohibited') FAIL.",
-    )
-    ecc_mode: Literal["enabled", "disabled", "any"] = setting(
-        "enabled", "Expected ECC mode; a mismatch WARNs (datacenter GPUs run with ECC on)."
-    )
-    ecc_volatile_uncorrected_fail: int = setting(
-        0, "Volatile (since last reset) uncorrectable ECC errors above this FAIL.", "errors", min=0, max=10**12
-    )
-    ecc_aggregate_uncorrected_warn: int = setting(
-        0, "Lifetime uncorrectable ECC errors above this WARN.", "errors", min=0, max=10**12
-    )
-    ecc_aggregate_corrected_warn: int = setting(
-        20_000_000, "Lifetime corrected ECC errors above this WARN (Azure's DRAM CE limit).", "errors",
-        min=0, max=10**12
-    )
-    sram_uncorrected_warn: int = setting(
-        0, "Lifetime uncorrectable SRAM ECC errors above this WARN, where NVML exposes them.", "errors",
-        min=0, max=10**12
-    )
-    sram_corrected_warn: int = setting(
-        10_000, "Lifetime corrected SRAM ECC errors above this WARN, where NVML exposes them.", "errors",
-        min=0, max=10**12
-    )
-    remapped_uncorrectable_rows_warn: int = setting(
-        512, "Rows remapped for uncorrectable errors above this WARN (the GPU is wearing out).", "rows",
-        min=0, max=10_000
-    )
-    retired_pages_warn: int = setting(
-        10, "Retired pages (single- plus double-bit causes, pre-Ampere GPUs) above this WARN.", "pages",
-        min=0, max=10_000
-    )
-    temp_margin_c: float = setting(
-        5.0, "WARN when the GPU is within this many degrees of its own slowdown temperature.", "C", min=0, max=50
-    )
-    temp_warn_c: float | None = setting(
-        None, "Absolute GPU temperature that WARNs (profile value); unset: only NVML thresholds apply.", "C",
-        min=0, max=150
-    )
-    memory_temp_margin_c: float = setting(
-        5.0, "WARN when HBM is within this many degrees of its maximum operating temperature.", "C", min=0, max=50
-    )
-    temp_limit_c: float = setting(
-        105.0, "Absolute GPU temperature that FAILs whatever NVML's own thresholds say (they can be unreadable "
-               "or absurd): the GPU model's shutdown temperature (profile value; default: the highest any "
-               "NVIDIA GPU ships with).", "C", above=0, max=150
-    )
-    temp_sane_min_c: float = setting(
-        50.0, "NVML temperature thresholds below this are impossible: ERROR naming the threshold, which is not "
-              "judged against (the absolute limit still applies).", "C", min=0, max=150
-    )
-    temp_sane_max_c: float = setting(
-        150.0, "GPU temperatures and NVML thresholds above this are impossible readings (a broken sensor or "
-               "answer): ERROR naming the reading.", "C", above=0, max=300
-    )
-    memory_total_min_gib: float = setting(
-        0.25, "A GPU reporting less total memory than this gives an impossible reading (0 bytes: a broken "
-              "answer): ERROR naming it. Profiles set the model's size.", "GiB", min=0, max=1 << 20
-    )
-    memory_total_max_gib: float = setting(
-        1024.0, "A GPU reporting more total memory than this gives an impossible reading: ERROR naming it.",
-        "GiB", above=0, max=1 << 20
-    )
-    power_limit_min_w: float = setting(
-        5.0, "An enforced or default power limit below this is an impossible reading (0 W is a broken answer, "
-              "not a capped GPU): ERROR naming it. Profiles set the model's floor.", "W", min=0, max=100_000
-    )
-    power_limit_max_w: float = setting(
-        3000.0, "An enforced or default power limit above this is an impossible reading: ERROR naming it.", "W",
-        above=0, max=100_000
-    )
-    power_limit_min_fraction: float = setting(
-        1.0, "Enforced power limit below this fraction of the default limit WARNs (capped GPU).", "ratio",
-        min=0, max=1
-    )
-    pcie_expected_gen: int | None = setting(
-        None, "PCIe generation the GPU's link should reach (profile value); lower max link gen WARNs.", min=1, max=7
-    )
-    pcie_expected_width: int | None = setting(
-        None, "PCIe link width the GPU should have (profile value); a narrower link WARNs.", "lanes", min=1, max=32
-    )
-    pcie_width_drops_at_idle: bool = setting(
-        False, "This GPU model narrows its PCIe link when idle (A10G, T4): a narrower link at idle WARNs "
-               "instead of FAILing; under load it still FAILs.")
-    pcie_replay_warn: int = setting(1000, "PCIe replay counter above this WARNs (a marginal link).", "replays",
-        min=0, max=10**12)
-    nvlink_expected_links: int | None = setting(
-        None, "Active NVLink links each GPU must have (profile value); fewer FAIL. Unset: any down link FAILs.",
-        min=0, max=64
-    )
-    nvlink_crc_errors_warn: int = setting(
-        100, "NVLink CRC (flit + data) errors per GPU above this WARN.", "errors", min=0, max=10**12
-    )
-    nvlink_recovery_errors_warn: int = setting(
-        0, "NVLink recovery events per GPU above this WARN (links retraining).", "events", min=0, max=10**12
-    )
-    busy_memory_used_mib_warn: int = setting(
-        2048, "GPU memory in use above this WARNs: another job probably holds the GPU.", "MiB", min=0, max=1 << 21
-    )
+
+
+@settings_block("gpu", order=90)
+@dataclass
+class NvmlReadSettings:
+    """How the NVML probe and a monitor read the GPUs."""
+
     nvml_call_timeout_s: float = setting(
         5.0, "One NVML call of one GPU that takes longer names that GPU as hung (the others are still read); "
              "independent of --timeout-s.", "s", above=0, max=3600
@@ -156,28 +61,36 @@ class GpuConfig:
 
 
 @dataclass
-class SystemConfig:
-    """Thresholds for host checks (psutil, /proc, /sys)."""
+class GpuConfig(NvmlReadSettings, GpuCountSettings):  # bases in descending order (see section_class)
+    """Thresholds for the NVML-based GPU checks."""
 
-    memory_available_min_gib: float = setting(4.0, "Available RAM below this FAILs.", "GiB", min=0, max=1 << 16)
-    memory_available_warn_percent: float = setting(10.0, "Available RAM below this share WARNs.", "%", min=0, max=100)
+
+@settings_block("system", order=20)
+@dataclass
+class DiskPathSettings:
+    """Which file systems the system probe reads."""
+
     disk_paths: list[str] = setting(
         ["/", "/tmp"], "Paths whose filesystems must have free space (the report directory is added)."
     )
-    disk_free_min_gib: float = setting(1.0, "Free space below this FAILs.", "GiB", min=0, max=1 << 20)
-    disk_free_warn_gib: float = setting(10.0, "Free space below this WARNs.", "GiB", min=0, max=1 << 20)
-    cpu_count_min: int = setting(1, "Fewer logical CPUs than this FAIL.", "CPUs", min=0, max=1 << 16)
+
+
+@settings_block("system", order=40)
+@dataclass
+class ClockSkewSettings:
+    """Clock agreement across ranks (cluster.completeness reads it; a cluster module cannot declare
+    a block, since a node run never imports it)."""
+
     clock_skew_warn_s: float = setting(
         1.0, "A rank whose clock is off rank 0's by more than this (the whole measured range beyond it) WARNs: "
              "NTP is broken, and logs and timeouts across hosts stop lining up.", "s", above=0, max=86_400)
-    load_per_cpu_warn: float = setting(
-        1.5, "1-minute load average per CPU above this WARNs (the host is busy).", "ratio", min=0, max=1000
-    )
-    shm_fail_mib: float = setting(
-        256, "/dev/shm smaller than this FAILs (NCCL needs shared memory; Docker's default is 64 MB).", "MiB",
-        min=0, max=1 << 26
-    )
-    shm_warn_mib: float = setting(1024, "/dev/shm smaller than this WARNs.", "MiB", min=0, max=1 << 26)
+
+
+@settings_block("system", order=60)
+@dataclass
+class IoReadSettings:
+    """Where and how much the storage probe measures (system.io judges it)."""
+
     io_paths: list[str] = setting(
         ["/tmp", "/dev/shm"], "Directories whose sequential write/read throughput and fsync latency `system.io` "
         "measures in a --full run: add the job's checkpoint and data directories (/dev/shm is where NCCL and data "
@@ -191,39 +104,22 @@ class SystemConfig:
         60.0, "Time limit per directory; what was measured by then is judged, marked as cut short.", "s",
         above=0, max=3600
     )
-    io_throughput_fail_mbps: float = setting(
-        100, "Sequential write or read slower than this FAILs (checkpoints stall every rank).", "MB/s",
-        min=0, max=1e6
-    )
-    io_throughput_warn_mbps: float = setting(
-        500, "Sequential write or read slower than this WARNs.", "MB/s", min=0, max=1e6
-    )
-    io_fsync_warn_ms: float = setting(
-        50, "Median fsync of a small append slower than this WARNs.", "ms", min=0, max=1e6
-    )
-    io_fsync_fail_ms: float = setting(
-        1000, "Median fsync of a small append slower than this FAILs (a checkpoint is not durable until it "
-        "returns).", "ms", min=0, max=1e6
-    )
-    memlock_require_unlimited: bool = setting(
-        True, "The locked-memory limit should be unlimited (EFA and RDMA pin memory); otherwise WARN."
-    )
-    nofile_min: int = setting(32768, "Open-files soft limit below this WARNs.", "files", min=0, max=1 << 30)
-    kernel_min_version: str = setting("4.15", "Oldest acceptable kernel (dotted version).")
-    numa_expected_nodes: int | None = setting(
-        None, "NUMA nodes the host should expose; fewer WARN (NUMA disabled in BIOS?). Unset: not judged.",
-        min=1, max=1024
-    )
-    required_services: list[str] = setting(
-        ["nvidia-persistenced"], "Process names that must be running on a GPU node; missing ones WARN."
-    )
+
+
+@settings_block("system", order=90)
+@dataclass
+class ProcessScanSettings:
+    """How often a monitor re-reads the process list."""
+
     process_scan_refresh_s: float = setting(
         30.0, "A monitor (serve) re-reads the host's process list for required_services at most this often "
               "(0: every tick); a one-shot run always reads it.", "s", min=0, max=86400
     )
-    fabricmanager_on_nvswitch: bool = setting(
-        True, "On NVSwitch systems nv-fabricmanager must run; missing FAILs (CUDA cannot start)."
-    )
+
+
+@dataclass
+class SystemConfig(ProcessScanSettings, IoReadSettings, ClockSkewSettings, DiskPathSettings):  # descending order
+    """Thresholds for host checks (psutil, /proc, /sys)."""
 
 
 @dataclass
@@ -354,8 +250,8 @@ class WorkloadConfig:
 class Config:
     """The resolved configuration: defaults, then profile, site file, environment, CLI."""
 
-    gpu: GpuConfig = field(default_factory=GpuConfig)
-    system: SystemConfig = field(default_factory=SystemConfig)
+    gpu: GpuConfig = field(default_factory=lambda: section_class("gpu", GpuConfig)())
+    system: SystemConfig = field(default_factory=lambda: section_class("system", SystemConfig)())
     xid: XidConfig = field(default_factory=XidConfig)
     perf: PerfConfig = field(default_factory=PerfConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
@@ -369,4 +265,40 @@ class Config:
     localize: LocalizeSettings = field(default_factory=LocalizeSettings)
 
 
-SECTIONS: dict[str, type] = {f.name: f.default_factory for f in fields(Config)}  # type: ignore[misc]
+ASSEMBLED: dict[str, type] = {"gpu": GpuConfig, "system": SystemConfig}
+"""Sections joined from blocks declared beside the checks; the others are one class here."""
+
+
+class Sections(MutableMapping[str, type]):
+    """Section name -> the class the loader validates against and ``config defaults`` prints.
+
+    Lazy: the assembled sections import the check modules that declare their blocks, which
+    cannot happen while ``config`` itself is being imported (the checks import it).
+    """
+
+    def __init__(self) -> None:
+        self._table: dict[str, type] | None = None
+
+    def _sections(self) -> dict[str, type]:
+        if self._table is None:
+            self._table = {f.name: section_class(f.name, ASSEMBLED[f.name]) if f.name in ASSEMBLED
+                           else f.default_factory for f in fields(Config)}  # type: ignore[misc]
+        return self._table
+
+    def __getitem__(self, name: str) -> type:
+        return self._sections()[name]
+
+    def __setitem__(self, name: str, cls: type) -> None:
+        self._sections()[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        del self._sections()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sections())
+
+    def __len__(self) -> int:
+        return len(self._sections())
+
+
+SECTIONS = Sections()
