@@ -156,6 +156,8 @@ def write_stub_data(
     does not implement, ``{"exc": ...}`` entries and unknown keys are skipped (the stub
     then answers NOT_SUPPORTED). ``lost_devices`` makes every call for those devices
     return GPU_IS_LOST; with ``lost_at_handle`` ``nvmlDeviceGetHandleByIndex`` fails too.
+    A top-level call not in :data:`DEVICE_KEYS` whose answer is one value is written under
+    its own name (a new plain getter then needs only its symbol in ``fake_nvml.c``).
     ``series`` maps ``(device, stub key)`` to the answers successive calls return, each an
     integer or a tuple of integers (``nvmlDeviceGetUtilizationRates``: gpu, memory), e.g.
     ``{(0, "nvmlDeviceGetClockInfo/1"): [1980, 1980, 1200]}``: see :func:`seq_line`.
@@ -196,6 +198,9 @@ def _device_lines(index: int, device: Mapping[str, Any]) -> list[str]:
     for dump_key, (key, members) in DEVICE_KEYS.items():
         if dump_key in device:
             lines += _record(scope, key, device[dump_key], members)
+    for dump_key, entry in device.items():  # any other one-value getter is served under its own name
+        if dump_key.startswith("nvmlDevice") and dump_key not in DEVICE_KEYS and _scalar(entry):
+            lines += _record(scope, dump_key, entry, ())
     for group, symbol in CLOCK_GROUPS.items():
         for name, entry in _group(device, group).items():
             lines += _record(scope, f"{symbol}/{_lookup(CLOCK_TYPES, name, group)}", entry, ())
@@ -262,6 +267,11 @@ def _field_id(name: str) -> int | None:
         return None
     value = getattr(pynvml, name, None)
     return value if isinstance(value, int) else None
+
+
+def _scalar(entry: Any) -> bool:
+    """A call record whose answer is one value (or a refusal): what a plain getter of the stub returns."""
+    return isinstance(entry, Mapping) and ("error" in entry or isinstance(entry.get("ok"), (int, float, str)))
 
 
 def _is_call(node: Mapping[str, Any]) -> bool:

@@ -1,7 +1,8 @@
 """The only code that talks to NVML: read every field once into a raw dump.
 
 The dump has the layout of ``tests/fixtures/captured/h200-580.159.04/nvml_capture.json``
-(recorded on a real H200): each call is stored as ``{"ok": value}`` or, when NVML
+(recorded on a real H200), declared reading by reading in
+:mod:`gpu_preflight.records.nvml_fields`: each call is stored as ``{"ok": value}`` or, when NVML
 refuses, ``{"error": "NVMLError_NotSupported", "value": 3, "str": "Not Supported"}``.
 Live runs, ``gpu-preflight snapshot`` and ``--replay`` therefore share one parser
 (:mod:`gpu_preflight.probes.gpu`), and a replayed run judges exactly what a live run
@@ -26,95 +27,19 @@ from typing import Any
 
 from ..deadline import call
 from ..kept_thread import KeptThread
+from ..records import nvml_fields as table
+from ..records.nvml_fields import ECC_TOTALS, FIELDS
 
-# (dump key, pynvml function name, extra positional args after the handle)
-DEVICE_CALLS: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
-    ("nvmlDeviceGetName", "nvmlDeviceGetName", ()),
-    ("nvmlDeviceGetUUID", "nvmlDeviceGetUUID", ()),
-    ("nvmlDeviceGetSerial", "nvmlDeviceGetSerial", ()),
-    ("nvmlDeviceGetBoardPartNumber", "nvmlDeviceGetBoardPartNumber", ()),
-    ("nvmlDeviceGetVbiosVersion", "nvmlDeviceGetVbiosVersion", ()),
-    ("nvmlDeviceGetInforomImageVersion", "nvmlDeviceGetInforomImageVersion", ()),
-    ("nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v3", ()),
-    ("nvmlDeviceGetMemoryInfo", "nvmlDeviceGetMemoryInfo", ()),
-    ("nvmlDeviceGetTemperature", "nvmlDeviceGetTemperature", (0,)),  # NVML_TEMPERATURE_GPU
-    ("nvmlDeviceGetPowerUsage", "nvmlDeviceGetPowerUsage", ()),
-    ("nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetEnforcedPowerLimit", ()),
-    ("nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetPowerManagementLimit", ()),
-    ("nvmlDeviceGetPowerManagementDefaultLimit", "nvmlDeviceGetPowerManagementDefaultLimit", ()),
-    ("nvmlDeviceGetPowerManagementLimitConstraints", "nvmlDeviceGetPowerManagementLimitConstraints", ()),
-    ("nvmlDeviceGetUtilizationRates", "nvmlDeviceGetUtilizationRates", ()),
-    ("nvmlDeviceGetPersistenceMode", "nvmlDeviceGetPersistenceMode", ()),
-    ("nvmlDeviceGetComputeMode", "nvmlDeviceGetComputeMode", ()),
-    ("nvmlDeviceGetMigMode", "nvmlDeviceGetMigMode", ()),
-    ("nvmlDeviceGetEccMode", "nvmlDeviceGetEccMode", ()),
-    ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksEventReasons", ()),
-    ("nvmlDeviceGetSupportedClocksEventReasons", "nvmlDeviceGetSupportedClocksEventReasons", ()),
-    ("nvmlDeviceGetRemappedRows", "nvmlDeviceGetRemappedRows", ()),
-    ("nvmlDeviceGetRetiredPagesPendingStatus", "nvmlDeviceGetRetiredPagesPendingStatus", ()),
-    ("nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkGeneration", ()),
-    ("nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkGeneration", ()),
-    ("nvmlDeviceGetGpuMaxPcieLinkGeneration", "nvmlDeviceGetGpuMaxPcieLinkGeneration", ()),
-    ("nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetCurrPcieLinkWidth", ()),
-    ("nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetMaxPcieLinkWidth", ()),
-    ("nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetPcieReplayCounter", ()),
-    ("nvmlDeviceGetPerformanceState", "nvmlDeviceGetPerformanceState", ()),
-    ("nvmlDeviceGetArchitecture", "nvmlDeviceGetArchitecture", ()),
-    ("nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetCudaComputeCapability", ()),
-    ("nvmlDeviceGetIndex", "nvmlDeviceGetIndex", ()),
-    ("nvmlDeviceGetMinorNumber", "nvmlDeviceGetMinorNumber", ()),
-    ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses", ()),
-    ("nvmlDeviceGetGspFirmwareVersion", "nvmlDeviceGetGspFirmwareVersion", ()),
-    ("nvmlDeviceGetNumaNodeId", "nvmlDeviceGetNumaNodeId", ()),
-    ("nvmlDeviceGetModuleId", "nvmlDeviceGetModuleId", ()),
-)
-
-CLOCK_TYPES = {"GRAPHICS": 0, "SM": 1, "MEM": 2, "VIDEO": 3}
-TEMP_THRESHOLDS = range(8)  # nvmlTemperatureThresholds_t: SHUTDOWN, SLOWDOWN, MEM_MAX, GPU_MAX, ...
-ECC_TOTALS = {  # key: (errorType, counterType)
-    "volatile_corrected": (0, 0),
-    "volatile_uncorrected": (1, 0),
-    "aggregate_corrected": (0, 1),
-    "aggregate_uncorrected": (1, 1),
-}
-MEMORY_LOCATIONS = {"dram": 2, "sram": 7}  # nvmlMemoryLocation_t
-RETIRED_PAGE_CAUSES = {"sbe": 0, "dbe": 1}
+# What read_device calls, from the table (records/nvml_fields.py), in its order: (top-level
+# dump key or None, the keys below it, the dotted key, pynvml function, extra args after the handle).
+Step = tuple[str | None, tuple[str, ...], str, str, tuple[Any, ...]]
+PLAN: tuple[Step, ...] = tuple(
+    (top if rest else None, tuple(rest.split(".")) if rest else (), r.path, r.fn, r.args)
+    for r in table.CALLS for top, _, rest in [r.path.partition(".")])
+GROUP_ENDS = frozenset(step[2] for step, after in zip(PLAN, (*PLAN[1:], None), strict=True)
+                        if step[0] is not None and (after is None or after[0] != step[0]))
 NVLINK_ERROR_COUNTERS = range(5)  # DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA, DL_ECC_DATA
-
-# Field values read in one nvmlDeviceGetFieldValues call (names missing from an older
-# pynvml are skipped). The recovery action needs driver r570+.
-FIELDS: tuple[str, ...] = (
-    "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION",
-    "NVML_FI_DEV_MEMORY_TEMP",
-    "NVML_FI_DEV_ECC_CURRENT",
-    "NVML_FI_DEV_ECC_PENDING",
-    "NVML_FI_DEV_ECC_SBE_VOL_TOTAL",
-    "NVML_FI_DEV_ECC_DBE_VOL_TOTAL",
-    "NVML_FI_DEV_ECC_SBE_AGG_TOTAL",
-    "NVML_FI_DEV_ECC_DBE_AGG_TOTAL",
-    "NVML_FI_DEV_RETIRED_SBE",
-    "NVML_FI_DEV_RETIRED_DBE",
-    "NVML_FI_DEV_RETIRED_PENDING",
-    "NVML_FI_DEV_REMAPPED_COR",
-    "NVML_FI_DEV_REMAPPED_UNC",
-    "NVML_FI_DEV_REMAPPED_PENDING",
-    "NVML_FI_DEV_REMAPPED_FAILURE",
-    "NVML_FI_DEV_PCIE_REPLAY_COUNTER",
-    "NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER",
-    "NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS",
-    "NVML_FI_DEV_PCIE_COUNT_FATAL_ERROR",
-    "NVML_FI_DEV_PCIE_COUNT_NON_FATAL_ERROR",
-    "NVML_FI_DEV_NVLINK_LINK_COUNT",
-    "NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-    "NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
-    "NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
-    "NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
-    "NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT",
-    "NVML_FI_DEV_POWER_DEFAULT_LIMIT",
-    "NVML_FI_DEV_POWER_CURRENT_LIMIT",
-    "NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT",
-    "NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT",
-)
+__all__ = ["ECC_TOTALS", "FIELDS", "PLAN", "collect", "read_device"]
 
 # Readings that cannot change while NVML stays initialised (board and PCI identity, link
 # capability, VBIOS limits), and the application clocks, a setting an admin changes rarely
@@ -123,18 +48,7 @@ FIELDS: tuple[str, ...] = (
 # reads each once per GPU and reuses a successful answer.
 STATIC_SYSTEM_CALLS = frozenset({"nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion",
                                  "nvmlSystemGetCudaDriverVersion"})
-STATIC_DEVICE_CALLS = frozenset({
-    "nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetSerial", "nvmlDeviceGetBoardPartNumber",
-    "nvmlDeviceGetVbiosVersion", "nvmlDeviceGetInforomImageVersion", "nvmlDeviceGetPciInfo_v3",
-    "nvmlDeviceGetPowerManagementDefaultLimit", "nvmlDeviceGetPowerManagementLimitConstraints",
-    "nvmlDeviceGetSupportedClocksEventReasons", "nvmlDeviceGetMaxPcieLinkGeneration",
-    "nvmlDeviceGetGpuMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetArchitecture",
-    "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetIndex", "nvmlDeviceGetMinorNumber",
-    "nvmlDeviceGetGspFirmwareVersion", "nvmlDeviceGetNumaNodeId", "nvmlDeviceGetModuleId",
-    *(f"clocks_max.{name}" for name in CLOCK_TYPES),
-    *(f"clocks_app.{name}" for name in CLOCK_TYPES),
-    *(f"temp_thresholds.{t}" for t in range(4)),  # SHUTDOWN..GPU_MAX; the acoustic/GPS ones can be set
-})
+STATIC_DEVICE_CALLS = table.KEPT  # the table's STATIC readings
 
 # An NvmlSession also keeps any call's NVML_ERROR_NOT_SUPPORTED: what the board or driver
 # lacks (no fan, no NVLink, no ECC counters) it lacks until the next init, and on a real
@@ -250,30 +164,23 @@ def read_device(nvml: Any, handle: Any, rec: _Recorder, out: dict[str, Any],
     """Fill ``out`` with every reading of one GPU (in place, so a timeout keeps what was read).
 
     With ``static`` (a session's store for this GPU) what :func:`_ask` keeps comes from it
-    once it holds it; the dump is the same either way.
+    once it holds it; the dump is the same either way. What is read, in which order and
+    under which key comes from the table (:mod:`gpu_preflight.records.nvml_fields`).
     """
-
-    def call(key: str, fn: str, *args: Any) -> dict[str, Any]:
-        return _ask(rec, handle, static, key, fn, *args)
-
-    for key, fn, args in DEVICE_CALLS:
+    groups: dict[str, Any] = {}  # a group is stored once all its members are read (a timeout keeps none of it)
+    for top, below, key, fn, args in PLAN:
         if fn == "nvmlDeviceGetModuleId":
             args = (ctypes.c_uint(),)  # pynvml's default output buffer is shared by every thread
-        out[key] = call(key, fn, *args)
-    for group, fn in (("clocks_current", "nvmlDeviceGetClockInfo"), ("clocks_max", "nvmlDeviceGetMaxClockInfo"),
-                      ("clocks_app", "nvmlDeviceGetApplicationsClock")):
-        out[group] = {name: call(f"{group}.{name}", fn, ctype) for name, ctype in CLOCK_TYPES.items()}
-    out["temp_thresholds"] = {str(t): call(f"temp_thresholds.{t}", "nvmlDeviceGetTemperatureThreshold", t)
-                              for t in TEMP_THRESHOLDS}
-    out["ecc_total"] = {k: call(f"ecc_total.{k}", "nvmlDeviceGetTotalEccErrors", et, ct)
-                        for k, (et, ct) in ECC_TOTALS.items()}
-    out["memory_errors"] = {
-        loc: {k: call(f"memory_errors.{loc}.{k}", "nvmlDeviceGetMemoryErrorCounter", et, ct, code)
-              for k, (et, ct) in ECC_TOTALS.items() if k.startswith("aggregate")}
-        for loc, code in MEMORY_LOCATIONS.items()
-    }
-    out["retired_pages"] = {k: call(f"retired_pages.{k}", "nvmlDeviceGetRetiredPages", cause)
-                            for k, cause in RETIRED_PAGE_CAUSES.items()}
+        entry = _ask(rec, handle, static, key, fn, *args)
+        if top is None:
+            out[key] = entry
+            continue
+        target = groups.setdefault(top, {})
+        for name in below[:-1]:
+            target = target.setdefault(name, {})
+        target[below[-1]] = entry
+        if key in GROUP_ENDS:
+            out[top] = groups[top]
     out["nvlink"] = read_nvlinks(nvml, handle, rec, static)
     out["field_values"] = read_fields(nvml, handle, rec, static)
 

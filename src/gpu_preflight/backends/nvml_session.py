@@ -25,34 +25,14 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from ..records.nvml_fields import SETTINGS
 from . import nvml as base
 
-SETTING_CALLS = frozenset({
-    "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetComputeMode", "nvmlDeviceGetMigMode",
-    "nvmlDeviceGetEccMode", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit",
-})
+SETTING_CALLS = SETTINGS  # the table's SETTING readings (records/nvml_fields.py)
 SETTINGS_EVERY = 10  # ticks; config: gpu.nvml_settings_refresh_ticks
 _TICKS = "monitor.ticks"  # per-GPU counter in the session's store (emptied with it at every init)
 _SETTINGS = "monitor.settings"
-
-# (group or None, name in the dump, store key, pynvml function, extra args): read_device's order
-Plan = tuple[tuple[str | None, str, str, str, tuple[Any, ...]], ...]
-
-
-def _plan() -> Plan:
-    steps: list[tuple[str | None, str, str, str, tuple[Any, ...]]] = [
-        (None, key, key, fn, args) for key, fn, args in base.DEVICE_CALLS]
-    for group, fn in (("clocks_current", "nvmlDeviceGetClockInfo"), ("clocks_max", "nvmlDeviceGetMaxClockInfo"),
-                      ("clocks_app", "nvmlDeviceGetApplicationsClock")):
-        steps += [(group, name, f"{group}.{name}", fn, (ctype,)) for name, ctype in base.CLOCK_TYPES.items()]
-    steps += [("temp_thresholds", str(t), f"temp_thresholds.{t}", "nvmlDeviceGetTemperatureThreshold", (t,))
-              for t in base.TEMP_THRESHOLDS]
-    steps += [("ecc_total", k, f"ecc_total.{k}", "nvmlDeviceGetTotalEccErrors", (et, ct))
-              for k, (et, ct) in base.ECC_TOTALS.items()]
-    return tuple(steps)
-
-
-PLAN = _plan()
+PLAN = base.PLAN  # read_device's calls, in its order
 
 
 class _FieldReader:
@@ -123,7 +103,7 @@ class MonitorSession(base.NvmlSession):
         settings: dict[str, Any] = static.setdefault(_SETTINGS, {})
         kept_keys = base.STATIC_DEVICE_CALLS
         groups: dict[str, dict[str, Any]] = {}
-        for group, name, key, fn, args in PLAN:
+        for group, below, key, fn, args in PLAN:
             entry = static.get(key)
             if entry is None and not due and key in SETTING_CALLS:
                 entry = settings.get(key)
@@ -141,20 +121,13 @@ class MonitorSession(base.NvmlSession):
                     settings[key] = entry
             if group is None:
                 out[key] = entry
-            else:
-                target = groups.get(group)
-                if target is None:
-                    target = groups[group] = out[group] = {}
-                target[name] = entry
-        out["memory_errors"] = {
-            loc: {k: base._ask(rec, handle, static, f"memory_errors.{loc}.{k}", "nvmlDeviceGetMemoryErrorCounter",
-                               et, ct, code)
-                  for k, (et, ct) in base.ECC_TOTALS.items() if k.startswith("aggregate")}
-            for loc, code in base.MEMORY_LOCATIONS.items()
-        }
-        out["retired_pages"] = {k: base._ask(rec, handle, static, f"retired_pages.{k}", "nvmlDeviceGetRetiredPages",
-                                             cause)
-                                for k, cause in base.RETIRED_PAGE_CAUSES.items()}
+                continue
+            target = groups.get(group)
+            if target is None:
+                target = groups[group] = out[group] = {}
+            for name in below[:-1]:  # memory_errors.<location>.<counter>
+                target = target.setdefault(name, {})
+            target[below[-1]] = entry
         out["nvlink"] = base.read_nvlinks(nvml, handle, rec, static)
         out["field_values"] = self._read_fields(nvml, handle, rec, static)
 

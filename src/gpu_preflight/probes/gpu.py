@@ -13,17 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from ..model import NA
-from ..records import GpuFacts, GpuProcess, GpuRecord, NvLink
+from ..records import GpuFacts, GpuRecord
+from ..records.nvml_fields import CONVERTED, FIELD, NVLINK
+from ..records.nvml_values import BENIGN_ERRORS, field_value, value
 from ..registry import NVML_DUMP_ON_DEMAND, NVML_SESSION, ProbeContext, probe
 
-NOT_SUPPORTED = 3
-GPU_IS_LOST = 15
-# Refusals that say "this GPU or driver has no such reading", not "something is wrong".
-BENIGN_ERRORS = {NOT_SUPPORTED: "not supported", 2: "not supported (invalid argument)",
-                 13: "not supported by this driver (function not found)"}
 UNAVAILABLE_REASONS = {12: "NVML library not found", 9: "driver not loaded"}
-COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
-NVLINK_COUNTERS = {"0": "replay", "1": "recovery", "2": "crc_flit", "3": "crc_data", "4": "ecc_data"}
 
 
 class ReplayError(ValueError):
@@ -140,174 +135,45 @@ def facts_from_dump(dump: dict[str, Any], source: str) -> GpuFacts:
     return facts
 
 
-def value(entry: Any, record: GpuRecord | None = None, key: str = "") -> Any:
-    """The value of a dump entry, or NA with the reason; GPU-lost errors mark the record."""
-    if not isinstance(entry, dict):
-        return NA("not recorded")
-    if "ok" in entry:
-        return entry["ok"]
-    if "error" in entry:
-        code = entry.get("value")
-        if code in BENIGN_ERRORS:
-            return NA(BENIGN_ERRORS[code])
-        if record is not None:
-            if code == GPU_IS_LOST:
-                record.lost = record.lost or f"GPU is lost ({key})"
-            else:
-                record.call_errors[key] = f"{entry['error']}: {entry.get('str', '')}"
-        return NA(str(entry.get("str") or entry["error"]))
-    if "exc" in entry:
-        return NA(f"not read ({entry['exc']})")
-    return NA("not recorded")
-
-
-def field_value(fields: Any, name: str, record: GpuRecord) -> Any:
-    """One NVML field value; a refusal other than "not supported" is recorded like a failed call."""
-    if not isinstance(fields, dict) or "error" in fields or "exc" in fields:
-        return NA("field values not read")
-    fv = fields.get(name)
-    if not isinstance(fv, dict):
-        return NA("field not recorded")
-    if "value" in fv:
-        return fv["value"]
-    rc = fv.get("nvmlReturn")
-    if rc in BENIGN_ERRORS:
-        return NA(BENIGN_ERRORS[rc])
-    if rc == GPU_IS_LOST:
-        record.lost = record.lost or f"GPU is lost (field {name})"
-    else:
-        record.call_errors[f"field {name}"] = f"NVML return {rc}"
-    return NA(f"NVML return {rc}")
-
-
-def _int(v: Any) -> Any:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
-
-
-def _bool(v: Any) -> Any:
-    return bool(v) if isinstance(v, (int, bool)) else v
-
-
-def _watts(v: Any) -> Any:
-    return v / 1000.0 if isinstance(v, (int, float)) else v
-
-
-def _pair(v: Any, i: int) -> Any:
-    return v[i] if isinstance(v, list) and len(v) > i else (v if isinstance(v, NA) else NA("malformed"))
-
-
-def _bus_id(info: Any) -> Any:
-    return info.get("busId", NA("no busId")) if isinstance(info, dict) else info
-
-
-def _nested(group: Any, key: str, rec: GpuRecord, name: str) -> Any:
-    return value(group.get(key), rec, name) if isinstance(group, dict) else NA("not recorded")
-
-
 def gpu_record(index: int, dev: dict[str, Any]) -> GpuRecord:
+    """One GPU's record from its dump entries: each reading of the table (records/nvml_fields.py)
+    converted into the record fields it fills, in the table's conversion order."""
     rec = GpuRecord(index=index)
     if "handle" in dev:
         value(dev["handle"], rec, "nvmlDeviceGetHandleByIndex")
         rec.lost = rec.lost or f"no handle: {value(dev['handle'])}"
         return rec
-
-    def v(key: str) -> Any:
-        return value(dev.get(key), rec, key)
-
-    nvml_index = v("nvmlDeviceGetIndex")
-    rec.index = nvml_index if isinstance(nvml_index, int) else index
-    rec.name, rec.uuid, rec.serial = v("nvmlDeviceGetName"), v("nvmlDeviceGetUUID"), v("nvmlDeviceGetSerial")
-    rec.vbios, rec.board_part_number = v("nvmlDeviceGetVbiosVersion"), v("nvmlDeviceGetBoardPartNumber")
-    pci_info = v("nvmlDeviceGetPciInfo_v3")
-    if isinstance(pci_info, NA) and "nvmlDeviceGetPciInfo" in dev:
-        pci_info = v("nvmlDeviceGetPciInfo")
-    rec.pci_bus_id = _bus_id(pci_info)
-    mem = v("nvmlDeviceGetMemoryInfo")
-    for attr, key in (("memory_total_bytes", "total"), ("memory_used_bytes", "used"), ("memory_free_bytes", "free")):
-        setattr(rec, attr, mem.get(key, NA("missing")) if isinstance(mem, dict) else mem)
-    rec.temperature_c = _int(v("nvmlDeviceGetTemperature"))
-    thresholds = dev.get("temp_thresholds", {})
-    rec.temp_shutdown_c = _nested(thresholds, "0", rec, "temp_thresholds.0")
-    rec.temp_slowdown_c = _nested(thresholds, "1", rec, "temp_thresholds.1")
-    rec.temp_memory_max_c = _nested(thresholds, "2", rec, "temp_thresholds.2")
-    rec.temp_gpu_max_c = _nested(thresholds, "3", rec, "temp_thresholds.3")
     fields = dev.get("field_values")
-    if isinstance(fields, dict) and ("error" in fields or "exc" in fields):
-        value(fields, rec, "nvmlDeviceGetFieldValues")  # a failed bulk read marks the GPU like any call
-    rec.memory_temperature_c = _int(field_value(fields, "NVML_FI_DEV_MEMORY_TEMP", rec))
-    rec.power_draw_w = _watts(v("nvmlDeviceGetPowerUsage"))
-    rec.power_limit_w = _watts(v("nvmlDeviceGetEnforcedPowerLimit"))
-    rec.power_default_limit_w = _watts(v("nvmlDeviceGetPowerManagementDefaultLimit"))
-    util = v("nvmlDeviceGetUtilizationRates")
-    rec.utilization_gpu_percent = util.get("gpu", NA("missing")) if isinstance(util, dict) else util
-    rec.utilization_memory_percent = util.get("memory", NA("missing")) if isinstance(util, dict) else util
-    rec.persistence_mode = _bool(v("nvmlDeviceGetPersistenceMode"))
-    mode = v("nvmlDeviceGetComputeMode")
-    rec.compute_mode = COMPUTE_MODES.get(mode, f"unknown({mode})") if isinstance(mode, int) else mode
-    mig = v("nvmlDeviceGetMigMode")
-    rec.mig_current, rec.mig_pending = _bool(_pair(mig, 0)), _bool(_pair(mig, 1))
-    ecc = v("nvmlDeviceGetEccMode")
-    rec.ecc_current, rec.ecc_pending = _bool(_pair(ecc, 0)), _bool(_pair(ecc, 1))
-    totals = dev.get("ecc_total", {})
-    rec.ecc_volatile_corrected = _nested(totals, "volatile_corrected", rec, "ecc_total")
-    rec.ecc_volatile_uncorrected = _nested(totals, "volatile_uncorrected", rec, "ecc_total")
-    rec.ecc_aggregate_corrected = _nested(totals, "aggregate_corrected", rec, "ecc_total")
-    rec.ecc_aggregate_uncorrected = _nested(totals, "aggregate_uncorrected", rec, "ecc_total")
-    sram = dev.get("memory_errors", {}).get("sram", {}) if isinstance(dev.get("memory_errors"), dict) else {}
-    rec.sram_aggregate_corrected = _nested(sram, "aggregate_corrected", rec, "memory_errors.sram")
-    rec.sram_aggregate_uncorrected = _nested(sram, "aggregate_uncorrected", rec, "memory_errors.sram")
-    rows = v("nvmlDeviceGetRemappedRows")
-    rec.remapped_rows_correctable, rec.remapped_rows_uncorrectable = _pair(rows, 0), _pair(rows, 1)
-    rec.remap_pending, rec.remap_failure = _bool(_pair(rows, 2)), _bool(_pair(rows, 3))
-    retired = dev.get("retired_pages", {})
-    for attr, key in (("retired_pages_sbe", "sbe"), ("retired_pages_dbe", "dbe")):
-        pages = _nested(retired, key, rec, f"retired_pages.{key}")
-        setattr(rec, attr, len(pages) if isinstance(pages, list) else _int(pages))
-    rec.retired_pages_pending = _bool(v("nvmlDeviceGetRetiredPagesPendingStatus"))
-    rec.recovery_action = _int(field_value(fields, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", rec))
-    reasons = v("nvmlDeviceGetCurrentClocksEventReasons")
-    if isinstance(reasons, NA) and "nvmlDeviceGetCurrentClocksThrottleReasons" in dev:
-        reasons = v("nvmlDeviceGetCurrentClocksThrottleReasons")
-    rec.clock_event_reasons = _int(reasons)
-    rec.sm_clock_mhz = _nested(dev.get("clocks_current", {}), "SM", rec, "clocks_current.SM")
-    rec.sm_clock_max_mhz = _nested(dev.get("clocks_max", {}), "SM", rec, "clocks_max.SM")
-    rec.performance_state = _int(v("nvmlDeviceGetPerformanceState"))
-    rec.pcie_gen_current = _int(v("nvmlDeviceGetCurrPcieLinkGeneration"))
-    rec.pcie_gen_max = _int(v("nvmlDeviceGetMaxPcieLinkGeneration"))
-    rec.pcie_gen_gpu_max = _int(v("nvmlDeviceGetGpuMaxPcieLinkGeneration"))
-    rec.pcie_width_current = _int(v("nvmlDeviceGetCurrPcieLinkWidth"))
-    rec.pcie_width_max = _int(v("nvmlDeviceGetMaxPcieLinkWidth"))
-    rec.pcie_replay_counter = _int(v("nvmlDeviceGetPcieReplayCounter"))
-    rec.nvswitch_links = _int(field_value(fields, "NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT", rec))
-    rec.nvlinks = nvlinks(dev.get("nvlink"), rec)
-    procs = v("nvmlDeviceGetComputeRunningProcesses")
-    rec.processes = [_process(p) for p in procs if isinstance(p, dict)] if isinstance(procs, list) else procs
+    fields_failed = isinstance(fields, dict) and ("error" in fields or "exc" in fields)
+    for reading in CONVERTED:
+        if reading.fn == NVLINK:
+            for attr, convert in reading.fills:
+                setattr(rec, attr, convert(dev.get(reading.path), rec))
+            continue
+        if reading.fn == FIELD:
+            if fields_failed:  # a failed bulk read marks the GPU like any call, once
+                value(fields, rec, "nvmlDeviceGetFieldValues")
+                fields_failed = False
+            got = field_value(fields, reading.path.partition(".")[2], rec)
+        else:
+            got = value(_at(dev, reading.path), rec, reading.label or reading.path)
+            if isinstance(got, NA) and reading.older and reading.older[0] in dev:
+                got = value(dev[reading.older[0]], rec, reading.older[0])
+        for attr, convert in reading.fills:
+            setattr(rec, attr, convert(got))
+    if not isinstance(rec.index, int):
+        rec.index = index  # NVML did not say: the dump's position
     if "timed_out" in dev:
         hung = dev["timed_out"]
         rec.lost = rec.lost or f"NVML call {hung.get('call')} did not return within {hung.get('after_s')} s"
     return rec
 
 
-def _process(entry: dict[str, Any]) -> GpuProcess:
-    used = entry.get("usedGpuMemory")
-    return GpuProcess(int(entry.get("pid", -1)), int(used) if isinstance(used, int) else NA("not reported"))
-
-
-def nvlinks(entry: Any, rec: GpuRecord) -> list[NvLink] | NA:
-    """Links that NVML knows; ``NA`` when the GPU has no NVLink at all."""
-    if not isinstance(entry, dict):
-        return NA("not recorded")
-    links: list[NvLink] = []
-    for key in sorted(entry, key=lambda k: int(k) if k.isdigit() else 10**6):
-        link = entry[key]
-        state = value(link.get("state"), rec, f"nvlink.{key}") if "state" in link else value(link, rec, "nvlink")
-        if isinstance(state, NA):
-            continue  # an unsupported link ends the list (the collector stops there)
-        errors = link.get("errors", {})
-        links.append(NvLink(
-            link=int(key), active=bool(state),
-            version=value(link.get("version")),
-            remote_pci=_bus_id(value(link.get("remote_pci"))),
-            errors={name: _nested(errors, code, rec, f"nvlink.{key}.errors") for code, name in NVLINK_COUNTERS.items()},
-        ))
-    return links if links else NA("GPU has no NVLink")
+def _at(dev: dict[str, Any], path: str) -> Any:
+    """The entry at dotted ``path``, None where a level is missing or not an object."""
+    node: Any = dev
+    for key in path.split("."):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
