@@ -6,6 +6,7 @@ Library use::
     node = run_checks(replay="node.json", include=["gpu.*"])
     print(node.status, node.exit_code)
     report = build_report([node])   # the canonical JSON report dict
+    node, judged = check_node(RunOptions(replay="node.json"))   # and the config that judged it
 
 The names below are imported on first use, so ``import gpu_preflight`` (and the CLI's
 start-up) does not pay for the engine, reporters or their dependencies. The PyTorch elastic
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 _EXPORTS = {
-    "run_checks": "engine", "RunOptions": "engine",
+    "run_checks": "engine", "check_node": "engine", "RunOptions": "engine", "RunSettings": "engine",
     "NA": "model", "CheckResult": "model", "Finding": "model", "NodeReport": "model", "Status": "model",
     "build_report": "report.build",
     "GPUHealthCheck": "health", "create_gpu_health_check": "health", "quick_gpu_health_check": "health",
@@ -34,7 +35,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
-    from .engine import RunOptions, run_checks
+    from .engine import RunOptions, RunSettings, check_node, run_checks
     from .health import (
         GPUHealthCheck,
         PynvmlMixin,
@@ -49,9 +50,9 @@ if TYPE_CHECKING:
     from .server import GPUHealthCheckServer, create_gpu_healthcheck_server
 
 __all__ = ["NA", "CheckResult", "Finding", "GPUHealthCheck", "GPUHealthCheckServer", "NodeReport", "PynvmlMixin",
-           "RunOptions", "Status", "__version__", "build_report", "check_pynvml_availability",
-           "create_gpu_health_check", "create_gpu_healthcheck_server", "get_gb200_static_mapping", "is_gb200_platform",
-           "quick_gpu_health_check", "run_checks"]
+           "RunOptions", "RunSettings", "Status", "__version__", "build_report", "check_node",
+           "check_pynvml_availability", "create_gpu_health_check", "create_gpu_healthcheck_server",
+           "get_gb200_static_mapping", "is_gb200_platform", "quick_gpu_health_check", "run_checks"]
 
 
 def __getattr__(name: str) -> Any:
