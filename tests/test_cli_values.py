@@ -92,9 +92,11 @@ def test_timeout_from_the_environment_is_checked_and_used(monkeypatch: pytest.Mo
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     args = build_parser("run").parse_args(["run", "--node-only"])
     monkeypatch.setenv("GPU_PREFLIGHT_TIMEOUT_S", "7.5")
-    assert run_cmd.run_request(args).run.timeout_s == 7.5
+    from_env = run_cmd.run_request(args).run
+    assert (from_env.probe_timeout_s, from_env.collective_timeout_s) == (7.5, 7.5)  # the limits --timeout-s sets
     flagged = build_parser("run").parse_args(["run", "--timeout-s", "3"])
-    assert run_cmd.run_request(flagged).run.timeout_s == 3.0  # the flag wins over the environment
+    from_flag = run_cmd.run_request(flagged).run  # the flag wins over the environment
+    assert (from_flag.probe_timeout_s, from_flag.collective_timeout_s, from_flag.run_budget_s) == (3.0, 3.0, None)
     for raw in ("garbage", "nan", "-1", "inf", "0", "1e308"):
         monkeypatch.setenv("GPU_PREFLIGHT_TIMEOUT_S", raw)
         assert main(["run", "--node-only", "--no-history", "--check", "system.cpu"]) == 3

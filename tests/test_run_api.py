@@ -136,14 +136,6 @@ def test_a_worker_request_that_is_not_one_is_a_value_error(text: str) -> None:
         request_from_env({REQUEST_ENV: text, "GPU_PREFLIGHT_LAUNCHER": "self"})
 
 
-def test_the_timeout_flag_and_its_variable_set_the_probe_and_collective_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GPU_PREFLIGHT_TIMEOUT_S", "7")
-    from_env = run_request(build_parser("run").parse_args(["run"])).run
-    from_flag = run_request(build_parser("run").parse_args(["run", "--timeout-s", "9"])).run
-    assert (from_env.probe_timeout_s, from_env.collective_timeout_s) == (7.0, 7.0)
-    assert (from_flag.probe_timeout_s, from_flag.collective_timeout_s) == (9.0, 9.0)  # the flag wins
-
-
 @pytest.mark.parametrize(("profile", "builds", "finds"), [("auto", 2, 0), ("h200", 1, 1)])
 def test_a_node_run_builds_its_config_once_per_profile_and_scores_with_the_one_that_judged(
         monkeypatch: pytest.MonkeyPatch, profile: str, builds: int, finds: int) -> None:
