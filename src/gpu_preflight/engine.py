@@ -280,10 +280,13 @@ def run_checks(options: RunOptions | None = None, **kwargs: Any) -> NodeReport:
     """Run the selected node checks and return the node report (:func:`check_node` without the config).
 
     Accepts a :class:`RunOptions` or its fields as keyword arguments, e.g.
-    ``run_checks(replay="node.json", include=["gpu.*"])``. Raises ``ValueError`` for a value
-    out of range (``expect_gpus=300``), :class:`~gpu_preflight.config.ConfigError` for bad
-    configuration and ``KeyError`` for a ``--check``/``--skip`` pattern that matches no check.
+    ``run_checks(replay="node.json", include=["gpu.*"])``; ``timeout_s`` is kept as the old
+    spelling of ``probe_timeout_s`` (what it always bounded here). Raises ``ValueError`` for a
+    value out of range (``expect_gpus=300``), :class:`~gpu_preflight.config.ConfigError` for
+    bad configuration and ``KeyError`` for a ``--check``/``--skip`` pattern that matches no check.
     """
+    if "timeout_s" in kwargs:
+        kwargs["probe_timeout_s"] = kwargs.pop("timeout_s")
     return check_node(options or RunOptions(**kwargs))[0]
 
 
