@@ -23,7 +23,8 @@ from .cluster_load import Load, over_loads
 from .cluster_rollup import Passes
 
 
-@check("load.efficiency", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health")
+@check("load.efficiency", needs=("cluster",), scope="cluster", group="gpu_health", component="hardware_health",
+       core=True)
 @over_loads
 def efficiency(ctx: CheckContext, cfg: LoadConfig, loads: list[tuple[str, int, Load]],
                passes: Passes) -> Iterator[Finding]:
