@@ -178,13 +178,14 @@ def _gathered(*, all_reduce_ok: bool, ddp_loss_end: float) -> dict[str, Any]:
 def _told(gathered: dict[str, Any]) -> list[str]:
     """The lines of the gathered ranks' results heard as each rank tells them (``rank.ResultSink``),
     in the order the workloads run, each rank through its own :class:`LiveLines`."""
-    from gpu_preflight.distributed.topology import Topology
+    from gpu_preflight.distributed.topology import Launcher, Topology
     from gpu_preflight.outputs.acceptance import LiveLines
 
     payloads, lines = gathered["payloads"], []
     gpu = payloads[0]["node_entry"]["section"]["facts"]["gpu"]
-    ranks = {r: (Topology(launcher="torchrun", world_size=2, rank=r, local_rank=r, local_world_size=2, node_rank=0,
-                          num_nodes=1, hostname="gpu-a"), LiveLines(lines.append)) for r in sorted(payloads)}
+    ranks = {r: (Topology(launcher=Launcher.TORCHRUN, world_size=2, rank=r, local_rank=r, local_world_size=2,
+                          node_rank=0, num_nodes=1, hostname="gpu-a"), LiveLines(lines.append))
+             for r in sorted(payloads)}
     for name in ("env", "gemm", "train"):
         for r, (topo, live) in ranks.items():
             live(topo, name, {"stack": payloads[r]["stack"], "gpu": gpu} if name == "env" else payloads[r][name])

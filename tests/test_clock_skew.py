@@ -24,7 +24,7 @@ import pytest
 from gpu_preflight.distributed.gather import collect, gather, post_node_bundle
 from gpu_preflight.distributed.liveness import STAMP_SLACK_S, Beat, Beats, beat_interval, stale_after
 from gpu_preflight.distributed.store import PREFIX, STALE_S, Heartbeat, form_group
-from gpu_preflight.distributed.topology import Topology
+from gpu_preflight.distributed.topology import Launcher, Topology
 
 from .test_gather import Clock, open_store
 from .torch_extra import torch_or_skip
@@ -38,7 +38,7 @@ def store() -> Iterator[Any]:
 
 
 def one_node(rank: int, world: int = 2) -> Topology:
-    return Topology(launcher="torchrun", world_size=world, rank=rank, local_rank=rank, local_world_size=world,
+    return Topology(launcher=Launcher.TORCHRUN, world_size=world, rank=rank, local_rank=rank, local_world_size=world,
                     node_rank=0, num_nodes=1, hostname="h0")
 
 

@@ -21,7 +21,7 @@ from gpu_preflight.config import Config
 from gpu_preflight.config.diagnostics import DiagnosticsConfig
 from gpu_preflight.distributed import connectivity as conn
 from gpu_preflight.distributed.store import KVStore
-from gpu_preflight.distributed.topology import Topology
+from gpu_preflight.distributed.topology import Launcher, Topology
 from gpu_preflight.ids import CONNECTIVITY_ID
 from gpu_preflight.records.connectivity import attribute
 from gpu_preflight.registry import CheckContext, get_check
@@ -253,8 +253,8 @@ def DictStore() -> KVStore:  # reads as the class it makes
 
 
 def _topo(node: int, nodes: int, store_port: int) -> Topology:
-    return Topology("slurm", nodes, node, 0, 1, node, nodes, "vm", hosts=tuple("localhost" for _ in range(nodes)),
-                    master_addr="127.0.0.1", master_port=store_port)
+    return Topology(Launcher.SLURM, nodes, node, 0, 1, node, nodes, "vm",
+                    hosts=tuple("localhost" for _ in range(nodes)), master_addr="127.0.0.1", master_port=store_port)
 
 
 def test_three_leaders_measure_each_other_through_the_store() -> None:

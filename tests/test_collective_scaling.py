@@ -15,7 +15,7 @@ import pytest
 from gpu_preflight.cluster.aggregate import build_cluster_report
 from gpu_preflight.config import Config
 from gpu_preflight.distributed.plan import make_plan, report_parameters
-from gpu_preflight.distributed.topology import Topology
+from gpu_preflight.distributed.topology import Launcher, Topology
 from gpu_preflight.workloads.scaling import GPU_TIERS, collective_sweep, tier_of
 
 from .conftest import REPO
@@ -72,7 +72,7 @@ def test_cpu_workers_and_exact_settings_are_not_scaled(world: int) -> None:
 
 
 def _topo(world: int, nodes: int) -> Topology:
-    return Topology(launcher="torchrun", world_size=world, rank=0, local_rank=0, local_world_size=world // nodes,
+    return Topology(launcher=Launcher.TORCHRUN, world_size=world, rank=0, local_rank=0, local_world_size=world // nodes,
                     node_rank=0, num_nodes=nodes, hostname="h0")
 
 

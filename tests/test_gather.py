@@ -20,7 +20,7 @@ import pytest
 from gpu_preflight.distributed.gather import gather, post_node_bundle
 from gpu_preflight.distributed.liveness import Beats
 from gpu_preflight.distributed.store import PREFIX, STALE_S
-from gpu_preflight.distributed.topology import Topology
+from gpu_preflight.distributed.topology import Launcher, Topology
 from gpu_preflight.records.columns import unpack
 
 from .torch_extra import torch_or_skip
@@ -47,7 +47,7 @@ def store() -> Iterator[Any]:
 
 def topo(rank: int) -> Topology:
     node, local = divmod(rank, PER_NODE)
-    return Topology(launcher="torchrun", world_size=PER_NODE * NODES, rank=rank, local_rank=local,
+    return Topology(launcher=Launcher.TORCHRUN, world_size=PER_NODE * NODES, rank=rank, local_rank=local,
                     local_world_size=PER_NODE, node_rank=node, num_nodes=NODES, hostname=f"h{node}")
 
 
@@ -133,7 +133,7 @@ def test_a_node_that_never_joined_is_named_from_the_launchers_host_list(store: A
     after the deadline, and named from the launcher's view: here Slurm's host list."""
     for r in (0, 1):
         rank_posts(store, r)
-    slurm = replace(topo(0), launcher="slurm", hosts=("gpu-001", "gpu-002"))
+    slurm = replace(topo(0), launcher=Launcher.SLURM, hosts=("gpu-001", "gpu-002"))
     post_node_bundle(store, slurm, time.monotonic() + 5, absent=(2, 3))
     start = time.monotonic()
     got = gather(store, slurm, time.monotonic() + 30, absent=(2, 3))

@@ -20,7 +20,7 @@ from gpu_preflight.config import Config
 from gpu_preflight.diagnostics.window import GpuWindow
 from gpu_preflight.distributed import gpu_window
 from gpu_preflight.distributed.plan import Plan, steps_for
-from gpu_preflight.distributed.topology import Topology
+from gpu_preflight.distributed.topology import Launcher, Topology
 from gpu_preflight.engine import RunOptions
 from gpu_preflight.probes.dcgm import dcgm_probe
 
@@ -175,7 +175,7 @@ def test_window_wait_ends_when_closed_or_when_its_holder_is_gone() -> None:
 
 
 def _topo(rank: int, nodes: int = 2, per_node: int = 2) -> Topology:
-    return Topology(launcher="torchrun", world_size=nodes * per_node, rank=rank, local_rank=rank % per_node,
+    return Topology(launcher=Launcher.TORCHRUN, world_size=nodes * per_node, rank=rank, local_rank=rank % per_node,
                     local_world_size=per_node, node_rank=rank // per_node, num_nodes=nodes,
                     hostname=f"h{rank // per_node}")
 

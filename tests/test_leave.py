@@ -17,6 +17,7 @@ import pytest
 
 from gpu_preflight.distributed.leave import carries_verdict, process_gone, verdict_text, write_error_file
 from gpu_preflight.distributed.rendezvous_view import agent_settings, parse_endpoint, participants
+from gpu_preflight.distributed.topology import Launcher
 
 from .torch_extra import torch_or_skip
 
@@ -25,15 +26,15 @@ rdzv = torch_or_skip("torch.distributed.elastic.rendezvous.dynamic_rendezvous")
 
 
 @pytest.mark.parametrize(("launcher", "reporting", "node_carrier", "carries"), [
-    ("torchrun", True, False, True),   # the rank that took over from a silent rank 0
-    ("torchrun", False, True, True),   # every agent must see one of its workers fail
-    ("torchrun", False, False, False),
-    ("slurm", True, True, True),
-    ("slurm", False, True, False),     # srun passes the highest task code: one carrier is enough
-    ("openmpi", False, True, False),   # mpirun aborts the job at the first non-zero exit
-    ("self", False, True, False),
+    (Launcher.TORCHRUN, True, False, True),   # the rank that took over from a silent rank 0
+    (Launcher.TORCHRUN, False, True, True),   # every agent must see one of its workers fail
+    (Launcher.TORCHRUN, False, False, False),
+    (Launcher.SLURM, True, True, True),
+    (Launcher.SLURM, False, True, False),     # srun passes the highest task code: one carrier is enough
+    (Launcher.OPENMPI, False, True, False),   # mpirun aborts the job at the first non-zero exit
+    (Launcher.SELF, False, True, False),
 ])
-def test_who_carries_the_verdict(launcher: str, reporting: bool, node_carrier: bool, carries: bool) -> None:
+def test_who_carries_the_verdict(launcher: Launcher, reporting: bool, node_carrier: bool, carries: bool) -> None:
     assert carries_verdict(launcher, reporting=reporting, node_carrier=node_carrier) is carries
 
 

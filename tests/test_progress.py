@@ -22,7 +22,7 @@ from gpu_preflight.distributed.liveness import Beats
 from gpu_preflight.distributed.plan import Plan, steps_for
 from gpu_preflight.distributed.stages import Marks
 from gpu_preflight.distributed.store import PREFIX, STALE_S, get_text
-from gpu_preflight.distributed.topology import Topology
+from gpu_preflight.distributed.topology import Launcher, Topology
 from gpu_preflight.distributed.watch import JobWatch
 from gpu_preflight.report import progress as progress_mod
 from gpu_preflight.report.progress import ENV, StageState, progress, should_show, stage_view, view_mode
@@ -175,8 +175,8 @@ PLAN = Plan(sizes=[1024], iters=1, warmup=0, gemm_dtypes=["fp32"], gemm_n=64, ge
 
 def shape(world: int, per_node: int, rank: int = 0) -> Topology:
     node, local = divmod(rank, per_node)
-    return Topology(launcher="torchrun", world_size=world, rank=rank, local_rank=local, local_world_size=per_node,
-                    node_rank=node, num_nodes=world // per_node, hostname=f"host{node}")
+    return Topology(launcher=Launcher.TORCHRUN, world_size=world, rank=rank, local_rank=local,
+                    local_world_size=per_node, node_rank=node, num_nodes=world // per_node, hostname=f"host{node}")
 
 
 MARKS: dict[tuple[int, int], Marks] = {}  # one rank's counters live as long as the rank

@@ -24,7 +24,7 @@ from gpu_preflight.distributed.gather import post_node_bundle
 from gpu_preflight.distributed.liveness import FIRST_LOOK_BEATS, Beat, Beats, stale_after
 from gpu_preflight.distributed.stages import Marks
 from gpu_preflight.distributed.store import PREFIX, STALE_S
-from gpu_preflight.distributed.topology import Topology
+from gpu_preflight.distributed.topology import Launcher, Topology
 from gpu_preflight.distributed.watch import JobWatch
 from gpu_preflight.report.progress import stage_view
 from tests.test_gather import open_store
@@ -41,8 +41,8 @@ def store() -> Iterator[Any]:
 
 def shape(world: int, per_node: int, rank: int = 0) -> Topology:
     node, local = divmod(rank, per_node)
-    return Topology(launcher="torchrun", world_size=world, rank=rank, local_rank=local, local_world_size=per_node,
-                    node_rank=node, num_nodes=world // per_node, hostname=f"host{node}")
+    return Topology(launcher=Launcher.TORCHRUN, world_size=world, rank=rank, local_rank=local,
+                    local_world_size=per_node, node_rank=node, num_nodes=world // per_node, hostname=f"host{node}")
 
 
 def post(store: Any, topo: Topology, *, beat_age_s: float = 0.0, payload: bool = True) -> None:

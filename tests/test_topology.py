@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_preflight.distributed.topology import TopologyError, detect, slurm_tasks_per_node
+from gpu_preflight.distributed.topology import Launcher, TopologyError, detect, slurm_tasks_per_node
 
 NO_SM = Path("/nonexistent/resourceconfig.json")
 
@@ -120,3 +120,49 @@ def test_tasks_per_node_forms() -> None:
     assert slurm_tasks_per_node("4(x2),2") == [4, 4, 2]
     with pytest.raises(TopologyError):
         slurm_tasks_per_node("4(y2)")
+
+
+# Each launcher's environment (the least that names it) and the launcher it is parsed to, once,
+# by detect(): every member of Launcher appears, so a new launcher comes with its row here.
+TORCHRUN_ENV = {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "GROUP_RANK": "0", "LOCAL_WORLD_SIZE": "2"}
+LAUNCHED_BY = [
+    ({}, Launcher.NONE),
+    ({"TORCHELASTIC_RUN_ID": "j", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}, Launcher.TORCHRUN),
+    (TORCHRUN_ENV, Launcher.TORCHRUN),
+    ({**TORCHRUN_ENV, "GPU_PREFLIGHT_LAUNCHER": "self"}, Launcher.SELF),
+    ({**TORCHRUN_ENV, "GPU_PREFLIGHT_LAUNCHER": "other"}, Launcher.TORCHRUN),
+    ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"}, Launcher.OPENMPI),
+    ({"PMIX_RANK": "0", "PMIX_SIZE": "2"}, Launcher.PMIX),
+    ({"PMIX_RANK": "0", "PMIX_SIZE": "2", "SLURM_PROCID": "0", "SLURM_NTASKS": "2"}, Launcher.SLURM),  # srun's PMIx
+    ({"SLURM_PROCID": "1", "SLURM_NTASKS": "2"}, Launcher.SLURM),
+    ({"RANK": "0", "WORLD_SIZE": "2", "PET_NNODES": "2"}, Launcher.KUBEFLOW),
+    ({"RANK": "0", "WORLD_SIZE": "2", "KUBERNETES_SERVICE_HOST": "10.0.0.1"}, Launcher.KUBEFLOW),
+    ({"RANK": "0", "WORLD_SIZE": "2"}, Launcher.ENV),
+    ({"SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-1"}, Launcher.SAGEMAKER),
+]
+
+
+@pytest.mark.parametrize(("env", "launcher"), LAUNCHED_BY, ids=[f"{r[1].value}-{i}" for i, r in enumerate(LAUNCHED_BY)])
+def test_each_environment_is_parsed_to_its_launcher(env: dict[str, str], launcher: Launcher) -> None:
+    t = topo(env)
+    assert t.launcher is launcher
+    assert t.is_distributed is (launcher is not Launcher.NONE)
+    assert t.self_launched is (launcher is Launcher.SELF)
+
+
+def test_every_launcher_has_an_environment() -> None:
+    assert {launcher for _, launcher in LAUNCHED_BY} == set(Launcher)
+
+
+def test_the_launcher_is_written_and_printed_as_its_word() -> None:
+    """Reports and payloads carry ``cluster_topology.launcher`` as the same string as before it was typed."""
+    t = topo({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"})
+    assert json.loads(json.dumps(t.to_dict()))["launcher"] == "slurm"
+    assert json.dumps({"launcher": t.launcher}) == '{"launcher": "slurm"}'
+    assert f"a {t.launcher} job" == "a slurm job" and str(t.launcher) == "slurm"
+    assert [m.value for m in Launcher] == ["torchrun", "self", "openmpi", "pmix", "slurm", "kubeflow", "env",
+                                           "sagemaker", "none"]
+
+
+def test_only_slurm_and_sagemaker_list_hosts_in_node_order() -> None:
+    assert {m for m in Launcher if m.hosts_in_node_order} == {Launcher.SLURM, Launcher.SAGEMAKER}

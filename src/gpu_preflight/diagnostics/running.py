@@ -21,6 +21,7 @@ from .phase import run_phase
 
 if TYPE_CHECKING:
     from ..backends.commands import ToolResult
+    from ..distributed.topology import Launcher
 
 __all__ = ["diag_config", "launched_as_rank", "replay_reason", "run_and_keep", "suite_of", "time_limit"]
 
@@ -46,7 +47,7 @@ def replay_reason(ctx: ProbeContext) -> str | None:
     return f"replayed snapshot ({replay}): live tools would describe this host, not the snapshot's" if replay else None
 
 
-def launched_as_rank(environ: Mapping[str, str] | None = None) -> str | None:
+def launched_as_rank(environ: Mapping[str, str] | None = None) -> Launcher | None:
     """The launcher when this process is one rank of a job (its workers hold the GPUs), else ``None``."""
     from ..distributed.topology import TopologyError, detect
 

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from ..deadline import Job, Later, Overdue, run_all
 from .liveness import read_values
 from .store import PREFIX, RDZV_NAMES_KEY, get_text
+from .topology import Launcher
 
 if TYPE_CHECKING:
     from ..config.diagnostics import DiagnosticsConfig
@@ -215,7 +216,7 @@ def _adverts(store: KVStore, topo: Topology, wanted: list[int], deadline: float)
     """The adverts of ``wanted`` nodes (those posted by ``deadline``) and, under torchrun, the
     rendezvous' names. One key is polled, four times a second (less often above 500 nodes)."""
     poll = max(0.25, topo.num_nodes / 2000)  # 10,000 leaders poll the store's host 2,000 times a second at most
-    torchrun = topo.launcher == "torchrun"
+    torchrun = topo.launcher is Launcher.TORCHRUN
     while time.monotonic() < deadline:
         if get_text(store, f"{KEY}/all") is not None and (not torchrun or get_text(store, RDZV_NAMES_KEY)):
             break

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..fastclass import dataclass
 from ..interrupts import at_stop, held
+from .topology import Launcher
 
 
 def free_port() -> int:
@@ -91,8 +92,8 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, collective_time
     for rank in range(workers):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(workers),
                    LOCAL_WORLD_SIZE=str(workers), GROUP_RANK="0", GROUP_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), GPU_PREFLIGHT_LAUNCHER="self", GPU_PREFLIGHT_RESULT_DIR=str(result_dir),
-                   TORCHELASTIC_USE_AGENT_STORE="True",
+                   MASTER_PORT=str(port), GPU_PREFLIGHT_LAUNCHER=Launcher.SELF.value,
+                   GPU_PREFLIGHT_RESULT_DIR=str(result_dir), TORCHELASTIC_USE_AGENT_STORE="True",
                    OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(threads)), **(extra_env or {}))
         logs[rank] = result_dir / f"rank{rank}.log"
         with held(), open(logs[rank], "wb") as log:
@@ -158,7 +159,7 @@ def _watch(store: Any, workers: int, view: Any) -> Any:
     from .watch import JobWatch
 
     host = socket.gethostname()
-    topo = Topology(launcher="self", world_size=workers, rank=0, local_rank=0, local_world_size=workers,
+    topo = Topology(launcher=Launcher.SELF, world_size=workers, rank=0, local_rank=0, local_world_size=workers,
                     node_rank=0, num_nodes=1, hostname=host, hosts=(host,))
     return JobWatch(store, topo, view, before=_starting(workers)).start()
 

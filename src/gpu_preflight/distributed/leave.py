@@ -25,17 +25,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..report.model import ClusterReport
+    from .topology import Launcher
 
 ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
 LINE_MAX = 500
 
 
-def carries_verdict(launcher: str, *, reporting: bool, node_carrier: bool) -> bool:
+def carries_verdict(launcher: Launcher, *, reporting: bool, node_carrier: bool) -> bool:
     """Whether this rank exits with the verdict's code (the others exit 0 first).
 
     ``node_carrier``: this rank is the lowest rank of its node that still answers.
     """
-    return reporting or (launcher == "torchrun" and node_carrier)
+    from .topology import Launcher
+
+    return reporting or (launcher is Launcher.TORCHRUN and node_carrier)
 
 
 def verdict_text(report: ClusterReport | Mapping[str, Any]) -> str:

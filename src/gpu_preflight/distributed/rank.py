@@ -47,7 +47,7 @@ from .store import (
     wait_count,
     wait_key,
 )
-from .topology import Topology
+from .topology import Launcher, Topology
 
 __all__ = ["MAX_PAYLOAD", "RankOutcome", "RankRun", "ResultSink", "node_payload", "run_rank", "stage"]
 
@@ -196,7 +196,7 @@ class RankOutcome:
             if reporting:
                 gone = len((self.gathered or {}).get("missing") or ())
                 wait_count(self.store, f"{PREFIX}/left", topo.world_size - 1 - gone, end)
-            if topo.launcher == "torchrun" and node[0] == topo.rank:  # its agent stops the node at this exit
+            if topo.launcher is Launcher.TORCHRUN and node[0] == topo.rank:  # its agent stops the node at this exit
                 mates = node[1:]
                 wait_count(self.store, f"{PREFIX}/left/{topo.node_rank}", len(mates), end)
                 wait_gone(local_pids(self.store, topo, mates), min(end, time.monotonic() + 5.0))

@@ -13,6 +13,7 @@ import re
 import socket
 from collections.abc import Mapping
 from dataclasses import asdict, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,37 @@ class TopologyError(ValueError):
     """The launcher's variables are inconsistent or incomplete."""
 
 
+class Launcher(StrEnum):
+    """What started this process, told once from its environment (:func:`detect`) and compared
+    as this value everywhere. A ``StrEnum``: its value is the word reports and payloads carry
+    (``cluster_topology.launcher``) and messages print, unchanged by the type.
+
+    A new launcher is a member here, its branch in :func:`_detect`, and any property below
+    that holds for it.
+    """
+
+    TORCHRUN = "torchrun"  # torchrun's elastic agent (TORCHELASTIC_RUN_ID or its four variables)
+    SELF = "self"  # gpu-preflight's own workers on one node (:mod:`.launch`)
+    OPENMPI = "openmpi"  # mpirun (OMPI_COMM_WORLD_*)
+    PMIX = "pmix"  # a PMIx launcher other than srun (PMIX_RANK)
+    SLURM = "slurm"  # srun (SLURM_PROCID, SLURM_NTASKS)
+    KUBEFLOW = "kubeflow"  # a Kubeflow PyTorchJob: RANK/WORLD_SIZE in a pod (PET_*, KUBERNETES_SERVICE_HOST)
+    ENV = "env"  # RANK/WORLD_SIZE set by hand or by another tool
+    SAGEMAKER = "sagemaker"  # a SageMaker job without a distribution launcher: one process per host
+    NONE = "none"  # started by hand: not distributed
+
+    @property
+    def hosts_in_node_order(self) -> bool:
+        """Its host list is in node-rank order (Slurm, SageMaker), so node rank ``n`` is ``hosts[n]``;
+        torchrun's c10d rendezvous numbers nodes in join order, which only it records."""
+        return self in (Launcher.SLURM, Launcher.SAGEMAKER)
+
+
 @dataclass(frozen=True)
 class Topology:
     """This process's place in the job."""
 
-    launcher: str
+    launcher: Launcher
     world_size: int
     rank: int
     local_rank: int
@@ -46,7 +73,13 @@ class Topology:
 
     @property
     def is_distributed(self) -> bool:
-        return self.launcher != "none"
+        return self.launcher is not Launcher.NONE
+
+    @property
+    def self_launched(self) -> bool:
+        """One of gpu-preflight's own workers (:mod:`.launch`): its supervisor shows the progress,
+        relays its lines and prints the verdict."""
+        return self.launcher is Launcher.SELF
 
     @property
     def node_name(self) -> str:
@@ -58,7 +91,7 @@ class Topology:
         """
         if self.own_name:
             return self.own_name
-        if self.launcher in ("slurm", "sagemaker") and self.hosts and 0 <= self.node_rank < len(self.hosts):
+        if self.launcher.hosts_in_node_order and self.hosts and 0 <= self.node_rank < len(self.hosts):
             return self.hosts[self.node_rank]
         return self.hostname
 
@@ -146,7 +179,7 @@ def sagemaker_hosts(env: Mapping[str, str], resource_config: Path = SAGEMAKER_RE
 
 def detect(env: Mapping[str, str], *, hostname: str | None = None,
            resource_config: Path = SAGEMAKER_RESOURCE_CONFIG) -> Topology:
-    """The topology this process runs in; launcher ``"none"`` when started by hand.
+    """The topology this process runs in; launcher :attr:`Launcher.NONE` when started by hand.
 
     The node's name is chosen as :mod:`.identity` says (``GPU_PREFLIGHT_NODE_NAME``, then the
     scheduler's name for it, then the host name): containers often have meaningless host
@@ -170,7 +203,7 @@ def _detect(env: Mapping[str, str], host: str, resource_config: Path) -> Topolog
     if env.get("TORCHELASTIC_RUN_ID") or all(k in env for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK")):
         local_world = _int(env, "LOCAL_WORLD_SIZE", default=1)
         world = _int(env, "WORLD_SIZE")
-        launcher = "self" if env.get("GPU_PREFLIGHT_LAUNCHER") == "self" else "torchrun"
+        launcher = Launcher.SELF if env.get("GPU_PREFLIGHT_LAUNCHER") == Launcher.SELF.value else Launcher.TORCHRUN
         return _checked(Topology(
             launcher, world, _int(env, "RANK"), _int(env, "LOCAL_RANK"), local_world,
             _int(env, "GROUP_RANK", "NODE_RANK", default=0), _int(env, "GROUP_WORLD_SIZE", default=0)
@@ -179,14 +212,15 @@ def _detect(env: Mapping[str, str], host: str, resource_config: Path) -> Topolog
     if "OMPI_COMM_WORLD_RANK" in env:
         world, local_world = _int(env, "OMPI_COMM_WORLD_SIZE"), _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", default=1)
         return _checked(Topology(
-            "openmpi", world, _int(env, "OMPI_COMM_WORLD_RANK"), _int(env, "OMPI_COMM_WORLD_LOCAL_RANK", default=0),
-            local_world, _int(env, "OMPI_COMM_WORLD_NODE_RANK", default=0), max(1, world // max(local_world, 1)),
-            host, tuple(hosts), env.get("MASTER_ADDR") or (hosts[0] if hosts else None), port))
+            Launcher.OPENMPI, world, _int(env, "OMPI_COMM_WORLD_RANK"),
+            _int(env, "OMPI_COMM_WORLD_LOCAL_RANK", default=0), local_world,
+            _int(env, "OMPI_COMM_WORLD_NODE_RANK", default=0), max(1, world // max(local_world, 1)), host,
+            tuple(hosts), env.get("MASTER_ADDR") or (hosts[0] if hosts else None), port))
     if "PMIX_RANK" in env and "SLURM_PROCID" not in env:
         world = _int(env, "PMIX_SIZE", "WORLD_SIZE")
         local_world = _int(env, "PMIX_LOCAL_SIZE", default=1)
         return _checked(Topology(
-            "pmix", world, _int(env, "PMIX_RANK"), _int(env, "PMIX_LOCAL_RANK", default=0), local_world,
+            Launcher.PMIX, world, _int(env, "PMIX_RANK"), _int(env, "PMIX_LOCAL_RANK", default=0), local_world,
             _int(env, "PMIX_NODE_RANK", default=0), max(1, world // max(local_world, 1)), host, tuple(hosts),
             env.get("MASTER_ADDR") or (hosts[0] if hosts else None), port))
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
@@ -197,7 +231,7 @@ def _detect(env: Mapping[str, str], host: str, resource_config: Path) -> Topolog
         local_world = per_node[node_rank] if node_rank < len(per_node) else _int(
             env, "SLURM_NTASKS_PER_NODE", default=max(1, _int(env, "SLURM_NTASKS") // nodes))
         return _checked(Topology(
-            "slurm", _int(env, "SLURM_NTASKS"), _int(env, "SLURM_PROCID"), _int(env, "SLURM_LOCALID", default=0),
+            Launcher.SLURM, _int(env, "SLURM_NTASKS"), _int(env, "SLURM_PROCID"), _int(env, "SLURM_LOCALID", default=0),
             local_world, node_rank, nodes, host, tuple(slurm_hosts), env.get("MASTER_ADDR")
             or (slurm_hosts[0] if slurm_hosts else None),
             _int(env, "MASTER_PORT", default=DEFAULT_PORT + _int(env, "SLURM_JOB_ID", default=0) % 1000, low=1,
@@ -207,17 +241,17 @@ def _detect(env: Mapping[str, str], host: str, resource_config: Path) -> Topolog
         world, rank = _int(env, "WORLD_SIZE"), _int(env, "RANK")
         kubeflow = any(k.startswith("PET_") for k in env) or "KUBERNETES_SERVICE_HOST" in env
         return _checked(Topology(
-            "kubeflow" if kubeflow else "env", world, rank, _int(env, "LOCAL_RANK", default=0),
+            Launcher.KUBEFLOW if kubeflow else Launcher.ENV, world, rank, _int(env, "LOCAL_RANK", default=0),
             _int(env, "LOCAL_WORLD_SIZE", default=1), _int(env, "NODE_RANK", default=rank),
             _int(env, "NNODES", "PET_NNODES", default=world), host, tuple(hosts), env.get("MASTER_ADDR"), port))
     if sm_hosts:  # a SageMaker job without a distribution launcher: one process per host
         if sm_current not in sm_hosts:
             raise TopologyError(f"{shown('SM_CURRENT_HOST', sm_current)} (not in SM_HOSTS {sm_hosts[:8]})")
         node = sm_hosts.index(sm_current)
-        return _checked(Topology("sagemaker", len(sm_hosts), node, 0, 1, node, len(sm_hosts), host,
+        return _checked(Topology(Launcher.SAGEMAKER, len(sm_hosts), node, 0, 1, node, len(sm_hosts), host,
                                  tuple(sm_hosts), env.get("MASTER_ADDR") or sm_hosts[0], port,
                                  {"current_host": sm_current}))
-    return Topology("none", 1, 0, 0, 1, 0, 1, host, tuple(hosts), None, None)
+    return Topology(Launcher.NONE, 1, 0, 0, 1, 0, 1, host, tuple(hosts), None, None)
 
 
 def _checked(topo: Topology) -> Topology:
@@ -239,6 +273,6 @@ def launcher_node_names(topo: Topology) -> dict[int, str]:
     they are. Slurm and SageMaker list hosts in node-rank order; torchrun numbers nodes in join
     order, which only its rendezvous records (:mod:`.rendezvous_view`); others name no nodes.
     """
-    if topo.launcher in ("slurm", "sagemaker") and topo.hosts:
+    if topo.launcher.hosts_in_node_order and topo.hosts:
         return dict(enumerate(topo.hosts))
     return {}
