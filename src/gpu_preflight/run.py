@@ -250,7 +250,7 @@ class _Run:
         s, loc = self.settings, self.loc
         timeout = collective_limit_s(s, topo.num_nodes)
         result_dir = os.environ.get("GPU_PREFLIGHT_RESULT_DIR")
-        view = self._progress_view() if topo.rank == 0 and topo.launcher != "self" else None  # self: the supervisor's
+        view = self._progress_view() if topo.rank == 0 and not topo.self_launched else None  # self: the supervisor's
         try:
             outcome = run_rank(self._engine_options(rank_probe_limit_s(s)), topo, config=self.config,
                                collective_timeout_s=timeout, result_dir=result_dir, view=view,
@@ -279,7 +279,7 @@ class _Run:
                                             extra_results=extra, summary_extra=blocks, assess=False)  # finish() scores
         outcome.quiet()
         excluded = True
-        if loc.mode and not localized and topo.launcher != "self":  # self-launch: the supervisor says it
+        if loc.mode and not localized and not topo.self_launched:  # self-launch: the supervisor says it
             excluded = (self._localize_not_run(ONE_NODE, empty_exclude=True) if topo.num_nodes <= 1 else
                         self._localize_not_run("the process group did not form, so no pair of nodes can be tested"))
         if localized and loc.exclude_file:
@@ -287,7 +287,7 @@ class _Run:
 
             path = write_exclude_file(loc.exclude_file, localized[1]["exclude_nodes"], loc.exclude_style)
             print(f"gpu-preflight: exclude list written to {path}", file=sys.stderr)
-        if topo.launcher == "self" and result_dir:
+        if topo.self_launched and result_dir:
             from .outputs.publish import annotate
             from .safeio import atomic_writer
 
@@ -344,7 +344,7 @@ class _Run:
         process's stderr, or for a self-launched worker in the file its supervisor relays."""
         from .outputs.acceptance import LINES_ENV, LiveLines, file_lines, stderr_line
 
-        if topo.launcher == "self":
+        if topo.self_launched:
             path = os.environ.get(LINES_ENV)
             return LiveLines(file_lines(path)) if path else None
         return LiveLines(stderr_line) if self.out.verbose else None
