@@ -197,8 +197,10 @@ def test_every_format_says_the_exit_code(tmp_path: Path, name: str) -> None:
     shown = markdown_groups(md)
     expected = group_worst(report["findings"])
     assert shown == {g: s or "not tested" for g, s in expected.items()}
+    notes = summary.get("test_results_notes") or {}
     for group, ok in summary["test_results"].items():  # the seed's booleans say the same as the table
-        assert ok == (None if expected[group] is None else expected[group] == "PASS"), group
+        assert ok == (expected[group] == "PASS"), group  # not tested: false, never null ...
+        assert (group in notes) == (expected[group] is None), group  # ... and the note says it was not tested
     rows = re.findall(r"^\| (PASS|SKIP|WARN|ERROR|FAIL) \| ", md.split("## Findings", 1)[1], re.M)
     assert {s: rows.count(s) for s in RANK} == counts
 
