@@ -86,6 +86,8 @@ def test_a_signal_while_the_main_thread_is_stuck_in_nvml_still_ends_the_run(
     """, env)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "staged"
     assert staged(out)
+    assert proc.stderr is not None  # the stub says so on entering the hang: signal only once inside the C call
+    assert "hangs for" in proc.stderr.readline()
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
