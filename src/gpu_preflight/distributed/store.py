@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from .liveness import HEARTBEAT_S as HEARTBEAT_S
 from .liveness import STALE_S as STALE_S  # the shortest silence that makes a rank dead (longer in large jobs)
@@ -151,6 +151,8 @@ class Heartbeat:
         self.watch = threading.Thread(target=self._watch, name="gp-store-watch", daemon=True)
 
     def start(self) -> None:
+        if self.rank == 0:  # every rank's clock skew is measured against these stamps: never held behind a wait
+            self.store = own_connection(self.store)
         self.last_ok = time.monotonic()
         self.beat()
         self.thread.start()
@@ -192,6 +194,26 @@ class Heartbeat:
                 print(line, file=sys.stderr, flush=True)
                 write_error_file(line, 3)
                 os._exit(3)  # the main thread is blocked in the store client's send (C++): nothing else ends it
+
+
+def own_connection(store: Any) -> Any:
+    """A connection of its own to the same ``TCPStore`` server (the store itself for any other
+    store, or when no connection can be made: the caller then shares it, as before).
+
+    Why: a ``TCPStore`` client answers one call at a time, and a rank's waits (rank 0's group
+    formation and gather wait up to a second per call) hold every other thread's call behind
+    them. The progress watch and rank 0's heartbeat (whose stamps every rank measures its clock
+    against) must not be held: a beat stamped, then written 3 s later, reads as a 3 s clock skew."""
+    try:
+        import torch.distributed as dist
+
+        if isinstance(store, dist.TCPStore):  # type: ignore[attr-defined]
+            return dist.TCPStore(  # type: ignore[attr-defined]
+                store.host, store.port, is_master=False, wait_for_workers=False,
+                timeout=store.timeout, use_libuv=store.libuvBackend)  # type: ignore[attr-defined]
+    except Exception:  # noqa: S110 - no second connection: share the one we have
+        pass
+    return store
 
 
 def _env_world_size() -> int:

@@ -26,7 +26,7 @@ from .gather import names as host_names
 from .liveness import read_values, tracker
 from .plan import node_ranks
 from .stages import LABELS, PHASES, PHASES_KEY, SCAN_RANKS, describe, entered, order, phase_of, reached_key
-from .store import PREFIX, REPORTER_KEY, get_text
+from .store import PREFIX, REPORTER_KEY, get_text, own_connection
 from .topology import Topology
 
 SCAN_EVERY_S = 2.0
@@ -216,21 +216,6 @@ class JobWatch:
         shown = ["-".join(hosts.get(int(m) * per_node) or f"node {m}" for m in t["members"]) for t in pending]
         waiting = _line(len(pending), len(tests), "tests", shown) if pending else ""
         return f"{LABELS['localize']} round {self.round}", f"{len(tests)} test(s)", waiting
-
-
-def own_connection(store: Any) -> Any:
-    """A connection of its own to the same ``TCPStore`` server (the store itself for any other
-    store, or when no connection can be made: the watch then shares it, as before)."""
-    try:
-        import torch.distributed as dist
-
-        if isinstance(store, dist.TCPStore):  # type: ignore[attr-defined]
-            return dist.TCPStore(  # type: ignore[attr-defined]
-                store.host, store.port, is_master=False, wait_for_workers=False,
-                timeout=store.timeout, use_libuv=store.libuvBackend)  # type: ignore[attr-defined]
-    except Exception:  # noqa: S110 - no second connection: share the one we have
-        pass
-    return store
 
 
 def _line(count: int, of: int, what: str, names: list[str], more: int = 0) -> str:
