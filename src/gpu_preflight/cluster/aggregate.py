@@ -93,6 +93,17 @@ def node_names(gathered: dict[str, Any]) -> list[str]:
     return [facts.node_names.get(n, f"node{n}") for n in range(facts.num_nodes)]
 
 
+def expected_gpus(facts: ClusterFacts, entries: list[dict[str, Any]], per_node: int | None) -> int:
+    """``cluster_info.expected_total_gpus``: ``--expect-gpus`` per node x nodes where it was given;
+    else the job's GPU ranks (the launcher placed one per GPU); else, with CPU ranks, the most GPUs
+    any node's NVML listed x nodes, so a node short of its peers shows against the expected total."""
+    if per_node is not None:
+        return per_node * facts.num_nodes
+    if facts.gpu_ranks:
+        return facts.world_size
+    return max((len(e["section"].get("gpu") or {}) for e in entries), default=0) * facts.num_nodes
+
+
 def _node_entries(facts: ClusterFacts, fail_on: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Each node's entry as its leader built it, or one holding an ERROR for a node that sent none."""
     from ..report.canonical import node_entry
@@ -375,7 +386,7 @@ def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: l
     _load_sections(facts, extras, config)
     report = assemble_report(entries, fail_on=fail_on, node_extras=extras, cluster_results=results,
                              topology=gathered["topology"], missing_nodes=missing, performance_summary=perf,
-                             expected_total_gpus=facts.world_size if facts.gpu_ranks else None)
+                             expected_total_gpus=expected_gpus(facts, entries, config.gpu.expected_count))
     report["cluster_summary"].update(summary_extra or {})
     from ..records.connectivity import summary as reachability
 
