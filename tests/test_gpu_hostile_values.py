@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from gpu_preflight.config import Config, GpuConfig, build_config, find_profile
+from gpu_preflight.config import Config, build_config, find_profile
 from gpu_preflight.config.profiles import shipped_profiles
 from gpu_preflight.health.status import HealthState
 from gpu_preflight.health.status import judge as judge_health

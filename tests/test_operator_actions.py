@@ -25,7 +25,7 @@ import gpu_preflight
 from gpu_preflight.actions import DETAIL_KEY, Action, action_of, node_action, strongest
 from gpu_preflight.checks.dcgm_errors import DCGM_ERRORS, OVERRIDES, SEVERITY_ACTIONS, code_action, dcgm_action
 from gpu_preflight.checks.evidence import judge_record
-from gpu_preflight.config import Config, GpuConfig
+from gpu_preflight.config import Config
 from gpu_preflight.config.slurm_schema import SlurmConfig
 from gpu_preflight.integrations.k8s import ACTION_LABEL, kubectl_commands, plan
 from gpu_preflight.integrations.slurm import drain_reason
