@@ -50,7 +50,7 @@ def node_entry_text(gpus: int, nodes: int) -> str:
     """A node entry as the runner sends it: the node checks over the snapshot, widened to ``gpus`` GPUs."""
     from gpu_preflight.config import Config
     from gpu_preflight.distributed.runner import node_payload
-    from gpu_preflight.distributed.topology import Topology
+    from gpu_preflight.distributed.topology import Launcher, Topology
     from gpu_preflight.engine import run_checks
 
     dump = json.loads(SNAPSHOT.read_text())
@@ -67,7 +67,7 @@ def node_entry_text(gpus: int, nodes: int) -> str:
     dump["devices"] = devices
     path = Path("/tmp") / f"gp-bench-dump-{gpus}.json"
     path.write_text(json.dumps(dump))
-    topo = Topology(launcher="slurm", world_size=nodes * gpus, rank=0, local_rank=0, local_world_size=gpus,
+    topo = Topology(launcher=Launcher.SLURM, world_size=nodes * gpus, rank=0, local_rank=0, local_world_size=gpus,
                     node_rank=0, num_nodes=nodes, hostname="gpu00000")
     return json.dumps(node_payload(run_checks(replay=str(path)), topo, Config(), None))
 

@@ -83,10 +83,10 @@ def serve(conn: Any) -> None:
 
 
 def topo_of(rank: int, world: int) -> Any:
-    from gpu_preflight.distributed.topology import Topology
+    from gpu_preflight.distributed.topology import Launcher, Topology
 
     node, local = divmod(rank, GPUS)
-    return Topology(launcher="slurm", world_size=world, rank=rank, local_rank=local, local_world_size=GPUS,
+    return Topology(launcher=Launcher.SLURM, world_size=world, rank=rank, local_rank=local, local_world_size=GPUS,
                     node_rank=node, num_nodes=world // GPUS, hostname=f"gpu{node:05d}")
 
 

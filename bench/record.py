@@ -5,9 +5,10 @@ numbers that nobody re-measured. The README now keeps one line per target; the f
 docs/performance.md, one block per bench between ``<!-- bench:NAME -->`` and
 ``<!-- /bench:NAME -->`` markers, and only this script writes them, from a real run.
 
-A bench that cannot measure exits 2 (``_selfcheck.fail``): nothing is filed and the old figure
-stays. Exit 0 (target met) and 1 (target missed) are both measurements and are filed, with the
-exit code, so a missed target is on record too.
+A bench that cannot measure exits 2 (``_selfcheck.fail``), and one that crashes exits 1 with a
+traceback: nothing is filed for either and the old figure stays. Exit 0 (target met) and 1
+(target missed) are both measurements and are filed, with the exit code, so a missed target is
+on record too.
 
     .venv/bin/python bench/record.py bench_node_live.py --rounds 21
 """
@@ -27,6 +28,7 @@ from _selfcheck import EXIT, REPO
 
 DOCS = REPO / "docs" / "performance.md"
 CANNOT_MEASURE = EXIT
+CRASHED = "Traceback (most recent call last)"
 
 
 def machine() -> str:
@@ -77,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     ran = subprocess.run([sys.executable, str(script), *opts.args], capture_output=True, text=True, check=False)
     sys.stdout.write(ran.stdout)
     sys.stderr.write(ran.stderr)
-    if ran.returncode not in (0, 1):
-        print(f"record: {script.name} exited {ran.returncode}: nothing filed", file=sys.stderr)
-        return ran.returncode
+    if ran.returncode not in (0, 1) or CRASHED in ran.stderr:  # Python exits 1 on an uncaught exception too
+        print(f"record: {script.name} exited {ran.returncode}{' with a traceback' if CRASHED in ran.stderr else ''}"
+              ": nothing filed", file=sys.stderr)
+        return ran.returncode or CANNOT_MEASURE
     name = script.stem
     file_result(opts.docs, name, block(name, command, ran.stdout, ran.returncode, dt.date.today()))
     print(f"record: filed in {opts.docs}", file=sys.stderr)

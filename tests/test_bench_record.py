@@ -51,3 +51,14 @@ def test_the_docs_page_has_a_block_per_filed_bench() -> None:
     page = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
     for name in ("bench_node_run", "bench_node_live", "bench_end_of_run"):
         assert page.count(f"<!-- bench:{name} -->") == 1 and page.count(f"<!-- /bench:{name} -->") == 1
+
+
+def test_a_bench_that_crashes_files_nothing(tmp_path: Path) -> None:
+    """Python exits 1 on an uncaught exception, the same code as a missed target: the traceback tells them apart."""
+    (tmp_path / "perf.md").write_text(PAGE, encoding="utf-8")
+    script = tmp_path / "bench_x.py"
+    script.write_text("print('half a line')\nraise AttributeError('no')\n", encoding="utf-8")
+    ran = subprocess.run([sys.executable, str(RECORD), "--docs", str(tmp_path / "perf.md"), str(script)],
+                         capture_output=True, text=True, check=False, cwd=REPO)
+    assert ran.returncode == 1 and "with a traceback: nothing filed" in ran.stderr
+    assert (tmp_path / "perf.md").read_text(encoding="utf-8") == PAGE
