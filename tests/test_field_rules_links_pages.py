@@ -28,8 +28,18 @@ A100_INACTIVE = (FIELD / "nvidia-smi" / "azhpc-nvlink-s-a100-all-inactive.txt").
 RTX_NO_BRIDGE = (FIELD / "nvidia-smi" / "exporter-nvlink-s-rtx2080s-595.71.05-no-bridge.txt").read_text()
 RETIRED_CSV = (FIELD / "nvidia-smi" / "exporter-csv-retired-pages-h100-590.48.01-idle.csv").read_text()
 PAGES_Q = (FIELD / "nvidia-smi" / "azhpc-q-page-retirement-8gpu-table-full.txt").read_text()
-IBSTAT_DOWN = (FIELD / "fabric" / "gpud-ibstat-h100-2-of-8-400g-down.txt").read_text()
-IBSTAT_UP = (FIELD / "fabric" / "gpud-ibstat-h100-12ca-ib-all-active.txt").read_text()
+# An H100 node's ibstat as gpud's captures show it: eight 400G MT4129 rails and four 100G MT4125
+# front-end ports, all up (the layout of ../shared/corpus/infiniband/gpud-ibstat-h100-12ca-roce-all-active.txt,
+# written out here rather than copied).
+CAS = [("mlx5_0", "MT4129", 400), ("mlx5_1", "MT4125", 100), ("mlx5_10", "MT4129", 400), ("mlx5_11", "MT4129", 400),
+       ("mlx5_2", "MT4125", 100), ("mlx5_3", "MT4129", 400), ("mlx5_4", "MT4129", 400), ("mlx5_5", "MT4129", 400),
+       ("mlx5_6", "MT4129", 400), ("mlx5_7", "MT4125", 100), ("mlx5_8", "MT4125", 100), ("mlx5_9", "MT4129", 400)]
+IBSTAT_UP = "".join(
+    f"CA '{name}'\n\tCA type: {kind}\n\tNumber of ports: 1\n\tFirmware version: 28.39.1002\n\tHardware version: 0\n"
+    f"\tNode GUID: 0x{i:016x}\n\tSystem image GUID: 0x{i:016x}\n\tPort 1:\n\t\tState: Active\n"
+    f"\t\tPhysical state: LinkUp\n\t\tRate: {rate}\n\t\tBase lid: 0\n\t\tLMC: 0\n\t\tSM lid: 0\n"
+    f"\t\tCapability mask: 0x00010000\n\t\tPort GUID: 0x{i + 100:016x}\n\t\tLink layer: Ethernet\n"
+    for i, (name, kind, rate) in enumerate(CAS, 1))
 
 
 def findings(text: str, config: Config | None = None, check: str | None = None) -> list[tuple[Status, str]]:
@@ -153,9 +163,10 @@ def test_the_azure_table_full_report_fails_on_the_pages() -> None:
 # --------------------------------------------------------------------------- ibstat rails
 
 def test_a_down_port_among_active_siblings_is_a_missing_rail() -> None:
-    got = findings(IBSTAT_DOWN, check="ib.ports")
+    down = _drop_active(IBSTAT_UP, {"mlx5_3", "mlx5_9"})  # 2 of the 8 400G rails
+    got = findings(down, check="ib.ports")
     assert got == [(Status.FAIL, "port_down")] * 2
-    assert all("a rail is missing" in f.summary for f in judge_text(IBSTAT_DOWN, Config(), source="n1")
+    assert all("a rail is missing" in f.summary for f in judge_text(down, Config(), source="n1")
                if f.check_id == "ib.ports")
 
 

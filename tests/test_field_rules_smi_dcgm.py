@@ -20,7 +20,10 @@ from gpu_preflight.model import Status
 from gpu_preflight.parsers.detect import detect_kind, parse_text
 
 FIELD = Path(__file__).parent / "fixtures" / "field"
-FAN_ERR = (FIELD / "nvidia-smi" / "gpud-table-rtx-525.125.06-fan-err.txt").read_text()
+# a driver that could not read the fan prints ERR! in its cell (gpud's 525.125.06 capture shows it):
+# here put into a clean RTX 4080 table of the field corpus, the same cell of the same layout
+CLEAN_TABLE = (FIELD / "nvidia-smi" / "exporter-table-rtx4080s-595.71.05-load.txt").read_text()
+FAN_ERR = CLEAN_TABLE.replace("|  0%   45C", "|ERR!   45C")
 DCGM_264 = (FIELD / "dcgm" / "nccltests264-r3-3.3.8-h100x8-cuinit-fail.txt").read_text().splitlines()
 
 
@@ -41,7 +44,7 @@ def test_err_cell_is_an_unreadable_reading_of_that_gpu() -> None:
 
 
 def test_a_table_without_err_has_no_unreadable_reading() -> None:
-    clean = FAN_ERR.replace("|ERR!   38C", "| 30%   38C")
+    clean = FAN_ERR.replace("|ERR!   45C", "|  0%   45C")
     assert parse_text(clean)[1].failures == []
     assert "nvidia_smi.failure" not in statuses(clean)
 
