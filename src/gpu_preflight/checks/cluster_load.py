@@ -361,7 +361,6 @@ def xid_under_load(ctx: CheckContext) -> Iterator[Finding]:
             "CPU workers only: no GPU node to watch for Xid events"
         yield ctx.finding(Status.SKIP, "cluster", "not_watched", why)
         return
-    policy = xid_policy(ctx.config.xid)
     for rank, watch in watched:
         node = c.rank_subject(rank).rsplit("/", 1)[0]
         if watch.get("error"):
@@ -372,7 +371,7 @@ def xid_under_load(ctx: CheckContext) -> Iterator[Finding]:
             counts[int(e["xid"])] = counts.get(int(e["xid"]), 0) + 1
         flagged = False
         for xid, n in sorted(counts.items()):
-            rule = policy.rule(xid)
+            rule = xid_policy(ctx.config.xid).rule(xid)  # cached; read only when an event is there to judge
             status = SEVERITY_STATUS.get(rule.severity_for(n), Status.PASS)
             if status is Status.PASS:
                 continue
