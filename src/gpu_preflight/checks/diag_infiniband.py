@@ -13,12 +13,16 @@ from ..model import Finding, Status
 from ..records.tools import InfinibandFacts
 from ..registry import CheckContext, check
 from .evidence import judge_record
+from .ib_rails import HCA_MISSING
 
 IB_PORT_ACTIONS = {"port_down": Action.CHECK_MECHANICALS, "rate_low": Action.CHECK_MECHANICALS,
-                   "ports_missing": Action.CHECK_MECHANICALS, "device_error": Action.REBOOT_NODE}
+                   "ports_missing": Action.CHECK_MECHANICALS, "device_error": Action.REBOOT_NODE,
+                   HCA_MISSING: Action.ISOLATE_NODE}
 """A port down, trained below its rate or missing is a cable, transceiver or switch port (NVIDIA's
-CHECK_MECHANICALS); an HCA the tools cannot read any more has fallen out of its driver, which a
-reboot reloads. Also applied to saved ibstat/ibstatus/ibv_devinfo output."""
+CHECK_MECHANICALS; a rail's port that is down FAILs, and the fix is still at the cable); an HCA the
+tools cannot read any more has fallen out of its driver, which a reboot reloads. A rail adapter that
+is not there at all (:mod:`.ib_rails`) is hardware that has to come back or be replaced: the node
+stays out until it is (isolate). Also applied to saved ibstat/ibstatus/ibv_devinfo output."""
 
 
 @check("ib.ports", needs=("infiniband",), tags=("diagnostics",),
@@ -29,8 +33,11 @@ def ports(ctx: CheckContext) -> Iterator[Finding]:
     Reads ``/sys/class/infiniband`` (``diagnostics.infiniband_sysfs``) — what ``ibstat``
     shows, without needing it — and applies the ``ibstat`` rules: FAIL for an InfiniBand
     port not ACTIVE/LinkUp (WARN for an Ethernet/RoCE or EFA port, which may be an unused
-    NIC) and for fewer active ports than ``evidence.ib_expected_ports``; WARN for an active
-    port below ``evidence.ib_min_rate_gbps``. ``ibstat``/``ibv_devinfo`` run when installed:
+    NIC, unless most of its adapter model's ports are up: a missing rail), for a missing rail
+    adapter (fewer adapters of the rail model than the profile's ``perf.network_nics_per_node``
+    while more than half are there, or one listed without a port: ``hca_missing``, isolate) and
+    for fewer active ports than ``evidence.ib_expected_ports``; WARN for an active port below
+    ``evidence.ib_min_rate_gbps``. ``ibstat``/``ibv_devinfo`` run when installed:
     their output is kept, and a device they cannot read (``ibpanic``) FAILs. SKIP on a node
     without RDMA devices unless ports are expected.
     """

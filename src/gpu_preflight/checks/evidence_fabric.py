@@ -7,9 +7,10 @@
   largest size is below ``evidence.pingpong_min_mb_per_s``.
 * ``ib.ports``: FAIL for an InfiniBand port that is not ACTIVE/LinkUp (WARN for an
   Ethernet/RoCE port, which may be an unused NIC, unless it is a missing rail: see
-  :func:`_rail_sets`), for an HCA that vanished while listed
-  (``ibpanic``) and for fewer active ports than ``evidence.ib_expected_ports``; WARN for an
-  active port slower than ``evidence.ib_min_rate_gbps``.
+  :func:`.ib_rails.rail_sets`), for an HCA that vanished while listed
+  (``ibpanic``), for a rail adapter that is missing (:func:`.ib_rails.missing_hcas`) and for
+  fewer active ports than ``evidence.ib_expected_ports``; WARN for an active port slower than
+  ``evidence.ib_min_rate_gbps``.
 * ``ib.perftest``: FAIL when the test could not connect, or its best average bandwidth is
   below ``evidence.perftest_min_bw_gbps`` (SKIP with the value when unset).
 * ``kernel.nic``: an RDMA NIC driver message in a saved kernel log (:data:`NIC_VERDICTS`):
@@ -34,6 +35,7 @@ from ..config.evidence import evidence_config
 from ..model import Finding, Status
 from ..registry import declare
 from .evidence import judges
+from .ib_rails import hca_missing_findings, rail_sets
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -170,7 +172,7 @@ def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iter
                       recommendation="An HCA disappeared or cannot be read: check dmesg for mlx5 errors, "
                                      "reseat/reset the adapter, drain the node.")
     active, rates = [], []
-    rails = _rail_sets(record)
+    rails = rail_sets(record)
     for device in record.devices:
         for port in device.ports:
             subject = f"{source}/{device.name}/port{port.port}"
@@ -201,6 +203,9 @@ def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iter
                           observed=state, expected="ACTIVE/LINKUP",
                           recommendation="Check the cable, the switch port and the subnet manager (IB) or the "
                                          "switch config (RoCE); a port that is meant to be unused can be ignored.")
+    for finding in hca_missing_findings(record, config, source):
+        flagged = True
+        yield finding
     expected = cfg.ib_expected_ports
     if expected is not None and len(active) < expected:
         flagged = True
@@ -212,28 +217,6 @@ def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iter
                       f"{len(active)} port(s) active" + (f" at {', '.join(f'{r:g}' for r in sorted(set(rates)))} Gb/s"
                                                          if rates else ""),
                       observed=len(active), expected=expected, unit="ports", details={"active": active})
-
-
-def _rail_sets(record: IbDevicesRecord) -> dict[str, tuple[int, int]]:
-    """Adapter models whose ports form a multi-rail RDMA set that is in use: model -> (active, total).
-
-    A GPU node's back-end fabric is a set of identical adapters, one per GPU or GPU pair (8 x
-    ConnectX-7 on an HGX H100), all cabled: when most of a model's ports (more than half, and at
-    least two) are ACTIVE, the set is evidently meant to be up, and a sibling that is down is a
-    missing rail — the collectives lose its share of the bandwidth or fail over it — not an unused
-    NIC. A model with half or fewer of its ports up (a dual-port front-end card with one cable) is
-    not such a set, and its down ports keep the unused-NIC WARN.
-    """
-    counts: dict[str, list[int]] = {}
-    for device in record.devices:
-        if not device.ca_type:
-            continue
-        for port in device.ports:
-            up = port.state == "ACTIVE" and port.physical_state in ("LINKUP", None)
-            tally = counts.setdefault(device.ca_type, [0, 0])
-            tally[0] += up
-            tally[1] += 1
-    return {model: (up, total) for model, (up, total) in counts.items() if up >= 2 and 2 * up > total and up < total}
 
 
 def judge_kernel_network(record: DmesgRecord, window: XidWindow, source: str) -> Iterator[Finding]:
