@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gpu_preflight.backends.infiniband import read_counters, read_tree
+from gpu_preflight.config import Config
 from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Status
 from gpu_preflight.parsers.detect import parse_text
@@ -194,3 +196,111 @@ def test_an_empty_class_directory_says_so(tmp_path: Path) -> None:
     for check_id in ("ib.ports", "ib.counters"):
         findings = check(check_id, "infiniband", facts, cfg)
         assert [f.status for f in findings] == [Status.SKIP] and "lists no device" in findings[0].summary
+
+
+# --- missing rails and operator actions (issue 27) ------------------------------------------
+# The 12-adapter H100 layout (eight 400G MT4129 rails, four 100G MT4125 front-end ports), as an
+# ibstat text (test_field_rules_links_pages) and as the sysfs tree a live node shows for it.
+
+H100_PROFILE = "h100-sxm"  # perf.network_nics_per_node = 8
+
+
+def _layout(drop: frozenset[str] = frozenset(), down: frozenset[str] = frozenset()) -> IbDevicesRecord:
+    from .test_field_rules_links_pages import IBSTAT_UP
+
+    record = parse_text(IBSTAT_UP, "ibstat")[1]
+    assert isinstance(record, IbDevicesRecord) and len(record.devices) == 12
+    record.devices = [d for d in record.devices if d.name not in drop]
+    for device in record.devices:
+        if device.name in down:
+            for port in device.ports:
+                port.state, port.physical_state = "DOWN", "DISABLED"
+    return record
+
+
+def _profiled(profile: str | None, **diagnostics: Any) -> Config:
+    from gpu_preflight.config import build_config
+    from gpu_preflight.config.diagnostics import DiagnosticsConfig
+    from gpu_preflight.config.profiles import find_profile
+
+    cfg, _ = build_config(profile=find_profile(profile) if profile else None, environ={})
+    cfg.diagnostics = DiagnosticsConfig(**diagnostics)
+    return cfg
+
+
+def _live(tmp_path: Path, record: IbDevicesRecord, profile: str | None = H100_PROFILE,
+          portless: tuple[str, ...] = (), evidence: dict[str, Any] | None = None) -> list[tuple[str, str, str | None]]:
+    """ib.ports on a fake sysfs tree of ``record`` (``portless``: adapters whose ports/ is gone)."""
+    import shutil
+
+    from gpu_preflight.actions import DETAIL_KEY
+    from gpu_preflight.config.evidence import EvidenceConfig
+
+    root = fake_sysfs.build(tmp_path / "sys" / "class" / "infiniband", record)
+    for name in portless:
+        shutil.rmtree(root / name / "ports")
+    cfg = _profiled(profile, infiniband_sysfs=str(root), ib_tools=[], ib_counter_min_window_s=0.0)
+    if evidence:
+        cfg.evidence = EvidenceConfig(**evidence)
+    found = check("ib.ports", "infiniband", infiniband_probe(probe_ctx(cfg)), cfg)
+    return [(f.status.value, f.code, f.details.get(DETAIL_KEY)) for f in found]
+
+
+RAILS = ("mlx5_0", "mlx5_10", "mlx5_11", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9")  # the MT4129s
+
+
+@pytest.mark.parametrize(("profile", "drop", "want"), [
+    (H100_PROFILE, 0, [("PASS", "ok", None)]),  # all eight rails: the count is met
+    (H100_PROFILE, 1, [("FAIL", "hca_missing", "isolate_node")]),  # 7 of 8
+    (H100_PROFILE, 3, [("FAIL", "hca_missing", "isolate_node")]),  # 5 of 8: still more than half
+    (H100_PROFILE, 4, [("PASS", "ok", None)]),  # 4 of 8: no rail set to be short of (a front-end-only node)
+    (None, 1, [("PASS", "ok", None)]),  # no profile: no count to hold the node to
+])
+def test_a_missing_rail_adapter_isolates_the_node(tmp_path: Path, profile: str | None, drop: int,
+                                                  want: list[tuple[str, str, str | None]]) -> None:
+    assert _live(tmp_path, _layout(drop=frozenset(RAILS[:drop])), profile) == want
+
+
+def test_an_adapter_listed_without_ports_is_a_missing_rail_even_without_a_profile(tmp_path: Path) -> None:
+    assert _live(tmp_path, _layout(), None, portless=("mlx5_3",)) == [("FAIL", "hca_missing", "isolate_node")]
+    # one port-less adapter of a model with no sibling that has a port is no rail set
+    assert _live(tmp_path / "b", _layout(drop=frozenset(RAILS[1:])), None, portless=("mlx5_0",)) == \
+        [("PASS", "ok", None)]
+
+
+@pytest.mark.parametrize(("layout", "evidence", "want"), [
+    # a rail's port down: FAIL (a rail is missing), the fix is at the cable or switch port
+    (_layout(down=frozenset({"mlx5_3"})), {}, [("FAIL", "port_down", "check_mechanicals")]),
+    # a front-end port down (2 of the 4 MT4125 stay up: no rail set): the unused-NIC WARN
+    (_layout(down=frozenset({"mlx5_2", "mlx5_8"})), {},
+     [("WARN", "port_down", "check_mechanicals"), ("WARN", "port_down", "check_mechanicals")]),
+    # an active port below the rate floor, and fewer active ports than configured
+    (_layout(), {"ib_min_rate_gbps": 400.0},
+     [("WARN", "rate_low", "check_mechanicals")] * 4),
+    (_layout(), {"ib_expected_ports": 13}, [("FAIL", "ports_missing", "check_mechanicals")]),
+    (_layout(), {"ib_expected_ports": 12}, [("PASS", "ok", None)]),
+])
+def test_port_failures_name_their_action(tmp_path: Path, layout: IbDevicesRecord, evidence: dict[str, Any],
+                                         want: list[tuple[str, str, str | None]]) -> None:
+    assert _live(tmp_path, layout, evidence=evidence) == want
+
+
+def test_saved_ibstat_and_the_live_node_share_the_rail_rule(tmp_path: Path) -> None:
+    """One rule: the same 7-of-8 layout as ibstat text, judged with the profile, FAILs as the live node does."""
+    from .test_field_rules_links_pages import IBSTAT_UP
+
+    text = "CA '" + "CA '".join(b for b in IBSTAT_UP.split("CA '")[1:] if not b.startswith("mlx5_9'"))
+    saved = [(f.status.value, f.code, f.details.get("operator_action"))
+             for f in judge_text(text, _profiled(H100_PROFILE), source="n1") if f.check_id == "ib.ports"]
+    assert saved == _live(tmp_path, _layout(drop=frozenset({"mlx5_9"}))) == [("FAIL", "hca_missing", "isolate_node")]
+    assert [f.code for f in judge_text(text, _profiled(None), source="n1") if f.check_id == "ib.ports"] == ["ok"]
+
+
+def test_device_error_reboots(tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = tmp_path / "bin"
+    replay(bindir, "ibstat", corpus / IBPANIC, rc=255)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    cfg = config(infiniband_sysfs=str(tree(tmp_path, corpus, IBPANIC)), ib_tools=["ibstat"],
+                 ib_counter_min_window_s=0.0)
+    findings = check("ib.ports", "infiniband", infiniband_probe(probe_ctx(cfg)), cfg)
+    assert [(f.code, f.details.get("operator_action")) for f in findings] == [("device_error", "reboot_node")]
