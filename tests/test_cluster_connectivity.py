@@ -126,7 +126,7 @@ def test_both_faults_in_one_run_name_two_nodes() -> None:
 def test_name_leading_to_another_node_fails() -> None:
     wrong = {"forward": {"outcome": "ok", "ms": 0.3, "addresses": [address(2)]},
              "via_name": {"outcome": "ok", "ms": 0.2, "target": f"{address(2)}:41000", "node": 2}}
-    assert judge(gathered(3, faults=towards(1, 3, wrong, [0]))) == [("FAIL", "h0->h1", "name_wrong_host")]
+    assert judge(gathered(3, faults=towards(1, 3, wrong, [0]))) == [("FAIL", "h0->h1", "name_wrong_host_pair")]
     assert judge(gathered(3, faults=towards(1, 3, wrong))) == [("FAIL", "h1", "name_wrong_host")]
 
 
@@ -396,3 +396,67 @@ def test_rendered_rows_are_capped_worst_first() -> None:
     assert view is not None and len(view["rows"]) == MAX_REACH_ROWS and view["more"] == 50
     assert view["rows"][0][0] == "n249" and view["rows"][0][-1] == "FAIL"
     assert "50 more node(s) in report.json" in "\n".join(reachability_markdown(report))
+
+
+# ---- operator actions (issue 27): a node the majority pins is isolated, a pair or a WARN monitored ----
+
+def acted(g: dict[str, Any], slow_ms: float = 1000.0) -> list[tuple[str, str, str, str | None]]:
+    config = Config(diagnostics=DiagnosticsConfig(connectivity_slow_ms=slow_ms))
+    found = get_check(CONNECTIVITY_ID).fn(CheckContext(host="cluster", facts={"cluster": cluster_facts(g)},
+                                                       config=config))
+    return sorted((f.status.value, f.subject, f.code, f.details.get("operator_action")) for f in found)
+
+
+WRONG = {"forward": {"outcome": "ok", "ms": 0.3, "addresses": [address(2)]},
+         "via_name": {"outcome": "ok", "ms": 0.2, "target": f"{address(2)}:41000", "node": 2}}
+SLOW = {(2, j): {"forward": {"outcome": "ok", "ms": 250.001, "addresses": [address(j)]}} for j in (0, 1)}
+
+
+@pytest.mark.parametrize(("g", "want"), [
+    (gathered(3, faults=towards(1, 3, UNRESOLVED)), [("FAIL", "h1", "name_unresolved", "isolate_node")]),
+    (gathered(3, faults=from_(2, 3, UNRESOLVED)), [("FAIL", "h2", "resolver_failing", "isolate_node")]),
+    (gathered(3, faults={(0, 2): UNRESOLVED}), [("FAIL", "h0->h2", "name_unresolved_pair", "monitor")]),
+    (gathered(3, faults=towards(0, 3, DROPPED)), [("FAIL", "h0", "unreachable", "isolate_node")]),
+    (gathered(4, faults=from_(3, 4, REFUSED)), [("FAIL", "h3", "reaches_nobody", "isolate_node")]),
+    # 2 of the 4 nodes that tried h4 failed: not more than half, so two pairs, neither node pinned
+    (gathered(5, faults=towards(4, 5, DROPPED, [0, 1])),
+     [("FAIL", "h0->h4", "pair_unreachable", "monitor"), ("FAIL", "h1->h4", "pair_unreachable", "monitor")]),
+    (gathered(3, faults=towards(1, 3, WRONG)), [("FAIL", "h1", "name_wrong_host", "isolate_node")]),
+    (gathered(3, faults=towards(1, 3, WRONG, [0])), [("FAIL", "h0->h1", "name_wrong_host_pair", "monitor")]),
+    (gathered(3, faults=towards(1, 3, {"forward": {"outcome": "ok", "ms": 0.3, "addresses": ["192.168.9.9"]},
+                                       "via_name": {"outcome": "timeout", "ms": None, "target": "192.168.9.9:1"}})),
+     [("WARN", "h1", "forward_mismatch", "monitor")]),
+    (gathered(3, faults=towards(1, 3, {"reverse": {"outcome": "ok", "ms": 0.3, "of": address(1),
+                                                   "name": "old-host-7.example"}})),
+     [("WARN", "h1", "reverse_mismatch", "monitor")]),
+    (gathered(3, faults=SLOW), [("WARN", "h2", "slow_resolver", "monitor")]),
+    (gathered(2, rendezvous={"outcome": "refused", "ms": 0.1, "target": "10.1.0.1:29500", "error": "refused"}),
+     [("WARN", "h0", "store_connect_failed", "monitor"), ("WARN", "h1", "store_connect_failed", "monitor")]),
+    (gathered(3, faults=towards(1, 3, {"connect": {"outcome": "not_run", "error": "no listener"}})),
+     [("ERROR", "h1", "not_measured", None)]),  # not measured: no action, never a pass
+    (gathered(3), [("PASS", "cluster", "ok", None)]),
+])
+def test_each_failure_mode_names_its_action(g: dict[str, Any], want: list[Any]) -> None:
+    assert acted(g, slow_ms=250.0) == want
+
+
+def test_a_pinned_node_is_isolated_in_its_summary_drain_reason_and_console_line() -> None:
+    """The node the majority pins carries the action wherever a hook reads it; a pair's monitor names no node."""
+    from gpu_preflight.config.slurm_schema import SlurmConfig
+    from gpu_preflight.integrations.slurm import drain_reason
+    from gpu_preflight.integrations.slurm_result import judge as slurm_judge
+    from gpu_preflight.integrations.slurm_result import node_results, parse_timestamp
+    from gpu_preflight.report.console import render_console_text
+
+    report = json.loads(json.dumps(_report(gathered(3, faults=towards(1, 3, UNRESOLVED)))))
+    actions = {s["node_info"]["current_host"]: s["summary"].get("operator_action") for s in report["nodes"].values()}
+    assert actions == {"h0": None, "h1": "isolate_node", "h2": None}
+    nodes, _ = node_results(report)
+    h1 = next(n for n in nodes if "h1" in n.names)
+    verdict = slurm_judge(h1.findings, SlurmConfig(), parse_timestamp(report["timestamp"]))
+    reason = drain_reason(verdict, "gpu-preflight:")
+    assert reason.startswith("gpu-preflight: action=isolate_node "), reason
+    assert "action  isolate_node: h1" in render_console_text(report).splitlines()
+
+    pair = json.loads(json.dumps(_report(gathered(3, faults={(0, 2): UNRESOLVED}))))
+    assert all("operator_action" not in s["summary"] for s in pair["nodes"].values())

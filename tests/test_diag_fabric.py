@@ -12,6 +12,7 @@ from gpu_preflight.config import Config
 from gpu_preflight.model import Status, jsonable
 from gpu_preflight.parsers.infiniband import IbDevice, IbDevicesRecord, IbPort
 from gpu_preflight.probes.fabric import fabric_probe
+from gpu_preflight.records.fabric import OfiPlugin
 from gpu_preflight.records.tools import FabricFacts
 from gpu_preflight.report.diagnostic_sections import network_section
 
@@ -123,6 +124,7 @@ def test_efa_device_without_provider_fails(bindir: Path, tmp_path: Path) -> None
     cfg = config(infiniband_sysfs=str(efa_tree(tmp_path)), ofi_nccl_plugin_dirs=[str(plugin_dir(tmp_path))])
     findings = check("fabric.fi_info", "fabric", fabric_probe(probe_ctx(cfg)), cfg)
     assert statuses(findings) == [("FAIL", "n1", "no_provider")] and "fi_getinfo -61" in findings[0].summary
+    assert "operator_action" not in findings[0].details  # the software stack: install it, nothing to route on
 
 
 def test_efa_without_the_nccl_plugin_fails(bindir: Path, tmp_path: Path, corpus: Path) -> None:
@@ -172,3 +174,25 @@ def test_replayed_snapshot_runs_nothing(bindir: Path, tmp_path: Path) -> None:
     facts = fabric_probe(probe_ctx(replay="snap.json"))
     assert both(facts, config()) == [("SKIP", "n1", "not_run"), ("SKIP", "n1", "not_run")]
     assert not log.exists()
+
+
+# --- operator actions (issue 27) -----------------------------------------------------------------------
+
+PLUGIN = OfiPlugin(installed=True, path="/opt/amazon/ofi-nccl/lib/libnccl-net.so")
+
+
+@pytest.mark.parametrize(("devices", "plugin", "env", "efa_expected", "want"), [
+    (["rdmap0s6"], PLUGIN, {}, None, [("PASS", "ok", None)]),
+    ([], PLUGIN, {}, True, [("FAIL", "no_efa_device", "isolate_node")]),  # the node lost its fabric NIC
+    ([], PLUGIN, {}, None, [("SKIP", "not_expected", None)]),  # no EFA here and none expected
+    (["rdmap0s6"], OfiPlugin(installed=False), {}, None, [("FAIL", "net_plugin_missing", None)]),  # software
+    (["rdmap0s6"], OfiPlugin(installed=False, requested="none"), {}, None,
+     [("WARN", "net_plugin_disabled", None)]),  # a setting
+    (["rdmap0s6"], PLUGIN, {"FI_PROVIDER": "tcp"}, None, [("WARN", "fi_provider_override", None)]),  # a setting
+])
+def test_efa_findings_name_their_action(devices: list[str], plugin: OfiPlugin, env: dict[str, str],
+                                        efa_expected: bool | None, want: list[tuple[str, str, str | None]]) -> None:
+    facts = FabricFacts("efa", efa_devices=devices, plugin=plugin, env=env)
+    found = check("fabric.efa", "fabric", facts, config(efa_expected=efa_expected))
+    assert [(f.status.value, f.code, f.details.get("operator_action")) for f in found] == want
+

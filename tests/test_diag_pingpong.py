@@ -262,3 +262,30 @@ def test_runner_stage_reports_a_server_node_that_never_announced(fi_pingpong: st
     assert len(records) == 1 and not records[0]["success"] and "published no address" in records[0]["error"]
     facts = ClusterFacts(2, 2, 1, {1: {"node_rank": 1, "pingpong": records}}, {}, {0: "host1", 1: "host2"})
     assert [(f.status, f.code) for f in judge(facts)] == [(Status.ERROR, "side_missing")]
+
+
+# --- operator actions (issue 27): a pair's exchange is no node's to drain: monitor ---------------------
+
+TABLE = "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec\n" \
+        "64      10      =10      1.2k        0.00s      5.45      11.75       0.09\n"
+
+
+def _pair(client: dict[str, Any]) -> ClusterFacts:
+    srv = {"test_role": "server", "provider": "tcp", "success": True, "raw_output": TABLE, "pair": 0, "peer_node": 1}
+    return cluster((0, srv), (1, {**srv, "test_role": "client", "peer_node": 0, **client}))
+
+
+@pytest.mark.parametrize(("client", "floor", "want"), [
+    ({}, 5.45, [("PASS", "ok", None)]),  # at the floor
+    ({}, 5.46, [("FAIL", "bandwidth_low", "monitor")]),  # just above what the pair did
+    ({"success": False, "rc": 1, "raw_output": "fi_pingpong: connect failed: Connection refused (-111)\n",
+      "error": "exit 1"}, None, [("FAIL", "pingpong_failed", "monitor")]),
+    ({"timed_out": True, "success": False, "raw_output": "", "error": "did not finish within 5 s"}, None,
+     [("ERROR", "tool_timeout", None)]),  # not measured: no action
+    ({"missing": True, "success": False, "raw_output": ""}, None, [("SKIP", "not_installed", None)]),
+])
+def test_pair_failures_are_monitored(client: dict[str, Any], floor: float | None,
+                                     want: list[tuple[str, str, str | None]]) -> None:
+    found = judge(_pair(client), floor)
+    assert [(f.status.value, f.code, f.details.get("operator_action")) for f in found] == want
+    assert {f.subject for f in found} == {"host1<->host2"}  # the pair: no node summary takes it

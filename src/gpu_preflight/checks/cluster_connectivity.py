@@ -22,12 +22,16 @@ peers (it reaches nobody: its own resolver, route or firewall), else on the pair
 
 An address with no reverse name at all is shown in the report's matrix but not judged: many
 sound networks have forward records only, and no launcher needs the reverse one to start.
+
+Operator actions (:data:`CONNECTIVITY_ACTIONS`): a FAIL pinned on a node isolates it, a FAIL
+on a pair and every WARN is ``monitor``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
+from ..actions import Action
 from ..config.diagnostics import diagnostics_config
 from ..ids import CONNECTIVITY_ID
 from ..model import Finding, Status
@@ -46,6 +50,19 @@ from ..registry import CheckContext, check
 
 CHECK = CONNECTIVITY_ID
 SHOWN = 6  # nodes named in one finding; the rest are counted
+
+CONNECTIVITY_ACTIONS = {
+    **dict.fromkeys(("name_unresolved", "resolver_failing", "unreachable", "reaches_nobody", "name_wrong_host"),
+                    Action.ISOLATE_NODE),
+    **dict.fromkeys(("name_unresolved_pair", "pair_unreachable", "name_wrong_host_pair", "forward_mismatch",
+                     "reverse_mismatch", "slow_lookup", "slow_resolver", "store_connect_failed"), Action.MONITOR),
+}
+"""A FAIL the majority pins on one node (nobody resolves or reaches it, it resolves or reaches
+nobody, its name leads to another host) makes it unusable for any job that spans nodes, and no
+reset or reboot mends a DNS record, a route or a firewall: the node stays out until that is fixed
+(isolate). A FAIL between one prober and one peer is owned by neither node (the report's
+attribution names the pair, so no node's summary takes it): keep both in service and watch the
+pair (monitor), as for every WARN, where jobs still start. An ERROR (not measured) names none."""
 
 
 def _who(names: list[str]) -> str:
@@ -151,7 +168,7 @@ def _wrong_host(j: _Judge) -> Iterator[Finding]:
                 f"Fix the stale DNS record or /etc/hosts line for {x.name}: a launcher would start "
                 f"{j.name(x.peer)}'s work on another host.")
 
-    yield from j.kind({"target": "name_wrong_host", "prober": "name_wrong_host", "pair": "name_wrong_host"},
+    yield from j.kind({"target": "name_wrong_host", "prober": "name_wrong_host", "pair": "name_wrong_host_pair"},
                       Status.FAIL, lambda x: other(x) is not None, lambda x: x.connect == "ok" or x.via == "ok",
                       say, "each name leads to its own node")
 
@@ -256,7 +273,8 @@ def _passed(j: _Judge) -> Finding:
         expected="every name resolves and every node is reachable", unit=None)
 
 
-@check(CHECK, needs=("cluster",), scope="cluster", group=(), component="network_infrastructure")
+@check(CHECK, needs=("cluster",), scope="cluster", group=(), component="network_infrastructure",
+       actions=CONNECTIVITY_ACTIONS)
 def connectivity(ctx: CheckContext) -> Iterator[Finding]:
     """Every node resolved every other node's name (forward and reverse) and reached it over TCP.
 

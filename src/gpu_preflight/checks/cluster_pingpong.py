@@ -1,10 +1,14 @@
-"""Node pairs exchanged libfabric ``fi_pingpong`` traffic (EFA in production, tcp in CI)."""
+"""Node pairs exchanged libfabric ``fi_pingpong`` traffic (EFA in production, tcp in CI).
+
+Operator actions (:data:`PINGPONG_ACTIONS`): ``monitor`` for a pair that failed or was slow.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
+from ..actions import Action
 from ..config.diagnostics import diagnostics_config
 from ..ids import PINGPONG_ID
 from ..model import Finding, Status
@@ -15,6 +19,13 @@ from ..registry import CheckContext, check
 from .evidence import judge_record, parse_error_finding
 
 CHECK = PINGPONG_ID
+
+PINGPONG_ACTIONS = {"pingpong_failed": Action.MONITOR, "bandwidth_low": Action.MONITOR}
+"""A pair's exchange is owned by neither node: node 2k serves, node 2k+1 connects, each node is in
+one pair, so one failed or slow exchange cannot say which side (or the switch path between) is at
+fault, and the finding's subject is the pair (``a<->b``), which no node's summary takes. Keep both
+in service and watch the pair (monitor); a node whose own provider, EFA device or port is at fault
+is named by its node checks (``fabric.fi_info``, ``fabric.efa``, ``ib.ports``) with their actions."""
 
 
 def _expected(ctx: CheckContext, c: ClusterView, provider: str, nodes: list[int]) -> bool:
@@ -27,7 +38,8 @@ def _expected(ctx: CheckContext, c: ClusterView, provider: str, nodes: list[int]
     return any((c.node_facts.get(n, {}).get("fabric") or {}).get("efa_devices") for n in nodes)
 
 
-@check(CHECK, needs=("cluster",), scope="cluster", group="efa_network", component="network_infrastructure", core=True)
+@check(CHECK, needs=("cluster",), scope="cluster", group="efa_network", component="network_infrastructure", core=True,
+       actions=PINGPONG_ACTIONS)
 def pingpong(ctx: CheckContext) -> Iterator[Finding]:
     """Each node pair exchanged fi_pingpong traffic over the configured libfabric provider.
 

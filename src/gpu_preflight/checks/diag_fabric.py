@@ -1,9 +1,14 @@
-"""The node's fabric as a job would see it: libfabric's provider, EFA devices, NCCL's net plugin."""
+"""The node's fabric as a job would see it: libfabric's provider, EFA devices, NCCL's net plugin.
+
+Operator actions (:data:`EFA_ACTIONS`): an EFA device that is expected and missing isolates the
+node; the rest are software and settings, which name none (docs/checks.md, "Operator actions").
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..actions import Action
 from ..config.diagnostics import diagnostics_config
 from ..diagnostics.verdicts import not_run, unreadable
 from ..model import Finding, Status
@@ -12,6 +17,14 @@ from ..registry import CheckContext, check
 from .evidence import judge_record
 
 EFA = "efa"
+
+EFA_ACTIONS = {"no_efa_device": Action.ISOLATE_NODE}
+"""A node that should have EFA and lists no EFA device has lost its fabric NIC (an instance
+launched without its EFA interfaces, or a device its driver no longer sees): no job spanning nodes
+can use it at full speed until it is relaunched or repaired, so it stays out (isolate). A missing
+NCCL net plugin or libfabric provider (``fabric.fi_info``'s ``no_provider``) is the software
+stack, and ``FI_PROVIDER``/``NCCL_NET_PLUGIN`` are settings: like the stack checks, they name no
+action (install or set them; nothing on the node is broken)."""
 
 
 def efa_expected(ctx: CheckContext, facts: FabricFacts) -> bool:
@@ -64,7 +77,8 @@ def fi_info(ctx: CheckContext) -> Iterator[Finding]:
         yield finding
 
 
-@check("fabric.efa", needs=("fabric",), tags=("diagnostics",), group="efa_network", component="network_infrastructure")
+@check("fabric.efa", needs=("fabric",), tags=("diagnostics",), group="efa_network", component="network_infrastructure",
+       actions=EFA_ACTIONS)
 def efa(ctx: CheckContext) -> Iterator[Finding]:
     """EFA devices are present and NCCL can load its network plugin (aws-ofi-nccl).
 
