@@ -46,8 +46,13 @@ def rail_sets(record: IbDevicesRecord) -> dict[str, tuple[int, int]]:
     lose its share of the bandwidth or fail over it — not an unused NIC. A model with half or
     fewer of its ports up (a dual-port front-end card with one cable) is not such a set, and its
     down ports keep the unused-NIC WARN. Only models with a port down are listed.
+
+    Rails are separate cards: when every port's adapter is known (its system image GUID) and the
+    active ports all sit on one card, they are that card's ports (a GB10's QSFP cage shows as
+    two PCIe functions per port, one cage cabled), not a set of rails, however many are up.
     """
     counts: dict[str, list[int]] = {}
+    cards: dict[str, set[str | None]] = {}  # model -> the adapters (system image GUIDs) of its active ports
     for device in record.devices:
         if not device.ca_type:
             continue
@@ -56,7 +61,15 @@ def rail_sets(record: IbDevicesRecord) -> dict[str, tuple[int, int]]:
             tally = counts.setdefault(device.ca_type, [0, 0])
             tally[0] += up
             tally[1] += 1
-    return {model: (up, total) for model, (up, total) in counts.items() if _is_set(up, total) and up < total}
+            if up:
+                cards.setdefault(device.ca_type, set()).add(device.system_guid)
+    return {model: (up, total) for model, (up, total) in counts.items()
+            if _is_set(up, total) and up < total and _several_cards(cards.get(model, set()))}
+
+
+def _several_cards(guids: set[str | None]) -> bool:
+    """Whether active ports with these adapter GUIDs can be rails: on two cards or more, or on cards not known."""
+    return None in guids or len(guids) >= 2
 
 
 @dataclass(frozen=True)

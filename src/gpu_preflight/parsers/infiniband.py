@@ -60,8 +60,13 @@ def sniff_ibstatus(text: str) -> int:
     return 90 if re.search(r"^Infiniband device '[^']+' port \d+ status:", text, re.MULTILINE) else 0
 
 
+# libibverbs' answer when it finds no device it can open (no provider for the driver, a provider that does not
+# support the kernel's ABI, a container without /dev/infiniband): ibv_devinfo prints it instead of any hca_id.
+_NO_DEVICES = re.compile(r"^\s*No IB devices found\s*$", re.MULTILINE)
+
+
 def sniff_devinfo(text: str) -> int:
-    return 90 if re.search(r"^hca_id:\s*\S+", text, re.MULTILINE) else 0
+    return 90 if re.search(r"^hca_id:\s*\S+", text, re.MULTILINE) or _NO_DEVICES.search(text) else 0
 
 
 def _lines(kind: str, text: str) -> list[tuple[int, str]]:
@@ -121,6 +126,8 @@ def parse_ibstat(text: str) -> IbDevicesRecord:
                 device.ca_type = value or None
             elif key == "firmware version":
                 device.firmware = value or None
+            elif key == "system image guid":
+                device.system_guid = value or None
             elif key == "number of ports" and (n := to_int(value)) is not None:
                 announced[device.name] = n
         else:
@@ -203,6 +210,8 @@ def parse_devinfo(text: str) -> IbDevicesRecord:
                 device.firmware = value or None
             elif key == "board_id":
                 device.ca_type = value or None
+            elif key == "sys_image_guid":
+                device.system_guid = value or None
             elif key == "phys_port_cnt" and (n := to_int(value)) is not None and not one_port:
                 announced[device.name] = n
         elif key == "state":
@@ -220,6 +229,11 @@ def parse_devinfo(text: str) -> IbDevicesRecord:
         elif key == "active_speed" and width is not None and (speed := to_float(value)) is not None:
             port.rate_gbps = round(width * speed, 3)
     if not record.devices:
-        raise ParseError(DEVINFO_KIND, "no 'hca_id:' line")
+        if _NO_DEVICES.search(text) is None:
+            raise ParseError(DEVINFO_KIND, "no 'hca_id:' line")
+        # no device verbs can open: a fact about the node (the judge's device_error), with libibverbs' reason
+        why = [line.strip() for line in text.splitlines() if line.lstrip().startswith("libibverbs:")]
+        record.errors.append("No IB devices found" + (f" ({why[0]})" if why else ""))
+        return record
     _check_ports(record, announced)
     return record

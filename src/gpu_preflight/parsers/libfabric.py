@@ -9,7 +9,10 @@ no providers — the answer "no such provider", which a judge must not confuse w
 parse failure.
 
 ``fi_pingpong`` prints a table whose columns are found by name (``bytes``, ``#sent`` or
-``iters``, ``MB/sec``, ``usec/xfer``...); sizes use k/m/g suffixes (powers of 1024).
+``iters``, ``MB/sec``, ``usec/xfer``...); sizes use k/m/g suffixes (powers of 1024). A run
+that failed before its table prints its log lines (``[error] util/pingpong.c:373 : failed
+to connect: Connection refused``; ``[debug]`` ones too with ``-v``): those are recognised,
+and the ``[error]`` lines are the record's errors (a pingpong that did not complete).
 """
 
 from __future__ import annotations
@@ -43,8 +46,18 @@ def sniff_info(text: str) -> int:
     return 0
 
 
+# fi_pingpong's own log lines (util/pingpong.c: ``[error] util/pingpong.c:373 : failed to connect: ...``, with
+# ``-v`` its ``[debug]`` lines too): a run that never exchanged a message prints only these.
+_FABTESTS_LOG = re.compile(r"^\[(?P<level>error|warn|warning|debug|info)\]\s+[\w/.-]+\.c:\s*\d+\s*:", re.IGNORECASE)
+
+
 def sniff_pingpong(text: str) -> int:
-    return 90 if re.search(r"^bytes\s+(?:#sent|iters)\s+.*MB/sec", text, re.MULTILINE) else 0
+    """The result table, or (a run that failed before it) fi_pingpong's own log lines."""
+    if re.search(r"^bytes\s+(?:#sent|iters)\s+.*MB/sec", text, re.MULTILINE):
+        return 90
+    if "pingpong" in text and any(_FABTESTS_LOG.match(line) for line in text.splitlines()):
+        return 85
+    return 0
 
 
 @parser(INFO_KIND, sniff=sniff_info, title="fi_info (short or -v listing, or fi_getinfo error)")
@@ -106,6 +119,10 @@ def parse_pingpong(text: str) -> PingpongRecord:
     for number, raw in enumerate(prepare(PINGPONG_KIND, text), 1):
         line = raw.strip()
         if not line or is_noise(raw):
+            continue
+        if m := _FABTESTS_LOG.match(line):  # fabtests' log: only its [error] lines are failures
+            if m.group("level").lower() == "error":
+                record.errors.append(line)
             continue
         tokens = line.split()
         if tokens[0] == "bytes" and any("MB/sec" in t for t in tokens):

@@ -83,6 +83,11 @@ _PREFIX_STARTS = frozenset("[ \t0123456789")
 _HEADER = re.compile(r"^#?\s*size\s+count\s+type\b")  # '#' lost when a paste went through markdown
 _RANK = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
                    r"device\s+(?P<device>\d+)\s+\[(?P<pci>[^\]]+)\]\s*(?P<name>.*)$")
+# The parameter line every nccl-tests version prints first, and a rank's device line found anywhere in a line
+# (after a launcher's prefix too): what only nccl-tests prints, before any table (see sniff).
+_PARAMS = re.compile(r"\bnThread\s+\d+\s+nGpus\s+\d+\s+minBytes\s+\d+")
+_RANK_ANYWHERE = re.compile(r"(?:^|[:#\s])Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+\S+\s+device\s+\d+\s+\[",
+                            re.MULTILINE)
 _TEST_NAME = re.compile(r"\b(?P<name>[a-z_]+_perf)\b")
 _NCCL_VERSION = re.compile(r"NCCL version\s+(?P<v>[\d.]+(?:\+\S+)?)")
 _LIBRARY = re.compile(r"nccl-library=(?P<code>\d+)")
@@ -97,14 +102,33 @@ _FACTORS = {"all_reduce": "2(n-1)/n", "all_gather": "(n-1)/n", "reduce_scatter":
 
 def sniff(text: str) -> int:
     """The table header or a test failure anywhere in the head: with ``NCCL_DEBUG=INFO`` the table
-    comes after hundreds of NCCL INFO lines, which alone would read as a job log (``nccl-log``)."""
+    comes after hundreds of NCCL INFO lines, which alone would read as a job log (``nccl-log``).
+
+    A run that never reached its table (hung in communicator setup, or a paste cut there) is
+    still nccl-tests when it printed what only nccl-tests prints: its parameter line
+    (``nThread 1 nGpus 4 minBytes 8 maxBytes ...``, every version since 2.0) or a rank's device
+    line. Such a text is judged as an unfinished run (:meth:`NcclTestsScanner.finish`), unless
+    one of its lines names an NCCL failure (:func:`.nccl_log.classify`): the job-log triage
+    then says why the run stopped, which an unfinished table cannot."""
     clean = "\n".join(_PREFIX.sub("", line) for line in text.splitlines()
                       if "size" in line or "failure" in line or "Collective test" in line)
     if re.search(r"^#?\s*size\s+count\s+type\b", clean, re.MULTILINE):
         return 95
     if re.search(r"Test (?:NCCL|CUDA) failure \S+:\d+", clean) or "# Collective test starting" in clean:
         return 90
+    if (_PARAMS.search(text) or _RANK_ANYWHERE.search(text)) and not _names_failure(text):
+        return 90
     return 0
+
+
+def _names_failure(text: str) -> bool:
+    """Whether a line of ``text`` carries an NCCL failure signature (a plugin fallback is a fact, not one)."""
+    for line in text.splitlines():
+        if "WARN" in line or "rror" in line or "ailed" in line:
+            found = classify(line)
+            if found is not None and found[0] != "net_plugin_fallback":
+                return True
+    return False
 
 
 class NcclTestsScanner:
@@ -134,6 +158,7 @@ class NcclTestsScanner:
         self.busbw_n = 0
         self.largest_measured: tuple[int, float, float] | None = None  # size, algbw, busbw of the largest row
         self.cut_row: ParseError | None = None  # a row short of cells: the paste's cut, unless anything follows
+        self.started = False  # the parameter line was read: the run started, table or not
 
     def feed(self, raw: str) -> None:
         self.number += 1
@@ -158,7 +183,9 @@ class NcclTestsScanner:
             self._failure(raw, m)
             return
         if stripped[0] == "#" or not stripped[0].isdigit():
-            if "Out of bounds" in line and (m := _OOB.match(line)):
+            if "nThread" in line and _PARAMS.search(line):
+                self.started = True
+            elif "Out of bounds" in line and (m := _OOB.match(line)):
                 record.out_of_bounds = (record.out_of_bounds or 0) + int(m.group("n"))
                 self.rows_since_summary = 0
             elif (columns := _header_line(record, self._rank, line, self.columns)) is not self.columns:
@@ -441,10 +468,14 @@ class NcclTestsScanner:
         record.failure_groups = list(self.failure_groups.values())
         if self.cut_row is not None:
             self.problem(f"the last row was cut ({self.cut_row}): the paste ends mid-row")
-        if not record.rows and not record.errors_total and self.columns is None:
+        if not record.rows and not record.errors_total and self.columns is None and not (self.started or self.ranks):
             raise ParseError(KIND, "no nccl-tests result row and no 'Test ... failure' line")
         record.incomplete = self.problems
-        if not record.rows and not record.errors_total:
+        if not record.rows and not record.errors_total and self.columns is None:
+            # its parameters or device lines and no table: hung in setup, died, or a paste cut there
+            record.incomplete.insert(0, "the run printed its parameters/devices but no column header or result: "
+                                        "it stopped (hung, died or was cut) before its first result")
+        elif not record.rows and not record.errors_total:
             # a column header and nothing after it: a paste cut (or a run that died) before its first result
             record.incomplete.insert(0, "the output ends after the column header: cut before any result row")
         if self.problem_count > len(self.problems):

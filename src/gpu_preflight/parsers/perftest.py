@@ -40,13 +40,17 @@ _FAILURE_LINE = re.compile(r"^\s*(?:Couldn't connect to \S+:\d+|Unable to init t
                            r"|Failed to exchange data between server and clients"
                            # resources it could not create (a QP the device refuses) and RDMA CM connection failures
                            r"|Unable to create QP|Failed to create QP|Couldn't create IB resources"
-                           r"|RDMA CM event error|Failed to (?:handle|connect) RDMA CM event)", re.M)
+                           r"|RDMA CM event error|Failed to (?:handle|connect) RDMA CM event"
+                           # no RDMA device at all (perftest_parameters.c): a container without the device, a
+                           # driver that is not up
+                           r"|Did not detect devices|Unable to find the Infiniband/RoCE device)", re.M)
 
 
 def sniff(text: str) -> int:
     if re.search(r"#bytes\s+#iterations\s+BW peak", text):
         return 95
-    if re.search(r"\b(?:RDMA_Write|RDMA_Read|Send) BW Test\b", text) or re.search(r"^\$ ib_\w+_bw\b", text, re.M):
+    if re.search(r"\b(?:RDMA_Write|RDMA_Read|Send|Atomic)(?: [\w ]+?)? BW Test\b", text) \
+            or re.search(r"^\$ ib_\w+_bw\b", text, re.M):
         return 80
     return 65 if _FAILURE_LINE.search(text) else 0
 
@@ -60,7 +64,7 @@ def parse(text: str) -> PerftestRecord:
         line = raw.strip()
         if not line or is_noise(raw) or set(line) <= {"-"}:
             continue
-        if m := re.match(r"^(?P<test>\w+ BW Test)$", line):
+        if m := re.match(r"^(?P<test>\w+(?: [\w ]+?)? BW Test)$", line):  # "RDMA_Write Post List BW Test" too
             record.test = m.group("test")
             continue
         if line.startswith("#bytes"):

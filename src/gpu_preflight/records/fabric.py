@@ -28,12 +28,17 @@ class IbPort:
 
 @dataclass
 class IbDevice:
-    """One InfiniBand device (HCA) with its firmware and ports."""
+    """One InfiniBand device (HCA) with its firmware and ports.
+
+    ``system_guid`` (ibstat's ``System image GUID``, ibv_devinfo's ``sys_image_guid``) is the
+    physical adapter's: the ports and PCIe functions of one card share it, so it tells a card's
+    spare port from another card (a rail)."""
 
     name: str
     ca_type: str | None = None
     firmware: str | None = None
     ports: list[IbPort] = field(default_factory=list)
+    system_guid: str | None = None
 
 
 @dataclass
