@@ -28,7 +28,8 @@ from collections.abc import Iterable, Mapping
 
 from ..actions import Action, strongest
 
-__all__ = ["DCGM_ERRORS", "FALLBACK", "OVERRIDES", "SEVERITY_ACTIONS", "code_action", "dcgm_action", "dcgm_codes"]
+__all__ = ["DCGM_ERRORS", "FALLBACK", "OVERRIDES", "SEVERITY_ACTIONS", "SEVERITY_LEVELS", "code_action", "dcgm_action",
+           "dcgm_codes", "severity_action"]
 
 # Severity word -> action. TRIAGE's own advice (SYSTEM_TRIAGE_MSG, the text most TRIAGE codes
 # carry) is "Check DCGM and system logs for errors. Reset GPU. Restart DCGM. Rerun diagnostics.";
@@ -38,6 +39,11 @@ SEVERITY_ACTIONS: Mapping[str, Action | None] = {
     "NONE": Action.NONE, "MONITOR": Action.MONITOR, "ISOLATE": Action.ISOLATE_NODE, "RESET": Action.RESET_GPU,
     "TRIAGE": Action.RESET_GPU, "CONFIG": Action.NONE, "UNKNOWN": None,
 }
+
+# ``dcgmErrorSeverity_t`` (dcgm_errors.h): the number ``dcgmi diag -j`` prints as a warning's
+# ``error_severity`` (4.x), the level DCGM gave that code in the release that ran.
+SEVERITY_LEVELS: Mapping[int, str] = {0: "NONE", 1: "MONITOR", 2: "ISOLATE", 3: "UNKNOWN", 4: "TRIAGE", 5: "CONFIG",
+                                      6: "RESET"}
 
 # Codes whose own advice (the ``*_NEXT`` text beside the code) names another action than their
 # severity word, by code number.
@@ -354,16 +360,34 @@ def dcgm_codes(messages: Iterable[str]) -> list[int]:
     return sorted(found)
 
 
-def dcgm_action(status: str, error_ids: Iterable[int], messages: Iterable[str]) -> Action:
+def severity_action(level: int) -> Action | None:
+    """The action a printed ``error_severity`` level calls for; None for UNKNOWN or a level not in the enum."""
+    word = SEVERITY_LEVELS.get(level)
+    return SEVERITY_ACTIONS.get(word) if word else None
+
+
+def _routed(code: int, levels: Mapping[str, int]) -> Action | None:
+    """A known code by this table; an unknown one by the severity level printed beside it, if any."""
+    if code in DCGM_ERRORS:
+        return code_action(code)
+    level = levels.get(str(code))
+    return severity_action(level) if level is not None else None
+
+
+def dcgm_action(status: str, error_ids: Iterable[int], messages: Iterable[str],
+                severities: Mapping[str, int] | None = None) -> Action:
     """The operator action for one test's outcome (``fail``/``warn``), from DCGM's own codes.
 
     The codes are the JSON's ``error_id``\\ s, or for a table the codes whose message format its
     warnings match. The action is the strongest any of them calls for (a message two codes
-    share, "Detected %ld %s for GPU %u", gets the stronger); a test whose codes say nothing
+    share, "Detected %ld %s for GPU %u", gets the stronger). A code this table does not know (a
+    newer DCGM's) is routed by the ``error_severity`` level DCGM printed beside it
+    (``severities``: code -> level), so a 4.x ``-j`` run is routed even past this table; a known
+    code keeps this table's action (the newest release's word). A test whose codes say nothing
     gets :data:`FALLBACK` by its result.
     """
     codes = list(error_ids) or dcgm_codes(messages)
-    actions = [a for a in (code_action(c) for c in codes) if a is not None]
+    actions = [a for a in (_routed(c, severities or {}) for c in codes) if a is not None]
     if not actions:
         return FALLBACK.get(status, Action.NONE)
     return strongest(actions)

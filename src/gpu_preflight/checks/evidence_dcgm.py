@@ -6,7 +6,8 @@ desired power minimum..."); FAIL for a failed test, WARN for a warning. Skipped 
 reported as SKIP, and tests listed in ``evidence.dcgm_ignore_tests`` are reported as SKIP
 whatever their result. Passing tests fold into one PASS. A run DCGM could not complete
 (``Return: (-30)``, plugins missing) is an ERROR: nothing was measured; error lines beside
-a partial table are an ERROR too, since some tests did not run.
+a partial table are an ERROR too, since some tests did not run. A run whose hardware tests
+(level 2 and up) were all skipped WARNs (``hardware_not_tested``): only the software checks ran.
 
 Each FAIL and WARN names the operator action DCGM's own codes call for
 (:func:`~.dcgm_errors.dcgm_action`: the JSON's ``error_id``\\ s, or the codes a table's warning
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from ..records.dcgm import DcgmDiagRecord, DcgmTest
 
 CHECK = "dcgm.diag"
+_SOFTWARE_CATEGORIES = frozenset({"deployment", "metadata", "software"})  # the level-1 checks; the rest test the GPU
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
 _ADVICE = {
     "fail": "Drain the node: rerun `dcgmi diag -r 3` on it and follow DCGM's message (reset the GPU, "
@@ -71,6 +73,7 @@ def judge_dcgm(record: DcgmDiagRecord, config: Config, source: str) -> Iterator[
                           observed="skip", details=_details(test))
         else:
             passed.append(label)
+    yield from _hardware_not_tested(record, ignored, version, source)
     if passed:
         yield Finding(CHECK, Status.PASS, source, "ok",
                       f"{version}: {len(passed)} test(s) passed" + (f" (driver {record.driver_version})"
@@ -78,11 +81,32 @@ def judge_dcgm(record: DcgmDiagRecord, config: Config, source: str) -> Iterator[
                       observed=passed, details={"gpu_device_ids": record.gpu_device_ids})
 
 
+def _hardware_not_tested(record: DcgmDiagRecord, ignored: set[str], version: str, source: str) -> Iterator[Finding]:
+    """WARN when a run had hardware tests (level 2 and up) and DCGM skipped every one of them.
+
+    Only the Deployment (software) checks then ran: the run says nothing of the GPUs' memory,
+    PCIe, power or compute, so its passes must not read as a healthy GPU (a level-3 run on a
+    GPU the DCGM release does not support, or with the tests' plugins missing, looks like this).
+    """
+    hardware = [t for t in record.tests if t.category and t.category.strip().lower() not in _SOFTWARE_CATEGORIES
+                and t.name.strip().lower() not in ignored]
+    if not hardware or any(t.status != "skip" for t in hardware):
+        return
+    names = list(dict.fromkeys(t.name for t in hardware))
+    yield Finding(CHECK, Status.WARN, source, "hardware_not_tested",
+                  f"{version}: DCGM skipped every hardware test of the run ({', '.join(names)[:200]}): only the "
+                  f"software checks ran, the GPUs were not examined",
+                  observed="skip", expected="pass", details={"skipped_tests": names},
+                  recommendation="Find out why DCGM skipped them (`dcgmi diag -r 3 -v`: a GPU this DCGM release does "
+                                 "not support, missing test plugins, a test not allowed) and rerun before trusting "
+                                 "the node.")
+
+
 def _failures(test: DcgmTest, label: str, version: str, source: str) -> Iterator[Finding]:
     status = _STATUS[test.status]
     message = " ".join(test.messages) or "no message from DCGM"
     targets: list[int | None] = list(test.gpus) or [None]
-    action = dcgm_action(test.status, test.error_ids, test.messages)
+    action = dcgm_action(test.status, test.error_ids, test.messages, test.error_severities)
     for gpu in targets:
         subject = f"{source}/gpu{gpu}" if gpu is not None else source
         where = f" on GPU {gpu}" if gpu is not None else ""
@@ -93,8 +117,11 @@ def _failures(test: DcgmTest, label: str, version: str, source: str) -> Iterator
 
 
 def _details(test: DcgmTest) -> dict[str, object]:
-    return {"category": test.category, "test": test.name, "gpu_status": test.gpu_status,
-            "messages": test.messages, "info": test.info, "error_ids": test.error_ids}
+    details: dict[str, object] = {"category": test.category, "test": test.name, "gpu_status": test.gpu_status,
+                                  "messages": test.messages, "info": test.info, "error_ids": test.error_ids}
+    if test.error_severities:
+        details["error_severities"] = test.error_severities
+    return details
 
 
 def _slug(name: str) -> str:

@@ -12,7 +12,8 @@ class DcgmTest:
     """One diagnostic test (``PCIe``, ``Targeted Power``, 4.x ``memory``...) and its outcome.
 
     ``gpus`` lists the GPU ids that failed or warned; ``gpu_status`` every per-GPU status
-    the output gave; ``messages`` the warnings/errors, ``info`` the informational lines.
+    the output gave; ``messages`` the warnings/errors, ``info`` the informational lines;
+    ``error_severities`` the severity level DCGM printed beside each code (4.x ``-j``).
     ``rows`` are DCGM's own labelled table rows for the test, as printed (label, first line of
     the cell: ``["Targeted Power", "Pass - GPUs: 0, 2, 3"]``, ``["Warning", "GPU 1 Max power..."]``),
     which the SageMaker report quotes verbatim; empty for ``-j`` JSON, which has no table.
@@ -27,6 +28,7 @@ class DcgmTest:
     info: list[str] = field(default_factory=list)
     error_ids: list[int] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
+    error_severities: dict[str, int] = field(default_factory=dict)  # -j 4.x: error_id -> DCGM's error_severity
 
 
 @dataclass

@@ -29,9 +29,16 @@ _RESULT_ROW = re.compile(r"^\|\s*[A-Za-z][\w /()-]*?\s*\|\s*(?:Pass|Fail|Skip|Wa
                          r"(?:All|GPUs?:\s*\d[\d, ]*)\s*\|", re.MULTILINE)
 
 
+# A test object quoted out of a ``-j`` document (3.x ``gpu_id(s)`` or 4.x ``entity_group``), without
+# the ``"DCGM ... Diagnostic"`` root: the strongest evidence an excerpt of the JSON keeps.
+_JSON_TEST = re.compile(r'"name"\s*:\s*"[^"\n]+"\s*,\s*"results"\s*:\s*\[\s*\{\s*"(?:entity_group|gpu_ids?)"\s*:')
+
+
 def sniff(text: str) -> int:
     if re.search(r'"DCGM (?:GPU )?Diagnostic"\s*:', text):
         return 100
+    if _JSON_TEST.search(text) and re.search(r'"status"\s*:\s*"(?:Pass|Fail|Warn|Skip|PASS|FAIL|WARN|SKIP)', text):
+        return 85
     if re.search(r"^\|\s*Diagnostic\s*\|\s*Result\s*\|", text, re.MULTILINE):
         return 95
     if re.search(r"^[|+][-=+ ]*(?:Deployment|Integration|Hardware|Stress|Metadata)[-=+ ]*[|+]", text, re.MULTILINE):

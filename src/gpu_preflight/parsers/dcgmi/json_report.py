@@ -12,6 +12,9 @@ Layouts, from NVIDIA/DCGM's ``NvvsJsonStrings.h`` and ``dcgm_diag_schema.json``:
   ``error_category``/``error_severity``, and ``metadata`` / ``entity_groups`` sit beside
   ``"DCGM Diagnostic"`` at the top level (accepted inside it too).
 
+Test objects quoted without the root (an issue's excerpt of a ``-j`` document) are read as a
+fragment, marked cut when the quote ends where the document goes on.
+
 No JSON schema is published as stable, so every field is read defensively: a missing one
 is ``None``, a field of the wrong type is a :class:`ParseError`, never a ``KeyError``.
 """
@@ -45,6 +48,8 @@ def parse_json(text: str) -> DcgmDiagRecord:
         raise ParseError(KIND, "the JSON document is not an object")
     key = next((k for k in _ROOTS if k in data), None)
     if key is None:
+        if _is_test(data):
+            return _excerpt(text, start)
         raise ParseError(KIND, f"no {' or '.join(map(repr, _ROOTS))} key in the JSON document")
     root = _object(data[key], key)
     metadata = _object(data.get("metadata", root.get("metadata", {})), "metadata")
@@ -75,6 +80,45 @@ def parse_json(text: str) -> DcgmDiagRecord:
     return record
 
 
+def _is_test(value: Any) -> bool:
+    """A test object of either layout: ``{"name": ..., "results": [...]}``."""
+    return isinstance(value, dict) and isinstance(value.get("name"), str) and isinstance(value.get("results"), list)
+
+
+def _excerpt(text: str, start: int) -> DcgmDiagRecord:
+    """Test objects quoted out of a ``-j`` document without its root (an issue's excerpt).
+
+    Read as a fragment: judged on the tests shown, nothing assumed of the others. A quote that
+    ends with the ``,`` before the next object, or inside one, was cut out of a longer document
+    and says so in ``incomplete``: a run whose other tests are not shown is not a pass.
+    """
+    decoder = json.JSONDecoder()
+    record = DcgmDiagRecord(format="json-excerpt")
+    at = start
+    while True:
+        try:
+            obj, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            line = text.count("\n", 0, at) + 1
+            record.incomplete.append(f"the JSON excerpt is cut inside a test object (line {line})")
+            break
+        if not _is_test(obj):
+            raise ParseError(KIND, "a JSON excerpt mixing test objects with other values")
+        record.tests.append(_test(None, obj))
+        rest = text[end:].lstrip()
+        trailing = rest.startswith(",")
+        rest = rest[1:].lstrip() if trailing else rest
+        if not rest.startswith("{"):
+            if trailing or rest.strip():
+                record.incomplete.append("the JSON excerpt ends where the document goes on (a ',' or text after "
+                                         "its last test object): the run's other tests are not shown")
+            break
+        at = text.index("{", end)
+    record.fragment = len(record.tests)
+    record.overall = overall_of(record)
+    return record
+
+
 def _test(category: str | None, test: dict[str, Any]) -> DcgmTest:
     name = _str(test.get("name"))
     if not name:
@@ -91,11 +135,13 @@ def _test(category: str | None, test: dict[str, Any]) -> DcgmTest:
         for gpu in ids:
             out.gpu_status[str(gpu)] = status
         for warning in _list(res.get("warnings", []) or [], f"{name}.warnings"):
-            message, error_id = _warning(warning)
+            message, error_id, severity = _warning(warning)
             if message:
                 out.messages.append(message)
             if error_id is not None and error_id not in out.error_ids:
                 out.error_ids.append(error_id)
+            if error_id is not None and severity is not None:
+                out.error_severities[str(error_id)] = severity
             if status in ("fail", "warn") and not ids:
                 ids = gpu_ids_in(message)
         out.info.extend(_info(res.get("info")))
@@ -128,13 +174,13 @@ def _result_gpus(res: dict[str, Any]) -> list[int]:
     return []
 
 
-def _warning(warning: Any) -> tuple[str, int | None]:
+def _warning(warning: Any) -> tuple[str, int | None, int | None]:
+    """A warning's text, its ``error_id`` and its ``error_severity`` (4.x; None where not printed)."""
     if isinstance(warning, str):
-        return warning.strip(), None
+        return warning.strip(), None, None
     if isinstance(warning, dict):
-        error_id = warning.get("error_id")
-        return (_str(warning.get("warning")) or "",
-                error_id if isinstance(error_id, int) and not isinstance(error_id, bool) else None)
+        error_id, severity = warning.get("error_id"), warning.get("error_severity")
+        return (_str(warning.get("warning")) or "", _int(error_id), _int(severity))
     raise ParseError(KIND, f"a warning that is neither text nor an object: {type(warning).__name__}")
 
 
@@ -162,6 +208,10 @@ def _device_ids(value: Any, groups: Any) -> list[str]:
                 if isinstance(entity, dict) and entity.get("device_id") is not None:
                     ids.append(str(entity["device_id"]))
     return ids
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:

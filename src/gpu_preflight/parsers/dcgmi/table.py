@@ -10,7 +10,9 @@ minus its one-space left and two-space right margin), which restores ``desire`` 
 into ``desired``. Trailing blanks after the last ``|`` do not matter.
 
 Completeness: dcgmi always closes the table with a ``+----+----+`` border after the last
-row. A table without it, or with lines elided (``...``), was cut: it is read as far as it
+row; what follows it is another command's output (a Slurm epilog's ``dcgmi stats`` table) and
+is not read, unless it is a second run's table with its own ``Diagnostic | Result`` header.
+A table without the border, or with lines elided (``...``), was cut: it is read as far as it
 goes and the record says so in ``incomplete`` (a failing ``-r 2`` run cut after its
 Deployment rows must not read as "5 tests passed"). So does a result fragment that is
 not a status (``Fbil - GPU: 1``): it cannot be folded into the test, and dropping it
@@ -37,6 +39,7 @@ _PART = re.compile(r"^(?P<status>Pass|Fail|Warn|Skip|Skipped|Error|Not Run)\b\s*
 _PER_GPU = re.compile(r"^GPU\s*(?P<id>\d+)\s*:\s*(?P<status>\w[\w ]*)$", re.IGNORECASE)
 _MESSAGE_LABELS = ("warning", "info", "error", "note")
 _CLOSING = re.compile(r"^\+-+\+-+\+$")
+_HEADER = re.compile(r"^\|\s*Diagnostic\s*\|\s*Result\s*\|$")
 _METADATA = {"dcgm version": "dcgm_version", "driver version detected": "driver_version"}
 
 
@@ -49,6 +52,7 @@ def parse_table(text: str) -> DcgmDiagRecord:
     saw_table = False
     headed = False  # the "Diagnostic | Result" header row: rows pasted without it are a fragment
     closed = False
+    ended = False  # the table's closing border was read: what follows is another command's output
     elided: list[int] = []
 
     def flush() -> None:
@@ -60,13 +64,18 @@ def parse_table(text: str) -> DcgmDiagRecord:
 
     for number, raw in enumerate(lines, 1):
         line = raw.rstrip()
-        if is_elision(raw) and saw_table:
+        if is_elision(raw) and saw_table and not ended:
             elided.append(number)
         if not line.strip() or is_noise(raw) or line.lstrip().startswith("#"):
             continue
         stripped = line.strip()
+        if ended and stripped[:1] in ("|", "+"):
+            if not _HEADER.match(stripped):
+                continue  # `dcgmi stats`, `dcgmi discovery`...: a table of another command, not of this run
+            ended = False  # a second run's table (two tasks' outputs, a rerun): read it too
         if stripped[:1] in ("|", "+"):
             closed = bool(_CLOSING.match(stripped))
+            ended = closed and bool(record.tests)
         if m := _ERROR.match(line):
             record.errors.append(m.group("msg").strip())
             if (code := _RETURN.search(line)) is not None:
