@@ -367,3 +367,27 @@ def test_cluster_report_marks_missing_node_incomplete() -> None:
     assert report["cluster_info"]["data_completeness"] == "incomplete: missing h1"
     assert code == 2
     assert report["nodes"]["node_1"]["summary"]["overall_status"] == "ERROR"
+
+
+DEAD = {"error": "CollectiveTimeout: ...", "bytes": 1, "iters": 1}
+
+
+@pytest.mark.parametrize(("nodes", "links", "floor", "want"), [
+    (4, links_of([1.0, 1.0, 1.0]), None, [("cluster", "ok", "PASS", None)]),
+    (4, links_of([1.0, 0.8999, 1.0]), None, [("h2", "link_slow", "WARN", "monitor")]),  # WARN: watch it
+    (4, links_of([1.0, 0.5, 1.0]), None, [("h2", "link_slow", "FAIL", "isolate_node")]),  # h0 is fine with the rest
+    (4, [{"pair": [0, 1], **DEAD}, *links_of([1.0, 1.0, 1.0])[1:]], None,
+     [("h1", "exchange_failed", "FAIL", "isolate_node")]),
+    (2, [{"pair": [0, 1], **DEAD}], None, [("h1", "exchange_failed", "FAIL", "monitor")]),  # either end
+    (4, links_of([1.0, 0.4, 1.0]), 0.5, [("h2", "link_below_floor", "FAIL", "isolate_node")]),
+    # every exchange below the floor: node 0 is the common member, the peers are collateral
+    (4, links_of([0.2, 0.21, 0.2]), 0.5, [("h1", "link_below_floor", "FAIL", "monitor"),
+                                          ("h2", "link_below_floor", "FAIL", "monitor"),
+                                          ("h3", "link_below_floor", "FAIL", "monitor"),
+                                          ("h0", "reference_slow", "FAIL", "isolate_node")]),
+])
+def test_node_link_actions_follow_who_owns_the_exchange(nodes: int, links: list[dict[str, Any]],
+                                                        floor: float | None, want: list[Any]) -> None:
+    ps = [payload(0, 0, 0, links=links), *(payload(n, n, 0) for n in range(1, nodes))]
+    out = judge("network.node_links", facts(ps, nodes, 1), PerfConfig(node_link_min_gbps=floor))
+    assert [(f.subject, f.code, f.status.value, f.details.get("operator_action")) for f in out] == want

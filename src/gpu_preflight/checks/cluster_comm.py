@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from operator import itemgetter
 from typing import Any
 
+from ..actions import Action, with_action
 from ..ids import NODE_LINKS_ID
 from ..model import Finding, Status
 from ..records import ClusterView
@@ -225,6 +226,19 @@ def _allreduce_pass(ctx: CheckContext, subject: str, busbw: float, entry: dict[s
                        observed=round(busbw, 3), expected=f">= {floor.gbps:g}" if floor else None, unit="GB/s")
 
 
+def _link_action(status: Status, nodes: int, reference: bool) -> Action:
+    """The operator action of a slow or failed exchange with node 0, by who owns it.
+
+    A FAIL with three or more nodes, node 0 clear (most of its exchanges are fine), is the peer's:
+    it stays out until its link is fixed (isolate, as localisation isolates a node it convicts).
+    On two nodes one exchange cannot say which end is at fault, and when most exchanges are bad
+    node 0 is (``reference_slow``, isolate) and the peers are collateral: watch them (monitor),
+    as every WARN."""
+    if status is Status.FAIL and nodes >= 3 and not reference:
+        return Action.ISOLATE_NODE
+    return Action.MONITOR
+
+
 @check(NODE_LINKS_ID, needs=("cluster",), scope="cluster", group=(), component="network_infrastructure",
        core=True)
 def node_links(ctx: CheckContext) -> Iterator[Finding]:
@@ -236,6 +250,9 @@ def node_links(ctx: CheckContext) -> Iterator[Finding]:
     median (the slow link paces every collective); WARN for one more than
     ``perf.peer_outlier_fraction`` below the median. The slow node is named: the peer of a slow exchange, or node 0
     itself when (with three or more nodes) most of its exchanges are slow. SKIP on one node.
+    Operator action (:func:`_link_action`): a FAIL pinned on a peer isolates it, ``reference_slow``
+    isolates node 0; a WARN, a FAIL on two nodes (either end) and the peers of a slow node 0 are
+    ``monitor``.
     """
     c, perf = cluster(ctx), ctx.config.perf
     ref_rank = 0
@@ -251,42 +268,47 @@ def node_links(ctx: CheckContext) -> Iterator[Finding]:
 
     ok = [p for p in pairs if "gbps" in p and not p.get("wrong")]
     median = statistics.median(p["gbps"] for p in ok) if ok else None
-    slow = []
+    slow, found = [], []
     for p in pairs:
         peer = p["pair"][1]
         if p.get("error") or p.get("wrong"):
             slow.append(p)
-            yield ctx.finding(Status.FAIL, name(peer), "exchange_failed",
-                              f"exchange {name(p['pair'][0])} <-> {name(peer)} failed: "
-                              f"{p.get('error') or str(p['wrong']) + ' wrong element(s)'}",
-                              recommendation="Check this node's network link (cables, NIC, switch port) and its "
-                                             "fabric settings; exclude it and re-run.")
+            found.append(ctx.finding(Status.FAIL, name(peer), "exchange_failed",
+                                     f"exchange {name(p['pair'][0])} <-> {name(peer)} failed: "
+                                     f"{p.get('error') or str(p['wrong']) + ' wrong element(s)'}",
+                                     recommendation="Check this node's network link (cables, NIC, switch port) and its "
+                                                    "fabric settings; exclude it and re-run."))
         elif perf.node_link_min_gbps is not None and p["gbps"] < perf.node_link_min_gbps:
             slow.append(p)
-            yield ctx.finding(Status.FAIL, name(peer), "link_below_floor",
-                              f"exchange with {name(p['pair'][0])}: {p['gbps']:.3f} GB/s",
-                              observed=round(p["gbps"], 4),
-                              expected=f">= {perf.node_link_min_gbps:g}", unit="GB/s",
-                              recommendation="This node's link is below the floor: check its NIC, cable and switch "
-                                             "port.")
+            found.append(ctx.finding(Status.FAIL, name(peer), "link_below_floor",
+                                     f"exchange with {name(p['pair'][0])}: {p['gbps']:.3f} GB/s",
+                                     observed=round(p["gbps"], 4),
+                                     expected=f">= {perf.node_link_min_gbps:g}", unit="GB/s",
+                                     recommendation="This node's link is below the floor: check its NIC, cable and "
+                                                    "switch port."))
         elif median and len(ok) >= 2 and (status := peer_gap_status(p["gbps"], median, perf)) is not Status.PASS:
             slow.append(p)
             limit = median * (1 - (perf.peer_outlier_fail_fraction if status is Status.FAIL
                                    else perf.peer_outlier_fraction))
-            yield ctx.finding(status, name(peer), "link_slow",
-                              f"exchange with {name(p['pair'][0])}: {p['gbps']:.3f} GB/s, "
-                              f"{100 * (1 - p['gbps'] / median):.0f}% below the median {median:.3f}",
-                              observed=round(p["gbps"], 4),
-                              expected=f"{'>' if status is Status.FAIL else '>='} {limit:.3f}",
-                              unit="GB/s", details={"median_gbps": round(median, 4)},
-                              recommendation="This node's network link is slower than its peers': check "
-                                             "its NIC, cable, switch port and link speed."
-                                             + (" Every collective of a job on it runs at its pace: exclude it."
-                                                if status is Status.FAIL else ""))
-    if c.num_nodes >= 3 and pairs and len(slow) > len(pairs) / 2:
+            found.append(ctx.finding(status, name(peer), "link_slow",
+                                     f"exchange with {name(p['pair'][0])}: {p['gbps']:.3f} GB/s, "
+                                     f"{100 * (1 - p['gbps'] / median):.0f}% below the median {median:.3f}",
+                                     observed=round(p["gbps"], 4),
+                                     expected=f"{'>' if status is Status.FAIL else '>='} {limit:.3f}",
+                                     unit="GB/s", details={"median_gbps": round(median, 4)},
+                                     recommendation="This node's network link is slower than its peers': check "
+                                                    "its NIC, cable, switch port and link speed."
+                                                    + (" Every collective of a job on it runs at its pace: exclude it."
+                                                       if status is Status.FAIL else "")))
+    reference = c.num_nodes >= 3 and bool(pairs) and len(slow) > len(pairs) / 2
+    for f in found:
+        f.details = with_action(f.details, _link_action(f.status, c.num_nodes, reference))
+        yield f
+    if reference:
         yield ctx.finding(Status.FAIL, name(ref_rank), "reference_slow",
                           f"{len(slow)} of {len(pairs)} exchanges with {name(ref_rank)} are slow or failed: "
                           f"the common member, {name(ref_rank)}, is the likely culprit",
+                          details=with_action({}, Action.ISOLATE_NODE),
                           recommendation="Check node 0's network link; re-run with it excluded to confirm.")
     elif not slow:
         yield ctx.finding(Status.PASS, "cluster", "ok",
