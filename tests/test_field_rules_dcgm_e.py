@@ -11,6 +11,8 @@
 * DCGM 4.x ``-j`` prints each warning's ``error_severity`` level: a code the error table does not
   know (a newer DCGM's) is routed by that level, not by the generic fallback; a known code keeps
   the table's action; every level names an action word.
+* dcgmi's own ``Error: ...`` answer when a run cannot start (an unknown test name, a
+  heterogeneous group...) is recognised as a DCGM error record: nothing was measured (ERROR).
 """
 
 from __future__ import annotations
@@ -130,3 +132,14 @@ def test_a_known_code_keeps_the_tables_action_whatever_level_was_printed() -> No
 def test_every_severity_level_names_an_action_word() -> None:
     assert set(SEVERITY_LEVELS.values()) == set(SEVERITY_ACTIONS)
     assert severity_action(42) is None
+
+
+def test_dcgmis_answer_that_a_run_cannot_start_is_a_dcgm_error() -> None:
+    text = (DCGM / "dcgm67-3.x-diag-requested-test-not-found.txt").read_text()
+    assert detect_kind(text) == "dcgmi-diag"
+    record = parse_text(text)[1]
+    assert record.overall == "error" and "was not found among possible test choices" in record.errors[0]
+    assert statuses(text) == {"dcgm.diag": {Status.ERROR}}
+    other = "Error: Diagnostic can only be performed on a homogeneous group of GPUs."
+    assert detect_kind(other) == "dcgmi-diag"
+    assert detect_kind("Error: file not found") is None

@@ -34,6 +34,13 @@ _RESULT_ROW = re.compile(r"^\|\s*[A-Za-z][\w /()-]*?\s*\|\s*(?:Pass|Fail|Skip|Wa
 _JSON_TEST = re.compile(r'"name"\s*:\s*"[^"\n]+"\s*,\s*"results"\s*:\s*\[\s*\{\s*"(?:entity_group|gpu_ids?)"\s*:')
 
 
+# dcgmi's own "Error: ..." answers when a run cannot start (dcgmi/Diag.cpp's failure messages and
+# NVVS's unknown-test answer, DCGM 2.x-4.x): nothing was measured, the record is an error.
+_REFUSED = re.compile(r"^\s*Error: (?:requested test \"[^\"\n]*\" was not found among possible test choices"
+                      r"|Diagnostic can only be performed on a homogeneous group|Diagnostic could not be run "
+                      r"(?:because|while)|Unsupported entities are indicated)", re.MULTILINE)
+
+
 def sniff(text: str) -> int:
     if re.search(r'"DCGM (?:GPU )?Diagnostic"\s*:', text):
         return 100
@@ -43,7 +50,8 @@ def sniff(text: str) -> int:
         return 95
     if re.search(r"^[|+][-=+ ]*(?:Deployment|Integration|Hardware|Stress|Metadata)[-=+ ]*[|+]", text, re.MULTILINE):
         return 70
-    if re.search(r"DCGM GPU Diagnostic returned an error|Unable to (?:complete|run) diagnostic", text):
+    if re.search(r"DCGM GPU Diagnostic returned an error|Unable to (?:complete|run) diagnostic", text) or \
+            _REFUSED.search(text):
         return 90
     if _RESULT_ROW.search(text):  # rows pasted without the header or a category line
         return 60
