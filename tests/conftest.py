@@ -10,6 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests judge what the code does, never how fast this machine draws examples: a loaded
+# 2-core CI runner made Hypothesis's "input generation is slow" health check fail a console test.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
