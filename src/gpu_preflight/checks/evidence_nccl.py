@@ -55,7 +55,9 @@ NCCL_LOG_TRIAGE = declare(
     "nccl_log.triage", "No known failure signature in the job log",
     """A job's NCCL / torch.distributed log is searched for known failure signatures (timeouts,
     unhandled system errors, remote-peer closes, IB/EFA errors...): one finding per signature,
-    with the ranks and hosts its lines came from and what to do next; SKIP when none is found.""",
+    with the ranks and hosts its lines came from and what to do next. When none is found, PASS if the
+    log shows its communicators initialised (every "Init START" followed by "Init COMPLETE"), else SKIP:
+    a log that shows no failure but no finished init either is no evidence the job ran.""",
     group=(), component="network_infrastructure", actions=NCCL_LOG_ACTIONS)
 
 
@@ -325,6 +327,27 @@ def _is_all_reduce(record: NcclTestsRecord) -> bool:
             and row.busbw_gbps is not None and row.busbw_gbps >= 0.99 * row.algbw_gbps)
 
 
+def _no_signature(record: NcclLogRecord, source: str) -> Finding:
+    """A log without a failure signature: PASS only on what it states, communicators that finished their init.
+
+    A healthy NCCL_DEBUG=INFO log says so itself ("... - Init COMPLETE" per communicator rank); a
+    fragment without those lines, or one whose last init never completed (a hang, or a paste cut
+    there), shows no failure and no success either: SKIP, which is no evidence the job ran.
+    """
+    details = {"nccl_version": record.nccl_version, "comms_initialised": record.comms_initialised,
+               "comms_unfinished": record.comms_unfinished}
+    none = f"no known NCCL/torch.distributed failure signature in {record.lines} line(s)"
+    if record.comms_initialised and not record.comms_unfinished:
+        return Finding("nccl_log.triage", Status.PASS, source, "ok",
+                       f"{none}; {record.comms_initialised} communicator rank(s) initialised (Init COMPLETE)"
+                       f"{f', NCCL {record.nccl_version}' if record.nccl_version else ''}",
+                       observed=record.comms_initialised, unit="ranks", details=details)
+    if record.comms_unfinished:
+        none += (f"; {record.comms_unfinished} communicator rank(s) started init without completing it "
+                 "(a hang in init, or the paste stops there)")
+    return Finding("nccl_log.triage", Status.SKIP, source, "no_signature", none, details=details)
+
+
 @judges("nccl-log")
 def judge_nccl_log(record: NcclLogRecord, config: Config, source: str) -> Iterator[Finding]:
     """One finding per failure signature in a job log, worst first in the report."""
@@ -332,9 +355,7 @@ def judge_nccl_log(record: NcclLogRecord, config: Config, source: str) -> Iterat
     for sig in record.signatures:
         by_kind.setdefault(sig.kind, []).append(sig)
     if not by_kind:
-        yield Finding("nccl_log.triage", Status.SKIP, source, "no_signature",
-                      f"no known NCCL/torch.distributed failure signature in {record.lines} line(s)",
-                      details={"nccl_version": record.nccl_version})
+        yield _no_signature(record, source)
         return
     for kind, sigs in by_kind.items():
         advice = ADVICE.get(kind, _UNKNOWN)

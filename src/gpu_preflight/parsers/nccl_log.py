@@ -31,12 +31,16 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # out!") kills ranks whose watchdog itself hung: the same incident, a rank that stopped making progress.
     ("watchdog_timeout", re.compile(r"Watchdog caught collective operation timeout|collective operation timeout"
                                     r"|NCCL (?:watchdog )?timeout|watchdog got stuck for \d+ seconds"
-                                    r"|Heartbeat monitor timed out", re.IGNORECASE)),
+                                    r"|Heartbeat monitor timed out"
+                                    # a paste of the watchdog exception's frames alone: only a timeout raises there
+                                    r"|ProcessGroupNCCL::WorkNCCL::checkTimeout|Exception raised from checkTimeout at "
+                                    r"\S*ProcessGroupNCCL\.cpp", re.IGNORECASE)),
     ("duplicate_gpu", re.compile(r"Duplicate GPU detected\s*:\s*rank (?P<a>\d+) and rank (?P<b>\d+) both on "
                                  r"CUDA device (?P<dev>\S+)")),
-    # NET/IB, or a vendor's IB plugin that names itself after it (NET/IBP, NET/IBext).
-    ("ib_completion_error", re.compile(r"NET/IB\w*\s*:\s*Got completion from peer (?P<peer>\S+) with (?:error|status)"
-                                       r"[ =](?P<code>\d+)")),
+    # NET/IB, or a vendor's IB plugin that names itself after it (NET/IBP, NET/IBext). NCCL before 2.12 printed no
+    # peer ("Got completion with error 4, opcode ...").
+    ("ib_completion_error", re.compile(r"NET/IB\w*\s*:\s*Got completion (?:from peer (?P<peer>\S+) )?with "
+                                       r"(?:error|status)[ =](?P<code>\d+)")),
     # The HCA itself reported an asynchronous event (port error: a flapping link; local catastrophic error: the
     # adapter failed; work queue errors): the fabric below NCCL, whatever the collective was doing.
     ("ib_async_event", re.compile(r"NET/IB\s*:\s*(?:\S+:\d+ )?Got async event\s*:\s*(?P<why>[\w ]+)")),
@@ -68,7 +72,7 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                               r"|NCCL WARN Cuda failure (?:\d+ )?'(?!out of memory)",
                               re.IGNORECASE)),
     ("out_of_memory", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory", re.IGNORECASE)),
-    ("internal_error", re.compile(r"ncclInternalError|NCCL error.*internal error", re.IGNORECASE)),
+    ("internal_error", re.compile(r"ncclInternalError|NCCL error[^\n]{0,500}?internal error", re.IGNORECASE)),
     ("rendezvous_timeout", re.compile(r"DistStoreError|RendezvousTimeoutError|Timed out after \d+ seconds waiting "
                                       r"for clients|TCPStore.*(?:timed out|Timeout)", re.IGNORECASE)),
     ("segfault", re.compile(r"Caught signal 11|Segmentation fault|SIGSEGV")),
@@ -80,8 +84,14 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
 # escape byte), kubectl logs --timestamps ("2019-06-02T16:13:44.884Z: "), a log console's ISO time column with
 # an offset, after a "|" or glued to the message ("| 2025-05-16T16:39:51.208-07:00 | ", CloudWatch), a CI or
 # syslog clock ("Nov 20 16:03:25 ") and pdsh's host name before NCCL's own host:pid:tid prefix
-# ("worker-0: worker-0:19491:21059 [7] "). Stripped before a line is read.
-_LAUNCHER = re.compile(r"^(?:[ \t]+|\[\d+,\d+\]<(?:stdout|stderr)>:|\[\d+\] (?=\[)|\d{1,5}: (?=\S)"
+# ("worker-0: worker-0:19491:21059 [7] "); a plain date and time ("2024-05-11 14:10:52.224 ", Ray's log
+# columns), vLLM's logger prefix ("ERROR 01-29 07:44:33 worker_base.py:467] ", "INFO 08-26 09:12:24
+# [shm_broadcast.py:289] ") and GitHub's quoting (a "> " quote, an inline-code backtick). Stripped before
+# a line is read.
+_LAUNCHER = re.compile(r"^(?:[ \t]+|`+|>[ \t]?|\[\d+,\d+\]<(?:stdout|stderr)>:|\[\d+\] (?=\[)|\d{1,5}: (?=\S)"
+                       r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)? "
+                       r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? "
+                       r"\[?[\w.-]+\.py:\d+\] "
                        r"|\d{1,3}(?:\.\d{1,3}){3}: |\x1b?\[[0-9;]{1,8}m|\((?:\w+ )?pid=\d+(?:, ip=[\w.:]+)?\) ?"
                        r"|\|[ \t]*(?=\d{4}-)"
                        r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}):?(?: \| ?| )?"
@@ -92,6 +102,13 @@ _HOST_PREFIX = re.compile(r"^(?P<host>[\w.-]+):\s+Test (?:NCCL|CUDA) failure")
 _VERSION = re.compile(r"NCCL version[:\s]+(?P<v>\d+\.\d+\.\d+(?:\+\S+)?)")
 _STARTS_ENTRY = re.compile(r"^(?:\[|\w[\w.-]*:\d+:\d+\s|[A-Z]\d{4}\s|#|\s*File |Traceback|\w+(?:Error|Exception)\b"
                            r"|terminate called|\s*what\(\)|NCCL|\w+:\s)")
+# A communicator rank's init: "ncclCommInitRank comm 0x55fa rank 0 nranks 4 ... - Init START" (2.12+), then "...
+# - Init COMPLETE" (every version; ncclCommSplit and ncclCommInitRankConfig too). Keyed by host, pid and comm.
+_COMM_INIT = re.compile(r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks \d+\b[^\n]{0,300}? - Init "
+                        r"(?P<state>START|COMPLETE)\b")  # bounded: a 16 MiB line of "comm 0x.." must stay linear
+# NCCL's own InfiniBand transport is in use: "No plugin found ... using internal implementation" before it is
+# not a fall-back to sockets (the internal IB transport is NCCL's fast path on IB and RoCE).
+_IB_IN_USE = re.compile(r"NET/IB\s*:\s*Using \[\d+\]|\bUsing network IB\b")
 _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
 _ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)")
 _ROOT_HOST = re.compile(r"^\s*host\s*:\s*(?P<host>\S+)")
@@ -123,10 +140,25 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
     (70, re.compile(r"^WARN: Function: \w+ Line: \d+: NET/OFI\b|^libfabric:\d+:\d+::\w+:\w+:\S+<warn> ", re.M)),
     (60, re.compile(r"^torch\.distributed\.[\w.]+(?:Error|Exception)\b|^\s*Root Cause \(first observed failure\)"
                     r"|^\s*File \"[^\"]*/torch/distributed/\w+\.py\", line \d+", re.M)),
-    # PyTorch's watchdog record alone, as a one-line paste: "Watchdog caught collective operation timeout: WorkNCCL(";
-    # an IB transport's completion error or async event alone, without NCCL's prefix ("NET/IBP:Got completion").
-    (60, re.compile(r"^Watchdog caught collective operation timeout: WorkNCCL\("
-                    r"|^NET/IB\w*\s*:\s*Got (?:completion from peer|async event)", re.M)),
+    # PyTorch's watchdog record alone, as a one-line paste, wherever the line holds it (after a "[BUG] " tag, an
+    # issue title): "Watchdog caught collective operation timeout: WorkNCCL("; an IB transport's completion error
+    # or async event alone, without NCCL's prefix ("NET/IBP:Got completion").
+    (60, re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\("
+                    r"|^NET/IB\w*\s*:\s*Got (?:completion (?:from peer|with)|async event)", re.M)),
+    # An NCCL debug line whose host:pid:tid prefix a paste dropped ("NCCL WARN Call to ibv_modify_qp ..."), and
+    # c10d's error text ("NCCL error in: .../ProcessGroupNCCL.cpp:410, unhandled system error, NCCL version 2.5.6").
+    (75, re.compile(r"^NCCL (?:WARN|INFO) \S|^NCCL error in: \S+:\d+, \w", re.M)),
+    # NCCL's own error texts wherever a line holds them (a framework's exception, a one-line paste, a terminal copy
+    # whose lines ran together): c10d's "NCCL error ..., NCCL version x.y.z", ncclResult's name with its
+    # ncclGetErrorString text, or an NCCL call "failed:" with that text (Horovod, TensorFlow).
+    (70, re.compile(r"\bNCCL error\b[^\n]{0,400}?, NCCL version \d+\.\d+"
+                    r"|\bnccl(?:Remote|Internal|System|UnhandledCuda)Error: (?:A call failed|Internal check failed"
+                    r"|System call|Call to CUDA function failed)|\bncclInvalidUsage: This usually reflects"
+                    r"|\bnccl[A-Z]\w+ failed: (?:unhandled (?:system|cuda) error|internal error"
+                    r"|invalid (?:usage|argument)|remote process exited)", re.M)),
+    # torch's C++ exception from ProcessGroupNCCL pasted without its message: its frames and where it was raised.
+    (60, re.compile(r"^(?:frame #\d+: )?c10d::ProcessGroupNCCL::\w+"
+                    r"|^Exception raised from \w+ at \S*ProcessGroupNCCL\.cpp:\d+", re.M)),
 )
 
 
@@ -148,12 +180,19 @@ def parse(text: str) -> NcclLogRecord:
     seen: dict[tuple[str, int | None, str | None, str], NcclSignature] = {}
     ranks: set[int] = set()
     hosts: set[str] = set()
+    inits: dict[tuple[str | None, int | None, str], bool] = {}  # (host, pid, comm) -> Init COMPLETE seen
+    ib_in_use = False
     for number, line in _logical_lines(raw_lines):
         if line.lstrip().startswith("#"):
             continue
         if record.nccl_version is None and (v := _VERSION.search(line)):
             record.nccl_version = v.group("v")
         prefix = _NCCL_PREFIX.match(line)
+        ib_in_use = ib_in_use or bool(_IB_IN_USE.search(line))
+        if init := _COMM_INIT.search(line):
+            key_init = (prefix.group("host") if prefix else None, int(prefix.group("pid")) if prefix else None,
+                        init.group("comm"))
+            inits[key_init] = inits.get(key_init, False) or init.group("state") == "COMPLETE"
         rank_m = _RANK.search(line)
         rank = int(rank_m.group("rank") or rank_m.group("rank2")) if rank_m else None
         if rank is not None:
@@ -181,6 +220,10 @@ def parse(text: str) -> NcclLogRecord:
                             peer=groups.get("peer"))
         seen[key] = sig
         record.signatures.append(sig)
+    if ib_in_use:
+        record.signatures = [s for s in record.signatures if s.kind != "net_plugin_fallback"]
+    record.comms_initialised = sum(inits.values())
+    record.comms_unfinished = len(inits) - record.comms_initialised
     root = _root_cause(raw_lines)
     if root is not None:
         record.signatures.append(root)

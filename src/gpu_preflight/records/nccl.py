@@ -36,6 +36,8 @@ class NcclLogRecord:
     ranks_seen: list[int] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     lines: int = 0
+    comms_initialised: int = 0  # communicator ranks whose "Init COMPLETE" the log shows
+    comms_unfinished: int = 0  # communicator ranks whose "Init START" has no "Init COMPLETE" after it
 
 
 @dataclass
