@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -217,9 +219,10 @@ def test_stamp_applies_only_to_warn_fail_error_and_never_overrides() -> None:
         Finding("gpu.pcie", FAIL, "n1/gpu0", "link_downtrained", "", details={DETAIL_KEY: "isolate_node"}),
         Finding("localize.suspect", FAIL, "node3", "slow", ""),  # a declared id's table
         Finding("localize.suspect", FAIL, "node3", "undecided", ""),
+        Finding("localize.suspect", WARN, "node3<->node5", "link_slow", ""),  # the path, not a node
     ])
     assert [f.details.get(DETAIL_KEY) for f in found] == [
-        "check_mechanicals", "monitor", None, None, "isolate_node", "isolate_node", None]
+        "check_mechanicals", "monitor", None, None, "isolate_node", "isolate_node", None, "monitor"]
     assert shared == {"link": "x16"}  # not changed in place
     assert DETAIL_KEY not in found[2].details and DETAIL_KEY not in found[3].details
 
@@ -298,3 +301,16 @@ def test_docs_table_lists_every_registered_action() -> None:
     want = {(check_id, code, action.value) for check_id, table in operator_actions().items()
             for code, action in table.items()}
     assert _docs_rows() == want
+
+
+def test_a_cluster_checks_finding_judged_on_its_own_names_its_action(tmp_path: Path) -> None:
+    """A saved fi_pingpong file judged alone: fabric.pingpong's table registers with a cluster
+    module, which a fresh ``judge`` process had not imported, so its FAIL named no action. In a
+    subprocess: in this one an earlier test may already have imported every check module."""
+    saved = tmp_path / "pingpong.txt"
+    saved.write_text("bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec\n"
+                     "fi_getinfo(): common/shared.c:1204, ret=-61 (No data available) error\n")
+    out = subprocess.run([sys.executable, "-m", "gpu_preflight", "judge", "--kind", "fi-pingpong", "--format", "json",
+                          str(saved)], capture_output=True, text=True, timeout=120, check=False)
+    found = [f for f in json.loads(out.stdout)["findings"] if f["check_id"] == "fabric.pingpong"]
+    assert [(f["status"], f["details"].get(DETAIL_KEY)) for f in found] == [("FAIL", "monitor")], out.stderr

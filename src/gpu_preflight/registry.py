@@ -291,8 +291,10 @@ def stamp_actions(findings: Iterable[Finding]) -> list[Finding]:
     out = []
     for f in findings:
         table = _ACTIONS.get(f.check_id)
-        if table is None and "node" not in _discovered and f.status not in _NO_ACTION:
+        if table is None and "cluster" not in _discovered and f.status not in _NO_ACTION:
             discover("node")  # a declared id's table registers with its module (localisation's, say)
+            if f.check_id not in CHECKS and f.check_id not in DECLARED:
+                discover()  # a cluster check's id judged on its own (a saved fi_pingpong file): its module
             table = _ACTIONS.get(f.check_id)
         action = table.get(f.code) if table and f.status not in _NO_ACTION else None
         if action is not None and DETAIL_KEY not in f.details:

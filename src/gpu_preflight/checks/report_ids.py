@@ -54,11 +54,14 @@ LOCALIZE_SUSPECT = declare(
     WARN/FAIL per suspect with the rounds that convicted it; PASS when the rounds found none.""",
     group=(), component="network_infrastructure", core=True,
     settings=tuple(f"localize.{f.name}" for f in fields(LocalizeSettings)),  # every rule of the rounds
-    actions=dict.fromkeys(("dead", "timeout", "failed", "wrong", "slow", "below_floor", "latency", "flaky",
-                           "local", "unresolved"), Action.ISOLATE_NODE))
+    actions={**dict.fromkeys(("dead", "timeout", "failed", "wrong", "slow", "below_floor", "latency", "flaky",
+                              "local", "unresolved"), Action.ISOLATE_NODE),
+             **dict.fromkeys(("link_slow", "group_slow"), Action.MONITOR)})
 """The rounds exclude a convicted node (and, to be safe, one they could not clear: ``unresolved``):
-it stays out until repaired, so the scheduler hook isolates it. ``undecided`` excludes nothing and a
-slow link or group is the path between nodes: neither names an action on a node."""
+it stays out until repaired, so the scheduler hook isolates it. A slow link or group is the path
+between nodes, which no one node's isolation repairs: watch it (the same ``monitor`` the fabric
+pair checks name for a pair neither node can be blamed for). ``undecided`` excludes nothing and
+names no action."""
 RUN_COVERAGE = declare(
     RUN_COVERAGE_ID, "Something was judged",
     """The run judged at least one thing: ERROR when every check was skipped or none ran, so a
