@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..config.diagnostics import diagnostics_config
-from ..diagnostics.verdicts import not_run, unreadable
 from ..model import Finding, Status
 from ..records.tools import FabricFacts
 from ..registry import CheckContext, check
 from .evidence import judge_record
+from .verdicts import not_run, unreadable
 
 EFA = "efa"
 
