@@ -48,9 +48,9 @@ GPU_FIELDS = ("index", "name", "memory_total_bytes", "memory_used_bytes", "memor
 
 def node_entry_text(gpus: int, nodes: int) -> str:
     """A node entry as the runner sends it: the node checks over the snapshot, widened to ``gpus`` GPUs."""
+    from gpu_preflight.backends.launcher.topology import Launcher, Topology
     from gpu_preflight.config import Config
     from gpu_preflight.distributed.runner import node_payload
-    from gpu_preflight.distributed.topology import Launcher, Topology
     from gpu_preflight.engine import run_checks
 
     dump = json.loads(SNAPSHOT.read_text())

@@ -83,7 +83,7 @@ def serve(conn: Any) -> None:
 
 
 def topo_of(rank: int, world: int) -> Any:
-    from gpu_preflight.distributed.topology import Launcher, Topology
+    from gpu_preflight.backends.launcher.topology import Launcher, Topology
 
     node, local = divmod(rank, GPUS)
     return Topology(launcher=Launcher.SLURM, world_size=world, rank=rank, local_rank=local, local_world_size=GPUS,

@@ -21,9 +21,9 @@ from typing import Any
 from gpu_preflight.config import Config
 from gpu_preflight.config.schema import PerfConfig
 from gpu_preflight.engine import run_checks
+from gpu_preflight.findings.canonical import node_entry
 from gpu_preflight.report.advice import add_advice
 from gpu_preflight.report.build import build_cluster_report
-from gpu_preflight.report.canonical import node_entry
 from gpu_preflight.report.scores import add_scores
 
 from .conftest import H200_DUMP

@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from gpu_preflight.findings.canonical import summarize
 from gpu_preflight.report.advice import add_advice
-from gpu_preflight.report.canonical import summarize
 from gpu_preflight.report.scores import add_scores
 
 from .report_data import cluster_report

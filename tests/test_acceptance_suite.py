@@ -178,7 +178,7 @@ def _gathered(*, all_reduce_ok: bool, ddp_loss_end: float) -> dict[str, Any]:
 def _told(gathered: dict[str, Any]) -> list[str]:
     """The lines of the gathered ranks' results heard as each rank tells them (``rank.ResultSink``),
     in the order the workloads run, each rank through its own :class:`LiveLines`."""
-    from gpu_preflight.distributed.topology import Launcher, Topology
+    from gpu_preflight.backends.launcher.topology import Launcher, Topology
     from gpu_preflight.outputs.acceptance import LiveLines
 
     payloads, lines = gathered["payloads"], []

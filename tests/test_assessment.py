@@ -14,6 +14,7 @@ import pytest
 from gpu_preflight.config import build_config
 from gpu_preflight.config.loader import ConfigError
 from gpu_preflight.config.report_schema import ReportConfig
+from gpu_preflight.findings.canonical import verdict_of
 from gpu_preflight.history import HistoryStore, extract
 from gpu_preflight.model import Status
 from gpu_preflight.report.advice import recommendations_by_urgency
@@ -29,7 +30,6 @@ from gpu_preflight.report.assessment import (
     targets,
     trends,
 )
-from gpu_preflight.report.canonical import verdict_of
 from gpu_preflight.report.html import render_html
 from gpu_preflight.report.html_assessment import assessment_sections
 from gpu_preflight.report.scores import compute_scores

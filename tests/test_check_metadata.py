@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from gpu_preflight import registry
+from gpu_preflight.findings.canonical import TEST_GROUPS, finding_groups
 from gpu_preflight.model import Finding
 from gpu_preflight.registry import CheckContext
-from gpu_preflight.report.canonical import TEST_GROUPS, finding_groups
 from gpu_preflight.report.scores import COMPONENT_RULES, component_of
 
 # id -> (groups, component[, {dcgm level: groups at that level}])
@@ -152,7 +152,7 @@ def test_a_misspelt_group_or_component_is_an_error_at_import(kwargs: dict[str, A
 
 def test_grouping_a_node_report_imports_no_cluster_check() -> None:
     code = ("import sys; from gpu_preflight import registry; registry.discover('node')\n"
-            "from gpu_preflight.report.canonical import finding_groups, group_statuses\n"
+            "from gpu_preflight.findings.canonical import finding_groups, group_statuses\n"
             "from gpu_preflight.report.scores import component_of\n"
             "assert finding_groups('gpu.thermal') == ('gpu_health',), finding_groups('gpu.thermal')\n"
             "assert component_of('system.cpu') == 'resource_management'\n"

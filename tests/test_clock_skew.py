@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight.backends.launcher.topology import Launcher, Topology
 from gpu_preflight.distributed.gather import collect, gather, post_node_bundle
 from gpu_preflight.distributed.liveness import STAMP_SLACK_S, Beat, Beats, beat_interval, stale_after
 from gpu_preflight.distributed.store import PREFIX, STALE_S, Heartbeat, form_group
-from gpu_preflight.distributed.topology import Launcher, Topology
 
 from .test_gather import Clock, open_store
 from .torch_extra import torch_or_skip

@@ -12,10 +12,10 @@ from gpu_preflight.checks.floors import peer_gap_status
 from gpu_preflight.cluster.aggregate import cluster_facts
 from gpu_preflight.config import Config
 from gpu_preflight.config.schema import PerfConfig
+from gpu_preflight.findings.canonical import node_entry
 from gpu_preflight.model import NodeReport, Status
 from gpu_preflight.registry import CheckContext, get_check
 from gpu_preflight.report.build import build_cluster_report
-from gpu_preflight.report.canonical import node_entry
 from gpu_preflight.workloads.collectives import bus_factor
 
 

@@ -16,12 +16,12 @@ from typing import Any, cast
 
 import pytest
 
+from gpu_preflight.backends.launcher.topology import Launcher, Topology
 from gpu_preflight.cluster.aggregate import cluster_facts
 from gpu_preflight.config import Config
 from gpu_preflight.config.diagnostics import DiagnosticsConfig
 from gpu_preflight.distributed import connectivity as conn
 from gpu_preflight.distributed.store import KVStore
-from gpu_preflight.distributed.topology import Launcher, Topology
 from gpu_preflight.ids import CONNECTIVITY_ID
 from gpu_preflight.records.connectivity import attribute
 from gpu_preflight.registry import CheckContext, get_check

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from gpu_preflight.backends.launcher.topology import Launcher, Topology
 from gpu_preflight.cluster.aggregate import build_cluster_report
 from gpu_preflight.config import Config
 from gpu_preflight.distributed.plan import make_plan, report_parameters
-from gpu_preflight.distributed.topology import Launcher, Topology
 from gpu_preflight.workloads.scaling import GPU_TIERS, collective_sweep, tier_of
 
 from .conftest import REPO

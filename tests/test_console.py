@@ -28,9 +28,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpu_preflight.engine import run_checks
+from gpu_preflight.findings.canonical import node_entry, result_line
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.model import Status
 from gpu_preflight.report.build import assemble_report
-from gpu_preflight.report.canonical import node_entry, result_line
 from gpu_preflight.report.console import (
     DEFAULT_WIDTH,
     MAX_PER_CHECK,
@@ -44,7 +45,6 @@ from gpu_preflight.report.console import (
     value_text,
     width_of,
 )
-from gpu_preflight.report.model import ClusterReport
 
 from .conftest import H200_DUMP, REPO
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from gpu_preflight.config import Config
+from gpu_preflight.findings.diagnostic_sections import network_section
 from gpu_preflight.model import Status, jsonable
 from gpu_preflight.parsers.infiniband import IbDevice, IbDevicesRecord, IbPort
 from gpu_preflight.probes.fabric import fabric_probe
 from gpu_preflight.records.fabric import OfiPlugin
 from gpu_preflight.records.tools import FabricFacts
-from gpu_preflight.report.diagnostic_sections import network_section
 
 from . import fake_sysfs
 from .diag_tools import check, config, hang, probe_ctx, replay, statuses

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gpu_preflight.engine import run_checks
-from gpu_preflight.report.canonical import save_artifacts
-from gpu_preflight.report.diagnostic_sections import (
+from gpu_preflight.findings.canonical import save_artifacts
+from gpu_preflight.findings.diagnostic_sections import (
     communication_test,
     dcgm_section,
     diagnostic_sections,

@@ -127,7 +127,7 @@ def launcher_cases(rng: random.Random, count: int) -> list[tuple[str, dict[str, 
 
 
 def test_malformed_launcher_variables_are_refused_or_read() -> None:
-    from gpu_preflight.distributed.topology import TopologyError, detect
+    from gpu_preflight.backends.launcher.topology import TopologyError, detect
 
     crashes, refused = [], 0
     for what, env in launcher_cases(random.Random(28), 600):
@@ -152,7 +152,7 @@ def launcher_free_environ() -> dict[str, str]:
 
 def test_malformed_launcher_environments_exit_3_in_one_line() -> None:
     """The issue's five and a seeded sample that ``detect`` refuses, through the real command line."""
-    from gpu_preflight.distributed.topology import TopologyError, detect
+    from gpu_preflight.backends.launcher.topology import TopologyError, detect
 
     sample = []
     for _, env in launcher_cases(random.Random(2028), 200):

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight.backends.launcher.topology import Launcher, Topology
 from gpu_preflight.distributed.gather import gather, post_node_bundle
 from gpu_preflight.distributed.liveness import Beats
 from gpu_preflight.distributed.store import PREFIX, STALE_S
-from gpu_preflight.distributed.topology import Launcher, Topology
 from gpu_preflight.records.columns import unpack
 
 from .torch_extra import torch_or_skip

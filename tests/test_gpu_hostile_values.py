@@ -24,8 +24,8 @@ import pytest
 
 from gpu_preflight.config import Config, build_config, find_profile
 from gpu_preflight.config.profiles import shipped_profiles
-from gpu_preflight.health.status import HealthState
-from gpu_preflight.health.status import judge as judge_health
+from gpu_preflight.findings.health import HealthState
+from gpu_preflight.findings.health import judge as judge_health
 from gpu_preflight.model import NA, CheckResult, NodeReport, Status
 
 from .nvml_stub.stub import stub_env, write_stub_data

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight.backends.launcher.topology import Launcher, Topology
 from gpu_preflight.config import Config
 from gpu_preflight.diagnostics.window import GpuWindow
 from gpu_preflight.distributed import gpu_window
 from gpu_preflight.distributed.plan import Plan, steps_for
-from gpu_preflight.distributed.topology import Launcher, Topology
 from gpu_preflight.engine import RunOptions
 from gpu_preflight.probes.dcgm import dcgm_probe
 

@@ -275,7 +275,7 @@ def test_cli_import_check_and_prune(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_extract_reads_the_typed_report_as_its_dict_and_refuses_one_without_a_verdict(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from gpu_preflight.report.model import ClusterReport
+    from gpu_preflight.findings.model import ClusterReport
 
     report = cluster_run({"h0": gpus("aa"), "h1": gpus("bb", tflops=600.0)})
     assert repr(extract(ClusterReport.from_dict(report))) == repr(extract(report))
@@ -290,7 +290,7 @@ def test_extract_reads_the_typed_report_as_its_dict_and_refuses_one_without_a_ve
 def test_history_findings_merge_into_the_typed_report_as_a_new_value(store: HistoryStore) -> None:
     import copy
 
-    from gpu_preflight.report.model import ClusterReport
+    from gpu_preflight.findings.model import ClusterReport
 
     file_run(store, cluster_run({"h0": gpus("aa"), "h1": gpus("bb")}))
     report = cluster_run({"h0": gpus("aa"), "h1": gpus("bb", tflops=650.0)})

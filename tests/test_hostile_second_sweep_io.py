@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from gpu_preflight.boundedio import REPORT_LIMIT
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.history.extract import NodeIndex, extract
-from gpu_preflight.report.model import ClusterReport
 from gpu_preflight.report.write import write_report
 
 from .conftest import H200_DUMP

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -24,23 +25,16 @@ PKG = "gpu_preflight"
 LAYER_OF = {
     "": "api", "_version": "model", "model": "model", "recovery": "model", "registries": "model",
     "boundedio": "util", "kept_thread": "util", "deadline": "util", "safeio": "util", "redact": "util",
-    "interrupts": "util",  # the program's SIGINT/SIGTERM handling, which safeio's staged files rely on
-    "fastclass": "model",  # the dataclass decorator every layer uses
-    "actions": "model",  # the operator-action vocabulary findings carry (pure)
-    "bytecache": "model",  # what fastclass and the config loader keep beside the bytecode
-    "report.progress": "util",  # a terminal helper
-    "config": "config", "registry": "registry",
-    "records": "records",
-    "checks": "checks", "diagnostics.verdicts": "checks", "parsers": "parsers",
-    "backends": "backends", "distributed.topology": "backends", "distributed.rendezvous_view": "backends",
-    "distributed.identity": "backends",  # who this node is: the environment and a socket, read like topology
-    "workloads": "workloads", "probes": "probes", "diagnostics": "probes",
-    "engine": "engine", "evidence": "engine", "snapshots": "engine", "ids": "model",  # names only
-    "findings": "findings", "cluster": "findings", "localize": "findings", "health.status": "findings",
-    "report.canonical": "findings", "report.diagnostic_sections": "findings", "report.model": "findings",
+    "interrupts": "util", "progress": "util",
+    "fastclass": "model", "actions": "model", "bytecache": "model", "ids": "model",
+    "config": "config", "registry": "registry", "records": "records",
+    "checks": "checks", "parsers": "parsers", "backends": "backends", "workloads": "workloads",
+    "probes": "probes", "diagnostics": "probes",
+    "engine": "engine", "evidence": "engine", "snapshots": "engine",
+    "findings": "findings", "cluster": "findings", "localize": "findings",
     "distributed": "distributed", "report": "report", "outputs": "outputs", "history": "outputs",
     "integrations": "outputs", "server": "outputs", "health": "outputs", "run": "run", "cli": "cli",
-    "__main__": "cli", "integrations.sagemaker_entry": "cli",  # the SageMaker job's command line
+    "__main__": "cli",
 }
 _B = {"model", "util"}
 MAY_USE: dict[str, set[str]] = {
@@ -119,12 +113,18 @@ def wrong_way() -> dict[tuple[str, str], list[int]]:
     return dict(bad)
 
 
-def circles() -> list[tuple[str, ...]]:
-    """Groups of modules that import each other, directly or not (the facade's TYPE_CHECKING imports aside)."""
+def folder(short: str) -> str:
+    """The folder a module sits in (its first name under the package); a top-level module is its own."""
+    return short.split(".")[0]
+
+
+def circles(node: Callable[[str], str] = str) -> list[tuple[str, ...]]:
+    """Groups of modules (or, with ``node=folder``, of folders) that import each other, directly or
+    not (the facade's TYPE_CHECKING imports aside)."""
     graph: dict[str, set[str]] = defaultdict(set)
     for src, dst, _ in imports():
-        if src != PKG:
-            graph[src].add(dst)
+        if src != PKG and dst != PKG and node(src) != node(dst):
+            graph[node(src)].add(node(dst))
     reach: dict[str, set[str]] = {}
     for start in list(graph):
         seen: set[str] = set()
@@ -151,3 +151,15 @@ def test_imports_go_down_the_layers() -> None:
 
 def test_no_import_circles() -> None:
     assert circles() == KNOWN_CIRCLES
+
+
+def test_folders_are_the_layers() -> None:
+    """A layer is a set of whole folders (a top-level module counts as its own folder): no file is
+    re-homed into another layer than its folder's, so where a file sits says what it may import."""
+    assert [name for name in LAYER_OF if "." in name] == []
+
+
+def test_no_folder_circles() -> None:
+    """Drawn by folder, no two folders import each other, directly or through others: a folder
+    that needs something of a folder that needs it holds a file that belongs elsewhere."""
+    assert circles(folder) == []

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from gpu_preflight.backends.launcher.rendezvous_view import agent_settings, parse_endpoint, participants
+from gpu_preflight.backends.launcher.topology import Launcher
 from gpu_preflight.distributed.leave import carries_verdict, process_gone, verdict_text, write_error_file
-from gpu_preflight.distributed.rendezvous_view import agent_settings, parse_endpoint, participants
-from gpu_preflight.distributed.topology import Launcher
 
 from .torch_extra import torch_or_skip
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight.backends.launcher.identity import PRECEDENCE, choose_name, local_address, measure
+from gpu_preflight.backends.launcher.topology import detect
 from gpu_preflight.cluster.aggregate import cluster_facts, node_names
 from gpu_preflight.config import Config
 from gpu_preflight.config.schema import PerfConfig
-from gpu_preflight.distributed.identity import PRECEDENCE, choose_name, local_address, measure
-from gpu_preflight.distributed.topology import detect
 from gpu_preflight.localize.report import localization_block
 from gpu_preflight.localize.simulate import Scenario, simulate
 from gpu_preflight.report.build import build_cluster_report

@@ -29,6 +29,7 @@ from gpu_preflight.checks.dcgm_errors import DCGM_ERRORS, OVERRIDES, SEVERITY_AC
 from gpu_preflight.checks.evidence import judge_record
 from gpu_preflight.config import Config
 from gpu_preflight.config.slurm_schema import SlurmConfig
+from gpu_preflight.findings.canonical import build_report
 from gpu_preflight.integrations.k8s import ACTION_LABEL, kubectl_commands, plan
 from gpu_preflight.integrations.slurm import drain_reason
 from gpu_preflight.integrations.slurm_result import judge, node_results, parse_timestamp
@@ -37,7 +38,6 @@ from gpu_preflight.parsers.dcgmi import parse as parse_dcgmi
 from gpu_preflight.probes.gpu import facts_from_dump
 from gpu_preflight.records import GpuFacts, SystemFacts
 from gpu_preflight.registry import CheckContext, get_check, operator_actions, stamp_actions
-from gpu_preflight.report.canonical import build_report
 
 from .test_gpu_checks import links
 

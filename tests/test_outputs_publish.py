@@ -12,10 +12,10 @@ import pytest
 
 from gpu_preflight.config.history import HistoryConfig
 from gpu_preflight.config.outputs import OutputsConfig
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.history import HistoryStore
 from gpu_preflight.outputs import add_output_arguments
 from gpu_preflight.outputs.publish import HistoryNotes, annotate, publish
-from gpu_preflight.report.model import ClusterReport
 
 from .history_data import cluster_run, gpus
 from .outputs_data import NVRM, run_args, written_report

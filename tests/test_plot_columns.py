@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpu_preflight.report.canonical import summarize
+from gpu_preflight.findings.canonical import summarize
 from gpu_preflight.report.measurements import num
 from gpu_preflight.report.plot_data import Spread, local_sweeps
 

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight import progress as progress_mod
+from gpu_preflight.backends.launcher.topology import Launcher, Topology
 from gpu_preflight.distributed import watch as watch_mod
 from gpu_preflight.distributed.liveness import Beats
 from gpu_preflight.distributed.plan import Plan, steps_for
 from gpu_preflight.distributed.stages import Marks
 from gpu_preflight.distributed.store import PREFIX, STALE_S, get_text
-from gpu_preflight.distributed.topology import Launcher, Topology
 from gpu_preflight.distributed.watch import JobWatch
-from gpu_preflight.report import progress as progress_mod
-from gpu_preflight.report.progress import ENV, StageState, progress, should_show, stage_view, view_mode
+from gpu_preflight.progress import ENV, StageState, progress, should_show, stage_view, view_mode
 
 from .torch_extra import torch_or_skip
 
@@ -80,7 +80,7 @@ def test_environment_overrides_the_guess(monkeypatch: pytest.MonkeyPatch, value:
 
 
 def test_quiet_path_does_not_import_rich() -> None:
-    code = ("import io, sys\nfrom gpu_preflight.report.progress import progress\n"
+    code = ("import io, sys\nfrom gpu_preflight.progress import progress\n"
             "with progress('x', total=2, stream=io.StringIO()) as bar:\n    bar.advance('y')\n"
             "print('rich' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gpu_preflight.report.model import ClusterReport
+from gpu_preflight.findings.model import ClusterReport
 
 from .report_schema_check import problems
 

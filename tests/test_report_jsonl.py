@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpu_preflight.report.canonical import result_line
+from gpu_preflight.findings.canonical import result_line
 from gpu_preflight.report.jsonl import FINDING_EVENT, VERDICT_EVENT, render_jsonl
 
 from .platform_reports import cluster_report

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from gpu_preflight.cli.main import build_parser
+from gpu_preflight.findings.canonical import node_entry
+from gpu_preflight.findings.model import Assessment, ClusterReport, NodeSections, ReportFinding
 from gpu_preflight.model import SCHEMA_VERSION, Status
 from gpu_preflight.report import FORMATS, render, reporters
 from gpu_preflight.report.advice import add_advice, advise
 from gpu_preflight.report.build import assemble, assemble_report
-from gpu_preflight.report.canonical import node_entry
-from gpu_preflight.report.model import Assessment, ClusterReport, NodeSections, ReportFinding
 from gpu_preflight.report.schema import generate, shipped, text
 from gpu_preflight.report.write import write_report
 
@@ -221,7 +221,7 @@ def test_written_reports_are_checked(tmp_path: Any) -> None:
 
 
 def test_the_verdict_of_the_typed_report_is_the_verdict_of_its_dict(report: dict[str, Any]) -> None:
-    from gpu_preflight.report.canonical import verdict_of
+    from gpu_preflight.findings.canonical import verdict_of
 
     assert verdict_of(ClusterReport.from_dict(report)) == verdict_of(report)
     warn = copy.deepcopy(report)
@@ -242,8 +242,8 @@ def test_node_sections_are_typed_when_read() -> None:
 
 
 def test_mlflow_and_failed_checks_read_the_typed_report(report: dict[str, Any]) -> None:
+    from gpu_preflight.findings.canonical import failed_checks
     from gpu_preflight.outputs.mlflow import metrics_of, params_of
-    from gpu_preflight.report.canonical import failed_checks
 
     typed = ClusterReport.from_dict(report)
     assert params_of(typed, "c1") == params_of(report, "c1")
@@ -259,9 +259,9 @@ def test_the_typed_report_is_written_as_its_dict(tmp_path: Any) -> None:
 
 
 def test_later_findings_are_added_as_a_new_value() -> None:
+    from gpu_preflight.findings.canonical import with_findings
     from gpu_preflight.history.merge import add_findings
     from gpu_preflight.model import Finding
-    from gpu_preflight.report.canonical import with_findings
 
     report = h200_report()
     typed = ClusterReport.from_dict(report)

@@ -19,9 +19,9 @@ import pytest
 
 from gpu_preflight.backends.fabric import find_ofi_plugin, plugin_version
 from gpu_preflight.config.report_schema import ReportConfig
+from gpu_preflight.findings.diagnostic_sections import network_section
 from gpu_preflight.report import render
 from gpu_preflight.report.build import build_cluster_report
-from gpu_preflight.report.diagnostic_sections import network_section
 from gpu_preflight.report.html import render_html
 from gpu_preflight.report.review import IMAGE_VARIABLE, service_matrix, software_stack
 from gpu_preflight.workloads import stack as stack_module

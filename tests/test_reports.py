@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from gpu_preflight import build_report, run_checks
+from gpu_preflight.findings.canonical import TEST_GROUPS, group_statuses, result_line, verdict_of
 from gpu_preflight.model import CheckResult, Finding, NodeReport, Status, verdict
 from gpu_preflight.report import render, write_report
-from gpu_preflight.report.canonical import TEST_GROUPS, group_statuses, result_line, verdict_of
 from gpu_preflight.report.console import render_console
 
 from .conftest import H200_DUMP

@@ -15,8 +15,8 @@ import pytest
 
 from gpu_preflight.cli.main import build_parser
 from gpu_preflight.cli.run_cmd import run_request
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.outputs.options import OutputOptions
-from gpu_preflight.report.model import ClusterReport
 from gpu_preflight.run import (
     REQUEST_ENV,
     LocaliseOptions,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_preflight.integrations.sagemaker_entry import (
+from gpu_preflight.cli.sagemaker_entry import (
     ENTRY_SCRIPT_NAME,
     FAILURE_MAX,
     failure_reason,

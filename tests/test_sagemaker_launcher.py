@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_preflight.integrations.sagemaker_entry import ENTRY_SCRIPT_NAME
+from gpu_preflight.cli.sagemaker_entry import ENTRY_SCRIPT_NAME
 from gpu_preflight.integrations.sagemaker_launcher import (
     METRIC_DEFINITIONS,
     LaunchError,

@@ -22,7 +22,7 @@ import pytest
 from sagemaker.train import ModelTrainer
 from sagemaker.train.distributed import MPI, Torchrun
 
-from gpu_preflight.integrations.sagemaker_entry import ENTRY_SCRIPT_NAME, parse_args, run_argv
+from gpu_preflight.cli.sagemaker_entry import ENTRY_SCRIPT_NAME, parse_args, run_argv
 from gpu_preflight.integrations.sagemaker_launcher import (
     METRIC_DEFINITIONS,
     LaunchOptions,

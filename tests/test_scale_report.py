@@ -15,9 +15,9 @@ from gpu_preflight.config import Config
 from gpu_preflight.config.report_schema import ReportConfig
 from gpu_preflight.config.schema import PerfConfig
 from gpu_preflight.engine import run_checks
+from gpu_preflight.findings.canonical import node_entry
 from gpu_preflight.model import per_subject
 from gpu_preflight.report.build import build_cluster_report
-from gpu_preflight.report.canonical import node_entry
 from gpu_preflight.report.connectivity import MATRIX_MAX_NODES, connectivity
 from gpu_preflight.report.measurements import gemm_points
 

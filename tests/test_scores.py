@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpu_preflight.config.report_schema import ReportConfig
-from gpu_preflight.report.canonical import summarize
+from gpu_preflight.findings.canonical import summarize
 from gpu_preflight.report.connectivity import connectivity
 from gpu_preflight.report.scores import add_scores, component_of, compute_scores, dispersion, rating
 
@@ -312,7 +312,7 @@ def test_a_process_that_ran_node_checks_still_scores_and_groups_cluster_ids() ->
             "import sys\n"
             "assert 'gpu_preflight.checks.cluster_compute' not in sys.modules\n"
             "from gpu_preflight.report.scores import component_of\n"
-            "from gpu_preflight.report.canonical import finding_groups\n"
+            "from gpu_preflight.findings.canonical import finding_groups\n"
             "print(component_of('network.node_links'), finding_groups('compute.gemm'))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert out.stdout.split(maxsplit=1) == ["network_infrastructure", "('compute',)\n"], out.stderr

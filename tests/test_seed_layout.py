@@ -24,10 +24,10 @@ import pytest
 from gpu_preflight.config import Config
 from gpu_preflight.config.schema import PerfConfig
 from gpu_preflight.engine import run_checks
+from gpu_preflight.findings.canonical import node_entry
 from gpu_preflight.model import CheckResult, Finding, NodeReport, Status
 from gpu_preflight.parsers.infiniband import IbDevice, IbDevicesRecord, IbPort
 from gpu_preflight.report.build import assemble_report, build_cluster_report
-from gpu_preflight.report.canonical import node_entry
 
 from . import fake_sysfs
 from .conftest import H200_DUMP, REPO

@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight.backends.launcher.topology import Launcher, Topology
 from gpu_preflight.distributed import watch as watch_mod
 from gpu_preflight.distributed.gather import post_node_bundle
 from gpu_preflight.distributed.liveness import FIRST_LOOK_BEATS, Beat, Beats, stale_after
 from gpu_preflight.distributed.stages import Marks
 from gpu_preflight.distributed.store import PREFIX, STALE_S
-from gpu_preflight.distributed.topology import Launcher, Topology
 from gpu_preflight.distributed.watch import JobWatch
-from gpu_preflight.report.progress import stage_view
+from gpu_preflight.progress import stage_view
 from tests.test_gather import open_store
 
 from .torch_extra import torch_or_skip

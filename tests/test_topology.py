@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_preflight.distributed.topology import Launcher, TopologyError, detect, slurm_tasks_per_node
+from gpu_preflight.backends.launcher.topology import Launcher, TopologyError, detect, slurm_tasks_per_node
 
 NO_SM = Path("/nonexistent/resourceconfig.json")
 

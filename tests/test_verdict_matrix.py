@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from gpu_preflight.report.canonical import TEST_GROUPS
+from gpu_preflight.findings.canonical import TEST_GROUPS
 
 from .conftest import H200_DUMP
 

@@ -483,7 +483,7 @@ class _Derived:
 
 
 class GroupTable(_Derived, Mapping[str, tuple[str, ...]]):
-    """``report.canonical.TEST_GROUPS``: group → the ids (``id@rN`` for a levelled group) counted in it."""
+    """``findings.canonical.TEST_GROUPS``: group → the ids (``id@rN`` for a levelled group) counted in it."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -39,7 +39,7 @@ from .ids import WORKLOADS_ID
 from .outputs.options import OutputOptions
 
 if TYPE_CHECKING:
-    from .report.model import ClusterReport
+    from .findings.model import ClusterReport
 
 __all__ = ["EXIT_ERROR", "REQUEST_ENV", "LocaliseOptions", "RunRequest", "RunResult", "RunSettings", "RunUsageError",
            "request_from_env", "run", "worker_env", "worker_request"]
@@ -170,7 +170,7 @@ class _Run:
         self._validate()
         if self.settings.node_only or self.settings.replay or not self._wants_cluster_checks():
             return self.node_only()
-        from .distributed.topology import TopologyError, detect  # not needed by node-only runs
+        from .backends.launcher.topology import TopologyError, detect  # not needed by node-only runs
 
         try:
             topo = detect(os.environ)
@@ -321,7 +321,7 @@ class _Run:
                 "hostname": os.uname().nodename, "hosts": [os.uname().nodename]}
         gathered = gathered_from_files(sup, workers, topo)
         if sup.report is not None:
-            from .report.model import ClusterReport
+            from .findings.model import ClusterReport
 
             report = ClusterReport.from_dict(sup.report)
         else:
@@ -447,9 +447,9 @@ class _Run:
         return localize_not_run(self.loc, why, empty_exclude=empty_exclude)
 
     def _progress_view(self) -> Any:
-        """The view of a distributed run's stages on stderr (:mod:`gpu_preflight.report.progress`),
+        """The view of a distributed run's stages on stderr (:mod:`gpu_preflight.progress`),
         or None with ``quiet`` or ``GPU_PREFLIGHT_PROGRESS=0``."""
-        from .report.progress import stage_view, view_mode
+        from .progress import stage_view, view_mode
 
         quiet = self.out.quiet
         return None if view_mode(quiet=quiet) == "off" else stage_view(quiet=quiet)

@@ -41,8 +41,8 @@ from typing import IO, Any
 
 from .interrupts import at_stop, held
 
-__all__ = ["Batch", "SafeDir", "UnsafePathError", "atomic_writer", "describe_error", "length_problem", "open_dir",
-           "prepare_file", "staged_files", "write_bytes", "write_text"]
+__all__ = ["SQLITE_MAX_PATH", "Batch", "SafeDir", "UnsafePathError", "atomic_writer", "describe_error",
+           "length_problem", "open_dir", "prepare_file", "staged_files", "write_bytes", "write_text"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -400,6 +400,9 @@ def write_bytes(path: str | Path, data: bytes, *, mode: int = 0o644, dir_mode: i
     with atomic_writer(path, binary=True, mode=mode, dir_mode=dir_mode) as fh:
         fh.write(data)
     return Path(path)
+
+
+SQLITE_MAX_PATH = 512 - len("-journal")  # SQLite opens paths of at most 512 bytes, its journal's too
 
 
 def length_problem(path: str | Path, *, limit: int | None = None) -> str | None:

@@ -1,7 +1,7 @@
 """Does every node of the report stand for one machine, under one name of its own?
 
 Part of ``cluster.consistency``. The report names nodes by what each said about itself
-(:mod:`gpu_preflight.distributed.identity`); these rules catch the cases where that cannot be
+(:mod:`gpu_preflight.backends.launcher.identity`); these rules catch the cases where that cannot be
 trusted, because then a drain, an exclude list or a label would hit the wrong host:
 
 - two node sections hold the same GPU (one UUID): two torchrun agents, or a rank started twice,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..diagnostics.verdicts import not_run, unreadable
 from ..model import Finding, Status
 from ..records.tools import DcgmFacts
 from ..registry import CheckContext, check
 from .evidence import judge_record
+from .verdicts import not_run, unreadable
 
 
 @check("dcgm.diag", needs=("dcgm",), tags=("active", "diagnostics"),

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 
 from ..actions import Action
 from ..config.diagnostics import diagnostics_config
-from ..diagnostics.verdicts import not_run, unreadable
 from ..model import Finding, Status
 from ..records.tools import FabricFacts
 from ..registry import CheckContext, check
 from .evidence import judge_record
+from .verdicts import not_run, unreadable
 
 EFA = "efa"
 

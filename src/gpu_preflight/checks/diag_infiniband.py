@@ -8,12 +8,12 @@ from collections.abc import Iterator
 from ..actions import Action, with_action
 from ..config.diagnostics import diagnostics_config
 from ..config.evidence import evidence_config
-from ..diagnostics.verdicts import not_run, unreadable
 from ..model import Finding, Status
 from ..records.tools import InfinibandFacts
 from ..registry import CheckContext, check
 from .evidence import judge_record
 from .ib_rails import HCA_MISSING
+from .verdicts import not_run, unreadable
 
 IB_PORT_ACTIONS = {"port_down": Action.CHECK_MECHANICALS, "rate_low": Action.CHECK_MECHANICALS,
                    "ports_missing": Action.CHECK_MECHANICALS, "device_error": Action.REBOOT_NODE,

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..actions import Action
-from ..diagnostics.verdicts import not_run, unreadable
 from ..model import Finding, Status
 from ..records.tools import NcclTestsFacts
 from ..registry import CheckContext, check
 from .evidence import judge_record
 from .evidence_nccl import NCCL_LOG_ACTIONS
+from .verdicts import not_run, unreadable
 
 
 def _judged(ctx: CheckContext) -> Iterator[Finding]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..actions import Action
-from ..diagnostics.verdicts import not_run, unreadable
 from ..model import Finding, Status
 from ..records.tools import PcieFacts
 from ..registry import CheckContext, check
 from .evidence import judge_record
+from .verdicts import not_run, unreadable
 
 LNKSTA_ACTIONS = {"width_downgraded": Action.CHECK_MECHANICALS, "speed_downgraded": Action.CHECK_MECHANICALS}
 """A link trained below its capability is seated, cabled or slotted badly (reseat the card or

@@ -24,12 +24,12 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..outputs.args import SQLITE_MAX_PATH, database_path
+from ..outputs.args import database_path
 from .argtypes import count, fraction, number
 from .exits import EXIT_USAGE
 
 if TYPE_CHECKING:
-    from ..report.model import ClusterReport
+    from ..findings.model import ClusterReport
 
 __all__ = ["add_commands", "run"]
 
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     import sqlite3
 
     from ..config import build_config
-    from ..safeio import length_problem
+    from ..safeio import SQLITE_MAX_PATH, length_problem
 
     config, _ = build_config(config_file=getattr(args, "config", None), overrides=getattr(args, "set", None))
     path = _db(args, config)
@@ -180,7 +180,7 @@ def _load(path: str) -> ClusterReport | None:
     refused before it is read), and typed once: every later step takes the typed report.
     """
     from ..boundedio import REPORT_LIMIT, InputError, load_json
-    from ..report.model import ClusterReport
+    from ..findings.model import ClusterReport
 
     try:
         report = load_json(path, limit=REPORT_LIMIT, what="report")

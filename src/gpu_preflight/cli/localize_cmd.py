@@ -35,7 +35,7 @@ from .exits import EXIT_USAGE, Parser
 
 if TYPE_CHECKING:
     from ..localize.model import LocalizeConfig, RoundProgress
-    from ..report.progress import Tracker
+    from ..progress import Tracker
 
 EXIT_MISMATCH = 1
 MAX_NODES = 1_000_000  # every test of every round stays in memory: 100,000 nodes took 0.3 GB
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
 
 def progress_mode(*, quiet: bool) -> str:
     """``off`` (``--quiet``, ``GPU_PREFLIGHT_PROGRESS=0``), ``bar`` (a terminal, or ``=1``), else ``log``."""
-    from ..report.progress import ENV, should_show
+    from ..progress import ENV, should_show
 
     if quiet or os.environ.get(ENV, "").strip().lower() in ("0", "false", "no", "off"):
         return "off"
@@ -172,7 +172,7 @@ def progress_mode(*, quiet: bool) -> str:
 class RoundWatch:
     """Shows a simulation's rounds on stderr: rounds done, tests run, nodes resolved.
 
-    The bar is :func:`..report.progress.progress`, opened at the first round, when the
+    The bar is :func:`gpu_preflight.progress.progress`, opened at the first round, when the
     scheduler knows how many rounds it may take; its total is that upper bound. Off a
     terminal a line is printed every ``rounds_at_most / LOG_LINES`` rounds, so a thousand
     rounds make about twenty lines in a CI log (and one when nodes are first judged), a
@@ -194,7 +194,7 @@ class RoundWatch:
             note += f", {st.resolved:,}/{st.nodes:,} nodes resolved"
         if self.mode == "bar":
             if self.bar is None:
-                from ..report.progress import progress
+                from ..progress import progress
 
                 self.bar = self.stack.enter_context(progress("localize", total=st.rounds_at_most, enabled=True))
             self.bar.advance(note, step=st.round - self.done)

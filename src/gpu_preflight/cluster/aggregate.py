@@ -15,16 +15,16 @@ from .. import registry
 from ..config import Config
 from ..config.report_schema import report_config
 from ..engine import run_specs
+from ..findings.diagnostic_sections import communication_test
 from ..ids import CLUSTER_NODE_REPORT_ID
 from ..model import CheckResult, Finding, NodeReport, Status
 from ..records import ClusterFacts
 from ..records.efficiency import gathered_work_per_watt
 from ..registry import CheckContext
-from ..report.diagnostic_sections import communication_test
 
 if TYPE_CHECKING:
-    from ..report.canonical import Assessor
-    from ..report.model import ClusterReport
+    from ..findings.canonical import Assessor
+    from ..findings.model import ClusterReport
 
 
 def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
@@ -106,7 +106,7 @@ def expected_gpus(facts: ClusterFacts, entries: list[dict[str, Any]], per_node: 
 
 def _node_entries(facts: ClusterFacts, fail_on: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Each node's entry as its leader built it, or one holding an ERROR for a node that sent none."""
-    from ..report.canonical import node_entry
+    from ..findings.canonical import node_entry
 
     entries, missing = [], []
     for node in range(facts.num_nodes):
@@ -281,7 +281,7 @@ def _node_summaries(facts: ClusterFacts, entries: list[dict[str, Any]], results:
     Only ``test_results`` and ``performance_summary`` change: the node's overall status,
     issues and recommendations stay its own checks'.
     """
-    from ..report.canonical import finding_groups
+    from ..findings.canonical import finding_groups
 
     by_name = {name: node for node, name in facts.node_names.items()}
     common = figures.get(-1, {})
@@ -367,9 +367,9 @@ def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: s
 def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: list[str], exclude: list[str],
            suite: str, timeout_s: float, extra_results: list[CheckResult] | None,
            summary_extra: dict[str, Any] | None, assess: Assessor | None) -> tuple[ClusterReport, int]:
+    from ..findings.canonical import assemble_report
+    from ..findings.model import ClusterReport
     from ..model import gated_exit_code
-    from ..report.canonical import assemble_report
-    from ..report.model import ClusterReport
 
     facts = cluster_facts(gathered)
     entries, missing = _node_entries(facts, fail_on)

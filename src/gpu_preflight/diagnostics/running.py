@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 from ..config.diagnostics import DiagnosticsConfig, diagnostics_config
 from ..records.tools import ToolRun
-from ..registry import ProbeContext
+from ..registry import TOOL_CACHE, ProbeContext
 from .phase import run_phase
 
 if TYPE_CHECKING:
     from ..backends.commands import ToolResult
-    from ..distributed.topology import Launcher
+    from ..backends.launcher.topology import Launcher
 
 __all__ = ["diag_config", "launched_as_rank", "replay_reason", "run_and_keep", "suite_of", "time_limit"]
 
@@ -49,7 +49,7 @@ def replay_reason(ctx: ProbeContext) -> str | None:
 
 def launched_as_rank(environ: Mapping[str, str] | None = None) -> Launcher | None:
     """The launcher when this process is one rank of a job (its workers hold the GPUs), else ``None``."""
-    from ..distributed.topology import TopologyError, detect
+    from ..backends.launcher.topology import TopologyError, detect
 
     try:
         topo = detect(os.environ if environ is None else environ)
@@ -72,7 +72,6 @@ def run_and_keep(ctx: ProbeContext, argv: Sequence[str], timeout_s: float, *, ar
     stdout is exactly what the tool printed: ``gpu-preflight judge`` reads it back.
     """
     from ..backends.commands import run_tool  # subprocess and friends: not for a replay, which runs no tool
-    from ..probes.shared import TOOL_CACHE
 
     cfg = diag_config(ctx)
     cache = None if heavy else ctx.state.kept.get(TOOL_CACHE)  # a monitor's: light tools' answers, kept a while

@@ -48,15 +48,15 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..backends.launcher.topology import Launcher
 from ..deadline import Job, Later, Overdue, run_all
 from .liveness import read_values
 from .store import PREFIX, RDZV_NAMES_KEY, get_text
-from .topology import Launcher
 
 if TYPE_CHECKING:
+    from ..backends.launcher.topology import Topology
     from ..config.diagnostics import DiagnosticsConfig
     from .store import KVStore
-    from .topology import Topology
 
 __all__ = ["ALL_PEERS_UP_TO", "RING", "SAMPLE", "Probe", "launch_name", "peers_of", "start"]
 

@@ -15,11 +15,11 @@ from collections.abc import Collection, Iterable
 from datetime import timedelta
 from typing import Any
 
+from ..backends.launcher.topology import Topology
 from .liveness import Beats, read_values, tracker
 from .payload import NodeBundle
 from .plan import node_ranks
 from .store import PREFIX, RDZV_NAMES_KEY, KVStore, clock_skews, get_text
-from .topology import Topology
 
 __all__ = ["BUNDLED_ALL_KEY", "BUNDLED_KEY", "WAKE_S", "collect", "gather", "names", "post_node_bundle"]
 
@@ -117,7 +117,7 @@ def gather(store: KVStore, topo: Topology, deadline: float, absent: Collection[i
     it lands. A node whose leader died (its heartbeat stood still), never joined, or never
     posted a bundle is read rank by rank, so its surviving ranks still count. A rank that never
     said hello is named from its node's other ranks, else from the launcher's view of the job
-    (:func:`~gpu_preflight.distributed.topology.launcher_node_names`). ``clock_skew``: each
+    (:func:`~gpu_preflight.backends.launcher.topology.launcher_node_names`). ``clock_skew``: each
     rank's clock minus this rank's, as ``[low, high]`` seconds, from what the ranks measured.
     """
     beats = beats if beats is not None else tracker(store)
@@ -176,7 +176,7 @@ def gather(store: KVStore, topo: Topology, deadline: float, absent: Collection[i
 
 def names(store: KVStore, topo: Topology, ranks: list[int]) -> dict[int, str]:
     """Host names of ranks that did not report: their own hello, a node-mate's, or the launcher's."""
-    from .topology import launcher_node_names
+    from ..backends.launcher.topology import launcher_node_names
 
     found: dict[int, str] = {}
     launcher: dict[int, str] | None = None

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..backends.launcher.topology import Topology
 from ..config import Config
 from ..config.diagnostics import diagnostics_config
 from ..diagnostics.budgets import dcgm_levels_for, dcgm_levels_s
@@ -29,7 +30,6 @@ from ..diagnostics.window import GPU_WINDOW, GpuWindow
 from ..engine import RunSettings
 from .liveness import beat_interval
 from .store import PREFIX, STALE_S, KVStore, wait_key
-from .topology import Topology
 
 __all__ = ["ALL_KEY", "CLOSED_KEY", "hold", "window_s", "with_window"]
 

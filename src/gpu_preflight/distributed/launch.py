@@ -23,9 +23,9 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from ..backends.launcher.topology import Launcher
 from ..fastclass import dataclass
 from ..interrupts import at_stop, held
-from .topology import Launcher
 
 
 def free_port() -> int:
@@ -78,7 +78,7 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, collective_time
     time rank 0 waits for ranks to arrive) plus :data:`JOIN_GRACE_S`. A self-launched run's
     workers get their request through ``extra_env`` (:func:`gpu_preflight.run.worker_env`).
 
-    ``view`` (a :class:`~gpu_preflight.report.progress.StageView`) shows the job's stages
+    ``view`` (a :class:`~gpu_preflight.progress.StageView`) shows the job's stages
     from the store it hosts while the workers run (their own stderr goes to their logs), and
     is closed before this returns.
     """
@@ -102,7 +102,7 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, collective_time
     report_path = result_dir / "report.json"
     deadline = time.monotonic() + budget_s
     if view is not None:
-        from ..report.progress import StageState
+        from ..progress import StageState
 
         view.show(StageState(_starting(workers)))
     watch = None
@@ -155,7 +155,7 @@ class Liveness:
 
 def _watch(store: Any, workers: int, view: Any) -> Any:
     """The job's progress from the store this supervisor hosts, shown while its workers run."""
-    from .topology import Topology
+    from ..backends.launcher.topology import Topology
     from .watch import JobWatch
 
     host = socket.gethostname()

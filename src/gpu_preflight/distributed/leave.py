@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..report.model import ClusterReport
-    from .topology import Launcher
+    from ..backends.launcher.topology import Launcher
+    from ..findings.model import ClusterReport
 
 ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
 LINE_MAX = 500
@@ -36,7 +36,7 @@ def carries_verdict(launcher: Launcher, *, reporting: bool, node_carrier: bool) 
 
     ``node_carrier``: this rank is the lowest rank of its node that still answers.
     """
-    from .topology import Launcher
+    from ..backends.launcher.topology import Launcher
 
     return reporting or (launcher is Launcher.TORCHRUN and node_carrier)
 
@@ -45,7 +45,7 @@ def verdict_text(report: ClusterReport | Mapping[str, Any]) -> str:
     """One line a launcher can show for the run: status, exit code, result line, first issues.
 
     A dict may be a report cut short (no summary): the line still says ERROR, exit 3."""
-    from ..report.canonical import result_line
+    from ..findings.canonical import result_line
 
     if isinstance(report, Mapping):
         summary = report.get("cluster_summary") or {}

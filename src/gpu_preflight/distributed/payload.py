@@ -39,7 +39,7 @@ class RankPayload:
     (:func:`~gpu_preflight.distributed.rank.node_payload`); ``load``/``load_error`` and
     ``load_xids``: the GPU sampled under the workloads and the Xid events meanwhile;
     ``identity`` (node leaders): who the node is, as it measured itself
-    (:class:`~gpu_preflight.distributed.identity.NodeIdentity`), which rank 0 names it by;
+    (:class:`~gpu_preflight.backends.launcher.identity.NodeIdentity`), which rank 0 names it by;
     ``connectivity`` (node leaders of multi-node jobs): its name lookups and connects of the other
     nodes (:mod:`gpu_preflight.distributed.connectivity`).
     """

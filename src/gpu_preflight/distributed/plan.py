@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..backends.launcher.topology import Topology
 from ..config import Config
 from ..fastclass import dataclass
-from .topology import Topology
 
 __all__ = ["Group", "Plan", "layout", "make_plan", "node_ranks", "report_parameters", "steps_for"]
 

@@ -21,6 +21,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ..backends.launcher.identity import NodeIdentity
+from ..backends.launcher.topology import Launcher, Topology
 from ..config import Config
 from ..deadline import Later, Timeout, call
 from ..diagnostics.window import GpuWindow
@@ -29,7 +31,6 @@ from ..fastclass import dataclass
 from . import gpu_window
 from .gather import gather, post_node_bundle
 from .hooks import Hooks, hooks_from_env
-from .identity import NodeIdentity
 from .payload import FORMATION_OP, RankPayload
 from .plan import Plan, layout, make_plan, node_ranks, report_parameters, steps_for
 from .stages import SCAN_RANKS, Marks
@@ -47,7 +48,6 @@ from .store import (
     wait_count,
     wait_key,
 )
-from .topology import Launcher, Topology
 
 __all__ = ["MAX_PAYLOAD", "RankOutcome", "RankRun", "ResultSink", "node_payload", "run_rank", "stage"]
 
@@ -224,7 +224,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, collective_tim
     ``collective_timeout_s`` each collective and each wait on the job's store. ``on_result``
     (:data:`ResultSink`) hears each workload's result on this rank as it finishes.
 
-    ``view`` (a :class:`~gpu_preflight.report.progress.StageView`, reporting rank only) shows
+    ``view`` (a :class:`~gpu_preflight.progress.StageView`, reporting rank only) shows
     the job's stages and what they wait on until the outcome's :meth:`RankOutcome.quiet`.
     ``hooks``: the rank hooks (:mod:`.hooks`); by default the ones ``GPU_PREFLIGHT_RANK_HOOKS`` names.
     """
@@ -343,8 +343,8 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, collective_tim
 def node_identity(topo: Topology, timeout_s: float, env: Mapping[str, str] | None = None) -> NodeIdentity:
     """What this node says about itself (:mod:`.identity`), its fully qualified name read within
     a few seconds (it may ask DNS) or left out."""
-    from .identity import measure
-    from .topology import SAGEMAKER_RESOURCE_CONFIG, sagemaker_hosts
+    from ..backends.launcher.identity import measure
+    from ..backends.launcher.topology import SAGEMAKER_RESOURCE_CONFIG, sagemaker_hosts
 
     environ = os.environ if env is None else env
 
@@ -370,7 +370,7 @@ def node_payload(report: Any, topo: Topology, config: Config, report_dir: str | 
     """
     from ..cluster.aggregate import node_info
     from ..config.report_schema import report_config
-    from ..report.canonical import node_entry, save_artifacts
+    from ..findings.canonical import node_entry, save_artifacts
 
     key = f"node_{topo.node_rank}"
     detail = topo.num_nodes <= report_config(config).detail_max_nodes

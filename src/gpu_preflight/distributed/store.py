@@ -20,11 +20,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Protocol, cast
 
+from ..backends.launcher.topology import Launcher, Topology
 from .liveness import HEARTBEAT_S as HEARTBEAT_S
 from .liveness import STALE_S as STALE_S  # the shortest silence that makes a rank dead (longer in large jobs)
 from .liveness import Beat, Beats, beat_interval, tracker
 from .stages import PREFIX as PREFIX  # every key of the job lives under it
-from .topology import Launcher, Topology
 
 __all__ = ["CLOCK_KEY", "HEARTBEAT_S", "PREFIX", "RDZV_NAMES_KEY", "REPORTER_KEY", "STALE_S", "Heartbeat", "KVStore",
            "clock_skews", "connect_store", "form_group", "get_text", "local_pids", "silent", "wait_count", "wait_key"]
@@ -271,7 +271,7 @@ def form_group(store: KVStore, topo: Topology, timeout_s: float) -> tuple[str | 
     if topo.rank == 0:
         deadline = time.monotonic() + timeout_s
         if topo.launcher is Launcher.TORCHRUN and topo.num_nodes > 1:  # read now: agents that fail soon leave it
-            from .rendezvous_view import node_addresses
+            from ..backends.launcher.rendezvous_view import node_addresses
 
             store.set(RDZV_NAMES_KEY, json.dumps(node_addresses()))
         everyone = wait_key(store, ARRIVED_ALL_KEY, deadline)

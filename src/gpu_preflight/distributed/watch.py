@@ -2,7 +2,7 @@
 
 The reporting rank under a launcher, or the self-launch supervisor (which hosts the store),
 reads the reporting rank's step, the per-phase counters of :mod:`.stages`, the heartbeats
-and the localisation plans, and hands a :class:`~gpu_preflight.report.progress.StageState`
+and the localisation plans, and hands a :class:`~gpu_preflight.progress.StageState`
 to a view twice a second. Reads are bounded whatever the job's size: two keys per tick,
 and every :data:`SCAN_EVERY_S` one read per rank up to :data:`~.stages.SCAN_RANKS` ranks;
 above, the per-node counters in one ``check`` and one ``multi_get`` (rate-limited further on
@@ -21,13 +21,13 @@ import threading
 import time
 from typing import Any
 
-from ..report.progress import StageState, StageView
+from ..backends.launcher.topology import Topology
+from ..progress import StageState, StageView
 from .gather import names as host_names
 from .liveness import read_values, tracker
 from .plan import node_ranks
 from .stages import LABELS, PHASES, PHASES_KEY, SCAN_RANKS, describe, entered, order, phase_of, reached_key
 from .store import PREFIX, REPORTER_KEY, get_text, own_connection
-from .topology import Topology
 
 SCAN_EVERY_S = 2.0
 TICK_S = 0.5

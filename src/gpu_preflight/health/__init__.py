@@ -8,6 +8,7 @@ looked at is ``unknown``, never healthy (see :mod:`.gpu_health`).
 
 from __future__ import annotations
 
+from ..findings.health import GpuHealth, HealthState, HealthStatus
 from .gpu_health import GPUHealthCheck, create_gpu_health_check, quick_gpu_health_check
 from .nvml_helper import (
     GB200_NIC_LAYOUTS,
@@ -16,7 +17,6 @@ from .nvml_helper import (
     get_gb200_static_mapping,
     is_gb200_platform,
 )
-from .status import GpuHealth, HealthState, HealthStatus
 
 __all__ = [
     "GB200_NIC_LAYOUTS", "GPUHealthCheck", "GpuHealth", "HealthState", "HealthStatus", "PynvmlMixin",

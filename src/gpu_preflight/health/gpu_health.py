@@ -23,10 +23,10 @@ from collections.abc import Callable
 
 from ..deadline import Timeout
 from ..engine import RunOptions
+from ..findings.health import CHECK_IDS, HealthState, HealthStatus, judge, unknown
 from ..model import NodeReport
 from .nvml_helper import PynvmlMixin
 from .reader import NvmlReader, NvmlSuspended
-from .status import CHECK_IDS, HealthState, HealthStatus, judge, unknown
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from .extract import Measurement, RunRecord, extract, metric_kind
 from .store import Baseline, HistoryStore
 
 if TYPE_CHECKING:
-    from ..report.model import ClusterReport
+    from ..findings.model import ClusterReport
 
 __all__ = ["history_findings", "judge_run"]
 

@@ -1,6 +1,6 @@
 """What a run leaves in the history: where each GPU was, what was found, and the numbers.
 
-Everything is read from the report alone (the typed :class:`~gpu_preflight.report.model.ClusterReport`,
+Everything is read from the report alone (the typed :class:`~gpu_preflight.findings.model.ClusterReport`,
 or its JSON dict read into one), so ``history import`` of a report saved months ago files
 it exactly as the run itself would have. A GPU is known by
 its UUID and board serial, not by the host it sat in: that is what lets a later run
@@ -20,9 +20,9 @@ from dataclasses import field
 from typing import Any
 
 from ..fastclass import dataclass
+from ..findings.model import ClusterReport, GpuEntry, ReportFinding
 from ..ids import GEMM_ID, MEMORY_BANDWIDTH_ID
 from ..report.measurements import num
-from ..report.model import ClusterReport, GpuEntry, ReportFinding
 
 __all__ = ["FindingSeen", "GpuSeen", "Measurement", "NodeIndex", "RunRecord", "extract", "metric_kind", "run_key"]
 

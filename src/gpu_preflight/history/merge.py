@@ -4,7 +4,7 @@ The verdict, issues, recommendations and counts are recomputed with the report's
 summariser, so a regression WARN gates a ``--fail-on warn`` run exactly like any other
 WARN. Call this before anything that reads the verdict (health scores, HTML, exit code).
 
-The typed report gets a new value (:func:`~gpu_preflight.report.canonical.with_findings`);
+The typed report gets a new value (:func:`~gpu_preflight.findings.canonical.with_findings`);
 a report dict, as the end of a run still holds it, is updated in place from that value.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, overload
 
+from ..findings.model import ClusterCheck, ClusterReport, ReportFinding
 from ..model import CheckResult, Finding
-from ..report.model import ClusterCheck, ClusterReport, ReportFinding
 from .extract import NodeIndex
 
 __all__ = ["add_findings"]
@@ -32,7 +32,7 @@ def add_findings(report: ClusterReport | dict[str, Any],
                  findings: Sequence[Finding]) -> ClusterReport | dict[str, Any]:
     """``report`` with ``findings`` added (to ``findings`` and ``cluster_checks``) and its verdict
     worked out again: a new typed report, or the same dict updated."""
-    from ..report.canonical import with_findings
+    from ..findings.canonical import with_findings
 
     if not findings:
         return report

@@ -145,8 +145,7 @@ class HistoryStore:
         database is refused before SQLite blocks on it. ``readonly`` takes no write lock, so
         judging a run against the history never waits for a writer's schema check.
         """
-        from ..outputs.args import SQLITE_MAX_PATH
-        from ..safeio import length_problem, prepare_file
+        from ..safeio import SQLITE_MAX_PATH, length_problem, prepare_file
 
         self.path = Path(path)
         problem = length_problem(self.path, limit=SQLITE_MAX_PATH)  # history.path is not checked by argparse

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["SQLITE_MAX_PATH", "add_output_arguments", "database_path", "output_target"]
+__all__ = ["add_output_arguments", "database_path", "output_target"]
 
-SQLITE_MAX_PATH = 512 - len("-journal")  # SQLite opens paths of at most 512 bytes, its journal's too
 
 
 def database_path(text: str) -> str:
@@ -20,7 +19,7 @@ def database_path(text: str) -> str:
     A path longer than SQLite accepts (or than PATH_MAX) used to crash the run after its
     verdict, when the history was filed; it is a usage error before anything runs.
     """
-    from ..safeio import length_problem
+    from ..safeio import SQLITE_MAX_PATH, length_problem
 
     problem = length_problem(text, limit=SQLITE_MAX_PATH) if text else "the path is empty"
     if problem:

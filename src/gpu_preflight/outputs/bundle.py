@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..fastclass import dataclass
 
 if TYPE_CHECKING:
-    from ..report.model import ClusterReport
+    from ..findings.model import ClusterReport
 
 __all__ = ["Bundle", "bundle_of"]
 

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..report.model import ClusterReport
+from ..findings.model import ClusterReport
 from .bundle import Bundle
 
 __all__ = ["check_reachable", "check_sqlite_store", "log_report", "metric_key", "metrics_of", "params_of",
@@ -168,7 +168,7 @@ def log_report(bundle: Bundle, *, tracking_uri: str, experiment: str, cluster: s
     from mlflow.entities import Metric, Param, RunTag  # type: ignore[import-not-found]
     from mlflow.exceptions import MlflowException  # type: ignore[import-not-found]
 
-    from ..report.canonical import failed_checks, verdict_of
+    from ..findings.canonical import failed_checks, verdict_of
 
     report = ClusterReport.of(bundle.report())
     if not tracking_uri:

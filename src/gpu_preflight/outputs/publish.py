@@ -32,8 +32,8 @@ from ..fastclass import dataclass
 from .options import OutputOptions
 
 if TYPE_CHECKING:
+    from ..findings.model import ClusterReport
     from ..model import Finding
-    from ..report.model import ClusterReport
 
 __all__ = ["HistoryNotes", "Published", "annotate", "cluster_name", "history_path", "publish"]
 
@@ -112,7 +112,7 @@ def annotate(report: ClusterReport | Mapping[str, Any], options: OutputOptions, 
     """What the history says about ``report`` (typed or its dict, which is not changed): its
     findings and the cluster's earlier scores, for :meth:`HistoryNotes.applied`. Never raises
     for a bad store; a report already judged (rank 0 before sharing its verdict) gets nothing."""
-    from ..report.model import ClusterReport
+    from ..findings.model import ClusterReport
 
     env = os.environ if environ is None else environ
     typed = ClusterReport.of(report)

@@ -4,7 +4,7 @@ SageMaker uploads two directories when a job ends, failed or not: ``$SM_MODEL_DI
 (``/opt/ml/model`` → ``model.tar.gz``) and ``$SM_OUTPUT_DATA_DIR`` (``/opt/ml/output/data``
 → ``output.tar.gz``), both under ``<output path>/<job name>/output/``. Anything else in the
 container is lost. So when ``--report-dir`` is already inside one of them (the SageMaker
-entry script, :mod:`gpu_preflight.integrations.sagemaker_entry`, points it at the model
+entry script, :mod:`gpu_preflight.cli.sagemaker_entry`, points it at the model
 directory, or a run without ``--report-dir`` wrote to ``$SM_OUTPUT_DATA_DIR/metrics`` itself:
 :func:`default_report_dir`) nothing more is needed; otherwise the bundle is copied to
 ``$SM_OUTPUT_DATA_DIR/metrics/`` with the report named ``health_check_metrics.json``, the

@@ -26,9 +26,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..findings.canonical import verdict_of
+from ..findings.model import ClusterReport, ReportFinding
 from ..model import Status
-from ..report.canonical import verdict_of
-from ..report.model import ClusterReport, ReportFinding
 from ..report.reporters import reporter
 from ..server.metrics import STATUSES, Exposition, number
 

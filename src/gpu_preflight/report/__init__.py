@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from .reporters import reporters
 
 if TYPE_CHECKING:
+    from ..findings.canonical import result_line
+    from ..findings.model import ClusterReport
     from .build import build_report
-    from .canonical import result_line
-    from .model import ClusterReport
     from .write import write_report
 
 FORMATS = tuple(reporters.names())

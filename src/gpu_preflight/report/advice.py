@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config.report_schema import ReportConfig
+from ..findings.model import Assessment, ClusterReport, ReportFinding
 from ..model import Status, gating_statuses
 from .measurements import num
-from .model import Assessment, ClusterReport, ReportFinding
 from .scores import BLOCKING, component_of, compute_scores
 
 __all__ = ["URGENCIES", "add_advice", "advise", "cost_benefit", "recommendations_by_urgency"]

@@ -34,11 +34,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..config.report_schema import COMPONENTS, ReportConfig
+from ..findings.canonical import verdict_of
+from ..findings.model import ClusterReport, NodeSections, ReportFinding
 from ..ids import PINGPONG_ID
 from ..model import Status
-from .canonical import verdict_of
 from .connectivity import node_names
-from .model import ClusterReport, NodeSections, ReportFinding
 from .scores import BLOCKING, INCOMPLETE, TITLES, compute_scores, dispersion, rating
 
 __all__ = ["CAVEATS", "NEEDS_FIXES", "READY", "assess", "assessment_of", "component_order",

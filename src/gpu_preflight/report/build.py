@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import canonical
+from ..findings import canonical
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..config.report_schema import ReportConfig
+    from ..findings.canonical import Assessor
+    from ..findings.model import ClusterReport
     from ..model import NodeReport
-    from .canonical import Assessor
-    from .model import ClusterReport
 
 __all__ = ["assemble", "assemble_report", "build", "build_cluster_report", "build_report"]
 

@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config.report_schema import ReportConfig
+from ..findings.canonical import Verdict
+from ..findings.model import ClusterReport
 from ..model import Status
 from .assessment import CAVEATS, DEGRADING, IMPROVING, NEEDS_FIXES, READY, component_order
-from .canonical import Verdict
-from .model import ClusterReport
 from .scores import component_of
 
 __all__ = ["conclusion", "error_classes", "network_review", "optimization", "trend_analysis"]

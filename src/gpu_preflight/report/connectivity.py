@@ -19,13 +19,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any, TypedDict
 
+from ..findings.model import ClusterReport
 from ..ids import CONNECTIVITY_ID, NODE_LINKS_ID
 from ..model import Status
 from .html_review import table as html_table
 from .html_review import td
 from .markdown_sections import cell as md_cell
 from .markdown_sections import table as md_table
-from .model import ClusterReport
 
 MATRIX_MAX_NODES = 32  # larger clusters get a list of pairs, not a grid
 

@@ -28,9 +28,9 @@ from typing import IO, Any
 
 from ..actions import Action
 from ..fastclass import dataclass
+from ..findings.canonical import verdict_of
+from ..findings.model import ClusterReport, ReportFinding
 from ..model import Status
-from .canonical import verdict_of
-from .model import ClusterReport, ReportFinding
 from .reporters import reporter
 
 DEFAULT_WIDTH = 120

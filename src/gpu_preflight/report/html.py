@@ -22,13 +22,13 @@ from html import escape
 from typing import Any
 
 from ..config.report_schema import ReportConfig
+from ..findings.canonical import display, verdict_of
+from ..findings.model import ClusterInfo, ClusterReport, ReportFinding
 from ..model import Status
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
-from .canonical import display, verdict_of
 from .connectivity import MATRIX_MAX_NODES
 from .html_assessment import assessment_sections
 from .html_plots import plots
-from .model import ClusterInfo, ClusterReport, ReportFinding
 from .reporters import reporter
 from .review import NodeRows, header_facts
 from .scores import compute_scores

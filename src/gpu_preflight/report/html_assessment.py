@@ -18,8 +18,9 @@ from html import escape
 from typing import Any
 
 from ..config.report_schema import ReportConfig
+from ..findings.canonical import verdict_of
+from ..findings.model import ClusterReport
 from .assessment import NEEDS_FIXES, READY, assessment_of, component_order, node_specs, pair_latencies
-from .canonical import verdict_of
 from .conclusion import conclusion, error_classes, network_review, optimization, trend_analysis
 from .connectivity import reachability_html
 from .html_review import (
@@ -34,7 +35,6 @@ from .html_review import (
 from .html_review import score as _score
 from .html_review import table as _table
 from .html_review import td as _td
-from .model import ClusterReport
 from .review import gpu_memory, infrastructure, software_stack
 from .svg import STATUS_COLORS
 

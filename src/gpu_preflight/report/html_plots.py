@@ -16,11 +16,11 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+from ..findings.model import ClusterReport
 from ..ids import GPU_POWER_ID, GPU_THERMAL_ID
 from .connectivity import node_names
 from .load_plots import load_plots
 from .measurements import Curve, busbw_curves, gemm_points, gpu_sensors, worst_status
-from .model import ClusterReport
 from .plot_data import Spread, gemm_spreads, local_sweeps, sensor_spreads
 from .svg import Bar, Bin, Envelope, Ref, Series, bar_chart, histogram, line_chart
 

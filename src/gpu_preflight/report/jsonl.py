@@ -18,8 +18,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .canonical import failed_checks, result_line
-from .model import ClusterReport
+from ..findings.canonical import failed_checks, result_line
+from ..findings.model import ClusterReport
 
 FINDING_EVENT = "gpu_preflight.finding"
 VERDICT_EVENT = "gpu_preflight.verdict"

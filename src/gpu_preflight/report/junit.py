@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from .canonical import display, verdict_of
-from .model import ClusterReport, ReportFinding
+from ..findings.canonical import display, verdict_of
+from ..findings.model import ClusterReport, ReportFinding
 from .reporters import reporter
 from .text import plain_text
 

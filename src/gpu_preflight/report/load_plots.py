@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..findings.model import ClusterReport
 from .measurements import worst_status
-from .model import ClusterReport
 from .svg import Band, Ref, Series, time_chart
 
 __all__ = ["MAX_NODES", "load_plots", "node_loads"]

@@ -20,9 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config.report_schema import ReportConfig
+from ..findings.canonical import display, group_statuses, verdict_of
+from ..findings.model import ClusterReport
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .assessment import assessment_of, component_order, node_specs, pair_latencies
-from .canonical import display, group_statuses, verdict_of
 from .conclusion import conclusion, error_classes, network_review, optimization, trend_analysis
 from .connectivity import MATRIX_MAX_NODES, reachability_markdown
 from .markdown_sections import (
@@ -40,7 +41,6 @@ from .markdown_sections import cell as _cell
 from .markdown_sections import row as _row
 from .markdown_sections import score as _score
 from .markdown_sections import table as _table
-from .model import ClusterReport
 from .reporters import reporter
 from .review import gpu_memory, header_facts, infrastructure, service_matrix, software_stack
 from .scores import compute_scores

@@ -13,10 +13,10 @@ from dataclasses import field
 from typing import Any, NamedTuple
 
 from ..fastclass import dataclass
+from ..findings.model import ClusterReport, ReportFinding
 from ..ids import GEMM_ID
 from ..model import Status
 from .connectivity import node_names
-from .model import ClusterReport, ReportFinding
 
 __all__ = ["Curve", "GemmPoint", "GpuSensors", "busbw_curves", "gemm_by_gpu", "gemm_points", "gpu_sensors",
            "node_peak_busbw"]

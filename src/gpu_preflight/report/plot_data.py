@@ -19,10 +19,10 @@ from dataclasses import field
 from typing import Any
 
 from ..fastclass import dataclass
+from ..findings.model import ClusterReport
 from ..ids import GEMM_ID
 from .connectivity import node_names
 from .measurements import Curve, num
-from .model import ClusterReport
 
 __all__ = ["Spread", "gemm_spreads", "local_sweeps", "sensor_spreads"]
 

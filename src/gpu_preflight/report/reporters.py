@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from ..registries import Registry
 
 if TYPE_CHECKING:
-    from .model import ClusterReport
+    from ..findings.model import ClusterReport
 
 __all__ = ["Renderer", "reporter", "reporters"]
 
@@ -40,7 +40,7 @@ def _as_dict(report: ClusterReport | Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _as_typed(report: ClusterReport | Mapping[str, Any]) -> ClusterReport:
-    from .model import ClusterReport
+    from ..findings.model import ClusterReport
 
     return ClusterReport.of(report)
 

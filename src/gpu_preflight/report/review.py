@@ -18,12 +18,12 @@ from datetime import datetime
 from typing import Any
 
 from ..config.report_schema import ReportConfig
+from ..findings.canonical import group_statuses
+from ..findings.model import ClusterReport, ReportFinding
 from ..ids import STACK_CUDA_ID
 from ..model import Status
-from .canonical import group_statuses
 from .connectivity import node_names
 from .measurements import num
-from .model import ClusterReport, ReportFinding
 from .scores import component_of
 
 __all__ = ["NodeRows", "gpu_memory", "header_facts", "infrastructure", "service_matrix",

@@ -28,8 +28,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..findings.model import ClusterReport
 from ..model import SCHEMA_VERSION
-from .model import ClusterReport
 
 __all__ = ["SCHEMA_ID", "generate", "shipped", "shipped_path"]
 

@@ -39,12 +39,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..config.report_schema import COMPONENTS, ReportConfig
+from ..findings.model import ClusterReport, ReportFinding
 from ..ids import INVENTORY_COUNT_ID
 from ..model import Status, gating_statuses, id_matches
 from ..registry import blocking_codes, component_rules, core_table, cover
 from .connectivity import connectivity
 from .measurements import gemm_by_gpu, node_peak_busbw, num
-from .model import ClusterReport, ReportFinding
 
 __all__ = ["BLOCKING", "COMPONENT_RULES", "CORE", "INCOMPLETE", "TITLES", "add_scores", "component_of",
            "compute_scores", "dispersion", "rating"]

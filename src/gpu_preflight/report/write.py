@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..findings.canonical import save_artifacts
+from ..findings.diagnostic_sections import _refs, fill_artifact_paths
+from ..findings.model import ClusterReport
 from ..safeio import open_dir
-from .canonical import save_artifacts
-from .diagnostic_sections import _refs, fill_artifact_paths
 from .jsonio import dump_report
-from .model import ClusterReport
 
 if TYPE_CHECKING:
     from ..model import NodeReport

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._version import __version__
-from ..health.status import HealthState, HealthStatus
+from ..findings.health import HealthState, HealthStatus
 from ..model import NodeReport, Status
 from ..records.smi import CLOCK_REASON_BITS
 

@@ -12,7 +12,7 @@ import json
 from functools import cached_property
 
 from ..fastclass import dataclass
-from ..health.status import HealthStatus
+from ..findings.health import HealthStatus
 from ..model import NodeReport, gating_statuses
 from ..report import build_report
 

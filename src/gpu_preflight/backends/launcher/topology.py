@@ -17,7 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from ..fastclass import dataclass
+from ...fastclass import dataclass
 
 SAGEMAKER_RESOURCE_CONFIG = Path("/opt/ml/input/config/resourceconfig.json")
 DEFAULT_PORT = 29500

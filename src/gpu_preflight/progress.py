@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any, Literal, Protocol
 
-from ..fastclass import dataclass
+from .fastclass import dataclass
 
 __all__ = ["ENV", "STILL_WAITING_S", "StageState", "StageView", "StepCallback", "Tracker", "progress",
            "should_show", "stage_view", "view_mode"]

@@ -29,7 +29,7 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..fastclass import dataclass
+from ...fastclass import dataclass
 
 __all__ = ["PRECEDENCE", "NodeIdentity", "choose_name", "local_address", "measure"]
 

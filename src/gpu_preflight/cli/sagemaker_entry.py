@@ -3,7 +3,7 @@
 ModelTrainer's drivers start the job's *entry script* (``python``, ``torchrun`` or
 ``mpirun python -m mpi4py``) with the hyperparameters as ``--key value`` pairs; the
 launcher uploads a two-line script that calls :func:`main` here. Every process runs it;
-topology comes from the launcher's variables (``gpu_preflight.distributed.topology``,
+topology comes from the launcher's variables (``gpu_preflight.backends.launcher.topology``,
 which reads SageMaker's ``SM_HOSTS``/``SM_CURRENT_HOST``), and rank 0 (on ``algo-1``)
 writes the report.
 
@@ -33,12 +33,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .sagemaker_script import ENTRY_SCRIPT as ENTRY_SCRIPT
-from .sagemaker_script import ENTRY_SCRIPT_NAME as ENTRY_SCRIPT_NAME
-from .sagemaker_script import JOB_FAILS_ON
+from ..integrations.sagemaker_script import ENTRY_SCRIPT as ENTRY_SCRIPT
+from ..integrations.sagemaker_script import ENTRY_SCRIPT_NAME as ENTRY_SCRIPT_NAME
+from ..integrations.sagemaker_script import JOB_FAILS_ON
 
 if TYPE_CHECKING:
-    from ..report.model import ClusterReport
+    from ..findings.model import ClusterReport
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_OUTPUT_DIR = "/opt/ml/output"
@@ -78,7 +78,7 @@ def job_exit_code(code: int, job_fails_on: str) -> int:
 
 def is_reporting_rank(env: Mapping[str, str]) -> bool:
     """Whether this process is the one that wrote the report (global rank 0)."""
-    from ..distributed.topology import TopologyError, detect
+    from ..backends.launcher.topology import TopologyError, detect
 
     try:
         return detect(env).rank == 0
@@ -88,8 +88,8 @@ def is_reporting_rank(env: Mapping[str, str]) -> bool:
 
 def failure_reason(report: ClusterReport | Mapping[str, Any]) -> str:
     """A short FailureReason: the ``[RESULT]`` line, then the first issues, within 1024 characters."""
-    from ..report.canonical import result_line
-    from ..report.model import ClusterReport
+    from ..findings.canonical import result_line
+    from ..findings.model import ClusterReport
 
     typed = ClusterReport.of(report)
     text = "gpu-preflight " + result_line(typed)
@@ -108,8 +108,8 @@ def failure_file(env: Mapping[str, str]) -> Path:
 def publish(report_path: Path, exit_code: int, failure_path: Path) -> None:
     """CloudWatch lines on stdout and, when the job fails, the FailureReason file."""
     from ..boundedio import REPORT_LIMIT, load_json
+    from ..findings.model import ClusterReport
     from ..report.jsonl import render_jsonl
-    from ..report.model import ClusterReport
 
     try:
         report = ClusterReport.of(load_json(report_path, limit=REPORT_LIMIT, what="report"))
@@ -133,7 +133,7 @@ def publish(report_path: Path, exit_code: int, failure_path: Path) -> None:
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """Run gpu-preflight as this job's process; returns the job's exit code."""
-    from ..cli.main import main as cli_main
+    from .main import main as cli_main
 
     environ = os.environ if env is None else env
     args = parse_args(sys.argv[1:] if argv is None else argv)
