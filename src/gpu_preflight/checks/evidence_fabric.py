@@ -35,6 +35,7 @@ from ..config.evidence import evidence_config
 from ..model import Finding, Status
 from ..registry import declare
 from .evidence import judges
+from .evidence_kernel import in_window
 from .ib_rails import hca_missing_findings, rail_sets
 
 if TYPE_CHECKING:
@@ -84,6 +85,13 @@ NIC_VERDICTS: dict[str, tuple[Status, Action, str, str]] = {
                               "If the port carries the job's traffic, reseat or replace the cable."),
     "mlx5_pcie_power": (Status.WARN, Action.CHECK_MECHANICALS, "a ConnectX adapter's PCIe slot gives too little power",
                         "Check the slot and riser: the adapter may throttle or fail under load."),
+    "mlx5_probe_failed": (Status.FAIL, Action.ISOLATE_NODE,
+                          "a ConnectX adapter's driver failed to bring it up (probe/load failed): the NIC is unusable",
+                          "Match the mlx5_core driver (OFED or inbox) and the adapter's firmware, then reload the "
+                          "driver or reboot; keep the node out of multi-node jobs until the adapter loads."),
+    "mlx5_link_down": (Status.WARN, Action.CHECK_MECHANICALS, "a ConnectX Ethernet/RoCE port's link went down",
+                       "If the port carries the job's traffic, check its cable, transceiver and switch port "
+                       "(ethtool, the switch log); repeats mean a flapping link."),
     "peermem_invalid_context": (Status.WARN, Action.MONITOR,
                                 "nvidia-peermem could not free a GPUDirect RDMA mapping (invalid context)",
                                 "A GPU-NIC communication problem may be building up: watch for repeats and for NCCL "
@@ -95,9 +103,10 @@ KERNEL_NIC = declare(
     "kernel.nic", "No RDMA NIC driver failed",
     """A saved kernel log holds an RDMA NIC driver message (EFA, ConnectX ``mlx5_core``,
     ``nvidia-peermem``): FAIL when the device stopped answering its driver (admin queue closed,
-    command timeout, not ready, unrecoverable error, lost heartbeat), WARN for events worth a
-    look (a failed admin command, a TX/RX timeout the driver recovers from, a hot or unplugged
-    transceiver, GPUDirect RDMA invalid-context errors). Messages older than the Xid window are
+    command timeout, not ready, unrecoverable error, lost heartbeat) or the driver could not bring
+    it up (probe failed), WARN for events worth a look (a failed admin command, a TX/RX timeout the
+    driver recovers from, a port whose link went down, a hot or unplugged transceiver, GPUDirect
+    RDMA invalid-context errors). Messages older than the Xid window are
     counted, not judged.""",
     group="efa_network", component="network_infrastructure", settings=("xid.window_hours",),
     actions={code: action for code, (_, action, _, _) in NIC_VERDICTS.items()})
@@ -222,8 +231,7 @@ def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iter
 def judge_kernel_network(record: DmesgRecord, window: XidWindow, source: str) -> Iterator[Finding]:
     """``kernel.nic`` and ``kernel.link_flap`` findings of a saved kernel log (called by its judge)."""
     start = window.start
-    recent = [m for m in record.nic_messages
-              if start is None or m.timestamp is None or datetime.fromisoformat(m.timestamp) >= start]
+    recent, _ = in_window(record.nic_messages, start)
     groups: dict[tuple[str, str | None], list[str]] = {}
     for message in recent:
         groups.setdefault((message.code, message.device), []).append(message.message)

@@ -21,6 +21,7 @@ from ..model import NA, Finding, Status
 from ..registry import declare
 from .evidence import judges
 from .evidence_fabric import judge_kernel_network
+from .evidence_kernel import judge_kernel_host
 from .gpu_links import LinkSettings
 
 if TYPE_CHECKING:
@@ -287,8 +288,9 @@ def judge_topo(record: TopoRecord, config: Config, source: str) -> Iterator[Find
 @judges("dmesg")
 def judge_dmesg(record: DmesgRecord, config: Config, source: str) -> Iterator[Finding]:
     """Xids by the Xid policy (``gpu.xid``), RDMA NIC messages and link flaps (``kernel.nic``,
-    ``kernel.link_flap``, :func:`~.evidence_fabric.judge_kernel_network`), PCIe ``limited by`` links,
-    and GPU-library crashes.
+    ``kernel.link_flap``, :func:`~.evidence_fabric.judge_kernel_network`), the host's own messages (PCIe
+    AER, OOM kills, hung tasks, CPU throttling: :func:`~.evidence_kernel.judge_kernel_host`), PCIe
+    ``limited by`` links, and GPU-library crashes.
 
     The Xid window of a saved log ends at its last timestamp (the log has no "now");
     an unreadable log is an ERROR: the file says nothing about Xids.
@@ -299,7 +301,9 @@ def judge_dmesg(record: DmesgRecord, config: Config, source: str) -> Iterator[Fi
                       recommendation="Collect it with privileges (sudo dmesg, or CAP_SYSLOG in the container).")
         return
     yield from _xids(record, config, source)
-    yield from judge_kernel_network(record, record.window(config.xid.window_hours), source)
+    window = record.window(config.xid.window_hours)
+    yield from judge_kernel_network(record, window, source)
+    yield from judge_kernel_host(record, window, source)
     for limit in record.pcie_limits:
         yield Finding("pcie.limited_by", Status.WARN, f"{source}/{limit.device}", "link_limited",
                       f"{limit.device}: {limit.available_gbps:g} Gb/s available, limited by a "

@@ -30,6 +30,7 @@ from typing import Generic, TypeVar
 
 from ..records.dmesg import CarrierChanges as CarrierChanges
 from ..records.dmesg import DmesgRecord as DmesgRecord
+from ..records.dmesg import HostMessage as HostMessage
 from ..records.dmesg import NicMessage as NicMessage
 from ..records.dmesg import PcieLimit as PcieLimit
 from ..records.dmesg import Segfault as Segfault
@@ -37,6 +38,7 @@ from ..records.dmesg import XidCount as XidCount
 from ..records.dmesg import XidLine as XidLine
 from .detect import parser
 from .errors import ParseError
+from .host_log import HOST_KEYS, host_message
 from .kernel_log import (
     MAX_LINE,
     KernelLineReader,
@@ -58,7 +60,9 @@ _LIMITED = re.compile(
     r"(?P<capable>[\d.]+) Gb/s with (?P<cap_speed>[\d.]+) GT/s PCIe x(?P<cap_width>\d+) link\)")
 _SEGFAULT = re.compile(r"(?<![^\s\[\]])(?P<process>[^\s\[\]]+)\[(?P<pid>\d+)\]: segfault at \S+ ip \S+ sp \S+ error \d+"
                        r"(?: in (?P<library>[^\[\s]+))?")
-_KERNEL_LINE = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]|[a-z]+\s*:\s*[a-z]+\s*:|\d{4}-\d{2}-\d{2}[T ]\d|"
+# dmesg -H / --reltime print "[Feb22 04:01]" on a line that starts a minute and "[  +0.000844]" on the others.
+_RELTIME = r"\[\s*\+\d+\.\d+\]|\[[A-Z][a-z]{2}\d{1,2} \d{2}:\d{2}\]"
+_KERNEL_LINE = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]|" + _RELTIME + r"|[a-z]+\s*:\s*[a-z]+\s*:|\d{4}-\d{2}-\d{2}[T ]\d|"
                           r"\[[A-Z][a-z]{2} [A-Z][a-z]{2}|[A-Z][a-z]{2}\s+\d+ \d{2}:\d{2}:\d{2} "
                           r"|\d{1,3},\d+,\d+,[-+c][^;\n]*;)|NVRM:|kernel:")
 _JOURNAL_KERNEL = re.compile(r"^(?:\S+\s+\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"
@@ -75,7 +79,7 @@ _MAYBE_WALL = re.compile(rb"\n(?!\[[ 0-9])")
 _NEEDLES_LOWER = (b"nvrm",)  # _SHAPE is case-insensitive: searched in the lower-cased chunk
 _NEEDLES = (b"segfault at", b"limited by", b"SXid", b"Linux version ", b"-- Boot ", b"-- Reboot --", b"efa ",
             b"infiniband rdmap", b"infiniband efa_", b"mlx5_core", b"nvidia-peermem",
-            b"arrier")  # "arrier": Lost/Gained/lost carrier
+            b"arrier", *HOST_KEYS)  # "arrier": Lost/Gained/lost carrier
 _DENIAL_NEEDLES = (b"dmesg: ", b"No journal files", b"/dev/kmsg: ")
 _SNIFF_LINES = 2000  # lines of the sniff window searched for a NIC driver message
 _TAIL_LINES = 32  # lines read back from a chunk's end for its last timestamp before searching all of it
@@ -120,6 +124,7 @@ class DmesgScanner:
         self.limits: _Kept[PcieLimit] = _Kept()
         self.segfaults: _Kept[Segfault] = _Kept()
         self.nic: _Kept[NicMessage] = _Kept()
+        self.host: _Kept[HostMessage] = _Kept()
         self.carrier: dict[str, CarrierChanges] = {}
         self.timeline = XidTimeline()
         self.lines = 0
@@ -131,7 +136,7 @@ class DmesgScanner:
 
     def _anything(self) -> bool:
         return bool(self.xids.total or self.unparsed.total or self.limits.total or self.segfaults.total
-                    or self.nic.total or self.carrier)
+                    or self.nic.total or self.host.total or self.carrier)
 
     def feed(self, chunk: bytes) -> None:
         if not chunk:
@@ -184,6 +189,8 @@ class DmesgScanner:
             self.nic.add(NicMessage(*nic, timestamp=_iso(line_timestamp(bounded, now=self.now))))
         elif (change := carrier_change(bounded)) and (link := interface_class(change[0])) != "virtual":
             self._carrier(change[0], link, change[1], _iso(line_timestamp(bounded, now=self.now)))
+        elif host := host_message(bounded):
+            self.host.add(HostMessage(*host, timestamp=_iso(line_timestamp(bounded, now=self.now))))
         if self.denied is None and not self._anything() and (
                 "failed:" in line or "No journal files" in line or "/dev/kmsg:" in line):
             self.denied = kernel_log_denied(line)
@@ -211,6 +218,7 @@ class DmesgScanner:
         record = DmesgRecord(
             xid_events=[self._xid_line(e) for e in self.xids.items()], pcie_limits=self.limits.items(),
             segfaults=self.segfaults.items(), nic_messages=self.nic.items(), carrier=list(self.carrier.values()),
+            host_messages=self.host.items(),
             lines=self.lines, unparsed_xids=self.unparsed.items(), clock_jumps=self.clock_jumps,
             last_timestamp=self.last.isoformat() if self.last else None,
             xid_counts=[XidCount(g.xid, g.pci, g.count, _iso(moment(g.first)), _iso(moment(g.last)))
@@ -218,7 +226,7 @@ class DmesgScanner:
             omitted={name: kept.total - len(kept.head) - len(kept.tail)
                      for name, kept in (("xid_events", self.xids), ("unparsed_xids", self.unparsed),
                                         ("pcie_limits", self.limits), ("segfaults", self.segfaults),
-                                        ("nic_messages", self.nic))
+                                        ("nic_messages", self.nic), ("host_messages", self.host))
                      if kept.total > len(kept.head) + len(kept.tail)},
         )
         record.timeline = self.timeline
@@ -240,8 +248,10 @@ def sniff(text: str) -> int:
         return 60  # driver messages without an Xid line, NVSwitch SXids
     if any(nic_message(line[:MAX_LINE]) for line in text.splitlines()[:_SNIFF_LINES]):
         return 60  # an RDMA NIC driver's own message, anchored on its driver prefix
-    if re.search(r"^\[\s*\d+\.\d+\] ", text, re.MULTILINE) or _KMSG_RECORD.search(text):
-        return 30  # plain dmesg, or /dev/kmsg records as read raw ("6,3964,206764307,-;message")
+    if _KERNEL_LINE.search(text) and any(host_message(line[:MAX_LINE]) for line in text.splitlines()[:_SNIFF_LINES]):
+        return 60  # the kernel's own AER / OOM-kill / hung-task / thermal text on a kernel-log line
+    if re.search(r"^(?:\[\s*\d+\.\d+\]|" + _RELTIME + ") ", text, re.MULTILINE) or _KMSG_RECORD.search(text):
+        return 30  # plain dmesg or dmesg -H, or /dev/kmsg records as read raw ("6,3964,206764307,-;message")
     if _JOURNAL_KERNEL.search(text):
         return 20  # "<month> <day> <time> <host> kernel: ..." or its ISO form
     return 15 if _SYSLOG_LINE.search(text) else 0  # a syslog file: other programs' lines (systemd-networkd...)

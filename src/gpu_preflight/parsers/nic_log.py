@@ -50,6 +50,13 @@ NIC_MESSAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("mlx5_module_high_temp", re.compile(_MLX5 + r".*Port module event.*High Temperature")),
     ("mlx5_module_unplugged", re.compile(_MLX5 + r".*Port module event.*Cable unplugged")),
     ("mlx5_pcie_power", re.compile(_MLX5 + r".*Detected insufficient power on the PCIe slot")),
+    # The driver could not bring the adapter up: "mlx5_core 0000:03:00.0: mlx5_load_one failed with error code
+    # -22", then "mlx5_core: probe of 0000:03:00.0 failed with error -22" (the kernel's driver core names it).
+    ("mlx5_probe_failed", re.compile(
+        _MLX5 + r":? (?:mlx5_(?:load|init)_one failed with error code|probe of "
+        r"(?P<probe>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]) failed with error)")),
+    # mlx5e's carrier update on an Ethernet/RoCE port: "mlx5_core 0000:5e:00.0 enp94s0f0: Link down".
+    ("mlx5_link_down", re.compile(_MLX5 + r" (?P<netdev>[A-Za-z][\w.@-]{0,31}): Link down\b")),
     ("peermem_invalid_context", re.compile(
         r"\bnvidia-peermem\b.*nv_get_p2p_free_callback.*ERROR detected invalid context")),
 )
@@ -75,6 +82,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "mlx5_unrecoverable": ("unrecoverable hardware error",), "mlx5_tx_timeout": ("timed out", "TX timeout"),
     "mlx5_rx_timeout": ("RX timeout",), "mlx5_module_high_temp": ("High Temperature",),
     "mlx5_module_unplugged": ("Cable unplugged",), "mlx5_pcie_power": ("insufficient power",),
+    "mlx5_probe_failed": ("failed with error",), "mlx5_link_down": ("Link down",),
     "peermem_invalid_context": ("invalid context",),
 }
 _FAMILIES: dict[str, tuple[re.Pattern[str], tuple[tuple[str, re.Pattern[str]], ...]]] = {
@@ -104,7 +112,7 @@ def nic_message(line: str) -> tuple[str, str | None, str] | None:
     for code, pattern in members:
         if (m := pattern.search(line)) is not None:
             groups = m.groupdict()
-            device = groups.get("ibdev") or groups.get("bdf")
+            device = groups.get("ibdev") or groups.get("bdf") or groups.get("probe")
             return code, device, line[m.start():].strip()[:300]
     return None
 

@@ -86,6 +86,17 @@ class NicMessage:
 
 
 @dataclass
+class HostMessage:
+    """A host-side kernel message (``parsers/host_log.py``): PCIe AER, OOM kill, hung task, CPU thermal
+    throttling; its code, what it names (a PCI address, ``process[pid]``, ``cpuN``), the text."""
+
+    code: str
+    subject: str | None
+    message: str
+    timestamp: str | None = None
+
+
+@dataclass
 class CarrierChanges:
     """One network interface's ``Lost carrier``/``Gained carrier`` lines: how many, and when; ``link`` is
     what the interface is by its name (``infiniband`` or ``ethernet``; container ends are not kept)."""
@@ -116,6 +127,7 @@ class DmesgRecord:
     clock_jumps: list[str] = field(default_factory=list)  # lines dated far beyond the rest: not the log's end
     nic_messages: list[NicMessage] = field(default_factory=list)
     carrier: list[CarrierChanges] = field(default_factory=list)
+    host_messages: list[HostMessage] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.timeline: XidTimelineLike | None = None  # not a field: never serialised, read by the judge
