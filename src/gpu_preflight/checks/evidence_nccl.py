@@ -97,7 +97,9 @@ ADVICE: dict[str, Advice] = {
                                "between the nodes, and the aws-ofi-nccl and libfabric versions against the driver."),
     "invalid_usage": Advice(Status.FAIL, "NCCL reported invalid usage (a configuration error)",
                             "Not a hardware fault: check the rank-to-GPU mapping (LOCAL_RANK, "
-                            "CUDA_VISIBLE_DEVICES), the world size and the launcher flags; NCCL_DEBUG=WARN says why."),
+                            "CUDA_VISIBLE_DEVICES), the world size and the launcher flags; NCCL_DEBUG=WARN says why. "
+                            "A truncated message means the ranks disagree on a collective's size or on NCCL's "
+                            "settings (NCCL_PROTO, NCCL_ALGO, the NCCL version) between ranks."),
     "duplicate_gpu": Advice(Status.FAIL, "two ranks share one GPU",
                             "Set each rank's device from LOCAL_RANK (torch.cuda.set_device) and make "
                             "--nproc-per-node match the GPUs visible to the job."),

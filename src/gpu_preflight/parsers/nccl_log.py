@@ -24,9 +24,17 @@ from .errors import ParseError
 from .text import is_noise, prepare
 
 KIND = "nccl-log"
+PROXY_RESULT = "proxy_result"  # a placeholder kind: classify() names the signature from the ncclResult_t code
+# ncclResult_t (nccl.h) -> the signature that code stands for; an unknown code is NCCL's internal error.
+NCCL_RESULT_KINDS = {1: "cuda_error", 2: "system_error", 3: "internal_error", 4: "invalid_usage", 5: "invalid_usage",
+                     6: "remote_error"}
 
 # (kind, pattern): order matters, the first match classifies the line.
 SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # NCCL's proxy thread failed an operation for a rank ("[Proxy Service 8] Failed to execute operation Connect from
+    # rank 8, retcode 2"): what failed is the ncclResult_t it returned, read by :data:`NCCL_RESULT_KINDS`.
+    (PROXY_RESULT, re.compile(r"\[Proxy Service \d+\] Failed to execute operation \w+ from rank \d+, retcode "
+                              r"(?P<code>\d+)")),
     # torch's heartbeat monitor ("ProcessGroupNCCL's watchdog got stuck for 600 seconds", "Heartbeat monitor timed
     # out!") kills ranks whose watchdog itself hung: the same incident, a rank that stopped making progress.
     ("watchdog_timeout", re.compile(r"Watchdog caught collective operation timeout|collective operation timeout"
@@ -49,9 +57,11 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # NCCL's socket layer gave up connecting to a peer: refused, timed out or unreachable ("Call to connect
     # returned ..., retrying" INFO lines are its retries, not a failure). A WARN cut right after its peer's
     # address (a paste that ends there) still names that failure.
+    # NCCL before 2.3 said "Call to connect failed : Connection timed out" (include/socket.h).
     ("connection_refused", re.compile(r"Connect to (?P<peer>\S+?)\s+failed\s*:\s*(?:Connection refused|Connection "
                                       r"timed out|No route to host|Network is unreachable)|NCCL WARN (?:\w+: )?Connect "
-                                      r"to \S+$|Connection refused", re.IGNORECASE)),
+                                      r"to \S+$|Connection refused|Call to connect failed\s*:\s*(?:Connection timed out"
+                                      r"|No route to host|Network is unreachable)", re.IGNORECASE)),
     ("net_plugin_missing", re.compile(r"NCCL WARN .*network (?P<net>.+?) not found|Failed to initialize any NET "
                                       r"plugin|NET/Plugin\s*:\s*Plugin load returned error", re.IGNORECASE)),
     # aws-ofi-nccl's own WARN lines (NCCL's format, or the plugin's old "WARN: Function: f Line: n:" format) and
@@ -66,12 +76,23 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                 r"|Connection closed by remote peer|Connection reset by peer"
                                 # the proxy's socket to a peer failed mid-operation (the peer died or the link did)
                                 r"|Socket recv failed while polling", re.IGNORECASE)),
-    ("invalid_usage", re.compile(r"invalid usage|ncclInvalidUsage", re.IGNORECASE)),
-    ("system_error", re.compile(r"unhandled system error|ncclSystemError", re.IGNORECASE)),
+    # A message longer than the receiver posted ("Message truncated : received 256 bytes instead of 4" in bootstrap,
+    # "NET/Socket : message truncated : receiving X bytes instead of Y"): ranks disagree on a collective's size or on
+    # NCCL's settings; NCCL itself returns ncclInvalidUsage for it since 2.12.
+    ("invalid_usage", re.compile(r"invalid usage|ncclInvalidUsage"
+                                 r"|message truncated\s*:\s*(?:peer \S+ )?receiv(?:ed|ing) \d+ bytes instead of \d+",
+                                 re.IGNORECASE)),
+    # A failed system call inside NCCL: its shared-memory segment (/dev/shm full or too small, a container's 64 MB
+    # default), or a socket it could not create.
+    ("system_error", re.compile(r"unhandled system error|ncclSystemError|Error while (?:creating|attaching to) shared "
+                                r"memory segment|failed to extend /dev/shm/|Call to posix_fallocate failed"
+                                r"|Socket creation failed", re.IGNORECASE)),
     ("cuda_error", re.compile(r"unhandled cuda error|ncclUnhandledCudaError|CUDA error: (?!out of memory)"
                               r"|NCCL WARN Cuda failure (?:\d+ )?'(?!out of memory)",
                               re.IGNORECASE)),
-    ("out_of_memory", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory", re.IGNORECASE)),
+    ("out_of_memory", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
+                                 r"|NCCL WARN Cuda failure (?:\d+ )?'out of memory'|Failed to CUDA calloc",
+                                 re.IGNORECASE)),
     ("internal_error", re.compile(r"ncclInternalError|NCCL error[^\n]{0,500}?internal error", re.IGNORECASE)),
     ("rendezvous_timeout", re.compile(r"DistStoreError|RendezvousTimeoutError|Timed out after \d+ seconds waiting "
                                       r"for clients|TCPStore.*(?:timed out|Timeout)", re.IGNORECASE)),
@@ -118,6 +139,8 @@ def classify(text: str) -> tuple[str, re.Match[str]] | None:
     """The signature kind of one message and its match, or ``None`` (used by other parsers too)."""
     for kind, pattern in SIGNATURES:
         if m := pattern.search(text):
+            if kind == PROXY_RESULT:
+                kind = NCCL_RESULT_KINDS.get(int(m.group("code")), "internal_error")
             return kind, m
     return None
 
@@ -136,6 +159,11 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
     # The file name starts where a path token starts: tried from every character of a long token, the
     # match would be quadratic (64 KiB of "0." took 20 s).
     (70, re.compile(r"(?<![\w/.-])[\w/.-]+\.(?:c|cc|cpp|cu|h):\d+ NCCL WARN\b", re.M)),
+    # NCCL before 2.3 printed "WARN"/"INFO" without "NCCL": after its host:pid:tid [dev] prefix
+    # ("gpu-1:18553:18611 [0] include/socket.h:360 WARN Call to connect failed"), or alone with a path in NCCL's
+    # source tree ("include/socket.h:344 WARN Socket creation failed").
+    (65, re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] (?:[\w/.-]+\.(?:cc|cu|h):\d+ )?(?:WARN|INFO) \S"
+                    r"|^(?:include|misc|transport|graph|collectives)/[\w/.-]+\.(?:cc|cu|h):\d+ WARN \S", re.M)),
     # aws-ofi-nccl's old log format and libfabric's provider warnings (the network plugin below NCCL).
     (70, re.compile(r"^WARN: Function: \w+ Line: \d+: NET/OFI\b|^libfabric:\d+:\d+::\w+:\w+:\S+<warn> ", re.M)),
     (60, re.compile(r"^torch\.distributed\.[\w.]+(?:Error|Exception)\b|^\s*Root Cause \(first observed failure\)"
@@ -258,7 +286,7 @@ def _detail(line: str) -> str:
     text = re.sub(r"^\[[EWIF]\d{4} [^\]]*\]\s*", "", text)
     text = re.sub(r"^[\w.-]+:\d+:\d+\s+\[\d+\]\s*", "", text)
     text = re.sub(r"^\S+\.(?:cc|cpp|h|cu):\d+\s+", "", text)
-    text = re.sub(r"^NCCL (?:WARN|INFO)\s+", "", text)
+    text = re.sub(r"^(?:NCCL )?(?:WARN|INFO)\s+", "", text)
     return text.strip()[:300]
 
 
