@@ -35,10 +35,17 @@ _JSON_TEST = re.compile(r'"name"\s*:\s*"[^"\n]+"\s*,\s*"results"\s*:\s*\[\s*\{\s
 
 
 # dcgmi's own "Error: ..." answers when a run cannot start (dcgmi/Diag.cpp's failure messages and
-# NVVS's unknown-test answer, DCGM 2.x-4.x): nothing was measured, the record is an error.
-_REFUSED = re.compile(r"^\s*Error: (?:requested test \"[^\"\n]*\" was not found among possible test choices"
+# NVVS's unknown-test answer, DCGM 2.x-4.x): nothing was measured, the record is an error. Any dcgmi
+# command (diag, discovery, group, test) answers the same two lines when no nv-hostengine listens
+# (dcgmi/CommandLineParser's connection failure), and a diagnostic without its NVVS binary says so
+# (DCGM_ST_NVVS_BINARY_NOT_FOUND's text); a paste may quote each line ('"Error: ..."', '> Error: ...': the
+# paste reader takes an "Error: " on every line for a host tag, so the quoted text is read as given).
+_REFUSED = re.compile(r"^[>\s]*\"?Error: (?:requested test \"[^\"\n]*\" was not found among possible test choices"
                       r"|Diagnostic can only be performed on a homogeneous group|Diagnostic could not be run "
-                      r"(?:because|while)|Unsupported entities are indicated)", re.MULTILINE)
+                      r"(?:because|while)|Unsupported entities are indicated"
+                      r"|[Uu]nable to establish a connection to the specified host|Unable to connect to host engine)"
+                      r"|^[>\s]*\"?(?i:error) when executing the diagnostic: (?i:the nvvs binary was not found)",
+                      re.MULTILINE)
 
 
 def sniff(text: str) -> int:

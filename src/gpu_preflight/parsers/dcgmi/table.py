@@ -32,7 +32,9 @@ from ..text import is_elision, is_noise, prepare
 from .common import KIND, gpu_ids_in, normalize_status, overall_of, worst_status
 
 _CATEGORY = re.compile(r"^[|+]-+\s+(?P<name>[A-Za-z][\w /]*?)\s+-+[+|]")
-_ERROR = re.compile(r"^\s*Error:\s*(?P<msg>.*)$")
+# dcgmi's "Error: ..." line (quoted '"Error: ..."' or '> Error: ...' in some pastes), and the diagnostic's
+# "Error when executing the diagnostic: ..." (any case: one paste lower-cased it).
+_ERROR = re.compile(r'^[>\s]*"?(?:Error|(?i:error when executing the diagnostic)):\s*(?P<msg>.*?)"?\s*$')
 _RETURN = re.compile(r"Return:\s*\((?P<code>-?\d+)\)")
 _PART = re.compile(r"^(?P<status>Pass|Fail|Warn|Skip|Skipped|Error|Not Run)\b\s*(?:-\s*(?P<scope>.*))?$",
                    re.IGNORECASE)
