@@ -28,12 +28,13 @@ _PAIR = re.compile(r"(?P<key>[A-Za-z][\w .*/-]*?)\s*:\s*(?P<value>\S+)")
 _HEADER_LINE_MAX = 512  # a header line is ~80 characters; _PAIR is quadratic in a line without a colon
 _HEADER_KEYS = {"device": "device", "transport type": "transport", "connection type": "connection_type",
                 "link type": "link_layer"}
-_ERROR = re.compile(r"unable to|failed|error|couldn't|cannot", re.IGNORECASE)
+_ERROR = re.compile(r"unable to|failed|error|couldn't|cannot|^Port number \d+ state is (?!Active\b)", re.IGNORECASE)
 
 
 # perftest's own failure lines (perftest_communication.c, perftest_resources.c): a run that never
-# connected prints only these, and people paste them alone.
-_FAILURE_LINE = re.compile(r"^\s*(?:Couldn't connect to \S+:\d+|Unable to init the socket connection"
+# connected prints only these, and people paste them alone (quoted with '>' too, indented under a list item,
+# which the paste reader does not unwrap).
+_FAILURE_LINE = re.compile(r"^[\s>]*(?:Couldn't connect to \S+:\d+|Unable to init the socket connection"
                            r"|Unable to open file descriptor for socket connection"
                            r"|Completion with error at (?:client|server)|Failed status \d+: wr_id"
                            r"|(?:ethernet|rdma_cm)_(?:read|write)_keys: Couldn't|Couldn't (?:read|exchange) remote"
@@ -43,7 +44,11 @@ _FAILURE_LINE = re.compile(r"^\s*(?:Couldn't connect to \S+:\d+|Unable to init t
                            r"|RDMA CM event error|Failed to (?:handle|connect) RDMA CM event"
                            # no RDMA device at all (perftest_parameters.c): a container without the device, a
                            # driver that is not up
-                           r"|Did not detect devices|Unable to find the Infiniband/RoCE device)", re.M)
+                           r"|Did not detect devices|Unable to find the Infiniband/RoCE device"
+                           # a port that is not up, and the device context that therefore cannot be had
+                           # (perftest_parameters.c's link-layer check); GPU memory it cannot register
+                           r"|Port number \d+ state is (?!Active\b)\w+|Couldn't set the link layer"
+                           r"|Couldn't get context for the device|Couldn't allocate MR)", re.M)
 
 
 def sniff(text: str) -> int:
@@ -61,7 +66,7 @@ def parse(text: str) -> PerftestRecord:
     record = PerftestRecord()
     columns: list[str] | None = None
     for number, raw in enumerate(prepare(KIND, text), 1):
-        line = raw.strip()
+        line = raw.strip().lstrip("> \t")  # an indented quote ("  > Couldn't ...") the paste reader leaves
         if not line or is_noise(raw) or set(line) <= {"-"}:
             continue
         if m := re.match(r"^(?P<test>\w+(?: [\w ]+?)? BW Test)$", line):  # "RDMA_Write Post List BW Test" too
