@@ -1,6 +1,7 @@
 """Rules issue 27's field corpus taught the kernel-log reader about the host side (in-repository texts only).
 
-* ``dmesg -H``/``--reltime`` prefixes (``[Feb22 04:01]``, ``[  +0.000844]``) are a kernel log.
+* ``dmesg -H``/``--reltime`` prefixes (``[Feb22 04:01]``, ``[  +0.000844]``) are a kernel log, and so is
+  a hung-task, OOM-kill or thermal message pasted bare, on a line of its own.
 * The PCIe AER driver's reports are ``kernel.pcie_aer``: Uncorrected (Fatal) or a failed recovery
   FAILs, Non-Fatal and Corrected WARN.
 * OOM kills (``kernel.oom``), hung tasks (``kernel.hung_task``) and CPU thermal throttling
@@ -51,6 +52,12 @@ def test_dmesg_reltime_prefixes_are_a_kernel_log(text: str) -> None:
 
 def test_a_host_message_in_prose_is_not_a_kernel_log() -> None:
     assert detect_kind("The job said: Out of memory: Killed process 12 (python) and stopped.\n") is None
+
+
+def test_a_bare_hung_task_paste_is_a_kernel_log_and_warns() -> None:
+    text = (KERNEL / "ogkm1205_hung_task_nvidia_modeset_bare.txt").read_text()
+    assert detect_kind(text) == "dmesg"
+    assert judged(text, "kernel.hung_task") == [(Status.WARN, "hung_task", "n1/kwin_wayland[1590]")]
 
 
 # --------------------------------------------------------------------------- PCIe AER

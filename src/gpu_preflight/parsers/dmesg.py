@@ -248,8 +248,11 @@ def sniff(text: str) -> int:
         return 60  # driver messages without an Xid line, NVSwitch SXids
     if any(nic_message(line[:MAX_LINE]) for line in text.splitlines()[:_SNIFF_LINES]):
         return 60  # an RDMA NIC driver's own message, anchored on its driver prefix
-    if _KERNEL_LINE.search(text) and any(host_message(line[:MAX_LINE]) for line in text.splitlines()[:_SNIFF_LINES]):
+    host = [(line, found) for line in text.splitlines()[:_SNIFF_LINES] if (found := host_message(line[:MAX_LINE]))]
+    if host and _KERNEL_LINE.search(text):
         return 60  # the kernel's own AER / OOM-kill / hung-task / thermal text on a kernel-log line
+    if any(line.strip()[:300] == found[2] for line, found in host):
+        return 25  # such a message pasted bare ("INFO: task x:1 blocked for more than 120 seconds."): a line of its own
     if re.search(r"^(?:\[\s*\d+\.\d+\]|" + _RELTIME + ") ", text, re.MULTILINE) or _KMSG_RECORD.search(text):
         return 30  # plain dmesg or dmesg -H, or /dev/kmsg records as read raw ("6,3964,206764307,-;message")
     if _JOURNAL_KERNEL.search(text):
