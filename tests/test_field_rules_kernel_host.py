@@ -82,6 +82,11 @@ def test_corrected_aer_errors_warn_and_count() -> None:
     ("[ 5.1] pcieport 0000:00:1c.5: AER: Multiple Corrected error received: 0000:00:1c.5",
      "pcie_aer_corrected", "0000:00:1c.5"),
     ("[ 5.1] pcieport 0000:00:03.0: AER: device recovery failed", "pcie_aer_fatal", "0000:00:03.0"),
+    # newer kernels name the severities as the PCIe spec does: Correctable / Uncorrectable
+    ("[ 5.1] pcieport 0000:00:01.0: AER: Uncorrectable (Fatal) error message received from 0000:01:00.0",
+     "pcie_aer_fatal", "0000:00:01.0"),
+    ("[ 5.1] nvidia 0000:01:00.0: PCIe Bus Error: severity=Uncorrectable (Non-Fatal), type=Transaction Layer",
+     "pcie_aer_nonfatal", "0000:01:00.0"),
     ("[ 5.1] Out of memory: Kill process 25635 (python) score 974 or sacrifice child", "oom_kill", "python[25635]"),
     ("[ 5.1] Killed process 25635 (python) total-vm:55518724kB, anon-rss:23902876kB", "oom_kill", "python[25635]"),
     ("Mar 1 k kernel: Memory cgroup out of memory: Killed process 77 (pt_main_thread) total-vm:1kB",

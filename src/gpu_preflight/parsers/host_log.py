@@ -12,9 +12,10 @@ of :mod:`.nic_log`.
 
 The texts are the kernel's own format strings (``drivers/pci/pcie/aer.c``: ``AER: %s%s error
 message received from %s`` since 5.10, ``AER: %s%s error received: %s`` before, and the
-``PCIe Bus Error: severity=%s`` record each one heads; ``mm/oom_kill.c``'s ``Out of memory: Killed
-process`` and the older ``Killed process``; ``kernel/hung_task.c``; ``arch/x86/kernel/cpu/mce/
-therm_throt.c``), so one pattern covers every prefix style the line may carry.
+``PCIe Bus Error: severity=%s`` record each one heads, its severity ``Corrected``/``Uncorrected``
+in older kernels and ``Correctable``/``Uncorrectable`` in newer ones; ``mm/oom_kill.c``'s ``Out of
+memory: Killed process`` and the older ``Killed process``; ``kernel/hung_task.c``;
+``arch/x86/kernel/cpu/mce/therm_throt.c``), so one pattern covers every prefix style the line may carry.
 
 Pure text in, tuples out; patterns read a bounded line and have no nested quantifiers.
 """
@@ -31,11 +32,11 @@ _AER_DEVICE = rf"(?P<bdf>{_BDF})(?:\s+\S+)?:\s+(?:AER:\s+)?"
 
 HOST_MESSAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("pcie_aer_fatal", re.compile(
-        _AER_DEVICE + r"(?:(?:Multiple )?Uncorrected \(Fatal\) error (?:message )?received"
-        r"|PCIe Bus Error: severity=Uncorrected \(Fatal\)|device recovery failed)")),
+        _AER_DEVICE + r"(?:(?:Multiple )?Uncorrect(?:ed|able) \(Fatal\) error (?:message )?received"
+        r"|PCIe Bus Error: severity=Uncorrect(?:ed|able) \(Fatal\)|device recovery failed)")),
     ("pcie_aer_nonfatal", re.compile(
-        _AER_DEVICE + r"(?:(?:Multiple )?Uncorrected \(Non-Fatal\) error (?:message )?received"
-        r"|PCIe Bus Error: severity=Uncorrected \(Non-Fatal\))")),
+        _AER_DEVICE + r"(?:(?:Multiple )?Uncorrect(?:ed|able) \(Non-Fatal\) error (?:message )?received"
+        r"|PCIe Bus Error: severity=Uncorrect(?:ed|able) \(Non-Fatal\))")),
     ("pcie_aer_corrected", re.compile(
         _AER_DEVICE + r"(?:(?:Multiple )?Correct(?:ed|able) error (?:message )?received"
         r"|PCIe Bus Error: severity=Correct(?:ed|able))")),
