@@ -19,9 +19,9 @@ node with six rails missing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..fastclass import dataclass
 from ..model import Finding, Status
 
 if TYPE_CHECKING:
