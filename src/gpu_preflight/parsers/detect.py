@@ -16,14 +16,16 @@ the two cannot drift. Detection only ever needs the head: :data:`SNIFF_WINDOW`.
 from __future__ import annotations
 
 import importlib
+import itertools
 import pkgutil
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..fastclass import dataclass
 from ..registries import Registry
 from .errors import ParseError
+from .text import PasteReader
 
 __all__ = ["PARSERS", "SNIFF_WINDOW", "ParserSpec", "all_kinds", "detect_kind", "get_parser", "parse_text", "parser"]
 
@@ -47,6 +49,7 @@ class ParserSpec:
     sniff: SniffFn
     title: str
     stream: StreamFn | None = None
+    fn: ParseFn | None = None  # the module's own parse function (``parse`` reads past a paste's decorations first)
 
 
 
@@ -74,8 +77,9 @@ def parser(kind: str, *, sniff: SniffFn, title: str, stream: StreamFn | None = N
 
     def register(fn: ParseFn) -> ParseFn:
         old = PARSERS.find(kind) if kind in PARSERS else None
-        if old is None or old.parse is not fn:  # the same function again: a module imported twice
-            PARSERS.register(kind, ParserSpec(kind, fn, sniff, title, stream))
+        if old is None or old.fn is not fn:  # the same function again: a module imported twice
+            PARSERS.register(kind, ParserSpec(kind, _past_paste(fn, sniff), sniff, title,
+                                              _stream_past_paste(stream, sniff) if stream else None, fn))
         return fn
 
     return register
@@ -94,22 +98,119 @@ def get_parser(kind: str) -> ParserSpec:
 def detect_kind(text: str) -> str | None:
     """The kind whose sniffer is surest about ``text``; ``None`` when none recognises it.
 
-    Never raises: a sniffer that trips over odd input simply does not vote. Binary data
-    and source code are nobody's output; guessing there would judge garbage as evidence.
+    The sniffers read the text as the tool printed it: a paste's decorations (colour codes,
+    Markdown fences, a prefix on every line: see :class:`~.text.PasteReader`) are removed
+    first, once, for all of them. A prefix on every line is no evidence of any tool, and
+    read as content it hides every line start (or, as torch's ``[rank3]:``, passes for
+    another tool's); so the text is read with every prefix removed, then with one fewer
+    (the tool's own line start may look like one), and as given last. Never raises: a
+    sniffer that trips over odd input simply does not vote. Binary data and source code
+    are nobody's output; guessing there would judge garbage as evidence.
     """
-    specs = PARSERS.items()
     head = text[:SNIFF_WINDOW]
-    if "\x00" in head or len(_SOURCE_CODE.findall(head)) >= 3:
+    if "\x00" in head:
         return None
-    best: tuple[int, str] | None = None
-    for kind, spec in specs:
-        try:
-            score = spec.sniff(head)
-        except Exception:  # a sniffer bug must not turn detection into a crash
-            score = 0
-        if score > 0 and (best is None or score > best[0]):
-            best = (score, kind)
-    return best[1] if best else None
+    for candidate in _readings(head):
+        if len(_SOURCE_CODE.findall(candidate)) >= 3:
+            return None
+        best: tuple[int, str] | None = None
+        for kind, spec in PARSERS.items():
+            score = _score(spec.sniff, candidate)
+            if score > 0 and (best is None or score > best[0]):
+                best = (score, kind)
+        if best is not None:
+            return best[1]
+    return None
+
+
+def _readings(head: str) -> list[str]:
+    """``head`` read past its paste's decorations, then past fewer of them, then as given."""
+    readings = [reader.read(head) for reader in PasteReader.of(head).peeled()]
+    return [r for r in dict.fromkeys(readings) if r is not head] + [head]
+
+
+def _score(sniff: SniffFn, head: str) -> int:
+    """The sniffer's score, 0 when it raises."""
+    try:
+        return sniff(head)
+    except Exception:  # a sniffer bug must not turn detection into a crash
+        return 0
+
+
+def _readers(sniff: SniffFn, head: str) -> list[PasteReader | None]:
+    """The ways to read a text whose head is ``head`` as the kind ``sniff`` recognises, to try in turn
+    (``None``: as given): the one its sniffer is surest of first, then the others it recognises.
+
+    Past what no tool prints (colours, fences, quoting) always; past a tag on every line (a
+    date, a rank, a host, a container) or the tabs only when that makes the sniffer surer,
+    and of readings it is as sure of, the one that removes least first: a tag that a kind's
+    own parser reads (torch's ``[rank3]:`` in a job log, journalctl's date) is that kind's
+    evidence, and so are the tabs ``topo -m`` separates its columns with. A text read as
+    given before is thus read as given first, byte for byte."""
+    *tagged, base = PasteReader.of(head).peeled()
+    scored = [(_score(sniff, reader.read(head)), None if reader.idle else reader)
+              for reader in (base, *reversed(tagged))]  # the fewest removed first
+    order = [reader for score, reader in sorted(scored, key=lambda pair: -pair[0]) if score > 0]
+    if not base.idle and _score(sniff, head) > 0:
+        order.append(None)  # what only the text as given is recognised as
+    return [reader.fresh() if reader is not None else None for reader in order] or [None]
+
+
+def _past_paste(fn: ParseFn, sniff: SniffFn) -> ParseFn:
+    """``fn`` reading what :func:`detect_kind` read: the text without the paste's decorations that hide
+    the tool's lines, so a parser states only its tool's format. When the parser cannot read the
+    text so, the next reading is tried (a quoted table as given: the sniffer finds ``NVIDIA-SMI``
+    anywhere in a line, the parser needs the rows' ``|`` at the line start); the first refusal is
+    the one raised."""
+
+    def parse(text: str) -> Any:
+        first: ParseError | None = None
+        for reader in _readers(sniff, text[:SNIFF_WINDOW]):
+            try:
+                return fn(text if reader is None else reader.read(text))
+            except ParseError as exc:
+                first = first or exc
+        assert first is not None
+        raise first
+
+    parse.__doc__ = fn.__doc__
+    return parse
+
+
+def _stream_past_paste(stream: StreamFn, sniff: SniffFn) -> StreamFn:
+    """``stream`` reading past the paste's decorations that the head shows (see :func:`_past_paste`).
+
+    A stream cannot be read twice: when there is more than one way to read it, each is tried
+    on the head alone, and the whole is read the first way whose head the parser reads."""
+
+    def scan(chunks: Iterable[bytes]) -> Any:
+        it = iter(chunks)
+        first: list[bytes] = []
+        for chunk in it:
+            first.append(chunk)
+            if sum(map(len, first)) >= SNIFF_WINDOW:
+                break
+        head = b"".join(first)[:SNIFF_WINDOW].decode("utf-8", errors="replace")
+        readers = _readers(sniff, head)
+        chosen = readers[0]
+        for reader in readers if len(readers) > 1 else ():
+            try:
+                stream(iter(first) if reader is None else _read_chunks(reader.fresh(), first))
+            except ParseError:
+                continue
+            chosen = reader
+            break
+        whole = itertools.chain(first, it)
+        return stream(whole if chosen is None else _read_chunks(chosen, whole))
+
+    scan.__doc__ = stream.__doc__
+    return scan
+
+
+def _read_chunks(reader: PasteReader, chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Each chunk of whole lines past the paste's decorations (decoded as the streams decode a log)."""
+    for chunk in chunks:
+        yield reader.read(chunk.decode("utf-8", errors="replace")).encode()
 
 
 def parse_text(text: str, kind: str | None = None) -> tuple[str, Any]:

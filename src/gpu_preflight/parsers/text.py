@@ -16,8 +16,8 @@ import re
 from .errors import ParseError
 
 __all__ = [
-    "ContentGate", "chunk_lines", "is_elision", "is_noise", "is_not_available", "is_prompt", "prepare", "to_bool",
-    "to_float", "to_int",
+    "ContentGate", "PasteReader", "chunk_lines", "is_elision", "is_noise", "is_not_available", "is_prompt", "prepare",
+    "to_bool", "to_float", "to_int",
 ]
 
 _NOT_AVAILABLE = frozenset({
@@ -30,6 +30,27 @@ _RC = re.compile(r"^\s*rc=-?\d+\s*$")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 _TRUE = frozenset({"yes", "enabled", "enable", "active", "on", "true", "supported"})
 _FALSE = frozenset({"no", "disabled", "disable", "not active", "off", "false"})
+
+# What a paste puts around a tool's lines, which no tool prints itself (see PasteReader): terminal colours
+# (ANSI CSI and OSC sequences), Markdown fences, and one prefix repeated on every line. The prefixes, in
+# the order they nest ("> 2024-03-01T12:00:00Z gpu-7: ..."): e-mail / GitHub quoting; an ISO date and time
+# (journald -o short-iso, kubectl logs --timestamps, CI runners); a launcher's rank tag (torchrun's
+# "[rank3]:", Open MPI's "[1,0]<stdout>:", Horovod's "[0]<stderr>:", srun -l's "3: "); a host tag (pdsh,
+# clush, ansible: "gpu-7: "; a message's level, "Error: " on every line, is no host); a container tag
+# (docker compose, stern: "trainer-0  | ").
+_ANSI_SEQ = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_FENCE = re.compile(r"^[>\s]*(?:```|~~~)[\w+.-]*\s*$")
+_PASTE_PREFIXES = (  # in nesting order: a paste's quoting holds a log's date, which holds a launcher's tag...
+    re.compile(r"^(?:>[ \t]?)+"),
+    re.compile(r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]"),
+    re.compile(r"^(?:\[rank\d+\]:|\[\d+,\d+\]<std(?:out|err)>:|\[\d{1,5}\](?:<std(?:out|err)>)?:?(?=[ \t])"
+               r"|\d{1,5}:(?=[ \t]))[ \t]?"),
+    re.compile(r"^(?!(?i:error|warning|warn|info|debug|note|notice|fatal|critical|hint|caused by|usage):)"
+               r"[A-Za-z][\w.-]*:[ \t]"),
+    re.compile(r"^[A-Za-z][\w.-]*[ \t]*\|[ \t]?"),
+)
+_QUOTE = _PASTE_PREFIXES[0]  # quoting, like colours and fences, is never a tool's own: always read past
+_PREFIX_SHARE = 0.6  # a prefix on fewer lines is content (a "provider: efa" key), not a paste's decoration
 
 
 def prepare(kind: str, text: str, *, allow_empty: bool = False) -> list[str]:
@@ -67,6 +88,105 @@ class ContentGate:
     def finish(self) -> None:
         if not self.seen:
             raise ParseError(self.kind, "empty input")
+
+
+class PasteReader:
+    """What a paste put around a tool's lines (see :data:`_PASTE_PREFIXES`), learnt from its head.
+
+    A prefix counts when it starts most lines (:data:`_PREFIX_SHARE`): on every line it is a
+    decoration of the paste, and read as content it hides the tool's own line starts from
+    every sniffer (or, as torch's ``[rank3]:``, passes for evidence of another tool). Text
+    outside Markdown fences is the poster's prose, not the tool's. :meth:`of` learns all
+    that from a text (a file's head); :meth:`read` removes it, line by line, from that text
+    or from the chunks of the same file in order (it remembers whether it is inside a
+    fence), so a log streamed in chunks is read past what its head showed.
+    """
+
+    def __init__(self, ansi: bool, fenced: bool, prefixes: tuple[re.Pattern[str], ...], tabs: bool = False) -> None:
+        self.ansi = ansi
+        self.fenced = fenced
+        self.prefixes = prefixes
+        self.tabs = tabs  # expand tabs to the terminal's 8-column stops (an editor's or unexpand's tabs for spaces)
+        self._inside = False
+
+    @property
+    def idle(self) -> bool:
+        """Whether the paste has no decoration to remove: :meth:`read` then returns the text itself."""
+        return not (self.ansi or self.fenced or self.prefixes or self.tabs)
+
+    @classmethod
+    def of(cls, text: str) -> PasteReader:
+        """The decorations of the paste ``text``, outermost prefix first."""
+        ansi = "\x1b" in text
+        if ansi:
+            text = _ANSI_SEQ.sub("", text)
+        lines = text.splitlines()
+        fenced = ("```" in text or "~~~" in text) and _has_fenced_block(lines)
+        if fenced:
+            lines = cls(False, True, ())._lines(lines)
+        prefixes: list[re.Pattern[str]] = []
+        for _ in range(len(_PASTE_PREFIXES)):
+            body = [line for line in lines if line.strip() and not is_noise(line)]
+            found = next((p for p in _PASTE_PREFIXES
+                          if body and sum(1 for line in body if p.match(line)) >= _PREFIX_SHARE * len(body)), None)
+            if found is None:
+                break
+            prefixes.append(found)
+            lines = [found.sub("", line, count=1) for line in lines]
+        return cls(ansi, fenced, tuple(prefixes), "\t" in text)
+
+    def peeled(self) -> list[PasteReader]:
+        """The readers to try, most removed first: this one, then one prefix fewer each time (the innermost
+        kept), to the one that removes only what no tool prints (colours, fences, quoting).
+
+        A tool's own line start can take a tag's shape (journalctl -o short-iso starts each
+        record with its date, torch's log its ``[rank3]:``), so the reader that removes every
+        prefix is not the only one to ask. At each step the tabs are expanded first, then kept:
+        some tools print tabs (``topo -m`` separates its columns with them, ``lspci -vvv``
+        indents with them), while a parser that reads nesting from the depth of spaces loses it
+        to an editor's tabs.
+        """
+        quoted = next((i for i, p in enumerate(self.prefixes) if p is not _QUOTE), len(self.prefixes))
+        tabs = (True, False) if self.tabs else (False,)
+        return [PasteReader(self.ansi, self.fenced, self.prefixes[:n], expand)
+                for n in range(len(self.prefixes), quoted - 1, -1) for expand in tabs]
+
+    def fresh(self) -> PasteReader:
+        """The same decorations, read from a text's start (outside any fence)."""
+        return PasteReader(self.ansi, self.fenced, self.prefixes, self.tabs)
+
+    def read(self, text: str) -> str:
+        """``text`` with this paste's decorations removed (``text`` itself when there are none)."""
+        if self.idle:
+            return text
+        if self.ansi:
+            text = _ANSI_SEQ.sub("", text)
+        return "\n".join(self._lines(text.splitlines())) + "\n"
+
+    def _lines(self, lines: list[str]) -> list[str]:
+        if self.fenced:
+            kept = []
+            for line in lines:
+                if _FENCE.match(line):
+                    self._inside = not self._inside
+                elif self._inside:
+                    kept.append(line)
+            lines = kept
+        for prefix in self.prefixes:
+            lines = [prefix.sub("", line, count=1) for line in lines]
+        return [line.expandtabs(8) for line in lines] if self.tabs else lines
+
+
+def _has_fenced_block(lines: list[str]) -> bool:
+    """Whether a Markdown fence opens before a line of text (to its closing fence or the end): a stray run
+    of backticks at a log's end is no fence."""
+    opened = False
+    for line in lines:
+        if _FENCE.match(line):
+            opened = not opened
+        elif opened and line.strip():
+            return True
+    return False
 
 
 def chunk_lines(chunk: bytes) -> list[str]:

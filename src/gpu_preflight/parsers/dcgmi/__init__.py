@@ -27,6 +27,13 @@ __all__ = [
 # DCGM's own result phrasing (``Pass - All``, ``Fail - GPU: 0``, ``Skip - All``, ``Pass - GPUs: 1, 2``).
 _RESULT_ROW = re.compile(r"^\|\s*[A-Za-z][\w /()-]*?\s*\|\s*(?:Pass|Fail|Skip|Warn)\s+-\s+"
                          r"(?:All|GPUs?:\s*\d[\d, ]*)\s*\|", re.MULTILINE)
+# DCGM 1.x/2.x printed the bare result ("| NVML Library | Pass |"): a two-cell row is any Markdown table's,
+# so a header-less paste of those rows counts only when two of them name DCGM's own tests and plugins.
+_LEGACY_ROW = re.compile(r"^\|\s*(?:NVML Library|CUDA Main Library|CUDA Toolkit Libraries|Permissions and OS Blocks"
+                         r"|Persistence Mode|Environment Variables|Page Retirement(?:/Row Remap)?|Graphics Processes"
+                         r"|Inforom|Blacklist|Denylist|SM Stress|Targeted Stress|Targeted Power|Memory Bandwidth"
+                         r"|GPU Memory|Memtest|Pulse Test|Context Create)\s*\|\s*(?:Pass|Fail|Skip|Warn)\s*\|",
+                         re.MULTILINE)
 
 
 # A test object quoted out of a ``-j`` document (3.x ``gpu_id(s)`` or 4.x ``entity_group``), without
@@ -60,7 +67,7 @@ def sniff(text: str) -> int:
     if re.search(r"DCGM GPU Diagnostic returned an error|Unable to (?:complete|run) diagnostic", text) or \
             _REFUSED.search(text):
         return 90
-    if _RESULT_ROW.search(text):  # rows pasted without the header or a category line
+    if _RESULT_ROW.search(text) or len(_LEGACY_ROW.findall(text)) >= 2:  # rows pasted without the header
         return 60
     return 0
 

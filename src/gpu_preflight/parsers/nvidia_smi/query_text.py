@@ -79,6 +79,11 @@ class Node:
 
 
 def sniff(text: str) -> int:
+    """nvidia-smi -q indents with spaces only, and its parser reads the nesting from their depth: a paste
+    indented with tabs is not read as given (detection reads it with the tabs expanded, see
+    :class:`~..text.PasteReader`), lest a section fold into its parent and its values go unjudged."""
+    if re.search(r"^ *\t", text, re.MULTILINE):
+        return 0
     if "NVSMI LOG" in text:
         return 90
     score = 0
