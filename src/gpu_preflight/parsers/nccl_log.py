@@ -149,8 +149,9 @@ def classify(text: str) -> tuple[str, re.Match[str]] | None:
 # merely mentions "NCCL WARN" or torch.distributed does not carry them.
 _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
     (85, re.compile(r"^(?:\[[^\]]*\]\s*)?[\w.-]+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL (?:WARN|INFO)\b", re.M)),
-    # old c10d's std::runtime_error text ("what(): NCCL Error 1: unhandled cuda error") included.
-    (80, re.compile(r"^\[rank\d+\]:|^\[[EWIF]\d{4} [^\]]*\]|^\[[EWIF] ProcessGroupNCCL\.cpp:\d+\]"
+    # old c10d's std::runtime_error text ("what(): NCCL Error 1: unhandled cuda error") included; c10's glog-like
+    # tag has the month unpadded in some torch versions ("[E429 13:55:49.38 ProcessGroupNCCL.cpp:1743]").
+    (80, re.compile(r"^\[[EWIF]\d{3,4} [^\]]*\]|^\[[EWIF] ProcessGroupNCCL\.cpp:\d+\]"
                     r"|^(?:what\(\):\s*)?NCCL Error \d+: \w"
                     r"|^\w*(?:Error|Exception): .*\bNCCL\b"
                     r"|^ncclRemoteError|^ncclSystemError|^ncclInvalidUsage|^ncclInternalError|^ncclUnhandledCudaError"
@@ -190,10 +191,15 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
 )
 
 
+# torch's rank tag ("[rank3]:", "[rank3]:[E429 ...]"): any line a rank prints carries it, a Python traceback
+# or a README pasted through torchrun as much as NCCL's own lines, so the sniffer reads what follows it.
+_SNIFF_RANK_TAG = re.compile(r"^\[rank\d+\]:\s*")
+
+
 def sniff(text: str) -> int:
     """The score of the strongest log line in ``text``, read without the prefix a launcher or a paste put
-    before each line (indentation, ``[1,0]<stdout>:``, ``[80746] ``, ``0: ``)."""
-    text = "\n".join(_LAUNCHER.sub("", line, count=1) for line in text.splitlines())
+    before each line (indentation, ``[1,0]<stdout>:``, ``[80746] ``, ``0: ``, torch's ``[rank3]:``)."""
+    text = "\n".join(_LAUNCHER.sub("", _SNIFF_RANK_TAG.sub("", line, count=1), count=1) for line in text.splitlines())
     for score, pattern in _LOG_LINES:
         if pattern.search(text):
             return score
