@@ -237,6 +237,15 @@ class DmesgScanner:
         return record
 
 
+# A line as only dmesg itself prints it with a wall clock or --decode: -T's "[Sat Oct 12 18:38:44 2024] ",
+# --time-format iso's "2025-01-17T15:36:15,345059+00:00 " (comma, microseconds, offset), -x's
+# "kern  :info  : ". A paste of such lines without a driver message is still a kernel log.
+_DMESG_CLOCK = re.compile(r"^(?:\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\] "
+                          r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2},\d{6}[+-]\d{2}:\d{2} "
+                          r"|(?:kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7])\s*:"
+                          r"(?:emerg|alert|crit|err|warn|notice|info|debug)\s*: )", re.MULTILINE)
+
+
 def sniff(text: str) -> int:
     if "NVRM: Xid" in text:
         return 85
@@ -253,8 +262,9 @@ def sniff(text: str) -> int:
         return 60  # the kernel's own AER / OOM-kill / hung-task / thermal text on a kernel-log line
     if any(line.strip()[:300] == found[2] for line, found in host):
         return 25  # such a message pasted bare ("INFO: task x:1 blocked for more than 120 seconds."): a line of its own
-    if re.search(r"^(?:\[\s*\d+\.\d+\]|" + _RELTIME + ") ", text, re.MULTILINE) or _KMSG_RECORD.search(text):
-        return 30  # plain dmesg or dmesg -H, or /dev/kmsg records as read raw ("6,3964,206764307,-;message")
+    if re.search(r"^(?:\[\s*\d+\.\d+\]|" + _RELTIME + ") ", text, re.MULTILINE) or _KMSG_RECORD.search(text) \
+            or _DMESG_CLOCK.search(text):
+        return 30  # plain dmesg, dmesg -H / -T / --time-format iso / -x, or /dev/kmsg records ("6,3964,20676,-;msg")
     if _JOURNAL_KERNEL.search(text):
         return 20  # "<month> <day> <time> <host> kernel: ..." or its ISO form
     return 15 if _SYSLOG_LINE.search(text) else 0  # a syslog file: other programs' lines (systemd-networkd...)
