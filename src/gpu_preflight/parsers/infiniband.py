@@ -47,13 +47,21 @@ def canonical_state(value: str | None) -> str | None:
     return {"INITIALIZE": "INIT", "INITIALIZING": "INIT"}.get(text, text) or None
 
 
+# ibstat's own labels, capitalised as only ibstat prints them (ibstatus and ibv_devinfo print theirs in lower case,
+# nvidia-smi -q puts a space before its colon): three of them are a fragment of an ibstat block.
+_IBSTAT_LABELS = re.compile(r"^\s*(CA type|Number of ports|Firmware version|Hardware version|Node GUID"
+                            r"|System image GUID|Physical state|State|Rate|Base lid|LMC|SM lid|Capability mask"
+                            r"|Port GUID|Link layer):", re.MULTILINE)
+
+
 def sniff_ibstat(text: str) -> int:
-    """A ``CA '<name>'`` block, or (a pasted fragment) a ``Port N:`` block with ibstat's ``Physical state:``."""
+    """A ``CA '<name>'`` block, or (a pasted fragment) a ``Port N:`` block with ibstat's ``Physical state:``,
+    or three of ibstat's labels (a CA's or a port's lines without their header)."""
     if re.search(r"^CA '[^']+'", text, re.MULTILINE) and "Port " in text:
         return 90
     if re.search(r"^\s*Port \d+:\s*$", text, re.MULTILINE) and re.search(r"^\s*Physical state:\s*\w", text, re.M):
         return 60
-    return 0
+    return 60 if len(set(_IBSTAT_LABELS.findall(text))) >= 3 else 0
 
 
 def sniff_ibstatus(text: str) -> int:

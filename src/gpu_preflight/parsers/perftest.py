@@ -48,14 +48,23 @@ _FAILURE_LINE = re.compile(r"^[\s>]*(?:Couldn't connect to \S+:\d+|Unable to ini
                            # a port that is not up, and the device context that therefore cannot be had
                            # (perftest_parameters.c's link-layer check); GPU memory it cannot register
                            r"|Port number \d+ state is (?!Active\b)\w+|Couldn't set the link layer"
-                           r"|Couldn't get context for the device|Couldn't allocate MR)", re.M)
+                           r"|Couldn't get context for the device|Couldn't allocate MR"
+                           # a QP that would not move to RTR/RTS (perftest_resources.c) and an RDMA CM event it
+                           # reports with its error ("Event: RDMA_CM_EVENT_REJECTED; error: -111.")
+                           r"|Failed to modify QP (?:\d+ )?to (?:INIT|RTR|RTS)"
+                           r"|Unable to Connect the HCA's through the link"
+                           r"|Event: RDMA_CM_EVENT_\w+; error: -?\d+)", re.M)
+# A pasted shell prompt running a perftest binary ("$ ib_write_bw ...", "[root@host perftest]# ./ib_send_bw ...",
+# "user@host:~$ sudo ib_read_bw ..."); a Markdown heading ("# ib_write_bw") or a shell history is no prompt.
+_PROMPT_RUN = re.compile(r"^(?:\$|[^\s$#][^\n$#]*[$#])\s+(?:sudo\s+)?(?:\S*/)?"
+                         r"ib_(?:write|read|send|atomic)_(?:bw|lat)\b", re.M)
 
 
 def sniff(text: str) -> int:
     if re.search(r"#bytes\s+#iterations\s+BW peak", text):
         return 95
     if re.search(r"\b(?:RDMA_Write|RDMA_Read|Send|Atomic)(?: [\w ]+?)? BW Test\b", text) \
-            or re.search(r"^\$ ib_\w+_bw\b", text, re.M):
+            or _PROMPT_RUN.search(text):
         return 80
     return 65 if _FAILURE_LINE.search(text) else 0
 

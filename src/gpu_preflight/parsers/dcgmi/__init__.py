@@ -23,9 +23,10 @@ __all__ = [
 ]
 
 
-# A result row of the table, the strongest evidence a header-less paste keeps: a test label, then
-# DCGM's own result phrasing (``Pass - All``, ``Fail - GPU: 0``, ``Skip - All``, ``Pass - GPUs: 1, 2``).
-_RESULT_ROW = re.compile(r"^\|\s*[A-Za-z][\w /()-]*?\s*\|\s*(?:Pass|Fail|Skip|Warn)\s+-\s+"
+# A result row of the table, the strongest evidence a header-less paste keeps: a test label (or the empty
+# label cell of a test's second result line), then DCGM's own result phrasing (``Pass - All``,
+# ``Fail - GPU: 0``, ``Skip - All``, ``Pass - GPUs: 1, 2``).
+_RESULT_ROW = re.compile(r"^\|\s*(?:[A-Za-z][\w /()-]*?)?\s*\|\s*(?:Pass|Fail|Skip|Warn)\s+-\s+"
                          r"(?:All|GPUs?:\s*\d[\d, ]*)\s*\|", re.MULTILINE)
 # DCGM 1.x/2.x printed the bare result ("| NVML Library | Pass |"): a two-cell row is any Markdown table's,
 # so a header-less paste of those rows counts only when two of them name DCGM's own tests and plugins.
