@@ -99,28 +99,27 @@ def detect_kind(text: str) -> str | None:
     """The kind whose sniffer is surest about ``text``; ``None`` when none recognises it.
 
     The sniffers read the text as the tool printed it: a paste's decorations (colour codes,
-    Markdown fences, a prefix on every line: see :class:`~.text.PasteReader`) are removed
-    first, once, for all of them. A prefix on every line is no evidence of any tool, and
-    read as content it hides every line start (or, as torch's ``[rank3]:``, passes for
-    another tool's); so the text is read with every prefix removed, then with one fewer
-    (the tool's own line start may look like one), and as given last. Never raises: a
-    sniffer that trips over odd input simply does not vote. Binary data and source code
-    are nobody's output; guessing there would judge garbage as evidence.
+    Markdown fences, quoting, a tag on every line: see :class:`~.text.PasteReader`) are
+    learnt once, for all of them. Each kind is scored on every reading of the text (every
+    tag removed, then one fewer..., then as given: the tool's own line start may look like
+    a tag, a kernel log's ``NVRM: `` like a host's), and the surest score wins; of equal
+    scores, the reading that removed most. A tag on every line is no evidence of any tool.
+    Never raises: a sniffer that trips over odd input simply does not vote. Binary data
+    and source code are nobody's output; guessing there would judge garbage as evidence.
     """
     head = text[:SNIFF_WINDOW]
     if "\x00" in head:
         return None
-    for candidate in _readings(head):
-        if len(_SOURCE_CODE.findall(candidate)) >= 3:
-            return None
-        best: tuple[int, str] | None = None
+    readings = _readings(head)
+    if any(len(_SOURCE_CODE.findall(reading)) >= 3 for reading in readings):
+        return None
+    best: tuple[int, str] | None = None
+    for reading in readings:
         for kind, spec in PARSERS.items():
-            score = _score(spec.sniff, candidate)
+            score = _score(spec.sniff, reading)
             if score > 0 and (best is None or score > best[0]):
                 best = (score, kind)
-        if best is not None:
-            return best[1]
-    return None
+    return best[1] if best else None
 
 
 def _readings(head: str) -> list[str]:

@@ -246,9 +246,16 @@ _DMESG_CLOCK = re.compile(r"^(?:\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} 
                           r"(?:emerg|alert|crit|err|warn|notice|info|debug)\s*: )", re.MULTILINE)
 
 
+def _xid_starts_a_kernel_line(text: str) -> bool:
+    """Whether an Xid line starts as the kernel log prints it (a monotonic or wall-clock stamp, a journal's
+    date): the strongest evidence there is, surer than the same line behind a paste's tag on every line."""
+    return any(re.match(r"\s*\[\s*\d+\.\d+\]", line) or line_timestamp(line) is not None
+               for line in text.splitlines() if "NVRM: Xid" in line)
+
+
 def sniff(text: str) -> int:
     if "NVRM: Xid" in text:
-        return 85
+        return 86 if _xid_starts_a_kernel_line(text) else 85
     if _LIMITED.search(text) or kernel_log_denied(text):
         return 80
     if "segfault at" in text and any(_segfault(line) for line in text.splitlines()):

@@ -55,9 +55,10 @@ _FAILURE_LINE = re.compile(r"^[\s>]*(?:Couldn't connect to \S+:\d+|Unable to ini
                            r"|Unable to Connect the HCA's through the link"
                            r"|Event: RDMA_CM_EVENT_\w+; error: -?\d+)", re.M)
 # A pasted shell prompt running a perftest binary ("$ ib_write_bw ...", "[root@host perftest]# ./ib_send_bw ...",
-# "user@host:~$ sudo ib_read_bw ..."); a Markdown heading ("# ib_write_bw") or a shell history is no prompt.
-_PROMPT_RUN = re.compile(r"^(?:\$|[^\s$#][^\n$#]*[$#])\s+(?:sudo\s+)?(?:\S*/)?"
-                         r"ib_(?:write|read|send|atomic)_(?:bw|lat)\b", re.M)
+# "user@host:~$ sudo ib_read_bw ...", "host:~# ib_send_bw"); a Markdown heading ("# ib_write_bw") or a shell
+# history is no prompt.
+_PROMPT_RUN = re.compile(r"^(?:\$|[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s?[$#]|\[[^\]\n]+\]\s?[$#]|[\w.-]+:[^\s$#]*[$#])"
+                         r"\s+(?:sudo\s+)?(?:\S*/)?ib_(?:write|read|send|atomic)_(?:bw|lat)\b", re.M)
 
 
 def sniff(text: str) -> int:
