@@ -50,6 +50,9 @@ _PASTE_PREFIXES = (  # in nesting order: a paste's quoting holds a log's date, w
     re.compile(r"^[A-Za-z][\w.-]*[ \t]*\|[ \t]?"),
 )
 _QUOTE = _PASTE_PREFIXES[0]  # quoting, like colours and fences, is never a tool's own: always read past
+# A host or container tag that is one literal on every line says nothing a tool printed: always read past too
+# (a launcher's rank tag is not: a one-rank log's "[rank0]:" names the rank its parser reports).
+_NAME_TAGS = _PASTE_PREFIXES[3:]
 _PREFIX_SHARE = 0.6  # a prefix on fewer lines is content (a "provider: efa" key), not a paste's decoration
 
 
@@ -102,11 +105,13 @@ class PasteReader:
     fence), so a log streamed in chunks is read past what its head showed.
     """
 
-    def __init__(self, ansi: bool, fenced: bool, prefixes: tuple[re.Pattern[str], ...], tabs: bool = False) -> None:
+    def __init__(self, ansi: bool, fenced: bool, prefixes: tuple[re.Pattern[str], ...], tabs: bool = False,
+                 fixed: int = 0) -> None:
         self.ansi = ansi
         self.fenced = fenced
         self.prefixes = prefixes
         self.tabs = tabs  # expand tabs to the terminal's 8-column stops (an editor's or unexpand's tabs for spaces)
+        self.fixed = fixed  # the leading prefixes no tool prints: quoting, or one literal on every line
         self._inside = False
 
     @property
@@ -125,15 +130,19 @@ class PasteReader:
         if fenced:
             lines = cls(False, True, ())._lines(lines)
         prefixes: list[re.Pattern[str]] = []
+        fixed = 0
         for _ in range(len(_PASTE_PREFIXES)):
             body = [line for line in lines if line.strip() and not is_noise(line)]
             found = next((p for p in _PASTE_PREFIXES
                           if body and sum(1 for line in body if p.match(line)) >= _PREFIX_SHARE * len(body)), None)
             if found is None:
                 break
+            literals = {m.group(0).strip() for line in body if (m := found.match(line))}
+            if fixed == len(prefixes) and (found is _QUOTE or (found in _NAME_TAGS and len(literals) == 1)):
+                fixed += 1
             prefixes.append(found)
             lines = [found.sub("", line, count=1) for line in lines]
-        return cls(ansi, fenced, tuple(prefixes), "\t" in text)
+        return cls(ansi, fenced, tuple(prefixes), "\t" in text, fixed)
 
     def peeled(self) -> list[PasteReader]:
         """The readers to try, most removed first: this one, then one prefix fewer each time (the innermost
@@ -146,14 +155,13 @@ class PasteReader:
         indents with them), while a parser that reads nesting from the depth of spaces loses it
         to an editor's tabs.
         """
-        quoted = next((i for i, p in enumerate(self.prefixes) if p is not _QUOTE), len(self.prefixes))
         tabs = (True, False) if self.tabs else (False,)
-        return [PasteReader(self.ansi, self.fenced, self.prefixes[:n], expand)
-                for n in range(len(self.prefixes), quoted - 1, -1) for expand in tabs]
+        return [PasteReader(self.ansi, self.fenced, self.prefixes[:n], expand, min(n, self.fixed))
+                for n in range(len(self.prefixes), self.fixed - 1, -1) for expand in tabs]
 
     def fresh(self) -> PasteReader:
         """The same decorations, read from a text's start (outside any fence)."""
-        return PasteReader(self.ansi, self.fenced, self.prefixes, self.tabs)
+        return PasteReader(self.ansi, self.fenced, self.prefixes, self.tabs, self.fixed)
 
     def read(self, text: str) -> str:
         """``text`` with this paste's decorations removed (``text`` itself when there are none)."""
