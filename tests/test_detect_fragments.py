@@ -290,3 +290,12 @@ def test_a_tag_the_tool_prints_itself_is_kept_for_its_parser() -> None:
     record = get_parser("dmesg").parse(journal)
     assert detect_kind("".join(f"gpu-node-7: {line}\n" for line in journal.splitlines())) == "dmesg"
     assert record == get_parser("dmesg").parse("".join(f"gpu-node-7: {line}\n" for line in journal.splitlines()))
+
+
+def test_a_driver_prefix_on_every_line_is_the_tools_own() -> None:
+    """A bare driver paste starts every line with ``NVRM: ``, the shape of a host tag: it is read as given."""
+    bare = ("NVRM: GPU at PCI:0000:18:00: GPU-5c1b7f1e-0000-0000-0000-000000000000\n"
+            "NVRM: Xid (PCI:0000:18:00): 79, pid=1234, GPU has fallen off the bus.\n"
+            "NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.\n")
+    assert detect_kind(bare) == "dmesg"
+    assert {event.xid for event in get_parser("dmesg").parse(bare).xid_events} == {79}

@@ -50,9 +50,10 @@ _PASTE_PREFIXES = (  # in nesting order: a paste's quoting holds a log's date, w
     re.compile(r"^[A-Za-z][\w.-]*[ \t]*\|[ \t]?"),
 )
 _QUOTE = _PASTE_PREFIXES[0]  # quoting, like colours and fences, is never a tool's own: always read past
-# A host or container tag that is one literal on every line says nothing a tool printed: always read past too
-# (a launcher's rank tag is not: a one-rank log's "[rank0]:" names the rank its parser reports).
-_NAME_TAGS = _PASTE_PREFIXES[3:]
+# A container tag that is one literal on every line of a paste says nothing a tool printed: always read past
+# too. Not a host tag ("NVRM: " starts every line of a bare driver paste) nor a launcher's rank tag (a one-rank
+# log's "[rank0]:" names the rank its parser reports).
+_CONTAINER_TAG = _PASTE_PREFIXES[4]
 _PREFIX_SHARE = 0.6  # a prefix on fewer lines is content (a "provider: efa" key), not a paste's decoration
 
 
@@ -138,7 +139,8 @@ class PasteReader:
             if found is None:
                 break
             literals = {m.group(0).strip() for line in body if (m := found.match(line))}
-            if fixed == len(prefixes) and (found is _QUOTE or (found in _NAME_TAGS and len(literals) == 1)):
+            if fixed == len(prefixes) and (found is _QUOTE or (found is _CONTAINER_TAG and len(literals) == 1
+                                                                and len(body) > 1)):
                 fixed += 1
             prefixes.append(found)
             lines = [found.sub("", line, count=1) for line in lines]
