@@ -101,18 +101,28 @@ def detect_kind(text: str) -> str | None:
     The sniffers read the text as the tool printed it: a paste's decorations (colour codes,
     Markdown fences, quoting, a tag on every line: see :class:`~.text.PasteReader`) are
     learnt once, for all of them. Each kind is scored on every reading of the text (every
-    tag removed, then one fewer..., then as given: the tool's own line start may look like
-    a tag, a kernel log's ``NVRM: `` like a host's), and the surest score wins; of equal
-    scores, the reading that removed most. A tag on every line is no evidence of any tool.
+    tag removed, then one fewer...: the tool's own line start may look like a tag, a kernel
+    log's ``NVRM: `` like a host's), and the surest score wins; of equal scores, the reading
+    that removed most. A tag on every line is no evidence of any tool. Colours, fences and
+    quoting are no tool's at all: the text as given is asked only when no reading past them
+    is recognised.
     Never raises: a sniffer that trips over odd input simply does not vote. Binary data
     and source code are nobody's output; guessing there would judge garbage as evidence.
     """
     head = text[:SNIFF_WINDOW]
     if "\x00" in head:
         return None
-    readings = _readings(head)
-    if any(len(_SOURCE_CODE.findall(reading)) >= 3 for reading in readings):
+    readings = list(dict.fromkeys(reader.read(head) for reader in PasteReader.of(head).peeled()))
+    if any(len(_SOURCE_CODE.findall(reading)) >= 3 for reading in (*readings, head)):
         return None
+    found = _surest(readings)
+    if found is None and readings[-1] is not head:
+        found = _surest([head])  # as given: only when no reading past what no tool prints is recognised
+    return found
+
+
+def _surest(readings: list[str]) -> str | None:
+    """The kind surest of any of ``readings`` (of equal scores, the one found first), ``None`` when none is."""
     best: tuple[int, str] | None = None
     for reading in readings:
         for kind, spec in PARSERS.items():
@@ -120,12 +130,6 @@ def detect_kind(text: str) -> str | None:
             if score > 0 and (best is None or score > best[0]):
                 best = (score, kind)
     return best[1] if best else None
-
-
-def _readings(head: str) -> list[str]:
-    """``head`` read past its paste's decorations, then past fewer of them, then as given."""
-    readings = [reader.read(head) for reader in PasteReader.of(head).peeled()]
-    return [r for r in dict.fromkeys(readings) if r is not head] + [head]
 
 
 def _score(sniff: SniffFn, head: str) -> int:
@@ -146,7 +150,10 @@ def _readers(sniff: SniffFn, head: str) -> list[PasteReader | None]:
     own parser reads (torch's ``[rank3]:`` in a job log, journalctl's date) is that kind's
     evidence, and so are the tabs ``topo -m`` separates its columns with. A text read as
     given before is thus read as given first, byte for byte."""
-    *tagged, base = PasteReader.of(head).peeled()
+    reader = PasteReader.of(head)
+    if reader.idle:
+        return [None]
+    *tagged, base = reader.peeled()
     scored = [(_score(sniff, reader.read(head)), None if reader.idle else reader)
               for reader in (base, *reversed(tagged))]  # the fewest removed first
     order = [reader for score, reader in sorted(scored, key=lambda pair: -pair[0]) if score > 0]

@@ -55,6 +55,7 @@ _QUOTE = _PASTE_PREFIXES[0]  # quoting, like colours and fences, is never a tool
 # log's "[rank0]:" names the rank its parser reports).
 _CONTAINER_TAG = _PASTE_PREFIXES[4]
 _PREFIX_SHARE = 0.6  # a prefix on fewer lines is content (a "provider: efa" key), not a paste's decoration
+_PREFIX_SAMPLE = 500  # lines of a head a prefix is looked for on
 
 
 def prepare(kind: str, text: str, *, allow_empty: bool = False) -> list[str]:
@@ -132,8 +133,8 @@ class PasteReader:
             lines = cls(False, True, ())._lines(lines)
         prefixes: list[re.Pattern[str]] = []
         fixed = 0
-        for _ in range(len(_PASTE_PREFIXES)):
-            body = [line for line in lines if line.strip() and not is_noise(line)]
+        for _ in range(len(_PASTE_PREFIXES)):  # a prefix on most lines shows on most of the first few hundred
+            body = [line for line in lines[:_PREFIX_SAMPLE] if line.strip() and not is_noise(line)]
             found = next((p for p in _PASTE_PREFIXES
                           if body and sum(1 for line in body if p.match(line)) >= _PREFIX_SHARE * len(body)), None)
             if found is None:
