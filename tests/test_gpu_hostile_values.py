@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpu_preflight.config import Config, build_config, find_profile
@@ -163,7 +164,8 @@ def test_power_limit_sanity(facts: Any, limit: float, default: Any, config: Conf
 
 def pair(facts: Any, **second: Any) -> Any:
     base = {"index": 1, "uuid": "GPU-2", "serial": "2", "pci_bus_id": "00000000:00:07.0"}
-    return replace(facts, gpus=[facts.gpus[0], replace(facts.gpus[0], **{**base, **second})])
+    second_gpu = msgspec.structs.replace(facts.gpus[0], **{**base, **second})
+    return msgspec.structs.replace(facts, gpus=[facts.gpus[0], second_gpu])
 
 
 @pytest.mark.parametrize(("second", "expected", "what"), [
@@ -183,8 +185,8 @@ def test_duplicate_identifiers_are_errors(facts: Any, second: dict[str, Any], ex
 
 
 def test_placeholder_serials_are_not_duplicates(facts: Any) -> None:
-    twins = replace(facts, gpus=[replace(facts.gpus[0], serial="0000000000000"),
-                                 replace(facts.gpus[0], index=1, uuid="GPU-2", serial="0000000000000",
+    twins = msgspec.structs.replace(facts, gpus=[msgspec.structs.replace(facts.gpus[0], serial="0000000000000"),
+                                 msgspec.structs.replace(facts.gpus[0], index=1, uuid="GPU-2", serial="0000000000000",
                                          pci_bus_id="00000000:00:07.0")])
     assert [f.status for f in judge("gpu.inventory.identity", twins)] == [PASS, PASS]
 

@@ -9,6 +9,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from gpu_preflight.config import ConfigError, build_config
@@ -28,7 +29,7 @@ def test_gpu_defaults_are_the_localisers_own() -> None:
 
 def test_cpu_values_replace_the_three_judging_settings() -> None:
     gpu, cpu = localize_config(), localize_config(cpu=True)
-    changed = {f.name for f in fields(LocalizeConfig) if getattr(gpu, f.name) != getattr(cpu, f.name)}
+    changed = {f.name for f in msgspec.structs.fields(LocalizeConfig) if getattr(gpu, f.name) != getattr(cpu, f.name)}
     assert changed == {"slow_fraction", "assumed_noise", "latency_factor"}
     assert (cpu.slow_fraction, cpu.assumed_noise, cpu.latency_factor) == (0.5, 0.3, 4.0)
     assert on_cpu(LocalizeConfig()) == cpu

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import psutil
 import pytest
 
@@ -58,7 +59,7 @@ def sys_config(**changes: Any) -> Config:
 
 
 def healthy(**changes: Any) -> SystemFacts:
-    return replace(HEALTHY, **changes)
+    return msgspec.structs.replace(HEALTHY, **changes)
 
 
 def judge(check_id: str, system: SystemFacts, config: Config | None = None, gpu: GpuFacts = ONE_GPU) -> list[Finding]:
@@ -309,7 +310,7 @@ def test_numa_nodes_counts_node_dirs(tmp_path: Path) -> None:
 
 
 def nvswitch_gpu(links: int | NA) -> GpuFacts:
-    return replace(ONE_GPU, gpus=[replace(ONE_GPU.gpus[0], nvswitch_links=links)])
+    return msgspec.structs.replace(ONE_GPU, gpus=[msgspec.structs.replace(ONE_GPU.gpus[0], nvswitch_links=links)])
 
 
 @pytest.mark.parametrize(("processes", "gpu", "config", "expected"), [

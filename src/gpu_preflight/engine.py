@@ -16,11 +16,12 @@ from dataclasses import fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
 from . import registry
 from .config import Config, Profile, build_config, find_profile, match_profile
 from .config.fields import ValueRange
 from .deadline import Job, Overdue, Timeout, call, run_all
-from .fastclass import dataclass
 from .ids import EVIDENCE_JUDGE_ID
 from .model import CheckResult, Finding, NodeReport, Status, jsonable
 from .registry import CheckContext, CheckSpec, ProbeContext, ProbeState, RunInputs
@@ -31,8 +32,7 @@ PROBE_TIMEOUT_S = 30.0  # each probe and check, unless the request says otherwis
 TIMEOUT_RANGE = ValueRange(0.0, 86_400.0, integer=False, low_open=True, unit="s")  # as `--timeout-s` parses
 
 
-@dataclass(frozen=True)
-class RunSettings:
+class RunSettings(msgspec.Struct, frozen=True):
     """What is checked and how: the one run request, from the CLI's flags to the engine.
 
     Every input is checked here, once, with the rule the CLI's flag parses by (a library
@@ -100,8 +100,7 @@ def _expect_gpus_problem(count: object) -> str | None:
     return bounds.problem(count) if bounds else None
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(msgspec.Struct, frozen=True):
     """A run's configuration, the layers it was built from (for the report) and its profile."""
 
     config: Config
@@ -109,8 +108,7 @@ class Resolved:
     profile: Profile | None = None
 
 
-@dataclass(frozen=True)
-class RunOptions(RunSettings):
+class RunOptions(RunSettings, frozen=True):
     """The engine's view of a run: the request (:class:`RunSettings`) and where it runs.
 
     ``resolved``: the run's configuration already built from this request (its explicit
@@ -307,7 +305,7 @@ def _probe_call(name: str, ctx: ProbeContext, timeout_s: float) -> tuple[float, 
     """A probe's time limit and the call that runs it."""
     spec = registry.get_probe(name)
     limit = max(timeout_s, registry.probe_budget(name, ctx))  # DCGM r2, nccl-tests: minutes, not the run's seconds
-    own = ctx if limit == timeout_s else replace(ctx, timeout_s=limit)
+    own = ctx if limit == timeout_s else msgspec.structs.replace(ctx, timeout_s=limit)
     return limit, lambda: spec.fn(own)
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..config.fields import setting, settings_block, settings_of
-from ..fastclass import dataclass
 from ..model import Finding, Status
 from ..records import GpuRecord
 from ..registry import CheckContext, check

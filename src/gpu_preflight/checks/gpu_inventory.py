@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from ..actions import Action
 from ..config.fields import setting, settings_block, settings_of
-from ..fastclass import dataclass
 from ..ids import INVENTORY_COUNT_ID, NVML_ID, NVML_UNREADABLE_CODE
 from ..model import NA, Finding, Status
 from ..records import GpuFacts, GpuRecord

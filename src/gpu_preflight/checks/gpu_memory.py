@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Literal
 
 from ..actions import Action
 from ..config.fields import setting, settings_block, settings_of
-from ..fastclass import dataclass
 from ..model import NA, Finding, Status
 from ..records import GpuRecord
 from ..registry import CheckContext, check

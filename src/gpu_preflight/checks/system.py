@@ -8,9 +8,9 @@ of the machine the replay runs on.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..config.fields import setting, settings_block, settings_of
-from ..fastclass import dataclass
 from ..model import NA, Finding, Status
 from ..records import GpuFacts, SystemFacts
 from ..registry import CheckContext, check

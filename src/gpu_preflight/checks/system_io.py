@@ -8,9 +8,9 @@ turns every checkpoint into minutes of every rank waiting.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..config.fields import setting, settings_block, settings_of
-from ..fastclass import dataclass
 from ..model import Finding, Status
 from ..records.storage import IoMeasurement, StorageFacts
 from ..registry import CheckContext, check

@@ -10,9 +10,9 @@ the InfiniBand counter limits, which only a live run can measure (a saved log ha
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
-from ..fastclass import dataclass
 from .fields import setting
 
 __all__ = ["DiagnosticsConfig", "diagnostics_config"]

@@ -8,7 +8,8 @@ floor would either cry wolf or wave a slow fabric through.
 
 from __future__ import annotations
 
-from ..fastclass import dataclass
+from dataclasses import dataclass
+
 from .fields import setting
 
 __all__ = ["EvidenceConfig", "evidence_config"]

@@ -26,9 +26,10 @@ import importlib
 import math
 from collections.abc import Callable
 from dataclasses import Field, field, is_dataclass, replace
+from dataclasses import dataclass as make
 from typing import Any, TypeVar
 
-from ..fastclass import dataclass
+import msgspec
 
 __all__ = ["DEFAULT_FLOAT_MAX", "DEFAULT_INT_MAX", "ValueRange", "section_class", "setting", "settings_block",
            "settings_of", "value_range",
@@ -52,8 +53,7 @@ def setting(default: Any, doc: str, unit: str | None = None, *, min: float | Non
     return field(default=default, metadata=meta)
 
 
-@dataclass(frozen=True)
-class ValueRange:
+class ValueRange(msgspec.Struct, frozen=True):
     """Where a numeric setting's values must lie; ``integer`` for whole-number settings."""
 
     low: float
@@ -151,8 +151,6 @@ def section_class(section: str, base: type[T]) -> type[T]:
         importlib.import_module(f"{__package__.rpartition('.')[0]}.registry").discover("node")
     finally:
         _assembling.discard(section)
-    from ..fastclass import dataclass as make
-
     blocks = [cls for _, _, cls in sorted(_BLOCKS.get(section, {}).values(), key=lambda b: b[:2])]
     namespace = {"__module__": base.__module__, "__qualname__": base.__qualname__, "__doc__": base.__doc__}
     merged = make(type(base.__name__, (base, *reversed(blocks)), namespace))

@@ -10,7 +10,8 @@ on the network.
 
 from __future__ import annotations
 
-from ..fastclass import dataclass
+from dataclasses import dataclass
+
 from .fields import setting
 
 __all__ = ["HistoryConfig", "history_config"]

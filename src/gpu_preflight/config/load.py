@@ -10,7 +10,8 @@ its maximum, and only the hardware protection reasons fail.
 
 from __future__ import annotations
 
-from ..fastclass import dataclass
+from dataclasses import dataclass
+
 from .fields import setting
 
 __all__ = ["LoadConfig", "load_config"]

@@ -17,11 +17,12 @@ import sys
 import types
 import typing
 from collections.abc import Iterator, Mapping
-from dataclasses import field, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from .fields import ValueRange, value_range
 from .schema import SECTIONS, Config
 
@@ -42,8 +43,7 @@ class ConfigError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
-@dataclass
-class Layer:
+class Layer(msgspec.Struct):
     """One source of settings: ``{section: {key: value}}`` plus where it came from.
 
     ``origins`` names the source of single keys where that says more than the layer's name
@@ -53,7 +53,7 @@ class Layer:
     name: str
     data: dict[str, dict[str, Any]]
     lines: Mapping[str, int]
-    origins: dict[str, str] = field(default_factory=dict)
+    origins: dict[str, str] = {}
 
     def line_of(self, key: str) -> int | None:
         return self.lines.get(key)

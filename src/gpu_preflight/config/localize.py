@@ -12,9 +12,9 @@ where they come from, so ``config defaults`` shows them and a site file can set 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
-from ..fastclass import dataclass
 from .fields import setting
 
 __all__ = ["LocalizeSettings", "localize_settings"]

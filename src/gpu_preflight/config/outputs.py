@@ -7,7 +7,8 @@ remembering the flags. Command-line flags add to these (``--output`` appends to
 
 from __future__ import annotations
 
-from ..fastclass import dataclass
+from dataclasses import dataclass
+
 from .fields import setting
 
 __all__ = ["OutputsConfig", "outputs_config"]

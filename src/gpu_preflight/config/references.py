@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from .load import load_config
 from .schema import Config
 
@@ -26,8 +27,7 @@ _REF = re.compile(r"``([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)``")
 _OPTIONAL: dict[str, Callable[[object], Any]] = {"load": load_config}
 
 
-@dataclass(frozen=True)
-class NamedSetting:
+class NamedSetting(msgspec.Struct, frozen=True):
     """``section.key``: its current value, its default, unit and meaning."""
 
     name: str

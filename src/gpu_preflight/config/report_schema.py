@@ -8,7 +8,8 @@ that is wrong for most sites, so until it is set the cost-benefit line counts GP
 
 from __future__ import annotations
 
-from ..fastclass import dataclass
+from dataclasses import dataclass
+
 from .fields import setting
 
 __all__ = ["COMPONENTS", "ReportConfig", "report_config"]

@@ -12,9 +12,8 @@ text, so the documentation of a threshold and its value cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping
-from dataclasses import field, fields
+from dataclasses import dataclass, field, fields
 
-from ..fastclass import dataclass
 from .diagnostics import DiagnosticsConfig
 from .evidence import EvidenceConfig
 from .fields import section_class, setting, settings_block

@@ -10,9 +10,9 @@ section is registered in :class:`~gpu_preflight.config.schema.Config`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
-from ..fastclass import dataclass
 from .fields import setting
 
 __all__ = ["SlurmConfig", "slurm_config"]
