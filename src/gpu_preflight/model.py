@@ -1,7 +1,7 @@
 """Statuses, findings, check results and the node report.
 
 Everything a check produces is a :class:`Finding`; everything a run produces is a
-:class:`NodeReport`. Both are plain dataclasses that serialise to JSON without custom
+:class:`NodeReport`. Both are plain Structs (``msgspec.Struct``) that serialise to JSON without custom
 encoders, so reports can be re-rendered later from the saved file alone.
 """
 
@@ -111,8 +111,8 @@ class Finding(msgspec.Struct):
     details: dict[str, Any] = {}
 
     def to_dict(self) -> dict[str, Any]:
-        # Built by hand rather than with dataclasses.asdict: reports of thousands of nodes
-        # serialise hundreds of thousands of findings, and asdict's deep copy dominated that.
+        # Built by hand rather than with a generic deep conversion: reports of thousands of nodes
+        # serialise hundreds of thousands of findings, and a deep copy dominated that.
         return {
             "check_id": self.check_id, "status": self.status.value, "subject": self.subject, "code": self.code,
             "summary": self.summary, "observed": jsonable(self.observed), "expected": jsonable(self.expected),
