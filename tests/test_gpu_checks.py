@@ -17,12 +17,11 @@ import copy
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
+from msgspec.structs import replace
 
 import gpu_preflight
 from gpu_preflight.config import Config
@@ -85,7 +84,7 @@ def outcome(findings: Sequence[Finding]) -> list[tuple[Status, str]]:
 
 def edited(facts: GpuFacts, **changes: Any) -> GpuFacts:
     """The facts with the first GPU's record changed."""
-    return msgspec.structs.replace(facts, gpus=[msgspec.structs.replace(facts.gpus[0], **changes), *facts.gpus[1:]])
+    return replace(facts, gpus=[replace(facts.gpus[0], **changes), *facts.gpus[1:]])
 
 
 def assert_advice(findings: Sequence[Finding]) -> None:
@@ -405,8 +404,8 @@ def test_count_zero_gpus_from_nvml_warns() -> None:
 
 
 def test_count_ignores_lost_gpus(facts: GpuFacts) -> None:
-    lost = msgspec.structs.replace(facts.gpus[0], index=1, lost="GPU is lost")
-    two = msgspec.structs.replace(facts, gpus=[facts.gpus[0], lost])
+    lost = replace(facts.gpus[0], index=1, lost="GPU is lost")
+    two = replace(facts, gpus=[facts.gpus[0], lost])
     assert outcome(judge("gpu.inventory.count", two, gpu_config(expected_count=2))) == [(FAIL, "gpus_missing")]
     assert outcome(judge("gpu.inventory.count", two, gpu_config(expected_count=1))) == [(PASS, "ok")]
 
@@ -416,7 +415,7 @@ def test_count_ignores_lost_gpus(facts: GpuFacts) -> None:
     (["0000:00:06.0", "0000:00:07.0"], [(FAIL, "gpu_not_in_nvml")]),
 ])
 def test_count_pci_gpus_missing_from_nvml(facts: GpuFacts, pci: list[str], extra: list[tuple[Status, str]]) -> None:
-    findings = judge("gpu.inventory.count", msgspec.structs.replace(facts, pci_gpus=pci))
+    findings = judge("gpu.inventory.count", replace(facts, pci_gpus=pci))
     assert outcome(findings) == [(PASS, "ok"), *extra]
     assert_advice(findings)
 
@@ -434,8 +433,8 @@ def test_count_expected_model(facts: GpuFacts, model: str | None, extra: list[tu
 
 
 def test_count_mixed_models_warn(facts: GpuFacts) -> None:
-    other = msgspec.structs.replace(facts.gpus[0], index=1, name="NVIDIA H100 80GB HBM3")
-    findings = judge("gpu.inventory.count", msgspec.structs.replace(facts, gpus=[facts.gpus[0], other]))
+    other = replace(facts.gpus[0], index=1, name="NVIDIA H100 80GB HBM3")
+    findings = judge("gpu.inventory.count", replace(facts, gpus=[facts.gpus[0], other]))
     assert outcome(findings) == [(PASS, "ok"), (WARN, "mixed_models")]
     assert_advice(findings)
 
@@ -473,7 +472,7 @@ def test_count_e2e_expected_model_mismatch(tmp_path: Path, h200_dump: Dump) -> N
     ("550.54.14", "550.54", PASS, "ok"),
 ])
 def test_driver_version_boundary(facts: GpuFacts, version: str, minimum: str, status: Status, code: str) -> None:
-    findings = judge("gpu.inventory.driver", msgspec.structs.replace(facts, driver_version=version),
+    findings = judge("gpu.inventory.driver", replace(facts, driver_version=version),
                      gpu_config(min_driver_version=minimum))
     assert outcome(findings) == [(status, code), (PASS, "ok")]  # then the CUDA version (13.0)
     assert_advice(findings)
@@ -488,13 +487,13 @@ def test_driver_version_boundary(facts: GpuFacts, version: str, minimum: str, st
     ("12.10", "12.4", PASS, "ok"),  # numeric, not lexical, comparison
 ])
 def test_cuda_version_boundary(facts: GpuFacts, cuda: str, minimum: str, status: Status, code: str) -> None:
-    findings = judge("gpu.inventory.driver", msgspec.structs.replace(facts, cuda_driver_version=cuda),
+    findings = judge("gpu.inventory.driver", replace(facts, cuda_driver_version=cuda),
                      gpu_config(min_cuda_driver_version=minimum))
     assert outcome(findings) == [(PASS, "ok"), (status, code)]
 
 
 def test_driver_unreadable_skips(facts: GpuFacts) -> None:
-    findings = judge("gpu.inventory.driver", msgspec.structs.replace(facts, driver_version=NA("not supported")))
+    findings = judge("gpu.inventory.driver", replace(facts, driver_version=NA("not supported")))
     assert outcome(findings) == [(SKIP, "not_available"), (PASS, "ok")]
     assert "not supported" in findings[0].summary
 
@@ -522,8 +521,8 @@ def test_identity_pass_reports_ids(facts: GpuFacts) -> None:
 
 
 def test_identity_duplicate_uuid_fails(facts: GpuFacts) -> None:
-    twin = msgspec.structs.replace(facts.gpus[0], index=1)
-    findings = judge("gpu.inventory.identity", msgspec.structs.replace(facts, gpus=[facts.gpus[0], twin]))
+    twin = replace(facts.gpus[0], index=1)
+    findings = judge("gpu.inventory.identity", replace(facts, gpus=[facts.gpus[0], twin]))
     assert outcome(findings) == [(FAIL, "duplicate_uuid"), (FAIL, "duplicate_uuid")]
     assert_advice(findings)
 
@@ -534,18 +533,18 @@ def test_identity_unreadable_uuid_skips(facts: GpuFacts) -> None:
 
 
 def test_identity_vbios_mismatch_same_model_warns(facts: GpuFacts) -> None:
-    other = msgspec.structs.replace(facts.gpus[0], index=1, uuid="GPU-2", serial="2", pci_bus_id="00000000:00:07.0",
+    other = replace(facts.gpus[0], index=1, uuid="GPU-2", serial="2", pci_bus_id="00000000:00:07.0",
                     vbios="96.00.A5.00.1B")
-    findings = judge("gpu.inventory.identity", msgspec.structs.replace(facts, gpus=[facts.gpus[0], other]))
+    findings = judge("gpu.inventory.identity", replace(facts, gpus=[facts.gpus[0], other]))
     assert outcome(findings) == [(PASS, "ok"), (PASS, "ok"), (WARN, "vbios_mismatch")]
     assert findings[-1].subject == "n1"
     assert_advice(findings)
 
 
 def test_identity_vbios_differs_across_models_is_fine(facts: GpuFacts) -> None:
-    other = msgspec.structs.replace(facts.gpus[0], index=1, uuid="GPU-2", serial="2", pci_bus_id="00000000:00:07.0",
+    other = replace(facts.gpus[0], index=1, uuid="GPU-2", serial="2", pci_bus_id="00000000:00:07.0",
                     name="NVIDIA H100 80GB HBM3", vbios="96.00.99.00.01")
-    findings = judge("gpu.inventory.identity", msgspec.structs.replace(facts, gpus=[facts.gpus[0], other]))
+    findings = judge("gpu.inventory.identity", replace(facts, gpus=[facts.gpus[0], other]))
     assert outcome(findings) == [(PASS, "ok"), (PASS, "ok")]
 
 
@@ -1146,8 +1145,8 @@ def test_nvlink(facts: GpuFacts, nvlinks: list[NvLink] | NA, config: dict[str, A
 
 def test_nvlink_missing_beside_a_peer_fails(facts: GpuFacts) -> None:
     """With two GPUs on the node, NVLink has work to do: links expected and none reported is a FAIL."""
-    one = msgspec.structs.replace(facts.gpus[0], nvlinks=NA("GPU has no NVLink"))
-    two = msgspec.structs.replace(facts, gpus=[one, msgspec.structs.replace(one, index=1)])
+    one = replace(facts.gpus[0], nvlinks=NA("GPU has no NVLink"))
+    two = replace(facts, gpus=[one, replace(one, index=1)])
     findings = judge("gpu.nvlink", two, gpu_config(nvlink_expected_links=18))
     assert outcome(findings) == [(FAIL, "nvlink_missing"), (FAIL, "nvlink_missing")]
     assert_advice(findings)

@@ -16,12 +16,11 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
+from msgspec.structs import replace
 
 from gpu_preflight.config import Config, build_config, find_profile
 from gpu_preflight.config.profiles import shipped_profiles
@@ -164,8 +163,8 @@ def test_power_limit_sanity(facts: Any, limit: float, default: Any, config: Conf
 
 def pair(facts: Any, **second: Any) -> Any:
     base = {"index": 1, "uuid": "GPU-2", "serial": "2", "pci_bus_id": "00000000:00:07.0"}
-    second_gpu = msgspec.structs.replace(facts.gpus[0], **{**base, **second})
-    return msgspec.structs.replace(facts, gpus=[facts.gpus[0], second_gpu])
+    second_gpu = replace(facts.gpus[0], **{**base, **second})
+    return replace(facts, gpus=[facts.gpus[0], second_gpu])
 
 
 @pytest.mark.parametrize(("second", "expected", "what"), [
@@ -185,8 +184,8 @@ def test_duplicate_identifiers_are_errors(facts: Any, second: dict[str, Any], ex
 
 
 def test_placeholder_serials_are_not_duplicates(facts: Any) -> None:
-    twins = msgspec.structs.replace(facts, gpus=[msgspec.structs.replace(facts.gpus[0], serial="0000000000000"),
-                                 msgspec.structs.replace(facts.gpus[0], index=1, uuid="GPU-2", serial="0000000000000",
+    twins = replace(facts, gpus=[replace(facts.gpus[0], serial="0000000000000"),
+                                 replace(facts.gpus[0], index=1, uuid="GPU-2", serial="0000000000000",
                                          pci_bus_id="00000000:00:07.0")])
     assert [f.status for f in judge("gpu.inventory.identity", twins)] == [PASS, PASS]
 

@@ -12,13 +12,12 @@ import os
 import platform
 import resource
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import psutil
 import pytest
+from msgspec.structs import replace
 
 import gpu_preflight
 from gpu_preflight.backends.system import attempt, numa_nodes, read_system
@@ -59,7 +58,7 @@ def sys_config(**changes: Any) -> Config:
 
 
 def healthy(**changes: Any) -> SystemFacts:
-    return msgspec.structs.replace(HEALTHY, **changes)
+    return replace(HEALTHY, **changes)
 
 
 def judge(check_id: str, system: SystemFacts, config: Config | None = None, gpu: GpuFacts = ONE_GPU) -> list[Finding]:
@@ -310,7 +309,7 @@ def test_numa_nodes_counts_node_dirs(tmp_path: Path) -> None:
 
 
 def nvswitch_gpu(links: int | NA) -> GpuFacts:
-    return msgspec.structs.replace(ONE_GPU, gpus=[msgspec.structs.replace(ONE_GPU.gpus[0], nvswitch_links=links)])
+    return replace(ONE_GPU, gpus=[replace(ONE_GPU.gpus[0], nvswitch_links=links)])
 
 
 @pytest.mark.parametrize(("processes", "gpu", "config", "expected"), [

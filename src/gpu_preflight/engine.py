@@ -12,11 +12,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+from msgspec.structs import replace
 
 from . import registry
 from .config import Config, Profile, build_config, find_profile, match_profile
@@ -86,10 +86,10 @@ class RunSettings(msgspec.Struct, frozen=True):
 
 @functools.cache
 def _expected_count_range() -> ValueRange | None:
-    from .config.fields import value_range
-    from .config.schema import GpuConfig
+    from .config.fields import setting_fields, value_range
+    from .config.schema import GpuCountSettings
 
-    return value_range(next(f for f in fields(GpuConfig) if f.name == "expected_count"), int)
+    return value_range(next(f for f in setting_fields(GpuCountSettings) if f.name == "expected_count"), int)
 
 
 def _expect_gpus_problem(count: object) -> str | None:
@@ -305,7 +305,7 @@ def _probe_call(name: str, ctx: ProbeContext, timeout_s: float) -> tuple[float, 
     """A probe's time limit and the call that runs it."""
     spec = registry.get_probe(name)
     limit = max(timeout_s, registry.probe_budget(name, ctx))  # DCGM r2, nccl-tests: minutes, not the run's seconds
-    own = ctx if limit == timeout_s else msgspec.structs.replace(ctx, timeout_s=limit)
+    own = ctx if limit == timeout_s else replace(ctx, timeout_s=limit)
     return limit, lambda: spec.fn(own)
 
 

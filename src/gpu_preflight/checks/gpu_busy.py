@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from ..config.fields import setting, settings_block, settings_of
 from ..model import Finding, Status
@@ -16,8 +17,7 @@ MIB = 1024 * 1024
 
 
 @settings_block("gpu", order=80)
-@dataclass
-class BusySettings:
+class BusySettings(msgspec.Struct):
     """When a GPU counts as held by another job (gpu.busy)."""
 
     busy_memory_used_mib_warn: int = setting(

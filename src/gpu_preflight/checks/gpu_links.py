@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from ..actions import Action
 from ..config.fields import setting, settings_block, settings_of
@@ -25,8 +26,7 @@ A link narrowed at idle on a model that does so is re-checked under load."""
 
 
 @settings_block("gpu", order=70)
-@dataclass
-class LinkSettings:
+class LinkSettings(msgspec.Struct):
     """What the GPU's PCIe link and NVLinks should be (gpu.pcie, gpu.nvlink; the perf floors read the
     PCIe generation)."""
 

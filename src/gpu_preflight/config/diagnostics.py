@@ -10,16 +10,16 @@ the InfiniBand counter limits, which only a live run can measure (a saved log ha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from .fields import setting
 
 __all__ = ["DiagnosticsConfig", "diagnostics_config"]
 
 
-@dataclass
-class DiagnosticsConfig:
+class DiagnosticsConfig(msgspec.Struct):
     """Which external tools a node run starts, with what arguments and time limits."""
 
     tool_dirs: list[str] = setting(

@@ -12,16 +12,16 @@ where they come from, so ``config defaults`` shows them and a site file can set 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from .fields import setting
 
 __all__ = ["LocalizeSettings", "localize_settings"]
 
 
-@dataclass
-class LocalizeSettings:
+class LocalizeSettings(msgspec.Struct):
     """The localiser's rules and budgets (the mode, floor and time limit come from the run)."""
 
     repeat_k: int = setting(

@@ -10,16 +10,16 @@ section is registered in :class:`~gpu_preflight.config.schema.Config`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from .fields import setting
 
 __all__ = ["SlurmConfig", "slurm_config"]
 
 
-@dataclass
-class SlurmConfig:
+class SlurmConfig(msgspec.Struct):
     """Drain/resume policy for ``gpu-preflight slurm healthcheck|prolog|epilog|drain-report``."""
 
     reason_prefix: str = setting(
