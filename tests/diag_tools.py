@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import fields
 
 from gpu_preflight.config import Config
 from gpu_preflight.model import Finding

@@ -7,7 +7,6 @@ each under an outer timeout.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -20,7 +19,7 @@ import pytest
 
 from gpu_preflight.cli.main import main
 from gpu_preflight.cli.run_flags import FLAG_SETTINGS, MAX_BATCH, MAX_STEPS, NUMEL_BYTES, size_overrides
-from gpu_preflight.config.fields import value_range
+from gpu_preflight.config.fields import setting_fields, value_range
 from gpu_preflight.config.schema import WorkloadConfig
 
 from .conftest import REPO
@@ -34,7 +33,7 @@ SIZES = ["--iters", "2", "--numel", "1024", "--steps", "10", "--epochs", "2"]
 
 
 def _range(key: str) -> tuple[float, float]:
-    field = {f.name: f for f in dataclasses.fields(WorkloadConfig)}[key.removeprefix("workload.")]
+    field = {f.name: f for f in setting_fields(WorkloadConfig)}[key.removeprefix("workload.")]
     bounds = value_range(field, int)
     assert bounds is not None
     return bounds.low, bounds.high

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import typing
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpu_preflight.config import Config
+from gpu_preflight.config.fields import setting_fields
 from gpu_preflight.config.loader import coerce
 from gpu_preflight.config.report_schema import ReportConfig, report_config
 from gpu_preflight.report.advice import add_advice, cost_benefit, recommendations_by_urgency
@@ -121,7 +121,7 @@ def test_add_advice_on_real_reports(tmp_path: Path) -> None:
 def test_report_settings_load_through_the_config_loader() -> None:
     hints = typing.get_type_hints(ReportConfig)
     defaults = ReportConfig()
-    for f in fields(ReportConfig):
+    for f in setting_fields(ReportConfig):
         assert coerce(getattr(defaults, f.name), hints[f.name]) == getattr(defaults, f.name)
         assert f.metadata["doc"]
     assert coerce({"hardware_health": 2}, hints["weights"]) == {"hardware_health": 2.0}

@@ -4,10 +4,10 @@ profile loader and used to judge a later run."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from gpu_preflight.cli import history_cmd
@@ -93,7 +93,7 @@ def test_nothing_to_capture_and_mixed_models_are_errors(tmp_path: Path) -> None:
     with pytest.raises(CaptureError, match="no GEMM"):
         capture(extract(node_only).measurements, source="t")
     mixed = extract(known_good()).measurements
-    mixed = [m if m.node != "h1" else dataclasses.replace(m, model="NVIDIA H100 80GB HBM3") for m in mixed]
+    mixed = [m if m.node != "h1" else msgspec.structs.replace(m, model="NVIDIA H100 80GB HBM3") for m in mixed]
     with pytest.raises(CaptureError, match="several GPU models"):
         capture(mixed, source="t")
     h100 = capture(mixed, source="t", model="NVIDIA H100 80GB HBM3")

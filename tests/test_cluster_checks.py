@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from gpu_preflight.checks.floors import peer_gap_status
 from gpu_preflight.cluster.aggregate import cluster_facts

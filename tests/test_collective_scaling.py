@@ -7,10 +7,10 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from gpu_preflight.backends.launcher.topology import Launcher, Topology
 from gpu_preflight.cluster.aggregate import build_cluster_report

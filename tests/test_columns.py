@@ -6,10 +6,10 @@ sends), :func:`columns_of` per node, :func:`unpack` over the nodes' parts.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpu_preflight.records.columns import (
@@ -79,7 +79,7 @@ def test_a_column_is_sliced_once_on_first_read_and_the_columns_are_read_only() -
 def test_the_fields_are_what_the_workloads_send() -> None:
     """The typed columns name fields of the workload results; a renamed field fails here, not at 80,000 ranks."""
     for kind, result in (("gemm", GemmResult), ("memory", MemoryResult), ("train", TrainResult)):
-        assert set(FIELDS[kind]) <= {f.name for f in dataclasses.fields(result)}, kind
+        assert set(FIELDS[kind]) <= {f.name for f in msgspec.structs.fields(result)}, kind
     assert GemmColumns.NAMES == ("rank", "n", "tflops", "correct", "rel_error", "error")
 
 

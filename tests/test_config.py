@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import tomllib
 import typing
@@ -12,7 +11,7 @@ import pytest
 
 from gpu_preflight.config import ConfigError, build_config, find_profile, match_profile, shipped_profiles
 from gpu_preflight.config.describe import defaults_json, defaults_toml
-from gpu_preflight.config.fields import ValueRange
+from gpu_preflight.config.fields import ValueRange, setting_fields
 from gpu_preflight.config.loader import field_range, read_file
 from gpu_preflight.config.schema import SECTIONS, Config
 
@@ -151,7 +150,7 @@ def numeric_fields() -> list[tuple[str, str, ValueRange, bool]]:
     out = []
     for section, cls in SECTIONS.items():
         hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
+        for f in setting_fields(cls):
             bounds = field_range(f, hints[f.name])
             if bounds is not None:
                 out.append((section, f.name, bounds, typing.get_origin(hints[f.name]) is dict))

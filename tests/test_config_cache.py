@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from gpu_preflight import engine
@@ -71,12 +71,12 @@ def test_edits_apply_at_the_next_resolve(site: Path) -> None:
     assert ticks(opts) == 7
     environ["GPU_PREFLIGHT_GPU__NVML_SETTINGS_REFRESH_TICKS"] = "9"
     assert ticks(opts) == 9
-    opts = replace(opts, overrides=("gpu.nvml_settings_refresh_ticks=3",))  # the request is frozen
+    opts = msgspec.structs.replace(opts, overrides=("gpu.nvml_settings_refresh_ticks=3",))  # the request is frozen
     assert ticks(opts) == 3
     other = site.with_name("other.toml")
     write(other, "[gpu]\nnvml_settings_refresh_ticks = 2\n")
     other.replace(site)  # an editor that saves by rename: a new inode
-    opts = replace(opts, overrides=())
+    opts = msgspec.structs.replace(opts, overrides=())
     environ.clear()
     assert ticks(opts) == 2
 

@@ -4,8 +4,7 @@ probe reads an untyped options mapping any more."""
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
-
+import msgspec
 import pytest
 
 from gpu_preflight.config import Config
@@ -30,7 +29,7 @@ def test_inputs_are_typed_and_fixed_for_the_run() -> None:
 
 def test_the_phase_is_a_typed_field_shared_by_every_context_of_the_run() -> None:
     ctx = context()
-    longer = replace(ctx, timeout_s=600.0)  # the engine's per-probe budget
+    longer = msgspec.structs.replace(ctx, timeout_s=600.0)  # the engine's per-probe budget
     phase = run_phase(longer.state)
     assert isinstance(phase, RunPhase) and ctx.state.phase is phase and run_phase(ctx.state) is phase
     assert ctx.state.kept == {"tool_cache": "kept by a monitor"}
@@ -45,10 +44,10 @@ def test_once_slots_live_in_the_runs_state() -> None:
         return value
 
     assert once(ctx.state, "k", lambda: compute(7)) == 7
-    assert once(replace(ctx, timeout_s=1.0).state, "k", lambda: compute(8)) == 7
+    assert once(msgspec.structs.replace(ctx, timeout_s=1.0).state, "k", lambda: compute(8)) == 7
     assert calls == [7] and "_once_k" in ctx.state.kept
     assert once(context().state, "k", lambda: 9) == 9  # another run, another slot
 
 
 def test_a_check_context_has_no_untyped_options() -> None:
-    assert [f.name for f in fields(CheckContext)] == ["host", "facts", "config", "check_id"]
+    assert CheckContext.__struct_fields__ == ("host", "facts", "config", "check_id")

@@ -7,13 +7,13 @@ the same subparsers on a local parser, so they do not depend on that wiring.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from gpu_preflight.cli import evidence_cmd
@@ -122,8 +122,8 @@ def evidence_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpu_preflight.config import loader, schema
     from gpu_preflight.config.evidence import EvidenceConfig
 
-    registered = dataclasses.make_dataclass(
-        "Config", [("evidence", EvidenceConfig, dataclasses.field(default_factory=EvidenceConfig))],
+    registered = msgspec.defstruct(
+        "Config", [("evidence", EvidenceConfig, msgspec.field(default_factory=EvidenceConfig))],
         bases=(schema.Config,))
     monkeypatch.setitem(schema.SECTIONS, "evidence", EvidenceConfig)
     monkeypatch.setattr(loader, "Config", registered)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpu_preflight.checks.evidence import JUDGES, judge_record, judges
@@ -222,7 +222,7 @@ def test_kernel_log_verdicts(corpus: Path) -> None:
 
 def test_xid_policy_overrides_apply_to_evidence(corpus: Path) -> None:
     cfg = Config()
-    cfg.xid = dataclasses.replace(cfg.xid, severity_overrides={"63": "ignore"})
+    cfg.xid = msgspec.structs.replace(cfg.xid, severity_overrides={"63": "ignore"})
     findings = corpus_judge(corpus, "kernel-xid/stas00-xid63-row-remapper.log", cfg)
     assert [(f.status, f.code) for f in findings] == [(Status.PASS, "ok")]
 
@@ -304,7 +304,7 @@ def test_listing_judgements(corpus: Path) -> None:
     mig = corpus_judge(corpus, "nvidia-smi-text/h100-mig-590.48.01-L.txt")
     assert only([f for f in mig if f.status is Status.FAIL], "gpu.inventory.mig").subject == "n1/gpu0"
     cfg = Config()
-    cfg.gpu = dataclasses.replace(cfg.gpu, nvlink_expected_links=18)
+    cfg.gpu = msgspec.structs.replace(cfg.gpu, nvlink_expected_links=18)
     elided = corpus_judge(corpus, "nvidia-smi-text/stas00-h100-nvlink-status-excerpt.txt", cfg)
     assert worst(elided, "gpu.nvlink") is Status.PASS  # 2 of 18 links shown: cut out, not missing
     full = corpus_judge(corpus, "nvidia-smi-text/awsome-p4de-a100-nvlink-s-gpu0.txt", cfg)

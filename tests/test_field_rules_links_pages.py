@@ -12,10 +12,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from gpu_preflight.checks.gpu_memory import RETIRED_PAGES_FULL
 from gpu_preflight.config import Config

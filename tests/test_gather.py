@@ -11,10 +11,10 @@ import json
 import socket
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpu_preflight.backends.launcher.topology import Launcher, Topology
@@ -133,7 +133,7 @@ def test_a_node_that_never_joined_is_named_from_the_launchers_host_list(store: A
     after the deadline, and named from the launcher's view: here Slurm's host list."""
     for r in (0, 1):
         rank_posts(store, r)
-    slurm = replace(topo(0), launcher=Launcher.SLURM, hosts=("gpu-001", "gpu-002"))
+    slurm = msgspec.structs.replace(topo(0), launcher=Launcher.SLURM, hosts=("gpu-001", "gpu-002"))
     post_node_bundle(store, slurm, time.monotonic() + 5, absent=(2, 3))
     start = time.monotonic()
     got = gather(store, slurm, time.monotonic() + 30, absent=(2, 3))

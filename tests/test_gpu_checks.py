@@ -17,11 +17,11 @@ import copy
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 import gpu_preflight
 from gpu_preflight.config import Config

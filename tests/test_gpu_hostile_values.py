@@ -16,11 +16,11 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from gpu_preflight.config import Config, build_config, find_profile
 from gpu_preflight.config.profiles import shipped_profiles
@@ -163,7 +163,8 @@ def test_power_limit_sanity(facts: Any, limit: float, default: Any, config: Conf
 
 def pair(facts: Any, **second: Any) -> Any:
     base = {"index": 1, "uuid": "GPU-2", "serial": "2", "pci_bus_id": "00000000:00:07.0"}
-    return replace(facts, gpus=[facts.gpus[0], replace(facts.gpus[0], **{**base, **second})])
+    second_gpu = replace(facts.gpus[0], **{**base, **second})
+    return replace(facts, gpus=[facts.gpus[0], second_gpu])
 
 
 @pytest.mark.parametrize(("second", "expected", "what"), [

@@ -18,11 +18,11 @@ import re
 import socket
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from gpu_preflight.cli.main import build_parser
 from gpu_preflight.cli.run_cmd import run_request

@@ -12,9 +12,9 @@ flips. The default settings are used throughout: ``k`` = 2 failing partner sets 
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 
+import msgspec
 import pytest
 
 from gpu_preflight.localize.infer import (
@@ -50,7 +50,7 @@ def bad(*members: int, reason: str = "failed", fluke: float = 0.05, kind: str | 
 
 def on_rail(rail: int, observations: list[Observation]) -> list[Observation]:
     """The same observations, judged on ``rail``."""
-    return [dataclasses.replace(o, rail=rail) for o in observations]
+    return [msgspec.structs.replace(o, rail=rail) for o in observations]
 
 
 def _kind(members: tuple[int, ...]) -> str:

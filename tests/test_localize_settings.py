@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import fields
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from gpu_preflight.config import ConfigError, build_config
+from gpu_preflight.config.fields import setting_fields
 from gpu_preflight.config.localize import LocalizeSettings, localize_settings
 from gpu_preflight.distributed.localize_rounds import on_cpu
 from gpu_preflight.localize.model import LocalizeConfig
@@ -28,7 +29,7 @@ def test_gpu_defaults_are_the_localisers_own() -> None:
 
 def test_cpu_values_replace_the_three_judging_settings() -> None:
     gpu, cpu = localize_config(), localize_config(cpu=True)
-    changed = {f.name for f in fields(LocalizeConfig) if getattr(gpu, f.name) != getattr(cpu, f.name)}
+    changed = {f.name for f in msgspec.structs.fields(LocalizeConfig) if getattr(gpu, f.name) != getattr(cpu, f.name)}
     assert changed == {"slow_fraction", "assumed_noise", "latency_factor"}
     assert (cpu.slow_fraction, cpu.assumed_noise, cpu.latency_factor) == (0.5, 0.3, 4.0)
     assert on_cpu(LocalizeConfig()) == cpu
@@ -64,5 +65,5 @@ def test_config_defaults_shows_the_section() -> None:
     out = subprocess.run([sys.executable, "-m", "gpu_preflight", "config", "defaults", "--format", "json"],
                          capture_output=True, text=True, timeout=60, cwd=REPO, check=True)
     section = json.loads(out.stdout)["localize"]
-    assert {f.name for f in fields(LocalizeSettings)} == set(section)
+    assert {f.name for f in setting_fields(LocalizeSettings)} == set(section)
     assert section["slow_fraction_cpu"]["default"] == 0.5 and section["assumed_noise_gpu"]["default"] == 0.1

@@ -60,12 +60,11 @@ def test_a_bad_setting_is_one_line_and_exit_3(capsys: pytest.CaptureFixture[str]
 
 
 def test_checks_explain_shows_the_localize_settings_in_force(capsys: pytest.CaptureFixture[str]) -> None:
-    from dataclasses import fields
-
     from gpu_preflight.cli.main import main as cli
+    from gpu_preflight.config.fields import setting_fields
     from gpu_preflight.config.localize import LocalizeSettings
 
     assert cli(["checks", "explain", "localize.suspect", "--set", "localize.repeat_k=3"]) == 0
     out = capsys.readouterr().out
-    assert all(f"localize.{f.name} " in out for f in fields(LocalizeSettings))
+    assert all(f"localize.{f.name} " in out for f in setting_fields(LocalizeSettings))
     assert [line.split("=")[1].split()[0] for line in out.splitlines() if "localize.repeat_k " in line] == ["3"]

@@ -220,7 +220,7 @@ def test_cached_series_render_escaped_and_alike_every_time() -> None:
 
 DUMP_TEXT = """
 import json
-from dataclasses import replace
+from msgspec.structs import replace
 from gpu_preflight.engine import RunOptions, run_checks
 from gpu_preflight.health.reader import left_blocked
 from gpu_preflight.server.monitor import Monitor

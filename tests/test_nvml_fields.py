@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import types
 import typing
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import fields
 
 from gpu_preflight.backends import nvml
 from gpu_preflight.backends.nvml_session import PLAN, SETTING_CALLS

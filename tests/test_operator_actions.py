@@ -17,11 +17,11 @@ import json
 import re
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 import gpu_preflight
 from gpu_preflight.actions import DETAIL_KEY, Action, action_of, node_action, strongest
@@ -54,8 +54,8 @@ def facts(h200_dump: dict[str, Any]) -> GpuFacts:
 def judged(check_id: str, facts: GpuFacts, config: Config | None = None, **gpu0: Any) -> list[Finding]:
     """The registered check (as the engine calls it) on the facts with GPU 0 changed."""
     gpus = [replace(facts.gpus[0], **gpu0), *facts.gpus[1:]]
-    ctx = CheckContext(host="n1", facts={"gpu": replace(facts, gpus=gpus), "system": SystemFacts(hostname="n1")},
-                       config=config or Config())
+    ctx = CheckContext(host="n1", config=config or Config(),
+                       facts={"gpu": replace(facts, gpus=gpus), "system": SystemFacts(hostname="n1")})
     return [f for f in get_check(check_id).fn(ctx) if f.subject in ("n1", "n1/gpu0")]
 
 

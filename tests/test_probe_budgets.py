@@ -7,8 +7,7 @@ tools' settings, so a site that raises ``dcgm_timeout_r2_s`` gets a longer probe
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+import msgspec
 import pytest
 
 from gpu_preflight import registry
@@ -63,7 +62,7 @@ def test_the_engine_grants_the_larger_of_run_limit_and_budget(budget: float | No
 
     with PROBES.scoped():
         probe("budget_seen", budget=None if budget is None else (lambda ctx: budget))(seen)
-        facts, errors = _run_probes(["budget_seen"], replace(_ctx(), timeout_s=0.2), 0.2)
+        facts, errors = _run_probes(["budget_seen"], msgspec.structs.replace(_ctx(), timeout_s=0.2), 0.2)
     assert errors == {} and facts["budget_seen"] == granted
 
 

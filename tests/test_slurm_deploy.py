@@ -9,11 +9,11 @@ from __future__ import annotations
 import subprocess
 import tomllib
 import typing
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
+from gpu_preflight.config.fields import setting_fields
 from gpu_preflight.config.loader import coerce
 from gpu_preflight.config.slurm_schema import SlurmConfig
 
@@ -23,7 +23,7 @@ DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "slurm"
 def test_example_site_file_lists_every_setting_with_its_default() -> None:
     section = tomllib.loads((DEPLOY / "site.toml").read_text())["slurm"]
     hints = typing.get_type_hints(SlurmConfig)
-    assert list(section) == [f.name for f in fields(SlurmConfig)]
+    assert list(section) == [f.name for f in setting_fields(SlurmConfig)]
     defaults = SlurmConfig()
     for key, value in section.items():
         assert coerce(value, hints[key]) == getattr(defaults, key), key

@@ -12,12 +12,12 @@ import os
 import platform
 import resource
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from msgspec.structs import replace
 
 import gpu_preflight
 from gpu_preflight.backends.system import attempt, numa_nodes, read_system

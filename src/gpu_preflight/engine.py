@@ -12,15 +12,16 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields, replace
 from datetime import UTC, datetime
 from typing import Any
+
+import msgspec
+from msgspec.structs import replace
 
 from . import registry
 from .config import Config, Profile, build_config, find_profile, match_profile
 from .config.fields import ValueRange
 from .deadline import Job, Overdue, Timeout, call, run_all
-from .fastclass import dataclass
 from .ids import EVIDENCE_JUDGE_ID
 from .model import CheckResult, Finding, NodeReport, Status, jsonable
 from .registry import CheckContext, CheckSpec, ProbeContext, ProbeState, RunInputs
@@ -31,8 +32,7 @@ PROBE_TIMEOUT_S = 30.0  # each probe and check, unless the request says otherwis
 TIMEOUT_RANGE = ValueRange(0.0, 86_400.0, integer=False, low_open=True, unit="s")  # as `--timeout-s` parses
 
 
-@dataclass(frozen=True)
-class RunSettings:
+class RunSettings(msgspec.Struct, frozen=True):
     """What is checked and how: the one run request, from the CLI's flags to the engine.
 
     Every input is checked here, once, with the rule the CLI's flag parses by (a library
@@ -86,10 +86,10 @@ class RunSettings:
 
 @functools.cache
 def _expected_count_range() -> ValueRange | None:
-    from .config.fields import value_range
-    from .config.schema import GpuConfig
+    from .config.fields import setting_fields, value_range
+    from .config.schema import GpuCountSettings
 
-    return value_range(next(f for f in fields(GpuConfig) if f.name == "expected_count"), int)
+    return value_range(next(f for f in setting_fields(GpuCountSettings) if f.name == "expected_count"), int)
 
 
 def _expect_gpus_problem(count: object) -> str | None:
@@ -100,8 +100,7 @@ def _expect_gpus_problem(count: object) -> str | None:
     return bounds.problem(count) if bounds else None
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(msgspec.Struct, frozen=True):
     """A run's configuration, the layers it was built from (for the report) and its profile."""
 
     config: Config
@@ -109,8 +108,7 @@ class Resolved:
     profile: Profile | None = None
 
 
-@dataclass(frozen=True)
-class RunOptions(RunSettings):
+class RunOptions(RunSettings, frozen=True):
     """The engine's view of a run: the request (:class:`RunSettings`) and where it runs.
 
     ``resolved``: the run's configuration already built from this request (its explicit

@@ -1,7 +1,7 @@
 """Statuses, findings, check results and the node report.
 
 Everything a check produces is a :class:`Finding`; everything a run produces is a
-:class:`NodeReport`. Both are plain dataclasses that serialise to JSON without custom
+:class:`NodeReport`. Both are plain Structs (``msgspec.Struct``) that serialise to JSON without custom
 encoders, so reports can be re-rendered later from the saved file alone.
 """
 
@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import field
 from datetime import datetime
 from typing import Any
 
-from .fastclass import dataclass
+import msgspec
 
 SCHEMA_VERSION = "1.1"
 
@@ -76,8 +75,7 @@ _RANK = {Status.PASS: 0, Status.SKIP: 1, Status.WARN: 2, Status.ERROR: 3, Status
 _EXIT = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.FAIL: 2, Status.ERROR: 3}
 
 
-@dataclass(frozen=True)
-class NA:
+class NA(msgspec.Struct, frozen=True):
     """A reading that could not be taken, with the reason.
 
     Records hold ``NA`` instead of a fake zero so that a check can tell "zero errors"
@@ -93,8 +91,7 @@ class NA:
         return f"N/A ({self.reason})"
 
 
-@dataclass
-class Finding:
+class Finding(msgspec.Struct):
     """One judged observation: the unit every reporter renders.
 
     ``check_id`` is the stable dotted id of the check that produced it, ``subject`` names
@@ -111,11 +108,11 @@ class Finding:
     expected: Any = None
     unit: str | None = None
     recommendation: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = {}
 
     def to_dict(self) -> dict[str, Any]:
-        # Built by hand rather than with dataclasses.asdict: reports of thousands of nodes
-        # serialise hundreds of thousands of findings, and asdict's deep copy dominated that.
+        # Built by hand rather than with a generic deep conversion: reports of thousands of nodes
+        # serialise hundreds of thousands of findings, and a deep copy dominated that.
         return {
             "check_id": self.check_id, "status": self.status.value, "subject": self.subject, "code": self.code,
             "summary": self.summary, "observed": jsonable(self.observed), "expected": jsonable(self.expected),
@@ -138,8 +135,7 @@ class Finding:
         )
 
 
-@dataclass
-class CheckResult:
+class CheckResult(msgspec.Struct):
     """All findings of one check in one run, with its own timing."""
 
     check_id: str
@@ -161,8 +157,7 @@ class CheckResult:
         }
 
 
-@dataclass
-class NodeReport:
+class NodeReport(msgspec.Struct):
     """The result of running the node checks on one host.
 
     ``facts`` holds the JSON form of every probe's record (the inputs the checks judged),
@@ -172,13 +167,13 @@ class NodeReport:
     hostname: str
     timestamp: str
     results: list[CheckResult]
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = {}
     profile: str | None = None
-    config_sources: list[str] = field(default_factory=list)
-    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    config_sources: list[str] = []
+    artifacts: list[dict[str, Any]] = []
     duration_s: float = 0.0
     fail_on: str = "fail"
-    raw_artifacts: dict[str, tuple[str, str]] = field(default_factory=dict)
+    raw_artifacts: dict[str, tuple[str, str]] = {}
 
     @property
     def findings(self) -> list[Finding]:
@@ -273,7 +268,7 @@ class JsonDict(dict):  # type: ignore[type-arg]
 
 
 def jsonable(value: Any) -> Any:
-    """Convert records (dataclasses, NA, enums, tuples) into JSON-ready values."""
+    """Convert records (Structs, dataclasses, NA, enums, tuples) into JSON-ready values."""
     if type(value) in _PLAIN or type(value) is JsonDict:  # the common cases first: already JSON
         return value
     if isinstance(value, NA):
@@ -286,7 +281,9 @@ def jsonable(value: Any) -> Any:
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [jsonable(v) for v in value]
-    if hasattr(value, "__dataclass_fields__"):
+    if isinstance(value, msgspec.Struct):
+        return {k: jsonable(getattr(value, k)) for k in value.__struct_fields__}
+    if hasattr(value, "__dataclass_fields__"):  # report/model.py's classes (until they are Structs)
         return {k: jsonable(getattr(value, k)) for k in value.__dataclass_fields__}
     if isinstance(value, float) and value != value:  # NaN is not JSON
         return None

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any, Literal, Protocol
 
-from .fastclass import dataclass
+import msgspec
 
 __all__ = ["ENV", "STILL_WAITING_S", "StageState", "StageView", "StepCallback", "Tracker", "progress",
            "should_show", "stage_view", "view_mode"]
@@ -110,8 +110,7 @@ ViewMode = Literal["bar", "log", "off"]
 STILL_WAITING_S = 15.0  # a log view names who a stage waits on once it has waited this long
 
 
-@dataclass(frozen=True)
-class StageState:
+class StageState(msgspec.Struct, frozen=True):
     """Where a run is: ``stage`` changes a few times a run (one log line each), ``step`` often.
 
     ``done``/``total`` count the reporting rank's steps (``total`` ``None`` until known);

@@ -7,14 +7,14 @@ share it so both say the same thing about the same GPU.
 
 from __future__ import annotations
 
-from .fastclass import dataclass
+import msgspec
+
 from .model import Status
 
 MIN_DRIVER = "570"
 
 
-@dataclass(frozen=True)
-class RecoveryAction:
+class RecoveryAction(msgspec.Struct, frozen=True):
     """What NVML's recovery-action value means: its name, the status it gives a GPU and what to do."""
 
     value: int

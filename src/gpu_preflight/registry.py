@@ -13,11 +13,12 @@ import inspect
 import pkgutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, overload
 
+import msgspec
+from msgspec.structs import replace
+
 from .actions import DETAIL_KEY, Action, with_action
-from .fastclass import dataclass
 from .model import Finding, Status, id_matches
 from .registries import Registry, UnknownKey
 
@@ -31,8 +32,7 @@ BudgetFn = Callable[["ProbeContext"], float]
 SUITES = ("quick", "full")
 
 
-@dataclass(frozen=True)
-class CheckSpec:
+class CheckSpec(msgspec.Struct, frozen=True):
     """A registered check: its id, what facts it needs and where it runs."""
 
     id: str
@@ -54,8 +54,7 @@ class CheckSpec:
         return id_matches(self.id, pattern) or pattern in self.tags
 
 
-@dataclass(frozen=True)
-class DeclaredId:
+class DeclaredId(msgspec.Struct, frozen=True):
     """An id a report can carry that no ``@check`` produces (evidence verdicts, history, run meta)."""
 
     id: str
@@ -74,8 +73,7 @@ class DeclaredId:
 Described = CheckSpec | DeclaredId
 
 
-@dataclass(frozen=True)
-class ProbeSpec:
+class ProbeSpec(msgspec.Struct, frozen=True):
     """A registered probe: gathers one named fact through the backends."""
 
     name: str
@@ -84,8 +82,7 @@ class ProbeSpec:
     budget: BudgetFn | None = None  # seconds it may run when that exceeds the run's per-probe limit
 
 
-@dataclass
-class CheckContext:
+class CheckContext(msgspec.Struct):
     """What a check may look at: facts gathered by probes, and thresholds. No I/O."""
 
     host: str
@@ -104,8 +101,7 @@ class CheckContext:
                        {} if details is None else details)
 
 
-@dataclass(frozen=True)
-class RunInputs:
+class RunInputs(msgspec.Struct, frozen=True):
     """What the run was asked to read instead of (or beside) the live machine."""
 
     replay: str | None = None  # a saved snapshot judged instead of this machine
@@ -122,26 +118,24 @@ PROCESS_SCAN = "process_scan"
 NVML_DUMP_ON_DEMAND = "nvml_dump_on_demand"  # set: the NVML dump text is kept only when a GPU hung
 
 
-@dataclass
-class ProbeState:
+class ProbeState(msgspec.Struct):
     """What the probes of one run share. Every context of the run holds the same object (the
     engine's per-probe ``replace`` copies the reference), so the diagnostics phase and the
     once-per-run slots are one per run."""
 
     phase: object | None = None  # diagnostics.phase.RunPhase: the tools running now, made by the first tool
-    kept: dict[str, Any] = field(default_factory=dict)  # a monitor's kept objects; once-per-run slots
+    kept: dict[str, Any] = {}  # a monitor's kept objects; once-per-run slots
 
 
-@dataclass
-class ProbeContext:
+class ProbeContext(msgspec.Struct):
     """What a probe may use: the config, the run's inputs (replay file, kernel log file...) and
     the state the run's probes share."""
 
     config: Config
     inputs: RunInputs
     timeout_s: float
-    state: ProbeState = field(default_factory=ProbeState)
-    artifacts: dict[str, tuple[str, str]] = field(default_factory=dict)
+    state: ProbeState = msgspec.field(default_factory=ProbeState)
+    artifacts: dict[str, tuple[str, str]] = {}
 
     def save_artifact(self, name: str, filename: str, content: str) -> None:
         """Keep raw tool output; it is written beside the report, never inlined in it."""

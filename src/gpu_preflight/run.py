@@ -23,18 +23,17 @@ report, judges it against the history and publishes it. Output is printed only t
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from .config import Config
 from .engine import RunSettings
-from .fastclass import dataclass
 from .ids import WORKLOADS_ID
 from .outputs.options import OutputOptions
 
@@ -55,8 +54,7 @@ class RunUsageError(Exception):
     """The request cannot start (no place in the job, a pattern that matches no check): exit 3, one line."""
 
 
-@dataclass(frozen=True)
-class LocaliseOptions:
+class LocaliseOptions(msgspec.Struct, frozen=True):
     """``--localize``: pairwise or group rounds that find bad nodes after the all-node tests."""
 
     mode: str | None = None  # None (off), "quick", "full" or "group"
@@ -70,17 +68,15 @@ class LocaliseOptions:
             raise ValueError(f"exclude_style must be lines or hostlist, got {self.exclude_style!r}")
 
 
-@dataclass(frozen=True)
-class RunRequest:
+class RunRequest(msgspec.Struct, frozen=True):
     """One run: what to check, where the report goes, whether to localise bad nodes."""
 
-    run: RunSettings = field(default_factory=RunSettings)
-    output: OutputOptions = field(default_factory=OutputOptions)
-    localise: LocaliseOptions = field(default_factory=LocaliseOptions)
+    run: RunSettings = msgspec.field(default_factory=RunSettings)
+    output: OutputOptions = msgspec.field(default_factory=OutputOptions)
+    localise: LocaliseOptions = msgspec.field(default_factory=LocaliseOptions)
 
 
-@dataclass(frozen=True)
-class RunResult:
+class RunResult(msgspec.Struct, frozen=True):
     """The typed report (None when this rank did not report: rank 0 or a peer did; ``to_dict()``
     is its JSON) and the exit code."""
 
@@ -111,7 +107,7 @@ def worker_env(request: RunRequest) -> dict[str, str]:
     into command-line flags for the worker to parse again."""
     rank = worker_request(request)
     output = {name: getattr(rank.output, name) for name in WORKER_OUTPUT}
-    return {REQUEST_ENV: json.dumps({"run": dataclasses.asdict(rank.run), "output": output})}
+    return {REQUEST_ENV: json.dumps({"run": msgspec.structs.asdict(rank.run), "output": output})}
 
 
 def request_from_env(environ: Mapping[str, str]) -> RunRequest | None:
@@ -214,7 +210,7 @@ class _Run:
         from .engine import RunOptions
 
         s = self.settings
-        values = {f.name: getattr(s, f.name) for f in dataclasses.fields(s)}
+        values = msgspec.structs.asdict(s)
         return RunOptions(**{**values, "probe_timeout_s": probe_timeout_s}, report_dir=self.out.report_dir,
                           resolved=self.resolved)
 
@@ -387,7 +383,7 @@ class _Run:
                 print(f"gpu-preflight: report written to {written.path}", file=sys.stderr)
             except (OSError, ValueError) as exc:
                 unwritten = f"could not write the report to {out.report_dir}: {describe_error(exc, out.report_dir)}"
-                out = dataclasses.replace(out, report_dir=None)
+                out = msgspec.structs.replace(out, report_dir=None)
         publish(report, out, nodes, config=config, replayed=replayed)
         if out.verbose:  # the acceptance suite's per-program return codes, before the verdict
             from .outputs.acceptance import suite_summary

@@ -26,18 +26,16 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import field
 from pathlib import Path
 
-from ..fastclass import dataclass
+import msgspec
 
 __all__ = ["ToolCache", "ToolResult", "find_tool", "run_tool"]
 
 OUTPUT_LIMIT = 8 << 20  # a runaway tool must not exhaust memory; the tail is what explains a failure
 
 
-@dataclass
-class ToolResult:
+class ToolResult(msgspec.Struct):
     """What running one tool gave: exit status, output, timing, and why it did not run.
 
     ``rc`` is ``None`` when the tool never ran (``missing``, or it could not be started:
@@ -53,7 +51,7 @@ class ToolResult:
     missing: bool = False
     error: str | None = None
     timeout_s: float | None = None
-    searched: list[str] = field(default_factory=list)
+    searched: list[str] = []
 
     @property
     def tool(self) -> str:

@@ -19,8 +19,9 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from ..records.fabric import OfiPlugin as OfiPlugin
 

@@ -14,10 +14,10 @@ sysfs and ``ibstat`` alike.
 from __future__ import annotations
 
 import os
-from dataclasses import field
 from pathlib import Path
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..records.fabric import EFA_DRIVER as EFA_DRIVER
 from ..records.fabric import IbDevice, IbDevicesRecord, IbPort
 from ..records.fabric import RdmaDevice as RdmaDevice
@@ -27,15 +27,14 @@ __all__ = ["RdmaDevice", "RdmaTree", "read_counters", "read_tree"]
 DEFAULT_ROOT = "/sys/class/infiniband"
 
 
-@dataclass
-class RdmaTree:
+class RdmaTree(msgspec.Struct):
     """What the tree holds: devices, their ports (as an ibstat-like record), or why it could not be read."""
 
     root: str
     readable: bool
     reason: str | None = None
-    devices: list[RdmaDevice] = field(default_factory=list)
-    ports: IbDevicesRecord = field(default_factory=lambda: IbDevicesRecord(format="sysfs"))
+    devices: list[RdmaDevice] = []
+    ports: IbDevicesRecord = msgspec.field(default_factory=lambda: IbDevicesRecord(format="sysfs"))
 
     @property
     def efa_devices(self) -> list[str]:

@@ -39,7 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..records.xid import UnparsedXid, XidEvent
 
 if TYPE_CHECKING:
@@ -63,8 +64,7 @@ FOLLOW_LINE_CHARS = 1024
 FOLLOW_POLL_S = 0.5  # longest one poll drains; the rest is read at the next poll
 
 
-@dataclass(frozen=True)
-class KernelLog:
+class KernelLog(msgspec.Struct, frozen=True):
     """Kernel-log text and what is needed to date it.
 
     ``boot_time`` dates boot-relative stamps (``/dev/kmsg`` records); ``failures`` lists

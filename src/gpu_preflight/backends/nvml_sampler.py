@@ -24,10 +24,10 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import field
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from .nvml import ECC_TOTALS
 
 MEMORY_TEMP_FIELD = 82  # NVML_FI_DEV_MEMORY_TEMP
@@ -36,21 +36,20 @@ PLOTTED = ("sm_mhz", "power_w", "temp_c")
 GPU_IS_LOST = 15  # NVML_ERROR_GPU_IS_LOST
 
 
-@dataclass
-class LoadRecord:
+class LoadRecord(msgspec.Struct):
     """What one sampler saw: the GPU's limits, phase spans and the sampled columns."""
 
     gpu: str
     static: dict[str, Any]
-    t: list[float] = field(default_factory=list)
-    phase: list[int] = field(default_factory=list)
-    columns: dict[str, list[float | None]] = field(default_factory=lambda: {k: [] for k in SERIES})
-    phases: list[str] = field(default_factory=list)
-    errors: dict[str, int] = field(default_factory=dict)
+    t: list[float] = []
+    phase: list[int] = []
+    columns: dict[str, list[float | None]] = msgspec.field(default_factory=lambda: {k: [] for k in SERIES})
+    phases: list[str] = []
+    errors: dict[str, int] = {}
     lost: str | None = None
     period_s: float = 0.1
-    ecc_before: dict[str, int | None] = field(default_factory=dict)
-    ecc_after: dict[str, int | None] = field(default_factory=dict)
+    ecc_before: dict[str, int | None] = {}
+    ecc_after: dict[str, int | None] = {}
 
 
 def _value(nvml: Any, fn: str, handle: Any, *args: Any) -> tuple[Any, int | None]:

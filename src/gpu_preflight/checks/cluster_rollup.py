@@ -19,19 +19,18 @@ Failures and warnings never come here: each still names its GPU.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import field
 from itertools import compress
 from typing import Any
 
+import msgspec
+
 from ..config.report_schema import report_config
-from ..fastclass import dataclass
 from ..model import Finding, JsonDict, Status
 from ..records.cluster import ClusterView
 from ..registry import CheckContext
 
 
-@dataclass(frozen=True)
-class Series:
+class Series(msgspec.Struct, frozen=True):
     """What a batch of passing subjects measured for one group (a GEMM precision, a memory
     direction): one value per subject, in the subjects' order, and how the group is named."""
 
@@ -39,17 +38,16 @@ class Series:
     values: Sequence[Any]
     label: str
     unit: str | None = None
-    details: Mapping[str, Any] = field(default_factory=dict)
+    details: Mapping[str, Any] = {}
 
 
-@dataclass
-class _Group:
+class _Group(msgspec.Struct):
     """One group of like measurements across nodes: its label, unit, the details each came with and the values."""
 
     label: str
     unit: str | None
     details: dict[str, Any]
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] = {}
 
 
 class Passes:

@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from ..actions import Action
 from ..config.evidence import evidence_config
-from ..fastclass import dataclass
 from ..model import Finding, Status
 from ..registry import declare
 from .evidence import judges
@@ -61,8 +62,7 @@ NCCL_LOG_TRIAGE = declare(
     group=(), component="network_infrastructure", actions=NCCL_LOG_ACTIONS)
 
 
-@dataclass(frozen=True)
-class Advice:
+class Advice(msgspec.Struct, frozen=True):
     """What an NCCL failure signature means for the verdict: its status, a title and what to do."""
 
     status: Status

@@ -26,7 +26,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..model import Status
 from ..records.topology import topology_summary
 
@@ -34,8 +35,7 @@ __all__ = ["Floor", "allreduce_floor", "host_transfer_floor", "log_allreduce_flo
            "peer_gap_status"]
 
 
-@dataclass(frozen=True)
-class Floor:
+class Floor(msgspec.Struct, frozen=True):
     """A floor and the topology it was derived for (shown in findings, so a verdict can be checked)."""
 
     gbps: float

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+import msgspec
+
 from ..config.fields import setting, settings_block, settings_of
-from ..fastclass import dataclass
 from ..model import Finding, Status
 from ..records import GpuRecord
 from ..registry import CheckContext, check
@@ -16,8 +17,7 @@ MIB = 1024 * 1024
 
 
 @settings_block("gpu", order=80)
-@dataclass
-class BusySettings:
+class BusySettings(msgspec.Struct):
     """When a GPU counts as held by another job (gpu.busy)."""
 
     busy_memory_used_mib_warn: int = setting(

@@ -6,9 +6,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Literal
 
+import msgspec
+
 from ..actions import Action
 from ..config.fields import setting, settings_block, settings_of
-from ..fastclass import dataclass
 from ..ids import INVENTORY_COUNT_ID, NVML_ID, NVML_UNREADABLE_CODE
 from ..model import NA, Finding, Status
 from ..records import GpuFacts, GpuRecord
@@ -105,8 +106,7 @@ matter, not an operator action on the node."""
 
 
 @settings_block("gpu", order=20)
-@dataclass
-class InventorySettings:
+class InventorySettings(msgspec.Struct):
     """What the gpu.inventory.* checks expect of the node's GPUs (the count is the config layer's: ``GpuConfig``)."""
 
     expected_model: str | None = setting(
@@ -221,8 +221,7 @@ finding's own advice); a VBIOS mismatch is a flash to plan, not a routing decisi
 
 
 @settings_block("gpu", order=50)
-@dataclass
-class MemorySizeSettings:
+class MemorySizeSettings(msgspec.Struct):
     """The total memory a working GPU can report (gpu.inventory.identity)."""
 
     memory_total_min_gib: float = setting(

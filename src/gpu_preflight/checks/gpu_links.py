@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import msgspec
+
 from ..actions import Action
 from ..config.fields import setting, settings_block, settings_of
-from ..fastclass import dataclass
 from ..model import Finding, Status
 from ..records import GpuFacts, GpuRecord
 from ..registry import CheckContext, check
@@ -25,8 +26,7 @@ A link narrowed at idle on a model that does so is re-checked under load."""
 
 
 @settings_block("gpu", order=70)
-@dataclass
-class LinkSettings:
+class LinkSettings(msgspec.Struct):
     """What the GPU's PCIe link and NVLinks should be (gpu.pcie, gpu.nvlink; the perf floors read the
     PCIe generation)."""
 

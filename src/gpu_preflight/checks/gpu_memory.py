@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Literal
 
+import msgspec
+
 from ..actions import Action
 from ..config.fields import setting, settings_block, settings_of
-from ..fastclass import dataclass
 from ..model import NA, Finding, Status
 from ..records import GpuRecord
 from ..registry import CheckContext, check
@@ -22,8 +23,7 @@ wrong mode names no action: it is a setting to change first, then the reboot bec
 
 
 @settings_block("gpu", order=30)
-@dataclass
-class EccSettings:
+class EccSettings(msgspec.Struct):
     """ECC mode and memory-error limits (gpu.ecc.*, gpu.memory.*)."""
 
     ecc_mode: Literal["enabled", "disabled", "any"] = setting(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import msgspec
+
 from ..actions import Action
 from ..config.fields import setting, settings_block, settings_of
-from ..fastclass import dataclass
 from ..ids import GPU_POWER_ID, GPU_THERMAL_ID
 from ..model import Finding, Status
 from ..records import GpuRecord
@@ -58,8 +59,7 @@ NVIDIA's CHECK_MECHANICALS bucket. Close to the limit it still works: watch it."
 
 
 @settings_block("gpu", order=40)
-@dataclass
-class TemperatureSettings:
+class TemperatureSettings(msgspec.Struct):
     """Temperature limits and the readings no working GPU gives (gpu.thermal)."""
 
     temp_margin_c: float = setting(
@@ -226,8 +226,7 @@ def clock_events(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Fi
 
 
 @settings_block("gpu", order=60)
-@dataclass
-class PowerSettings:
+class PowerSettings(msgspec.Struct):
     """Power-limit floors (gpu.power)."""
 
     power_limit_min_w: float = setting(

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..model import Finding, Status
 
 if TYPE_CHECKING:
@@ -72,8 +73,7 @@ def _several_cards(guids: set[str | None]) -> bool:
     return None in guids or len(guids) >= 2
 
 
-@dataclass(frozen=True)
-class MissingHcas:
+class MissingHcas(msgspec.Struct, frozen=True):
     """Adapters of the rail model that are not there: ``present`` have ports, ``portless`` are
     listed without one, ``expected`` is the profile's count (None when it names none)."""
 

@@ -7,8 +7,6 @@ a check gives its decorator. (Ids of evidence verdicts are declared beside their
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 from ..actions import Action
 from ..config.localize import LocalizeSettings
 from ..ids import (
@@ -53,7 +51,7 @@ LOCALIZE_SUSPECT = declare(
 
     WARN/FAIL per suspect with the rounds that convicted it; PASS when the rounds found none.""",
     group=(), component="network_infrastructure", core=True,
-    settings=tuple(f"localize.{f.name}" for f in fields(LocalizeSettings)),  # every rule of the rounds
+    settings=tuple(f"localize.{name}" for name in LocalizeSettings.__struct_fields__),  # every rule of the rounds
     actions={**dict.fromkeys(("dead", "timeout", "failed", "wrong", "slow", "below_floor", "latency", "flaky",
                               "local", "unresolved"), Action.ISOLATE_NODE),
              **dict.fromkeys(("link_slow", "group_slow"), Action.MONITOR)})

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import msgspec
+
 from ..config.fields import setting, settings_block, settings_of
-from ..fastclass import dataclass
 from ..model import NA, Finding, Status
 from ..records import GpuFacts, SystemFacts
 from ..registry import CheckContext, check
@@ -34,8 +35,7 @@ def _not_recorded(ctx: CheckContext) -> Finding | None:
 
 
 @settings_block("system", order=10)
-@dataclass
-class MemorySettings:
+class MemorySettings(msgspec.Struct):
     """Available host memory (system.memory)."""
 
     memory_available_min_gib: float = setting(4.0, "Available RAM below this FAILs.", "GiB", min=0, max=1 << 16)
@@ -74,8 +74,7 @@ def memory(ctx: CheckContext) -> Iterator[Finding]:
 
 
 @settings_block("system", order=30)
-@dataclass
-class DiskCpuSettings:
+class DiskCpuSettings(msgspec.Struct):
     """Free disk space (system.disk) and the CPU count (system.cpu); the paths are the config layer's."""
 
     disk_free_min_gib: float = setting(1.0, "Free space below this FAILs.", "GiB", min=0, max=1 << 20)
@@ -151,8 +150,7 @@ def cpu(ctx: CheckContext) -> Iterator[Finding]:
 
 
 @settings_block("system", order=50)
-@dataclass
-class LoadShmSettings:
+class LoadShmSettings(msgspec.Struct):
     """Host load (system.cpu) and /dev/shm size (system.shm)."""
 
     load_per_cpu_warn: float = setting(
@@ -195,8 +193,7 @@ def shm(ctx: CheckContext) -> Iterator[Finding]:
 
 
 @settings_block("system", order=80)
-@dataclass
-class HostSettings:
+class HostSettings(msgspec.Struct):
     """Limits, kernel, NUMA and required services (system.limits, .kernel, .numa, .services)."""
 
     memlock_require_unlimited: bool = setting(
@@ -298,8 +295,7 @@ def numa(ctx: CheckContext) -> Iterator[Finding]:
 
 
 @settings_block("system", order=100)
-@dataclass
-class FabricSettings:
+class FabricSettings(msgspec.Struct):
     """nv-fabricmanager on NVSwitch systems (system.services)."""
 
     fabricmanager_on_nvswitch: bool = setting(

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import msgspec
+
 from ..config.fields import setting, settings_block, settings_of
-from ..fastclass import dataclass
 from ..model import Finding, Status
 from ..records.storage import IoMeasurement, StorageFacts
 from ..registry import CheckContext, check
@@ -42,8 +43,7 @@ def judge_io(m: IoMeasurement, fail_mbps: float, warn_mbps: float, warn_ms: floa
 
 
 @settings_block("system", order=70)
-@dataclass
-class IoSettings:
+class IoSettings(msgspec.Struct):
     """What the storage measurement is judged against (system.io; where and how much it measures is
     the config layer's: ``IoReadSettings``)."""
 

@@ -28,7 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from .exits import EXIT_ERROR, EXIT_USAGE
 
 
@@ -81,8 +82,7 @@ def run(args: argparse.Namespace) -> int:
     return _judge(args, evidence, kind)
 
 
-@dataclass
-class _Evidence:
+class _Evidence(msgspec.Struct):
     """An input being read: its decoded head (for detection) and every chunk, the head's included."""
 
     path: str

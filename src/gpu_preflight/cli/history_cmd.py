@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from ..outputs.args import database_path
 from .argtypes import count, fraction, number
 from .exits import EXIT_USAGE
@@ -203,7 +205,7 @@ def _runs(args: argparse.Namespace, store: Any) -> int:
 
     runs = store.runs(getattr(args, "cluster", None), getattr(args, "last", 30))  # bare `history` has no options
     if getattr(args, "format", "text") == "json":
-        print(json.dumps([r.__dict__ for r in runs], indent=1))
+        print(json.dumps([msgspec.structs.asdict(r) for r in runs], indent=1))
     else:
         sys.stdout.write(render_runs(runs))
     return 0

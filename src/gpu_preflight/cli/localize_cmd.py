@@ -99,7 +99,7 @@ def _links(raw: list[str]) -> list[tuple[int, int]]:
 
 def simulated_config(args: argparse.Namespace) -> LocalizeConfig:
     """The scheduler's settings: the ``[localize]`` section (GPU values) with the flags on top."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from ..config import build_config
     from ..config.localize import localize_settings

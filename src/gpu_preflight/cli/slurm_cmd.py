@@ -21,9 +21,10 @@ import os
 import socket
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from .argtypes import count, fraction, gpu_count, seconds
 from .exits import EXIT_ERROR, EXIT_USAGE, Parser

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import typing
-from dataclasses import fields
 from typing import Any
 
-from .loader import field_range
+from .fields import setting_fields
+from .loader import _hint, field_range
 from .schema import SECTIONS
 
 
@@ -19,13 +19,13 @@ def defaults_json() -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for section, cls in SECTIONS.items():
         instance = cls()
-        hints = typing.get_type_hints(cls)
         out[section] = {}
-        for f in fields(cls):
+        for f in setting_fields(cls):
             entry: dict[str, Any] = {"default": getattr(instance, f.name), "unit": f.metadata.get("unit"),
                                      "doc": f.metadata.get("doc", "")}
-            if (bounds := field_range(f, hints[f.name])) is not None:
-                each = "each value: " if typing.get_origin(hints[f.name]) is dict else ""
+            annotation = _hint(cls, f.name)
+            if (bounds := field_range(f, annotation)) is not None:
+                each = "each value: " if typing.get_origin(annotation) is dict else ""
                 entry["range"] = {"min": bounds.low, "max": bounds.high, "min_exclusive": bounds.low_open,
                                   "integer": bounds.integer, "text": each + bounds.describe()}
             out[section][f.name] = entry

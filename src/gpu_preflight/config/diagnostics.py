@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ..fastclass import dataclass
+import msgspec
+
 from .fields import setting
 
 __all__ = ["DiagnosticsConfig", "diagnostics_config"]
 
 
-@dataclass
-class DiagnosticsConfig:
+class DiagnosticsConfig(msgspec.Struct):
     """Which external tools a node run starts, with what arguments and time limits."""
 
     tool_dirs: list[str] = setting(

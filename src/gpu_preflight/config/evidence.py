@@ -8,14 +8,14 @@ floor would either cry wolf or wave a slow fabric through.
 
 from __future__ import annotations
 
-from ..fastclass import dataclass
+import msgspec
+
 from .fields import setting
 
 __all__ = ["EvidenceConfig", "evidence_config"]
 
 
-@dataclass
-class EvidenceConfig:
+class EvidenceConfig(msgspec.Struct):
     """How ``gpu-preflight judge`` (and the tool runners) judge external diagnostics."""
 
     dcgm_ignore_tests: list[str] = setting(

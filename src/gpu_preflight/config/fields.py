@@ -12,7 +12,7 @@ every value from every source; one that declares none gets its type's default ra
 ``DEFAULT_INT_MAX``).
 
 A check's thresholds are declared beside the check, as a block of one section
-(:func:`settings_block`): ``@settings_block("gpu", order=40)`` on a dataclass of
+(:func:`settings_block`): ``@settings_block("gpu", order=40)`` on a ``msgspec.Struct`` of
 ``setting()`` fields in ``checks/gpu_thermal.py``. The section the loader, ``--set`` and
 ``config defaults`` see (``gpu``) is assembled from its blocks on first use
 (:func:`section_class`), so a threshold is still declared once, with its text and range, and
@@ -23,16 +23,16 @@ the printed defaults cannot drift from what the checks read; the check reads its
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
-from collections.abc import Callable
-from dataclasses import Field, field, is_dataclass, replace
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, ForwardRef, NamedTuple, TypeVar, cast
 
-from ..fastclass import dataclass
+import msgspec
+from msgspec.structs import replace
 
-__all__ = ["DEFAULT_FLOAT_MAX", "DEFAULT_INT_MAX", "ValueRange", "section_class", "setting", "settings_block",
-           "settings_of", "value_range",
-           "with_settings"]
+__all__ = ["DEFAULT_FLOAT_MAX", "DEFAULT_INT_MAX", "Setting", "ValueRange", "declared_in", "section_class", "setting",
+           "setting_fields", "settings_block", "settings_of", "value_range", "with_settings"]
 
 DEFAULT_INT_MAX = 10**9
 DEFAULT_FLOAT_MAX = 1e9
@@ -47,13 +47,56 @@ def setting(default: Any, doc: str, unit: str | None = None, *, min: float | Non
     floor that must be positive). For ``dict`` settings the range applies to each value.
     """
     meta = {"doc": doc, "unit": unit, "min": min, "max": max, "above": above}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata=meta)
-    return field(default=default, metadata=meta)
+    return msgspec.field(default_factory=_Default(default, meta))
 
 
-@dataclass(frozen=True)
-class ValueRange:
+class _Default:
+    """A setting's default, made per instance (a list or dict copied), carrying what the setting
+    documents: a Struct field has no metadata of its own, its default factory is where
+    :func:`setting_fields` finds it."""
+
+    __slots__ = ("meta", "value")
+
+    def __init__(self, value: Any, meta: Mapping[str, Any]) -> None:
+        self.value = value
+        self.meta = meta
+
+    def __call__(self) -> Any:
+        value = self.value
+        return type(value)(value) if isinstance(value, (list, dict)) else value
+
+
+class Setting(NamedTuple):
+    """One field of a config section: its name, documentation and range (``metadata``: doc, unit,
+    min, max, above; empty for a field not declared with :func:`setting`) and default."""
+
+    name: str
+    metadata: Mapping[str, Any]
+    default: Any
+
+
+_NO_META: Mapping[str, Any] = {}
+_FIELDS: dict[type, tuple[Setting, ...]] = {}
+
+
+def setting_fields(cls: type) -> tuple[Setting, ...]:
+    """The fields of config section (or settings block) ``cls``, in order (kept per class)."""
+    found = _FIELDS.get(cls)
+    if found is None:
+        names: tuple[str, ...] = cls.__struct_fields__  # type: ignore[attr-defined]
+        defaults: tuple[Any, ...] = cls.__struct_defaults__  # type: ignore[attr-defined]
+        out = []
+        for name, default in zip(names[len(names) - len(defaults):], defaults, strict=True):
+            made = getattr(default, "factory", None)
+            if isinstance(made, _Default):
+                out.append(Setting(name, made.meta, made.value))
+            else:
+                out.append(Setting(name, _NO_META, made() if made is not None else default))
+        found = _FIELDS[cls] = tuple(out)
+    return found
+
+
+class ValueRange(msgspec.Struct, frozen=True):
     """Where a numeric setting's values must lie; ``integer`` for whole-number settings."""
 
     low: float
@@ -80,7 +123,7 @@ class ValueRange:
         return f"{'(' if self.low_open else '['}{_num(self.low)}, {_num(self.high)}]"
 
 
-def value_range(f: Field[Any], kind: type | None) -> ValueRange | None:
+def value_range(f: Setting, kind: type | None) -> ValueRange | None:
     """The range of field ``f`` whose values are ``kind`` (``int``/``float``; None: not numeric)."""
     if kind not in (int, float):
         return None
@@ -104,11 +147,13 @@ T = TypeVar("T")
 _BLOCKS: dict[str, dict[str, tuple[float, int, type]]] = {}  # section -> block's dotted name -> (order, seq, block)
 _SECTION_OF: dict[type, str] = {}
 _MERGED: dict[str, type] = {}
+_DECLARED: dict[type, dict[str, type]] = {}  # assembled section -> field -> the block that declares it
+_JOINED: dict[type, frozenset[type]] = {}  # assembled section -> its blocks
 _assembling: set[str] = set()
 
 
 def settings_block(section: str, *, order: float = math.inf) -> Callable[[type[T]], type[T]]:
-    """Declare a dataclass of ``setting()`` fields as part of config section ``section``.
+    """Declare a ``msgspec.Struct`` of ``setting()`` fields as part of config section ``section``.
 
     Put it beside the code that reads it (a check module's thresholds above its checks). The
     section's fields come out in ``order`` (blocks without one last, in import order), which
@@ -118,8 +163,8 @@ def settings_block(section: str, *, order: float = math.inf) -> Callable[[type[T
     """
 
     def register(cls: type[T]) -> type[T]:
-        if not is_dataclass(cls):
-            raise TypeError(f"{cls.__qualname__}: a settings block is a dataclass of setting() fields")
+        if not issubclass(cls, msgspec.Struct):
+            raise TypeError(f"{cls.__qualname__}: a settings block is a msgspec.Struct of setting() fields")
         if section in _MERGED:
             raise RuntimeError(f"{cls.__module__}.{cls.__qualname__}: settings block of [{section}] declared after "
                                "the section was assembled; declare it in a module a node run imports")
@@ -136,10 +181,11 @@ def section_class(section: str, base: type[T]) -> type[T]:
     joined with every block declared for it, built once.
 
     The check modules are imported first (by name, as :func:`gpu_preflight.registry.discover`
-    imports its plugins: the config layer never imports a check). The joined class inherits
-    ``base`` and every block, so ``settings_of`` is a real ``isinstance`` and the loader reads
-    each field's annotation in the module that declared it; a dataclass takes its bases' fields
-    in reverse method-resolution order, hence the blocks go in reversed.
+    imports its plugins: the config layer never imports a check). The joined class is a
+    subclass of ``base`` (a Struct without fields) holding every block's fields, blocks in
+    ``order``: Structs with fields cannot share a subclass, so it does not inherit the blocks;
+    :func:`settings_of` checks that the section was joined with the block asked for, and the
+    loader reads each field's annotation in the block that declared it (:func:`declared_in`).
     """
     merged = _MERGED.get(section)
     if merged is not None:
@@ -151,23 +197,45 @@ def section_class(section: str, base: type[T]) -> type[T]:
         importlib.import_module(f"{__package__.rpartition('.')[0]}.registry").discover("node")
     finally:
         _assembling.discard(section)
-    from ..fastclass import dataclass as make
-
     blocks = [cls for _, _, cls in sorted(_BLOCKS.get(section, {}).values(), key=lambda b: b[:2])]
-    namespace = {"__module__": base.__module__, "__qualname__": base.__qualname__, "__doc__": base.__doc__}
-    merged = make(type(base.__name__, (base, *reversed(blocks)), namespace))
+    owners: dict[str, type] = {}
+    spec: list[tuple[str, Any, Any]] = []
+    for block in blocks:
+        annotations = inspect.get_annotations(block)
+        for name, default in zip(block.__struct_fields__, block.__struct_defaults__, strict=True):  # type: ignore[attr-defined]
+            owners[name] = block
+            annotation = annotations[name]  # text, evaluated where it was written (typing.get_type_hints too)
+            if isinstance(annotation, str):
+                annotation = ForwardRef(annotation, module=block.__module__, is_class=True)
+            spec.append((name, annotation, default))
+    merged = msgspec.defstruct(base.__name__, spec, bases=(base,), module=base.__module__,
+                               namespace={"__qualname__": base.__qualname__, "__doc__": base.__doc__})
+    _DECLARED[merged] = owners
+    _JOINED[merged] = frozenset(blocks)
     _MERGED[section] = merged
     return merged  # type: ignore[return-value]
 
 
+def declared_in(cls: type, name: str) -> type:
+    """The class whose annotation declares field ``name`` of section ``cls`` (a block, for an
+    assembled section; else the class in ``cls``'s method-resolution order that annotates it)."""
+    owner = _DECLARED.get(cls, {}).get(name)
+    if owner is not None:
+        return owner
+    for klass in cls.__mro__:
+        if name in inspect.get_annotations(klass):
+            return klass
+    raise KeyError(name)
+
+
 def settings_of(config: object, block: type[T]) -> T:
-    """The section of ``config`` that ``block`` is part of, typed as that block (it is one:
-    the section's class inherits every block declared for it)."""
+    """The section of ``config`` that ``block`` is part of, typed as that block (its fields are
+    the section's: the section was assembled with it)."""
     section = getattr(config, _SECTION_OF[block])
-    if not isinstance(section, block):
+    if block not in _JOINED.get(type(section), ()) and not isinstance(section, block):
         raise TypeError(f"config section [{_SECTION_OF[block]}] is a {type(section).__qualname__}, "
                         f"not assembled with {block.__qualname__}")
-    return section
+    return cast(T, section)
 
 
 C = TypeVar("C")

@@ -10,14 +10,14 @@ on the network.
 
 from __future__ import annotations
 
-from ..fastclass import dataclass
+import msgspec
+
 from .fields import setting
 
 __all__ = ["HistoryConfig", "history_config"]
 
 
-@dataclass
-class HistoryConfig:
+class HistoryConfig(msgspec.Struct):
     """The local run history (SQLite) and the regression / repeat-offender judgements made from it."""
 
     enabled: bool = setting(True, "Append every run to the history store (--no-history turns it off for one run).")

@@ -10,14 +10,14 @@ its maximum, and only the hardware protection reasons fail.
 
 from __future__ import annotations
 
-from ..fastclass import dataclass
+import msgspec
+
 from .fields import setting
 
 __all__ = ["LoadConfig", "load_config"]
 
 
-@dataclass
-class LoadConfig:
+class LoadConfig(msgspec.Struct):
     """The NVML sampler that runs beside the workloads, and the load.* checks."""
 
     sample_hz: float = setting(

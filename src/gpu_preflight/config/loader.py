@@ -2,7 +2,7 @@
 
 Order (later wins): typed defaults ← GPU-model profile ← site file ← environment
 (``GPU_PREFLIGHT_<SECTION>__<KEY>``) ← command line. Every layer is validated against
-the dataclasses in :mod:`.schema` with errors that name the file, the dotted key and,
+the Structs in :mod:`.schema` with errors that name the file, the dotted key and,
 where the format allows, the line — a typo in a site file must not silently fall back
 to a default.
 """
@@ -17,12 +17,13 @@ import sys
 import types
 import typing
 from collections.abc import Iterator, Mapping
-from dataclasses import field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..fastclass import dataclass
-from .fields import ValueRange, value_range
+import msgspec
+from msgspec.structs import replace
+
+from .fields import ValueRange, declared_in, setting_fields, value_range
 from .schema import SECTIONS, Config
 
 ENV_PREFIX = "GPU_PREFLIGHT_"
@@ -42,8 +43,7 @@ class ConfigError(ValueError):
         super().__init__(f"{where}: {message}")
 
 
-@dataclass
-class Layer:
+class Layer(msgspec.Struct):
     """One source of settings: ``{section: {key: value}}`` plus where it came from.
 
     ``origins`` names the source of single keys where that says more than the layer's name
@@ -53,7 +53,7 @@ class Layer:
     name: str
     data: dict[str, dict[str, Any]]
     lines: Mapping[str, int]
-    origins: dict[str, str] = field(default_factory=dict)
+    origins: dict[str, str] = {}
 
     def line_of(self, key: str) -> int | None:
         return self.lines.get(key)
@@ -194,7 +194,7 @@ def validate_layer(layer: Layer, allow_extra: tuple[str, ...]) -> Layer:
         if not isinstance(values, Mapping):
             raise ConfigError("must be a table of settings", source=layer.name, key=section,
                               line=layer.line_of(section))
-        known = {f.name: f for f in fields(SECTIONS[section])}
+        known = {f.name: f for f in setting_fields(SECTIONS[section])}
         clean[section] = {}
         for key, value in values.items():
             dotted = f"{section}.{key}"
@@ -249,17 +249,15 @@ def _hint(cls: type, name: str) -> Any:
     A layer names a few settings of a section; ``get_type_hints`` compiles and evaluates
     every annotation of the class (60 for the settings one GPU profile touches, ~1.5 ms of a
     node check). Evaluated as it does for a class: the class's namespace first, then its
-    module's (tests/test_config.py compares both on every setting).
+    module's (tests/test_config.py compares both on every setting), for the class that declares
+    it (an assembled section's block: :func:`.fields.declared_in`).
     """
-    for klass in cls.__mro__:
-        annotations = inspect.get_annotations(klass)
-        if name in annotations:
-            value = annotations[name]
-            if isinstance(value, str):
-                module = sys.modules[klass.__module__].__dict__
-                value = eval(value, dict(vars(klass)), module)  # noqa: S307 - our own annotation text
-            return type(None) if value is None else value
-    raise KeyError(name)
+    klass = declared_in(cls, name)
+    value = inspect.get_annotations(klass)[name]
+    if isinstance(value, str):
+        module = sys.modules[klass.__module__].__dict__
+        value = eval(value, dict(vars(klass)), module)  # noqa: S307 - our own annotation text
+    return type(None) if value is None else value
 
 
 def _suggest(name: str, choices: Mapping[str, Any]) -> str:

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ..fastclass import dataclass
+import msgspec
+
 from .fields import setting
 
 __all__ = ["LocalizeSettings", "localize_settings"]
 
 
-@dataclass
-class LocalizeSettings:
+class LocalizeSettings(msgspec.Struct):
     """The localiser's rules and budgets (the mode, floor and time limit come from the run)."""
 
     repeat_k: int = setting(

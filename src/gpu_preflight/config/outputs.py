@@ -7,14 +7,14 @@ remembering the flags. Command-line flags add to these (``--output`` appends to
 
 from __future__ import annotations
 
-from ..fastclass import dataclass
+import msgspec
+
 from .fields import setting
 
 __all__ = ["OutputsConfig", "outputs_config"]
 
 
-@dataclass
-class OutputsConfig:
+class OutputsConfig(msgspec.Struct):
     """Publishing targets for every run's report."""
 
     urls: list[str] = setting(

@@ -10,12 +10,11 @@ longest match, so "H100 PCIe" is not mistaken for a generic "H100".
 from __future__ import annotations
 
 import re
-from dataclasses import field
+from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-from ..fastclass import dataclass
 from .loader import ConfigError, Layer, parse_toml, read_config_text, toml_lines, validate_layer
 
 PROFILE_DIR = Path(__file__).with_name("profiles")

@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import fields
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
+from .fields import setting_fields
 from .load import load_config
 from .schema import Config
 
@@ -26,8 +27,7 @@ _REF = re.compile(r"``([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)``")
 _OPTIONAL: dict[str, Callable[[object], Any]] = {"load": load_config}
 
 
-@dataclass(frozen=True)
-class NamedSetting:
+class NamedSetting(msgspec.Struct, frozen=True):
     """``section.key``: its current value, its default, unit and meaning."""
 
     name: str
@@ -51,7 +51,7 @@ def named_settings(doc: str, config: Config) -> list[NamedSetting]:
         section = _section(config, section_name)
         if section is None:
             continue
-        spec = next((f for f in fields(section) if f.name == key), None)
+        spec = next((f for f in setting_fields(type(section)) if f.name == key), None)
         if spec is None:
             continue
         out[name] = NamedSetting(name, getattr(section, key), getattr(type(section)(), key),
@@ -63,7 +63,7 @@ def _section(config: Config, name: str) -> Any:
     section = getattr(config, name, None)
     if section is None and name in _OPTIONAL:
         section = _OPTIONAL[name](config)
-    return section if section is not None and hasattr(section, "__dataclass_fields__") else None
+    return section if isinstance(section, msgspec.Struct) else None
 
 
 def format_value(value: Any, unit: str | None = None) -> str:

@@ -8,7 +8,8 @@ that is wrong for most sites, so until it is set the cost-benefit line counts GP
 
 from __future__ import annotations
 
-from ..fastclass import dataclass
+import msgspec
+
 from .fields import setting
 
 __all__ = ["COMPONENTS", "ReportConfig", "report_config"]
@@ -17,8 +18,7 @@ COMPONENTS = ("network_infrastructure", "hardware_health", "resource_management"
               "service_reliability", "performance_consistency")
 
 
-@dataclass
-class ReportConfig:
+class ReportConfig(msgspec.Struct):
     """How the report scores health (0-100 per component) and prices what the checks caught."""
 
     fail_points: float = setting(60.0, "Points a component loses for a FAIL finding (one FAIL makes it CRITICAL).",

@@ -12,9 +12,10 @@ text, so the documentation of a threshold and its value cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping
-from dataclasses import field, fields
+from typing import TYPE_CHECKING
 
-from ..fastclass import dataclass
+import msgspec
+
 from .diagnostics import DiagnosticsConfig
 from .evidence import EvidenceConfig
 from .fields import section_class, setting, settings_block
@@ -34,8 +35,7 @@ from .slurm_schema import SlurmConfig
 
 
 @settings_block("gpu", order=10)
-@dataclass
-class GpuCountSettings:
+class GpuCountSettings(msgspec.Struct):
     """How many GPUs the node must have (the run and the engine read it too: ``--expect-gpus``)."""
 
     expected_count: int | None = setting(
@@ -45,8 +45,7 @@ class GpuCountSettings:
 
 
 @settings_block("gpu", order=90)
-@dataclass
-class NvmlReadSettings:
+class NvmlReadSettings(msgspec.Struct):
     """How the NVML probe and a monitor read the GPUs."""
 
     nvml_call_timeout_s: float = setting(
@@ -60,14 +59,8 @@ class NvmlReadSettings:
     )
 
 
-@dataclass
-class GpuConfig(NvmlReadSettings, GpuCountSettings):  # bases in descending order (see section_class)
-    """Thresholds for the NVML-based GPU checks."""
-
-
 @settings_block("system", order=20)
-@dataclass
-class DiskPathSettings:
+class DiskPathSettings(msgspec.Struct):
     """Which file systems the system probe reads."""
 
     disk_paths: list[str] = setting(
@@ -76,8 +69,7 @@ class DiskPathSettings:
 
 
 @settings_block("system", order=40)
-@dataclass
-class ClockSkewSettings:
+class ClockSkewSettings(msgspec.Struct):
     """Clock agreement across ranks (cluster.completeness reads it; a cluster module cannot declare
     a block, since a node run never imports it)."""
 
@@ -87,8 +79,7 @@ class ClockSkewSettings:
 
 
 @settings_block("system", order=60)
-@dataclass
-class IoReadSettings:
+class IoReadSettings(msgspec.Struct):
     """Where and how much the storage probe measures (system.io judges it)."""
 
     io_paths: list[str] = setting(
@@ -107,8 +98,7 @@ class IoReadSettings:
 
 
 @settings_block("system", order=90)
-@dataclass
-class ProcessScanSettings:
+class ProcessScanSettings(msgspec.Struct):
     """How often a monitor re-reads the process list."""
 
     process_scan_refresh_s: float = setting(
@@ -117,13 +107,21 @@ class ProcessScanSettings:
     )
 
 
-@dataclass
-class SystemConfig(ProcessScanSettings, IoReadSettings, ClockSkewSettings, DiskPathSettings):  # descending order
-    """Thresholds for host checks (psutil, /proc, /sys)."""
+if TYPE_CHECKING:  # what mypy sees: the blocks declared here (the checks read theirs with settings_of)
+    class GpuConfig(NvmlReadSettings, GpuCountSettings):
+        """Thresholds for the NVML-based GPU checks."""
+
+    class SystemConfig(ProcessScanSettings, IoReadSettings, ClockSkewSettings, DiskPathSettings):
+        """Thresholds for host checks (psutil, /proc, /sys)."""
+else:  # what runs: section_class joins every block's fields into a subclass
+    class GpuConfig(msgspec.Struct):
+        """Thresholds for the NVML-based GPU checks."""
+
+    class SystemConfig(msgspec.Struct):
+        """Thresholds for host checks (psutil, /proc, /sys)."""
 
 
-@dataclass
-class XidConfig:
+class XidConfig(msgspec.Struct):
     """How Xid events in the kernel log are judged."""
 
     window_hours: float = setting(2.0, "Only Xid events this recent count (Azure's default window).", "h",
@@ -136,8 +134,7 @@ class XidConfig:
     )
 
 
-@dataclass
-class PerfConfig:
+class PerfConfig(msgspec.Struct):
     """What the distributed workloads are judged against (GPU-model profiles set the floors)."""
 
     gemm_bf16_tflops: float | None = setting(None, "Sustained bf16 GEMM throughput the GPU model should reach.",
@@ -213,8 +210,7 @@ class PerfConfig:
         min=0, max=1)
 
 
-@dataclass
-class WorkloadConfig:
+class WorkloadConfig(msgspec.Struct):
     """How much work the distributed workloads do (quick vs full)."""
 
     gemm_dtypes_gpu: list[str] = setting(["bf16", "fp16", "tf32", "fp32"], "GEMM precisions measured on GPUs.")
@@ -246,23 +242,22 @@ class WorkloadConfig:
     cpu_workers: int = setting(2, "Local workers launched on a node without GPUs.", min=1, max=256)
 
 
-@dataclass
-class Config:
+class Config(msgspec.Struct):
     """The resolved configuration: defaults, then profile, site file, environment, CLI."""
 
-    gpu: GpuConfig = field(default_factory=lambda: section_class("gpu", GpuConfig)())
-    system: SystemConfig = field(default_factory=lambda: section_class("system", SystemConfig)())
-    xid: XidConfig = field(default_factory=XidConfig)
-    perf: PerfConfig = field(default_factory=PerfConfig)
-    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
-    evidence: EvidenceConfig = field(default_factory=EvidenceConfig)
-    diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
-    slurm: SlurmConfig = field(default_factory=SlurmConfig)
-    history: HistoryConfig = field(default_factory=HistoryConfig)
-    outputs: OutputsConfig = field(default_factory=OutputsConfig)
-    report: ReportConfig = field(default_factory=ReportConfig)
-    load: LoadConfig = field(default_factory=LoadConfig)
-    localize: LocalizeSettings = field(default_factory=LocalizeSettings)
+    gpu: GpuConfig = msgspec.field(default_factory=lambda: section_class("gpu", GpuConfig)())
+    system: SystemConfig = msgspec.field(default_factory=lambda: section_class("system", SystemConfig)())
+    xid: XidConfig = msgspec.field(default_factory=XidConfig)
+    perf: PerfConfig = msgspec.field(default_factory=PerfConfig)
+    workload: WorkloadConfig = msgspec.field(default_factory=WorkloadConfig)
+    evidence: EvidenceConfig = msgspec.field(default_factory=EvidenceConfig)
+    diagnostics: DiagnosticsConfig = msgspec.field(default_factory=DiagnosticsConfig)
+    slurm: SlurmConfig = msgspec.field(default_factory=SlurmConfig)
+    history: HistoryConfig = msgspec.field(default_factory=HistoryConfig)
+    outputs: OutputsConfig = msgspec.field(default_factory=OutputsConfig)
+    report: ReportConfig = msgspec.field(default_factory=ReportConfig)
+    load: LoadConfig = msgspec.field(default_factory=LoadConfig)
+    localize: LocalizeSettings = msgspec.field(default_factory=LocalizeSettings)
 
 
 ASSEMBLED: dict[str, type] = {"gpu": GpuConfig, "system": SystemConfig}
@@ -281,8 +276,9 @@ class Sections(MutableMapping[str, type]):
 
     def _sections(self) -> dict[str, type]:
         if self._table is None:
-            self._table = {f.name: section_class(f.name, ASSEMBLED[f.name]) if f.name in ASSEMBLED
-                           else f.default_factory for f in fields(Config)}  # type: ignore[misc]
+            defaults = zip(Config.__struct_fields__, Config.__struct_defaults__, strict=True)
+            self._table = {name: section_class(name, ASSEMBLED[name]) if name in ASSEMBLED else default.factory
+                           for name, default in defaults}
         return self._table
 
     def __getitem__(self, name: str) -> type:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ..fastclass import dataclass
+import msgspec
+
 from .fields import setting
 
 __all__ = ["SlurmConfig", "slurm_config"]
 
 
-@dataclass
-class SlurmConfig:
+class SlurmConfig(msgspec.Struct):
     """Drain/resume policy for ``gpu-preflight slurm healthcheck|prolog|epilog|drain-report``."""
 
     reason_prefix: str = setting(

@@ -22,13 +22,14 @@ recovery follows in the log (the tally's ``stale`` groups) still gets a warning 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import field, replace
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+from msgspec.structs import replace
+
 from ..records.xid import XidEvent, XidGroup, XidTally, count_events, xid_window
 from .loader import ConfigError, parse_toml, read_config_text, toml_lines
 
@@ -59,8 +60,7 @@ RECOVERY_ACTIONS = {
 }
 
 
-@dataclass(frozen=True)
-class XidRule:
+class XidRule(msgspec.Struct, frozen=True):
     """How one Xid is judged; ``xid`` is ``None`` for the ``[default]`` rule."""
 
     xid: int | None
@@ -81,8 +81,7 @@ class XidRule:
         return SEVERITIES[max(SEVERITIES.index(self.severity) - 1, 0)]
 
 
-@dataclass(frozen=True)
-class XidVerdict:
+class XidVerdict(msgspec.Struct, frozen=True):
     """All in-window events of one Xid on one GPU, judged together.
 
     ``pci`` is normalised (``0000:38:00``) so it matches NVML's bus id after
@@ -125,8 +124,7 @@ class XidVerdict:
         return f"xid_{self.xid}"
 
 
-@dataclass(frozen=True)
-class Catalogue:
+class Catalogue(msgspec.Struct, frozen=True):
     """Which edition of NVIDIA's Xid catalogue a policy transcribes, and its published range ``first..last``."""
 
     edition: str
@@ -134,15 +132,14 @@ class Catalogue:
     last: int
 
 
-@dataclass(frozen=True)
-class XidPolicy:
+class XidPolicy(msgspec.Struct, frozen=True):
     """The rule table plus the fallback for Xids it does not list."""
 
     rules: Mapping[int, XidRule]
     default: XidRule
     source: str
-    drivers: Mapping[str, XidRule] = field(default_factory=dict)  # [driver.<id>]: messages without an Xid number
-    sxids: Mapping[str, XidRule] = field(default_factory=dict)  # [sxid.fatal|nonfatal|unknown]: NVSwitch SXids
+    drivers: Mapping[str, XidRule] = {}  # [driver.<id>]: messages without an Xid number
+    sxids: Mapping[str, XidRule] = {}  # [sxid.fatal|nonfatal|unknown]: NVSwitch SXids
     catalogue: Catalogue | None = None  # [catalogue]: the edition transcribed (a site policy may have none)
 
     def rule(self, xid: int) -> XidRule:

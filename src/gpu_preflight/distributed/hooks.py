@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..registries import Registry
 
 __all__ = ["HOOKS", "HOOKS_ENV", "Hooks", "hooks_from_env"]
@@ -28,8 +29,7 @@ HOOKS_ENV = "GPU_PREFLIGHT_RANK_HOOKS"
 HOOKS: Registry[object] = Registry("rank hook")
 
 
-@dataclass(frozen=True)
-class Hooks:
+class Hooks(msgspec.Struct, frozen=True):
     """The stage and output callbacks of the loaded hooks, called in the order they were named."""
 
     stages: tuple[Callable[[int, str], None], ...] = ()

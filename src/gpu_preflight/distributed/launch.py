@@ -19,12 +19,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ..backends.launcher.topology import Launcher
-from ..fastclass import dataclass
 from ..interrupts import at_stop, held
 
 
@@ -54,15 +54,14 @@ def local_gpu_count() -> int:
         return 0
 
 
-@dataclass
-class Supervised:
+class Supervised(msgspec.Struct):
     """What the supervisor saw: the report rank 0 wrote, or the pieces to build one."""
 
     result_dir: Path
     report: dict[str, Any] | None
     exit_codes: dict[int, int | None]
-    killed: list[int] = field(default_factory=list)
-    logs: dict[int, Path] = field(default_factory=dict)
+    killed: list[int] = []
+    logs: dict[int, Path] = {}
 
 
 def supervise(argv: list[str], workers: int, *, budget_s: float, collective_timeout_s: float | None = None,

@@ -25,10 +25,9 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import field
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
 
 __all__ = ["BEAT_BUDGET_PER_S", "HEARTBEAT_S", "STALE_BEATS", "STALE_S", "Beat", "Beats", "Seen", "beat_interval",
            "read_values", "stale_after", "tracker"]
@@ -52,8 +51,7 @@ def stale_after(interval: float) -> float:
     return max(STALE_S, STALE_BEATS * interval)
 
 
-@dataclass(frozen=True)
-class Beat:
+class Beat(msgspec.Struct, frozen=True):
     """One heartbeat as written: ``seq`` counts beats, ``wall`` is the writer's clock, ``interval`` its period."""
 
     seq: int
@@ -77,8 +75,7 @@ class Beat:
             return None
 
 
-@dataclass
-class Seen:
+class Seen(msgspec.Struct):
     """What one reader saw of one rank's heartbeat: the value, since when (reader's monotonic
     clock), when the reader last read it still unchanged (its wall clock), and the bracket
     ``skew = (low, high)`` on the writer's clock minus the reader's, narrowed by every change seen."""
@@ -91,15 +88,14 @@ class Seen:
     brackets: int = 0
 
 
-@dataclass
-class Beats:
+class Beats(msgspec.Struct):
     """One reader's view of every rank's heartbeat. ``clock`` (monotonic) and ``wall`` are the
     reader's clocks, injectable so tests can let time pass without waiting."""
 
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
-    seen: dict[int, Seen] = field(default_factory=dict)
-    same_host: set[int] = field(default_factory=set)  # ranks that stamp with this reader's own wall clock
+    seen: dict[int, Seen] = {}
+    same_host: set[int] = msgspec.field(default_factory=set)  # ranks that stamp with this reader's own wall clock
 
     def observe(self, rank: int, text: str | None, started: float, ended: float) -> None:
         """Record a read of ``rank``'s beat that began at wall time ``started`` and answered at ``ended``."""

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
+
+from msgspec.structs import replace
 
 from ..config.localize import LocalizeSettings
 from .store import PREFIX, STALE_S, KVStore

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import field
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
 
 __all__ = ["FORMATION_OP", "NodeBundle", "RankPayload"]
 
@@ -30,8 +29,7 @@ _KNOWN = frozenset(("rank", *_OPTIONAL))
 _RESULTS = ("gemm", "memory", "train")  # moved into the node's columns by its leader
 
 
-@dataclass(frozen=True, slots=True)
-class RankPayload:
+class RankPayload(msgspec.Struct, frozen=True):
     """One rank's result: who it is, what it measured, what went wrong, and (node leaders) its node.
 
     ``collectives``: each group's sweep as reported by the group's lowest rank, and every
@@ -65,7 +63,7 @@ class RankPayload:
     node_entry: JsonDict | None = None
     identity: JsonDict | None = None
     connectivity: JsonDict | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = {}
 
     def to_dict(self, *, without: tuple[str, ...] = ()) -> JsonDict:
         """The payload as sent (fields left ``None`` are absent); ``without`` leaves fields out."""
@@ -95,8 +93,7 @@ class RankPayload:
         return str(self.device or "").startswith("cuda")
 
 
-@dataclass(frozen=True, slots=True)
-class NodeBundle:
+class NodeBundle(msgspec.Struct, frozen=True):
     """One node's payloads for rank 0, arranged so rank 0 never has to walk them one by one.
 
     ``columns``: GEMM, memory and training results packed into columns

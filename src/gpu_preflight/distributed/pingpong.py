@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..fastclass import dataclass
+import msgspec
 
 if TYPE_CHECKING:
     from ..config.diagnostics import DiagnosticsConfig
@@ -33,8 +33,7 @@ ECONNREFUSED = 111
 RAW_LIMIT = 16 << 10  # the table is under 1 KiB; an error storm must not bloat the payload
 
 
-@dataclass(frozen=True)
-class PairRole:
+class PairRole(msgspec.Struct, frozen=True):
     """This node's part in one pair: serve or connect, to which node, on which port."""
 
     role: Role

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from ..backends.launcher.topology import Topology
 from ..config import Config
-from ..fastclass import dataclass
 
 __all__ = ["Group", "Plan", "layout", "make_plan", "node_ranks", "report_parameters", "steps_for"]
 
 
-@dataclass
-class Plan:
+class Plan(msgspec.Struct):
     """What this rank runs, derived from the suite, the device and the config."""
 
     sizes: list[int]
@@ -68,8 +68,7 @@ def report_parameters(plan: Plan, topo: Topology, suite: str) -> dict[str, Any]:
             "collective_iters": plan.iters, "collective_warmup": plan.warmup}
 
 
-@dataclass
-class Group:
+class Group(msgspec.Struct):
     """A process group the plan creates: its name, its scope (node, cross-node, world), its ranks and, once made, its
     handle."""
 

@@ -15,11 +15,13 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import field, replace
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+import msgspec
+from msgspec.structs import replace
 
 from ..backends.launcher.identity import NodeIdentity
 from ..backends.launcher.topology import Launcher, Topology
@@ -27,7 +29,6 @@ from ..config import Config
 from ..deadline import Later, Timeout, call
 from ..diagnostics.window import GpuWindow
 from ..engine import RunOptions, check_node
-from ..fastclass import dataclass
 from . import gpu_window
 from .gather import gather, post_node_bundle
 from .hooks import Hooks, hooks_from_env
@@ -60,19 +61,18 @@ rank reports or saw fail, and ``("ddp", {...})``. The acceptance suite's progres
 (:class:`gpu_preflight.outputs.acceptance.LiveLines`) are printed from it."""
 
 
-@dataclass
-class RankRun:
+class RankRun(msgspec.Struct):
     """State of one rank's run, filled stage by stage; :meth:`payload` is what it sends."""
 
     topo: Topology
     identity: dict[str, Any]
-    errors: list[str] = field(default_factory=list)
-    collectives: list[dict[str, Any]] = field(default_factory=list)
-    results: dict[str, Any] = field(default_factory=dict)  # stack, gemm, ..., load, load_xids, node_entry
+    errors: list[str] = []
+    collectives: list[dict[str, Any]] = []
+    results: dict[str, Any] = {}  # stack, gemm, ..., load, load_xids, node_entry
     broken: str | None = None
     sampler: Any = None  # workloads.sampling.RankSampler: marks each phase of this rank's GPU
     marks: Marks | None = None  # the job's per-phase counters, for whoever watches its progress
-    hooks: Hooks = field(default_factory=Hooks)
+    hooks: Hooks = msgspec.field(default_factory=Hooks)
     on_result: ResultSink | None = None
 
     def tell(self, name: str, value: Any) -> None:
@@ -100,8 +100,7 @@ def stage(store: KVStore, rank: int, name: str, marks: Marks | None = None, hook
         hooks.stage(rank, name)
 
 
-@dataclass
-class RankOutcome:
+class RankOutcome(msgspec.Struct):
     """The end of a rank's run: the reporting rank holds the gather; every rank leaves in order.
 
     Rank 0 reports unless it went silent (stopped, hung, dead): then the first rank to notice
@@ -123,7 +122,7 @@ class RankOutcome:
     decided: bool = False
     watch: Any = None  # distributed.watch.JobWatch: the reporting rank's progress view, until it reports
     marks: Marks | None = None
-    hooks: Hooks = field(default_factory=Hooks)
+    hooks: Hooks = msgspec.field(default_factory=Hooks)
 
     def mark(self, name: str) -> None:
         """The reporting rank's step after the gather (``localize``, ``report``), for the progress view."""

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from .._version import __version__
 from ..actions import SUMMARY_KEY, Action, action_of, node_action
-from ..fastclass import dataclass
 from ..ids import RUN_COVERAGE_ID
 from ..model import (
     SCHEMA_VERSION,
@@ -574,8 +575,7 @@ def failed_checks(report: Mapping[str, Any] | ClusterReport) -> list[str]:
     return list(dict.fromkeys(check_id for _, check_id in bad))
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """The run's one verdict, as every format says it.
 
     ``status`` is the worst judged status (``cluster_summary.overall_status``), ``exit_code``

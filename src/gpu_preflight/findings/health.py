@@ -14,10 +14,10 @@ from __future__ import annotations
 import enum
 import re
 import time
-from dataclasses import field
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..ids import NVML_ID, NVML_UNREADABLE_CODE, RECOVERY_ACTION_ID
 from ..model import Finding, NodeReport, Status
 
@@ -40,8 +40,7 @@ class HealthState(enum.StrEnum):
 _RANK = {HealthState.HEALTHY: 0, HealthState.UNKNOWN: 1, HealthState.UNHEALTHY: 2}
 
 
-@dataclass(frozen=True)
-class GpuHealth:
+class GpuHealth(msgspec.Struct, frozen=True):
     """One GPU's verdict; ``recovery_action`` is the NVML action name when it was read."""
 
     index: int
@@ -55,15 +54,14 @@ class GpuHealth:
                 "recovery_action": self.recovery_action, "recommendation": self.recommendation}
 
 
-@dataclass(frozen=True)
-class HealthStatus:
+class HealthStatus(msgspec.Struct, frozen=True):
     """The verdict of one health check for the monitored GPUs."""
 
     state: HealthState
     reason: str
     gpus: tuple[GpuHealth, ...] = ()
     device_index: int | None = None
-    checked_at: float = field(default_factory=time.time)
+    checked_at: float = msgspec.field(default_factory=time.time)
     duration_s: float = 0.0
 
     def ok(self, healthy_when_unknown: bool = False) -> bool:

@@ -18,11 +18,11 @@ import json
 import re
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from .extract import Measurement
 
 __all__ = ["CaptureError", "Captured", "capture", "render_toml"]
@@ -34,8 +34,7 @@ class CaptureError(ValueError):
     """The measurements cannot make a profile (none at all, or several GPU models mixed)."""
 
 
-@dataclass
-class Captured:
+class Captured(msgspec.Struct):
     """A profile fragment: identity, measured floors (with how each was derived) and inherited sections."""
 
     name: str
@@ -45,7 +44,7 @@ class Captured:
     notes: dict[str, str]
     source: str
     inherited_from: str | None = None
-    inherited: dict[str, dict[str, Any]] = field(default_factory=dict)
+    inherited: dict[str, dict[str, Any]] = {}
 
 
 def _pattern(model: str) -> str:

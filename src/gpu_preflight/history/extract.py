@@ -16,10 +16,10 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import field
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..findings.model import ClusterReport, GpuEntry, ReportFinding
 from ..ids import GEMM_ID, MEMORY_BANDWIDTH_ID
 from ..report.measurements import num
@@ -31,8 +31,7 @@ _NO_SERIAL = {"", "0", "n/a", "[n/a]", "not supported", "[not supported]", "unkn
 _MEMORY_KEYS = ("device_copy", "h2d", "d2h")
 
 
-@dataclass(frozen=True)
-class GpuSeen:
+class GpuSeen(msgspec.Struct, frozen=True):
     """One GPU in one run: the slot it occupied and who it is."""
 
     node: str
@@ -43,8 +42,7 @@ class GpuSeen:
     pci_bus_id: str | None
 
 
-@dataclass(frozen=True)
-class Measurement:
+class Measurement(msgspec.Struct, frozen=True):
     """One number of a run. ``node`` is None for cluster-wide numbers, ``slot`` None for node-wide ones."""
 
     metric: str
@@ -58,8 +56,7 @@ class Measurement:
     model: str | None = None
 
 
-@dataclass(frozen=True)
-class FindingSeen:
+class FindingSeen(msgspec.Struct, frozen=True):
     """A finding, tied to a node and (where its subject is one) to a GPU's identity."""
 
     check_id: str
@@ -73,8 +70,7 @@ class FindingSeen:
     serial: str | None = None
 
 
-@dataclass
-class RunRecord:
+class RunRecord(msgspec.Struct):
     """The part of a report the history keeps."""
 
     key: str
@@ -84,10 +80,10 @@ class RunRecord:
     world_size: int
     tool_version: str | None
     nodes: list[str]
-    gpus: list[GpuSeen] = field(default_factory=list)
-    findings: list[FindingSeen] = field(default_factory=list)
-    measurements: list[Measurement] = field(default_factory=list)
-    scores: dict[str, float | None] = field(default_factory=dict)
+    gpus: list[GpuSeen] = []
+    findings: list[FindingSeen] = []
+    measurements: list[Measurement] = []
+    scores: dict[str, float | None] = {}
 
     def gpu(self, node: str | None, slot: str | None) -> GpuSeen | None:
         for g in self.gpus:

@@ -17,7 +17,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..model import verdict
 from .extract import Measurement, RunRecord
 from .when import FUTURE_SLACK, TimestampError, checked, plausible, stored
@@ -81,8 +82,7 @@ def default_path(environ: dict[str, str] | None = None) -> Path:
     return base / "gpu-preflight" / "history.sqlite"
 
 
-@dataclass(frozen=True)
-class RunRow:
+class RunRow(msgspec.Struct, frozen=True):
     """One run as the history database keeps it: id, cluster, when, verdict, size and where it came from."""
 
     id: int
@@ -94,8 +94,7 @@ class RunRow:
     source: str | None
 
 
-@dataclass(frozen=True)
-class PastFailure:
+class PastFailure(msgspec.Struct, frozen=True):
     """An earlier finding against a GPU, and where that GPU was at the time."""
 
     run_id: int
@@ -108,8 +107,7 @@ class PastFailure:
     summary: str
 
 
-@dataclass(frozen=True)
-class Pruned:
+class Pruned(msgspec.Struct, frozen=True):
     """What ``prune`` removed: runs older than asked, and runs whose timestamp no run can have
     (not a date, or in the future: see :mod:`.when`), which no age would ever remove."""
 
@@ -121,8 +119,7 @@ class Pruned:
         return self.old + self.implausible
 
 
-@dataclass(frozen=True)
-class Baseline:
+class Baseline(msgspec.Struct, frozen=True):
     """The median of earlier values and how many values it is made of."""
 
     median: float

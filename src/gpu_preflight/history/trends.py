@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import fnmatch
 import statistics
-from dataclasses import field
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from .store import HistoryStore, RunRow
 
 __all__ = ["Trend", "render_runs", "render_trends", "trends"]
@@ -21,8 +21,7 @@ __all__ = ["Trend", "render_runs", "render_trends", "trends"]
 BARS = "▁▂▃▄▅▆▇█"
 
 
-@dataclass
-class Trend:
+class Trend(msgspec.Struct):
     """One number over runs: (run id, timestamp, value) oldest first, labelled by where it was last seen."""
 
     subject: str
@@ -31,7 +30,7 @@ class Trend:
     uuid: str | None
     serial: str | None
     model: str | None
-    points: list[tuple[int, str, float]] = field(default_factory=list)
+    points: list[tuple[int, str, float]] = []
 
     @property
     def values(self) -> list[float]:

@@ -28,12 +28,12 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Iterable
-from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
 from ..actions import node_action
-from ..fastclass import dataclass
 from .slurm_result import node_results, parse_timestamp
 
 PREFIX = "gpu-preflight.io"
@@ -53,8 +53,7 @@ class ReportSourceError(ValueError):
     """The report source could not be read or is not a gpu-preflight report."""
 
 
-@dataclass(frozen=True)
-class Taint:
+class Taint(msgspec.Struct, frozen=True):
     """A Kubernetes node taint: key, value and effect (``NoSchedule``, ``NoExecute``)."""
 
     key: str
@@ -66,8 +65,7 @@ class Taint:
         return f"{self.key}={self.value}:{self.effect}"
 
 
-@dataclass(frozen=True)
-class NodeAction:
+class NodeAction(msgspec.Struct, frozen=True):
     """What one node gets: labels, annotations, and our taint set (``taint``) or removed (None)."""
 
     node: str
@@ -77,13 +75,12 @@ class NodeAction:
     taint: Taint | None
 
 
-@dataclass
-class LabelPlan:
+class LabelPlan(msgspec.Struct):
     """The actions for every node in a report, and why any taint was held back."""
 
     actions: list[NodeAction]
-    held: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    held: list[str] = []
+    notes: list[str] = []
 
     @property
     def tripped(self) -> bool:

@@ -10,10 +10,10 @@ patch are retried, so another controller's taint is never lost.
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from .k8s import TAINT_KEY, LabelPlan, NodeAction, hold_if_over
 
 CONFLICT = 409
@@ -26,12 +26,11 @@ class ClientMissing(RuntimeError):
     """The kubernetes client is not installed."""
 
 
-@dataclass
-class ApplyResult:
+class ApplyResult(msgspec.Struct):
     """Nodes patched, nodes that failed (with why), and the plan's notes."""
 
-    patched: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
+    patched: list[str] = []
+    failed: dict[str, str] = {}
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
 
 __all__ = ["IMAGE_NAME", "ManifestError", "Rendered", "check_image", "check_secret_name", "dump_documents",
            "load_documents", "pod_specs", "render"]
@@ -33,8 +33,7 @@ class ManifestError(ValueError):
     """A manifest or a value cannot be rendered: one line saying which and why."""
 
 
-@dataclass
-class Rendered:
+class Rendered(msgspec.Struct):
     """The rendered documents, and how many pod specs and containers were changed."""
 
     documents: list[Any]

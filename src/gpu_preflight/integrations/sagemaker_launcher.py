@@ -34,11 +34,11 @@ import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from .sagemaker_script import ENTRY_SCRIPT, ENTRY_SCRIPT_NAME, JOB_FAILS_ON
 
 DISTRIBUTED = ("auto", "none", "torchrun", "mpi")
@@ -77,8 +77,7 @@ class LaunchError(ValueError):
     """The options describe a job that cannot work (e.g. multi-node without a launcher)."""
 
 
-@dataclass(frozen=True)
-class LaunchOptions:
+class LaunchOptions(msgspec.Struct, frozen=True):
     """Everything a launch needs; the defaults are the spec's multi-GPU health check."""
 
     image_uri: str
@@ -96,7 +95,7 @@ class LaunchOptions:
     run_args: tuple[str, ...] = ()
     job_fails_on: str = "fail"
     mpi_options: tuple[str, ...] = ()
-    environment: dict[str, str] = field(default_factory=dict)
+    environment: dict[str, str] = {}
 
 
 def gpus_per_instance(instance_type: str) -> int | None:

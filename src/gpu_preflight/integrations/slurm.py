@@ -25,13 +25,14 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Iterable
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import msgspec
+from msgspec.structs import replace
+
 from ..actions import Action as OperatorAction
 from ..config.slurm_schema import SlurmConfig
-from ..fastclass import dataclass
 from .slurm_ctl import Scontrol, ScontrolError
 from .slurm_nodes import SlurmNode
 from .slurm_result import Verdict
@@ -57,8 +58,7 @@ class Kind(enum.StrEnum):
 CHANGES = frozenset({Kind.DRAIN, Kind.REASON, Kind.RESUME})
 
 
-@dataclass(frozen=True)
-class Action:
+class Action(msgspec.Struct, frozen=True):
     """One node's planned (and, after :func:`execute`, attempted) change."""
 
     node: str

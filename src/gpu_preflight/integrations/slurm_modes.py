@@ -20,13 +20,13 @@ failure no single node owns), 3 could not act.
 from __future__ import annotations
 
 import json
-from dataclasses import field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ..config.slurm_schema import SlurmConfig
-from ..fastclass import dataclass
 from .slurm import Action, Kind, execute, gate, plan_node
 from .slurm_ctl import Scontrol, ScontrolError
 from .slurm_nodes import SlurmNode
@@ -39,12 +39,11 @@ EXIT_STOP_JOB = 1
 _VERDICT_EXIT = {"pass": EXIT_OK, "fail": EXIT_FAIL, "unknown": EXIT_UNKNOWN}
 
 
-@dataclass
-class Outcome:
+class Outcome(msgspec.Struct):
     """What a mode did: per-node actions, notes for the operator, and the exit code."""
 
-    actions: list[Action] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    actions: list[Action] = []
+    notes: list[str] = []
     exit_code: int = EXIT_OK
 
     def text(self) -> str:
@@ -112,7 +111,7 @@ def run_node_checks(options: Any, budget_s: float) -> tuple[dict[str, Any] | Non
     whole run is bounded too, because a prolog that hangs holds the job and the node.
     Raises ``ConfigError``/``KeyError`` for a bad configuration or check pattern.
     """
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from ..deadline import Timeout, call
     from ..engine import run_checks

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from ..fastclass import dataclass
+import msgspec
 
 __all__ = ["SlurmNode", "parse_nodes"]
 
@@ -29,8 +29,7 @@ _OUT_FLAGS = frozenset({"DRAIN", "FAIL", "NOT_RESPONDING", "INVALID_REG"})
 _OUT_BASES = frozenset({"DOWN", "ERROR", "UNKNOWN"})
 
 
-@dataclass(frozen=True)
-class SlurmNode:
+class SlurmNode(msgspec.Struct, frozen=True):
     """One node as slurmctld sees it (the fields the drain policy needs)."""
 
     name: str

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable
-from dataclasses import field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 from ..actions import Action, node_action
 from ..config.slurm_schema import SlurmConfig
-from ..fastclass import dataclass
 
 __all__ = ["NodeResult", "Verdict", "judge", "node_results", "read_result"]
 
@@ -29,8 +29,7 @@ _RANK = {"FAIL": 0, "ERROR": 1, "WARN": 2}
 FUTURE_SKEW = timedelta(minutes=5)
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """The answer for one node: ``checks`` names what failed, ``detail`` says it in words,
     ``action`` the strongest operator action its findings call for (:func:`~gpu_preflight.actions.node_action`)."""
 
@@ -41,13 +40,12 @@ class Verdict:
     action: Action = Action.NONE
 
 
-@dataclass
-class NodeResult:
+class NodeResult(msgspec.Struct):
     """One node of a report: the names it goes by and its findings."""
 
     label: str
     names: set[str]
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[dict[str, Any]] = []
 
 
 def judge(findings: Iterable[dict[str, Any]], cfg: SlurmConfig, timestamp: datetime | None) -> Verdict:

@@ -33,48 +33,48 @@ adaptive group testing (definite defectives with noise):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
-from dataclasses import field
 
-from ..fastclass import dataclass
+import msgspec
+
 from .model import LocalizeConfig, Observation
 
 REASON_ORDER = ("timeout", "wrong", "failed", "below_floor", "slow", "latency")
 HARD = {"timeout", "wrong", "failed", "below_floor"}  # outcomes noise alone does not produce
 
 
-@dataclass(slots=True)
-class Record:
+class Record(msgspec.Struct, dict=True):
     """One node's votes on one rail: per distinct partner set, its observations.
 
     The votes are counted once, on first use, and kept: a record is complete when
     :func:`infer` returns, and the scheduler and the suspects ask for them many times.
     """
 
-    by_partners: dict[frozenset[int], list[Observation]] = field(default_factory=dict)
-    _votes: dict[frozenset[int], bool] | None = field(default=None, init=False, repr=False, compare=False)
+    by_partners: dict[frozenset[int], list[Observation]] = {}
 
     def votes(self) -> dict[frozenset[int], bool]:
         """Per partner set: True when most of its repeats failed, False when most passed; a tie abstains.
 
         The dict is shared by every caller: read it, never change it.
         """
-        if self._votes is None:
-            out = {}
-            for p, obs in self.by_partners.items():
-                if len(obs) == 1:
-                    out[p] = obs[0].positive
-                    continue
-                balance = 2 * sum(o.positive for o in obs) - len(obs)
-                if balance:
-                    out[p] = balance > 0
-            self._votes = out
         return self._votes
 
+    @functools.cached_property
+    def _votes(self) -> dict[frozenset[int], bool]:
+        out = {}
+        for p, obs in self.by_partners.items():
+            if len(obs) == 1:
+                out[p] = obs[0].positive
+                continue
+            balance = 2 * sum(o.positive for o in obs) - len(obs)
+            if balance:
+                out[p] = balance > 0
+        return out
 
-@dataclass
-class LaneVerdict:
+
+class LaneVerdict(msgspec.Struct):
     """The inference on one rail."""
 
     bad: dict[int, str]
@@ -89,7 +89,7 @@ class LaneVerdict:
     family: dict[int, list[frozenset[int]]]
     vouched: dict[int, list[frozenset[int]]]
     by_members: dict[tuple[int, ...], list[Observation]]
-    passes: dict[int, int] = field(default_factory=dict)
+    passes: dict[int, int] = {}
 
     def failing(self, node: int) -> list[frozenset[int]]:
         rec = self.records.get(node)
@@ -192,8 +192,7 @@ def infer(live: set[int], observations: list[Observation], *, dead: dict[int, st
                        family, vouched, dict(by_members), passes)
 
 
-@dataclass
-class _Votes:
+class _Votes(msgspec.Struct):
     """The votes of one rail, and the questions the conviction rule asks of them."""
 
     live: set[int]
@@ -203,7 +202,7 @@ class _Votes:
     weak: dict[int, str]
     elsewhere: dict[frozenset[int], set[int]]
     config: LocalizeConfig
-    _with: dict[int, dict[int, int]] = field(default_factory=dict)
+    _with: dict[int, dict[int, int]] = {}
 
     def passes_without(self, t: int, x: int) -> int:
         """How many of ``t``'s passing partner sets leave ``x`` out.

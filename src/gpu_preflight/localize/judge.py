@@ -29,15 +29,15 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
-from ..fastclass import dataclass
+import msgspec
+
 from .model import OK, LocalizeConfig, Measurement, Observation
 
 MAD_SIGMA = 1.4826  # MAD x this estimates the standard deviation of normal noise
 TRUNCATED_3SIGMA = 1.0136  # sd of a normal cut at +-3 sd, back to the full sd
 
 
-@dataclass(frozen=True)
-class Baseline:
+class Baseline(msgspec.Struct, frozen=True):
     """The healthy reference of one scale, its spread, and how many figures the spread rests on."""
 
     reference: float
@@ -146,8 +146,7 @@ def baselines(measurements: Iterable[Measurement], config: LocalizeConfig) -> tu
             {k: healthy_reference(v, config, higher_is_better=False) for k, v in lat.items()})
 
 
-@dataclass(frozen=True)
-class _Limits:
+class _Limits(msgspec.Struct, frozen=True):
     """What every figure of one scale is compared with, worked out once per judgement."""
 
     bw: Baseline | None

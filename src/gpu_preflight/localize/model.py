@@ -8,10 +8,10 @@ order; names are attached only by the report, so the scheduler never sees a host
 
 from __future__ import annotations
 
-from dataclasses import asdict, field
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+from msgspec.structs import asdict
 
 # Measurement statuses. Only "ok" carries figures that are judged for speed; the others
 # are positive (bad) outcomes in themselves.
@@ -21,8 +21,7 @@ MODES = ("quick", "full", "group")
 EVIDENCE_STATES = ("dead", "suspect", "local")
 
 
-@dataclass(frozen=True)
-class LocalizeConfig:
+class LocalizeConfig(msgspec.Struct, frozen=True):
     """Thresholds and budgets of the localisation (data, not code: every field has a default).
 
     ``repeat_k``/``repeat_n``: a node is called bad only after ``k`` failing tests with
@@ -88,8 +87,7 @@ class LocalizeConfig:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class PlannedTest:
+class PlannedTest(msgspec.Struct, frozen=True):
     """One test of a round: the member nodes run it together, on every rail in ``rails``.
 
     ``kind`` is ``pair`` (two nodes) or ``group`` (three or more, for bisection);
@@ -115,8 +113,7 @@ class PlannedTest:
                    tuple(int(r) for r in d.get("rails", ())))
 
 
-@dataclass(frozen=True)
-class Round:
+class Round(msgspec.Struct, frozen=True):
     """Disjoint tests that run at the same time; ``index`` 1 is the first after round 0."""
 
     index: int
@@ -131,8 +128,7 @@ class Round:
         return cls(int(d["index"]), tuple(PlannedTest.from_dict(t) for t in d["tests"]), float(d["timeout_s"]))
 
 
-@dataclass(frozen=True, slots=True)
-class Measurement:
+class Measurement(msgspec.Struct, frozen=True):
     """What the runner (or the simulator) measured for one test on one rail.
 
     ``rail`` None means the whole test: a timeout or failure of the test as a whole
@@ -171,8 +167,7 @@ class Measurement:
                    d.get("error"), d.get("duration_s"))
 
 
-@dataclass(frozen=True)
-class NodeEvidence:
+class NodeEvidence(msgspec.Struct, frozen=True):
     """What round 0 (or the runner's heartbeats) says about one node on its own.
 
     ``dead``: it never answered (rank missing, heartbeat stale) — a suspect at once and
@@ -194,8 +189,7 @@ class NodeEvidence:
             raise ValueError(f"node evidence state must be one of {EVIDENCE_STATES}, not {self.state!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(msgspec.Struct, frozen=True):
     """One measurement judged on one rail: positive means the test as a whole looked bad."""
 
     test_id: str
@@ -222,8 +216,7 @@ class Observation:
         return d
 
 
-@dataclass
-class Suspect:
+class Suspect(msgspec.Struct):
     """A node (or one rail of it) the evidence points at.
 
     ``kind``: ``node`` (the node itself: exclude it), ``link`` (this node and ``peers``
@@ -242,7 +235,7 @@ class Suspect:
     confidence: float
     rail: int | None = None
     peers: tuple[int, ...] = ()
-    evidence: list[Observation] = field(default_factory=list)
+    evidence: list[Observation] = []
     passes: int = 0
     failures: int = 0
 
@@ -251,8 +244,7 @@ class Suspect:
         return self.kind == "node"
 
 
-@dataclass
-class Outcome:
+class Outcome(msgspec.Struct):
     """Where the localisation stands: suspects, the nodes cleared, and what it cost."""
 
     nodes: int
@@ -264,7 +256,7 @@ class Outcome:
     mode: str
     observations: list[Observation]
     duration_s: float = 0.0
-    round_found: dict[int, int] = field(default_factory=dict)
+    round_found: dict[int, int] = {}
     rails: int = 1
 
     @property
@@ -272,8 +264,7 @@ class Outcome:
         return sorted({s.node for s in self.suspects if s.exclude})
 
 
-@dataclass(frozen=True)
-class RoundProgress:
+class RoundProgress(msgspec.Struct, frozen=True):
     """Where a localisation stands after a round, for a progress display (never for a verdict).
 
     ``rounds_at_most``: the rounds planned so far plus the budget of extra ones, an upper

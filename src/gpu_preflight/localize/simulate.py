@@ -17,9 +17,9 @@ import math
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import field
 
-from ..fastclass import dataclass
+import msgspec
+
 from .model import (
     FAILED,
     OK,
@@ -37,8 +37,7 @@ from .scheduler import Localizer
 FAULTS = ("slow", "dead", "flaky", "rail", "mixed")
 
 
-@dataclass
-class Scenario:
+class Scenario(msgspec.Struct):
     """The true state of a simulated cluster."""
 
     nodes: int
@@ -46,12 +45,12 @@ class Scenario:
     nic_gbps: float = 48.0
     latency_us: float = 8.0
     noise: float = 0.0
-    dead: set[int] = field(default_factory=set)
-    slow: dict[int, float] = field(default_factory=dict)
-    flaky: dict[int, float] = field(default_factory=dict)
-    slow_links: dict[tuple[int, int], float] = field(default_factory=dict)
-    slow_rails: dict[tuple[int, int], float] = field(default_factory=dict)
-    local: dict[int, str] = field(default_factory=dict)
+    dead: set[int] = msgspec.field(default_factory=set)
+    slow: dict[int, float] = {}
+    flaky: dict[int, float] = {}
+    slow_links: dict[tuple[int, int], float] = {}
+    slow_rails: dict[tuple[int, int], float] = {}
+    local: dict[int, str] = {}
     message_bytes: int = 256 << 20
 
     def bad_nodes(self) -> set[int]:
@@ -140,8 +139,7 @@ class SimCluster:
         return out
 
 
-@dataclass
-class SimResult:
+class SimResult(msgspec.Struct):
     """A simulated localisation scored against the truth."""
 
     scenario: Scenario

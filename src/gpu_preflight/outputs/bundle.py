@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..fastclass import dataclass
+import msgspec
 
 if TYPE_CHECKING:
     from ..findings.model import ClusterReport
@@ -25,8 +25,7 @@ REPORT = "report.json"
 HTML = "report.html"
 
 
-@dataclass(frozen=True)
-class Bundle:
+class Bundle(msgspec.Struct, frozen=True):
     """A directory holding a written report and what it references."""
 
     root: Path

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from ..fastclass import dataclass
+import msgspec
 
 __all__ = ["DEFAULT_REPORT_NAME", "OutputOptions", "check_report_name"]
 
@@ -32,8 +32,7 @@ def check_report_name(name: str) -> str:
     return name
 
 
-@dataclass(frozen=True)
-class OutputOptions:
+class OutputOptions(msgspec.Struct, frozen=True):
     """What to write, print and publish after a run (``run``'s output flags).
 
     ``history`` None: the config decides (and replays of other nodes' data are not filed).

@@ -28,7 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from .options import OutputOptions
 
 if TYPE_CHECKING:
@@ -38,8 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["HistoryNotes", "Published", "annotate", "cluster_name", "history_path", "publish"]
 
 
-@dataclass(frozen=True)
-class Published:
+class Published(msgspec.Struct, frozen=True):
     """What happened to one target."""
 
     target: str
@@ -86,8 +86,7 @@ def _say(message: str) -> None:
     print(f"gpu-preflight: {message}", file=sys.stderr)
 
 
-@dataclass(frozen=True)
-class HistoryNotes:
+class HistoryNotes(msgspec.Struct, frozen=True):
     """What the history says about a run before it is filed: its ``history.regression`` and
     ``history.repeat_offender`` findings, and the cluster's earlier health scores (the
     assessment's trends: ``()`` on a first run, None when the history was not consulted)."""

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from .bundle import REPORT, Bundle
 
 __all__ = ["S3Location", "job_name", "parse_s3_url", "upload_bundle"]
@@ -28,8 +29,7 @@ CONTENT_TYPES = {".json": "application/json", ".html": "text/html; charset=utf-8
                  ".txt": "text/plain", ".log": "text/plain", ".xml": "application/xml"}
 
 
-@dataclass(frozen=True)
-class S3Location:
+class S3Location(msgspec.Struct, frozen=True):
     """Where a report goes in S3: the bucket, the key prefix and the report's own key."""
 
     bucket: str

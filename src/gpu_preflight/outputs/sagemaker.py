@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..fastclass import dataclass
+import msgspec
 
 if TYPE_CHECKING:  # the bundle module (tempfile, copies) is only needed when writing
     from .bundle import Bundle
@@ -31,8 +31,7 @@ __all__ = ["REPORT_NAME", "SageMakerDirs", "default_report_dir", "sagemaker_dirs
 REPORT_NAME = "health_check_metrics.json"
 
 
-@dataclass(frozen=True)
-class SageMakerDirs:
+class SageMakerDirs(msgspec.Struct, frozen=True):
     """The directories SageMaker uploads at the end of the job."""
 
     output_data: Path

@@ -22,7 +22,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..registries import Registry
 from .errors import ParseError
 from .text import PasteReader
@@ -40,8 +41,7 @@ _SOURCE_CODE = re.compile(r"^(?:def |async def |class \w+[(:]|import \w|from [\w
                           r"|package \w|func \w|fn \w|#!/)", re.MULTILINE)
 
 
-@dataclass(frozen=True)
-class ParserSpec:
+class ParserSpec(msgspec.Struct, frozen=True):
     """One registered kind: its parser, its sniffer and a line of documentation."""
 
     kind: str

@@ -28,8 +28,9 @@ collector can say "cannot read kernel log" instead of "no Xid errors".
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
+
+from msgspec.structs import replace
 
 from ..records.xid import UnparsedXid, XidEvent, normalize_pci
 from ..records.xid import pci_key as pci_key

@@ -47,7 +47,8 @@ from itertools import chain, compress, islice, repeat
 from operator import add, eq, gt, itemgetter, methodcaller, not_, or_
 from typing import TypeVar, cast
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..records.nccl import (
     FAILURE_EXAMPLES,
     FAILURE_MESSAGE_CHARS,
@@ -563,8 +564,7 @@ def _header_line(record: NcclTestsRecord, rank: Callable[[int, str, str], None],
     return columns
 
 
-@dataclass(frozen=True)
-class _Layout:
+class _Layout(msgspec.Struct, frozen=True):
     """One header's row shape as a regex: a row whose cells are all plain numbers is read in one match.
 
     Anything else (a value count that differs, ``N/A``, a damaged cell) goes through

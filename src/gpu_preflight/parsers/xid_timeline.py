@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import re
 from array import array
-from dataclasses import field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..records.xid import RECOVERED, UnparsedXid, XidEvent, pci_key
 
 if TYPE_CHECKING:
@@ -56,8 +56,7 @@ def reset_mark(line: str) -> bool:
     return _RESET.search(line[:4096]) is not None
 
 
-@dataclass
-class Folded:
+class Folded(msgspec.Struct):
     """Events folded out of the arrays: counts, and the newest dated time among them."""
 
     dated: int = 0
@@ -68,8 +67,7 @@ class Folded:
     position: int = -1  # the log position of the newest event folded (see XidTimeline.add_reset)
 
 
-@dataclass
-class TimelineGroup:
+class TimelineGroup(msgspec.Struct):
     """One (Xid, GPU): its message is the newest dated event's, else the last undated one's."""
 
     xid: int
@@ -80,7 +78,7 @@ class TimelineGroup:
     count: int = 0
     first: int = NEVER
     last: int = UNDATED
-    folded: Folded = field(default_factory=Folded)
+    folded: Folded = msgspec.field(default_factory=Folded)
 
 
 class XidTimeline:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,16 +63,16 @@ def system_from_dump(dump: Mapping[str, Any], path: str) -> SystemFacts:
     if not isinstance(recorded, Mapping):
         return SystemFacts(hostname=hostname, not_recorded=NOT_IN_SNAPSHOT)
     values: dict[str, Any] = {}
-    for f in fields(SystemFacts):
-        if f.name in ("hostname", "not_recorded"):
+    for name in SystemFacts.__struct_fields__:
+        if name in ("hostname", "not_recorded"):
             continue
-        if f.name not in recorded:
-            values[f.name] = NA("not in the snapshot") if f.name != "disks" else []
-        elif f.name == "disks":
+        if name not in recorded:
+            values[name] = NA("not in the snapshot") if name != "disks" else []
+        elif name == "disks":
             values["disks"] = [DiskUsage(d["path"], _value(d.get("total_bytes")), _value(d.get("free_bytes")),
                                          _value(d.get("mountpoint"))) for d in recorded["disks"]]
         else:
-            values[f.name] = _value(recorded[f.name])
+            values[name] = _value(recorded[name])
     return SystemFacts(hostname=hostname, **values)
 
 

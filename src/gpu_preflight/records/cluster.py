@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import field
 from itertools import chain, compress
 from operator import itemgetter
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from .columns import ResultColumns, columns_of, unpack
 
 
-@dataclass(frozen=True)
-class RankIndex:
+class RankIndex(msgspec.Struct, frozen=True):
     """What the cluster checks look up per rank, found in one walk over every payload.
 
     At 80,000 ranks each walk over the payloads costs a tenth of a second or more (the
@@ -28,8 +27,7 @@ class RankIndex:
     collective_errors: list[tuple[int, dict[str, Any]]]  # every failed collective, as each rank saw it
 
 
-@dataclass(frozen=True)
-class RankNames:
+class RankNames(msgspec.Struct, frozen=True):
     """The subjects of a column's ranks, in the column's order, and whether all ran on a GPU."""
 
     ranks: list[int]
@@ -37,8 +35,7 @@ class RankNames:
     all_gpu: bool
 
 
-@dataclass
-class ClusterView:
+class ClusterView(msgspec.Struct, dict=True):
     """What rank 0 gathered from a distributed run, and the typed indexes the cluster checks read.
 
     The gathered part: one payload per rank (the JSON forms of the workload results —
@@ -54,13 +51,12 @@ class ClusterView:
     payloads: dict[int, dict[str, Any]]
     missing: dict[int, str]
     node_names: dict[int, str]
-    node_facts: dict[int, dict[str, Any]] = field(default_factory=dict)
-    node_columns: list[dict[str, Any]] = field(default_factory=list)  # results the node leaders put in columns
-    node_index: list[list[Any]] = field(default_factory=list)  # leaders' [rank, node, local_rank, on_gpu] rows
-    node_collectives: list[dict[str, Any]] = field(default_factory=list)  # leaders' {"groups", "failures"}
-    missing_hosts: list[str] = field(default_factory=list)  # the launcher's hosts no node claimed as its name
-    clock_skew: dict[int, tuple[float, float]] = field(default_factory=dict)  # rank -> its clock minus rank 0's
-    _names: RankNames | None = field(default=None, init=False, repr=False, compare=False)
+    node_facts: dict[int, dict[str, Any]] = {}
+    node_columns: list[dict[str, Any]] = []  # results the node leaders put in columns
+    node_index: list[list[Any]] = []  # leaders' [rank, node, local_rank, on_gpu] rows
+    node_collectives: list[dict[str, Any]] = []  # leaders' {"groups", "failures"}
+    missing_hosts: list[str] = []  # the launcher's hosts no node claimed as its name
+    clock_skew: dict[int, tuple[float, float]] = {}  # rank -> its clock minus rank 0's
 
     @functools.cached_property
     def index(self) -> RankIndex:
@@ -127,13 +123,14 @@ class ClusterView:
         The result columns of a run share one rank order, so the last answer is kept: the
         four GEMM precisions, memory and training of 80,000 ranks name them once.
         """
-        last = self._names
+        last: RankNames | None = self.__dict__.get("_names")  # the last answer, kept beside the fields
         if last is not None and (last.ranks is ranks or last.ranks == ranks):
             return last
         names = self.subjects
-        self._names = RankNames(ranks, [names[r] if r in names else self.rank_subject(r) for r in ranks],
-                                self.gpu_ranks.issuperset(ranks))
-        return self._names
+        last = RankNames(ranks, [names[r] if r in names else self.rank_subject(r) for r in ranks],
+                         self.gpu_ranks.issuperset(ranks))
+        self.__dict__["_names"] = last
+        return last
 
     @functools.cached_property
     def columns(self) -> ResultColumns:

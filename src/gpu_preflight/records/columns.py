@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from itertools import chain
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
-from ..fastclass import dataclass
+import msgspec
 
 __all__ = ["FIELDS", "GemmColumns", "MemoryColumns", "ResultColumns", "Rows", "TrainColumns", "columns_of",
            "take_results", "unpack"]
@@ -134,8 +134,7 @@ class TrainColumns(Rows, kind="train"):
     error: Column[str | None] = Column()
 
 
-@dataclass(frozen=True)
-class ResultColumns:
+class ResultColumns(msgspec.Struct, frozen=True):
     """Every rank's GEMM (per precision, in precision order), memory and training results."""
 
     gemm: Mapping[str, GemmColumns]

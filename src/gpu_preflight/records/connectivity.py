@@ -20,7 +20,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from .cluster import ClusterView
 
 __all__ = ["CONNECT_FAILED", "NOT_PERFORMED", "RESOLVE_FAILED", "Cell", "attribute", "blocks", "cells",
@@ -44,8 +45,7 @@ def _step(probe: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return step if isinstance(step, Mapping) else {}
 
 
-@dataclass(frozen=True, slots=True)
-class Cell:
+class Cell(msgspec.Struct, frozen=True):
     """One node (``prober``) looking up and reaching another (``peer``): each step's outcome word,
     its time in milliseconds where it was timed, and what it found."""
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from ..fastclass import dataclass
+import msgspec
 
 
-@dataclass
-class DcgmTest:
+class DcgmTest(msgspec.Struct):
     """One diagnostic test (``PCIe``, ``Targeted Power``, 4.x ``memory``...) and its outcome.
 
     ``gpus`` lists the GPU ids that failed or warned; ``gpu_status`` every per-GPU status
@@ -22,17 +19,16 @@ class DcgmTest:
     category: str | None
     name: str
     status: str
-    gpus: list[int] = field(default_factory=list)
-    gpu_status: dict[str, str] = field(default_factory=dict)
-    messages: list[str] = field(default_factory=list)
-    info: list[str] = field(default_factory=list)
-    error_ids: list[int] = field(default_factory=list)
-    rows: list[list[str]] = field(default_factory=list)
-    error_severities: dict[str, int] = field(default_factory=dict)  # -j 4.x: error_id -> DCGM's error_severity
+    gpus: list[int] = []
+    gpu_status: dict[str, str] = {}
+    messages: list[str] = []
+    info: list[str] = []
+    error_ids: list[int] = []
+    rows: list[list[str]] = []
+    error_severities: dict[str, int] = {}  # -j 4.x: error_id -> DCGM's error_severity
 
 
-@dataclass
-class DcgmDiagRecord:
+class DcgmDiagRecord(msgspec.Struct):
     """A whole diagnostic run: versions, tests and the overall outcome.
 
     ``overall`` is the worst test status, or ``"error"`` when DCGM reported that the run
@@ -44,10 +40,10 @@ class DcgmDiagRecord:
     format: str
     dcgm_version: str | None = None
     driver_version: str | None = None
-    gpu_device_ids: list[str] = field(default_factory=list)
-    tests: list[DcgmTest] = field(default_factory=list)
+    gpu_device_ids: list[str] = []
+    tests: list[DcgmTest] = []
     overall: str = "pass"
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = []
     return_code: int | None = None
-    incomplete: list[str] = field(default_factory=list)
+    incomplete: list[str] = []
     fragment: int | None = None

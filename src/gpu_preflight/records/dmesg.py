@@ -7,11 +7,12 @@ Lists are capped by the parser (first and last entries kept, the count between i
 
 from __future__ import annotations
 
-from dataclasses import field, replace
 from datetime import datetime
 from typing import Protocol
 
-from ..fastclass import dataclass
+import msgspec
+from msgspec.structs import replace
+
 from .xid import UnparsedXid, XidEvent, XidTally, XidWindow, count_events, xid_window
 
 
@@ -21,8 +22,7 @@ class XidTimelineLike(Protocol):
     def tally(self, window: XidWindow, kept: list[XidEvent], kept_unparsed: list[UnparsedXid]) -> XidTally: ...
 
 
-@dataclass
-class XidLine:
+class XidLine(msgspec.Struct):
     """One ``NVRM: Xid`` line; ``pci_bus_id`` normalised to ``0000:38:00`` (as the driver prints it)."""
 
     xid: int
@@ -40,8 +40,7 @@ class XidLine:
         return XidEvent(self.xid, self.pci_bus_id, stamp, self.pid, self.process, self.message, self.raw, self.kind)
 
 
-@dataclass
-class XidCount:
+class XidCount(msgspec.Struct):
     """Every event of one Xid on one GPU in the whole log (no window): the count and its time span."""
 
     xid: int
@@ -51,8 +50,7 @@ class XidCount:
     last: str | None
 
 
-@dataclass
-class PcieLimit:
+class PcieLimit(msgspec.Struct):
     """A ``limited by`` line: the device, what it gets and what it could get."""
 
     device: str
@@ -65,8 +63,7 @@ class PcieLimit:
     capable_width: int
 
 
-@dataclass
-class Segfault:
+class Segfault(msgspec.Struct):
     """A user-space segfault the kernel logged: process, pid, the library it faulted in and the line."""
 
     process: str
@@ -75,8 +72,7 @@ class Segfault:
     raw: str
 
 
-@dataclass
-class NicMessage:
+class NicMessage(msgspec.Struct):
     """An RDMA NIC driver message (``parsers/nic_log.py``): its code, the device it names, the text."""
 
     code: str
@@ -85,8 +81,7 @@ class NicMessage:
     timestamp: str | None = None
 
 
-@dataclass
-class HostMessage:
+class HostMessage(msgspec.Struct):
     """A host-side kernel message (``parsers/host_log.py``): PCIe AER, OOM kill, hung task, CPU thermal
     throttling; its code, what it names (a PCI address, ``process[pid]``, ``cpuN``), the text."""
 
@@ -96,8 +91,7 @@ class HostMessage:
     timestamp: str | None = None
 
 
-@dataclass
-class CarrierChanges:
+class CarrierChanges(msgspec.Struct):
     """One network interface's ``Lost carrier``/``Gained carrier`` lines: how many, and when; ``link`` is
     what the interface is by its name (``infiniband`` or ``ethernet``; container ends are not kept)."""
 
@@ -109,25 +103,24 @@ class CarrierChanges:
     last_lost: str | None = None
 
 
-@dataclass
-class DmesgRecord:
+class DmesgRecord(msgspec.Struct, dict=True):
     """What a kernel log said: whether it was readable (or refused), its Xid events, PCIe limits and segfaults, and
     its last timestamp."""
 
     readable: bool = True
     denied: str | None = None
-    xid_events: list[XidLine] = field(default_factory=list)
-    pcie_limits: list[PcieLimit] = field(default_factory=list)
-    segfaults: list[Segfault] = field(default_factory=list)
+    xid_events: list[XidLine] = []
+    pcie_limits: list[PcieLimit] = []
+    segfaults: list[Segfault] = []
     lines: int = 0
-    unparsed_xids: list[UnparsedXid] = field(default_factory=list)
+    unparsed_xids: list[UnparsedXid] = []
     last_timestamp: str | None = None  # the newest line's time: a saved log's Xid window ends there
-    xid_counts: list[XidCount] = field(default_factory=list)
-    omitted: dict[str, int] = field(default_factory=dict)  # list name -> entries not kept (between first and last)
-    clock_jumps: list[str] = field(default_factory=list)  # lines dated far beyond the rest: not the log's end
-    nic_messages: list[NicMessage] = field(default_factory=list)
-    carrier: list[CarrierChanges] = field(default_factory=list)
-    host_messages: list[HostMessage] = field(default_factory=list)
+    xid_counts: list[XidCount] = []
+    omitted: dict[str, int] = {}  # list name -> entries not kept (between first and last)
+    clock_jumps: list[str] = []  # lines dated far beyond the rest: not the log's end
+    nic_messages: list[NicMessage] = []
+    carrier: list[CarrierChanges] = []
+    host_messages: list[HostMessage] = []
 
     def __post_init__(self) -> None:
         self.timeline: XidTimelineLike | None = None  # not a field: never serialised, read by the judge

@@ -8,13 +8,10 @@ What only a tool's output holds has its own module, loaded when that output is p
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from ..fastclass import dataclass
+import msgspec
 
 
-@dataclass
-class IbPort:
+class IbPort(msgspec.Struct):
     """One InfiniBand port as ``ibstat`` shows it: state, physical state, rate, link layer and LIDs."""
 
     port: int
@@ -26,8 +23,7 @@ class IbPort:
     sm_lid: int | None = None
 
 
-@dataclass
-class IbDevice:
+class IbDevice(msgspec.Struct):
     """One InfiniBand device (HCA) with its firmware and ports.
 
     ``system_guid`` (ibstat's ``System image GUID``, ibv_devinfo's ``sys_image_guid``) is the
@@ -37,27 +33,25 @@ class IbDevice:
     name: str
     ca_type: str | None = None
     firmware: str | None = None
-    ports: list[IbPort] = field(default_factory=list)
+    ports: list[IbPort] = []
     system_guid: str | None = None
 
 
-@dataclass
-class IbDevicesRecord:
+class IbDevicesRecord(msgspec.Struct):
     """Every InfiniBand device ``ibstat``/``ibv_devinfo`` listed, with parse errors and whether the output was cut
     short; ``fragment`` is the number of ports shown when the text is pasted port blocks without their device."""
 
     format: str
-    devices: list[IbDevice] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    incomplete: list[str] = field(default_factory=list)
+    devices: list[IbDevice] = []
+    errors: list[str] = []
+    incomplete: list[str] = []
     fragment: int | None = None
 
 
 EFA_DRIVER = "efa"
 
 
-@dataclass
-class RdmaDevice:
+class RdmaDevice(msgspec.Struct):
     """One RDMA device: its kernel driver (``mlx5_core``, ``efa``...) and identity."""
 
     name: str
@@ -72,13 +66,12 @@ class RdmaDevice:
         return self.driver == EFA_DRIVER or self.name.startswith(("efa_", "rdmap"))
 
 
-@dataclass
-class OfiPlugin:
+class OfiPlugin(msgspec.Struct):
     """Where the NCCL net plugin was found (``path``), or every place that was searched, and
     the aws-ofi-nccl release the library names (``version``; None when it names none)."""
 
     installed: bool
     path: str | None = None
     requested: str | None = None
-    searched: list[str] = field(default_factory=list)
+    searched: list[str] = []
     version: str | None = None

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from ..fastclass import dataclass
+import msgspec
 
 
-@dataclass
-class FiProvider:
+class FiProvider(msgspec.Struct):
     """One provider entry of ``fi_info``: provider, fabric, domain, version, endpoint type and protocol."""
 
     provider: str
@@ -19,17 +16,15 @@ class FiProvider:
     protocol: str | None = None
 
 
-@dataclass
-class FiInfoRecord:
+class FiInfoRecord(msgspec.Struct):
     """What ``fi_info`` listed, or the error code and message it ended with."""
 
-    providers: list[FiProvider] = field(default_factory=list)
+    providers: list[FiProvider] = []
     error_code: int | None = None
     error: str | None = None
 
 
-@dataclass
-class PingpongRow:
+class PingpongRow(msgspec.Struct):
     """One message size of ``fi_pingpong``: size, iterations, bytes, time, bandwidth, latency and rate."""
 
     size_bytes: int
@@ -41,9 +36,8 @@ class PingpongRow:
     mxfers_per_s: float | None
 
 
-@dataclass
-class PingpongRecord:
+class PingpongRecord(msgspec.Struct):
     """Every row ``fi_pingpong`` printed, and the errors it reported."""
 
-    rows: list[PingpongRow] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    rows: list[PingpongRow] = []
+    errors: list[str] = []

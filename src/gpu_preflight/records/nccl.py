@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from ..fastclass import dataclass
+import msgspec
 
 KEPT_FAILURES = 500  # the first and the last this many ``Test ... failure`` lines are listed in ``errors``
 FAILURE_EXAMPLES = 3  # lines listed per failure group
@@ -12,8 +10,7 @@ MAX_FAILURE_GROUPS = 1000  # (signature, host) groups counted apart; beyond, one
 FAILURE_MESSAGE_CHARS = 1000  # a failure's message is kept (and classified) up to this long; a line may hold 16 MiB
 
 
-@dataclass
-class NcclSignature:
+class NcclSignature(msgspec.Struct):
     """One recognised failure: what (``kind``), where (rank, host, pid, device, peer), the line and how often."""
 
     kind: str
@@ -27,21 +24,19 @@ class NcclSignature:
     count: int = 1
 
 
-@dataclass
-class NcclLogRecord:
+class NcclLogRecord(msgspec.Struct):
     """What an NCCL debug log showed: NCCL version, the failure signatures found, the ranks and hosts seen."""
 
     nccl_version: str | None = None
-    signatures: list[NcclSignature] = field(default_factory=list)
-    ranks_seen: list[int] = field(default_factory=list)
-    hosts: list[str] = field(default_factory=list)
+    signatures: list[NcclSignature] = []
+    ranks_seen: list[int] = []
+    hosts: list[str] = []
     lines: int = 0
     comms_initialised: int = 0  # communicator ranks whose "Init COMPLETE" the log shows
     comms_unfinished: int = 0  # communicator ranks whose "Init START" has no "Init COMPLETE" after it
 
 
-@dataclass
-class PlacementResult:
+class PlacementResult(msgspec.Struct):
     """One nccl-tests result column group (out-of-place or in-place): time, algorithm and bus bandwidth, wrong count."""
 
     time_us: float | None
@@ -51,8 +46,7 @@ class PlacementResult:
     error: float | None = None
 
 
-@dataclass
-class NcclTestRow:
+class NcclTestRow(msgspec.Struct):
     """One message size: out-of-place figures at the top level, in-place under ``in_place``."""
 
     size_bytes: int
@@ -68,8 +62,7 @@ class NcclTestRow:
     in_place: PlacementResult | None = None
 
 
-@dataclass
-class NcclTestFailure:
+class NcclTestFailure(msgspec.Struct):
     """One failure nccl-tests reported: host, kind, source file and line, message and its signature."""
 
     host: str | None
@@ -80,8 +73,7 @@ class NcclTestFailure:
     signature: str | None = None  # the NCCL failure signature the message matches (parsers/nccl_log.py)
 
 
-@dataclass
-class NcclFailureGroup:
+class NcclFailureGroup(msgspec.Struct):
     """Every ``Test ... failure`` line of one signature from one host: the exact count and the first distinct
     lines (``examples``, at most :data:`FAILURE_EXAMPLES`).
 
@@ -95,12 +87,11 @@ class NcclFailureGroup:
     signature: str | None
     host: str | None
     count: int = 0
-    examples: list[NcclTestFailure] = field(default_factory=list)
+    examples: list[NcclTestFailure] = []
     other_hosts: bool = False
 
 
-@dataclass
-class NcclTestDevice:
+class NcclTestDevice(msgspec.Struct):
     """One ``# Using devices`` line: which GPU (by its CUDA name) a rank ran on, and where."""
 
     rank: int
@@ -108,17 +99,16 @@ class NcclTestDevice:
     name: str
 
 
-@dataclass
-class NcclTestsRecord:
+class NcclTestsRecord(msgspec.Struct):
     """A whole nccl-tests run: the test, ranks and hosts, versions, every size's row and the average bus bandwidth."""
 
     test: str | None = None
     nranks: int | None = None
     nranks_inferred: bool = False
-    hosts: list[str] = field(default_factory=list)
+    hosts: list[str] = []
     nccl_version: str | None = None
     nccl_tests_version: str | None = None
-    rows: list[NcclTestRow] = field(default_factory=list)
+    rows: list[NcclTestRow] = []
     avg_busbw_gbps: float | None = None
     avg_busbw_source: str | None = None
     avg_busbw_failed: bool = False  # "Avg bus bandwidth : X FAILED": the run's own floor (NCCL_TESTS_MIN_BW) missed
@@ -128,16 +118,16 @@ class NcclTestsRecord:
     wrong_total: int | None = None
     max_error: float | None = None
     out_of_bounds: int | None = None
-    errors: list[NcclTestFailure] = field(default_factory=list)  # the first and last KEPT_FAILURES only
+    errors: list[NcclTestFailure] = []  # the first and last KEPT_FAILURES only
     errors_total: int = 0  # every ``Test ... failure`` line, listed or not
     errors_omitted: int = 0  # failure lines between the first and last KEPT_FAILURES not listed in ``errors``
-    failure_groups: list[NcclFailureGroup] = field(default_factory=list)  # every failure, counted by group
-    incomplete: list[str] = field(default_factory=list)
-    gpus: list[NcclTestDevice] = field(default_factory=list)
+    failure_groups: list[NcclFailureGroup] = []  # every failure, counted by group
+    incomplete: list[str] = []
+    gpus: list[NcclTestDevice] = []
     rows_total: int = 0
     rows_omitted: int = 0  # rows between the first and last KEPT_ROWS not listed in ``rows``
-    busbw_by_size: dict[int, float] = field(default_factory=dict)  # best out-of-place busbw per size
-    wrong_sizes: list[int] = field(default_factory=list)  # sizes of the rows with #wrong > 0, in log order
+    busbw_by_size: dict[int, float] = {}  # best out-of-place busbw per size
+    wrong_sizes: list[int] = []  # sizes of the rows with #wrong > 0, in log order
 
     def failure_count(self) -> int:
         """Every failure line the log held (a record built by hand may list ``errors`` only)."""

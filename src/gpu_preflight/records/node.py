@@ -6,11 +6,11 @@ reason, so a check can tell "0 errors" from "unknown".
 
 from __future__ import annotations
 
-from dataclasses import field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..model import NA
 
 if TYPE_CHECKING:
@@ -22,27 +22,24 @@ StrR = str | NA
 BoolR = bool | NA
 
 
-@dataclass
-class NvLink:
+class NvLink(msgspec.Struct):
     """One NVLink of a GPU: whether it is active, its version, the PCI address at its far end and its error counters."""
 
     link: int
     active: bool
     version: IntR = NA("not read")
     remote_pci: StrR = NA("not read")
-    errors: dict[str, IntR] = field(default_factory=dict)  # replay, recovery, crc_flit, crc_data, ecc_data
+    errors: dict[str, IntR] = {}  # replay, recovery, crc_flit, crc_data, ecc_data
 
 
-@dataclass
-class GpuProcess:
+class GpuProcess(msgspec.Struct):
     """A process holding a GPU, with the device memory it uses."""
 
     pid: int
     used_memory_bytes: IntR
 
 
-@dataclass
-class GpuRecord:
+class GpuRecord(msgspec.Struct):
     """Everything NVML said about one GPU (each NVML field read once per run)."""
 
     index: int
@@ -53,7 +50,7 @@ class GpuRecord:
     vbios: StrR = NA("not read")
     board_part_number: StrR = NA("not read")
     lost: str | None = None
-    call_errors: dict[str, str] = field(default_factory=dict)
+    call_errors: dict[str, str] = {}
     memory_total_bytes: IntR = NA("not read")
     memory_used_bytes: IntR = NA("not read")
     memory_free_bytes: IntR = NA("not read")
@@ -107,8 +104,7 @@ class GpuRecord:
         return f"gpu{self.index}"
 
 
-@dataclass
-class GpuFacts:
+class GpuFacts(msgspec.Struct):
     """The GPU side of a node: NVML's view, plus NVIDIA GPUs seen on the PCI bus."""
 
     source: str
@@ -118,7 +114,7 @@ class GpuFacts:
     driver_version: StrR = NA("not read")
     cuda_driver_version: StrR = NA("not read")
     nvml_version: StrR = NA("not read")
-    gpus: list[GpuRecord] = field(default_factory=list)
+    gpus: list[GpuRecord] = []
     pci_gpus: list[str] | NA = NA("not read")
 
     @property
@@ -126,8 +122,7 @@ class GpuFacts:
         return [g.name for g in self.gpus if isinstance(g.name, str)]
 
 
-@dataclass
-class DiskUsage:
+class DiskUsage(msgspec.Struct):
     """One filesystem the run looks at: its size and free space, and where it is mounted."""
 
     path: str
@@ -136,8 +131,7 @@ class DiskUsage:
     mountpoint: StrR = NA("not read")
 
 
-@dataclass
-class SystemFacts:
+class SystemFacts(msgspec.Struct):
     """Host resources read through psutil, /proc and /sys."""
 
     hostname: str
@@ -147,7 +141,7 @@ class SystemFacts:
     cpu_count: IntR = NA("not read")
     cpu_percent: FloatR = NA("not read")
     load_1m: FloatR = NA("not read")
-    disks: list[DiskUsage] = field(default_factory=list)
+    disks: list[DiskUsage] = []
     shm_total_bytes: IntR = NA("not read")
     memlock_soft: IntR = NA("not read")  # -1: unlimited
     memlock_hard: IntR = NA("not read")
@@ -158,8 +152,7 @@ class SystemFacts:
     not_recorded: str | None = None  # why a replayed snapshot holds no host facts: every host check SKIPs
 
 
-@dataclass
-class KernelLogFacts:
+class KernelLogFacts(msgspec.Struct):
     """Xid events read from the kernel log, or why the log could not be read.
 
     ``tally`` holds per-(Xid, GPU) counts within the window and how many events fell
@@ -171,4 +164,4 @@ class KernelLogFacts:
     read_at: datetime
     reason: str | None = None
     tally: XidTally | None = None
-    failures: list[str] = field(default_factory=list)
+    failures: list[str] = []

@@ -9,7 +9,7 @@ snapshot must hold (``check``, in :mod:`gpu_preflight.probes._dump_schema`), and
 field and conversion; a refusal becomes ``NA`` by :func:`~.nvml_values.value`'s one rule).
 
 A reading a check uses has a check and fills; one that is only recorded for people
-(InfoROM, GSP firmware, ...) has neither. ``GpuRecord`` stays a hand-typed dataclass (mypy
+(InfoROM, GSP firmware, ...) has neither. ``GpuRecord`` stays a hand-typed ``msgspec.Struct`` (mypy
 sees ``gpu.temperature_c``); ``tests/test_nvml_fields.py`` holds it and the fills to the same
 field list.
 

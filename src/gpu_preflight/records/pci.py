@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from ..fastclass import dataclass
+import msgspec
 
 
-@dataclass
-class PciDevice:
+class PciDevice(msgspec.Struct):
     """One PCI device as ``lspci`` shows it: address, class, name, ids and its link capability (speed, width)."""
 
     address: str
@@ -26,9 +23,8 @@ class PciDevice:
     downgraded: bool | None = None
 
 
-@dataclass
-class LspciRecord:
+class LspciRecord(msgspec.Struct):
     """Every device ``lspci`` listed, and whether it ran verbose (with link capabilities)."""
 
     verbose: bool = False
-    devices: list[PciDevice] = field(default_factory=list)
+    devices: list[PciDevice] = []

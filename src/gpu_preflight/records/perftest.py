@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from ..fastclass import dataclass
+import msgspec
 
 
-@dataclass
-class PerftestRow:
+class PerftestRow(msgspec.Struct):
     """One message size of a perftest bandwidth run (``ib_write_bw`` and kin): peak and average bandwidth, message
     rate."""
 
@@ -19,8 +16,7 @@ class PerftestRow:
     msg_rate_mpps: float | None
 
 
-@dataclass
-class PerftestRecord:
+class PerftestRecord(msgspec.Struct):
     """A perftest run: the test, device, transport and link layer, its rows and the best peak bandwidth."""
 
     test: str | None = None
@@ -29,8 +25,8 @@ class PerftestRecord:
     connection_type: str | None = None
     link_layer: str | None = None
     bw_unit: str | None = None
-    rows: list[PerftestRow] = field(default_factory=list)
+    rows: list[PerftestRow] = []
     bw_peak_max_gbps: float | None = None
     bw_avg_max_gbps: float | None = None
-    warnings: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = []
+    errors: list[str] = []

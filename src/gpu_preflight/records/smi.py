@@ -9,9 +9,7 @@ saved record is judged by the same checks as a live NVML reading.
 
 from __future__ import annotations
 
-from dataclasses import field, fields
-
-from ..fastclass import dataclass
+import msgspec
 
 # nvmlClocksEventReasons bit per reason name (the names of checks.gpu_thermal.CLOCK_REASONS).
 CLOCK_REASON_BITS: dict[str, int] = {
@@ -29,8 +27,7 @@ def clock_mask(active: list[str]) -> int:
     return mask
 
 
-@dataclass
-class SmiProcess:
+class SmiProcess(msgspec.Struct):
     """A process nvidia-smi lists on a GPU."""
 
     pid: int
@@ -39,8 +36,7 @@ class SmiProcess:
     used_memory_mib: int | None = None
 
 
-@dataclass
-class SmiGpu:
+class SmiGpu(msgspec.Struct):
     """One GPU as nvidia-smi printed it; ``None`` wherever the format or the GPU gives nothing."""
 
     index: int | None = None
@@ -97,11 +93,10 @@ class SmiGpu:
 
     def has_readings(self) -> bool:
         """Whether anything beyond the position was read (an empty GPU means the wrong format)."""
-        return any(getattr(self, f.name) not in (None, []) for f in fields(self) if f.name != "index")
+        return any(getattr(self, name) not in (None, []) for name in self.__struct_fields__ if name != "index")
 
 
-@dataclass
-class SmiFailure:
+class SmiFailure(msgspec.Struct):
     """A failure nvidia-smi printed instead of (or beside) a reading: ``Unable to determine the
     device handle for GPU ...``, ``No devices were found``, an infoROM warning...
 
@@ -115,8 +110,7 @@ class SmiFailure:
     line: int | None = None
 
 
-@dataclass
-class NvidiaSmiRecord:
+class NvidiaSmiRecord(msgspec.Struct):
     """A whole nvidia-smi report: driver, CUDA version and the GPUs it lists.
 
     ``attached_gpus`` is what nvidia-smi says is attached, which can exceed ``len(gpus)``
@@ -132,33 +126,30 @@ class NvidiaSmiRecord:
     cuda_version: str | None = None
     attached_gpus: int | None = None
     timestamp: str | None = None
-    gpus: list[SmiGpu] = field(default_factory=list)
-    incomplete: list[str] = field(default_factory=list)
-    failures: list[SmiFailure] = field(default_factory=list)
+    gpus: list[SmiGpu] = []
+    incomplete: list[str] = []
+    failures: list[SmiFailure] = []
     fragment: int | None = None
 
 
-@dataclass
-class DmonRecord:
+class DmonRecord(msgspec.Struct):
     """Samples keyed by column name (``gpu``, ``pwr``, ``gtemp``, ``sm``...), with the units row."""
 
-    columns: list[str] = field(default_factory=list)
-    units: list[str] = field(default_factory=list)
-    samples: list[dict[str, float | None]] = field(default_factory=list)
+    columns: list[str] = []
+    units: list[str] = []
+    samples: list[dict[str, float | None]] = []
 
 
-@dataclass
-class NvLinkState:
+class NvLinkState(msgspec.Struct):
     """One NVLink: up or not, its speed, and error counters when ``-e`` printed them."""
 
     link: int
     active: bool | None = None
     speed_gb_per_s: float | None = None
-    errors: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = {}
 
 
-@dataclass
-class MigInstance:
+class MigInstance(msgspec.Struct):
     """One MIG device of a GPU in ``nvidia-smi -L``: profile, index and UUID."""
 
     profile: str
@@ -173,8 +164,7 @@ NVLINK_NOTES = ("all_inactive", "not_supported", "mig_mode")
 supported for Devices in MIG mode`` (``mig_mode``)."""
 
 
-@dataclass
-class ListedGpu:
+class ListedGpu(msgspec.Struct):
     """One GPU of ``nvidia-smi -L`` (or ``nvlink -s``): index, name, UUID, its links and MIG devices.
 
     ``nvlink_note`` is one of :data:`NVLINK_NOTES` where nvidia-smi printed a message instead of the
@@ -184,34 +174,31 @@ class ListedGpu:
     index: int
     name: str | None
     uuid: str | None
-    links: list[NvLinkState] = field(default_factory=list)
-    mig_devices: list[MigInstance] = field(default_factory=list)
+    links: list[NvLinkState] = []
+    mig_devices: list[MigInstance] = []
     nvlink_note: str | None = None
 
 
-@dataclass
-class SmiListingRecord:
+class SmiListingRecord(msgspec.Struct):
     """GPUs of an ``nvlink`` or ``-L`` listing; ``elided`` when the author cut lines out."""
 
     format: str
-    gpus: list[ListedGpu] = field(default_factory=list)
+    gpus: list[ListedGpu] = []
     elided: bool = False
 
 
-@dataclass
-class TopoDevice:
+class TopoDevice(msgspec.Struct):
     """One row of ``nvidia-smi topo -m``: the device, its link to each other device, CPU and NUMA affinity."""
 
     name: str
-    links: dict[str, str] = field(default_factory=dict)
+    links: dict[str, str] = {}
     cpu_affinity: str | None = None
     numa_affinity: str | None = None
     gpu_numa_id: str | None = None
 
 
-@dataclass
-class TopoRecord:
+class TopoRecord(msgspec.Struct):
     """The whole ``nvidia-smi topo -m`` matrix, and which of its devices are NICs."""
 
-    devices: list[TopoDevice] = field(default_factory=list)
-    nic_names: dict[str, str] = field(default_factory=dict)
+    devices: list[TopoDevice] = []
+    nic_names: dict[str, str] = {}

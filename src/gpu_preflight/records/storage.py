@@ -6,15 +6,12 @@ makes (it writes and reads a file), not a reading every run takes.
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from ..fastclass import dataclass
+import msgspec
 
 __all__ = ["IoMeasurement", "IoResult", "StorageFacts"]
 
 
-@dataclass(frozen=True)
-class IoMeasurement:
+class IoMeasurement(msgspec.Struct, frozen=True):
     """What one directory gave: throughput in MB/s (10^6 bytes), fsync latency in ms, and how it was measured."""
 
     path: str
@@ -28,8 +25,7 @@ class IoMeasurement:
     cut_short: bool  # the deadline ended a pass before its size
 
 
-@dataclass(frozen=True)
-class IoResult:
+class IoResult(msgspec.Struct, frozen=True):
     """One configured directory: its measurement, or why it could not be measured (never both)."""
 
     path: str
@@ -37,9 +33,8 @@ class IoResult:
     error: str | None = None
 
 
-@dataclass
-class StorageFacts:
+class StorageFacts(msgspec.Struct):
     """Every configured directory's result; ``skipped`` says why nothing was measured (a replay)."""
 
-    results: list[IoResult] = field(default_factory=list)
+    results: list[IoResult] = []
     skipped: str | None = None

@@ -10,10 +10,9 @@ back to ``gpu-preflight judge``.
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import TYPE_CHECKING
 
-from ..fastclass import dataclass
+import msgspec
 
 if TYPE_CHECKING:
     from .dcgm import DcgmDiagRecord
@@ -24,8 +23,7 @@ if TYPE_CHECKING:
     from .pci import LspciRecord
 
 
-@dataclass
-class ToolRun:
+class ToolRun(msgspec.Struct):
     """One tool run as the report keeps it. ``problem`` says why it tells nothing, if so."""
 
     tool: str
@@ -40,8 +38,7 @@ class ToolRun:
     artifact_file: str | None = None
 
 
-@dataclass
-class DcgmFacts:
+class DcgmFacts(msgspec.Struct):
     """``dcgmi diag -r <level> -j``. ``available``: dcgmi is installed; ``reason``: why it did not run.
 
     A full run records both levels, as the SageMaker health check's report does: this
@@ -65,8 +62,7 @@ class DcgmFacts:
         return [self.basic, self] if self.basic is not None else [self]
 
 
-@dataclass
-class NcclTestRun:
+class NcclTestRun(msgspec.Struct):
     """One nccl-tests binary run on this node: its name, how it ran, what it printed parsed, or why that failed."""
 
     name: str
@@ -75,19 +71,17 @@ class NcclTestRun:
     parse_error: str | None = None
 
 
-@dataclass
-class NcclTestsFacts:
+class NcclTestsFacts(msgspec.Struct):
     """Local nccl-tests runs (``-g <gpus>``); ``available`` is whether any binary was found."""
 
     available: bool
     reason: str | None = None
     gpus: int | None = None
-    runs: list[NcclTestRun] = field(default_factory=list)
-    not_found: list[str] = field(default_factory=list)
+    runs: list[NcclTestRun] = []
+    not_found: list[str] = []
 
 
-@dataclass
-class FabricFacts:
+class FabricFacts(msgspec.Struct):
     """libfabric's providers (``fi_info -p``), EFA devices, the NCCL net plugin and the fabric environment."""
 
     provider: str
@@ -95,13 +89,12 @@ class FabricFacts:
     fi_info: ToolRun | None = None
     fi_info_record: FiInfoRecord | None = None
     parse_error: str | None = None
-    efa_devices: list[str] = field(default_factory=list)
+    efa_devices: list[str] = []
     plugin: OfiPlugin | None = None
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = {}
 
 
-@dataclass
-class IbToolRun:
+class IbToolRun(msgspec.Struct):
     """One InfiniBand tool run on this node (``ibstat``, ``ibv_devinfo``): how it ran and its parsed record, or why
     not."""
 
@@ -111,23 +104,21 @@ class IbToolRun:
     parse_error: str | None = None
 
 
-@dataclass
-class InfinibandFacts:
+class InfinibandFacts(msgspec.Struct):
     """RDMA ports from sysfs, port counters read at the start and end of the run, and ibstat/ibv_devinfo."""
 
     root: str
     readable: bool
     reason: str | None = None
-    devices: list[RdmaDevice] = field(default_factory=list)
+    devices: list[RdmaDevice] = []
     ports: IbDevicesRecord | None = None
-    counters_start: dict[str, dict[str, int]] = field(default_factory=dict)
-    counters_end: dict[str, dict[str, int]] = field(default_factory=dict)
+    counters_start: dict[str, dict[str, int]] = {}
+    counters_end: dict[str, dict[str, int]] = {}
     window_s: float = 0.0
-    tools: list[IbToolRun] = field(default_factory=list)
+    tools: list[IbToolRun] = []
 
 
-@dataclass
-class PcieFacts:
+class PcieFacts(msgspec.Struct):
     """``lspci -vvv -nn`` for NVIDIA GPUs and NICs, and the kernel's PCIe ``limited by`` lines (raw and parsed)."""
 
     reason: str | None = None
@@ -137,5 +128,5 @@ class PcieFacts:
     devices_listed: int = 0
     kernel_log_source: str | None = None
     kernel_log_reason: str | None = None
-    limited_lines: list[str] = field(default_factory=list)
-    limits: list[PcieLimit] = field(default_factory=list)  # the limited lines, parsed by the probe
+    limited_lines: list[str] = []
+    limits: list[PcieLimit] = []  # the limited lines, parsed by the probe

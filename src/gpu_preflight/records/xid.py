@@ -27,19 +27,17 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import field
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
 
 EXAMPLES = 3  # first and last lines kept per group
 DEDUP_KEYS_MAX = 65_536
 RECOVERED = "xid:recovery=none"  # Xid 154 "... to 0x0 (None)": the GPU needs no recovery any more (it was reset)
 
 
-@dataclass(frozen=True)
-class XidEvent:
+class XidEvent(msgspec.Struct, frozen=True):
     """One ``NVRM: Xid`` line: the Xid, the GPU it names and when it happened."""
 
     xid: int
@@ -57,8 +55,7 @@ class XidEvent:
     kind: str = "xid"
 
 
-@dataclass(frozen=True)
-class UnparsedXid:
+class UnparsedXid(msgspec.Struct, frozen=True):
     """A line shaped like an Xid event whose Xid or GPU cannot be read; ``raw`` is capped."""
 
     raw: str
@@ -98,8 +95,7 @@ def pci_key(pci: str | None) -> str | None:
         return pci.strip().lower()
 
 
-@dataclass(frozen=True)
-class XidWindow:
+class XidWindow(msgspec.Struct, frozen=True):
     """``hours`` before ``end``; ``end`` is ``None`` when a saved log has no timestamp at all."""
 
     hours: float
@@ -134,8 +130,7 @@ def xid_window(hours: float, *, now: datetime | None = None, log_end: datetime |
     return XidWindow(float(hours), end, basis)
 
 
-@dataclass(frozen=True)
-class XidGroup:
+class XidGroup(msgspec.Struct, frozen=True):
     """The in-window events of one Xid on one GPU (``pci`` normalised when it parses)."""
 
     xid: int
@@ -149,8 +144,7 @@ class XidGroup:
     kind: str = "xid"  # as XidEvent.kind: events of one Xid and GPU but of another kind are another group
 
 
-@dataclass(frozen=True)
-class XidTally:
+class XidTally(msgspec.Struct, frozen=True):
     """What a log said about Xids within ``window``, and what was left out of it."""
 
     window: XidWindow
@@ -177,8 +171,7 @@ class XidTally:
                 "unparsed_in_window": self.unparsed, "unparsed_outside_window": self.unparsed_outside}
 
 
-@dataclass
-class _Group:
+class _Group(msgspec.Struct):
     """Xid events of one (Xid, GPU) pair being tallied: counts, first and last time, a message and the first lines."""
 
     xid: int
@@ -189,8 +182,8 @@ class _Group:
     first: datetime | None = None
     last: datetime | None = None
     message: str = ""
-    head: list[str] = field(default_factory=list)
-    tail: deque[str] = field(default_factory=lambda: deque(maxlen=EXAMPLES))
+    head: list[str] = []
+    tail: deque[str] = msgspec.field(default_factory=lambda: deque(maxlen=EXAMPLES))
 
 
 class XidCounter:

@@ -26,8 +26,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
+import msgspec
+
 from ..actions import Action
-from ..fastclass import dataclass
 from ..findings.canonical import verdict_of
 from ..findings.model import ClusterReport, ReportFinding
 from ..model import Status
@@ -50,8 +51,7 @@ _CONTROL = {c: " " for c in (*range(32), 127)}
 _ROLLED = re.compile(r"^on \d+ nodes, e\.g\. \S+: ")
 
 
-@dataclass(frozen=True)
-class Line:
+class Line(msgspec.Struct, frozen=True):
     """One printed line: its status word (coloured on a terminal; "" for none) and the rest."""
 
     status: str
@@ -245,8 +245,7 @@ def causes(summary: str) -> list[str]:
     return [c for c in dict.fromkeys(found) if len(c) >= 6 and " " in c.strip()]
 
 
-@dataclass
-class SkipGroup:
+class SkipGroup(msgspec.Struct):
     """SKIP findings that share a cause, and the unlisted SKIPs of their checks."""
 
     cause: str

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import field
 from typing import Any, NamedTuple
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..findings.model import ClusterReport, ReportFinding
 from ..ids import GEMM_ID
 from ..model import Status
@@ -103,15 +103,14 @@ def gemm_by_gpu(report: ClusterReport | Mapping[str, Any]) -> dict[str, dict[str
     return out
 
 
-@dataclass
-class Curve:
+class Curve(msgspec.Struct):
     """A bandwidth sweep of one collective on one process group."""
 
     op: str
     scope: str
     group: str
     label: str
-    points: list[tuple[int, float]] = field(default_factory=list)
+    points: list[tuple[int, float]] = []
     success: bool = True
 
 
@@ -171,8 +170,7 @@ def node_peak_busbw(report: ClusterReport | Mapping[str, Any]) -> dict[str, dict
     return out
 
 
-@dataclass(frozen=True)
-class GpuSensors:
+class GpuSensors(msgspec.Struct, frozen=True):
     """What NVML said about one GPU when the node was checked, with its own limits."""
 
     subject: str

@@ -15,10 +15,10 @@ import bisect
 import heapq
 import re
 from collections.abc import Mapping
-from dataclasses import field
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..findings.model import ClusterReport
 from ..ids import GEMM_ID
 from .connectivity import node_names
@@ -30,12 +30,11 @@ _GPU_SUBJECT = re.compile(r"/gpu\d+$")
 _NOT_MEASURED = ("gemm_wrong", "gemm_error", "not_run")
 
 
-@dataclass
-class Spread:
+class Spread(msgspec.Struct):
     """One measured quantity over many members (GPUs, nodes)."""
 
-    values: list[float] = field(default_factory=list)
-    flagged: list[tuple[str, float, str]] = field(default_factory=list)  # (subject, value, status) not PASS
+    values: list[float] = []
+    flagged: list[tuple[str, float, str]] = []  # (subject, value, status) not PASS
     expected: float | None = None
     on_gpu: bool = True
     lowest: tuple[str, float] | None = None
@@ -179,15 +178,14 @@ def sensor_spreads(report: ClusterReport | Mapping[str, Any], statuses: Mapping[
     return temps, power, slowdown, limit
 
 
-@dataclass
-class Sweeps:
+class Sweeps(msgspec.Struct):
     """One collective's sweeps: the node-local groups' values per message size, the slowest
     node-local curves, and every curve of the other scopes (the world, one rank per node)."""
 
-    by_size: dict[int, list[float]] = field(default_factory=dict)
+    by_size: dict[int, list[float]] = {}
     groups: int = 0
-    slowest: list[Curve] = field(default_factory=list)
-    others: list[Curve] = field(default_factory=list)
+    slowest: list[Curve] = []
+    others: list[Curve] = []
 
 
 def _points(entry: Mapping[str, Any]) -> list[tuple[int, float]]:

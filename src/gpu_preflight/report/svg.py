@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import field
 from html import escape
 
-from ..fastclass import dataclass
+import msgspec
 
 __all__ = ["STATUS_COLORS", "Bar", "Bin", "Envelope", "Ref", "Series", "bar_chart", "histogram", "human_bytes",
            "line_chart"]
@@ -26,8 +25,7 @@ STATUS_COLORS = {"PASS": "#2e7d32", "SKIP": "#9e9e9e", "WARN": "#e0a800", "ERROR
 _MARGIN = (56, 16, 30, 46)  # left, right, top, bottom
 
 
-@dataclass
-class Series:
+class Series(msgspec.Struct):
     """One line: its label and (x, y) points."""
 
     label: str
@@ -37,8 +35,7 @@ class Series:
     legend: bool = True
 
 
-@dataclass
-class Bar:
+class Bar(msgspec.Struct):
     """One bar; ``status`` picks its colour."""
 
     label: str
@@ -47,18 +44,16 @@ class Bar:
     note: str = ""
 
 
-@dataclass
-class Ref:
+class Ref(msgspec.Struct):
     """A horizontal reference line (an expected value, a limit)."""
 
     value: float
     label: str
     color: str = "#555"
-    extra: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, str] = {}
 
 
-@dataclass
-class Envelope:
+class Envelope(msgspec.Struct):
     """A shaded band between a low and a high line: where many series lie, drawn once."""
 
     label: str
@@ -66,8 +61,7 @@ class Envelope:
     color: str = "#d5dbe3"
 
 
-@dataclass
-class Bin:
+class Bin(msgspec.Struct):
     """One histogram bar: the members whose value lies in [lo, hi), and their worst status."""
 
     lo: float
@@ -280,8 +274,7 @@ def histogram(bins: list[Bin], *, title: str, x_label: str, unit: str = "", refs
     return "".join(out)
 
 
-@dataclass
-class Band:
+class Band(msgspec.Struct):
     """A shaded span of the x axis (a workload phase) with its label."""
 
     start: float

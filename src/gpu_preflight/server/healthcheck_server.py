@@ -21,8 +21,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from ..engine import RunOptions
 from ..health.gpu_health import GPUHealthCheck

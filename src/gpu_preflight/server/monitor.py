@@ -28,7 +28,8 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from ..deadline import OneAtATime, Timeout
 from ..engine import CONFIG_CACHE, ConfigCache, RunOptions

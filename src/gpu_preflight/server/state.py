@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 from functools import cached_property
 
-from ..fastclass import dataclass
+import msgspec
+
 from ..findings.health import HealthStatus
 from ..model import NodeReport, gating_statuses
 from ..report import build_report
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(msgspec.Struct, frozen=True, dict=True):
     """The result of one monitor tick, with its renderings prepared once."""
 
     tick: int
@@ -47,8 +47,7 @@ class Snapshot:
         return json.dumps(build_report([self.report])) if self.report is not None else "null"
 
 
-@dataclass(frozen=True)
-class AliveSample:
+class AliveSample(msgspec.Struct, frozen=True):
     """The agent's last reported progress (Unix time), as sampled from its callback.
 
     ``progress_mono`` is when, on this process's monotonic clock, that progress was made:

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import field
 from datetime import timedelta
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
 ELEMENT = 4  # float32: small integers and their sums are exact
@@ -34,8 +33,7 @@ def bus_factor(op: str, n: int) -> float:
     return 1.0
 
 
-@dataclass
-class SizeResult:
+class SizeResult(msgspec.Struct):
     """One message size of the all-reduce test: time, algorithm and bus bandwidth, wrong elements, fastest and slowest
     rank."""
 
@@ -52,14 +50,13 @@ class SizeResult:
         return self.time_us / 1000.0
 
 
-@dataclass
-class CollectiveResult:
+class CollectiveResult(msgspec.Struct):
     """One collective on one group across a sweep of sizes."""
 
     op: str
     group: str
     ranks: list[int]
-    results: list[SizeResult] = field(default_factory=list)
+    results: list[SizeResult] = []
     error: str | None = None
 
     @property

@@ -8,17 +8,16 @@ every measured result. A GPU that computes fast but wrong is the failure this ca
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+from msgspec.structs import asdict
 
 # Relative error bound of C·x against the float64 reference, per dtype.
 TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3, "tf32": 5e-3, "fp32": 1e-4}
 
 
-@dataclass
-class GemmResult:
+class GemmResult(msgspec.Struct):
     """One GEMM measurement: dtype, matrix size, iterations, TFLOPS, error against a reference and whether it is
     correct."""
 

@@ -8,17 +8,16 @@ counts mismatches on read-back: a bad HBM stack shows up as wrong words, not as 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, field
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+from msgspec.structs import asdict
 
 GB = 1e9
 CHUNK_WORDS = 1 << 26  # 512 MiB of int64 scratch per comparison step
 
 
-@dataclass
-class MemoryResult:
+class MemoryResult(msgspec.Struct):
     """The memory test: copy and host transfer bandwidths, bytes pattern-tested, errors found and which patterns ran."""
 
     device_copy_gbps: float | None = None
@@ -26,7 +25,7 @@ class MemoryResult:
     d2h_gbps: float | None = None
     pattern_bytes: int = 0
     pattern_errors: int = 0
-    patterns: list[str] = field(default_factory=list)
+    patterns: list[str] = []
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

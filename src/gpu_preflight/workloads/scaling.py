@@ -21,14 +21,14 @@ Pure: a function of the world size, the node count, the device kind, the suite a
 
 from __future__ import annotations
 
+import msgspec
+
 from ..config.schema import WorkloadConfig
-from ..fastclass import dataclass
 
 __all__ = ["GPU_TIERS", "Sweep", "Tier", "collective_sweep", "tier_of"]
 
 
-@dataclass(frozen=True)
-class Tier:
+class Tier(msgspec.Struct, frozen=True):
     """One row of the table: jobs up to ``max_ranks`` ranks (``None``: any), how their largest
     message and timed iterations compare with the configured (``node``) ones."""
 
@@ -51,8 +51,7 @@ FULL_START, FULL_STEP = 8, 2  # the full sweep: 8 B doubling up to the largest (
 CPU_START, CPU_STEP = 1 << 10, 32
 
 
-@dataclass(frozen=True)
-class Sweep:
+class Sweep(msgspec.Struct, frozen=True):
     """The collective sizes and iterations a job runs, and the tier that chose them (for the report)."""
 
     tier: str

@@ -10,14 +10,13 @@ say whether every node ran the same one.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+from msgspec.structs import asdict
 
 
-@dataclass
-class StackInfo:
+class StackInfo(msgspec.Struct):
     """The software stack a rank sees: torch and its CUDA, NCCL and cuDNN versions, devices, and why CUDA failed if it
     did."""
 

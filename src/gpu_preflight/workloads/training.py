@@ -19,16 +19,15 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
-from ..fastclass import dataclass
+import msgspec
+from msgspec.structs import asdict
 
 SAMPLES = 512  # the training set; the default batch (workload.train_batch_size) is all of it
 
 
-@dataclass
-class TrainResult:
+class TrainResult(msgspec.Struct):
     """The training smoke's outcome: mode, steps, loss at start and end, whether it improved, DDP parameters agree."""
 
     mode: str  # "single" or "ddp"

@@ -29,15 +29,14 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ...fastclass import dataclass
+import msgspec
 
 __all__ = ["PRECEDENCE", "NodeIdentity", "choose_name", "local_address", "measure"]
 
 PRECEDENCE = ("GPU_PREFLIGHT_NODE_NAME", "SLURMD_NODENAME", "SM_CURRENT_HOST", "NODE_NAME", "hostname")
 
 
-@dataclass(frozen=True)
-class NodeIdentity:
+class NodeIdentity(msgspec.Struct, frozen=True):
     """What a node says about itself: the chosen ``name`` and where it came from, and every
     other name the node goes by (``None`` where it has none)."""
 

@@ -12,12 +12,12 @@ import json
 import re
 import socket
 from collections.abc import Mapping
-from dataclasses import asdict, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from ...fastclass import dataclass
+import msgspec
+from msgspec.structs import asdict, replace
 
 SAGEMAKER_RESOURCE_CONFIG = Path("/opt/ml/input/config/resourceconfig.json")
 DEFAULT_PORT = 29500
@@ -53,8 +53,7 @@ class Launcher(StrEnum):
         return self in (Launcher.SLURM, Launcher.SAGEMAKER)
 
 
-@dataclass(frozen=True)
-class Topology:
+class Topology(msgspec.Struct, frozen=True):
     """This process's place in the job."""
 
     launcher: Launcher
@@ -68,7 +67,7 @@ class Topology:
     hosts: tuple[str, ...] = ()
     master_addr: str | None = None
     master_port: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = {}
     own_name: str | None = None
 
     @property

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import field
 
-from ...fastclass import dataclass
+import msgspec
+
 from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, is_not_available, prepare, to_bool, to_float, to_int
@@ -50,14 +50,13 @@ _UNCORRECTED = ("DRAM Uncorrectable", "SRAM Uncorrectable", "SRAM Uncorrectable 
 _CORRECTED = ("DRAM Correctable", "SRAM Correctable")
 
 
-@dataclass
-class Node:
+class Node(msgspec.Struct):
     """One ``Key : Value`` line (value ``None`` for a section header) and what is indented under it."""
 
     key: str
     value: str | None
     line: int
-    children: list[Node] = field(default_factory=list)
+    children: list[Node] = []
 
     def find(self, *path: str) -> Node | None:
         node: Node | None = self
