@@ -246,22 +246,23 @@ _DMESG_CLOCK = re.compile(r"^(?:\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} 
                           r"(?:emerg|alert|crit|err|warn|notice|info|debug)\s*: )", re.MULTILINE)
 
 
-def _xid_starts_a_kernel_line(text: str) -> bool:
-    """Whether an Xid line starts as the kernel log prints it (a monotonic or wall-clock stamp, a journal's
-    date): the strongest evidence there is, surer than the same line behind a paste's tag on every line."""
+def _starts_a_kernel_line(text: str, needle: str) -> bool:
+    """Whether a line holding ``needle`` starts as the kernel log prints it (a monotonic or wall-clock stamp, a
+    journal's date): surer evidence than the same line behind a paste's tag on every line, whose reading
+    without the tag then wins (and keeps the line's time)."""
     return any(re.match(r"\s*\[\s*\d+\.\d+\]", line) or line_timestamp(line) is not None
-               for line in text.splitlines() if "NVRM: Xid" in line)
+               for line in text.splitlines() if needle in line)
 
 
 def sniff(text: str) -> int:
     if "NVRM: Xid" in text:
-        return 86 if _xid_starts_a_kernel_line(text) else 85
+        return 86 if _starts_a_kernel_line(text, "NVRM: Xid") else 85
     if _LIMITED.search(text) or kernel_log_denied(text):
         return 80
     if "segfault at" in text and any(_segfault(line) for line in text.splitlines()):
         return 60
     if ("NVRM:" in text or "SXid (" in text) and _KERNEL_LINE.search(text):
-        return 60  # driver messages without an Xid line, NVSwitch SXids
+        return 61 if _starts_a_kernel_line(text, "NVRM:") else 60  # driver messages without an Xid line, SXids
     if any(nic_message(line[:MAX_LINE]) for line in text.splitlines()[:_SNIFF_LINES]):
         return 60  # an RDMA NIC driver's own message, anchored on its driver prefix
     host = [(line, found) for line in text.splitlines()[:_SNIFF_LINES] if (found := host_message(line[:MAX_LINE]))]
