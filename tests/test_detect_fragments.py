@@ -11,9 +11,9 @@ that people actually produce (a seed per file name, so a failure names a reprodu
   or with a language and the poster's prose around them), a shell prompt line before it.
   The detected kind must stay the same, and a case whose thread concluded FAIL or WARN must
   not be judged PASS through the real ``judge`` path;
-* cuts (head, tail, a middle excerpt): the kind stays the same, or the fragment holds nothing
-  its kind's parser and judges can give a verdict on. A cut may drop the very line that
-  failed, so its verdict is not asserted;
+* cuts (head, tail, a middle excerpt) and kernel messages copied without their stamps: the
+  kind stays the same, or the fragment holds nothing its kind's parser and judges can give a
+  verdict on. A cut may drop the very line that failed, so its verdict is not asserted;
 * two tools' outputs concatenated: the product reads one tool per text, so the kind is the
   one whose sniffer is surer of the concatenation, never a third;
 * negatives: prose, a shell history, a traceback or a chat that name the tools stay
@@ -163,6 +163,26 @@ def test_a_cut_paste_keeps_its_kind_or_holds_nothing_of_it(how: str) -> None:
         if fragment is None or (got := detect_kind(fragment)) == kind:
             continue
         if got is not None or (verdict := _verdict_as(kind, fragment)) not in ("SKIP", "ERROR"):
+            wrong.append(f"{name}: {kind} -> {got}" + ("" if got else f" though read as {kind} it is {verdict}"))
+    assert wrong == []
+
+
+# The kernel log's own line prefixes (plain, -T, journalctl, /dev/kmsg, --decode): a message copied without
+# them ("journalctl -o cat", an issue body quoting the lines) is the same kernel log.
+_KERNEL_STAMP = re.compile(r"^(?:\[\s*\d+\.\d+\]\s?|\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ [\d:]+ \d{4}\]\s?"
+                           r"|[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \S+ kernel: ?"
+                           r"|\d{4}-\d\d-\d\dT[\d:.,]+(?:Z|[+-][\d:]+)? \S+ kernel: ?|\d{1,3},\d+,\d+,[-+c][^;]*;"
+                           r"|(?:kern|user|daemon)\s*:\s*\w+\s*: (?:\S+ )?)")
+
+
+def test_kernel_messages_without_their_stamps_are_still_a_kernel_log() -> None:
+    """Or hold nothing the kernel-log judges give a verdict on (a bridge's 'entered disabled state' alone)."""
+    wrong = []
+    for name, text, kind, _ in KNOWN:
+        bare = "".join(_KERNEL_STAMP.sub("", line) + "\n" for line in text.splitlines())
+        if kind != "dmesg" or bare == text or (got := detect_kind(bare)) == kind:
+            continue
+        if got is not None or (verdict := _verdict_as(kind, bare)) not in ("SKIP", "ERROR"):
             wrong.append(f"{name}: {kind} -> {got}" + ("" if got else f" though read as {kind} it is {verdict}"))
     assert wrong == []
 

@@ -246,6 +246,10 @@ _DMESG_CLOCK = re.compile(r"^(?:\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} 
                           r"(?:emerg|alert|crit|err|warn|notice|info|debug)\s*: )", re.MULTILINE)
 
 
+# The NVSwitch driver's own error line, at a line start: as specific as "NVRM: Xid" without any log prefix.
+_BARE_SXID = re.compile(r"^\s*nvidia-nvswitch\d+: SXid \(PCI:[0-9a-fA-F:.]+\): \d+,", re.MULTILINE)
+
+
 def _starts_a_kernel_line(text: str, needle: str) -> bool:
     """Whether a line holding ``needle`` starts as the kernel log prints it (a monotonic or wall-clock stamp, a
     journal's date): surer evidence than the same line behind a paste's tag on every line, whose reading
@@ -263,6 +267,8 @@ def sniff(text: str) -> int:
         return 60
     if ("NVRM:" in text or "SXid (" in text) and _KERNEL_LINE.search(text):
         return 61 if _starts_a_kernel_line(text, "NVRM:") else 60  # driver messages without an Xid line, SXids
+    if "SXid (" in text and _BARE_SXID.search(text):
+        return 60  # the NVSwitch driver's SXid line pasted without its kernel-log prefix
     if any(nic_message(line[:MAX_LINE]) for line in text.splitlines()[:_SNIFF_LINES]):
         return 60  # an RDMA NIC driver's own message, anchored on its driver prefix
     host = [(line, found) for line in text.splitlines()[:_SNIFF_LINES] if (found := host_message(line[:MAX_LINE]))]
