@@ -15,7 +15,7 @@ from gpu_preflight.config.evidence import EvidenceConfig, evidence_config
 from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Finding, Status
 from gpu_preflight.parsers.detect import parse_text
-from gpu_preflight.parsers.nccl_log import SIGNATURES
+from gpu_preflight.parsers.nccl_log import NCCL_RESULT_KINDS, PROXY_RESULT, SIGNATURES
 
 from .test_parsers_dcgmi import SPEC_WARNING
 
@@ -231,7 +231,11 @@ def test_xid_policy_overrides_apply_to_evidence(corpus: Path) -> None:
 
 
 def test_every_signature_has_advice() -> None:
-    assert {k for k, _ in SIGNATURES} | {"rank_exited"} == set(ADVICE)
+    """Every kind a log line can be classified as has its advice; the proxy's placeholder is never one (its
+    ncclResult_t code names the kind) and every kind a code names is a signature's."""
+    kinds = {k for k, _ in SIGNATURES} - {PROXY_RESULT}
+    assert kinds | {"rank_exited"} == set(ADVICE)
+    assert {*NCCL_RESULT_KINDS.values(), "internal_error"} <= kinds
 
 
 @pytest.mark.parametrize(("name", "codes"), [
