@@ -1,10 +1,12 @@
 """``nvidia-smi topo -m``: how each GPU (and NIC) reaches the others, and its CPU/NUMA affinity.
 
 The matrix is tab-separated; on a terminal the header row carries ANSI underline escapes,
-which are stripped first. Columns are found by header name: device columns (``GPU0``,
-``NIC3``) hold the connection type (``X``, ``NV18``, ``SYS``, ``PIX``...), then ``CPU
-Affinity``, ``NUMA Affinity`` and, on newer drivers, ``GPU NUMA ID``. The ``NIC Legend``
-maps ``NICn`` to device names.
+which are stripped first. Pasted into a web page (an issue, a forum) the tabs usually become
+runs of spaces: then the header's columns are split on two or more spaces ("CPU Affinity" keeps
+its one) and each row on any whitespace (no cell of a row holds a space). Columns are found by
+header name: device columns (``GPU0``, ``NIC3``) hold the connection type (``X``, ``NV18``,
+``SYS``, ``PIX``...), then ``CPU Affinity``, ``NUMA Affinity`` and, on newer drivers, ``GPU
+NUMA ID``. The ``NIC Legend`` maps ``NICn`` to device names.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ KIND = "nvidia-smi-topo"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _DEVICE = re.compile(r"^(?:GPU|NIC|mlx\d|CPU)\w*$")
 _NIC_LEGEND = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
+_SPACED_HEADER = re.compile(r"\s{2,}")  # a header whose tabs a paste turned into spaces
 
 
 def sniff(text: str) -> int:
@@ -36,7 +39,9 @@ def parse(text: str) -> TopoRecord:
     start = next((i for i, line in enumerate(lines) if "CPU Affinity" in line), None)
     if start is None:
         raise ParseError(KIND, "no header row with 'CPU Affinity'")
-    header = [c.strip() for c in lines[start].split("\t")]
+    tabbed = "\t" in lines[start]
+    head = lines[start].split("\t") if tabbed else _SPACED_HEADER.split(lines[start].strip())
+    header = [c.strip() for c in head]
     if header and header[0] == "":
         header = header[1:]
     record = TopoRecord()
@@ -45,7 +50,7 @@ def parse(text: str) -> TopoRecord:
             if record.devices:
                 break
             continue
-        cells = [c.strip() for c in raw.split("\t")]
+        cells = [c.strip() for c in (raw.split("\t") if tabbed else raw.split())]
         name, values = cells[0], [c for c in cells[1:] if c]
         if not _DEVICE.match(name):
             break
