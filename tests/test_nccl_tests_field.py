@@ -117,14 +117,28 @@ def test_a_slow_two_node_all_gather_fails_on_the_network_bound(tmp_path: Path,
 
 
 def test_network_floor_per_collective_at_its_boundary() -> None:
-    """Per-GPU share of 8 x 400 Gb/s on 4 GPUs = 100 GB/s; n=8, k=2, g=4; floor = 0.5 x bound, capped by the node."""
+    """Per-GPU share of 8 x 400 Gb/s on an 8-GPU node = 50 GB/s; n=16, k=2, g=8; floor = 0.5 x bound, capped by
+    the node-local floor."""
     perf = build_config(profile=find_profile("h100-sxm"))[0].perf
-    expected = {"all_reduce": 350.0, "all_gather": 350.0, "reduce_scatter": 350.0, "alltoall": 87.5,
-                "broadcast": 200.0, "reduce": 200.0, "sendrecv": 50.0, None: 50.0}
+    expected = {"all_reduce": 375.0, "all_gather": 375.0, "reduce_scatter": 375.0, "alltoall": 46.88,
+                "broadcast": 200.0, "reduce": 200.0, "sendrecv": 25.0, None: 25.0}
     for collective, value in expected.items():
-        floor = network_floor(perf, collective, 8, 2, None)
+        floor = network_floor(perf, collective, 16, 2, None)
         assert floor is not None and floor.gbps == value, collective
-    capped = network_floor(perf, "all_reduce", 8, 2, Floor(250, "NVSwitch"))
+    capped = network_floor(perf, "all_reduce", 16, 2, Floor(250, "NVSwitch"))
     assert capped is not None and capped.gbps == 250 and "the network would allow more" in capped.basis
+
+
+def test_a_partial_node_is_credited_only_its_gpus_share_of_the_nics() -> None:
+    """kubernetes-sigs/dranet's 1-GPU/1-NIC workers on two B200 nodes: 36.7 GB/s all_gather busbw is a working
+    setup, not a FAIL against the whole node's 8 x 400 Gb/s. A job on g < perf.node_gpus GPUs per node gets g
+    rails: per-GPU share 50 GB/s whatever g is (4 GPUs: the same 50 GB/s each, not 100)."""
+    perf = build_config(profile=find_profile("b200"))[0].perf
+    one = network_floor(perf, "all_gather", 2, 2, None)
+    assert one is not None and one.gbps == 25.0 and "1/8 share" in one.basis and "2 nodes x 1 GPUs" in one.basis
+    four = network_floor(perf, "all_reduce", 8, 2, None)
+    assert four is not None and four.gbps == 175.0  # 50 x 7 / 1 x 0.5
+    full = network_floor(perf, "all_reduce", 16, 2, None)
+    assert full is not None and "share" not in full.basis  # a whole node: the basis reads as before
     assert network_floor(perf, "all_reduce", 8, 1, None) is None  # one node: not a network bound
     assert network_floor(build_config()[0].perf, "all_reduce", 16, 2, None) is None  # no fabric stated

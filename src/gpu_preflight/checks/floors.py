@@ -132,18 +132,26 @@ def network_floor(perf: Any, collective: str | None, nranks: int, nodes: int, no
     """The busbw floor of a collective across ``nodes`` nodes: ``perf.network_busbw_min_fraction`` of what the
     NICs allow (``perf.network_nics_per_node`` x ``perf.network_nic_gbps`` shared by the node's GPUs, scaled by
     the collective's busbw factor), never above the node-local floor. A collective not named is held to the
-    lowest of the bounds (the most lenient). None: the fabric is not stated."""
+    lowest of the bounds (the most lenient). None: the fabric is not stated.
+
+    A job on fewer GPUs per node than the profile's node (``perf.node_gpus``) is credited only those GPUs'
+    share of the NICs: on the profiled boards each GPU has its own rail, and a pod given one GPU is commonly
+    given its one NIC (kubernetes-sigs/dranet's 1-GPU/1-NIC workers); crediting it the whole node's NICs would
+    fail a healthy partial-node run."""
     nics, rate = perf.network_nics_per_node, perf.network_nic_gbps
     if not nics or not rate or nodes < 2 or nranks < nodes:
         return None
     gpus = nranks / nodes
-    per_gpu = nics * rate / 8 / gpus
+    node_gpus = perf.node_gpus
+    partial = bool(node_gpus) and gpus < node_gpus
+    per_gpu = nics * rate / 8 / (node_gpus if partial else gpus)
     bounds = [_NETWORK_BOUNDS[collective]] if collective in _NETWORK_BOUNDS else list(_NETWORK_BOUNDS.values())
     bound = min(b(per_gpu, nranks, nodes, round(gpus)) for b in bounds)
     value = round(bound * perf.network_busbw_min_fraction, 2)
     what = collective or "an unnamed collective (its lowest bound)"
-    basis = (f"{perf.network_busbw_min_fraction:g} x {bound:.1f} GB/s, what {nics} x {rate:g} Gb/s NICs per node "
-             f"allow {what} over {nodes} nodes x {gpus:g} GPUs")
+    share = f" (each GPU's 1/{node_gpus} share of them: a partial node)" if partial else ""
+    basis = (f"{perf.network_busbw_min_fraction:g} x {bound:.1f} GB/s, what {nics} x {rate:g} Gb/s NICs per node"
+             f"{share} allow {what} over {nodes} nodes x {gpus:g} GPUs")
     if node_floor is not None and node_floor.gbps < value:
         return Floor(node_floor.gbps, f"{node_floor.basis}; the network would allow more ({basis})")
     return Floor(value, basis)
