@@ -56,8 +56,13 @@ def test_the_notice_after_an_xid_79_line_is_judged_once() -> None:
 @pytest.mark.parametrize(("line", "code"), [
     ("Dec  2 11:49:53 worker4 kernel: [  885.242168] NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)",
      "nvrm_rm_init_failed"),
+    # driver 358 (Bumblebee-Project/Bumblebee#722): the old wording names no GPU
+    ("[87669.726564] NVRM: RmInitAdapter failed! (0x26:0xffff:1375)", "nvrm_rm_init_failed"),
     ("[  115.083750] NVRM: GPU6 RmInitAdapter: Cannot initialize GSP firmware RM", "nvrm_gsp_init_failed"),
     ("               NVRM: This PCI I/O region assigned to your NVIDIA device is invalid:", "nvrm_pci_region_invalid"),
+    # GB200, no Xid line (kubernetes-sigs/dra-driver-nvidia-gpu#982): the GPU refuses work until reset
+    ("[373871.354096] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] "
+     "(0x00000062) returned from status @ kernel_channel.c:2827", "nvrm_reset_required"),
 ])
 def test_driver_failure_messages_fail(line: str, code: str) -> None:
     (f,) = xids(line + "\n")

@@ -278,8 +278,9 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     ("fallen_off_bus", 79, re.compile(r"NVRM: (?:\(PCI ID: [^)]*\) )?fallen off the bus and is not responding")),
     ("probe_failed", 79, re.compile(r"NVRM: The NVIDIA probe routine failed for \d+ device")),
     ("pci_region_invalid", 79, re.compile(r"NVRM: This PCI I/O region assigned to your NVIDIA device is invalid")),
+    # Drivers before ~R390 print it without the GPU: "NVRM: RmInitAdapter failed! (0x26:0xffff:1375)".
     ("rm_init_failed", 143, re.compile(
-        r"NVRM: GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+): RmInitAdapter failed!")),
+        r"NVRM: (?:GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+): )?RmInitAdapter failed!")),
     ("gsp_init_failed", 120, re.compile(
         r"NVRM: (?:GPU\d+ )?(?:RmInitAdapter: Cannot initialize GSP firmware RM"
         r"|_kgspBootGspRm: .*cannot proceed with booting GSP|kgspBootstrap\w*: .*reported an error)")),
@@ -291,6 +292,10 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     ("power_cables", 54, re.compile(
         r"NVRM: GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+): GPU does not have the necessary power "
         r"cables connected")),
+    # A call that returned NV_ERR_RESET_REQUIRED (the driver's own assertion lines, e.g. "nvAssertOkFailedNoLog:
+    # Assertion failed: Reset required [NV_ERR_RESET_REQUIRED]"): the GPU refuses work until it is reset, the
+    # state Xid 154 announces as "GPU Reset Required"; recent drivers print it without any Xid line.
+    ("reset_required", 154, re.compile(r"NVRM: .*\[NV_ERR_RESET_REQUIRED\]")),
 )
 _MULTILINE_GPU = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+)\s*$")
 _CAUSE = re.compile(r"caused by previous Xid (?P<xid>\d{1,6})\b", re.IGNORECASE)
