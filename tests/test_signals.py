@@ -117,6 +117,30 @@ def test_a_signal_inside_held_waits_for_its_end(tmp_path: Path) -> None:
     assert (tmp_path / "after").exists()
 
 
+
+def test_a_signal_that_surfaces_as_another_exception_still_ends_the_run_in_one_line() -> None:
+    """Python 3.11 wraps an exception raised while a class is made (a descriptor's ``__set_name__``:
+    a record class whose module is imported at the signal's instant) in RuntimeError: the run still
+    ends with the signal's one line and code, not a traceback and exit 1."""
+    proc = _program("""
+        import os, signal
+        from gpu_preflight.cli import main as cli
+
+        class Named:
+            def __set_name__(self, owner, name):
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        def main():
+            class Record:
+                field = Named()
+            return 0
+
+        cli.main = main
+        cli.program()
+    """)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (EXIT_SIGTERM, "", interrupt_line(signal.SIGTERM) + "\n")
+
 def test_a_signal_the_shell_ignores_stays_ignored() -> None:
     """``nohup`` and a non-interactive shell's background jobs start the program with SIGHUP or
     SIGINT ignored: it stays ignored; the other is caught."""

@@ -177,6 +177,12 @@ def program() -> NoReturn:
         interrupts.settle()
     except (interrupts.Interrupted, KeyboardInterrupt) as exc:
         interrupts.stop(exc.signum if isinstance(exc, interrupts.Interrupted) else signal.SIGINT)
+    except BaseException:
+        # the signal's exception can surface as another: Python 3.11 wraps one raised while a class is
+        # made (a descriptor's __set_name__: a record class imported at that instant) in RuntimeError
+        if (signum := interrupts.requested()) is not None:
+            interrupts.stop(signum)
+        raise
     if (signum := interrupts.requested()) is not None:
         interrupts.stop(signum)
     raise SystemExit(code)
