@@ -46,7 +46,7 @@ from gpu_preflight.report.console import (
     width_of,
 )
 
-from .conftest import H200_DUMP, REPO
+from .conftest import H200_DUMP
 
 HERE = Path(__file__).parent / "fixtures" / "console"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -251,7 +251,9 @@ def test_node_actions_are_listed_strongest_first_before_the_result_line() -> Non
     """What a scheduler hook routes on (``nodes.*.summary.operator_action``) is on screen too (issue 27)."""
     from gpu_preflight.report.console import render_console_text
 
-    report = json.loads((REPO / "tests" / "fixtures" / "cluster_golden" / "faults_small.json").read_text())
+    from .cluster_golden import report_dict
+
+    report = report_dict("faults", "small")  # the report tests/fixtures/cluster_golden/faults_small.json shows
     names = {k: v["node_info"]["current_host"] for k, v in report["nodes"].items()}
     actions = {names[k]: v["summary"].get("operator_action") for k, v in report["nodes"].items()}
     lines = render_console_text(report).splitlines()

@@ -4,12 +4,12 @@ assembling and assessing are values, the renderer registry and the generated sch
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import subprocess
 import sys
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpu_preflight.cli.main import build_parser
@@ -50,7 +50,7 @@ def test_typed_fields_are_typed(report: dict[str, Any]) -> None:
     assert list(typed.nodes) == list(report["nodes"])
     for key, section in typed.nodes.items():
         assert section.node_info.hostname == report["nodes"][key]["node_info"]["hostname"]
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         typed.cluster_summary.exit_code = 0  # type: ignore[misc]
 
 
@@ -58,10 +58,16 @@ def test_a_malformed_report_is_refused() -> None:
     report = cluster_report()
     broken = copy.deepcopy(report)
     broken["findings"][0]["status"] = "GREAT"
-    with pytest.raises(ValueError):
+    with pytest.raises(msgspec.ValidationError, match=r"Invalid enum value 'GREAT' - at `\$\.findings\[0\]\.status`"):
         ClusterReport.from_dict(broken)
+    assert issubclass(msgspec.ValidationError, ValueError)
+    broken["findings"][0]["status"] = "PASS"
+    broken["nodes"]["node_1"]["gpu"]["gpu_0"]["temperature_c"] = "hot"
+    where = r"got `str` - at `\$\.nodes\.node_1\.gpu\[\.\.\.\]\.temperature_c`"  # the path from the report's root
+    with pytest.raises(msgspec.ValidationError, match=where):
+        ClusterReport.from_dict(broken).nodes["node_1"]  # a section is read (and checked) when first used
     del broken["cluster_summary"]
-    with pytest.raises(KeyError):
+    with pytest.raises(msgspec.ValidationError, match="missing required field `cluster_summary`"):
         ClusterReport.from_dict(broken)
 
 
@@ -215,7 +221,10 @@ def test_written_reports_are_checked(tmp_path: Any) -> None:
     assert check_reports_under(tmp_path) == []
     report = copy.deepcopy(report)
     report["run"]["fail_on"] = 3
-    write_report(report, [], tmp_path / "bad")
+    with pytest.raises(msgspec.ValidationError, match=r"at `\$\.run\.fail_on`"):  # the model refuses to write it
+        write_report(report, [], tmp_path / "bad")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "report.json").write_text(json.dumps(report), encoding="utf-8")  # written by another tool
     assert check_reports_under(tmp_path) == ["bad/report.json: run/fail_on: 3 is not of type 'string'"]
     (tmp_path / "bad" / "report.json").unlink()  # the autouse check would (rightly) fail this test
 
@@ -237,7 +246,7 @@ def test_node_sections_are_typed_when_read() -> None:
     assert typed.nodes["node_1"].node_info.current_host == report["nodes"]["node_1"]["node_info"]["current_host"]
     del report["nodes"]["node_2"]["node_info"]
     lazy = ClusterReport.from_dict(report)  # a malformed section is refused when it is read
-    with pytest.raises(KeyError):
+    with pytest.raises(msgspec.ValidationError, match="missing required field `node_info`"):
         lazy.nodes["node_2"]
 
 

@@ -112,12 +112,14 @@ def publish(report_path: Path, exit_code: int, failure_path: Path) -> None:
     from ..report.jsonl import render_jsonl
 
     try:
-        report = ClusterReport.of(load_json(report_path, limit=REPORT_LIMIT, what="report"))
+        data = load_json(report_path, limit=REPORT_LIMIT, what="report")
     except (OSError, ValueError) as exc:
         print(f"gpu-preflight: no report to publish at {report_path}: {exc}", file=sys.stderr)
         return
-    except (KeyError, TypeError, AttributeError) as exc:
-        print(f"gpu-preflight: no report to publish at {report_path}: not a gpu-preflight report ({exc!r})",
+    try:
+        report = ClusterReport.from_dict(data)  # checked against the model: the path of what is wrong, if anything
+    except ValueError as exc:
+        print(f"gpu-preflight: no report to publish at {report_path}: not a gpu-preflight report ({exc})",
               file=sys.stderr)
         return
     sys.stdout.write(render_jsonl(report))

@@ -686,12 +686,12 @@ def with_findings(report: ClusterReport, findings: Sequence[ReportFinding],
     offenders), as a new value: listed in ``findings`` (and their checks in
     ``cluster_checks``), the verdict, exit code, issues, recommendations and counts worked out
     again over every finding. The typed form of :func:`gpu_preflight.history.merge.add_findings`."""
-    import dataclasses
+    from msgspec.structs import replace
 
-    every = (*report.findings, *findings)
+    every = [*report.findings, *findings]
     fresh = summarize([f.to_dict() for f in every], report.run.fail_on, report.cluster_summary.unlisted)
-    summary = dataclasses.replace(report.cluster_summary, overall_status=Status(fresh["overall_status"]),
-                                  exit_code=fresh["exit_code"], issues=tuple(fresh["issues"]),
-                                  recommendations=tuple(fresh["recommendations"]), counts=fresh["counts"])
-    return dataclasses.replace(report, findings=every, cluster_checks=(*report.cluster_checks, *checks),
+    summary = replace(report.cluster_summary, overall_status=Status(fresh["overall_status"]),
+                                  exit_code=fresh["exit_code"], issues=fresh["issues"],
+                                  recommendations=fresh["recommendations"], counts=fresh["counts"])
+    return replace(report, findings=every, cluster_checks=[*report.cluster_checks, *checks],
                                cluster_summary=summary)

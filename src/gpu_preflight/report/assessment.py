@@ -28,10 +28,11 @@ computed with the run's settings, so ``report render`` says what the run said.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
+
+from msgspec.structs import replace
 
 from ..config.report_schema import COMPONENTS, ReportConfig
 from ..findings.canonical import verdict_of
@@ -308,12 +309,12 @@ def node_specs(report: ClusterReport | Mapping[str, Any], cfg: ReportConfig) -> 
             key = _node_of(f, keys, by_name)
             if key is not None:
                 own[key].append(f)
-        alone = dataclasses.replace(typed.cluster_summary, unlisted=None, extra={})  # no localisation matrix
+        alone = replace(typed.cluster_summary, unlisted=None, extra={})  # no localisation matrix
         for (key, section), name in zip(sections.items(), labels, strict=True):
             gpus = section.gpu
             info = section.node_info.extra
             models = sorted({str(g.get("name")) for g in gpus.values() if g.get("name")})
-            sub = dataclasses.replace(typed, findings=tuple(own[key]), nodes=NodeSections({key: section}),
+            sub = replace(typed, findings=own[key], nodes=NodeSections({key: section}),
                                       cluster_summary=alone)
             scored = compute_scores(sub, cfg)
             overall = scored["overall"]
