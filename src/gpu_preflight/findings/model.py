@@ -42,8 +42,8 @@ from msgspec.structs import replace
 from ..model import Status
 
 __all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
-           "ClusterTopology", "GpuEntry", "JsonObject", "NodeInfo", "NodeSection", "NodeSections", "Number",
-           "ReportFinding", "RunInfo", "Tool"]
+           "ClusterTopology", "CostBenefit", "GpuEntry", "JsonObject", "NodeInfo", "NodeSection", "NodeSections",
+           "Number", "ReportFinding", "RunInfo", "Tool"]
 
 JsonObject = dict[str, Any]
 # A JSON number: an integer stays one when read back and written again (``float`` alone would
@@ -309,7 +309,7 @@ class ClusterSummary(_Block, frozen=True, kw_only=True, omit_defaults=True):
     earlier_scores: list[JsonObject] | None = None
     health_scores: JsonObject | None = None
     recommendations_by_urgency: dict[str, list[JsonObject]] | None = None
-    cost_benefit: JsonObject | None = None
+    cost_benefit: CostBenefit | None = None
     assessment: JsonObject | None = None
 
     OLDER: ClassVar[Older] = {"test_results": _dict, "cluster_info": _dict, "performance_summary": _dict,
@@ -505,6 +505,30 @@ class RunInfo(_Block, frozen=True, kw_only=True):
     extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
 
+class CostBenefit(_Block, frozen=True, kw_only=True):
+    """``cluster_summary.cost_benefit``: what the checks cost in GPU-hours (and money, with a
+    price) against what the gating findings they caught, or the slowest member's lag, would
+    have cost a training job; ``line`` says it in one sentence."""
+
+    gpus: int
+    check_duration_s: Number
+    duration_source: str
+    check_gpu_hours: Number
+    check_cost: Number | None
+    job_hours: Number
+    job_gpu_hours: Number
+    basis: str
+    gating_findings: int
+    failure_loss_fraction: Number
+    slowdown_fraction: Number
+    averted_gpu_hours: Number
+    averted_cost: Number | None
+    benefit_cost_ratio: Number | None
+    gpu_hour_price: Number | None
+    currency: str
+    line: str
+
+
 class Assessment(Struct, frozen=True):
     """What scoring and advice conclude about a report, as a value (nothing is mutated):
     the health scores, recommendations by urgency, cost-benefit and the health assessment
@@ -512,7 +536,7 @@ class Assessment(Struct, frozen=True):
 
     health_scores: JsonObject
     recommendations_by_urgency: dict[str, list[JsonObject]] | None = None
-    cost_benefit: JsonObject | None = None
+    cost_benefit: CostBenefit | None = None
     assessment: JsonObject | None = None
 
     def apply(self, summary: dict[str, Any]) -> None:
@@ -521,7 +545,7 @@ class Assessment(Struct, frozen=True):
         if self.recommendations_by_urgency is not None:
             summary["recommendations_by_urgency"] = self.recommendations_by_urgency
         if self.cost_benefit is not None:
-            summary["cost_benefit"] = self.cost_benefit
+            summary["cost_benefit"] = self.cost_benefit.to_dict()
         if self.assessment is not None:
             summary["assessment"] = self.assessment
 

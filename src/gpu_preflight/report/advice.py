@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config.report_schema import ReportConfig
-from ..findings.model import Assessment, ClusterReport, ReportFinding
+from ..findings.model import Assessment, ClusterReport, CostBenefit, ReportFinding
 from ..model import Status, gating_statuses
 from .measurements import num
 from .scores import BLOCKING, component_of, compute_scores
@@ -115,7 +115,7 @@ def _fmt(gpu_hours: float, cost: float | None, cfg: ReportConfig) -> str:
 
 
 def cost_benefit(report: ClusterReport | Mapping[str, Any], scores: Mapping[str, Any],
-                 cfg: ReportConfig) -> dict[str, Any]:
+                 cfg: ReportConfig) -> CostBenefit:
     """What the checks cost and what the failures they caught would have cost a job of ``job_hours``."""
     typed = ClusterReport.of(report)
     run = typed.run
@@ -150,13 +150,13 @@ def cost_benefit(report: ClusterReport | Mapping[str, Any], scores: Mapping[str,
                 f"{cfg.job_hours:g} h job about {_fmt(averted, averted_cost, cfg)}.")
     else:
         line = f"{checks}; nothing they caught would have cost a {cfg.job_hours:g} h job: ready to train."
-    return {"gpus": gpus, "check_duration_s": round(duration, 3), "duration_source": source,
-            "check_gpu_hours": round(check_gpu_hours, 6), "check_cost": check_cost,
-            "job_hours": cfg.job_hours, "job_gpu_hours": round(job_gpu_hours, 4), "basis": basis,
-            "gating_findings": len(caught), "failure_loss_fraction": cfg.failure_loss_fraction,
-            "slowdown_fraction": round(slowdown, 4), "averted_gpu_hours": round(averted, 4),
-            "averted_cost": averted_cost, "benefit_cost_ratio": ratio,
-            "gpu_hour_price": cfg.gpu_hour_price, "currency": cfg.currency, "line": line}
+    return CostBenefit(gpus=gpus, check_duration_s=round(duration, 3), duration_source=source,
+                       check_gpu_hours=round(check_gpu_hours, 6), check_cost=check_cost,
+                       job_hours=cfg.job_hours, job_gpu_hours=round(job_gpu_hours, 4), basis=basis,
+                       gating_findings=len(caught), failure_loss_fraction=cfg.failure_loss_fraction,
+                       slowdown_fraction=round(slowdown, 4), averted_gpu_hours=round(averted, 4),
+                       averted_cost=averted_cost, benefit_cost_ratio=ratio,
+                       gpu_hour_price=cfg.gpu_hour_price, currency=cfg.currency, line=line)
 
 
 def advise(report: ClusterReport | Mapping[str, Any], config: ReportConfig | None = None,
@@ -184,6 +184,6 @@ def add_advice(report: dict[str, Any], config: ReportConfig | None = None) -> di
     summary = report.setdefault("cluster_summary", {})
     advice = advise(report, config)
     summary["recommendations_by_urgency"] = advice.recommendations_by_urgency
-    summary["cost_benefit"] = advice.cost_benefit
+    summary["cost_benefit"] = advice.cost_benefit.to_dict() if advice.cost_benefit is not None else None
     summary["assessment"] = advice.assessment
     return report
