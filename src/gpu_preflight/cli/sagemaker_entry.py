@@ -31,7 +31,7 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..integrations.sagemaker_script import ENTRY_SCRIPT as ENTRY_SCRIPT
 from ..integrations.sagemaker_script import ENTRY_SCRIPT_NAME as ENTRY_SCRIPT_NAME
@@ -86,12 +86,11 @@ def is_reporting_rank(env: Mapping[str, str]) -> bool:
         return False
 
 
-def failure_reason(report: ClusterReport | Mapping[str, Any]) -> str:
+def failure_reason(report: ClusterReport) -> str:
     """A short FailureReason: the ``[RESULT]`` line, then the first issues, within 1024 characters."""
     from ..findings.canonical import result_line
-    from ..findings.model import ClusterReport
 
-    typed = ClusterReport.of(report)
+    typed = report
     text = "gpu-preflight " + result_line(typed)
     for issue in typed.cluster_summary.issues:
         if len(text) + len(str(issue)) + 3 > FAILURE_MAX:

@@ -354,11 +354,11 @@ def _findings(report: ClusterReport) -> str:
 
 
 @reporter("html", typed=True)
-def render_html(report: ClusterReport | Mapping[str, Any], config: ReportConfig | None = None) -> str:
+def render_html(report: ClusterReport, config: ReportConfig | None = None) -> str:
     """The whole page for a report, typed or its JSON dict (node-only or cluster run): every
     section, the score, advice, assessment and plot helpers included, reads the typed report."""
     cfg = config or ReportConfig()
-    typed = ClusterReport.of(report)
+    typed = report
     summary = typed.cluster_summary
     scores = summary.health_scores or compute_scores(typed, cfg)
     recs = summary.recommendations_by_urgency or recommendations_by_urgency(typed, scores)
