@@ -225,9 +225,9 @@ def test_history_findings_merge_into_the_report_and_its_verdict(store: HistorySt
     assert summary.overall_status is Status.WARN and summary.exit_code == 1
     mine = [f for f in merged.findings if f.check_id == "history.regression"]
     assert {(f.node, f.subject) for f in mine} == {("node_1", "h1/gpu0"), ("node_1", "h1/gpu1")}
-    assert any("history.regression" in issue for issue in summary["issues"])
-    assert "history.regression" in {c["check_id"] for c in report["cluster_checks"]}
-    assert summary["counts"]["WARN"] == sum(f["status"] == "WARN" for f in report["findings"])
+    assert any("history.regression" in issue for issue in summary.issues)
+    assert "history.regression" in {c.check_id for c in merged.cluster_checks}
+    assert summary.counts["WARN"] == sum(f.status is Status.WARN for f in merged.findings)
 
 
 def test_trends_follow_a_gpu_across_hosts(store: HistoryStore, tmp_path: Path,
