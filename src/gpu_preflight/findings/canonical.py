@@ -565,7 +565,8 @@ def findings_of(report: dict[str, Any]) -> list[Finding]:
 
 def failed_checks(report: ClusterReport) -> list[str]:
     """Check ids that make the run fail under its ``--fail-on`` policy, worst first."""
-    fail_on, pairs = report.run.fail_on, [(f.status.value, f.check_id) for f in report.findings]
+    # Status is a StrEnum: the member is its value (``.value`` costs an enum descriptor call per finding)
+    fail_on, pairs = report.run.fail_on, [(f.status, f.check_id) for f in report.findings]
     gating = {s.value for s in gating_statuses(fail_on)}
     rank = {s.value: s.rank for s in Status}
     bad = sorted((p for p in pairs if p[0] in gating), key=lambda p: (-rank[p[0]], p[1]))
@@ -629,7 +630,7 @@ def verdict_of(report: ClusterReport) -> Verdict:
     Read from ``cluster_summary.overall_status`` and ``run.fail_on`` (recomputed from the
     findings for a report without a summary status), so a re-rendered report says what the run said.
     """
-    pairs = [(f.status.value, f.check_id) for f in report.findings]
+    pairs = [(f.status, f.check_id) for f in report.findings]  # a StrEnum member is its value (no .value call)
     return _verdict(pairs, report.cluster_summary.overall_status.value, report.run.fail_on)
 
 
