@@ -74,12 +74,17 @@ def gathered(case: str) -> dict[str, Any]:
     return g
 
 
-def report_json(case: str, scale: str) -> str:
-    """The report's JSON with what differs between runs (times, versions) blanked."""
+def report_dict(case: str, scale: str) -> dict[str, Any]:
+    """The report of ``case`` at ``scale`` (its JSON object, times and versions as they came)."""
     config = Config(perf=PerfConfig(gemm_bf16_tflops=670.0), report=ReportConfig(detail_max_nodes=SCALES[scale]))
     report, _ = build_cluster_report(gathered(case), config, fail_on="fail", include=[], exclude=[],
                                      suite="quick", timeout_s=60.0)
-    return json.dumps(_blank(report.to_dict()), indent=1).replace(str(REPO), "<repo>") + "\n"
+    return report.to_dict()
+
+
+def report_json(case: str, scale: str) -> str:
+    """The report's JSON with what differs between runs (times, versions) blanked."""
+    return json.dumps(_blank(report_dict(case, scale)), indent=1).replace(str(REPO), "<repo>") + "\n"
 
 
 _VARYING = frozenset({"timestamp", "duration_s", "version", "read_at", "cost_benefit"})

@@ -12,6 +12,7 @@ from gpu_preflight.config import Config
 from gpu_preflight.config.fields import setting_fields
 from gpu_preflight.config.loader import coerce
 from gpu_preflight.config.report_schema import ReportConfig, report_config
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.report.advice import add_advice, cost_benefit, recommendations_by_urgency
 from gpu_preflight.report.scores import compute_scores
 
@@ -28,7 +29,8 @@ def with_gpus(report: dict[str, Any], gpus: int, duration_s: float, wall_s: floa
 
 
 def recs(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    return recommendations_by_urgency(report, compute_scores(report))
+    typed = ClusterReport.of(report)
+    return recommendations_by_urgency(ClusterReport.of(typed), compute_scores(ClusterReport.of(typed)))
 
 
 def test_a_node_without_usable_gpus_is_immediate_although_it_only_warns() -> None:
@@ -81,31 +83,31 @@ def test_cost_of_checks_vs_a_failed_job(price: float | None, check_cost: float |
     report = with_gpus(report_of([finding("gpu.thermal", "FAIL", "h0/gpu3"), finding("gpu.xid", "ERROR")]),
                        gpus=8, duration_s=90.0)
     cfg = ReportConfig(gpu_hour_price=price, job_hours=24.0, failure_loss_fraction=0.5)
-    cb = cost_benefit(report, compute_scores(report, cfg), cfg)
-    assert cb["check_gpu_hours"] == pytest.approx(0.2)  # 90 s x 8 GPUs
-    assert cb["job_gpu_hours"] == 192.0 and cb["averted_gpu_hours"] == 96.0 and cb["basis"] == "failure"
-    assert cb["gating_findings"] == 2 and cb["benefit_cost_ratio"] == 480.0
-    assert (cb["check_cost"], cb["averted_cost"]) == (check_cost, averted_cost)
+    cb = cost_benefit(ClusterReport.of(report), compute_scores(ClusterReport.of(report), cfg), cfg)
+    assert cb.check_gpu_hours == pytest.approx(0.2)  # 90 s x 8 GPUs
+    assert cb.job_gpu_hours == 192.0 and cb.averted_gpu_hours == 96.0 and cb.basis == "failure"
+    assert cb.gating_findings == 2 and cb.benefit_cost_ratio == 480.0
+    assert (cb.check_cost, cb.averted_cost) == (check_cost, averted_cost)
     if price is None:
-        assert "USD" not in cb["line"] and "96 GPU-h" in cb["line"]
+        assert "USD" not in cb.line and "96 GPU-h" in cb.line
     else:
-        assert "384.00 USD" in cb["line"] and "0.8000 USD" in cb["line"]
+        assert "384.00 USD" in cb.line and "0.8000 USD" in cb.line
 
 
 def test_cost_of_a_straggler_and_of_a_clean_run() -> None:
     slow = with_gpus(report_of([gemm("h0/gpu0", 90.0), gemm("h0/gpu1", 100.0), gemm("h0/gpu2", 100.0)]),
                      gpus=3, duration_s=10.0, wall_s=120.0)
     cfg = ReportConfig(job_hours=10.0)
-    cb = cost_benefit(slow, compute_scores(slow, cfg), cfg)
-    assert cb["duration_source"] == "run.wall_s" and cb["check_gpu_hours"] == pytest.approx(0.1)
-    assert cb["basis"] == "slowdown" and cb["slowdown_fraction"] == pytest.approx(0.1)
-    assert cb["averted_gpu_hours"] == pytest.approx(3.0)  # 10 h x 3 GPUs x 10 %
+    cb = cost_benefit(ClusterReport.of(slow), compute_scores(ClusterReport.of(slow), cfg), cfg)
+    assert cb.duration_source == "run.wall_s" and cb.check_gpu_hours == pytest.approx(0.1)
+    assert cb.basis == "slowdown" and cb.slowdown_fraction == pytest.approx(0.1)
+    assert cb.averted_gpu_hours == pytest.approx(3.0)  # 10 h x 3 GPUs x 10 %
     clean = with_gpus(report_of([gemm("h0/gpu0", 100.0), gemm("h0/gpu1", 100.5)]), gpus=2, duration_s=36.0)
-    cb = cost_benefit(clean, compute_scores(clean, cfg), cfg)
-    assert cb["basis"] == "none" and cb["averted_gpu_hours"] == 0.0 and cb["benefit_cost_ratio"] is None
-    assert "ready to train" in cb["line"]
-    cpu = cost_benefit(report_of([finding("gpu.thermal", "FAIL")]), {}, cfg)
-    assert cpu["gpus"] == 0 and "nothing to price" in cpu["line"]
+    cb = cost_benefit(ClusterReport.of(clean), compute_scores(ClusterReport.of(clean), cfg), cfg)
+    assert cb.basis == "none" and cb.averted_gpu_hours == 0.0 and cb.benefit_cost_ratio is None
+    assert "ready to train" in cb.line
+    cpu = cost_benefit(ClusterReport.of(report_of([finding("gpu.thermal", "FAIL")])), {}, cfg)
+    assert cpu.gpus == 0 and "nothing to price" in cpu.line
 
 
 def test_add_advice_on_real_reports(tmp_path: Path) -> None:

@@ -9,12 +9,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpu_preflight.config import build_config
 from gpu_preflight.config.loader import ConfigError
 from gpu_preflight.config.report_schema import ReportConfig
 from gpu_preflight.findings.canonical import verdict_of
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.history import HistoryStore, extract
 from gpu_preflight.model import Status
 from gpu_preflight.report.advice import recommendations_by_urgency
@@ -43,8 +45,8 @@ GPU, LINK = finding("gpu.thermal", "PASS", "h0/gpu0", "ok"), finding("network.no
 
 def ready_of(findings: list[dict[str, Any]], fail_on: str = "fail") -> tuple[str, str, dict[str, Any]]:
     report = report_of(findings, fail_on)
-    scores = compute_scores(report)
-    out = readiness(report, scores, recommendations_by_urgency(report, scores))
+    scores = compute_scores(ClusterReport.of(report))
+    out = readiness(ClusterReport.of(report), scores, recommendations_by_urgency(ClusterReport.of(report), scores))
     return out["development"]["status"], out["production"]["status"], out
 
 
@@ -77,7 +79,7 @@ def test_readiness_follows_the_verdict(findings: list[dict[str, Any]], fail_on: 
 def test_ready_is_impossible_when_the_verdict_gates(status: str, fail_on: str) -> None:
     report = report_of([GPU, LINK, finding("gpu.clocks", status, "h0/gpu1", "x")], fail_on)
     _, prod, _ = ready_of(report["findings"], fail_on)
-    gates = verdict_of(report).exit_code >= 2
+    gates = verdict_of(ClusterReport.of(report)).exit_code >= 2
     assert (prod == NEEDS_FIXES) == gates and (prod == READY) == (status == "PASS")
 
 
@@ -142,12 +144,14 @@ def test_issues_have_priority_and_impact() -> None:
 @pytest.mark.parametrize("prod, days, date", [(READY, 7.0, "2026-11-27"), (CAVEATS, 7.0, "2026-11-27"),
                                               (NEEDS_FIXES, 2.0, "2026-11-22")])
 def test_next_assessment_from_config(prod: str, days: float, date: str) -> None:
-    report = {"timestamp": "2026-11-20T06:00:00+00:00"}
-    got = schedule(report, {"production": {"status": prod}}, ReportConfig())
+    report = msgspec.structs.replace(ClusterReport.of(report_of([])), timestamp="2026-11-20T06:00:00+00:00")
+    got = schedule(ClusterReport.of(report), {"production": {"status": prod}}, ReportConfig())
     assert (got["days"], got["next_assessment"]) == (days, date)
-    longer = schedule(report, {"production": {"status": READY}}, ReportConfig(assessment_interval_days=14))
+    longer = schedule(ClusterReport.of(report), {"production": {"status": READY}},
+                      ReportConfig(assessment_interval_days=14))
     assert longer["next_assessment"] == "2026-12-04" and "every 14 days" in json.dumps(longer["items"])
-    assert schedule({"timestamp": "?"}, {"production": {"status": READY}}, ReportConfig())["next_assessment"] is None
+    undated = msgspec.structs.replace(ClusterReport.of(report_of([])), timestamp="?")
+    assert schedule(undated, {"production": {"status": READY}}, ReportConfig())["next_assessment"] is None
 
 
 @pytest.mark.parametrize("setting", ["report.assessment_interval_days=0", "report.reassess_after_fixes_days=-1",
@@ -164,19 +168,19 @@ def stored() -> dict[str, Any]:
 
 def test_node_specs_per_node_up_to_detail_max_nodes() -> None:
     report = stored()
-    specs = node_specs(report, ReportConfig())
+    specs = node_specs(ClusterReport.of(report), ReportConfig())
     assert (specs["total_nodes"], specs["total_gpus"], specs["listed"]) == (4, 4, True)
     rows = {n["node"]: n for n in specs["nodes"]}
     assert rows["h0"]["score"] == 100.0 and rows["h0"]["worst"] == "PASS"
     assert rows["h3"]["worst"] == "FAIL" and rows["h3"]["score"] < rows["h2"]["score"] < 100
     assert rows["h2"]["gpu_memory_gb"] == pytest.approx(140.4, abs=0.1)
-    big = node_specs(report, ReportConfig(detail_max_nodes=3))
+    big = node_specs(ClusterReport.of(report), ReportConfig(detail_max_nodes=3))
     assert not big["listed"] and big["nodes"] == [] and big["total_gpus"] == 4
 
 
 def test_html_shows_the_same_assessment_as_the_json() -> None:
     report = stored()
-    page = render_html(report)
+    page = render_html(ClusterReport.of(report))
     a = report["cluster_summary"]["assessment"]
     for level in ("development", "production"):
         card = re.search(rf'id="readiness-{level}">.*?class="rating"[^>]*>([^<]+)<', page)
@@ -194,16 +198,17 @@ def test_html_sections_stay_small_at_ten_thousand_nodes() -> None:
     section = report["nodes"]["node_0"]
     report["nodes"] = {f"node_{i}": {**section, "node_info": {"hostname": f"n{i}"}} for i in range(10_000)}
     scores, recs = report["cluster_summary"]["health_scores"], report["cluster_summary"]["recommendations_by_urgency"]
-    html = assessment_sections(report, scores, recs, ReportConfig())  # its time: bench/bench_end_of_run.py
+    # its time: bench/bench_end_of_run.py
+    html = assessment_sections(ClusterReport.of(report), scores, recs, ReportConfig())
     assert len(html) < 40_000 and "10,000 node(s), 10,000 GPU(s)" in html
 
 
 def test_history_keeps_each_runs_scores_for_the_trend(tmp_path: Path) -> None:
     report = stored()
     with HistoryStore(tmp_path / "h.sqlite") as store:
-        first, _ = store.record(extract(report), "c1")
+        first, _ = store.record(extract(ClusterReport.of(report)), "c1")
         again = dict(report, timestamp="2026-11-21T06:00:00+00:00")
-        second, _ = store.record(extract(again), "c1")
+        second, _ = store.record(extract(ClusterReport.of(again)), "c1")
         got = store.earlier_scores("c1", 5)
         assert [e["run"] for e in got] == [first, second]
         assert got[0]["components"]["overall"] == report["cluster_summary"]["health_scores"]["overall"]["score"]

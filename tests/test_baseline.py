@@ -13,6 +13,7 @@ import pytest
 from gpu_preflight.cli import history_cmd
 from gpu_preflight.config import build_config
 from gpu_preflight.config.profiles import load_profile_file
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.history import HistoryStore, extract
 from gpu_preflight.history.baseline import CaptureError, capture, render_toml
 from gpu_preflight.model import Status
@@ -49,7 +50,8 @@ def test_capture_from_a_report_round_trips_through_the_profile_loader(tmp_path: 
 
 
 def test_the_captured_floors_judge_a_later_run(tmp_path: Path) -> None:
-    captured = capture(extract(known_good()).measurements, source="test", floor_fraction=0.9, gemm_fraction=1.0)
+    captured = capture(extract(ClusterReport.of(known_good())).measurements, source="test", floor_fraction=0.9,
+                       gemm_fraction=1.0)
     path = tmp_path / "p.toml"
     path.write_text(render_toml(captured))
     config, sources = build_config(profile=load_profile_file(path))
@@ -69,7 +71,8 @@ def test_capture_from_history_of_one_known_good_node(tmp_path: Path, capsys: pyt
     db = tmp_path / "h.sqlite"
     with HistoryStore(db) as store:
         for tflops in (700.0, 710.0, 690.0):
-            store.record(extract(cluster_run({"h0": gpus("aa", tflops=tflops), "h1": gpus("bb", tflops=500.0)})),
+            store.record(extract(ClusterReport.of(cluster_run({"h0": gpus("aa", tflops=tflops), "h1": gpus("bb",
+                                                                                                           tflops=500.0)}))),
                          "c1")
     assert cli("baseline", "capture", "--from-history", "--db", str(db), "--node", "h0", "--fraction", "0.8",
                "--no-inherit") == 0
@@ -91,8 +94,8 @@ def test_nothing_to_capture_and_mixed_models_are_errors(tmp_path: Path) -> None:
     for section in node_only["nodes"].values():
         section["nccl"] = {}
     with pytest.raises(CaptureError, match="no GEMM"):
-        capture(extract(node_only).measurements, source="t")
-    mixed = extract(known_good()).measurements
+        capture(extract(ClusterReport.of(node_only)).measurements, source="t")
+    mixed = extract(ClusterReport.of(known_good())).measurements
     mixed = [m if m.node != "h1" else msgspec.structs.replace(m, model="NVIDIA H100 80GB HBM3") for m in mixed]
     with pytest.raises(CaptureError, match="several GPU models"):
         capture(mixed, source="t")

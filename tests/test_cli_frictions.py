@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.history import HistoryStore, extract
 
 from .conftest import REPO
@@ -85,7 +86,7 @@ def history(tmp_path: Path) -> tuple[str, str]:
     db = tmp_path / "history.sqlite"
     known = gpus("ab")
     with HistoryStore(db) as store:
-        store.record(extract(cluster_run({"h0": known})), "c1")
+        store.record(extract(ClusterReport.of(cluster_run({"h0": known}))), "c1")
     return str(db), known[0].uuid
 
 

@@ -22,6 +22,7 @@ from gpu_preflight.config import Config
 from gpu_preflight.config.diagnostics import DiagnosticsConfig
 from gpu_preflight.distributed import connectivity as conn
 from gpu_preflight.distributed.store import KVStore
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.ids import CONNECTIVITY_ID
 from gpu_preflight.records.connectivity import attribute
 from gpu_preflight.registry import CheckContext, get_check
@@ -375,7 +376,7 @@ def test_matrix_markdown_golden() -> None:
     slow = {(0, j): {"forward": {"outcome": "ok", "ms": 1500.0, "addresses": [address(j)]}} for j in (1, 2, 3)}
     faults = {**towards(1, 4, UNRESOLVED, [2, 3]), **towards(2, 4, DROPPED, [0, 1, 3]), **slow}
     report = _report(gathered(4, faults=faults))
-    text = "\n".join(reachability_markdown(report))
+    text = "\n".join(reachability_markdown(ClusterReport.of(report)))
     if os.environ.get("UPDATE_GOLDEN"):
         GOLDEN.write_text(text, encoding="utf-8")
     assert text == GOLDEN.read_text(encoding="utf-8"), f"{GOLDEN.name} differs (UPDATE_GOLDEN=1 regenerates it)"
@@ -392,10 +393,10 @@ def test_rendered_rows_are_capped_worst_first() -> None:
                                                          for i in range(MAX_REACH_ROWS + 50)]
     report["findings"].append({**next(f for f in report["findings"] if f["check_id"] == CONNECTIVITY_ID),
                                "subject": "n249"})
-    view = reachability_rows(report)
+    view = reachability_rows(ClusterReport.of(report))
     assert view is not None and len(view["rows"]) == MAX_REACH_ROWS and view["more"] == 50
     assert view["rows"][0][0] == "n249" and view["rows"][0][-1] == "FAIL"
-    assert "50 more node(s) in report.json" in "\n".join(reachability_markdown(report))
+    assert "50 more node(s) in report.json" in "\n".join(reachability_markdown(ClusterReport.of(report)))
 
 
 # ---- operator actions (issue 27): a node the majority pins is isolated, a pair or a WARN monitored ----

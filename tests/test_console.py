@@ -46,7 +46,7 @@ from gpu_preflight.report.console import (
     width_of,
 )
 
-from .conftest import H200_DUMP, REPO
+from .conftest import H200_DUMP
 
 HERE = Path(__file__).parent / "fixtures" / "console"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -66,7 +66,7 @@ def load(name: str) -> dict[str, Any]:
 
 def render(report: dict[str, Any], width: int | None = None, verbose: bool = False, tty: bool = False) -> str:
     stream = Tty() if tty else io.StringIO()
-    render_console(report, stream, verbose=verbose, width=width)
+    render_console(ClusterReport.of(report), stream, verbose=verbose, width=width)
     return stream.getvalue()
 
 
@@ -83,7 +83,7 @@ def test_golden(name: str, width: int, verbose: bool) -> None:
 def test_every_line_fits_and_the_result_line_is_last(name: str, width: int, verbose: bool) -> None:
     report = load(name)
     lines = render(report, width, verbose).splitlines()
-    assert lines[-1] == result_line(report)
+    assert lines[-1] == result_line(ClusterReport.of(report))
     assert lines[0].startswith(f"gpu-preflight: {report['cluster_summary']['overall_status']} (")
     too_long = [line for line in lines[:-1] if len(line) > width]
     assert not too_long
@@ -237,12 +237,13 @@ def test_ten_thousand_nodes_render_compact() -> None:
     counts = report["cluster_summary"]["counts"]
     assert _totals(report) == (counts["SKIP"], counts["PASS"])
     assert counts["SKIP"] > 10_000 and f"on {10_000} nodes" in text
-    assert lines[-1] == result_line(report)
+    assert lines[-1] == result_line(ClusterReport.of(report))
 
 
 def test_lines_are_the_same_object_model_for_both_views() -> None:
     report = load("no-gpu")
-    compact, verbose = console_lines(report, 80), console_lines(report, 80, verbose=True)
+    compact, verbose = console_lines(ClusterReport.of(report), 80), console_lines(ClusterReport.of(report), 80,
+                                                                                  verbose=True)
     assert compact[0] == verbose[0] and compact[-1] == verbose[-1]
     assert len(verbose) > 2 * len(compact)
 
@@ -251,14 +252,17 @@ def test_node_actions_are_listed_strongest_first_before_the_result_line() -> Non
     """What a scheduler hook routes on (``nodes.*.summary.operator_action``) is on screen too (issue 27)."""
     from gpu_preflight.report.console import render_console_text
 
-    report = json.loads((REPO / "tests" / "fixtures" / "cluster_golden" / "faults_small.json").read_text())
+    from .cluster_golden import report_dict
+
+    report = report_dict("faults", "small")  # the report tests/fixtures/cluster_golden/faults_small.json shows
     names = {k: v["node_info"]["current_host"] for k, v in report["nodes"].items()}
     actions = {names[k]: v["summary"].get("operator_action") for k, v in report["nodes"].items()}
-    lines = render_console_text(report).splitlines()
+    lines = render_console_text(ClusterReport.of(report)).splitlines()
     shown = [line for line in lines if line.startswith("action  ")]
     assert shown == ["action  isolate_node: " + ", ".join(n for n, a in actions.items() if a == "isolate_node"),
                      "action  monitor: " + ", ".join(n for n, a in actions.items() if a == "monitor")]
     assert lines[-1].startswith("[RESULT]") and lines[-1 - len(shown):-1] == shown
     for section in report["nodes"].values():
         section["summary"].pop("operator_action", None)
-    assert not [line for line in render_console_text(report).splitlines() if line.startswith("action")]
+    lines = render_console_text(ClusterReport.of(report)).splitlines()
+    assert not [line for line in lines if line.startswith("action")]

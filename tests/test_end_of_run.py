@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from gpu_preflight.cli.main import main
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.report import jsonio
 from gpu_preflight.report.html import MAX_GROUP_ROWS, render_html
 from gpu_preflight.report.jsonio import dump_report, dumps_report
@@ -134,7 +135,7 @@ def ten_thousand() -> tuple[dict[str, Any], list[dict[str, Any]]]:
 def test_html_at_ten_thousand_nodes_is_small_and_names_every_problem(
         ten_thousand: tuple[dict[str, Any], list[dict[str, Any]]]) -> None:
     report, planted = ten_thousand
-    text = render_html(report)
+    text = render_html(ClusterReport.of(report))
     page = Page(text)
     assert not page.errors and not page.stack
     assert_self_contained(text, page)
@@ -155,7 +156,7 @@ def test_html_distributions_count_every_gpu_and_name_the_slowest_node(
     report, _ = ten_thousand
     gpus = sum(len(section["gpu"]) for section in report["nodes"].values())
     assert gpus >= 10_000
-    text = render_html(report)
+    text = render_html(ClusterReport.of(report))
     charts = dict(re.findall(r'<svg class="chart"[^>]*aria-label="([^"]*)">(.*?)</svg>', text))
     for title, unit in (("GPU temperature", "°C"), ("GPU power draw", "W")):
         counts = [int(n) for n in re.findall(rf"{unit}: (\d+)</title></rect>", charts[title])]
@@ -169,7 +170,8 @@ def test_html_distributions_count_every_gpu_and_name_the_slowest_node(
 
 
 def test_html_size_does_not_grow_with_passing_nodes() -> None:
-    small, large = render_html(large_report(1000)), render_html(large_report(10_000))
+    small = render_html(ClusterReport.of(large_report(1000)))
+    large = render_html(ClusterReport.of(large_report(10_000)))
     assert len(large) - len(small) < 20_000, (len(small), len(large))
 
 
@@ -177,7 +179,7 @@ def test_one_cause_on_every_gpu_is_named_in_full_without_a_row_each() -> None:
     planted = [finding(n, "gpu.power", "WARN", f"{name(n)}/gpu{g}", "capped", 500, 700, "W")
                for n in range(2000) for g in range(2)]
     report = large_report(2000, planted=planted)
-    text = render_html(report)
+    text = render_html(ClusterReport.of(report))
     page = Page(text)
     assert len(text.encode()) <= 5 * MB
     loud = [a for t, a in page.tags if t == "tr" and (a.get("class") or "").startswith("loud")]

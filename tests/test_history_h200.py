@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.history import HistoryStore, extract, history_findings
 from gpu_preflight.history.baseline import capture
 from gpu_preflight.model import Status
@@ -27,7 +28,7 @@ def recorded(i: int) -> dict[str, Any]:
 
 
 def test_cuda_rank_numbers_are_tied_to_the_nvml_uuid() -> None:
-    run = extract(recorded(1))
+    run = extract(ClusterReport.of(recorded(1)))
     assert [(g.slot, g.uuid, g.serial, g.model) for g in run.gpus] == [
         ("gpu0", UUID, "1654924064098", "NVIDIA H200")]
     gemm = {m.metric: m for m in run.measurements if m.metric.startswith("gemm.")}
@@ -39,8 +40,8 @@ def test_cuda_rank_numbers_are_tied_to_the_nvml_uuid() -> None:
 
 def test_the_second_run_is_judged_against_the_first(tmp_path: Path) -> None:
     with HistoryStore(tmp_path / "h.sqlite") as store:
-        store.record(extract(recorded(1)), "h200")
-        found = {f.check_id: f for f in history_findings(recorded(2), store, None, "h200")}
+        store.record(extract(ClusterReport.of(recorded(1))), "h200")
+        found = {f.check_id: f for f in history_findings(ClusterReport.of(recorded(2)), store, None, "h200")}
     assert (found["history.regression"].status, found["history.regression"].observed) == (Status.PASS, 4)
     offender = found["history.repeat_offender"]
     assert (offender.status, offender.subject, offender.code) == (Status.WARN, "vm/gpu0", "failed_before")
@@ -48,10 +49,10 @@ def test_the_second_run_is_judged_against_the_first(tmp_path: Path) -> None:
 
 
 def test_textfile_and_capture_of_a_real_gpu_run() -> None:
-    text = render_textfile(recorded(2))
+    text = render_textfile(ClusterReport.of(recorded(2)))
     check = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     assert f'gpu_preflight_gemm_flops_per_second{{node="vm",gpu="0",uuid="{UUID}",dtype="bf16"}}' in text
-    perf = capture(extract(recorded(1)).measurements, source="h200 run 1").perf
+    perf = capture(extract(ClusterReport.of(recorded(1))).measurements, source="h200 run 1").perf
     assert perf == {"gemm_bf16_tflops": 670.1, "gemm_fp16_tflops": 640.8, "gemm_tf32_tflops": 348.7,
                     "gemm_fp32_tflops": 50.93}

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from gpu_preflight.config.profiles import load_profile_file
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.history import HistoryStore, extract, history_findings
 from gpu_preflight.history.baseline import capture, render_toml
 from gpu_preflight.outputs.textfile import render_textfile
@@ -17,7 +18,7 @@ from .test_textfile import promtool
 
 def test_a_real_cpu_run_is_filed_rendered_and_captured(tmp_path: Path) -> None:
     report = self_launched_report()
-    run = extract(report)
+    run = extract(ClusterReport.of(report))
     host = run.nodes[0]
     metrics = {(m.metric, m.subject) for m in run.measurements}
     assert {("gemm.fp32", f"{host}/rank0"), ("gemm.fp32", f"{host}/rank1")} <= metrics
@@ -25,9 +26,9 @@ def test_a_real_cpu_run_is_filed_rendered_and_captured(tmp_path: Path) -> None:
     assert run.gpus == [] and all(m.model is None for m in run.measurements)
     with HistoryStore(tmp_path / "h.sqlite") as store:
         store.record(run, "laptop")
-        codes = {f.check_id: f.code for f in history_findings(report, store, None, "laptop")}
+        codes = {f.check_id: f.code for f in history_findings(ClusterReport.of(report), store, None, "laptop")}
     assert codes == {"history.regression": "cpu_only", "history.repeat_offender": "no_gpu_identity"}
-    text = render_textfile(report)
+    text = render_textfile(ClusterReport.of(report))
     check = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     assert f'gpu_preflight_gemm_flops_per_second{{node="{host}",gpu="rank0",uuid="",dtype="fp32"}}' in text

@@ -21,6 +21,7 @@ import pytest
 
 from gpu_preflight.cli import history_cmd
 from gpu_preflight.config.history import HistoryConfig
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.history import HistoryStore, extract, history_findings
 from gpu_preflight.history.when import TimestampError, checked, stored
 from gpu_preflight.model import Status
@@ -89,7 +90,7 @@ def test_import_refuses_a_future_or_undated_report_by_name_and_files_nothing_of_
 
 def test_a_refused_run_leaves_no_row_in_any_table(tmp_path: Path) -> None:
     with HistoryStore(tmp_path / "h.sqlite") as store, pytest.raises(TimestampError):
-        store.record(extract(report_dated("2099-01-01T00:00:00+00:00")), "c1", now=NOW)
+        store.record(extract(ClusterReport.of(report_dated("2099-01-01T00:00:00+00:00"))), "c1", now=NOW)
     assert rows(tmp_path / "h.sqlite") == dict.fromkeys(TABLES, 0)
 
 
@@ -105,14 +106,14 @@ def test_rows_an_older_version_filed_flag_no_gpu_and_are_pruned(tmp_path: Path, 
     failing = gpus("aa")
     failing[0].faults = dict(REMAP_FAILURE)
     with HistoryStore(db) as store:
-        store.record(extract(cluster_run({"h0": failing})), "c1")
+        store.record(extract(ClusterReport.of(cluster_run({"h0": failing}))), "c1")
         today = cluster_run({"h0": gpus("aa")})
-        flagged = [f for f in history_findings(today, store, HistoryConfig(), "c1")
+        flagged = [f for f in history_findings(ClusterReport.of(today), store, HistoryConfig(), "c1")
                    if f.check_id == "history.repeat_offender" and f.status is not Status.PASS]
         assert [f.subject for f in flagged] == ["h0/gpu0"]  # dated now: inside the window
     backdate(db, timestamp)
     with HistoryStore(db) as store:
-        found = [f for f in history_findings(today, store, HistoryConfig(), "c1")
+        found = [f for f in history_findings(ClusterReport.of(today), store, HistoryConfig(), "c1")
                  if f.check_id == "history.repeat_offender"]
         assert [(f.status, f.code) for f in found] == [(Status.PASS, "ok")]
         removed = store.prune(36_500)
@@ -123,9 +124,11 @@ def test_rows_an_older_version_filed_flag_no_gpu_and_are_pruned(tmp_path: Path, 
 def test_prune_says_how_many_runs_were_undated_or_future(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "h.sqlite"
     with HistoryStore(db) as store:
-        store.record(extract(report_dated(NOW.isoformat())), "c1", now=NOW)
-        store.record(extract(report_dated((NOW - timedelta(days=40)).isoformat(), "bb")), "c1", now=NOW)
-        store.record(extract(report_dated((NOW - timedelta(hours=1)).isoformat(), "cc")), "c1", now=NOW)
+        store.record(extract(ClusterReport.of(report_dated(NOW.isoformat()))), "c1", now=NOW)
+        store.record(extract(ClusterReport.of(report_dated((NOW - timedelta(days=40)).isoformat(), "bb"))), "c1",
+                     now=NOW)
+        store.record(extract(ClusterReport.of(report_dated((NOW - timedelta(hours=1)).isoformat(), "cc"))), "c1",
+                     now=NOW)
         with sqlite3.connect(db) as con:
             con.execute("UPDATE runs SET timestamp = '3000-01-01' WHERE id = 3")
         removed = store.prune(30, now=NOW)

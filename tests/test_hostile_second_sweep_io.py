@@ -92,7 +92,7 @@ def test_what_the_program_writes_it_renders_and_files(tmp_path: Path) -> None:
     assert "run #1 filed" in imported.stderr
     with sqlite3.connect(tmp_path / "h.sqlite") as con:
         assert con.execute("SELECT COUNT(DISTINCT node), COUNT(*) FROM gpus").fetchone() == (
-            nodes, len(extract(report).gpus))
+            nodes, len(extract(ClusterReport.of(report)).gpus))
 
 
 def test_a_history_db_path_too_long_to_open_is_refused_before_the_run(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.report.html import render_html
 from gpu_preflight.report.scores import add_scores
 
@@ -64,7 +65,7 @@ class Page(HTMLParser):
 
 
 def parse(report: dict[str, Any]) -> tuple[str, Page]:
-    text = render_html(report)
+    text = render_html(ClusterReport.of(report))
     page = Page(text)
     assert not page.errors and not page.stack, (page.errors, page.stack)
     return text, page
@@ -157,7 +158,7 @@ def test_stored_blocks_are_used_as_given(key: str) -> None:
         block["line"] = marker
     else:
         block["monitoring"][0]["recommendation"] = marker
-    assert marker in render_html(report)
+    assert marker in render_html(ClusterReport.of(report))
 
 
 def test_passing_rows_are_capped_problems_never(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.report.html import render_html
 from gpu_preflight.report.scores import add_scores
 
@@ -130,7 +131,7 @@ def test_report_renders_cleanly_in_chromium(chromium: str, name: str, tmp_path: 
     build, banner = CASES[name]
     report = build()
     page = tmp_path / f"{name}.html"
-    page.write_text(render_html(report), encoding="utf-8")
+    page.write_text(render_html(ClusterReport.of(report)), encoding="utf-8")
     shot = ARTIFACTS / f"{name}.png"
     assert load(chromium, page, shot) == []
     width, height, rows = png_pixels(shot, max_rows=600)  # banner, scores, advice: enough, and decoding is slow

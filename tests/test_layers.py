@@ -26,7 +26,7 @@ LAYER_OF = {
     "": "api", "_version": "model", "model": "model", "recovery": "model", "registries": "model",
     "boundedio": "util", "kept_thread": "util", "deadline": "util", "safeio": "util", "redact": "util",
     "interrupts": "util", "progress": "util",
-    "fastclass": "model", "actions": "model", "ids": "model",
+    "actions": "model", "ids": "model",
     "config": "config", "registry": "registry", "records": "records",
     "checks": "checks", "parsers": "parsers", "backends": "backends", "workloads": "workloads",
     "probes": "probes", "diagnostics": "probes",

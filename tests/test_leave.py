@@ -18,6 +18,7 @@ import pytest
 from gpu_preflight.backends.launcher.rendezvous_view import agent_settings, parse_endpoint, participants
 from gpu_preflight.backends.launcher.topology import Launcher
 from gpu_preflight.distributed.leave import carries_verdict, process_gone, verdict_text, write_error_file
+from gpu_preflight.findings.model import ClusterReport
 
 from .torch_extra import torch_or_skip
 
@@ -55,9 +56,12 @@ def test_no_error_file_at_exit_zero_or_without_the_variable(tmp_path: Path) -> N
 
 
 def test_verdict_text_is_one_bounded_line() -> None:
-    report = {"cluster_summary": {"overall_status": "FAIL", "exit_code": 2, "issues": ["a\nb"] + ["x" * 200] * 9},
-              "findings": [{"check_id": "nccl.correctness", "status": "FAIL"}], "run": {"fail_on": "fail"}}
-    text = verdict_text(report)
+    finding = {"node": "cluster", "check_id": "nccl.correctness", "status": "FAIL", "subject": "cluster", "code": "x",
+               "summary": "wrong sums"}
+    report = {"cluster_summary": {"overall_status": "FAIL", "exit_code": 2, "issues": ["a\nb"] + ["x" * 200] * 9,
+                                  "counts": {"FAIL": 1}},
+              "findings": [finding], "run": {"fail_on": "fail"}}
+    text = verdict_text(ClusterReport.of(report))
     assert text.startswith("gpu-preflight FAIL (exit 2): ") and "nccl.correctness" in text
     assert "\n" not in text and len(text) <= 500
 

@@ -13,6 +13,7 @@ import pytest
 
 from gpu_preflight.config.history import HistoryConfig
 from gpu_preflight.config.outputs import OutputsConfig
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.outputs.mlflow import metric_key
 from gpu_preflight.outputs.publish import publish
 
@@ -38,7 +39,7 @@ def client(uri: str) -> object:
 def test_a_failing_node_run_lands_with_params_metrics_tags_and_artifacts(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     w = written_report(tmp_path / "out", nvmlDeviceGetRemappedRows=[0, 2, 0, 1])
-    results = publish(w.report, run_args("--mlflow-uri", uri, report_dir=w.directory), [w.node],
+    results = publish(ClusterReport.of(w.report), run_args("--mlflow-uri", uri, report_dir=w.directory), [w.node],
                       config=settings(tmp_path), environ={})
     assert len(results) == 1 and results[0].ok, results[0].detail
     c = client(uri)
@@ -64,7 +65,7 @@ def test_a_failing_node_run_lands_with_params_metrics_tags_and_artifacts(tmp_pat
 def test_a_cluster_run_logs_per_gpu_numbers_and_finishes(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     report = cluster_run({"h0": gpus("aa"), "h1": gpus("bb", tflops=690.0)})
-    results = publish(report, run_args("--output", f"mlflow+{uri}"), [], config=settings(tmp_path),
+    results = publish(ClusterReport.of(report), run_args("--output", f"mlflow+{uri}"), [], config=settings(tmp_path),
                       environ={"SLURM_CLUSTER_NAME": "tokyo"})
     assert results[0].ok, results[0].detail
     c = client(uri)
@@ -83,7 +84,7 @@ def test_an_unreachable_tracking_server_fails_fast_and_is_reported_not_raised(tm
         port = s.getsockname()[1]
     report = cluster_run({"h0": gpus("aa")})
     started = time.monotonic()
-    results = publish(report, run_args("--output", f"mlflow+http://127.0.0.1:{port}"), [],
+    results = publish(ClusterReport.of(report), run_args("--output", f"mlflow+http://127.0.0.1:{port}"), [],
                       config=settings(tmp_path), environ={})
     assert not results[0].ok and "unreachable" in results[0].detail
     assert time.monotonic() - started < 30  # not MLflow's minutes of retries
@@ -100,10 +101,11 @@ def test_mlflow_without_a_tracking_uri_is_an_error_and_creates_nothing(tmp_path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     report = cluster_run({"h0": gpus("aa")})
-    (result,) = publish(report, run_args("--output", "mlflow"), [], config=settings(tmp_path), environ={})
+    (result,) = publish(ClusterReport.of(report), run_args("--output", "mlflow"), [], config=settings(tmp_path),
+                        environ={})
     assert not result.ok and "no MLflow tracking URI" in result.detail and "MLFLOW_TRACKING_URI" in result.detail
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no ./mlflow.db, no ./mlruns
-    (result,) = publish(report, run_args("--output", "mlflow"), [], config=settings(tmp_path),
+    (result,) = publish(ClusterReport.of(report), run_args("--output", "mlflow"), [], config=settings(tmp_path),
                         environ={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'env.db'}"})
     assert result.ok, result.detail
     assert (tmp_path / "env.db").is_file()
@@ -112,7 +114,8 @@ def test_mlflow_without_a_tracking_uri_is_an_error_and_creates_nothing(tmp_path:
 def test_a_store_that_cannot_be_created_fails_at_once(tmp_path: Path) -> None:
     report = cluster_run({"h0": gpus("aa")})
     started = time.monotonic()
-    (result,) = publish(report, run_args("--output", f"mlflow+sqlite:///{tmp_path / 'missing' / 'm.db'}"), [],
+    (result,) = publish(ClusterReport.of(report), run_args("--output",
+                                                           f"mlflow+sqlite:///{tmp_path / 'missing' / 'm.db'}"), [],
                         config=settings(tmp_path), environ={})
     assert not result.ok and "does not exist" in result.detail
     assert time.monotonic() - started < 30  # MLflow alone retries for about 100 s
@@ -131,7 +134,7 @@ def test_a_read_only_store_fails_at_once(tmp_path: Path) -> None:
             pytest.skip("remounting read-only not permitted here")
         report = cluster_run({"h0": gpus("aa")})
         started = time.monotonic()
-        (result,) = publish(report, run_args("--output", f"mlflow+sqlite:///{ro / 'm.db'}"), [],
+        (result,) = publish(ClusterReport.of(report), run_args("--output", f"mlflow+sqlite:///{ro / 'm.db'}"), [],
                             config=settings(tmp_path), environ={})
         assert not result.ok and "not writable" in result.detail
         assert time.monotonic() - started < 30
@@ -147,7 +150,7 @@ def test_a_tracking_server_that_never_answers_is_left_behind_at_the_deadline(tmp
         port = server.getsockname()[1]
         report = cluster_run({"h0": gpus("aa")})
         started = time.monotonic()
-        (result,) = publish(report, run_args("--mlflow-uri", f"http://127.0.0.1:{port}"), [],
+        (result,) = publish(ClusterReport.of(report), run_args("--mlflow-uri", f"http://127.0.0.1:{port}"), [],
                             config=settings(tmp_path, timeout_s=2.0), environ={})
         elapsed = time.monotonic() - started
     assert not result.ok and "not done within 2 s (outputs.timeout_s)" in result.detail
@@ -160,7 +163,8 @@ def test_a_password_in_the_tracking_uri_is_never_printed(tmp_path: Path, capsys:
         port = s.getsockname()[1]
     report = cluster_run({"h0": gpus("aa")})
     uri = f"http://alice:hunter2-secret@127.0.0.1:{port}/?token=tok-secret-9"
-    (result,) = publish(report, run_args("--mlflow-uri", uri), [], config=settings(tmp_path), environ={})
+    (result,) = publish(ClusterReport.of(report), run_args("--mlflow-uri", uri), [], config=settings(tmp_path),
+                        environ={})
     err = capsys.readouterr().err
     assert not result.ok and "alice:<redacted>@127.0.0.1" in err and "token=<redacted>" in err
     for secret in ("hunter2-secret", "tok-secret-9"):

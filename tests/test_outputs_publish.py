@@ -36,7 +36,8 @@ def quiet() -> SimpleNamespace:
 def test_in_a_sagemaker_job_the_report_lands_in_the_uploaded_output_dir(tmp_path: Path) -> None:
     env = sagemaker_env(tmp_path)
     w = written_report(tmp_path / "out", nvmlDeviceGetRemappedRows=[0, 2, 0, 1])  # a failing node
-    (result,) = publish(w.report, run_args(report_dir=w.directory), [w.node], config=quiet(), environ=env)
+    (result,) = publish(ClusterReport.of(w.report), run_args(report_dir=w.directory), [w.node], config=quiet(),
+                        environ=env)
     assert result.ok and "output.tar.gz" in result.detail
     metrics = Path(env["SM_OUTPUT_DATA_DIR"]) / "metrics"
     assert json.loads((metrics / "health_check_metrics.json").read_text()) == json.loads(
@@ -51,15 +52,17 @@ def test_in_a_sagemaker_job_the_report_lands_in_the_uploaded_output_dir(tmp_path
 def test_a_report_dir_sagemaker_already_uploads_is_not_copied_and_it_can_be_turned_off(tmp_path: Path) -> None:
     env = sagemaker_env(tmp_path)
     w = written_report(Path(env["SM_MODEL_DIR"]))  # as the SageMaker entry script runs it
-    (result,) = publish(w.report, run_args(report_dir=w.directory), [w.node], config=quiet(), environ=env)
+    (result,) = publish(ClusterReport.of(w.report), run_args(report_dir=w.directory), [w.node], config=quiet(),
+                        environ=env)
     assert result.ok and "already uploaded" in result.detail
     assert list(Path(env["SM_OUTPUT_DATA_DIR"]).iterdir()) == []
     report = cluster_run({"h0": gpus("aa")})
-    publish(report, run_args(), [], config=quiet(), environ=env)  # no --report-dir: a temporary bundle
+    # no --report-dir: a temporary bundle
+    publish(ClusterReport.of(report), run_args(), [], config=quiet(), environ=env)
     assert (Path(env["SM_OUTPUT_DATA_DIR"]) / "metrics" / "health_check_metrics.json").is_file()
     off = SimpleNamespace(history=HistoryConfig(enabled=False), outputs=OutputsConfig(sagemaker=False))
     other = sagemaker_env(tmp_path / "second")
-    assert publish(report, run_args(), [], config=off, environ=other) == []
+    assert publish(ClusterReport.of(report), run_args(), [], config=off, environ=other) == []
     assert list(Path(other["SM_OUTPUT_DATA_DIR"]).iterdir()) == []
 
 
@@ -67,13 +70,14 @@ def test_history_is_filed_then_consulted_by_the_next_run(tmp_path: Path) -> None
     db = tmp_path / "history.sqlite"
     args = run_args("--history-db", str(db), "--cluster-name", "c7")
     first = cluster_run({"h0": gpus("aa")})
-    assert annotate(first, args, config=SimpleNamespace(), environ={}) == HistoryNotes(earlier_scores=())  # first
+    assert annotate(ClusterReport.of(first), args, config=SimpleNamespace(),
+                    environ={}) == HistoryNotes(earlier_scores=())  # first
     assert not db.exists()
-    (result,) = publish(first, args, [], config=SimpleNamespace(), environ={})
+    (result,) = publish(ClusterReport.of(first), args, [], config=SimpleNamespace(), environ={})
     assert result.ok and "run #1 recorded" in result.detail and "cluster c7" in result.detail
     second = cluster_run({"h0": gpus("aa", tflops=640.0)})
     before = json.dumps(second)
-    notes = annotate(second, args, config=SimpleNamespace(), environ={})
+    notes = annotate(ClusterReport.of(second), args, config=SimpleNamespace(), environ={})
     assert json.dumps(second) == before  # a value: the report it judged is not changed
     assert {f.check_id for f in notes.findings if f.status.value == "WARN"} == {"history.regression"}
     assert [e["components"]["overall"] for e in notes.earlier_scores or ()] == [
@@ -81,8 +85,9 @@ def test_history_is_filed_then_consulted_by_the_next_run(tmp_path: Path) -> None
     judged = notes.applied(ClusterReport.from_dict(second))
     assert judged.cluster_summary.overall_status.value == "WARN"
     assert judged.cluster_summary.earlier_scores == notes.earlier_scores
-    assert annotate(judged, args, config=SimpleNamespace(), environ={}) == HistoryNotes()  # judged once
-    publish(judged, args, [], config=SimpleNamespace(), environ={})
+    # judged once
+    assert annotate(ClusterReport.of(judged), args, config=SimpleNamespace(), environ={}) == HistoryNotes()
+    publish(ClusterReport.of(judged), args, [], config=SimpleNamespace(), environ={})
     with HistoryStore(db) as store:
         runs = store.runs()
         assert [(r.cluster, r.status) for r in runs] == [("c7", "PASS"), ("c7", "WARN")]
@@ -94,13 +99,14 @@ def test_history_off_for_replays_unless_asked_and_with_no_history(tmp_path: Path
     db = tmp_path / "h.sqlite"
     report = cluster_run({"h0": gpus("aa")})
     replay = run_args("--history-db", str(db))
-    assert publish(report, replay, [], config=SimpleNamespace(), replayed=True, environ={}) == []
-    assert publish(report, run_args("--no-history", "--history-db", str(db)), [], config=SimpleNamespace(),
+    assert publish(ClusterReport.of(report), replay, [], config=SimpleNamespace(), replayed=True, environ={}) == []
+    assert publish(ClusterReport.of(report), run_args("--no-history", "--history-db", str(db)), [],
+                   config=SimpleNamespace(),
                    environ={}) == []
     asked = run_args("--history", "--history-db", str(db))
-    assert publish(report, asked, [], config=SimpleNamespace(), replayed=True, environ={})[0].ok
+    assert publish(ClusterReport.of(report), asked, [], config=SimpleNamespace(), replayed=True, environ={})[0].ok
     env = {"GPU_PREFLIGHT_HISTORY": str(tmp_path / "env.sqlite")}
-    assert publish(report, run_args(), [], config=SimpleNamespace(), environ=env)[0].ok
+    assert publish(ClusterReport.of(report), run_args(), [], config=SimpleNamespace(), environ=env)[0].ok
     assert (tmp_path / "env.sqlite").is_file()
 
 
@@ -109,9 +115,9 @@ def test_a_broken_history_store_never_stops_the_run(tmp_path: Path, capsys: pyte
     db.write_text("this is not a database")
     report = cluster_run({"h0": gpus("aa")})
     args = run_args("--history-db", str(db))
-    assert annotate(report, args, config=SimpleNamespace(), environ={}) == HistoryNotes()
+    assert annotate(ClusterReport.of(report), args, config=SimpleNamespace(), environ={}) == HistoryNotes()
     assert "history not consulted" in capsys.readouterr().err
-    (result,) = publish(report, args, [], config=SimpleNamespace(), environ={})
+    (result,) = publish(ClusterReport.of(report), args, [], config=SimpleNamespace(), environ={})
     assert not result.ok and "DatabaseError" in result.detail
     assert "could not publish to history" in capsys.readouterr().err
     assert report["cluster_summary"]["overall_status"] == "PASS"
@@ -141,7 +147,7 @@ def test_a_locked_history_delays_the_verdict_by_its_lock_timeout_only(tmp_path: 
     db = tmp_path / "history.sqlite"
     args = run_args("--history-db", str(db))
     first = cluster_run({"h0": gpus("aa")})
-    assert publish(first, args, [], config=SimpleNamespace(), environ={})[0].ok
+    assert publish(ClusterReport.of(first), args, [], config=SimpleNamespace(), environ={})[0].ok
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sqlite3, sys, time\n"
          f"db = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
@@ -152,8 +158,8 @@ def test_a_locked_history_delays_the_verdict_by_its_lock_timeout_only(tmp_path: 
         config = SimpleNamespace(history=HistoryConfig(lock_timeout_s=0.5), outputs=OutputsConfig())
         second = cluster_run({"h0": gpus("aa", tflops=640.0)})
         started = time.monotonic()
-        assert annotate(second, args, config=config, environ={}) == HistoryNotes()
-        (result,) = publish(second, args, [], config=config, environ={})
+        assert annotate(ClusterReport.of(second), args, config=config, environ={}) == HistoryNotes()
+        (result,) = publish(ClusterReport.of(second), args, [], config=config, environ={})
         elapsed = time.monotonic() - started
     finally:
         holder.kill()

@@ -17,6 +17,7 @@ import pytest
 
 from gpu_preflight.config.history import HistoryConfig
 from gpu_preflight.config.outputs import OutputsConfig
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.outputs.publish import publish
 from gpu_preflight.outputs.s3 import job_name, parse_s3_url
 
@@ -83,7 +84,7 @@ def settings(endpoint: str | None = None, **outputs: Any) -> SimpleNamespace:
 def test_the_report_dir_is_uploaded_under_the_prefix(s3: Any, tmp_path: Path) -> None:
     w = written_report(tmp_path / "out")
     args = run_args("--output", f"s3://{s3.bucket}/preflight/", report_dir=w.directory)
-    results = publish(w.report, args, [w.node], config=settings(s3.endpoint), environ={})
+    results = publish(ClusterReport.of(w.report), args, [w.node], config=settings(s3.endpoint), environ={})
     assert [(r.ok, r.detail) for r in results] == [
         (True, f"3 object(s) uploaded, report at s3://{s3.bucket}/preflight/report.json")]
     found = keys(s3)
@@ -99,7 +100,7 @@ def test_the_spec_layout_with_the_job_name_and_no_report_dir(s3: Any, tmp_path: 
     w = written_report(tmp_path / "unused")
     url = f"s3://{s3.bucket}/{{job}}/metrics/health_check_metrics.json"
     env = {"TRAINING_JOB_NAME": "llama-pretrain-7", "AWS_ENDPOINT_URL_S3": s3.endpoint}
-    results = publish(w.report, run_args("--output", url), [w.node], config=settings(), environ=env)
+    results = publish(ClusterReport.of(w.report), run_args("--output", url), [w.node], config=settings(), environ=env)
     assert results[0].ok, results[0].detail
     found = keys(s3, "llama-pretrain-7/")
     assert set(found) == {"llama-pretrain-7/metrics/health_check_metrics.json",
@@ -114,7 +115,7 @@ def test_a_failed_upload_is_reported_and_the_other_targets_still_run(s3: Any, tm
     w = written_report(tmp_path / "out")
     prom = tmp_path / "gpu_preflight.prom"
     args = run_args("--output", "s3://no-such-bucket-here/x/", "--prom-textfile", str(prom), report_dir=w.directory)
-    results = publish(w.report, args, [w.node], config=settings(s3.endpoint), environ={})
+    results = publish(ClusterReport.of(w.report), args, [w.node], config=settings(s3.endpoint), environ={})
     by_target = {r.target: r for r in results}
     assert not by_target["s3://no-such-bucket-here/x/"].ok
     assert "NoSuchBucket" in by_target["s3://no-such-bucket-here/x/"].detail
@@ -130,7 +131,8 @@ def test_an_endpoint_that_never_answers_is_left_behind_at_the_deadline(s3: Any, 
         endpoint = f"http://127.0.0.1:{server.getsockname()[1]}"
         args = run_args("--output", "s3://bucket/x/", "--prom-textfile", str(prom), report_dir=w.directory)
         started = time.monotonic()
-        results = publish(w.report, args, [w.node], config=settings(endpoint, timeout_s=2.0), environ={})
+        results = publish(ClusterReport.of(w.report), args, [w.node], config=settings(endpoint, timeout_s=2.0),
+                          environ={})
         elapsed = time.monotonic() - started
     by_target = {r.target: r for r in results}
     assert not by_target["s3://bucket/x/"].ok and "not done within 2 s" in by_target["s3://bucket/x/"].detail

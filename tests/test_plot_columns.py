@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from gpu_preflight.findings.canonical import summarize
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.report.measurements import num
 from gpu_preflight.report.plot_data import Spread, local_sweeps
 
@@ -32,7 +33,7 @@ def test_local_sweeps_slowest_and_band() -> None:
         entry = {"test_type": "intra_node", "group": f"node{i}", "success": True, **_sweep([peak / 2, peak, peak / 4])}
         nodes[f"node_{i}"] = {"timestamp": "", "node_info": {"current_host": f"h{i}"}, "summary": VERDICT,
                               "gpu": {}, "nccl": {"communication_tests": {"intra_node_all_reduce": entry}}}
-    sweeps = local_sweeps({"cluster_summary": VERDICT, "nodes": nodes}, keep=3)["all_reduce"]
+    sweeps = local_sweeps(ClusterReport.of({"cluster_summary": VERDICT, "nodes": nodes}), keep=3)["all_reduce"]
     assert sweeps.groups == 5
     assert sweeps.by_size[SIZES[1]] == [5.0, 1.0, 3.0, 1.0, 9.0]
     assert [c.label for c in sweeps.slowest] == ["h1 (node-local)", "h3 (node-local)", "h2 (node-local)"]

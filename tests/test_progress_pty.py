@@ -18,6 +18,7 @@ import termios
 import threading
 from pathlib import Path
 
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.report.console import console_lines
 
 from .conftest import REPO
@@ -110,7 +111,7 @@ def test_quiet_prints_the_verdict_and_nothing_else(tmp_path: Path) -> None:
     out = subprocess.run(gp("--quiet", "--timeout-s", "30", "--report-dir", str(tmp_path)), capture_output=True,
                          text=True, timeout=240, env=BASE_ENV, cwd=REPO)
     report = json.loads((tmp_path / "report.json").read_text())
-    table = [line.plain() for line in console_lines(report, 120)]
+    table = [line.plain() for line in console_lines(ClusterReport.of(report), 120)]
     written = f"gpu-preflight: report written to {tmp_path / 'report.json'}"
     assert out.stderr.splitlines() == [written, *table]
     assert table[-1].startswith("[RESULT] ") and out.stdout == ""

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.model import Status
 from gpu_preflight.outputs.textfile import render_textfile
 from gpu_preflight.report import render
@@ -83,14 +84,14 @@ def from_junit(report: dict[str, Any]) -> Counter[Triple]:
 
 
 def from_jsonl(report: dict[str, Any]) -> Counter[Triple]:
-    lines = [json.loads(line) for line in render_jsonl(report).splitlines()]
+    lines = [json.loads(line) for line in render_jsonl(ClusterReport.of(report)).splitlines()]
     return Counter((x["status"], x["check_id"], str(x["subject"])) for x in lines
                    if x["event"] == "gpu_preflight.finding")
 
 
 def from_console(report: dict[str, Any]) -> Counter[Triple]:
     stream = io.StringIO()
-    render_console(report, stream, verbose=True, width=400)
+    render_console(ClusterReport.of(report), stream, verbose=True, width=400)
     rows = re.findall(rf"^({STATUS_WORDS})\s+(\S+)  (.+?)  ", stream.getvalue(), re.M)
     return Counter(rows)
 
@@ -116,7 +117,7 @@ def test_every_renderer_agrees_with_the_json_on_every_status(name: str) -> None:
     assert from_junit(report) == want
     assert from_jsonl(report) == want
     assert from_console(report) == want
-    series = re.findall(r'^gpu_preflight_check_status\{([^}]*)\} 1$', render_textfile(report), re.M)
+    series = re.findall(r'^gpu_preflight_check_status\{([^}]*)\} 1$', render_textfile(ClusterReport.of(report)), re.M)
     shown = {}
     for labels in series:
         kv = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels))
@@ -132,8 +133,8 @@ def test_issues_say_the_status_of_the_findings_they_group(name: str) -> None:
 
     report = REPORTS[name]
     summary = report["cluster_summary"]
-    scores = summary.get("health_scores") or compute_scores(report)
-    recs = summary.get("recommendations_by_urgency") or recommendations_by_urgency(report, scores)
+    scores = summary.get("health_scores") or compute_scores(ClusterReport.of(report))
+    recs = summary.get("recommendations_by_urgency") or recommendations_by_urgency(ClusterReport.of(report), scores)
     found = (summary.get("assessment") or {}).get("issues") or issues(recs)
     assert found
     rank = {s.value: s.rank for s in Status}

@@ -4,12 +4,12 @@ assembling and assessing are values, the renderer registry and the generated sch
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import subprocess
 import sys
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpu_preflight.cli.main import build_parser
@@ -50,7 +50,7 @@ def test_typed_fields_are_typed(report: dict[str, Any]) -> None:
     assert list(typed.nodes) == list(report["nodes"])
     for key, section in typed.nodes.items():
         assert section.node_info.hostname == report["nodes"][key]["node_info"]["hostname"]
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         typed.cluster_summary.exit_code = 0  # type: ignore[misc]
 
 
@@ -58,10 +58,16 @@ def test_a_malformed_report_is_refused() -> None:
     report = cluster_report()
     broken = copy.deepcopy(report)
     broken["findings"][0]["status"] = "GREAT"
-    with pytest.raises(ValueError):
+    with pytest.raises(msgspec.ValidationError, match=r"Invalid enum value 'GREAT' - at `\$\.findings\[0\]\.status`"):
         ClusterReport.from_dict(broken)
+    assert issubclass(msgspec.ValidationError, ValueError)
+    broken["findings"][0]["status"] = "PASS"
+    broken["nodes"]["node_1"]["gpu"]["gpu_0"]["temperature_c"] = "hot"
+    where = r"got `str` - at `\$\.nodes\.node_1\.gpu\[\.\.\.\]\.temperature_c`"  # the path from the report's root
+    with pytest.raises(msgspec.ValidationError, match=where):
+        ClusterReport.from_dict(broken).nodes["node_1"]  # a section is read (and checked) when first used
     del broken["cluster_summary"]
-    with pytest.raises(KeyError):
+    with pytest.raises(msgspec.ValidationError, match="missing required field `cluster_summary`"):
         ClusterReport.from_dict(broken)
 
 
@@ -111,7 +117,7 @@ def test_assemble_is_the_typed_assemble_report() -> None:
 def test_advice_is_a_value_and_leaves_the_report_alone() -> None:
     report = assemble_report(_entries(), fail_on="fail", assess=False)
     before = json.dumps(report)
-    advice = advise(report)
+    advice = advise(ClusterReport.from_dict(report))
     assert isinstance(advice, Assessment)
     assert json.dumps(report) == before
     assert set(advice.recommendations_by_urgency or {}) == {"immediate", "short_term", "monitoring"}
@@ -215,18 +221,23 @@ def test_written_reports_are_checked(tmp_path: Any) -> None:
     assert check_reports_under(tmp_path) == []
     report = copy.deepcopy(report)
     report["run"]["fail_on"] = 3
-    write_report(report, [], tmp_path / "bad")
+    with pytest.raises(msgspec.ValidationError, match=r"at `\$\.run\.fail_on`"):  # the model refuses to write it
+        write_report(report, [], tmp_path / "bad")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "report.json").write_text(json.dumps(report), encoding="utf-8")  # written by another tool
     assert check_reports_under(tmp_path) == ["bad/report.json: run/fail_on: 3 is not of type 'string'"]
     (tmp_path / "bad" / "report.json").unlink()  # the autouse check would (rightly) fail this test
 
 
-def test_the_verdict_of_the_typed_report_is_the_verdict_of_its_dict(report: dict[str, Any]) -> None:
+def test_the_verdict_of_the_typed_report_is_what_its_json_says(report: dict[str, Any]) -> None:
     from gpu_preflight.findings.canonical import verdict_of
 
-    assert verdict_of(ClusterReport.from_dict(report)) == verdict_of(report)
+    verdict = verdict_of(ClusterReport.from_dict(report))
+    assert (verdict.status.value, verdict.exit_code) == (report["cluster_summary"]["overall_status"],
+                                                         report["cluster_summary"]["exit_code"])
     warn = copy.deepcopy(report)
     warn["run"]["fail_on"] = "warn"
-    assert verdict_of(ClusterReport.from_dict(warn)) == verdict_of(warn)
+    assert verdict_of(ClusterReport.from_dict(warn)).fail_on == "warn"
 
 
 def test_node_sections_are_typed_when_read() -> None:
@@ -237,7 +248,7 @@ def test_node_sections_are_typed_when_read() -> None:
     assert typed.nodes["node_1"].node_info.current_host == report["nodes"]["node_1"]["node_info"]["current_host"]
     del report["nodes"]["node_2"]["node_info"]
     lazy = ClusterReport.from_dict(report)  # a malformed section is refused when it is read
-    with pytest.raises(KeyError):
+    with pytest.raises(msgspec.ValidationError, match="missing required field `node_info`"):
         lazy.nodes["node_2"]
 
 
@@ -246,9 +257,11 @@ def test_mlflow_and_failed_checks_read_the_typed_report(report: dict[str, Any]) 
     from gpu_preflight.outputs.mlflow import metrics_of, params_of
 
     typed = ClusterReport.from_dict(report)
-    assert params_of(typed, "c1") == params_of(report, "c1")
-    assert metrics_of(typed) == metrics_of(report)
-    assert failed_checks(typed) == failed_checks(report)
+    params = params_of(typed, "c1")
+    assert params["schema_version"] == report["schema_version"] and params["cluster"] == "c1"
+    assert metrics_of(typed)["findings.fail"] == report["cluster_summary"]["counts"]["FAIL"]
+    gating = {f["check_id"] for f in report["findings"] if f["status"] in ("FAIL", "ERROR")}
+    assert set(failed_checks(typed)) == gating
 
 
 def test_the_typed_report_is_written_as_its_dict(tmp_path: Any) -> None:
@@ -270,9 +283,9 @@ def test_later_findings_are_added_as_a_new_value() -> None:
     later = with_findings(typed, [ReportFinding.from_dict({"node": "node_0", **late.to_dict()})])
     assert typed.findings == ClusterReport.from_dict(report).findings  # the first value is unchanged
     assert later.findings[-1].check_id == "history.regression"
-    plain = add_findings(copy.deepcopy(report), [late])["cluster_summary"]
+    merged = add_findings(typed, [late]).cluster_summary  # the history's way in: its node located by host name
     for key in ("overall_status", "exit_code", "issues", "recommendations", "counts"):
-        assert later.to_dict()["cluster_summary"][key] == plain[key], key
+        assert getattr(later.cluster_summary, key) == getattr(merged, key), key
     assert later.cluster_summary.counts["WARN"] == typed.cluster_summary.counts["WARN"] + 1
 
 

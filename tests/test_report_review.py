@@ -20,6 +20,7 @@ import pytest
 from gpu_preflight.backends.fabric import find_ofi_plugin, plugin_version
 from gpu_preflight.config.report_schema import ReportConfig
 from gpu_preflight.findings.diagnostic_sections import network_section
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.report import render
 from gpu_preflight.report.build import build_cluster_report
 from gpu_preflight.report.html import render_html
@@ -113,7 +114,7 @@ def test_software_stack_of_a_node_only_run_says_what_was_not_read() -> None:
 
 
 def test_software_stack_above_detail_max_nodes_counts_versions() -> None:
-    stack = software_stack(fixed_report(), ReportConfig(detail_max_nodes=2))
+    stack = software_stack(ClusterReport.of(fixed_report()), ReportConfig(detail_max_nodes=2))
     assert not stack["listed"] and stack["nodes"] == []
     torch = next(c for c in stack["components"] if c["key"] == "torch")
     assert torch["status"] == "AGREE" and torch["values"] == [{"value": "2.13.0", "nodes": 4,
@@ -145,7 +146,7 @@ def test_service_availability_matrix_in_markdown() -> None:
     assert "| gpu_health | PASS | PASS | WARN | WARN | — | 50% | WARN |" in text
     assert "| efa_network | PASS | PASS | PASS | PASS | — | 100% | PASS |" in text  # both ends of each pingpong pair
     assert "Not tested in this run: system_resources, dcgm_diagnostics, dcgm_basic, dcgm_extended." in text
-    wide = service_matrix(fixed_report(), columns=2)
+    wide = service_matrix(ClusterReport.of(fixed_report()), columns=2)
     assert wide["nodes"] is None
     health = next(r for r in wide["rows"] if r["group"] == "gpu_health")
     assert health["cells"] is None and health["counts"]["WARN"] == 2 and health["problem_nodes"] == ["h2", "h3"]
@@ -187,7 +188,7 @@ def test_conclusion_with_strengths_critical_issues_and_the_decision() -> None:
 
 
 def test_html_has_the_new_sections() -> None:
-    page = render_html(fixed_report())
+    page = render_html(ClusterReport.of(fixed_report()))
     for ident in HTML_IDS:
         assert f'id="{ident}"' in page, ident
     assert "HIGH POTENTIAL" in page and "Not ready: fix network.node_links" in page
@@ -197,7 +198,7 @@ def test_chromium_renders_the_new_sections(chromium: str, tmp_path: Path) -> Non
     page = tmp_path / "assessment.html"
     report = fixed_report()
     _stack(report, "h3", container_image="registry/train@sha256:<bbb>")  # escaped, not markup
-    page.write_text(render_html(report), encoding="utf-8")
+    page.write_text(render_html(ClusterReport.of(report)), encoding="utf-8")
     assert load(chromium, page, tmp_path / "assessment.png") == []
     assert "sha256:&lt;bbb&gt;" in page.read_text(encoding="utf-8")
 

@@ -11,6 +11,7 @@ import pytest
 
 from gpu_preflight import build_report, run_checks
 from gpu_preflight.findings.canonical import TEST_GROUPS, group_statuses, result_line, verdict_of
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.model import CheckResult, Finding, NodeReport, Status, verdict
 from gpu_preflight.report import render, write_report
 from gpu_preflight.report.console import render_console
@@ -35,8 +36,8 @@ def faulty_report(tmp_path: Path) -> dict:
 def test_console_plain_and_rich_end_with_result(tmp_path: Path) -> None:
     report = faulty_report(tmp_path)
     plain, rich = io.StringIO(), Tty()
-    render_console(report, plain)
-    render_console(report, rich)
+    render_console(ClusterReport.of(report), plain)
+    render_console(ClusterReport.of(report), rich)
     for text in (plain.getvalue(), rich.getvalue()):
         assert text.rstrip().splitlines()[-1] == "[RESULT] FAILURE: [gpu.clocks]"
     assert "hw slowdown active" in plain.getvalue()
@@ -81,7 +82,7 @@ def test_write_report_keeps_raw_outputs_beside_it(tmp_path: Path) -> None:
 
 def test_result_line_success() -> None:
     report = build_report([run_checks(replay=str(H200_DUMP), include=["gpu.*"], environ={})])
-    assert result_line(report) == "[RESULT] SUCCESS"
+    assert result_line(ClusterReport.of(report)) == "[RESULT] SUCCESS"
 
 
 # --------------------------------------------------------------------------- one verdict everywhere
@@ -122,12 +123,12 @@ def test_result_line_and_exit_code_never_disagree(findings: tuple[tuple[str, Sta
     n = node(*findings)
     n.fail_on = fail_on
     report = build_report([n])
-    assert result_line(report) == line
+    assert result_line(ClusterReport.of(report)) == line
     assert report["cluster_summary"]["exit_code"] == code == n.exit_code
-    v = verdict_of(report)
+    v = verdict_of(ClusterReport.of(report))
     assert (v.exit_code, v.line, v.status.value) == (code, line, report["cluster_summary"]["overall_status"])
     stream = io.StringIO()
-    render_console(report, stream)
+    render_console(ClusterReport.of(report), stream)
     assert stream.getvalue().splitlines()[-1] == line
     assert stream.getvalue().startswith(f"gpu-preflight: {v.status.value}")
 
@@ -199,6 +200,6 @@ def test_rich_console_shows_brackets_from_logs_as_text() -> None:
     """Without escaping, rich reads "[/red]" as a closing tag and raises MarkupError."""
     report = build_report([node(("gpu.xid", Status.FAIL), summary="dmesg: [bold]Xid[/] [/red] 79")])
     rich = Tty()
-    render_console(report, rich)
+    render_console(ClusterReport.of(report), rich)
     assert "dmesg: [bold]Xid[/]" in rich.getvalue() and "[/red] 79" in rich.getvalue()
     assert rich.getvalue().splitlines()[-1] == "[RESULT] FAILURE: [gpu.xid]"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.localize.report import write_exclude_file
 from gpu_preflight.outputs.textfile import write_textfile
 from gpu_preflight.safeio import UnsafePathError, atomic_writer, open_dir, prepare_file, write_text
@@ -68,7 +69,7 @@ def test_the_exclude_file_and_the_textfile_are_not_written_through_links(tmp_pat
     assert exclude.read_text() == "n1\nn2\n" and not exclude.is_symlink()
     prom = tmp_path / "preflight.prom"
     prom.symlink_to(victim)
-    write_textfile(cluster_run({"h0": gpus("aa")}), prom)
+    write_textfile(ClusterReport.of(cluster_run({"h0": gpus("aa")})), prom)
     assert "gpu_preflight_" in prom.read_text() and not prom.is_symlink()
     assert oct(prom.stat().st_mode & 0o777) == "0o644"  # node_exporter runs as another user
     assert victim.read_text() == "precious\n"

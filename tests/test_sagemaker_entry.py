@@ -27,6 +27,7 @@ from gpu_preflight.cli.sagemaker_entry import (
     publish,
     run_argv,
 )
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.integrations.sagemaker_launcher import LaunchOptions, hyperparameters, write_source_dir
 
 from .platform_reports import cluster_report, dump_file
@@ -81,7 +82,7 @@ def test_job_exit_code(code: int, policy: str, job: int) -> None:
 def test_failure_reason_fits_sagemakers_limit(tmp_path: Path) -> None:
     report = cluster_report(tmp_path, {f"algo-{i}": True for i in range(1, 5)})
     report["cluster_summary"]["issues"] *= 50
-    text = failure_reason(report)
+    text = failure_reason(ClusterReport.of(report))
     assert text.startswith("gpu-preflight [RESULT] FAILURE: [gpu.pcie]")
     assert len(text) <= FAILURE_MAX
 
@@ -93,7 +94,7 @@ def test_publish_reads_the_typed_report_and_refuses_a_file_without_a_verdict(
     good.write_text(json.dumps(report))
     publish(good, 2, tmp_path / "failure")
     assert len(capsys.readouterr().out.splitlines()) == len(report["findings"]) + 1
-    assert (tmp_path / "failure").read_text() == failure_reason(report)
+    assert (tmp_path / "failure").read_text() == failure_reason(ClusterReport.of(report))
     del report["cluster_summary"]
     good.write_text(json.dumps(report))
     (tmp_path / "failure").unlink()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpu_preflight.cli.sagemaker_entry import ENTRY_SCRIPT_NAME
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.integrations.sagemaker_launcher import (
     METRIC_DEFINITIONS,
     LaunchError,
@@ -112,7 +113,7 @@ def test_metric_definitions_extract_the_verdict_numbers(tmp_path: Path) -> None:
     """The regexes SageMaker applies to the logs match the verdict line the entry prints."""
     report = cluster_report(tmp_path, {"algo-1": False, "algo-2": True})
     report["cluster_summary"]["performance_summary"]["distributed_all_reduce_bandwidth_gbps"] = 181.5
-    line = "[1,0]<stdout>:" + verdict_line(report)  # as mpirun --tag-output prefixes it
+    line = "[1,0]<stdout>:" + verdict_line(ClusterReport.of(report))  # as mpirun --tag-output prefixes it
     values = {name: re.search(regex, line) for name, regex in METRIC_DEFINITIONS}
     assert all(values.values()), values
     assert float(values["gpu_preflight:allreduce_busbw_gbps"].group(1)) == 181.5  # type: ignore[union-attr]

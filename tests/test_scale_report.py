@@ -16,6 +16,7 @@ from gpu_preflight.config.report_schema import ReportConfig
 from gpu_preflight.config.schema import PerfConfig
 from gpu_preflight.engine import run_checks
 from gpu_preflight.findings.canonical import node_entry
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.model import per_subject
 from gpu_preflight.report.build import build_cluster_report
 from gpu_preflight.report.connectivity import MATRIX_MAX_NODES, connectivity
@@ -64,7 +65,7 @@ def test_rolled_up_passes_keep_every_gpu_value() -> None:
     rolled = [f for f in small["findings"] if f["check_id"] == "compute.gemm"]
     assert len(rolled) == 1 and rolled[0]["subject"] == "cluster" and rolled[0]["details"]["rolled_up"]
     assert rolled[0]["observed"]["count"] == NODES * PER_NODE
-    assert sorted(gemm_points(full)) == sorted(gemm_points(small))
+    assert sorted(gemm_points(ClusterReport.of(full))) == sorted(gemm_points(ClusterReport.of(small)))
     expanded = {f["subject"]: f["observed"] for f in per_subject(small["findings"]) if f["check_id"] == "compute.gemm"}
     assert expanded == {f["subject"]: f["observed"] for f in full["findings"] if f["check_id"] == "compute.gemm"}
 
@@ -92,7 +93,7 @@ def test_each_skip_cause_is_listed_once_with_its_node_count() -> None:
 
 def test_connectivity_grid_only_for_small_clusters() -> None:
     report = _report(summarized=False)
-    conn = connectivity(report)
+    conn = connectivity(ClusterReport.of(report))
     assert conn is not None and conn["cells"] is not None
     big = copy.deepcopy(report)
     names = [f"n{i}" for i in range(MATRIX_MAX_NODES + 1)]
@@ -101,7 +102,7 @@ def test_connectivity_grid_only_for_small_clusters() -> None:
                     for i, n in enumerate(names)}
     big["findings"] = [{"check_id": "network.node_links", "status": "PASS", "subject": "cluster", "code": "ok",
                         "summary": "", "observed": {n: 40.0 for n in names[1:]}}]
-    wide = connectivity(big)
+    wide = connectivity(ClusterReport.of(big))
     assert wide is not None and wide["cells"] is None and len(wide["pairs"]) == MATRIX_MAX_NODES
 
 
@@ -109,7 +110,7 @@ def test_history_reads_the_same_gpu_measurements_from_either_report() -> None:
     from gpu_preflight.history.extract import extract
 
     def measured(report: dict[str, Any]) -> set[tuple[str, str, float]]:
-        return {(m.metric, m.subject, m.value) for m in extract(report).measurements
+        return {(m.metric, m.subject, m.value) for m in extract(ClusterReport.of(report)).measurements
                 if m.metric.startswith(("gemm.", "memory."))}
 
     full, small = measured(_report(summarized=False)), measured(_report(summarized=True))

@@ -11,6 +11,7 @@ import pytest
 
 from gpu_preflight.config.report_schema import ReportConfig
 from gpu_preflight.findings.canonical import summarize
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.report.connectivity import connectivity
 from gpu_preflight.report.scores import add_scores, component_of, compute_scores, dispersion, rating
 
@@ -36,7 +37,7 @@ def gemm(subject: str, tflops: float, dtype: str = "bf16") -> dict[str, Any]:
 
 
 def component(report: dict[str, Any], name: str, cfg: ReportConfig | None = None) -> dict[str, Any]:
-    result: dict[str, Any] = compute_scores(report, cfg)["components"][name]
+    result: dict[str, Any] = compute_scores(ClusterReport.of(report), cfg)["components"][name]
     return result
 
 
@@ -99,7 +100,7 @@ def test_points_are_settings() -> None:
 
 def test_skipped_or_absent_component_is_not_tested_not_perfect() -> None:
     report = report_of([finding("gpu.thermal", "SKIP"), finding("system.limits", "PASS")])
-    scores = compute_scores(report)
+    scores = compute_scores(ClusterReport.of(report))
     hw, net = scores["components"]["hardware_health"], scores["components"]["network_infrastructure"]
     assert hw["score"] is None and hw["rating"] is None and not hw["tested"] and "not tested" in hw["reason"]
     assert net["score"] is None
@@ -110,16 +111,17 @@ def test_skipped_or_absent_component_is_not_tested_not_perfect() -> None:
 def test_overall_is_weighted_mean_and_capped_when_the_run_gates() -> None:
     findings = [finding("gpu.thermal", "WARN"), finding("system.limits", "PASS"),
                 finding("network.node_links", "PASS"), finding("train.smoke", "PASS")]
-    overall = compute_scores(report_of(findings))["overall"]
+    overall = compute_scores(ClusterReport.of(report_of(findings)))["overall"]
     assert overall["score"] == 97.5 and overall["rating"] == "EXCELLENT" and overall["cap"] is None
     assert overall["incomplete"] == []
-    weighted = compute_scores(report_of(findings), ReportConfig(weights={"hardware_health": 3.0}))["overall"]
+    weighted = compute_scores(ClusterReport.of(report_of(findings)),
+                              ReportConfig(weights={"hardware_health": 3.0}))["overall"]
     assert weighted["score"] == pytest.approx((3 * 90 + 300) / 6, abs=0.05)
     gating = [*findings, finding("train.smoke", "ERROR", code="x")]  # service 70: mean 90 but ERROR gates
-    capped = compute_scores(report_of(gating))["overall"]
+    capped = compute_scores(ClusterReport.of(report_of(gating)))["overall"]
     assert capped["score"] == 74.0 and capped["rating"] == "MODERATE"
     assert capped["cap"]["mean"] == 90.0 and "ERROR" in capped["cap"]["why"]
-    warn_gates = compute_scores(report_of(findings, fail_on="warn"))["overall"]
+    warn_gates = compute_scores(ClusterReport.of(report_of(findings, fail_on="warn")))["overall"]
     assert warn_gates["score"] == 74.0  # under --fail-on warn the WARN gates too
 
 
@@ -161,7 +163,7 @@ def test_consistency_counts_the_worst_series_of_a_family_and_skips_cpu_workers()
 
 def test_real_faulty_node_explains_its_hardware_score(tmp_path: Path) -> None:
     report = h200_report(tmp_path, nvmlDeviceGetCurrentClocksEventReasons=8)  # HW slowdown -> gpu.clocks FAIL
-    scores = compute_scores(report)
+    scores = compute_scores(ClusterReport.of(report))
     hw = scores["components"]["hardware_health"]
     assert hw["score"] == 40.0 and hw["rating"] == "CRITICAL"
     (d,) = hw["deductions"]
@@ -192,32 +194,32 @@ def test_cluster_report_names_the_slow_gpu_node_and_link() -> None:
 
 def test_connectivity_star_from_node_links_and_from_a_pair_matrix() -> None:
     healthy = cluster_report(links=[48.0, 47.0])
-    conn = connectivity(healthy)
+    conn = connectivity(ClusterReport.of(healthy))
     assert conn is not None and conn["source"] == "network.node_links" and conn["nodes"] == ["h0", "h1", "h2"]
     assert {(p["a"], p["b"], p["gbps"], p["status"]) for p in conn["pairs"]} == {
         ("h0", "h1", 48.0, "PASS"), ("h0", "h2", 47.0, "PASS")}
     assert conn["cells"][1][2] is None and conn["cells"][2][0] == {"gbps": 47.0, "status": "PASS"}
-    links = compute_scores(healthy)["components"]["performance_consistency"]["measurements"]
+    links = compute_scores(ClusterReport.of(healthy))["components"]["performance_consistency"]["measurements"]
     assert any(m["family"] == "node_links" and m["n"] == 2 for m in links)
     measured: list[dict[str, Any]] = [
         {"members": [1, 2], "status": "ok", "gbps": 40.0, "rail": 0},
         {"members": [1, 2], "status": "ok", "gbps": 30.0, "rail": 1},
         {"members": [0, 2], "status": "timeout"}, {"members": [0, 1, 2], "status": "ok", "gbps": 9.0},
         {"a": "h0", "b": "h1", "gbps": 45.0, "result": "slow"}]
-    full = connectivity(healthy, measured)
+    full = connectivity(ClusterReport.of(healthy), measured)
     assert full is not None and full["source"] == "matrix"
     pairs = {(p["a"], p["b"]): (p["gbps"], p["status"]) for p in full["pairs"]}
     assert pairs == {("h1", "h2"): (30.0, "PASS"), ("h0", "h2"): (None, "FAIL"), ("h0", "h1"): (45.0, "WARN")}
-    assert connectivity(h200_report()) is None
+    assert connectivity(ClusterReport.of(h200_report())) is None
 
 
 def test_slow_link_keeps_the_healthy_pairs_when_findings_carry_every_exchange() -> None:
     report = cluster_report(links=[48.0, 30.0])
     slow = next(f for f in report["findings"] if f["check_id"] == "network.node_links")
-    star = connectivity(report)
+    star = connectivity(ClusterReport.of(report))
     assert star is not None and [(p["b"], p["status"]) for p in star["pairs"]] == [("h2", "WARN")]  # h1 unknown
     slow["details"]["exchanges"] = {"h1": 48.0, "h2": 30.0}  # what the check could attach to every finding
-    star = connectivity(report)
+    star = connectivity(ClusterReport.of(report))
     assert star is not None
     assert {(p["b"], p["gbps"], p["status"]) for p in star["pairs"]} == {("h1", 48.0, "PASS"), ("h2", 30.0, "WARN")}
 
@@ -230,11 +232,12 @@ def test_localisation_pair_matrix_feeds_connectivity_and_consistency() -> None:
     outcome = simulate(Scenario(4, slow={2: 0.3}), LocalizeConfig(rails=1)).outcome  # node h2 at 30 %
     report = cluster_report(nodes=4)
     report["cluster_summary"]["localization"] = localization_block(outcome, ["h0", "h1", "h2", "h3"])
-    conn = connectivity(report)
+    conn = connectivity(ClusterReport.of(report))
     assert conn is not None and conn["source"] == "localization" and not conn["truncated"]
     slow = {tuple(sorted((p["a"], p["b"]))) for p in conn["pairs"] if p["status"] == "WARN"}
     assert slow == {("h0", "h2"), ("h1", "h2"), ("h2", "h3")} and len(conn["pairs"]) == 6
-    links = next(m for m in compute_scores(report)["components"]["performance_consistency"]["measurements"]
+    consistency = compute_scores(ClusterReport.of(report))["components"]["performance_consistency"]
+    links = next(m for m in consistency["measurements"]
                  if m["family"] == "node_links")
     assert links["n"] == 6 and "h2" in links["slowest"] and links["points"] == 40.0
 
@@ -282,7 +285,7 @@ _NO_GPU = [finding("gpu.inventory.count", "WARN", code="no_gpus"), finding("gpu.
 ])
 def test_core_components_are_rated_only_on_what_was_measured(
         findings: list[dict[str, Any]], name: str, tested: bool, band: str | None, overall_band: str) -> None:
-    scores = compute_scores(report_of(findings))
+    scores = compute_scores(ClusterReport.of(report_of(findings)))
     comp = scores["components"][name]
     assert comp["tested"] is tested and comp["rating"] == band
     assert (comp["reason"] is None) is tested
@@ -294,7 +297,7 @@ def test_core_components_are_rated_only_on_what_was_measured(
 def test_unlisted_passes_of_a_large_cluster_prove_the_core() -> None:
     report = report_of([])
     report["cluster_summary"]["unlisted"] = {"gpu.ecc.errors": {"PASS": 80000}, "network.node_links": {"PASS": 1}}
-    scores = compute_scores(report)
+    scores = compute_scores(ClusterReport.of(report))
     assert scores["overall"]["incomplete"] == []
     assert scores["components"]["hardware_health"]["tested"]
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from gpu_preflight import build_report, run_checks
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.outputs.textfile import render_textfile, write_textfile
 
 from .conftest import H200_DUMP
@@ -43,7 +44,7 @@ def failing_cluster() -> dict[str, Any]:
 
 
 def test_a_cluster_report_passes_promtool_with_statuses_and_numbers(failing_cluster: dict[str, Any]) -> None:
-    text = render_textfile(failing_cluster, cluster="c1")
+    text = render_textfile(ClusterReport.of(failing_cluster), cluster="c1")
     result = check_metrics(text)
     assert result.returncode == 0, result.stdout + result.stderr  # 0: valid and lint-clean (3 would be lint)
     s = samples(text)
@@ -68,7 +69,7 @@ def test_a_node_only_report_and_health_scores() -> None:
     report["cluster_summary"]["health_scores"] = {"overall": {"score": 92.5},
                                                   "components": {"hardware_health": {"score": 100.0},
                                                                  "performance_consistency": {"score": None}}}
-    text = render_textfile(report)
+    text = render_textfile(ClusterReport.of(report))
     assert check_metrics(text).returncode == 0
     s = samples(text)
     assert s['gpu_preflight_health_score{component="overall"}'] == 92.5
@@ -82,15 +83,15 @@ def test_promtool_really_rejects_what_it_should() -> None:
 
 def test_the_file_is_replaced_atomically(tmp_path: Path, failing_cluster: dict[str, Any]) -> None:
     target = tmp_path / "textfile" / "gpu_preflight.prom"
-    write_textfile(failing_cluster, target)
+    write_textfile(ClusterReport.of(failing_cluster), target)
     first = target.stat().st_ino
-    write_textfile(failing_cluster, target)
+    write_textfile(ClusterReport.of(failing_cluster), target)
     assert target.stat().st_ino != first  # a new file renamed over the old one, never rewritten in place
     assert sorted(p.name for p in target.parent.iterdir()) == ["gpu_preflight.prom"]  # no temporary left
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
     assert check_metrics(target.read_text()).returncode == 0
     with pytest.raises(ValueError, match=r"\.prom"):
-        write_textfile(failing_cluster, tmp_path / "metrics.txt")
+        write_textfile(ClusterReport.of(failing_cluster), tmp_path / "metrics.txt")
 
 
 def test_a_failed_write_leaves_the_old_file(tmp_path: Path, failing_cluster: dict[str, Any],
@@ -103,5 +104,5 @@ def test_a_failed_write_leaves_the_old_file(tmp_path: Path, failing_cluster: dic
 
     monkeypatch.setattr(os, "fsync", broken)
     with pytest.raises(OSError, match="disk full"):
-        write_textfile(failing_cluster, target)
+        write_textfile(ClusterReport.of(failing_cluster), target)
     assert target.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["gpu_preflight.prom"]

@@ -268,7 +268,7 @@ class JsonDict(dict):  # type: ignore[type-arg]
 
 
 def jsonable(value: Any) -> Any:
-    """Convert records (Structs, dataclasses, NA, enums, tuples) into JSON-ready values."""
+    """Convert records (Structs, NA, enums, tuples) into JSON-ready values."""
     if type(value) in _PLAIN or type(value) is JsonDict:  # the common cases first: already JSON
         return value
     if isinstance(value, NA):
@@ -283,8 +283,6 @@ def jsonable(value: Any) -> Any:
         return [jsonable(v) for v in value]
     if isinstance(value, msgspec.Struct):
         return {k: jsonable(getattr(value, k)) for k in value.__struct_fields__}
-    if hasattr(value, "__dataclass_fields__"):  # report/model.py's classes (until they are Structs)
-        return {k: jsonable(getattr(value, k)) for k in value.__dataclass_fields__}
     if isinstance(value, float) and value != value:  # NaN is not JSON
         return None
     return value

@@ -196,9 +196,10 @@ def _judge(args: argparse.Namespace, evidence: _Evidence, kind: str) -> int:
     report, exit_code = evidence_report(findings, kind=kind, source=source, record=record, fail_on=args.fail_on,
                                         profile=profile)
     if args.format == "console":
+        from ..findings.model import ClusterReport
         from ..report.console import render_console
 
-        render_console(report, verbose=args.verbose)
+        render_console(ClusterReport.from_dict(report), verbose=args.verbose)
     else:
         sys.stdout.write(render(report, args.format))
         sys.stdout.flush()

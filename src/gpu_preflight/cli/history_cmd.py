@@ -194,9 +194,8 @@ def _load(path: str) -> ClusterReport | None:
         return None
     try:
         return ClusterReport.from_dict(report)  # what the history reads it as: a report it cannot type is refused here
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        detail = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
-        print(f"gpu-preflight: {path} is not a gpu-preflight report ({detail})", file=sys.stderr)
+    except ValueError as exc:  # msgspec.ValidationError: what is missing or mistyped, and where
+        print(f"gpu-preflight: {path} is not a gpu-preflight report ({exc})", file=sys.stderr)
         return None
 
 

@@ -22,6 +22,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 def run(args: argparse.Namespace) -> int:
     from ..boundedio import REPORT_LIMIT, InputError, load_json
+    from ..findings.model import ClusterReport
     from ..report import render
     from ..report.console import render_console
 
@@ -34,8 +35,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpu-preflight: {args.path} is not a gpu-preflight report (no findings/cluster_summary)",
               file=sys.stderr)
         return EXIT_USAGE
+    try:
+        typed = ClusterReport.from_dict(report)  # read (and checked) once: every format renders the typed report
+    except ValueError as exc:
+        print(f"gpu-preflight: {args.path} is not a gpu-preflight report ({exc})", file=sys.stderr)
+        return EXIT_USAGE
     if args.format == "console":
-        render_console(report, verbose=args.verbose)
+        render_console(typed, verbose=args.verbose)
     else:
-        sys.stdout.write(render(report, args.format))
+        sys.stdout.write(render(typed, args.format))
     return 0

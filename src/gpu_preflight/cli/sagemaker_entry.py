@@ -31,7 +31,7 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..integrations.sagemaker_script import ENTRY_SCRIPT as ENTRY_SCRIPT
 from ..integrations.sagemaker_script import ENTRY_SCRIPT_NAME as ENTRY_SCRIPT_NAME
@@ -86,12 +86,11 @@ def is_reporting_rank(env: Mapping[str, str]) -> bool:
         return False
 
 
-def failure_reason(report: ClusterReport | Mapping[str, Any]) -> str:
+def failure_reason(report: ClusterReport) -> str:
     """A short FailureReason: the ``[RESULT]`` line, then the first issues, within 1024 characters."""
     from ..findings.canonical import result_line
-    from ..findings.model import ClusterReport
 
-    typed = ClusterReport.of(report)
+    typed = report
     text = "gpu-preflight " + result_line(typed)
     for issue in typed.cluster_summary.issues:
         if len(text) + len(str(issue)) + 3 > FAILURE_MAX:
@@ -112,12 +111,14 @@ def publish(report_path: Path, exit_code: int, failure_path: Path) -> None:
     from ..report.jsonl import render_jsonl
 
     try:
-        report = ClusterReport.of(load_json(report_path, limit=REPORT_LIMIT, what="report"))
+        data = load_json(report_path, limit=REPORT_LIMIT, what="report")
     except (OSError, ValueError) as exc:
         print(f"gpu-preflight: no report to publish at {report_path}: {exc}", file=sys.stderr)
         return
-    except (KeyError, TypeError, AttributeError) as exc:
-        print(f"gpu-preflight: no report to publish at {report_path}: not a gpu-preflight report ({exc!r})",
+    try:
+        report = ClusterReport.from_dict(data)  # checked against the model: the path of what is wrong, if anything
+    except ValueError as exc:
+        print(f"gpu-preflight: no report to publish at {report_path}: not a gpu-preflight report ({exc})",
               file=sys.stderr)
         return
     sys.stdout.write(render_jsonl(report))

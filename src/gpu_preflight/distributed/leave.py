@@ -21,7 +21,7 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..backends.launcher.topology import Launcher
@@ -41,20 +41,13 @@ def carries_verdict(launcher: Launcher, *, reporting: bool, node_carrier: bool) 
     return reporting or (launcher is Launcher.TORCHRUN and node_carrier)
 
 
-def verdict_text(report: ClusterReport | Mapping[str, Any]) -> str:
-    """One line a launcher can show for the run: status, exit code, result line, first issues.
-
-    A dict may be a report cut short (no summary): the line still says ERROR, exit 3."""
+def verdict_text(report: ClusterReport) -> str:
+    """One line a launcher can show for the run: status, exit code, result line, first issues."""
     from ..findings.canonical import result_line
 
-    if isinstance(report, Mapping):
-        summary = report.get("cluster_summary") or {}
-        status, code, found = summary.get("overall_status", "ERROR"), summary.get("exit_code", 3), summary.get("issues")
-    else:
-        s = report.cluster_summary
-        status, code, found = s.overall_status.value, s.exit_code, s.issues
-    text = f"gpu-preflight {status} (exit {code}): {result_line(report)}"
-    for issue in found or []:
+    s = report.cluster_summary
+    text = f"gpu-preflight {s.overall_status.value} (exit {s.exit_code}): {result_line(report)}"
+    for issue in s.issues:
         if len(text) + len(str(issue)) + 3 > LINE_MAX:
             break
         text += " | " + str(issue)

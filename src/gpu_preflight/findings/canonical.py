@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     # Scores and advice for a report (typed or its dict) under the [report] settings (None: the
     # defaults): the report layer's :func:`~.advice.advise`, handed down so the findings never import it.
-    Assessor = Callable[[ClusterReport | Mapping[str, Any], ReportConfig | None], Assessment]
+    Assessor = Callable[[ClusterReport, ReportConfig | None], Assessment]
 
 # cluster_summary.test_results: group name → the check ids counted in it, derived from
 # what each check declares (``@check(group=...)``, ``registry.GROUPS`` for the order and
@@ -514,7 +514,9 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
     }
     if assess is None:
         return report
-    assess(report, None).apply(report["cluster_summary"])
+    from .model import ClusterReport
+
+    assess(ClusterReport.from_dict(report), None).apply(report["cluster_summary"])
     return report
 
 
@@ -562,13 +564,10 @@ def findings_of(report: dict[str, Any]) -> list[Finding]:
     return [Finding.from_dict(f) for f in report.get("findings", [])]
 
 
-def failed_checks(report: Mapping[str, Any] | ClusterReport) -> list[str]:
+def failed_checks(report: ClusterReport) -> list[str]:
     """Check ids that make the run fail under its ``--fail-on`` policy, worst first."""
-    if isinstance(report, Mapping):
-        fail_on = report.get("run", {}).get("fail_on", "fail")
-        pairs = [(f["status"], f["check_id"]) for f in report.get("findings", [])]
-    else:
-        fail_on, pairs = report.run.fail_on, [(f.status.value, f.check_id) for f in report.findings]
+    # Status is a StrEnum: the member is its value (``.value`` costs an enum descriptor call per finding)
+    fail_on, pairs = report.run.fail_on, [(f.status, f.check_id) for f in report.findings]
     gating = {s.value for s in gating_statuses(fail_on)}
     rank = {s.value: s.rank for s in Status}
     bad = sorted((p for p in pairs if p[0] in gating), key=lambda p: (-rank[p[0]], p[1]))
@@ -623,21 +622,16 @@ def _ids(pairs: Iterable[tuple[str, str]], statuses: Iterable[Status]) -> tuple[
     return tuple(dict.fromkeys(check_id for _, check_id in chosen))
 
 
-def verdict_of(report: Mapping[str, Any] | ClusterReport) -> Verdict:
-    """The verdict of a report (typed, or its JSON dict): what the console header,
+def verdict_of(report: ClusterReport) -> Verdict:
+    """The verdict of a report: what the console header,
     ``[RESULT]`` line, HTML badge, Markdown, JUnit and Prometheus textfile all say, and the
     exit code the CLI returns.
 
     Read from ``cluster_summary.overall_status`` and ``run.fail_on`` (recomputed from the
     findings for a report without a summary status), so a re-rendered report says what the run said.
     """
-    if not isinstance(report, Mapping):
-        pairs = [(f.status.value, f.check_id) for f in report.findings]
-        return _verdict(pairs, report.cluster_summary.overall_status.value, report.run.fail_on)
-    findings = report.get("findings") or []
-    return _verdict([(f.get("status"), str(f["check_id"])) for f in findings],
-                    (report.get("cluster_summary") or {}).get("overall_status"),
-                    str((report.get("run") or {}).get("fail_on", "fail")))
+    pairs = [(f.status, f.check_id) for f in report.findings]  # a StrEnum member is its value (no .value call)
+    return _verdict(pairs, report.cluster_summary.overall_status.value, report.run.fail_on)
 
 
 def _verdict(pairs: list[tuple[Any, str]], overall: Any, fail_on: str) -> Verdict:
@@ -658,7 +652,7 @@ def _verdict(pairs: list[tuple[Any, str]], overall: Any, fail_on: str) -> Verdic
     return Verdict(status, code, fail_on, _ids(pairs, [Status.ERROR]))
 
 
-def result_line(report: Mapping[str, Any] | ClusterReport) -> str:
+def result_line(report: ClusterReport) -> str:
     """The acceptance suite's last line, the same word as the exit code (see :class:`Verdict`)."""
     return verdict_of(report).line
 
@@ -686,12 +680,12 @@ def with_findings(report: ClusterReport, findings: Sequence[ReportFinding],
     offenders), as a new value: listed in ``findings`` (and their checks in
     ``cluster_checks``), the verdict, exit code, issues, recommendations and counts worked out
     again over every finding. The typed form of :func:`gpu_preflight.history.merge.add_findings`."""
-    import dataclasses
+    from msgspec.structs import replace
 
-    every = (*report.findings, *findings)
+    every = [*report.findings, *findings]
     fresh = summarize([f.to_dict() for f in every], report.run.fail_on, report.cluster_summary.unlisted)
-    summary = dataclasses.replace(report.cluster_summary, overall_status=Status(fresh["overall_status"]),
-                                  exit_code=fresh["exit_code"], issues=tuple(fresh["issues"]),
-                                  recommendations=tuple(fresh["recommendations"]), counts=fresh["counts"])
-    return dataclasses.replace(report, findings=every, cluster_checks=(*report.cluster_checks, *checks),
+    summary = replace(report.cluster_summary, overall_status=Status(fresh["overall_status"]),
+                                  exit_code=fresh["exit_code"], issues=fresh["issues"],
+                                  recommendations=fresh["recommendations"], counts=fresh["counts"])
+    return replace(report, findings=every, cluster_checks=[*report.cluster_checks, *checks],
                                cluster_summary=summary)

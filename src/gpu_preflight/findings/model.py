@@ -2,56 +2,205 @@
 
 Every reader used to walk one untyped dict by string key, and a block that one reader
 spelled differently from another (or that a later step mutated) made formats disagree.
-These classes are the report's one layout: :mod:`.schema` generates the shipped JSON
-Schema from them, and ``to_dict`` gives exactly the JSON the report has always had (same
-keys, same order, same types), so a report read back with ``from_dict`` and written again
-is the same file.
+These classes are the report's one layout: :mod:`~gpu_preflight.report.schema` generates
+the shipped JSON Schema from them, and ``to_dict`` gives exactly the JSON the report has
+always had (same keys, same order, same types), so a report read back with ``from_dict``
+and written again is the same file.
 
-Both directions are written by hand, as :class:`~gpu_preflight.model.Finding`'s are: a
-10,000-node report holds tens of thousands of these objects, and ``dataclasses.asdict``'s
-deep copy would cost more than the aggregation. Large free-form blocks (a node's facts,
-the DCGM/NCCL/network diagnostics, the health scores) stay JSON objects (``JsonObject``)
-held by reference; high-volume leaf records (one per GPU, one per check of a node) are ``TypedDict``\\ s, typed
-for readers and the schema at no cost at run time.
+They are ``msgspec.Struct``\\ s, so neither direction is written by hand: ``to_dict`` is
+``msgspec.to_builtins`` (fields in declaration order: the field order *is* the JSON key
+order) and ``from_dict`` is ``msgspec.convert``, which checks every value against its type
+and names the bad one's path (``Expected `str`, got `int` - at `$.findings[3].status```).
+A new field is one line. Two conventions carry what the hand-written code did:
 
-Field metadata the schema generator reads: ``omit`` (the key is left out of the JSON
-when the value is ``None``), ``extra`` (the keys this class does not know, kept in order
-after the known ones: a localisation block in the summary, a node's ``load``).
+- A class whose fields are *left out when None* (a node's ``operator_action``, a section's
+  ``dcgm``) is declared ``omit_defaults=True`` and only those fields have a default
+  (``None``); the others are required. Classes that are written whole and read leniently
+  from an older or trimmed report (the top level, ``run``, ``tool``) keep defaults and
+  ``omit_defaults=False``.
+- An *open* block keeps the keys it does not know (a localisation block in the summary, a
+  node's ``identity``, a newer version's additions) in an :data:`EXTRA` field, written in
+  that field's place: the field's position is where the unknown keys go.
+
+Large free-form blocks (a node's facts, the DCGM/NCCL/network diagnostics, the health
+scores) stay JSON objects (``JsonObject``); high-volume leaf records (one per GPU, one per
+check of a node) are ``TypedDict``\\ s. A 10,000-node report's node sections are typed on
+first read (:class:`NodeSections`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import field
-from typing import Any, TypedDict
+import functools
+import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, NamedTuple, NotRequired, TypedDict, TypeVar
 
-from ..fastclass import dataclass
+import msgspec
+from msgspec import Struct, field
+from msgspec.structs import replace
+
 from ..model import Status
 
-__all__ = ["Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
-           "ClusterTopology", "GpuEntry", "JsonObject", "NodeInfo", "NodeSection", "NodeSections", "ReportFinding",
-           "RunInfo", "Tool"]
+__all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
+           "ClusterTopology", "CostBenefit", "GpuEntry", "JsonObject", "NodeInfo", "NodeSection", "NodeSections",
+           "Number", "ReportFinding", "RunInfo", "Tool"]
 
 JsonObject = dict[str, Any]
+# A JSON number: an integer stays one when read back and written again (``float`` alone would
+# turn 45 into 45.0); the schema calls it "number", which integers are.
+Number = int | float
+# The encoded name of an open block's field for the keys it does not know (spliced into the
+# block in its place on writing, gathered into it on reading): no report key is spelled so.
+EXTRA = "__unknown_keys__"
 
-OMIT: Mapping[str, Any] = {"omit": True}
-EXTRA: Mapping[str, Any] = {"extra": True}
-
-
-_STATUSES: dict[str, Status] = {s.value: s for s in Status}
-
-
-def _status(value: str) -> Status:
-    """``Status(value)`` by one dict lookup (the enum call costs microseconds, per node)."""
-    return _STATUSES.get(value) or Status(value)
+_B = TypeVar("_B", bound="_Block")
 
 
-def _extra(data: Mapping[str, Any], known: frozenset[str]) -> JsonObject:
-    """The keys of ``data`` a class does not know, in their order (usually none: one set difference)."""
-    if data.keys() <= known:
-        return {}
-    return {k: v for k, v in data.items() if k not in known}
+Older = Mapping[str, Callable[[Mapping[str, Any]], Any]]  # key -> what an older report without it reads as
+
+
+def _none(_: Mapping[str, Any]) -> None:
+    return None
+
+
+def _zero(_: Mapping[str, Any]) -> int:
+    return 0
+
+
+def _dict(_: Mapping[str, Any]) -> JsonObject:
+    return {}
+
+
+def _list(_: Mapping[str, Any]) -> list[Any]:
+    return []
+
+
+class _Block(Struct, frozen=True):
+    """A block of the report: ``to_dict`` is its JSON object, ``from_dict`` reads one back (validated).
+
+    ``OLDER`` names the keys a report written by an earlier version may lack and what each
+    reads as (given the block's JSON object): the one place an older layout is upgraded, so
+    that the types themselves say what a report holds now.
+    """
+
+    OLDER: ClassVar[Older] = {}
+
+    @classmethod
+    def upgrade(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``data`` in the current layout where an older one differs in more than a missing key
+        (``data`` itself where not: what most blocks do)."""
+        return data
+
+    def to_dict(self) -> JsonObject:
+        """This block as its JSON object (the keys in field order, free-form values as they are)."""
+        return _spliced(self, msgspec.to_builtins(self, enc_hook=_enc_hook))
+
+    @classmethod
+    def from_dict(cls: type[_B], data: Mapping[str, Any]) -> _B:
+        """The block of a JSON object; ``msgspec.ValidationError`` (a ``ValueError``) naming the
+        path of a missing or mistyped value."""
+        return msgspec.convert(_prepared(cls, data), cls, dec_hook=_dec_hook)
+
+
+def _enc_hook(value: Any) -> Any:
+    if isinstance(value, NodeSections):
+        return {}  # placed by ClusterReport.to_dict as they are: copying 10,000 sections is not needed
+    raise NotImplementedError(f"no JSON form for {type(value).__name__}")
+
+
+def _dec_hook(tp: type, value: Any) -> Any:
+    if tp is NodeSections and isinstance(value, Mapping):
+        return NodeSections(value)
+    raise NotImplementedError(f"no {tp.__name__} from {type(value).__name__}")
+
+
+class _Layout(NamedTuple):
+    known: frozenset[str] | None  # an open block's known keys (None: a closed block)
+    older: Older
+    upgrades: bool  # the class has its own :meth:`_Block.upgrade`
+    one: tuple[tuple[str, type], ...]  # fields holding a block that needs preparing (or splicing)
+    many: tuple[tuple[str, type], ...]  # fields holding a list of such blocks
+
+    @property
+    def plain(self) -> bool:
+        """Nothing to prepare or splice in this block or below it."""
+        return self.known is None and not self.older and not self.upgrades and not self.one and not self.many
+
+
+@functools.cache
+def _layout(cls: type) -> _Layout:
+    fields = msgspec.structs.fields(cls)
+    known = frozenset(f.encode_name for f in fields if f.encode_name != EXTRA)
+    one, many = [], []
+    for f in fields:
+        args = typing.get_args(f.type) if typing.get_origin(f.type) is list else ()
+        if isinstance(f.type, type) and issubclass(f.type, _Block) and not _layout(f.type).plain:
+            one.append((f.encode_name, f.type))
+        elif args and isinstance(args[0], type) and issubclass(args[0], _Block) and not _layout(args[0]).plain:
+            many.append((f.encode_name, args[0]))
+    upgrades = any("upgrade" in vars(c) for c in cls.__mro__ if c is not _Block)
+    return _Layout(known if len(known) < len(fields) else None, getattr(cls, "OLDER", {}), upgrades, tuple(one),
+                   tuple(many))
+
+
+def _spliced(block: _Block, out: JsonObject) -> JsonObject:
+    """``out`` (``block``'s builtins) with each open block's unknown keys in its :data:`EXTRA` field's place."""
+    layout = _layout(type(block))
+    for name, _ in layout.one:
+        if name in out:
+            out[name] = _spliced(getattr(block, name), out[name])
+    if layout.known is None or EXTRA not in out:
+        return out
+    if not out[EXTRA]:  # a block written whole (no omit_defaults) with nothing unknown
+        del out[EXTRA]
+        return out
+    spliced: JsonObject = {}
+    for key, value in out.items():
+        if key == EXTRA:
+            spliced.update(value)
+        else:
+            spliced[key] = value
+    return spliced
+
+
+def _prepared(cls: type, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``data`` as ``cls`` reads it: the keys an older layout lacks filled in (:attr:`_Block.OLDER`),
+    the keys an open block does not know gathered into its :data:`EXTRA` field, in this block
+    and the blocks below it. The same object when there is nothing to do (a set comparison or
+    two per block)."""
+    layout = _layout(cls)
+    if layout.plain or not isinstance(data, Mapping):
+        return data  # (not a JSON object: the conversion says so, with its path)
+    changed: dict[str, Any] | None = None
+    if layout.upgrades:
+        upgraded = cls.upgrade(data)  # type: ignore[attr-defined]
+        changed, data = (None, data) if upgraded is data else (dict(upgraded), upgraded)
+    if layout.older and not layout.older.keys() <= data.keys():
+        changed = {**data, **{k: read(data) for k, read in layout.older.items() if k not in data}}
+    for name, child in layout.one:
+        value = data.get(name)
+        prepared = _prepared(child, value) if value is not None else value
+        if prepared is not value:
+            changed = dict(data) if changed is None else changed
+            changed[name] = prepared
+    for name, child in layout.many:
+        values = data.get(name)
+        if not isinstance(values, list):
+            continue
+        prepared_list: list[Any] | None = None
+        for i, value in enumerate(values):
+            prepared = _prepared(child, value)
+            if prepared is not value:
+                prepared_list = list(values) if prepared_list is None else prepared_list
+                prepared_list[i] = prepared
+        if prepared_list is not None:
+            changed = dict(data) if changed is None else changed
+            changed[name] = prepared_list
+    if layout.known is not None and not data.keys() <= layout.known:
+        base = changed if changed is not None else data
+        changed = {k: v for k, v in base.items() if k in layout.known}
+        changed[EXTRA] = {k: v for k, v in data.items() if k not in layout.known}
+    return data if changed is None else changed
 
 
 class GpuEntry(TypedDict):
@@ -62,11 +211,12 @@ class GpuEntry(TypedDict):
     memory_total_mb: int | None
     memory_used_mb: int | None
     memory_free_mb: int | None
-    temperature_c: float | None
-    utilization_percent: float | None
-    power_draw_w: float | None
-    power_limit_w: float | None
-    slowdown_temperature_c: float | None
+    temperature_c: Number | None
+    utilization_percent: Number | None
+    power_draw_w: Number | None
+    # Reports written before these two were read lack them: read, not required (the schema says a report has them).
+    power_limit_w: NotRequired[Number | None]
+    slowdown_temperature_c: NotRequired[Number | None]
     uuid: str | None
     serial: str | None
     pci_bus_id: str | None
@@ -74,37 +224,25 @@ class GpuEntry(TypedDict):
     lost: bool | None
 
 
-@dataclass(frozen=True, slots=True)
-class ReportFinding:
+class ReportFinding(_Block, frozen=True, kw_only=True, omit_defaults=True):
     """A finding as the report lists it: the node key it belongs to (``node_3``, ``cluster``)
     and :class:`~gpu_preflight.model.Finding`'s fields. In ``cluster_checks`` the node is
     implied and ``node`` is ``None`` (no key)."""
 
-    node: str | None = field(metadata=OMIT)
+    node: str | None = None
     check_id: str
     status: Status
     subject: str
     code: str
     summary: str
-    observed: Any = None
-    expected: Any = None
-    unit: str | None = None
-    recommendation: str | None = None
-    details: JsonObject = field(default_factory=dict)
+    observed: Any
+    expected: Any
+    unit: str | None
+    recommendation: str | None
+    details: JsonObject
 
-    def to_dict(self) -> JsonObject:
-        out: JsonObject = {} if self.node is None else {"node": self.node}
-        out.update(check_id=self.check_id, status=self.status.value, subject=self.subject, code=self.code,
-                   summary=self.summary, observed=self.observed, expected=self.expected, unit=self.unit,
-                   recommendation=self.recommendation, details=self.details)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ReportFinding:
-        get = data.get
-        return cls(get("node"), data["check_id"], _status(data["status"]), data["subject"], data["code"],
-                   data["summary"], get("observed"), get("expected"), get("unit"), get("recommendation"),
-                   get("details") or {})
+    OLDER: ClassVar[Older] = {"observed": _none, "expected": _none, "unit": _none, "recommendation": _none,
+                              "details": _dict}
 
     def per_subject(self) -> Iterator[ReportFinding]:
         """This finding, or a rolled-up pass expanded back to one finding per subject.
@@ -119,8 +257,7 @@ class ReportFinding:
             return
         shared = {k: v for k, v in self.details.items() if k not in ("rolled_up", "subjects")}
         for subject, observed in subjects.items():
-            yield ReportFinding(self.node, self.check_id, self.status, subject, self.code, self.summary, observed,
-                                self.expected, self.unit, self.recommendation, shared)
+            yield replace(self, subject=subject, observed=observed, details=shared)
 
 
 class CheckRow(TypedDict):
@@ -129,32 +266,21 @@ class CheckRow(TypedDict):
     check_id: str
     title: str
     status: str
-    duration_s: float
+    duration_s: Number
     findings: int
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterCheck:
+class ClusterCheck(_Block, frozen=True, kw_only=True):
     """A cluster-level check (over the gathered workloads) with its findings."""
 
     check_id: str
     title: str
     status: Status
-    duration_s: float
-    findings: tuple[ReportFinding, ...]
-
-    def to_dict(self) -> JsonObject:
-        return {"check_id": self.check_id, "title": self.title, "status": self.status.value,
-                "duration_s": self.duration_s, "findings": [f.to_dict() for f in self.findings]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ClusterCheck:
-        return cls(data["check_id"], data["title"], _status(data["status"]), data["duration_s"],
-                   tuple(ReportFinding.from_dict(f) for f in data["findings"]))
+    duration_s: Number
+    findings: list[ReportFinding]
 
 
-@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
-class ClusterSummary:
+class ClusterSummary(_Block, frozen=True, kw_only=True, omit_defaults=True):
     """``cluster_summary`` (and each node's ``summary``): the verdict, the SageMaker test
     groups, issues, recommendations and figures; on the cluster also the assessment blocks.
 
@@ -164,74 +290,36 @@ class ClusterSummary:
 
     ``unlisted`` counts the PASS/SKIP findings a large cluster's nodes kept to themselves;
     ``earlier_scores`` are the history's (trends); the health scores, recommendations by
-    urgency, cost-benefit and assessment are an :class:`Assessment`'s.
+    urgency, cost-benefit and assessment are an :class:`Assessment`'s. Blocks a run adds (a
+    localisation block, the reachability matrix) sit in ``extra``, before the history's.
     """
 
     overall_status: Status
     exit_code: int
     test_results: dict[str, bool | None]
+    test_results_notes: dict[str, str] | None = None  # why a group is false untested
     cluster_info: JsonObject
-    performance_summary: dict[str, float]
-    issues: tuple[str, ...]
-    recommendations: tuple[str, ...]
+    performance_summary: dict[str, Number]
+    issues: list[str]
+    recommendations: list[str]
     counts: dict[str, int]
-    operator_action: str | None = field(default=None, metadata=OMIT)
-    test_results_notes: dict[str, str] | None = field(default=None, metadata=OMIT)  # why a group is false untested
-    unlisted: dict[str, dict[str, int]] | None = field(default=None, metadata=OMIT)
-    earlier_scores: tuple[JsonObject, ...] | None = field(default=None, metadata=OMIT)
-    health_scores: JsonObject | None = field(default=None, metadata=OMIT)
-    recommendations_by_urgency: dict[str, list[JsonObject]] | None = field(default=None, metadata=OMIT)
-    cost_benefit: JsonObject | None = field(default=None, metadata=OMIT)
-    assessment: JsonObject | None = field(default=None, metadata=OMIT)
-    extra: JsonObject = field(default_factory=dict, metadata=EXTRA)
+    operator_action: str | None = None
+    unlisted: dict[str, dict[str, int]] | None = None
+    extra: JsonObject = field(default_factory=dict, name=EXTRA)
+    earlier_scores: list[JsonObject] | None = None
+    health_scores: JsonObject | None = None
+    recommendations_by_urgency: dict[str, list[JsonObject]] | None = None
+    cost_benefit: CostBenefit | None = None
+    assessment: JsonObject | None = None
 
-    _KNOWN = frozenset({"overall_status", "exit_code", "test_results", "cluster_info", "performance_summary",
-                        "issues", "recommendations", "counts", "operator_action", "test_results_notes", "unlisted",
-                        "earlier_scores",
-                        "health_scores", "recommendations_by_urgency", "cost_benefit", "assessment"})
-
-    def to_dict(self) -> JsonObject:
-        out: JsonObject = {"overall_status": self.overall_status.value, "exit_code": self.exit_code,
-                           "test_results": self.test_results}
-        if self.test_results_notes is not None:
-            out["test_results_notes"] = self.test_results_notes
-        out |= {"cluster_info": self.cluster_info, "performance_summary": self.performance_summary,
-                "issues": list(self.issues), "recommendations": list(self.recommendations), "counts": self.counts}
-        if self.operator_action is not None:
-            out["operator_action"] = self.operator_action
-        if self.unlisted is not None:
-            out["unlisted"] = self.unlisted
-        if self.extra:  # where a run adds them (a localisation block), before the history and the scores
-            out.update(self.extra)
-        if self.earlier_scores is not None:
-            out["earlier_scores"] = list(self.earlier_scores)
-        if self.health_scores is not None:
-            out["health_scores"] = self.health_scores
-        if self.recommendations_by_urgency is not None:
-            out["recommendations_by_urgency"] = self.recommendations_by_urgency
-        if self.cost_benefit is not None:
-            out["cost_benefit"] = self.cost_benefit
-        if self.assessment is not None:
-            out["assessment"] = self.assessment
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ClusterSummary:
-        get = data.get
-        earlier = get("earlier_scores")
-        return cls(_status(data["overall_status"]), data["exit_code"], get("test_results") or {},
-                   get("cluster_info") or {}, get("performance_summary") or {}, tuple(get("issues") or ()),
-                   tuple(get("recommendations") or ()),
-                   data["counts"], get("operator_action"), get("test_results_notes"), get("unlisted"),
-                   None if earlier is None else tuple(earlier),
-                   get("health_scores"),
-                   get("recommendations_by_urgency"), get("cost_benefit"), get("assessment"),
-                   _extra(data, cls._KNOWN))
+    OLDER: ClassVar[Older] = {"test_results": _dict, "cluster_info": _dict, "performance_summary": _dict,
+                              "issues": _list, "recommendations": _list}
 
 
-@dataclass(frozen=True, slots=True)
-class NodeInfo:
-    """``node_info``: the SageMaker layout's host ranks, plus profile and config sources."""
+class NodeInfo(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``node_info``: the SageMaker layout's host ranks, plus profile and config sources.
+
+    A distributed run adds the node's ``identity`` (in ``extra``)."""
 
     hostname: str
     current_host: str
@@ -242,36 +330,17 @@ class NodeInfo:
     host_count: int
     gpus_per_host: int
     profile: str | None
-    config_sources: tuple[str, ...]
-    node_rank: int | None = field(default=None, metadata=OMIT)
-    extra: JsonObject = field(default_factory=dict, metadata=EXTRA)
+    config_sources: list[str]
+    node_rank: int | None = None
+    extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
-    _KNOWN = frozenset({"hostname", "current_host", "world_size", "rank", "local_rank", "host_rank", "host_count",
-                        "gpus_per_host", "profile", "config_sources", "node_rank"})
-
-    def to_dict(self) -> JsonObject:
-        out: JsonObject = {"hostname": self.hostname, "current_host": self.current_host,
-                           "world_size": self.world_size, "rank": self.rank, "local_rank": self.local_rank,
-                           "host_rank": self.host_rank, "host_count": self.host_count,
-                           "gpus_per_host": self.gpus_per_host, "profile": self.profile,
-                           "config_sources": list(self.config_sources)}
-        if self.node_rank is not None:
-            out["node_rank"] = self.node_rank
-        if self.extra:
-            out.update(self.extra)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> NodeInfo:
-        get = data.get
-        host = get("hostname") or get("current_host") or ""
-        return cls(host, get("current_host") or host, get("world_size", 1), get("rank", 0), get("local_rank", 0),
-                   get("host_rank", 0), get("host_count", 1), get("gpus_per_host", 0), get("profile"),
-                   tuple(get("config_sources") or ()), get("node_rank"), _extra(data, cls._KNOWN))
+    OLDER: ClassVar[Older] = {"hostname": lambda d: d.get("current_host") or "",
+                              "current_host": lambda d: d.get("hostname") or "", "world_size": lambda _: 1,
+                              "rank": _zero, "local_rank": _zero, "host_rank": _zero, "host_count": lambda _: 1,
+                              "gpus_per_host": _zero, "profile": _none, "config_sources": _list}
 
 
-@dataclass(frozen=True, slots=True)
-class NodeSection:
+class NodeSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
     """``nodes.node_<i>``: one node's info, summary, GPUs, host, diagnostics (``network``,
     ``dcgm``, ``nccl``), checks and facts. ``checks`` is a list of rows, or on clusters
     above ``report.detail_max_nodes`` a map of check id to status (and no full ``facts``)."""
@@ -281,50 +350,33 @@ class NodeSection:
     summary: ClusterSummary
     gpu: dict[str, GpuEntry]
     system: JsonObject
-    network: JsonObject | None = field(default=None, metadata=OMIT)
-    dcgm: JsonObject | None = field(default=None, metadata=OMIT)
-    nccl: JsonObject | None = field(default=None, metadata=OMIT)
-    checks: list[CheckRow] | dict[str, str] = field(default_factory=list)
-    facts: JsonObject | None = field(default=None, metadata=OMIT)
-    duration_s: float = 0.0
-    load: JsonObject | None = field(default=None, metadata=OMIT)
-    extra: JsonObject = field(default_factory=dict, metadata=EXTRA)
+    network: JsonObject | None = None
+    dcgm: JsonObject | None = None
+    nccl: JsonObject | None = None
+    checks: list[CheckRow] | dict[str, str]
+    facts: JsonObject | None = None
+    duration_s: Number
+    load: JsonObject | None = None
+    extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
-    _KNOWN = frozenset({"timestamp", "node_info", "summary", "gpu", "system", "network", "dcgm", "nccl", "checks",
-                        "facts", "duration_s", "load"})
-
-    def to_dict(self) -> JsonObject:
-        out: JsonObject = {"timestamp": self.timestamp, "node_info": self.node_info.to_dict(),
-                           "summary": self.summary.to_dict(), "gpu": self.gpu, "system": self.system}
-        if self.network is not None:
-            out["network"] = self.network
-        if self.dcgm is not None:
-            out["dcgm"] = self.dcgm
-        if self.nccl is not None:
-            out["nccl"] = self.nccl
-        out["checks"] = self.checks
-        if self.facts is not None:
-            out["facts"] = self.facts
-        out["duration_s"] = self.duration_s
-        if self.load is not None:
-            out["load"] = self.load
-        if self.extra:
-            out.update(self.extra)
-        return out
+    OLDER: ClassVar[Older] = {"system": _dict, "checks": _list, "duration_s": lambda _: 0.0}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> NodeSection:
-        get = data.get
-        return cls(data["timestamp"], NodeInfo.from_dict(data["node_info"]), ClusterSummary.from_dict(data["summary"]),
-                   data["gpu"], get("system") or {}, get("network"), get("dcgm"), get("nccl"), get("checks") or [],
-                   get("facts"), get("duration_s", 0.0), get("load"), _extra(data, cls._KNOWN))
+    def upgrade(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Reports before the findings moved to the top level listed each check's findings in its
+        row: a row now counts them."""
+        rows = data.get("checks")
+        if not (isinstance(rows, list) and rows and isinstance(rows[0], Mapping)
+                and isinstance(rows[0].get("findings"), list)):
+            return data
+        counted = [{**r, "findings": len(r["findings"])} if isinstance(r, Mapping)
+                   and isinstance(r.get("findings"), list) else r for r in rows]
+        return {**data, "checks": counted}
 
 
 # NodeSection's free-form JSON blocks, and what an absent one reads as (None: stays None).
-BLOCKS: Mapping[str, Any] = {"gpu": dict, "system": dict, "network": None, "dcgm": None, "nccl": None,
-                             "facts": None, "load": None}
-
-
+BLOCKS: Mapping[str, Callable[[], Any] | None] = {"gpu": dict, "system": dict, "network": None, "dcgm": None,
+                                                 "nccl": None, "facts": None, "load": None}
 class NodeSections(Mapping[str, NodeSection]):
     """``nodes``: node key to :class:`NodeSection`, read from the report's dicts on first use.
 
@@ -343,7 +395,11 @@ class NodeSections(Mapping[str, NodeSection]):
         typed = self._typed.get(key)
         if typed is None:
             value = self._raw[key]
-            typed = self._typed[key] = value if isinstance(value, NodeSection) else NodeSection.from_dict(value)
+            try:
+                typed = value if isinstance(value, NodeSection) else NodeSection.from_dict(value)
+            except msgspec.ValidationError as exc:  # the path from the report's root, not the section's
+                raise msgspec.ValidationError(str(exc).replace("`$", f"`$.nodes.{key}")) from None
+            self._typed[key] = typed
         return typed
 
     def __iter__(self) -> Iterator[str]:
@@ -400,8 +456,8 @@ class NodeSections(Mapping[str, NodeSection]):
         return out
 
 
-@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
-class ClusterTopology:
+
+class ClusterTopology(_Block, frozen=True, kw_only=True):
     """``cluster_info.cluster_topology``: the job's shape and launcher."""
 
     total_nodes: int
@@ -410,97 +466,77 @@ class ClusterTopology:
     world_size: int
     launcher: str
 
-    def to_dict(self) -> JsonObject:
-        return {"total_nodes": self.total_nodes, "gpus_per_node": self.gpus_per_node,
-                "processes_per_node": self.processes_per_node, "world_size": self.world_size,
-                "launcher": self.launcher}
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ClusterTopology:
-        return cls(data["total_nodes"], data["gpus_per_node"], data["processes_per_node"], data["world_size"],
-                   data["launcher"])
-
-
-@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
-class ClusterInfo:
+class ClusterInfo(_Block, frozen=True, kw_only=True):
     """``cluster_info``: how complete the data is, the expected GPUs, the topology and the
-    nodes that never reported."""
+    nodes that never reported.
+
+    A distributed run adds the collectives' ``test_parameters`` (in ``extra``)."""
 
     data_completeness: str
     note: str
     expected_total_gpus: int | None
     cluster_topology: ClusterTopology
-    missing_nodes: tuple[str, ...]
-    extra: JsonObject = field(default_factory=dict, metadata=EXTRA)
-
-    _KNOWN = frozenset({"data_completeness", "note", "expected_total_gpus", "cluster_topology", "missing_nodes"})
-
-    def to_dict(self) -> JsonObject:
-        out: JsonObject = {"data_completeness": self.data_completeness, "note": self.note,
-                           "expected_total_gpus": self.expected_total_gpus,
-                           "cluster_topology": self.cluster_topology.to_dict(),
-                           "missing_nodes": list(self.missing_nodes)}
-        if self.extra:
-            out.update(self.extra)
-        return out
+    missing_nodes: list[str]
+    extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
     @classmethod
     def empty(cls) -> ClusterInfo:
         """What a report without ``cluster_info`` (an older or trimmed one) says: nothing known."""
-        return cls("unknown", "", None, ClusterTopology(0, 0, 1, 1, "none"), ())
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ClusterInfo:
-        return cls(data["data_completeness"], data["note"], data.get("expected_total_gpus"),
-                   ClusterTopology.from_dict(data["cluster_topology"]), tuple(data.get("missing_nodes") or ()),
-                   _extra(data, cls._KNOWN))
+        return cls(data_completeness="unknown", note="", expected_total_gpus=None,
+                   cluster_topology=ClusterTopology(total_nodes=0, gpus_per_node=0, processes_per_node=1,
+                                                    world_size=1, launcher="none"), missing_nodes=[])
 
 
-@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
-class Tool:
+class Tool(_Block, frozen=True, kw_only=True):
     """``tool``: which program wrote the report."""
 
-    name: str
-    version: str
-
-    def to_dict(self) -> JsonObject:
-        return {"name": self.name, "version": self.version}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Tool:
-        return cls(data.get("name", "gpu-preflight"), data.get("version", ""))
+    name: str = "gpu-preflight"
+    version: str = ""
 
 
-@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
-class RunInfo:
-    """``run``: the ``--fail-on`` policy the verdict was gated by and the run's duration."""
+class RunInfo(_Block, frozen=True, kw_only=True):
+    """``run``: the ``--fail-on`` policy the verdict was gated by and the run's duration.
 
-    fail_on: str
-    duration_s: float
-    extra: JsonObject = field(default_factory=dict, metadata=EXTRA)
+    The CLI adds the run's whole wall time, ``wall_s`` (in ``extra``)."""
 
-    _KNOWN = frozenset({"fail_on", "duration_s"})
-
-    def to_dict(self) -> JsonObject:
-        out: JsonObject = {"fail_on": self.fail_on, "duration_s": self.duration_s}
-        if self.extra:
-            out.update(self.extra)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunInfo:
-        return cls(data.get("fail_on", "fail"), data.get("duration_s", 0.0), _extra(data, cls._KNOWN))
+    fail_on: str = "fail"
+    duration_s: Number = 0.0
+    extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
 
-@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
-class Assessment:
+class CostBenefit(_Block, frozen=True, kw_only=True):
+    """``cluster_summary.cost_benefit``: what the checks cost in GPU-hours (and money, with a
+    price) against what the gating findings they caught, or the slowest member's lag, would
+    have cost a training job; ``line`` says it in one sentence."""
+
+    gpus: int
+    check_duration_s: Number
+    duration_source: str
+    check_gpu_hours: Number
+    check_cost: Number | None
+    job_hours: Number
+    job_gpu_hours: Number
+    basis: str
+    gating_findings: int
+    failure_loss_fraction: Number
+    slowdown_fraction: Number
+    averted_gpu_hours: Number
+    averted_cost: Number | None
+    benefit_cost_ratio: Number | None
+    gpu_hour_price: Number | None
+    currency: str
+    line: str
+
+
+class Assessment(Struct, frozen=True):
     """What scoring and advice conclude about a report, as a value (nothing is mutated):
     the health scores, recommendations by urgency, cost-benefit and the health assessment
     (readiness, trends, targets, schedule)."""
 
     health_scores: JsonObject
     recommendations_by_urgency: dict[str, list[JsonObject]] | None = None
-    cost_benefit: JsonObject | None = None
+    cost_benefit: CostBenefit | None = None
     assessment: JsonObject | None = None
 
     def apply(self, summary: dict[str, Any]) -> None:
@@ -509,61 +545,36 @@ class Assessment:
         if self.recommendations_by_urgency is not None:
             summary["recommendations_by_urgency"] = self.recommendations_by_urgency
         if self.cost_benefit is not None:
-            summary["cost_benefit"] = self.cost_benefit
+            summary["cost_benefit"] = self.cost_benefit.to_dict()
         if self.assessment is not None:
             summary["assessment"] = self.assessment
 
 
-@dataclass(frozen=True)  # one per report: no slots (they double the cost of creating the class)
-class ClusterReport:
-    """The whole report (``report.json``): every format renders from this."""
+class ClusterReport(_Block, frozen=True, kw_only=True):
+    """The whole report (``report.json``): every format renders from this.
 
-    schema_version: str
-    tool: Tool
-    timestamp: str
-    cluster_info: ClusterInfo
+    Reading one back requires the verdict (``cluster_summary`` with its status, exit code and
+    counts); blocks an older or trimmed report lacks read as empty, so it can still be
+    rendered (``to_dict`` then writes them; the schema says what a complete report holds).
+    """
+
+    schema_version: str = ""
+    tool: Tool = field(default_factory=Tool)
+    timestamp: str = ""
+    cluster_info: ClusterInfo = field(default_factory=ClusterInfo.empty)
     cluster_summary: ClusterSummary
-    cluster_checks: tuple[ClusterCheck, ...]
-    nodes: NodeSections
-    findings: tuple[ReportFinding, ...]
-    artifacts: tuple[JsonObject, ...]
-    run: RunInfo
-    extra: JsonObject = field(default_factory=dict, metadata=EXTRA)
-
-    _KNOWN = frozenset({"schema_version", "tool", "timestamp", "cluster_info", "cluster_summary", "cluster_checks",
-                        "nodes", "findings", "artifacts", "run"})
+    cluster_checks: list[ClusterCheck] = field(default_factory=list)
+    nodes: NodeSections = field(default_factory=lambda: NodeSections({}))
+    findings: list[ReportFinding] = field(default_factory=list)
+    artifacts: list[JsonObject] = field(default_factory=list)
+    run: RunInfo = field(default_factory=RunInfo)
+    extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
     def to_dict(self) -> JsonObject:
-        out: JsonObject = {
-            "schema_version": self.schema_version, "tool": self.tool.to_dict(), "timestamp": self.timestamp,
-            "cluster_info": self.cluster_info.to_dict(), "cluster_summary": self.cluster_summary.to_dict(),
-            "cluster_checks": [c.to_dict() for c in self.cluster_checks],
-            "nodes": self.nodes.to_dict(),
-            "findings": [f.to_dict() for f in self.findings], "artifacts": list(self.artifacts),
-            "run": self.run.to_dict()}
-        if self.extra:
-            out.update(self.extra)
+        """The report's JSON object; node sections read from a dict and never typed are that very dict."""
+        out = super().to_dict()
+        out["nodes"] = self.nodes.to_dict()
         return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ClusterReport:
-        """The typed report of a report dict (a saved ``report.json``).
-
-        The verdict is required (``cluster_summary`` with ``overall_status``, ``exit_code``
-        and ``counts``): without it ``KeyError``, with a status that is not one ``ValueError``.
-        Blocks an older or trimmed report lacks read as empty, so it can still be rendered
-        (``to_dict`` then writes them; the schema says what a complete report holds).
-        """
-        get = data.get
-        info = get("cluster_info")
-        return cls(get("schema_version", ""), Tool.from_dict(get("tool") or {}), get("timestamp", ""),
-                   ClusterInfo.from_dict(info) if info else ClusterInfo.empty(),
-                   ClusterSummary.from_dict(data["cluster_summary"]),
-                   tuple(ClusterCheck.from_dict(c) for c in get("cluster_checks") or ()),
-                   NodeSections(get("nodes") or {}),
-                   tuple(ReportFinding.from_dict(f) for f in data.get("findings") or ()),
-                   tuple(data.get("artifacts") or ()), RunInfo.from_dict(data.get("run") or {}),
-                   _extra(data, cls._KNOWN))
 
     @classmethod
     def of(cls, report: ClusterReport | Mapping[str, Any]) -> ClusterReport:
@@ -572,32 +583,32 @@ class ClusterReport:
 
     def with_assessment(self, assessment: Assessment) -> ClusterReport:
         """This report with ``assessment``'s blocks in its summary (a new value)."""
-        summary = dataclasses.replace(
+        summary = replace(
             self.cluster_summary, health_scores=assessment.health_scores,
             recommendations_by_urgency=assessment.recommendations_by_urgency or
             self.cluster_summary.recommendations_by_urgency,
             cost_benefit=assessment.cost_benefit or self.cluster_summary.cost_benefit,
             assessment=assessment.assessment or self.cluster_summary.assessment)
-        return dataclasses.replace(self, cluster_summary=summary)
+        return replace(self, cluster_summary=summary)
 
     def with_summary(self, **blocks: Any) -> ClusterReport:
         """This report with ``cluster_summary`` blocks added or replaced (``earlier_scores``,
-        a localisation block: unknown names go to the summary's ``extra``)."""
-        known = {k: v for k, v in blocks.items() if k in ClusterSummary._KNOWN}
-        extra = {k: v for k, v in blocks.items() if k not in ClusterSummary._KNOWN}
-        summary = dataclasses.replace(self.cluster_summary, **known,
-                                      extra={**self.cluster_summary.extra, **extra})
-        return dataclasses.replace(self, cluster_summary=summary)
+        a localisation block: names the summary does not know go to its ``extra``)."""
+        names = ClusterSummary.__struct_fields__
+        known = {k: v for k, v in blocks.items() if k in names and k != "extra"}
+        extra = {k: v for k, v in blocks.items() if k not in known}
+        summary = replace(self.cluster_summary, **known, extra={**self.cluster_summary.extra, **extra})
+        return replace(self, cluster_summary=summary)
 
     def with_run(self, **blocks: Any) -> ClusterReport:
         """This report with ``run`` blocks added or replaced (``wall_s``, the run's whole wall time)."""
-        return dataclasses.replace(self, run=dataclasses.replace(self.run, extra={**self.run.extra, **blocks}))
+        return replace(self, run=replace(self.run, extra={**self.run.extra, **blocks}))
 
     def with_artifacts(self, artifacts: Sequence[JsonObject],
                        sections: Mapping[str, Mapping[str, Any] | NodeSection] | None = None) -> ClusterReport:
         """This report listing ``artifacts``, with node ``sections`` replaced (the ones whose
         ``raw_output_artifact`` paths were filled once the files were written): a new value."""
-        return dataclasses.replace(self, artifacts=tuple(artifacts), nodes=self.nodes.replaced(sections or {}))
+        return replace(self, artifacts=list(artifacts), nodes=self.nodes.replaced(sections or {}))
 
     @property
     def fail_on(self) -> str:

@@ -21,7 +21,7 @@ got worse and what has a record.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,7 @@ __all__ = ["history_findings", "judge_run"]
 _LABELS = {"gemm": "GEMM", "memory": "memory", "busbw": "bus bandwidth"}
 
 
-def history_findings(report: ClusterReport | Mapping[str, Any], store: HistoryStore, config: object,
+def history_findings(report: ClusterReport, store: HistoryStore, config: object,
                      cluster: str = "default") -> list[Finding]:
     """Findings (``history.regression``, ``history.repeat_offender``) for a report against the store.
 

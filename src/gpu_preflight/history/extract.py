@@ -113,13 +113,13 @@ def _serial(value: Any) -> str | None:
 class NodeIndex:
     """The report's node sections: names as subjects use them, and each node's GPUs."""
 
-    def __init__(self, report: ClusterReport | Mapping[str, Any]) -> None:
+    def __init__(self, report: ClusterReport) -> None:
         self.keys: list[str] = []
         self.index: dict[str, int] = {}
         self.names: list[str] = []
         self.aliases: dict[str, int] = {}
         self.gpus: list[dict[str, GpuSeen]] = []
-        sections = list(ClusterReport.of(report).nodes.items())
+        sections = list(report.nodes.items())
         hostnames = [section.node_info.hostname for _, section in sections]
         shared = {host for host, n in Counter(hostnames).items() if n > 1}  # one pass: 100,000 nodes stay linear
         for i, (key, section) in enumerate(sections):
@@ -161,17 +161,17 @@ class NodeIndex:
         return self.aliases.get(prefix), slot
 
 
-def run_key(report: ClusterReport | Mapping[str, Any]) -> str:
+def run_key(report: ClusterReport) -> str:
     """Identity of a run: the same report imported twice is filed once."""
-    typed = ClusterReport.of(report)
+    typed = report
     hosts = sorted(section.node_info.hostname for section in typed.nodes.values())
     text = f"{typed.timestamp}|{','.join(hosts)}|{typed.cluster_info.cluster_topology.world_size}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def extract(report: ClusterReport | Mapping[str, Any]) -> RunRecord:
+def extract(report: ClusterReport) -> RunRecord:
     """The history's view of a report (typed, or its JSON dict)."""
-    typed = ClusterReport.of(report)
+    typed = report
     nodes = NodeIndex(typed)
     topo = typed.cluster_info.cluster_topology
     summary = typed.cluster_summary

@@ -11,7 +11,6 @@ a report dict, as the end of a run still holds it, is updated in place from that
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, overload
 
 from ..findings.model import ClusterCheck, ClusterReport, ReportFinding
 from ..model import CheckResult, Finding
@@ -22,22 +21,14 @@ __all__ = ["add_findings"]
 _VERDICT = ("overall_status", "exit_code", "issues", "recommendations", "counts")
 
 
-@overload
-def add_findings(report: ClusterReport, findings: Sequence[Finding]) -> ClusterReport: ...
-@overload
-def add_findings(report: dict[str, Any], findings: Sequence[Finding]) -> dict[str, Any]: ...
-
-
-def add_findings(report: ClusterReport | dict[str, Any],
-                 findings: Sequence[Finding]) -> ClusterReport | dict[str, Any]:
+def add_findings(report: ClusterReport, findings: Sequence[Finding]) -> ClusterReport:
     """``report`` with ``findings`` added (to ``findings`` and ``cluster_checks``) and its verdict
-    worked out again: a new typed report, or the same dict updated."""
+    worked out again: a new value."""
     from ..findings.canonical import with_findings
 
     if not findings:
         return report
-    typed = ClusterReport.of(report)
-    nodes = NodeIndex(typed)
+    nodes = NodeIndex(report)
     listed = []
     for f in findings:
         index, _ = nodes.locate(f.subject, None)
@@ -48,15 +39,7 @@ def add_findings(report: ClusterReport | dict[str, Any],
         by_check.setdefault(f.check_id, []).append(f)
     checks = [ClusterCheck.from_dict(CheckResult(check_id, _title(check_id), found, 0.0).to_dict())
               for check_id, found in by_check.items()]
-    later = with_findings(typed, listed, checks)
-    if isinstance(report, ClusterReport):
-        return later
-    report.setdefault("findings", []).extend(f.to_dict() for f in listed)
-    report.setdefault("cluster_checks", []).extend(c.to_dict() for c in checks)
-    summary, fresh = report["cluster_summary"], later.cluster_summary.to_dict()
-    for key in _VERDICT:
-        summary[key] = fresh[key]
-    return report
+    return with_findings(report, listed, checks)
 
 
 def _title(check_id: str) -> str:

@@ -62,7 +62,7 @@ class Bundle(msgspec.Struct, frozen=True):
 
 
 @contextmanager
-def bundle_of(report: ClusterReport | Mapping[str, Any], nodes: Sequence[Any] = (),
+def bundle_of(report: ClusterReport, nodes: Sequence[Any] = (),
               report_dir: str | Path | None = None, name: str = REPORT) -> Iterator[Bundle]:
     """The bundle in ``report_dir`` when the report was written there (as ``name``), else a
     temporary one (``report``, typed or its dict, is not changed)."""

@@ -60,9 +60,9 @@ def _num(value: Any) -> float | None:
     return float(value) if value == value else None
 
 
-def params_of(report: ClusterReport | Mapping[str, Any], cluster: str) -> dict[str, str]:
+def params_of(report: ClusterReport, cluster: str) -> dict[str, str]:
     """The run's shape: what a reader filters runs by."""
-    typed = ClusterReport.of(report)
+    typed = report
     topo = typed.cluster_info.cluster_topology
     nodes = list(typed.nodes.values())
     gpus = [g for n in nodes for g in n.gpu.values()]
@@ -78,11 +78,11 @@ def params_of(report: ClusterReport | Mapping[str, Any], cluster: str) -> dict[s
             "schema_version": typed.schema_version, "data_completeness": typed.cluster_info.data_completeness}
 
 
-def metrics_of(report: ClusterReport | Mapping[str, Any]) -> dict[str, float]:
+def metrics_of(report: ClusterReport) -> dict[str, float]:
     """Headline numbers, health scores and per-GPU/per-node measurements (``metric/subject``)."""
     from ..history.extract import extract
 
-    typed = ClusterReport.of(report)
+    typed = report
     summary = typed.cluster_summary
     out: dict[str, float] = {"exit_code": float(summary.exit_code)}
     for status, count in summary.counts.items():
@@ -102,7 +102,7 @@ def metrics_of(report: ClusterReport | Mapping[str, Any]) -> dict[str, float]:
             score = _num(comp.get("score")) if isinstance(comp, Mapping) else None
             if score is not None:
                 out[f"health_score.{name}"] = score
-    for m in extract(report if isinstance(report, Mapping) else typed.to_dict()).measurements:
+    for m in extract(typed).measurements:
         out[metric_key(f"{m.metric.replace('@', '.ranks')}/{m.subject}")] = m.value
     return out
 
@@ -170,7 +170,7 @@ def log_report(bundle: Bundle, *, tracking_uri: str, experiment: str, cluster: s
 
     from ..findings.canonical import failed_checks, verdict_of
 
-    report = ClusterReport.of(bundle.report())
+    report = ClusterReport.from_dict(bundle.report())  # the saved report.json, read (and checked) once
     if not tracking_uri:
         raise ValueError("no MLflow tracking URI")
     check_reachable(tracking_uri, timeout_s)

@@ -106,15 +106,14 @@ class HistoryNotes(msgspec.Struct, frozen=True):
         return report
 
 
-def annotate(report: ClusterReport | Mapping[str, Any], options: OutputOptions, *, config: object | None = None,
+def annotate(report: ClusterReport, options: OutputOptions, *, config: object | None = None,
              replayed: bool = False, environ: Mapping[str, str] | None = None) -> HistoryNotes:
     """What the history says about ``report`` (typed or its dict, which is not changed): its
     findings and the cluster's earlier scores, for :meth:`HistoryNotes.applied`. Never raises
     for a bad store; a report already judged (rank 0 before sharing its verdict) gets nothing."""
-    from ..findings.model import ClusterReport
 
     env = os.environ if environ is None else environ
-    typed = ClusterReport.of(report)
+    typed = report
     if any(f.check_id.startswith("history.") for f in typed.findings):
         return HistoryNotes()  # already judged: once is enough
     config = _config(config)
@@ -146,7 +145,7 @@ def annotate(report: ClusterReport | Mapping[str, Any], options: OutputOptions, 
     return HistoryNotes(found, tuple(earlier))
 
 
-def publish(report: ClusterReport | Mapping[str, Any], options: OutputOptions, nodes: Sequence[Any] = (), *,
+def publish(report: ClusterReport, options: OutputOptions, nodes: Sequence[Any] = (), *,
             config: object | None = None, replayed: bool = False, environ: Mapping[str, str] | None = None
             ) -> list[Published]:
     """File and publish a written report; returns one entry per target (also printed to stderr).
@@ -223,7 +222,7 @@ def _guard(target: str, action: Callable[[], object]) -> Published:
         return Published(shown, False, redact_text(f"{type(exc).__name__}: {exc}"))
 
 
-def _record(report: ClusterReport | Mapping[str, Any], path: Path, cluster: str, source: str | None,
+def _record(report: ClusterReport, path: Path, cluster: str, source: str | None,
             lock_timeout_s: float) -> str:
     from ..history import HistoryStore, extract
 
@@ -241,7 +240,7 @@ def _sagemaker(bundle: Any, dirs: Any) -> str:
     return f"report at {where} ({len(written)} file(s)), uploaded by SageMaker in output.tar.gz"
 
 
-def _textfile(report: ClusterReport | Mapping[str, Any], path: str, cluster: str) -> str:
+def _textfile(report: ClusterReport, path: str, cluster: str) -> str:
     from .textfile import write_textfile
 
     return f"written ({write_textfile(report, path, cluster)})"

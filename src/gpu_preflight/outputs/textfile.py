@@ -46,11 +46,11 @@ def _timestamp(text: Any) -> float | None:
 
 
 @reporter("prometheus", typed=True)
-def render_textfile(report: ClusterReport | Mapping[str, Any], cluster: str | None = None) -> str:
+def render_textfile(report: ClusterReport, cluster: str | None = None) -> str:
     """The metrics of a report (typed, or its JSON dict) as Prometheus text (format 0.0.4)."""
     from ..history.extract import extract
 
-    typed = ClusterReport.of(report)
+    typed = report
     out = Exposition()
     summary = typed.cluster_summary
     topo = typed.cluster_info.cluster_topology
@@ -75,7 +75,7 @@ def render_textfile(report: ClusterReport | Mapping[str, Any], cluster: str | No
                 {"status": str(status).lower()})
     _check_statuses(out, typed.findings)
     _scores(out, summary.health_scores)
-    _measurements(out, extract(report if isinstance(report, Mapping) else typed.to_dict()).measurements)
+    _measurements(out, extract(typed).measurements)
     return out.render()
 
 
@@ -131,7 +131,7 @@ def _measurements(out: Exposition, measurements: list[Any]) -> None:
             out.add("gpu_power_draw_watts", "gauge", "GPU board power draw.", m.value, gpu)
 
 
-def write_textfile(report: ClusterReport | Mapping[str, Any], path: str | Path, cluster: str | None = None) -> Path:
+def write_textfile(report: ClusterReport, path: str | Path, cluster: str | None = None) -> Path:
     """Replace ``path`` (a ``.prom`` file) atomically with the report's metrics; returns the path.
 
     The temporary is a dot-file, which the collector skips, and the file is made readable by

@@ -34,12 +34,15 @@ def __getattr__(name: str) -> Any:
 
 
 def render(report: ClusterReport | Mapping[str, Any], fmt: str) -> str:
-    """Render a report (typed or its JSON dict) to text in a registered format; an unknown
-    format is a ``ValueError`` naming the closest known ones."""
+    """Render a report (typed, or its JSON dict: read into the typed report here, once) to text
+    in a registered format; an unknown format is a ``ValueError`` naming the closest known ones."""
+    from ..findings.model import ClusterReport
     from ..registries import UnknownKey
 
     try:
         renderer = reporters.get(fmt)
     except UnknownKey as exc:
         raise ValueError(str(exc)) from None
-    return renderer(report)
+    if isinstance(report, Mapping) and getattr(renderer, "typed", True):
+        report = ClusterReport.from_dict(report)
+    return renderer(report)  # type: ignore[arg-type]  # (a dict only for a renderer that writes the dict)

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config.report_schema import ReportConfig
-from ..findings.model import Assessment, ClusterReport, ReportFinding
+from ..findings.model import Assessment, ClusterReport, CostBenefit, ReportFinding
 from ..model import Status, gating_statuses
 from .measurements import num
 from .scores import BLOCKING, component_of, compute_scores
@@ -58,10 +58,10 @@ def _urgency(status: str, gating: set[str], blocking: bool = False) -> str | Non
     return None
 
 
-def recommendations_by_urgency(report: ClusterReport | Mapping[str, Any],
+def recommendations_by_urgency(report: ClusterReport,
                                scores: Mapping[str, Any]) -> dict[str, list[dict]]:
     """``{"immediate": [...], "short_term": [...], "monitoring": [...]}``, worst and widest first."""
-    typed = ClusterReport.of(report)
+    typed = report
     gating = {s.value for s in gating_statuses(typed.run.fail_on)}
     groups: dict[tuple[str, str, str, str], list[ReportFinding]] = defaultdict(list)
     for f in typed.findings:
@@ -114,10 +114,10 @@ def _fmt(gpu_hours: float, cost: float | None, cfg: ReportConfig) -> str:
     return f"{text} = {cost:,.2f} {cfg.currency}" if cost >= 1 or cost == 0 else f"{text} = {cost:.4f} {cfg.currency}"
 
 
-def cost_benefit(report: ClusterReport | Mapping[str, Any], scores: Mapping[str, Any],
-                 cfg: ReportConfig) -> dict[str, Any]:
+def cost_benefit(report: ClusterReport, scores: Mapping[str, Any],
+                 cfg: ReportConfig) -> CostBenefit:
     """What the checks cost and what the failures they caught would have cost a job of ``job_hours``."""
-    typed = ClusterReport.of(report)
+    typed = report
     run = typed.run
     wall = num(run.extra.get("wall_s"))
     source = "run.wall_s" if wall is not None else "run.duration_s"
@@ -150,16 +150,16 @@ def cost_benefit(report: ClusterReport | Mapping[str, Any], scores: Mapping[str,
                 f"{cfg.job_hours:g} h job about {_fmt(averted, averted_cost, cfg)}.")
     else:
         line = f"{checks}; nothing they caught would have cost a {cfg.job_hours:g} h job: ready to train."
-    return {"gpus": gpus, "check_duration_s": round(duration, 3), "duration_source": source,
-            "check_gpu_hours": round(check_gpu_hours, 6), "check_cost": check_cost,
-            "job_hours": cfg.job_hours, "job_gpu_hours": round(job_gpu_hours, 4), "basis": basis,
-            "gating_findings": len(caught), "failure_loss_fraction": cfg.failure_loss_fraction,
-            "slowdown_fraction": round(slowdown, 4), "averted_gpu_hours": round(averted, 4),
-            "averted_cost": averted_cost, "benefit_cost_ratio": ratio,
-            "gpu_hour_price": cfg.gpu_hour_price, "currency": cfg.currency, "line": line}
+    return CostBenefit(gpus=gpus, check_duration_s=round(duration, 3), duration_source=source,
+                       check_gpu_hours=round(check_gpu_hours, 6), check_cost=check_cost,
+                       job_hours=cfg.job_hours, job_gpu_hours=round(job_gpu_hours, 4), basis=basis,
+                       gating_findings=len(caught), failure_loss_fraction=cfg.failure_loss_fraction,
+                       slowdown_fraction=round(slowdown, 4), averted_gpu_hours=round(averted, 4),
+                       averted_cost=averted_cost, benefit_cost_ratio=ratio,
+                       gpu_hour_price=cfg.gpu_hour_price, currency=cfg.currency, line=line)
 
 
-def advise(report: ClusterReport | Mapping[str, Any], config: ReportConfig | None = None,
+def advise(report: ClusterReport, config: ReportConfig | None = None,
            scores: Mapping[str, Any] | None = None) -> Assessment:
     """What scoring and advice conclude about ``report`` (typed or its dict), as a value (the
     report is not changed): health scores (``scores``, else the report's own, else computed),
@@ -167,7 +167,7 @@ def advise(report: ClusterReport | Mapping[str, Any], config: ReportConfig | Non
     from .assessment import assess
 
     cfg = config or ReportConfig()
-    typed = ClusterReport.of(report)
+    typed = report
     scores = scores or typed.cluster_summary.health_scores or compute_scores(typed, cfg)
     recs = recommendations_by_urgency(typed, scores)
     return Assessment(scores if isinstance(scores, dict) else dict(scores), recs, cost_benefit(typed, scores, cfg),
@@ -182,8 +182,8 @@ def add_advice(report: dict[str, Any], config: ReportConfig | None = None) -> di
     first to score with a pair matrix), otherwise scores the report itself.
     """
     summary = report.setdefault("cluster_summary", {})
-    advice = advise(report, config)
+    advice = advise(ClusterReport.from_dict(report), config)
     summary["recommendations_by_urgency"] = advice.recommendations_by_urgency
-    summary["cost_benefit"] = advice.cost_benefit
+    summary["cost_benefit"] = advice.cost_benefit.to_dict() if advice.cost_benefit is not None else None
     summary["assessment"] = advice.assessment
     return report

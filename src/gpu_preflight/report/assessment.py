@@ -28,10 +28,11 @@ computed with the run's settings, so ``report render`` says what the run said.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
+
+from msgspec.structs import replace
 
 from ..config.report_schema import COMPONENTS, ReportConfig
 from ..findings.canonical import verdict_of
@@ -72,7 +73,7 @@ def _entry_reason(e: Mapping[str, Any]) -> str:
     return f"{e.get('check_id') or e.get('component')}: {e['summary']}{where}"
 
 
-def readiness(report: ClusterReport | Mapping[str, Any], scores: Mapping[str, Any],
+def readiness(report: ClusterReport, scores: Mapping[str, Any],
               recs: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
     """``{"development": {"status", "reasons"}, "production": {...}}`` (see the module docstring)."""
     verdict = verdict_of(report)
@@ -166,13 +167,13 @@ def targets(scores: Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
                         "change": None if goal is None or overall is None else round(goal - float(overall), 1)}}
 
 
-def pair_latencies(report: ClusterReport | Mapping[str, Any]) -> list[dict[str, Any]]:
+def pair_latencies(report: ClusterReport) -> list[dict[str, Any]]:
     """Node pairs whose ``fi_pingpong`` client table was kept: latency at the smallest message.
 
     The client's table is the measurement (the server waits for it). ``status`` is the
     ``fabric.pingpong`` finding's for that pair, ``None`` where the report has none.
     """
-    typed = ClusterReport.of(report)
+    typed = report
     names = node_names(typed)
     judged = {int(f.details["pair"]): f.status.value for f in typed.findings
               if f.check_id == PINGPONG_ID and isinstance(f.details.get("pair"), int)}
@@ -239,7 +240,7 @@ def _when(timestamp: Any, days: float) -> str | None:
         return None
 
 
-def schedule(report: ClusterReport | Mapping[str, Any], ready: Mapping[str, Mapping[str, Any]],
+def schedule(report: ClusterReport, ready: Mapping[str, Mapping[str, Any]],
              cfg: ReportConfig) -> dict[str, Any]:
     """When to check what, and the date of the next full assessment (from ``[report]``)."""
     fixes = ready["production"]["status"] == NEEDS_FIXES
@@ -261,10 +262,10 @@ def schedule(report: ClusterReport | Mapping[str, Any], ready: Mapping[str, Mapp
             "setting": setting}
 
 
-def assess(report: ClusterReport | Mapping[str, Any], scores: Mapping[str, Any],
+def assess(report: ClusterReport, scores: Mapping[str, Any],
            recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> dict[str, Any]:
     """The ``cluster_summary.assessment`` block."""
-    typed = ClusterReport.of(report)
+    typed = report
     earlier = typed.cluster_summary.earlier_scores
     ready = readiness(typed, scores, recs)
     return {"readiness": ready, "trends": trends(scores, None if earlier is None else list(earlier), cfg),
@@ -286,12 +287,12 @@ def _address(info: Mapping[str, Any]) -> str | None:
     return info.get("address") or info.get("ip_address") or own
 
 
-def node_specs(report: ClusterReport | Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
+def node_specs(report: ClusterReport, cfg: ReportConfig) -> dict[str, Any]:
     """Each node's address (where the report has one), GPUs, GPU memory, own score and worst
     judged status, up to ``detail_max_nodes`` nodes; the totals always. A node's score is the
     overall score of its own findings and those of cluster checks that name it, by the
     cluster's formula; its rating is INCOMPLETE where none of its GPUs was read."""
-    typed = ClusterReport.of(report)
+    typed = report
     sections = typed.nodes
     keys = {k: k for k in sections}
     labels = node_names(typed)
@@ -308,12 +309,12 @@ def node_specs(report: ClusterReport | Mapping[str, Any], cfg: ReportConfig) -> 
             key = _node_of(f, keys, by_name)
             if key is not None:
                 own[key].append(f)
-        alone = dataclasses.replace(typed.cluster_summary, unlisted=None, extra={})  # no localisation matrix
+        alone = replace(typed.cluster_summary, unlisted=None, extra={})  # no localisation matrix
         for (key, section), name in zip(sections.items(), labels, strict=True):
             gpus = section.gpu
             info = section.node_info.extra
             models = sorted({str(g.get("name")) for g in gpus.values() if g.get("name")})
-            sub = dataclasses.replace(typed, findings=tuple(own[key]), nodes=NodeSections({key: section}),
+            sub = replace(typed, findings=own[key], nodes=NodeSections({key: section}),
                                       cluster_summary=alone)
             scored = compute_scores(sub, cfg)
             overall = scored["overall"]
@@ -333,10 +334,10 @@ def node_specs(report: ClusterReport | Mapping[str, Any], cfg: ReportConfig) -> 
             "total_gpu_memory_gb": round(total_mb / 1024, 2)}
 
 
-def assessment_of(report: ClusterReport | Mapping[str, Any], scores: Mapping[str, Any],
+def assessment_of(report: ClusterReport, scores: Mapping[str, Any],
                   recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> Mapping[str, Any]:
     """The stored assessment, or one derived now for a report saved before it was stored."""
-    stored = ClusterReport.of(report).cluster_summary.assessment
+    stored = report.cluster_summary.assessment
     return stored if isinstance(stored, Mapping) and "readiness" in stored else assess(report, scores, recs, cfg)
 
 

@@ -35,11 +35,11 @@ def _who(subjects: Sequence[str], count: int, shown: int = 4) -> str:
     return ", ".join(subjects[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
-def network_review(report: ClusterReport | Mapping[str, Any], scores: Mapping[str, Any]) -> dict[str, list[str]]:
+def network_review(report: ClusterReport, scores: Mapping[str, Any]) -> dict[str, list[str]]:
     """Strengths: network checks whose every judged finding passed, node-pair speeds that agree.
     Concerns: network checks that warned, failed or could not measure, checks that only skipped,
     a spread of node-pair speeds that cost points, and an untested network (its reason)."""
-    typed = ClusterReport.of(report)
+    typed = report
     by_check: dict[str, dict[str, Any]] = {}
     for f in typed.findings:
         if component_of(f.check_id) != NETWORK:

@@ -41,9 +41,9 @@ class Pair(TypedDict):
     status: str
 
 
-def node_names(report: ClusterReport | Mapping[str, Any]) -> list[str]:
+def node_names(report: ClusterReport) -> list[str]:
     """Node names as findings' subjects use them (``current_host`` in cluster runs), in node order."""
-    return ClusterReport.of(report).nodes.host_names()
+    return report.nodes.host_names()
 
 
 def _number(value: Any) -> float | None:
@@ -102,7 +102,7 @@ def _from_matrix(matrix: Iterable[Any], names: list[str]) -> list[Pair]:
     return list(merged.values())
 
 
-def connectivity(report: ClusterReport | Mapping[str, Any],
+def connectivity(report: ClusterReport,
                  matrix: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
     """``{"source", "nodes", "pairs", "cells"}`` or ``None`` where no pair was measured.
 
@@ -111,7 +111,7 @@ def connectivity(report: ClusterReport | Mapping[str, Any],
     says it all. ``matrix`` (see :func:`_from_matrix`) replaces what the report holds;
     ``truncated`` says the localisation kept only failing cells of a huge matrix.
     """
-    typed = ClusterReport.of(report)
+    typed = report
     names = node_names(typed)
     located = (typed.cluster_summary.extra.get("localization") or {}).get("matrix")
     truncated = False
@@ -206,12 +206,12 @@ MAX_REACH_ROWS = 200  # rows shown in Markdown and HTML; report.json keeps every
 _RANK = {"FAIL": 0, "ERROR": 1, "WARN": 2, "not judged": 3, "PASS": 4}
 
 
-def reachability_rows(report: ClusterReport | Mapping[str, Any]) -> dict[str, Any] | None:
+def reachability_rows(report: ClusterReport) -> dict[str, Any] | None:
     """What the report shows of ``cluster_summary.reachability``: one row per node (the spec's
     connectivity matrix: address, the name looked up, how many nodes resolved and reached it,
     response times, the status ``cluster.connectivity`` gave it) and, up to
     :data:`MATRIX_MAX_NODES` nodes with every cell kept, the pairwise grid. None where nothing was measured."""
-    typed = ClusterReport.of(report)
+    typed = report
     block = typed.cluster_summary.extra.get("reachability")
     if not isinstance(block, Mapping):
         return None
@@ -261,7 +261,7 @@ def _reach_notes(view: Mapping[str, Any]) -> list[str]:
     return notes
 
 
-def reachability_markdown(report: ClusterReport | Mapping[str, Any]) -> list[str]:
+def reachability_markdown(report: ClusterReport) -> list[str]:
     """The Markdown lines of the name-resolution and reachability matrix (or why there is none)."""
     view = reachability_rows(report)
     if view is None:
@@ -275,7 +275,7 @@ def reachability_markdown(report: ClusterReport | Mapping[str, Any]) -> list[str
     return [*lines, *(md_cell(n) for n in notes), *([""] if notes else [])]
 
 
-def reachability_html(report: ClusterReport | Mapping[str, Any]) -> str:
+def reachability_html(report: ClusterReport) -> str:
     """The HTML of the same matrix (tables with ids ``reachability`` and ``reachability-pairs``)."""
     view = reachability_rows(report)
     if view is None:

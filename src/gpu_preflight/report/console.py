@@ -61,7 +61,7 @@ class Line(msgspec.Struct, frozen=True):
         return f"{self.status:<{STATUS_W}}{self.text}".rstrip() if self.status else self.text
 
 
-def render_console(report: ClusterReport | Mapping[str, Any], stream: IO[str] | None = None, verbose: bool = False,
+def render_console(report: ClusterReport, stream: IO[str] | None = None, verbose: bool = False,
                    width: int | None = None) -> None:
     """The compact (or ``verbose``) view of ``report`` on ``stream`` (stderr), ending with the
     ``[RESULT]`` line; header and result line both come from :func:`verdict_of`."""
@@ -76,7 +76,7 @@ def render_console(report: ClusterReport | Mapping[str, Any], stream: IO[str] | 
 
 
 @reporter("console", typed=True)
-def render_console_text(report: ClusterReport | Mapping[str, Any], width: int = 120) -> str:
+def render_console_text(report: ClusterReport, width: int = 120) -> str:
     """The console view as plain text (``report render --format console`` to a file or pipe)."""
     return "".join(line.plain() + "\n" for line in console_lines(report, width))
 
@@ -97,10 +97,10 @@ def width_of(stream: IO[str], width: int | None = None) -> int:
     return max(MIN_WIDTH, width)
 
 
-def console_lines(report: ClusterReport | Mapping[str, Any], width: int, verbose: bool = False) -> list[Line]:
+def console_lines(report: ClusterReport, width: int, verbose: bool = False) -> list[Line]:
     """Every line of the view, header first and ``[RESULT]`` last, each fitted to ``width``
     (from the typed report, or its dict read as one)."""
-    typed = ClusterReport.of(report)
+    typed = report
     verdict = verdict_of(typed)
     summary = typed.cluster_summary
     counts = ", ".join(f"{v} {k}" for k, v in summary.counts.items() if v)

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..config.report_schema import ReportConfig
 from ..findings.canonical import display, verdict_of
-from ..findings.model import ClusterInfo, ClusterReport, ReportFinding
+from ..findings.model import ClusterInfo, ClusterReport, CostBenefit, ReportFinding
 from ..model import Status
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .connectivity import MATRIX_MAX_NODES
@@ -154,9 +154,9 @@ def _scores(scores: Mapping[str, Any]) -> str:
             f'<p class="small muted">How the scores are computed: {escape(scores.get("formula", ""))}.</p></section>')
 
 
-def _recommendations(recs: Mapping[str, Any], cost: Mapping[str, Any]) -> str:
+def _recommendations(recs: Mapping[str, Any], cost: CostBenefit) -> str:
     parts = [f'<section id="recommendations"><h2>Recommendations</h2><p id="cost"><b>Cost-benefit:</b> '
-             f"{escape(cost['line'])}</p>"]
+             f"{escape(cost.line)}</p>"]
     for urgency in URGENCIES:
         entries = recs.get(urgency) or []
         parts.append(f"<h3>{_URGENCY_TITLES[urgency]} ({len(entries)})</h3>")
@@ -354,11 +354,11 @@ def _findings(report: ClusterReport) -> str:
 
 
 @reporter("html", typed=True)
-def render_html(report: ClusterReport | Mapping[str, Any], config: ReportConfig | None = None) -> str:
+def render_html(report: ClusterReport, config: ReportConfig | None = None) -> str:
     """The whole page for a report, typed or its JSON dict (node-only or cluster run): every
     section, the score, advice, assessment and plot helpers included, reads the typed report."""
     cfg = config or ReportConfig()
-    typed = ClusterReport.of(report)
+    typed = report
     summary = typed.cluster_summary
     scores = summary.health_scores or compute_scores(typed, cfg)
     recs = summary.recommendations_by_urgency or recommendations_by_urgency(typed, scores)

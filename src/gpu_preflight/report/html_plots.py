@@ -13,8 +13,6 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping
-from typing import Any
 
 from ..findings.model import ClusterReport
 from ..ids import GPU_POWER_ID, GPU_THERMAL_ID
@@ -45,7 +43,7 @@ def _chart(op: str, series: list[Series], envelopes: list[Envelope] | None = Non
                       y_label="busbw (GB/s)", envelopes=envelopes)
 
 
-def bandwidth_plots(report: ClusterReport | Mapping[str, Any], names: list[str] | None = None) -> list[str]:
+def bandwidth_plots(report: ClusterReport, names: list[str] | None = None) -> list[str]:
     """Bus bandwidth vs message size, one chart per collective, a line per process group.
 
     With many nodes the slowest :data:`MAX_LABELLED` node-local lines keep their colour and
@@ -53,7 +51,7 @@ def bandwidth_plots(report: ClusterReport | Mapping[str, Any], names: list[str] 
     past :data:`MAX_GREY_LINES` of them, the band they fill (min to max per message size)
     and its median.
     """
-    report = ClusterReport.of(report)
+    report = report
     if len(report.nodes) > MAX_LABELLED + MAX_GREY_LINES:
         return _banded(report, names)
     out = []
@@ -85,10 +83,10 @@ def _banded(report: ClusterReport, names: list[str] | None) -> list[str]:
     return out
 
 
-def gemm_plots(report: ClusterReport | Mapping[str, Any]) -> list[str]:
+def gemm_plots(report: ClusterReport) -> list[str]:
     """GEMM TFLOP/s per GPU (or CPU worker) per precision, against the profile and the peers' median
     (a histogram of them all past :data:`MAX_BARS`)."""
-    report = ClusterReport.of(report)
+    report = report
     spreads = gemm_spreads(report)
     if all(len(s.values) <= MAX_BARS for s in spreads.values()):
         return _gemm_bars(report)
@@ -151,11 +149,11 @@ def _statuses(report: ClusterReport, check_id: str) -> dict[str, str]:
     return {subject: worst_status(statuses) for subject, statuses in by_subject.items()}
 
 
-def sensor_plots(report: ClusterReport | Mapping[str, Any], names: list[str] | None = None) -> list[str]:
+def sensor_plots(report: ClusterReport, names: list[str] | None = None) -> list[str]:
     """Temperature and power per GPU as NVML read them, against each GPU model's own limits,
     coloured by the verdict of ``gpu.thermal`` / ``gpu.power`` on that GPU (histograms of
     them all past :data:`MAX_BARS` GPUs)."""
-    report = ClusterReport.of(report)
+    report = report
     thermal, power_status = _statuses(report, GPU_THERMAL_ID), _statuses(report, GPU_POWER_ID)
     if sum(map(len, report.nodes.blocks("gpu"))) > MAX_BARS:
         temps, power, slowdown, limit = sensor_spreads(report, {"temperature": thermal, "power": power_status},
@@ -185,9 +183,9 @@ def sensor_plots(report: ClusterReport | Mapping[str, Any], names: list[str] | N
     return out
 
 
-def plots(report: ClusterReport | Mapping[str, Any]) -> dict[str, list[str]]:
+def plots(report: ClusterReport) -> dict[str, list[str]]:
     """Plot groups for the page, in display order; empty groups are left out."""
-    report = ClusterReport.of(report)
+    report = report
     names = node_names(report)  # once: 10,000 sections
     groups = {"Bus bandwidth": bandwidth_plots(report, names), "GEMM throughput": gemm_plots(report),
               "Temperature and power": sensor_plots(report, names), "Under load": load_plots(report)}

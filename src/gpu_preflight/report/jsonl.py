@@ -15,7 +15,6 @@ read the typed one, as every other format does, so the lines say what the report
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from ..findings.canonical import failed_checks, result_line
@@ -30,19 +29,19 @@ def _line(data: dict[str, Any]) -> str:
     return json.dumps(data, separators=(",", ":"), sort_keys=False, default=str)
 
 
-def finding_lines(report: ClusterReport | Mapping[str, Any]) -> list[str]:
+def finding_lines(report: ClusterReport) -> list[str]:
     """One line per finding, with every field the report has for it, worst first.
 
     Worst first so that a log cut short still shows what matters.
     """
-    findings = sorted(ClusterReport.of(report).findings,
+    findings = sorted(report.findings,
                       key=lambda f: (_ORDER.get(f.status.value, 9), f.check_id, f.subject))
     return [_line({"event": FINDING_EVENT, **f.to_dict()}) for f in findings]
 
 
-def verdict_line(report: ClusterReport | Mapping[str, Any]) -> str:
+def verdict_line(report: ClusterReport) -> str:
     """The run's verdict, counts and performance summary on one line."""
-    typed = ClusterReport.of(report)
+    typed = report
     summary = typed.cluster_summary
     counts = summary.counts
     return _line({
@@ -60,7 +59,7 @@ def verdict_line(report: ClusterReport | Mapping[str, Any]) -> str:
     })
 
 
-def render_jsonl(report: ClusterReport | Mapping[str, Any]) -> str:
+def render_jsonl(report: ClusterReport) -> str:
     """All finding lines and the verdict line, newline-terminated."""
-    typed = ClusterReport.of(report)
+    typed = report
     return "".join(line + "\n" for line in [*finding_lines(typed), verdict_line(typed)])

@@ -23,10 +23,10 @@ QUANTITIES = (("sm_mhz", "SM clock", "MHz", None), ("power_w", "power", "W", "po
               ("temp_c", "GPU temperature", "°C", "temp_slowdown_c"))
 
 
-def node_loads(report: ClusterReport | Mapping[str, Any]) -> dict[str, dict[str, Mapping[str, Any]]]:
+def node_loads(report: ClusterReport) -> dict[str, dict[str, Mapping[str, Any]]]:
     """``{node name: {gpu label: load summary}}`` for nodes whose report section carries series."""
     out: dict[str, dict[str, Mapping[str, Any]]] = {}
-    nodes = ClusterReport.of(report).nodes
+    nodes = report.nodes
     for key, loads in zip(nodes, nodes.blocks("load"), strict=True):
         drawn = {gpu: load for gpu, load in (loads or {}).items() if (load.get("series") or {}).get("t")}
         if drawn:  # only these sections are typed, for their names
@@ -57,9 +57,9 @@ def _order(report: ClusterReport, nodes: list[str]) -> list[str]:
     return sorted(nodes, key=lambda n: (rank.get(worst.get(n, "PASS"), 3), n))
 
 
-def load_plots(report: ClusterReport | Mapping[str, Any]) -> list[str]:
+def load_plots(report: ClusterReport) -> list[str]:
     """SVG charts, worst nodes first; empty when no node sampled its GPUs under load."""
-    report = ClusterReport.of(report)
+    report = report
     loads = node_loads(report)
     out: list[str] = []
     for node in _order(report, list(loads))[:MAX_NODES]:

@@ -42,9 +42,9 @@ class GemmPoint(NamedTuple):
     on_gpu: bool
 
 
-def gemm_points(report: ClusterReport | Mapping[str, Any]) -> list[GemmPoint]:
+def gemm_points(report: ClusterReport) -> list[GemmPoint]:
     """Correct GEMM measurements from ``compute.gemm`` findings (wrong or failed runs have no speed)."""
-    return _gemm_points(ClusterReport.of(report).findings)
+    return _gemm_points(report.findings)
 
 
 def _gemm_points(findings: Iterable[ReportFinding]) -> list[GemmPoint]:
@@ -70,7 +70,7 @@ def _gemm_points(findings: Iterable[ReportFinding]) -> list[GemmPoint]:
     return out
 
 
-def gemm_by_gpu(report: ClusterReport | Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def gemm_by_gpu(report: ClusterReport) -> dict[str, dict[str, float]]:
     """Per precision, each GPU's TFLOP/s (CPU workers left out): what the consistency score compares.
 
     A rolled-up pass whose members all ran on GPUs (``details.gpu_only``) lends its value map
@@ -79,7 +79,7 @@ def gemm_by_gpu(report: ClusterReport | Mapping[str, Any]) -> dict[str, dict[str
     out: dict[str, dict[str, float]] = {}
     borrowed: set[str] = set()  # precisions whose map is a finding's own (not to be written to)
     rest = []
-    for f in ClusterReport.of(report).findings:
+    for f in report.findings:
         details = f.details if f.check_id == GEMM_ID else {}
         subjects = details.get("subjects")
         dtype = details.get("dtype")
@@ -120,14 +120,14 @@ def _scope_op(key: str, entry: Mapping[str, Any]) -> tuple[str, str]:
     return scope, op
 
 
-def busbw_curves(report: ClusterReport | Mapping[str, Any]) -> dict[str, list[Curve]]:
+def busbw_curves(report: ClusterReport) -> dict[str, list[Curve]]:
     """Per collective, one curve per process group (a group shared by several nodes appears once).
 
     Node-local groups give a line per node; the world and one-rank-per-node groups a line
     each, labelled with the scope, so a slow node's fabric stands apart from the network.
     """
     curves: dict[str, dict[tuple[str, str], Curve]] = {}
-    typed = ClusterReport.of(report)
+    typed = report
     names = node_names(typed)
     for i, nccl in enumerate(typed.nodes.blocks("nccl")):
         tests = ((nccl or {}).get("communication_tests") or {})
@@ -144,10 +144,10 @@ def busbw_curves(report: ClusterReport | Mapping[str, Any]) -> dict[str, list[Cu
     return {op: list(by_group.values()) for op, by_group in curves.items()}
 
 
-def node_peak_busbw(report: ClusterReport | Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def node_peak_busbw(report: ClusterReport) -> dict[str, dict[str, float]]:
     """Per collective, each node's peak node-local bus bandwidth (its NVLink/PCIe fabric)."""
     out: dict[str, dict[str, float]] = {}
-    typed = ClusterReport.of(report)
+    typed = report
     names = node_names(typed)
     ops: dict[str, str] = {}  # test key -> collective: a handful of keys over 60,000 entries at 10,000 nodes
     for name, nccl in zip(names, typed.nodes.blocks("nccl"), strict=False):
@@ -185,11 +185,11 @@ def _first(*values: Any) -> float | None:
     return next((n for n in map(num, values) if n is not None), None)
 
 
-def gpu_sensors(report: ClusterReport | Mapping[str, Any]) -> list[GpuSensors]:
+def gpu_sensors(report: ClusterReport) -> list[GpuSensors]:
     """Temperature and power per GPU, from the node sections (limits from the ``gpu`` block, or
     from the recorded facts in reports older than those fields)."""
     out = []
-    typed = ClusterReport.of(report)
+    typed = report
     names = node_names(typed)
     for i, (node_facts, gpus) in enumerate(zip(typed.nodes.blocks("facts"), typed.nodes.blocks("gpu"), strict=True)):
         facts = {g.get("index"): g for g in ((node_facts or {}).get("gpu") or {}).get("gpus") or []

@@ -73,10 +73,10 @@ class Spread(msgspec.Struct):
             self.highest = (str(subjects[values.index(hi)]), hi)
 
 
-def gemm_spreads(report: ClusterReport | Mapping[str, Any]) -> dict[str, Spread]:
+def gemm_spreads(report: ClusterReport) -> dict[str, Spread]:
     """Per precision, every correct GEMM measurement (as :func:`.measurements.gemm_points` reads them)."""
     out: dict[str, Spread] = {}
-    for f in ClusterReport.of(report).findings:
+    for f in report.findings:
         if f.check_id != GEMM_ID or f.code in _NOT_MEASURED:
             continue
         details = f.details
@@ -163,13 +163,13 @@ def _subject(name: str, key: str) -> str:
     return f"{name}/gpu{suffix if suffix.isdigit() else key}"
 
 
-def sensor_spreads(report: ClusterReport | Mapping[str, Any], statuses: Mapping[str, Mapping[str, str]],
+def sensor_spreads(report: ClusterReport, statuses: Mapping[str, Mapping[str, str]],
                    names: list[str] | None = None) -> tuple[Spread, Spread, float | None, float | None]:
     """Temperature and power of every GPU (``gpu`` block of each node section), the lowest
     slowdown temperature and power limit among them; ``statuses`` maps ``temperature`` and
     ``power`` to the worst status per GPU subject (only those not PASS matter). Read a
     column at a time with comprehensions: 80,000 GPUs."""
-    typed = ClusterReport.of(report)
+    typed = report
     gpus = _Gpus(typed, names if names is not None else node_names(typed))
     temps = _spread(gpus, gpus.column("temperature_c"), statuses.get("temperature") or {})
     power = _spread(gpus, gpus.column("power_draw_w"), statuses.get("power") or {})
@@ -194,13 +194,13 @@ def _points(entry: Mapping[str, Any]) -> list[tuple[int, float]]:
                   if num(r.get("busbw_gbps")) is not None and num(r.get("size_bytes")))
 
 
-def local_sweeps(report: ClusterReport | Mapping[str, Any], keep: int,
+def local_sweeps(report: ClusterReport, keep: int,
                  names: list[str] | None = None) -> dict[str, Sweeps]:
     """Per collective, what :func:`.measurements.busbw_curves` reads (a group shared by several
     nodes once), the node-local groups reduced to their values per size and the ``keep``
     slowest of them (lowest peak) as curves. A node-local sweep's values go straight into
     their size's column: 60,000 sweeps at 10,000 nodes, and only the slowest become curves."""
-    typed = ClusterReport.of(report)
+    typed = report
     names = names if names is not None else node_names(typed)
     out: dict[str, Sweeps] = {}
     seen: set[tuple[str, str, str]] = set()

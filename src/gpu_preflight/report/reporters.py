@@ -4,9 +4,10 @@
 from :data:`reporters`, so a new format is one decorated function (and one ``lazy`` line
 here, so that a ``--format json`` run never imports the HTML renderer).
 
-A renderer takes the typed :class:`~.model.ClusterReport` (``typed=True``) or, until it is
-converted, the report's JSON dict; the registered entry accepts either and hands the
-renderer the form it reads, so callers never care which.
+A renderer takes the typed :class:`~gpu_preflight.findings.model.ClusterReport` (``typed=True``);
+the one that writes the JSON itself (``json``) takes its dict, which the registered entry
+makes from the typed report. :func:`gpu_preflight.report.render` reads a report dict (a saved
+``report.json``) into the typed report once, at that edge.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Renderer", "reporter", "reporters"]
 
-Renderer: TypeAlias = "Callable[[ClusterReport | Mapping[str, Any]], str]"
+Renderer: TypeAlias = "Callable[[ClusterReport], str]"
 
 F = TypeVar("F", bound=Callable[..., str])
 
@@ -36,13 +37,12 @@ reporters.lazy("prometheus", "gpu_preflight.outputs.textfile:render_textfile")
 
 
 def _as_dict(report: ClusterReport | Mapping[str, Any]) -> Mapping[str, Any]:
+    """The JSON a dict-based renderer writes (the JSON-out edge: a dict is written as it is)."""
     return report if isinstance(report, Mapping) else report.to_dict()
 
 
-def _as_typed(report: ClusterReport | Mapping[str, Any]) -> ClusterReport:
-    from ..findings.model import ClusterReport
-
-    return ClusterReport.of(report)
+def _as_typed(report: ClusterReport) -> ClusterReport:
+    return report
 
 
 def reporter(name: str, *, typed: bool = False) -> Callable[[F], F]:
@@ -53,12 +53,13 @@ def reporter(name: str, *, typed: bool = False) -> Callable[[F], F]:
     def register(fn: F) -> F:
         convert = _as_typed if typed else _as_dict
 
-        def entry(report: ClusterReport | Mapping[str, Any]) -> str:
+        def entry(report: ClusterReport) -> str:
             return fn(convert(report))
 
         entry.__name__ = entry.__qualname__ = f"render_{name}"
         entry.__doc__ = fn.__doc__
         entry.__wrapped__ = fn  # type: ignore[attr-defined]
+        entry.typed = typed  # type: ignore[attr-defined]  # what render() hands it: the typed report, or a dict as it is
         reporters.register(name, entry)
         return fn
 

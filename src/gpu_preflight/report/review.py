@@ -84,12 +84,12 @@ def _stamp(text: Any) -> datetime | None:
         return None
 
 
-def header_facts(report: ClusterReport | Mapping[str, Any]) -> dict[str, Any]:
+def header_facts(report: ClusterReport) -> dict[str, Any]:
     """``generated`` (the run's timestamp), ``updated`` (the newest timestamp the report holds:
     a node section read later than the run started) and the assessment type from the test
     groups the run judged: COMPREHENSIVE when node checks, DCGM's extended diagnostic and
     the GPU workloads all ran; CLUSTER when workloads ran across nodes; NODE otherwise."""
-    typed = ClusterReport.of(report)
+    typed = report
     sections = typed.nodes
     stamps = [(s, t) for s in [typed.timestamp, *(sections.raw(k).get("timestamp") for k in sections)]
               if (t := _stamp(s)) is not None]
@@ -119,10 +119,10 @@ def _models(report: ClusterReport) -> dict[str, int]:
     return out
 
 
-def infrastructure(report: ClusterReport | Mapping[str, Any],
+def infrastructure(report: ClusterReport,
                    scores: Mapping[str, Any] | None = None) -> dict[str, str]:
     """Type, nodes, network, management and purpose, each from what the report recorded."""
-    typed = ClusterReport.of(report)
+    typed = report
     info, topo = typed.cluster_info, typed.cluster_info.cluster_topology
     names = node_names(typed)
     models = _models(typed)
@@ -271,10 +271,10 @@ def _agreement(key: str, rows: Sequence[Mapping[str, Any]], why: str) -> dict[st
     return {"status": "DIFFER", "values": values, "text": f"differs between nodes: {spread}{unknown}"}
 
 
-def software_stack(report: ClusterReport | Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
+def software_stack(report: ClusterReport, cfg: ReportConfig) -> dict[str, Any]:
     """Driver, driver CUDA, torch and its CUDA, NCCL, the aws-ofi-nccl plugin and the container
     image per node (up to ``detail_max_nodes``), and for each whether the nodes agree."""
-    typed = ClusterReport.of(report)
+    typed = report
     rows = _stack_rows(typed)
     skipped = next((f.summary for f in typed.findings if f.check_id == STACK_CUDA_ID and f.status is Status.SKIP),
                    None)
@@ -296,12 +296,12 @@ def _health(findings: Iterable[ReportFinding]) -> str:
     return HEALTH_WORDS[Status.worst(judged).value] if judged else "not tested"
 
 
-def gpu_memory(report: ClusterReport | Mapping[str, Any], specs: Mapping[str, Any],
+def gpu_memory(report: ClusterReport, specs: Mapping[str, Any],
                scores: Mapping[str, Any]) -> dict[str, Any]:
     """Per node: GPU memory, the share in use and the GPUs' utilisation when the node was checked
     (NVML, before any workload), the node's GPU and resource health (worst status of its hardware
     and resource findings) and its score; the cluster's totals. ``None`` where NVML gave no reading."""
-    typed = ClusterReport.of(report)
+    typed = report
     rows_of = NodeRows(typed)
     own: dict[str, list[ReportFinding]] = {}
     for f in typed.findings:
@@ -334,12 +334,12 @@ def gpu_memory(report: ClusterReport | Mapping[str, Any], specs: Mapping[str, An
     return {"nodes": rows, "listed": listed, "cluster": cluster}
 
 
-def service_matrix(report: ClusterReport | Mapping[str, Any], columns: int) -> dict[str, Any]:
+def service_matrix(report: ClusterReport, columns: int) -> dict[str, Any]:
     """Each test group's status per node (the findings of the node and the cluster checks that
     name it, both ends of a node pair), its status over cluster-wide findings (``cluster``),
     its reliability (the share of nodes where it was judged that PASS) and its status over
     the whole run. Up to ``columns`` nodes one column each; above, nodes counted per status."""
-    typed = ClusterReport.of(report)
+    typed = report
     rows_of = NodeRows(typed)
     own: dict[str, list[dict[str, Any]]] = {}
     everything = []

@@ -1,7 +1,7 @@
 """The report's JSON Schema, generated from the typed model (:mod:`.model`).
 
-The schema is not written by hand: it is read off the dataclasses' fields and types, so it
-cannot drift from what ``to_dict`` writes. The package ships the generated file
+The schema is not written by hand: it is read off the ``msgspec.Struct``\\ s' fields and
+types, so it cannot drift from what ``to_dict`` writes. The package ships the generated file
 (``gpu_preflight/data/report.schema.json``); a test fails when it differs from what this
 module generates. Regenerate it after changing the model (and bump
 ``model.SCHEMA_VERSION`` when the layout changes)::
@@ -10,14 +10,13 @@ module generates. Regenerate it after changing the model (and bump
 
 A small generator over the few type forms the model uses (no dependency): ``str``,
 ``int``, ``float``, ``bool``, ``None``, ``Any``, :class:`~gpu_preflight.model.Status`,
-unions, ``dict[str, X]``, ``list[X]``, ``tuple[X, ...]``, dataclasses and ``TypedDict``\\ s.
-A dataclass field whose metadata says ``omit`` is optional (left out when ``None``); one
-that says ``extra`` opens the object to further keys.
+unions (``int | float`` is a JSON "number"), ``dict[str, X]``, ``list[X]``, ``tuple[X, ...]``,
+structs and ``TypedDict``\\ s. A field of a struct that omits defaults and has one is optional
+(left out when ``None``); the :data:`~gpu_preflight.findings.model.EXTRA` field opens the object to further keys.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import json
 import sys
@@ -28,7 +27,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..findings.model import ClusterReport
+import msgspec
+
+from ..findings.model import EXTRA, ClusterReport
 from ..model import SCHEMA_VERSION
 
 __all__ = ["SCHEMA_ID", "generate", "shipped", "shipped_path"]
@@ -47,6 +48,10 @@ def _type(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         parts = [_type(a, defs) for a in args]
+        if {"type": "integer"} in parts and {"type": "number"} in parts:  # a JSON number may be an integer
+            parts.remove({"type": "integer"})
+            if len(parts) == 1:
+                return parts[0]
         if all(set(p) == {"type"} for p in parts):
             return {"type": [p["type"] for p in parts]}
         return {"anyOf": parts}
@@ -55,7 +60,7 @@ def _type(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return {"type": "object", "additionalProperties": value} if value else {"type": "object"}
     if origin in (list, tuple):
         return {"type": "array", "items": _type(args[0], defs)} if args and args[0] is not Any else {"type": "array"}
-    if isinstance(tp, type) and (dataclasses.is_dataclass(tp) or typing.is_typeddict(tp)):
+    if isinstance(tp, type) and (issubclass(tp, msgspec.Struct) or typing.is_typeddict(tp)):
         name = tp.__name__
         if name not in defs:
             defs[name] = {}  # placeholder: a type that refers to itself ends here
@@ -67,23 +72,23 @@ def _type(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _object(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
     properties: dict[str, Any] = {}
     required: list[str] = []
     open_ = False
-    if dataclasses.is_dataclass(cls):
-        for f in dataclasses.fields(cls):
-            if f.metadata.get("extra"):
+    if issubclass(cls, msgspec.Struct):
+        omits = cls.__struct_config__.omit_defaults
+        for f in msgspec.structs.fields(cls):
+            if f.encode_name == EXTRA:
                 open_ = True
                 continue
-            hint = hints[f.name]
-            if f.metadata.get("omit"):  # left out when None: present means a value
+            hint = f.type
+            if omits and not f.required:  # left out when None: present means a value
                 hint = typing.Union[tuple(a for a in typing.get_args(hint) if a is not type(None))]  # noqa: UP007
             else:
-                required.append(f.name)
-            properties[f.name] = _type(hint, defs)
+                required.append(f.encode_name)
+            properties[f.encode_name] = _type(hint, defs)
     else:
-        for name, hint in hints.items():
+        for name, hint in typing.get_type_hints(cls).items():
             properties[name] = _type(hint, defs)
             required.append(name)
     out: dict[str, Any] = {"type": "object"}

@@ -249,11 +249,11 @@ def _consistency(report: ClusterReport, conn: Mapping[str, Any] | None, cfg: Rep
                                           "on two or more nodes, or node-to-node exchanges"}
 
 
-def compute_scores(report: ClusterReport | Mapping[str, Any], config: ReportConfig | None = None,
+def compute_scores(report: ClusterReport, config: ReportConfig | None = None,
                    matrix: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The ``health_scores`` block for a report, typed or its dict (pure: changes nothing)."""
     cfg = config or ReportConfig()
-    typed = ClusterReport.of(report)
+    typed = report
     findings = typed.findings
     components = _finding_components(findings, cfg, typed.cluster_summary.unlisted or {})
     conn = connectivity(typed, matrix)
@@ -292,5 +292,6 @@ def add_scores(report: dict[str, Any], config: ReportConfig | None = None,
     """Put :func:`compute_scores` under ``cluster_summary.health_scores`` of a report dict;
     returns it. Kept for callers that hold the dict (``docs/reports.md``); the run's own
     pipeline scores the typed report by value (``report.with_assessment(advise(...))``)."""
-    report.setdefault("cluster_summary", {})["health_scores"] = compute_scores(report, config, matrix)
+    report.setdefault("cluster_summary", {})["health_scores"] = compute_scores(ClusterReport.from_dict(report), config,
+                                                                                      matrix)
     return report

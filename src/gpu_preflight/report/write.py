@@ -58,7 +58,7 @@ def _filled(report: ClusterReport, artifacts: Sequence[Mapping[str, Any]]) -> di
 REPORT_DIR_WAIT_S = 30.0  # outputs.report_dir_wait_s's default, for callers without a config
 
 
-def write(report: ClusterReport | Mapping[str, Any], nodes: Sequence[NodeReport], report_dir: str | Path, *,
+def write(report: ClusterReport, nodes: Sequence[NodeReport], report_dir: str | Path, *,
           pretty: bool = False, name: str = "report.json", wait_s: float = REPORT_DIR_WAIT_S) -> Written:
     """Write ``report.json`` (or ``name``, a bare file name), ``report.html`` and the nodes' raw
     artifacts into ``report_dir``; return what was written and the report as written (a new value).
@@ -79,7 +79,7 @@ def write(report: ClusterReport | Mapping[str, Any], nodes: Sequence[NodeReport]
     """
     from .html import render_html  # only a run that writes a report directory pays for the HTML renderer
 
-    typed = ClusterReport.of(report)
+    typed = report
     with open_dir(report_dir) as out:
         out.lock(wait_s, setting="outputs.report_dir_wait_s")
         artifacts = [a for a in typed.artifacts if a.get("path")]  # saved on their nodes already
@@ -100,7 +100,7 @@ def write_report(report: dict[str, Any] | ClusterReport, nodes: Sequence[NodeRep
                  pretty: bool = False, name: str = "report.json") -> Path:
     """:func:`write`, returning the report's path; a report dict gets the artifacts' paths filled
     in place (``artifacts`` and every ``raw_output_artifact.path``), as the file has them."""
-    written = write(report, nodes, report_dir, pretty=pretty, name=name)
+    written = write(ClusterReport.of(report), nodes, report_dir, pretty=pretty, name=name)
     if isinstance(report, dict):
         report["artifacts"] = list(written.report.artifacts)
         fill_artifact_paths(report.get("nodes") or {}, report["artifacts"])
