@@ -14,6 +14,11 @@ one port, ``ibv_devinfo -i 2``), or a port block without its state or its link l
 (every tool prints the link layer last), means the
 output was cut, and the record lists it in ``incomplete``: a cut listing that lost its
 down port must not read as "every port active".
+
+Fragments: port blocks pasted without their device's header (ibstat's ``CA '<name>'``,
+ibv_devinfo's ``hca_id:``) belong to a device the text does not name; they are read under
+:data:`FRAGMENT_DEVICE`, the record says how many ports it shows, and nothing is assumed of
+the ports it does not show.
 """
 
 from __future__ import annotations
@@ -73,8 +78,22 @@ def sniff_ibstatus(text: str) -> int:
 _NO_DEVICES = re.compile(r"^\s*No IB devices found\s*$", re.MULTILINE)
 
 
+# ibv_devinfo's own labels (lower case, with underscores, as only it prints them) and its port state's shape.
+_DEVINFO_LABELS = re.compile(r"^\s*(transport|fw_ver|node_guid|sys_image_guid|vendor_id|vendor_part_id|hw_ver"
+                             r"|board_id|phys_port_cnt|max_mtu|active_mtu|sm_lid|port_lid|port_lmc|link_layer"
+                             r"|phys_state|active_width|active_speed):", re.MULTILINE)
+_DEVINFO_STATE = re.compile(r"^\s*state:\s*PORT_[A-Z_]+\s*\(\d+\)", re.MULTILINE)
+# The labels that start a device's lines or a port's: a fragment's device starts at the first of them.
+_DEVINFO_DEVICE_KEYS = frozenset({"transport", "fw_ver", "node_guid", "sys_image_guid", "vendor_id",
+                                  "vendor_part_id", "hw_ver", "board_id", "phys_port_cnt", "port"})
+
+
 def sniff_devinfo(text: str) -> int:
-    return 90 if re.search(r"^hca_id:\s*\S+", text, re.MULTILINE) or _NO_DEVICES.search(text) else 0
+    """An ``hca_id:`` block (90), or (a pasted fragment) a port state printed as ibv_devinfo prints it
+    (``PORT_ACTIVE (4)``) among three of its labels (60)."""
+    if re.search(r"^hca_id:\s*\S+", text, re.MULTILINE) or _NO_DEVICES.search(text):
+        return 90
+    return 60 if _DEVINFO_STATE.search(text) and len(set(_DEVINFO_LABELS.findall(text))) >= 3 else 0
 
 
 def _lines(kind: str, text: str) -> list[tuple[int, str]]:
@@ -208,7 +227,11 @@ def parse_devinfo(text: str) -> IbDevicesRecord:
         if key == "hca_id":
             device, port = IbDevice(value), None
             record.devices.append(device)
-        elif device is None:
+            continue
+        if device is None and not record.devices and key in _DEVINFO_DEVICE_KEYS:  # lines pasted without hca_id
+            device = IbDevice(FRAGMENT_DEVICE)
+            record.devices.append(device)
+        if device is None:
             continue
         elif key == "port":
             port, width = IbPort(to_int(value) or 0), None
@@ -243,5 +266,10 @@ def parse_devinfo(text: str) -> IbDevicesRecord:
         why = [line.strip() for line in text.splitlines() if line.lstrip().startswith("libibverbs:")]
         record.errors.append("No IB devices found" + (f" ({why[0]})" if why else ""))
         return record
+    if record.devices[0].name == FRAGMENT_DEVICE:
+        ports = record.devices[0].ports
+        if not any(port.state or port.physical_state for port in ports):
+            raise ParseError(DEVINFO_KIND, "no 'hca_id:' line, and no port state to judge")
+        record.fragment = len(ports)
     _check_ports(record, announced)
     return record

@@ -196,10 +196,16 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
 _SNIFF_RANK_TAG = re.compile(r"^\[rank\d+\]:\s*")
 
 
+def _message(line: str) -> str:
+    """A line read past torch's rank tag and what a launcher put after it (``[rank3]:     libfabric:...``): the
+    message a rank printed, where a signature anchored at the start of the tool's own line is looked for."""
+    return _LAUNCHER.sub("", _SNIFF_RANK_TAG.sub("", line, count=1), count=1)
+
+
 def sniff(text: str) -> int:
     """The score of the strongest log line in ``text``, read without the prefix a launcher or a paste put
     before each line (indentation, ``[1,0]<stdout>:``, ``[80746] ``, ``0: ``, torch's ``[rank3]:``)."""
-    text = "\n".join(_LAUNCHER.sub("", _SNIFF_RANK_TAG.sub("", line, count=1), count=1) for line in text.splitlines())
+    text = "\n".join(_message(line) for line in text.splitlines())
     for score, pattern in _LOG_LINES:
         if pattern.search(text):
             return score
@@ -236,7 +242,7 @@ def parse(text: str) -> NcclLogRecord:
             host = h.group("host")
         if host:
             hosts.add(host)
-        found = classify(line)
+        found = classify(_message(line) if rank_m else line)  # the rank is read; the message may follow its tag
         if found is None:
             continue
         kind, m = found

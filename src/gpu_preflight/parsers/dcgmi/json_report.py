@@ -13,7 +13,9 @@ Layouts, from NVIDIA/DCGM's ``NvvsJsonStrings.h`` and ``dcgm_diag_schema.json``:
   ``"DCGM Diagnostic"`` at the top level (accepted inside it too).
 
 Test objects quoted without the root (an issue's excerpt of a ``-j`` document) are read as a
-fragment, marked cut when the quote ends where the document goes on.
+fragment, marked cut when the quote ends where the document goes on. So are the test objects of
+a document cut at either end (its root's opening or closing braces lost): no longer one JSON
+value, it is judged on the whole test objects it still holds, and marked incomplete.
 
 No JSON schema is published as stable, so every field is read defensively: a missing one
 is ``None``, a field of the wrong type is a :class:`ParseError`, never a ``KeyError``.
@@ -22,6 +24,7 @@ is ``None``, a field of the wrong type is a :class:`ParseError`, never a ``KeyEr
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ...boundedio import JSON_MAX_DEPTH, nesting_depth
@@ -30,6 +33,7 @@ from ..errors import ParseError
 from .common import KIND, gpu_ids_in, normalize_status, overall_of, worst_status
 
 _ROOTS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")
+_TEST_START = re.compile(r'\{\s*"name"\s*:')  # where a test object of either layout may begin
 
 
 def parse_json(text: str) -> DcgmDiagRecord:
@@ -43,6 +47,8 @@ def parse_json(text: str) -> DcgmDiagRecord:
     try:
         data, _ = json.JSONDecoder().raw_decode(text[start:])
     except json.JSONDecodeError as exc:
+        if cut := _cut_document(text):
+            return cut
         raise ParseError(KIND, f"malformed JSON: {exc.msg}", text[:start].count("\n") + exc.lineno) from None
     if not isinstance(data, dict):
         raise ParseError(KIND, "the JSON document is not an object")
@@ -50,6 +56,8 @@ def parse_json(text: str) -> DcgmDiagRecord:
     if key is None:
         if _is_test(data):
             return _excerpt(text, start)
+        if cut := _cut_document(text):
+            return cut
         raise ParseError(KIND, f"no {' or '.join(map(repr, _ROOTS))} key in the JSON document")
     root = _object(data[key], key)
     metadata = _object(data.get("metadata", root.get("metadata", {})), "metadata")
@@ -115,6 +123,34 @@ def _excerpt(text: str, start: int) -> DcgmDiagRecord:
             break
         at = text.index("{", end)
     record.fragment = len(record.tests)
+    record.overall = overall_of(record)
+    return record
+
+
+def _cut_document(text: str) -> DcgmDiagRecord | None:
+    """The whole test objects of a ``-j`` document that no longer parses as one value (a paste cut at its
+    start, which lost the root's ``{``, or at its end); ``None`` when it holds none.
+
+    Each test object is decoded where it begins and skipped past, so the scan reads the text once. The
+    record is a fragment judged on those tests, and incomplete: the rest of the run is not shown.
+    """
+    decoder = json.JSONDecoder()
+    tests: list[DcgmTest] = []
+    at = 0
+    while (m := _TEST_START.search(text, at)) is not None:
+        try:
+            obj, end = decoder.raw_decode(text, m.start())
+        except json.JSONDecodeError:
+            at = m.end()
+            continue
+        if _is_test(obj):
+            tests.append(_test(None, obj))
+        at = end if _is_test(obj) else m.end()
+    if not tests:
+        return None
+    record = DcgmDiagRecord(format="json-excerpt", tests=tests, fragment=len(tests))
+    record.incomplete.append(f"the JSON document is cut (it is not one JSON value): judged on the {len(tests)} "
+                             "test object(s) it shows, the run's other tests and its result are not shown")
     record.overall = overall_of(record)
     return record
 

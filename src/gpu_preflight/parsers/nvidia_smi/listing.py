@@ -10,7 +10,9 @@ answer (no links), not an error. Newer drivers print a message under the GPU ins
 (:data:`~gpu_preflight.records.smi.NVLINK_NOTES`): all links inactive, no NVLink on this
 device, or no NVLink query in MIG mode; the GPU keeps it as ``nvlink_note``. nvidia-smi wraps
 the first at 80 columns in some captures (``... as all`` / ``links are inActive``), so a
-continuation line is read as part of it.
+continuation line is read as part of it. A paste cut above its first ``GPU`` line starts with
+the last links (or MIG lines) of a GPU it does not name: they are passed over and the listing
+is flagged ``elided``, judged on the GPUs it names.
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ def _parse(kind: str, text: str, fmt: str) -> SmiListingRecord:
             current.nvlink_note = note
         elif current is not None and current.nvlink_note == "all_inactive" and _WRAPPED.match(line):
             continue
+        elif current is None and (_LINK.match(line) or _MIG.match(line) or _note(line)):
+            record.elided = True  # a cut paste: the GPU these lines belong to is not shown
         else:
             raise ParseError(kind, f"unexpected line {line[:60]!r}", number)
     if fmt == "nvlink" and record.gpus and not any(g.links or g.nvlink_note for g in record.gpus):

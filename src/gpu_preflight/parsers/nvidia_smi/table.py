@@ -12,6 +12,10 @@ prints ``On`` in the ECC cell and ``N/A`` utilisation; names longer than the cel
 tachometer or power sensor that does not answer): it is not "no reading". Each one is kept
 as an ``unreadable_reading`` failure naming the GPU and the column, so the GPU is never
 passed on the readings that are left.
+
+A table pasted without its banner (the GPU table cut out from its header row down, the way
+issues quote the one GPU that misbehaves) is a ``fragment``: its labelled cells are read the
+same way, judged on the GPUs it shows, and nothing is assumed of the driver or the GPU count.
 """
 
 from __future__ import annotations
@@ -40,10 +44,32 @@ _MEMORY = re.compile(r"(?<!\d)(\d+)MiB\s*/\s*(\d+)MiB")
 _PROCESS = re.compile(r"^\|\s*(?P<gpu>\d+)\s+(?:(?P<gi>\S+)\s+(?P<ci>\S+)\s+)?(?P<pid>\d+)\s+"
                       r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>.*?)\s+(?P<mem>\d+MiB|N/A)\s*\|$")
 _MIG_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|")
+# The GPU table's first header row (``| GPU  Name ... | Bus-Id ...``) and its second (``| Fan  Temp ... |
+# Memory-Usage |``): where a table without its banner starts, with or without its first header row.
+_GPU_HEADER = re.compile(r"^\|\s*GPU\s+Name\b.*\|.*Bus-Id")
+_FAN_HEADER = re.compile(r"^\|\s*Fan\s+Temp\b.*\|\s*Memory-Usage\s*\|")
+# Those labelled rows down to the ``|===`` rule: a banner-less table.
+_HEADED_TABLE = re.compile(r"^(?:\|\s*GPU\s+Name\b.*\|.*Bus-Id.*\n(?:\|.*\n){0,2}?)?"
+                           r"\|\s*Fan\s+Temp\b.*\|\s*Memory-Usage\s*\|.*\n(?:\|.*\n){0,2}?\|=+[+|=]*\|?\s*$",
+                           re.MULTILINE)
+# A GPU block's first two rows (index and name | bus id | ..., then power | memory used / total | ...): a table
+# pasted without any header row.
+_DATA_BLOCK = re.compile(r"^\|\s*\d+\s+\S.*\|\s*[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]\b.*\|.*\n"
+                         r"\|.*\|\s*\d+MiB\s*/\s*\d+MiB\s*\|.*\|\s*$", re.MULTILINE)
+# The header nvidia-smi prints above every GPU table, but for the first row's mode label (see _MODE_LABEL).
+_STANDARD_HEADER = (["GPU  Name", "Bus-Id  Disp.A", "Volatile Uncorr. ECC"],
+                    ["Fan  Temp  Perf  Pwr:Usage/Cap", "Memory-Usage", "GPU-Util  Compute M."], ["", "", "MIG M."])
+# The first data cell ends with the mode its (lost) header row names: Persistence-M on Linux, Driver-Model on Windows.
+_MODE_LABEL = {"On": "Persistence-M", "Off": "Persistence-M", "WDDM": "Driver-Model", "TCC": "Driver-Model"}
 
 
 def sniff(text: str) -> int:
-    return 95 if _VERSIONS.search(text) and "Memory-Usage" in text else 0
+    """95 for the whole table (banner and ``Memory-Usage``); 80 for its GPU table without the banner; 70 for
+    its GPU rows without a header."""
+    if "Memory-Usage" not in text:
+        return 70 if _DATA_BLOCK.search(text) else 0
+    return 95 if _VERSIONS.search(text) else 80 if _HEADED_TABLE.search(text) else 70 if _DATA_BLOCK.search(
+        text) else 0
 
 
 @parser(KIND, sniff=sniff, title="nvidia-smi (the default table)")
@@ -52,7 +78,7 @@ def parse(text: str) -> NvidiaSmiRecord:
     lines = [line.rstrip() for line in prepare(KIND, text)]
     top = next((i for i, line in enumerate(lines) if _VERSIONS.search(line)), None)
     if top is None:
-        raise ParseError(KIND, "no 'NVIDIA-SMI ... Driver Version' (or 'KMD Version') line")
+        return _fragment(lines)
     versions = _VERSIONS.search(lines[top])
     assert versions is not None
     header, first_data = _header(lines, top)
@@ -65,6 +91,39 @@ def parse(text: str) -> NvidiaSmiRecord:
     return NvidiaSmiRecord(format="table", driver_version=versions.group("driver"),
                            cuda_version=versions.group("cuda"), attached_gpus=len(gpus), timestamp=stamp,
                            gpus=gpus, failures=failures_in(lines) + _errors(header, lines, first_data))
+
+
+def _fragment(lines: list[str]) -> NvidiaSmiRecord:
+    """The GPU table without the banner: judged on the GPUs it shows (no driver, no GPU count assumed).
+
+    A paste that starts at the header's second row (``Fan  Temp ...``) lost the first, and one that
+    starts at a GPU's rows lost them all: nvidia-smi prints the same labels in every layout (the GPU and
+    its name, bus id, uncorrected ECC; power, memory, utilisation; MIG mode), so they are read back
+    from the shape of the first data row, whose name cell ends with the mode the first row names.
+    """
+    start = next((i for i, line in enumerate(lines) if _GPU_HEADER.match(line.strip())), None)
+    lost = 0 if start is not None else 1
+    if start is None:
+        start = next((i for i, line in enumerate(lines) if _FAN_HEADER.match(line.strip())), None)
+    if start is not None:
+        header, first_data = _header(lines, start - 1)
+    elif m := _DATA_BLOCK.search("\n".join(lines)):
+        first_data, lost = "\n".join(lines)[:m.start()].count("\n"), len(_STANDARD_HEADER)
+        height = next((i for i in range(first_data, len(lines)) if not lines[i].strip().startswith("|")), len(lines))
+        header = [list(row) for row in _STANDARD_HEADER[1:max(2, min(3, height - first_data))]]
+    else:
+        raise ParseError(KIND, "no 'NVIDIA-SMI ... Driver Version' (or 'KMD Version') line")
+    if lost:
+        first = _cells(lines[first_data]) if first_data < len(lines) else []
+        mode = _MODE_LABEL.get(first[0].rsplit(None, 1)[-1], "") if first and first[0] else ""
+        header.insert(0, [f"{_STANDARD_HEADER[0][0]}  {mode}".rstrip(), *_STANDARD_HEADER[0][1:]])
+    gpus = [_gpu(header, block) for block in _blocks(lines, first_data, len(header))]
+    if not gpus:
+        raise ParseError(KIND, "the GPU table has no rows", first_data + 1)
+    _add_mig_devices(lines, gpus)
+    _add_processes(lines, gpus)
+    return NvidiaSmiRecord(format="table", gpus=gpus, failures=failures_in(lines) + _errors(header, lines, first_data),
+                           fragment=len(gpus))
 
 
 def _cells(line: str) -> list[str]:
