@@ -42,6 +42,25 @@ def test_the_split_is_by_source_with_a_fixed_seed() -> None:
     assert 900 < sum(map(held_out, sources)) < 1100
 
 
+
+def test_an_inspected_case_leaves_the_held_out_quarter_and_only_a_held_out_one_may_say_so(tmp_path: Path) -> None:
+    """A held-out case someone saw fail is counted with the rest, named; the key on another case is an error."""
+    from bench_field import held_out as in_quarter
+
+    out = next(f"github:x/y/issues/{i}" for i in range(100) if in_quarter(f"github:x/y/issues/{i}"))
+    inside = next(f"github:x/y/issues/{i}" for i in range(100) if not in_quarter(f"github:x/y/issues/{i}"))
+    family = tmp_path / "kernel"
+    family.mkdir()
+    (family / "a.txt").write_text("x\n")
+    entry = ('[[case]]\nfile = "a.txt"\nsource = "{}"\nurl = "u"\nprovenance = "p"\nlicence = "l"\n'
+             'concluded = "c"\nexpect = "FAIL"\ninspected = "seen"\n')
+    (family / "SOURCES.toml").write_text(entry.format(out))
+    (case,) = load_cases(tmp_path)
+    assert case.inspected == "seen" and not case.held_out
+    (family / "SOURCES.toml").write_text(entry.format(inside))
+    with pytest.raises(ValueError, match="held-out source only"):
+        load_cases(tmp_path)
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_field_case(case: Case) -> None:
     outcome = judge(case)

@@ -69,6 +69,17 @@ def test_driver_failure_messages_fail(line: str, code: str) -> None:
     assert (f.code, f.status) == (code, Status.FAIL) and f.details[DETAIL_KEY]
 
 
+
+def test_a_driver_that_probed_no_gpu_fails_and_one_that_skipped_some_warns() -> None:
+    """No Xid stands for these (another driver bound the GPUs): the node cannot use them; one passed
+    through to a VM on purpose is only a warning (driver 384's wording, mattshma/bigdata#133)."""
+    found = by_code(xids("[188497.595099] NVRM: No NVIDIA graphics adapter probed!\n"
+                         "[188549.976351] NVRM: The NVIDIA probe routine was not called for 3 device(s).\n"))
+    assert (found["nvrm_no_adapter_probed"].status, found["nvrm_probe_not_called"].status) == (Status.FAIL, Status.WARN)
+    assert found["nvrm_no_adapter_probed"].summary.startswith("NVRM message (The NVIDIA driver")  # no "as Xid 0"
+    (alone,) = xids("[   12.5] NVRM: The NVIDIA probe routine was not called for 1 device(s).\n")
+    assert alone.status is Status.WARN
+
 def test_an_xid_45_names_its_cause_and_the_cause_is_judged() -> None:
     text = ("kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 "
             "caused by previous Xid 149\n"

@@ -108,8 +108,8 @@ class XidVerdict(msgspec.Struct, frozen=True):
         """How the finding names the event: ``Xid 79``, ``SXid 20034``, or the driver message and its Xid."""
         if self.kind.startswith("sxid"):
             return f"SXid {self.xid}"
-        if self.kind.startswith("nvrm:"):
-            return f"NVRM message (as Xid {self.xid})"
+        if self.kind.startswith("nvrm:"):  # 0: a driver message no Xid stands for (no GPU probed at all)
+            return f"NVRM message (as Xid {self.xid})" if self.xid else "NVRM message"
         if self.kind == "cause":
             return f"Xid {self.xid} (named as a cause)"
         return f"Xid {self.xid}"

@@ -277,6 +277,10 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
         r"has fallen off the bus")),
     ("fallen_off_bus", 79, re.compile(r"NVRM: (?:\(PCI ID: [^)]*\) )?fallen off the bus and is not responding")),
     ("probe_failed", 79, re.compile(r"NVRM: The NVIDIA probe routine failed for \d+ device")),
+    # The driver loaded but owns no GPU, or not all of them: another driver (nouveau, vfio-pci) bound
+    # them first. No Xid stands for these (0): the GPUs are not broken, the node cannot use them.
+    ("no_adapter_probed", 0, re.compile(r"NVRM: No NVIDIA (?:graphics )?adapter (?:probed|found)!")),
+    ("probe_not_called", 0, re.compile(r"NVRM: The NVIDIA probe routine was not called for \d+ device")),
     ("pci_region_invalid", 79, re.compile(r"NVRM: This PCI I/O region assigned to your NVIDIA device is invalid")),
     # Drivers before ~R390 print it without the GPU: "NVRM: RmInitAdapter failed! (0x26:0xffff:1375)".
     ("rm_init_failed", 143, re.compile(
