@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpu_preflight.findings.model import ReportFinding
 from gpu_preflight.model import CheckResult, Finding, NodeReport, Status
 from gpu_preflight.report.build import build_report
 
@@ -19,6 +20,12 @@ def node_report(host: str, findings: tuple[tuple[str, Status], ...] = PASSING,
     results = [CheckResult(cid, cid, [Finding(cid, status, host, "test", f"{cid} is {status.value}")], 0.0)
                for cid, status in findings]
     return NodeReport(host, stamp, results)
+
+
+def listed(check_id: str, status: str, subject: str = "vm") -> ReportFinding:
+    """A finding as a report lists it (what the Slurm and Kubernetes verdicts read)."""
+    return ReportFinding.from_dict({"check_id": check_id, "status": status, "subject": subject, "code": "test",
+                                    "summary": f"{check_id} is {status}"})
 
 
 def report(host: str = "vm", findings: tuple[tuple[str, Status], ...] = PASSING,

@@ -444,6 +444,7 @@ def test_each_failure_mode_names_its_action(g: dict[str, Any], want: list[Any]) 
 def test_a_pinned_node_is_isolated_in_its_summary_drain_reason_and_console_line() -> None:
     """The node the majority pins carries the action wherever a hook reads it; a pair's monitor names no node."""
     from gpu_preflight.config.slurm_schema import SlurmConfig
+    from gpu_preflight.findings.model import ClusterReport
     from gpu_preflight.integrations.slurm import drain_reason
     from gpu_preflight.integrations.slurm_result import judge as slurm_judge
     from gpu_preflight.integrations.slurm_result import node_results, parse_timestamp
@@ -452,12 +453,12 @@ def test_a_pinned_node_is_isolated_in_its_summary_drain_reason_and_console_line(
     report = json.loads(json.dumps(_report(gathered(3, faults=towards(1, 3, UNRESOLVED)))))
     actions = {s["node_info"]["current_host"]: s["summary"].get("operator_action") for s in report["nodes"].values()}
     assert actions == {"h0": None, "h1": "isolate_node", "h2": None}
-    nodes, _ = node_results(report)
+    nodes, _ = node_results(ClusterReport.of(report))
     h1 = next(n for n in nodes if "h1" in n.names)
     verdict = slurm_judge(h1.findings, SlurmConfig(), parse_timestamp(report["timestamp"]))
     reason = drain_reason(verdict, "gpu-preflight:")
     assert reason.startswith("gpu-preflight: action=isolate_node "), reason
-    assert "action  isolate_node: h1" in render_console_text(report).splitlines()
+    assert "action  isolate_node: h1" in render_console_text(ClusterReport.of(report)).splitlines()
 
     pair = json.loads(json.dumps(_report(gathered(3, faults={(0, 2): UNRESOLVED}))))
     assert all("operator_action" not in s["summary"] for s in pair["nodes"].values())

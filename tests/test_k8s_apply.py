@@ -20,6 +20,7 @@ from typing import Any
 import kubernetes
 import pytest
 
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.integrations.k8s import HEALTH_LABEL, SUMMARY_ANNOTATION, TAINT_KEY, plan
 from gpu_preflight.integrations.k8s_apply import MERGE_PATCH, apply
 
@@ -129,7 +130,7 @@ def server() -> Iterator[FakeApiServer]:
 
 def test_apply_labels_taints_and_clears_only_our_taint(tmp_path: Path, server: FakeApiServer) -> None:
     report = cluster_report(tmp_path, {"gpu-a": False, "gpu-b": True})
-    result = apply(plan(report), server.api())
+    result = apply(plan(ClusterReport.of(report)), server.api())
     assert result.patched == ["gpu-a", "gpu-b"] and not result.failed
     assert server.taints("gpu-a") == [FOREIGN]  # a pass removes our taint, never the operator's
     assert server.taints("gpu-b") == [FOREIGN, {"key": TAINT_KEY, "value": "fail", "effect": "NoSchedule"}]
@@ -142,7 +143,7 @@ def test_apply_labels_taints_and_clears_only_our_taint(tmp_path: Path, server: F
 
 def test_unchanged_taint_is_not_rewritten(tmp_path: Path, server: FakeApiServer) -> None:
     report = cluster_report(tmp_path, {"gpu-a": True})
-    apply(plan(report), server.api())
+    apply(plan(ClusterReport.of(report)), server.api())
     patch = next(r for r in server.requests if r[0] == "PATCH")[3]
     assert "spec" not in patch and "resourceVersion" not in patch["metadata"]
 
@@ -161,21 +162,21 @@ def test_concurrent_edit_is_retried_and_keeps_the_other_taint(tmp_path: Path, se
                 node["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
 
     server.on_get = meddle
-    result = apply(plan(cluster_report(tmp_path, {"gpu-b": True})), server.api())
+    result = apply(plan(ClusterReport.of(cluster_report(tmp_path, {"gpu-b": True}))), server.api())
     assert result.patched == ["gpu-b"]
     assert server.taints("gpu-b") == [FOREIGN, other, {"key": TAINT_KEY, "value": "fail", "effect": "NoSchedule"}]
     assert sum(1 for r in server.requests if r[0] == "PATCH") == 2
 
 
 def test_unknown_node_is_reported_not_fatal(tmp_path: Path, server: FakeApiServer) -> None:
-    result = apply(plan(cluster_report(tmp_path, {"gpu-a": False, "ghost": True})), server.api())
+    result = apply(plan(ClusterReport.of(cluster_report(tmp_path, {"gpu-a": False, "ghost": True}))), server.api())
     assert result.patched == ["gpu-a"]
     assert "no node named 'ghost'" in result.failed["ghost"]
 
 
 def test_breaker_counts_the_whole_cluster(tmp_path: Path, server: FakeApiServer) -> None:
     """gpu-a already carries our taint; tainting gpu-b, gpu-c too would be 3 of 4 nodes > 0.5."""
-    out = plan(cluster_report(tmp_path, {"gpu-b": True, "gpu-c": True}))
+    out = plan(ClusterReport.of(cluster_report(tmp_path, {"gpu-b": True, "gpu-c": True})))
     apply(out, server.api(), max_taint_fraction=0.5)
     assert out.held == ["gpu-b", "gpu-c"]
     assert server.taints("gpu-b") == [FOREIGN] and server.taints("gpu-c") == []

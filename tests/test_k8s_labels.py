@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from gpu_preflight.cli import k8s_cmd
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.integrations.k8s import (
     ACTION_LABEL,
     HEALTH_LABEL,
@@ -36,6 +37,7 @@ from gpu_preflight.integrations.k8s import (
 )
 
 from .platform_reports import cluster_report
+from .slurm_reports import listed
 
 
 def parser() -> argparse.ArgumentParser:
@@ -58,7 +60,7 @@ def by_node(out: LabelPlan) -> dict[str, Any]:
 
 
 def test_failing_node_is_labelled_and_tainted_passing_node_is_cleared(two_nodes: dict[str, Any]) -> None:
-    actions = by_node(plan(two_nodes))
+    actions = by_node(plan(ClusterReport.of(two_nodes)))
     assert actions["gpu-a"].labels[HEALTH_LABEL] == "pass"
     assert actions["gpu-a"].taint is None
     assert actions["gpu-b"].labels[HEALTH_LABEL] == "fail"
@@ -72,7 +74,7 @@ def test_failing_node_is_labelled_and_tainted_passing_node_is_cleared(two_nodes:
     (["ERROR", "FAIL", "PASS"], "fail"), (["SKIP", "SKIP"], "unknown"), ([], "unknown"),
 ])
 def test_health_is_the_worst_status_and_nothing_checked_is_unknown(statuses: list[str], health: str) -> None:
-    assert health_of({"status": s} for s in statuses) == health
+    assert health_of(listed("gpu.xid", s) for s in statuses) == health
 
 
 def test_label_time_is_a_valid_label_value() -> None:
@@ -86,29 +88,29 @@ def test_error_taints_by_default_and_warn_only_when_asked(two_nodes: dict[str, A
     for f in report["findings"]:
         if f["status"] == "FAIL":
             f["status"] = "WARN"
-    assert by_node(plan(report))["gpu-b"].taint is None
-    assert by_node(plan(report, taint_on=["warn"]))["gpu-b"].taint is not None
+    assert by_node(plan(ClusterReport.of(report)))["gpu-b"].taint is None
+    assert by_node(plan(ClusterReport.of(report), taint_on=["warn"]))["gpu-b"].taint is not None
     with pytest.raises(ValueError, match="cannot taint on"):
-        plan(report, taint_on=["broken"])
+        plan(ClusterReport.of(report), taint_on=["broken"])
     with pytest.raises(ValueError, match="effect"):
-        plan(report, effect="NoWay")
+        plan(ClusterReport.of(report), effect="NoWay")
 
 
 def test_node_override_only_for_single_node_reports(tmp_path: Path, two_nodes: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="names one node"):
-        plan(two_nodes, node="k8s-node-1")
+        plan(ClusterReport.of(two_nodes), node="k8s-node-1")
     single = cluster_report(tmp_path, {"pod-xyz": True})
-    assert [a.node for a in plan(single, node="k8s-node-1").actions] == ["k8s-node-1"]
+    assert [a.node for a in plan(ClusterReport.of(single), node="k8s-node-1").actions] == ["k8s-node-1"]
 
 
 def test_circuit_breaker_holds_every_new_taint_but_keeps_labels(tmp_path: Path) -> None:
     report = cluster_report(tmp_path, {"n1": True, "n2": True, "n3": False, "n4": False})
-    out = plan(report)
+    out = plan(ClusterReport.of(report))
     hold_if_over(out, total_nodes=4, already_tainted=set(), fraction=0.5)
     assert not out.tripped  # 2 of 4 is the limit
     hold_if_over(out, total_nodes=4, already_tainted={"n4"}, fraction=0.5)
     assert not out.tripped  # n4 passes now: its taint goes, so 2 remain
-    out = plan(report)
+    out = plan(ClusterReport.of(report))
     hold_if_over(out, total_nodes=10, already_tainted={"x1", "x2", "x3", "x4"}, fraction=0.5)
     assert out.held == ["n1", "n2"]
     assert all(a.taint is None for a in out.actions)
@@ -117,19 +119,19 @@ def test_circuit_breaker_holds_every_new_taint_but_keeps_labels(tmp_path: Path) 
 
 
 def test_single_failing_node_may_always_be_tainted(tmp_path: Path) -> None:
-    out = plan(cluster_report(tmp_path, {"solo": True}))
+    out = plan(ClusterReport.of(cluster_report(tmp_path, {"solo": True})))
     hold_if_over(out, total_nodes=1, already_tainted=set(), fraction=0.1)
     assert not out.tripped and out.actions[0].taint is not None
 
 
 def test_kubectl_commands_are_exact_and_quoted(two_nodes: dict[str, Any]) -> None:
-    cmds = kubectl_commands(plan(two_nodes))
+    cmds = kubectl_commands(plan(ClusterReport.of(two_nodes)))
     when = label_time(two_nodes["timestamp"])
     assert cmds[0] == ["kubectl", "label", "node", "gpu-a", "--overwrite", f"{HEALTH_LABEL}=pass",
                        f"{LAST_RUN_LABEL}={when}", f"{ACTION_LABEL}=none"]  # written every run: none never lingers
     assert cmds[2] == ["kubectl", "taint", "node", "gpu-a", f"{TAINT_KEY}-"]
     assert cmds[5] == ["kubectl", "taint", "node", "gpu-b", "--overwrite", f"{TAINT_KEY}=fail:NoSchedule"]
-    text = render_commands(plan(two_nodes))
+    text = render_commands(plan(ClusterReport.of(two_nodes)))
     lines = text.splitlines()
     assert lines[2].endswith("2>/dev/null || true")
     annotate = shlex.split(lines[4])  # the summary has spaces: it must survive the shell intact
@@ -143,7 +145,7 @@ def test_cli_dry_run_prints_commands_and_changes_nothing(tmp_path: Path, two_nod
     path.write_text(json.dumps(two_nodes))
     assert cli(["label", str(path)]) == 0
     out, err = capsys.readouterr()
-    assert out == render_commands(plan(two_nodes))
+    assert out == render_commands(plan(ClusterReport.of(two_nodes)))
     assert "dry run: nothing changed" in err
 
 
@@ -206,7 +208,7 @@ def test_status_url_of_the_health_server_is_a_source(tmp_path: Path) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         loaded = load_report(f"http://127.0.0.1:{server.server_address[1]}/status")
-        assert loaded["findings"] == report["findings"]
+        assert loaded.to_dict()["findings"] == report["findings"]
         handler.body = b'{"node": {"ready": false}, "report": null}'
         with pytest.raises(ReportSourceError, match="no report yet"):
             load_report(f"http://127.0.0.1:{server.server_address[1]}/status")

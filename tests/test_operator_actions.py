@@ -30,6 +30,7 @@ from gpu_preflight.checks.evidence import judge_record
 from gpu_preflight.config import Config
 from gpu_preflight.config.slurm_schema import SlurmConfig
 from gpu_preflight.findings.canonical import build_report
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.integrations.k8s import ACTION_LABEL, kubectl_commands, plan
 from gpu_preflight.integrations.slurm import drain_reason
 from gpu_preflight.integrations.slurm_result import judge, node_results, parse_timestamp
@@ -228,9 +229,9 @@ def test_stamp_applies_only_to_warn_fail_error_and_never_overrides() -> None:
 
 
 def test_node_action_is_the_strongest_and_ignores_unknown_values() -> None:
-    findings: list[dict[str, Any]] = [{"details": {DETAIL_KEY: "monitor"}}, {"details": {DETAIL_KEY: "reset_gpu"}},
-                {"details": {DETAIL_KEY: "replace_everything"}}, {"details": {}}, {}]
-    assert node_action(findings) is Action.RESET_GPU
+    details: list[dict[str, Any] | None] = [{DETAIL_KEY: "monitor"}, {DETAIL_KEY: "reset_gpu"},
+                                            {DETAIL_KEY: "replace_everything"}, {}, None]
+    assert node_action(details) is Action.RESET_GPU
     assert node_action([]) is Action.NONE and action_of({DETAIL_KEY: 3}) is None
     assert [a.value for a in sorted(Action, key=lambda a: a.rank)] == [a.value for a in Action]
     assert strongest([Action.ISOLATE_NODE, Action.REBOOT_NODE, None]) is Action.ISOLATE_NODE
@@ -267,15 +268,15 @@ def test_one_action_per_node_in_report_drain_reason_and_label(tmp_path: Path, h2
     assert report["nodes"]["node_0"]["summary"]["operator_action"] == "reset_gpu"
     assert "operator_action" not in report["cluster_summary"]  # a node's value, not the cluster's
 
-    nodes, _ = node_results(report)
+    nodes, _ = node_results(ClusterReport.of(report))
     verdict = judge(nodes[0].findings, SlurmConfig(), parse_timestamp(report["timestamp"]))
     reason = drain_reason(verdict, "gpu-preflight:")
     assert re.match(r"gpu-preflight: action=reset_gpu \S", reason), reason
     assert re.search(r"action=(\w+)", reason).group(1) == "reset_gpu"  # type: ignore[union-attr]
 
-    labels = plan(report).actions[0].labels
+    labels = plan(ClusterReport.of(report)).actions[0].labels
     assert labels[ACTION_LABEL] == "reset_gpu"
-    assert f"{ACTION_LABEL}=reset_gpu" in kubectl_commands(plan(report))[0]
+    assert f"{ACTION_LABEL}=reset_gpu" in kubectl_commands(plan(ClusterReport.of(report)))[0]
 
 
 def test_a_node_with_no_action_keeps_its_old_outputs(tmp_path: Path, h200_dump: dict[str, Any]) -> None:
@@ -284,7 +285,7 @@ def test_a_node_with_no_action_keeps_its_old_outputs(tmp_path: Path, h200_dump: 
     report = json.loads(json.dumps(build_report([gpu_preflight.run_checks(replay=str(dump), include=["gpu.*"])])))
     assert "operator_action" not in report["nodes"]["node_0"]["summary"]
     assert not [f for f in report["findings"] if DETAIL_KEY in f["details"]]
-    assert plan(report).actions[0].labels[ACTION_LABEL] == "none"
+    assert plan(ClusterReport.of(report)).actions[0].labels[ACTION_LABEL] == "none"
 
 
 # --------------------------------------------------------------------------- docs

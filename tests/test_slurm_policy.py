@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 
 from gpu_preflight.config.slurm_schema import SlurmConfig, slurm_config
+from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.integrations.slurm import Breaker, Kind, drain_reason, gate, plan_node
 from gpu_preflight.integrations.slurm_ctl import Scontrol, ScontrolError
 from gpu_preflight.integrations.slurm_nodes import SlurmNode, parse_nodes
 from gpu_preflight.integrations.slurm_result import Verdict, judge, node_results, read_result
 from gpu_preflight.model import Finding, Status
 
-from .slurm_reports import cluster_report, report, write
+from .slurm_reports import cluster_report, listed, report, write
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 CFG = SlurmConfig()
@@ -79,15 +80,15 @@ def test_future_and_powered_down_nodes_do_not_count_as_out() -> None:
 # --- verdicts from reports -----------------------------------------------------------------------
 
 def test_judge_orders_fail_before_error_and_honours_ignores_and_drain_on() -> None:
-    findings = [{"check_id": "system.services", "status": "ERROR"}, {"check_id": "gpu.xid", "status": "FAIL"},
-                {"check_id": "gpu.thermal", "status": "WARN"}, {"check_id": "system.disk", "status": "PASS"}]
+    findings = [listed("system.services", "ERROR"), listed("gpu.xid", "FAIL"), listed("gpu.thermal", "WARN"),
+                listed("system.disk", "PASS")]
     assert judge(findings, CFG, NOW).checks == ("gpu.xid", "system.services")
     assert judge(findings, SlurmConfig(ignore_checks=["system.*"]), NOW).checks == ("gpu.xid",)
     assert judge(findings, SlurmConfig(drain_on="warn"), NOW).checks == ("gpu.xid", "system.services",
                                                                          "gpu.thermal")
-    warn_only = [{"check_id": "gpu.thermal", "status": "WARN"}]
+    warn_only = [listed("gpu.thermal", "WARN")]
     assert judge(warn_only, CFG, NOW).state == "pass"
-    assert judge([{"check_id": "gpu.nvml", "status": "SKIP"}], CFG, NOW).state == "unknown"
+    assert judge([listed("gpu.nvml", "SKIP")], CFG, NOW).state == "unknown"
 
 
 def test_read_result_missing_corrupt_stale_future_and_fresh(tmp_path: Path) -> None:
@@ -114,12 +115,12 @@ def test_cluster_report_attributes_findings_to_nodes_by_subject(tmp_path: Path) 
     group = Finding("nccl.collectives", Status.FAIL, "group 0-2", "floor", "below floor")
     data = cluster_report({"node1": (("gpu.xid", Status.PASS),), "node2": (("gpu.xid", Status.PASS),),
                            "node3": (("gpu.xid", Status.PASS),)}, when=NOW, cluster_findings=[slow, rank, group])
-    nodes, unattributed = node_results(data)
+    nodes, unattributed = node_results(ClusterReport.of(data))
     verdicts = {n.label: judge(n.findings, CFG, NOW) for n in nodes}
     assert verdicts["node1"].state == "pass"
     assert verdicts["node2"].checks == ("cluster.node_link",)
     assert verdicts["node3"].checks == ("compute.gemm",)
-    assert [f["check_id"] for f in unattributed] == ["nccl.collectives"]
+    assert [f.check_id for f in unattributed] == ["nccl.collectives"]
     path = write(tmp_path / "r.json", data)
     assert read_result(path, CFG, NOW, {"node2"}).checks == ("cluster.node_link",)
     assert "no section" in read_result(path, CFG, NOW, {"node9"}).detail

@@ -83,9 +83,9 @@ def action_of(details: Mapping[str, Any] | None) -> Action | None:
     return _BY_VALUE.get(value) if isinstance(value, str) else None
 
 
-def node_action(findings: Iterable[Mapping[str, Any]]) -> Action:
-    """The one action a scheduler hook routes a node on: the strongest its findings (dicts, as a
-    report lists them) call for. The report's node summary, the Slurm drain reason and the
-    Kubernetes label all come from this function over the same findings (the drain reason
-    leaves out the checks ``slurm.ignore_checks`` names, as its verdict does)."""
-    return strongest(action_of(f.get("details")) for f in findings)
+def node_action(details: Iterable[Mapping[str, Any] | None]) -> Action:
+    """The one action a scheduler hook routes a node on: the strongest its findings' ``details``
+    call for. The report's node summary, the Slurm drain reason and the Kubernetes label all
+    come from this function over the same findings (the drain reason leaves out the checks
+    ``slurm.ignore_checks`` names, as its verdict does)."""
+    return strongest(action_of(d) for d in details)

@@ -287,7 +287,7 @@ def node_section(report: NodeReport, node_info: dict[str, Any] | None = None, *,
     diagnostics = diagnostic_sections(report.facts, report.artifacts, raw=report.raw_artifacts, inline=inline)
     finding_dicts = [f.to_dict() for f in report.findings]
     summary = summarize(finding_dicts, report.fail_on, performance_summary=node_performance(diagnostics))
-    _raise_action(summary, node_action(finding_dicts))
+    _raise_action(summary, node_action(f["details"] for f in finding_dicts))
     return {
         "timestamp": report.timestamp,
         "node_info": info,
@@ -466,7 +466,7 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
         _cluster_actions(sections, (f for r in checks for f in r["findings"]))
     elif checks:
         _raise_action(next(iter(sections.values()))["summary"],
-                      node_action(f for r in checks for f in r["findings"]))
+                      node_action(f["details"] for r in checks for f in r["findings"]))
     unlisted: dict[str, dict[str, int]] = defaultdict(lambda: {Status.PASS.value: 0, Status.SKIP.value: 0})
     # Nodes mostly keep the same counts: count identical ones first (C speed), then add each kind once.
     for text, times in Counter(e.get("unlisted") or "" for e in entries).items():

@@ -377,6 +377,13 @@ class NodeSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
 # NodeSection's free-form JSON blocks, and what an absent one reads as (None: stays None).
 BLOCKS: Mapping[str, Callable[[], Any] | None] = {"gpu": dict, "system": dict, "network": None, "dcgm": None,
                                                  "nccl": None, "facts": None, "load": None}
+
+
+def _rooted(exc: msgspec.ValidationError, at: str) -> msgspec.ValidationError:
+    """``exc`` with its path from the report's root (``at``), not from the block it was read from."""
+    return msgspec.ValidationError(str(exc).replace("`$", f"`{at}"))
+
+
 class NodeSections(Mapping[str, NodeSection]):
     """``nodes``: node key to :class:`NodeSection`, read from the report's dicts on first use.
 
@@ -398,7 +405,7 @@ class NodeSections(Mapping[str, NodeSection]):
             try:
                 typed = value if isinstance(value, NodeSection) else NodeSection.from_dict(value)
             except msgspec.ValidationError as exc:  # the path from the report's root, not the section's
-                raise msgspec.ValidationError(str(exc).replace("`$", f"`$.nodes.{key}")) from None
+                raise _rooted(exc, f"$.nodes.{key}") from None
             self._typed[key] = typed
         return typed
 
@@ -433,6 +440,20 @@ class NodeSections(Mapping[str, NodeSection]):
             else:
                 found = section.get(name)
                 yield found if found is not None or default is None else default()
+
+    def node_infos(self) -> Iterator[tuple[str, NodeInfo]]:
+        """Each node's key and typed ``node_info``, in node order, typing only that block of a
+        section not yet typed (Slurm and Kubernetes map a 10,000-node report's findings to
+        nodes by name and read nothing else of the sections)."""
+        for key, value in self._raw.items():
+            section = self._typed.get(key, value)
+            if isinstance(section, NodeSection):
+                yield key, section.node_info
+                continue
+            try:
+                yield key, NodeInfo.from_dict(section.get("node_info") or {})
+            except msgspec.ValidationError as exc:
+                raise _rooted(exc, f"$.nodes.{key}.node_info") from None
 
     def host_names(self) -> list[str]:
         """Each node's name as findings' subjects use it (:attr:`NodeInfo.current_host`, else

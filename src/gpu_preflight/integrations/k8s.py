@@ -29,11 +29,11 @@ import math
 import shlex
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
 
 import msgspec
 
 from ..actions import node_action
+from ..findings.model import ClusterReport, ReportFinding
 from .slurm_result import node_results, parse_timestamp
 
 PREFIX = "gpu-preflight.io"
@@ -87,9 +87,9 @@ class LabelPlan(msgspec.Struct):
         return bool(self.held)
 
 
-def health_of(findings: Iterable[dict[str, Any]]) -> str:
+def health_of(findings: Iterable[ReportFinding]) -> str:
     """``pass|warn|fail|error``, or ``unknown`` when nothing was checked (all SKIP): never a pass."""
-    statuses = [str(f.get("status")) for f in findings]
+    statuses = [f.status.value for f in findings]
     if not any(s in ("PASS", "WARN", "FAIL", "ERROR") for s in statuses):
         return "unknown"
     worst = max(statuses, key=lambda s: _RANK.get(s, 0))
@@ -102,10 +102,10 @@ def label_time(value: object, now: datetime | None = None) -> str:
     return when.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def _summary(health: str, findings: list[dict[str, Any]], when: str) -> str:
-    bad = [f for f in findings if f.get("status") in ("FAIL", "ERROR", "WARN")]
-    bad.sort(key=lambda f: -_RANK.get(str(f.get("status")), 0))
-    checks = list(dict.fromkeys(f"{f.get('status')} {f.get('check_id')}" for f in bad))
+def _summary(health: str, findings: list[ReportFinding], when: str) -> str:
+    bad = [f for f in findings if f.status in ("FAIL", "ERROR", "WARN")]
+    bad.sort(key=lambda f: -_RANK.get(f.status.value, 0))
+    checks = list(dict.fromkeys(f"{f.status.value} {f.check_id}" for f in bad))
     text = f"{health} at {when}" + (f": {'; '.join(checks)}" if checks else "")
     return text if len(text) <= SUMMARY_MAX else text[:SUMMARY_MAX - 3] + "..."
 
@@ -115,7 +115,7 @@ def allowed_taints(total_nodes: int, fraction: float) -> int:
     return max(1, math.floor(fraction * total_nodes)) if total_nodes > 0 else 0
 
 
-def plan(report: dict[str, Any], *, node: str | None = None, taint_on: Iterable[str] = DEFAULT_TAINT_ON,
+def plan(report: ClusterReport, *, node: str | None = None, taint_on: Iterable[str] = DEFAULT_TAINT_ON,
          effect: str = "NoSchedule", now: datetime | None = None) -> LabelPlan:
     """Labels, annotation and taint for every node of ``report``.
 
@@ -133,13 +133,14 @@ def plan(report: dict[str, Any], *, node: str | None = None, taint_on: Iterable[
     nodes, unattributed = node_results(report)
     if node is not None and len(nodes) != 1:
         raise ValueError(f"--node names one node, but the report has {len(nodes)}")
-    when = label_time(report.get("timestamp"), now)
+    when = label_time(report.timestamp, now)
     actions = []
     for result in nodes:
         name = node or result.label
         health = health_of(result.findings)
         taint = Taint(TAINT_KEY, health, effect) if health in gating else None
-        labels = {HEALTH_LABEL: health, LAST_RUN_LABEL: when, ACTION_LABEL: node_action(result.findings).value}
+        action = node_action(f.details for f in result.findings)
+        labels = {HEALTH_LABEL: health, LAST_RUN_LABEL: when, ACTION_LABEL: action.value}
         actions.append(NodeAction(name, health, labels,
                                   {SUMMARY_ANNOTATION: _summary(health, result.findings, when)}, taint))
     out = LabelPlan(actions)
@@ -192,8 +193,9 @@ def render_commands(out: LabelPlan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load_report(source: str, timeout_s: float = 10.0) -> dict[str, Any]:
-    """A report from a file, ``-`` (stdin) or a ``gpu-preflight serve`` ``/status`` URL.
+def load_report(source: str, timeout_s: float = 10.0) -> ClusterReport:
+    """The typed report from a file, ``-`` (stdin) or a ``gpu-preflight serve`` ``/status`` URL
+    (validated: a mistyped value is refused with its path).
 
     ``/status`` wraps the last report of the health server under ``"report"``; that is how
     the DaemonSet's labeller reads its own node's verdict without running the checks again.
@@ -219,4 +221,7 @@ def load_report(source: str, timeout_s: float = 10.0) -> dict[str, Any]:
             raise ReportSourceError(f"{source} has no report yet (the server has not finished a run)")
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
         raise ReportSourceError(f"{source} is not a gpu-preflight report (no findings list)")
-    return data
+    try:
+        return ClusterReport.from_dict(data)
+    except msgspec.ValidationError as exc:
+        raise ReportSourceError(f"{source} is not a readable gpu-preflight report: {exc}") from None

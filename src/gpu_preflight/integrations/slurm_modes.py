@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 
 from ..config.slurm_schema import SlurmConfig
+from ..findings.model import ClusterReport
 from .slurm import Action, Kind, execute, gate, plan_node
 from .slurm_ctl import Scontrol, ScontrolError
 from .slurm_nodes import SlurmNode
@@ -91,20 +92,20 @@ def healthcheck(node_name: str, cfg: SlurmConfig, ctl: Scontrol, *, dry_run: boo
     return Outcome([action], [], code)
 
 
-def write_result(report: dict[str, Any], path: Path) -> str | None:
+def write_result(report: ClusterReport, path: Path) -> str | None:
     """Write the report atomically (a health check may read it at any moment); None or why not."""
     from ..safeio import atomic_writer, describe_error
 
     try:
         with atomic_writer(path) as fh:
-            json.dump(report, fh)
+            json.dump(report.to_dict(), fh)
             fh.write("\n")
     except (OSError, ValueError) as exc:
         return f"cannot write the result file {path}: {describe_error(exc)}"
     return None
 
 
-def run_node_checks(options: Any, budget_s: float) -> tuple[dict[str, Any] | None, str | None]:
+def run_node_checks(options: Any, budget_s: float) -> tuple[ClusterReport | None, str | None]:
     """The quick node checks as a canonical report, within ``budget_s`` in all.
 
     Each probe and check gets half the budget (they already time out one by one); the
@@ -115,17 +116,17 @@ def run_node_checks(options: Any, budget_s: float) -> tuple[dict[str, Any] | Non
 
     from ..deadline import Timeout, call
     from ..engine import run_checks
-    from ..report.build import build_report
+    from ..report.build import build
 
     opts = replace(options, probe_timeout_s=min(options.probe_limit_s, budget_s / 2))
     try:
         node = call(lambda: run_checks(opts), budget_s, "node checks")
     except Timeout as exc:
         return None, f"node checks did not finish within {budget_s:g} s ({exc}): a hung GPU or driver?"
-    return build_report([node]), None
+    return build([node]), None
 
 
-def prolog_check(node_name: str, cfg: SlurmConfig, ctl: Scontrol, report: dict[str, Any] | None,
+def prolog_check(node_name: str, cfg: SlurmConfig, ctl: Scontrol, report: ClusterReport | None,
                  problem: str | None, *, dry_run: bool) -> Outcome:
     """Prolog/epilog mode, given the node checks' report (or why there is none).
 
@@ -139,7 +140,7 @@ def prolog_check(node_name: str, cfg: SlurmConfig, ctl: Scontrol, report: dict[s
                           datetime.now(UTC))
     else:
         nodes, _ = node_results(report)
-        verdict = judge(nodes[0].findings if nodes else [], cfg, parse_timestamp(report.get("timestamp")))
+        verdict = judge(nodes[0].findings if nodes else [], cfg, parse_timestamp(report.timestamp))
         why_not = write_result(report, result_path(cfg, node_name))
         if why_not:
             notes.append(why_not)
@@ -162,10 +163,10 @@ def prolog_check(node_name: str, cfg: SlurmConfig, ctl: Scontrol, report: dict[s
     return Outcome([action], notes, EXIT_STOP_JOB)
 
 
-def apply_report(report: dict[str, Any], cfg: SlurmConfig, ctl: Scontrol, *, dry_run: bool,
+def apply_report(report: ClusterReport, cfg: SlurmConfig, ctl: Scontrol, *, dry_run: bool,
                  now: datetime | None = None) -> Outcome:
     """Drain the nodes a cluster report failed and resume our drains on the ones it passed."""
-    timestamp = parse_timestamp(report.get("timestamp"))
+    timestamp = parse_timestamp(report.timestamp)
     stale = freshness(timestamp, cfg, _now(now))
     if stale:
         return Outcome([], [f"report not applied: {stale} (raise --max-result-age-s to apply it anyway)"],

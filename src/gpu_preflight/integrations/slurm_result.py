@@ -1,10 +1,12 @@
 """What a saved gpu-preflight report says about a node: pass, fail (which checks) or unknown.
 
-This reads the canonical report dict directly instead of importing
-:mod:`gpu_preflight.report`: HealthCheckProgram mode must answer in about a tenth of a
-second, and the reporters package costs more than that to import. Only the report's
-stable parts are used: ``timestamp``, ``nodes.<key>.node_info`` and ``findings``
-(``node``, ``check_id``, ``status``, ``subject``).
+A saved report is read once, at the edge (:func:`load_report`), into the typed
+:class:`~gpu_preflight.findings.model.ClusterReport` (validated: a mistyped file is
+"unknown" with the path of the bad value), and everything here reads its attributes. Only
+the model is imported, not :mod:`gpu_preflight.report`: HealthCheckProgram mode must
+answer in about a tenth of a second, and the reporters package costs more than that to
+import. Only the report's stable parts are used: ``timestamp``, ``nodes.<key>.node_info``
+and ``findings`` (``node``, ``check_id``, ``status``, ``subject``, ``details``).
 
 "Unknown" is its own answer and never a pass: a missing, unreadable, stale or empty
 report cannot resume a node, and drains one only where the site asked for that.
@@ -16,12 +18,13 @@ import fnmatch
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
 from ..actions import Action, node_action
 from ..config.slurm_schema import SlurmConfig
+from ..findings.model import ClusterReport, ReportFinding
 
 __all__ = ["NodeResult", "Verdict", "judge", "node_results", "read_result"]
 
@@ -45,25 +48,24 @@ class NodeResult(msgspec.Struct):
 
     label: str
     names: set[str]
-    findings: list[dict[str, Any]] = []
+    findings: list[ReportFinding] = []
 
 
-def judge(findings: Iterable[dict[str, Any]], cfg: SlurmConfig, timestamp: datetime | None) -> Verdict:
+def judge(findings: Iterable[ReportFinding], cfg: SlurmConfig, timestamp: datetime | None) -> Verdict:
     """Pass, fail or unknown for a node's findings under the drain policy.
 
     A node where nothing passed (every finding skipped or ignored) is unknown: a report
     that checked nothing is no evidence that the node is healthy.
     """
     gating = {"FAIL", "ERROR"} | ({"WARN"} if cfg.drain_on == "warn" else set())
-    counted = [f for f in findings if not any(fnmatch.fnmatchcase(str(f.get("check_id")), p)
-                                              for p in cfg.ignore_checks)]
-    bad = sorted((f for f in counted if f.get("status") in gating),
-                 key=lambda f: (_RANK[f["status"]], str(f.get("check_id"))))
+    counted = [f for f in findings if not any(fnmatch.fnmatchcase(f.check_id, p) for p in cfg.ignore_checks)]
+    bad = sorted((f for f in counted if f.status in gating), key=lambda f: (_RANK[f.status], f.check_id))
     if bad:
-        checks = tuple(dict.fromkeys(str(f.get("check_id")) for f in bad))
-        worst = bad[0]["status"]
-        return Verdict("fail", checks, f"{worst}: {', '.join(checks)}", timestamp, node_action(counted))
-    if not any(f.get("status") in ("PASS", "WARN") for f in counted):
+        checks = tuple(dict.fromkeys(f.check_id for f in bad))
+        worst = bad[0].status
+        return Verdict("fail", checks, f"{worst}: {', '.join(checks)}", timestamp,
+                       node_action(f.details for f in counted))
+    if not any(f.status in ("PASS", "WARN") for f in counted):
         return Verdict("unknown", (), "the report checked nothing (every check skipped or ignored)", timestamp)
     return Verdict("pass", (), "no finding gates a drain", timestamp)
 
@@ -91,32 +93,28 @@ def freshness(timestamp: datetime | None, cfg: SlurmConfig, now: datetime) -> st
     return None
 
 
-def node_results(report: dict[str, Any]) -> tuple[list[NodeResult], list[dict[str, Any]]]:
+def node_results(report: ClusterReport) -> tuple[list[NodeResult], list[ReportFinding]]:
     """Split a report's findings by node; also return cluster findings that name no node.
 
     A single-node report keeps every finding (its cluster checks are about that node). In
     a multi-node report a cluster finding belongs to the node its subject starts with
     (``node3`` or ``node3/gpu1``); group- and cluster-wide findings belong to none.
     """
-    sections = report.get("nodes") or {}
-    findings = [f for f in report.get("findings") or [] if isinstance(f, dict)]
     nodes: dict[str, NodeResult] = {}
-    for key, section in sections.items():
-        info = section.get("node_info", {}) if isinstance(section, dict) else {}
-        names = {str(n) for n in (info.get("current_host"), info.get("hostname")) if n}
-        label = str(info.get("current_host") or info.get("hostname") or key)
+    for key, info in report.nodes.node_infos():
+        names = {n for n in (info.current_host, info.hostname) if n}
+        label = info.current_host or info.hostname or key
         nodes[key] = NodeResult(label, names or {label})
     if len(nodes) == 1:
         only = next(iter(nodes.values()))
-        only.findings = findings
+        only.findings = list(report.findings)
         return [only], []
     unattributed = []
-    for f in findings:
-        key = f.get("node")
-        if key in nodes:
-            nodes[key].findings.append(f)
+    for f in report.findings:
+        if f.node in nodes:
+            nodes[f.node].findings.append(f)
             continue
-        head = str(f.get("subject", "")).split("/", 1)[0]
+        head = f.subject.split("/", 1)[0]
         owner = next((n for n in nodes.values() if head in n.names), None)
         if owner is not None:
             owner.findings.append(f)
@@ -125,9 +123,9 @@ def node_results(report: dict[str, Any]) -> tuple[list[NodeResult], list[dict[st
     return list(nodes.values()), unattributed
 
 
-def load_report(path: Path, what: str = "result file") -> dict[str, Any]:
-    """A report dict; raises ``FileNotFoundError`` when there is none, ``ValueError`` saying why
-    the file is not one.
+def load_report(path: Path, what: str = "result file") -> ClusterReport:
+    """The typed report saved at ``path``; raises ``FileNotFoundError`` when there is none,
+    ``ValueError`` saying why the file is not one (the path of a mistyped value included).
 
     Read through :mod:`gpu_preflight.boundedio`: a result path that names a FIFO would
     otherwise hang the health check until slurmd kills it, and ``/dev/zero`` would end in
@@ -143,7 +141,10 @@ def load_report(path: Path, what: str = "result file") -> dict[str, Any]:
         raise ValueError(f"cannot read {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
         raise ValueError(f"{path} is not a gpu-preflight report (no findings list)")
-    return data
+    try:
+        return ClusterReport.from_dict(data)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"{path} is not a readable gpu-preflight report: {exc}") from None
 
 
 def read_result(path: Path, cfg: SlurmConfig, now: datetime, names: set[str]) -> Verdict:
@@ -154,7 +155,7 @@ def read_result(path: Path, cfg: SlurmConfig, now: datetime, names: set[str]) ->
         return Verdict("unknown", (), f"no result at {path}: nothing has checked this node yet")
     except ValueError as exc:
         return Verdict("unknown", (), str(exc))
-    timestamp = parse_timestamp(report.get("timestamp"))
+    timestamp = parse_timestamp(report.timestamp)
     stale = freshness(timestamp, cfg, now)
     if stale:
         return Verdict("unknown", (), stale, timestamp)
