@@ -16,6 +16,8 @@ middle cuts:
 * a cut that keeps none of the lines the whole text's findings rest on (deleting one changes
   a finding) is never PASS for a report-shaped kind, unless its parser says it is a fragment
   and judged it on the N readings it shows (an ECC section of ``-q``);
+* a cut of a report-shaped kind never fails where the whole passes: it shows a part of the whole's
+  records, so a failure in it is one the parser made up (another command's table read as this one's);
 * a cut the parser knows to be a part (a table without its banner, test objects without their
   document) says so: "fragment: judged on N record(s)" or "output incomplete".
 """
@@ -119,6 +121,8 @@ def test_a_cut_that_keeps_the_failing_record_fails_and_one_that_keeps_no_record_
                     wrong.append(f"{how} {name}: whole {whole}, the cut keeps its failing record(s) but is {got}")
             elif resting and not resting & kept and kind not in LOG_KINDS and got == "PASS" and not _shows(record):
                 wrong.append(f"{how} {name}: no record of the whole's findings kept, judged PASS")
+            if kind not in LOG_KINDS and whole in ("PASS", "SKIP") and got in ("FAIL", "WARN"):
+                wrong.append(f"{how} {name}: whole {whole}, the cut is {got}: a failure the whole does not hold")
     assert judged_cuts >= 50, "vacuous: few cuts keep a failing record"
     assert wrong == [], "\n".join(wrong)
 
@@ -225,3 +229,24 @@ def test_a_libfabric_warning_behind_a_rank_tag_is_the_network_failure() -> None:
             "address (7)\n")
     kinds = {s.kind for s in get_parser("nccl-log").parse(f"[rank3]:     {line}").signatures}
     assert kinds == {s.kind for s in get_parser("nccl-log").parse(line).signatures} == {"net_plugin_error"}
+
+
+_DCGMI_STATS = """|-----  Execution Stats  ------------+-----------------------------------------|
+| Start Time                         | Fri Dec 10 19:40:36 2021                |
+| Total Execution Time (sec)         | 47.57                                   |
++-----  Event Stats  ----------------+-----------------------------------------+
+| Double Bit ECC Errors              | 0                                       |
+| Critical XID Errors                | 0                                       |
++------------------------------------+-----------------------------------------+
+"""
+
+
+def test_a_dcgmi_stats_table_without_a_diag_header_is_no_failed_diagnostic() -> None:
+    """Read as dcgmi diag (``--kind``), ``dcgmi stats``' rows are no tests: nothing to judge, not 'Start Time
+    failed'. A header-less diag row still is one (its result is a status)."""
+    with pytest.raises(ParseError, match="another command's table"):
+        get_parser("dcgmi-diag").parse(_DCGMI_STATS)
+    diag = _DCGMI_STATS.replace("| Double Bit ECC Errors              | 0      ",
+                                "| Memory                            | Fail - GPU: 1")
+    tests = get_parser("dcgmi-diag").parse(diag).tests
+    assert [(t.name, t.status, t.gpus) for t in tests] == [("Memory", "fail", [1])]

@@ -19,7 +19,9 @@ not a status (``Fbil - GPU: 1``): it cannot be folded into the test, and droppin
 could turn a failed GPU into a pass. A paste that ends inside its last row (no closing ``|``)
 keeps the text that row has and is marked cut. Rows pasted without the ``Diagnostic | Result`` header
 (a failing section quoted from a longer table) are a ``fragment``: judged on the tests they
-show; an ``Info`` row whose test was not pasted says nothing about health and is dropped.
+show; an ``Info`` row whose test was not pasted says nothing about health and is dropped, and
+so is a row whose result is no status (``| Start Time | Fri Dec 10 ...``): without the header
+that makes it a diagnostic's row, it is another command's table (``dcgmi stats``), not a failure.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def parse_table(text: str) -> DcgmDiagRecord:
     saw_table = False
     headed = False  # the "Diagnostic | Result" header row: rows pasted without it are a fragment
     closed = False
+    foreign = False  # header-less rows whose result is no status were passed over (``dcgmi stats``' rows)
     ended = False  # the table's closing border was read: what follows is another command's output
     elided: list[int] = []
 
@@ -122,12 +125,17 @@ def parse_table(text: str) -> DcgmDiagRecord:
             current.rows.append([label, result])
             message = (label, [raw_result])
             continue
+        if not headed and not _is_status(result):
+            current, foreign = None, True  # a header-less row whose result is no status: another command's table
+            continue
         current = DcgmTest(category, label, "pass", rows=[[label, result]])
         _status_part(current, result, first=True)
         record.tests.append(current)
     flush()
     if not saw_table and not record.errors:
         raise ParseError(KIND, "no dcgmi diag result table and no DCGM error line")
+    if foreign and not record.tests and not record.errors:
+        raise ParseError(KIND, "no dcgmi diag result row under the table's sections (another command's table)")
     if elided:
         record.incomplete.append(f"lines elided from the table (line {elided[0]})")
     if saw_table and record.tests and not closed:
@@ -144,6 +152,11 @@ def _metadata(record: DcgmDiagRecord, label: str, value: str) -> None:
         setattr(record, _METADATA[key], value or None)
     elif key.startswith("gpu device ids"):
         record.gpu_device_ids = [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _is_status(result: str) -> bool:
+    """Whether a result cell is phrased as a diagnostic's status (``Pass``, ``Fail - GPU: 1``, ``GPU0: Pass``)."""
+    return bool(_PART.match(result) or ((m := _PER_GPU.match(result)) and normalize_status(m.group("status"))))
 
 
 def _status_part(test: DcgmTest, result: str, first: bool = False) -> bool:
