@@ -156,7 +156,7 @@ def test_grouping_a_node_report_imports_no_cluster_check() -> None:
             "from gpu_preflight.report.scores import component_of\n"
             "assert finding_groups('gpu.thermal') == ('gpu_health',), finding_groups('gpu.thermal')\n"
             "assert component_of('system.cpu') == 'resource_management'\n"
-            "group_statuses([{'check_id': 'evidence.parse', 'status': 'ERROR'}])\n"
+            "group_statuses([('evidence.parse', 'ERROR', None)])\n"
             "print(sorted(m for m in sys.modules if m.startswith('gpu_preflight.checks.cluster')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"

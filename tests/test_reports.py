@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpu_preflight import build_report, run_checks
-from gpu_preflight.findings.canonical import TEST_GROUPS, group_statuses, result_line, verdict_of
+from gpu_preflight.findings.canonical import TEST_GROUPS, report_groups, result_line, verdict_of
 from gpu_preflight.findings.model import ClusterReport
 from gpu_preflight.model import CheckResult, Finding, NodeReport, Status, verdict
 from gpu_preflight.report import render, write_report
@@ -147,7 +147,7 @@ def test_nothing_judged_says_why_in_one_line() -> None:
 def test_group_with_only_warnings_reads_warn_in_markdown_and_false_in_json() -> None:
     report = build_report([node(("gpu.thermal", Status.WARN), ("gpu.pcie", Status.PASS),
                                 ("gpu.ecc.errors", Status.ERROR), ("system.shm", Status.SKIP))])
-    assert group_statuses(report["findings"]) == {**dict.fromkeys(TEST_GROUPS), "gpu_health": Status.ERROR,
+    assert report_groups(ClusterReport.of(report)) == {**dict.fromkeys(TEST_GROUPS), "gpu_health": Status.ERROR,
                                                   "gpu_links": Status.PASS}
     report = build_report([node(("gpu.thermal", Status.WARN), ("gpu.pcie", Status.PASS), ("system.shm", Status.SKIP))])
     md = render(report, "md")

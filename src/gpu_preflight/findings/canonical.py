@@ -96,15 +96,20 @@ def finding_groups(check_id: str, details: Mapping[str, Any] | None = None) -> t
 Unlisted = Mapping[str, Mapping[str, int]]  # check id -> status -> findings a node kept to itself
 
 
-def group_statuses(findings: Iterable[Mapping[str, Any]], unlisted: Unlisted | None = None) -> dict[str, Status | None]:
+Judged = tuple[str, str, Mapping[str, Any] | None]  # a finding's check id, status and details
+
+
+def group_statuses(findings: Iterable[Judged], unlisted: Unlisted | None = None) -> dict[str, Status | None]:
     """Each test group's worst judged status; None when nothing in it was judged (all SKIP or not run).
 
     The one source of ``test_results`` (true only for PASS) and of the Markdown and HTML
     group tables, so a group that only warns reads WARN everywhere and false in the JSON.
+    ``findings`` are (check id, status, details) triples: what a finding dict or a typed
+    finding gives without copying it (:func:`report_groups`).
     """
     worst: dict[str, Status | None] = dict.fromkeys(TEST_GROUPS)
-    pairs = {(f["check_id"] if not f["check_id"].startswith(LEVELLED) else group_key(f["check_id"], f.get("details")),
-              f["status"]) for f in findings}
+    pairs = {(check_id if not check_id.startswith(LEVELLED) else group_key(check_id, details), status)
+             for check_id, status, details in findings}
     pairs |= {(check_id, status) for check_id, by in (unlisted or {}).items() for status, n in by.items() if n}
     for check_id, value in pairs:
         status = Status(value)
@@ -115,6 +120,13 @@ def group_statuses(findings: Iterable[Mapping[str, Any]], unlisted: Unlisted | N
             if current is None or status.rank > current.rank:
                 worst[name] = status
     return worst
+
+
+def report_groups(report: ClusterReport) -> dict[str, Status | None]:
+    """:func:`group_statuses` of a report's findings and the counts its nodes kept to themselves
+    (the Markdown and HTML group tables)."""
+    return group_statuses(((f.check_id, f.status, f.details) for f in report.findings),
+                          report.cluster_summary.unlisted)
 
 
 def _test_results(groups: Mapping[str, Status | None]) -> dict[str, bool]:
@@ -163,7 +175,7 @@ def summarize(findings: Sequence[Mapping[str, Any]], fail_on: str, unlisted: Unl
         f"{f['subject']}: {f['recommendation']}" for f in worse if f.get("recommendation")))
     if not any(counts[s.value] for s in gating_statuses(fail_on)) and overall is Status.PASS:
         recommendations.append(READY)
-    groups = group_statuses(findings, unlisted)
+    groups = group_statuses(((f["check_id"], f["status"], f.get("details")) for f in findings), unlisted)
     notes = untested_notes(groups, findings)
     return {
         "overall_status": overall.value,

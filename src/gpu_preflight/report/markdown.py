@@ -6,7 +6,7 @@ performance stability, issues with impact and priority, recommendations by urgen
 score targets, readiness, the monitoring schedule — then the test groups, every finding
 and the ``[RESULT]`` line. The derivations come from :mod:`.assessment` (shared with the
 HTML page); the verdict and each group's status from :func:`~.canonical.verdict_of` and
-:func:`~.canonical.group_statuses`, the same functions that give the exit code and the
+:func:`~.canonical.report_groups`, the same functions that give the exit code and the
 JSON ``test_results``.
 
 Every cell that carries text from a finding (subjects, readings, summaries quoting logs) is
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config.report_schema import ReportConfig
-from ..findings.canonical import display, group_statuses, verdict_of
+from ..findings.canonical import display, report_groups, verdict_of
 from ..findings.model import ClusterReport, CostBenefit
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .assessment import assessment_of, component_order, node_specs, pair_latencies
@@ -261,7 +261,7 @@ def render_markdown(report: ClusterReport, config: ReportConfig | None = None) -
         "| Group | Result |",
         "|---|---|",
     ]
-    groups = group_statuses([f.to_dict() for f in report.findings], summary.unlisted)
+    groups = report_groups(report)
     for name, status in groups.items():
         lines.append(f"| {name} | {'not tested' if status is None else status.value} |")
     lines += ["", "## Findings", "", "| Status | Check | Subject | Observed | Expected | Summary | Recommendation |",

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from ..config.report_schema import ReportConfig
-from ..findings.canonical import group_statuses
+from ..findings.canonical import Judged, group_statuses, report_groups
 from ..findings.model import ClusterReport, ReportFinding
 from ..ids import STACK_CUDA_ID
 from ..model import Status
@@ -96,7 +96,7 @@ def header_facts(report: ClusterReport) -> dict[str, Any]:
     latest = max(stamps, key=lambda st: st[1])[0] if stamps else None
     if latest is not None and typed.timestamp and _stamp(typed.timestamp) == _stamp(latest):
         latest = typed.timestamp
-    groups = group_statuses([f.to_dict() for f in typed.findings], typed.cluster_summary.unlisted)
+    groups = report_groups(typed)
     judged = [g for g, s in groups.items() if s is not None]
     missing = [g for g, s in groups.items() if s is None]
     nodes = len(typed.nodes)
@@ -341,16 +341,14 @@ def service_matrix(report: ClusterReport, columns: int) -> dict[str, Any]:
     the whole run. Up to ``columns`` nodes one column each; above, nodes counted per status."""
     typed = report
     rows_of = NodeRows(typed)
-    own: dict[str, list[dict[str, Any]]] = {}
-    everything = []
+    own: dict[str, list[Judged]] = {}
     for f in typed.findings:
-        entry = {"check_id": f.check_id, "status": f.status.value, "details": f.details}
-        everything.append(entry)
+        entry = (f.check_id, f.status.value, f.details)
         for name in rows_of.every(f):
             own.setdefault(name, []).append(entry)
     per_node = {name: group_statuses(own.get(name, [])) for name in rows_of.names}
     cluster = group_statuses(own.get("cluster", []))
-    overall = group_statuses(everything, typed.cluster_summary.unlisted)
+    overall = report_groups(typed)
     rows = []
     for group, status in overall.items():
         if status is None:
