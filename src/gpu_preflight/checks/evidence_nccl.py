@@ -129,6 +129,9 @@ ADVICE: dict[str, Advice] = {
                                  "all nodes, and the job's node count."),
     "segfault": Advice(Status.FAIL, "a process crashed (segmentation fault)",
                        "Find the first crash: check for mismatched NCCL/CUDA libraries and Xid errors at that time."),
+    "nccl_warn": Advice(Status.WARN, "NCCL printed a warning no known signature names",
+                        "Read the WARN line: NCCL warns before most of its failures and when it corrects a setting "
+                        "(a thread or socket count capped); if the job failed, the first WARN is where to start."),
     "rank_exited": Advice(Status.FAIL, "the rank that exited first (root cause)",
                           "Start triage with this rank's own log: its first error is the cause, the other ranks' "
                           "errors are consequences."),

@@ -24,6 +24,7 @@ from .errors import ParseError
 from .text import is_noise, prepare
 
 KIND = "nccl-log"
+UNCLASSIFIED_WARN = "nccl_warn"  # an NCCL WARN line no other signature names
 PROXY_RESULT = "proxy_result"  # a placeholder kind: classify() names the signature from the ncclResult_t code
 # ncclResult_t (nccl.h) -> the signature that code stands for; an unknown code is NCCL's internal error.
 NCCL_RESULT_KINDS = {1: "cuda_error", 2: "system_error", 3: "internal_error", 4: "invalid_usage", 5: "invalid_usage",
@@ -33,8 +34,10 @@ NCCL_RESULT_KINDS = {1: "cuda_error", 2: "system_error", 3: "internal_error", 4:
 SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # NCCL's proxy thread failed an operation for a rank ("[Proxy Service 8] Failed to execute operation Connect from
     # rank 8, retcode 2"): what failed is the ncclResult_t it returned, read by :data:`NCCL_RESULT_KINDS`.
-    (PROXY_RESULT, re.compile(r"\[Proxy Service \d+\] Failed to execute operation \w+ from rank \d+, retcode "
-                              r"(?P<code>\d+)")),
+    # Its service thread's own form of the same: "[Service thread] Error encountered progressing operation=Connect,
+    # res=3, closing connection" (proxy.cc).
+    (PROXY_RESULT, re.compile(r"(?:\[Proxy Service \d+\] Failed to execute operation \w+ from rank \d+, retcode "
+                              r"|\[Service thread\] Error encountered progressing operation=\w+, res=)(?P<code>\d+)")),
     # torch's heartbeat monitor ("ProcessGroupNCCL's watchdog got stuck for 600 seconds", "Heartbeat monitor timed
     # out!") kills ranks whose watchdog itself hung: the same incident, a rank that stopped making progress.
     ("watchdog_timeout", re.compile(r"Watchdog caught collective operation timeout|collective operation timeout"
@@ -44,23 +47,37 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                     r"|ProcessGroupNCCL::WorkNCCL::checkTimeout|Exception raised from checkTimeout at "
                                     r"\S*ProcessGroupNCCL\.cpp", re.IGNORECASE)),
     ("duplicate_gpu", re.compile(r"Duplicate GPU detected\s*:\s*rank (?P<a>\d+) and rank (?P<b>\d+) both on "
-                                 r"CUDA device (?P<dev>\S+)")),
+                                 r"CUDA device (?P<dev>\S+)|Multiple Ranks are using the same GPU")),
     # NET/IB, or a vendor's IB plugin that names itself after it (NET/IBP, NET/IBext). NCCL before 2.12 printed no
     # peer ("Got completion with error 4, opcode ...").
-    ("ib_completion_error", re.compile(r"NET/IB\w*\s*:\s*Got completion (?:from peer (?P<peer>\S+) )?with "
-                                       r"(?:error|status)[ =](?P<code>\d+)")),
+    # NCCL 2.19+ names the status ("with status=IBV_WC_RETRY_EXC_ERR(12)"), its GIN path says "NET/IB/GIN", and the
+    # poller's own report of a failed work completion is "Got CQE with error (devIndex=0, ...)" (net_ib/p2p.cc).
+    ("ib_completion_error", re.compile(r"NET/IB[\w/]*\s*:\s*(?:Got completion (?:from peer (?P<peer>\S+) )?with "
+                                       r"(?:error|status)[ =](?:\w+\()?(?P<code>\d+)|Got CQE with error\b)")),
     # The HCA itself reported an asynchronous event (port error: a flapping link; local catastrophic error: the
     # adapter failed; work queue errors): the fabric below NCCL, whatever the collective was doing.
-    ("ib_async_event", re.compile(r"NET/IB\s*:\s*(?:\S+:\d+ )?Got async event\s*:\s*(?P<why>[\w ]+)")),
+    # net_ib/common.cc's forms: "Got async event : port error" (before 2.19), "mlx5_0:1 Got non-fatal async event:
+    # port error(10)", "mlx5_0:1 async fatal event[ on QP (...) ...]: local catastrophic error"; then the
+    # communicator it poisoned ("communicator encountered a fatal error (detected in ncclIbTest)") and the
+    # resiliency path that ran out of devices ("NET/IB: Fatal error. Detected 2 failed devices out of 2").
+    ("ib_async_event", re.compile(r"NET/IB\s*:\s*(?:\S+:\d+ )?(?:Got (?:non-fatal )?async event|async fatal event\b"
+                                  r"[^:\n]*)\s*:\s*(?P<why>[\w ]+)"
+                                  r"|NET/IB\s*:\s*Fatal error\. Detected \d+ failed devices"
+                                  r"|communicator encountered a fatal error \(detected in \w+\)")),
     ("ib_qp_error", re.compile(r"Call to ibv_modify_qp failed with (?:error )?(?:(?P<code>\d+) )?(?P<why>[^,.]+)"
                                r"(?:.*?curr state (?P<state>\w+), next state (?P<next>\w+))?", re.IGNORECASE)),
     # NCCL's socket layer gave up connecting to a peer: refused, timed out or unreachable ("Call to connect
     # returned ..., retrying" INFO lines are its retries, not a failure). A WARN cut right after its peer's
     # address (a paste that ends there) still names that failure.
     # NCCL before 2.3 said "Call to connect failed : Connection timed out" (include/socket.h).
-    ("connection_refused", re.compile(r"Connect to (?P<peer>\S+?)\s+failed\s*:\s*(?:Connection refused|Connection "
-                                      r"timed out|No route to host|Network is unreachable)|NCCL WARN (?:\w+: )?Connect "
-                                      r"to \S+$|Connection refused|Call to connect failed\s*:\s*(?:Connection timed out"
+    # Any errno after the peer: NCCL's socket layer (os/linux.cc: "ncclSocketConnect: connect to <peer> failed :
+    # <strerror>", "ncclOsSocketPollConnect to <peer> failed with error <strerror>") prints whatever connect() said.
+    # A bare "Connection refused" is the failure too, unless NCCL says it is retrying (INFO chatter).
+    ("connection_refused", re.compile(r"Connect to (?P<peer>\S+?)\s+failed(?:\s*:| with error)\s*"
+                                      r"(?!Connection reset by peer)\w"  # a peer that went away: remote_error
+                                      r"|NCCL WARN (?:\w+: )?Connect "
+                                      r"to \S+$|Connection refused(?!, retrying)"
+                                      r"|Call to connect failed\s*:\s*(?:Connection timed out"
                                       r"|No route to host|Network is unreachable)", re.IGNORECASE)),
     ("net_plugin_missing", re.compile(r"NCCL WARN .*network (?P<net>.+?) not found|Failed to initialize any NET "
                                       r"plugin|NET/Plugin\s*:\s*Plugin load returned error", re.IGNORECASE)),
@@ -75,28 +92,69 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("remote_error", re.compile(r"remote process exited or there was a network error|ncclRemoteError"
                                 r"|Connection closed by remote peer|Connection reset by peer"
                                 # the proxy's socket to a peer failed mid-operation (the peer died or the link did)
-                                r"|Socket recv failed while polling", re.IGNORECASE)),
+                                r"|Socket recv failed while polling"
+                                # a send or receive on a peer's socket failed (os/linux.cc), NET/Socket's poller
+                                r"|Call to (?:send to|recv from) \S+ failed|NET/Socket\s*:\s*socket progress error",
+                                re.IGNORECASE)),
     # A message longer than the receiver posted ("Message truncated : received 256 bytes instead of 4" in bootstrap,
     # "NET/Socket : message truncated : receiving X bytes instead of Y"): ranks disagree on a collective's size or on
     # NCCL's settings; NCCL itself returns ncclInvalidUsage for it since 2.12.
+    # NCCL's other refusals of its configuration (init.cc, bootstrap.cc, misc/argcheck.cc, net_ib): ranks on
+    # different NCCL versions or NIC counts, a rank, device or config attribute out of range, a collective's
+    # argument ("AllReduce : sendbuff argument is NULL"), no usable interface or address for its sockets, NICs
+    # of two link types, a bootstrap root that two jobs share.
     ("invalid_usage", re.compile(r"invalid usage|ncclInvalidUsage"
-                                 r"|message truncated\s*:\s*(?:peer \S+ )?receiv(?:ed|ing) \d+ bytes instead of \d+",
+                                 r"|message truncated\s*:\s*(?:peer \S+ )?receiv(?:ed|ing) \d+ bytes instead of \d+"
+                                 r"|Mismatched NCCL version detected|Detected mixed local \w+ device counts"
+                                 r"|Invalid (?:rank requested|device count requested|device \d+ \(totalnDev"
+                                 r"|config \w+(?:/\w+)? attribute)|invalid device count \(\d+\) requested"
+                                 r"|improper usage of nccl|\b\w+ : (?:invalid (?:root|type|reduction operation) "
+                                 r"|\w+ argument is NULL|\w+ allocated on device \d+ mismatchs"
+                                 r"|\w+ \S+ is not a valid pointer)"
+                                 r"|Bootstrap : no socket interface found"
+                                 r"|NET/Socket\s*:\s*(?:No usable listening interface"
+                                 r"|no interface) found|no device found (?:matching|after excluding) .*verify NCCL_\w+"
+                                 r"|NET/IB\s*:\s*(?:No IP interface found|Attempted to (?:connect|merge) incompatible "
+                                 r"devices|Remote \w+ device is incompatible)|Invalid NCCL_COMM_ID"
+                                 r"|Net : (?:No valid \S+ pair found|error encountered when getting address info)"
+                                 r"|Bootstrap Root : (?:mismatch in info from procs|rank \d+ of \d+ ranks has already "
+                                 r"checked in)",
                                  re.IGNORECASE)),
     # A failed system call inside NCCL: its shared-memory segment (/dev/shm full or too small, a container's 64 MB
     # default), or a socket it could not create.
     ("system_error", re.compile(r"unhandled system error|ncclSystemError|Error while (?:creating|attaching to) shared "
                                 r"memory segment|failed to extend /dev/shm/|Call to posix_fallocate failed"
-                                r"|Socket creation failed", re.IGNORECASE)),
+                                r"|Socket creation failed"
+                                # a verbs call NCCL's IB transport made (misc/ibvwrap.cc, mlx5dvwrap.cc,
+                                # include/ibvwrap.h; NCCL returns ncclSystemError for them): memory it could not
+                                # register (ulimit -l, peermem/DMA-BUF), a CQ or QP it could not create, a device
+                                # it could not open
+                                r"|Call to (?:ibv|mlx5dv)_\w+(?:\(\))? (?:failed|returned -?\d+)"
+                                r"|\b(?:ibv|mlx5dv)_\w+\(\) failed with error"
+                                r"|NET/IB\s*:\s*(?:mlx5dv_\w+ failed|Unable to (?:open|query) (?:device|port))"
+                                # SYSCHECK's "Call to <syscall> failed: <strerror>" (include/checks.h), host memory,
+                                # threads and the proxy's Unix domain socket
+                                r"|Call to (?!connect\b)\w+ failed\s*:|Failed to malloc \d+ bytes"
+                                r"|Unrecoverable error detected: malloc|Thread creation failed|UDS: [^\n]*? failed",
+                                re.IGNORECASE)),
     ("cuda_error", re.compile(r"unhandled cuda error|ncclUnhandledCudaError|CUDA error: (?!out of memory)"
-                              r"|NCCL WARN Cuda failure (?:\d+ )?'(?!out of memory)",
+                              r"|NCCL WARN Cuda failure (?:\d+ )?'(?!out of memory)"
+                              # a CUDA or NVML call under NCCL (transport/p2p.cc, nvls.cc, misc/nvmlwrap.cc)
+                              r"|failed to peer with device|\bcuda\w+ failed\s*:|CUDA error \d+ '(?!out of memory)"
+                              r"|\bnvml\w+\([^)]*\) failed:",
                               re.IGNORECASE)),
     ("out_of_memory", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
-                                 r"|NCCL WARN Cuda failure (?:\d+ )?'out of memory'|Failed to CUDA calloc",
+                                 r"|NCCL WARN Cuda failure (?:\d+ )?'out of memory'|CUDA error \d+ 'out of memory'"
+                                 r"|Failed to CUDA (?:calloc|malloc|host alloc)",
                                  re.IGNORECASE)),
-    ("internal_error", re.compile(r"ncclInternalError|NCCL error[^\n]{0,500}?internal error", re.IGNORECASE)),
+    ("internal_error", re.compile(r"ncclInternalError|NCCL error[^\n]{0,500}?internal error"
+                                  r"|has no transport for (?:send|recv) peer \d+", re.IGNORECASE)),
     ("rendezvous_timeout", re.compile(r"DistStoreError|RendezvousTimeoutError|Timed out after \d+ seconds waiting "
                                       r"for clients|TCPStore.*(?:timed out|Timeout)", re.IGNORECASE)),
     ("segfault", re.compile(r"Caught signal 11|Segmentation fault|SIGSEGV")),
+    # Any other WARN NCCL printed: its source has some three hundred, and a line no signature above names is
+    # still NCCL saying something went wrong (at most a warning: it may be a setting NCCL corrected and ran on).
+    (UNCLASSIFIED_WARN, re.compile(r"NCCL WARN \S")),
 )
 
 # What a launcher or a paste puts before a log line: indentation, Open MPI's --tag-output ("[1,0]<stdout>:"),

@@ -63,7 +63,7 @@ from ..records.nccl import NcclTestsRecord as NcclTestsRecord
 from ..records.nccl import PlacementResult as PlacementResult
 from .detect import parser
 from .errors import ParseError
-from .nccl_log import classify
+from .nccl_log import UNCLASSIFIED_WARN, classify
 from .text import ContentGate, is_noise, is_not_available, to_float
 
 _N = TypeVar("_N", int, float)
@@ -79,7 +79,8 @@ _GROUPS = methodcaller("groups")
 _WINDOW = 1024  # lines matched at once against a header's row regex
 _REPEATS = 4096  # distinct lines remembered by NcclTestsScanner._repeatable, messages and failure lines by _failure
 _REMEMBERED = 2 * FAILURE_MESSAGE_CHARS  # longer lines are not remembered: 4096 of up to 16 MiB would not be flat
-_ACTIVE = ("Out of bounds", "size", "Rank", "Avg", "nccl-tests", "NCCL version", "_perf", "failure")  # see feed
+_ACTIVE = ("Out of bounds", "size", "Rank", "Avg", "nccl-tests", "NCCL version", "_perf", "failure",
+           "Test timeout")  # see feed
 _PREFIX_STARTS = frozenset("[ \t0123456789")
 _HEADER = re.compile(r"^#?\s*size\s+count\s+type\b")  # '#' lost when a paste went through markdown
 _RANK = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
@@ -97,6 +98,19 @@ _AVG = re.compile(r"\s*#?\s*Avg bus bandwidth\s*:\s*(?P<v>\S+)(?:\s+(?P<verdict>
 _OOB = re.compile(r"\s*#?\s*Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<verdict>\w+)?")
 _FAILURE = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\s*)?Test (?P<what>NCCL|CUDA) failure "
                       r"(?P<file>[\w./-]+):(?P<line>\d+)\s*'?(?P<message>[^']*)'?")
+# nccl-tests' two other abort lines (src/common.h, common.cu): TESTCHECK's relay of a failed step up the stack
+# (" .. host pid 123: Test failure common.cu:401", printed after the NCCL or CUDA failure that caused it, alone
+# when that line was lost) and its own watchdog ("host: Test timeout (600s) common.cu:523": a collective that
+# made no progress).
+_RELAY = re.compile(r"\.\. (?P<host>[\w.-]+) pid \d+: Test failure (?P<file>[\w./-]+):(?P<line>\d+)")
+_TIMEOUT = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\s*)?Test timeout \((?P<secs>\d+)s\) "
+                      r"(?P<file>[\w./-]+):(?P<line>\d+)")
+# Its refusals to run (common.cu's argument checks): an NCCL other than the one it was built for, sizes it cannot
+# step through, an option the NCCL it runs on lacks or another option excludes. Nothing was measured.
+_REFUSAL = re.compile(r"nccl-tests was compiled with NCCL"
+                      r"|invalid sizes? (?:specified )?for '(?:minbytes|maxbytes|stepBytes)'"
+                      r"|\(-[A-Za-z](?: [^)]*)?\) (?:requires|must be|only supports|is incompatible)"
+                      r"|Option -[A-Za-z] \([^)]*\) requires")
 # busbw = algbw * factor(n): invert it where the factor depends on the rank count.
 _FACTORS = {"all_reduce": "2(n-1)/n", "all_gather": "(n-1)/n", "reduce_scatter": "(n-1)/n", "alltoall": "(n-1)/n"}
 
@@ -112,10 +126,11 @@ def sniff(text: str) -> int:
     one of its lines names an NCCL failure (:func:`.nccl_log.classify`): the job-log triage
     then says why the run stopped, which an unfinished table cannot."""
     clean = "\n".join(_PREFIX.sub("", line) for line in text.splitlines()
-                      if "size" in line or "failure" in line or "Collective test" in line)
+                      if "size" in line or "failure" in line or "Collective test" in line or "Test timeout" in line)
     if re.search(r"^#?\s*size\s+count\s+type\b", clean, re.MULTILINE):
         return 95
-    if re.search(r"Test (?:NCCL|CUDA) failure \S+:\d+", clean) or "# Collective test starting" in clean:
+    if re.search(r"Test (?:NCCL|CUDA) failure \S+:\d+", clean) or "# Collective test starting" in clean \
+            or _RELAY.search(clean) or _TIMEOUT.search(clean) or _REFUSAL.search(text):
         return 90
     if (_PARAMS.search(text) or _RANK_ANYWHERE.search(text)) and not _names_failure(text):
         return 90
@@ -123,11 +138,12 @@ def sniff(text: str) -> int:
 
 
 def _names_failure(text: str) -> bool:
-    """Whether a line of ``text`` carries an NCCL failure signature (a plugin fallback is a fact, not one)."""
+    """Whether a line of ``text`` carries an NCCL failure signature (a plugin fallback is a fact, not one; a WARN
+    no signature names says nothing of why the run stopped)."""
     for line in text.splitlines():
         if "WARN" in line or "rror" in line or "ailed" in line:
             found = classify(line)
-            if found is not None and found[0] != "net_plugin_fallback":
+            if found is not None and found[0] not in ("net_plugin_fallback", UNCLASSIFIED_WARN):
                 return True
     return False
 
@@ -160,6 +176,8 @@ class NcclTestsScanner:
         self.largest_measured: tuple[int, float, float] | None = None  # size, algbw, busbw of the largest row
         self.cut_row: ParseError | None = None  # a row short of cells: the paste's cut, unless anything follows
         self.started = False  # the parameter line was read: the run started, table or not
+        self.relayed: list[tuple[str, re.Match[str]]] = []  # TESTCHECK relays: a failure only when nothing else says
+        self.refusals: list[str] = []  # its argument checks' answers (_REFUSAL)
 
     def feed(self, raw: str) -> None:
         self.number += 1
@@ -181,7 +199,18 @@ class NcclTestsScanner:
         if self.cut_row is not None and (stripped[0].isdigit() or "Out of bounds" in line or "bus bandwidth" in line):
             raise self.cut_row
         if "failure" in line and ("Test NCCL" in line or "Test CUDA" in line) and (m := _FAILURE.search(line)):
-            self._failure(raw, m)
+            self._failure(raw, *m.group("host", "what", "file", "line", "message"))
+            return
+        if "Test timeout" in line and (m := _TIMEOUT.search(line)):
+            self._failure(raw, m.group("host"), "timeout", m.group("file"), m.group("line"),
+                          f"no progress for {m.group('secs')} s (nccl-tests' own timeout)", "watchdog_timeout")
+            return
+        if len(self.refusals) < FAILURE_EXAMPLES and _REFUSAL.search(line):
+            self.refusals.append(stripped)
+            return
+        if "Test failure" in line and (m := _RELAY.search(line)):
+            if len(self.relayed) < FAILURE_EXAMPLES:
+                self.relayed.append((raw, m))
             return
         if stripped[0] == "#" or not stripped[0].isdigit():
             if "nThread" in line and _PARAMS.search(line):
@@ -205,14 +234,17 @@ class NcclTestsScanner:
             except _ShortRow as exc:
                 self.cut_row = exc  # the last line of a paste cut mid-row; any row or summary after it re-raises
 
-    def _failure(self, raw: str, m: re.Match[str]) -> None:
-        """A ``Test ... failure`` line not seen lately: read, classified, given its (signature, host) group
-        (whose examples are its first distinct lines) and remembered with it, since an aborted job repeats
-        the same line for every iteration; then counted (:meth:`_count_failure`)."""
-        host, what, file, number, message = m.group("host", "what", "file", "line", "message")
+    def _failure(self, raw: str, host: str | None, what: str, file: str, number: str, message: str,
+                 known: str | None = None) -> None:
+        """A ``Test ... failure`` line not seen lately: read, classified (``known``: the signature its form
+        names), given its (signature, host) group (whose examples are its first distinct lines) and remembered
+        with it, since an aborted job repeats the same line for every iteration; then counted
+        (:meth:`_count_failure`)."""
         message = _cut(message.strip())
         said = (what, message)
-        if said in self.signatures:
+        if known is not None:
+            signature: str | None = known
+        elif said in self.signatures:
             signature = self.signatures[said]
         else:  # a "Test CUDA failure" quotes cudaGetErrorString: 'out of memory', 'an illegal memory access...'
             found = classify(f"CUDA error: {message}" if what == "CUDA" else message)
@@ -462,6 +494,13 @@ class NcclTestsScanner:
 
     def finish(self) -> NcclTestsRecord:
         record = self.record
+        # A relay is read only where nothing else says why the run failed: no failure line (lost, or cut from the
+        # paste) and no result row (with rows, the relay is the run's final check, common.cu's exit on #wrong or
+        # on an average bandwidth below -c, which the rows and summary already show).
+        if not record.errors_total and not (self.head or self.tail):
+            for raw, m in self.relayed:
+                self._failure(raw, m.group("host"), "test", m.group("file"), m.group("line"),
+                              "a test step failed (its cause was printed before this relay line)")
         record.rows = [*self.head, *(r if isinstance(r, NcclTestRow) else r[0].build(r[1]) for r in self.tail)]
         record.rows_omitted = record.rows_total - len(record.rows)
         record.errors = [*self.failure_head, *(NcclTestFailure(*failure) for failure in self.failure_tail)]
@@ -469,10 +508,13 @@ class NcclTestsScanner:
         record.failure_groups = list(self.failure_groups.values())
         if self.cut_row is not None:
             self.problem(f"the last row was cut ({self.cut_row}): the paste ends mid-row")
-        if not record.rows and not record.errors_total and self.columns is None and not (self.started or self.ranks):
+        if not record.rows and not record.errors_total and self.columns is None and not (self.started or self.ranks
+                                                                                         or self.refusals):
             raise ParseError(KIND, "no nccl-tests result row and no 'Test ... failure' line")
         record.incomplete = self.problems
-        if not record.rows and not record.errors_total and self.columns is None:
+        if not record.rows and not record.errors_total and self.refusals:
+            record.incomplete.insert(0, f"nccl-tests refused to run: {'; '.join(self.refusals)}"[:400])
+        elif not record.rows and not record.errors_total and self.columns is None:
             # its parameters or device lines and no table: hung in setup, died, or a paste cut there
             record.incomplete.insert(0, "the run printed its parameters/devices but no column header or result: "
                                         "it stopped (hung, died or was cut) before its first result")

@@ -28,7 +28,10 @@ _PAIR = re.compile(r"(?P<key>[A-Za-z][\w .*/-]*?)\s*:\s*(?P<value>\S+)")
 _HEADER_LINE_MAX = 512  # a header line is ~80 characters; _PAIR is quadratic in a line without a colon
 _HEADER_KEYS = {"device": "device", "transport type": "transport", "connection type": "connection_type",
                 "link type": "link_layer"}
-_ERROR = re.compile(r"unable to|failed|error|couldn't|cannot|^Port number \d+ state is (?!Active\b)", re.IGNORECASE)
+# perftest's failure lines that say none of those words (see _FAILURE_LINE) are errors too.
+_ERROR = re.compile(r"unable to|failed|error|couldn't|cannot|^Port number \d+ state is (?!Active\b)"
+                    r"|^IB device \S+ not found|^No such device ID|Incompatibility issue|^Bad wc status"
+                    r"|^Problems? (?:with|in) |is not supported on this GPU|^unexpected CM event", re.IGNORECASE)
 
 
 # perftest's own failure lines (perftest_communication.c, perftest_resources.c): a run that never
@@ -53,7 +56,27 @@ _FAILURE_LINE = re.compile(r"^[\s>]*(?:Couldn't connect to \S+:\d+|Unable to ini
                            # reports with its error ("Event: RDMA_CM_EVENT_REJECTED; error: -111.")
                            r"|Failed to modify QP (?:\d+ )?to (?:INIT|RTR|RTS)"
                            r"|Unable to Connect the HCA's through the link"
-                           r"|Event: RDMA_CM_EVENT_\w+; error: -?\d+)", re.M)
+                           r"|Event: RDMA_CM_EVENT_\w+; error: -?\d+"
+                           # the rest of its stderr by family (perftest's src/*.c fprintf(stderr, ...)): its
+                           # out-of-band socket or RDMA CM channel ("Unable to set up socket connection", "Unable to
+                           # read from socket/rdma_cm", "rdma_resolve_addr failed"), the device it was asked for
+                           # ("IB device mlx5_9 not found", "No such device ID (9) exists in system"), the GID types
+                           # of the two sides, the verbs objects of a run (CQ, SRQ, QP posts, work completions:
+                           # "poll CQ failed 1", "Bad wc status 12", "Couldn't post send: ..."), the server and
+                           # client falling out of step, a measurement loop that failed, a result below the limit
+                           # it was given, GPU memory it could not use, and its own argument parser's refusal
+                           r"|Unable to (?:\w+ ){1,3}(?:socket|rdma_cm|RDMA_CM)\b|Unable to create RDMA_CM resources"
+                           r"|Problem in resolving basic address and port|rdma_\w+ failed\b|unexpected CM event"
+                           r"|IB device \S+ not found|No such device ID \(\d+\) exists in system"
+                           r"|Found Incompatibility issue with GID types"
+                           r"|(?:[Pp]oll (?:\w+ )*CQ failed|Bad wc status)\b"
+                           r"|Couldn't (?:post (?:send|recv)|create (?:a \w+ )?(?:CQ|SRQ)|request R?CQ notification"
+                           r"|attach QP|init GPU context)\b|Failed to post receive"
+                           r"|Failed to sync (?:between|before)|Failed to complete run_iter_\w+ function"
+                           r"|Problems with warm up|Error occurred while running infinitely"
+                           r"|Error: (?:BW result|Msg rate) +is below"
+                           r"|DMA-BUF is not supported on this GPU|Parser function exited with Error"
+                           r"|Test exited with Error)", re.M)
 # A pasted shell prompt running a perftest binary ("$ ib_write_bw ...", "[root@host perftest]# ./ib_send_bw ...",
 # "user@host:~$ sudo ib_read_bw ...", "host:~# ib_send_bw"); a Markdown heading ("# ib_write_bw") or a shell
 # history is no prompt.

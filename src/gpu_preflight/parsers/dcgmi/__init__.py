@@ -54,6 +54,13 @@ _REFUSED = re.compile(r"^[>\s]*\"?Error: (?:requested test \"[^\"\n]*\" was not 
                       r"|[Uu]nable to establish a connection to the specified host|Unable to connect to host engine)"
                       r"|^[>\s]*\"?(?i:error) when executing the diagnostic: (?i:the nvvs binary was not found)",
                       re.MULTILINE)
+# The families of dcgmi's other "Error: ..." answers (dcgmi/Command.cpp, Diag.cpp, Group.cpp, Health.cpp,
+# ProcessStats.cpp, Nvlink.cpp...): "<what could not be done>. Return: <DCGM's error string>", and the answers
+# that name DCGM, its host engine or the diagnostic ("Error: unable to initialize DCGM", "Error: Unable to start
+# an embedded host engine", "Error: dcgmGetAllSupportedDevices() returned 0 devices"). Less sure than the
+# answers above: "Error: ... Return:" is dcgmi's wording, not its name.
+_DCGMI_ERROR = re.compile(r"^[>\s]*\"?Error: [^\n]*?(?:\. Return: \S|\bDCGM\b|\b[Hh]ost engine\b|\b[Dd]iagnostic\b"
+                          r"|\bdcgm\w+\(\))", re.MULTILINE)
 
 
 def sniff(text: str) -> int:
@@ -68,8 +75,8 @@ def sniff(text: str) -> int:
     if re.search(r"DCGM GPU Diagnostic returned an error|Unable to (?:complete|run) diagnostic", text) or \
             _REFUSED.search(text):
         return 90
-    if _RESULT_ROW.search(text) or len(_LEGACY_ROW.findall(text)) >= 2:  # rows pasted without the header
-        return 60
+    if _RESULT_ROW.search(text) or len(_LEGACY_ROW.findall(text)) >= 2 or _DCGMI_ERROR.search(text):
+        return 60  # rows pasted without the header; dcgmi's other error answers
     return 0
 
 
