@@ -372,3 +372,29 @@ def test_chatter_is_no_failure(tmp_path: Path, tool: str, line: str, why: str) -
     """Debug chatter alone is never a FAIL: it states no failure (it may be unrecognised or unjudged)."""
     outcome = _judge(tmp_path, "chatter.txt", line + "\n")
     assert outcome.got != "FAIL", (tool, line, why, outcome.summaries)
+
+
+def test_a_relay_after_the_results_is_the_final_check_not_another_failure(tmp_path: Path) -> None:
+    """TESTCHECK's relay ends every run whose final check failed (common.cu exits on #wrong or on an average
+    bandwidth below -c): with result rows it adds no finding of its own; without them it is the failure."""
+    table = ("#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw"
+             "   busbw  #wrong\n"
+             "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)"
+             "  (GB/s)\n"
+             "    33554432       8388608     float     sum      -1    25.70  1305.8  1305.8       0    25.19  1332.0"
+             "  1332.0       0\n"
+             "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 1318.9\n#\n")
+    relay = " .. gpu-node-07 pid 48213: Test failure common.cu:1126\n"
+    with_rows = _judge(tmp_path, "rows.txt", NCCL_TESTS_HEADER + table + relay)
+    assert not any("relay" in s for s in with_rows.summaries), with_rows.summaries
+    alone = _judge(tmp_path, "alone.txt", NCCL_TESTS_HEADER + relay)
+    assert alone.got == "FAIL" and any("relay" in s for s in alone.summaries), alone.summaries
+
+
+def test_a_connect_reset_by_its_peer_is_the_peer_that_went_away(tmp_path: Path) -> None:
+    """Any errno after 'connect to <peer> failed' is a failed connection, but a reset is the peer going away."""
+    line = _NCCL.format(where="misc/socket.cc:484", msg="Net : Connect to 10.12.0.8<40537> failed : Connection reset "
+                                                         "by peer")
+    outcome = _judge(tmp_path, "reset.log", line + "\n")
+    assert outcome.got == "FAIL" and any("remote_error" in s or "peer rank died" in s for s in outcome.summaries), \
+        outcome.summaries
