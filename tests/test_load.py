@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpu_preflight.backends.nvml_sampler import LoadRecord, summarize
@@ -243,7 +244,7 @@ def test_the_real_h100_under_gemm_passes_every_load_check() -> None:
     profile = build_config(profile=find_profile("h100-sxm"))[0].load
     assert profile.expected_gemm_sm_mhz  # the shipped profile judges the loaded clock
     for check_id in ("load.clocks", "load.thermal", "load.power", "load.ecc"):
-        findings = judge(check_id, facts, **vars(profile))
+        findings = judge(check_id, facts, **msgspec.structs.asdict(profile))
         assert [f.status for f in findings] == [Status.PASS], findings
     assert len(summary["series"]["t"]) <= 240
 

@@ -25,7 +25,11 @@ def test_process_names_are_psutils_names() -> None:
     ours = set(procfs.process_names())
     theirs = {p.info["name"] for p in psutil.process_iter(["name"]) if p.info["name"]}
     assert ours, "no process found in /proc"
-    assert len(ours ^ theirs) <= 2  # processes that started or ended between the two scans
+    steady = {psutil.Process(pid).name() for pid in (1, os.getpid(), os.getppid())}  # alive through both scans
+    assert steady <= ours
+    # processes that started or ended between the two scans: a loaded runner (the suite's own workers,
+    # short-lived tools) turns over a few per scan, never a tenth of them
+    assert len(ours ^ theirs) <= max(2, len(theirs) // 10), ours ^ theirs
 
 
 def test_cpu_ticks_grow_and_idle_is_part_of_total() -> None:

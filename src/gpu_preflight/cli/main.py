@@ -171,8 +171,8 @@ def program() -> NoReturn:
     """
     from .. import interrupts
 
-    interrupts.install()
     try:
+        interrupts.install()  # inside: a signal can come between its handler's installation and its return
         code = main()
         interrupts.settle()
     except (interrupts.Interrupted, KeyboardInterrupt) as exc:
