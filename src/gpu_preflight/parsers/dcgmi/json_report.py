@@ -33,6 +33,7 @@ from ..errors import ParseError
 from .common import KIND, gpu_ids_in, normalize_status, overall_of, worst_status
 
 _ROOTS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")
+_GAP = re.compile(r"\s*(,?)\s*")  # what separates two quoted test objects
 _TEST_START = re.compile(r'\{\s*"name"\s*:')  # where a test object of either layout may begin
 
 
@@ -113,15 +114,14 @@ def _excerpt(text: str, start: int) -> DcgmDiagRecord:
         if not _is_test(obj):
             raise ParseError(KIND, "a JSON excerpt mixing test objects with other values")
         record.tests.append(_test(None, obj))
-        rest = text[end:].lstrip()
-        trailing = rest.startswith(",")
-        rest = rest[1:].lstrip() if trailing else rest
-        if not rest.startswith("{"):
-            if trailing or rest.strip():
+        gap = _GAP.match(text, end)  # read in place: a copy of the rest per object was quadratic
+        assert gap is not None  # the pattern matches the empty string
+        if not text.startswith("{", gap.end()):
+            if gap.group(1) or text[gap.end():].strip():
                 record.incomplete.append("the JSON excerpt ends where the document goes on (a ',' or text after "
                                          "its last test object): the run's other tests are not shown")
             break
-        at = text.index("{", end)
+        at = gap.end()
     record.fragment = len(record.tests)
     record.overall = overall_of(record)
     return record

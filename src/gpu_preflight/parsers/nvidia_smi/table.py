@@ -44,18 +44,14 @@ _MEMORY = re.compile(r"(?<!\d)(\d+)MiB\s*/\s*(\d+)MiB")
 _PROCESS = re.compile(r"^\|\s*(?P<gpu>\d+)\s+(?:(?P<gi>\S+)\s+(?P<ci>\S+)\s+)?(?P<pid>\d+)\s+"
                       r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>.*?)\s+(?P<mem>\d+MiB|N/A)\s*\|$")
 _MIG_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|")
-# The GPU table's first header row (``| GPU  Name ... | Bus-Id ...``) and its second (``| Fan  Temp ... |
-# Memory-Usage |``): where a table without its banner starts, with or without its first header row.
-_GPU_HEADER = re.compile(r"^\|\s*GPU\s+Name\b.*\|.*Bus-Id")
-_FAN_HEADER = re.compile(r"^\|\s*Fan\s+Temp\b.*\|\s*Memory-Usage\s*\|")
-# Those labelled rows down to the ``|===`` rule: a banner-less table.
-_HEADED_TABLE = re.compile(r"^(?:\|\s*GPU\s+Name\b.*\|.*Bus-Id.*\n(?:\|.*\n){0,2}?)?"
-                           r"\|\s*Fan\s+Temp\b.*\|\s*Memory-Usage\s*\|.*\n(?:\|.*\n){0,2}?\|=+[+|=]*\|?\s*$",
-                           re.MULTILINE)
-# A GPU block's first two rows (index and name | bus id | ..., then power | memory used / total | ...): a table
-# pasted without any header row.
-_DATA_BLOCK = re.compile(r"^\|\s*\d+\s+\S.*\|\s*[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]\b.*\|.*\n"
-                         r"\|.*\|\s*\d+MiB\s*/\s*\d+MiB\s*\|.*\|\s*$", re.MULTILINE)
+# The cells a table without its banner is known by, read cell by cell (linear on any line): the GPU table's
+# first header row (``GPU  Name ... | Bus-Id ...``), its second (``Fan  Temp ... | Memory-Usage |``), and a GPU
+# block's first two rows (``0  NVIDIA ... | 00000000:18:00.0 Off |`` over ``... | 1MiB /  81559MiB |``).
+_GPU_LABEL = re.compile(r"GPU\s+Name\b")
+_FAN_LABEL = re.compile(r"Fan\s+Temp\b")
+_INDEX_CELL = re.compile(r"\d+\s+\S")
+_BUS_CELL = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]\b")
+_MEMORY_CELL = re.compile(r"\d+MiB\s*/\s*\d+MiB")
 # The header nvidia-smi prints above every GPU table, but for the first row's mode label (see _MODE_LABEL).
 _STANDARD_HEADER = (["GPU  Name", "Bus-Id  Disp.A", "Volatile Uncorr. ECC"],
                     ["Fan  Temp  Perf  Pwr:Usage/Cap", "Memory-Usage", "GPU-Util  Compute M."], ["", "", "MIG M."])
@@ -66,10 +62,44 @@ _MODE_LABEL = {"On": "Persistence-M", "Off": "Persistence-M", "WDDM": "Driver-Mo
 def sniff(text: str) -> int:
     """95 for the whole table (banner and ``Memory-Usage``); 80 for its GPU table without the banner; 70 for
     its GPU rows without a header."""
-    if "Memory-Usage" not in text:
-        return 70 if _DATA_BLOCK.search(text) else 0
-    return 95 if _VERSIONS.search(text) else 80 if _HEADED_TABLE.search(text) else 70 if _DATA_BLOCK.search(
-        text) else 0
+    if "Memory-Usage" in text and _VERSIONS.search(text):
+        return 95
+    lines = text.splitlines()
+    if "Memory-Usage" in text and _labelled_header(lines) is not None:
+        return 80
+    return 70 if _data_block(lines) is not None else 0
+
+
+def _row(line: str) -> list[str] | None:
+    """The cells of a ``|``-bounded table row, or ``None`` for any other line."""
+    stripped = line.strip()
+    return _cells(stripped) if stripped.startswith("|") and len(stripped) > 1 else None
+
+
+def _labelled_header(lines: list[str]) -> tuple[int, bool] | None:
+    """Where the GPU table's header starts in a text without its banner, and whether its first row is there: the
+    ``Fan  Temp | Memory-Usage`` row with the ``|===`` rule within the header's next rows."""
+    for i, line in enumerate(lines):
+        cells = _row(line) if "Memory-Usage" in line else None
+        if not cells or len(cells) < 2 or not _FAN_LABEL.match(cells[0]) or cells[1] != "Memory-Usage":
+            continue
+        if any(_RULE.match(lines[j].strip()) for j in range(i + 1, min(i + 4, len(lines)))):
+            first = _row(lines[i - 1]) if i else None
+            has_first = bool(first and len(first) > 1 and _GPU_LABEL.match(first[0]) and "Bus-Id" in first[1])
+            return (i - 1, True) if has_first else (i, False)
+    return None
+
+
+def _data_block(lines: list[str]) -> int | None:
+    """The first line of a GPU block pasted without any header: an index-and-name cell beside a bus id, over a
+    row with a ``used / total`` memory cell."""
+    for i in range(len(lines) - 1):
+        cells = _row(lines[i])
+        if cells and len(cells) > 1 and _INDEX_CELL.match(cells[0]) and _BUS_CELL.match(cells[1]):
+            below = _row(lines[i + 1])
+            if below and len(below) > 1 and _MEMORY_CELL.fullmatch(below[1]):
+                return i
+    return None
 
 
 @parser(KIND, sniff=sniff, title="nvidia-smi (the default table)")
@@ -101,14 +131,12 @@ def _fragment(lines: list[str]) -> NvidiaSmiRecord:
     its name, bus id, uncorrected ECC; power, memory, utilisation; MIG mode), so they are read back
     from the shape of the first data row, whose name cell ends with the mode the first row names.
     """
-    start = next((i for i, line in enumerate(lines) if _GPU_HEADER.match(line.strip())), None)
-    lost = 0 if start is not None else 1
-    if start is None:
-        start = next((i for i, line in enumerate(lines) if _FAN_HEADER.match(line.strip())), None)
-    if start is not None:
-        header, first_data = _header(lines, start - 1)
-    elif m := _DATA_BLOCK.search("\n".join(lines)):
-        first_data, lost = "\n".join(lines)[:m.start()].count("\n"), len(_STANDARD_HEADER)
+    headed = _labelled_header(lines)
+    lost = 0 if headed is None or headed[1] else 1
+    if headed is not None:
+        header, first_data = _header(lines, headed[0] - 1)
+    elif (found := _data_block(lines)) is not None:
+        first_data, lost = found, len(_STANDARD_HEADER)
         height = next((i for i in range(first_data, len(lines)) if not lines[i].strip().startswith("|")), len(lines))
         header = [list(row) for row in _STANDARD_HEADER[1:max(2, min(3, height - first_data))]]
     else:
