@@ -7,8 +7,8 @@ middle cuts:
 
 * the lines that carried the whole text's worst finding are found by deletion: a line is a
   carrier of a worst finding when the text without it, still judged, gives that finding fewer
-  times and no finding the whole has not (a failing GPU's rows, a port's state and link layer,
-  an Xid line; not a header, whose loss changes how everything under it reads);
+  times and no other check's finding the whole has not (a failing GPU's rows, a port's state and
+  link layer, an Xid line; not a header, whose loss changes how everything under it reads);
 * a cut that keeps every carrier of one worst finding is judged at least as severely as the
   whole text (a FAIL stays FAIL, a WARN is WARN or worse, never PASS): the record that failed
   is in the fragment, so the fragment fails, whatever the parser lost around it (a banner, the
@@ -76,10 +76,9 @@ def _carriers(text: str, kind: str) -> tuple[str, list[set[int]], set[int]]:
         fewer = _keys(less)
         if fewer != keys:
             resting.add(i)
-        if fewer - keys:
-            continue  # a finding the whole has not: the line was structure (a header naming the columns)
         for k in worst:
-            if fewer[k] < keys[k]:
+            # another check's finding changed too: the line was structure (a header naming the columns)
+            if fewer[k] < keys[k] and all(new[:2] == k[:2] for new in fewer - keys):
                 carriers[k].add(i)
     return whole, [c for c in carriers.values() if c], resting
 
