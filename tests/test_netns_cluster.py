@@ -143,9 +143,10 @@ def wait_stopped(proc: subprocess.Popen[str], within: float) -> list[int]:
         if stopped:
             return stopped
         if proc.poll() is not None:
-            break
+            _, err = output(proc)
+            raise AssertionError(f"the faulted agent ended (code {proc.returncode}) before its stage:\n{err[-3000:]}")
         time.sleep(0.2)
-    raise AssertionError("the faulted rank never reached its stage")
+    raise AssertionError(f"the faulted rank never reached its stage in {within:.0f} s")
 
 
 def finish(procs: list[subprocess.Popen[str]], names: list[str], within: float) -> list[tuple[int | None, str, str]]:
