@@ -103,7 +103,12 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # different NCCL versions or NIC counts, a rank, device or config attribute out of range, a collective's
     # argument ("AllReduce : sendbuff argument is NULL"), no usable interface or address for its sockets, NICs
     # of two link types, a bootstrap root that two jobs share.
-    ("invalid_usage", re.compile(r"invalid usage|ncclInvalidUsage"
+    # Ranks that disagree on a collective also show as NET/IB's size check on a receive ("NET/IB : req 0/1 tag 0 peer
+    # <addr> collective mismatch error, local size X remote size Y", net_ib.cc, ncclInvalidUsage since 2.12; before,
+    # "collective mismatch error local size X remote Y addr ...") and, in NCCL 2.4-2.6, as init.cc's opCount check
+    # ("Mismatched collective detected, please check your collective calls at and around rank N").
+    ("invalid_usage", re.compile(r"invalid usage|ncclInvalidUsage|collective mismatch error"
+                                 r"|Mismatched collective detected"
                                  r"|message truncated\s*:\s*(?:peer \S+ )?receiv(?:ed|ing) \d+ bytes instead of \d+"
                                  r"|Mismatched NCCL version detected|Detected mixed local \w+ device counts"
                                  r"|Invalid (?:rank requested|device count requested|device \d+ \(totalnDev"
@@ -147,8 +152,11 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                  r"|NCCL WARN Cuda failure (?:\d+ )?'out of memory'|CUDA error \d+ 'out of memory'"
                                  r"|Failed to CUDA (?:calloc|malloc|host alloc)",
                                  re.IGNORECASE)),
+    # graph/rings.cc's check that the ranks computed one ring ("Error : ring 0 does not loop back to start (13 !=
+    # 15)"), which NCCL returns as ncclInternalError: ranks saw different topologies.
     ("internal_error", re.compile(r"ncclInternalError|NCCL error[^\n]{0,500}?internal error"
-                                  r"|has no transport for (?:send|recv) peer \d+", re.IGNORECASE)),
+                                  r"|has no transport for (?:send|recv) peer \d+"
+                                  r"|ring \d+ does not loop back to start", re.IGNORECASE)),
     ("rendezvous_timeout", re.compile(r"DistStoreError|RendezvousTimeoutError|Timed out after \d+ seconds waiting "
                                       r"for clients|TCPStore.*(?:timed out|Timeout)", re.IGNORECASE)),
     ("segfault", re.compile(r"Caught signal 11|Segmentation fault|SIGSEGV")),
