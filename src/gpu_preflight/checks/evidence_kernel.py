@@ -1,4 +1,5 @@
-"""Judging the host side of a saved kernel log: PCIe AER errors, OOM kills, hung tasks, CPU thermal throttling.
+"""Judging the host side of a saved kernel log: PCIe AER errors, OOM kills, hung tasks, CPU thermal throttling,
+disabled interrupt lines and the NVIDIA display stack's own errors.
 
 A GPU node can be unfit for a job while no GPU driver line says so: the link to the GPU reports
 uncorrectable PCIe errors, the job was killed for host memory, a process sits in D state inside
@@ -16,6 +17,10 @@ code and subject (a PCI address, a process, a CPU), counting the repeats.
 * ``kernel.hung_task``: WARN when a task was blocked for longer than the kernel's hung-task timeout
   (a process stuck in a driver: nvidia, nvidia_uvm, a file system).
 * ``kernel.thermal``: WARN when CPUs were clock-throttled for temperature (the host's cooling).
+* ``kernel.irq``: FAIL when the kernel disabled an interrupt line no handler claimed (``irq 16: nobody
+  cared``): every device on it, a GPU or a NIC among them, stops getting interrupts until a reboot.
+* ``kernel.display_driver``: WARN when the NVIDIA display stack (nvidia-drm, nvidia-modeset) logs an
+  error about a GPU: not an Xid, but the driver saying an operation on that GPU failed.
 
 Messages older than the Xid window are counted, not judged, as for ``kernel.nic``.
 """
@@ -71,6 +76,19 @@ HOST_VERDICTS: dict[str, tuple[str, Status, Action, str, str]] = {
                              "CPUs were clock-throttled for temperature",
                              "Check the host's fans, airflow and heatsinks: a throttled CPU slows the data path that "
                              "feeds the GPUs."),
+    "irq_disabled": ("kernel.irq", Status.FAIL, Action.REBOOT_NODE,
+                     "the kernel disabled an interrupt line that kept firing with no handler claiming it",
+                     "Every device on that line (see /proc/interrupts: a GPU, a NIC) no longer gets interrupts until "
+                     "the node reboots: drain and reboot it; if it returns, look for the device raising the storm "
+                     "(a driver or firmware fault, an interrupt-routing BIOS setting)."),
+    "nvidia_drm_error": ("kernel.display_driver", Status.WARN, Action.MONITOR,
+                         "the NVIDIA DRM driver (nvidia-drm) reported an error on a GPU",
+                         "Not an Xid: the driver says an operation on this GPU failed (memory for a buffer, a "
+                         "mode set). Watch for a repeat; if the GPU then stops responding, reboot the node."),
+    "nvidia_modeset_error": ("kernel.display_driver", Status.WARN, Action.MONITOR,
+                             "the NVIDIA mode-setting driver (nvidia-modeset) reported an error on a GPU",
+                             "Not an Xid: the display engine of this GPU did not answer as expected. Watch for a "
+                             "repeat; if the GPU then stops responding, reboot the node."),
 }
 """Uncorrectable link errors take a GPU off the bus (NVIDIA's Xid 79 calls for a reboot); the others
 are events a job feels but the node survives: a look, not a drain."""
@@ -103,6 +121,22 @@ KERNEL_HUNG_TASK = declare(
     the Xid window are counted, not judged.""",
     group="system_resources", component="service_reliability", settings=("xid.window_hours",),
     actions=_actions("kernel.hung_task"))
+KERNEL_IRQ = declare(
+    "kernel.irq", "No interrupt line was disabled by the kernel",
+    """A saved kernel log holds ``irq <N>: nobody cared (try booting with the "irqpoll" option)``, the
+    kernel's notice that it disabled an interrupt line after an interrupt storm no handler claimed: FAIL
+    (``reboot_node``), since every device on that line stops getting interrupts until the node reboots.
+    Reports older than the Xid window are counted, not judged.""",
+    group="system_resources", component="hardware_health", settings=("xid.window_hours",),
+    actions=_actions("kernel.irq"))
+KERNEL_DISPLAY_DRIVER = declare(
+    "kernel.display_driver", "The NVIDIA display stack reported no error",
+    """A saved kernel log holds an error of the NVIDIA display stack, which writes no ``NVRM`` line and
+    no Xid: nvidia-drm's ``*ERROR* [nvidia-drm] [GPU ID 0x...]`` or nvidia-modeset's ``nvidia-modeset:
+    ERROR: GPU:<n>: ...``: WARN (``monitor``) naming the GPU. Reports older than the Xid window are
+    counted, not judged.""",
+    group="gpu_health", component="hardware_health", settings=("xid.window_hours",),
+    actions=_actions("kernel.display_driver"))
 KERNEL_THERMAL = declare(
     "kernel.thermal", "No CPU was throttled for heat",
     """A saved kernel log holds ``CPU<N>: Core/Package temperature above threshold, cpu clock
@@ -124,8 +158,9 @@ def in_window(messages: Iterable[D], start: datetime | None) -> tuple[list[D], l
 
 
 def judge_kernel_host(record: DmesgRecord, window: XidWindow, source: str) -> Iterator[Finding]:
-    """``kernel.pcie_aer``, ``kernel.oom``, ``kernel.hung_task`` and ``kernel.thermal`` findings of a saved
-    kernel log (called by its judge): one per code and subject, with the count and the first texts."""
+    """``kernel.pcie_aer``, ``kernel.oom``, ``kernel.hung_task``, ``kernel.thermal``, ``kernel.irq`` and
+    ``kernel.display_driver`` findings of a saved kernel log (called by its judge): one per code and
+    subject, with the count and the first texts."""
     recent, older = in_window(record.host_messages, window.start)
     groups: dict[tuple[str, str | None], list[str]] = {}
     for message in recent:

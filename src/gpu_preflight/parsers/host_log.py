@@ -1,11 +1,16 @@
-"""Host-side lines of a kernel log that say a GPU node is not fit for a job, though no GPU driver wrote them.
+"""Lines of a kernel log outside the ``NVRM``/Xid stream that say a GPU node is not fit for a job.
 
 A node can fail a training job with a clean ``NVRM`` record: the PCIe link to the GPU reports
 errors through the kernel's AER driver (``pcieport 0000:00:03.0: AER: Multiple Uncorrected
 (Fatal) error received``), the job is killed by the OOM killer (``Out of memory: Killed process
 25315 (python3)``), a process hangs in D state inside a driver (``INFO: task nvc:[driver]:5403
 blocked for more than 120 seconds``), or the CPUs are clock-throttled by heat (``CPU5: Core
-temperature above threshold, cpu clock throttled``). Each such line is recognised here by a
+temperature above threshold, cpu clock throttled``), the kernel disabled an interrupt line that
+kept firing with no handler claiming it (``irq 16: nobody cared``: every device on that line, a GPU
+among them, stops getting interrupts until the node reboots), or the NVIDIA display stack reports an
+error of its own, which is not an ``NVRM`` line and carries no Xid (``*ERROR* [nvidia-drm] [GPU ID
+0x00000200] Failed to get memory pages``, ``nvidia-modeset: ERROR: GPU:0: Failed to query display
+engine channel state``). Each such line is recognised here by a
 pattern and named by a code (:data:`HOST_MESSAGES`); what a code means, its verdict and its
 operator action are the judge's (``checks/evidence_kernel.py``), as for the NIC driver messages
 of :mod:`.nic_log`.
@@ -15,7 +20,10 @@ message received from %s`` since 5.10, ``AER: %s%s error received: %s`` before, 
 ``PCIe Bus Error: severity=%s`` record each one heads, its severity ``Corrected``/``Uncorrected``
 in older kernels and ``Correctable``/``Uncorrectable`` in newer ones; ``mm/oom_kill.c``'s ``Out of
 memory: Killed process`` and the older ``Killed process``; ``kernel/hung_task.c``;
-``arch/x86/kernel/cpu/mce/therm_throt.c``), so one pattern covers every prefix style the line may carry.
+``arch/x86/kernel/cpu/mce/therm_throt.c``; ``kernel/irq/spurious.c``'s ``irq %d: nobody cared (try
+booting with the "irqpoll" option)``; the open kernel modules' ``NV_DRM_DEV_LOG_ERR``, printed through
+``DRM_ERROR`` as ``*ERROR* [nvidia-drm] [GPU ID 0x%08x]``, and nvidia-modeset's ``ERROR: GPU:%d:``
+log level), so one pattern covers every prefix style the line may carry.
 
 Pure text in, tuples out; patterns read a bounded line and have no nested quantifiers.
 """
@@ -46,12 +54,19 @@ HOST_MESSAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("hung_task", re.compile(r"INFO: task (?P<process>\S{1,64}):(?P<pid>\d+) blocked for more than \d+ seconds")),
     ("cpu_thermal_throttle", re.compile(
         r"\bCPU(?P<cpu>\d+): (?:Core|Package) temperature above threshold, cpu clock throttled")),
+    ("irq_disabled", re.compile(r"\birq (?P<irq>\d+): nobody cared\b")),
+    ("nvidia_drm_error", re.compile(r"(?:\[drm:[\w.]{1,80} \[nvidia[_-]drm\]\] )?\*ERROR\* \[nvidia-drm\]"
+                                    r"(?: \[GPU ID (?P<gpu_id>0x[0-9a-fA-F]+)\])?")),
+    ("nvidia_modeset_error", re.compile(r"nvidia-modeset: ERROR: (?:(?P<gpu>GPU:\d+): )?")),
 )
 """Code, pattern; the first that matches a line names it. An AER line names the device it is about
-(``bdf``); an OOM kill and a hung task the process (``process``); a thermal line the CPU."""
+(``bdf``); an OOM kill and a hung task the process (``process``); a thermal line the CPU; a disabled
+interrupt line its number; an NVIDIA display-stack error the GPU (nvidia-drm's GPU ID, nvidia-modeset's
+GPU index)."""
 
 HOST_KEYS: tuple[bytes, ...] = (b"AER: ", b"PCIe Bus Error", b"Killed process", b"Kill process",
-                                b"blocked for more than", b"temperature above threshold")
+                                b"blocked for more than", b"temperature above threshold", b"nobody cared",
+                                b"*ERROR* [nvidia-drm]", b"nvidia-modeset: ERROR")
 """Words one of these lines must hold: what a streaming reader searches a chunk for before decoding."""
 _GATE = re.compile("|".join(re.escape(k.decode()) for k in HOST_KEYS))
 
@@ -59,8 +74,9 @@ _GATE = re.compile("|".join(re.escape(k.decode()) for k in HOST_KEYS))
 def host_message(line: str) -> tuple[str, str | None, str] | None:
     """``(code, subject, text)`` for a host-side kernel message on ``line``, else ``None``.
 
-    ``subject`` is the PCI address (AER), ``process[pid]`` (OOM kill, hung task) or ``cpu<N>``
-    (thermal) the line names; ``text`` the message from where the pattern matched.
+    ``subject`` is the PCI address (AER), ``process[pid]`` (OOM kill, hung task), ``cpu<N>``
+    (thermal), ``irq<N>`` (a disabled interrupt line) or the GPU (``gpu_id=0x...``, ``GPU:<n>``) the
+    line names; ``text`` the message from where the pattern matched.
     """
     if _GATE.search(line) is None:
         return None
@@ -72,7 +88,13 @@ def host_message(line: str) -> tuple[str, str | None, str] | None:
             subject: str | None = groups["bdf"].lower()
         elif groups.get("process"):
             subject = f"{groups['process']}[{groups['pid']}]"
+        elif groups.get("cpu"):
+            subject = f"cpu{groups['cpu']}"
+        elif groups.get("irq"):
+            subject = f"irq{groups['irq']}"
+        elif groups.get("gpu_id"):
+            subject = f"gpu_id={groups['gpu_id'].lower()}"
         else:
-            subject = f"cpu{groups['cpu']}" if groups.get("cpu") else None
+            subject = groups.get("gpu")
         return code, subject, line[m.start():].strip()[:300]
     return None

@@ -14,6 +14,9 @@ boot-relative times need ``boot_time``; a syslog line has no year, so it needs `
 Where the time cannot be known the event keeps ``timestamp=None`` instead of a guess: the
 policy then treats it as undated rather than silently old or new.
 
+A line whose GPU address was redacted before it was pasted (``NVRM: Xid (PCI:...): 145, ...``) is
+still the event its Xid number names, on no particular GPU.
+
 A line that has the shape of an Xid event (``NVRM: Xid``) but not its grammar (the Xid
 number cut off, an unclosed parenthesis, ``-1``) is an :class:`UnparsedXid`, never
 silently nothing: a truncated ``Xid 79`` line must not read as a clean log. Patterns only
@@ -43,8 +46,12 @@ __all__ = [
 MAX_LINE = 4096  # characters of a line the patterns read; printk records are at most 1024
 
 
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+(?::[0-9A-Fa-f.]+)?)\): "
-                  r"(?P<xid>\d{1,6})(?=[,\s]|$)(?P<rest>.*)$")
+# What people put in place of the GPU's address when they redact a pasted Xid line ("PCI:...",
+# "PCI:xxxx:xx:xx", "<redacted>"): the event keeps its Xid number and text and names no GPU.
+_REDACTED = (r"\.{2,}|\u2026|[xX*#]{2,}(?::[xX*#]{1,4}){0,2}(?:\.[xX*#])?|<[A-Za-z _-]{1,24}>"
+             r"|\[[A-Za-z _-]{1,24}\]|redacted|REDACTED|Redacted")
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?:(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+(?::[0-9A-Fa-f.]+)?)"
+                  r"|(?:" + _REDACTED + r"))\): (?P<xid>\d{1,6})(?=[,\s]|$)(?P<rest>.*)$")
 _SHAPE = re.compile(r"NVRM:\s*Xid\b", re.IGNORECASE)
 _XID_NUMBER = re.compile(r"\): (?P<xid>\S*)")
 _STAMP_PREFIX = 96  # a timestamp prefix is never longer than this
