@@ -59,10 +59,14 @@ def _note(line: str) -> str | None:
 
 
 def sniff_list(text: str) -> int:
-    """``-L`` output is nothing but GPU and MIG lines (the last may be cut by the sniff window)."""
+    """``-L`` output is nothing but GPU and MIG lines (the last may be cut by the sniff window). A paste
+    that starts with such a listing and goes on with another tool's output is less surely ``-L``: it is
+    that tool's when its sniffer recognises the rest, else the listing's (read up to where it ends)."""
     lines = [line.strip() for line in text.splitlines() if line.strip() and not is_noise(line)]
+    if not lines or not _GPU.match(lines[0]):
+        return 0
     hits = sum(1 for line in lines if _GPU.match(line) or _MIG.match(line))
-    return 80 if lines and _GPU.match(lines[0]) and hits >= len(lines) - 1 else 0
+    return 80 if hits >= len(lines) - 1 else 30
 
 
 @parser(NVLINK_KIND, sniff=sniff_nvlink, title="nvidia-smi nvlink -s / --status / -e")
