@@ -160,27 +160,29 @@ def _smi_failures(record: NvidiaSmiRecord, source: str) -> Iterator[Finding]:
                       details={"line": failure.line})
 
 
-@judges("nvidia-smi-nvlink", "nvidia-smi-list")
+@judges("nvidia-smi-nvlink", "nvidia-smi-list", "dcgmi-nvlink")
 def judge_listing(record: SmiListingRecord, config: Config, source: str) -> Iterator[Finding]:
     """NVLink state/counters (``gpu.nvlink``) or GPU identities (``gpu.inventory.*``) of a listing.
 
     A GPU under which ``nvlink -s`` printed a message instead of links (``nvlink_note``) is
-    judged by :func:`_nvlink_note`; the others by the ``gpu.nvlink`` check.
+    judged by :func:`_nvlink_note`; the others by the ``gpu.nvlink`` check. ``dcgmi nvlink``
+    lists the same links (and its NvSwitches': :func:`_switch_links`).
     """
     from ..records import GpuRecord, NvLink
 
     what = "nvlink" if record.format == "nvlink" else "-L"
-    yield from _inventory(what, len(record.gpus), None, None, source)
+    yield from _inventory(what, len(record.gpus), None, None, source, tool=record.tool)
+    yield from _switch_links(record, source)
     if not record.gpus:
         return
     gpus = []
     for g in record.gpus:
         gpu = GpuRecord(index=g.index, name=g.name or NA("not listed"), uuid=g.uuid or NA("not listed"),
                         mig_current=True if g.mig_devices or g.nvlink_note == "mig_mode"
-                        else NA(f"nvidia-smi {what} shows no MIG mode"))
+                        else NA(f"{record.tool} {what} shows no MIG mode"))
         if record.format == "nvlink":
             if g.nvlink_note == "not_supported":
-                gpu.nvlinks = NA("nvidia-smi: the device does not have or support NVLink")
+                gpu.nvlinks = NA(f"{record.tool}: the device does not have or support NVLink")
             elif g.nvlink_note is not None:
                 yield _nvlink_note(g, record, config, source)
                 continue
@@ -192,9 +194,29 @@ def judge_listing(record: SmiListingRecord, config: Config, source: str) -> Iter
     if record.elided:  # links cut out of a pasted excerpt are not missing links
         config = with_settings(config, LinkSettings, nvlink_expected_links=None)
     if gpus:
-        facts = _facts(f"nvidia-smi {what}", None, None, gpus)
+        facts = _facts(f"{record.tool} {what}", None, None, gpus)
         wanted = ("gpu.nvlink",) if record.format == "nvlink" else _LIST_CHECKS
         yield from run_gpu_checks(facts, config, source, lambda check_id: check_id in wanted)
+
+
+def _switch_links(record: SmiListingRecord, source: str) -> Iterator[Finding]:
+    """The NvSwitches ``dcgmi nvlink -s`` lists: FAIL when any of a switch's links is down or disabled
+    (the GPUs behind it lose that path, as a GPU's own link down does), else PASS. A switch is judged
+    on its links alone: whether a port is meant to be cabled is not printed, so only ``D``/``X`` count."""
+    for switch in record.switches:
+        subject = f"{source}/nvswitch{switch.index}"
+        down = [x.link for x in switch.links if not x.active]
+        details = {"links": len(switch.links), "active": len(switch.links) - len(down), "down": down}
+        if down:
+            yield Finding("gpu.nvlink", Status.FAIL, subject, "nvswitch_links_down",
+                          f"NvSwitch {switch.index}: {len(down)} link(s) down or disabled: {down}",
+                          observed=len(switch.links) - len(down), unit="links", details=details,
+                          recommendation="Check the fabric manager log and the NVSwitch tray; drain the node "
+                                         "until the links train again.")
+        else:
+            yield Finding("gpu.nvlink", Status.PASS, subject, "ok",
+                          f"NvSwitch {switch.index}: {len(switch.links)} link(s) up", observed=len(switch.links),
+                          unit="links", details=details)
 
 
 BASEBOARD_NVLINK_NAMES = (r"SXM", r"\bHGX\b", r"\bH[18]00 80GB HBM3\b", r"(?<!G)H200(?! NVL)", r"\bH20\b",
@@ -334,17 +356,18 @@ def _xids(record: DmesgRecord, config: Config, source: str) -> Iterator[Finding]
     yield from get_check("gpu.xid").fn(CheckContext(host=source, facts=facts, config=config))
 
 
-def _inventory(what: str, listed: int, attached: int | None, driver: str | None, source: str) -> Iterator[Finding]:
+def _inventory(what: str, listed: int, attached: int | None, driver: str | None, source: str,
+               tool: str = "nvidia-smi") -> Iterator[Finding]:
     if listed == 0:
         yield Finding("nvidia_smi.gpu", Status.ERROR, source, "no_gpus",
-                      f"the nvidia-smi {what} output lists no GPU: nothing to judge")
+                      f"the {tool} {what} output lists no GPU: nothing to judge")
     elif attached is not None and attached > listed:
         yield Finding("nvidia_smi.gpu", Status.WARN, source, "gpus_not_listed",
                       f"nvidia-smi reports {attached} attached GPUs but lists {listed}: the others were not judged",
                       observed=listed, expected=attached, unit="GPUs")
     else:
         yield Finding("nvidia_smi.gpu", Status.PASS, source, "ok",
-                      f"{listed} GPU(s) judged from nvidia-smi {what}" + (f" (driver {driver})" if driver else ""),
+                      f"{listed} GPU(s) judged from {tool} {what}" + (f" (driver {driver})" if driver else ""),
                       observed=listed, unit="GPUs")
 
 

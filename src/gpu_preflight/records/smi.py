@@ -180,11 +180,17 @@ class ListedGpu(msgspec.Struct):
 
 
 class SmiListingRecord(msgspec.Struct):
-    """GPUs of an ``nvlink`` or ``-L`` listing; ``elided`` when the author cut lines out."""
+    """GPUs of an ``nvlink`` or ``-L`` listing; ``elided`` when the author cut lines out.
+
+    ``tool`` is the program that printed it (``dcgmi nvlink`` lists the same links as ``nvidia-smi
+    nvlink``); ``switches`` are the NvSwitches ``dcgmi nvlink -s`` lists, by physical id, with their links.
+    """
 
     format: str
     gpus: list[ListedGpu] = []
     elided: bool = False
+    tool: str = "nvidia-smi"
+    switches: list[ListedGpu] = []
 
 
 class TopoDevice(msgspec.Struct):
