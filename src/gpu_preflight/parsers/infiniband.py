@@ -6,7 +6,8 @@ and link layer. Each tool spells the same facts differently — ``Active`` / ``4
 land on one canonical form (``state="ACTIVE"``, ``physical_state="LINKUP"``,
 ``rate_gbps=200.0``). Indentation (tabs or spaces), CA order (lexical: ``mlx5_1,
 mlx5_10``) and a leading ``#ibstat`` line do not matter. ``ibstat``'s stderr ``ibpanic:``
-lines (a CA that vanished while listing) are kept as errors: a missing device is a fact.
+lines (a CA that vanished while listing) and ``ibv_devinfo``'s ``Failed to open device`` (a device
+libibverbs lists but cannot open) are kept as errors: a missing or unusable device is a fact.
 
 Completeness: ``ibstat`` announces each CA's ``Number of ports`` and ``ibv_devinfo`` its
 ``phys_port_cnt``; fewer port blocks than announced (unless the pasted command asked for
@@ -76,6 +77,9 @@ def sniff_ibstatus(text: str) -> int:
 # libibverbs' answer when it finds no device it can open (no provider for the driver, a provider that does not
 # support the kernel's ABI, a container without /dev/infiniband): ibv_devinfo prints it instead of any hca_id.
 _NO_DEVICES = re.compile(r"^\s*No IB devices found\s*$", re.MULTILINE)
+# devinfo.c's line for a device libibverbs lists but ibv_open_device() refuses (a VF not given to this container,
+# a device whose driver went away): printed in place of that device's hca_id block, one line per device.
+_CANNOT_OPEN = re.compile(r"^\s*Failed to open device\s*$", re.MULTILINE)
 
 
 # ibv_devinfo's own labels (lower case, with underscores, as only it prints them) and its port state's shape.
@@ -259,7 +263,12 @@ def parse_devinfo(text: str) -> IbDevicesRecord:
             width = int(w.group(1))
         elif key == "active_speed" and width is not None and (speed := to_float(value)) is not None:
             port.rate_gbps = round(width * speed, 3)
+    if unopened := len(_CANNOT_OPEN.findall(text)):
+        # a device the node lists but verbs cannot open is a device a job that picks it cannot use
+        record.errors.append(f"Failed to open device ({unopened} listed device(s) libibverbs cannot open)")
     if not record.devices:
+        if unopened:
+            return record
         if _NO_DEVICES.search(text) is None:
             raise ParseError(DEVINFO_KIND, "no 'hca_id:' line")
         # no device verbs can open: a fact about the node (the judge's device_error), with libibverbs' reason
