@@ -27,6 +27,7 @@ PINNED: dict[str, tuple[Any, ...]] = {
     'cluster.consistency': ((), 'software_stack'),
     'cluster.node_report': ((), 'service_reliability'),
     'compute.gemm': (('compute',), 'hardware_health'),
+    'dcgm.health': ((), 'hardware_health'),
     'dcgm.diag': (('dcgm_diagnostics',), 'hardware_health',
                   {1: ('dcgm_diagnostics', 'dcgm_basic'), 2: ('dcgm_diagnostics', 'dcgm_extended'),
                    3: ('dcgm_diagnostics', 'dcgm_extended')}),

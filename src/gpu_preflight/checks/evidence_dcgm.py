@@ -21,15 +21,16 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ..actions import with_action
+from ..actions import Action, with_action
 from ..config.evidence import evidence_config
 from ..model import Finding, Status
+from ..registry import declare
 from .dcgm_errors import dcgm_action
 from .evidence import judges
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..records.dcgm import DcgmDiagRecord, DcgmTest
+    from ..records.dcgm import DcgmDiagRecord, DcgmHealthRecord, DcgmTest
 
 CHECK = "dcgm.diag"
 _SOFTWARE_CATEGORIES = frozenset({"deployment", "metadata", "software"})  # the level-1 checks; the rest test the GPU
@@ -126,3 +127,39 @@ def _details(test: DcgmTest) -> dict[str, object]:
 
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "test"
+
+
+HEALTH = "dcgm.health"
+_HEALTH_STATUS = {"Healthy": Status.PASS, "Warning": Status.WARN, "Failure": Status.FAIL,
+                  "Internal error": Status.ERROR}
+DCGM_HEALTH = declare(
+    HEALTH, "DCGM's health watches report the GPUs healthy",
+    """A saved ``dcgmi health -c`` (table or ``-j``) is judged by the health DCGM's own watches report:
+    ``Healthy`` PASS, ``Warning`` WARN, ``Failure`` FAIL, ``Internal error`` ERROR (the watches could
+    not say). Each incident (a GPU's PCIe, NVLink, memory, InfoROM, thermal, power or driver system)
+    is one finding quoting DCGM's messages; a Failure calls for draining the node (DCGM's health
+    failures are the conditions its policy manager isolates a GPU for), a Warning for watching it.""",
+    group=(), component="hardware_health", core=True,
+    actions={"health_failure": Action.ISOLATE_NODE, "health_warning": Action.MONITOR})
+
+
+@judges("dcgmi-health")
+def judge_dcgm_health(record: DcgmHealthRecord, config: Config, source: str) -> Iterator[Finding]:
+    """The overall health of ``dcgmi health -c``, then one finding per incident it lists."""
+    from ..registry import stamp_actions
+
+    overall = _HEALTH_STATUS[record.overall]
+    findings = [Finding(HEALTH, overall, source, "overall" if overall is Status.PASS else
+                        f"health_{record.overall.lower().replace(' ', '_')}",
+                        f"DCGM health watches: overall {record.overall}"
+                        + (f" ({len(record.incidents)} incident(s))" if record.incidents else ""),
+                        observed=record.overall, expected="Healthy")]
+    for incident in record.incidents:
+        status = _HEALTH_STATUS[incident.health]
+        text = "; ".join(incident.messages)[:300]
+        summary = f"{incident.entity} {incident.system}: {incident.health}" + (f": {text}" if text else "")
+        findings.append(Finding(HEALTH, status, f"{source}/{incident.entity.replace(' ', '').lower()}",
+                                f"health_{incident.health.lower().replace(' ', '_')}", summary,
+                                observed=incident.health, expected="Healthy",
+                                details={"system": incident.system, "messages": incident.messages}))
+    yield from stamp_actions(findings)

@@ -160,7 +160,7 @@ def _smi_failures(record: NvidiaSmiRecord, source: str) -> Iterator[Finding]:
                       details={"line": failure.line})
 
 
-@judges("nvidia-smi-nvlink", "nvidia-smi-list", "dcgmi-nvlink")
+@judges("nvidia-smi-nvlink", "nvidia-smi-list", "dcgmi-nvlink", "dcgmi-discovery")
 def judge_listing(record: SmiListingRecord, config: Config, source: str) -> Iterator[Finding]:
     """NVLink state/counters (``gpu.nvlink``) or GPU identities (``gpu.inventory.*``) of a listing.
 
@@ -170,7 +170,7 @@ def judge_listing(record: SmiListingRecord, config: Config, source: str) -> Iter
     """
     from ..records import GpuRecord, NvLink
 
-    what = "nvlink" if record.format == "nvlink" else "-L"
+    what = "nvlink" if record.format == "nvlink" else "discovery -l" if record.tool == "dcgmi" else "-L"
     yield from _inventory(what, len(record.gpus), None, None, source, tool=record.tool)
     yield from _switch_links(record, source)
     if not record.gpus:

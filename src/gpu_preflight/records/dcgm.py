@@ -47,3 +47,20 @@ class DcgmDiagRecord(msgspec.Struct):
     return_code: int | None = None
     incomplete: list[str] = []
     fragment: int | None = None
+
+
+class DcgmHealthIncident(msgspec.Struct):
+    """One watched system of one entity in ``dcgmi health -c``: ``GPU 0``, ``NVLINK system``, its health
+    (``Healthy``/``Warning``/``Failure``/``Internal error``, as DCGM prints it) and DCGM's messages."""
+
+    entity: str
+    system: str
+    health: str
+    messages: list[str] = []
+
+
+class DcgmHealthRecord(msgspec.Struct):
+    """``dcgmi health -c`` (table or ``-j``): the overall health DCGM's watches report and each incident."""
+
+    overall: str
+    incidents: list[DcgmHealthIncident] = []

@@ -1,0 +1,150 @@
+"""``dcgmi health -c`` (``--check``), the tree table or ``-j`` JSON; and ``dcgmi discovery -l``.
+
+``dcgmi/Health.cpp`` (GenerateOutputFromResponse, DCGM 2.x-4.x) prints a ``Health Monitor Report`` box
+whose first row is ``Overall Health`` (HelperHealthToString: ``Healthy``, ``Warning``, ``Failure`` or
+``Internal error``), then per entity group and id (``GPU`` / ``-> 0``) an ``Errors`` node whose children
+are the watched systems that raised incidents (``PCIe system``, ``NVLINK system``, ``Memory system``,
+``InfoROM system``, ``Thermal system``, ``Power system``, ``Driver``...), each with its health and DCGM's
+messages as overflow lines. ``-j`` prints the same tree as ``{"body": {...}, "header": ["Health Monitor
+Report"]}`` (DcgmiOutputJson: ``value``, ``children``, ``overflow``).
+
+``dcgmi/DeviceMonitor.cpp`` prints ``dcgmi discovery -l`` as ``<n> GPU(s) found.`` and a box per GPU
+(``GPU ID``, ``Name:``, ``PCI Bus ID:``, ``Device UUID:``), then the NvSwitches; it is read into the GPU
+listing that ``nvidia-smi -L`` fills, so the inventory checks judge both alike. A box cut out of a paste
+(fewer boxes than the count line says) makes the listing ``elided``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ...records.dcgm import DcgmHealthIncident, DcgmHealthRecord
+from ...records.smi import ListedGpu, SmiListingRecord
+from ..detect import parser
+from ..errors import ParseError
+from ..text import is_noise, prepare
+
+HEALTH_KIND = "dcgmi-health"
+DISCOVERY_KIND = "dcgmi-discovery"
+HEALTH_WORDS = ("Healthy", "Warning", "Failure", "Internal error")
+
+_OVERALL_ROW = re.compile(r"^\|\s*Overall Health\s*\|\s*(?P<health>Healthy|Warning|Failure|Internal error)\s*\|")
+_REPORT_BOX = re.compile(r"^\|\s*Health Monitor Report\s*\|", re.MULTILINE)
+_JSON_HEALTH = re.compile(r'"header"\s*:\s*\[\s*"Health Monitor Report"|"Overall Health"\s*:\s*\{')
+_SYSTEM_ROW = re.compile(r"^\|\s*(?:->\s*)?(?P<system>[A-Za-z][\w ]*? system|Driver)\s*\|\s*"
+                         r"(?P<health>Healthy|Warning|Failure|Internal error)\s*\|")
+_ENTITY_ROW = re.compile(r"^\|\s*->\s*(?P<id>\d+)\s*\|")
+_GROUP_ROW = re.compile(r"^\|\s*(?P<group>GPU|Switch|NvSwitch|CPU|CPU Core|Link|ConnectX|GPU_I|GPU_CI)\s*\|\s*\|")
+_MESSAGE_ROW = re.compile(r"^\|\s*\|\s*(?P<text>.*?)\s*\|\s*$")
+_FOUND = re.compile(r"^(?P<count>\d+) GPUs? found\.\s*$")
+_DEVICE_ROW = re.compile(r"^\|\s*(?P<id>\d+)?\s*\|\s*(?P<field>Name|PCI Bus ID|Device UUID):\s*(?P<value>.*?)\s*\|\s*$")
+_COMMAND = re.compile(r"^\s*(?:[>$#]\s*)?dcgmi\s+(?:health|discovery)\b")
+
+
+def sniff_health(text: str) -> int:
+    if _REPORT_BOX.search(text) or _JSON_HEALTH.search(text):
+        return 95
+    return 60 if any(_OVERALL_ROW.match(line) for line in text.splitlines()) else 0
+
+
+def sniff_discovery(text: str) -> int:
+    lines = text.splitlines()
+    found = any(_FOUND.match(line.strip()) for line in lines)
+    device = any((m := _DEVICE_ROW.match(line)) and m.group("field") == "Device UUID" for line in lines)
+    return 90 if found and device else 60 if device else 0
+
+
+@parser(HEALTH_KIND, sniff=sniff_health, title="dcgmi health -c (health watches: table or -j JSON)")
+def parse_health(text: str) -> DcgmHealthRecord:
+    """Parse ``dcgmi health -c``: the overall health and each system's incident with its messages."""
+    lines = [line for line in prepare(HEALTH_KIND, text) if not _COMMAND.match(line)]
+    body = "\n".join(lines)
+    if body.lstrip().startswith("{"):
+        return _health_json(body)
+    record: DcgmHealthRecord | None = None
+    group, entity = "GPU", ""
+    incident: DcgmHealthIncident | None = None
+    for line in lines:
+        if m := _OVERALL_ROW.match(line):
+            record = DcgmHealthRecord(overall=m.group("health"))
+        elif record is None or not line.strip() or is_noise(line):
+            continue
+        elif m := _GROUP_ROW.match(line):
+            group = m.group("group")
+        elif m := _ENTITY_ROW.match(line):
+            entity, incident = f"{group} {m.group('id')}", None
+        elif m := _SYSTEM_ROW.match(line):
+            incident = DcgmHealthIncident(entity or group, m.group("system").strip(), m.group("health"))
+            record.incidents.append(incident)
+        elif (m := _MESSAGE_ROW.match(line)) and incident is not None and m.group("text"):
+            _continue(incident, m.group("text"))
+    if record is None:
+        raise ParseError(HEALTH_KIND, "no 'Overall Health' row")
+    return record
+
+
+def _continue(incident: DcgmHealthIncident, text: str) -> None:
+    """An overflow line of the box: DCGM wraps a message at the cell's width, mid-word included."""
+    if incident.messages and not incident.messages[-1].endswith((".", ",")):
+        incident.messages[-1] += ("" if incident.messages[-1].endswith("-") else " ") + text
+    else:
+        incident.messages.append(text)
+
+
+def _health_json(body: str) -> DcgmHealthRecord:
+    try:
+        doc = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise ParseError(HEALTH_KIND, f"not a JSON document: {exc.msg}", exc.lineno) from exc
+    tree = doc.get("body") if isinstance(doc, dict) else None
+    overall = tree.get("Overall Health") if isinstance(tree, dict) else None
+    value = overall.get("value") if isinstance(overall, dict) else None
+    if value not in HEALTH_WORDS:
+        raise ParseError(HEALTH_KIND, "no 'Overall Health' value")
+    record = DcgmHealthRecord(overall=value)
+    assert isinstance(tree, dict)
+    for group, node in tree.items():
+        if group != "Overall Health":
+            _walk(record, group, node, [group])
+    return record
+
+
+def _walk(record: DcgmHealthRecord, name: str, node: Any, path: list[str]) -> None:
+    if not isinstance(node, dict):
+        return
+    value = node.get("value")
+    if (name.endswith(" system") or name == "Driver") and value in HEALTH_WORDS:
+        entity = " ".join(p for p in path[:-1] if p != "Errors") or "?"
+        messages = [str(x) for x in node.get("overflow", []) if isinstance(x, str | int)]
+        record.incidents.append(DcgmHealthIncident(entity, name, str(value), messages))
+    for child, sub in (node.get("children") or {}).items():
+        _walk(record, child, sub, [*path, child])
+
+
+@parser(DISCOVERY_KIND, sniff=sniff_discovery, title="dcgmi discovery -l (the GPUs DCGM sees)")
+def parse_discovery(text: str) -> SmiListingRecord:
+    """Parse ``dcgmi discovery -l`` into a GPU listing (id, name, UUID)."""
+    record = SmiListingRecord(format="list", tool="dcgmi")
+    count: int | None = None
+    gpu: ListedGpu | None = None
+    in_gpus = True
+    for line in prepare(DISCOVERY_KIND, text):
+        stripped = line.strip()
+        if m := _FOUND.match(stripped):
+            count = int(m.group("count")) if count is None else count
+        elif re.match(r"^\d+ NvSwitch(?:es)? found\.", stripped):
+            in_gpus = False
+        elif in_gpus and (m := _DEVICE_ROW.match(line)):
+            if m.group("id") is not None:
+                gpu = ListedGpu(int(m.group("id")), None, None)
+                record.gpus.append(gpu)
+            if gpu is not None and m.group("field") == "Name":
+                gpu.name = m.group("value") or None
+            elif gpu is not None and m.group("field") == "Device UUID":
+                gpu.uuid = m.group("value") or None
+    if count is None and not record.gpus:
+        raise ParseError(DISCOVERY_KIND, "no '<n> GPUs found.' line and no GPU box")
+    record.elided = count is not None and count > len(record.gpus)
+    return record
