@@ -296,6 +296,10 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
         r"NVRM: (?:GPU\d+ )?(?:RmInitAdapter: Cannot initialize GSP firmware RM"
         r"|_kgspBootGspRm: .*cannot proceed with booting GSP|kgspBootstrap\w*: .*reported an error)")),
     ("gsp_heartbeat", 119, re.compile(r"NVRM: (?:GPU\d+ )?_kgspIsHeartbeatTimedOut: Heartbeat timed out")),
+    # The GSP falcon's core dump (its TRACE/register lines): kernel_gsp.c dumps it only once GSP has stopped
+    # answering, from the RPC-timeout and the periodic health-check paths alike, so a pasted dump without its
+    # Xid 119 line still reports that timeout.
+    ("gsp_core_dump", 119, re.compile(r"NVRM: (?:GPU\d+ )?kflcnCoreDump(?:Nondestructive|Destructive)\w*: ")),
     # NVLink discovery after receiver detection failed (H100/GB200 drivers): the link never came up, the
     # failure an NVLink Xid 74 reports when it happens at run time.
     ("nvlink_discovery_failed", 74, re.compile(
