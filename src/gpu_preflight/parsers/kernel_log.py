@@ -288,6 +288,11 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     # them first. No Xid stands for these (0): the GPUs are not broken, the node cannot use them.
     ("no_adapter_probed", 0, re.compile(r"NVRM: No NVIDIA (?:graphics )?adapter (?:probed|found)!")),
     ("probe_not_called", 0, re.compile(r"NVRM: The NVIDIA probe routine was not called for \d+ device")),
+    # nv.c refuses a client whose userspace driver is not the loaded module's version (an upgrade without a
+    # reboot, a DKMS build that did not run): "API mismatch: the client has the version X, but this kernel
+    # module has the version Y", since R560 "the client '<name>' (pid N) has the version ...". No Xid stands for
+    # it (0): the GPUs are fine, but no CUDA, NVML or nvidia-smi client can use them until the versions agree.
+    ("api_mismatch", 0, re.compile(r"NVRM: API mismatch: the client\b")),
     ("pci_region_invalid", 79, re.compile(r"NVRM: This PCI I/O region assigned to your NVIDIA device is invalid")),
     # Drivers before ~R390 print it without the GPU: "NVRM: RmInitAdapter failed! (0x26:0xffff:1375)".
     ("rm_init_failed", 143, re.compile(
