@@ -86,3 +86,13 @@ def test_discovery_with_boxes_cut_out_is_elided() -> None:
     text = (EVIDENCE / "dcgmi-discovery-l-2xh100.txt").read_text().replace("2 GPUs found.", "8 GPUs found.")
     _, record = parse_text(text)
     assert record.elided and len(record.gpus) == 2
+
+
+@pytest.mark.parametrize("answer", ["Error: Health watches not enabled. Please enable watches.",
+                                    "Error: Unable to check health watches. Return: The Group is not found"])
+def test_dcgmi_health_refusing_to_check_is_an_error_not_unrecognised(answer: str) -> None:
+    """Health::CheckWatches' own answers when it cannot check: nothing about the GPUs was measured."""
+    text = f"$ dcgmi health --check -g 1\n{answer}\n"
+    assert detect_kind(text) == "dcgmi-health"
+    findings = judged(text, "dcgmi-health")
+    assert [f.status for f in findings if f.check_id == "dcgm.health"] == [Status.ERROR]

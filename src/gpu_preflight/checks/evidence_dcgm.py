@@ -136,7 +136,8 @@ DCGM_HEALTH = declare(
     HEALTH, "DCGM's health watches report the GPUs healthy",
     """A saved ``dcgmi health -c`` (table or ``-j``) is judged by the health DCGM's own watches report:
     ``Healthy`` PASS, ``Warning`` WARN, ``Failure`` FAIL, ``Internal error`` ERROR (the watches could
-    not say). Each incident (a GPU's PCIe, NVLink, memory, InfoROM, thermal, power or driver system)
+    not say; so is dcgmi's answer that it could not check, e.g. watches never enabled). Each incident
+    (a GPU's PCIe, NVLink, memory, InfoROM, thermal, power or driver system)
     is one finding quoting DCGM's messages; a Failure calls for draining the node (DCGM's health
     failures are the conditions its policy manager isolates a GPU for), a Warning for watching it.""",
     group=(), component="hardware_health", core=True,
@@ -148,6 +149,13 @@ def judge_dcgm_health(record: DcgmHealthRecord, config: Config, source: str) -> 
     """The overall health of ``dcgmi health -c``, then one finding per incident it lists."""
     from ..registry import stamp_actions
 
+    if record.overall is None:
+        yield Finding(HEALTH, Status.ERROR, source, "health_not_checked",
+                      f"dcgmi health could not check the GPUs: {'; '.join(record.errors)[:300]}",
+                      details={"errors": record.errors},
+                      recommendation="Enable the health watches first (`dcgmi health -g <group> -s a`), let them "
+                                     "collect, then rerun `dcgmi health -g <group> -c`.")
+        return
     overall = _HEALTH_STATUS[record.overall]
     findings = [Finding(HEALTH, overall, source, "overall" if overall is Status.PASS else
                         f"health_{record.overall.lower().replace(' ', '_')}",

@@ -60,7 +60,9 @@ class DcgmHealthIncident(msgspec.Struct):
 
 
 class DcgmHealthRecord(msgspec.Struct):
-    """``dcgmi health -c`` (table or ``-j``): the overall health DCGM's watches report and each incident."""
+    """``dcgmi health -c`` (table or ``-j``): the overall health DCGM's watches report and each incident;
+    ``errors`` are dcgmi's own answers when it could not check (``overall`` is then ``None``)."""
 
-    overall: str
+    overall: str | None
     incidents: list[DcgmHealthIncident] = []
+    errors: list[str] = []

@@ -6,7 +6,8 @@ whose first row is ``Overall Health`` (HelperHealthToString: ``Healthy``, ``Warn
 are the watched systems that raised incidents (``PCIe system``, ``NVLINK system``, ``Memory system``,
 ``InfoROM system``, ``Thermal system``, ``Power system``, ``Driver``...), each with its health and DCGM's
 messages as overflow lines. ``-j`` prints the same tree as ``{"body": {...}, "header": ["Health Monitor
-Report"]}`` (DcgmiOutputJson: ``value``, ``children``, ``overflow``).
+Report"]}`` (DcgmiOutputJson: ``value``, ``children``, ``overflow``). When it cannot check (the group's
+watches were never set, or the check failed) it prints one ``Error: ...`` line instead: an error record.
 
 ``dcgmi/DeviceMonitor.cpp`` prints ``dcgmi discovery -l`` as ``<n> GPU(s) found.`` and a box per GPU
 (``GPU ID``, ``Name:``, ``PCI Bus ID:``, ``Device UUID:``), then the NvSwitches; it is read into the GPU
@@ -41,10 +42,14 @@ _MESSAGE_ROW = re.compile(r"^\|\s*\|\s*(?P<text>.*?)\s*\|\s*$")
 _FOUND = re.compile(r"^(?P<count>\d+) GPUs? found\.\s*$")
 _DEVICE_ROW = re.compile(r"^\|\s*(?P<id>\d+)?\s*\|\s*(?P<field>Name|PCI Bus ID|Device UUID):\s*(?P<value>.*?)\s*\|\s*$")
 _COMMAND = re.compile(r"^\s*(?:[>$#]\s*)?dcgmi\s+(?:health|discovery)\b")
+# Health::CheckWatches' answers when it cannot check (dcgmi/Health.cpp): the group's watches were never set
+# (``dcgmi health -s`` first), or the check itself failed ("Unable to check health watches. Return: ...").
+_REFUSAL = re.compile(r"^\s*Error: (?:Health watches not enabled\. Please enable watches\.?"
+                      r"|Unable to check health watches\. Return: .*)\s*$")
 
 
 def sniff_health(text: str) -> int:
-    if _REPORT_BOX.search(text) or _JSON_HEALTH.search(text):
+    if _REPORT_BOX.search(text) or _JSON_HEALTH.search(text) or any(_REFUSAL.match(x) for x in text.splitlines()):
         return 95
     return 60 if any(_OVERALL_ROW.match(line) for line in text.splitlines()) else 0
 
@@ -63,6 +68,9 @@ def parse_health(text: str) -> DcgmHealthRecord:
     body = "\n".join(lines)
     if body.lstrip().startswith("{"):
         return _health_json(body)
+    refusals = [line.strip() for line in lines if _REFUSAL.match(line)]
+    if refusals:
+        return DcgmHealthRecord(overall=None, errors=refusals)
     record: DcgmHealthRecord | None = None
     group, entity = "GPU", ""
     incident: DcgmHealthIncident | None = None
