@@ -87,10 +87,15 @@ def test_an_unreadable_result_cell_is_incomplete(tmp_path: Path) -> None:
     assert statuses["evidence.complete"] == "ERROR" and code != 0
 
 
-def test_a_summary_without_its_table_is_no_nccl_tests_record() -> None:
-    """Rule 4: a summary alone is not a run that can be judged: a parse error, never a PASS."""
-    with pytest.raises(ParseError, match="no nccl-tests result row"):
-        parse("\n".join(LINES[SUMMARY:]) + "\n")
+def test_a_summary_without_its_table_is_judged_on_it_and_incomplete(tmp_path: Path) -> None:
+    """Rule 4: a summary alone shows no size and no bandwidth: read as a fragment (issue 27: judged on what it
+    shows, its out-of-bounds verdict), listed as incomplete (ERROR on evidence.complete), never a PASS."""
+    text = "\n".join(LINES[SUMMARY:]) + "\n"
+    record = parse(text)
+    assert not record.rows and record.out_of_bounds == 0
+    assert record.incomplete[0].startswith("only the summary lines were shown")
+    code, statuses = _judge(tmp_path, text)
+    assert statuses["evidence.complete"] == "ERROR" and code != 0
 
 
 def test_a_header_without_rows_is_cut_before_any_result(tmp_path: Path) -> None:

@@ -20,7 +20,11 @@ Avg bus bandwidth``. A table without that line was cut (or the run died) before 
 end, so the record lists it in ``incomplete``; so does a result cell that is neither a
 number nor ``N/A`` (a damaged ``#wrong`` must not read as "no count"). A log of several runs
 (a soak loop appending to one file) is judged over all of them: ``#wrong`` and out-of-bounds
-counts add up, and rows after the last summary line mean the last run was cut.
+counts add up, and rows after the last summary line mean the last run was cut. A paste of the summary
+alone (the line that said ``FAILED``) is judged on it and listed as incomplete.
+
+Failure lines: ``host: Test NCCL|CUDA failure file:line 'error'`` and, before nccl-tests' 2019 resync with
+NCCL 2.4, the same without host and "Test" (``NCCL failure common.cu:874 'unhandled system error'``).
 
 Streaming: a log of many runs, or with ``NCCL_DEBUG=INFO`` lines between them, can be
 gigabytes. :class:`NcclTestsScanner` reads it line by line; the derived values above are
@@ -82,7 +86,9 @@ _REMEMBERED = 2 * FAILURE_MESSAGE_CHARS  # longer lines are not remembered: 4096
 _ACTIVE = ("Out of bounds", "size", "Rank", "Avg", "nccl-tests", "NCCL version", "_perf", "failure",
            "Test timeout")  # see feed
 _PREFIX_STARTS = frozenset("[ \t0123456789")
-_HEADER = re.compile(r"^#?\s*size\s+count\s+type\b")  # '#' lost when a paste went through markdown
+# '#' lost when a paste went through markdown; "size time algbw busbw" where an author abridged the table to the
+# columns that matter (the cells are read by their header's names, so the row is read the same)
+_HEADER = re.compile(r"^#?\s*size\s+(?:count\s+type|time\s+algbw\s+busbw)\b")
 _RANK = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
                    r"device\s+(?P<device>\d+)\s+\[(?P<pci>[^\]]+)\]\s*(?P<name>.*)$")
 # The parameter line every nccl-tests version prints first, and a rank's device line found anywhere in a line
@@ -102,6 +108,10 @@ _FAILURE = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\s*)?Test (?P<what>NCCL|
 # (" .. host pid 123: Test failure common.cu:401", printed after the NCCL or CUDA failure that caused it, alone
 # when that line was lost) and its own watchdog ("host: Test timeout (600s) common.cu:523": a collective that
 # made no progress).
+# nccl-tests before its 2019 resync with NCCL 2.4 (common.h's NCCLCHECK / CUDACHECK) printed the same failure with
+# neither host nor "Test": "NCCL failure common.cu:874 'unhandled system error'", "Cuda failure common.cu:90 '...'".
+_OLD_FAILURE = re.compile(r"(?<![\w'])(?P<what>NCCL|Cuda) failure (?P<file>[\w./-]+\.(?:cu|cc|c|h)):(?P<line>\d+)\s*"
+                          r"'(?P<message>[^']*)'")
 _RELAY = re.compile(r"\.\. (?P<host>[\w.-]+) pid \d+: Test failure (?P<file>[\w./-]+):(?P<line>\d+)")
 _TIMEOUT = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\s*)?Test timeout \((?P<secs>\d+)s\) "
                       r"(?P<file>[\w./-]+):(?P<line>\d+)")
@@ -126,14 +136,18 @@ def sniff(text: str) -> int:
     one of its lines names an NCCL failure (:func:`.nccl_log.classify`): the job-log triage
     then says why the run stopped, which an unfinished table cannot."""
     clean = "\n".join(_PREFIX.sub("", line) for line in text.splitlines()
-                      if "size" in line or "failure" in line or "Collective test" in line or "Test timeout" in line)
-    if re.search(r"^#?\s*size\s+count\s+type\b", clean, re.MULTILINE):
+                      if "size" in line or "failure" in line or "Collective test" in line or "Test timeout" in line
+                      or "Out of bounds" in line)
+    if any(_HEADER.match(line) for line in clean.splitlines()):
         return 95
     if re.search(r"Test (?:NCCL|CUDA) failure \S+:\d+", clean) or "# Collective test starting" in clean \
-            or _RELAY.search(clean) or _TIMEOUT.search(clean) or _REFUSAL.search(text):
+            or _RELAY.search(clean) or _TIMEOUT.search(clean) or _REFUSAL.search(text) or _OLD_FAILURE.search(clean):
         return 90
     if (_PARAMS.search(text) or _RANK_ANYWHERE.search(text)) and not _names_failure(text):
         return 90
+    # the summary alone (a paste of the one line that said FAILED): nccl-tests' verdict over every size it ran
+    if re.search(r"^\s*#?\s*Out of bounds values\s*:\s*\d+\s+(?:OK|FAILED)\s*$", clean, re.MULTILINE):
+        return 80
     return 0
 
 
@@ -200,6 +214,9 @@ class NcclTestsScanner:
             raise self.cut_row
         if "failure" in line and ("Test NCCL" in line or "Test CUDA" in line) and (m := _FAILURE.search(line)):
             self._failure(raw, *m.group("host", "what", "file", "line", "message"))
+            return
+        if "failure" in line and (m := _OLD_FAILURE.search(line)):
+            self._failure(raw, None, m.group("what").upper(), *m.group("file", "line", "message"))
             return
         if "Test timeout" in line and (m := _TIMEOUT.search(line)):
             self._failure(raw, m.group("host"), "timeout", m.group("file"), m.group("line"),
@@ -508,12 +525,16 @@ class NcclTestsScanner:
         record.failure_groups = list(self.failure_groups.values())
         if self.cut_row is not None:
             self.problem(f"the last row was cut ({self.cut_row}): the paste ends mid-row")
-        if not record.rows and not record.errors_total and self.columns is None and not (self.started or self.ranks
-                                                                                         or self.refusals):
+        if not record.rows and not record.errors_total and self.columns is None and not (
+                self.started or self.ranks or self.refusals or record.out_of_bounds is not None):
             raise ParseError(KIND, "no nccl-tests result row and no 'Test ... failure' line")
         record.incomplete = self.problems
         if not record.rows and not record.errors_total and self.refusals:
             record.incomplete.insert(0, f"nccl-tests refused to run: {'; '.join(self.refusals)}"[:400])
+        elif not record.rows and not record.errors_total and self.columns is None and not (self.started or self.ranks):
+            # the summary lines alone: their verdict is judged, the sizes and bandwidths were never shown
+            record.incomplete.insert(0, "only the summary lines were shown (no column header, no result row): "
+                                        "judged on the summary alone")
         elif not record.rows and not record.errors_total and self.columns is None:
             # its parameters or device lines and no table: hung in setup, died, or a paste cut there
             record.incomplete.insert(0, "the run printed its parameters/devices but no column header or result: "
