@@ -33,6 +33,9 @@ FAILURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("driver_unreachable", re.compile(r"NVIDIA-SMI has failed because it couldn.t communicate with the NVIDIA driver",
                                       re.IGNORECASE)),
     ("nvml_init_failed", re.compile(r"Failed to initialize NVML\s*:\s*(?P<why>.+)", re.IGNORECASE)),
+    # nvidia-smi's answer when it cannot load NVML at all (no libnvidia-ml.so on the loader path: a container
+    # without the driver's libraries mounted, a broken link after an update): NVML is not initialised either.
+    ("nvml_init_failed", re.compile(r"NVIDIA-SMI couldn.t find (?P<why>libnvidia-ml\.so) library", re.IGNORECASE)),
     ("inforom_corrupted", re.compile(rf"infoROM is corrupted at gpu\s*{_BUS}", re.IGNORECASE)),
 )
 
