@@ -286,7 +286,19 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     ("probe_failed", 79, re.compile(r"NVRM: The NVIDIA probe routine failed for \d+ device")),
     # The driver loaded but owns no GPU, or not all of them: another driver (nouveau, vfio-pci) bound
     # them first. No Xid stands for these (0): the GPUs are not broken, the node cannot use them.
-    ("no_adapter_probed", 0, re.compile(r"NVRM: No NVIDIA (?:graphics )?adapter (?:probed|found)!")),
+    # nv.c's wordings across releases: "No NVIDIA graphics adapter found!", "No NVIDIA GPU found." (no supported
+    # GPU counted), "No NVIDIA devices probed.", "None of the NVIDIA devices were initialized." (older: "graphics
+    # adapters were initialized!"): each ends the module load with -ENODEV.
+    ("no_adapter_probed", 0, re.compile(
+        r"NVRM: (?:No NVIDIA (?:graphics )?adapter (?:probed|found)!|No NVIDIA (?:GPU found|devices probed)\."
+        r"|None of the NVIDIA (?:devices|graphics adapters) were initiali[sz]ed)")),
+    # The driver refuses one GPU it does not drive: a GPU only a legacy branch supports ("... is supported through
+    # the NVIDIA 470.xx Legacy drivers ... will ignore this GPU"), a GPU this release does not support, or one
+    # without GSP under the open nvidia.ko (osapi.c's multi-line notice, "installed in this system is not supported
+    # by open / by the NVIDIA <version> driver release"). No Xid stands for it (0): that GPU stays unused.
+    ("unsupported_gpu", 0, re.compile(
+        r"NVRM:.*\bsupported through the NVIDIA \d+\.xx Legacy drivers"
+        r"|NVRM: (?:installed )?in this (?:vGPU host )?system is not supported by\b")),
     ("probe_not_called", 0, re.compile(r"NVRM: The NVIDIA probe routine was not called for \d+ device")),
     # nv.c refuses a client whose userspace driver is not the loaded module's version (an upgrade without a
     # reboot, a DKMS build that did not run): "API mismatch: the client has the version X, but this kernel
