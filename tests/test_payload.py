@@ -120,3 +120,16 @@ def test_a_leader_names_a_rank_whose_payload_does_not_read_and_bundles_the_rest(
     assert list(bundle.payloads) == [0] and bundle.index == [0, 0, 0, False]
     assert bundle.missing[2] == "never joined"
     assert bundle.missing[1].startswith("sent a payload that could not be read") and "$.local_rank" in bundle.missing[1]
+
+
+def test_rank_files_left_behind_are_read_back_as_payloads(tmp_path: Any) -> None:
+    """The supervisor's gather from rank files: a whole payload is read, one cut short when its rank
+    died is that rank missing with where it broke, a rank with no file missing with its exit code."""
+    from gpu_preflight.distributed.launch import Supervised, gathered_from_files
+
+    (tmp_path / "rank0.json").write_text(json.dumps(rank_dict(0)))
+    (tmp_path / "rank1.json").write_text(json.dumps(rank_dict(1))[:40])
+    got = gathered_from_files(Supervised(tmp_path, None, {2: 1}), 3, {"hostname": "h0"})
+    assert got["payloads"] == {0: rank_dict(0)}
+    assert got["missing"][1].startswith("rank 1 on h0 sent a payload that could not be read (not JSON")
+    assert got["missing"][2] == "rank 2 on h0 exited with code 1 before reporting"
