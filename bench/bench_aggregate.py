@@ -16,8 +16,9 @@ cluster checks; ``aggregate_runs_s`` and their ``aggregate_median_s`` over three
 input, for a noisy machine), rank 0's peak RSS with the input
 and the report in memory (``rss_peak_mb``; ``rss_peak_with_json_text_mb`` adds the report
 serialised into one string), the report's JSON size and time to serialise, and as a same-run
-reference the time ``json.loads`` takes to decode the payloads (``decode_s``): aggregation
-costs ``aggregate_vs_decode`` times reading the input.
+reference the time rank 0's gather takes to decode and validate the bundles
+(``NodeBundle.from_json``, ``decode_s``): aggregation costs ``aggregate_vs_decode`` times reading
+the input.
 
     python bench/bench_aggregate.py [--nodes 10000] [--gpus 8] [--profile]
     python bench/bench_aggregate.py --sweep            # 100..10,000 nodes, each in a fresh process
@@ -125,7 +126,8 @@ def node_texts(node: int, nodes: int, gpus: int, entry_text: str) -> dict[int, s
 
 
 def gathered_input(nodes: int, gpus: int) -> tuple[dict[str, Any], float, int]:
-    """What rank 0's ``gather`` returns for this cluster, the seconds ``json.loads`` took, and the bytes."""
+    """What rank 0's ``gather`` returns for this cluster, the seconds its decoding took, and the bytes."""
+    from gpu_preflight.distributed.payload import NodeBundle
     from gpu_preflight.distributed.runner import _bundle
 
     world = nodes * gpus
@@ -139,11 +141,11 @@ def gathered_input(nodes: int, gpus: int) -> tuple[dict[str, Any], float, int]:
         bundle = _bundle(node_texts(node, nodes, gpus, entry_text), {})  # the node leader's one store value
         size += len(bundle)
         t0 = time.perf_counter()
-        decoded = json.loads(bundle)  # rank 0's gather
-        payloads.update((int(r), q) for r, q in decoded["payloads"].items())
-        columns.append(decoded["columns"])
-        index.append(decoded["index"])
-        collectives.append(decoded["collectives"])
+        decoded = NodeBundle.from_json(bundle)  # rank 0's gather: decoded and validated
+        payloads.update(decoded.payloads)
+        columns.append(decoded.columns)
+        index.append(decoded.index)
+        collectives.append(decoded.collectives)
         decode_s += time.perf_counter() - t0
     topology = {"launcher": "slurm", "world_size": world, "rank": 0, "local_rank": 0, "local_world_size": gpus,
                 "node_rank": 0, "num_nodes": nodes, "hostname": "gpu00000",

@@ -141,3 +141,22 @@ def test_a_node_that_never_joined_is_named_from_the_launchers_host_list(store: A
     assert sorted(got["payloads"]) == [0, 1] and sorted(got["missing"]) == [2, 3]
     assert got["missing"][2].startswith("rank 2 on gpu-002 never joined the job")
     assert got["names"][3] == "gpu-002"
+
+
+def test_unreadable_payloads_and_bundles_name_their_ranks_with_the_key_path(store: Any) -> None:
+    """A payload that is not a payload (rank 1's node_rank a word) is named by its leader; a bundle
+    that is not a bundle (node 1's rank keys not numbers) names each of its node's ranks at rank 0.
+    Both say where the text went wrong; the gather goes on and the rest of the job counts."""
+    for r in range(PER_NODE * NODES):
+        rank_posts(store, r)
+    store.set(f"{PREFIX}/payload/1", json.dumps({"rank": 1, "node_rank": "zero"}))
+    store.set(f"{PREFIX}/node/1", json.dumps({"payloads": {"two": {"rank": 2}}, "missing": {}}))
+    store.append(f"{PREFIX}/bundled", "1,")
+    post_node_bundle(store, topo(0), time.monotonic() + 5)
+    got = gather(store, topo(0), time.monotonic() + 5)
+    assert sorted(got["payloads"]) == [0] and sorted(got["missing"]) == [1, 2, 3]
+    assert got["missing"][1].startswith("rank 1 on h0 sent a payload that could not be read")
+    assert "$.node_rank" in got["missing"][1]
+    for r in (2, 3):
+        assert got["missing"][r].startswith(f"rank {r} on h1 was in its node leader's bundle, which could not be read")
+        assert "`key` in `$.payloads`" in got["missing"][r]

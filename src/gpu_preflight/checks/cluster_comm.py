@@ -26,8 +26,9 @@ def cluster(ctx: CheckContext) -> ClusterView:
 def completeness(ctx: CheckContext) -> Iterator[Finding]:
     """Every rank of the job reported to rank 0.
 
-    FAIL for each rank that died, stopped answering (its heartbeat went stale) or did not
-    report before the deadline, naming the rank, its host and the stage it was in. Hosts of
+    FAIL for each rank that died, stopped answering (its heartbeat went stale), did not
+    report before the deadline or sent what could not be read (its payload, or its node's
+    bundle: the reason names the key path), naming the rank, its host and the stage it was in. Hosts of
     the launcher's list that no reporting node claimed as its name are named too (FAIL beside
     missing ranks, WARN when every rank reported: a listed host that took no part). A node whose
     clock is off rank 0's by more than ``system.clock_skew_warn_s`` WARNs (``clock_skew``).

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..backends.launcher.topology import Topology
 from .liveness import Beats, read_values, tracker
-from .payload import NodeBundle
+from .payload import BUNDLE, PAYLOAD, NodeBundle, RankPayload, WireError, unreadable
 from .plan import node_ranks
 from .store import PREFIX, RDZV_NAMES_KEY, KVStore, clock_skews, get_text
 
@@ -117,7 +117,10 @@ def gather(store: KVStore, topo: Topology, deadline: float, absent: Collection[i
     it lands. A node whose leader died (its heartbeat stood still), never joined, or never
     posted a bundle is read rank by rank, so its surviving ranks still count. A rank that never
     said hello is named from its node's other ranks, else from the launcher's view of the job
-    (:func:`~gpu_preflight.backends.launcher.topology.launcher_node_names`). ``clock_skew``: each
+    (:func:`~gpu_preflight.backends.launcher.topology.launcher_node_names`). A bundle or payload
+    that does not read as its type (:class:`~.payload.WireError`) names its ranks missing, with
+    the key path, for ``cluster.completeness`` to FAIL; it neither stops the gather nor passes.
+    ``clock_skew``: each
     rank's clock minus this rank's, as ``[low, high]`` seconds, from what the ranks measured.
     """
     beats = beats if beats is not None else tracker(store)
@@ -128,17 +131,25 @@ def gather(store: KVStore, topo: Topology, deadline: float, absent: Collection[i
     seen, looked = 0, float("-inf")
 
     def take(texts: dict[int, str], why: dict[int, str]) -> None:
-        payloads.update((r, json.loads(t)) for r, t in texts.items())
         missing.update(why)
+        for r, text in texts.items():
+            try:
+                payloads[r] = RankPayload.from_json(text).to_dict()
+            except WireError as exc:
+                missing[r] = unreadable(PAYLOAD, exc)
 
     def take_bundles(nodes: list[int]) -> None:
         for n, text in zip(nodes, read_values(store, [f"{PREFIX}/node/{n}" for n in nodes]), strict=True):
             if text is None:
                 continue
-            bundles[n] = bundle = NodeBundle.from_dict(json.loads(text))
+            pending.discard(n)
+            try:
+                bundles[n] = bundle = NodeBundle.from_json(text)
+            except WireError as exc:  # its payloads are gone from the store: its ranks are named, saying why
+                missing.update((r, unreadable(BUNDLE, exc)) for r in node_ranks(topo, n))
+                continue
             payloads.update(bundle.payloads)
             missing.update(bundle.missing)
-            pending.discard(n)
 
     while pending:
         posted = get_text(store, BUNDLED_KEY) or ""

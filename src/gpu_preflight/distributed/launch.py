@@ -199,18 +199,26 @@ def _abandon(procs: dict[int, subprocess.Popen[bytes]], result_dir: Path, made: 
 
 
 def gathered_from_files(sup: Supervised, workers: int, topology: dict[str, Any]) -> dict[str, Any]:
-    """The gather rank 0 could not do: rank files left in the result directory."""
+    """The gather rank 0 could not do: rank files left in the result directory, each read back
+    as a payload (one cut short by its rank's death, or not a payload, makes the rank missing,
+    saying where it went wrong, as the gather does)."""
+    from .payload import PAYLOAD, RankPayload, WireError, unreadable
+
     payloads, missing = {}, {}
     for rank in range(workers):
         path = sup.result_dir / f"rank{rank}.json"
+        host = topology.get("hostname", "this host")
         if path.exists():
-            payloads[rank] = json.loads(path.read_text())
+            try:
+                payloads[rank] = RankPayload.from_json(path.read_bytes()).to_dict()
+            except WireError as exc:
+                missing[rank] = f"rank {rank} on {host} {unreadable(PAYLOAD, exc)}"
             continue
         code = sup.exit_codes.get(rank)
         why = ("hung and was killed at the run's deadline" if rank in sup.killed
                else f"exited with code {code} before reporting")
         tail = _tail(sup.logs.get(rank))
-        missing[rank] = f"rank {rank} on {topology.get('hostname', 'this host')} {why}" + (f": {tail}" if tail else "")
+        missing[rank] = f"rank {rank} on {host} {why}" + (f": {tail}" if tail else "")
     return {"payloads": payloads, "missing": missing, "topology": topology}
 
 
