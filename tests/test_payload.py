@@ -135,3 +135,12 @@ def test_rank_files_left_behind_are_read_back_as_payloads(tmp_path: Any) -> None
     assert got["payloads"] == {0: rank_dict(0)}
     assert got["missing"][1].startswith("rank 1 on h0 sent a payload that could not be read (not JSON")
     assert got["missing"][2] == "rank 2 on h0 exited with code 1 before reporting"
+
+
+def test_a_rank_sends_its_own_results_unvalidated_and_the_reader_names_the_slip() -> None:
+    """A rank whose GPU-only result came out of the wrong type still sends everything else; the
+    leader's read of it (validated) is what names the key path."""
+    sent = RankPayload.own({"rank": 3, "errors": [], "memory": ["not", "an", "object"], "future_key": 1})
+    assert sent.rank == 3 and sent.extra == {"future_key": 1}
+    with pytest.raises(WireError, match=r"\$\.memory"):
+        RankPayload.from_json(sent.to_json())

@@ -128,6 +128,13 @@ class RankPayload(msgspec.Struct, frozen=True, omit_defaults=True):
                          "extra": {k: v for k, v in d.items() if k not in _KNOWN}}, cls)
 
     @classmethod
+    def own(cls, d: Mapping[str, Any]) -> RankPayload:
+        """A rank's own results as it sends them, not validated: a type slip in a result only a GPU
+        produces (load, memory, load_xids) must not cost the rank its whole report; the readers
+        (:meth:`from_dict`, the leader and rank 0) validate and name what does not read."""
+        return cls(**{k: v for k, v in d.items() if k in _KNOWN}, extra={k: v for k, v in d.items() if k not in _KNOWN})
+
+    @classmethod
     def from_json(cls, text: str | bytes) -> RankPayload:
         """A payload as its rank sent it, validated (:class:`WireError` naming the key path)."""
         return cls.from_dict(_parse(text))

@@ -87,8 +87,8 @@ class RankRun(msgspec.Struct):
             self.sampler.mark(name)
 
     def payload(self) -> RankPayload:
-        return RankPayload.from_dict({**self.identity, "errors": self.errors, "collectives": self.collectives,
-                                      **self.results})
+        return RankPayload.own({**self.identity, "errors": self.errors, "collectives": self.collectives,
+                                **self.results})
 
 
 def stage(store: KVStore, rank: int, name: str, marks: Marks | None = None, hooks: Hooks | None = None) -> None:
