@@ -25,20 +25,28 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from .config import Config
-from .engine import RunSettings
+from .config.outputs import outputs_config
+from .engine import PROBE_TIMEOUT_S, RunOptions, RunSettings, check_node, resolve
+from .findings.model import ClusterReport
 from .ids import WORKLOADS_ID
+from .model import CheckResult, Finding, Status
 from .outputs.options import OutputOptions
-
-if TYPE_CHECKING:
-    from .findings.model import ClusterReport
+from .outputs.publish import annotate, publish
+from .registry import all_checks, matching
+from .report.advice import advise
+from .report.build import build, build_cluster_report
+from .report.scores import compute_scores
+from .safeio import atomic_writer, describe_error, open_dir
 
 __all__ = ["EXIT_ERROR", "REQUEST_ENV", "LocaliseOptions", "RunRequest", "RunResult", "RunSettings", "RunUsageError",
            "request_from_env", "run", "worker_env", "worker_request"]
@@ -137,8 +145,6 @@ def collective_limit_s(settings: RunSettings, nodes: int) -> float:
 def rank_probe_limit_s(settings: RunSettings) -> float:
     """Each node probe's and check's limit on a rank: the request's, at most
     :data:`~gpu_preflight.engine.PROBE_TIMEOUT_S`, since the node checks run beside the workloads."""
-    from .engine import PROBE_TIMEOUT_S
-
     asked = settings.probe_timeout_s
     return PROBE_TIMEOUT_S if asked is None else min(float(asked), PROBE_TIMEOUT_S)
 
@@ -186,9 +192,6 @@ class _Run:
         environment <- ``--set``, with ``expect_gpus``) is the run's: the node checks start from
         it and hand back the one they judged with (:func:`gpu_preflight.engine.check_node`).
         """
-        from .engine import resolve
-        from .registry import matching
-
         self.resolved = resolve(self._engine_options(None))
         try:
             matching([*self.settings.include, *self.settings.exclude], "node")
@@ -197,8 +200,6 @@ class _Run:
 
     def _wants_cluster_checks(self) -> bool:
         """``include`` patterns that select only node checks need no workers."""
-        from .registry import all_checks
-
         include = self.settings.include
         if not include:
             return True
@@ -207,8 +208,6 @@ class _Run:
     def _engine_options(self, probe_timeout_s: float | None) -> Any:
         """The engine's view of this request (:class:`~gpu_preflight.engine.RunOptions`): the
         settings as given, where raw artifacts go, and the configuration already resolved."""
-        from .engine import RunOptions
-
         s = self.settings
         values = msgspec.structs.asdict(s)
         return RunOptions(**{**values, "probe_timeout_s": probe_timeout_s}, report_dir=self.out.report_dir,
@@ -217,10 +216,6 @@ class _Run:
     # -- the three kinds of run -------------------------------------------------------------
 
     def node_only(self, note: str | None = None) -> RunResult:
-        from .engine import check_node
-        from .model import CheckResult, Finding, Status
-        from .report.build import build
-
         node, judged = check_node(self._engine_options(self.settings.probe_timeout_s))
         if note:
             node.results.append(CheckResult(WORKLOADS_ID, "Distributed workloads", [Finding(
@@ -241,7 +236,6 @@ class _Run:
         """
         from .distributed.leave import verdict_text, write_error_file
         from .distributed.runner import run_rank
-        from .report.build import build_cluster_report
 
         s, loc = self.settings, self.loc
         timeout = collective_limit_s(s, topo.num_nodes)
@@ -284,9 +278,6 @@ class _Run:
             path = write_exclude_file(loc.exclude_file, localized[1]["exclude_nodes"], loc.exclude_style)
             print(f"gpu-preflight: exclude list written to {path}", file=sys.stderr)
         if topo.self_launched and result_dir:
-            from .outputs.publish import annotate
-            from .safeio import atomic_writer
-
             # history findings count in the verdict every rank exits with
             report = annotate(report, self.out, config=config, replayed=bool(s.replay)).applied(report)
             code = report.cluster_summary.exit_code
@@ -317,12 +308,8 @@ class _Run:
                 "hostname": os.uname().nodename, "hosts": [os.uname().nodename]}
         gathered = gathered_from_files(sup, workers, topo)
         if sup.report is not None:
-            from .findings.model import ClusterReport
-
             report = ClusterReport.from_dict(sup.report)
         else:
-            from .report.build import build_cluster_report
-
             s = self.settings
             report, _ = build_cluster_report(gathered, config, fail_on=s.fail_on, include=list(s.include),
                                              exclude=list(s.exclude), suite=s.suite, timeout_s=timeout, assess=False)
@@ -348,9 +335,6 @@ class _Run:
     def rescore(self, report: ClusterReport, config: Config) -> ClusterReport:
         """``report`` scored, advised and priced with the run's ``[report]`` settings, over the
         final findings (history, localisation) and the run's whole wall time (a new value)."""
-        from .report.advice import advise
-        from .report.scores import compute_scores
-
         report = report.with_run(wall_s=round(time.monotonic() - self.started, 3))
         return report.with_assessment(advise(report, config.report, compute_scores(report, config.report)))
 
@@ -365,15 +349,11 @@ class _Run:
         half-written is left there (:mod:`gpu_preflight.safeio`), and what is published comes
         from this run, never from a stale report left in the directory.
         """
-        from .outputs.publish import annotate, publish
-        from .safeio import describe_error
-
         out, replayed = self.out, bool(self.settings.replay)
         report = annotate(report, out, config=config, replayed=replayed).applied(report)
         report = self.rescore(report, config)
         unwritten = None
         if out.report_dir:
-            from .config.outputs import outputs_config
             from .report.write import write  # brings the HTML renderer: only when a directory is asked for
 
             try:
@@ -404,7 +384,6 @@ class _Run:
             return
         from .cluster.aggregate import cluster_facts
         from .outputs.acceptance import ddp_training_result, write_ddp_training_result
-        from .safeio import describe_error
 
         facts = cluster_facts(gathered)
         result = ddp_training_result(facts)
@@ -456,8 +435,6 @@ def localize_not_run(loc: LocaliseOptions, why: str, *, empty_exclude: bool = Fa
     nothing can be excluded) an asked-for exclude file is written empty, so a job script reading
     it does not find the last run's list. False when that file could not be written (the run then
     exits 3)."""
-    from .safeio import describe_error
-
     note, ok = "", True
     if loc.exclude_file and empty_exclude:
         from .localize.report import write_exclude_file
@@ -479,7 +456,6 @@ def _relayed_lines(verbose: bool) -> Iterator[dict[str, str] | None]:
         yield None
         return
     import tempfile
-    import threading
 
     from .outputs.acceptance import LINES_ENV
 
@@ -519,10 +495,6 @@ def _keep_worker_logs(sup: Any, report_dir: str | None) -> None:
     A report directory that cannot be opened was already named by :meth:`_Run.finish`; only a
     failure of the copies themselves is reported here.
     """
-    import shutil
-
-    from .safeio import describe_error, open_dir
-
     try:
         if report_dir:
             with open_dir(report_dir, create=False) as out:

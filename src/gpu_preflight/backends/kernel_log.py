@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..boundedio import STREAM_LIMIT, InputError, iter_chunks, iter_lines
 from ..records.xid import UnparsedXid, XidEvent
 
 if TYPE_CHECKING:
@@ -120,8 +121,6 @@ class SavedKernelLog:
         return f"file:{self.path}"
 
     def _iter(self) -> Generator[str, None, None]:
-        from ..boundedio import STREAM_LIMIT, InputError, iter_lines
-
         try:
             yield from iter_lines(self.path, limit=STREAM_LIMIT, what="kernel log")
         except InputError as exc:
@@ -129,8 +128,6 @@ class SavedKernelLog:
 
     def chunks(self) -> Generator[bytes, None, None]:
         """The file in chunks of whole lines (:func:`gpu_preflight.boundedio.iter_chunks`)."""
-        from ..boundedio import STREAM_LIMIT, InputError, iter_chunks
-
         try:
             yield from iter_chunks(self.path, limit=STREAM_LIMIT, what="kernel log")
         except InputError as exc:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 
+from ..config import build_config, find_profile
+from ..config.references import format_value, named_settings
 from .exits import EXIT_USAGE
 
 
@@ -37,10 +40,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpu-preflight: no check {args.id!r}{_did_you_mean(args.id, [s.id for s in specs])} "
               "('gpu-preflight checks list' lists every check)", file=sys.stderr)
         return EXIT_USAGE
-    import textwrap
-
-    from ..config import build_config, find_profile
-    from ..config.references import format_value, named_settings
 
     profile = find_profile(args.profile) if args.profile else None
     config, sources = build_config(profile=profile, config_file=args.config, overrides=args.set)

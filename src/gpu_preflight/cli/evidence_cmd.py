@@ -30,6 +30,8 @@ from typing import Any
 
 import msgspec
 
+from ..config import ConfigError
+from ..report import render
 from .exits import EXIT_ERROR, EXIT_USAGE
 
 
@@ -170,11 +172,9 @@ def _parse(evidence: _Evidence, kind: str) -> int:
 
 def _judge(args: argparse.Namespace, evidence: _Evidence, kind: str) -> int:
     from ..boundedio import InputError
-    from ..config import ConfigError
     from ..engine import judge_evidence
     from ..evidence import parse_error_finding
     from ..parsers.errors import ParseError
-    from ..report import render
 
     source = args.source or (Path(args.file).name if args.file != "-" else "stdin")
     record: Any = None

@@ -26,7 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..config import ConfigError, build_config
+from ..config.history import history_config
+from ..config.profiles import load_profile_file
 from ..outputs.args import database_path
+from ..safeio import SQLITE_MAX_PATH, length_problem, write_text
 from .argtypes import count, fraction, number
 from .exits import EXIT_USAGE
 
@@ -112,9 +116,6 @@ def run(args: argparse.Namespace) -> int:
     """
     import sqlite3
 
-    from ..config import build_config
-    from ..safeio import SQLITE_MAX_PATH, length_problem
-
     config, _ = build_config(config_file=getattr(args, "config", None), overrides=getattr(args, "set", None))
     path = _db(args, config)
     problem = length_problem(path, limit=SQLITE_MAX_PATH)  # history.path or $GPU_PREFLIGHT_HISTORY: not argparse's
@@ -160,7 +161,6 @@ def _dispatch(args: argparse.Namespace, config: Any, path: Path) -> int:
 
 
 def _db(args: argparse.Namespace, config: Any) -> Path:
-    from ..config.history import history_config
     from ..history.store import default_path
 
     chosen = getattr(args, "db", None) or history_config(config).path
@@ -168,8 +168,6 @@ def _db(args: argparse.Namespace, config: Any) -> Path:
 
 
 def _cluster(args: argparse.Namespace, config: Any) -> str:
-    from ..config.history import history_config
-
     return (getattr(args, "cluster_name", None) or history_config(config).cluster
             or os.environ.get("SLURM_CLUSTER_NAME") or "default")
 
@@ -308,9 +306,6 @@ def _check(args: argparse.Namespace, config: Any, path: Path) -> int:
 
 
 def _capture(args: argparse.Namespace, config: Any) -> int:
-    from ..config import ConfigError
-    from ..config.history import history_config
-    from ..config.profiles import load_profile_file
     from ..history.baseline import CaptureError, capture, render_toml
 
     cfg = history_config(config)
@@ -354,8 +349,6 @@ def _capture(args: argparse.Namespace, config: Any) -> int:
             print(f"gpu-preflight: internal error: the captured profile does not load: {exc}", file=sys.stderr)
             return 3
     if args.output:
-        from ..safeio import write_text
-
         write_text(args.output, text)
         print(f"gpu-preflight: profile {captured.name!r} written to {args.output} "
               f"(use: gpu-preflight run --profile {args.output})", file=sys.stderr)

@@ -11,9 +11,11 @@ not be changed (no client, API errors, unknown node).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
+from ..safeio import describe_error, write_text
 from .argtypes import fraction
 from .exits import EXIT_USAGE
 
@@ -112,8 +114,6 @@ PULL_SECRET_ENV = "GPU_PREFLIGHT_IMAGE_PULL_SECRET"
 def _manifest(args: argparse.Namespace) -> int:
     """``k8s manifest``: every file's documents rendered together (an ``--image`` must reach a
     container in one of them), printed as one YAML stream in the order given."""
-    import os
-
     from ..boundedio import read_text
     from ..integrations.k8s_manifest import ManifestError, dump_documents, load_documents, render
 
@@ -135,8 +135,6 @@ def _manifest(args: argparse.Namespace) -> int:
         print(f"gpu-preflight: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.output:
-        from ..safeio import describe_error, write_text
-
         try:
             write_text(args.output, out)
         except (OSError, ValueError) as exc:

@@ -30,6 +30,10 @@ import sys
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
+from msgspec.structs import replace
+
+from ..config import build_config
+from ..config.localize import localize_settings
 from .argtypes import count, fraction, number
 from .exits import EXIT_USAGE, Parser
 
@@ -99,10 +103,6 @@ def _links(raw: list[str]) -> list[tuple[int, int]]:
 
 def simulated_config(args: argparse.Namespace) -> LocalizeConfig:
     """The scheduler's settings: the ``[localize]`` section (GPU values) with the flags on top."""
-    from msgspec.structs import replace
-
-    from ..config import build_config
-    from ..config.localize import localize_settings
     from ..localize.settings import localize_config
 
     cfg, _ = build_config(config_file=args.config, overrides=list(args.set))

@@ -7,10 +7,18 @@ The run itself (node checks alone, one rank under a launcher, self-launched work
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
+from ..config import ConfigError
+from ..outputs.options import DEFAULT_REPORT_NAME, OutputOptions
+from ..outputs.sagemaker import REPORT_NAME, default_report_dir
+from ..report import render
+from ..run import LocaliseOptions, RunRequest, RunSettings, RunUsageError, request_from_env, run
+from .argtypes import TIMEOUT_ENV, env_number, seconds
 from .exits import EXIT_ERROR, EXIT_USAGE
+from .run_flags import size_overrides
 
 __all__ = ["cmd_run", "output_options", "run_request", "show"]
 
@@ -23,11 +31,6 @@ def output_options(args: argparse.Namespace) -> Any:
     know it before it starts, or the raw outputs it saves have nowhere to go and the report's
     artifact paths stay empty.
     """
-    import os
-
-    from ..outputs.options import DEFAULT_REPORT_NAME, OutputOptions
-    from ..outputs.sagemaker import REPORT_NAME, default_report_dir
-
     report_dir, report_name = args.report_dir, args.report_name
     if report_dir is None and (uploaded := default_report_dir(os.environ)) is not None:
         report_dir = str(uploaded)
@@ -47,10 +50,6 @@ def run_request(args: argparse.Namespace) -> Any:
     the ``--set`` overrides they stand for (after the command line's own ``--set``, so the flag
     wins); a combination they cannot hold is a ``ValueError`` with one line.
     """
-    from ..run import LocaliseOptions, RunRequest, RunSettings
-    from .argtypes import TIMEOUT_ENV, env_number, seconds
-    from .run_flags import size_overrides
-
     timeout = args.timeout_s if args.timeout_s is not None else env_number(TIMEOUT_ENV, seconds())
     overrides = [*args.set, *size_overrides(args.iters, args.numel, args.steps, args.epochs, args.batch_size)]
     settings = RunSettings(suite=args.suite, include=tuple(args.check), exclude=tuple(args.skip), profile=args.profile,
@@ -69,8 +68,6 @@ def show(report: Any, output: Any) -> None:
 
         render_console(report, verbose=output.verbose)
     else:
-        from ..report import render
-
         sys.stdout.write(render(report, output.format))
         sys.stdout.flush()
 
@@ -92,10 +89,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         except KernelLogFileError as exc:
             print(f"gpu-preflight: {exc}", file=sys.stderr)
             return EXIT_ERROR
-    import os
-
-    from ..config import ConfigError
-    from ..run import RunUsageError, request_from_env, run
 
     try:  # a self-launched worker's request comes typed from its supervisor, not from flags
         request = request_from_env(os.environ) or run_request(args)

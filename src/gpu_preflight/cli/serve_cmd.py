@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any
 
+from ..config import ConfigError, build_config, find_profile
 from .argtypes import count, gpu_index, host, port, seconds
 from .exits import EXIT_USAGE
 
@@ -80,7 +81,6 @@ def run(args: argparse.Namespace) -> int:
 def query(host: str, port: int, timeout_s: float) -> int:
     """One ``GET /readyz``; prints ``ready: ...`` or ``not ready: ...`` on stdout."""
     import http.client
-    import urllib.error
     import urllib.request
 
     if host in ("0.0.0.0", "::", ""):  # noqa: S104 (a bind-all address; the server is also on loopback)
@@ -111,7 +111,6 @@ def query(host: str, port: int, timeout_s: float) -> int:
 
 def _validate(args: argparse.Namespace) -> str | None:
     """A usage problem, found before anything starts (a typo must not serve 'not ready' forever)."""
-    from ..config import ConfigError, build_config, find_profile
     from ..snapshots import ReplayError, load_dump
 
     try:

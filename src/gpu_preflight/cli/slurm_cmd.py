@@ -26,6 +26,8 @@ from typing import Any
 
 from msgspec.structs import replace
 
+from ..config import ConfigError, build_config
+from ..config.slurm_schema import slurm_config
 from .argtypes import count, fraction, gpu_count, seconds
 from .exits import EXIT_ERROR, EXIT_USAGE, Parser
 
@@ -97,9 +99,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 def _policy(args: argparse.Namespace) -> Any:
     """The [slurm] section with the command-line flags on top; raises ConfigError."""
-    from ..config import build_config
-    from ..config.slurm_schema import slurm_config
-
     config, _ = build_config(config_file=args.config, overrides=args.set)
     cfg = slurm_config(config)
     flags = {"reason_prefix": args.reason_prefix, "max_drain_fraction": args.max_drain_fraction,
@@ -116,7 +115,6 @@ def _node_name(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run a ``slurm`` subcommand; returns the process exit code."""
-    from ..config import ConfigError
     from ..integrations.slurm_ctl import Scontrol
 
     job_phase = args.slurm_cmd in ("prolog", "epilog")
@@ -154,7 +152,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _job_phase(args: argparse.Namespace, cfg: Any, ctl: Any) -> Any:
-    from ..config import ConfigError
     from ..engine import RunOptions
     from ..integrations.slurm_modes import prolog_check, run_node_checks
 

@@ -18,6 +18,10 @@ from typing import Any
 from msgspec.structs import replace
 
 from ..config.localize import LocalizeSettings
+from ..localize.model import Measurement
+from ..localize.round0 import evidence_from_gathered, node_local_evidence, star_measurements
+from ..localize.scheduler import Localizer
+from ..localize.settings import localize_config
 from .store import PREFIX, STALE_S, KVStore
 
 LOC = f"{PREFIX}/loc"
@@ -113,11 +117,6 @@ def lead(store: KVStore, topo: Any, gathered: dict[str, Any], *, mode: str, floo
     ``settings``: the run's ``[localize]`` section (defaults when not given); its GPU values
     judge CUDA workers, its CPU values gloo workers on CPUs.
     """
-    from ..localize.model import Measurement
-    from ..localize.round0 import evidence_from_gathered, node_local_evidence, star_measurements
-    from ..localize.scheduler import Localizer
-    from ..localize.settings import localize_config
-
     started = time.monotonic()
     config = localize_config(settings, cpu=getattr(device, "type", "cpu") != "cuda", mode=mode,
                              floor_gbps=floor_gbps, test_timeout_s=timeout_s)

@@ -20,7 +20,9 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Protocol, cast
 
+from ..backends.launcher.rendezvous_view import node_addresses
 from ..backends.launcher.topology import Launcher, Topology
+from .leave import write_error_file
 from .liveness import HEARTBEAT_S as HEARTBEAT_S
 from .liveness import STALE_S as STALE_S  # the shortest silence that makes a rank dead (longer in large jobs)
 from .liveness import Beat, Beats, beat_interval, tracker
@@ -187,8 +189,6 @@ class Heartbeat:
         while not self.stop.wait(1.0):
             silent_s = time.monotonic() - self.last_ok
             if silent_s > self.lost_after_s:
-                from .leave import write_error_file
-
                 line = (f"gpu-preflight: rank {self.rank} on {self.where} lost the job's store "
                         f"(no answer for {silent_s:.0f} s); the other ranks report without it")
                 print(line, file=sys.stderr, flush=True)
@@ -271,7 +271,6 @@ def form_group(store: KVStore, topo: Topology, timeout_s: float) -> tuple[str | 
     if topo.rank == 0:
         deadline = time.monotonic() + timeout_s
         if topo.launcher is Launcher.TORCHRUN and topo.num_nodes > 1:  # read now: agents that fail soon leave it
-            from ..backends.launcher.rendezvous_view import node_addresses
 
             store.set(RDZV_NAMES_KEY, json.dumps(node_addresses()))
         everyone = wait_key(store, ARRIVED_ALL_KEY, deadline)

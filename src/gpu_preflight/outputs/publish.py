@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..config import build_config
+from ..config.history import history_config
+from ..config.outputs import outputs_config
+from ..config.report_schema import report_config
+from ..deadline import Job, run_all
+from ..redact import redact_text
 from .options import OutputOptions
+from .sagemaker import sagemaker_dirs, write_to_sagemaker
 
 if TYPE_CHECKING:
     from ..findings.model import ClusterReport
@@ -51,22 +58,18 @@ def _config(config: object | None) -> object:
     """The run's resolved config; without one (a caller that resolved none), the defaults and environment."""
     if config is not None:
         return config
-    from ..config import build_config
 
     return build_config()[0]
 
 
 def cluster_name(options: OutputOptions, config: object, environ: Mapping[str, str]) -> str:
     """``--cluster-name``, else ``history.cluster``, else ``$SLURM_CLUSTER_NAME``, else ``default``."""
-    from ..config.history import history_config
-
     return (options.cluster_name or history_config(config).cluster
             or environ.get("SLURM_CLUSTER_NAME") or "default")
 
 
 def history_path(options: OutputOptions, config: object, environ: Mapping[str, str]) -> Path:
     """``--history-db``, else ``history.path``, else the default location."""
-    from ..config.history import history_config
     from ..history.store import default_path
 
     chosen = options.history_db or history_config(config).path
@@ -75,8 +78,6 @@ def history_path(options: OutputOptions, config: object, environ: Mapping[str, s
 
 def _history_on(options: OutputOptions, config: object, replayed: bool) -> bool:
     """``--history``/``--no-history`` win; otherwise the config, except for replays of other nodes' data."""
-    from ..config.history import history_config
-
     if options.history is not None:
         return options.history
     return history_config(config).enabled and not replayed
@@ -127,8 +128,6 @@ def annotate(report: ClusterReport, options: OutputOptions, *, config: object | 
         return HistoryNotes()
     if first:
         return HistoryNotes(earlier_scores=())  # a first run: nothing to compare with, no reason to create the file
-    from ..config.history import history_config
-    from ..config.report_schema import report_config
     from ..history import HistoryStore  # only when there is history to read
     from ..history.compare import judge_run
     from ..history.extract import extract
@@ -152,17 +151,12 @@ def publish(report: ClusterReport, options: OutputOptions, nodes: Sequence[Any] 
 
     ``options.report_dir`` is where the report was written (None when it was not: the
     bundle is then written to a temporary directory)."""
-    from ..config.outputs import outputs_config
-    from .sagemaker import sagemaker_dirs
-
     env = os.environ if environ is None else environ
     config = _config(config)
     out_cfg = outputs_config(config)
     cluster = cluster_name(options, config, env)
     results: list[Published] = []
     if _history_on(options, config, replayed):
-        from ..config.history import history_config
-
         wait = history_config(config).lock_timeout_s
         results.append(_guard("history", lambda: _record(report, history_path(options, config, env), cluster,
                                                          options.report_dir, wait)))
@@ -193,8 +187,6 @@ def _side_by_side(jobs: Sequence[tuple[str, Callable[[], str]]], deadline_s: flo
     (:mod:`gpu_preflight.deadline`): its client's retries (MLflow retries a read-only store
     for minutes) end with the process instead of holding the verdict.
     """
-    from ..deadline import Job, run_all
-
     done = run_all([Job(t, functools.partial(_guard, t, a), deadline_s) for t, a in jobs], side_by_side=True)
     return [got if isinstance(got, Published) else
             Published(_shown(t), False, f"not done within {deadline_s:g} s (outputs.timeout_s): "
@@ -203,14 +195,10 @@ def _side_by_side(jobs: Sequence[tuple[str, Callable[[], str]]], deadline_s: flo
 
 
 def _shown(target: str) -> str:
-    from ..redact import redact_text
-
     return redact_text(target)
 
 
 def _guard(target: str, action: Callable[[], object]) -> Published:
-    from ..redact import redact_text
-
     shown = _shown(target)
     try:
         return Published(shown, True, redact_text(str(action())))
@@ -232,8 +220,6 @@ def _record(report: ClusterReport, path: Path, cluster: str, source: str | None,
 
 
 def _sagemaker(bundle: Any, dirs: Any) -> str:
-    from .sagemaker import write_to_sagemaker
-
     where, written = write_to_sagemaker(bundle, dirs)
     if not written:
         return f"report at {where}, already uploaded by SageMaker with the job's output"

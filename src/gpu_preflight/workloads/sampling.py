@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from ..backends.nvml import import_pynvml
 from ..backends.nvml_sampler import LoadSampler, resolve_handle, summarize
 from ..config.load import LoadConfig
 from ..records.efficiency import work_per_watt
@@ -65,8 +66,6 @@ def start(device: Any, cfg: LoadConfig) -> RankSampler:
     if getattr(device, "type", None) != "cuda" or cfg.sample_hz <= 0:
         return RankSampler(None, None, None)  # CPU workers (or sampling off): nothing to sample, nothing wrong
     try:
-        from ..backends.nvml import import_pynvml
-
         nvml = import_pynvml()
         nvml.nvmlInit()
     except Exception as exc:
