@@ -234,6 +234,7 @@ class _Run:
         verdict is published only once the report is out, and ranks then leave in the order
         :mod:`gpu_preflight.distributed.leave` describes.
         """
+        # start-up: a node-only run launches no ranks and gathers nothing
         from .distributed.leave import verdict_text, write_error_file
         from .distributed.runner import run_rank
 
@@ -273,6 +274,7 @@ class _Run:
             excluded = (self._localize_not_run(ONE_NODE, empty_exclude=True) if topo.num_nodes <= 1 else
                         self._localize_not_run("the process group did not form, so no pair of nodes can be tested"))
         if localized and loc.exclude_file:
+            # start-up: a node-only run launches no ranks and gathers nothing
             from .localize.report import write_exclude_file
 
             path = write_exclude_file(loc.exclude_file, localized[1]["exclude_nodes"], loc.exclude_style)
@@ -291,6 +293,7 @@ class _Run:
         return RunResult(report, int(outcome.leave(code)))
 
     def self_launched(self) -> RunResult:
+        # start-up: a node-only run launches no ranks and gathers nothing
         from .distributed.gpu_window import window_s
         from .distributed.launch import gathered_from_files, local_gpu_count, supervise, torch_available
 
@@ -325,6 +328,7 @@ class _Run:
     def _live_lines(self, topo: Any) -> Any:
         """The acceptance suite's progress lines as each workload finishes (``verbose``): on this
         process's stderr, or for a self-launched worker in the file its supervisor relays."""
+        # start-up: only for the acceptance suite of launched workers, not a node-only run
         from .outputs.acceptance import LINES_ENV, LiveLines, file_lines, stderr_line
 
         if topo.self_launched:
@@ -366,6 +370,7 @@ class _Run:
                 out = msgspec.structs.replace(out, report_dir=None)
         publish(report, out, nodes, config=config, replayed=replayed)
         if out.verbose:  # the acceptance suite's per-program return codes, before the verdict
+            # start-up: only for the acceptance suite of launched workers, not a node-only run
             from .outputs.acceptance import suite_summary
 
             if line := suite_summary(report):
@@ -382,6 +387,7 @@ class _Run:
         asked for (the suite's progress lines were printed as the workloads finished)."""
         if not self.out.report_dir:
             return
+        # start-up: a node-only run gathers nothing and runs no acceptance suite
         from .cluster.aggregate import cluster_facts
         from .outputs.acceptance import ddp_training_result, write_ddp_training_result
 
@@ -400,6 +406,7 @@ class _Run:
 
     def _localize(self, topo: Any, outcome: Any, timeout: float) -> tuple[Any, dict[str, Any]] | None:
         """Pairwise/group localisation rounds (every rank takes part); rank 0 returns result and block."""
+        # start-up: a node-only run launches no ranks and gathers nothing
         from .distributed import localize_rounds as rounds
 
         plan = outcome.plan
@@ -409,6 +416,7 @@ class _Run:
                           budget_s=timeout * 30)
             return None
         outcome.mark("localize")
+        # start-up: a node-only run launches no ranks and gathers nothing
         from .cluster.aggregate import node_names
         from .localize.report import localization_block, localization_result
 
@@ -424,6 +432,7 @@ class _Run:
     def _progress_view(self) -> Any:
         """The view of a distributed run's stages on stderr (:mod:`gpu_preflight.progress`),
         or None with ``quiet`` or ``GPU_PREFLIGHT_PROGRESS=0``."""
+        # start-up: only a launched run shows progress
         from .progress import stage_view, view_mode
 
         quiet = self.out.quiet
@@ -437,6 +446,7 @@ def localize_not_run(loc: LocaliseOptions, why: str, *, empty_exclude: bool = Fa
     exits 3)."""
     note, ok = "", True
     if loc.exclude_file and empty_exclude:
+        # start-up: a node-only run launches no ranks and gathers nothing
         from .localize.report import write_exclude_file
 
         try:
@@ -455,6 +465,7 @@ def _relayed_lines(verbose: bool) -> Iterator[dict[str, str] | None]:
     if not verbose:
         yield None
         return
+    # start-up: only for the acceptance suite of launched workers, not a node-only run
     import tempfile
 
     from .outputs.acceptance import LINES_ENV

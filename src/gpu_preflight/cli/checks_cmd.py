@@ -28,6 +28,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 def run(args: argparse.Namespace) -> int:
     """``checks list`` / ``checks explain``: every id a report can carry, checks and declared ids alike."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..registry import described
 
     specs = described()
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _did_you_mean(wanted: str, known: list[str]) -> str:
     """``; did you mean gpu.thermal?`` for a near miss, or the ids under a prefix (``gpu.ecc``)."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     import difflib
 
     close = [k for k in known if k.startswith(wanted + ".")] or difflib.get_close_matches(wanted, known, n=3,

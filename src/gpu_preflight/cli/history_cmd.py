@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     A database SQLite cannot use (not a database, damaged, locked past the timeout, a newer
     schema) is one line naming the file and exit 3: nothing could be judged from it.
     """
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     import sqlite3
 
     config, _ = build_config(config_file=getattr(args, "config", None), overrides=getattr(args, "set", None))
@@ -142,6 +143,7 @@ def _dispatch(args: argparse.Namespace, config: Any, path: Path) -> int:
     if not path.is_file():
         print(f"gpu-preflight: no history at {path} (gpu-preflight run files every run there)", file=sys.stderr)
         return EXIT_USAGE
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history import HistoryStore
 
     with HistoryStore(path) as store:
@@ -161,6 +163,7 @@ def _dispatch(args: argparse.Namespace, config: Any, path: Path) -> int:
 
 
 def _db(args: argparse.Namespace, config: Any) -> Path:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history.store import default_path
 
     chosen = getattr(args, "db", None) or history_config(config).path
@@ -179,6 +182,7 @@ def _load(path: str) -> ClusterReport | None:
     a device, a directory or a file beyond :data:`~gpu_preflight.boundedio.REPORT_LIMIT` is
     refused before it is read), and typed once: every later step takes the typed report.
     """
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..boundedio import REPORT_LIMIT, InputError, load_json
     from ..findings.model import ClusterReport
 
@@ -198,6 +202,7 @@ def _load(path: str) -> ClusterReport | None:
 
 
 def _runs(args: argparse.Namespace, store: Any) -> int:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history.trends import render_runs
 
     runs = store.runs(getattr(args, "cluster", None), getattr(args, "last", 30))  # bare `history` has no options
@@ -209,6 +214,7 @@ def _runs(args: argparse.Namespace, store: Any) -> int:
 
 
 def _trends(args: argparse.Namespace, store: Any) -> int:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history.trends import render_trends, trends
 
     found = trends(store, cluster=args.cluster, node=args.node, gpu=args.gpu, metric=args.metric, last=args.last)
@@ -244,6 +250,7 @@ def _gpu(args: argparse.Namespace, store: Any) -> int:
 def _nearest_gpus(store: Any, wanted: str) -> str:
     """``; did you mean GPU-1a2b...?``: known UUIDs and serials whose start is close to ``wanted``
     (an id may be given as a UUID prefix, so each is compared over the length given)."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     import difflib
 
     known = {str(v) for row in store.db.execute("SELECT DISTINCT uuid, serial FROM gpus") for v in row if v}
@@ -260,6 +267,7 @@ def _nearest_gpus(store: Any, wanted: str) -> str:
 def _import(args: argparse.Namespace, config: Any, path: Path) -> int:
     """File each report; one that cannot be read, typed or dated is refused in one line naming it,
     files nothing (a run is filed in one transaction) and makes the exit code 3."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history import HistoryStore, extract
     from ..history.when import TimestampError
 
@@ -281,6 +289,7 @@ def _import(args: argparse.Namespace, config: Any, path: Path) -> int:
 
 
 def _check(args: argparse.Namespace, config: Any, path: Path) -> int:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history import HistoryStore, history_findings
     from ..model import Status, gated_exit_code
 
@@ -306,10 +315,12 @@ def _check(args: argparse.Namespace, config: Any, path: Path) -> int:
 
 
 def _capture(args: argparse.Namespace, config: Any) -> int:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history.baseline import CaptureError, capture, render_toml
 
     cfg = history_config(config)
     if args.from_history:
+        # start-up: --help/--version import every command module; this command's work loads when it runs
         from ..history import HistoryStore
 
         path = _db(args, config)
@@ -321,6 +332,7 @@ def _capture(args: argparse.Namespace, config: Any) -> int:
         where = f"run {args.run}" if args.run else f"the last {args.runs} run(s)"
         source = f"history {path}, {where}" + (f", cluster {args.cluster}" if args.cluster else "")
     else:
+        # start-up: --help/--version import every command module; this command's work loads when it runs
         from ..history import extract
 
         report = _load(args.report)

@@ -22,6 +22,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 
 def run(args: argparse.Namespace) -> int:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..boundedio import REPORT_LIMIT, InputError, load_json
     from ..findings.model import ClusterReport
     from ..report.console import render_console

@@ -64,6 +64,7 @@ def show(report: Any, output: Any) -> None:
     """The verdict as asked (``report`` typed, or its dict): the console view on stderr, or one
     format alone on stdout."""
     if output.format == "console":
+        # start-up: the console renderer only for --format console
         from ..report.console import render_console
 
         render_console(report, verbose=output.verbose)
@@ -74,6 +75,7 @@ def show(report: Any, output: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.replay:
+        # start-up: snapshots only for --replay
         from ..snapshots import ReplayError, load_dump
 
         try:
@@ -82,6 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"gpu-preflight: {exc}", file=sys.stderr)
             return EXIT_USAGE
     if args.kernel_log:
+        # start-up: a replay loads no backend; only with --kernel-log
         from ..backends.kernel_log import KernelLogFileError, SavedKernelLog
 
         try:

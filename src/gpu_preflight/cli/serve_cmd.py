@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 def query(host: str, port: int, timeout_s: float) -> int:
     """One ``GET /readyz``; prints ``ready: ...`` or ``not ready: ...`` on stdout."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     import http.client
     import urllib.request
 
@@ -111,6 +112,7 @@ def query(host: str, port: int, timeout_s: float) -> int:
 
 def _validate(args: argparse.Namespace) -> str | None:
     """A usage problem, found before anything starts (a typo must not serve 'not ready' forever)."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..snapshots import ReplayError, load_dump
 
     try:
@@ -126,6 +128,7 @@ def _validate(args: argparse.Namespace) -> str | None:
 
 
 def _server(args: argparse.Namespace) -> Any:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..engine import RunOptions
     from ..server import GPUHealthCheckServer
 

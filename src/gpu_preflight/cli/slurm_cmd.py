@@ -115,6 +115,7 @@ def _node_name(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run a ``slurm`` subcommand; returns the process exit code."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..integrations.slurm_ctl import Scontrol
 
     job_phase = args.slurm_cmd in ("prolog", "epilog")
@@ -133,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     ctl = Scontrol(cfg.scontrol, cfg.command_timeout_s)
     if args.slurm_cmd == "healthcheck":
+        # start-up: --help/--version import every command module; this command's work loads when it runs
         from ..integrations.slurm_modes import healthcheck
 
         outcome = healthcheck(_node_name(args), cfg, ctl, dry_run=cfg.dry_run)
@@ -152,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _job_phase(args: argparse.Namespace, cfg: Any, ctl: Any) -> Any:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..engine import RunOptions
     from ..integrations.slurm_modes import prolog_check, run_node_checks
 
@@ -170,6 +173,7 @@ def _job_phase(args: argparse.Namespace, cfg: Any, ctl: Any) -> Any:
 
 
 def _drain_report(args: argparse.Namespace, cfg: Any, ctl: Any) -> Any:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..integrations.slurm_modes import apply_report
     from ..integrations.slurm_result import load_report
 

@@ -29,6 +29,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 def run(args: argparse.Namespace) -> int:
     """NVML readings plus the host facts and kernel-log Xid lines, so a replay judges this node only."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..backends.nvml import NvmlUnavailable, collect
     from ..model import jsonable
     from ..snapshots import snapshot_host

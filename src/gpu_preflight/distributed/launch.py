@@ -46,6 +46,7 @@ def torch_available() -> bool:
 def local_gpu_count() -> int:
     """GPUs NVML sees (0 without a driver): one worker each."""
     try:
+        # optional: without nvidia-ml-py (or its library) this reads as no NVML, not an error
         import pynvml
 
         pynvml.nvmlInit()
@@ -164,6 +165,7 @@ def _starting(workers: int) -> str:
 
 
 def _host_store(port: int) -> Any:
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch.distributed as dist
 
     return dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)  # type: ignore[attr-defined]

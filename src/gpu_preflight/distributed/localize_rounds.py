@@ -31,6 +31,7 @@ POLL_S = 0.05
 def _exchange(members: list[int], me: int, nbytes: int, iters: int, timeout_s: float, device: Any,
               tag: int, group: Any = None) -> dict[str, Any]:
     """A ring exchange among ``members`` (a pair: both ways); bidirectional GB/s and wrong count."""
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
     import torch.distributed as dist
 
@@ -67,6 +68,7 @@ def fresh_group(alive: list[int], me: int) -> Any:
     After a peer died mid-collective the world group's connections may still hold the
     broken operation's traffic; measuring on them would blame healthy nodes.
     """
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch.distributed as dist
 
     if me not in alive or len(alive) < 2:

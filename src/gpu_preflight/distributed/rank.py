@@ -193,6 +193,7 @@ class RankOutcome(msgspec.Struct):
 
         Without a published verdict (no reporting rank answered) every rank exits with ``code``.
         """
+        # optional: torch comes with the [torch] extra, not with a node-only install
         import torch.distributed as dist
 
         self.quiet()
@@ -250,6 +251,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, collective_tim
         checks = replace(opts, node_name=topo.node_name,  # findings under the node's name in the job
                          state=gpu_window.with_window(opts.state, window))
         node_checks = Later(lambda: check_node(checks), "node checks")
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
     import torch.distributed as dist
 
@@ -390,6 +392,7 @@ def _failed(op: str, group: Any, error: str) -> dict[str, Any]:
 
 
 def _workloads(run: RankRun, store: KVStore, plan: Plan, device: Any, config: Config, timeout_s: float) -> None:
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch.distributed as dist
 
     rank, p, hooks = run.topo.rank, run.results, run.hooks
@@ -468,6 +471,7 @@ def _workloads(run: RankRun, store: KVStore, plan: Plan, device: Any, config: Co
 def _nvml_gpus() -> dict[str, Any] | None:
     """The driver and GPU names, as ``nvidia-smi -L`` lists them, for the ``[ENV]`` line (None without NVML)."""
     try:
+        # optional: without nvidia-ml-py (or its library) this reads as no NVML, not an error
         import pynvml
 
         pynvml.nvmlInit()

@@ -205,6 +205,7 @@ def own_connection(store: Any) -> Any:
     them. The progress watch and rank 0's heartbeat (whose stamps every rank measures its clock
     against) must not be held: a beat stamped, then written 3 s later, reads as a 3 s clock skew."""
     try:
+        # optional: torch comes with the [torch] extra, not with a node-only install
         import torch.distributed as dist
 
         if isinstance(store, dist.TCPStore):  # type: ignore[attr-defined]
@@ -242,6 +243,7 @@ def connect_store(topo: Topology, timeout_s: float) -> KVStore:
     Connecting before the process group lets every rank register its arrival, so a rank that
     never arrives is named instead of failing everyone's ``init_process_group``.
     """
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch.distributed as dist
 
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"

@@ -198,6 +198,7 @@ def write_source_dir(directory: Path) -> Path:
 
 def build_model_trainer(spec: dict[str, Any], session: Any = None) -> Any:
     """The SDK's ``ModelTrainer`` for a :func:`job_spec` (needs ``pip install 'gpu-preflight[sagemaker]'``)."""
+    # optional: sagemaker comes with the [sagemaker] extra, not with a node-only install
     from sagemaker.core.shapes import MetricDefinition  # type: ignore[import-not-found, import-untyped, unused-ignore]
     from sagemaker.core.training.configs import Compute, Networking, OutputDataConfig, SourceCode, StoppingCondition  # type: ignore[import-not-found, import-untyped, unused-ignore]
     from sagemaker.train import ModelTrainer  # type: ignore[import-not-found, import-untyped, unused-ignore]

@@ -164,6 +164,7 @@ def log_report(bundle: Bundle, *, tracking_uri: str, experiment: str, cluster: s
     ``timeout_s`` bounds the reachability check of an HTTP server; the caller bounds the
     whole upload (:func:`gpu_preflight.outputs.publish.publish` runs it under a deadline).
     """
+    # optional: mlflow comes with the [mlflow] extra, not with a node-only install
     from mlflow import MlflowClient  # type: ignore[import-not-found]  # optional extra
     from mlflow.entities import Metric, Param, RunTag  # type: ignore[import-not-found]
     from mlflow.exceptions import MlflowException  # type: ignore[import-not-found]

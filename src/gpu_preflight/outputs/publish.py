@@ -70,6 +70,7 @@ def cluster_name(options: OutputOptions, config: object, environ: Mapping[str, s
 
 def history_path(options: OutputOptions, config: object, environ: Mapping[str, str]) -> Path:
     """``--history-db``, else ``history.path``, else the default location."""
+    # start-up: a --no-history run never loads the history package
     from ..history.store import default_path
 
     chosen = options.history_db or history_config(config).path
@@ -101,6 +102,7 @@ class HistoryNotes(msgspec.Struct, frozen=True):
         if self.earlier_scores is not None:
             report = report.with_summary(earlier_scores=self.earlier_scores)
         if self.findings:
+            # start-up: a --no-history run never loads the history package
             from ..history.merge import add_findings
 
             report = add_findings(report, self.findings)
@@ -168,6 +170,7 @@ def publish(report: ClusterReport, options: OutputOptions, nodes: Sequence[Any] 
         targets.append(f"mlflow+{options.mlflow_uri}")
     sm = sagemaker_dirs(env) if out_cfg.sagemaker else None
     if targets or sm is not None:
+        # start-up: loads only when this output is asked for
         from .bundle import bundle_of
 
         with bundle_of(report, nodes, options.report_dir, options.report_name) as bundle:
@@ -212,6 +215,7 @@ def _guard(target: str, action: Callable[[], object]) -> Published:
 
 def _record(report: ClusterReport, path: Path, cluster: str, source: str | None,
             lock_timeout_s: float) -> str:
+    # start-up: a --no-history run never loads the history package
     from ..history import HistoryStore, extract
 
     with HistoryStore(path, timeout_s=lock_timeout_s) as store:
@@ -227,6 +231,7 @@ def _sagemaker(bundle: Any, dirs: Any) -> str:
 
 
 def _textfile(report: ClusterReport, path: str, cluster: str) -> str:
+    # start-up: loads only when this output is asked for
     from .textfile import write_textfile
 
     return f"written ({write_textfile(report, path, cluster)})"
@@ -234,11 +239,13 @@ def _textfile(report: ClusterReport, path: str, cluster: str) -> str:
 
 def _remote(bundle: Any, target: str, out_cfg: Any, cluster: str, env: Mapping[str, str]) -> str:
     if target.startswith("s3://"):
+        # start-up: loads only when this output is asked for
         from .s3 import upload_bundle
 
         written = upload_bundle(bundle, target, endpoint_url=out_cfg.s3_endpoint_url, environ=env,
                                 timeout_s=out_cfg.timeout_s)
         return f"{len(written)} object(s) uploaded, report at {written[0]}"
+    # start-up: loads only when this output is asked for
     from .mlflow import log_report, tracking_uri_of
 
     run_id = log_report(bundle, tracking_uri=tracking_uri_of(target, env), experiment=out_cfg.mlflow_experiment,

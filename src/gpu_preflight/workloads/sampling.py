@@ -48,6 +48,7 @@ class RankSampler:
 
 def _device_ids(device: Any) -> tuple[str | None, str | None, int]:
     """(NVML-style UUID, PCI bus id, CUDA index) of a torch CUDA device."""
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
 
     index = device.index if device.index is not None else torch.cuda.current_device()
