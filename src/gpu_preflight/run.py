@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -47,6 +47,11 @@ from .report.advice import advise
 from .report.build import build, build_cluster_report
 from .report.scores import compute_scores
 from .safeio import atomic_writer, describe_error, open_dir
+
+if TYPE_CHECKING:
+    from .backends.launcher.topology import Topology
+    from .outputs.acceptance import LiveLines
+    from .progress import StageView
 
 __all__ = ["EXIT_ERROR", "REQUEST_ENV", "LocaliseOptions", "RunRequest", "RunResult", "RunSettings", "RunUsageError",
            "request_from_env", "run", "worker_env", "worker_request"]
@@ -205,7 +210,7 @@ class _Run:
             return True
         return any(spec.scope == "cluster" and spec.matches(p) for spec in all_checks() for p in include)
 
-    def _engine_options(self, probe_timeout_s: float | None) -> Any:
+    def _engine_options(self, probe_timeout_s: float | None) -> RunOptions:
         """The engine's view of this request (:class:`~gpu_preflight.engine.RunOptions`): the
         settings as given, where raw artifacts go, and the configuration already resolved."""
         s = self.settings
@@ -325,7 +330,7 @@ class _Run:
 
     # -- after the checks ----------------------------------------------------------------------
 
-    def _live_lines(self, topo: Any) -> Any:
+    def _live_lines(self, topo: Topology) -> LiveLines | None:
         """The acceptance suite's progress lines as each workload finishes (``verbose``): on this
         process's stderr, or for a self-launched worker in the file its supervisor relays."""
         # start-up: only for the acceptance suite of launched workers, not a node-only run
@@ -429,7 +434,7 @@ class _Run:
     def _localize_not_run(self, why: str, *, empty_exclude: bool = False) -> bool:
         return localize_not_run(self.loc, why, empty_exclude=empty_exclude)
 
-    def _progress_view(self) -> Any:
+    def _progress_view(self) -> StageView | None:
         """The view of a distributed run's stages on stderr (:mod:`gpu_preflight.progress`),
         or None with ``quiet`` or ``GPU_PREFLIGHT_PROGRESS=0``."""
         # start-up: only a launched run shows progress

@@ -23,7 +23,7 @@ from .run_flags import size_overrides
 __all__ = ["cmd_run", "output_options", "run_request", "show"]
 
 
-def output_options(args: argparse.Namespace) -> Any:
+def output_options(args: argparse.Namespace) -> OutputOptions:
     """The output flags as :class:`~gpu_preflight.outputs.options.OutputOptions`.
 
     Inside a SageMaker training job without ``--report-dir``, the report directory is the one
@@ -41,7 +41,7 @@ def output_options(args: argparse.Namespace) -> Any:
                          history_db=args.history_db, cluster_name=args.cluster_name)
 
 
-def run_request(args: argparse.Namespace) -> Any:
+def run_request(args: argparse.Namespace) -> RunRequest:
     """The :class:`~gpu_preflight.run.RunRequest` of a parsed ``run`` command line.
 
     ``--timeout-s`` (else ``$GPU_PREFLIGHT_TIMEOUT_S``, checked the same way: a bad value is a

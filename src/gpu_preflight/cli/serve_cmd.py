@@ -16,11 +16,14 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import ConfigError, build_config, find_profile
 from .argtypes import count, gpu_index, host, port, seconds
 from .exits import EXIT_USAGE
+
+if TYPE_CHECKING:
+    from ..server import GPUHealthCheckServer
 
 EXIT_OK = 0
 EXIT_NOT_READY = 2
@@ -127,7 +130,7 @@ def _validate(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _server(args: argparse.Namespace) -> Any:
+def _server(args: argparse.Namespace) -> GPUHealthCheckServer:
     # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..engine import RunOptions
     from ..server import GPUHealthCheckServer

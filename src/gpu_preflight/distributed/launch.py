@@ -152,7 +152,7 @@ class Liveness:
         return False
 
 
-def _watch(store: Any, workers: int, view: Any) -> Any:
+def _watch(store: Any, workers: int, view: Any) -> JobWatch:
     """The job's progress from the store this supervisor hosts, shown while its workers run."""
     host = socket.gethostname()
     topo = Topology(launcher=Launcher.SELF, world_size=workers, rank=0, local_rank=0, local_world_size=workers,

@@ -18,7 +18,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from ..config.localize import LocalizeSettings
-from ..localize.model import Measurement
+from ..localize.model import LocalizeConfig, Measurement
 from ..localize.round0 import evidence_from_gathered, node_local_evidence, star_measurements
 from ..localize.scheduler import Localizer
 from ..localize.settings import localize_config
@@ -156,7 +156,7 @@ def lead(store: KVStore, topo: Any, gathered: dict[str, Any], *, mode: str, floo
     return loc.outcome(), time.monotonic() - started
 
 
-def on_cpu(config: Any, settings: LocalizeSettings | None = None) -> Any:
+def on_cpu(config: LocalizeConfig, settings: LocalizeSettings | None = None) -> LocalizeConfig:
     """``config`` with the CPU (gloo) judging values of the ``[localize]`` section (its defaults
     when not given): why they differ from the GPU values is in :mod:`gpu_preflight.config.localize`."""
     s = settings or LocalizeSettings()
