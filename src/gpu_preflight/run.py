@@ -43,8 +43,9 @@ from .model import CheckResult, Finding, Status
 from .outputs.options import OutputOptions
 from .outputs.publish import annotate, publish
 from .registry import all_checks, matching
+from .report import build as report_build  # its build looked up per call: tests spy on it
 from .report.advice import advise
-from .report.build import build, build_cluster_report
+from .report.build import build_cluster_report
 from .report.scores import compute_scores
 from .safeio import atomic_writer, describe_error, open_dir
 
@@ -228,7 +229,8 @@ class _Run:
                 recommendation="pip install 'gpu-preflight[torch]' to run GEMM, memory, collectives and training.")],
                 0.0))
         config = judged.config
-        report = build([node], expected_total_gpus=config.gpu.expected_count, assess=False)  # finish() scores
+        # assess=False: finish() scores it
+        report = report_build.build([node], expected_total_gpus=config.gpu.expected_count, assess=False)
         report, code = self.finish(report, config, [node])
         return RunResult(report, code)
 

@@ -28,11 +28,7 @@ import msgspec
 from msgspec.structs import replace
 
 from ..config.slurm_schema import SlurmConfig
-from ..deadline import Timeout, call
-from ..engine import run_checks
 from ..findings.model import ClusterReport
-from ..report.build import build
-from ..safeio import atomic_writer, describe_error
 from .slurm import Action, Kind, execute, gate, plan_node
 from .slurm_ctl import Scontrol, ScontrolError
 from .slurm_nodes import SlurmNode
@@ -99,6 +95,9 @@ def healthcheck(node_name: str, cfg: SlurmConfig, ctl: Scontrol, *, dry_run: boo
 
 def write_result(report: ClusterReport, path: Path) -> str | None:
     """Write the report atomically (a health check may read it at any moment); None or why not."""
+    # start-up: the periodic healthcheck only reads a result (tests/test_slurm_cluster.py)
+    from ..safeio import atomic_writer, describe_error
+
     try:
         with atomic_writer(path) as fh:
             json.dump(report.to_dict(), fh)
@@ -115,6 +114,11 @@ def run_node_checks(options: Any, budget_s: float) -> tuple[ClusterReport | None
     whole run is bounded too, because a prolog that hangs holds the job and the node.
     Raises ``ConfigError``/``KeyError`` for a bad configuration or check pattern.
     """
+    # start-up: the periodic healthcheck must not load the engine (tests/test_slurm_cluster.py)
+    from ..deadline import Timeout, call
+    from ..engine import run_checks
+    from ..report.build import build
+
     opts = replace(options, probe_timeout_s=min(options.probe_limit_s, budget_s / 2))
     try:
         node = call(lambda: run_checks(opts), budget_s, "node checks")
