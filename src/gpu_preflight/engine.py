@@ -19,11 +19,16 @@ import msgspec
 from msgspec.structs import replace
 
 from . import registry
+from .checks.evidence import judge_record
 from .config import Config, Profile, build_config, find_profile, match_profile
-from .config.fields import ValueRange
+from .config.fields import ValueRange, setting_fields, value_range
+from .config.loader import ENV_PREFIX
+from .config.schema import GpuCountSettings
 from .deadline import Job, Overdue, Timeout, call, run_all
 from .ids import EVIDENCE_JUDGE_ID
 from .model import CheckResult, Finding, NodeReport, Status, jsonable
+from .probes.gpu import ReplayError, load_dump
+from .probes.system import replay_hostname
 from .registry import CheckContext, CheckSpec, ProbeContext, ProbeState, RunInputs
 
 SUITES = ("quick", "full")
@@ -86,9 +91,6 @@ class RunSettings(msgspec.Struct, frozen=True):
 
 @functools.cache
 def _expected_count_range() -> ValueRange | None:
-    from .config.fields import setting_fields, value_range
-    from .config.schema import GpuCountSettings
-
     return value_range(next(f for f in setting_fields(GpuCountSettings) if f.name == "expected_count"), int)
 
 
@@ -176,8 +178,6 @@ class ConfigCache:
         self._entries: dict[tuple[Any, ...], tuple[Profile | None, Config, list[str], tuple[Any, ...] | None]] = {}
 
     def resolve(self, options: RunOptions, profile: Profile | None) -> tuple[Config, list[str]]:
-        from .config.loader import ENV_PREFIX
-
         stamp = _file_stamp(options.config_file) if options.config_file is not None else ()
         env = os.environ if options.environ is None else options.environ
         key = (id(profile), options.config_file, stamp, tuple(options.overrides), options.expect_gpus,
@@ -292,8 +292,6 @@ def _host_name(replay: str | None) -> str:
     """This machine's name, or on a replay the recorded node's: a replay judges that node only."""
     if not replay:
         return os.uname().nodename
-    from .probes.gpu import ReplayError, load_dump
-    from .probes.system import replay_hostname
 
     try:
         return replay_hostname(load_dump(replay), replay)
@@ -360,8 +358,6 @@ def judge_evidence(kind: str, record: Any, config: Config, *, source: str = "evi
     judge that does not return within ``timeout_s`` is one more (``judge_timeout``), and the
     command reports it instead of hanging.
     """
-    from .checks.evidence import judge_record
-
     try:
         return call(lambda: judge_record(kind, record, config, source=source), timeout_s, f"judge {kind}")
     except Timeout:

@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .checks.evidence import check_title, judge_record, parse_error_finding
+from .config import build_config, find_profile, match_profile
+from .parsers.detect import get_parser, parse_text
+from .parsers.errors import ParseError
 
 if TYPE_CHECKING:
     from .config import Config
@@ -23,8 +26,6 @@ def evidence_config(record: Any, *, profile: str | None = None, config_file: str
                     overrides: list[str] | None = None) -> tuple[Config, str | None]:
     """The config a saved output is judged with, and the profile used: the one named, else the one
     its GPU names match (an H100 log is judged against the H100 floors, not left unjudged)."""
-    from .config import build_config, find_profile, match_profile
-
     gpus = getattr(record, "gpus", None)
     names = [n for g in gpus if isinstance(n := getattr(g, "name", None), str)] if isinstance(gpus, list) else []
     chosen = find_profile(profile) if profile and profile != "auto" else (
@@ -35,9 +36,6 @@ def evidence_config(record: Any, *, profile: str | None = None, config_file: str
 
 def judge_text(text: str, config: Config, *, kind: str | None = None, source: str = "evidence") -> list[Finding]:
     """Parse ``text`` (kind detected when ``None``) and judge it; a parse failure is an ``ERROR`` finding."""
-    from .parsers.detect import parse_text
-    from .parsers.errors import ParseError
-
     try:
         kind, record = parse_text(text, kind)
     except ParseError as exc:
@@ -51,7 +49,5 @@ def parse_as(kind: str, text: str) -> Any:
     For text a rank gathered (a pair's fi_pingpong table): parsed here, so the cluster
     checks and the assessment receive records and never import a parser.
     """
-    from .parsers.detect import get_parser
-
     return get_parser(kind).parse(text)
 

@@ -8,6 +8,7 @@ encoders, so reports can be re-rendered later from the saved file alone.
 from __future__ import annotations
 
 import enum
+import fnmatch
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
@@ -232,7 +233,6 @@ def id_matches(check_id: str, pattern: str) -> bool:
     head = pattern[:-1]
     if pattern.endswith("*") and not any(c in head for c in "*?["):
         return check_id.startswith(head)
-    import fnmatch
 
     return fnmatch.fnmatchcase(check_id, pattern)
 

@@ -94,6 +94,7 @@ def progress(description: str, total: float | None = None, *, stream: IO[str] | 
     if not (should_show(target) if enabled is None else enabled):
         yield _Quiet()
         return
+    # start-up: rich (tens of ms) loads only when a bar is drawn, not for every run that asks
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -175,6 +176,7 @@ class _BarView:
     """One transient rich line: spinner, stage and step, bar, elapsed time, who it waits on."""
 
     def __init__(self, stream: IO[str]) -> None:
+        # start-up: rich (tens of ms) loads only when a bar is drawn, not for every run that asks
         from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 

@@ -19,6 +19,7 @@ import msgspec
 from msgspec.structs import replace
 
 from .actions import DETAIL_KEY, Action, with_action
+from .config.report_schema import COMPONENTS
 from .model import Finding, Status, id_matches
 from .registries import Registry, UnknownKey
 
@@ -318,8 +319,6 @@ def _groups(report_id: str, group: str | tuple[str, ...] | None) -> tuple[str, .
 
 
 def _component(report_id: str, component: str | None, core: bool = False) -> str | None:
-    from .config.report_schema import COMPONENTS
-
     if component is not None and component not in COMPONENTS:
         raise ValueError(f"{report_id}: unknown score component {component!r} (components: {', '.join(COMPONENTS)})")
     if core and component is None:

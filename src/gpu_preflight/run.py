@@ -25,7 +25,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -33,12 +35,24 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .config import Config
-from .engine import RunSettings
+from .config.outputs import outputs_config
+from .engine import PROBE_TIMEOUT_S, RunOptions, RunSettings, check_node, resolve
+from .findings.model import ClusterReport
 from .ids import WORKLOADS_ID
+from .model import CheckResult, Finding, Status
 from .outputs.options import OutputOptions
+from .outputs.publish import annotate, publish
+from .registry import all_checks, matching
+from .report import build as report_build  # its build looked up per call: tests spy on it
+from .report.advice import advise
+from .report.build import build_cluster_report
+from .report.scores import compute_scores
+from .safeio import atomic_writer, describe_error, open_dir
 
 if TYPE_CHECKING:
-    from .findings.model import ClusterReport
+    from .backends.launcher.topology import Topology
+    from .outputs.acceptance import LiveLines
+    from .progress import StageView
 
 __all__ = ["EXIT_ERROR", "REQUEST_ENV", "LocaliseOptions", "RunRequest", "RunResult", "RunSettings", "RunUsageError",
            "request_from_env", "run", "worker_env", "worker_request"]
@@ -137,8 +151,6 @@ def collective_limit_s(settings: RunSettings, nodes: int) -> float:
 def rank_probe_limit_s(settings: RunSettings) -> float:
     """Each node probe's and check's limit on a rank: the request's, at most
     :data:`~gpu_preflight.engine.PROBE_TIMEOUT_S`, since the node checks run beside the workloads."""
-    from .engine import PROBE_TIMEOUT_S
-
     asked = settings.probe_timeout_s
     return PROBE_TIMEOUT_S if asked is None else min(float(asked), PROBE_TIMEOUT_S)
 
@@ -186,9 +198,6 @@ class _Run:
         environment <- ``--set``, with ``expect_gpus``) is the run's: the node checks start from
         it and hand back the one they judged with (:func:`gpu_preflight.engine.check_node`).
         """
-        from .engine import resolve
-        from .registry import matching
-
         self.resolved = resolve(self._engine_options(None))
         try:
             matching([*self.settings.include, *self.settings.exclude], "node")
@@ -197,18 +206,14 @@ class _Run:
 
     def _wants_cluster_checks(self) -> bool:
         """``include`` patterns that select only node checks need no workers."""
-        from .registry import all_checks
-
         include = self.settings.include
         if not include:
             return True
         return any(spec.scope == "cluster" and spec.matches(p) for spec in all_checks() for p in include)
 
-    def _engine_options(self, probe_timeout_s: float | None) -> Any:
+    def _engine_options(self, probe_timeout_s: float | None) -> RunOptions:
         """The engine's view of this request (:class:`~gpu_preflight.engine.RunOptions`): the
         settings as given, where raw artifacts go, and the configuration already resolved."""
-        from .engine import RunOptions
-
         s = self.settings
         values = msgspec.structs.asdict(s)
         return RunOptions(**{**values, "probe_timeout_s": probe_timeout_s}, report_dir=self.out.report_dir,
@@ -217,10 +222,6 @@ class _Run:
     # -- the three kinds of run -------------------------------------------------------------
 
     def node_only(self, note: str | None = None) -> RunResult:
-        from .engine import check_node
-        from .model import CheckResult, Finding, Status
-        from .report.build import build
-
         node, judged = check_node(self._engine_options(self.settings.probe_timeout_s))
         if note:
             node.results.append(CheckResult(WORKLOADS_ID, "Distributed workloads", [Finding(
@@ -228,7 +229,8 @@ class _Run:
                 recommendation="pip install 'gpu-preflight[torch]' to run GEMM, memory, collectives and training.")],
                 0.0))
         config = judged.config
-        report = build([node], expected_total_gpus=config.gpu.expected_count, assess=False)  # finish() scores
+        # assess=False: finish() scores it
+        report = report_build.build([node], expected_total_gpus=config.gpu.expected_count, assess=False)
         report, code = self.finish(report, config, [node])
         return RunResult(report, code)
 
@@ -239,9 +241,9 @@ class _Run:
         verdict is published only once the report is out, and ranks then leave in the order
         :mod:`gpu_preflight.distributed.leave` describes.
         """
+        # start-up: a node-only run launches no ranks and gathers nothing
         from .distributed.leave import verdict_text, write_error_file
         from .distributed.runner import run_rank
-        from .report.build import build_cluster_report
 
         s, loc = self.settings, self.loc
         timeout = collective_limit_s(s, topo.num_nodes)
@@ -279,14 +281,12 @@ class _Run:
             excluded = (self._localize_not_run(ONE_NODE, empty_exclude=True) if topo.num_nodes <= 1 else
                         self._localize_not_run("the process group did not form, so no pair of nodes can be tested"))
         if localized and loc.exclude_file:
+            # start-up: a node-only run launches no ranks and gathers nothing
             from .localize.report import write_exclude_file
 
             path = write_exclude_file(loc.exclude_file, localized[1]["exclude_nodes"], loc.exclude_style)
             print(f"gpu-preflight: exclude list written to {path}", file=sys.stderr)
         if topo.self_launched and result_dir:
-            from .outputs.publish import annotate
-            from .safeio import atomic_writer
-
             # history findings count in the verdict every rank exits with
             report = annotate(report, self.out, config=config, replayed=bool(s.replay)).applied(report)
             code = report.cluster_summary.exit_code
@@ -300,6 +300,7 @@ class _Run:
         return RunResult(report, int(outcome.leave(code)))
 
     def self_launched(self) -> RunResult:
+        # start-up: a node-only run launches no ranks and gathers nothing
         from .distributed.gpu_window import window_s
         from .distributed.launch import gathered_from_files, local_gpu_count, supervise, torch_available
 
@@ -317,12 +318,8 @@ class _Run:
                 "hostname": os.uname().nodename, "hosts": [os.uname().nodename]}
         gathered = gathered_from_files(sup, workers, topo)
         if sup.report is not None:
-            from .findings.model import ClusterReport
-
             report = ClusterReport.from_dict(sup.report)
         else:
-            from .report.build import build_cluster_report
-
             s = self.settings
             report, _ = build_cluster_report(gathered, config, fail_on=s.fail_on, include=list(s.include),
                                              exclude=list(s.exclude), suite=s.suite, timeout_s=timeout, assess=False)
@@ -335,9 +332,10 @@ class _Run:
 
     # -- after the checks ----------------------------------------------------------------------
 
-    def _live_lines(self, topo: Any) -> Any:
+    def _live_lines(self, topo: Topology) -> LiveLines | None:
         """The acceptance suite's progress lines as each workload finishes (``verbose``): on this
         process's stderr, or for a self-launched worker in the file its supervisor relays."""
+        # start-up: only for the acceptance suite of launched workers, not a node-only run
         from .outputs.acceptance import LINES_ENV, LiveLines, file_lines, stderr_line
 
         if topo.self_launched:
@@ -348,9 +346,6 @@ class _Run:
     def rescore(self, report: ClusterReport, config: Config) -> ClusterReport:
         """``report`` scored, advised and priced with the run's ``[report]`` settings, over the
         final findings (history, localisation) and the run's whole wall time (a new value)."""
-        from .report.advice import advise
-        from .report.scores import compute_scores
-
         report = report.with_run(wall_s=round(time.monotonic() - self.started, 3))
         return report.with_assessment(advise(report, config.report, compute_scores(report, config.report)))
 
@@ -365,15 +360,11 @@ class _Run:
         half-written is left there (:mod:`gpu_preflight.safeio`), and what is published comes
         from this run, never from a stale report left in the directory.
         """
-        from .outputs.publish import annotate, publish
-        from .safeio import describe_error
-
         out, replayed = self.out, bool(self.settings.replay)
         report = annotate(report, out, config=config, replayed=replayed).applied(report)
         report = self.rescore(report, config)
         unwritten = None
         if out.report_dir:
-            from .config.outputs import outputs_config
             from .report.write import write  # brings the HTML renderer: only when a directory is asked for
 
             try:
@@ -386,6 +377,7 @@ class _Run:
                 out = msgspec.structs.replace(out, report_dir=None)
         publish(report, out, nodes, config=config, replayed=replayed)
         if out.verbose:  # the acceptance suite's per-program return codes, before the verdict
+            # start-up: only for the acceptance suite of launched workers, not a node-only run
             from .outputs.acceptance import suite_summary
 
             if line := suite_summary(report):
@@ -402,9 +394,9 @@ class _Run:
         asked for (the suite's progress lines were printed as the workloads finished)."""
         if not self.out.report_dir:
             return
+        # start-up: a node-only run gathers nothing and runs no acceptance suite
         from .cluster.aggregate import cluster_facts
         from .outputs.acceptance import ddp_training_result, write_ddp_training_result
-        from .safeio import describe_error
 
         facts = cluster_facts(gathered)
         result = ddp_training_result(facts)
@@ -421,6 +413,7 @@ class _Run:
 
     def _localize(self, topo: Any, outcome: Any, timeout: float) -> tuple[Any, dict[str, Any]] | None:
         """Pairwise/group localisation rounds (every rank takes part); rank 0 returns result and block."""
+        # start-up: a node-only run launches no ranks and gathers nothing
         from .distributed import localize_rounds as rounds
 
         plan = outcome.plan
@@ -430,6 +423,7 @@ class _Run:
                           budget_s=timeout * 30)
             return None
         outcome.mark("localize")
+        # start-up: a node-only run launches no ranks and gathers nothing
         from .cluster.aggregate import node_names
         from .localize.report import localization_block, localization_result
 
@@ -442,9 +436,10 @@ class _Run:
     def _localize_not_run(self, why: str, *, empty_exclude: bool = False) -> bool:
         return localize_not_run(self.loc, why, empty_exclude=empty_exclude)
 
-    def _progress_view(self) -> Any:
+    def _progress_view(self) -> StageView | None:
         """The view of a distributed run's stages on stderr (:mod:`gpu_preflight.progress`),
         or None with ``quiet`` or ``GPU_PREFLIGHT_PROGRESS=0``."""
+        # start-up: only a launched run shows progress
         from .progress import stage_view, view_mode
 
         quiet = self.out.quiet
@@ -456,10 +451,9 @@ def localize_not_run(loc: LocaliseOptions, why: str, *, empty_exclude: bool = Fa
     nothing can be excluded) an asked-for exclude file is written empty, so a job script reading
     it does not find the last run's list. False when that file could not be written (the run then
     exits 3)."""
-    from .safeio import describe_error
-
     note, ok = "", True
     if loc.exclude_file and empty_exclude:
+        # start-up: a node-only run launches no ranks and gathers nothing
         from .localize.report import write_exclude_file
 
         try:
@@ -478,8 +472,8 @@ def _relayed_lines(verbose: bool) -> Iterator[dict[str, str] | None]:
     if not verbose:
         yield None
         return
+    # start-up: only for the acceptance suite of launched workers, not a node-only run
     import tempfile
-    import threading
 
     from .outputs.acceptance import LINES_ENV
 
@@ -519,10 +513,6 @@ def _keep_worker_logs(sup: Any, report_dir: str | None) -> None:
     A report directory that cannot be opened was already named by :meth:`_Run.finish`; only a
     failure of the copies themselves is reported here.
     """
-    import shutil
-
-    from .safeio import describe_error, open_dir
-
     try:
         if report_dir:
             with open_dir(report_dir, create=False) as out:

@@ -31,9 +31,11 @@ Writers are context managers that yield an open file, so a large report can be s
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import shutil
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -109,9 +111,6 @@ class SafeDir:
         read-only (NFS emulates ``flock`` with byte-range locks: ``EBADF``) gets :data:`LOCK_FILE`
         in the directory, created without following a link, locked the same way.
         """
-        import fcntl
-        import time
-
         target = self.fd
         deadline = time.monotonic() + wait_s
         pause = 0.002

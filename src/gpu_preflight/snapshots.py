@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from .probes.gpu import ReplayError, load_dump
+from .probes.system import snapshot_host as take
 
 __all__ = ["ReplayError", "load_dump", "snapshot_host"]
 
 
 def snapshot_host(config: Any, report_dir: str | None = None) -> dict[str, Any]:
     """This host's facts and kernel-log Xid lines, in the form a replay reads back (imported only when taken)."""
-    from .probes.system import snapshot_host as take
-
     return take(config, report_dir)

@@ -20,6 +20,7 @@ each argv's result for ``max_age_s``, so the loop spawns no process per tick.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -71,8 +72,6 @@ class ToolResult(msgspec.Struct):
 
     def command(self) -> str:
         """The command line, for messages (quoted only where needed)."""
-        import shlex
-
         return shlex.join(self.argv)
 
     def problem(self) -> str | None:

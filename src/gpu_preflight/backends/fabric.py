@@ -24,6 +24,7 @@ from pathlib import Path
 from msgspec.structs import replace
 
 from ..records.fabric import OfiPlugin as OfiPlugin
+from ..redact import redact_env
 
 __all__ = ["FABRIC_CACHE", "FabricCache", "OfiPlugin", "fabric_environment", "find_ofi_plugin", "plugin_version"]
 
@@ -57,8 +58,6 @@ FABRIC_CACHE = "fabric_cache"  # RunOptions.state key of a monitor's FabricCache
 def fabric_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The known variables that steer NCCL's network plugin and libfabric, as set for this process
     (values that look like credentials masked)."""
-    from ..redact import redact_env
-
     env = os.environ if environ is None else environ
     return redact_env({k: env[k] for k in _SORTED_NAMES if k in env})
 

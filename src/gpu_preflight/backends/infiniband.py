@@ -73,6 +73,7 @@ def read_tree(root: str | Path = DEFAULT_ROOT) -> RdmaTree:
 def _port(port_dir: Path) -> IbPort:
     """One port's state, in the words ``ibstat`` uses (the parsers' table: loaded only on a
     node that has an RDMA port, since every live node check reads this tree)."""
+    # start-up: the port-state words load with the first RDMA port (tests/test_cli_startup.py)
     from ..parsers.infiniband import canonical_state
     from ..parsers.text import to_float, to_int
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..boundedio import STREAM_LIMIT, InputError, iter_chunks, iter_lines
 from ..records.xid import UnparsedXid, XidEvent
 
 if TYPE_CHECKING:
@@ -120,8 +121,6 @@ class SavedKernelLog:
         return f"file:{self.path}"
 
     def _iter(self) -> Generator[str, None, None]:
-        from ..boundedio import STREAM_LIMIT, InputError, iter_lines
-
         try:
             yield from iter_lines(self.path, limit=STREAM_LIMIT, what="kernel log")
         except InputError as exc:
@@ -129,8 +128,6 @@ class SavedKernelLog:
 
     def chunks(self) -> Generator[bytes, None, None]:
         """The file in chunks of whole lines (:func:`gpu_preflight.boundedio.iter_chunks`)."""
-        from ..boundedio import STREAM_LIMIT, InputError, iter_chunks
-
         try:
             yield from iter_chunks(self.path, limit=STREAM_LIMIT, what="kernel log")
         except InputError as exc:
@@ -142,6 +139,7 @@ class SavedKernelLog:
         ``now`` dates syslog lines; ``recent``, when given, receives the newest Xid-shaped
         lines. Raises ``ParseError`` for a file that is no kernel log (empty, binary).
         """
+        # start-up: a live node run follows the kernel log without the log parsers (test_cli_startup.py)
         from ..parsers.dmesg import scan
 
         return scan(self.chunks(), now=now, recent=recent)
@@ -152,6 +150,7 @@ class SavedKernelLog:
         for line in self._iter():
             self.lines_read += 1
             if self.denied is None and any(h in line for h in _DENIAL_HINTS):
+                # start-up: a live node run follows the kernel log without the log parsers (test_cli_startup.py)
                 from ..parsers.kernel_log import kernel_log_denied
 
                 self.denied = kernel_log_denied(line)
@@ -159,6 +158,7 @@ class SavedKernelLog:
 
     def last_timestamp(self, now: datetime | None = None) -> datetime | None:
         """The time of the log's last dated line: where a saved log's Xid window ends."""
+        # start-up: a live node run follows the kernel log without the log parsers (test_cli_startup.py)
         from ..parsers.kernel_log import line_timestamp
 
         tail: deque[str] = deque(maxlen=TAIL_LINES)
@@ -197,6 +197,7 @@ def read_kernel_log_file(path: str | Path) -> KernelLog:
     file, or a saved refusal, raises ``KernelLogUnavailable`` (the caller reports "cannot
     read kernel log").
     """
+    # start-up: a live node run follows the kernel log without the log parsers (test_cli_startup.py)
     from ..parsers.dmesg import log_lines
 
     try:
@@ -244,6 +245,7 @@ def _run(argv: tuple[str, ...], timeout_s: float) -> str:
         raise _SourceFailed(f"timed out after {timeout_s:g} s") from None
     except OSError as exc:
         raise _SourceFailed(exc.strerror or str(exc)) from None
+    # start-up: a live node run follows the kernel log without the log parsers (test_cli_startup.py)
     from ..parsers.kernel_log import kernel_log_denied
 
     denied = kernel_log_denied(f"{proc.stdout}\n{proc.stderr}")
@@ -460,6 +462,7 @@ class XidWatch:
         seen = set(self._before)
         new = after[len(self._before):] if after[:len(self._before)] == self._before else \
             [line for line in after if line not in seen]
+        # start-up: a live node run follows the kernel log without the log parsers (test_cli_startup.py)
         from ..parsers.kernel_log import scan_xid_line
 
         events, unparsed = [], 0

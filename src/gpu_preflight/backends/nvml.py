@@ -250,6 +250,7 @@ def read_fields(nvml: Any, handle: Any, rec: _Recorder, static: dict[str, Any] |
 def import_pynvml() -> Any:
     """Import pynvml (nvidia-ml-py); its absence is reported like a missing library."""
     try:
+        # optional: without nvidia-ml-py (or its library) this reads as no NVML, not an error
         import pynvml
     except ImportError as exc:
         raise NvmlUnavailable("ImportError", None, f"pynvml (nvidia-ml-py) is not installed: {exc}") from exc

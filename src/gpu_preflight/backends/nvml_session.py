@@ -131,7 +131,7 @@ class MonitorSession(base.NvmlSession):
         out["nvlink"] = base.read_nvlinks(nvml, handle, rec, static)
         out["field_values"] = self._read_fields(nvml, handle, rec, static)
 
-    def _read_fields(self, nvml: Any, handle: Any, rec: Any, static: dict[str, Any]) -> Any:
+    def _read_fields(self, nvml: Any, handle: Any, rec: Any, static: dict[str, Any]) -> dict[str, Any]:
         reader = self._field_reader(nvml)
         if reader is None or "field_values" in static:
             return base.read_fields(nvml, handle, rec, static)
@@ -139,7 +139,7 @@ class MonitorSession(base.NvmlSession):
         try:
             return reader.read(handle)
         except Exception as exc:
-            entry = rec.failed(exc)
+            entry: dict[str, Any] = rec.failed(exc)
             if entry.get("value") == base.NOT_SUPPORTED:
                 static["field_values"] = entry
             return entry

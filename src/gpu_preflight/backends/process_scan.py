@@ -15,6 +15,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from .system import process_names
+
 __all__ = ["ProcessScan"]
 
 
@@ -22,8 +24,6 @@ class ProcessScan:
     """The last successful process scan and when it was taken."""
 
     def __init__(self, scan: Callable[[], list[str]] | None = None) -> None:
-        from .system import process_names
-
         self._scan = scan or process_names
         self._names: list[str] | None = None
         self._read_at = -math.inf

@@ -15,10 +15,12 @@ is a :class:`~gpu_preflight.config.ConfigError` naming the variable.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
 
+from ..config import ConfigError
 from ..config.fields import ValueRange
 
 __all__ = [
@@ -97,8 +99,6 @@ def host(text: str) -> str:
 
 
 def _is_ip(text: str) -> bool:
-    import ipaddress  # only --host takes one
-
     try:
         ipaddress.ip_address(text.split("%", 1)[0])  # fe80::1%eth0: a scope is allowed
     except ValueError:
@@ -119,8 +119,6 @@ def env_number(name: str, parse: Callable[[str], float], environ: Mapping[str, s
     try:
         return parse(raw)
     except argparse.ArgumentTypeError as exc:
-        from ..config import ConfigError
-
         shown = raw if len(raw) <= 40 else raw[:37] + "..."
         raise ConfigError(str(exc).removesuffix(f", got {raw!r}"), source=f"{name}={shown}") from None
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 
+from ..config import build_config, find_profile
+from ..config.references import format_value, named_settings
 from .exits import EXIT_USAGE
 
 
@@ -25,6 +28,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 def run(args: argparse.Namespace) -> int:
     """``checks list`` / ``checks explain``: every id a report can carry, checks and declared ids alike."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..registry import described
 
     specs = described()
@@ -37,10 +41,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpu-preflight: no check {args.id!r}{_did_you_mean(args.id, [s.id for s in specs])} "
               "('gpu-preflight checks list' lists every check)", file=sys.stderr)
         return EXIT_USAGE
-    import textwrap
-
-    from ..config import build_config, find_profile
-    from ..config.references import format_value, named_settings
 
     profile = find_profile(args.profile) if args.profile else None
     config, sources = build_config(profile=profile, config_file=args.config, overrides=args.set)
@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _did_you_mean(wanted: str, known: list[str]) -> str:
     """``; did you mean gpu.thermal?`` for a near miss, or the ids under a prefix (``gpu.ecc``)."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     import difflib
 
     close = [k for k in known if k.startswith(wanted + ".")] or difflib.get_close_matches(wanted, known, n=3,

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+
+from ..config import shipped_profiles
+from ..config.describe import defaults_json, defaults_toml
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -15,16 +19,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import shipped_profiles
-    from ..config.describe import defaults_json, defaults_toml
-
     if args.config_cmd == "profiles":
         for profile in shipped_profiles():
             print(f"{profile.name:12} {profile.title:28} match: {', '.join(profile.patterns)}")
         return 0
     if args.format == "json":
-        import json
-
         print(json.dumps(defaults_json(), indent=2))
     else:
         sys.stdout.write(defaults_toml())

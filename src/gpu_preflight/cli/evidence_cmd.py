@@ -30,6 +30,8 @@ from typing import Any
 
 import msgspec
 
+from ..config import ConfigError
+from ..report import render
 from .exits import EXIT_ERROR, EXIT_USAGE
 
 
@@ -62,6 +64,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 def run(args: argparse.Namespace) -> int:
     """Run ``parse`` or ``judge`` for parsed arguments; returns the exit code."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..parsers.detect import all_kinds
 
     if getattr(args, "list_kinds", False):
@@ -92,6 +95,7 @@ class _Evidence(msgspec.Struct):
 
 def _open(path: str) -> _Evidence | None:
     """The input's head, read far enough to detect its kind; the rest is read by the parser."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..boundedio import STREAM_LIMIT, InputError, iter_chunks
     from ..parsers.detect import SNIFF_WINDOW
 
@@ -115,6 +119,7 @@ def _record(evidence: _Evidence, kind: str) -> Any:
     Raises ``ParseError`` (not a readable instance of the kind) or ``InputError`` (the
     input could not be read to its end).
     """
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..boundedio import EVIDENCE_LIMIT, InputError, decode
     from ..parsers.detect import get_parser
 
@@ -131,6 +136,7 @@ def _record(evidence: _Evidence, kind: str) -> Any:
 
 
 def _kind(kind: str | None, head: str, path: str) -> str | None:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..parsers.detect import all_kinds, detect_kind, get_parser
 
     if kind is not None:
@@ -152,6 +158,7 @@ def _parse(evidence: _Evidence, kind: str) -> int:
     """Print the record as one line of compact JSON: ``json.dumps`` (the C encoder), not ``json.dump``, whose
     chunked writing goes through the pure-Python one. Streamed records are bounded (first/last rows or
     events and counts), whole-read ones are of the order of the input already in memory."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..boundedio import InputError
     from ..model import jsonable
     from ..parsers.errors import ParseError
@@ -169,12 +176,11 @@ def _parse(evidence: _Evidence, kind: str) -> int:
 
 
 def _judge(args: argparse.Namespace, evidence: _Evidence, kind: str) -> int:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..boundedio import InputError
-    from ..config import ConfigError
     from ..engine import judge_evidence
     from ..evidence import parse_error_finding
     from ..parsers.errors import ParseError
-    from ..report import render
 
     source = args.source or (Path(args.file).name if args.file != "-" else "stdin")
     record: Any = None
@@ -196,6 +202,7 @@ def _judge(args: argparse.Namespace, evidence: _Evidence, kind: str) -> int:
     report, exit_code = evidence_report(findings, kind=kind, source=source, record=record, fail_on=args.fail_on,
                                         profile=profile)
     if args.format == "console":
+        # start-up: --help/--version import every command module; this command's work loads when it runs
         from ..findings.model import ClusterReport
         from ..report.console import render_console
 
@@ -208,6 +215,7 @@ def _judge(args: argparse.Namespace, evidence: _Evidence, kind: str) -> int:
 
 def _config(args: argparse.Namespace, record: Any) -> tuple[Any, str | None]:
     """The resolved config and the profile used (named, or matched from GPU names in the record)."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..evidence import evidence_config
 
     return evidence_config(record, profile=args.profile, config_file=args.config, overrides=args.set)
@@ -220,6 +228,7 @@ def evidence_report(findings: list[Any], *, kind: str, source: str, record: Any,
     The evidence is one "node" named after its source; its parsed record is kept under
     ``facts.evidence`` so the report can be re-rendered and audited without the input.
     """
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..evidence import check_title
     from ..model import CheckResult, NodeReport, jsonable
     from ..report import build_report

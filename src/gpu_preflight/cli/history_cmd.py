@@ -26,7 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..config import ConfigError, build_config
+from ..config.history import history_config
+from ..config.profiles import load_profile_file
 from ..outputs.args import database_path
+from ..safeio import SQLITE_MAX_PATH, length_problem, write_text
 from .argtypes import count, fraction, number
 from .exits import EXIT_USAGE
 
@@ -110,10 +114,8 @@ def run(args: argparse.Namespace) -> int:
     A database SQLite cannot use (not a database, damaged, locked past the timeout, a newer
     schema) is one line naming the file and exit 3: nothing could be judged from it.
     """
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     import sqlite3
-
-    from ..config import build_config
-    from ..safeio import SQLITE_MAX_PATH, length_problem
 
     config, _ = build_config(config_file=getattr(args, "config", None), overrides=getattr(args, "set", None))
     path = _db(args, config)
@@ -141,6 +143,7 @@ def _dispatch(args: argparse.Namespace, config: Any, path: Path) -> int:
     if not path.is_file():
         print(f"gpu-preflight: no history at {path} (gpu-preflight run files every run there)", file=sys.stderr)
         return EXIT_USAGE
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history import HistoryStore
 
     with HistoryStore(path) as store:
@@ -160,7 +163,7 @@ def _dispatch(args: argparse.Namespace, config: Any, path: Path) -> int:
 
 
 def _db(args: argparse.Namespace, config: Any) -> Path:
-    from ..config.history import history_config
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history.store import default_path
 
     chosen = getattr(args, "db", None) or history_config(config).path
@@ -168,8 +171,6 @@ def _db(args: argparse.Namespace, config: Any) -> Path:
 
 
 def _cluster(args: argparse.Namespace, config: Any) -> str:
-    from ..config.history import history_config
-
     return (getattr(args, "cluster_name", None) or history_config(config).cluster
             or os.environ.get("SLURM_CLUSTER_NAME") or "default")
 
@@ -181,6 +182,7 @@ def _load(path: str) -> ClusterReport | None:
     a device, a directory or a file beyond :data:`~gpu_preflight.boundedio.REPORT_LIMIT` is
     refused before it is read), and typed once: every later step takes the typed report.
     """
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..boundedio import REPORT_LIMIT, InputError, load_json
     from ..findings.model import ClusterReport
 
@@ -200,6 +202,7 @@ def _load(path: str) -> ClusterReport | None:
 
 
 def _runs(args: argparse.Namespace, store: Any) -> int:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history.trends import render_runs
 
     runs = store.runs(getattr(args, "cluster", None), getattr(args, "last", 30))  # bare `history` has no options
@@ -211,6 +214,7 @@ def _runs(args: argparse.Namespace, store: Any) -> int:
 
 
 def _trends(args: argparse.Namespace, store: Any) -> int:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history.trends import render_trends, trends
 
     found = trends(store, cluster=args.cluster, node=args.node, gpu=args.gpu, metric=args.metric, last=args.last)
@@ -246,6 +250,7 @@ def _gpu(args: argparse.Namespace, store: Any) -> int:
 def _nearest_gpus(store: Any, wanted: str) -> str:
     """``; did you mean GPU-1a2b...?``: known UUIDs and serials whose start is close to ``wanted``
     (an id may be given as a UUID prefix, so each is compared over the length given)."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     import difflib
 
     known = {str(v) for row in store.db.execute("SELECT DISTINCT uuid, serial FROM gpus") for v in row if v}
@@ -262,6 +267,7 @@ def _nearest_gpus(store: Any, wanted: str) -> str:
 def _import(args: argparse.Namespace, config: Any, path: Path) -> int:
     """File each report; one that cannot be read, typed or dated is refused in one line naming it,
     files nothing (a run is filed in one transaction) and makes the exit code 3."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history import HistoryStore, extract
     from ..history.when import TimestampError
 
@@ -283,6 +289,7 @@ def _import(args: argparse.Namespace, config: Any, path: Path) -> int:
 
 
 def _check(args: argparse.Namespace, config: Any, path: Path) -> int:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history import HistoryStore, history_findings
     from ..model import Status, gated_exit_code
 
@@ -308,13 +315,12 @@ def _check(args: argparse.Namespace, config: Any, path: Path) -> int:
 
 
 def _capture(args: argparse.Namespace, config: Any) -> int:
-    from ..config import ConfigError
-    from ..config.history import history_config
-    from ..config.profiles import load_profile_file
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..history.baseline import CaptureError, capture, render_toml
 
     cfg = history_config(config)
     if args.from_history:
+        # start-up: --help/--version import every command module; this command's work loads when it runs
         from ..history import HistoryStore
 
         path = _db(args, config)
@@ -326,6 +332,7 @@ def _capture(args: argparse.Namespace, config: Any) -> int:
         where = f"run {args.run}" if args.run else f"the last {args.runs} run(s)"
         source = f"history {path}, {where}" + (f", cluster {args.cluster}" if args.cluster else "")
     else:
+        # start-up: --help/--version import every command module; this command's work loads when it runs
         from ..history import extract
 
         report = _load(args.report)
@@ -354,8 +361,6 @@ def _capture(args: argparse.Namespace, config: Any) -> int:
             print(f"gpu-preflight: internal error: the captured profile does not load: {exc}", file=sys.stderr)
             return 3
     if args.output:
-        from ..safeio import write_text
-
         write_text(args.output, text)
         print(f"gpu-preflight: profile {captured.name!r} written to {args.output} "
               f"(use: gpu-preflight run --profile {args.output})", file=sys.stderr)

@@ -11,9 +11,11 @@ not be changed (no client, API errors, unknown node).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
+from ..safeio import describe_error, write_text
 from .argtypes import fraction
 from .exits import EXIT_USAGE
 
@@ -62,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``k8s label`` or ``k8s manifest``; returns the process exit code."""
     if args.k8s_cmd == "manifest":
         return _manifest(args)
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..integrations.k8s import ReportSourceError, hold_if_over, load_report, plan, render_commands
 
     if not 0 < args.max_taint_fraction <= 1:
@@ -83,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _apply(out: LabelPlan, args: argparse.Namespace) -> int:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..integrations.k8s_apply import ClientMissing, apply, connect
 
     try:
@@ -112,8 +116,7 @@ PULL_SECRET_ENV = "GPU_PREFLIGHT_IMAGE_PULL_SECRET"
 def _manifest(args: argparse.Namespace) -> int:
     """``k8s manifest``: every file's documents rendered together (an ``--image`` must reach a
     container in one of them), printed as one YAML stream in the order given."""
-    import os
-
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..boundedio import read_text
     from ..integrations.k8s_manifest import ManifestError, dump_documents, load_documents, render
 
@@ -135,8 +138,6 @@ def _manifest(args: argparse.Namespace) -> int:
         print(f"gpu-preflight: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.output:
-        from ..safeio import describe_error, write_text
-
         try:
             write_text(args.output, out)
         except (OSError, ValueError) as exc:

@@ -30,6 +30,10 @@ import sys
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
+from msgspec.structs import replace
+
+from ..config import build_config
+from ..config.localize import localize_settings
 from .argtypes import count, fraction, number
 from .exits import EXIT_USAGE, Parser
 
@@ -99,10 +103,7 @@ def _links(raw: list[str]) -> list[tuple[int, int]]:
 
 def simulated_config(args: argparse.Namespace) -> LocalizeConfig:
     """The scheduler's settings: the ``[localize]`` section (GPU values) with the flags on top."""
-    from msgspec.structs import replace
-
-    from ..config import build_config
-    from ..config.localize import localize_settings
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..localize.settings import localize_config
 
     cfg, _ = build_config(config_file=args.config, overrides=list(args.set))
@@ -112,6 +113,7 @@ def simulated_config(args: argparse.Namespace) -> LocalizeConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``localize simulate``; returns the exit code."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..localize.report import localization_block, write_exclude_file
     from ..localize.simulate import make_scenario, simulate
 
@@ -162,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
 
 def progress_mode(*, quiet: bool) -> str:
     """``off`` (``--quiet``, ``GPU_PREFLIGHT_PROGRESS=0``), ``bar`` (a terminal, or ``=1``), else ``log``."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..progress import ENV, should_show
 
     if quiet or os.environ.get(ENV, "").strip().lower() in ("0", "false", "no", "off"):
@@ -194,6 +197,7 @@ class RoundWatch:
             note += f", {st.resolved:,}/{st.nodes:,} nodes resolved"
         if self.mode == "bar":
             if self.bar is None:
+                # start-up: --help/--version import every command module; this command's work loads when it runs
                 from ..progress import progress
 
                 self.bar = self.stack.enter_context(progress("localize", total=st.rounds_at_most, enabled=True))

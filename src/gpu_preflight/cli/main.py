@@ -14,9 +14,13 @@ from collections.abc import Callable, Sequence
 from importlib import import_module
 from typing import Any, NamedTuple, NoReturn
 
+from .. import interrupts
 from .._version import __version__
+from ..config import ConfigError
+from ..outputs.args import add_output_arguments
 from .argtypes import gpu_count, seconds
 from .exits import EXIT_ERROR, EXIT_USAGE, Parser
+from .run_flags import add_acceptance_arguments
 
 
 def add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -62,8 +66,6 @@ def add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--quiet", "-q", action="store_true",
                    help="no progress while a distributed run works (default: a progress line on a terminal, "
                         "one log line per stage elsewhere); the verdict is printed as always")
-    from ..outputs.args import add_output_arguments
-    from .run_flags import add_acceptance_arguments
 
     add_acceptance_arguments(p)
     add_output_arguments(p)
@@ -169,8 +171,6 @@ def program() -> NoReturn:
     :data:`.exits.EXIT_SIGTERM`), never a traceback or a verdict's code, and leaves none of its
     temporaries. A signal that a command swallowed on the way (a probe's error) still ends it so.
     """
-    from .. import interrupts
-
     try:
         interrupts.install()  # inside: a signal can come between its handler's installation and its return
         code = main()
@@ -190,7 +190,6 @@ def program() -> NoReturn:
 
 def _command(tokens: list[str]) -> int:
     args = build_parser(_command_of(tokens)).parse_args(tokens)
-    from ..config import ConfigError
 
     try:
         return function(COMMAND[args.command].run)(args)  # type: ignore[no-any-return]

@@ -6,6 +6,7 @@ import argparse
 import sys
 from importlib import import_module
 
+from ..report import render
 from .exits import EXIT_USAGE
 
 
@@ -21,9 +22,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 
 def run(args: argparse.Namespace) -> int:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..boundedio import REPORT_LIMIT, InputError, load_json
     from ..findings.model import ClusterReport
-    from ..report import render
     from ..report.console import render_console
 
     try:

@@ -7,15 +7,23 @@ The run itself (node checks alone, one rank under a launcher, self-launched work
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
+from ..config import ConfigError
+from ..outputs.options import DEFAULT_REPORT_NAME, OutputOptions
+from ..outputs.sagemaker import REPORT_NAME, default_report_dir
+from ..report import render
+from ..run import LocaliseOptions, RunRequest, RunSettings, RunUsageError, request_from_env, run
+from .argtypes import TIMEOUT_ENV, env_number, seconds
 from .exits import EXIT_ERROR, EXIT_USAGE
+from .run_flags import size_overrides
 
 __all__ = ["cmd_run", "output_options", "run_request", "show"]
 
 
-def output_options(args: argparse.Namespace) -> Any:
+def output_options(args: argparse.Namespace) -> OutputOptions:
     """The output flags as :class:`~gpu_preflight.outputs.options.OutputOptions`.
 
     Inside a SageMaker training job without ``--report-dir``, the report directory is the one
@@ -23,11 +31,6 @@ def output_options(args: argparse.Namespace) -> Any:
     know it before it starts, or the raw outputs it saves have nowhere to go and the report's
     artifact paths stay empty.
     """
-    import os
-
-    from ..outputs.options import DEFAULT_REPORT_NAME, OutputOptions
-    from ..outputs.sagemaker import REPORT_NAME, default_report_dir
-
     report_dir, report_name = args.report_dir, args.report_name
     if report_dir is None and (uploaded := default_report_dir(os.environ)) is not None:
         report_dir = str(uploaded)
@@ -38,7 +41,7 @@ def output_options(args: argparse.Namespace) -> Any:
                          history_db=args.history_db, cluster_name=args.cluster_name)
 
 
-def run_request(args: argparse.Namespace) -> Any:
+def run_request(args: argparse.Namespace) -> RunRequest:
     """The :class:`~gpu_preflight.run.RunRequest` of a parsed ``run`` command line.
 
     ``--timeout-s`` (else ``$GPU_PREFLIGHT_TIMEOUT_S``, checked the same way: a bad value is a
@@ -47,10 +50,6 @@ def run_request(args: argparse.Namespace) -> Any:
     the ``--set`` overrides they stand for (after the command line's own ``--set``, so the flag
     wins); a combination they cannot hold is a ``ValueError`` with one line.
     """
-    from ..run import LocaliseOptions, RunRequest, RunSettings
-    from .argtypes import TIMEOUT_ENV, env_number, seconds
-    from .run_flags import size_overrides
-
     timeout = args.timeout_s if args.timeout_s is not None else env_number(TIMEOUT_ENV, seconds())
     overrides = [*args.set, *size_overrides(args.iters, args.numel, args.steps, args.epochs, args.batch_size)]
     settings = RunSettings(suite=args.suite, include=tuple(args.check), exclude=tuple(args.skip), profile=args.profile,
@@ -65,18 +64,18 @@ def show(report: Any, output: Any) -> None:
     """The verdict as asked (``report`` typed, or its dict): the console view on stderr, or one
     format alone on stdout."""
     if output.format == "console":
+        # start-up: the console renderer only for --format console
         from ..report.console import render_console
 
         render_console(report, verbose=output.verbose)
     else:
-        from ..report import render
-
         sys.stdout.write(render(report, output.format))
         sys.stdout.flush()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.replay:
+        # start-up: snapshots only for --replay
         from ..snapshots import ReplayError, load_dump
 
         try:
@@ -85,6 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"gpu-preflight: {exc}", file=sys.stderr)
             return EXIT_USAGE
     if args.kernel_log:
+        # start-up: a replay loads no backend; only with --kernel-log
         from ..backends.kernel_log import KernelLogFileError, SavedKernelLog
 
         try:
@@ -92,10 +92,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         except KernelLogFileError as exc:
             print(f"gpu-preflight: {exc}", file=sys.stderr)
             return EXIT_ERROR
-    import os
-
-    from ..config import ConfigError
-    from ..run import RunUsageError, request_from_env, run
 
     try:  # a self-launched worker's request comes typed from its supervisor, not from flags
         request = request_from_env(os.environ) or run_request(args)

@@ -31,14 +31,18 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ..backends.launcher.topology import TopologyError, detect
+from ..boundedio import REPORT_LIMIT, load_json
+from ..findings.canonical import result_line
+from ..findings.model import ClusterReport
 from ..integrations.sagemaker_script import ENTRY_SCRIPT as ENTRY_SCRIPT
 from ..integrations.sagemaker_script import ENTRY_SCRIPT_NAME as ENTRY_SCRIPT_NAME
 from ..integrations.sagemaker_script import JOB_FAILS_ON
-
-if TYPE_CHECKING:
-    from ..findings.model import ClusterReport
+from ..redact import redact_text
+from ..report.jsonl import render_jsonl
+from ..safeio import describe_error, write_text
+from .main import main as cli_main
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_OUTPUT_DIR = "/opt/ml/output"
@@ -78,8 +82,6 @@ def job_exit_code(code: int, job_fails_on: str) -> int:
 
 def is_reporting_rank(env: Mapping[str, str]) -> bool:
     """Whether this process is the one that wrote the report (global rank 0)."""
-    from ..backends.launcher.topology import TopologyError, detect
-
     try:
         return detect(env).rank == 0
     except TopologyError:
@@ -88,8 +90,6 @@ def is_reporting_rank(env: Mapping[str, str]) -> bool:
 
 def failure_reason(report: ClusterReport) -> str:
     """A short FailureReason: the ``[RESULT]`` line, then the first issues, within 1024 characters."""
-    from ..findings.canonical import result_line
-
     typed = report
     text = "gpu-preflight " + result_line(typed)
     for issue in typed.cluster_summary.issues:
@@ -106,10 +106,6 @@ def failure_file(env: Mapping[str, str]) -> Path:
 
 def publish(report_path: Path, exit_code: int, failure_path: Path) -> None:
     """CloudWatch lines on stdout and, when the job fails, the FailureReason file."""
-    from ..boundedio import REPORT_LIMIT, load_json
-    from ..findings.model import ClusterReport
-    from ..report.jsonl import render_jsonl
-
     try:
         data = load_json(report_path, limit=REPORT_LIMIT, what="report")
     except (OSError, ValueError) as exc:
@@ -124,8 +120,6 @@ def publish(report_path: Path, exit_code: int, failure_path: Path) -> None:
     sys.stdout.write(render_jsonl(report))
     sys.stdout.flush()
     if exit_code != 0:
-        from ..safeio import describe_error, write_text
-
         try:
             write_text(failure_path, failure_reason(report))
         except (OSError, ValueError) as exc:
@@ -134,12 +128,9 @@ def publish(report_path: Path, exit_code: int, failure_path: Path) -> None:
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """Run gpu-preflight as this job's process; returns the job's exit code."""
-    from .main import main as cli_main
-
     environ = os.environ if env is None else env
     args = parse_args(sys.argv[1:] if argv is None else argv)
     argv_run = run_argv(args, environ)
-    from ..redact import redact_text
 
     print(f"gpu-preflight: sagemaker entry: gpu-preflight {redact_text(shlex.join(argv_run))}", file=sys.stderr,
           flush=True)

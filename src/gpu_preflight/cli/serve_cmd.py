@@ -16,10 +16,14 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..config import ConfigError, build_config, find_profile
 from .argtypes import count, gpu_index, host, port, seconds
 from .exits import EXIT_USAGE
+
+if TYPE_CHECKING:
+    from ..server import GPUHealthCheckServer
 
 EXIT_OK = 0
 EXIT_NOT_READY = 2
@@ -79,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
 
 def query(host: str, port: int, timeout_s: float) -> int:
     """One ``GET /readyz``; prints ``ready: ...`` or ``not ready: ...`` on stdout."""
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     import http.client
-    import urllib.error
     import urllib.request
 
     if host in ("0.0.0.0", "::", ""):  # noqa: S104 (a bind-all address; the server is also on loopback)
@@ -111,7 +115,7 @@ def query(host: str, port: int, timeout_s: float) -> int:
 
 def _validate(args: argparse.Namespace) -> str | None:
     """A usage problem, found before anything starts (a typo must not serve 'not ready' forever)."""
-    from ..config import ConfigError, build_config, find_profile
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..snapshots import ReplayError, load_dump
 
     try:
@@ -126,7 +130,8 @@ def _validate(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _server(args: argparse.Namespace) -> Any:
+def _server(args: argparse.Namespace) -> GPUHealthCheckServer:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..engine import RunOptions
     from ..server import GPUHealthCheckServer
 

@@ -22,12 +22,18 @@ import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from msgspec.structs import replace
 
+from ..config import ConfigError, build_config
+from ..config.slurm_schema import SlurmConfig, slurm_config
 from .argtypes import count, fraction, gpu_count, seconds
 from .exits import EXIT_ERROR, EXIT_USAGE, Parser
+
+if TYPE_CHECKING:
+    from ..integrations.slurm_ctl import Scontrol
+    from ..integrations.slurm_modes import Outcome
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -95,11 +101,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     _common(dr)
 
 
-def _policy(args: argparse.Namespace) -> Any:
+def _policy(args: argparse.Namespace) -> SlurmConfig:
     """The [slurm] section with the command-line flags on top; raises ConfigError."""
-    from ..config import build_config
-    from ..config.slurm_schema import slurm_config
-
     config, _ = build_config(config_file=args.config, overrides=args.set)
     cfg = slurm_config(config)
     flags = {"reason_prefix": args.reason_prefix, "max_drain_fraction": args.max_drain_fraction,
@@ -116,7 +119,7 @@ def _node_name(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run a ``slurm`` subcommand; returns the process exit code."""
-    from ..config import ConfigError
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..integrations.slurm_ctl import Scontrol
 
     job_phase = args.slurm_cmd in ("prolog", "epilog")
@@ -134,7 +137,9 @@ def run(args: argparse.Namespace) -> int:
             return 0
         return EXIT_USAGE
     ctl = Scontrol(cfg.scontrol, cfg.command_timeout_s)
+    outcome: Outcome | None  # None: a job phase or report that did not get as far as acting
     if args.slurm_cmd == "healthcheck":
+        # start-up: --help/--version import every command module; this command's work loads when it runs
         from ..integrations.slurm_modes import healthcheck
 
         outcome = healthcheck(_node_name(args), cfg, ctl, dry_run=cfg.dry_run)
@@ -153,8 +158,8 @@ def run(args: argparse.Namespace) -> int:
     return int(outcome.exit_code)
 
 
-def _job_phase(args: argparse.Namespace, cfg: Any, ctl: Any) -> Any:
-    from ..config import ConfigError
+def _job_phase(args: argparse.Namespace, cfg: SlurmConfig, ctl: Scontrol) -> Outcome | None:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..engine import RunOptions
     from ..integrations.slurm_modes import prolog_check, run_node_checks
 
@@ -172,7 +177,8 @@ def _job_phase(args: argparse.Namespace, cfg: Any, ctl: Any) -> Any:
     return prolog_check(_node_name(args), cfg, ctl, report, problem, dry_run=cfg.dry_run)
 
 
-def _drain_report(args: argparse.Namespace, cfg: Any, ctl: Any) -> Any:
+def _drain_report(args: argparse.Namespace, cfg: SlurmConfig, ctl: Scontrol) -> Outcome | None:
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..integrations.slurm_modes import apply_report
     from ..integrations.slurm_result import load_report
 

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import stat
 import sys
 
+from ..config import build_config
+from ..safeio import describe_error, write_text
 from .argtypes import seconds
 from .exits import EXIT_ERROR
 
@@ -24,10 +29,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
 def run(args: argparse.Namespace) -> int:
     """NVML readings plus the host facts and kernel-log Xid lines, so a replay judges this node only."""
-    import json
-
+    # start-up: --help/--version import every command module; this command's work loads when it runs
     from ..backends.nvml import NvmlUnavailable, collect
-    from ..config import build_config
     from ..model import jsonable
     from ..snapshots import snapshot_host
 
@@ -42,7 +45,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.output:
         sys.stdout.write(text)
         return 0
-    from ..safeio import describe_error, write_text
 
     try:
         write_text(args.output, text)
@@ -57,9 +59,6 @@ def run(args: argparse.Namespace) -> int:
 def _redirect_hint(output: str | None) -> str:
     """Where stdout is a file the shell just created (``snapshot > node.json``), that file is left
     empty and a later ``--replay`` of it fails: say so, and what writes only complete snapshots."""
-    import os
-    import stat
-
     if output:
         return ""
     try:

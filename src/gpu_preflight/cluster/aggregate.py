@@ -15,16 +15,19 @@ from .. import registry
 from ..config import Config
 from ..config.report_schema import report_config
 from ..engine import run_specs
+from ..findings.canonical import assemble_report, finding_groups, node_entry
 from ..findings.diagnostic_sections import communication_test
+from ..findings.model import ClusterReport
 from ..ids import CLUSTER_NODE_REPORT_ID
-from ..model import CheckResult, Finding, NodeReport, Status
+from ..model import CheckResult, Finding, NodeReport, Status, gated_exit_code
 from ..records import ClusterFacts
+from ..records.connectivity import summary as reachability
 from ..records.efficiency import gathered_work_per_watt
 from ..registry import CheckContext
+from .pingpong_tables import client_tables
 
 if TYPE_CHECKING:
     from ..findings.canonical import Assessor
-    from ..findings.model import ClusterReport
 
 
 def cluster_facts(gathered: dict[str, Any]) -> ClusterFacts:
@@ -106,8 +109,6 @@ def expected_gpus(facts: ClusterFacts, entries: list[dict[str, Any]], per_node: 
 
 def _node_entries(facts: ClusterFacts, fail_on: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Each node's entry as its leader built it, or one holding an ERROR for a node that sent none."""
-    from ..findings.canonical import node_entry
-
     entries, missing = [], []
     for node in range(facts.num_nodes):
         first = node * facts.local_world_size
@@ -281,8 +282,6 @@ def _node_summaries(facts: ClusterFacts, entries: list[dict[str, Any]], results:
     Only ``test_results`` and ``performance_summary`` change: the node's overall status,
     issues and recommendations stay its own checks'.
     """
-    from ..findings.canonical import finding_groups
-
     by_name = {name: node for node, name in facts.node_names.items()}
     common = figures.get(-1, {})
     everywhere: dict[str, Status] = {}
@@ -367,17 +366,12 @@ def build_cluster_report(gathered: dict[str, Any], config: Config, *, fail_on: s
 def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: list[str], exclude: list[str],
            suite: str, timeout_s: float, extra_results: list[CheckResult] | None,
            summary_extra: dict[str, Any] | None, assess: Assessor | None) -> tuple[ClusterReport, int]:
-    from ..findings.canonical import assemble_report
-    from ..findings.model import ClusterReport
-    from ..model import gated_exit_code
-
     facts = cluster_facts(gathered)
     entries, missing = _node_entries(facts, fail_on)
     cluster_patterns = [p for p in include if any(s.matches(p) for s in registry.all_checks()
                                                   if s.scope == "cluster")]
     specs = registry.select(suite, cluster_patterns if include else [], exclude, scope="cluster") \
         if (not include or cluster_patterns) else []
-    from .pingpong_tables import client_tables
 
     ctx = CheckContext(host="cluster", facts={"cluster": facts, "pingpong_tables": client_tables(facts)}, config=config)
     results = run_specs(specs, ctx, {}, timeout_s) + list(extra_results or [])
@@ -388,7 +382,6 @@ def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: l
                              topology=gathered["topology"], missing_nodes=missing, performance_summary=perf,
                              expected_total_gpus=expected_gpus(facts, entries, config.gpu.expected_count))
     report["cluster_summary"].update(summary_extra or {})
-    from ..records.connectivity import summary as reachability
 
     reach = reachability(facts, facts.num_nodes <= report_config(config).detail_max_nodes)
     if reach is not None:  # the name-resolution and reachability matrix the report shows

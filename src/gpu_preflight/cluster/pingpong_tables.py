@@ -10,6 +10,7 @@ be read. The assessment's latency table reads a side's rows through :func:`side_
 
 from __future__ import annotations
 
+from ..evidence import parse_as
 from ..records import ClusterView, pingpong_client_text, pingpong_pairs
 from ..records.errors import ParseError
 from ..records.libfabric import PingpongRecord, PingpongRow
@@ -24,7 +25,6 @@ def client_tables(view: ClusterView) -> dict[int, PingpongRecord | ParseError]:
     pairs = pingpong_pairs(view)
     if not pairs:
         return {}
-    from ..evidence import parse_as
 
     tables: dict[int, PingpongRecord | ParseError] = {}
     for k, sides in pairs.items():
@@ -40,8 +40,6 @@ def client_tables(view: ClusterView) -> dict[int, PingpongRecord | ParseError]:
 
 def side_rows(raw_output: str) -> list[PingpongRow]:
     """The rows of one side's table; none where the text is not a readable table."""
-    from ..evidence import parse_as
-
     try:
         record: PingpongRecord = parse_as(KIND, raw_output)
     except ParseError:

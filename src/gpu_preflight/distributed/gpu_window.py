@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .. import registry
 from ..backends.launcher.topology import Topology
 from ..config import Config
 from ..config.diagnostics import diagnostics_config
@@ -46,7 +47,6 @@ def window_s(opts: RunSettings, config: Config) -> float:
     cfg = diagnostics_config(config)
     if opts.suite != "full" or opts.replay or not cfg.dcgm_enabled or max(dcgm_levels_for(cfg, opts.suite)) < 2:
         return 0.0
-    from .. import registry
 
     try:
         specs = registry.select(opts.suite, opts.include, opts.exclude)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,8 +26,11 @@ from typing import Any
 
 import msgspec
 
-from ..backends.launcher.topology import Launcher
+from ..backends.launcher.topology import Launcher, Topology
 from ..interrupts import at_stop, held
+from ..progress import StageState
+from .store import PREFIX, get_text, silent
+from .watch import JobWatch
 
 
 def free_port() -> int:
@@ -35,14 +40,13 @@ def free_port() -> int:
 
 
 def torch_available() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("torch") is not None
 
 
 def local_gpu_count() -> int:
     """GPUs NVML sees (0 without a driver): one worker each."""
     try:
+        # optional: without nvidia-ml-py (or its library) this reads as no NVML, not an error
         import pynvml
 
         pynvml.nvmlInit()
@@ -101,8 +105,6 @@ def supervise(argv: list[str], workers: int, *, budget_s: float, collective_time
     report_path = result_dir / "report.json"
     deadline = time.monotonic() + budget_s
     if view is not None:
-        from ..progress import StageState
-
         view.show(StageState(_starting(workers)))
     watch = None
     try:
@@ -142,8 +144,6 @@ class Liveness:
         self.started = time.monotonic()
 
     def silent(self, rank: int) -> bool:
-        from .store import PREFIX, get_text, silent
-
         if silent(self.store, rank):  # its beat stood still, by our clock (:mod:`.liveness`)
             return True
         if get_text(self.store, f"{PREFIX}/beat/{rank}") is None:
@@ -152,11 +152,8 @@ class Liveness:
         return False
 
 
-def _watch(store: Any, workers: int, view: Any) -> Any:
+def _watch(store: Any, workers: int, view: Any) -> JobWatch:
     """The job's progress from the store this supervisor hosts, shown while its workers run."""
-    from ..backends.launcher.topology import Topology
-    from .watch import JobWatch
-
     host = socket.gethostname()
     topo = Topology(launcher=Launcher.SELF, world_size=workers, rank=0, local_rank=0, local_world_size=workers,
                     node_rank=0, num_nodes=1, hostname=host, hosts=(host,))
@@ -168,6 +165,7 @@ def _starting(workers: int) -> str:
 
 
 def _host_store(port: int) -> Any:
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch.distributed as dist
 
     return dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)  # type: ignore[attr-defined]
@@ -189,8 +187,6 @@ def _abandon(procs: dict[int, subprocess.Popen[bytes]], result_dir: Path, made: 
     """A signal stops the supervisor (:mod:`gpu_preflight.interrupts`): its workers, each in a
     session of its own that no terminal's Ctrl-C reaches, are killed, and the scratch directory
     goes unless the run already removed it (and only the one made here: same device and inode)."""
-    import shutil
-
     _kill(procs)
     with contextlib.suppress(OSError):
         now = os.stat(result_dir, follow_symlinks=False)

@@ -23,8 +23,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..backends.launcher.topology import Launcher
+from ..findings.canonical import result_line
+from ..safeio import write_text
+
 if TYPE_CHECKING:
-    from ..backends.launcher.topology import Launcher
     from ..findings.model import ClusterReport
 
 ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
@@ -36,15 +39,11 @@ def carries_verdict(launcher: Launcher, *, reporting: bool, node_carrier: bool) 
 
     ``node_carrier``: this rank is the lowest rank of its node that still answers.
     """
-    from ..backends.launcher.topology import Launcher
-
     return reporting or (launcher is Launcher.TORCHRUN and node_carrier)
 
 
 def verdict_text(report: ClusterReport) -> str:
     """One line a launcher can show for the run: status, exit code, result line, first issues."""
-    from ..findings.canonical import result_line
-
     s = report.cluster_summary
     text = f"gpu-preflight {s.overall_status.value} (exit {s.exit_code}): {result_line(report)}"
     for issue in s.issues:
@@ -67,7 +66,6 @@ def write_error_file(line: str, code: int, environ: Mapping[str, str] | None = N
         return None
     data = {"message": {"message": line, "errorCode": code,
                         "extraInfo": {"py_callstack": line, "timestamp": str(int(time.time()))}}}
-    from ..safeio import write_text
 
     try:
         return write_text(path, json.dumps(data))

@@ -18,6 +18,10 @@ from typing import Any
 from msgspec.structs import replace
 
 from ..config.localize import LocalizeSettings
+from ..localize.model import LocalizeConfig, Measurement
+from ..localize.round0 import evidence_from_gathered, node_local_evidence, star_measurements
+from ..localize.scheduler import Localizer
+from ..localize.settings import localize_config
 from .store import PREFIX, STALE_S, KVStore
 
 LOC = f"{PREFIX}/loc"
@@ -27,6 +31,7 @@ POLL_S = 0.05
 def _exchange(members: list[int], me: int, nbytes: int, iters: int, timeout_s: float, device: Any,
               tag: int, group: Any = None) -> dict[str, Any]:
     """A ring exchange among ``members`` (a pair: both ways); bidirectional GB/s and wrong count."""
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
     import torch.distributed as dist
 
@@ -63,6 +68,7 @@ def fresh_group(alive: list[int], me: int) -> Any:
     After a peer died mid-collective the world group's connections may still hold the
     broken operation's traffic; measuring on them would blame healthy nodes.
     """
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch.distributed as dist
 
     if me not in alive or len(alive) < 2:
@@ -113,11 +119,6 @@ def lead(store: KVStore, topo: Any, gathered: dict[str, Any], *, mode: str, floo
     ``settings``: the run's ``[localize]`` section (defaults when not given); its GPU values
     judge CUDA workers, its CPU values gloo workers on CPUs.
     """
-    from ..localize.model import Measurement
-    from ..localize.round0 import evidence_from_gathered, node_local_evidence, star_measurements
-    from ..localize.scheduler import Localizer
-    from ..localize.settings import localize_config
-
     started = time.monotonic()
     config = localize_config(settings, cpu=getattr(device, "type", "cpu") != "cuda", mode=mode,
                              floor_gbps=floor_gbps, test_timeout_s=timeout_s)
@@ -155,7 +156,7 @@ def lead(store: KVStore, topo: Any, gathered: dict[str, Any], *, mode: str, floo
     return loc.outcome(), time.monotonic() - started
 
 
-def on_cpu(config: Any, settings: LocalizeSettings | None = None) -> Any:
+def on_cpu(config: LocalizeConfig, settings: LocalizeSettings | None = None) -> LocalizeConfig:
     """``config`` with the CPU (gloo) judging values of the ``[localize]`` section (its defaults
     when not given): why they differ from the GPU values is in :mod:`gpu_preflight.config.localize`."""
     s = settings or LocalizeSettings()

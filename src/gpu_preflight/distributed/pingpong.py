@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from ..backends.commands import run_tool
+
 if TYPE_CHECKING:
     from ..config.diagnostics import DiagnosticsConfig
     from .store import KVStore
@@ -101,8 +103,6 @@ def run_pingpong_pair(role: Role, peer_addr: str | None, provider: str, *, port:
     holds ``success``, the ``raw_output`` (the result table both sides print), the exit
     status, whether the tool was missing or timed out, and what was run.
     """
-    from ..backends.commands import run_tool
-
     argv = _argv(role, peer_addr, provider, endpoint, port, iterations, size, bind_addr)
     dirs = list(tool_dirs)
     deadline = time.monotonic() + timeout_s

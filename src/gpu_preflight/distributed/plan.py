@@ -14,6 +14,7 @@ import msgspec
 
 from ..backends.launcher.topology import Topology
 from ..config import Config
+from ..workloads.scaling import collective_sweep
 
 __all__ = ["Group", "Plan", "layout", "make_plan", "node_ranks", "report_parameters", "steps_for"]
 
@@ -45,8 +46,6 @@ class Plan(msgspec.Struct):
 def make_plan(config: Config, suite: str, cuda: bool, topo: Topology | None = None) -> Plan:
     """The plan of a job shaped like ``topo``: collective sizes and iterations by the job-size
     table (:mod:`gpu_preflight.workloads.scaling`; without ``topo``, the configured values)."""
-    from ..workloads.scaling import collective_sweep
-
     w = config.workload
     if cuda:
         dtypes, n = list(w.gemm_dtypes_gpu), w.gemm_n_gpu

@@ -23,16 +23,32 @@ from typing import Any
 import msgspec
 from msgspec.structs import replace
 
-from ..backends.launcher.identity import NodeIdentity
-from ..backends.launcher.topology import Launcher, Topology
+from ..backends.kernel_log import XidWatch
+from ..backends.launcher.identity import NodeIdentity, measure
+from ..backends.launcher.topology import SAGEMAKER_RESOURCE_CONFIG, Launcher, Topology, sagemaker_hosts
+from ..cluster.aggregate import node_info
 from ..config import Config
+from ..config.diagnostics import diagnostics_config
+from ..config.load import load_config
+from ..config.report_schema import report_config
 from ..deadline import Later, Timeout, call
 from ..diagnostics.window import GpuWindow
 from ..engine import RunOptions, check_node
+from ..findings.canonical import node_entry, save_artifacts
+from ..workloads import sampling
+from ..workloads.collectives import CollectiveTimeout, run_collective
+from ..workloads.compute import run_gemm
+from ..workloads.links import run_star
+from ..workloads.memory import run_memory
+from ..workloads.stack import read_stack
+from ..workloads.training import run_ddp, run_single
 from . import gpu_window
+from .connectivity import start as start_connectivity
 from .gather import gather, post_node_bundle
 from .hooks import Hooks, hooks_from_env
+from .leave import carries_verdict, wait_gone, write_error_file
 from .payload import FORMATION_OP, RankPayload
+from .pingpong import exchange_pingpong
 from .plan import Plan, layout, make_plan, node_ranks, report_parameters, steps_for
 from .stages import SCAN_RANKS, Marks
 from .store import (
@@ -49,6 +65,7 @@ from .store import (
     wait_count,
     wait_key,
 )
+from .watch import JobWatch
 
 __all__ = ["MAX_PAYLOAD", "RankOutcome", "RankRun", "ResultSink", "node_payload", "run_rank", "stage"]
 
@@ -176,9 +193,8 @@ class RankOutcome(msgspec.Struct):
 
         Without a published verdict (no reporting rank answered) every rank exits with ``code``.
         """
+        # optional: torch comes with the [torch] extra, not with a node-only install
         import torch.distributed as dist
-
-        from .leave import carries_verdict, wait_gone, write_error_file
 
         self.quiet()
         _destroy(dist)
@@ -235,6 +251,7 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, collective_tim
         checks = replace(opts, node_name=topo.node_name,  # findings under the node's name in the job
                          state=gpu_window.with_window(opts.state, window))
         node_checks = Later(lambda: check_node(checks), "node checks")
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
     import torch.distributed as dist
 
@@ -251,9 +268,6 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, collective_tim
                   hooks=hooks, on_result=on_result)
     reach = None  # a node leader's name lookups and connects of the other nodes, measured in the background
     if topo.local_rank == 0:
-        from ..config.diagnostics import diagnostics_config
-        from .connectivity import start as start_connectivity
-
         run.results["identity"] = node_identity(topo, collective_timeout_s).to_dict()
         reach = start_connectivity(store, topo, run.results["identity"], diagnostics_config(config),
                                    collective_timeout_s)
@@ -265,8 +279,6 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, collective_tim
     beat.start()
     watch = None
     if view is not None:
-        from .watch import JobWatch
-
         watch = JobWatch(store, topo, view).start()
     if window_s:
         stage(store, topo.rank, "dcgm", run.marks, hooks)
@@ -290,10 +302,6 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, collective_tim
         run.tell("collective", run.collectives[-1])
     if topo.local_rank == 0:  # the collectives' sizes and iterations, for the report (any leader's)
         run.results["test_parameters"] = report_parameters(plan, topo, opts.suite)
-    from ..backends.kernel_log import XidWatch
-    from ..config.load import load_config
-    from ..config.report_schema import report_config
-    from ..workloads import sampling
 
     load_cfg = load_config(config)
     run.sampler = sampling.start(device, load_cfg)  # this rank's GPU under load (inert on CPU workers)
@@ -342,9 +350,6 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, collective_tim
 def node_identity(topo: Topology, timeout_s: float, env: Mapping[str, str] | None = None) -> NodeIdentity:
     """What this node says about itself (:mod:`.identity`), its fully qualified name read within
     a few seconds (it may ask DNS) or left out."""
-    from ..backends.launcher.identity import measure
-    from ..backends.launcher.topology import SAGEMAKER_RESOURCE_CONFIG, sagemaker_hosts
-
     environ = os.environ if env is None else env
 
     def fqdn() -> str | None:
@@ -367,10 +372,6 @@ def node_payload(report: Any, topo: Topology, config: Config, report_dir: str | 
     cluster report reads travel: rank 0 of a 10,000-node job places sections, it does not
     rebuild them.
     """
-    from ..cluster.aggregate import node_info
-    from ..config.report_schema import report_config
-    from ..findings.canonical import node_entry, save_artifacts
-
     key = f"node_{topo.node_rank}"
     detail = topo.num_nodes <= report_config(config).detail_max_nodes
     if not detail:
@@ -391,13 +392,8 @@ def _failed(op: str, group: Any, error: str) -> dict[str, Any]:
 
 
 def _workloads(run: RankRun, store: KVStore, plan: Plan, device: Any, config: Config, timeout_s: float) -> None:
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch.distributed as dist
-
-    from ..workloads.collectives import CollectiveTimeout, run_collective
-    from ..workloads.compute import run_gemm
-    from ..workloads.memory import run_memory
-    from ..workloads.stack import read_stack
-    from ..workloads.training import run_ddp, run_single
 
     rank, p, hooks = run.topo.rank, run.results, run.hooks
     stage(store, rank, "stack", run.marks, hooks)
@@ -453,16 +449,12 @@ def _workloads(run: RankRun, store: KVStore, plan: Plan, device: Any, config: Co
                 run.collectives.append({**res.to_dict(), "scope": g.scope})
                 run.tell("collective", run.collectives[-1])
     if run.topo.num_nodes > 1:
-        from ..workloads.links import run_star
-
         stage(store, rank, "links", run.marks, hooks)
         run.phase("links")
         per_node = max(run.topo.local_world_size, 1)
         p["links"] = run_star([n * per_node for n in range(run.topo.num_nodes)], nbytes=plan.pair_bytes(),
                               iters=plan.iters, device=device, timeout_s=timeout_s)
         if run.topo.local_rank == 0:  # node leaders: libfabric fi_pingpong, node 2k serves node 2k+1
-            from ..config.diagnostics import diagnostics_config
-            from .pingpong import exchange_pingpong
 
             stage(store, rank, "pingpong", run.marks, hooks)
             p["pingpong"] = exchange_pingpong(store, run.topo.node_rank, run.topo.num_nodes, run.topo.master_addr,
@@ -479,6 +471,7 @@ def _workloads(run: RankRun, store: KVStore, plan: Plan, device: Any, config: Co
 def _nvml_gpus() -> dict[str, Any] | None:
     """The driver and GPU names, as ``nvidia-smi -L`` lists them, for the ``[ENV]`` line (None without NVML)."""
     try:
+        # optional: without nvidia-ml-py (or its library) this reads as no NVML, not an error
         import pynvml
 
         pynvml.nvmlInit()

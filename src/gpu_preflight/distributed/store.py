@@ -20,7 +20,9 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Protocol, cast
 
+from ..backends.launcher.rendezvous_view import node_addresses
 from ..backends.launcher.topology import Launcher, Topology
+from .leave import write_error_file
 from .liveness import HEARTBEAT_S as HEARTBEAT_S
 from .liveness import STALE_S as STALE_S  # the shortest silence that makes a rank dead (longer in large jobs)
 from .liveness import Beat, Beats, beat_interval, tracker
@@ -187,8 +189,6 @@ class Heartbeat:
         while not self.stop.wait(1.0):
             silent_s = time.monotonic() - self.last_ok
             if silent_s > self.lost_after_s:
-                from .leave import write_error_file
-
                 line = (f"gpu-preflight: rank {self.rank} on {self.where} lost the job's store "
                         f"(no answer for {silent_s:.0f} s); the other ranks report without it")
                 print(line, file=sys.stderr, flush=True)
@@ -205,6 +205,7 @@ def own_connection(store: Any) -> Any:
     them. The progress watch and rank 0's heartbeat (whose stamps every rank measures its clock
     against) must not be held: a beat stamped, then written 3 s later, reads as a 3 s clock skew."""
     try:
+        # optional: torch comes with the [torch] extra, not with a node-only install
         import torch.distributed as dist
 
         if isinstance(store, dist.TCPStore):  # type: ignore[attr-defined]
@@ -242,6 +243,7 @@ def connect_store(topo: Topology, timeout_s: float) -> KVStore:
     Connecting before the process group lets every rank register its arrival, so a rank that
     never arrives is named instead of failing everyone's ``init_process_group``.
     """
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch.distributed as dist
 
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
@@ -271,7 +273,6 @@ def form_group(store: KVStore, topo: Topology, timeout_s: float) -> tuple[str | 
     if topo.rank == 0:
         deadline = time.monotonic() + timeout_s
         if topo.launcher is Launcher.TORCHRUN and topo.num_nodes > 1:  # read now: agents that fail soon leave it
-            from ..backends.launcher.rendezvous_view import node_addresses
 
             store.set(RDZV_NAMES_KEY, json.dumps(node_addresses()))
         everyone = wait_key(store, ARRIVED_ALL_KEY, deadline)

@@ -25,6 +25,7 @@ from ..backends.launcher.topology import Topology
 from ..progress import StageState, StageView
 from .gather import names as host_names
 from .liveness import read_values, tracker
+from .localize_rounds import LOC
 from .plan import node_ranks
 from .stages import LABELS, PHASES, PHASES_KEY, SCAN_RANKS, describe, entered, order, phase_of, reached_key
 from .store import PREFIX, REPORTER_KEY, get_text, own_connection
@@ -199,8 +200,6 @@ class JobWatch:
 
     def _rounds(self) -> tuple[str, str, str]:
         """``localisation round k``, its tests still running, and the nodes in them."""
-        from .localize_rounds import LOC
-
         while self.store.check([f"{LOC}/plan/{self.round + 1}"]):
             if self.round:
                 self.rounds.append(f"{LABELS['localize']} round {self.round}")

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..backends.nvml import NvmlUnavailable, import_pynvml
 from ..deadline import Timeout
 from ..engine import RunOptions
 from ..ids import NVML_ID
@@ -48,8 +49,6 @@ _cache_lock = threading.Lock()
 
 def check_pynvml_availability() -> bool:
     """True when pynvml (nvidia-ml-py) can be imported; says nothing about a driver."""
-    from ..backends.nvml import NvmlUnavailable, import_pynvml
-
     try:
         import_pynvml()
     except NvmlUnavailable as exc:
@@ -128,7 +127,6 @@ class PynvmlMixin:
         """Import pynvml into ``self.pynvml``; False (with a warning) when it is missing."""
         if not check_pynvml_availability():
             return False
-        from ..backends.nvml import import_pynvml
 
         self.pynvml = import_pynvml()
         return True

@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from ..config.profiles import match_profile
 from .extract import Measurement
 
 __all__ = ["CaptureError", "Captured", "capture", "render_toml"]
@@ -113,8 +114,6 @@ def capture(measurements: list[Measurement], *, source: str, model: str | None =
     out = Captured(name or f"baseline-{_slug(model or 'cpu')}", f"{model or 'CPU workers'} baseline ({today})",
                    match if match is not None else ([_pattern(model)] if model else []), perf, notes, source)
     if inherit and model:
-        from ..config.profiles import match_profile
-
         shipped = match_profile([model])
         if shipped is not None:
             out.inherited_from = shipped.name

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from ..config.history import history_config
 from ..ids import HISTORY_REGRESSION_ID, HISTORY_REPEAT_OFFENDER_ID
 from ..model import Finding, Status
 from .extract import Measurement, RunRecord, extract, metric_kind
@@ -49,8 +50,6 @@ def history_findings(report: ClusterReport, store: HistoryStore, config: object,
 
 
 def judge_run(run: RunRecord, store: HistoryStore, config: object, cluster: str) -> Iterator[Finding]:
-    from ..config.history import history_config
-
     cfg = history_config(config)
     before = store.run_id(run.key)
     yield from _regressions(run, store, cfg, cluster, before)

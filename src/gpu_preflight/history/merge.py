@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..findings.canonical import with_findings
 from ..findings.model import ClusterCheck, ClusterReport, ReportFinding
 from ..model import CheckResult, Finding
+from ..registries import UnknownKey
+from ..registry import describe
 from .extract import NodeIndex
 
 __all__ = ["add_findings"]
@@ -24,8 +27,6 @@ _VERDICT = ("overall_status", "exit_code", "issues", "recommendations", "counts"
 def add_findings(report: ClusterReport, findings: Sequence[Finding]) -> ClusterReport:
     """``report`` with ``findings`` added (to ``findings`` and ``cluster_checks``) and its verdict
     worked out again: a new value."""
-    from ..findings.canonical import with_findings
-
     if not findings:
         return report
     nodes = NodeIndex(report)
@@ -45,9 +46,6 @@ def add_findings(report: ClusterReport, findings: Sequence[Finding]) -> ClusterR
 def _title(check_id: str) -> str:
     """The title the history's id was declared with (``checks/report_ids.py``; the run that
     judged its history has imported it already), else the id itself."""
-    from ..registries import UnknownKey
-    from ..registry import describe
-
     try:
         return describe(check_id).title
     except UnknownKey:

@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from ..model import verdict
+from ..safeio import SQLITE_MAX_PATH, length_problem, prepare_file
 from .extract import Measurement, RunRecord
 from .when import FUTURE_SLACK, TimestampError, checked, plausible, stored
 
@@ -142,8 +143,6 @@ class HistoryStore:
         database is refused before SQLite blocks on it. ``readonly`` takes no write lock, so
         judging a run against the history never waits for a writer's schema check.
         """
-        from ..safeio import SQLITE_MAX_PATH, length_problem, prepare_file
-
         self.path = Path(path)
         problem = length_problem(self.path, limit=SQLITE_MAX_PATH)  # history.path is not checked by argparse
         if problem:

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import math
 import shlex
+import urllib.request
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
 import msgspec
 
 from ..actions import node_action
+from ..boundedio import REPORT_LIMIT, load_json, parse_json
 from ..findings.model import ClusterReport, ReportFinding
 from .slurm_result import node_results, parse_timestamp
 
@@ -200,10 +202,6 @@ def load_report(source: str, timeout_s: float = 10.0) -> ClusterReport:
     ``/status`` wraps the last report of the health server under ``"report"``; that is how
     the DaemonSet's labeller reads its own node's verdict without running the checks again.
     """
-    import urllib.request
-
-    from ..boundedio import REPORT_LIMIT, load_json, parse_json
-
     try:
         if source.startswith(("http://", "https://")):
             with urllib.request.urlopen(source, timeout=timeout_s) as resp:  # noqa: S310 (http(s) only, checked above)

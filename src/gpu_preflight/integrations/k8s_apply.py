@@ -36,6 +36,7 @@ class ApplyResult(msgspec.Struct):
 def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
     """A ``CoreV1Api``: in-cluster service account first, else the kubeconfig."""
     try:
+        # optional: kubernetes comes with the [k8s] extra, not with a node-only install
         from kubernetes import client, config  # type: ignore[import-not-found, import-untyped, unused-ignore]
     except ImportError as exc:
         raise ClientMissing("the kubernetes client is not installed: pip install 'gpu-preflight[k8s]'") from exc
@@ -87,6 +88,7 @@ def _taints(api: Any, node: Any, action: NodeAction) -> list[dict[str, Any]] | N
 
 
 def _patch_node(api: Any, action: NodeAction, retries: int) -> str | None:
+    # optional: kubernetes comes with the [k8s] extra, not with a node-only install
     from kubernetes.client.exceptions import ApiException  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
     for _attempt in range(max(retries, 1)):

@@ -20,6 +20,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import msgspec
+import yaml
+
+from ..workloads.stack import IMAGE_VARIABLE
 
 __all__ = ["IMAGE_NAME", "ManifestError", "Rendered", "check_image", "check_secret_name", "dump_documents",
            "load_documents", "pod_specs", "render"]
@@ -112,8 +115,6 @@ def _add_secrets(holder: dict[str, Any], secrets: list[str]) -> None:
 def _set_image_variable(container: dict[str, Any], image: str) -> None:
     """``GPU_PREFLIGHT_IMAGE`` = the image we put in, so every node's report says which image it ran;
     an entry the site wrote itself is kept."""
-    from ..workloads.stack import IMAGE_VARIABLE  # where the workers read it
-
     env = container.get("env") or []
     if not isinstance(env, list):
         raise ManifestError("a container's env is not a list")
@@ -163,8 +164,6 @@ def render(documents: Iterable[Any], *, image: str | None = None, pull_secrets: 
 
 def load_documents(text: str) -> list[Any]:
     """The documents of one YAML text (``---``-separated), or :class:`ManifestError`."""
-    import yaml
-
     try:
         return list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
@@ -174,7 +173,5 @@ def load_documents(text: str) -> list[Any]:
 def dump_documents(documents: Iterable[Any]) -> str:
     """YAML of ``documents`` (empty ones dropped), ``---`` between them. Comments are not kept
     (PyYAML reads none); key order is."""
-    import yaml
-
     return str(yaml.safe_dump_all([d for d in documents if d is not None], sort_keys=False,
                                   default_flow_style=False, width=120))

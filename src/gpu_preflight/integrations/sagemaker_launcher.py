@@ -39,6 +39,8 @@ from typing import Any
 
 import msgspec
 
+from ..redact import redact_env, redact_text
+from ..safeio import write_text
 from .sagemaker_script import ENTRY_SCRIPT, ENTRY_SCRIPT_NAME, JOB_FAILS_ON
 
 DISTRIBUTED = ("auto", "none", "torchrun", "mpi")
@@ -190,14 +192,13 @@ def job_spec(opts: LaunchOptions, source_dir: str) -> dict[str, Any]:
 
 def write_source_dir(directory: Path) -> Path:
     """The code ModelTrainer uploads: only the two-line entry script (the image has the rest)."""
-    from ..safeio import write_text
-
     write_text(directory / ENTRY_SCRIPT_NAME, ENTRY_SCRIPT)
     return directory
 
 
 def build_model_trainer(spec: dict[str, Any], session: Any = None) -> Any:
     """The SDK's ``ModelTrainer`` for a :func:`job_spec` (needs ``pip install 'gpu-preflight[sagemaker]'``)."""
+    # optional: sagemaker comes with the [sagemaker] extra, not with a node-only install
     from sagemaker.core.shapes import MetricDefinition  # type: ignore[import-not-found, import-untyped, unused-ignore]
     from sagemaker.core.training.configs import Compute, Networking, OutputDataConfig, SourceCode, StoppingCondition  # type: ignore[import-not-found, import-untyped, unused-ignore]
     from sagemaker.train import ModelTrainer  # type: ignore[import-not-found, import-untyped, unused-ignore]
@@ -299,8 +300,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     for note in notes(opts):
         print(f"gpu-preflight: note: {note}", file=sys.stderr)
     if args.dry_run:
-        from ..redact import redact_env, redact_text
-
         shown = {**spec, "environment": redact_env(spec["environment"]),
                  "hyperparameters": {k: redact_text(v) for k, v in spec["hyperparameters"].items()}}
         print(json.dumps(shown, indent=2))

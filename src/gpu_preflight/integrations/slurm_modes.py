@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from msgspec.structs import replace
 
 from ..config.slurm_schema import SlurmConfig
 from ..findings.model import ClusterReport
@@ -94,6 +95,7 @@ def healthcheck(node_name: str, cfg: SlurmConfig, ctl: Scontrol, *, dry_run: boo
 
 def write_result(report: ClusterReport, path: Path) -> str | None:
     """Write the report atomically (a health check may read it at any moment); None or why not."""
+    # start-up: the periodic healthcheck only reads a result (tests/test_slurm_cluster.py)
     from ..safeio import atomic_writer, describe_error
 
     try:
@@ -112,8 +114,7 @@ def run_node_checks(options: Any, budget_s: float) -> tuple[ClusterReport | None
     whole run is bounded too, because a prolog that hangs holds the job and the node.
     Raises ``ConfigError``/``KeyError`` for a bad configuration or check pattern.
     """
-    from msgspec.structs import replace
-
+    # start-up: the periodic healthcheck must not load the engine (tests/test_slurm_cluster.py)
     from ..deadline import Timeout, call
     from ..engine import run_checks
     from ..report.build import build

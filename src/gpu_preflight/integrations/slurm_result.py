@@ -23,6 +23,7 @@ from typing import Literal
 import msgspec
 
 from ..actions import Action, node_action
+from ..boundedio import REPORT_LIMIT, InputError, InputMissing, load_json
 from ..config.slurm_schema import SlurmConfig
 from ..findings.model import ClusterReport, ReportFinding
 
@@ -131,8 +132,6 @@ def load_report(path: Path, what: str = "result file") -> ClusterReport:
     otherwise hang the health check until slurmd kills it, and ``/dev/zero`` would end in
     ``MemoryError``; both are "unknown" with a reason, like any unreadable result.
     """
-    from ..boundedio import REPORT_LIMIT, InputError, InputMissing, load_json
-
     try:
         data = load_json(path, limit=REPORT_LIMIT, what=what)
     except InputMissing as exc:

@@ -25,9 +25,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import hostlist
+
 from ..ids import LOCALIZE_SUSPECT_ID
 from ..model import CheckResult, Finding, Status
 from ..registry import stamp_actions
+from ..safeio import write_text
 from .model import Observation, Outcome, Suspect
 
 CHECK_ID = LOCALIZE_SUSPECT_ID
@@ -66,8 +69,6 @@ RECOMMENDATIONS = {
 
 def hostlist_of(names: Iterable[str]) -> str:
     """Slurm's compressed form (``node[01-03,07]``); empty for no names."""
-    import hostlist
-
     listed = sorted(set(names))
     return str(hostlist.collect_hostlist(listed)) if listed else ""
 
@@ -86,7 +87,6 @@ def write_exclude_file(path: str | Path, names: Iterable[str], style: str = "lin
         text = f"{hostlist_of(listed)}\n" if listed else ""
     else:
         raise ValueError("style must be 'lines' or 'hostlist'")
-    from ..safeio import write_text
 
     return write_text(path, text)
 

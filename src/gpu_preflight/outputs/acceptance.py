@@ -31,6 +31,7 @@ from ..ids import (
 from ..model import Status, gated_exit_code
 from ..records import ClusterFacts
 from ..records.cluster import subject_name
+from ..safeio import open_dir
 
 __all__ = ["DDP_RESULT_NAME", "LINES_ENV", "SUITES", "LiveLines", "ddp_training_result", "file_lines", "stderr_line",
            "suite_of", "suite_summary", "write_ddp_training_result"]
@@ -135,8 +136,6 @@ def _finite(value: Any) -> float | None:
 
 def write_ddp_training_result(report_dir: str, result: Mapping[str, Any]) -> str:
     """Write ``ddp_training_result.json`` into ``report_dir`` (atomically, no link followed); return its path."""
-    from ..safeio import open_dir
-
     with open_dir(report_dir) as out:
         out.write_text(DDP_RESULT_NAME, json.dumps(result, indent=2, allow_nan=False) + "\n")
     return f"{report_dir.rstrip('/')}/{DDP_RESULT_NAME}"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..safeio import SQLITE_MAX_PATH, length_problem
+
 __all__ = ["add_output_arguments", "database_path", "output_target"]
 
 
@@ -19,8 +21,6 @@ def database_path(text: str) -> str:
     A path longer than SQLite accepts (or than PATH_MAX) used to crash the run after its
     verdict, when the history was filed; it is a usage error before anything runs.
     """
-    from ..safeio import SQLITE_MAX_PATH, length_problem
-
     problem = length_problem(text, limit=SQLITE_MAX_PATH) if text else "the path is empty"
     if problem:
         shown = f"{text[:60]!r}..." if len(text) > 60 else repr(text)

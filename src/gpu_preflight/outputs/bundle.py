@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..boundedio import REPORT_LIMIT, load_json
+from ..report.write import write
+
 if TYPE_CHECKING:
     from ..findings.model import ClusterReport
 
@@ -36,8 +39,6 @@ class Bundle(msgspec.Struct, frozen=True):
         return self.root / self.name
 
     def report(self) -> dict[str, Any]:
-        from ..boundedio import REPORT_LIMIT, load_json
-
         data = load_json(self.report_path, limit=REPORT_LIMIT, what="report")
         if not isinstance(data, dict):
             raise ValueError(f"{self.report_path}: not a gpu-preflight report (a JSON object)")
@@ -69,7 +70,6 @@ def bundle_of(report: ClusterReport, nodes: Sequence[Any] = (),
     if report_dir is not None and (Path(report_dir) / name).is_file():
         yield Bundle(Path(report_dir), name)
         return
-    from ..report.write import write
 
     with tempfile.TemporaryDirectory(prefix="gpu-preflight-bundle-") as tmp:
         write(report, list(nodes), tmp)

@@ -22,7 +22,9 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..findings.canonical import failed_checks, verdict_of
 from ..findings.model import ClusterReport
+from ..history.extract import extract
 from .bundle import Bundle
 
 __all__ = ["check_reachable", "check_sqlite_store", "log_report", "metric_key", "metrics_of", "params_of",
@@ -80,8 +82,6 @@ def params_of(report: ClusterReport, cluster: str) -> dict[str, str]:
 
 def metrics_of(report: ClusterReport) -> dict[str, float]:
     """Headline numbers, health scores and per-GPU/per-node measurements (``metric/subject``)."""
-    from ..history.extract import extract
-
     typed = report
     summary = typed.cluster_summary
     out: dict[str, float] = {"exit_code": float(summary.exit_code)}
@@ -164,11 +164,10 @@ def log_report(bundle: Bundle, *, tracking_uri: str, experiment: str, cluster: s
     ``timeout_s`` bounds the reachability check of an HTTP server; the caller bounds the
     whole upload (:func:`gpu_preflight.outputs.publish.publish` runs it under a deadline).
     """
+    # optional: mlflow comes with the [mlflow] extra, not with a node-only install
     from mlflow import MlflowClient  # type: ignore[import-not-found]  # optional extra
     from mlflow.entities import Metric, Param, RunTag  # type: ignore[import-not-found]
     from mlflow.exceptions import MlflowException  # type: ignore[import-not-found]
-
-    from ..findings.canonical import failed_checks, verdict_of
 
     report = ClusterReport.from_dict(bundle.report())  # the saved report.json, read (and checked) once
     if not tracking_uri:

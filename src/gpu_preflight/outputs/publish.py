@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..config import build_config
+from ..config.history import history_config
+from ..config.outputs import outputs_config
+from ..config.report_schema import report_config
+from ..deadline import Job, run_all
+from ..redact import redact_text
 from .options import OutputOptions
+from .sagemaker import sagemaker_dirs, write_to_sagemaker
 
 if TYPE_CHECKING:
     from ..findings.model import ClusterReport
@@ -51,22 +58,19 @@ def _config(config: object | None) -> object:
     """The run's resolved config; without one (a caller that resolved none), the defaults and environment."""
     if config is not None:
         return config
-    from ..config import build_config
 
     return build_config()[0]
 
 
 def cluster_name(options: OutputOptions, config: object, environ: Mapping[str, str]) -> str:
     """``--cluster-name``, else ``history.cluster``, else ``$SLURM_CLUSTER_NAME``, else ``default``."""
-    from ..config.history import history_config
-
     return (options.cluster_name or history_config(config).cluster
             or environ.get("SLURM_CLUSTER_NAME") or "default")
 
 
 def history_path(options: OutputOptions, config: object, environ: Mapping[str, str]) -> Path:
     """``--history-db``, else ``history.path``, else the default location."""
-    from ..config.history import history_config
+    # start-up: a --no-history run never loads the history package
     from ..history.store import default_path
 
     chosen = options.history_db or history_config(config).path
@@ -75,8 +79,6 @@ def history_path(options: OutputOptions, config: object, environ: Mapping[str, s
 
 def _history_on(options: OutputOptions, config: object, replayed: bool) -> bool:
     """``--history``/``--no-history`` win; otherwise the config, except for replays of other nodes' data."""
-    from ..config.history import history_config
-
     if options.history is not None:
         return options.history
     return history_config(config).enabled and not replayed
@@ -100,6 +102,7 @@ class HistoryNotes(msgspec.Struct, frozen=True):
         if self.earlier_scores is not None:
             report = report.with_summary(earlier_scores=self.earlier_scores)
         if self.findings:
+            # start-up: a --no-history run never loads the history package
             from ..history.merge import add_findings
 
             report = add_findings(report, self.findings)
@@ -127,8 +130,6 @@ def annotate(report: ClusterReport, options: OutputOptions, *, config: object | 
         return HistoryNotes()
     if first:
         return HistoryNotes(earlier_scores=())  # a first run: nothing to compare with, no reason to create the file
-    from ..config.history import history_config
-    from ..config.report_schema import report_config
     from ..history import HistoryStore  # only when there is history to read
     from ..history.compare import judge_run
     from ..history.extract import extract
@@ -152,17 +153,12 @@ def publish(report: ClusterReport, options: OutputOptions, nodes: Sequence[Any] 
 
     ``options.report_dir`` is where the report was written (None when it was not: the
     bundle is then written to a temporary directory)."""
-    from ..config.outputs import outputs_config
-    from .sagemaker import sagemaker_dirs
-
     env = os.environ if environ is None else environ
     config = _config(config)
     out_cfg = outputs_config(config)
     cluster = cluster_name(options, config, env)
     results: list[Published] = []
     if _history_on(options, config, replayed):
-        from ..config.history import history_config
-
         wait = history_config(config).lock_timeout_s
         results.append(_guard("history", lambda: _record(report, history_path(options, config, env), cluster,
                                                          options.report_dir, wait)))
@@ -174,6 +170,7 @@ def publish(report: ClusterReport, options: OutputOptions, nodes: Sequence[Any] 
         targets.append(f"mlflow+{options.mlflow_uri}")
     sm = sagemaker_dirs(env) if out_cfg.sagemaker else None
     if targets or sm is not None:
+        # start-up: loads only when this output is asked for
         from .bundle import bundle_of
 
         with bundle_of(report, nodes, options.report_dir, options.report_name) as bundle:
@@ -193,8 +190,6 @@ def _side_by_side(jobs: Sequence[tuple[str, Callable[[], str]]], deadline_s: flo
     (:mod:`gpu_preflight.deadline`): its client's retries (MLflow retries a read-only store
     for minutes) end with the process instead of holding the verdict.
     """
-    from ..deadline import Job, run_all
-
     done = run_all([Job(t, functools.partial(_guard, t, a), deadline_s) for t, a in jobs], side_by_side=True)
     return [got if isinstance(got, Published) else
             Published(_shown(t), False, f"not done within {deadline_s:g} s (outputs.timeout_s): "
@@ -203,14 +198,10 @@ def _side_by_side(jobs: Sequence[tuple[str, Callable[[], str]]], deadline_s: flo
 
 
 def _shown(target: str) -> str:
-    from ..redact import redact_text
-
     return redact_text(target)
 
 
 def _guard(target: str, action: Callable[[], object]) -> Published:
-    from ..redact import redact_text
-
     shown = _shown(target)
     try:
         return Published(shown, True, redact_text(str(action())))
@@ -224,6 +215,7 @@ def _guard(target: str, action: Callable[[], object]) -> Published:
 
 def _record(report: ClusterReport, path: Path, cluster: str, source: str | None,
             lock_timeout_s: float) -> str:
+    # start-up: a --no-history run never loads the history package
     from ..history import HistoryStore, extract
 
     with HistoryStore(path, timeout_s=lock_timeout_s) as store:
@@ -232,8 +224,6 @@ def _record(report: ClusterReport, path: Path, cluster: str, source: str | None,
 
 
 def _sagemaker(bundle: Any, dirs: Any) -> str:
-    from .sagemaker import write_to_sagemaker
-
     where, written = write_to_sagemaker(bundle, dirs)
     if not written:
         return f"report at {where}, already uploaded by SageMaker with the job's output"
@@ -241,6 +231,7 @@ def _sagemaker(bundle: Any, dirs: Any) -> str:
 
 
 def _textfile(report: ClusterReport, path: str, cluster: str) -> str:
+    # start-up: loads only when this output is asked for
     from .textfile import write_textfile
 
     return f"written ({write_textfile(report, path, cluster)})"
@@ -248,11 +239,13 @@ def _textfile(report: ClusterReport, path: str, cluster: str) -> str:
 
 def _remote(bundle: Any, target: str, out_cfg: Any, cluster: str, env: Mapping[str, str]) -> str:
     if target.startswith("s3://"):
+        # start-up: loads only when this output is asked for
         from .s3 import upload_bundle
 
         written = upload_bundle(bundle, target, endpoint_url=out_cfg.s3_endpoint_url, environ=env,
                                 timeout_s=out_cfg.timeout_s)
         return f"{len(written)} object(s) uploaded, report at {written[0]}"
+    # start-up: loads only when this output is asked for
     from .mlflow import log_report, tracking_uri_of
 
     run_id = log_report(bundle, tracking_uri=tracking_uri_of(target, env), experiment=out_cfg.mlflow_experiment,

@@ -86,6 +86,7 @@ def upload_bundle(bundle: Bundle, url: str, *, endpoint_url: str | None = None,
     env = os.environ if environ is None else environ
     location = parse_s3_url(url, job_name(env, str(bundle.report().get("timestamp") or "")))
     if client is None:
+        # optional: boto3 and botocore come with the [s3] extra, not with a node-only install
         import boto3  # type: ignore[import-untyped, import-not-found]  # optional extra, no type stubs
         from botocore.config import Config  # type: ignore[import-untyped, import-not-found]
 

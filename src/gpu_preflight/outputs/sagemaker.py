@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from ..safeio import open_dir
+
 if TYPE_CHECKING:  # the bundle module (tempfile, copies) is only needed when writing
     from .bundle import Bundle
 
@@ -64,7 +66,7 @@ def default_report_dir(environ: Mapping[str, str]) -> Path | None:
 def write_to_sagemaker(bundle: Bundle, dirs: SageMakerDirs) -> tuple[Path, list[Path]]:
     """Copy the bundle under ``$SM_OUTPUT_DATA_DIR/metrics`` unless it is already uploaded;
     returns where the report is and the files written."""
-    from ..safeio import open_dir
+    # start-up: loads only when this output is asked for
     from .bundle import REPORT
 
     if dirs.uploads(bundle.root):

@@ -28,8 +28,10 @@ from typing import Any
 
 from ..findings.canonical import verdict_of
 from ..findings.model import ClusterReport, ReportFinding
+from ..history.extract import extract
 from ..model import Status
 from ..report.reporters import reporter
+from ..safeio import atomic_writer
 from ..server.metrics import STATUSES, Exposition, number
 
 __all__ = ["render_textfile", "write_textfile"]
@@ -48,8 +50,6 @@ def _timestamp(text: Any) -> float | None:
 @reporter("prometheus", typed=True)
 def render_textfile(report: ClusterReport, cluster: str | None = None) -> str:
     """The metrics of a report (typed, or its JSON dict) as Prometheus text (format 0.0.4)."""
-    from ..history.extract import extract
-
     typed = report
     out = Exposition()
     summary = typed.cluster_summary
@@ -137,8 +137,6 @@ def write_textfile(report: ClusterReport, path: str | Path, cluster: str | None 
     The temporary is a dot-file, which the collector skips, and the file is made readable by
     all (node_exporter usually runs as another user) whatever the umask.
     """
-    from ..safeio import atomic_writer
-
     target = Path(path)
     if target.suffix != ".prom":
         raise ValueError(f"{target}: node_exporter's textfile collector reads only files ending in .prom")

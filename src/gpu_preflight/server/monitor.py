@@ -31,11 +31,19 @@ from collections.abc import Callable
 
 from msgspec.structs import replace
 
+from ..backends.commands import ToolCache
+from ..backends.fabric import FABRIC_CACHE, FabricCache
+from ..backends.kernel_log import KmsgFollower
+from ..backends.nvml_session import SETTINGS_EVERY, MonitorSession
+from ..backends.process_scan import ProcessScan
+from ..backends.system import HOST_SAMPLER, HostSampler
+from ..config import ConfigError, build_config, find_profile
 from ..deadline import OneAtATime, Timeout
 from ..engine import CONFIG_CACHE, ConfigCache, RunOptions
 from ..health.gpu_health import GPUHealthCheck
 from ..health.reader import NvmlReader, deadline_for
 from ..model import NodeReport
+from ..registry import KERNEL_LOG_FOLLOWER, NVML_DUMP_ON_DEMAND, NVML_SESSION, PROCESS_SCAN, TOOL_CACHE
 from .state import AliveSample, Snapshot, progress_at
 
 log = logging.getLogger(__name__)
@@ -150,9 +158,6 @@ def _settings_every(options: RunOptions) -> int:
     """``gpu.nvml_settings_refresh_ticks`` of the site file, environment, ``--set`` and an explicit
     profile, read once at start; a config that does not load leaves the default (each tick then
     reports the config error itself)."""
-    from ..backends.nvml_session import SETTINGS_EVERY
-    from ..config import ConfigError, build_config, find_profile
-
     try:
         profile = find_profile(options.profile) if options.profile and options.profile != "auto" else None
         config, _ = build_config(profile=profile, config_file=options.config_file,
@@ -164,14 +169,6 @@ def _settings_every(options: RunOptions) -> int:
 
 def _tick_state(refresh_s: float, interval_s: float, settings_every: int = 10) -> dict[str, object]:
     """What the monitor's runs keep from tick to tick (see :class:`gpu_preflight.registry.ProbeState`)."""
-    from ..backends.commands import ToolCache
-    from ..backends.fabric import FABRIC_CACHE, FabricCache
-    from ..backends.kernel_log import KmsgFollower
-    from ..backends.nvml_session import MonitorSession
-    from ..backends.process_scan import ProcessScan
-    from ..backends.system import HOST_SAMPLER, HostSampler
-    from ..registry import KERNEL_LOG_FOLLOWER, NVML_DUMP_ON_DEMAND, NVML_SESSION, PROCESS_SCAN, TOOL_CACHE
-
     state: dict[str, object] = {KERNEL_LOG_FOLLOWER: KmsgFollower(refresh_s), TOOL_CACHE: ToolCache(refresh_s),
                                 PROCESS_SCAN: ProcessScan(), NVML_DUMP_ON_DEMAND: True, CONFIG_CACHE: ConfigCache(),
                                 FABRIC_CACHE: FabricCache(refresh_s), HOST_SAMPLER: HostSampler(refresh_s)}

@@ -16,6 +16,7 @@ import msgspec
 from ..findings.health import HealthStatus
 from ..model import NodeReport, gating_statuses
 from ..report import build_report
+from . import metrics as exposition  # the module, looked up per call: tests count its renders
 
 
 class Snapshot(msgspec.Struct, frozen=True, dict=True):
@@ -35,10 +36,8 @@ class Snapshot(msgspec.Struct, frozen=True, dict=True):
     def metrics(self) -> str:
         """The per-tick part of ``/metrics``, rendered at the first scrape after the tick: a
         1-second monitor scraped every 15 s would otherwise render 14 expositions nobody reads."""
-        from .metrics import tick_metrics
-
-        return tick_metrics(self.report, self.gpu, self.runs_total, self.run_failures_total, self.duration_s,
-                            self.finished_at)
+        return exposition.tick_metrics(self.report, self.gpu, self.runs_total, self.run_failures_total,
+                                       self.duration_s, self.finished_at)
 
     @cached_property
     def report_json(self) -> str:

@@ -194,6 +194,7 @@ def run_collective(op: str, *, group: Any, ranks: list[int], group_name: str, si
     Raises :class:`CollectiveTimeout` when a call does not complete (the group is then
     unusable); other failures are recorded in the result's ``error``.
     """
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
     import torch.distributed as dist
 

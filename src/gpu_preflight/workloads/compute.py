@@ -40,6 +40,7 @@ def _dtype(torch: Any, name: str) -> Any:
 
 def freivalds_error(a: Any, b: Any, c: Any, gen: Any) -> float:
     """Relative error of ``c·x`` against ``a·(b·x)`` in float64 for a random ``x``."""
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
 
     x = torch.randn(a.shape[1], 1, generator=gen, dtype=torch.float64)
@@ -50,6 +51,7 @@ def freivalds_error(a: Any, b: Any, c: Any, gen: Any) -> float:
 
 def run_gemm(device: Any, dtype: str, n: int, iters: int, seconds: float | None = None) -> GemmResult:
     """Time ``iters`` n×n×n products (or as many as fit in ``seconds``) and verify the last one."""
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
 
     cuda = device.type == "cuda"

@@ -31,6 +31,7 @@ def run_star(leaders: list[int], *, nbytes: int, iters: int, device: Any, timeou
     Every leader calls this; others return at once. Each peer waits at most its turn's
     share of the time budget, so a dead reference node costs one timeout, not a hang.
     """
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
     import torch.distributed as dist
 

@@ -59,6 +59,7 @@ def _host_bandwidth(torch: Any, device: Any, nbytes: int, iters: int) -> tuple[f
 def run_memory(device: Any, *, copy_bytes: int, transfer_bytes: int, pattern_fraction: float,
                iters: int = 10) -> MemoryResult:
     """Measure on one CUDA device; the caller decides that a GPU is present."""
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
 
     result = MemoryResult()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from ..backends.nvml import import_pynvml
 from ..backends.nvml_sampler import LoadSampler, resolve_handle, summarize
 from ..config.load import LoadConfig
 from ..records.efficiency import work_per_watt
@@ -47,6 +48,7 @@ class RankSampler:
 
 def _device_ids(device: Any) -> tuple[str | None, str | None, int]:
     """(NVML-style UUID, PCI bus id, CUDA index) of a torch CUDA device."""
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
 
     index = device.index if device.index is not None else torch.cuda.current_device()
@@ -65,8 +67,6 @@ def start(device: Any, cfg: LoadConfig) -> RankSampler:
     if getattr(device, "type", None) != "cuda" or cfg.sample_hz <= 0:
         return RankSampler(None, None, None)  # CPU workers (or sampling off): nothing to sample, nothing wrong
     try:
-        from ..backends.nvml import import_pynvml
-
         nvml = import_pynvml()
         nvml.nvmlInit()
     except Exception as exc:

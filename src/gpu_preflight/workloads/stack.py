@@ -39,6 +39,7 @@ IMAGE_VARIABLE = "GPU_PREFLIGHT_IMAGE"
 
 
 def read_stack(local_rank: int | None = None) -> StackInfo:
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
     import torch.distributed as dist
 

@@ -115,6 +115,7 @@ def digest(torch: Any, model: Any) -> str:
 
 def run_single(device: Any, steps: int, min_drop: float, lr: float = 0.05, batch: int = SAMPLES) -> TrainResult:
     """Train on one device; ``min_drop`` is the fraction the loss must fall by; ``batch`` samples per step."""
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
 
     size, per_epoch = batching(SAMPLES, batch)
@@ -148,6 +149,7 @@ def run_ddp(device: Any, steps: int, min_drop: float, group: Any = None, lr: flo
             batch: int = SAMPLES) -> TrainResult:
     """Data-parallel training across ``group`` (every member must call); compares parameter
     digests afterwards. ``batch``: samples per step on each rank, from its share of the set."""
+    # optional: torch comes with the [torch] extra, not with a node-only install
     import torch
     import torch.distributed as dist
 

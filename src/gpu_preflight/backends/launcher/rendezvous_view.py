@@ -81,6 +81,7 @@ def node_addresses(environ: Mapping[str, str] | None = None, timeout_s: float = 
     if settings.get("backend", "c10d") != "c10d" or not settings.get("endpoint") or not run_id:
         return {}
     try:
+        # optional: torch comes with the [torch] extra, not with a node-only install
         import torch.distributed as dist
 
         host, port = parse_endpoint(settings["endpoint"])

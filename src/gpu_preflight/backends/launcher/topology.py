@@ -16,8 +16,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import hostlist
 import msgspec
 from msgspec.structs import asdict, replace
+
+from .identity import choose_name
 
 SAGEMAKER_RESOURCE_CONFIG = Path("/opt/ml/input/config/resourceconfig.json")
 DEFAULT_PORT = 29500
@@ -137,8 +140,6 @@ def _int(env: Mapping[str, str], *names: str, default: int | None = None, low: i
 
 def expand_hostlist(text: str, name: str = "SLURM_JOB_NODELIST") -> list[str]:
     """Slurm hostlist expansion (``gpu-[001-003,010],login1``) via python-hostlist."""
-    import hostlist
-
     try:
         return list(hostlist.expand_hostlist(text))
     except hostlist.BadHostlist as exc:
@@ -184,8 +185,6 @@ def detect(env: Mapping[str, str], *, hostname: str | None = None,
     scheduler's name for it, then the host name): containers often have meaningless host
     names, and the scheduler's node name is what a drain or an exclude list needs.
     """
-    from .identity import choose_name
-
     host = hostname or env.get("GPU_PREFLIGHT_NODE_NAME") or socket.gethostname()
     topo = _detect(env, host, resource_config)
     own, source = choose_name(env, host, sagemaker_hosts(env, resource_config)[1])
