@@ -11,12 +11,21 @@ from typing import Any
 
 import msgspec
 import pytest
+from msgspec.structs import replace
 
 from gpu_preflight.config import build_config
 from gpu_preflight.config.loader import ConfigError
 from gpu_preflight.config.report_schema import ReportConfig
 from gpu_preflight.findings.canonical import verdict_of
-from gpu_preflight.findings.model import ClusterReport
+from gpu_preflight.findings.model import (
+    ClusterReport,
+    ComponentScore,
+    HealthScores,
+    OverallScore,
+    ScoreDeduction,
+    ScoreMeasurement,
+    ScoreSettings,
+)
 from gpu_preflight.history import HistoryStore, extract
 from gpu_preflight.model import Status
 from gpu_preflight.report.advice import recommendations_by_urgency
@@ -83,9 +92,18 @@ def test_ready_is_impossible_when_the_verdict_gates(status: str, fail_on: str) -
     assert (prod == NEEDS_FIXES) == gates and (prod == READY) == (status == "PASS")
 
 
-def _scores(**components: float | None) -> dict[str, Any]:
-    return {"components": {c: {"title": c, "score": s, "deductions": [], "reason": None}
-                           for c, s in components.items()}, "overall": {"score": None}, "settings": {}}
+def _scores(**components: float | None) -> HealthScores:
+    """Scores of these components (and none overall), with the default settings but no weights."""
+    cfg = ReportConfig()
+    settings = ScoreSettings(fail_points=cfg.fail_points, error_points=cfg.error_points, warn_points=cfg.warn_points,
+                             repeat_fraction=cfg.repeat_fraction, repeat_max_multiple=cfg.repeat_max_multiple,
+                             consistency_ok=cfg.consistency_ok, consistency_bad=cfg.consistency_bad,
+                             consistency_max_points=cfg.consistency_max_points, bands={}, weights={})
+    return HealthScores(
+        overall=OverallScore(score=None, rating=None, cap=None, components_counted=[]),
+        components={c: ComponentScore(title=c, score=s, rating=None, tested=s is not None, counts={}, deductions=[],
+                                      reason=None) for c, s in components.items()},
+        connectivity=None, settings=settings, formula="")
 
 
 @pytest.mark.parametrize("now, trend", [(94.9, "STABLE"), (95.0, "IMPROVING"), (85.1, "STABLE"), (85.0, "DEGRADING"),
@@ -108,7 +126,9 @@ def test_first_run_no_history_and_no_earlier_score() -> None:
 
 def test_targets_reach_the_setting_and_never_lower_a_score() -> None:
     scores = _scores(network_infrastructure=33.0, hardware_health=95.0, software_stack=None)
-    scores["components"]["network_infrastructure"]["deductions"] = [{"check_id": "network.node_links", "points": 67}]
+    network = replace(scores.components["network_infrastructure"],
+                      deductions=[ScoreDeduction(check_id="network.node_links", points=67)])
+    scores = replace(scores, components={**scores.components, "network_infrastructure": network})
     got = targets(scores, ReportConfig(target_score=85.0, target_days=14))
     rows = {r["component"]: r for r in got["components"]}
     assert (rows["network_infrastructure"]["target"], rows["network_infrastructure"]["change"]) == (85.0, 52.0)
@@ -119,10 +139,12 @@ def test_targets_reach_the_setting_and_never_lower_a_score() -> None:
 
 
 def test_stability_states_std_dev_and_latency_spread() -> None:
-    perf = {"measurements": [{"family": "gemm", "series": "bf16 GEMM TFLOP/s across GPUs", "n": 4, "mean": 600.0,
-                              "min": 500.0, "max": 700.0, "cv": 0.1, "slowest": "h1/gpu0", "points": 10.0,
-                              "counted": True}]}
-    rows = stability({"components": {"performance_consistency": perf}},
+    gemm = ScoreMeasurement(family="gemm", series="bf16 GEMM TFLOP/s across GPUs", slowest="h1/gpu0", n=4, mean=600.0,
+                            median=600.0, min=500.0, max=700.0, cv=0.1, straggler_gap=0.17, spread=0.29,
+                            dispersion=0.17, points=10.0, counted=True)
+    scores = _scores(performance_consistency=90.0)
+    perf = replace(scores.components["performance_consistency"], measurements=[gemm])
+    rows = stability(replace(scores, components={"performance_consistency": perf}),
                      [{"a": "h0", "b": "h1", "latency_us": 30.0}, {"a": "h2", "b": "h3", "latency_us": 50.0}])
     assert (rows[0]["std_dev"], rows[0]["unit"]) == (60.0, "TFLOP/s")
     assert (rows[1]["mean"], rows[1]["std_dev"], rows[1]["slowest"], rows[1]["counted"]) == (40.0, 10.0, "h2<->h3",
@@ -197,9 +219,11 @@ def test_html_sections_stay_small_at_ten_thousand_nodes() -> None:
     report = stored()
     section = report["nodes"]["node_0"]
     report["nodes"] = {f"node_{i}": {**section, "node_info": {"hostname": f"n{i}"}} for i in range(10_000)}
-    scores, recs = report["cluster_summary"]["health_scores"], report["cluster_summary"]["recommendations_by_urgency"]
+    typed = ClusterReport.of(report)
+    scores, recs = typed.cluster_summary.health_scores, typed.cluster_summary.recommendations_by_urgency
+    assert scores is not None and recs is not None
     # its time: bench/bench_end_of_run.py
-    html = assessment_sections(ClusterReport.of(report), scores, recs, ReportConfig())
+    html = assessment_sections(typed, scores, recs, ReportConfig())
     assert len(html) < 40_000 and "10,000 node(s), 10,000 GPU(s)" in html
 
 

@@ -22,8 +22,8 @@ A new field is one line. Two conventions carry what the hand-written code did:
   node's ``identity``, a newer version's additions) in an :data:`EXTRA` field, written in
   that field's place: the field's position is where the unknown keys go.
 
-Large free-form blocks (a node's facts, the DCGM/NCCL/network diagnostics, the health
-scores) stay JSON objects (``JsonObject``); high-volume leaf records (one per GPU, one per
+Large free-form blocks (a node's facts, the DCGM/NCCL/network diagnostics, the
+assessment) stay JSON objects (``JsonObject``); high-volume leaf records (one per GPU, one per
 check of a node) are ``TypedDict``\\ s. A 10,000-node report's node sections are typed on
 first read (:class:`NodeSections`).
 """
@@ -42,8 +42,10 @@ from msgspec.structs import replace
 from ..model import Status
 
 __all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
-           "ClusterTopology", "CostBenefit", "GpuEntry", "JsonObject", "NodeInfo", "NodeSection", "NodeSections",
-           "Number", "ReportFinding", "RunInfo", "Tool"]
+           "ClusterTopology", "ComponentScore", "Connectivity", "ConnectivityCell", "ConnectivityPair", "CostBenefit",
+           "GpuEntry", "HealthScores", "JsonObject", "MissingCore", "NodeInfo", "NodeSection", "NodeSections", "Number",
+           "OverallScore", "ReportFinding", "RunInfo", "ScoreCap", "ScoreDeduction", "ScoreMeasurement",
+           "ScoreSettings", "Tool"]
 
 JsonObject = dict[str, Any]
 # A JSON number: an integer stays one when read back and written again (``float`` alone would
@@ -307,7 +309,7 @@ class ClusterSummary(_Block, frozen=True, kw_only=True, omit_defaults=True):
     unlisted: dict[str, dict[str, int]] | None = None
     extra: JsonObject = field(default_factory=dict, name=EXTRA)
     earlier_scores: list[JsonObject] | None = None
-    health_scores: JsonObject | None = None
+    health_scores: HealthScores | None = None
     recommendations_by_urgency: dict[str, list[JsonObject]] | None = None
     cost_benefit: CostBenefit | None = None
     assessment: JsonObject | None = None
@@ -550,19 +552,171 @@ class CostBenefit(_Block, frozen=True, kw_only=True):
     line: str
 
 
+class ScoreDeduction(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """What took a component's points: a group of findings sharing check, code and status
+    (``check_id``, ``code``, ``status``, ``count``, ``subjects``, ``summary``) or, in performance
+    consistency, a measurement family's spread (``family``, ``series``, ``slowest``,
+    ``dispersion``). One class for both, each key left out where it does not apply, so that
+    either is written in its order (a union of two classes would need a tag key)."""
+
+    check_id: str | None = None
+    code: str | None = None
+    status: str | None = None
+    count: int | None = None
+    family: str | None = None
+    series: str | None = None
+    points: Number
+    subjects: list[str] | None = None
+    summary: str | None = None
+    slowest: str | None = None
+    dispersion: Number | None = None
+
+    @property
+    def cause(self) -> str | None:
+        """The check that took the points, or the measured series (what a target fixes)."""
+        return self.check_id or self.series
+
+
+class ScoreMeasurement(_Block, frozen=True, kw_only=True):
+    """A measured series' spread (performance consistency): its statistics (rounded to 4
+    places), the points its spread costs and whether it is its family's counted worst."""
+
+    family: str
+    series: str
+    slowest: str
+    n: int
+    mean: Number
+    median: Number
+    min: Number
+    max: Number
+    cv: Number
+    straggler_gap: Number
+    spread: Number
+    dispersion: Number
+    points: Number
+    counted: bool
+
+
+class ComponentScore(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``health_scores.components.<name>``: a component's score (None: not scored), rating,
+    whether it was tested, its findings by status, what took its points and why it was not
+    tested; performance consistency also lists its ``measurements``."""
+
+    title: str
+    score: Number | None
+    rating: str | None
+    tested: bool
+    counts: dict[str, int]
+    deductions: list[ScoreDeduction]
+    measurements: list[ScoreMeasurement] | None = None
+    reason: str | None
+
+
+class ScoreCap(_Block, frozen=True, kw_only=True):
+    """Why the overall score is capped: the cap, the weighted mean it replaced, and why."""
+
+    at: Number
+    mean: Number
+    why: str
+
+
+class MissingCore(_Block, frozen=True, kw_only=True):
+    """A core component that was not measured, and what measuring it needs."""
+
+    component: str
+    title: str
+    missing: str
+
+
+class OverallScore(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``health_scores.overall``: the weighted mean of the tested components (capped when the
+    verdict gates), its rating, the components counted and the unmeasured core components
+    (``incomplete``: reports before it was written lack it)."""
+
+    score: Number | None
+    rating: str | None
+    cap: ScoreCap | None
+    components_counted: list[str]
+    incomplete: list[MissingCore] | None = None
+
+
+class ConnectivityPair(TypedDict):
+    """One measured node pair: the two node names, the speed (None: not measured) and its status."""
+
+    a: str
+    b: str
+    gbps: Number | None
+    status: str
+
+
+class ConnectivityCell(TypedDict):
+    """A measured cell of the node-pair grid."""
+
+    gbps: Number | None
+    status: str
+
+
+class Connectivity(_Block, frozen=True, kw_only=True):
+    """``health_scores.connectivity``: the node-pair matrix, from a matrix handed in, the
+    localisation rounds or ``network.node_links``; ``cells`` is None above the grid's size."""
+
+    source: str
+    nodes: list[str]
+    pairs: list[ConnectivityPair]
+    cells: list[list[ConnectivityCell | None]] | None
+    truncated: bool
+
+
+class ScoreSettings(_Block, frozen=True, kw_only=True):
+    """``health_scores.settings``: the ``[report]`` settings the scores were computed with."""
+
+    fail_points: Number
+    error_points: Number
+    warn_points: Number
+    repeat_fraction: Number
+    repeat_max_multiple: Number
+    consistency_ok: Number
+    consistency_bad: Number
+    consistency_max_points: Number
+    bands: dict[str, Number]
+    weights: dict[str, Number]
+
+
+class HealthScores(_Block, frozen=True, kw_only=True):
+    """``cluster_summary.health_scores``: 0-100 per component and overall, with what lowered
+    each (:mod:`gpu_preflight.report.scores`)."""
+
+    overall: OverallScore
+    components: dict[str, ComponentScore]
+    connectivity: Connectivity | None
+    settings: ScoreSettings
+    formula: str
+
+    @property
+    def consistency(self) -> ComponentScore | None:
+        """The performance consistency component (None in a report that lacks it)."""
+        return self.components.get("performance_consistency")
+
+    @property
+    def measurements(self) -> list[ScoreMeasurement]:
+        """The measured series' spreads (performance consistency's; none where it has none)."""
+        perf = self.consistency
+        return (perf.measurements or []) if perf is not None else []
+
+
 class Assessment(Struct, frozen=True):
     """What scoring and advice conclude about a report, as a value (nothing is mutated):
     the health scores, recommendations by urgency, cost-benefit and the health assessment
     (readiness, trends, targets, schedule)."""
 
-    health_scores: JsonObject
+    health_scores: HealthScores
     recommendations_by_urgency: dict[str, list[JsonObject]] | None = None
     cost_benefit: CostBenefit | None = None
     assessment: JsonObject | None = None
 
     def apply(self, summary: dict[str, Any]) -> None:
         """Put the blocks into a ``cluster_summary`` dict (the dict-based callers' step)."""
-        summary["health_scores"] = self.health_scores
+        summary["health_scores"] = self.health_scores.to_dict()
         if self.recommendations_by_urgency is not None:
             summary["recommendations_by_urgency"] = self.recommendations_by_urgency
         if self.cost_benefit is not None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from ..findings.model import ClusterReport, GpuEntry, ReportFinding
+from ..findings.model import ClusterReport, GpuEntry, HealthScores, ReportFinding
 from ..ids import GEMM_ID, MEMORY_BANDWIDTH_ID
 from ..report.measurements import num
 
@@ -189,17 +189,12 @@ def extract(report: ClusterReport) -> RunRecord:
     return record
 
 
-def _scores(health: Any) -> dict[str, float | None]:
+def _scores(health: HealthScores | None) -> dict[str, float | None]:
     """Each component's score and ``overall`` (``None``: not tested), for the trend of later runs."""
-    if not isinstance(health, Mapping):
+    if health is None:
         return {}
-    out: dict[str, float | None] = {}
-    for name, comp in (health.get("components") or {}).items():
-        if isinstance(comp, Mapping):
-            out[str(name)] = num(comp.get("score"))
-    overall = health.get("overall")
-    if isinstance(overall, Mapping):
-        out["overall"] = num(overall.get("score"))
+    out = {name: num(comp.score) for name, comp in health.components.items()}
+    out["overall"] = num(health.overall.score)
     return out
 
 

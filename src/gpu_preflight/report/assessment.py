@@ -36,7 +36,7 @@ from msgspec.structs import replace
 
 from ..config.report_schema import COMPONENTS, ReportConfig
 from ..findings.canonical import verdict_of
-from ..findings.model import ClusterReport, NodeSections, ReportFinding
+from ..findings.model import ClusterReport, HealthScores, NodeSections, ReportFinding
 from ..ids import PINGPONG_ID
 from ..model import Status
 from .connectivity import node_names
@@ -73,14 +73,13 @@ def _entry_reason(e: Mapping[str, Any]) -> str:
     return f"{e.get('check_id') or e.get('component')}: {e['summary']}{where}"
 
 
-def readiness(report: ClusterReport, scores: Mapping[str, Any],
+def readiness(report: ClusterReport, scores: HealthScores,
               recs: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
     """``{"development": {"status", "reasons"}, "production": {...}}`` (see the module docstring)."""
     verdict = verdict_of(report)
     problems = [_entry_reason(e) for e in [*recs.get("immediate", []), *recs.get("short_term", [])]]
     blocking = any((e.get("check_id"), e.get("code")) in BLOCKING for e in recs.get("immediate", []))
-    untested = [f"not tested: {i['missing']} ({i['title'].lower()})"
-                for i in (scores.get("overall") or {}).get("incomplete") or []]
+    untested = [f"not tested: {i.missing} ({i.title.lower()})" for i in scores.overall.incomplete or []]
     gpu_untested = [u for u in untested if u.endswith(f"({TITLES['hardware_health'].lower()})")]
     if verdict.exit_code >= Status.FAIL.exit_code or blocking:
         production = {"status": NEEDS_FIXES, "reasons": _listed([verdict.line, *problems])}
@@ -103,11 +102,11 @@ def readiness(report: ClusterReport, scores: Mapping[str, Any],
     return {"development": development, "production": production}
 
 
-def trends(scores: Mapping[str, Any], earlier: Sequence[Mapping[str, Any]] | None,
+def trends(scores: HealthScores, earlier: Sequence[Mapping[str, Any]] | None,
            cfg: ReportConfig) -> dict[str, dict[str, Any]]:
     """Per component and ``overall``: ``{"trend", "baseline", "change", "runs"}``."""
-    current = {c: v.get("score") for c, v in (scores.get("components") or {}).items()}
-    current["overall"] = (scores.get("overall") or {}).get("score")
+    current = {c: v.score for c, v in scores.components.items()}
+    current["overall"] = scores.overall.score
     out: dict[str, dict[str, Any]] = {}
     for name, score in current.items():
         entry: dict[str, Any] = {"trend": NO_HISTORY, "baseline": None, "change": None, "runs": 0}
@@ -135,28 +134,28 @@ def trends(scores: Mapping[str, Any], earlier: Sequence[Mapping[str, Any]] | Non
     return out
 
 
-def targets(scores: Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
+def targets(scores: HealthScores, cfg: ReportConfig) -> dict[str, Any]:
     """The scores to reach within ``target_days``: at least ``target_score``, never below today's.
 
     Each target names what takes the points today (the biggest deductions), since fixing
     those is how the target is reached; an untested component's target is to test it.
     """
-    rows = []
-    weights = (scores.get("settings") or {}).get("weights") or {}
+    rows: list[dict[str, Any]] = []
+    weights = scores.settings.weights
     counted: dict[str, float] = {}
-    for name, comp in (scores.get("components") or {}).items():
-        score = comp.get("score")
+    for name, comp in scores.components.items():
+        score = comp.score
         if score is None:
-            rows.append({"component": name, "title": comp["title"], "score": None, "target": None, "change": None,
-                         "by": [comp.get("reason") or NOT_TESTED]})
+            rows.append({"component": name, "title": comp.title, "score": None, "target": None, "change": None,
+                         "by": [comp.reason or NOT_TESTED]})
             continue
         target = max(float(score), cfg.target_score)
-        by = list(dict.fromkeys(d.get("check_id") or d.get("series") for d in comp.get("deductions") or []))[:3]
-        rows.append({"component": name, "title": comp["title"], "score": score, "target": target,
+        by = list(dict.fromkeys(d.cause for d in comp.deductions))[:3]
+        rows.append({"component": name, "title": comp.title, "score": score, "target": target,
                      "change": round(target - float(score), 1), "by": by if target > score else []})
         if float(weights.get(name, 1.0)) > 0:
             counted[name] = target
-    overall = (scores.get("overall") or {}).get("score")
+    overall = scores.overall.score
     goal = None
     if counted:  # the fixes that reach the targets also lift the gating cap
         goal = sum(float(weights.get(c, 1.0)) * t for c, t in counted.items()) / \
@@ -197,14 +196,13 @@ def pair_latencies(report: ClusterReport) -> list[dict[str, Any]]:
     return out
 
 
-def stability(scores: Mapping[str, Any], latencies: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+def stability(scores: HealthScores, latencies: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
     """Mean, range, standard deviation and CV of every measured series (the consistency score's input),
     and of the node-pair latencies (shown, not scored)."""
-    perf = (scores.get("components") or {}).get("performance_consistency") or {}
-    rows = [{"series": m["series"], "family": m["family"], "unit": _UNITS.get(m["family"], ""), "n": m["n"],
-             "mean": m["mean"], "min": m["min"], "max": m["max"], "std_dev": round(m["cv"] * m["mean"], 4),
-             "cv": m["cv"], "slowest": m["slowest"], "points": m["points"], "counted": m.get("counted", True)}
-            for m in perf.get("measurements") or []]
+    rows = [{"series": m.series, "family": m.family, "unit": _UNITS.get(m.family, ""), "n": m.n,
+             "mean": m.mean, "min": m.min, "max": m.max, "std_dev": round(m.cv * m.mean, 4),
+             "cv": m.cv, "slowest": m.slowest, "points": m.points, "counted": m.counted}
+            for m in scores.measurements]
     lat = {f"{p['a']}<->{p['b']}": float(p["latency_us"]) for p in latencies}
     stats = dispersion(lat.values())
     if stats is not None:
@@ -262,7 +260,7 @@ def schedule(report: ClusterReport, ready: Mapping[str, Mapping[str, Any]],
             "setting": setting}
 
 
-def assess(report: ClusterReport, scores: Mapping[str, Any],
+def assess(report: ClusterReport, scores: HealthScores,
            recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> dict[str, Any]:
     """The ``cluster_summary.assessment`` block."""
     typed = report
@@ -317,11 +315,11 @@ def node_specs(report: ClusterReport, cfg: ReportConfig) -> dict[str, Any]:
             sub = replace(typed, findings=own[key], nodes=NodeSections({key: section}),
                                       cluster_summary=alone)
             scored = compute_scores(sub, cfg)
-            overall = scored["overall"]
+            overall = scored.overall
             # The network's core (a link between two nodes) belongs to the cluster, not to one node:
             # a node is rated on its own GPUs being read.
-            band = rating(overall["score"], cfg)
-            if band in ("EXCELLENT", "GOOD") and not scored["components"]["hardware_health"]["tested"]:
+            band = rating(overall.score, cfg)
+            if band in ("EXCELLENT", "GOOD") and not scored.components["hardware_health"].tested:
                 band = INCOMPLETE
             judged = [f.status.value for f in own[key] if f.status is not Status.SKIP]
             worst = Status.worst(judged).value if judged else (Status.SKIP.value if own[key] else None)
@@ -329,12 +327,12 @@ def node_specs(report: ClusterReport, cfg: ReportConfig) -> dict[str, Any]:
                          "gpus": len(gpus), "models": models,
                          "gpu_memory_gb": round(sum(float(g.get("memory_total_mb") or 0) for g in gpus.values())
                                                 / 1024, 2),
-                         "score": overall["score"], "rating": band, "worst": worst})
+                         "score": overall.score, "rating": band, "worst": worst})
     return {"nodes": rows, "listed": listed, "total_nodes": len(sections), "total_gpus": total_gpus,
             "total_gpu_memory_gb": round(total_mb / 1024, 2)}
 
 
-def assessment_of(report: ClusterReport, scores: Mapping[str, Any],
+def assessment_of(report: ClusterReport, scores: HealthScores,
                   recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> Mapping[str, Any]:
     """The stored assessment, or one derived now for a report saved before it was stored."""
     stored = report.cluster_summary.assessment

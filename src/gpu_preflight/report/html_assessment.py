@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config.report_schema import ReportConfig
 from ..findings.canonical import verdict_of
-from ..findings.model import ClusterReport
+from ..findings.model import ClusterReport, HealthScores
 from .assessment import NEEDS_FIXES, READY, assessment_of, component_order, node_specs, pair_latencies
 from .conclusion import conclusion, error_classes, network_review, optimization, trend_analysis
 from .connectivity import reachability_html
@@ -70,17 +70,17 @@ def _readiness(assessment: Mapping[str, Any], optimize: Mapping[str, str]) -> st
     return f'<h3>Readiness</h3><div class="cards">{"".join(parts)}</div>'
 
 
-def _components(scores: Mapping[str, Any], assessment: Mapping[str, Any]) -> str:
+def _components(scores: HealthScores, assessment: Mapping[str, Any]) -> str:
     targets = {t["component"]: t for t in assessment["targets"]["components"]}
     rows = []
-    for name in component_order(scores["components"]):
-        comp, trend, target = scores["components"][name], assessment["trends"].get(name) or {}, targets.get(name) or {}
+    for name in component_order(scores.components):
+        comp, trend, target = scores.components[name], assessment["trends"].get(name) or {}, targets.get(name) or {}
         change = "" if trend.get("change") is None else f" ({trend['change']:+g} vs {trend['baseline']:g})"
-        rows.append(_td(comp["title"], _score(comp["score"]), comp["rating"] or "NOT TESTED",
+        rows.append(_td(comp.title, _score(comp.score), comp.rating or "NOT TESTED",
                         f"{trend.get('trend', 'no history')}{change}", _score(target.get("target")),
                         ", ".join(target.get("by") or []) or "keep"))
-    overall, t_overall = scores["overall"], assessment["targets"]["overall"]
-    rows.append(_td("Overall", _score(overall["score"]), overall["rating"] or "NOT TESTED",
+    overall, t_overall = scores.overall, assessment["targets"]["overall"]
+    rows.append(_td("Overall", _score(overall.score), overall.rating or "NOT TESTED",
                     (assessment["trends"].get("overall") or {}).get("trend", "no history"), _score(t_overall["target"]),
                     t_overall["rating"] or ""))
     days = assessment["targets"]["days"]
@@ -155,7 +155,7 @@ def _issues(assessment: Mapping[str, Any]) -> str:
             f"{_table(('Priority', 'Status', 'Check', 'Issue', 'Impact', 'Subjects'), rows, 'issue-table')}</section>")
 
 
-def assessment_sections(report: ClusterReport, scores: Mapping[str, Any],
+def assessment_sections(report: ClusterReport, scores: HealthScores,
                         recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> str:
     """The assessment sections, in the page's order after the scores and recommendations."""
     assessment = assessment_of(report, scores, recs, cfg)

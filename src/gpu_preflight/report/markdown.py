@@ -21,7 +21,7 @@ from typing import Any
 
 from ..config.report_schema import ReportConfig
 from ..findings.canonical import display, report_groups, verdict_of
-from ..findings.model import ClusterReport, CostBenefit
+from ..findings.model import ClusterReport, CostBenefit, HealthScores
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .assessment import assessment_of, component_order, node_specs, pair_latencies
 from .conclusion import conclusion, error_classes, network_review, optimization, trend_analysis
@@ -61,23 +61,23 @@ def _who(subjects: Sequence[str], count: int) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def _summary(scores: Mapping[str, Any], assessment: Mapping[str, Any]) -> list[str]:
-    overall = scores["overall"]
+def _summary(scores: HealthScores, assessment: Mapping[str, Any]) -> list[str]:
+    overall = scores.overall
     trend = assessment["trends"].get("overall", {})
     lines = ["## Executive summary", "",
-             f"**Overall health score: {_score(overall['score'])} ({overall['rating'] or 'NOT TESTED'})**"
+             f"**Overall health score: {_score(overall.score)} ({overall.rating or 'NOT TESTED'})**"
              f" · trend: {trend.get('trend', 'no history')}", ""]
-    if overall.get("cap"):
-        lines += [f"Capped from {overall['cap']['mean']:.0f}: {_cell(overall['cap']['why'])}.", ""]
-    for gap in overall.get("incomplete") or []:
-        lines.append(f"- Incomplete: {_cell(gap['title'])}: {_cell(gap['missing'])}.")
+    if overall.cap is not None:
+        lines += [f"Capped from {overall.cap.mean:.0f}: {_cell(overall.cap.why)}.", ""]
+    for gap in overall.incomplete or []:
+        lines.append(f"- Incomplete: {_cell(gap.title)}: {_cell(gap.missing)}.")
     ready = assessment["readiness"]
     lines += [f"- Development/testing: **{ready['development']['status']}**",
               f"- Production: **{ready['production']['status']}**", ""]
     rows = []
-    for name in component_order(scores["components"]):
-        comp = scores["components"][name]
-        rows.append((comp["title"], _score(comp["score"]), comp["rating"] or "NOT TESTED",
+    for name in component_order(scores.components):
+        comp = scores.components[name]
+        rows.append((comp.title, _score(comp.score), comp.rating or "NOT TESTED",
                      _trend(assessment["trends"].get(name))))
     return lines + _table(("Component", "Score", "Status", "Trend"), rows) + [""]
 
@@ -108,22 +108,22 @@ def _nodes(specs: Mapping[str, Any], cfg: ReportConfig) -> list[str]:
     return [*lines, *_table(head, rows), "", *note]
 
 
-def _connectivity(report: ClusterReport, scores: Mapping[str, Any]) -> list[str]:
-    conn = scores.get("connectivity")
+def _connectivity(report: ClusterReport, scores: HealthScores) -> list[str]:
+    conn = scores.connectivity
     lines = ["## Connectivity", ""]
-    if not conn:
+    if conn is None:
         lines += ["No link between two nodes was measured.", ""]
-    elif len(conn["nodes"]) <= MATRIX_MAX_NODES and conn.get("cells") is not None:
-        lines += [f"Node-pair bandwidth, GB/s (source: {_cell(conn['source'])}; · not measured):", ""]
+    elif len(conn.nodes) <= MATRIX_MAX_NODES and conn.cells is not None:
+        lines += [f"Node-pair bandwidth, GB/s (source: {_cell(conn.source)}; · not measured):", ""]
         rows = []
-        for name, cells in zip(conn["nodes"], conn["cells"], strict=True):
+        for name, cells in zip(conn.nodes, conn.cells, strict=True):
             rows.append((name, *("·" if c is None else
                                  f"{'failed' if c['gbps'] is None else format(c['gbps'], '.3g')} {c['status']}"
                                  for c in cells)))
-        lines += [*_table(("Node", *conn["nodes"]), rows), ""]
+        lines += [*_table(("Node", *conn.nodes), rows), ""]
     else:
-        bad = [p for p in conn["pairs"] if p["status"] != "PASS"]
-        lines += [f"{len(conn['pairs'])} node pairs measured (source: {_cell(conn['source'])}); {len(bad)} not PASS.",
+        bad = [p for p in conn.pairs if p["status"] != "PASS"]
+        lines += [f"{len(conn.pairs)} node pairs measured (source: {_cell(conn.source)}); {len(bad)} not PASS.",
                   ""]
         if bad:
             lines += [*_table(("Node", "Node", "GB/s", "Status"), [
