@@ -126,7 +126,7 @@ def test_advice_is_a_value_and_leaves_the_report_alone() -> None:
     assert typed.cluster_summary.cost_benefit == advice.cost_benefit
     assert json.dumps(report) == before
     dict_path = add_advice(copy.deepcopy(report))["cluster_summary"]
-    assert dict_path["assessment"] == advice.assessment
+    assert advice.assessment is not None and dict_path["assessment"] == advice.assessment.to_dict()
 
 
 def test_with_summary_adds_blocks_as_a_new_value() -> None:

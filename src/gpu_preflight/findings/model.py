@@ -22,8 +22,8 @@ A new field is one line. Two conventions carry what the hand-written code did:
   node's ``identity``, a newer version's additions) in an :data:`EXTRA` field, written in
   that field's place: the field's position is where the unknown keys go.
 
-Large free-form blocks (a node's facts, the DCGM/NCCL/network diagnostics, the
-assessment) stay JSON objects (``JsonObject``); high-volume leaf records (one per GPU, one per
+Large free-form blocks (a node's facts, the DCGM/NCCL/network diagnostics) stay JSON
+objects (``JsonObject``); high-volume leaf records (one per GPU, one per
 check of a node) are ``TypedDict``\\ s. A 10,000-node report's node sections are typed on
 first read (:class:`NodeSections`).
 """
@@ -42,10 +42,12 @@ from msgspec.structs import replace
 from ..model import Status
 
 __all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
-           "ClusterTopology", "ComponentScore", "Connectivity", "ConnectivityCell", "ConnectivityPair", "CostBenefit",
-           "GpuEntry", "HealthScores", "JsonObject", "MissingCore", "NodeInfo", "NodeSection", "NodeSections", "Number",
-           "OverallScore", "ReportFinding", "RunInfo", "ScoreCap", "ScoreDeduction", "ScoreMeasurement",
-           "ScoreSettings", "Tool"]
+           "ClusterTopology", "ComponentScore", "ComponentTarget", "Connectivity", "ConnectivityCell",
+           "ConnectivityPair", "CostBenefit", "GpuEntry", "HealthAssessment", "HealthScores", "Issue", "JsonObject",
+           "MissingCore", "NodeInfo", "NodeSection", "NodeSections", "Number", "OverallScore", "OverallTarget",
+           "Readiness", "ReadinessLevels", "ReportFinding", "RunInfo", "Schedule", "ScheduleItem", "ScoreCap",
+           "ScoreDeduction", "ScoreMeasurement", "ScoreSettings", "StabilityRow", "Targets",
+           "Tool", "Trend"]
 
 JsonObject = dict[str, Any]
 # A JSON number: an integer stays one when read back and written again (``float`` alone would
@@ -312,7 +314,7 @@ class ClusterSummary(_Block, frozen=True, kw_only=True, omit_defaults=True):
     health_scores: HealthScores | None = None
     recommendations_by_urgency: dict[str, list[JsonObject]] | None = None
     cost_benefit: CostBenefit | None = None
-    assessment: JsonObject | None = None
+    assessment: HealthAssessment | None = None
 
     OLDER: ClassVar[Older] = {"test_results": _dict, "cluster_info": _dict, "performance_summary": _dict,
                               "issues": _list, "recommendations": _list}
@@ -572,9 +574,9 @@ class ScoreDeduction(_Block, frozen=True, kw_only=True, omit_defaults=True):
     dispersion: Number | None = None
 
     @property
-    def cause(self) -> str | None:
+    def cause(self) -> str:
         """The check that took the points, or the measured series (what a target fixes)."""
-        return self.check_id or self.series
+        return self.check_id or self.series or ""
 
 
 class ScoreMeasurement(_Block, frozen=True, kw_only=True):
@@ -704,6 +706,122 @@ class HealthScores(_Block, frozen=True, kw_only=True):
         return (perf.measurements or []) if perf is not None else []
 
 
+class Readiness(_Block, frozen=True, kw_only=True):
+    """One readiness level: READY, READY WITH CAVEATS or NEEDS FIXES, and why."""
+
+    status: str
+    reasons: list[str]
+
+
+class ReadinessLevels(_Block, frozen=True, kw_only=True):
+    """``assessment.readiness``: for development/testing and for production."""
+
+    development: Readiness
+    production: Readiness
+
+
+class Trend(_Block, frozen=True, kw_only=True):
+    """A component's (or the overall) score against the median of its earlier runs' scores."""
+
+    trend: str
+    baseline: Number | None
+    change: Number | None
+    runs: int
+
+
+class ComponentTarget(_Block, frozen=True, kw_only=True):
+    """A component's target score and what reaching it takes (None: the component was not scored)."""
+
+    component: str
+    title: str
+    score: Number | None
+    target: Number | None
+    change: Number | None
+    by: list[str]
+
+
+class OverallTarget(_Block, frozen=True, kw_only=True):
+    """The overall score the component targets reach, and its rating."""
+
+    score: Number | None
+    target: Number | None
+    rating: str | None
+    change: Number | None
+
+
+class Targets(_Block, frozen=True, kw_only=True):
+    """``assessment.targets``: the scores to reach within ``days``."""
+
+    days: Number
+    target_score: Number
+    components: list[ComponentTarget]
+    overall: OverallTarget
+
+
+class Issue(_Block, frozen=True, kw_only=True):
+    """An immediate (HIGH) or short-term (MEDIUM) recommendation as an issue with its impact."""
+
+    priority: str
+    status: str
+    check_id: str | None
+    code: str | None
+    component: str
+    title: str
+    impact: str
+    summary: str
+    subjects: list[str]
+    count: int
+    recommendation: str | None
+
+
+class StabilityRow(_Block, frozen=True, kw_only=True):
+    """A measured series' spread as the stability table shows it (the consistency score's
+    series, and the node-pair latencies, shown but not scored)."""
+
+    series: str
+    family: str
+    unit: str
+    n: int
+    mean: Number
+    min: Number
+    max: Number
+    std_dev: Number
+    cv: Number
+    slowest: str
+    points: Number
+    counted: bool
+
+
+class ScheduleItem(_Block, frozen=True, kw_only=True):
+    """When to check what, and the command that does it."""
+
+    when: str
+    what: str
+    command: str
+
+
+class Schedule(_Block, frozen=True, kw_only=True):
+    """``assessment.schedule``: the monitoring schedule and the date of the next full assessment
+    (None: the run has no readable timestamp), ``days`` after the run by ``setting``."""
+
+    items: list[ScheduleItem]
+    next_assessment: str | None
+    days: Number
+    setting: str
+
+
+class HealthAssessment(_Block, frozen=True, kw_only=True):
+    """``cluster_summary.assessment``: readiness, trends, targets, issues, stability and the
+    monitoring schedule (:mod:`gpu_preflight.report.assessment`)."""
+
+    readiness: ReadinessLevels
+    trends: dict[str, Trend]
+    targets: Targets
+    issues: list[Issue]
+    stability: list[StabilityRow]
+    schedule: Schedule
+
+
 class Assessment(Struct, frozen=True):
     """What scoring and advice conclude about a report, as a value (nothing is mutated):
     the health scores, recommendations by urgency, cost-benefit and the health assessment
@@ -712,7 +830,7 @@ class Assessment(Struct, frozen=True):
     health_scores: HealthScores
     recommendations_by_urgency: dict[str, list[JsonObject]] | None = None
     cost_benefit: CostBenefit | None = None
-    assessment: JsonObject | None = None
+    assessment: HealthAssessment | None = None
 
     def apply(self, summary: dict[str, Any]) -> None:
         """Put the blocks into a ``cluster_summary`` dict (the dict-based callers' step)."""
@@ -722,7 +840,7 @@ class Assessment(Struct, frozen=True):
         if self.cost_benefit is not None:
             summary["cost_benefit"] = self.cost_benefit.to_dict()
         if self.assessment is not None:
-            summary["assessment"] = self.assessment
+            summary["assessment"] = self.assessment.to_dict()
 
 
 class ClusterReport(_Block, frozen=True, kw_only=True):

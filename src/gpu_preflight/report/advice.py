@@ -180,5 +180,5 @@ def add_advice(report: dict[str, Any], config: ReportConfig | None = None) -> di
     advice = advise(ClusterReport.from_dict(report), config)
     summary["recommendations_by_urgency"] = advice.recommendations_by_urgency
     summary["cost_benefit"] = advice.cost_benefit.to_dict() if advice.cost_benefit is not None else None
-    summary["assessment"] = advice.assessment
+    summary["assessment"] = advice.assessment.to_dict() if advice.assessment is not None else None
     return report
