@@ -46,7 +46,7 @@ __all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "Cl
            "ConnectivityPair", "CostBenefit", "GpuEntry", "HealthAssessment", "HealthScores", "Issue", "JsonObject",
            "MissingCore", "NodeInfo", "NodeSection", "NodeSections", "Number", "OverallScore", "OverallTarget",
            "Readiness", "ReadinessLevels", "ReportFinding", "RunInfo", "Schedule", "ScheduleItem", "ScoreCap",
-           "ScoreDeduction", "ScoreMeasurement", "ScoreSettings", "StabilityRow", "Targets",
+           "ScoreDeduction", "ScoreMeasurement", "ScoreSettings", "StabilityRow", "SummaryClusterInfo", "Targets",
            "Tool", "Trend"]
 
 JsonObject = dict[str, Any]
@@ -302,7 +302,7 @@ class ClusterSummary(_Block, frozen=True, kw_only=True, omit_defaults=True):
     exit_code: int
     test_results: dict[str, bool | None]
     test_results_notes: dict[str, str] | None = None  # why a group is false untested
-    cluster_info: JsonObject
+    cluster_info: SummaryClusterInfo
     performance_summary: dict[str, Number]
     issues: list[str]
     recommendations: list[str]
@@ -318,6 +318,16 @@ class ClusterSummary(_Block, frozen=True, kw_only=True, omit_defaults=True):
 
     OLDER: ClassVar[Older] = {"test_results": _dict, "cluster_info": _dict, "performance_summary": _dict,
                               "issues": _list, "recommendations": _list}
+
+
+class SummaryClusterInfo(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``cluster_summary.cluster_info`` (and each node summary's): the SageMaker health-check
+    layout keeps this key and leaves it empty (``{}``); what is known about the cluster is the
+    report's top-level :class:`ClusterInfo`. Not that class: its fields are required and written
+    whole (``expected_total_gpus: null``), which an empty block cannot be. Keys a report from
+    elsewhere put here are kept as they are (``extra``)."""
+
+    extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
 
 class NodeInfo(_Block, frozen=True, kw_only=True, omit_defaults=True):
