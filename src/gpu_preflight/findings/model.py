@@ -709,6 +709,11 @@ class HealthScores(_Block, frozen=True, kw_only=True):
         """The performance consistency component (None in a report that lacks it)."""
         return self.components.get("performance_consistency")
 
+    def by_name(self) -> dict[str, Number | None]:
+        """Each component's score, then ``overall`` (None: not scored): what the history keeps
+        of a run and what later runs' trends compare with."""
+        return {**{name: comp.score for name, comp in self.components.items()}, "overall": self.overall.score}
+
     @property
     def measurements(self) -> list[ScoreMeasurement]:
         """The measured series' spreads (performance consistency's; none where it has none)."""

@@ -193,9 +193,7 @@ def _scores(health: HealthScores | None) -> dict[str, float | None]:
     """Each component's score and ``overall`` (``None``: not tested), for the trend of later runs."""
     if health is None:
         return {}
-    out = {name: num(comp.score) for name, comp in health.components.items()}
-    out["overall"] = num(health.overall.score)
-    return out
+    return {name: num(score) for name, score in health.by_name().items()}
 
 
 def _where(nodes: NodeIndex, subject: str, node_key: str | None) -> dict[str, Any]:

@@ -122,9 +122,7 @@ def readiness(report: ClusterReport, scores: HealthScores,
 def trends(scores: HealthScores, earlier: Sequence[Mapping[str, Any]] | None,
            cfg: ReportConfig) -> dict[str, Trend]:
     """Per component and ``overall``: its trend against the earlier runs (``earlier``: None, no history)."""
-    current = {c: v.score for c, v in scores.components.items()}
-    current["overall"] = scores.overall.score
-    return {name: _trend(name, score, earlier, cfg) for name, score in current.items()}
+    return {name: _trend(name, score, earlier, cfg) for name, score in scores.by_name().items()}
 
 
 def _trend(name: str, score: Number | None, earlier: Sequence[Mapping[str, Any]] | None,
