@@ -22,10 +22,10 @@ A new field is one line. Two conventions carry what the hand-written code did:
   node's ``identity``, a newer version's additions) in an :data:`EXTRA` field, written in
   that field's place: the field's position is where the unknown keys go.
 
-Large free-form blocks (a node's facts, the DCGM/NCCL/network diagnostics) stay JSON
-objects (``JsonObject``); high-volume leaf records (one per GPU, one per
-check of a node) are ``TypedDict``\\ s. A 10,000-node report's node sections are typed on
-first read (:class:`NodeSections`).
+Large free-form blocks (a node's facts, the DCGM/NCCL/network diagnostics) and the
+recommendations by urgency stay JSON objects (``JsonObject``); high-volume leaf records (one
+per GPU, one per check of a node, one per measured node pair) are ``TypedDict``\\ s. A
+10,000-node report's node sections are typed on first read (:class:`NodeSections`).
 """
 
 from __future__ import annotations
