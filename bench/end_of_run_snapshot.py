@@ -40,6 +40,7 @@ def main() -> None:
             pickle.dump(gathered, fh, protocol=pickle.HIGHEST_PROTOCOL)
 
     from gpu_preflight.config import Config
+    from gpu_preflight.findings.model import ClusterReport
     from gpu_preflight.report import write_report
     from gpu_preflight.report.advice import add_advice
     from gpu_preflight.report.build import build_cluster_report
@@ -59,7 +60,7 @@ def main() -> None:
     out = Path(a.out)
     write_report(report, [], out)
     text = io.StringIO()
-    render_console(report, stream=text, verbose=False, width=120)
+    render_console(ClusterReport.from_dict(report), stream=text, verbose=False, width=120)
     (out / "console.txt").write_text(text.getvalue())
     print(f"written to {out}", file=sys.stderr)
 

@@ -106,7 +106,7 @@ def test_cost_of_a_straggler_and_of_a_clean_run() -> None:
     cb = cost_benefit(ClusterReport.of(clean), compute_scores(ClusterReport.of(clean), cfg), cfg)
     assert cb.basis == "none" and cb.averted_gpu_hours == 0.0 and cb.benefit_cost_ratio is None
     assert "ready to train" in cb.line
-    cpu = cost_benefit(ClusterReport.of(report_of([finding("gpu.thermal", "FAIL")])), {}, cfg)
+    cpu = cost_benefit(ClusterReport.of(report_of([finding("gpu.thermal", "FAIL")])), None, cfg)
     assert cpu.gpus == 0 and "nothing to price" in cpu.line
 
 

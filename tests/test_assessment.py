@@ -11,12 +11,23 @@ from typing import Any
 
 import msgspec
 import pytest
+from msgspec.structs import replace
 
 from gpu_preflight.config import build_config
 from gpu_preflight.config.loader import ConfigError
 from gpu_preflight.config.report_schema import ReportConfig
 from gpu_preflight.findings.canonical import verdict_of
-from gpu_preflight.findings.model import ClusterReport
+from gpu_preflight.findings.model import (
+    ClusterReport,
+    ComponentScore,
+    HealthScores,
+    OverallScore,
+    Readiness,
+    ReadinessLevels,
+    ScoreDeduction,
+    ScoreMeasurement,
+    ScoreSettings,
+)
 from gpu_preflight.history import HistoryStore, extract
 from gpu_preflight.model import Status
 from gpu_preflight.report.advice import recommendations_by_urgency
@@ -43,11 +54,11 @@ from .test_scores import finding, report_of
 GPU, LINK = finding("gpu.thermal", "PASS", "h0/gpu0", "ok"), finding("network.node_links", "PASS", "h1", "ok")
 
 
-def ready_of(findings: list[dict[str, Any]], fail_on: str = "fail") -> tuple[str, str, dict[str, Any]]:
+def ready_of(findings: list[dict[str, Any]], fail_on: str = "fail") -> tuple[str, str, ReadinessLevels]:
     report = report_of(findings, fail_on)
     scores = compute_scores(ClusterReport.of(report))
     out = readiness(ClusterReport.of(report), scores, recommendations_by_urgency(ClusterReport.of(report), scores))
-    return out["development"]["status"], out["production"]["status"], out
+    return out.development.status, out.production.status, out
 
 
 @pytest.mark.parametrize("findings, fail_on, dev, prod, says", [
@@ -71,7 +82,7 @@ def test_readiness_follows_the_verdict(findings: list[dict[str, Any]], fail_on: 
                                        says: str) -> None:
     got_dev, got_prod, out = ready_of(findings, fail_on)
     assert (got_dev, got_prod) == (dev, prod)
-    assert any(says in r for r in out["production"]["reasons"])
+    assert any(says in r for r in out.production.reasons)
 
 
 @pytest.mark.parametrize("status", [s.value for s in Status if s is not Status.SKIP])
@@ -83,9 +94,18 @@ def test_ready_is_impossible_when_the_verdict_gates(status: str, fail_on: str) -
     assert (prod == NEEDS_FIXES) == gates and (prod == READY) == (status == "PASS")
 
 
-def _scores(**components: float | None) -> dict[str, Any]:
-    return {"components": {c: {"title": c, "score": s, "deductions": [], "reason": None}
-                           for c, s in components.items()}, "overall": {"score": None}, "settings": {}}
+def _scores(**components: float | None) -> HealthScores:
+    """Scores of these components (and none overall), with the default settings but no weights."""
+    cfg = ReportConfig()
+    settings = ScoreSettings(fail_points=cfg.fail_points, error_points=cfg.error_points, warn_points=cfg.warn_points,
+                             repeat_fraction=cfg.repeat_fraction, repeat_max_multiple=cfg.repeat_max_multiple,
+                             consistency_ok=cfg.consistency_ok, consistency_bad=cfg.consistency_bad,
+                             consistency_max_points=cfg.consistency_max_points, bands={}, weights={})
+    return HealthScores(
+        overall=OverallScore(score=None, rating=None, cap=None, components_counted=[]),
+        components={c: ComponentScore(title=c, score=s, rating=None, tested=s is not None, counts={}, deductions=[],
+                                      reason=None) for c, s in components.items()},
+        connectivity=None, settings=settings, formula="")
 
 
 @pytest.mark.parametrize("now, trend", [(94.9, "STABLE"), (95.0, "IMPROVING"), (85.1, "STABLE"), (85.0, "DEGRADING"),
@@ -93,40 +113,43 @@ def _scores(**components: float | None) -> dict[str, Any]:
 def test_trend_against_the_median_of_earlier_runs_at_its_boundary(now: float | None, trend: str) -> None:
     earlier = [{"components": {"hardware_health": s}} for s in (10.0, 90.0, 88.0, 92.0)]  # last 3: median 90
     got = trends(_scores(hardware_health=now), earlier, ReportConfig(trend_runs=3))["hardware_health"]
-    assert got["trend"] == trend
+    assert got.trend == trend
     if now is not None:
-        assert got["baseline"] == 90.0 and got["runs"] == 3
+        assert got.baseline == 90.0 and got.runs == 3
 
 
 def test_first_run_no_history_and_no_earlier_score() -> None:
     cfg = ReportConfig()
-    assert trends(_scores(hardware_health=90.0), [], cfg)["hardware_health"]["trend"] == "first run"
-    assert trends(_scores(hardware_health=90.0), None, cfg)["hardware_health"]["trend"] == "no history"
+    assert trends(_scores(hardware_health=90.0), [], cfg)["hardware_health"].trend == "first run"
+    assert trends(_scores(hardware_health=90.0), None, cfg)["hardware_health"].trend == "no history"
     older = [{"run": 1, "components": {}}]  # filed before the history kept scores
-    assert trends(_scores(hardware_health=90.0), older, cfg)["hardware_health"]["trend"] == "no earlier score"
+    assert trends(_scores(hardware_health=90.0), older, cfg)["hardware_health"].trend == "no earlier score"
 
 
 def test_targets_reach_the_setting_and_never_lower_a_score() -> None:
     scores = _scores(network_infrastructure=33.0, hardware_health=95.0, software_stack=None)
-    scores["components"]["network_infrastructure"]["deductions"] = [{"check_id": "network.node_links", "points": 67}]
+    network = replace(scores.components["network_infrastructure"],
+                      deductions=[ScoreDeduction(check_id="network.node_links", points=67)])
+    scores = replace(scores, components={**scores.components, "network_infrastructure": network})
     got = targets(scores, ReportConfig(target_score=85.0, target_days=14))
-    rows = {r["component"]: r for r in got["components"]}
-    assert (rows["network_infrastructure"]["target"], rows["network_infrastructure"]["change"]) == (85.0, 52.0)
-    assert rows["network_infrastructure"]["by"] == ["network.node_links"]
-    assert (rows["hardware_health"]["target"], rows["hardware_health"]["by"]) == (95.0, [])
-    assert rows["software_stack"]["target"] is None and got["days"] == 14
-    assert got["overall"]["target"] == 90.0  # mean of 85 and 95; the untested component does not count
+    rows = {r.component: r for r in got.components}
+    assert (rows["network_infrastructure"].target, rows["network_infrastructure"].change) == (85.0, 52.0)
+    assert rows["network_infrastructure"].by == ["network.node_links"]
+    assert (rows["hardware_health"].target, rows["hardware_health"].by) == (95.0, [])
+    assert rows["software_stack"].target is None and got.days == 14
+    assert got.overall.target == 90.0  # mean of 85 and 95; the untested component does not count
 
 
 def test_stability_states_std_dev_and_latency_spread() -> None:
-    perf = {"measurements": [{"family": "gemm", "series": "bf16 GEMM TFLOP/s across GPUs", "n": 4, "mean": 600.0,
-                              "min": 500.0, "max": 700.0, "cv": 0.1, "slowest": "h1/gpu0", "points": 10.0,
-                              "counted": True}]}
-    rows = stability({"components": {"performance_consistency": perf}},
+    gemm = ScoreMeasurement(family="gemm", series="bf16 GEMM TFLOP/s across GPUs", slowest="h1/gpu0", n=4, mean=600.0,
+                            median=600.0, min=500.0, max=700.0, cv=0.1, straggler_gap=0.17, spread=0.29,
+                            dispersion=0.17, points=10.0, counted=True)
+    scores = _scores(performance_consistency=90.0)
+    perf = replace(scores.components["performance_consistency"], measurements=[gemm])
+    rows = stability(replace(scores, components={"performance_consistency": perf}),
                      [{"a": "h0", "b": "h1", "latency_us": 30.0}, {"a": "h2", "b": "h3", "latency_us": 50.0}])
-    assert (rows[0]["std_dev"], rows[0]["unit"]) == (60.0, "TFLOP/s")
-    assert (rows[1]["mean"], rows[1]["std_dev"], rows[1]["slowest"], rows[1]["counted"]) == (40.0, 10.0, "h2<->h3",
-                                                                                            False)
+    assert (rows[0].std_dev, rows[0].unit) == (60.0, "TFLOP/s")
+    assert (rows[1].mean, rows[1].std_dev, rows[1].slowest, rows[1].counted) == (40.0, 10.0, "h2<->h3", False)
 
 
 def test_issues_have_priority_and_impact() -> None:
@@ -137,21 +160,25 @@ def test_issues_have_priority_and_impact() -> None:
                         "subjects": ["h0/gpu0"], "count": 1}],
         "monitoring": [{}]}
     got = issues(recs)
-    assert [(i["priority"], i["status"]) for i in got] == [("HIGH", "ERROR"), ("MEDIUM", "WARN")]
-    assert got[0]["impact"].startswith("not measured") and "GPUs" in got[1]["impact"]
+    assert [(i.priority, i.status) for i in got] == [("HIGH", "ERROR"), ("MEDIUM", "WARN")]
+    assert got[0].impact.startswith("not measured") and "GPUs" in got[1].impact
 
 
 @pytest.mark.parametrize("prod, days, date", [(READY, 7.0, "2026-11-27"), (CAVEATS, 7.0, "2026-11-27"),
                                               (NEEDS_FIXES, 2.0, "2026-11-22")])
 def test_next_assessment_from_config(prod: str, days: float, date: str) -> None:
     report = msgspec.structs.replace(ClusterReport.of(report_of([])), timestamp="2026-11-20T06:00:00+00:00")
-    got = schedule(ClusterReport.of(report), {"production": {"status": prod}}, ReportConfig())
-    assert (got["days"], got["next_assessment"]) == (days, date)
-    longer = schedule(ClusterReport.of(report), {"production": {"status": READY}},
-                      ReportConfig(assessment_interval_days=14))
-    assert longer["next_assessment"] == "2026-12-04" and "every 14 days" in json.dumps(longer["items"])
+    got = schedule(ClusterReport.of(report), _ready(prod), ReportConfig())
+    assert (got.days, got.next_assessment) == (days, date)
+    longer = schedule(ClusterReport.of(report), _ready(READY), ReportConfig(assessment_interval_days=14))
+    assert longer.next_assessment == "2026-12-04" and any(i.when == "every 14 days" for i in longer.items)
     undated = msgspec.structs.replace(ClusterReport.of(report_of([])), timestamp="?")
-    assert schedule(undated, {"production": {"status": READY}}, ReportConfig())["next_assessment"] is None
+    assert schedule(undated, _ready(READY), ReportConfig()).next_assessment is None
+
+
+def _ready(production: str) -> ReadinessLevels:
+    return ReadinessLevels(development=Readiness(status=READY, reasons=[]),
+                           production=Readiness(status=production, reasons=[]))
 
 
 @pytest.mark.parametrize("setting", ["report.assessment_interval_days=0", "report.reassess_after_fixes_days=-1",
@@ -197,9 +224,11 @@ def test_html_sections_stay_small_at_ten_thousand_nodes() -> None:
     report = stored()
     section = report["nodes"]["node_0"]
     report["nodes"] = {f"node_{i}": {**section, "node_info": {"hostname": f"n{i}"}} for i in range(10_000)}
-    scores, recs = report["cluster_summary"]["health_scores"], report["cluster_summary"]["recommendations_by_urgency"]
+    typed = ClusterReport.of(report)
+    scores, recs = typed.cluster_summary.health_scores, typed.cluster_summary.recommendations_by_urgency
+    assert scores is not None and recs is not None
     # its time: bench/bench_end_of_run.py
-    html = assessment_sections(ClusterReport.of(report), scores, recs, ReportConfig())
+    html = assessment_sections(typed, scores, recs, ReportConfig())
     assert len(html) < 40_000 and "10,000 node(s), 10,000 GPU(s)" in html
 
 

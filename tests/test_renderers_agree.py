@@ -132,16 +132,17 @@ def test_issues_say_the_status_of_the_findings_they_group(name: str) -> None:
     from gpu_preflight.report.scores import compute_scores
 
     report = REPORTS[name]
-    summary = report["cluster_summary"]
-    scores = summary.get("health_scores") or compute_scores(ClusterReport.of(report))
-    recs = summary.get("recommendations_by_urgency") or recommendations_by_urgency(ClusterReport.of(report), scores)
-    found = (summary.get("assessment") or {}).get("issues") or issues(recs)
+    typed = ClusterReport.of(report)
+    summary = typed.cluster_summary
+    scores = summary.health_scores or compute_scores(typed)
+    recs = summary.recommendations_by_urgency or recommendations_by_urgency(typed, scores)
+    found = summary.assessment.issues if summary.assessment is not None else issues(recs)
     assert found
     rank = {s.value: s.rank for s in Status}
     for issue in found:
-        members = [f for f in report["findings"] if f["check_id"] == issue["check_id"]
-                   and (f.get("code") or "") == issue["code"] and str(f["subject"]) in issue["subjects"]]
-        assert members and issue["status"] == max((f["status"] for f in members), key=rank.__getitem__)
+        members = [f for f in report["findings"] if f["check_id"] == issue.check_id
+                   and (f.get("code") or "") == issue.code and str(f["subject"]) in issue.subjects]
+        assert members and issue.status == max((f["status"] for f in members), key=rank.__getitem__)
     md = render(report, "md").split("## Issues", 1)[1].split("## Recommendations", 1)[0]
     shown = re.findall(rf"^\| (HIGH|MEDIUM) \| ({STATUS_WORDS}) \| (.+?) \| ", md, re.M)
-    assert shown == [(i["priority"], i["status"], markdown_text(i["check_id"])) for i in found]
+    assert shown == [(i.priority, i.status, markdown_text(str(i.check_id))) for i in found]

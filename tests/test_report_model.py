@@ -111,7 +111,8 @@ def test_assemble_is_the_typed_assemble_report() -> None:
     assert json.dumps(typed.to_dict()) == json.dumps(plain)
     bare = assemble(copy.deepcopy(entries), fail_on="fail", assess=False)
     assert bare.cluster_summary.health_scores is None and bare.cluster_summary.assessment is None
-    assert typed.cluster_summary.health_scores == plain["cluster_summary"]["health_scores"]
+    assert typed.cluster_summary.health_scores is not None
+    assert typed.cluster_summary.health_scores.to_dict() == plain["cluster_summary"]["health_scores"]
 
 
 def test_advice_is_a_value_and_leaves_the_report_alone() -> None:
@@ -125,7 +126,7 @@ def test_advice_is_a_value_and_leaves_the_report_alone() -> None:
     assert typed.cluster_summary.cost_benefit == advice.cost_benefit
     assert json.dumps(report) == before
     dict_path = add_advice(copy.deepcopy(report))["cluster_summary"]
-    assert dict_path["assessment"] == advice.assessment
+    assert advice.assessment is not None and dict_path["assessment"] == advice.assessment.to_dict()
 
 
 def test_with_summary_adds_blocks_as_a_new_value() -> None:

@@ -94,7 +94,7 @@ def test_each_skip_cause_is_listed_once_with_its_node_count() -> None:
 def test_connectivity_grid_only_for_small_clusters() -> None:
     report = _report(summarized=False)
     conn = connectivity(ClusterReport.of(report))
-    assert conn is not None and conn["cells"] is not None
+    assert conn is not None and conn.cells is not None
     big = copy.deepcopy(report)
     names = [f"n{i}" for i in range(MATRIX_MAX_NODES + 1)]
     node = report["nodes"]["node_0"]
@@ -103,7 +103,7 @@ def test_connectivity_grid_only_for_small_clusters() -> None:
     big["findings"] = [{"check_id": "network.node_links", "status": "PASS", "subject": "cluster", "code": "ok",
                         "summary": "", "observed": {n: 40.0 for n in names[1:]}}]
     wide = connectivity(ClusterReport.of(big))
-    assert wide is not None and wide["cells"] is None and len(wide["pairs"]) == MATRIX_MAX_NODES
+    assert wide is not None and wide.cells is None and len(wide.pairs) == MATRIX_MAX_NODES
 
 
 def test_history_reads_the_same_gpu_measurements_from_either_report() -> None:

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from gpu_preflight import build_report, run_checks
-from gpu_preflight.findings.model import ClusterReport
+from gpu_preflight.findings.model import Assessment, ClusterReport
 from gpu_preflight.outputs.textfile import render_textfile, write_textfile
+from gpu_preflight.report.scores import compute_scores
 
 from .conftest import H200_DUMP
 from .history_data import REMAP_FAILURE, cluster_run, gpus
@@ -65,11 +67,11 @@ def test_a_cluster_report_passes_promtool_with_statuses_and_numbers(failing_clus
 
 
 def test_a_node_only_report_and_health_scores() -> None:
-    report = build_report([run_checks(replay=str(H200_DUMP), environ={})])
-    report["cluster_summary"]["health_scores"] = {"overall": {"score": 92.5},
-                                                  "components": {"hardware_health": {"score": 100.0},
-                                                                 "performance_consistency": {"score": None}}}
-    text = render_textfile(ClusterReport.of(report))
+    typed = ClusterReport.of(build_report([run_checks(replay=str(H200_DUMP), environ={})]))
+    scores = compute_scores(typed)
+    scores = replace(scores, overall=replace(scores.overall, score=92.5))
+    assert scores.components["performance_consistency"].score is None  # a node run measures no spread
+    text = render_textfile(typed.with_assessment(Assessment(scores)))
     assert check_metrics(text).returncode == 0
     s = samples(text)
     assert s['gpu_preflight_health_score{component="overall"}'] == 92.5

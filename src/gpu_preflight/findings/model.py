@@ -22,10 +22,10 @@ A new field is one line. Two conventions carry what the hand-written code did:
   node's ``identity``, a newer version's additions) in an :data:`EXTRA` field, written in
   that field's place: the field's position is where the unknown keys go.
 
-Large free-form blocks (a node's facts, the DCGM/NCCL/network diagnostics, the health
-scores) stay JSON objects (``JsonObject``); high-volume leaf records (one per GPU, one per
-check of a node) are ``TypedDict``\\ s. A 10,000-node report's node sections are typed on
-first read (:class:`NodeSections`).
+Large free-form blocks (a node's facts, the DCGM/NCCL/network diagnostics) and the
+recommendations by urgency stay JSON objects (``JsonObject``); high-volume leaf records (one
+per GPU, one per check of a node, one per measured node pair) are ``TypedDict``\\ s. A
+10,000-node report's node sections are typed on first read (:class:`NodeSections`).
 """
 
 from __future__ import annotations
@@ -42,8 +42,12 @@ from msgspec.structs import replace
 from ..model import Status
 
 __all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
-           "ClusterTopology", "CostBenefit", "GpuEntry", "JsonObject", "NodeInfo", "NodeSection", "NodeSections",
-           "Number", "ReportFinding", "RunInfo", "Tool"]
+           "ClusterTopology", "ComponentScore", "ComponentTarget", "Connectivity", "ConnectivityCell",
+           "ConnectivityPair", "CostBenefit", "GpuEntry", "HealthAssessment", "HealthScores", "Issue", "JsonObject",
+           "MissingCore", "NodeInfo", "NodeSection", "NodeSections", "Number", "OverallScore", "OverallTarget",
+           "Readiness", "ReadinessLevels", "ReportFinding", "RunInfo", "Schedule", "ScheduleItem", "ScoreCap",
+           "ScoreDeduction", "ScoreMeasurement", "ScoreSettings", "StabilityRow", "SummaryClusterInfo", "Targets",
+           "Tool", "Trend"]
 
 JsonObject = dict[str, Any]
 # A JSON number: an integer stays one when read back and written again (``float`` alone would
@@ -298,7 +302,7 @@ class ClusterSummary(_Block, frozen=True, kw_only=True, omit_defaults=True):
     exit_code: int
     test_results: dict[str, bool | None]
     test_results_notes: dict[str, str] | None = None  # why a group is false untested
-    cluster_info: JsonObject
+    cluster_info: SummaryClusterInfo
     performance_summary: dict[str, Number]
     issues: list[str]
     recommendations: list[str]
@@ -307,13 +311,23 @@ class ClusterSummary(_Block, frozen=True, kw_only=True, omit_defaults=True):
     unlisted: dict[str, dict[str, int]] | None = None
     extra: JsonObject = field(default_factory=dict, name=EXTRA)
     earlier_scores: list[JsonObject] | None = None
-    health_scores: JsonObject | None = None
+    health_scores: HealthScores | None = None
     recommendations_by_urgency: dict[str, list[JsonObject]] | None = None
     cost_benefit: CostBenefit | None = None
-    assessment: JsonObject | None = None
+    assessment: HealthAssessment | None = None
 
     OLDER: ClassVar[Older] = {"test_results": _dict, "cluster_info": _dict, "performance_summary": _dict,
                               "issues": _list, "recommendations": _list}
+
+
+class SummaryClusterInfo(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``cluster_summary.cluster_info`` (and each node summary's): the SageMaker health-check
+    layout keeps this key and leaves it empty (``{}``); what is known about the cluster is the
+    report's top-level :class:`ClusterInfo`. Not that class: its fields are required and written
+    whole (``expected_total_gpus: null``), which an empty block cannot be. Keys a report from
+    elsewhere put here are kept as they are (``extra``)."""
+
+    extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
 
 class NodeInfo(_Block, frozen=True, kw_only=True, omit_defaults=True):
@@ -550,25 +564,298 @@ class CostBenefit(_Block, frozen=True, kw_only=True):
     line: str
 
 
+class ScoreDeduction(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """What took a component's points: a group of findings sharing check, code and status
+    (``check_id``, ``code``, ``status``, ``count``, ``subjects``, ``summary``) or, in performance
+    consistency, a measurement family's spread (``family``, ``series``, ``slowest``,
+    ``dispersion``). One class for both, each key left out where it does not apply, so that
+    either is written in its order (a union of two classes would need a tag key)."""
+
+    check_id: str | None = None
+    code: str | None = None
+    status: str | None = None
+    count: int | None = None
+    family: str | None = None
+    series: str | None = None
+    points: Number
+    subjects: list[str] | None = None
+    summary: str | None = None
+    slowest: str | None = None
+    dispersion: Number | None = None
+
+    @property
+    def cause(self) -> str:
+        """The check that took the points, or the measured series (what a target fixes)."""
+        return self.check_id or self.series or ""
+
+
+class ScoreMeasurement(_Block, frozen=True, kw_only=True):
+    """A measured series' spread (performance consistency): its statistics (rounded to 4
+    places), the points its spread costs and whether it is its family's counted worst."""
+
+    family: str
+    series: str
+    slowest: str
+    n: int
+    mean: Number
+    median: Number
+    min: Number
+    max: Number
+    cv: Number
+    straggler_gap: Number
+    spread: Number
+    dispersion: Number
+    points: Number
+    counted: bool
+
+
+class ComponentScore(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``health_scores.components.<name>``: a component's score (None: not scored), rating,
+    whether it was tested, its findings by status, what took its points and why it was not
+    tested; performance consistency also lists its ``measurements``."""
+
+    title: str
+    score: Number | None
+    rating: str | None
+    tested: bool
+    counts: dict[str, int]
+    deductions: list[ScoreDeduction]
+    measurements: list[ScoreMeasurement] | None = None
+    reason: str | None
+
+
+class ScoreCap(_Block, frozen=True, kw_only=True):
+    """Why the overall score is capped: the cap, the weighted mean it replaced, and why."""
+
+    at: Number
+    mean: Number
+    why: str
+
+
+class MissingCore(_Block, frozen=True, kw_only=True):
+    """A core component that was not measured, and what measuring it needs."""
+
+    component: str
+    title: str
+    missing: str
+
+
+class OverallScore(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``health_scores.overall``: the weighted mean of the tested components (capped when the
+    verdict gates), its rating, the components counted and the unmeasured core components
+    (``incomplete``: reports before it was written lack it)."""
+
+    score: Number | None
+    rating: str | None
+    cap: ScoreCap | None
+    components_counted: list[str]
+    incomplete: list[MissingCore] | None = None
+
+
+class ConnectivityPair(TypedDict):
+    """One measured node pair: the two node names, the speed (None: not measured) and its status."""
+
+    a: str
+    b: str
+    gbps: Number | None
+    status: str
+
+
+class ConnectivityCell(TypedDict):
+    """A measured cell of the node-pair grid."""
+
+    gbps: Number | None
+    status: str
+
+
+class Connectivity(_Block, frozen=True, kw_only=True):
+    """``health_scores.connectivity``: the node-pair matrix, from a matrix handed in, the
+    localisation rounds or ``network.node_links``; ``cells`` is None above the grid's size."""
+
+    source: str
+    nodes: list[str]
+    pairs: list[ConnectivityPair]
+    cells: list[list[ConnectivityCell | None]] | None
+    truncated: bool
+
+
+class ScoreSettings(_Block, frozen=True, kw_only=True):
+    """``health_scores.settings``: the ``[report]`` settings the scores were computed with."""
+
+    fail_points: Number
+    error_points: Number
+    warn_points: Number
+    repeat_fraction: Number
+    repeat_max_multiple: Number
+    consistency_ok: Number
+    consistency_bad: Number
+    consistency_max_points: Number
+    bands: dict[str, Number]
+    weights: dict[str, Number]
+
+
+class HealthScores(_Block, frozen=True, kw_only=True):
+    """``cluster_summary.health_scores``: 0-100 per component and overall, with what lowered
+    each (:mod:`gpu_preflight.report.scores`)."""
+
+    overall: OverallScore
+    components: dict[str, ComponentScore]
+    connectivity: Connectivity | None
+    settings: ScoreSettings
+    formula: str
+
+    @property
+    def consistency(self) -> ComponentScore | None:
+        """The performance consistency component (None in a report that lacks it)."""
+        return self.components.get("performance_consistency")
+
+    def by_name(self) -> dict[str, Number | None]:
+        """Each component's score, then ``overall`` (None: not scored): what the history keeps
+        of a run and what later runs' trends compare with."""
+        return {**{name: comp.score for name, comp in self.components.items()}, "overall": self.overall.score}
+
+    @property
+    def measurements(self) -> list[ScoreMeasurement]:
+        """The measured series' spreads (performance consistency's; none where it has none)."""
+        perf = self.consistency
+        return (perf.measurements or []) if perf is not None else []
+
+
+class Readiness(_Block, frozen=True, kw_only=True):
+    """One readiness level: READY, READY WITH CAVEATS or NEEDS FIXES, and why."""
+
+    status: str
+    reasons: list[str]
+
+
+class ReadinessLevels(_Block, frozen=True, kw_only=True):
+    """``assessment.readiness``: for development/testing and for production."""
+
+    development: Readiness
+    production: Readiness
+
+
+class Trend(_Block, frozen=True, kw_only=True):
+    """A component's (or the overall) score against the median of its earlier runs' scores."""
+
+    trend: str
+    baseline: Number | None
+    change: Number | None
+    runs: int
+
+
+class ComponentTarget(_Block, frozen=True, kw_only=True):
+    """A component's target score and what reaching it takes (None: the component was not scored)."""
+
+    component: str
+    title: str
+    score: Number | None
+    target: Number | None
+    change: Number | None
+    by: list[str]
+
+
+class OverallTarget(_Block, frozen=True, kw_only=True):
+    """The overall score the component targets reach, and its rating."""
+
+    score: Number | None
+    target: Number | None
+    rating: str | None
+    change: Number | None
+
+
+class Targets(_Block, frozen=True, kw_only=True):
+    """``assessment.targets``: the scores to reach within ``days``."""
+
+    days: Number
+    target_score: Number
+    components: list[ComponentTarget]
+    overall: OverallTarget
+
+
+class Issue(_Block, frozen=True, kw_only=True):
+    """An immediate (HIGH) or short-term (MEDIUM) recommendation as an issue with its impact."""
+
+    priority: str
+    status: str
+    check_id: str | None
+    code: str | None
+    component: str
+    title: str
+    impact: str
+    summary: str
+    subjects: list[str]
+    count: int
+    recommendation: str | None
+
+
+class StabilityRow(_Block, frozen=True, kw_only=True):
+    """A measured series' spread as the stability table shows it (the consistency score's
+    series, and the node-pair latencies, shown but not scored)."""
+
+    series: str
+    family: str
+    unit: str
+    n: int
+    mean: Number
+    min: Number
+    max: Number
+    std_dev: Number
+    cv: Number
+    slowest: str
+    points: Number
+    counted: bool
+
+
+class ScheduleItem(_Block, frozen=True, kw_only=True):
+    """When to check what, and the command that does it."""
+
+    when: str
+    what: str
+    command: str
+
+
+class Schedule(_Block, frozen=True, kw_only=True):
+    """``assessment.schedule``: the monitoring schedule and the date of the next full assessment
+    (None: the run has no readable timestamp), ``days`` after the run by ``setting``."""
+
+    items: list[ScheduleItem]
+    next_assessment: str | None
+    days: Number
+    setting: str
+
+
+class HealthAssessment(_Block, frozen=True, kw_only=True):
+    """``cluster_summary.assessment``: readiness, trends, targets, issues, stability and the
+    monitoring schedule (:mod:`gpu_preflight.report.assessment`)."""
+
+    readiness: ReadinessLevels
+    trends: dict[str, Trend]
+    targets: Targets
+    issues: list[Issue]
+    stability: list[StabilityRow]
+    schedule: Schedule
+
+
 class Assessment(Struct, frozen=True):
     """What scoring and advice conclude about a report, as a value (nothing is mutated):
     the health scores, recommendations by urgency, cost-benefit and the health assessment
     (readiness, trends, targets, schedule)."""
 
-    health_scores: JsonObject
+    health_scores: HealthScores
     recommendations_by_urgency: dict[str, list[JsonObject]] | None = None
     cost_benefit: CostBenefit | None = None
-    assessment: JsonObject | None = None
+    assessment: HealthAssessment | None = None
 
     def apply(self, summary: dict[str, Any]) -> None:
         """Put the blocks into a ``cluster_summary`` dict (the dict-based callers' step)."""
-        summary["health_scores"] = self.health_scores
+        summary["health_scores"] = self.health_scores.to_dict()
         if self.recommendations_by_urgency is not None:
             summary["recommendations_by_urgency"] = self.recommendations_by_urgency
         if self.cost_benefit is not None:
             summary["cost_benefit"] = self.cost_benefit.to_dict()
         if self.assessment is not None:
-            summary["assessment"] = self.assessment
+            summary["assessment"] = self.assessment.to_dict()
 
 
 class ClusterReport(_Block, frozen=True, kw_only=True):

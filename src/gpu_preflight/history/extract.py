@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from ..findings.model import ClusterReport, GpuEntry, ReportFinding
+from ..findings.model import ClusterReport, GpuEntry, HealthScores, ReportFinding
 from ..ids import GEMM_ID, MEMORY_BANDWIDTH_ID
 from ..report.measurements import num
 
@@ -189,18 +189,11 @@ def extract(report: ClusterReport) -> RunRecord:
     return record
 
 
-def _scores(health: Any) -> dict[str, float | None]:
+def _scores(health: HealthScores | None) -> dict[str, float | None]:
     """Each component's score and ``overall`` (``None``: not tested), for the trend of later runs."""
-    if not isinstance(health, Mapping):
+    if health is None:
         return {}
-    out: dict[str, float | None] = {}
-    for name, comp in (health.get("components") or {}).items():
-        if isinstance(comp, Mapping):
-            out[str(name)] = num(comp.get("score"))
-    overall = health.get("overall")
-    if isinstance(overall, Mapping):
-        out["overall"] = num(overall.get("score"))
-    return out
+    return {name: num(score) for name, score in health.by_name().items()}
 
 
 def _where(nodes: NodeIndex, subject: str, node_key: str | None) -> dict[str, Any]:

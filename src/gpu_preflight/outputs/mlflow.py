@@ -94,12 +94,12 @@ def metrics_of(report: ClusterReport) -> dict[str, float]:
         if _num(value) is not None:
             out[str(key)] = float(value)
     scores = summary.health_scores
-    if isinstance(scores, Mapping):
-        overall = _num((scores.get("overall") or {}).get("score"))
+    if scores is not None:
+        overall = _num(scores.overall.score)
         if overall is not None:
             out["health_score.overall"] = overall
-        for name, comp in (scores.get("components") or {}).items():
-            score = _num(comp.get("score")) if isinstance(comp, Mapping) else None
+        for name, comp in scores.components.items():
+            score = _num(comp.score)
             if score is not None:
                 out[f"health_score.{name}"] = score
     for m in extract(typed).measurements:

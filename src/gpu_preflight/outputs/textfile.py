@@ -21,13 +21,13 @@ the ``prometheus`` format is registered by name in :mod:`gpu_preflight.report.re
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ..findings.canonical import verdict_of
-from ..findings.model import ClusterReport, ReportFinding
+from ..findings.model import ClusterReport, HealthScores, ReportFinding
 from ..history.extract import extract
 from ..model import Status
 from ..report.reporters import reporter
@@ -91,16 +91,16 @@ def _check_statuses(out: Exposition, findings: Iterable[ReportFinding]) -> None:
                       "status).", status.value.lower(), STATUSES, {"check": check_id, "subject": subject})
 
 
-def _scores(out: Exposition, scores: Any) -> None:
+def _scores(out: Exposition, scores: HealthScores | None) -> None:
     """Health scores (0-100) where the report has them."""
-    if not isinstance(scores, Mapping):
+    if scores is None:
         return
-    overall = number((scores.get("overall") or {}).get("score"))
+    overall = number(scores.overall.score)
     if overall is not None:
         out.add("health_score", "gauge", "Health score 0-100, overall and per component.", overall,
                 {"component": "overall"})
-    for name, comp in (scores.get("components") or {}).items():
-        value = number(comp.get("score")) if isinstance(comp, Mapping) else None
+    for name, comp in scores.components.items():
+        value = number(comp.score)
         if value is not None:
             out.add("health_score", "gauge", "Health score 0-100, overall and per component.", value,
                     {"component": str(name)})

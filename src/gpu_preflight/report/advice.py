@@ -23,11 +23,10 @@ Money appears only where ``report.gpu_hour_price`` is set.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
 from typing import Any
 
 from ..config.report_schema import ReportConfig
-from ..findings.model import Assessment, ClusterReport, CostBenefit, ReportFinding
+from ..findings.model import Assessment, ClusterReport, CostBenefit, HealthScores, ReportFinding
 from ..model import Status, gating_statuses
 from .measurements import num
 from .scores import BLOCKING, component_of, compute_scores
@@ -58,8 +57,7 @@ def _urgency(status: str, gating: set[str], blocking: bool = False) -> str | Non
     return None
 
 
-def recommendations_by_urgency(report: ClusterReport,
-                               scores: Mapping[str, Any]) -> dict[str, list[dict]]:
+def recommendations_by_urgency(report: ClusterReport, scores: HealthScores) -> dict[str, list[dict]]:
     """``{"immediate": [...], "short_term": [...], "monitoring": [...]}``, worst and widest first."""
     typed = report
     gating = {s.value for s in gating_statuses(typed.run.fail_on)}
@@ -83,18 +81,18 @@ def recommendations_by_urgency(report: ClusterReport,
     rank = {s.value: s.rank for s in Status}
     for entries in out.values():
         entries.sort(key=lambda e: (-rank[e["status"]], -e["count"], e["check_id"], e["code"]))
-    for name, comp in (scores.get("components") or {}).items():
-        if not comp.get("tested"):
+    for name, comp in scores.components.items():
+        if not comp.tested:
             out["monitoring"].append({"check_id": None, "code": "not_tested", "component": name, "status": "SKIP",
                                       "recommendation": _UNTESTED_HINT.get(name, "Run the checks of this component."),
-                                      "subjects": [], "count": 0, "summary": f"{comp['title']}: {comp['reason']}"})
-    perf = (scores.get("components") or {}).get("performance_consistency") or {}
-    for d in (d for d in perf.get("deductions") or [] if "family" in d):  # spreads; findings are listed above
+                                      "subjects": [], "count": 0, "summary": f"{comp.title}: {comp.reason}"})
+    perf = scores.consistency
+    for d in (d for d in perf.deductions if d.family is not None) if perf else ():  # spreads; findings above
         out["monitoring"].append({
-            "check_id": None, "code": f"spread_{d['family']}", "component": "performance_consistency",
-            "status": "PASS", "subjects": [d["slowest"]], "count": 1,
-            "summary": f"{d['series']}: dispersion {100 * d['dispersion']:.1f}% (slowest {d['slowest']})",
-            "recommendation": f"Watch {d['slowest']}: compare its clocks, temperature and links with its peers and "
+            "check_id": None, "code": f"spread_{d.family}", "component": "performance_consistency",
+            "status": "PASS", "subjects": [d.slowest], "count": 1,
+            "summary": f"{d.series}: dispersion {100 * (d.dispersion or 0.0):.1f}% (slowest {d.slowest})",
+            "recommendation": f"Watch {d.slowest}: compare its clocks, temperature and links with its peers and "
                               f"re-measure; a persistent straggler slows every synchronous step."})
     return out
 
@@ -114,8 +112,7 @@ def _fmt(gpu_hours: float, cost: float | None, cfg: ReportConfig) -> str:
     return f"{text} = {cost:,.2f} {cfg.currency}" if cost >= 1 or cost == 0 else f"{text} = {cost:.4f} {cfg.currency}"
 
 
-def cost_benefit(report: ClusterReport, scores: Mapping[str, Any],
-                 cfg: ReportConfig) -> CostBenefit:
+def cost_benefit(report: ClusterReport, scores: HealthScores | None, cfg: ReportConfig) -> CostBenefit:
     """What the checks cost and what the failures they caught would have cost a job of ``job_hours``."""
     typed = report
     run = typed.run
@@ -125,9 +122,8 @@ def cost_benefit(report: ClusterReport, scores: Mapping[str, Any],
     gpus = _gpu_count(typed)
     gating = {s.value for s in gating_statuses(run.fail_on)}
     caught = sorted({(f.check_id, str(f.subject)) for f in typed.findings if f.status.value in gating})
-    perf = (scores.get("components") or {}).get("performance_consistency") or {}
-    slowdown = max((float(m["straggler_gap"]) for m in perf.get("measurements") or []
-                    if m.get("counted") and m.get("points", 0) > 0), default=0.0)
+    measured = scores.measurements if scores is not None else []
+    slowdown = max((float(m.straggler_gap) for m in measured if m.counted and m.points > 0), default=0.0)
     check_gpu_hours = duration / 3600.0 * gpus
     job_gpu_hours = cfg.job_hours * gpus
     if caught:
@@ -160,7 +156,7 @@ def cost_benefit(report: ClusterReport, scores: Mapping[str, Any],
 
 
 def advise(report: ClusterReport, config: ReportConfig | None = None,
-           scores: Mapping[str, Any] | None = None) -> Assessment:
+           scores: HealthScores | None = None) -> Assessment:
     """What scoring and advice conclude about ``report`` (typed or its dict), as a value (the
     report is not changed): health scores (``scores``, else the report's own, else computed),
     recommendations by urgency, cost-benefit and the health assessment (:mod:`.assessment`)."""
@@ -170,8 +166,7 @@ def advise(report: ClusterReport, config: ReportConfig | None = None,
     typed = report
     scores = scores or typed.cluster_summary.health_scores or compute_scores(typed, cfg)
     recs = recommendations_by_urgency(typed, scores)
-    return Assessment(scores if isinstance(scores, dict) else dict(scores), recs, cost_benefit(typed, scores, cfg),
-                      assess(typed, scores, recs, cfg))
+    return Assessment(scores, recs, cost_benefit(typed, scores, cfg), assess(typed, scores, recs, cfg))
 
 
 def add_advice(report: dict[str, Any], config: ReportConfig | None = None) -> dict[str, Any]:
@@ -185,5 +180,5 @@ def add_advice(report: dict[str, Any], config: ReportConfig | None = None) -> di
     advice = advise(ClusterReport.from_dict(report), config)
     summary["recommendations_by_urgency"] = advice.recommendations_by_urgency
     summary["cost_benefit"] = advice.cost_benefit.to_dict() if advice.cost_benefit is not None else None
-    summary["assessment"] = advice.assessment
+    summary["assessment"] = advice.assessment.to_dict() if advice.assessment is not None else None
     return report

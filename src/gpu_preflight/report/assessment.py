@@ -36,7 +36,24 @@ from msgspec.structs import replace
 
 from ..config.report_schema import COMPONENTS, ReportConfig
 from ..findings.canonical import verdict_of
-from ..findings.model import ClusterReport, NodeSections, ReportFinding
+from ..findings.model import (
+    ClusterReport,
+    ComponentTarget,
+    HealthAssessment,
+    HealthScores,
+    Issue,
+    NodeSections,
+    Number,
+    OverallTarget,
+    Readiness,
+    ReadinessLevels,
+    ReportFinding,
+    Schedule,
+    ScheduleItem,
+    StabilityRow,
+    Targets,
+    Trend,
+)
 from ..ids import PINGPONG_ID
 from ..model import Status
 from .connectivity import node_names
@@ -73,98 +90,89 @@ def _entry_reason(e: Mapping[str, Any]) -> str:
     return f"{e.get('check_id') or e.get('component')}: {e['summary']}{where}"
 
 
-def readiness(report: ClusterReport, scores: Mapping[str, Any],
-              recs: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """``{"development": {"status", "reasons"}, "production": {...}}`` (see the module docstring)."""
+def readiness(report: ClusterReport, scores: HealthScores,
+              recs: Mapping[str, Sequence[Mapping[str, Any]]]) -> ReadinessLevels:
+    """Development/testing and production readiness (see the module docstring)."""
     verdict = verdict_of(report)
     problems = [_entry_reason(e) for e in [*recs.get("immediate", []), *recs.get("short_term", [])]]
     blocking = any((e.get("check_id"), e.get("code")) in BLOCKING for e in recs.get("immediate", []))
-    untested = [f"not tested: {i['missing']} ({i['title'].lower()})"
-                for i in (scores.get("overall") or {}).get("incomplete") or []]
+    untested = [f"not tested: {i.missing} ({i.title.lower()})" for i in scores.overall.incomplete or []]
     gpu_untested = [u for u in untested if u.endswith(f"({TITLES['hardware_health'].lower()})")]
     if verdict.exit_code >= Status.FAIL.exit_code or blocking:
-        production = {"status": NEEDS_FIXES, "reasons": _listed([verdict.line, *problems])}
+        production = Readiness(status=NEEDS_FIXES, reasons=_listed([verdict.line, *problems]))
     elif verdict.exit_code == Status.WARN.exit_code:
-        production = {"status": CAVEATS, "reasons": _listed([verdict.line, *problems, *untested])}
+        production = Readiness(status=CAVEATS, reasons=_listed([verdict.line, *problems, *untested]))
     elif untested:
-        production = {"status": CAVEATS, "reasons": _listed(untested)}
+        production = Readiness(status=CAVEATS, reasons=_listed(untested))
     else:
-        production = {"status": READY, "reasons": [f"every core component was measured and nothing gates the run "
-                                                   f"({verdict.line})"]}
+        production = Readiness(status=READY, reasons=[f"every core component was measured and nothing gates the run "
+                                                      f"({verdict.line})"])
     if verdict.status in (Status.FAIL, Status.ERROR) or blocking:
-        development = {"status": NEEDS_FIXES, "reasons": _listed([verdict.line, *problems])}
+        development = Readiness(status=NEEDS_FIXES, reasons=_listed([verdict.line, *problems]))
     elif verdict.status is Status.WARN:
-        development = {"status": CAVEATS, "reasons": _listed([*problems, *gpu_untested])}
+        development = Readiness(status=CAVEATS, reasons=_listed([*problems, *gpu_untested]))
     elif gpu_untested:
-        development = {"status": CAVEATS, "reasons": gpu_untested}
+        development = Readiness(status=CAVEATS, reasons=gpu_untested)
     else:
-        development = {"status": READY, "reasons": [f"nothing warns, fails or could not be measured "
-                                                    f"({verdict.line})"]}
-    return {"development": development, "production": production}
+        development = Readiness(status=READY, reasons=[f"nothing warns, fails or could not be measured "
+                                                       f"({verdict.line})"])
+    return ReadinessLevels(development=development, production=production)
 
 
-def trends(scores: Mapping[str, Any], earlier: Sequence[Mapping[str, Any]] | None,
-           cfg: ReportConfig) -> dict[str, dict[str, Any]]:
-    """Per component and ``overall``: ``{"trend", "baseline", "change", "runs"}``."""
-    current = {c: v.get("score") for c, v in (scores.get("components") or {}).items()}
-    current["overall"] = (scores.get("overall") or {}).get("score")
-    out: dict[str, dict[str, Any]] = {}
-    for name, score in current.items():
-        entry: dict[str, Any] = {"trend": NO_HISTORY, "baseline": None, "change": None, "runs": 0}
-        out[name] = entry
-        if earlier is None:
-            continue
-        if not earlier:
-            entry["trend"] = FIRST_RUN
-            continue
-        past = [float(s) for e in earlier[-cfg.trend_runs:]
-                if (s := (e.get("components") or {}).get(name)) is not None]
-        entry["runs"] = len(past)
-        if score is None:
-            entry["trend"] = NOT_TESTED
-            continue
-        if not past:
-            entry["trend"] = NO_EARLIER
-            continue
-        from statistics import median  # only with earlier runs (statistics pulls in fractions and decimal)
-
-        base = median(past)
-        change = round(float(score) - base, 1)
-        entry.update(baseline=round(base, 1), change=change,
-                     trend=STABLE if abs(change) < cfg.trend_points else IMPROVING if change > 0 else DEGRADING)
-    return out
+def trends(scores: HealthScores, earlier: Sequence[Mapping[str, Any]] | None,
+           cfg: ReportConfig) -> dict[str, Trend]:
+    """Per component and ``overall``: its trend against the earlier runs (``earlier``: None, no history)."""
+    return {name: _trend(name, score, earlier, cfg) for name, score in scores.by_name().items()}
 
 
-def targets(scores: Mapping[str, Any], cfg: ReportConfig) -> dict[str, Any]:
+def _trend(name: str, score: Number | None, earlier: Sequence[Mapping[str, Any]] | None,
+           cfg: ReportConfig) -> Trend:
+    if earlier is None:
+        return Trend(trend=NO_HISTORY, baseline=None, change=None, runs=0)
+    if not earlier:
+        return Trend(trend=FIRST_RUN, baseline=None, change=None, runs=0)
+    past = [float(s) for e in earlier[-cfg.trend_runs:] if (s := (e.get("components") or {}).get(name)) is not None]
+    if score is None or not past:
+        return Trend(trend=NOT_TESTED if score is None else NO_EARLIER, baseline=None, change=None, runs=len(past))
+    from statistics import median  # only with earlier runs (statistics pulls in fractions and decimal)
+
+    base = median(past)
+    change = round(float(score) - base, 1)
+    return Trend(trend=STABLE if abs(change) < cfg.trend_points else IMPROVING if change > 0 else DEGRADING,
+                 baseline=round(base, 1), change=change, runs=len(past))
+
+
+def targets(scores: HealthScores, cfg: ReportConfig) -> Targets:
     """The scores to reach within ``target_days``: at least ``target_score``, never below today's.
 
     Each target names what takes the points today (the biggest deductions), since fixing
     those is how the target is reached; an untested component's target is to test it.
     """
-    rows = []
-    weights = (scores.get("settings") or {}).get("weights") or {}
+    rows: list[ComponentTarget] = []
+    weights = scores.settings.weights
     counted: dict[str, float] = {}
-    for name, comp in (scores.get("components") or {}).items():
-        score = comp.get("score")
+    for name, comp in scores.components.items():
+        score = comp.score
         if score is None:
-            rows.append({"component": name, "title": comp["title"], "score": None, "target": None, "change": None,
-                         "by": [comp.get("reason") or NOT_TESTED]})
+            rows.append(ComponentTarget(component=name, title=comp.title, score=None, target=None, change=None,
+                                        by=[comp.reason or NOT_TESTED]))
             continue
         target = max(float(score), cfg.target_score)
-        by = list(dict.fromkeys(d.get("check_id") or d.get("series") for d in comp.get("deductions") or []))[:3]
-        rows.append({"component": name, "title": comp["title"], "score": score, "target": target,
-                     "change": round(target - float(score), 1), "by": by if target > score else []})
+        by = list(dict.fromkeys(d.cause for d in comp.deductions))[:3]
+        rows.append(ComponentTarget(component=name, title=comp.title, score=score, target=target,
+                                    change=round(target - float(score), 1), by=by if target > score else []))
         if float(weights.get(name, 1.0)) > 0:
             counted[name] = target
-    overall = (scores.get("overall") or {}).get("score")
+    overall = scores.overall.score
     goal = None
     if counted:  # the fixes that reach the targets also lift the gating cap
         goal = sum(float(weights.get(c, 1.0)) * t for c, t in counted.items()) / \
             sum(float(weights.get(c, 1.0)) for c in counted)
         goal = round(max(goal, float(overall or 0.0)), 1)
-    return {"days": cfg.target_days, "target_score": cfg.target_score, "components": rows,
-            "overall": {"score": overall, "target": goal, "rating": rating(goal, cfg),
-                        "change": None if goal is None or overall is None else round(goal - float(overall), 1)}}
+    return Targets(days=cfg.target_days, target_score=cfg.target_score, components=rows,
+                   overall=OverallTarget(score=overall, target=goal, rating=rating(goal, cfg),
+                                         change=None if goal is None or overall is None else
+                                         round(goal - float(overall), 1)))
 
 
 def pair_latencies(report: ClusterReport) -> list[dict[str, Any]]:
@@ -197,26 +205,24 @@ def pair_latencies(report: ClusterReport) -> list[dict[str, Any]]:
     return out
 
 
-def stability(scores: Mapping[str, Any], latencies: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+def stability(scores: HealthScores, latencies: Sequence[Mapping[str, Any]] = ()) -> list[StabilityRow]:
     """Mean, range, standard deviation and CV of every measured series (the consistency score's input),
     and of the node-pair latencies (shown, not scored)."""
-    perf = (scores.get("components") or {}).get("performance_consistency") or {}
-    rows = [{"series": m["series"], "family": m["family"], "unit": _UNITS.get(m["family"], ""), "n": m["n"],
-             "mean": m["mean"], "min": m["min"], "max": m["max"], "std_dev": round(m["cv"] * m["mean"], 4),
-             "cv": m["cv"], "slowest": m["slowest"], "points": m["points"], "counted": m.get("counted", True)}
-            for m in perf.get("measurements") or []]
+    rows = [StabilityRow(series=m.series, family=m.family, unit=_UNITS.get(m.family, ""), n=m.n, mean=m.mean,
+                         min=m.min, max=m.max, std_dev=round(m.cv * m.mean, 4), cv=m.cv, slowest=m.slowest,
+                         points=m.points, counted=m.counted) for m in scores.measurements]
     lat = {f"{p['a']}<->{p['b']}": float(p["latency_us"]) for p in latencies}
     stats = dispersion(lat.values())
     if stats is not None:
         worst = max(lat, key=lat.__getitem__)
-        rows.append({"series": "fi_pingpong latency across node pairs", "family": "latency", "unit": "µs",
-                     "n": stats["n"], "mean": round(stats["mean"], 4), "min": stats["min"], "max": stats["max"],
-                     "std_dev": round(stats["cv"] * stats["mean"], 4), "cv": round(stats["cv"], 4),
-                     "slowest": worst, "points": 0.0, "counted": False})
+        rows.append(StabilityRow(series="fi_pingpong latency across node pairs", family="latency", unit="µs",
+                                 n=int(stats["n"]), mean=round(stats["mean"], 4), min=stats["min"], max=stats["max"],
+                                 std_dev=round(stats["cv"] * stats["mean"], 4), cv=round(stats["cv"], 4),
+                                 slowest=worst, points=0.0, counted=False))
     return rows
 
 
-def issues(recs: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+def issues(recs: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Issue]:
     """The immediate and short-term recommendations as issues with a priority and an impact."""
     out = []
     for urgency, priority in PRIORITY.items():
@@ -225,11 +231,10 @@ def issues(recs: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[dict[str, An
             impact = IMPACT.get(component, "the job may not run as expected")
             if e["status"] == Status.ERROR.value:
                 impact = f"not measured, so unknown whether {impact}"
-            out.append({"priority": priority, "status": e["status"], "check_id": e.get("check_id"),
-                        "code": e.get("code"), "component": component,
-                        "title": TITLES.get(component, component), "impact": impact, "summary": e["summary"],
-                        "subjects": list(e.get("subjects") or [])[:12], "count": e.get("count", 0),
-                        "recommendation": e.get("recommendation")})
+            out.append(Issue(priority=priority, status=e["status"], check_id=e.get("check_id"), code=e.get("code"),
+                             component=component, title=TITLES.get(component, component), impact=impact,
+                             summary=e["summary"], subjects=list(e.get("subjects") or [])[:12],
+                             count=e.get("count", 0), recommendation=e.get("recommendation")))
     return out
 
 
@@ -240,37 +245,33 @@ def _when(timestamp: Any, days: float) -> str | None:
         return None
 
 
-def schedule(report: ClusterReport, ready: Mapping[str, Mapping[str, Any]],
-             cfg: ReportConfig) -> dict[str, Any]:
+def schedule(report: ClusterReport, ready: ReadinessLevels, cfg: ReportConfig) -> Schedule:
     """When to check what, and the date of the next full assessment (from ``[report]``)."""
-    fixes = ready["production"]["status"] == NEEDS_FIXES
+    fixes = ready.production.status == NEEDS_FIXES
     days = cfg.reassess_after_fixes_days if fixes else cfg.assessment_interval_days
     setting = "report.reassess_after_fixes_days" if fixes else "report.assessment_interval_days"
     items = [
-        {"when": "continuously", "what": "GPU health (NVML, Xid, ECC) on every node",
-         "command": "gpu-preflight serve"},
-        {"when": "before every job", "what": "node checks in the scheduler's prolog",
-         "command": "gpu-preflight run --node-only"},
-        {"when": f"every {cfg.assessment_interval_days:g} days", "what": "full assessment across all nodes",
-         "command": "gpu-preflight run --full"},
+        ScheduleItem(when="continuously", what="GPU health (NVML, Xid, ECC) on every node",
+                     command="gpu-preflight serve"),
+        ScheduleItem(when="before every job", what="node checks in the scheduler's prolog",
+                     command="gpu-preflight run --node-only"),
+        ScheduleItem(when=f"every {cfg.assessment_interval_days:g} days", what="full assessment across all nodes",
+                     command="gpu-preflight run --full"),
     ]
     if fixes:
-        items.insert(0, {"when": f"within {cfg.reassess_after_fixes_days:g} days",
-                         "what": "re-assess after the immediate fixes", "command": "gpu-preflight run --full"})
-    stamp = report.timestamp if isinstance(report, ClusterReport) else report.get("timestamp")  # all it reads
-    return {"items": items, "next_assessment": _when(stamp, days), "days": days,
-            "setting": setting}
+        items.insert(0, ScheduleItem(when=f"within {cfg.reassess_after_fixes_days:g} days",
+                                     what="re-assess after the immediate fixes", command="gpu-preflight run --full"))
+    return Schedule(items=items, next_assessment=_when(report.timestamp, days), days=days, setting=setting)
 
 
-def assess(report: ClusterReport, scores: Mapping[str, Any],
-           recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> dict[str, Any]:
+def assess(report: ClusterReport, scores: HealthScores,
+           recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> HealthAssessment:
     """The ``cluster_summary.assessment`` block."""
-    typed = report
-    earlier = typed.cluster_summary.earlier_scores
-    ready = readiness(typed, scores, recs)
-    return {"readiness": ready, "trends": trends(scores, None if earlier is None else list(earlier), cfg),
-            "targets": targets(scores, cfg), "issues": issues(recs),
-            "stability": stability(scores, pair_latencies(typed)), "schedule": schedule(typed, ready, cfg)}
+    earlier = report.cluster_summary.earlier_scores
+    ready = readiness(report, scores, recs)
+    return HealthAssessment(readiness=ready, trends=trends(scores, None if earlier is None else list(earlier), cfg),
+                            targets=targets(scores, cfg), issues=issues(recs),
+                            stability=stability(scores, pair_latencies(report)), schedule=schedule(report, ready, cfg))
 
 
 def _node_of(finding: ReportFinding, keys: Mapping[str, str], names: Mapping[str, str]) -> str | None:
@@ -317,11 +318,11 @@ def node_specs(report: ClusterReport, cfg: ReportConfig) -> dict[str, Any]:
             sub = replace(typed, findings=own[key], nodes=NodeSections({key: section}),
                                       cluster_summary=alone)
             scored = compute_scores(sub, cfg)
-            overall = scored["overall"]
+            overall = scored.overall
             # The network's core (a link between two nodes) belongs to the cluster, not to one node:
             # a node is rated on its own GPUs being read.
-            band = rating(overall["score"], cfg)
-            if band in ("EXCELLENT", "GOOD") and not scored["components"]["hardware_health"]["tested"]:
+            band = rating(overall.score, cfg)
+            if band in ("EXCELLENT", "GOOD") and not scored.components["hardware_health"].tested:
                 band = INCOMPLETE
             judged = [f.status.value for f in own[key] if f.status is not Status.SKIP]
             worst = Status.worst(judged).value if judged else (Status.SKIP.value if own[key] else None)
@@ -329,16 +330,16 @@ def node_specs(report: ClusterReport, cfg: ReportConfig) -> dict[str, Any]:
                          "gpus": len(gpus), "models": models,
                          "gpu_memory_gb": round(sum(float(g.get("memory_total_mb") or 0) for g in gpus.values())
                                                 / 1024, 2),
-                         "score": overall["score"], "rating": band, "worst": worst})
+                         "score": overall.score, "rating": band, "worst": worst})
     return {"nodes": rows, "listed": listed, "total_nodes": len(sections), "total_gpus": total_gpus,
             "total_gpu_memory_gb": round(total_mb / 1024, 2)}
 
 
-def assessment_of(report: ClusterReport, scores: Mapping[str, Any],
-                  recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> Mapping[str, Any]:
+def assessment_of(report: ClusterReport, scores: HealthScores,
+                  recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> HealthAssessment:
     """The stored assessment, or one derived now for a report saved before it was stored."""
     stored = report.cluster_summary.assessment
-    return stored if isinstance(stored, Mapping) and "readiness" in stored else assess(report, scores, recs, cfg)
+    return stored if stored is not None else assess(report, scores, recs, cfg)
 
 
 def component_order(names: Iterable[str]) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..config.report_schema import ReportConfig
 from ..findings.canonical import Verdict
-from ..findings.model import ClusterReport
+from ..findings.model import ClusterReport, HealthAssessment, HealthScores
 from ..model import Status
 from .assessment import CAVEATS, DEGRADING, IMPROVING, NEEDS_FIXES, READY, component_order
 from .scores import component_of
@@ -35,7 +35,7 @@ def _who(subjects: Sequence[str], count: int, shown: int = 4) -> str:
     return ", ".join(subjects[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
-def network_review(report: ClusterReport, scores: Mapping[str, Any]) -> dict[str, list[str]]:
+def network_review(report: ClusterReport, scores: HealthScores) -> dict[str, list[str]]:
     """Strengths: network checks whose every judged finding passed, node-pair speeds that agree.
     Concerns: network checks that warned, failed or could not measure, checks that only skipped,
     a spread of node-pair speeds that cost points, and an untested network (its reason)."""
@@ -67,40 +67,39 @@ def network_review(report: ClusterReport, scores: Mapping[str, Any]) -> dict[str
         elif not problems and not counts.get(Status.PASS.value) and counts.get(Status.SKIP.value):
             first = entry["first"].get(Status.SKIP.value)
             concerns.append(f"{check_id}: not checked" + (f" ({first})" if first else ""))
-    comp = (scores.get("components") or {}).get(NETWORK) or {}
-    if not comp.get("tested") and comp.get("reason"):
-        concerns.append(f"Network infrastructure {comp['reason']}")
-    perf = (scores.get("components") or {}).get("performance_consistency") or {}
-    for m in perf.get("measurements") or []:
-        if m.get("family") != "node_links":
+    comp = scores.components.get(NETWORK)
+    if comp is not None and not comp.tested and comp.reason:
+        concerns.append(f"Network infrastructure {comp.reason}")
+    for m in scores.measurements:
+        if m.family != "node_links":
             continue
-        spread = f"{m['series']}: {m['n']} pairs, dispersion {100 * float(m['dispersion']):.1f}%"
-        if float(m.get("points") or 0) > 0:
-            concerns.append(f"{spread} (slowest {m['slowest']})")
+        spread = f"{m.series}: {m.n} pairs, dispersion {100 * float(m.dispersion):.1f}%"
+        if m.points > 0:
+            concerns.append(f"{spread} (slowest {m.slowest})")
         else:
             strengths.append(f"{spread}: the pairs agree")
     return {"strengths": strengths, "concerns": concerns}
 
 
-def trend_analysis(scores: Mapping[str, Any], assessment: Mapping[str, Any]) -> dict[str, str]:
+def trend_analysis(scores: HealthScores, assessment: HealthAssessment) -> dict[str, str]:
     """Strengths, concerns, potential and priority in one line each (the seed's health trend)."""
-    comps = scores.get("components") or {}
-    trends = assessment.get("trends") or {}
+    comps = scores.components
+    trends = assessment.trends
     good, weak, untested, rising, falling = [], [], [], [], []
     for name in component_order(comps):
         c = comps[name]
-        label = f"{c['title']} ({c['score']:.0f})" if c.get("score") is not None else c["title"]
-        trend = trends.get(name) or {}
-        if c.get("tested") and c.get("rating") in GOOD_BANDS:
+        label = f"{c.title} ({c.score:.0f})" if c.score is not None else c.title
+        trend = trends.get(name)
+        if c.tested and c.rating in GOOD_BANDS:
             good.append(label)
-        elif c.get("score") is None or not c.get("tested"):
-            untested.append(f"{c['title']} ({c.get('reason') or 'not tested'})")
-        if c.get("score") is not None and c.get("rating") not in GOOD_BANDS:
-            weak.append(f"{label} {c['rating']}")
-        if trend.get("trend") == IMPROVING:
-            rising.append(f"{c['title']} {trend['change']:+g}")
-        elif trend.get("trend") == DEGRADING:
-            falling.append(f"{c['title']} {trend['change']:+g}")
+        elif c.score is None or not c.tested:
+            untested.append(f"{c.title} ({c.reason or 'not tested'})")
+        if c.score is not None and c.rating not in GOOD_BANDS:
+            weak.append(f"{label} {c.rating}")
+        if trend is not None and trend.trend == IMPROVING:
+            rising.append(f"{c.title} {trend.change:+g}")
+        elif trend is not None and trend.trend == DEGRADING:
+            falling.append(f"{c.title} {trend.change:+g}")
     strengths = ", ".join(good) or "none: no measured component is rated GOOD or better"
     if rising:
         strengths += f"; improving: {', '.join(rising)}"
@@ -109,110 +108,108 @@ def trend_analysis(scores: Mapping[str, Any], assessment: Mapping[str, Any]) -> 
         concern_parts.append(f"degrading: {', '.join(falling)}")
     if untested:
         concern_parts.append(f"not measured: {'; '.join(untested)}")
-    targets = assessment.get("targets") or {}
-    overall = targets.get("overall") or {}
-    if overall.get("target") is None:
+    targets = assessment.targets
+    overall = targets.overall
+    if overall.target is None:
         potential = "not known: no component was scored"
-    elif not overall.get("change"):
-        potential = f"at the target already ({overall['score']:.0f}/100); keep it there"
+    elif not overall.change:
+        potential = f"at the target already ({overall.score:.0f}/100); keep it there"
     else:
-        by = [b for row in targets.get("components") or [] if row.get("target") is not None for b in row["by"]]
-        potential = (f"{overall['score']:.0f} → {overall['target']:.0f}/100 ({overall['change']:+g}) within "
-                     f"{targets.get('days')} days" + (f" by fixing {', '.join(list(dict.fromkeys(by))[:4])}"
-                                                       if by else ""))
-    found = assessment.get("issues") or []
+        by = [b for row in targets.components if row.target is not None for b in row.by]
+        potential = (f"{overall.score:.0f} → {overall.target:.0f}/100 ({overall.change:+g}) within "
+                     f"{targets.days} days" + (f" by fixing {', '.join(list(dict.fromkeys(by))[:4])}"
+                                               if by else ""))
+    found = assessment.issues
     if found:
         first = found[0]
-        priority = (f"{first['priority']}: {first['check_id'] or first['component']} on "
-                    f"{_who(first['subjects'], first['count'])}: {first['recommendation'] or first['summary']}")
+        priority = (f"{first.priority}: {first.check_id or first.component} on "
+                    f"{_who(first.subjects, first.count)}: {first.recommendation or first.summary}")
     else:
         priority = "nothing to fix: keep the monitoring schedule"
     return {"strengths": strengths, "concerns": "; ".join(concern_parts) or "none", "potential": potential,
             "priority": priority}
 
 
-def error_classes(assessment: Mapping[str, Any], scores: Mapping[str, Any]) -> dict[str, Any]:
+def error_classes(assessment: HealthAssessment, scores: HealthScores) -> dict[str, Any]:
     """The issues as an error classification: one row per cause (check and code) with how often it
     was found (frequency) and its severity (HIGH: it gates the run; MEDIUM: a warning), the
     components with no error, and the high-risk items (the HIGH ones, with impact and mitigation)."""
     rows: dict[tuple[Any, Any], dict[str, Any]] = {}
-    for i in assessment.get("issues") or []:
-        key = (i["check_id"] or i["component"], i["code"])
+    for i in assessment.issues:
+        key = (i.check_id or i.component, i.code)
         row = rows.get(key)
         if row is None:
-            rows[key] = {"type": f"{key[0]} ({key[1]})" if key[1] else str(key[0]), "component": i["title"],
-                         "frequency": int(i["count"] or 0), "severity": SEVERITY.get(i["priority"], i["priority"]),
-                         "status": ERROR_STATUS.get(i["status"], i["status"]), "impact": i["impact"]}
+            rows[key] = {"type": f"{key[0]} ({key[1]})" if key[1] else str(key[0]), "component": i.title,
+                         "frequency": int(i.count or 0), "severity": SEVERITY.get(i.priority, i.priority),
+                         "status": ERROR_STATUS.get(i.status, i.status), "impact": i.impact}
         else:
-            row["frequency"] += int(i["count"] or 0)
+            row["frequency"] += int(i.count or 0)
     ordered = sorted(rows.values(), key=lambda r: (r["severity"] != "HIGH", -r["frequency"], r["type"]))
     hit = {r["component"] for r in ordered}
-    comps = scores.get("components") or {}
-    clean = [comps[c]["title"] for c in component_order(comps) if comps[c].get("tested")
-             and comps[c]["title"] not in hit]
-    high = [{"title": f"{i['check_id'] or i['component']}: {i['summary']}", "impact": f"{i['title']}: {i['impact']}",
-             "mitigation": i["recommendation"] or "investigate", "subjects": _who(i["subjects"], i["count"])}
-            for i in assessment.get("issues") or [] if i["priority"] == "HIGH"]
+    comps = scores.components
+    clean = [comps[c].title for c in component_order(comps) if comps[c].tested and comps[c].title not in hit]
+    high = [{"title": f"{i.check_id or i.component}: {i.summary}", "impact": f"{i.title}: {i.impact}",
+             "mitigation": i.recommendation or "investigate", "subjects": _who(i.subjects, i.count)}
+            for i in assessment.issues if i.priority == "HIGH"]
     return {"rows": ordered, "clean": clean, "high_risk": high[:MAX_ITEMS],
             "more_high_risk": max(len(high) - MAX_ITEMS, 0)}
 
 
-def optimization(scores: Mapping[str, Any], cfg: ReportConfig) -> dict[str, str]:
+def optimization(scores: HealthScores, cfg: ReportConfig) -> dict[str, str]:
     """How much a job stands to gain by evening out its slowest members: from the performance
     consistency score and the worst counted straggler gap (a synchronous step runs at the slowest
     member's pace). NOT MEASURED where nothing was compared, with the score's reason."""
-    perf = (scores.get("components") or {}).get("performance_consistency") or {}
-    score = perf.get("score")
-    if score is None:
-        return {"status": "NOT MEASURED", "reason": perf.get("reason") or "performance consistency was not measured"}
-    counted = [m for m in perf.get("measurements") or [] if m.get("counted")]
-    worst = max(counted, key=lambda m: float(m.get("straggler_gap") or 0), default=None)
-    losing = [d for d in perf.get("deductions") or [] if float(d.get("points") or 0) > 0]
+    perf = scores.consistency
+    if perf is None or perf.score is None:
+        return {"status": "NOT MEASURED",
+                "reason": (perf.reason if perf else None) or "performance consistency was not measured"}
+    score = perf.score
+    counted = [m for m in perf.measurements or [] if m.counted]
+    worst = max(counted, key=lambda m: float(m.straggler_gap), default=None)
+    losing = [d for d in perf.deductions if d.points > 0]
     if not losing:
-        spread = f"the largest spread is {100 * float(worst['dispersion']):.1f}% ({worst['series']})" if worst else \
+        spread = f"the largest spread is {100 * float(worst.dispersion):.1f}% ({worst.series})" if worst else \
             "no regression against earlier runs"
         return {"status": "TUNED", "reason": f"{spread}: nothing to gain from evening out members"}
     status = "HIGH POTENTIAL" if float(score) < cfg.band_good else "SOME POTENTIAL"
-    if worst is not None and float(worst.get("straggler_gap") or 0) > 0:
-        reason = (f"the slowest member ({worst['slowest']}) is {100 * float(worst['straggler_gap']):.1f}% behind "
-                  f"its peers in {worst['series']}: evening it out gains up to that much per synchronous step")
+    if worst is not None and worst.straggler_gap > 0:
+        reason = (f"the slowest member ({worst.slowest}) is {100 * float(worst.straggler_gap):.1f}% behind "
+                  f"its peers in {worst.series}: evening it out gains up to that much per synchronous step")
     else:
         first = losing[0]
-        reason = f"{first.get('check_id') or first.get('series')}: {first.get('summary') or 'lost points'}"
+        reason = f"{first.cause}: {first.summary or 'lost points'}"
     return {"status": status, "reason": f"performance consistency {float(score):.0f}/100; {reason}"}
 
 
-def conclusion(scores: Mapping[str, Any], assessment: Mapping[str, Any], optimize: Mapping[str, str],
+def conclusion(scores: HealthScores, assessment: HealthAssessment, optimize: Mapping[str, str],
                verdict: Verdict) -> dict[str, Any]:
     """Current status, strengths, critical issues, the three readiness lines and the decision."""
-    comps = scores.get("components") or {}
-    overall = scores.get("overall") or {}
-    score = overall.get("score")
-    status = f"{overall.get('rating') or 'NOT TESTED'} HEALTH" + (f" ({score:.0f}/100)" if score is not None else "")
+    comps = scores.components
+    score = scores.overall.score
+    status = f"{scores.overall.rating or 'NOT TESTED'} HEALTH" + (f" ({score:.0f}/100)" if score is not None else "")
     strengths, critical = [], []
     for name in component_order(comps):
         c = comps[name]
-        if c.get("score") is None:
+        if c.score is None:
             continue
-        line = f"{c['title']} ({c['score']:.0f}/100, {c['rating']})"
-        if c.get("tested") and c.get("rating") in GOOD_BANDS:
+        line = f"{c.title} ({c.score:.0f}/100, {c.rating})"
+        if c.tested and c.rating in GOOD_BANDS:
             strengths.append(line)
-        elif c.get("rating") not in GOOD_BANDS:
+        elif c.rating not in GOOD_BANDS:
             critical.append(line)
-    for i in assessment.get("issues") or []:
-        if i["priority"] == "HIGH":
-            critical.append(f"{i['check_id'] or i['component']}: {i['summary']} ({_who(i['subjects'], i['count'])})")
-    ready = assessment["readiness"]
-    lines = [{"level": "Development/testing", "status": ready["development"]["status"]},
-             {"level": "Production", "status": ready["production"]["status"]},
+    for i in assessment.issues:
+        if i.priority == "HIGH":
+            critical.append(f"{i.check_id or i.component}: {i.summary} ({_who(i.subjects, i.count)})")
+    ready = assessment.readiness
+    lines = [{"level": "Development/testing", "status": ready.development.status},
+             {"level": "Production", "status": ready.production.status},
              {"level": "Optimization", "status": optimize["status"]}]
-    production = ready["production"]["status"]
+    production = ready.production.status
     if production == NEEDS_FIXES:
-        checks = list(dict.fromkeys(str(i["check_id"] or i["component"]) for i in assessment.get("issues") or []
-                                    if i["priority"] == "HIGH"))
+        checks = list(dict.fromkeys(str(i.check_id or i.component) for i in assessment.issues if i.priority == "HIGH"))
         decision = f"Not ready: fix {', '.join(checks[:4]) or 'the immediate issues'} before the next job"
     elif production == CAVEATS:
-        decision = f"Ready with caveats: {(ready['production']['reasons'] or ['see the readiness assessment'])[0]}"
+        decision = f"Ready with caveats: {(ready.production.reasons or ['see the readiness assessment'])[0]}"
     elif production == READY:
         decision = "Ready for distributed training"
     else:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
-from typing import Any, TypedDict
+from typing import Any
 
-from ..findings.model import ClusterReport
+from ..findings.model import ClusterReport, Connectivity, ConnectivityCell, ConnectivityPair
 from ..ids import CONNECTIVITY_ID, NODE_LINKS_ID
 from ..model import Status
 from .html_review import table as html_table
@@ -29,16 +29,7 @@ from .markdown_sections import table as md_table
 
 MATRIX_MAX_NODES = 32  # larger clusters get a list of pairs, not a grid
 
-__all__ = ["Pair", "connectivity", "node_names", "reachability_html", "reachability_markdown", "reachability_rows"]
-
-
-class Pair(TypedDict):
-    """One measured node pair (the ``matrix`` input and the ``pairs`` output)."""
-
-    a: str
-    b: str
-    gbps: float | None
-    status: str
+__all__ = ["connectivity", "node_names", "reachability_html", "reachability_markdown", "reachability_rows"]
 
 
 def node_names(report: ClusterReport) -> list[str]:
@@ -50,10 +41,10 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _from_findings(report: ClusterReport, ref: str) -> list[Pair]:
+def _from_findings(report: ClusterReport, ref: str) -> list[ConnectivityPair]:
     """The star: a PASS finding's ``observed`` (or any finding's ``details.exchanges``) maps each
     peer to its speed; WARN/FAIL findings name one slow or failed peer and override it."""
-    pairs: dict[str, Pair] = {}
+    pairs: dict[str, ConnectivityPair] = {}
     for f in report.findings:
         if f.check_id != NODE_LINKS_ID:
             continue
@@ -62,10 +53,11 @@ def _from_findings(report: ClusterReport, ref: str) -> list[Pair]:
         if f.status is Status.PASS and isinstance(observed, Mapping):
             exchanges = observed
         for peer, gbps in (exchanges or {}).items() if isinstance(exchanges, Mapping) else ():
-            pairs.setdefault(str(peer), Pair(a=ref, b=str(peer), gbps=_number(gbps), status=Status.PASS.value))
+            pairs.setdefault(str(peer), ConnectivityPair(a=ref, b=str(peer), gbps=_number(gbps),
+                                                         status=Status.PASS.value))
         if f.status in (Status.WARN, Status.FAIL) and f.code != "reference_slow":
             peer = str(f.subject)
-            pairs[peer] = Pair(a=ref, b=peer, gbps=_number(observed), status=f.status.value)
+            pairs[peer] = ConnectivityPair(a=ref, b=peer, gbps=_number(observed), status=f.status.value)
     return list(pairs.values())
 
 
@@ -74,12 +66,12 @@ _STATUS = {"ok": Status.PASS.value, "slow": Status.WARN.value, "latency": Status
            "timeout": Status.FAIL.value}
 
 
-def _from_matrix(matrix: Iterable[Any], names: list[str]) -> list[Pair]:
+def _from_matrix(matrix: Iterable[Any], names: list[str]) -> list[ConnectivityPair]:
     """Pairs from ``{"a", "b"}`` (node names), localisation measurements (``members`` = two node
     indices, ``status`` ok/wrong/failed/timeout or a judged ``result`` such as ``slow``), or the
     localisation block's sparse cells ``[i, j, gbps, result]``. Several measurements of one pair
     (rails, rounds) merge into the worst status and the lowest speed."""
-    merged: dict[tuple[str, str], Pair] = {}
+    merged: dict[tuple[str, str], ConnectivityPair] = {}
     for item in matrix:
         p: Mapping[str, Any] = item if isinstance(item, Mapping) else \
             {"members": item[:2], "gbps": item[2], "result": item[3]}
@@ -98,13 +90,13 @@ def _from_matrix(matrix: Iterable[Any], names: list[str]) -> list[Pair]:
             old = merged[key]
             status = Status.worst([old["status"], status]).value
             gbps = min((g for g in (old["gbps"], gbps) if g is not None), default=None)
-        merged[key] = Pair(a=a, b=b, gbps=gbps, status=status)
+        merged[key] = ConnectivityPair(a=a, b=b, gbps=gbps, status=status)
     return list(merged.values())
 
 
 def connectivity(report: ClusterReport,
-                 matrix: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
-    """``{"source", "nodes", "pairs", "cells"}`` or ``None`` where no pair was measured.
+                 matrix: Iterable[Mapping[str, Any]] | None = None) -> Connectivity | None:
+    """The node-pair matrix (source, nodes, pairs, cells), or ``None`` where no pair was measured.
 
     ``cells[i][j]`` is ``{"gbps", "status"}`` for a measured pair (symmetric), ``None``
     otherwise; above :data:`MATRIX_MAX_NODES` nodes ``cells`` is ``None`` and ``pairs``
@@ -132,16 +124,15 @@ def connectivity(report: ClusterReport,
             if name not in known:
                 known.add(name)
                 names.append(name)
-    cells: list[list[dict[str, Any] | None]] | None = None
+    cells: list[list[ConnectivityCell | None]] | None = None
     if len(names) <= MATRIX_MAX_NODES:  # a grid of 10,000 x 10,000 cells would be 100 million Nones
         index = {n: i for i, n in enumerate(names)}
         cells = [[None] * len(names) for _ in names]
         for p in pairs:
-            cell = {"gbps": p["gbps"], "status": p["status"]}
+            cell = ConnectivityCell(gbps=p["gbps"], status=p["status"])
             cells[index[p["a"]]][index[p["b"]]] = cell
             cells[index[p["b"]]][index[p["a"]]] = cell
-    return {"source": source, "nodes": names, "pairs": [dict(p) for p in pairs], "cells": cells,
-            "truncated": truncated}
+    return Connectivity(source=source, nodes=names, pairs=pairs, cells=cells, truncated=truncated)
 
 
 # ---- name resolution and reachability (cluster.connectivity's measurements) ----

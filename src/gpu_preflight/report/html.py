@@ -23,7 +23,7 @@ from typing import Any
 
 from ..config.report_schema import ReportConfig
 from ..findings.canonical import display, verdict_of
-from ..findings.model import ClusterInfo, ClusterReport, CostBenefit, ReportFinding
+from ..findings.model import ClusterInfo, ClusterReport, Connectivity, CostBenefit, HealthScores, ReportFinding
 from ..model import Status
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .connectivity import MATRIX_MAX_NODES
@@ -132,26 +132,27 @@ def _card(title: str, score: float | None, rating: str | None, body: str, extra_
             f'<div class="rating" style="color:{color}">{escape(rating or "NOT TESTED")}</div>{body}</div>')
 
 
-def _scores(scores: Mapping[str, Any]) -> str:
-    overall = scores["overall"]
-    cap = overall.get("cap")
-    body = f'<div class="small muted">capped from {cap["mean"]:.0f}: {escape(cap["why"])}</div>' if cap else ""
-    cards = [_card("Overall", overall["score"], overall["rating"], body, "overall")]
-    for comp in scores["components"].values():
+def _scores(scores: HealthScores) -> str:
+    overall = scores.overall
+    cap = overall.cap
+    body = f'<div class="small muted">capped from {cap.mean:.0f}: {escape(cap.why)}</div>' if cap else ""
+    cards = [_card("Overall", overall.score, overall.rating, body, "overall")]
+    for comp in scores.components.values():
         items = []
-        for d in comp["deductions"]:
-            what = (f"{escape(d['check_id'])} <code>{escape(d['code'])}</code> {escape(d['status'])}"
-                    f" ×{d['count']}: {escape(', '.join(d['subjects']))}") if "check_id" in d else \
-                f"{escape(d['series'])}: dispersion {100 * d['dispersion']:.1f}% (slowest {escape(d['slowest'])})"
-            items.append(f"<li>−{d['points']:g}: {what}</li>")
+        for d in comp.deductions:
+            what = (f"{escape(d.check_id)} <code>{escape(d.code or '')}</code> {escape(d.status or '')}"
+                    f" ×{d.count}: {escape(', '.join(d.subjects or []))}") if d.check_id is not None else \
+                f"{escape(d.series or '')}: dispersion {100 * (d.dispersion or 0.0):.1f}% " \
+                f"(slowest {escape(d.slowest or '')})"
+            items.append(f"<li>−{d.points:g}: {what}</li>")
         if items:
             body = f'<details><summary class="small">what lowered it</summary><ul class="small">{"".join(items)}' \
                    f"</ul></details>"
         else:
-            body = f'<div class="small muted">{escape(comp["reason"] or "nothing lowered it")}</div>'
-        cards.append(_card(comp["title"], comp["score"], comp["rating"], body))
+            body = f'<div class="small muted">{escape(comp.reason or "nothing lowered it")}</div>'
+        cards.append(_card(comp.title, comp.score, comp.rating, body))
     return (f'<section id="scores"><h2>Health scores</h2><div class="cards">{"".join(cards)}</div>'
-            f'<p class="small muted">How the scores are computed: {escape(scores.get("formula", ""))}.</p></section>')
+            f'<p class="small muted">How the scores are computed: {escape(scores.formula)}.</p></section>')
 
 
 def _recommendations(recs: Mapping[str, Any], cost: CostBenefit) -> str:
@@ -256,36 +257,36 @@ def _node_table(report: ClusterReport, rows_of: NodeRows) -> str:
             f'</p>{table}{_check_counts(report)}</section>')
 
 
-def _pair_list(conn: Mapping[str, Any]) -> str:
+def _pair_list(conn: Connectivity) -> str:
     """Large clusters: the N x N grid would be mostly empty and huge, so list the pairs that were not fine."""
-    bad = sorted((p for p in conn["pairs"] if p["status"] != "PASS"), key=lambda p: (_ORDER[p["status"]], p["a"]))
+    bad = sorted((p for p in conn.pairs if p["status"] != "PASS"), key=lambda p: (_ORDER[p["status"]], p["a"]))
     rows = "".join(f"<tr><td>{_badge(p['status'])}</td><td>{escape(p['a'])}</td><td>{escape(p['b'])}</td>"
                    f"<td>{'failed' if p['gbps'] is None else format(p['gbps'], '.3g')}</td></tr>" for p in bad)
-    return (f'<section id="connectivity"><h2>Connectivity ({len(conn["pairs"])} node pairs measured, source: '
-            f'{escape(conn["source"])})</h2><p class="small">{len(bad)} pair(s) not PASS; every pair is in '
+    return (f'<section id="connectivity"><h2>Connectivity ({len(conn.pairs)} node pairs measured, source: '
+            f'{escape(conn.source)})</h2><p class="small">{len(bad)} pair(s) not PASS; every pair is in '
             f"report.json under cluster_summary.health_scores.connectivity.</p><table><tr><th>Status</th><th>Node"
             f"</th><th>Node</th><th>GB/s</th></tr>{rows}</table></section>")
 
 
-def _matrix(conn: Mapping[str, Any] | None) -> str:
-    if not conn:
+def _matrix(conn: Connectivity | None) -> str:
+    if conn is None:
         return ""
-    nodes = conn["nodes"]
-    if len(nodes) > MATRIX_MAX_NODES or conn.get("cells") is None:
+    nodes = conn.nodes
+    if len(nodes) > MATRIX_MAX_NODES or conn.cells is None:
         return _pair_list(conn)
     head = "".join(f"<th>{escape(n)}</th>" for n in nodes)
     rows = []
     for i, name in enumerate(nodes):
         tds = []
-        for cell in conn["cells"][i]:
+        for cell in conn.cells[i]:
             if cell is None:
                 tds.append('<td class="muted">·</td>')
             else:
-                gbps = f"{cell['gbps']:.3g}" if cell.get("gbps") is not None else "failed"
+                gbps = f"{cell['gbps']:.3g}" if cell["gbps"] is not None else "failed"
                 tds.append(f'<td style="background:{STATUS_COLORS.get(cell["status"], "#999")};color:#fff">'
                            f"{gbps}</td>")
         rows.append(f"<tr><th>{escape(name)}</th>{''.join(tds)}</tr>")
-    return (f'<section id="connectivity"><h2>Connectivity matrix (GB/s, source: {escape(conn["source"])})</h2>'
+    return (f'<section id="connectivity"><h2>Connectivity matrix (GB/s, source: {escape(conn.source)})</h2>'
             f'<div class="grid"><table class="matrix"><tr><th></th>{head}</tr>{"".join(rows)}</table></div>'
             f'<p class="small muted">· not measured</p></section>')
 
@@ -374,5 +375,5 @@ def render_html(report: ClusterReport, config: ReportConfig | None = None) -> st
             f"<title>gpu-preflight: {escape(verdict_of(typed).label)}</title><style>{CSS}</style></head><body>"
             f"{_banner(typed)}<nav>{nav}</nav><main>{_scores(scores)}{_recommendations(recs, cost)}"
             f"{assessment_sections(typed, scores, recs, cfg)}{_grid(typed)}"
-            f"{_matrix(scores.get('connectivity'))}{_plots(typed)}{_findings(typed)}</main>"
+            f"{_matrix(scores.connectivity)}{_plots(typed)}{_findings(typed)}</main>"
             f"<script>{SCRIPT}</script></body></html>\n")

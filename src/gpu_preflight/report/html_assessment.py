@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config.report_schema import ReportConfig
 from ..findings.canonical import verdict_of
-from ..findings.model import ClusterReport
+from ..findings.model import ClusterReport, HealthAssessment, HealthScores, Readiness
 from .assessment import NEEDS_FIXES, READY, assessment_of, component_order, node_specs, pair_latencies
 from .conclusion import conclusion, error_classes, network_review, optimization, trend_analysis
 from .connectivity import reachability_html
@@ -56,46 +56,45 @@ def _who(subjects: Sequence[str], count: int) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def _readiness(assessment: Mapping[str, Any], optimize: Mapping[str, str]) -> str:
+def _readiness(assessment: HealthAssessment, optimize: Mapping[str, str]) -> str:
     parts = []
-    levels = [(level, title, assessment["readiness"][level])
-              for level, title in (("development", "Development/testing"), ("production", "Production"))]
-    levels.append(("optimization", "Optimization", {"status": optimize["status"], "reasons": [optimize["reason"]]}))
+    ready = assessment.readiness
+    levels = [("development", "Development/testing", ready.development), ("production", "Production", ready.production),
+              ("optimization", "Optimization", Readiness(status=optimize["status"], reasons=[optimize["reason"]]))]
     for level, title, entry in levels:
-        color = _READY_COLORS.get(entry["status"], STATUS_COLORS["WARN"])
-        reasons = "".join(f"<li>{escape(r)}</li>" for r in entry["reasons"])
+        color = _READY_COLORS.get(entry.status, STATUS_COLORS["WARN"])
+        reasons = "".join(f"<li>{escape(r)}</li>" for r in entry.reasons)
         parts.append(f'<div class="card" id="readiness-{level}"><div>{title}</div>'
-                     f'<div class="rating" style="color:{color}">{escape(entry["status"])}</div>'
+                     f'<div class="rating" style="color:{color}">{escape(entry.status)}</div>'
                      f'<ul class="small">{reasons}</ul></div>')
     return f'<h3>Readiness</h3><div class="cards">{"".join(parts)}</div>'
 
 
-def _components(scores: Mapping[str, Any], assessment: Mapping[str, Any]) -> str:
-    targets = {t["component"]: t for t in assessment["targets"]["components"]}
+def _components(scores: HealthScores, assessment: HealthAssessment) -> str:
+    targets = {t.component: t for t in assessment.targets.components}
     rows = []
-    for name in component_order(scores["components"]):
-        comp, trend, target = scores["components"][name], assessment["trends"].get(name) or {}, targets.get(name) or {}
-        change = "" if trend.get("change") is None else f" ({trend['change']:+g} vs {trend['baseline']:g})"
-        rows.append(_td(comp["title"], _score(comp["score"]), comp["rating"] or "NOT TESTED",
-                        f"{trend.get('trend', 'no history')}{change}", _score(target.get("target")),
-                        ", ".join(target.get("by") or []) or "keep"))
-    overall, t_overall = scores["overall"], assessment["targets"]["overall"]
-    rows.append(_td("Overall", _score(overall["score"]), overall["rating"] or "NOT TESTED",
-                    (assessment["trends"].get("overall") or {}).get("trend", "no history"), _score(t_overall["target"]),
-                    t_overall["rating"] or ""))
-    days = assessment["targets"]["days"]
+    for name in component_order(scores.components):
+        comp, trend, target = scores.components[name], assessment.trends.get(name), targets.get(name)
+        change = "" if trend is None or trend.change is None else f" ({trend.change:+g} vs {trend.baseline:g})"
+        rows.append(_td(comp.title, _score(comp.score), comp.rating or "NOT TESTED",
+                        f"{trend.trend if trend else 'no history'}{change}", _score(target.target if target else None),
+                        ", ".join(target.by if target else []) or "keep"))
+    overall, t_overall, trend = scores.overall, assessment.targets.overall, assessment.trends.get("overall")
+    rows.append(_td("Overall", _score(overall.score), overall.rating or "NOT TESTED",
+                    trend.trend if trend else "no history", _score(t_overall.target), t_overall.rating or ""))
+    days = assessment.targets.days
     return "<h3>Components, trends and targets</h3>" + _table(
         ("Component", "Score", "Status", "Trend", f"Target ({days} days)", "By fixing"), rows, "components")
 
 
-def _schedule(assessment: Mapping[str, Any]) -> str:
-    s = assessment["schedule"]
-    rows = [f"<tr><td>{escape(i['when'])}</td><td>{escape(i['what'])}</td><td><code>{escape(i['command'])}</code>"
-            f"</td></tr>" for i in s["items"]]
-    when = s["next_assessment"] or "unknown (no run timestamp)"
+def _schedule(assessment: HealthAssessment) -> str:
+    s = assessment.schedule
+    rows = [f"<tr><td>{escape(i.when)}</td><td>{escape(i.what)}</td><td><code>{escape(i.command)}</code>"
+            f"</td></tr>" for i in s.items]
+    when = s.next_assessment or "unknown (no run timestamp)"
     return (f"<h3>Monitoring schedule</h3>{_table(('When', 'What', 'Command'), rows)}"
-            f'<p id="next-assessment"><b>Next assessment:</b> {escape(when)} ({s["days"]:g} days after this run, '
-            f"{escape(s['setting'])}).</p>")
+            f'<p id="next-assessment"><b>Next assessment:</b> {escape(when)} ({s.days:g} days after this run, '
+            f"{escape(s.setting)}).</p>")
 
 
 def _nodes(specs: Mapping[str, Any], cfg: ReportConfig) -> str:
@@ -130,32 +129,31 @@ def _latency(report: ClusterReport) -> str:
             f'{reachability_html(report)}</section>')
 
 
-def _stability(assessment: Mapping[str, Any]) -> str:
-    rows = [_td(s["series"], s["n"], f"{_num(s['mean'])} {s['unit']}".strip(), f"{_num(s['min'])}-{_num(s['max'])}",
-                _num(s["std_dev"]), f"{100 * float(s['cv']):.1f}%", s["slowest"],
-                f"{float(s['points']):g}" if s["counted"] else "—") for s in assessment["stability"]]
+def _stability(assessment: HealthAssessment) -> str:
+    rows = [_td(s.series, s.n, f"{_num(s.mean)} {s.unit}".strip(), f"{_num(s.min)}-{_num(s.max)}", _num(s.std_dev),
+                f"{100 * float(s.cv):.1f}%", s.slowest, f"{float(s.points):g}" if s.counted else "—")
+            for s in assessment.stability]
     body = _table(("Measurement", "n", "Mean", "Range", "Std dev", "CV", "Slowest", "Points"), rows, "stability") \
         if rows else '<p class="muted">Not measured: needs GEMM on two or more GPUs, node-local collectives on two ' \
                      "or more nodes, or node-to-node exchanges.</p>"
     return f'<section id="stability"><h2>Performance stability</h2>{body}</section>'
 
 
-def _issues(assessment: Mapping[str, Any]) -> str:
-    found = assessment["issues"]
+def _issues(assessment: HealthAssessment) -> str:
+    found = assessment.issues
     if not found:
         return '<section id="issues"><h2>Issues</h2><p class="muted">None: nothing warns, fails or could not be ' \
                "measured.</p></section>"
-    rows = [f'<tr><td>{escape(i["priority"])}</td><td><span class="st" style="background:'
-            f'{STATUS_COLORS.get(i["status"], "#999")}">{escape(i["status"])}</span></td>'
-            f"<td>{escape(str(i['check_id'] or i['component']))}</td><td>{escape(i['summary'])}</td>"
-            f"<td>{escape(i['title'])}: {escape(i['impact'])}</td>"
-            f"<td>{escape(_who(i['subjects'], i['count']))}</td></tr>"
+    rows = [f'<tr><td>{escape(i.priority)}</td><td><span class="st" style="background:'
+            f'{STATUS_COLORS.get(i.status, "#999")}">{escape(i.status)}</span></td>'
+            f"<td>{escape(str(i.check_id or i.component))}</td><td>{escape(i.summary)}</td>"
+            f"<td>{escape(i.title)}: {escape(i.impact)}</td><td>{escape(_who(i.subjects, i.count))}</td></tr>"
             for i in found]
     return (f'<section id="issues"><h2>Issues</h2>'
             f"{_table(('Priority', 'Status', 'Check', 'Issue', 'Impact', 'Subjects'), rows, 'issue-table')}</section>")
 
 
-def assessment_sections(report: ClusterReport, scores: Mapping[str, Any],
+def assessment_sections(report: ClusterReport, scores: HealthScores,
                         recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> str:
     """The assessment sections, in the page's order after the scores and recommendations."""
     assessment = assessment_of(report, scores, recs, cfg)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..config.report_schema import ReportConfig
 from ..findings.canonical import display, report_groups, verdict_of
-from ..findings.model import ClusterReport, CostBenefit
+from ..findings.model import ClusterReport, CostBenefit, HealthAssessment, HealthScores, Trend
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .assessment import assessment_of, component_order, node_specs, pair_latencies
 from .conclusion import conclusion, error_classes, network_review, optimization, trend_analysis
@@ -61,33 +61,33 @@ def _who(subjects: Sequence[str], count: int) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def _summary(scores: Mapping[str, Any], assessment: Mapping[str, Any]) -> list[str]:
-    overall = scores["overall"]
-    trend = assessment["trends"].get("overall", {})
+def _summary(scores: HealthScores, assessment: HealthAssessment) -> list[str]:
+    overall = scores.overall
+    trend = assessment.trends.get("overall")
     lines = ["## Executive summary", "",
-             f"**Overall health score: {_score(overall['score'])} ({overall['rating'] or 'NOT TESTED'})**"
-             f" · trend: {trend.get('trend', 'no history')}", ""]
-    if overall.get("cap"):
-        lines += [f"Capped from {overall['cap']['mean']:.0f}: {_cell(overall['cap']['why'])}.", ""]
-    for gap in overall.get("incomplete") or []:
-        lines.append(f"- Incomplete: {_cell(gap['title'])}: {_cell(gap['missing'])}.")
-    ready = assessment["readiness"]
-    lines += [f"- Development/testing: **{ready['development']['status']}**",
-              f"- Production: **{ready['production']['status']}**", ""]
+             f"**Overall health score: {_score(overall.score)} ({overall.rating or 'NOT TESTED'})**"
+             f" · trend: {trend.trend if trend else 'no history'}", ""]
+    if overall.cap is not None:
+        lines += [f"Capped from {overall.cap.mean:.0f}: {_cell(overall.cap.why)}.", ""]
+    for gap in overall.incomplete or []:
+        lines.append(f"- Incomplete: {_cell(gap.title)}: {_cell(gap.missing)}.")
+    ready = assessment.readiness
+    lines += [f"- Development/testing: **{ready.development.status}**",
+              f"- Production: **{ready.production.status}**", ""]
     rows = []
-    for name in component_order(scores["components"]):
-        comp = scores["components"][name]
-        rows.append((comp["title"], _score(comp["score"]), comp["rating"] or "NOT TESTED",
-                     _trend(assessment["trends"].get(name))))
+    for name in component_order(scores.components):
+        comp = scores.components[name]
+        rows.append((comp.title, _score(comp.score), comp.rating or "NOT TESTED",
+                     _trend(assessment.trends.get(name))))
     return lines + _table(("Component", "Score", "Status", "Trend"), rows) + [""]
 
 
-def _trend(entry: Mapping[str, Any] | None) -> str:
-    if not entry:
+def _trend(entry: Trend | None) -> str:
+    if entry is None:
         return "no history"
-    if entry.get("change") is None:
-        return str(entry["trend"])
-    return f"{entry['trend']} ({entry['change']:+g} vs {entry['baseline']:g}, {entry['runs']} run(s))"
+    if entry.change is None:
+        return entry.trend
+    return f"{entry.trend} ({entry.change:+g} vs {entry.baseline:g}, {entry.runs} run(s))"
 
 
 def _nodes(specs: Mapping[str, Any], cfg: ReportConfig) -> list[str]:
@@ -108,22 +108,22 @@ def _nodes(specs: Mapping[str, Any], cfg: ReportConfig) -> list[str]:
     return [*lines, *_table(head, rows), "", *note]
 
 
-def _connectivity(report: ClusterReport, scores: Mapping[str, Any]) -> list[str]:
-    conn = scores.get("connectivity")
+def _connectivity(report: ClusterReport, scores: HealthScores) -> list[str]:
+    conn = scores.connectivity
     lines = ["## Connectivity", ""]
-    if not conn:
+    if conn is None:
         lines += ["No link between two nodes was measured.", ""]
-    elif len(conn["nodes"]) <= MATRIX_MAX_NODES and conn.get("cells") is not None:
-        lines += [f"Node-pair bandwidth, GB/s (source: {_cell(conn['source'])}; · not measured):", ""]
+    elif len(conn.nodes) <= MATRIX_MAX_NODES and conn.cells is not None:
+        lines += [f"Node-pair bandwidth, GB/s (source: {_cell(conn.source)}; · not measured):", ""]
         rows = []
-        for name, cells in zip(conn["nodes"], conn["cells"], strict=True):
+        for name, cells in zip(conn.nodes, conn.cells, strict=True):
             rows.append((name, *("·" if c is None else
                                  f"{'failed' if c['gbps'] is None else format(c['gbps'], '.3g')} {c['status']}"
                                  for c in cells)))
-        lines += [*_table(("Node", *conn["nodes"]), rows), ""]
+        lines += [*_table(("Node", *conn.nodes), rows), ""]
     else:
-        bad = [p for p in conn["pairs"] if p["status"] != "PASS"]
-        lines += [f"{len(conn['pairs'])} node pairs measured (source: {_cell(conn['source'])}); {len(bad)} not PASS.",
+        bad = [p for p in conn.pairs if p["status"] != "PASS"]
+        lines += [f"{len(conn.pairs)} node pairs measured (source: {_cell(conn.source)}); {len(bad)} not PASS.",
                   ""]
         if bad:
             lines += [*_table(("Node", "Node", "GB/s", "Status"), [
@@ -140,10 +140,10 @@ def _connectivity(report: ClusterReport, scores: Mapping[str, Any]) -> list[str]
     return [*lines, *reachability_markdown(report)]
 
 
-def _stability(assessment: Mapping[str, Any]) -> list[str]:
-    rows = [(s["series"], s["n"], f"{_num(s['mean'])} {s['unit']}".strip(),
-             f"{_num(s['min'])}-{_num(s['max'])}", _num(s["std_dev"], 3), f"{100 * float(s['cv']):.1f}%",
-             s["slowest"], f"{float(s['points']):g}" if s["counted"] else "—") for s in assessment["stability"]]
+def _stability(assessment: HealthAssessment) -> list[str]:
+    rows = [(s.series, s.n, f"{_num(s.mean)} {s.unit}".strip(), f"{_num(s.min)}-{_num(s.max)}", _num(s.std_dev, 3),
+             f"{100 * float(s.cv):.1f}%", s.slowest, f"{float(s.points):g}" if s.counted else "—")
+            for s in assessment.stability]
     if not rows:
         return ["## Performance stability", "", "Not measured: needs GEMM on two or more GPUs, node-local "
                 "collectives on two or more nodes, or node-to-node exchanges.", ""]
@@ -151,12 +151,12 @@ def _stability(assessment: Mapping[str, Any]) -> list[str]:
         ("Measurement", "n", "Mean", "Range", "Std dev", "CV", "Slowest", "Points"), rows), ""]
 
 
-def _issues(assessment: Mapping[str, Any]) -> list[str]:
-    found = assessment["issues"]
+def _issues(assessment: HealthAssessment) -> list[str]:
+    found = assessment.issues
     if not found:
         return ["## Issues", "", "None: nothing warns, fails or could not be measured.", ""]
-    rows = [(i["priority"], i["status"], i["check_id"] or i["component"], i["summary"],
-             f"{i['title']}: {i['impact']}", _who(i["subjects"], i["count"])) for i in found]
+    rows = [(i.priority, i.status, i.check_id or i.component, i.summary, f"{i.title}: {i.impact}",
+             _who(i.subjects, i.count)) for i in found]
     return ["## Issues", "", *_table(("Priority", "Status", "Check", "Issue", "Impact", "Subjects"), rows), ""]
 
 
@@ -176,39 +176,38 @@ def _recommendations(recs: Mapping[str, Sequence[Mapping[str, Any]]], cost: Cost
     return [*lines, f"Cost-benefit: {_cell(cost.line)}", ""]
 
 
-def _targets(assessment: Mapping[str, Any]) -> list[str]:
-    t = assessment["targets"]
+def _targets(assessment: HealthAssessment) -> list[str]:
+    t = assessment.targets
     rows = []
-    for r in t["components"]:
-        if r["target"] is None:
-            rows.append((r["title"], "—", "—", "—", f"test it ({r['by'][0]})"))
+    for r in t.components:
+        if r.target is None:
+            rows.append((r.title, "—", "—", "—", f"test it ({r.by[0]})"))
         else:
-            rows.append((r["title"], _score(r["score"]), _score(r["target"]), f"{r['change']:+g}",
-                         ", ".join(r["by"]) or "keep"))
-    o = t["overall"]
-    rows.append(("Overall", _score(o["score"]), _score(o["target"]),
-                 "—" if o["change"] is None else f"{o['change']:+g}", o["rating"] or "—"))
-    return [f"## Target scores ({t['days']} days)", "",
+            rows.append((r.title, _score(r.score), _score(r.target), f"{r.change:+g}", ", ".join(r.by) or "keep"))
+    o = t.overall
+    rows.append(("Overall", _score(o.score), _score(o.target), "—" if o.change is None else f"{o.change:+g}",
+                 o.rating or "—"))
+    return [f"## Target scores ({t.days} days)", "",
             *_table(("Component", "Now", "Target", "Change", "By fixing"), rows), ""]
 
 
-def _readiness(assessment: Mapping[str, Any], optimize: Mapping[str, str]) -> list[str]:
+def _readiness(assessment: HealthAssessment, optimize: Mapping[str, str]) -> list[str]:
     lines = ["## Readiness assessment", ""]
-    for level, title in (("development", "Development/testing"), ("production", "Production")):
-        entry = assessment["readiness"][level]
-        lines.append(f"- **{title}: {entry['status']}**")
-        lines += [f"  - {_cell(reason)}" for reason in entry["reasons"]]
+    ready = assessment.readiness
+    for entry, title in ((ready.development, "Development/testing"), (ready.production, "Production")):
+        lines.append(f"- **{title}: {entry.status}**")
+        lines += [f"  - {_cell(reason)}" for reason in entry.reasons]
     lines += [f"- **Optimization: {optimize['status']}**", f"  - {_cell(optimize['reason'])}"]
     return [*lines, ""]
 
 
-def _schedule(assessment: Mapping[str, Any]) -> list[str]:
-    s = assessment["schedule"]
-    rows = [(i["when"], i["what"], f"`{i['command']}`") for i in s["items"]]
+def _schedule(assessment: HealthAssessment) -> list[str]:
+    s = assessment.schedule
+    rows = [(i.when, i.what, f"`{i.command}`") for i in s.items]
     lines = ["## Monitoring schedule", "", _row("When", "What", "Command"), "|---|---|---|"]
     lines += ["| " + " | ".join((_cell(w), _cell(x), c)) + " |" for w, x, c in rows]
-    when = s["next_assessment"] or "unknown (no run timestamp)"
-    return [*lines, "", f"**Next assessment:** {when} ({s['days']:g} days after this run, {s['setting']}).", ""]
+    when = s.next_assessment or "unknown (no run timestamp)"
+    return [*lines, "", f"**Next assessment:** {when} ({s.days:g} days after this run, {s.setting}).", ""]
 
 
 @reporter("md", typed=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config.report_schema import ReportConfig
 from ..findings.canonical import Judged, group_statuses, report_groups
-from ..findings.model import ClusterReport, ReportFinding
+from ..findings.model import ClusterReport, HealthScores, ReportFinding
 from ..ids import STACK_CUDA_ID
 from ..model import Status
 from .connectivity import node_names
@@ -119,8 +119,7 @@ def _models(report: ClusterReport) -> dict[str, int]:
     return out
 
 
-def infrastructure(report: ClusterReport,
-                   scores: Mapping[str, Any] | None = None) -> dict[str, str]:
+def infrastructure(report: ClusterReport, scores: HealthScores | None = None) -> dict[str, str]:
     """Type, nodes, network, management and purpose, each from what the report recorded."""
     typed = report
     info, topo = typed.cluster_info, typed.cluster_info.cluster_topology
@@ -146,7 +145,7 @@ def infrastructure(report: ClusterReport,
             "purpose": PURPOSE}
 
 
-def _network_line(report: ClusterReport, scores: Mapping[str, Any] | None) -> str:
+def _network_line(report: ClusterReport, scores: HealthScores | None) -> str:
     """The fabric each node reported (libfabric provider, EFA devices, RDMA ports, the aws-ofi-nccl
     plugin) and the node-to-node speeds measured, or why none is known."""
     providers: dict[str, int] = {}
@@ -175,8 +174,8 @@ def _network_line(report: ClusterReport, scores: Mapping[str, Any] | None) -> st
         parts.append(f"{active} of {ports} RDMA port(s) active" + (f" at {speed} Gb/s" if speed else ""))
     if plugin:
         parts.append(f"aws-ofi-nccl on {plugin} node(s)")
-    conn = (scores or {}).get("connectivity")
-    speeds = sorted(float(p["gbps"]) for p in (conn or {}).get("pairs") or [] if num(p.get("gbps")) is not None)
+    conn = scores.connectivity if scores is not None else None
+    speeds = sorted(float(gbps) for p in (conn.pairs if conn else []) if (gbps := num(p["gbps"])) is not None)
     if speeds:
         parts.append(f"node pairs measured at {speeds[0]:.3g}-{speeds[-1]:.3g} GB/s (median "
                      f"{speeds[len(speeds) // 2]:.3g}, {len(speeds)} pair(s))")
@@ -297,7 +296,7 @@ def _health(findings: Iterable[ReportFinding]) -> str:
 
 
 def gpu_memory(report: ClusterReport, specs: Mapping[str, Any],
-               scores: Mapping[str, Any]) -> dict[str, Any]:
+               scores: HealthScores) -> dict[str, Any]:
     """Per node: GPU memory, the share in use and the GPUs' utilisation when the node was checked
     (NVML, before any workload), the node's GPU and resource health (worst status of its hardware
     and resource findings) and its score; the cluster's totals. ``None`` where NVML gave no reading."""
@@ -330,7 +329,7 @@ def gpu_memory(report: ClusterReport, specs: Mapping[str, Any],
     cluster = {"memory_gb": round(totals["total"] / 1024, 2),
                "used_percent": round(100 * totals["used"] / totals["read"], 1) if totals["read"] else None,
                "utilization_percent": round(totals["util"] / totals["util_n"], 1) if totals["util_n"] else None,
-               "health": _health(typed.findings), "score": (scores.get("overall") or {}).get("score")}
+               "health": _health(typed.findings), "score": scores.overall.score}
     return {"nodes": rows, "listed": listed, "cluster": cluster}
 
 

@@ -39,7 +39,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..config.report_schema import COMPONENTS, ReportConfig
-from ..findings.model import ClusterReport, ReportFinding
+from ..findings.model import (
+    ClusterReport,
+    ComponentScore,
+    Connectivity,
+    HealthScores,
+    MissingCore,
+    Number,
+    OverallScore,
+    ReportFinding,
+    ScoreCap,
+    ScoreDeduction,
+    ScoreMeasurement,
+    ScoreSettings,
+)
 from ..ids import INVENTORY_COUNT_ID
 from ..model import Status, gating_statuses, id_matches
 from ..registry import blocking_codes, component_rules, core_table, cover
@@ -132,7 +145,7 @@ def _points(status: str, cfg: ReportConfig) -> float:
 
 
 def _finding_components(findings: Sequence[ReportFinding], cfg: ReportConfig,
-                        unlisted: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, Any]]:
+                        unlisted: Mapping[str, Mapping[str, int]]) -> dict[str, ComponentScore]:
     counts: dict[str, dict[str, int]] = {c: dict.fromkeys((s.value for s in Status), 0) for c in COMPONENTS}
     for check_id, by in unlisted.items():  # passes and skips a large cluster's nodes kept to themselves
         for status, n in by.items():
@@ -149,30 +162,31 @@ def _finding_components(findings: Sequence[ReportFinding], cfg: ReportConfig,
     no_gpus = _expects_no_gpus(findings)
     out = {}
     for component in COMPONENTS:
-        deductions: list[dict[str, Any]] = []
+        deductions: list[ScoreDeduction] = []
         for (check_id, code, status), members in groups[component].items():
             base = _points(status, cfg)
             if not base:
                 continue
             multiple = min(1 + cfg.repeat_fraction * (len(members) - 1), cfg.repeat_max_multiple)
             subjects = list(dict.fromkeys(str(f.subject) for f in members))
-            deductions.append({"check_id": check_id, "code": code, "status": status, "count": len(members),
-                               "points": round(base * max(multiple, 1.0), 2), "subjects": subjects[:MAX_SUBJECTS],
-                               "summary": members[0].summary})
-        deductions.sort(key=lambda d: (-d["points"], d["check_id"], d["code"]))
+            deductions.append(ScoreDeduction(check_id=check_id, code=code, status=status, count=len(members),
+                                             points=round(base * max(multiple, 1.0), 2),
+                                             subjects=subjects[:MAX_SUBJECTS], summary=members[0].summary))
+        deductions.sort(key=lambda d: (-d.points, d.check_id, d.code))
         found = counts[component]
         ran = any(n for status, n in found.items() if status != Status.SKIP.value)
         core = component not in CORE or _core_measured(component, pairs, no_gpus)
         tested = ran and core
         # An unmeasured core keeps the points its findings took (a WARN is real news) but no praise.
         scored = tested or (ran and bool(deductions))
-        score = round(max(0.0, 100.0 - sum(d["points"] for d in deductions)), 1) if scored else None
+        score = round(max(0.0, 100.0 - sum(d.points for d in deductions)), 1) if scored else None
         reason = None
         if not tested:
             reason = f"not tested: {CORE[component][1]}" if component in CORE and not core \
                 else "not tested: no check of this component ran here"
-        out[component] = {"title": TITLES[component], "score": score, "rating": _capped(rating(score, cfg), tested),
-                          "tested": tested, "counts": found, "deductions": deductions, "reason": reason}
+        out[component] = ComponentScore(title=TITLES[component], score=score,
+                                        rating=_capped(rating(score, cfg), tested), tested=tested, counts=found,
+                                        deductions=deductions, reason=reason)
     return out
 
 
@@ -203,7 +217,7 @@ def dispersion(values: Iterable[float], ordered: list[float] | None = None) -> d
             "dispersion": max(cv, gap, 0.0)}
 
 
-def _series(report: ClusterReport, conn: Mapping[str, Any] | None) -> list[tuple[str, str, dict[str, float]]]:
+def _series(report: ClusterReport, conn: Connectivity | None) -> list[tuple[str, str, dict[str, float]]]:
     """(family, series label, {subject: value}) for every measurement that has peers to compare."""
     out: list[tuple[str, str, dict[str, float]]] = []
     # CPU workers share cores: their spread says nothing about hardware, so GPUs only.
@@ -211,15 +225,15 @@ def _series(report: ClusterReport, conn: Mapping[str, Any] | None) -> list[tuple
     out += [("node_fabric", f"{op} node-local bus bandwidth across nodes", vals)
             for op, vals in sorted(node_peak_busbw(report).items())]
     if conn:
-        links = {f"{p['a']}<->{p['b']}": float(p["gbps"]) for p in conn["pairs"] if num(p.get("gbps")) is not None}
-        out.append(("node_links", f"node-pair GB/s ({conn['source']})", links))
+        links = {f"{p['a']}<->{p['b']}": float(gbps) for p in conn.pairs if (gbps := num(p["gbps"])) is not None}
+        out.append(("node_links", f"node-pair GB/s ({conn.source})", links))
     return out
 
 
-def _consistency(report: ClusterReport, conn: Mapping[str, Any] | None, cfg: ReportConfig,
-                 from_findings: Mapping[str, Any]) -> dict[str, Any]:
+def _consistency(report: ClusterReport, conn: Connectivity | None, cfg: ReportConfig,
+                 from_findings: ComponentScore) -> ComponentScore:
     """Measurement families on top of the component's own findings (history regressions)."""
-    measurements: list[dict[str, Any]] = []
+    measured: list[tuple[str, str, str, dict[str, float], float]] = []
     for family, label, values in _series(report, conn):
         stats = dispersion(values.values())
         if stats is None:
@@ -228,63 +242,65 @@ def _consistency(report: ClusterReport, conn: Mapping[str, Any] | None, cfg: Rep
         share = min(max((stats["dispersion"] - cfg.consistency_ok) / span, 0.0), 1.0)
         low = min(values.values())  # C speed: a key function over 80,000 GPUs was a tenth of a second
         slowest = next(k for k, v in values.items() if v == low)
-        measurements.append({"family": family, "series": label, "slowest": slowest,
-                             **{k: round(v, 4) for k, v in stats.items()},
-                             "points": round(cfg.consistency_max_points * share, 2)})
-    worst: dict[str, dict[str, Any]] = {}
-    for m in measurements:  # precisions (or collectives) of one family measure the same GPUs: count the worst
-        if m["family"] not in worst or m["points"] > worst[m["family"]]["points"]:
-            worst[m["family"]] = m
-    for m in measurements:
-        m["counted"] = worst[m["family"]] is m
-    tested = bool(measurements) or from_findings["tested"]
-    deductions = [*from_findings["deductions"], *(
-        {"family": m["family"], "series": m["series"], "points": m["points"], "slowest": m["slowest"],
-         "dispersion": m["dispersion"]} for m in worst.values() if m["points"] > 0)]
-    score = round(max(0.0, 100.0 - sum(d["points"] for d in deductions)), 1) if tested else None
-    return {"title": TITLES["performance_consistency"], "score": score, "rating": rating(score, cfg),
-            "tested": tested, "counts": from_findings["counts"],
-            "deductions": sorted(deductions, key=lambda d: -d["points"]), "measurements": measurements,
-            "reason": None if tested else "not measured: needs GEMM on two or more GPUs, node-local collectives "
-                                          "on two or more nodes, or node-to-node exchanges"}
+        measured.append((family, label, slowest, stats, round(cfg.consistency_max_points * share, 2)))
+    worst: dict[str, int] = {}
+    for i, (family, _, _, _, points) in enumerate(measured):  # precisions (or collectives) of one family
+        if family not in worst or points > measured[worst[family]][4]:  # measure the same GPUs: count the worst
+            worst[family] = i
+    counted = set(worst.values())
+    measurements = [ScoreMeasurement(family=family, series=label, slowest=slowest,
+                                     **{k: round(v, 4) for k, v in stats.items()},  # type: ignore[arg-type]
+                                     points=points, counted=i in counted)
+                    for i, (family, label, slowest, stats, points) in enumerate(measured)]
+    tested = bool(measurements) or from_findings.tested
+    deductions = [*from_findings.deductions, *(
+        ScoreDeduction(family=m.family, series=m.series, points=m.points, slowest=m.slowest, dispersion=m.dispersion)
+        for m in (measurements[i] for i in worst.values()) if m.points > 0)]
+    score = round(max(0.0, 100.0 - sum(d.points for d in deductions)), 1) if tested else None
+    return ComponentScore(
+        title=TITLES["performance_consistency"], score=score, rating=rating(score, cfg), tested=tested,
+        counts=from_findings.counts, deductions=sorted(deductions, key=lambda d: -d.points),
+        measurements=measurements,
+        reason=None if tested else "not measured: needs GEMM on two or more GPUs, node-local collectives on two or "
+                                   "more nodes, or node-to-node exchanges")
 
 
 def compute_scores(report: ClusterReport, config: ReportConfig | None = None,
-                   matrix: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """The ``health_scores`` block for a report, typed or its dict (pure: changes nothing)."""
+                   matrix: Iterable[Mapping[str, Any]] | None = None) -> HealthScores:
+    """The ``health_scores`` block for a report (pure: changes nothing)."""
     cfg = config or ReportConfig()
-    typed = report
-    findings = typed.findings
-    components = _finding_components(findings, cfg, typed.cluster_summary.unlisted or {})
-    conn = connectivity(typed, matrix)
-    components["performance_consistency"] = _consistency(typed, conn, cfg, components["performance_consistency"])
-    weights = {c: float(cfg.weights.get(c, 1.0)) for c in COMPONENTS}
-    tested = {c: v["score"] for c, v in components.items() if v["score"] is not None and weights[c] > 0}
-    incomplete = [{"component": c, "title": TITLES[c], "missing": CORE[c][1]}
-                  for c in CORE if not components[c]["tested"]]
+    findings = report.findings
+    components = _finding_components(findings, cfg, report.cluster_summary.unlisted or {})
+    conn = connectivity(report, matrix)
+    components["performance_consistency"] = _consistency(report, conn, cfg, components["performance_consistency"])
+    weights: dict[str, Number] = {c: float(cfg.weights.get(c, 1.0)) for c in COMPONENTS}
+    tested = {c: v.score for c, v in components.items() if v.score is not None and weights[c] > 0}
+    incomplete = [MissingCore(component=c, title=TITLES[c], missing=CORE[c][1])
+                  for c in CORE if not components[c].tested]
     overall: float | None = None
     cap = None
     if tested:
         overall = sum(weights[c] * s for c, s in tested.items()) / sum(weights[c] for c in tested)
-        gating = {s.value for s in gating_statuses(typed.run.fail_on)} & {f.status.value for f in findings}
+        gating = {s.value for s in gating_statuses(report.run.fail_on)} & {f.status.value for f in findings}
         if gating and overall > cfg.gating_overall_cap:
-            cap = {"at": cfg.gating_overall_cap, "mean": round(overall, 1),
-                   "why": f"the run has {'/'.join(sorted(gating))} findings: not fit for training whatever the mean"}
+            cap = ScoreCap(at=cfg.gating_overall_cap, mean=round(overall, 1),
+                           why=f"the run has {'/'.join(sorted(gating))} findings: not fit for training whatever "
+                               "the mean")
             overall = cfg.gating_overall_cap
         overall = round(overall, 1)
-    return {
-        "overall": {"score": overall, "rating": _capped(rating(overall, cfg), not incomplete), "cap": cap,
-                    "components_counted": sorted(tested, key=COMPONENTS.index), "incomplete": incomplete},
-        "components": components,
-        "connectivity": conn,
-        "settings": {"fail_points": cfg.fail_points, "error_points": cfg.error_points,
-                     "warn_points": cfg.warn_points, "repeat_fraction": cfg.repeat_fraction,
-                     "repeat_max_multiple": cfg.repeat_max_multiple, "consistency_ok": cfg.consistency_ok,
-                     "consistency_bad": cfg.consistency_bad, "consistency_max_points": cfg.consistency_max_points,
-                     "bands": {"EXCELLENT": cfg.band_excellent, "GOOD": cfg.band_good,
-                               "MODERATE": cfg.band_moderate}, "weights": weights},
-        "formula": "docs/reports.md#health-scores",
-    }
+    return HealthScores(
+        overall=OverallScore(score=overall, rating=_capped(rating(overall, cfg), not incomplete), cap=cap,
+                             components_counted=sorted(tested, key=COMPONENTS.index), incomplete=incomplete),
+        components=components,
+        connectivity=conn,
+        settings=ScoreSettings(fail_points=cfg.fail_points, error_points=cfg.error_points,
+                               warn_points=cfg.warn_points, repeat_fraction=cfg.repeat_fraction,
+                               repeat_max_multiple=cfg.repeat_max_multiple, consistency_ok=cfg.consistency_ok,
+                               consistency_bad=cfg.consistency_bad, consistency_max_points=cfg.consistency_max_points,
+                               bands={"EXCELLENT": cfg.band_excellent, "GOOD": cfg.band_good,
+                                      "MODERATE": cfg.band_moderate}, weights=weights),
+        formula="docs/reports.md#health-scores",
+    )
 
 
 def add_scores(report: dict[str, Any], config: ReportConfig | None = None,
@@ -293,5 +309,5 @@ def add_scores(report: dict[str, Any], config: ReportConfig | None = None,
     returns it. Kept for callers that hold the dict (``docs/reports.md``); the run's own
     pipeline scores the typed report by value (``report.with_assessment(advise(...))``)."""
     report.setdefault("cluster_summary", {})["health_scores"] = compute_scores(ClusterReport.from_dict(report), config,
-                                                                                      matrix)
+                                                                                      matrix).to_dict()
     return report
