@@ -7,6 +7,11 @@ from (``source``, ``url``, ``provenance``, ``licence``), what the people there c
 ``gpu-preflight judge FILE`` must give; ``UNRECOGNISED`` is exit 3, "not a text we parse";
 ``ERROR`` is a text we read but could not judge, e.g. a run cut before its summary), optionally
 the check that must carry it (``expect_check``) and the profile to judge with (``expect_profile``).
+A held-out case may carry a second, blind label (``expect_rules`` with its ``rules_why``): the
+thread's conclusion under the product's documented readiness rules (a persistence mode off that
+the text shows WARNs even where the thread saw a healthy node), written without seeing our output,
+so that the held-out score can be read twice: against what the thread concluded and against what
+our rules call for.
 
 Why a held-out quarter: the parsers were built on the corpus they were tested on, so a score
 on the same texts says how well they learned those files. A quarter of the *sources* (every
@@ -35,7 +40,7 @@ import json
 import sys
 import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from _selfcheck import fail, require
@@ -59,6 +64,7 @@ class Case:
     expect_check: str | None = None
     expect_profile: str | None = None
     inspected: str | None = None  # why a held-out source's outcome was seen: it no longer measures generalisation
+    expect_rules: str | None = None  # a held-out case's blind second label: the conclusion under the documented rules
 
     @property
     def held_out(self) -> bool:
@@ -69,6 +75,14 @@ class Case:
     @property
     def name(self) -> str:
         return f"{self.family}/{self.path.name}"
+
+    def under_rules(self) -> Case:
+        """This case expecting its ``expect_rules`` label (its ``expect`` when it has none), so that
+        :func:`matched` and :func:`false_pass` score it against the documented rules; ``expect_check``
+        names the check that carries ``expect``, so it is kept only where the two labels agree."""
+        if self.expect_rules is None or self.expect_rules == self.expect:
+            return self
+        return replace(self, expect=self.expect_rules, expect_check=None)
 
 
 @dataclass(frozen=True)
@@ -107,9 +121,26 @@ def load_cases(root: Path = FIELD, families: Sequence[str] = ()) -> list[Case]:
                 raise ValueError(f"{where}: no such file {path}")
             if "inspected" in entry and not held_out(entry["source"]):
                 raise ValueError(f"{where}: 'inspected' is for a held-out source only")
+            _check_rules_label(where, entry)
             cases.append(Case(family, path, entry["source"], entry["concluded"], entry["expect"],
-                              entry.get("expect_check"), entry.get("expect_profile"), entry.get("inspected")))
+                              entry.get("expect_check"), entry.get("expect_profile"), entry.get("inspected"),
+                              entry.get("expect_rules")))
     return cases
+
+
+def _check_rules_label(where: str, entry: dict[str, object]) -> None:
+    """``expect_rules`` is written blind, so only a case whose outcome nobody has seen may carry it (a held-out
+    source, not ``inspected``); it is a verdict, and it comes with ``rules_why`` saying which rule the text shows."""
+    if "expect_rules" not in entry:
+        if "rules_why" in entry:
+            raise ValueError(f"{where}: 'rules_why' without 'expect_rules'")
+        return
+    if not held_out(str(entry["source"])) or "inspected" in entry:
+        raise ValueError(f"{where}: 'expect_rules' is for a held-out case only (a held-out source, not inspected)")
+    if entry["expect_rules"] not in VERDICTS:
+        raise ValueError(f"{where}: expect_rules {entry['expect_rules']!r} is not one of {', '.join(VERDICTS)}")
+    if not str(entry.get("rules_why", "")).strip():
+        raise ValueError(f"{where}: 'expect_rules' without 'rules_why'")
 
 
 def judge(case: Case) -> Outcome:
@@ -178,10 +209,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not cases:
         fail("bench_field", f"no case under {FIELD} for {args.family or 'any family'}")
     results = [(case, judge(case)) for case in cases]
-    print("\n".join(_table("held-out quarter", [r for r in results if r[0].held_out])))
+    kept = [r for r in results if r[0].held_out]
+    print("\n".join(_table("held-out quarter", kept)))
     seen = [c.name for c, _ in results if c.inspected]
     if seen:
         print(f"  ({len(seen)} held-out case(s) inspected and counted with the rest: {', '.join(seen)})")
+    print(_table("held-out quarter, thread conclusions under the documented rules",
+                 [(case.under_rules(), outcome) for case, outcome in kept])[0])
     print("\n".join(_table("whole field corpus", results)))
     if args.show:
         for case, outcome in results:

@@ -61,6 +61,38 @@ def test_an_inspected_case_leaves_the_held_out_quarter_and_only_a_held_out_one_m
     with pytest.raises(ValueError, match="held-out source only"):
         load_cases(tmp_path)
 
+
+def test_a_rules_label_is_a_verdict_on_a_held_out_case_with_its_reason(tmp_path: Path) -> None:
+    """``expect_rules`` is written blind: only on a held-out, uninspected case, one of the verdicts, with its
+    ``rules_why``; the case then scores against it, and against ``expect_check`` only where the labels agree."""
+    out = next(f"github:x/y/issues/{i}" for i in range(100) if held_out(f"github:x/y/issues/{i}"))
+    inside = next(f"github:x/y/issues/{i}" for i in range(100) if not held_out(f"github:x/y/issues/{i}"))
+    family = tmp_path / "kernel"
+    family.mkdir()
+    (family / "a.txt").write_text("x\n")
+    head = ('[[case]]\nfile = "a.txt"\nsource = "{}"\nurl = "u"\nprovenance = "p"\nlicence = "l"\n'
+            'concluded = "c"\nexpect = "PASS"\nexpect_check = "gpu.xid"\n')
+    label = 'expect_rules = "WARN"\nrules_why = "persistence off"\n'
+    manifest = family / "SOURCES.toml"
+    manifest.write_text(head.format(out) + label)
+    (case,) = load_cases(tmp_path)
+    assert case.held_out and case.expect_rules == "WARN"
+    ruled = case.under_rules()
+    assert (ruled.expect, ruled.expect_check) == ("WARN", None)
+    manifest.write_text(head.format(out))
+    (plain,) = load_cases(tmp_path)
+    assert plain.under_rules() == plain
+    for text, message in ((head.format(inside) + label, "held-out case only"),
+                          (head.format(out) + label + 'inspected = "seen"\n', "held-out case only"),
+                          (head.format(out) + label.replace("WARN", "MAYBE"), "not one of"),
+                          (head.format(out) + 'expect_rules = "WARN"\n', "without 'rules_why'"),
+                          (head.format(out) + 'rules_why = "w"\n', "without 'expect_rules'")):
+        manifest.write_text(text)
+        with pytest.raises(ValueError, match=message) as raised:
+            load_cases(tmp_path)
+        assert "a.txt" in str(raised.value)
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_field_case(case: Case) -> None:
     outcome = judge(case)
