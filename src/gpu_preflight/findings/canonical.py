@@ -41,7 +41,7 @@ from .diagnostic_sections import diagnostic_sections
 if TYPE_CHECKING:
     from ..config.report_schema import ReportConfig
     from ..safeio import SafeDir
-    from .model import Assessment, ClusterCheck, ClusterReport, ClusterSummary, ReportFinding
+    from .model import Assessment, ClusterCheck, ClusterReport, ClusterSummary, GpuEntry, NodeSection, ReportFinding
 
     # Scores and advice for a report (typed or its dict) under the [report] settings (None: the
     # defaults): the report layer's :func:`~.advice.advise`, handed down so the findings never import it.
@@ -228,9 +228,9 @@ def _nothing_judged(findings: Sequence[ReportFinding], unlisted: Unlisted) -> Re
                          details={})
 
 
-def _gpu_section(facts: dict[str, Any]) -> dict[str, Any]:
+def _gpu_section(facts: dict[str, Any]) -> dict[str, GpuEntry]:
     gpu = facts.get("gpu") or {}
-    out: dict[str, Any] = {}
+    out: dict[str, GpuEntry] = {}
     for rec in gpu.get("gpus", []):
 
         def num(key: str, scale: float = 1.0, _rec: dict[str, Any] = rec) -> Any:
@@ -300,35 +300,34 @@ def node_performance(sections: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def node_section(report: NodeReport, node_info: dict[str, Any] | None = None, *, inline: bool = True) -> dict[str, Any]:
-    """A node's section of the report. Its checks list status and timing; their findings
+def node_section(report: NodeReport, node_info: Mapping[str, Any] | None = None, *,
+                 inline: bool = True) -> NodeSection:
+    """A node's section of the report, typed. Its checks list status and timing; their findings
     live once, in the report's top-level ``findings`` with the node's key.
 
-    ``inline=False`` leaves raw outputs out of the section (clusters above
+    ``node_info`` adds to or replaces the node's own ``node_info`` keys (a distributed run's host
+    ranks and identity). ``inline=False`` leaves raw outputs out of the section (clusters above
     ``report.detail_max_nodes``: ten thousand copies of DCGM's table are not needed).
     """
+    from .model import CheckRow, NodeInfo, NodeSection
+
     gpus = _gpu_section(report.facts)
     info = {
         "hostname": report.hostname, "current_host": report.hostname, "world_size": 1, "rank": 0, "local_rank": 0,
         "host_rank": 0, "host_count": 1, "gpus_per_host": len(gpus), "profile": report.profile,
-        "config_sources": report.config_sources,
+        "config_sources": report.config_sources, **(node_info or {}),
     }
-    info.update(node_info or {})
     diagnostics = diagnostic_sections(report.facts, report.artifacts, raw=report.raw_artifacts, inline=inline)
     summary = summarize(report.findings, report.fail_on, performance_summary=node_performance(diagnostics))
-    action = _stronger(None, node_action(f.details for f in report.findings))
-    return {
-        "timestamp": report.timestamp,
-        "node_info": info,
-        "summary": (msgspec.structs.replace(summary, operator_action=action) if action else summary).to_dict(),
-        "gpu": gpus,
-        "system": _system_section(report.facts),
-        **diagnostics,
-        "checks": [{"check_id": r.check_id, "title": r.title, "status": r.status.value,
-                    "duration_s": round(r.duration_s, 6), "findings": len(r.findings)} for r in report.results],
-        "facts": report.facts,
-        "duration_s": round(report.duration_s, 4),
-    }
+    return NodeSection(
+        timestamp=report.timestamp, node_info=NodeInfo.from_dict(info),
+        summary=msgspec.structs.replace(
+            summary, operator_action=_stronger(None, node_action(f.details for f in report.findings))),
+        gpu=gpus, system=_system_section(report.facts), network=diagnostics["network"], dcgm=diagnostics["dcgm"],
+        nccl=diagnostics["nccl"],
+        checks=[CheckRow(check_id=r.check_id, title=r.title, status=r.status.value,
+                         duration_s=round(r.duration_s, 6), findings=len(r.findings)) for r in report.results],
+        facts=report.facts, duration_s=round(report.duration_s, 4))
 
 
 def _stronger(current: Action | None, action: Action) -> str | None:
@@ -412,10 +411,11 @@ def node_entry(report: NodeReport, node_key: str, node_info: dict[str, Any] | No
                 skips.setdefault(f"{f.check_id}|{f.code}", [f.subject, f.summary, f.recommendation])
     section = node_section(report, node_info, inline=detail)
     if not detail:
-        section["facts"] = summary_facts(report.facts)
         # Statuses by check id: the titles are in the checks' docs, and 10,000 copies of them are not needed.
-        section["checks"] = {c["check_id"]: c["status"] for c in section["checks"]}
-    return {"section": section, "findings": findings,
+        section = msgspec.structs.replace(section, facts=summary_facts(report.facts),
+                                          checks={r.check_id: r.status.value for r in report.results})
+    # The section as it travels (to rank 0 in a distributed run) and is placed: its JSON object.
+    return {"section": section.to_dict(), "findings": findings,
             "artifacts": [dict(a, node=node_key) for a in report.artifacts], "duration_s": report.duration_s,
             # Canonical JSON text: rank 0 counts identical texts by hashing (nodes mostly skip
             # and pass the same checks) and decodes each distinct one once.
