@@ -150,7 +150,7 @@ def report_groups(report: ClusterReport) -> dict[str, Status | None]:
                           report.cluster_summary.unlisted)
 
 
-def _test_results(groups: Mapping[str, Status | None]) -> dict[str, bool]:
+def _test_results(groups: Mapping[str, Status | None]) -> dict[str, bool | None]:
     """True: a PASS and nothing worse than SKIP; False: a WARN or worse, or nothing judged (the
     SageMaker layout's booleans: a group that was not tested did not succeed; why is in
     :func:`untested_notes`)."""
@@ -192,15 +192,15 @@ def summarize(findings: Sequence[Judgement], fail_on: str, unlisted: Unlisted | 
         for status, n in by.items():
             counts[status] = counts.get(status, 0) + int(n)
     overall = verdict(Status(s) for s, n in counts.items() if n)
-    worse = [f for f in findings if f.status.rank >= Status.WARN.rank]
-    worse.sort(key=lambda f: (-f.status.rank, f.check_id, f.subject))
+    worse = [f for f in findings if _RANK[f.status] >= Status.WARN.rank]  # a dict look-up, not a property call
+    worse.sort(key=lambda f: (-_RANK[f.status], f.check_id, f.subject))
     issues = [f"[{f.status.value}] {f.subject} {f.check_id}: {f.summary}" for f in worse]
     recommendations = list(dict.fromkeys(f"{f.subject}: {f.recommendation}" for f in worse if f.recommendation))
     if not any(counts[s.value] for s in gating_statuses(fail_on)) and overall is Status.PASS:
         recommendations.append(READY)
     groups = group_statuses(((f.check_id, f.status, f.details) for f in findings), unlisted)
     return ClusterSummary(overall_status=overall, exit_code=gated_exit_code(overall, fail_on),
-                          test_results=dict(_test_results(groups)),
+                          test_results=_test_results(groups),
                           test_results_notes=untested_notes(groups, findings) or None,
                           cluster_info=SummaryClusterInfo(), performance_summary=dict(performance_summary or {}),
                           issues=issues, recommendations=recommendations, counts=counts)
