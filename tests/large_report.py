@@ -13,6 +13,7 @@ import copy
 from typing import Any
 
 from gpu_preflight.findings.canonical import summarize
+from gpu_preflight.findings.model import ReportFinding
 from gpu_preflight.report.advice import add_advice
 from gpu_preflight.report.scores import add_scores
 
@@ -54,7 +55,7 @@ def large_report(nodes: int, *, slow_node: int = 7, planted: list[dict[str, Any]
     report = {**base, "nodes": sections, "findings": findings, "artifacts": []}
     report["cluster_info"] = copy.deepcopy(base["cluster_info"])
     report["cluster_info"]["cluster_topology"].update(total_nodes=nodes, world_size=nodes * 2)
-    fresh = summarize(findings, "fail")
+    fresh = summarize(ReportFinding.many_from_dicts(findings), "fail").to_dict()
     for key in ("cluster_info", "performance_summary"):
         fresh.pop(key)
     summary = {**base["cluster_summary"], **fresh}

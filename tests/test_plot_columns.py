@@ -18,7 +18,7 @@ from gpu_preflight.report.measurements import num
 from gpu_preflight.report.plot_data import Spread, local_sweeps
 
 SIZES = (1 << 20, 8 << 20, 64 << 20)
-VERDICT = summarize([], "fail")  # what a report without findings says
+VERDICT = summarize([], "fail").to_dict()  # what a report without findings says
 
 
 def _sweep(values: list[Any], sizes: tuple[Any, ...] = SIZES) -> dict[str, Any]:

@@ -314,3 +314,71 @@ def test_node_blocks_and_names_read_as_the_typed_sections_without_typing_them() 
     assert untouched.host_names() == [s.node_info.current_host for s in sections] == typed.host_names()
     assert untouched._typed == {}  # read from the dicts: no section was typed for it
     assert untouched.raw("node_1") is report["nodes"]["node_1"]
+
+
+def _mixed_node() -> Any:
+    """A node whose findings pass, warn, fail and skip, one asking for a GPU reset."""
+    from gpu_preflight.model import CheckResult, Finding, NodeReport
+
+    found = [Finding("gpu.thermal", Status.WARN, "h0/gpu0", "hot", "hot", recommendation="cool it"),
+             Finding("gpu.xid", Status.FAIL, "h0/gpu1", "xid", "Xid 79", details={"operator_action": "reset_gpu"}),
+             Finding("system.shm", Status.SKIP, "h0", "none", "no /dev/shm"),
+             Finding("gpu.pcie", Status.PASS, "h0/gpu0", "ok", "Gen5 x16")]
+    return NodeReport("h0", "2026-01-01T00:00:00+00:00", [CheckResult(f.check_id, f.check_id, [f], 0.5)
+                                                          for f in found])
+
+
+def test_a_node_and_its_report_findings_summarise_alike() -> None:
+    """summarize reads a node's findings and the report's typed ones the same way (no dicts between)."""
+    from gpu_preflight.findings.canonical import summarize
+
+    node = _mixed_node()
+    listed = ReportFinding.many_from_dicts([{"node": "node_0", **f.to_dict()} for f in node.findings])
+    own, read = summarize(node.findings, "fail"), summarize(listed, "fail")
+    assert own == read
+    assert own.overall_status is Status.FAIL and own.counts == {"PASS": 1, "WARN": 1, "FAIL": 1, "SKIP": 1,
+                                                                "ERROR": 0}
+    assert own.issues[0].startswith("[FAIL] h0/gpu1 gpu.xid")
+
+
+def test_findings_are_read_in_one_validated_conversion() -> None:
+    rows = [{"node": "node_0", "check_id": "a", "status": "PASS", "subject": "h", "code": "c", "summary": "s"},
+            {"node": "node_0", "check_id": "b", "status": "GOOD", "subject": "h", "code": "c", "summary": "s"}]
+    assert ReportFinding.many_from_dicts(rows[:1]) == [ReportFinding.from_dict(rows[0])]
+    with pytest.raises(msgspec.ValidationError, match=r"\$\[1\]\.status"):
+        ReportFinding.many_from_dicts(rows)
+
+
+def test_a_node_section_is_built_typed_and_travels_as_its_dict() -> None:
+    from gpu_preflight.findings.canonical import node_section
+    from gpu_preflight.findings.model import NodeSection
+
+    node = _mixed_node()
+    section = node_section(node, {"node_rank": 3, "identity": {"machine_id": "m"}})
+    assert isinstance(section, NodeSection)
+    assert section.summary.operator_action == "reset_gpu"
+    assert section.node_info.node_rank == 3 and section.node_info.extra == {"identity": {"machine_id": "m"}}
+    sent = node_entry(node, "node_3", {"node_rank": 3, "identity": {"machine_id": "m"}})["section"]
+    assert json.dumps(sent) == json.dumps(section.to_dict())
+    assert NodeSection.from_dict(sent) == section
+    brief = node_entry(node, "node_3", detail=False)["section"]
+    assert brief["checks"] == {"gpu.thermal": "WARN", "gpu.xid": "FAIL", "system.shm": "SKIP", "gpu.pcie": "PASS"}
+
+
+def test_the_cluster_blocks_go_in_before_the_assessment() -> None:
+    """assemble puts the summary blocks and test_parameters in as values and scores after them."""
+    seen: list[ClusterReport] = []
+
+    def assess(report: ClusterReport, config: Any) -> Assessment:
+        seen.append(report)
+        return advise(report, config)
+
+    from gpu_preflight.findings import canonical
+
+    typed = canonical.assemble(_entries(), fail_on="fail", summary_blocks={"reachability": {"ok": True}},
+                               test_parameters={"sizes": [1, 2]}, assess=assess)
+    assert seen[0].cluster_summary.extra == {"reachability": {"ok": True}}
+    out = typed.to_dict()
+    assert out["cluster_info"]["test_parameters"] == {"sizes": [1, 2]}
+    assert list(out["cluster_info"])[-1] == "test_parameters"
+    assert out["cluster_summary"]["reachability"] == {"ok": True} and typed.cluster_summary.health_scores is not None

@@ -11,7 +11,7 @@ import pytest
 
 from gpu_preflight.config.report_schema import ReportConfig
 from gpu_preflight.findings.canonical import summarize
-from gpu_preflight.findings.model import ClusterReport, ComponentScore
+from gpu_preflight.findings.model import ClusterReport, ComponentScore, ReportFinding
 from gpu_preflight.report.connectivity import connectivity
 from gpu_preflight.report.scores import add_scores, component_of, compute_scores, dispersion, rating
 
@@ -26,9 +26,9 @@ def finding(check_id: str, status: str, subject: str = "h0", code: str = "c", **
 
 def report_of(findings: list[dict[str, Any]], fail_on: str = "fail") -> dict[str, Any]:
     """A report of these findings on one node ``h0``, with the verdict they reach."""
-    node = {"timestamp": "", "node_info": {"hostname": "h0"}, "summary": summarize([], fail_on), "gpu": {}}
+    node = {"timestamp": "", "node_info": {"hostname": "h0"}, "summary": summarize([], fail_on).to_dict(), "gpu": {}}
     return {"findings": findings, "nodes": {"node_0": node}, "run": {"fail_on": fail_on, "duration_s": 1.0},
-            "cluster_summary": summarize(findings, fail_on)}
+            "cluster_summary": summarize(ReportFinding.many_from_dicts(findings), fail_on).to_dict()}
 
 
 def gemm(subject: str, tflops: float, dtype: str = "bf16") -> dict[str, Any]:

@@ -15,7 +15,7 @@ from .. import registry
 from ..config import Config
 from ..config.report_schema import report_config
 from ..engine import run_specs
-from ..findings.canonical import assemble_report, finding_groups, node_entry
+from ..findings.canonical import assemble, finding_groups, node_entry
 from ..findings.diagnostic_sections import communication_test
 from ..findings.model import ClusterReport
 from ..ids import CLUSTER_NODE_REPORT_ID
@@ -378,19 +378,16 @@ def _build(gathered: dict[str, Any], config: Config, *, fail_on: str, include: l
     extras, perf, spans, figures = _nccl_sections(facts, facts.num_nodes <= report_config(config).detail_max_nodes)
     _node_summaries(facts, entries, results, spans, figures, extras)
     _load_sections(facts, extras, config)
-    report = assemble_report(entries, fail_on=fail_on, node_extras=extras, cluster_results=results,
-                             topology=gathered["topology"], missing_nodes=missing, performance_summary=perf,
-                             expected_total_gpus=expected_gpus(facts, entries, config.gpu.expected_count))
-    report["cluster_summary"].update(summary_extra or {})
-
+    blocks = dict(summary_extra or {})
     reach = reachability(facts, facts.num_nodes <= report_config(config).detail_max_nodes)
     if reach is not None:  # the name-resolution and reachability matrix the report shows
-        report["cluster_summary"]["reachability"] = reach
+        blocks["reachability"] = reach
+    # the collectives' sizes and iterations the job-size table chose
     params = next((p["test_parameters"] for p in facts.leaders.values()
                    if isinstance(p.get("test_parameters"), dict)), None)
-    if params is not None:  # the collectives' sizes and iterations the job-size table chose
-        report["cluster_info"]["test_parameters"] = params
-    typed = ClusterReport.from_dict(report)
-    if assess is not None:  # after the summary's blocks: the localisation matrix is the best connectivity source
-        typed = typed.with_assessment(assess(typed, None))
-    return typed, gated_exit_code(typed.cluster_summary.overall_status, fail_on)
+    # Scored after the summary's blocks are in: the localisation matrix is the best connectivity source.
+    report = assemble(entries, fail_on=fail_on, node_extras=extras, cluster_results=results,
+                      topology=gathered["topology"], missing_nodes=missing, performance_summary=perf,
+                      expected_total_gpus=expected_gpus(facts, entries, config.gpu.expected_count),
+                      summary_blocks=blocks, test_parameters=params, assess=assess)
+    return report, gated_exit_code(report.cluster_summary.overall_status, fail_on)

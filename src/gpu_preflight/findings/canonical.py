@@ -1,4 +1,6 @@
-"""The canonical JSON report: every other format renders from this dict.
+"""The canonical report, assembled as the typed :class:`~.model.ClusterReport` every format
+renders from (its ``to_dict`` is ``report.json``; :func:`assemble_report` and :func:`build_report`
+are the dict-taking library edges).
 
 The layout keeps the SageMaker cluster health check report (``timestamp``,
 ``cluster_info``, ``cluster_summary``, ``nodes.node_<i>`` with ``node_info``, ``summary``,
@@ -14,7 +16,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -39,7 +41,7 @@ from .diagnostic_sections import diagnostic_sections
 if TYPE_CHECKING:
     from ..config.report_schema import ReportConfig
     from ..safeio import SafeDir
-    from .model import Assessment, ClusterCheck, ClusterReport, ReportFinding
+    from .model import Assessment, ClusterCheck, ClusterReport, ClusterSummary, GpuEntry, NodeSection, ReportFinding
 
     # Scores and advice for a report (typed or its dict) under the [report] settings (None: the
     # defaults): the report layer's :func:`~.advice.advise`, handed down so the findings never import it.
@@ -99,6 +101,25 @@ Unlisted = Mapping[str, Mapping[str, int]]  # check id -> status -> findings a n
 Judged = tuple[str, str, Mapping[str, Any] | None]  # a finding's check id, status and details
 
 
+class Judgement(Protocol):
+    """What the summary reads of a finding: a node's :class:`~gpu_preflight.model.Finding` and a
+    report's :class:`~.model.ReportFinding` both are one, so neither is converted to the other
+    (or to a dict) to be summarised."""
+
+    @property
+    def check_id(self) -> str: ...
+    @property
+    def status(self) -> Status: ...
+    @property
+    def subject(self) -> str: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def recommendation(self) -> str | None: ...
+    @property
+    def details(self) -> Mapping[str, Any]: ...
+
+
 def group_statuses(findings: Iterable[Judged], unlisted: Unlisted | None = None) -> dict[str, Status | None]:
     """Each test group's worst judged status; None when nothing in it was judged (all SKIP or not run).
 
@@ -129,7 +150,7 @@ def report_groups(report: ClusterReport) -> dict[str, Status | None]:
                           report.cluster_summary.unlisted)
 
 
-def _test_results(groups: Mapping[str, Status | None]) -> dict[str, bool]:
+def _test_results(groups: Mapping[str, Status | None]) -> dict[str, bool | None]:
     """True: a PASS and nothing worse than SKIP; False: a WARN or worse, or nothing judged (the
     SageMaker layout's booleans: a group that was not tested did not succeed; why is in
     :func:`untested_notes`)."""
@@ -139,80 +160,77 @@ def _test_results(groups: Mapping[str, Status | None]) -> dict[str, bool]:
 NOT_RUN = "no check of this group ran in this run (its suite, e.g. --full, or the --check/--skip selection)"
 
 
-def untested_notes(groups: Mapping[str, Status | None], findings: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+def untested_notes(groups: Mapping[str, Status | None], findings: Iterable[Judgement]) -> dict[str, str]:
     """Why each group that judged nothing is false: the first skip that names a reason, else :data:`NOT_RUN`."""
     untested = [name for name, status in groups.items() if status is None]
     if not untested:
         return {}
     first_skip: dict[str, str] = {}
     for f in findings:
-        if f["status"] == Status.SKIP.value:
-            for name in finding_groups(f["check_id"], f.get("details")):
-                first_skip.setdefault(name, f"not tested: {f['check_id']}: {f['summary']}")
+        if f.status == Status.SKIP:
+            for name in finding_groups(f.check_id, f.details):
+                first_skip.setdefault(name, f"not tested: {f.check_id}: {f.summary}")
     return {name: first_skip.get(name, f"not tested: {NOT_RUN}") for name in untested}
 
 
-def summarize(findings: Sequence[Mapping[str, Any]], fail_on: str, unlisted: Unlisted | None = None,
-              performance_summary: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The ``summary`` block: overall status, test groups, issues, recommendations and figures.
+def summarize(findings: Sequence[Judgement], fail_on: str, unlisted: Unlisted | None = None,
+              performance_summary: Mapping[str, Any] | None = None) -> ClusterSummary:
+    """The ``summary`` block (a node's, or the cluster's before its assessment): overall status,
+    test groups, issues, recommendations and figures.
 
-    ``findings`` are finding dicts (``Finding.to_dict`` form). ``unlisted`` counts, per
-    check id and status, PASS and SKIP findings that are not in the list (those a node of
-    a large cluster keeps to itself, see :func:`node_entry`): they count all the same.
+    ``findings`` are typed (a node's own, or a report's). ``unlisted`` counts, per check id
+    and status, PASS and SKIP findings that are not in the list (those a node of a large
+    cluster keeps to itself, see :func:`node_entry`): they count all the same.
     """
+    from .model import ClusterSummary, SummaryClusterInfo
+
     unlisted = unlisted or {}
     counts = dict.fromkeys((s.value for s in Status), 0)
-    for f in findings:
-        counts[f["status"]] = counts.get(f["status"], 0) + 1
+    for f in findings:  # a Status is its value: the key stays the plain string counts was made with
+        counts[f.status] += 1
     for by in unlisted.values():
         for status, n in by.items():
             counts[status] = counts.get(status, 0) + int(n)
     overall = verdict(Status(s) for s, n in counts.items() if n)
-    worse = [f for f in findings if _RANK.get(f["status"], 0) >= Status.WARN.rank]
-    worse.sort(key=lambda f: (-_RANK[f["status"]], f["check_id"], f["subject"]))
-    issues = [f"[{f['status']}] {f['subject']} {f['check_id']}: {f['summary']}" for f in worse]
-    recommendations = list(dict.fromkeys(
-        f"{f['subject']}: {f['recommendation']}" for f in worse if f.get("recommendation")))
+    worse = [f for f in findings if _RANK[f.status] >= Status.WARN.rank]  # a dict look-up, not a property call
+    worse.sort(key=lambda f: (-_RANK[f.status], f.check_id, f.subject))
+    issues = [f"[{f.status.value}] {f.subject} {f.check_id}: {f.summary}" for f in worse]
+    recommendations = list(dict.fromkeys(f"{f.subject}: {f.recommendation}" for f in worse if f.recommendation))
     if not any(counts[s.value] for s in gating_statuses(fail_on)) and overall is Status.PASS:
         recommendations.append(READY)
-    groups = group_statuses(((f["check_id"], f["status"], f.get("details")) for f in findings), unlisted)
-    notes = untested_notes(groups, findings)
-    return {
-        "overall_status": overall.value,
-        "exit_code": gated_exit_code(overall, fail_on),
-        "test_results": _test_results(groups),
-        **({"test_results_notes": notes} if notes else {}),
-        "cluster_info": {},
-        "performance_summary": dict(performance_summary or {}),
-        "issues": issues,
-        "recommendations": recommendations,
-        "counts": counts,
-    }
+    groups = group_statuses(((f.check_id, f.status, f.details) for f in findings), unlisted)
+    return ClusterSummary(overall_status=overall, exit_code=gated_exit_code(overall, fail_on),
+                          test_results=_test_results(groups),
+                          test_results_notes=untested_notes(groups, findings) or None,
+                          cluster_info=SummaryClusterInfo(), performance_summary=dict(performance_summary or {}),
+                          issues=issues, recommendations=recommendations, counts=counts)
 
 
-def _nothing_judged(findings: Sequence[Mapping[str, Any]], unlisted: Unlisted) -> dict[str, Any] | None:
+def _nothing_judged(findings: Sequence[ReportFinding], unlisted: Unlisted) -> ReportFinding | None:
     """The ERROR finding for a report in which no check reached a verdict; None when something did."""
-    if any(f["status"] != Status.SKIP.value for f in findings):
+    from .model import ReportFinding
+
+    if any(f.status != Status.SKIP for f in findings):
         return None
     if any(n for by in unlisted.values() for status, n in by.items() if status != Status.SKIP.value):
         return None
     if findings or unlisted:
         example = findings[0] if findings else None
-        why = "every check that ran was skipped" + (f" (e.g. {example['check_id']}: {example['summary']})"
+        why = "every check that ran was skipped" + (f" (e.g. {example.check_id}: {example.summary})"
                                                      if example else "")
     else:
         why = "the selection left no check to run (--check/--skip)"
-    return {"node": "cluster", "check_id": COVERAGE_CHECK, "status": Status.ERROR.value, "subject": "cluster",
-            "code": "nothing_judged", "summary": f"no check was run: {why}", "observed": None, "expected": None,
-            "unit": None,
-            "recommendation": "Select checks that apply to this node (--check, --skip, --expect-gpus): a run that "
-                              "judged nothing is no evidence that the node is fit.",
-            "details": {}}
+    return ReportFinding(node="cluster", check_id=COVERAGE_CHECK, status=Status.ERROR, subject="cluster",
+                         code="nothing_judged", summary=f"no check was run: {why}", observed=None, expected=None,
+                         unit=None,
+                         recommendation="Select checks that apply to this node (--check, --skip, --expect-gpus): "
+                                        "a run that judged nothing is no evidence that the node is fit.",
+                         details={})
 
 
-def _gpu_section(facts: dict[str, Any]) -> dict[str, Any]:
+def _gpu_section(facts: dict[str, Any]) -> dict[str, GpuEntry]:
     gpu = facts.get("gpu") or {}
-    out: dict[str, Any] = {}
+    out: dict[str, GpuEntry] = {}
     for rec in gpu.get("gpus", []):
 
         def num(key: str, scale: float = 1.0, _rec: dict[str, Any] = rec) -> Any:
@@ -282,44 +300,50 @@ def node_performance(sections: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def node_section(report: NodeReport, node_info: dict[str, Any] | None = None, *, inline: bool = True) -> dict[str, Any]:
-    """A node's section of the report. Its checks list status and timing; their findings
+def node_section(report: NodeReport, node_info: Mapping[str, Any] | None = None, *,
+                 inline: bool = True) -> NodeSection:
+    """A node's section of the report, typed. Its checks list status and timing; their findings
     live once, in the report's top-level ``findings`` with the node's key.
 
-    ``inline=False`` leaves raw outputs out of the section (clusters above
+    ``node_info`` adds to or replaces the node's own ``node_info`` keys (a distributed run's host
+    ranks and identity). ``inline=False`` leaves raw outputs out of the section (clusters above
     ``report.detail_max_nodes``: ten thousand copies of DCGM's table are not needed).
     """
+    from .model import CheckRow, NodeInfo, NodeSection
+
     gpus = _gpu_section(report.facts)
     info = {
         "hostname": report.hostname, "current_host": report.hostname, "world_size": 1, "rank": 0, "local_rank": 0,
         "host_rank": 0, "host_count": 1, "gpus_per_host": len(gpus), "profile": report.profile,
-        "config_sources": report.config_sources,
+        "config_sources": report.config_sources, **(node_info or {}),
     }
-    info.update(node_info or {})
     diagnostics = diagnostic_sections(report.facts, report.artifacts, raw=report.raw_artifacts, inline=inline)
-    finding_dicts = [f.to_dict() for f in report.findings]
-    summary = summarize(finding_dicts, report.fail_on, performance_summary=node_performance(diagnostics))
-    _raise_action(summary, node_action(f["details"] for f in finding_dicts))
-    return {
-        "timestamp": report.timestamp,
-        "node_info": info,
-        "summary": summary,
-        "gpu": gpus,
-        "system": _system_section(report.facts),
-        **diagnostics,
-        "checks": [{"check_id": r.check_id, "title": r.title, "status": r.status.value,
-                    "duration_s": round(r.duration_s, 6), "findings": len(r.findings)} for r in report.results],
-        "facts": report.facts,
-        "duration_s": round(report.duration_s, 4),
-    }
+    summary = summarize(report.findings, report.fail_on, performance_summary=node_performance(diagnostics))
+    return NodeSection(
+        timestamp=report.timestamp, node_info=NodeInfo.from_dict(info),
+        summary=msgspec.structs.replace(
+            summary, operator_action=_stronger(None, node_action(f.details for f in report.findings))),
+        gpu=gpus, system=_system_section(report.facts), network=diagnostics["network"], dcgm=diagnostics["dcgm"],
+        nccl=diagnostics["nccl"],
+        checks=[CheckRow(check_id=r.check_id, title=r.title, status=r.status.value,
+                         duration_s=round(r.duration_s, 6), findings=len(r.findings)) for r in report.results],
+        facts=report.facts, duration_s=round(report.duration_s, 4))
+
+
+def _stronger(current: Action | None, action: Action) -> str | None:
+    """A node summary's ``operator_action`` once ``action`` is added: ``action`` where it is
+    stronger than the ``current`` one, else that one (None: no key, so a node whose findings
+    call for nothing reads as it always did)."""
+    if action is not Action.NONE and (current is None or action.rank > current.rank):
+        return action.value
+    return current.value if current is not None else None
 
 
 def _raise_action(summary: dict[str, Any], action: Action) -> None:
-    """Set a node summary's ``operator_action`` to ``action`` where that is stronger than the one it
-    names (none: no key, so a node whose findings call for nothing reads as it always did)."""
-    current = action_of(summary)
-    if action is not Action.NONE and (current is None or action.rank > current.rank):
-        summary[SUMMARY_KEY] = action.value
+    """Raise a node summary dict's ``operator_action`` to ``action`` (see :func:`_stronger`)."""
+    value = _stronger(action_of(summary), action)
+    if value is not None:
+        summary[SUMMARY_KEY] = value
 
 
 def _cluster_actions(sections: Mapping[str, dict[str, Any]], cluster_findings: Iterable[Mapping[str, Any]]) -> None:
@@ -387,10 +411,11 @@ def node_entry(report: NodeReport, node_key: str, node_info: dict[str, Any] | No
                 skips.setdefault(f"{f.check_id}|{f.code}", [f.subject, f.summary, f.recommendation])
     section = node_section(report, node_info, inline=detail)
     if not detail:
-        section["facts"] = summary_facts(report.facts)
         # Statuses by check id: the titles are in the checks' docs, and 10,000 copies of them are not needed.
-        section["checks"] = {c["check_id"]: c["status"] for c in section["checks"]}
-    return {"section": section, "findings": findings,
+        section = msgspec.structs.replace(section, facts=summary_facts(report.facts),
+                                          checks={r.check_id: r.status.value for r in report.results})
+    # The section as it travels (to rank 0 in a distributed run) and is placed: its JSON object.
+    return {"section": section.to_dict(), "findings": findings,
             "artifacts": [dict(a, node=node_key) for a in report.artifacts], "duration_s": report.duration_s,
             # Canonical JSON text: rank 0 counts identical texts by hashing (nodes mostly skip
             # and pass the same checks) and decodes each distinct one once.
@@ -398,13 +423,15 @@ def node_entry(report: NodeReport, node_key: str, node_info: dict[str, Any] | No
             "skip_examples": skips}
 
 
-def _rolled_skips(entries: list[dict[str, Any]], unlisted: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
+def _rolled_skips(entries: list[dict[str, Any]], unlisted: dict[str, dict[str, int]]) -> list[ReportFinding]:
     """One SKIP finding per check and cause for the nodes that kept their skips to themselves.
 
     Each stands for every node that skipped for that cause (``details.nodes``, with up to
     twelve node keys); it is counted once, and one fewer SKIP stays unlisted, so the
     report's counts still equal the findings the nodes made.
     """
+    from .model import ReportFinding
+
     same: dict[tuple[str, ...], list[int]] = {}  # nodes mostly skip for the same causes: group them first
     for i, e in enumerate(entries):
         if e.get("skip_examples"):
@@ -418,23 +445,23 @@ def _rolled_skips(entries: list[dict[str, Any]], unlisted: dict[str, dict[str, i
         members.sort()
         subject, summary, recommendation = entries[members[0]]["skip_examples"][key]
         check_id, _, code = key.partition("|")
-        finding = {"node": f"node_{members[0]}", "check_id": check_id, "status": Status.SKIP.value,
-                   "subject": subject, "code": code, "summary": summary, "observed": None, "expected": None,
-                   "unit": None, "recommendation": recommendation, "details": {}}
+        node, details = f"node_{members[0]}", {}
         if len(members) > 1:
-            finding.update(node="cluster", subject="cluster", summary=f"on {len(members)} nodes, e.g. {subject}: "
-                                                                      f"{summary}",
-                           details={"rolled_up": True, "nodes": len(members),
-                                    "node_keys": [f"node_{i}" for i in members[:12]]})
+            node, summary = "cluster", f"on {len(members)} nodes, e.g. {subject}: {summary}"
+            subject, details = "cluster", {"rolled_up": True, "nodes": len(members),
+                                           "node_keys": [f"node_{i}" for i in members[:12]]}
         unlisted[check_id][Status.SKIP.value] -= 1
-        out.append(finding)
+        out.append(ReportFinding(node=node, check_id=check_id, status=Status.SKIP, subject=subject, code=code,
+                                 summary=summary, observed=None, expected=None, unit=None,
+                                 recommendation=recommendation, details=details))
     return out
 
 
 def build_report(nodes: list[NodeReport], *, node_infos: list[dict[str, Any]] | None = None,
                  **kwargs: Any) -> dict[str, Any]:
-    """The whole report for one or more node reports (node_0 ... in the given order);
-    ``kwargs`` as for :func:`assemble_report`."""
+    """The whole report's JSON dict for one or more node reports (node_0 ... in the given order);
+    ``kwargs`` as for :func:`assemble_report`. The library's edge: the program itself uses
+    :func:`assemble` (``gpu_preflight.report.build.build``)."""
     if not nodes:
         raise ValueError("a report needs at least one node")
     infos = node_infos or [{}] * len(nodes)
@@ -442,25 +469,47 @@ def build_report(nodes: list[NodeReport], *, node_infos: list[dict[str, Any]] | 
     return assemble_report(entries, fail_on=nodes[0].fail_on, **kwargs)
 
 
-def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_total_gpus: int | None = None,
-                    node_extras: Mapping[int, dict[str, Any]] | None = None,
-                    cluster_results: list[CheckResult] | None = None, topology: dict[str, Any] | None = None,
-                    missing_nodes: list[str] | None = None,
-                    performance_summary: dict[str, Any] | None = None, assess: Assessor | None = None
-                    ) -> dict[str, Any]:
-    """The report from node entries (:func:`node_entry`), in node order.
+def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, **kwargs: Any) -> dict[str, Any]:
+    """:func:`assemble`'s report as its JSON dict: the edge for callers that hold dicts (the
+    library's ``build_report``, tests); ``kwargs`` as for :func:`assemble`."""
+    return assemble(entries, fail_on=fail_on, **kwargs).to_dict()
 
-    ``assess`` puts the health scores and advice into ``cluster_summary`` (the report layer
-    passes :func:`~.advice.advise`: scoring is not the findings' business, see
-    :mod:`.build`); without it they are left out, for a caller that adds them once the
-    findings are final (the CLI, after the history's findings): scoring twice cost rank 0 of
-    a 10,000-node run a third of a second.
+
+def assemble(entries: list[dict[str, Any]], *, fail_on: str, expected_total_gpus: int | None = None,
+             node_extras: Mapping[int, dict[str, Any]] | None = None,
+             cluster_results: list[CheckResult] | None = None, topology: Mapping[str, Any] | None = None,
+             missing_nodes: list[str] | None = None, performance_summary: Mapping[str, Any] | None = None,
+             summary_blocks: Mapping[str, Any] | None = None, test_parameters: Mapping[str, Any] | None = None,
+             assess: Assessor | None = None, config: ReportConfig | None = None) -> ClusterReport:
+    """The typed report from node entries (:func:`node_entry`, in node order), scored and
+    advised by ``assess`` (under ``config``).
+
+    ``assess`` is the report layer's :func:`~.advice.advise` (scoring is not the findings'
+    business, see :mod:`gpu_preflight.report.build`); without it the scores are left out, for a
+    caller that adds them once the findings are final (the CLI, after the history's
+    findings): scoring twice cost rank 0 of a 10,000-node run a third of a second. It reads
+    the whole summary, so every block goes in first.
 
     A distributed run adds ``cluster_results`` (checks over the gathered workloads, listed
     with ``"node": "cluster"``), per-node sections such as ``nccl`` (``node_extras``), the
-    job topology and the nodes that never reported. The entries' sections and finding
-    dicts are placed, not copied: at 10,000 nodes a copy is what a run cannot afford.
+    job topology, the nodes that never reported, ``summary_blocks`` (a localisation block,
+    the reachability matrix: ``cluster_summary`` keys) and the collectives'
+    ``test_parameters`` (``cluster_info``). The entries' sections are placed as the dicts
+    they are and typed on first read (:class:`~.model.NodeSections`): at 10,000 nodes
+    typing, or copying, every section is what rank 0 cannot afford. Nothing is written;
+    :func:`~.write.write_report` is the step that writes files and fills the artifact paths.
     """
+    from .model import (
+        ClusterCheck,
+        ClusterInfo,
+        ClusterReport,
+        ClusterTopology,
+        NodeSections,
+        ReportFinding,
+        RunInfo,
+        Tool,
+    )
+
     if not entries:
         raise ValueError("a report needs at least one node")
     sections = {f"node_{i}": e["section"] for i, e in enumerate(entries)}
@@ -469,16 +518,18 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
         for name, value in extra.items():  # extras add to a section (nccl, network), never wipe what the node said
             current = section.get(name)
             section[name] = {**current, **value} if isinstance(current, dict) and isinstance(value, dict) else value
-    findings: list[dict[str, Any]] = []
+    listed: list[dict[str, Any]] = []
     for e in entries:
-        findings.extend(e["findings"])
+        listed.extend(e["findings"])
     checks = [r.to_dict() for r in cluster_results or []]  # each finding serialised once, listed twice
-    findings.extend({"node": "cluster", **f} for r in checks for f in r["findings"])
+    listed.extend({"node": "cluster", **f} for r in checks for f in r["findings"])
     if len(sections) > 1:  # a one-node report's cluster findings are its node's (Slurm reads them so too)
         _cluster_actions(sections, (f for r in checks for f in r["findings"]))
     elif checks:
         _raise_action(next(iter(sections.values()))["summary"],
                       node_action(f["details"] for r in checks for f in r["findings"]))
+    findings = ReportFinding.many_from_dicts(listed)  # one conversion of every finding, validated
+    cluster_checks = ClusterCheck.many_from_dicts(checks)
     unlisted: dict[str, dict[str, int]] = defaultdict(lambda: {Status.PASS.value: 0, Status.SKIP.value: 0})
     # Nodes mostly keep the same counts: count identical ones first (C speed), then add each kind once.
     for text, times in Counter(e.get("unlisted") or "" for e in entries).items():
@@ -489,65 +540,39 @@ def assemble_report(entries: list[dict[str, Any]], *, fail_on: str, expected_tot
     coverage = _nothing_judged(findings, unlisted)
     if coverage is not None:
         findings.append(coverage)
-        checks.append({"check_id": COVERAGE_CHECK, "title": "At least one check reached a verdict",
-                       "status": Status.ERROR.value, "duration_s": 0.0,
-                       "findings": [{k: v for k, v in coverage.items() if k != "node"}]})
-    summary = summarize(findings, fail_on, unlisted)
-    if unlisted:  # where the findings a large cluster's nodes kept to themselves are counted
-        summary["unlisted"] = {c: {s: n for s, n in by.items() if n} for c, by in sorted(unlisted.items())}
-    summary["performance_summary"] = performance_summary or {}
+        cluster_checks.append(ClusterCheck(check_id=COVERAGE_CHECK, title="At least one check reached a verdict",
+                                           status=Status.ERROR, duration_s=0.0,
+                                           findings=[msgspec.structs.replace(coverage, node=None)]))
+    summary = msgspec.structs.replace(
+        summarize(findings, fail_on, unlisted, performance_summary),
+        # where the findings a large cluster's nodes kept to themselves are counted
+        unlisted={c: {s: n for s, n in by.items() if n} for c, by in sorted(unlisted.items())} if unlisted else None)
     gpus_per_node = [len(s["gpu"]) for s in sections.values()]
     topo = topology or {}
     missing = missing_nodes or []
-    report = {
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "gpu-preflight", "version": __version__},
-        "timestamp": entries[0]["section"]["timestamp"],
-        "cluster_info": {
-            "data_completeness": "complete" if not missing else f"incomplete: missing {', '.join(missing)}",
-            "note": f"Data from all {len(entries)} nodes" if not missing else
-                    f"Data from {len(entries) - len(missing)} of {len(entries)} nodes",
-            "expected_total_gpus": expected_total_gpus,
-            "cluster_topology": {
-                "total_nodes": topo.get("num_nodes", len(entries)),
-                "gpus_per_node": max(gpus_per_node) if gpus_per_node else 0,
-                "processes_per_node": topo.get("local_world_size", 1),
-                "world_size": topo.get("world_size", 1),
-                "launcher": topo.get("launcher", "none"),
-            },
-            "missing_nodes": missing,
-        },
-        "cluster_summary": summary,
-        "cluster_checks": checks,
-        "nodes": sections,
-        "findings": findings,
-        "artifacts": [a for e in entries for a in e["artifacts"]],
-        "run": {"fail_on": fail_on, "duration_s": round(max(float(e["duration_s"]) for e in entries), 4)},
-    }
+    report = ClusterReport(
+        schema_version=SCHEMA_VERSION, tool=Tool(name="gpu-preflight", version=__version__),
+        timestamp=entries[0]["section"]["timestamp"],
+        cluster_info=ClusterInfo(
+            data_completeness="complete" if not missing else f"incomplete: missing {', '.join(missing)}",
+            note=f"Data from all {len(entries)} nodes" if not missing else
+                 f"Data from {len(entries) - len(missing)} of {len(entries)} nodes",
+            expected_total_gpus=expected_total_gpus,
+            cluster_topology=ClusterTopology(
+                total_nodes=topo.get("num_nodes", len(entries)),
+                gpus_per_node=max(gpus_per_node) if gpus_per_node else 0,
+                processes_per_node=topo.get("local_world_size", 1), world_size=topo.get("world_size", 1),
+                launcher=topo.get("launcher", "none")),
+            missing_nodes=missing,
+            extra={"test_parameters": dict(test_parameters)} if test_parameters is not None else {}),
+        cluster_summary=summary, cluster_checks=cluster_checks, nodes=NodeSections(sections), findings=findings,
+        artifacts=[a for e in entries for a in e["artifacts"]],
+        run=RunInfo(fail_on=fail_on, duration_s=round(max(float(e["duration_s"]) for e in entries), 4)))
+    if summary_blocks:
+        report = report.with_summary(**summary_blocks)
     if assess is None:
         return report
-    from .model import ClusterReport
-
-    assess(ClusterReport.from_dict(report), None).apply(report["cluster_summary"])
-    return report
-
-
-def assemble(entries: list[dict[str, Any]], *, fail_on: str, assess: Assessor | None = None,
-             config: ReportConfig | None = None, **kwargs: Any) -> ClusterReport:
-    """The typed report from node entries (:func:`node_entry`): :func:`assemble_report`'s
-    layout as a :class:`~.model.ClusterReport`, scored and advised by ``assess`` (under
-    ``config``) by value.
-
-    Nothing is written and nothing but the entries' sections (placed, not copied) is
-    shared with the caller; :func:`~.write.write_report` is the step that writes files and fills
-    the artifact paths.
-    """
-    from .model import ClusterReport
-
-    typed = ClusterReport.from_dict(assemble_report(entries, fail_on=fail_on, **kwargs))
-    if assess is None:
-        return typed
-    return typed.with_assessment(assess(typed, config))
+    return report.with_assessment(assess(report, config))
 
 
 def save_artifacts(node: NodeReport, out: SafeDir | str | Path, node_key: str) -> list[dict[str, Any]]:
@@ -695,9 +720,8 @@ def with_findings(report: ClusterReport, findings: Sequence[ReportFinding],
     from msgspec.structs import replace
 
     every = [*report.findings, *findings]
-    fresh = summarize([f.to_dict() for f in every], report.run.fail_on, report.cluster_summary.unlisted)
-    summary = replace(report.cluster_summary, overall_status=Status(fresh["overall_status"]),
-                                  exit_code=fresh["exit_code"], issues=fresh["issues"],
-                                  recommendations=fresh["recommendations"], counts=fresh["counts"])
+    fresh = summarize(every, report.run.fail_on, report.cluster_summary.unlisted)
+    summary = replace(report.cluster_summary, overall_status=fresh.overall_status, exit_code=fresh.exit_code,
+                      issues=fresh.issues, recommendations=fresh.recommendations, counts=fresh.counts)
     return replace(report, findings=every, cluster_checks=[*report.cluster_checks, *checks],
                                cluster_summary=summary)

@@ -105,6 +105,13 @@ class _Block(Struct, frozen=True):
         path of a missing or mistyped value."""
         return msgspec.convert(_prepared(cls, data), cls, dec_hook=_dec_hook)
 
+    @classmethod
+    def many_from_dicts(cls: type[_B], data: Sequence[Mapping[str, Any]]) -> list[_B]:
+        """The blocks of a list of JSON objects, in one conversion (``from_dict`` per object would
+        look the class up again for each of a 10,000-node report's findings)."""
+        prepared = data if _layout(cls).plain else [_prepared(cls, d) for d in data]
+        return msgspec.convert(prepared, list[cls], dec_hook=_dec_hook)  # type: ignore[valid-type]
+
 
 def _enc_hook(value: Any) -> Any:
     if isinstance(value, NodeSections):
@@ -846,16 +853,6 @@ class Assessment(Struct, frozen=True):
     recommendations_by_urgency: dict[str, list[JsonObject]] | None = None
     cost_benefit: CostBenefit | None = None
     assessment: HealthAssessment | None = None
-
-    def apply(self, summary: dict[str, Any]) -> None:
-        """Put the blocks into a ``cluster_summary`` dict (the dict-based callers' step)."""
-        summary["health_scores"] = self.health_scores.to_dict()
-        if self.recommendations_by_urgency is not None:
-            summary["recommendations_by_urgency"] = self.recommendations_by_urgency
-        if self.cost_benefit is not None:
-            summary["cost_benefit"] = self.cost_benefit.to_dict()
-        if self.assessment is not None:
-            summary["assessment"] = self.assessment.to_dict()
 
 
 class ClusterReport(_Block, frozen=True, kw_only=True):
