@@ -12,7 +12,9 @@ import pytest
 from gpu_preflight.config import Config
 from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Status
-from gpu_preflight.parsers.detect import detect_kind, parse_text
+from gpu_preflight.parsers.detect import detect_kind
+
+from .nccl_log_judging import kinds
 
 FIELD = Path(__file__).parent / "fixtures" / "field" / "nccl-log"
 # NVIDIA/nccl issue 2013 (the wording issue 27 names), nccl-tests issue 188, OFA-Sys/OFA issue 271.
@@ -23,11 +25,6 @@ QP_UNREACHABLE = "dgxh100-3:2152176:2152299 [0] misc/ibvwrap.cc:187 NCCL WARN Ca
                  "error Network is unreachable\n"
 CUDA_FAILURE = "user:16901:16967 [909195890] include/alloc.h:39 NCCL WARN Cuda failure 'driver shutting down'\n"
 OLD_WATCHDOG = (FIELD / "watchdog-old-format-ofa-271.txt").read_text()
-
-
-def kinds(text: str) -> list[str]:
-    _kind, record = parse_text(text, "nccl-log")
-    return [s.kind for s in record.signatures]
 
 
 @pytest.mark.parametrize("text", [QP_TIMEOUT, QP_UNREACHABLE])

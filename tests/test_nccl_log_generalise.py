@@ -15,16 +15,7 @@ from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Status
 from gpu_preflight.parsers.detect import detect_kind, parse_text
 
-
-def kinds(text: str) -> list[str]:
-    _kind, record = parse_text(text, "nccl-log")
-    return [s.kind for s in record.signatures]
-
-
-def triage(text: str) -> list[tuple[Status, str]]:
-    return [(f.status, f.code) for f in judge_text(text, Config(), source="job.log")
-            if f.check_id == "nccl_log.triage"]
-
+from .nccl_log_judging import kinds, triage
 
 # --- detection: NCCL's own texts wherever a line holds them -----------------------------------------------------
 

@@ -16,16 +16,7 @@ from gpu_preflight.model import Status
 from gpu_preflight.parsers.detect import detect_kind, parse_text
 from gpu_preflight.parsers.nccl_log import NCCL_RESULT_KINDS, classify
 
-
-def kinds(text: str) -> list[str]:
-    _kind, record = parse_text(text, "nccl-log")
-    return [s.kind for s in record.signatures]
-
-
-def triage(text: str) -> list[tuple[Status, str]]:
-    return [(f.status, f.code) for f in judge_text(text, Config(), source="job.log")
-            if f.check_id == "nccl_log.triage"]
-
+from .nccl_log_judging import kinds, triage
 
 # pytorch/ci-infra#490 and ai-dynamo/dynamo#1408: /dev/shm too small in a container (NCCL 2.2x's timestamped prefix).
 SHM_FULL = ("[2026-04-22 21:34:20] runner:202016:202235 [0] misc/shmutils.cc:88 NCCL WARN Error: failed to extend "
