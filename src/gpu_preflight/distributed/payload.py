@@ -124,15 +124,14 @@ class RankPayload(msgspec.Struct, frozen=True, omit_defaults=True):
         """``d`` validated as a payload (:class:`WireError` naming the key path), its unknown keys in ``extra``."""
         if not isinstance(d, Mapping) or d.keys() <= _KNOWN:  # not an object: the error says what it is
             return _convert(d, cls)
-        return _convert({**{k: v for k, v in d.items() if k in _KNOWN},
-                         "extra": {k: v for k, v in d.items() if k not in _KNOWN}}, cls)
+        return _convert(_extra_aside(d), cls)
 
     @classmethod
     def own(cls, d: Mapping[str, Any]) -> RankPayload:
         """A rank's own results as it sends them, not validated: a type slip in a result only a GPU
         produces (load, memory, load_xids) must not cost the rank its whole report; the readers
         (:meth:`from_dict`, the leader and rank 0) validate and name what does not read."""
-        return cls(**{k: v for k, v in d.items() if k in _KNOWN}, extra={k: v for k, v in d.items() if k not in _KNOWN})
+        return cls(**_extra_aside(d))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> RankPayload:
@@ -145,6 +144,11 @@ class RankPayload(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 _KNOWN = frozenset(RankPayload.__struct_fields__) - {"extra"}
+
+
+def _extra_aside(d: Mapping[str, Any]) -> dict[str, Any]:
+    """``d``'s known keys, and its unknown ones under ``extra`` (msgspec would drop them)."""
+    return {**{k: v for k, v in d.items() if k in _KNOWN}, "extra": {k: v for k, v in d.items() if k not in _KNOWN}}
 
 
 class NodeBundle(msgspec.Struct, frozen=True):
