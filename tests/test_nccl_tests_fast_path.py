@@ -116,6 +116,10 @@ def inputs(corpus: Path) -> dict[str, str]:
     failure = "gpu-node-07: [0] NCCL INFO Test NCCL failure common.cu:1032 'unhandled error'"
     found["Test NCCL failure in an INFO line"] = soak(NCCL.read_text(), random.Random(4), 2).replace(
         f"{VERSION}\n", f"{VERSION}\n{failure}\n", 1)
+    warn = ("gpu-node-07:41230:41301 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer "
+            "10.0.0.8<40112> with status=12 opcode=0 len=0 vendor err 129 (Recv)")
+    found["an NCCL WARN naming a failure, repeated in and between tables"] = soak(
+        NCCL.read_text(), random.Random(5), 2).replace(f"{VERSION}\n", f"{VERSION}\n{warn}\n{warn}\n", 3)
     return found
 
 
@@ -138,6 +142,7 @@ def test_the_cases_reach_every_path(corpus: Path) -> None:
     records = [r for r in results.values() if isinstance(r, dict)]
     assert any(isinstance(r, str) and "values where the header names" in r for r in results.values())
     assert any(r["incomplete"] and "unreadable" in r["incomplete"][0] for r in records)
+    assert any(group["count"] > 1 for r in records for group in r["warn_causes"])  # WARN lines read, repeats counted
     assert any(r["errors"] for r in records) and any(r["wrong_total"] for r in records)
     assert any(r["max_error"] is not None for r in records)
     assert any(r["nccl_version"] == "2.19.3+cuda12.3" for r in records)

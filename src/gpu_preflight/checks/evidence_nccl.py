@@ -4,7 +4,10 @@
 values were found, when the legacy ``error`` column exceeds ``evidence.nccl_max_error``,
 or when the test aborted (``Test NCCL failure ...``, classified like a job log): one finding
 per failure signature and host, with the exact count of its lines and its first few, however
-many lines an aborted job repeated.
+many lines an aborted job repeated. A run that stopped (a failure line, or no ``Out of bounds``
+summary) is also judged on its ``NCCL WARN`` lines that name a failure: the test's line says what
+NCCL returned ('unhandled cuda error'), the WARN above it why (an IB completion error: the link,
+``check_mechanicals``), so each such signature is a FAIL of its own with its job-log action.
 ``nccl_tests.bandwidth``: FAIL when the best out-of-place bus bandwidth at
 ``perf.busbw_floor_min_bytes`` or more is below its floor: a site's ``evidence.nccl_busbw_min_gbps``
 (any collective), else, for every collective (busbw is scaled per collective to read as the
@@ -150,9 +153,12 @@ def _correctness(record: NcclTestsRecord, config: Config, source: str) -> Iterat
     check = "nccl_tests.correctness"
     for group in record.failures_by_group():
         yield _aborted(check, group, source)
+    causes = _causes(record)
+    for group in causes:
+        yield _warned(check, group, source)
     bad_sizes = record.wrong_sizes
     limit = evidence_config(config).nccl_max_error
-    flagged = record.failure_count() > 0
+    flagged = record.failure_count() > 0 or bool(causes)
     if record.wrong_total:
         flagged = True
         yield Finding(check, Status.FAIL, source, "wrong_results",
@@ -200,6 +206,33 @@ def _aborted(check: str, group: NcclFailureGroup, source: str) -> Finding:
                    details={"file": first and first.file, "line": first and first.line, "count": group.count,
                             "examples": [f"{e.host + ': ' if e.host else ''}Test {e.kind} failure {e.file}:{e.line} "
                                          f"'{e.message}'" for e in group.examples]})
+
+
+def _causes(record: NcclTestsRecord) -> list[NcclFailureGroup]:
+    """The ``NCCL WARN`` groups that say why a run stopped: none for a run that reached its summary without a
+    failure line (a warning NCCL recovered from is the job log's business, not this run's verdict); of the rest,
+    those whose signature FAILs a job log (:data:`ADVICE`)."""
+    if record.failure_count() == 0 and record.out_of_bounds is not None:
+        return []
+    return [group for group in record.warn_causes
+            if (advice := ADVICE.get(group.signature or "")) is not None and advice.status is Status.FAIL]
+
+
+def _warned(check: str, group: NcclFailureGroup, source: str) -> Finding:
+    """One (signature, host) group of ``NCCL WARN`` lines of a run that stopped, as one FAIL: the cause the
+    test's own failure line does not name, with the job log's advice (and so its action)."""
+    kind = group.signature or "nccl_failure"
+    subject = f"{source}/{group.host}" if group.host else source
+    first = group.examples[0] if group.examples else None
+    where = f" ({first.file}:{first.line})" if first and first.file else ""
+    times = f" {group.count} times" if group.count > 1 else ""
+    others = " on further hosts (too many hosts to count apart)" if group.other_hosts else ""
+    return Finding(check, Status.FAIL, subject, kind,
+                   f"NCCL warned{times}{others} before the run stopped: {first.message if first else kind}{where}",
+                   observed=group.count, unit="lines", recommendation=ADVICE[kind].recommendation,
+                   details={"file": first and first.file, "line": first and first.line, "count": group.count,
+                            "examples": [f"{e.host + ': ' if e.host else ''}{f'{e.file}:{e.line} ' if e.file else ''}"
+                                         f"NCCL WARN {e.message}" for e in group.examples]})
 
 
 def _bandwidth(record: NcclTestsRecord, config: Config, source: str) -> Iterator[Finding]:

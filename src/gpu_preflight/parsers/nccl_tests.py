@@ -25,6 +25,11 @@ alone (the line that said ``FAILED``) is judged on it and listed as incomplete.
 
 Failure lines: ``host: Test NCCL|CUDA failure file:line 'error'`` and, before nccl-tests' 2019 resync with
 NCCL 2.4, the same without host and "Test" (``NCCL failure common.cu:874 'unhandled system error'``).
+The test's line names what NCCL returned to it ('unhandled cuda error'), not why: with ``NCCL_DEBUG=WARN`` or
+``INFO`` the cause is an ``NCCL WARN`` line above it (``NET/IB : Got completion with error 12`` before the
+'unhandled cuda error' of nccl-tests#24). Those whose job-log signature (:func:`.nccl_log.classify`) names a
+failure are kept in ``warn_causes``, grouped by (signature, host) like the failure lines; the judge reads them
+only for a run that stopped (see ``checks/evidence_nccl.py``).
 
 Streaming: a log of many runs, or with ``NCCL_DEBUG=INFO`` lines between them, can be
 gigabytes. :class:`NcclTestsScanner` reads it line by line; the derived values above are
@@ -84,7 +89,7 @@ _WINDOW = 1024  # lines matched at once against a header's row regex
 _REPEATS = 4096  # distinct lines remembered by NcclTestsScanner._repeatable, messages and failure lines by _failure
 _REMEMBERED = 2 * FAILURE_MESSAGE_CHARS  # longer lines are not remembered: 4096 of up to 16 MiB would not be flat
 _ACTIVE = ("Out of bounds", "size", "Rank", "Avg", "nccl-tests", "NCCL version", "_perf", "failure",
-           "Test timeout")  # see feed
+           "Test timeout", "NCCL WARN")  # see feed
 _PREFIX_STARTS = frozenset("[ \t0123456789")
 # '#' lost when a paste went through markdown; "size time algbw busbw" where an author abridged the table to the
 # columns that matter (the cells are read by their header's names, so the row is read the same)
@@ -115,6 +120,11 @@ _OLD_FAILURE = re.compile(r"(?<![\w'])(?P<what>NCCL|Cuda) failure (?P<file>[\w./
 _RELAY = re.compile(r"\.\. (?P<host>[\w.-]+) pid \d+: Test failure (?P<file>[\w./-]+):(?P<line>\d+)")
 _TIMEOUT = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\s*)?Test timeout \((?P<secs>\d+)s\) "
                       r"(?P<file>[\w./-]+):(?P<line>\d+)")
+# NCCL's own warning (debug.cc): "host:pid:tid [dev] file.cc:N NCCL WARN message", the file omitted by some
+# builds, whatever a launcher or a console put before it.
+_WARN = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\d+:\d+ \[\d+\] )?(?:(?P<file>[\w/.-]+\.(?:c|cc|cpp|cu|h)):"
+                   r"(?P<line>\d+) )?NCCL WARN (?P<message>.*)")
+_NOT_A_CAUSE = frozenset({UNCLASSIFIED_WARN, "net_plugin_fallback"})  # a WARN naming no failure; a fact, not one
 # Its refusals to run (common.cu's argument checks): an NCCL other than the one it was built for, sizes it cannot
 # step through, an option the NCCL it runs on lacks or another option excludes. Nothing was measured.
 _REFUSAL = re.compile(r"nccl-tests was compiled with NCCL"
@@ -182,6 +192,8 @@ class NcclTestsScanner:
         self.failure_groups: dict[tuple[str | None, str | None, bool], NcclFailureGroup] = {}
         self.signatures: dict[tuple[str, str], str | None] = {}  # (CUDA|NCCL, message) -> classify()'s kind
         self.failure_lines: dict[str, tuple[_Failure, NcclFailureGroup]] = {}  # see _failure
+        self.causes: dict[tuple[str, str | None, bool], NcclFailureGroup] = {}  # see _warned
+        self.warn_lines: dict[str, NcclFailureGroup | None] = {}  # a WARN line already read -> its group, if any
         self.problems: list[str] = []
         self.problem_count = 0
         self.rows_since_summary = 0
@@ -228,6 +240,9 @@ class NcclTestsScanner:
         if "Test failure" in line and (m := _RELAY.search(line)):
             if len(self.relayed) < FAILURE_EXAMPLES:
                 self.relayed.append((raw, m))
+            return
+        if "NCCL WARN" in line and (m := _WARN.search(line)):
+            self._warned(raw, line, m)
             return
         if stripped[0] == "#" or not stripped[0].isdigit():
             if "nThread" in line and _PARAMS.search(line):
@@ -284,6 +299,35 @@ class NcclTestsScanner:
                 self.failure_lines.clear()
             self.failure_lines[raw] = (failure, group)
         self._count_failure(failure, group)
+
+    def _warned(self, raw: str, line: str, m: re.Match[str]) -> None:
+        """An ``NCCL WARN`` line: kept in its (signature, host) group of ``warn_causes`` when its job-log signature
+        names a failure, counted when a line read before repeats (an aborted job's ranks warn alike), else
+        dropped. Groups and examples are bounded as for failure lines."""
+        if raw in self.warn_lines:
+            if (known := self.warn_lines[raw]) is not None:
+                known.count += 1
+            return
+        found = classify(line)
+        group: NcclFailureGroup | None = None
+        if found is not None and found[0] not in _NOT_A_CAUSE:
+            signature, host = found[0], m.group("host")
+            key = (signature, host, False)
+            if key not in self.causes and len(self.causes) >= MAX_FAILURE_GROUPS:
+                key = (signature, None, True)
+            if (group := self.causes.get(key)) is None:
+                group = self.causes[key] = NcclFailureGroup(signature, key[1], other_hosts=key[2])
+            group.count += 1
+            warning = NcclTestFailure(host, "NCCL WARN", m.group("file") or "", int(m.group("line") or 0),
+                                      _cut(m.group("message").strip()), signature)
+            if len(group.examples) < FAILURE_EXAMPLES and all(
+                    (e.file, e.line, e.message) != (warning.file, warning.line, warning.message)
+                    for e in group.examples):
+                group.examples.append(warning)
+        if len(raw) <= _REMEMBERED:
+            if len(self.warn_lines) >= _REPEATS:
+                self.warn_lines.clear()
+            self.warn_lines[raw] = group
 
     def _count_failure(self, failure: _Failure, group: NcclFailureGroup) -> None:
         """Every failure line counts in ``errors_total`` and its group; only the first and last KEPT_FAILURES
@@ -523,6 +567,7 @@ class NcclTestsScanner:
         record.errors = [*self.failure_head, *(NcclTestFailure(*failure) for failure in self.failure_tail)]
         record.errors_omitted = record.errors_total - len(record.errors)
         record.failure_groups = list(self.failure_groups.values())
+        record.warn_causes = list(self.causes.values())
         if self.cut_row is not None:
             self.problem(f"the last row was cut ({self.cut_row}): the paste ends mid-row")
         if not record.rows and not record.errors_total and self.columns is None and not (

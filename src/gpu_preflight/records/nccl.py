@@ -122,6 +122,9 @@ class NcclTestsRecord(msgspec.Struct):
     errors_total: int = 0  # every ``Test ... failure`` line, listed or not
     errors_omitted: int = 0  # failure lines between the first and last KEPT_FAILURES not listed in ``errors``
     failure_groups: list[NcclFailureGroup] = []  # every failure, counted by group
+    # ``NCCL WARN`` lines whose job-log signature names a failure, by (signature, host): the cause a failure line
+    # does not name (its examples' kind is "NCCL WARN"); judged only for a run that stopped
+    warn_causes: list[NcclFailureGroup] = []
     incomplete: list[str] = []
     gpus: list[NcclTestDevice] = []
     rows_total: int = 0
