@@ -7,17 +7,29 @@
   are still recognised by DCGM's own result phrasing (``Fail - All``, ``Pass - GPUs: 1, 2``),
   judged on what they show, and say they are a fragment.
 * A dcgmi paste that ends inside its last row (no closing ``|``) is read as far as it goes and
-  marked cut, instead of being refused as unreadable.
+  marked cut, instead of being refused as unreadable; so is one whose cut last row is followed
+  only by the author's ``...`` (DCGM#49 pasted a PCIe ``Fail - All`` that way).
+* A paste cut down to a test's wrapped warning (a ``Warning`` row and the rows continuing it, in
+  dcgmi's 27-character label column) is still ``dcgmi diag``: it is what a failing test printed.
+* The diagnostic's refusal to test a GPU in MIG mode ("GPU 0's MIG configuration is incompatible
+  with the diagnostic", printed by ``dcgmi diag`` and by nvvs run by hand, mej/nhc#29) is a
+  ``dcgmi diag`` text: an ERROR of ``dcgm.diag`` (nothing tested) and, since DCGM states the GPU
+  is in MIG mode, ``gpu.inventory.mig`` judges it as on the node (FAIL unless MIG is planned).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from gpu_preflight.checks.gpu_inventory import InventorySettings
 from gpu_preflight.config import Config
+from gpu_preflight.config.fields import with_settings
 from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Status
 from gpu_preflight.parsers.detect import detect_kind, parse_text
+from gpu_preflight.parsers.errors import ParseError
 
 FIELD = Path(__file__).parent / "fixtures" / "field"
 # a driver that could not read the fan prints ERR! in its cell (gpud's 525.125.06 capture shows it):
@@ -27,9 +39,9 @@ FAN_ERR = CLEAN_TABLE.replace("|  0%   45C", "|ERR!   45C")
 DCGM_264 = (FIELD / "dcgm" / "nccltests264-r3-3.3.8-h100x8-cuinit-fail.txt").read_text().splitlines()
 
 
-def statuses(text: str) -> dict[str, set[Status]]:
+def statuses(text: str, config: Config | None = None) -> dict[str, set[Status]]:
     out: dict[str, set[Status]] = {}
-    for f in judge_text(text, Config(), source="node-1"):
+    for f in judge_text(text, config or Config(), source="node-1"):
         out.setdefault(f.check_id, set()).add(f.status)
     return out
 
@@ -73,3 +85,63 @@ def test_a_paste_cut_inside_its_last_row_is_read_and_marked_cut() -> None:
     judged = statuses(cut)
     assert judged["dcgm.diag"] == {Status.FAIL} and judged["evidence.complete"] == {Status.ERROR}
 
+
+
+def test_a_row_cut_and_followed_by_an_elision_is_read_and_marked_cut() -> None:
+    # the shape of DCGM#49's paste: a failing test, its wrapped warning cut mid-row, then '...'
+    start = next(i for i, line in enumerate(DCGM_264) if line.startswith("| GPU Memory"))
+    cut = "\n".join(DCGM_264[start:start + 3]) + "\n|                           | t DCGM. Rerun   \n...\n"
+    record = parse_text(cut)[1]
+    assert record.tests[0].status == "fail"
+    assert any("cut before its closing" in m for m in record.incomplete)
+    assert any("elided" in m for m in record.incomplete)
+    judged = statuses(cut)
+    assert judged["dcgm.diag"] == {Status.FAIL} and judged["evidence.complete"] == {Status.ERROR}
+
+
+def test_a_cut_row_with_table_text_after_it_is_still_refused() -> None:
+    # only an elision may follow a cut row: another row after it means the table itself is broken
+    start = next(i for i, line in enumerate(DCGM_264) if line.startswith("| GPU Memory"))
+    rows = "\n".join(DCGM_264[start:start + 3])
+    broken = rows + "\n|                           | t DCGM. Rerun\n...\n| PCIe | Pass |\n"
+    with pytest.raises(ParseError, match="without a label and a result cell"):
+        parse_text(broken, kind="dcgmi-diag")
+
+
+# nvvs run by hand on a GPU in MIG mode (its banner and its one-line answer, as mej/nhc#29 pasted them)
+NVVS_MIG = ("/usr/share/nvidia-validation-suite/nvvs\n\nDCGM GPU Diagnostic (version 418)\n\n"
+            "GPU 0's MIG configuration is incompatible with the diagnostic because it prevents access to the "
+            "entire GPU.\n")
+
+
+def test_a_refusal_for_mig_is_dcgmi_diag_naming_the_gpu() -> None:
+    assert detect_kind(NVVS_MIG) == "dcgmi-diag"
+    record = parse_text(NVVS_MIG)[1]
+    assert record.mig_gpus == [0] and record.overall == "error" and record.tests == []
+    judged = statuses(NVVS_MIG)
+    assert judged["dcgm.diag"] == {Status.ERROR}
+    assert judged["gpu.inventory.mig"] == {Status.FAIL}
+
+
+def test_a_refusal_for_mig_passes_the_mig_rule_where_mig_is_planned() -> None:
+    planned = with_settings(Config(), InventorySettings, mig_mode="enabled")
+    judged = statuses(NVVS_MIG, planned)
+    assert judged["gpu.inventory.mig"] == {Status.PASS}
+    assert judged["dcgm.diag"] == {Status.ERROR}  # still nothing tested
+
+
+def test_a_diagnostic_error_without_mig_names_no_mig_gpu() -> None:
+    refused = "Error: Diagnostic could not be run while the GPUs are in use.\n"
+    assert parse_text(refused, kind="dcgmi-diag")[1].mig_gpus == []
+    assert "gpu.inventory.mig" not in statuses(refused)
+
+
+def test_a_wrapped_warning_alone_is_dcgmi_diag() -> None:
+    start = next(i for i, line in enumerate(DCGM_264) if line.startswith("| Warning"))
+    warning = "\n".join(DCGM_264[start:start + 3]) + "\n"  # the warning row and two continuation rows, nothing else
+    assert detect_kind(warning) == "dcgmi-diag"
+    assert statuses(warning)["dcgm.diag"] == {Status.FAIL}
+
+
+def test_a_markdown_warning_row_is_not_dcgmi() -> None:
+    assert detect_kind("| Warning | disk almost full |\n|         | on /var           |\n") is None

@@ -41,19 +41,24 @@ _ADVICE = {
     "warn": "Rerun the test; if the warning repeats, check the GPU named in the message before long jobs.",
 }
 
+_MIG_ADVICE = ("DCGM does not diagnose a GPU split into MIG instances: disable MIG on the GPUs it names "
+               "(`nvidia-smi -i N -mig 0`, then reset them) and rerun `dcgmi diag`.")
+
 
 @judges("dcgmi-diag")
 def judge_dcgm(record: DcgmDiagRecord, config: Config, source: str) -> Iterator[Finding]:
     """Per-test, per-GPU verdicts of a DCGM diagnostic run."""
     ignored = {name.strip().lower() for name in evidence_config(config).dcgm_ignore_tests}
     version = f"DCGM {record.dcgm_version}" if record.dcgm_version else "DCGM"
+    yield from _mig_refused(record, config, source)
     if record.overall == "error":
         code = f" (return code {record.return_code})" if record.return_code is not None else ""
         yield Finding(CHECK, Status.ERROR, source, "diag_error",
                       f"{version} diagnostic could not run{code}: {'; '.join(record.errors)[:300]}",
                       observed=record.return_code, expected=0, details={"errors": record.errors},
-                      recommendation="Fix the DCGM installation (nv-hostengine running, the diagnostic plugins for "
-                                     "this CUDA major installed) and rerun `dcgmi diag`.")
+                      recommendation=_MIG_ADVICE if record.mig_gpus else
+                      "Fix the DCGM installation (nv-hostengine running, the diagnostic plugins for "
+                      "this CUDA major installed) and rerun `dcgmi diag`.")
         return
     if record.errors:  # DCGM printed errors beside a partial result: what is missing was not measured
         yield Finding(CHECK, Status.ERROR, source, "diag_errors",
@@ -80,6 +85,22 @@ def judge_dcgm(record: DcgmDiagRecord, config: Config, source: str) -> Iterator[
                       f"{version}: {len(passed)} test(s) passed" + (f" (driver {record.driver_version})"
                                                                      if record.driver_version else ""),
                       observed=passed, details={"gpu_device_ids": record.gpu_device_ids})
+
+
+def _mig_refused(record: DcgmDiagRecord, config: Config, source: str) -> Iterator[Finding]:
+    """The GPUs DCGM refused to diagnose because of their MIG configuration, judged by ``gpu.inventory.mig``.
+
+    DCGM's refusal states the GPU is in MIG mode, the reading the node check takes from NVML: with
+    ``gpu.mig_mode = "disabled"`` (training needs whole GPUs) that FAILs as it would on the node, beside
+    the diagnostic's own ERROR (nothing was tested); a site that plans MIG (``"enabled"``/``"any"``) PASSes it.
+    """
+    from ..records import GpuRecord
+    from .evidence_gpu import _facts, run_gpu_checks
+
+    gpus = [GpuRecord(index=i, mig_current=True) for i in dict.fromkeys(record.mig_gpus)]
+    if gpus:
+        yield from run_gpu_checks(_facts("dcgmi diag", record.driver_version, None, gpus), config, source,
+                                  lambda check_id: check_id == "gpu.inventory.mig")
 
 
 def _hardware_not_tested(record: DcgmDiagRecord, ignored: set[str], version: str, source: str) -> Iterator[Finding]:

@@ -35,6 +35,8 @@ class DcgmDiagRecord(msgspec.Struct):
     itself failed (``errors`` then holds DCGM's lines and ``return_code`` its code).
     ``fragment`` is the number of tests shown when the text is rows pasted without the
     table's ``Diagnostic | Result`` header: the tests it does not show are not assumed.
+    ``mig_gpus`` are the GPUs the diagnostic refused to test because of their MIG configuration
+    (its "GPU N's MIG configuration is incompatible" answer): DCGM states the GPU is in MIG mode.
     """
 
     format: str
@@ -47,6 +49,7 @@ class DcgmDiagRecord(msgspec.Struct):
     return_code: int | None = None
     incomplete: list[str] = []
     fragment: int | None = None
+    mig_gpus: list[int] = []
 
 
 class DcgmHealthIncident(msgspec.Struct):

@@ -16,7 +16,7 @@ from ...records.dcgm import DcgmDiagRecord as DcgmDiagRecord
 from ...records.dcgm import DcgmTest as DcgmTest
 from ..detect import parser
 from ..text import is_noise
-from .common import KIND, STATUSES, gpu_ids_in, normalize_status, overall_of, worst_status
+from .common import KIND, MIG_REFUSAL, STATUSES, gpu_ids_in, normalize_status, overall_of, worst_status
 
 __all__ = [
     "KIND", "STATUSES", "DcgmDiagRecord", "DcgmTest", "gpu_ids_in", "normalize_status", "overall_of", "worst_status",
@@ -36,6 +36,11 @@ _LEGACY_ROW = re.compile(r"^\|\s*(?:NVML Library|CUDA Main Library|CUDA Toolkit 
                          r"|GPU Memory|Memtest|Pulse Test|Context Create)\s*\|\s*(?:Pass|Fail|Skip|Warn)\s*\|",
                          re.MULTILINE)
 
+# A warning (or error) row with the next row continuing it, in dcgmi's own fixed layout: the label cell is 27
+# characters wide in every version (``+---------------------------+``) and DCGM hard-wraps the message into
+# rows whose label cell is those 27 blanks. A paste cut down to a test's wrapped warning keeps only this.
+_WRAPPED_MESSAGE = re.compile(r"^\|(?: Warning {19}| Error {21})\|[^\n]*\|[ \t]*\n\| {27}\|",
+                              re.MULTILINE)
 
 # A test object quoted out of a ``-j`` document (3.x ``gpu_id(s)`` or 4.x ``entity_group``), without
 # the ``"DCGM ... Diagnostic"`` root: the strongest evidence an excerpt of the JSON keeps.
@@ -73,10 +78,11 @@ def sniff(text: str) -> int:
     if re.search(r"^[|+][-=+ ]*(?:Deployment|Integration|Hardware|Stress|Metadata)[-=+ ]*[|+]", text, re.MULTILINE):
         return 70
     if re.search(r"DCGM GPU Diagnostic returned an error|Unable to (?:complete|run) diagnostic", text) or \
-            _REFUSED.search(text):
+            _REFUSED.search(text) or MIG_REFUSAL.search(text):
         return 90
-    if _RESULT_ROW.search(text) or len(_LEGACY_ROW.findall(text)) >= 2 or _DCGMI_ERROR.search(text):
-        return 60  # rows pasted without the header; dcgmi's other error answers
+    if _RESULT_ROW.search(text) or len(_LEGACY_ROW.findall(text)) >= 2 or _DCGMI_ERROR.search(text) or \
+            _WRAPPED_MESSAGE.search(text):
+        return 60  # rows pasted without the header (a test's result, or its wrapped warning); dcgmi's error answers
     return 0
 
 

@@ -16,6 +16,10 @@ _ALIASES = {"pass": "pass", "passed": "pass", "fail": "fail", "failed": "fail", 
             "warn": "warn", "warning": "warn", "skip": "skip", "skipped": "skip", "not run": "skip",
             "notrun": "skip", "n/a": "skip"}
 _GPU_IN_TEXT = re.compile(r"\bGPU\s*(\d+)\b")
+# The diagnostic's refusal to run on a GPU split into MIG instances (NVVS, DCGM 2.x-4.x: "GPU 2's MIG
+# configuration is incompatible with the diagnostic because it prevents access to the entire GPU."),
+# printed by `dcgmi diag` and by nvvs run by hand: nothing was tested, and DCGM says the GPU is in MIG mode.
+MIG_REFUSAL = re.compile(r"\bGPU (?P<id>\d+)'s MIG configuration is incompatible with the diagnostic\b[^\n]*")
 
 
 def normalize_status(text: str) -> str | None:

@@ -16,12 +16,17 @@ A table without the border, or with lines elided (``...``), was cut: it is read 
 goes and the record says so in ``incomplete`` (a failing ``-r 2`` run cut after its
 Deployment rows must not read as "5 tests passed"). So does a result fragment that is
 not a status (``Fbil - GPU: 1``): it cannot be folded into the test, and dropping it
-could turn a failed GPU into a pass. A paste that ends inside its last row (no closing ``|``)
-keeps the text that row has and is marked cut. Rows pasted without the ``Diagnostic | Result`` header
-(a failing section quoted from a longer table) are a ``fragment``: judged on the tests they
+could turn a failed GPU into a pass. A paste that ends inside its last row (no closing ``|``),
+with nothing after it but the author's ``...``, keeps the text that row has and is marked cut:
+authors cut a long warning mid-row and mark the cut, and the rows above it still say what failed.
+Rows pasted without the ``Diagnostic | Result`` header (a failing section quoted from a longer
+table) are a ``fragment``: judged on the tests they
 show; an ``Info`` row whose test was not pasted says nothing about health and is dropped, and
 so is a row whose result is no status (``| Start Time | Fri Dec 10 ...``): without the header
 that makes it a diagnostic's row, it is another command's table (``dcgmi stats``), not a failure.
+The diagnostic's refusal to test a GPU in MIG mode ("GPU 0's MIG configuration is incompatible
+with the diagnostic", from ``dcgmi diag`` or nvvs run by hand) is an error line naming that GPU
+(``mig_gpus``): no test ran, and DCGM itself states the GPU's MIG mode.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import re
 from ...records.dcgm import DcgmDiagRecord, DcgmTest
 from ..errors import ParseError
 from ..text import is_elision, is_noise, prepare
-from .common import KIND, gpu_ids_in, normalize_status, overall_of, worst_status
+from .common import KIND, MIG_REFUSAL, gpu_ids_in, normalize_status, overall_of, worst_status
 
 _CATEGORY = re.compile(r"^[|+]-+\s+(?P<name>[A-Za-z][\w /]*?)\s+-+[+|]")
 # dcgmi's "Error: ..." line (quoted '"Error: ..."' or '> Error: ...' in some pastes), and the diagnostic's
@@ -81,6 +86,10 @@ def parse_table(text: str) -> DcgmDiagRecord:
         if stripped[:1] in ("|", "+"):
             closed = bool(_CLOSING.match(stripped))
             ended = closed and bool(record.tests)
+        if m := MIG_REFUSAL.search(line):
+            record.errors.append(m.group(0).strip())
+            record.mig_gpus.append(int(m.group("id")))
+            continue
         if m := _ERROR.match(line):
             record.errors.append(m.group("msg").strip())
             if (code := _RETURN.search(line)) is not None:
@@ -93,8 +102,10 @@ def parse_table(text: str) -> DcgmDiagRecord:
         if stripped.startswith("+") or stripped.startswith("|=") or not stripped.startswith("|"):
             continue
         cells = stripped.split("|")
-        if len(cells) == 3 and record.tests and not any(rest.strip() for rest in lines[number:]):
-            # the paste ends inside its last row (no closing '|'): read the text it has, say it was cut
+        if len(cells) == 3 and record.tests and not any(rest.strip() and not is_elision(rest)
+                                                        for rest in lines[number:]):
+            # the paste ends inside its last row (no closing '|'), perhaps with the author's '...' after it:
+            # read the text it has, say it was cut (the elision is noted on its own)
             record.incomplete.append(f"the last row (line {number}) is cut before its closing '|'")
             cells.append("")
         if len(cells) < 4:
