@@ -258,9 +258,21 @@ def _starts_a_kernel_line(text: str, needle: str) -> bool:
                for line in text.splitlines() if needle in line)
 
 
+# dev_printk's "<driver> <BDF>: ..." (pcieport, ath9k, nvidia): a driver's name in front of the device it logs about.
+_DRIVER_NAME = re.compile(r"[\w.-]+ ")
+
+
+def _pasted_bare(line: str, message: str) -> bool:
+    """Whether ``line`` is the host message alone, as copied without the kernel's stamp: the message itself, or
+    dev_printk's form of it with the driver's name in front ("pcieport 0000:00:1c.0: AER: Corrected error
+    received", Dasharo/dasharo-issues#639 with its stamps cut off)."""
+    head, found, _ = line.strip().partition(message)
+    return bool(found) and (not head or _DRIVER_NAME.fullmatch(head) is not None)
+
+
 def sniff(text: str) -> int:
-    if "NVRM: Xid" in text:
-        return 86 if _starts_a_kernel_line(text, "NVRM: Xid") else 85
+    if head := next((h for h in ("NVRM: Xid", "NVRM Xid (") if h in text), None):  # the second: copied by hand
+        return 86 if _starts_a_kernel_line(text, head) else 85
     if _LIMITED.search(text) or kernel_log_denied(text):
         return 80
     if "segfault at" in text and any(_segfault(line) for line in text.splitlines()):
@@ -274,7 +286,7 @@ def sniff(text: str) -> int:
     host = [(line, found) for line in text.splitlines()[:_SNIFF_LINES] if (found := host_message(line[:MAX_LINE]))]
     if host and _KERNEL_LINE.search(text):
         return 60  # the kernel's own AER / OOM-kill / hung-task / thermal text on a kernel-log line
-    if any(line.strip()[:300] == found[2] for line, found in host):
+    if any(_pasted_bare(line, found[2]) for line, found in host):
         return 25  # such a message pasted bare ("INFO: task x:1 blocked for more than 120 seconds."): a line of its own
     if re.search(r"^(?:\[\s*\d+\.\d+\]|" + _RELTIME + ") ", text, re.MULTILINE) or _KMSG_RECORD.search(text) \
             or _DMESG_CLOCK.search(text):

@@ -50,10 +50,14 @@ MAX_LINE = 4096  # characters of a line the patterns read; printk records are at
 # "PCI:xxxx:xx:xx", "<redacted>"): the event keeps its Xid number and text and names no GPU.
 _REDACTED = (r"\.{2,}|\u2026|[xX*#]{2,}(?::[xX*#]{1,4}){0,2}(?:\.[xX*#])?|<[A-Za-z _-]{1,24}>"
              r"|\[[A-Za-z _-]{1,24}\]|redacted|REDACTED|Redacted")
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?:(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+(?::[0-9A-Fa-f.]+)?)"
-                  r"|(?:" + _REDACTED + r"))\): (?P<xid>\d{1,6})(?=[,\s]|$)(?P<rest>.*)$")
-_SHAPE = re.compile(r"NVRM:\s*Xid\b", re.IGNORECASE)
-_XID_NUMBER = re.compile(r"\): (?P<xid>\S*)")
+# The driver prints "NVRM: Xid (PCI:...): N"; a line copied off a console by hand loses the colon after
+# NVRM or gains a space before the Xid's colon ("NVRM Xid (PCI:0000:0b:00) : 32", fireice-uk/xmr-stak#2054):
+# still the event its number names. "NVRM Xid" without the parenthesis (prose) is no event shape.
+_XID = re.compile(r"NVRM:? Xid \((?:PCI:)?(?:(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+(?::[0-9A-Fa-f.]+)?)"
+                  r"|(?:" + _REDACTED + r"))\) ?: (?P<xid>\d{1,6})(?=[,\s]|$)(?P<rest>.*)$")
+_SHAPE = re.compile(r"NVRM:\s*Xid\b|NVRM Xid \(", re.IGNORECASE)
+_HEAD = re.compile(r"NVRM:? Xid \(")
+_XID_NUMBER = re.compile(r"\) ?: (?P<xid>\S*)")
 _STAMP_PREFIX = 96  # a timestamp prefix is never longer than this
 _PID = re.compile(r"^pid=(?:'?<unknown>'?|(?P<pid>\d+))(?:,\s*|$)")
 _NAME = re.compile(r"^name=(?P<name>[^,]*)(?:,\s*|$)")
@@ -161,7 +165,7 @@ def _event(m: re.Match[str], line: str, boot_time: datetime | None, now: datetim
 
 def _unparsed_reason(tail: str) -> str:
     """Why an ``NVRM: Xid`` line is not an event, in the words of the grammar it breaks."""
-    if not tail.startswith("NVRM: Xid ("):
+    if not _HEAD.match(tail):
         return "expected 'NVRM: Xid (<PCI address>): <Xid>'"
     close = tail.find(")")
     if close < 0:
