@@ -107,7 +107,10 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # <addr> collective mismatch error, local size X remote size Y", net_ib.cc, ncclInvalidUsage since 2.12; before,
     # "collective mismatch error local size X remote Y addr ...") and, in NCCL 2.4-2.6, as init.cc's opCount check
     # ("Mismatched collective detected, please check your collective calls at and around rank N").
+    # ncclGetErrorString's words for ncclInvalidArgument (init.cc), what nccl-tests' failure line quotes: "invalid
+    # argument (run with NCCL_DEBUG=WARN for details)"; a CUDA 'invalid argument' has no such tail.
     ("invalid_usage", re.compile(r"invalid usage|ncclInvalidUsage|collective mismatch error"
+                                 r"|invalid argument \(run with NCCL_DEBUG=WARN"
                                  r"|Mismatched collective detected"
                                  r"|message truncated\s*:\s*(?:peer \S+ )?receiv(?:ed|ing) \d+ bytes instead of \d+"
                                  r"|Mismatched NCCL version detected|Detected mixed local \w+ device counts"
@@ -154,7 +157,10 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                  re.IGNORECASE)),
     # graph/rings.cc's check that the ranks computed one ring ("Error : ring 0 does not loop back to start (13 !=
     # 15)"), which NCCL returns as ncclInternalError: ranks saw different topologies.
+    # ncclGetErrorString's words for ncclInternalError, alone in nccl-tests' "Test NCCL failure ... 'internal error -
+    # please report this issue to the NCCL developers / '" (no "NCCL error" before them).
     ("internal_error", re.compile(r"ncclInternalError|NCCL error[^\n]{0,500}?internal error"
+                                  r"|internal error - please report this issue to the NCCL developers"
                                   r"|has no transport for (?:send|recv) peer \d+"
                                   r"|ring \d+ does not loop back to start", re.IGNORECASE)),
     ("rendezvous_timeout", re.compile(r"DistStoreError|RendezvousTimeoutError|Timed out after \d+ seconds waiting "
