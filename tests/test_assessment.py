@@ -24,6 +24,7 @@ from gpu_preflight.findings.model import (
     OverallScore,
     Readiness,
     ReadinessLevels,
+    Recommendation,
     ScoreDeduction,
     ScoreMeasurement,
     ScoreSettings,
@@ -153,12 +154,13 @@ def test_stability_states_std_dev_and_latency_spread() -> None:
 
 
 def test_issues_have_priority_and_impact() -> None:
-    recs: dict[str, list[dict[str, Any]]] = {
-        "immediate": [{"check_id": "stack.cuda", "component": "software_stack", "status": "ERROR", "summary": "s",
-                       "subjects": ["h0"], "count": 1}],
-        "short_term": [{"check_id": "gpu.busy", "component": "resource_management", "status": "WARN", "summary": "s",
-                        "subjects": ["h0/gpu0"], "count": 1}],
-        "monitoring": [{}]}
+    def entry(check_id: str, component: str, status: Status, subject: str) -> Recommendation:
+        return Recommendation(check_id=check_id, code="c", component=component, status=status, recommendation="r",
+                              subjects=[subject], count=1, summary="s")
+
+    recs = {"immediate": [entry("stack.cuda", "software_stack", Status.ERROR, "h0")],
+            "short_term": [entry("gpu.busy", "resource_management", Status.WARN, "h0/gpu0")],
+            "monitoring": [entry("workloads", "service_reliability", Status.SKIP, "h0")]}
     got = issues(recs)
     assert [(i.priority, i.status) for i in got] == [("HIGH", "ERROR"), ("MEDIUM", "WARN")]
     assert got[0].impact.startswith("not measured") and "GPUs" in got[1].impact
