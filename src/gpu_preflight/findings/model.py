@@ -43,11 +43,11 @@ from ..model import Status
 
 __all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
            "ClusterTopology", "ComponentScore", "ComponentTarget", "Connectivity", "ConnectivityCell",
-           "ConnectivityPair", "CostBenefit", "GpuEntry", "HealthAssessment", "HealthScores", "Issue", "JsonObject",
-           "MissingCore", "NodeInfo", "NodeSection", "NodeSections", "Number", "OverallScore", "OverallTarget",
-           "Readiness", "ReadinessLevels", "Recommendation", "ReportFinding", "RunInfo", "Schedule", "ScheduleItem",
-           "ScoreCap", "ScoreDeduction", "ScoreMeasurement", "ScoreSettings", "StabilityRow", "SummaryClusterInfo",
-           "Targets", "Tool", "Trend"]
+           "ConnectivityPair", "CostBenefit", "EarlierScore", "GpuEntry", "HealthAssessment", "HealthScores",
+           "Issue", "JsonObject", "MissingCore", "NodeInfo", "NodeSection", "NodeSections", "Number", "OverallScore",
+           "OverallTarget", "Readiness", "ReadinessLevels", "Recommendation", "ReportFinding", "RunInfo", "Schedule",
+           "ScheduleItem", "ScoreCap", "ScoreDeduction", "ScoreMeasurement", "ScoreSettings", "StabilityRow",
+           "SummaryClusterInfo", "Targets", "Tool", "Trend"]
 
 JsonObject = dict[str, Any]
 # A JSON number: an integer stays one when read back and written again (``float`` alone would
@@ -317,7 +317,7 @@ class ClusterSummary(_Block, frozen=True, kw_only=True, omit_defaults=True):
     operator_action: str | None = None
     unlisted: dict[str, dict[str, int]] | None = None
     extra: JsonObject = field(default_factory=dict, name=EXTRA)
-    earlier_scores: list[JsonObject] | None = None
+    earlier_scores: list[EarlierScore] | None = None
     health_scores: HealthScores | None = None
     recommendations_by_urgency: dict[str, list[Recommendation]] | None = None
     cost_benefit: CostBenefit | None = None
@@ -325,6 +325,19 @@ class ClusterSummary(_Block, frozen=True, kw_only=True, omit_defaults=True):
 
     OLDER: ClassVar[Older] = {"test_results": _dict, "cluster_info": _dict, "performance_summary": _dict,
                               "issues": _list, "recommendations": _list}
+
+
+class EarlierScore(_Block, frozen=True, kw_only=True):
+    """One earlier run's health scores, as the history filed them (``cluster_summary.earlier_scores``,
+    oldest first): what an assessment's trends compare today's scores with.
+
+    ``components`` maps each component (and ``overall``) to its score, None where it was not
+    tested; it is empty for a run filed before the history kept scores (the run happened,
+    its scores are unknown)."""
+
+    run: int
+    timestamp: str
+    components: dict[str, Number | None]
 
 
 class SummaryClusterInfo(_Block, frozen=True, kw_only=True, omit_defaults=True):

@@ -39,6 +39,7 @@ from ..findings.canonical import verdict_of
 from ..findings.model import (
     ClusterReport,
     ComponentTarget,
+    EarlierScore,
     HealthAssessment,
     HealthScores,
     Issue,
@@ -120,19 +121,19 @@ def readiness(report: ClusterReport, scores: HealthScores,
     return ReadinessLevels(development=development, production=production)
 
 
-def trends(scores: HealthScores, earlier: Sequence[Mapping[str, Any]] | None,
+def trends(scores: HealthScores, earlier: Sequence[EarlierScore] | None,
            cfg: ReportConfig) -> dict[str, Trend]:
     """Per component and ``overall``: its trend against the earlier runs (``earlier``: None, no history)."""
     return {name: _trend(name, score, earlier, cfg) for name, score in scores.by_name().items()}
 
 
-def _trend(name: str, score: Number | None, earlier: Sequence[Mapping[str, Any]] | None,
+def _trend(name: str, score: Number | None, earlier: Sequence[EarlierScore] | None,
            cfg: ReportConfig) -> Trend:
     if earlier is None:
         return Trend(trend=NO_HISTORY, baseline=None, change=None, runs=0)
     if not earlier:
         return Trend(trend=FIRST_RUN, baseline=None, change=None, runs=0)
-    past = [float(s) for e in earlier[-cfg.trend_runs:] if (s := (e.get("components") or {}).get(name)) is not None]
+    past = [float(s) for e in earlier[-cfg.trend_runs:] if (s := e.components.get(name)) is not None]
     if score is None or not past:
         return Trend(trend=NOT_TESTED if score is None else NO_EARLIER, baseline=None, change=None, runs=len(past))
     from statistics import median  # only with earlier runs (statistics pulls in fractions and decimal)
