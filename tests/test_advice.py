@@ -6,13 +6,14 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpu_preflight.config import Config
 from gpu_preflight.config.fields import setting_fields
 from gpu_preflight.config.loader import coerce
 from gpu_preflight.config.report_schema import ReportConfig, report_config
-from gpu_preflight.findings.model import ClusterReport
+from gpu_preflight.findings.model import ClusterReport, Recommendation
 from gpu_preflight.report.advice import add_advice, cost_benefit, recommendations_by_urgency
 from gpu_preflight.report.scores import compute_scores
 
@@ -28,7 +29,7 @@ def with_gpus(report: dict[str, Any], gpus: int, duration_s: float, wall_s: floa
     return report
 
 
-def recs(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def recs(report: dict[str, Any]) -> dict[str, list[Recommendation]]:
     typed = ClusterReport.of(report)
     return recommendations_by_urgency(ClusterReport.of(typed), compute_scores(ClusterReport.of(typed)))
 
@@ -37,8 +38,8 @@ def test_a_node_without_usable_gpus_is_immediate_although_it_only_warns() -> Non
     findings = [finding("gpu.inventory.count", "WARN", "h0", "no_gpus", recommendation="Run on a GPU node."),
                 finding("system.limits", "WARN", "h0", "nofile_low", recommendation="Raise ulimit -n.")]
     out = recs(report_of(findings))
-    assert [e["code"] for e in out["immediate"]] == ["no_gpus"]
-    assert [e["code"] for e in out["short_term"]] == ["nofile_low"]
+    assert [e.code for e in out["immediate"]] == ["no_gpus"]
+    assert [e.code for e in out["short_term"]] == ["nofile_low"]
     declared = recs(report_of([finding("gpu.inventory.count", "PASS", "h0", "ok", expected=0)]))
     assert declared["immediate"] == []
 
@@ -50,16 +51,15 @@ def test_urgency_follows_the_gate() -> None:
                 finding("workloads", "SKIP", "h0", "not_run", recommendation="pip install torch."),
                 finding("gpu.ecc.mode", "SKIP", "h0", "no_nvml"), finding("gpu.clocks", "PASS")]
     out = recs(report_of(findings))
-    assert [(e["check_id"], e["status"]) for e in out["immediate"]] == [("gpu.thermal", "FAIL"),
-                                                                        ("stack.cuda", "ERROR")]
-    assert out["immediate"][1]["recommendation"].startswith("Investigate: stack.cuda ERROR")
-    assert [e["check_id"] for e in out["short_term"]] == ["system.limits"]
-    monitoring = {(e["check_id"], e["code"]) for e in out["monitoring"]}
+    assert [(e.check_id, e.status) for e in out["immediate"]] == [("gpu.thermal", "FAIL"), ("stack.cuda", "ERROR")]
+    assert out["immediate"][1].recommendation.startswith("Investigate: stack.cuda ERROR")
+    assert [e.check_id for e in out["short_term"]] == ["system.limits"]
+    monitoring = {(e.check_id, e.code) for e in out["monitoring"]}
     assert ("workloads", "not_run") in monitoring and ("gpu.ecc.mode", "no_nvml") not in monitoring
-    assert {e["component"] for e in out["monitoring"] if e["code"] == "not_tested"} == {
+    assert {e.component for e in out["monitoring"] if e.code == "not_tested"} == {
         "network_infrastructure", "performance_consistency", "service_reliability"}  # only SKIPs there
     strict = recs(report_of(findings, fail_on="warn"))
-    assert [e["check_id"] for e in strict["immediate"]][-1] == "system.limits" and not strict["short_term"]
+    assert [e.check_id for e in strict["immediate"]][-1] == "system.limits" and not strict["short_term"]
 
 
 def test_one_cause_on_many_subjects_is_one_entry() -> None:
@@ -67,14 +67,37 @@ def test_one_cause_on_many_subjects_is_one_entry() -> None:
                 for n in range(3) for g in range(2)]
     findings.append(finding("gpu.thermal", "WARN", "h9/gpu0", "near_slowdown", recommendation="Other advice."))
     (first, second) = recs(report_of(findings))["short_term"]
-    assert first["count"] == 6 and first["subjects"][:2] == ["h0/gpu0", "h0/gpu1"]
-    assert second["count"] == 1 and second["recommendation"] == "Other advice."
+    assert first.count == 6 and first.subjects[:2] == ["h0/gpu0", "h0/gpu1"]
+    assert second.count == 1 and second.recommendation == "Other advice."
 
 
 def test_spread_that_costs_points_is_watched() -> None:
     report = report_of([gemm("h0/gpu0", 80.0), gemm("h0/gpu1", 100.0), gemm("h0/gpu2", 100.0)])
-    watch = [e for e in recs(report)["monitoring"] if e["code"] == "spread_gemm"]
-    assert [e["subjects"] for e in watch] == [["h0/gpu0"]] and "20.0%" in watch[0]["summary"]
+    watch = [e for e in recs(report)["monitoring"] if e.code == "spread_gemm"]
+    assert [e.subjects for e in watch] == [["h0/gpu0"]] and "20.0%" in watch[0].summary
+
+
+def test_every_entry_is_written_in_one_key_order_and_an_older_spread_entry_reads_back() -> None:
+    report = report_of([gemm("h0/gpu0", 80.0), gemm("h0/gpu1", 100.0), gemm("h0/gpu2", 100.0),
+                        finding("gpu.thermal", "FAIL", "h0/gpu1", "hot", recommendation="Fix cooling.")])
+    out = recs(report)
+    written = [e.to_dict() for entries in out.values() for e in entries]
+    assert {e["code"] for e in written} >= {"hot", "not_tested", "spread_gemm"}
+    assert {tuple(e) for e in written} == {("check_id", "code", "component", "status", "recommendation", "subjects",
+                                            "count", "summary")}
+    spread = next(e for e in written if e["code"] == "spread_gemm")
+    older = {k: v for k, v in spread.items() if k != "recommendation"} | {"recommendation": spread["recommendation"]}
+    assert list(older)[-1] == "recommendation"  # how reports before the typed entry wrote it
+    assert Recommendation.from_dict(older).to_dict() == spread and list(Recommendation.from_dict(older).to_dict()) \
+        == list(spread)
+
+
+def test_a_mistyped_entry_is_refused_with_its_path() -> None:
+    report = add_advice(report_of([finding("gpu.thermal", "FAIL", "h0/gpu1", "hot", recommendation="Fix cooling.")]))
+    report["cluster_summary"]["recommendations_by_urgency"]["immediate"][0]["count"] = "one"
+    path = r"\$\.cluster_summary\.recommendations_by_urgency\[\.\.\.\]\[0\]\.count"  # msgspec elides a dict key
+    with pytest.raises(msgspec.ValidationError, match=path):
+        ClusterReport.from_dict(report)
 
 
 @pytest.mark.parametrize("price, check_cost, averted_cost", [(None, None, None), (4.0, 0.8, 384.0)])

@@ -20,10 +20,12 @@ from gpu_preflight.findings.canonical import verdict_of
 from gpu_preflight.findings.model import (
     ClusterReport,
     ComponentScore,
+    EarlierScore,
     HealthScores,
     OverallScore,
     Readiness,
     ReadinessLevels,
+    Recommendation,
     ScoreDeduction,
     ScoreMeasurement,
     ScoreSettings,
@@ -111,7 +113,8 @@ def _scores(**components: float | None) -> HealthScores:
 @pytest.mark.parametrize("now, trend", [(94.9, "STABLE"), (95.0, "IMPROVING"), (85.1, "STABLE"), (85.0, "DEGRADING"),
                                         (None, "not tested")])
 def test_trend_against_the_median_of_earlier_runs_at_its_boundary(now: float | None, trend: str) -> None:
-    earlier = [{"components": {"hardware_health": s}} for s in (10.0, 90.0, 88.0, 92.0)]  # last 3: median 90
+    earlier = [EarlierScore(run=run, timestamp="t", components={"hardware_health": s})
+               for run, s in enumerate((10.0, 90.0, 88.0, 92.0))]  # last 3: median 90
     got = trends(_scores(hardware_health=now), earlier, ReportConfig(trend_runs=3))["hardware_health"]
     assert got.trend == trend
     if now is not None:
@@ -122,7 +125,7 @@ def test_first_run_no_history_and_no_earlier_score() -> None:
     cfg = ReportConfig()
     assert trends(_scores(hardware_health=90.0), [], cfg)["hardware_health"].trend == "first run"
     assert trends(_scores(hardware_health=90.0), None, cfg)["hardware_health"].trend == "no history"
-    older = [{"run": 1, "components": {}}]  # filed before the history kept scores
+    older = [EarlierScore(run=1, timestamp="t", components={})]  # filed before the history kept scores
     assert trends(_scores(hardware_health=90.0), older, cfg)["hardware_health"].trend == "no earlier score"
 
 
@@ -153,12 +156,13 @@ def test_stability_states_std_dev_and_latency_spread() -> None:
 
 
 def test_issues_have_priority_and_impact() -> None:
-    recs: dict[str, list[dict[str, Any]]] = {
-        "immediate": [{"check_id": "stack.cuda", "component": "software_stack", "status": "ERROR", "summary": "s",
-                       "subjects": ["h0"], "count": 1}],
-        "short_term": [{"check_id": "gpu.busy", "component": "resource_management", "status": "WARN", "summary": "s",
-                        "subjects": ["h0/gpu0"], "count": 1}],
-        "monitoring": [{}]}
+    def entry(check_id: str, component: str, status: Status, subject: str) -> Recommendation:
+        return Recommendation(check_id=check_id, code="c", component=component, status=status, recommendation="r",
+                              subjects=[subject], count=1, summary="s")
+
+    recs = {"immediate": [entry("stack.cuda", "software_stack", Status.ERROR, "h0")],
+            "short_term": [entry("gpu.busy", "resource_management", Status.WARN, "h0/gpu0")],
+            "monitoring": [entry("workloads", "service_reliability", Status.SKIP, "h0")]}
     got = issues(recs)
     assert [(i.priority, i.status) for i in got] == [("HIGH", "ERROR"), ("MEDIUM", "WARN")]
     assert got[0].impact.startswith("not measured") and "GPUs" in got[1].impact
@@ -239,15 +243,16 @@ def test_history_keeps_each_runs_scores_for_the_trend(tmp_path: Path) -> None:
         again = dict(report, timestamp="2026-11-21T06:00:00+00:00")
         second, _ = store.record(extract(ClusterReport.of(again)), "c1")
         got = store.earlier_scores("c1", 5)
-        assert [e["run"] for e in got] == [first, second]
-        assert got[0]["components"]["overall"] == report["cluster_summary"]["health_scores"]["overall"]["score"]
-        assert got[0]["components"]["network_infrastructure"] == 30.0
-        assert [e["run"] for e in store.earlier_scores("c1", 5, before=second)] == [first]
+        assert [e.run for e in got] == [first, second]
+        assert [e.timestamp for e in got] == [report["timestamp"], "2026-11-21T06:00:00+00:00"]
+        assert got[0].components["overall"] == report["cluster_summary"]["health_scores"]["overall"]["score"]
+        assert got[0].components["network_infrastructure"] == 30.0
+        assert [e.run for e in store.earlier_scores("c1", 5, before=second)] == [first]
         assert store.earlier_scores("other", 5) == []
         store.db.execute("DROP TABLE scores")  # a database from before the history kept scores
         store.db.commit()
     with HistoryStore(tmp_path / "h.sqlite", readonly=True) as old:
-        assert [e["components"] for e in old.earlier_scores("c1", 5)] == [{}, {}]
+        assert [e.components for e in old.earlier_scores("c1", 5)] == [{}, {}]
 
 
 def test_a_second_run_reads_its_trend_from_the_history(tmp_path: Path) -> None:

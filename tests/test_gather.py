@@ -18,9 +18,10 @@ import msgspec
 import pytest
 
 from gpu_preflight.backends.launcher.topology import Launcher, Topology
-from gpu_preflight.distributed.gather import gather, post_node_bundle
+from gpu_preflight.distributed.gather import gather, names, post_node_bundle
 from gpu_preflight.distributed.liveness import Beats
-from gpu_preflight.distributed.store import PREFIX, STALE_S
+from gpu_preflight.distributed.payload import Hello
+from gpu_preflight.distributed.store import PREFIX, STALE_S, local_pids
 from gpu_preflight.records.columns import unpack
 
 from .torch_extra import torch_or_skip
@@ -71,9 +72,15 @@ def seen_still(store: Any, ranks: list[int]) -> Beats:
     return beats
 
 
+def hello(t: Topology) -> str:
+    """A rank's hello as the runner says it (a made-up process id)."""
+    return Hello(hostname=str(t.hostname), node_name=t.node_name, node_rank=t.node_rank, local_rank=t.local_rank,
+                 pid=10_000 + t.rank).to_json()
+
+
 def rank_posts(store: Any, rank: int, *, payload: bool = True) -> None:
     node = rank // PER_NODE
-    store.set(f"{PREFIX}/hello/{rank}", json.dumps({"hostname": f"h{node}", "node_name": f"h{node}"}))
+    store.set(f"{PREFIX}/hello/{rank}", hello(topo(rank)))
     store.set(f"{PREFIX}/beat/{rank}", f"1 {time.time():.3f} 1")
     if payload:
         gemm = [{"dtype": "bf16", "n": 8192, "tflops": 600.0 + rank, "correct": True, "rel_error": 1e-3,
@@ -160,3 +167,31 @@ def test_unreadable_payloads_and_bundles_name_their_ranks_with_the_key_path(stor
     for r in (2, 3):
         assert got["missing"][r].startswith(f"rank {r} on h1 was in its node leader's bundle, which could not be read")
         assert "`key` in `$.payloads`" in got["missing"][r]
+
+
+def test_a_hello_is_written_as_before_and_an_older_ranks_hello_reads() -> None:
+    """The text every earlier version wrote (``json.dumps`` of these keys in this order) is what a
+    hello still is on the wire, so ranks of two versions in one job read each other's."""
+    older = json.dumps({"hostname": "h1", "node_name": "n1", "node_rank": 1, "local_rank": 0, "pid": 4242})
+    said = Hello(hostname="h1", node_name="n1", node_rank=1, local_rank=0, pid=4242)
+    assert said.to_json() == older and Hello.from_json(older) == said
+
+
+MALFORMED = ["not json", '["elsewhere", "elsewhere"]',
+             json.dumps({"hostname": "elsewhere", "node_name": 7, "node_rank": 1, "local_rank": 1, "pid": 1}),
+             json.dumps({"hostname": "elsewhere", "node_name": "elsewhere"})]  # no pid, no ranks
+
+
+@pytest.mark.parametrize("malformed", MALFORMED)
+def test_a_malformed_hello_counts_as_none_said(store: Any, malformed: str) -> None:
+    """Rank 3 left a hello that is not one: it is named from its node-mate's hello, and from the
+    launcher's host list once its node-mate's is malformed too; its process is not waited for."""
+    for r in range(PER_NODE * NODES):
+        rank_posts(store, r)
+    store.set(f"{PREFIX}/hello/3", malformed)
+    assert names(store, topo(0), [3]) == {3: "h1"}
+    assert local_pids(store, topo(2), [2, 3]) == [10_002]
+    store.set(f"{PREFIX}/hello/2", malformed)
+    slurm = msgspec.structs.replace(topo(0), launcher=Launcher.SLURM, hosts=("gpu-001", "gpu-002"))
+    assert names(store, slurm, [3]) == {3: "gpu-002"}
+    assert local_pids(store, topo(2), [2, 3]) == []

@@ -80,11 +80,11 @@ def test_history_is_filed_then_consulted_by_the_next_run(tmp_path: Path) -> None
     notes = annotate(ClusterReport.of(second), args, config=SimpleNamespace(), environ={})
     assert json.dumps(second) == before  # a value: the report it judged is not changed
     assert {f.check_id for f in notes.findings if f.status.value == "WARN"} == {"history.regression"}
-    assert [e["components"]["overall"] for e in notes.earlier_scores or ()] == [
+    assert [e.components["overall"] for e in notes.earlier_scores or ()] == [
         first["cluster_summary"]["health_scores"]["overall"]["score"]]
     judged = notes.applied(ClusterReport.from_dict(second))
     assert judged.cluster_summary.overall_status.value == "WARN"
-    assert judged.cluster_summary.earlier_scores == notes.earlier_scores
+    assert judged.cluster_summary.earlier_scores == list(notes.earlier_scores or ())
     # judged once
     assert annotate(ClusterReport.of(judged), args, config=SimpleNamespace(), environ={}) == HistoryNotes()
     publish(ClusterReport.of(judged), args, [], config=SimpleNamespace(), environ={})

@@ -21,6 +21,7 @@ from gpu_preflight import progress as progress_mod
 from gpu_preflight.backends.launcher.topology import Launcher, Topology
 from gpu_preflight.distributed import watch as watch_mod
 from gpu_preflight.distributed.liveness import Beats
+from gpu_preflight.distributed.payload import Hello
 from gpu_preflight.distributed.plan import Plan, steps_for
 from gpu_preflight.distributed.stages import Marks
 from gpu_preflight.distributed.store import PREFIX, STALE_S, get_text
@@ -184,7 +185,9 @@ MARKS: dict[tuple[int, int], Marks] = {}  # one rank's counters live as long as 
 
 def play(store: Any, topo: Topology, steps: list[str], *, beat_age_s: float = 0.0, per_node: bool = False) -> None:
     """What the runner writes for one rank: hello, heartbeat, each step and its phase counters."""
-    store.set(f"{PREFIX}/hello/{topo.rank}", json.dumps({"hostname": topo.hostname, "node_name": topo.hostname}))
+    store.set(f"{PREFIX}/hello/{topo.rank}", Hello(hostname=str(topo.hostname), node_name=topo.node_name,
+                                                   node_rank=topo.node_rank, local_rank=topo.local_rank,
+                                                   pid=10_000 + topo.rank).to_json())
     store.set(f"{PREFIX}/beat/{topo.rank}", str(time.time() - beat_age_s))
     marks = MARKS.setdefault((id(store), topo.rank), Marks(store, topo.node_rank, per_node=per_node, rank=topo.rank))
     for step in steps:

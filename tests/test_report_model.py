@@ -14,7 +14,7 @@ import pytest
 
 from gpu_preflight.cli.main import build_parser
 from gpu_preflight.findings.canonical import node_entry
-from gpu_preflight.findings.model import Assessment, ClusterReport, NodeSections, ReportFinding
+from gpu_preflight.findings.model import Assessment, ClusterReport, EarlierScore, NodeSections, ReportFinding
 from gpu_preflight.model import SCHEMA_VERSION, Status
 from gpu_preflight.report import FORMATS, render, reporters
 from gpu_preflight.report.advice import add_advice, advise
@@ -131,10 +131,21 @@ def test_advice_is_a_value_and_leaves_the_report_alone() -> None:
 
 def test_with_summary_adds_blocks_as_a_new_value() -> None:
     typed = ClusterReport.from_dict(cluster_report())
-    later = typed.with_summary(earlier_scores=[{"overall": 90.0}], localization={"rounds": 1})
+    earlier = EarlierScore(run=3, timestamp="2026-11-13T06:00:00+00:00", components={"overall": 90.0, "gpu": None})
+    later = typed.with_summary(earlier_scores=[earlier], localization={"rounds": 1})
     assert typed.cluster_summary.earlier_scores is None and "localization" not in typed.cluster_summary.extra
     out = later.to_dict()["cluster_summary"]
-    assert out["earlier_scores"] == [{"overall": 90.0}] and out["localization"] == {"rounds": 1}
+    assert out["localization"] == {"rounds": 1}
+    assert list(out["earlier_scores"][0].items()) == [  # the history's key order, kept from before it was typed
+        ("run", 3), ("timestamp", "2026-11-13T06:00:00+00:00"), ("components", {"overall": 90.0, "gpu": None})]
+    assert ClusterReport.from_dict(later.to_dict()).cluster_summary.earlier_scores == [earlier]
+
+
+def test_an_earlier_score_of_the_wrong_type_is_refused_with_its_path() -> None:
+    report = cluster_report()
+    report["cluster_summary"]["earlier_scores"] = [{"run": 1, "timestamp": "t", "components": {"overall": "90"}}]
+    with pytest.raises(msgspec.ValidationError, match=r"\$\.cluster_summary\.earlier_scores\[0\]\.components"):
+        ClusterReport.from_dict(report)
 
 
 # -- renderers ------------------------------------------------------------------------

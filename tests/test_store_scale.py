@@ -27,7 +27,7 @@ from gpu_preflight.distributed.stages import Marks
 from gpu_preflight.distributed.store import PREFIX, STALE_S
 from gpu_preflight.distributed.watch import JobWatch
 from gpu_preflight.progress import stage_view
-from tests.test_gather import open_store
+from tests.test_gather import hello, open_store
 
 from .torch_extra import torch_or_skip
 
@@ -48,7 +48,7 @@ def shape(world: int, per_node: int, rank: int = 0) -> Topology:
 def post(store: Any, topo: Topology, *, beat_age_s: float = 0.0, payload: bool = True) -> None:
     """One rank's hello, heartbeat (stamped ``beat_age_s`` ago) and payload, as the runner writes them."""
     r = topo.rank
-    store.set(f"{PREFIX}/hello/{r}", json.dumps({"hostname": topo.hostname, "node_name": topo.hostname}))
+    store.set(f"{PREFIX}/hello/{r}", hello(topo))
     store.set(f"{PREFIX}/beat/{r}", Beat(5, time.time() - beat_age_s, 1.0).text())
     if payload:
         store.set(f"{PREFIX}/payload/{r}", json.dumps({"rank": r, "node_rank": topo.node_rank}))

@@ -19,7 +19,7 @@ from ..backends.launcher.topology import Topology
 from .liveness import Beats, read_values, tracker
 from .payload import BUNDLE, PAYLOAD, NodeBundle, RankPayload, WireError, unreadable
 from .plan import node_ranks
-from .store import PREFIX, RDZV_NAMES_KEY, KVStore, clock_skews, get_text
+from .store import PREFIX, RDZV_NAMES_KEY, KVStore, clock_skews, get_text, hello_of
 
 __all__ = ["BUNDLED_ALL_KEY", "BUNDLED_KEY", "WAKE_S", "collect", "gather", "names", "post_node_bundle"]
 
@@ -193,10 +193,9 @@ def names(store: KVStore, topo: Topology, ranks: list[int]) -> dict[int, str]:
     launcher: dict[int, str] | None = None
     for r in ranks:
         for other in [r, *node_ranks(topo, r // max(topo.local_world_size, 1))]:
-            hello = get_text(store, f"{PREFIX}/hello/{other}")
-            if hello:
-                data = json.loads(hello)
-                found[r] = data.get("node_name") or data.get("hostname")
+            hello = hello_of(store, other)
+            if hello is not None:
+                found[r] = hello.node_name or hello.hostname
                 break
         else:
             if launcher is None:

@@ -1,5 +1,5 @@
-"""What travels between ranks: one rank's result (:class:`RankPayload`) and a node's bundle of
-them (:class:`NodeBundle`).
+"""What travels between ranks: a rank's hello on arriving (:class:`Hello`), one rank's result
+(:class:`RankPayload`) and a node's bundle of them (:class:`NodeBundle`).
 
 Each rank sends one payload through the job's store; its node leader reads its node's
 payloads, moves the per-rank results into columns (:mod:`gpu_preflight.records.columns`)
@@ -27,7 +27,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-__all__ = ["BUNDLE", "FORMATION_OP", "PAYLOAD", "NodeBundle", "RankPayload", "WireError", "read", "unreadable"]
+__all__ = ["BUNDLE", "FORMATION_OP", "PAYLOAD", "Hello", "NodeBundle", "RankPayload", "WireError", "read",
+           "unreadable"]
 
 FORMATION_OP = "init_process_group"  # a process group that did not form, reported as a failed collective
 JsonDict = dict[str, Any]
@@ -67,6 +68,32 @@ def _convert(data: Any, kind: type[T]) -> T:
         return msgspec.convert(data, kind, strict=False)
     except msgspec.ValidationError as exc:
         raise WireError(str(exc)) from exc
+
+
+class Hello(msgspec.Struct, frozen=True):
+    """What a rank says in the store on arriving (``<PREFIX>/hello/<rank>``): where it runs and its
+    process id. Rank 0 names a rank that never reported by its hello (or a node-mate's); a
+    leaving rank waits for the processes its node-mates' hellos name on its own host
+    (:func:`~.store.local_pids`). Read validated (:meth:`from_json`): a hello that is not one
+    names nobody and no process, exactly as a hello never said.
+
+    Sent as :func:`json.dumps` writes the fields in this order, the text every earlier version
+    wrote and reads, so ranks of two versions in one job read each other's hellos.
+    """
+
+    hostname: str
+    node_name: str
+    node_rank: int
+    local_rank: int
+    pid: int
+
+    def to_json(self) -> str:
+        return json.dumps(msgspec.structs.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Hello:
+        """A hello as its rank said it, validated (:class:`WireError` naming the key path)."""
+        return read(text, cls)
 
 
 class RankPayload(msgspec.Struct, frozen=True, omit_defaults=True):

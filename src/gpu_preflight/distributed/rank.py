@@ -47,7 +47,7 @@ from .connectivity import start as start_connectivity
 from .gather import gather, post_node_bundle
 from .hooks import Hooks, hooks_from_env
 from .leave import carries_verdict, wait_gone, write_error_file
-from .payload import FORMATION_OP, RankPayload
+from .payload import FORMATION_OP, Hello, RankPayload
 from .pingpong import exchange_pingpong
 from .plan import Plan, layout, make_plan, node_ranks, report_parameters, steps_for
 from .stages import SCAN_RANKS, Marks
@@ -274,8 +274,9 @@ def run_rank(opts: RunOptions, topo: Topology, *, config: Config, collective_tim
     if topo.rank == 0:
         store.set(f"{PREFIX}/steps", json.dumps(steps_for(plan, topo)))
     stage(store, topo.rank, "arrive", run.marks, hooks)
-    store.set(f"{PREFIX}/hello/{topo.rank}", json.dumps({**{k: run.identity[k] for k in (
-        "hostname", "node_name", "node_rank", "local_rank")}, "pid": os.getpid()}))
+    store.set(f"{PREFIX}/hello/{topo.rank}", Hello(
+        hostname=run.identity["hostname"], node_name=run.identity["node_name"], node_rank=run.identity["node_rank"],
+        local_rank=run.identity["local_rank"], pid=os.getpid()).to_json())
     beat.start()
     watch = None
     if view is not None:

@@ -26,10 +26,12 @@ from .leave import write_error_file
 from .liveness import HEARTBEAT_S as HEARTBEAT_S
 from .liveness import STALE_S as STALE_S  # the shortest silence that makes a rank dead (longer in large jobs)
 from .liveness import Beat, Beats, beat_interval, tracker
+from .payload import Hello, WireError
 from .stages import PREFIX as PREFIX  # every key of the job lives under it
 
 __all__ = ["CLOCK_KEY", "HEARTBEAT_S", "PREFIX", "RDZV_NAMES_KEY", "REPORTER_KEY", "STALE_S", "Heartbeat", "KVStore",
-           "clock_skews", "connect_store", "form_group", "get_text", "local_pids", "silent", "wait_count", "wait_key"]
+           "clock_skews", "connect_store", "form_group", "get_text", "hello_of", "local_pids", "silent", "wait_count",
+           "wait_key"]
 
 REPORTER_KEY = f"{PREFIX}/reporter"
 RDZV_NAMES_KEY = f"{PREFIX}/rendezvous_names"  # node rank -> host, as torchrun's rendezvous saw the job
@@ -111,15 +113,22 @@ def wait_count(store: KVStore, key: str, target: int, deadline: float) -> None:
         time.sleep(0.05)
 
 
+def hello_of(store: KVStore, rank: int) -> Hello | None:
+    """The rank's hello (:class:`~.payload.Hello`), or None when it said none or what it said does
+    not read as one: a malformed hello is no information, as a missing one is."""
+    text = get_text(store, f"{PREFIX}/hello/{rank}")
+    if not text:
+        return None
+    try:
+        return Hello.from_json(text)
+    except WireError:
+        return None
+
+
 def local_pids(store: KVStore, topo: Topology, ranks: list[int]) -> list[int]:
     """Process ids of these ranks that run on this host (their hello says so)."""
-    pids = []
-    for r in ranks:
-        hello = get_text(store, f"{PREFIX}/hello/{r}")
-        data = json.loads(hello) if hello else {}
-        if data.get("hostname") == (topo.hostname or socket.gethostname()) and isinstance(data.get("pid"), int):
-            pids.append(int(data["pid"]))
-    return pids
+    here = topo.hostname or socket.gethostname()
+    return [hello.pid for r in ranks if (hello := hello_of(store, r)) is not None and hello.hostname == here]
 
 
 class Heartbeat:

@@ -41,7 +41,16 @@ from .diagnostic_sections import diagnostic_sections
 if TYPE_CHECKING:
     from ..config.report_schema import ReportConfig
     from ..safeio import SafeDir
-    from .model import Assessment, ClusterCheck, ClusterReport, ClusterSummary, GpuEntry, NodeSection, ReportFinding
+    from .model import (
+        Assessment,
+        ClusterCheck,
+        ClusterReport,
+        ClusterSummary,
+        GpuEntry,
+        NodeSection,
+        Number,
+        ReportFinding,
+    )
 
     # Scores and advice for a report (typed or its dict) under the [report] settings (None: the
     # defaults): the report layer's :func:`~.advice.advise`, handed down so the findings never import it.
@@ -228,28 +237,33 @@ def _nothing_judged(findings: Sequence[ReportFinding], unlisted: Unlisted) -> Re
                          details={})
 
 
+def _reading(rec: Mapping[str, Any], key: str) -> Number | None:
+    """A GPU's numeric reading, None where the probe could not take one (a bool is not a number)."""
+    v = rec.get(key)
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _mb(rec: Mapping[str, Any], key: str) -> int | None:
+    """A GPU's byte count in whole MiB (the node section's unit), None where it was not read."""
+    v = _reading(rec, key)
+    return None if v is None else round(v / MB)
+
+
 def _gpu_section(facts: dict[str, Any]) -> dict[str, GpuEntry]:
     gpu = facts.get("gpu") or {}
     out: dict[str, GpuEntry] = {}
     for rec in gpu.get("gpus", []):
-
-        def num(key: str, scale: float = 1.0, _rec: dict[str, Any] = rec) -> Any:
-            v = _rec.get(key)
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
-                return None
-            return round(v / scale) if scale != 1.0 else v
-
         out[f"gpu_{rec['index']}"] = {
             "name": rec.get("name") if isinstance(rec.get("name"), str) else None,
             "driver_version": gpu.get("driver_version") if isinstance(gpu.get("driver_version"), str) else None,
-            "memory_total_mb": num("memory_total_bytes", MB),
-            "memory_used_mb": num("memory_used_bytes", MB),
-            "memory_free_mb": num("memory_free_bytes", MB),
-            "temperature_c": num("temperature_c"),
-            "utilization_percent": num("utilization_gpu_percent"),
-            "power_draw_w": num("power_draw_w"),
-            "power_limit_w": num("power_limit_w"),
-            "slowdown_temperature_c": num("temp_slowdown_c"),
+            "memory_total_mb": _mb(rec, "memory_total_bytes"),
+            "memory_used_mb": _mb(rec, "memory_used_bytes"),
+            "memory_free_mb": _mb(rec, "memory_free_bytes"),
+            "temperature_c": _reading(rec, "temperature_c"),
+            "utilization_percent": _reading(rec, "utilization_gpu_percent"),
+            "power_draw_w": _reading(rec, "power_draw_w"),
+            "power_limit_w": _reading(rec, "power_limit_w"),
+            "slowdown_temperature_c": _reading(rec, "temp_slowdown_c"),
             "uuid": rec.get("uuid") if isinstance(rec.get("uuid"), str) else None,
             "serial": rec.get("serial") if isinstance(rec.get("serial"), str) else None,
             "pci_bus_id": rec.get("pci_bus_id") if isinstance(rec.get("pci_bus_id"), str) else None,

@@ -22,8 +22,8 @@ A new field is one line. Two conventions carry what the hand-written code did:
   node's ``identity``, a newer version's additions) in an :data:`EXTRA` field, written in
   that field's place: the field's position is where the unknown keys go.
 
-Large free-form blocks (a node's facts, the DCGM/NCCL/network diagnostics) and the
-recommendations by urgency stay JSON objects (``JsonObject``); high-volume leaf records (one
+Large free-form blocks (a node's facts, the DCGM/NCCL/network diagnostics) stay JSON
+objects (``JsonObject``); high-volume leaf records (one
 per GPU, one per check of a node, one per measured node pair) are ``TypedDict``\\ s. A
 10,000-node report's node sections are typed on first read (:class:`NodeSections`).
 """
@@ -43,11 +43,11 @@ from ..model import Status
 
 __all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
            "ClusterTopology", "ComponentScore", "ComponentTarget", "Connectivity", "ConnectivityCell",
-           "ConnectivityPair", "CostBenefit", "GpuEntry", "HealthAssessment", "HealthScores", "Issue", "JsonObject",
-           "MissingCore", "NodeInfo", "NodeSection", "NodeSections", "Number", "OverallScore", "OverallTarget",
-           "Readiness", "ReadinessLevels", "ReportFinding", "RunInfo", "Schedule", "ScheduleItem", "ScoreCap",
-           "ScoreDeduction", "ScoreMeasurement", "ScoreSettings", "StabilityRow", "SummaryClusterInfo", "Targets",
-           "Tool", "Trend"]
+           "ConnectivityPair", "CostBenefit", "EarlierScore", "GpuEntry", "HealthAssessment", "HealthScores",
+           "Issue", "JsonObject", "MissingCore", "NodeInfo", "NodeSection", "NodeSections", "Number", "OverallScore",
+           "OverallTarget", "Readiness", "ReadinessLevels", "Recommendation", "ReportFinding", "RunInfo", "Schedule",
+           "ScheduleItem", "ScoreCap", "ScoreDeduction", "ScoreMeasurement", "ScoreSettings", "StabilityRow",
+           "SummaryClusterInfo", "Targets", "Tool", "Trend"]
 
 JsonObject = dict[str, Any]
 # A JSON number: an integer stays one when read back and written again (``float`` alone would
@@ -317,14 +317,27 @@ class ClusterSummary(_Block, frozen=True, kw_only=True, omit_defaults=True):
     operator_action: str | None = None
     unlisted: dict[str, dict[str, int]] | None = None
     extra: JsonObject = field(default_factory=dict, name=EXTRA)
-    earlier_scores: list[JsonObject] | None = None
+    earlier_scores: list[EarlierScore] | None = None
     health_scores: HealthScores | None = None
-    recommendations_by_urgency: dict[str, list[JsonObject]] | None = None
+    recommendations_by_urgency: dict[str, list[Recommendation]] | None = None
     cost_benefit: CostBenefit | None = None
     assessment: HealthAssessment | None = None
 
     OLDER: ClassVar[Older] = {"test_results": _dict, "cluster_info": _dict, "performance_summary": _dict,
                               "issues": _list, "recommendations": _list}
+
+
+class EarlierScore(_Block, frozen=True, kw_only=True):
+    """One earlier run's health scores, as the history filed them (``cluster_summary.earlier_scores``,
+    oldest first): what an assessment's trends compare today's scores with.
+
+    ``components`` maps each component (and ``overall``) to its score, None where it was not
+    tested; it is empty for a run filed before the history kept scores (the run happened,
+    its scores are unknown)."""
+
+    run: int
+    timestamp: str
+    components: dict[str, Number | None]
 
 
 class SummaryClusterInfo(_Block, frozen=True, kw_only=True, omit_defaults=True):
@@ -780,6 +793,25 @@ class Targets(_Block, frozen=True, kw_only=True):
     overall: OverallTarget
 
 
+class Recommendation(_Block, frozen=True, kw_only=True):
+    """One entry of ``recommendations_by_urgency``: the findings (or an untested component, or a
+    measurement spread that cost points) that call for the same action, with every subject.
+
+    ``check_id`` is None where no check stands behind the entry (``not_tested``, ``spread_*``);
+    ``count`` is how many findings it groups (0 for an untested component). One field order
+    for every entry: reports written before this class listed a spread entry's
+    ``recommendation`` last, and read back the same (a JSON object is read by key)."""
+
+    check_id: str | None
+    code: str
+    component: str
+    status: Status
+    recommendation: str
+    subjects: list[str]
+    count: int
+    summary: str
+
+
 class Issue(_Block, frozen=True, kw_only=True):
     """An immediate (HIGH) or short-term (MEDIUM) recommendation as an issue with its impact."""
 
@@ -850,7 +882,7 @@ class Assessment(Struct, frozen=True):
     (readiness, trends, targets, schedule)."""
 
     health_scores: HealthScores
-    recommendations_by_urgency: dict[str, list[JsonObject]] | None = None
+    recommendations_by_urgency: dict[str, list[Recommendation]] | None = None
     cost_benefit: CostBenefit | None = None
     assessment: HealthAssessment | None = None
 

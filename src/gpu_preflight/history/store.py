@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from ..findings.model import EarlierScore, Number
 from ..model import verdict
 from ..safeio import SQLITE_MAX_PATH, length_problem, prepare_file
 from .extract import Measurement, RunRecord
@@ -247,30 +248,27 @@ class HistoryStore:
             args.append(last)
         return [RunRow(*row) for row in reversed(self.db.execute(sql, args).fetchall())]
 
-    def earlier_scores(self, cluster: str, last: int, before: int | None = None) -> list[dict[str, Any]]:
+    def earlier_scores(self, cluster: str, last: int, before: int | None = None) -> list[EarlierScore]:
         """The health scores of the cluster's last ``last`` runs (filed before run ``before``), oldest
-        first: ``{"run", "timestamp", "components": {name: score or None}}`` (``overall`` among
-        them). A run filed before the history kept scores (or a database opened read-only that
-        predates the ``scores`` table) has empty ``components``: the run happened, its scores are
-        unknown.
+        first, ``overall`` among each run's components. A run filed before the history kept scores
+        (or a database opened read-only that predates the ``scores`` table) has empty
+        ``components``: the run happened, its scores are unknown.
         """
         rows = self.db.execute("SELECT id, timestamp FROM runs WHERE cluster = ? AND id < ? ORDER BY id DESC LIMIT ?",
                                (cluster, before if before is not None else 2**62, last)).fetchall()
-        out = [{"run": int(rid), "timestamp": ts, "components": {}} for rid, ts in reversed(rows)]
-        if not out:
-            return out
-        by_id = {e["run"]: e["components"] for e in out}
-        try:
-            found = self.db.execute(
-                f"SELECT run_id, component, score FROM scores WHERE run_id IN ({', '.join('?' for _ in by_id)})",  # noqa: S608
-                list(by_id)).fetchall()
-        except sqlite3.OperationalError as exc:
-            if "no such table" not in str(exc):
-                raise
-            found = []
-        for rid, name, score in found:
-            by_id[int(rid)][str(name)] = None if score is None else float(score)
-        return out
+        by_id: dict[int, dict[str, Number | None]] = {int(rid): {} for rid, _ in rows}
+        if by_id:
+            try:
+                found = self.db.execute(
+                    f"SELECT run_id, component, score FROM scores WHERE run_id IN ({', '.join('?' for _ in by_id)})",  # noqa: S608
+                    list(by_id)).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such table" not in str(exc):
+                    raise
+                found = []
+            for rid, name, score in found:
+                by_id[int(rid)][str(name)] = None if score is None else float(score)
+        return [EarlierScore(run=int(rid), timestamp=ts, components=by_id[int(rid)]) for rid, ts in reversed(rows)]
 
     def baseline(self, metric: str, *, runs: int, before: int | None = None, **where: str | None) -> Baseline | None:
         """Median of ``metric`` over the last ``runs`` earlier runs that measured it for ``where``.

@@ -40,7 +40,7 @@ from .options import OutputOptions
 from .sagemaker import sagemaker_dirs, write_to_sagemaker
 
 if TYPE_CHECKING:
-    from ..findings.model import ClusterReport
+    from ..findings.model import ClusterReport, EarlierScore
     from ..model import Finding
 
 __all__ = ["HistoryNotes", "Published", "annotate", "cluster_name", "history_path", "publish"]
@@ -94,13 +94,13 @@ class HistoryNotes(msgspec.Struct, frozen=True):
     assessment's trends: ``()`` on a first run, None when the history was not consulted)."""
 
     findings: tuple[Finding, ...] = ()
-    earlier_scores: tuple[dict[str, Any], ...] | None = None
+    earlier_scores: tuple[EarlierScore, ...] | None = None
 
     def applied(self, report: ClusterReport) -> ClusterReport:
         """``report`` with these notes: ``cluster_summary.earlier_scores`` and the findings,
         the verdict worked out again over them (a new value)."""
         if self.earlier_scores is not None:
-            report = report.with_summary(earlier_scores=self.earlier_scores)
+            report = report.with_summary(earlier_scores=list(self.earlier_scores))
         if self.findings:
             # start-up: a --no-history run never loads the history package
             from ..history.merge import add_findings

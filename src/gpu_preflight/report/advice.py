@@ -26,7 +26,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..config.report_schema import ReportConfig
-from ..findings.model import Assessment, ClusterReport, CostBenefit, HealthScores, ReportFinding
+from ..findings.model import Assessment, ClusterReport, CostBenefit, HealthScores, Recommendation, ReportFinding
 from ..model import Status, gating_statuses
 from .measurements import num
 from .scores import BLOCKING, component_of, compute_scores
@@ -57,7 +57,7 @@ def _urgency(status: str, gating: set[str], blocking: bool = False) -> str | Non
     return None
 
 
-def recommendations_by_urgency(report: ClusterReport, scores: HealthScores) -> dict[str, list[dict]]:
+def recommendations_by_urgency(report: ClusterReport, scores: HealthScores) -> dict[str, list[Recommendation]]:
     """``{"immediate": [...], "short_term": [...], "monitoring": [...]}``, worst and widest first."""
     typed = report
     gating = {s.value for s in gating_statuses(typed.run.fail_on)}
@@ -71,29 +71,29 @@ def recommendations_by_urgency(report: ClusterReport, scores: HealthScores) -> d
             continue
         action = f.recommendation or f"Investigate: {f.summary}"
         groups[(urgency, f.check_id, f.code or "", action)].append(f)
-    out: dict[str, list[dict[str, Any]]] = {u: [] for u in URGENCIES}
+    out: dict[str, list[Recommendation]] = {u: [] for u in URGENCIES}
     for (urgency, check_id, code, action), members in groups.items():
-        out[urgency].append({
-            "check_id": check_id, "code": code, "component": component_of(check_id),
-            "status": Status.worst(f.status for f in members).value, "recommendation": action,
-            "subjects": list(dict.fromkeys(str(f.subject) for f in members)), "count": len(members),
-            "summary": members[0].summary})
-    rank = {s.value: s.rank for s in Status}
+        out[urgency].append(Recommendation(
+            check_id=check_id, code=code, component=component_of(check_id),
+            status=Status.worst(f.status for f in members), recommendation=action,
+            subjects=list(dict.fromkeys(str(f.subject) for f in members)), count=len(members),
+            summary=members[0].summary))
     for entries in out.values():
-        entries.sort(key=lambda e: (-rank[e["status"]], -e["count"], e["check_id"], e["code"]))
+        entries.sort(key=lambda e: (-e.status.rank, -e.count, e.check_id or "", e.code))
     for name, comp in scores.components.items():
         if not comp.tested:
-            out["monitoring"].append({"check_id": None, "code": "not_tested", "component": name, "status": "SKIP",
-                                      "recommendation": _UNTESTED_HINT.get(name, "Run the checks of this component."),
-                                      "subjects": [], "count": 0, "summary": f"{comp.title}: {comp.reason}"})
+            out["monitoring"].append(Recommendation(
+                check_id=None, code="not_tested", component=name, status=Status.SKIP,
+                recommendation=_UNTESTED_HINT.get(name, "Run the checks of this component."),
+                subjects=[], count=0, summary=f"{comp.title}: {comp.reason}"))
     perf = scores.consistency
     for d in (d for d in perf.deductions if d.family is not None) if perf else ():  # spreads; findings above
-        out["monitoring"].append({
-            "check_id": None, "code": f"spread_{d.family}", "component": "performance_consistency",
-            "status": "PASS", "subjects": [d.slowest], "count": 1,
-            "summary": f"{d.series}: dispersion {100 * (d.dispersion or 0.0):.1f}% (slowest {d.slowest})",
-            "recommendation": f"Watch {d.slowest}: compare its clocks, temperature and links with its peers and "
-                              f"re-measure; a persistent straggler slows every synchronous step."})
+        out["monitoring"].append(Recommendation(
+            check_id=None, code=f"spread_{d.family}", component="performance_consistency", status=Status.PASS,
+            recommendation=f"Watch {d.slowest}: compare its clocks, temperature and links with its peers and "
+                           f"re-measure; a persistent straggler slows every synchronous step.",
+            subjects=[d.slowest] if d.slowest is not None else [], count=1,
+            summary=f"{d.series}: dispersion {100 * (d.dispersion or 0.0):.1f}% (slowest {d.slowest})"))
     return out
 
 
@@ -178,7 +178,8 @@ def add_advice(report: dict[str, Any], config: ReportConfig | None = None) -> di
     """
     summary = report.setdefault("cluster_summary", {})
     advice = advise(ClusterReport.from_dict(report), config)
-    summary["recommendations_by_urgency"] = advice.recommendations_by_urgency
+    summary["recommendations_by_urgency"] = {urgency: [e.to_dict() for e in entries] for urgency, entries
+                                             in (advice.recommendations_by_urgency or {}).items()}
     summary["cost_benefit"] = advice.cost_benefit.to_dict() if advice.cost_benefit is not None else None
     summary["assessment"] = advice.assessment.to_dict() if advice.assessment is not None else None
     return report

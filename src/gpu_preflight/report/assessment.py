@@ -39,6 +39,7 @@ from ..findings.canonical import verdict_of
 from ..findings.model import (
     ClusterReport,
     ComponentTarget,
+    EarlierScore,
     HealthAssessment,
     HealthScores,
     Issue,
@@ -47,6 +48,7 @@ from ..findings.model import (
     OverallTarget,
     Readiness,
     ReadinessLevels,
+    Recommendation,
     ReportFinding,
     Schedule,
     ScheduleItem,
@@ -85,17 +87,17 @@ def _listed(items: Sequence[str]) -> list[str]:
     return [*items[:MAX_REASONS], f"and {len(items) - MAX_REASONS} more"] if len(items) > MAX_REASONS else list(items)
 
 
-def _entry_reason(e: Mapping[str, Any]) -> str:
-    where = f" ({e['count']} subjects)" if e.get("count", 0) > 1 else ""
-    return f"{e.get('check_id') or e.get('component')}: {e['summary']}{where}"
+def _entry_reason(e: Recommendation) -> str:
+    where = f" ({e.count} subjects)" if e.count > 1 else ""
+    return f"{e.check_id or e.component}: {e.summary}{where}"
 
 
 def readiness(report: ClusterReport, scores: HealthScores,
-              recs: Mapping[str, Sequence[Mapping[str, Any]]]) -> ReadinessLevels:
+              recs: Mapping[str, Sequence[Recommendation]]) -> ReadinessLevels:
     """Development/testing and production readiness (see the module docstring)."""
     verdict = verdict_of(report)
     problems = [_entry_reason(e) for e in [*recs.get("immediate", []), *recs.get("short_term", [])]]
-    blocking = any((e.get("check_id"), e.get("code")) in BLOCKING for e in recs.get("immediate", []))
+    blocking = any((e.check_id, e.code) in BLOCKING for e in recs.get("immediate", []))
     untested = [f"not tested: {i.missing} ({i.title.lower()})" for i in scores.overall.incomplete or []]
     gpu_untested = [u for u in untested if u.endswith(f"({TITLES['hardware_health'].lower()})")]
     if verdict.exit_code >= Status.FAIL.exit_code or blocking:
@@ -119,19 +121,19 @@ def readiness(report: ClusterReport, scores: HealthScores,
     return ReadinessLevels(development=development, production=production)
 
 
-def trends(scores: HealthScores, earlier: Sequence[Mapping[str, Any]] | None,
+def trends(scores: HealthScores, earlier: Sequence[EarlierScore] | None,
            cfg: ReportConfig) -> dict[str, Trend]:
     """Per component and ``overall``: its trend against the earlier runs (``earlier``: None, no history)."""
     return {name: _trend(name, score, earlier, cfg) for name, score in scores.by_name().items()}
 
 
-def _trend(name: str, score: Number | None, earlier: Sequence[Mapping[str, Any]] | None,
+def _trend(name: str, score: Number | None, earlier: Sequence[EarlierScore] | None,
            cfg: ReportConfig) -> Trend:
     if earlier is None:
         return Trend(trend=NO_HISTORY, baseline=None, change=None, runs=0)
     if not earlier:
         return Trend(trend=FIRST_RUN, baseline=None, change=None, runs=0)
-    past = [float(s) for e in earlier[-cfg.trend_runs:] if (s := (e.get("components") or {}).get(name)) is not None]
+    past = [float(s) for e in earlier[-cfg.trend_runs:] if (s := e.components.get(name)) is not None]
     if score is None or not past:
         return Trend(trend=NOT_TESTED if score is None else NO_EARLIER, baseline=None, change=None, runs=len(past))
     from statistics import median  # only with earlier runs (statistics pulls in fractions and decimal)
@@ -222,19 +224,18 @@ def stability(scores: HealthScores, latencies: Sequence[Mapping[str, Any]] = ())
     return rows
 
 
-def issues(recs: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Issue]:
+def issues(recs: Mapping[str, Sequence[Recommendation]]) -> list[Issue]:
     """The immediate and short-term recommendations as issues with a priority and an impact."""
     out = []
     for urgency, priority in PRIORITY.items():
         for e in recs.get(urgency) or []:
-            component = str(e.get("component") or "")
-            impact = IMPACT.get(component, "the job may not run as expected")
-            if e["status"] == Status.ERROR.value:
+            impact = IMPACT.get(e.component, "the job may not run as expected")
+            if e.status is Status.ERROR:
                 impact = f"not measured, so unknown whether {impact}"
-            out.append(Issue(priority=priority, status=e["status"], check_id=e.get("check_id"), code=e.get("code"),
-                             component=component, title=TITLES.get(component, component), impact=impact,
-                             summary=e["summary"], subjects=list(e.get("subjects") or [])[:12],
-                             count=e.get("count", 0), recommendation=e.get("recommendation")))
+            out.append(Issue(priority=priority, status=e.status.value, check_id=e.check_id, code=e.code,
+                             component=e.component, title=TITLES.get(e.component, e.component), impact=impact,
+                             summary=e.summary, subjects=e.subjects[:12], count=e.count,
+                             recommendation=e.recommendation))
     return out
 
 
@@ -265,7 +266,7 @@ def schedule(report: ClusterReport, ready: ReadinessLevels, cfg: ReportConfig) -
 
 
 def assess(report: ClusterReport, scores: HealthScores,
-           recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> HealthAssessment:
+           recs: Mapping[str, Sequence[Recommendation]], cfg: ReportConfig) -> HealthAssessment:
     """The ``cluster_summary.assessment`` block."""
     earlier = report.cluster_summary.earlier_scores
     ready = readiness(report, scores, recs)
@@ -336,7 +337,7 @@ def node_specs(report: ClusterReport, cfg: ReportConfig) -> dict[str, Any]:
 
 
 def assessment_of(report: ClusterReport, scores: HealthScores,
-                  recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> HealthAssessment:
+                  recs: Mapping[str, Sequence[Recommendation]], cfg: ReportConfig) -> HealthAssessment:
     """The stored assessment, or one derived now for a report saved before it was stored."""
     stored = report.cluster_summary.assessment
     return stored if stored is not None else assess(report, scores, recs, cfg)

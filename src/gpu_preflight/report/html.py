@@ -17,13 +17,20 @@ drawn as distributions once they outgrow one mark per member (:mod:`.html_plots`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from html import escape
-from typing import Any
 
 from ..config.report_schema import ReportConfig
 from ..findings.canonical import display, verdict_of
-from ..findings.model import ClusterInfo, ClusterReport, Connectivity, CostBenefit, HealthScores, ReportFinding
+from ..findings.model import (
+    ClusterInfo,
+    ClusterReport,
+    Connectivity,
+    CostBenefit,
+    HealthScores,
+    Recommendation,
+    ReportFinding,
+)
 from ..model import Status
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .connectivity import MATRIX_MAX_NODES
@@ -155,7 +162,7 @@ def _scores(scores: HealthScores) -> str:
             f'<p class="small muted">How the scores are computed: {escape(scores.formula)}.</p></section>')
 
 
-def _recommendations(recs: Mapping[str, Any], cost: CostBenefit) -> str:
+def _recommendations(recs: Mapping[str, Sequence[Recommendation]], cost: CostBenefit) -> str:
     parts = [f'<section id="recommendations"><h2>Recommendations</h2><p id="cost"><b>Cost-benefit:</b> '
              f"{escape(cost.line)}</p>"]
     for urgency in URGENCIES:
@@ -164,14 +171,13 @@ def _recommendations(recs: Mapping[str, Any], cost: CostBenefit) -> str:
         if not entries:
             parts.append('<p class="muted small">nothing</p>')
         for e in entries:
-            color = STATUS_COLORS.get(e["status"], "#999") if urgency != "monitoring" else _WATCH
-            badge = _badge(e["status"]) if urgency != "monitoring" else \
+            color = STATUS_COLORS.get(e.status, "#999") if urgency != "monitoring" else _WATCH
+            badge = _badge(e.status) if urgency != "monitoring" else \
                 f'<span class="st" style="background:{_WATCH}">WATCH</span>'
-            who = ", ".join(e["subjects"][:12]) + (f" and {len(e['subjects']) - 12} more"
-                                                   if len(e["subjects"]) > 12 else "")
+            who = ", ".join(e.subjects[:12]) + (f" and {len(e.subjects) - 12} more" if len(e.subjects) > 12 else "")
             parts.append(f'<div class="rec" style="border-color:{color}">{badge} '
-                         f"<b>{escape(e['recommendation'])}</b><br><span class=\"small\">"
-                         f"{escape(e['check_id'] or e['component'])}: {escape(e['summary'])}"
+                         f"<b>{escape(e.recommendation)}</b><br><span class=\"small\">"
+                         f"{escape(e.check_id or e.component)}: {escape(e.summary)}"
                          f"{' — ' + escape(who) if who else ''}</span></div>")
     parts.append("</section>")
     return "".join(parts)

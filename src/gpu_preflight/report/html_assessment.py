@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config.report_schema import ReportConfig
 from ..findings.canonical import verdict_of
-from ..findings.model import ClusterReport, HealthAssessment, HealthScores, Readiness
+from ..findings.model import ClusterReport, HealthAssessment, HealthScores, Readiness, Recommendation
 from .assessment import NEEDS_FIXES, READY, assessment_of, component_order, node_specs, pair_latencies
 from .conclusion import conclusion, error_classes, network_review, optimization, trend_analysis
 from .connectivity import reachability_html
@@ -154,7 +154,7 @@ def _issues(assessment: HealthAssessment) -> str:
 
 
 def assessment_sections(report: ClusterReport, scores: HealthScores,
-                        recs: Mapping[str, Sequence[Mapping[str, Any]]], cfg: ReportConfig) -> str:
+                        recs: Mapping[str, Sequence[Recommendation]], cfg: ReportConfig) -> str:
     """The assessment sections, in the page's order after the scores and recommendations."""
     assessment = assessment_of(report, scores, recs, cfg)
     specs = node_specs(report, cfg)

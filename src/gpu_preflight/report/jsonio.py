@@ -29,6 +29,7 @@ import functools
 import json
 import math
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import IO, Any
 
 from .reporters import reporter
@@ -40,7 +41,7 @@ BATCH = 64  # entries of one block encoded at once: node sections are tens of kB
 
 
 @functools.cache
-def _load_orjson() -> Any:
+def _load_orjson() -> ModuleType | None:
     """The orjson module, or None where it is not installed or not usable; imported on first
     use (it brings uuid and platform, which a node run printing to the console never needs).
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..config.report_schema import ReportConfig
 from ..findings.canonical import display, report_groups, verdict_of
-from ..findings.model import ClusterReport, CostBenefit, HealthAssessment, HealthScores, Trend
+from ..findings.model import ClusterReport, CostBenefit, HealthAssessment, HealthScores, Recommendation, Trend
 from .advice import URGENCIES, cost_benefit, recommendations_by_urgency
 from .assessment import assessment_of, component_order, node_specs, pair_latencies
 from .conclusion import conclusion, error_classes, network_review, optimization, trend_analysis
@@ -160,7 +160,7 @@ def _issues(assessment: HealthAssessment) -> list[str]:
     return ["## Issues", "", *_table(("Priority", "Status", "Check", "Issue", "Impact", "Subjects"), rows), ""]
 
 
-def _recommendations(recs: Mapping[str, Sequence[Mapping[str, Any]]], cost: CostBenefit) -> list[str]:
+def _recommendations(recs: Mapping[str, Sequence[Recommendation]], cost: CostBenefit) -> list[str]:
     lines = ["## Recommendations", ""]
     for urgency in URGENCIES:
         entries = recs.get(urgency) or []
@@ -169,9 +169,9 @@ def _recommendations(recs: Mapping[str, Sequence[Mapping[str, Any]]], cost: Cost
             lines += ["Nothing.", ""]
             continue
         for e in entries:
-            who = _who(list(e.get("subjects") or []), int(e.get("count") or 0))
-            lines.append(f"- **{_cell(e['recommendation'])}** ({_cell(e.get('check_id') or e['component'])}: "
-                         f"{_cell(e['summary'])}{' — ' + _cell(who) if who else ''})")
+            who = _who(e.subjects, e.count)
+            lines.append(f"- **{_cell(e.recommendation)}** ({_cell(e.check_id or e.component)}: "
+                         f"{_cell(e.summary)}{' — ' + _cell(who) if who else ''})")
         lines.append("")
     return [*lines, f"Cost-benefit: {_cell(cost.line)}", ""]
 
