@@ -178,11 +178,12 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
 # an offset, after a "|" or glued to the message ("| 2025-05-16T16:39:51.208-07:00 | ", CloudWatch), a CI or
 # syslog clock ("Nov 20 16:03:25 ") and pdsh's host name before NCCL's own host:pid:tid prefix
 # ("worker-0: worker-0:19491:21059 [7] "); a plain date and time ("2024-05-11 14:10:52.224 ", Ray's log
-# columns), vLLM's logger prefix ("ERROR 01-29 07:44:33 worker_base.py:467] ", "INFO 08-26 09:12:24
+# columns; a log console's with its UTC offset, "2025-11-09 15:39:31.043 +08:00 ", NVIDIA/nccl#1905), vLLM's
+# logger prefix ("ERROR 01-29 07:44:33 worker_base.py:467] ", "INFO 08-26 09:12:24
 # [shm_broadcast.py:289] ") and GitHub's quoting (a "> " quote, an inline-code backtick). Stripped before
 # a line is read.
 _LAUNCHER = re.compile(r"^(?:[ \t]+|`+|>[ \t]?|\[\d+,\d+\]<(?:stdout|stderr)>:|\[\d+\] (?=\[)|\d{1,5}: (?=\S)"
-                       r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)? "
+                       r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?: (?:Z|[+-]\d{2}:?\d{2}))? "
                        r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? "
                        r"\[?[\w.-]+\.py:\d+\] "
                        r"|\d{1,3}(?:\.\d{1,3}){3}: |\x1b?\[[0-9;]{1,8}m|\((?:\w+ )?pid=\d+(?:, ip=[\w.:]+)?\) ?"
