@@ -26,6 +26,12 @@ _NOT_AVAILABLE = frozenset({
     "gpu is lost", "err!", "<unknown>",
 })
 _PROMPT = re.compile(r"^\s*(?:[\w.-]+@[\w.-]+:[^\s$#]*)?\$\s+\S")
+# A root shell's prompt is '#', which tool output uses too (nccl-tests' '# nThread 1', dmon's '# gpu   pwr'):
+# a '#' line is a prompt only when a command this tool reads the output of follows it ('# nvidia-smi -q',
+# 'root@gpu-7:~# dcgmi diag -r 1', '[root@node ~]# sudo ibstat'; a paste may join its words with '_').
+_ROOT_PROMPT = re.compile(r"^\s*(?:[\w.-]+@[\w.-]+:[^\s$#]*|\[[^\]\n]+\])?#\s*(?:sudo\s+)?(?:[\w./-]*/)?"
+                          r"(?:nvidia-smi|dcgmi|nvvs|ibstat|ibstatus|ibv_devinfo|ibv_devices|lspci|dmesg|journalctl"
+                          r"|fi_info|fi_pingpong|ib_(?:read|write|send)_(?:bw|lat)|\w+_perf)(?=[\s_]|$)")
 _RC = re.compile(r"^\s*rc=-?\d+\s*$")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 _TRUE = frozenset({"yes", "enabled", "enable", "active", "on", "true", "supported"})
@@ -206,8 +212,8 @@ def chunk_lines(chunk: bytes) -> list[str]:
 
 
 def is_prompt(line: str) -> bool:
-    """A pasted shell command line: ``$ cmd`` or ``user@host:~$ cmd``."""
-    return "$" in line and bool(_PROMPT.match(line))
+    """A pasted shell command line: ``$ cmd``, ``user@host:~$ cmd``, or a root shell's ``# nvidia-smi ...``."""
+    return ("$" in line and bool(_PROMPT.match(line))) or ("#" in line and bool(_ROOT_PROMPT.match(line)))
 
 
 def is_elision(line: str) -> bool:
