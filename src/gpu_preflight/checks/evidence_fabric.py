@@ -268,6 +268,10 @@ def judge_kernel_network(record: DmesgRecord, window: XidWindow, source: str) ->
 def judge_perftest(record: PerftestRecord, config: Config, source: str) -> Iterator[Finding]:
     """A perftest bandwidth run: did it connect, and did it reach the floor?"""
     floor = evidence_config(config).perftest_min_bw_gbps
+    if not record.rows and not record.errors:  # cut before its table: evidence.complete says so (ERROR)
+        yield Finding("ib.perftest", Status.SKIP, source, "no_result",
+                      f"{record.test or 'perftest'} on {record.device or '?'}: no result row to judge")
+        return
     if not record.rows:
         yield Finding("ib.perftest", Status.FAIL, source, "perftest_failed",
                       f"perftest did not measure: {'; '.join(record.errors)[:300]}",

@@ -8,7 +8,9 @@ releases, which count the same 2^20-byte megabytes); both are converted to Gb/s
 prints inside the table (``Conflicting CPU frequency values detected``) are kept as
 warnings; connection failures (``Unable to init the socket connection``) as errors, so a
 run that never measured reads as "could not measure". Those failure lines alone (a client
-that never reached its server prints nothing else) are recognised as perftest too.
+that never reached its server prints nothing else) are recognised as perftest too. A banner
+and header with neither a result row nor a failure line (cut, or a run that hung before it
+measured) is a perftest run marked incomplete.
 """
 
 from __future__ import annotations
@@ -121,7 +123,12 @@ def parse(text: str) -> PerftestRecord:
         elif columns is not None or line.startswith(("Conflicting", "Warning", "WARNING")):
             record.warnings.append(line)
     if not record.rows and not record.errors:
-        raise ParseError(KIND, "no perftest result row and no error")
+        if record.test is None and record.device is None:
+            raise ParseError(KIND, "no perftest result row and no error")
+        # Its banner and settings but nothing after them: the paste was cut (or the run hung) before any result
+        # row, as a server still waiting for its client or a client stuck connecting prints. A run we read and
+        # could not judge, not an unknown text.
+        record.incomplete.append("the output ends before any result row: cut, or the run never measured")
     peaks = [r.bw_peak_gbps for r in record.rows if r.bw_peak_gbps is not None]
     avgs = [r.bw_avg_gbps for r in record.rows if r.bw_avg_gbps is not None]
     record.bw_peak_max_gbps = max(peaks) if peaks else None

@@ -30,3 +30,4 @@ class PerftestRecord(msgspec.Struct):
     bw_avg_max_gbps: float | None = None
     warnings: list[str] = []
     errors: list[str] = []
+    incomplete: list[str] = []  # what the run's output lacks (read by checks/evidence.incomplete_parts)
