@@ -1,10 +1,12 @@
-"""A root shell's prompt (``#``) before a pasted command is not tool output (issue 27's field corpus).
+"""A root shell's prompt (``#``) or a conda shell's (``(base) user@host:~$``) before a pasted command is
+not tool output (issue 27's field corpus).
 
 People paste the command with its output; as root the prompt is ``#``, the character nccl-tests and
 ``nvidia-smi dmon`` start their own header lines with. HPE's presales notes (field corpus,
 ``hpe-*``) paste ``# nvidia-smi --list-gpus``, ``# nvidia-smi nvlink -s`` and a ``--query-gpu`` CSV
 that way: the prompt line made each an unknown text. A ``#`` line is a prompt only when a command
-whose output we read follows it.
+whose output we read follows it. A conda or virtualenv shell puts the environment's name before the
+prompt (pynvml#19 pasted ``(base) bzaitlen@dgx15:~$ nvidia-smi nvlink -g 0``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ CSV = ("name, pci.bus_id, temperature.gpu, memory.used [MiB]\n"
     "[root@node01 ~]# sudo ibstat",
     "# ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 8",
     "$ nvidia-smi",
+    "(base) bzaitlen@dgx15:~$ nvidia-smi nvlink -g 0",
+    "(pytorch-2.1) $ nvidia-smi -q",
+    "(base) root@gpu-7:~# nvidia-smi topo -m",
 ])
 def test_command_lines_are_prompts(line: str) -> None:
     assert is_prompt(line)
@@ -50,3 +55,7 @@ def test_a_listing_after_a_root_prompt_is_still_a_listing() -> None:
 def test_a_query_csv_after_a_root_prompt_is_still_a_csv() -> None:
     prompt = "# nvidia-smi --query-gpu name,pci.bus_id,temperature.gpu,memory.used --format csv\n"
     assert detect_kind(prompt + CSV) == detect_kind(CSV) == "nvidia-smi-csv"
+
+
+def test_a_listing_after_a_conda_prompt_is_still_a_listing() -> None:
+    assert detect_kind("(base) user@gpu-7:~$ nvidia-smi -L\n" + LISTING) == "nvidia-smi-list"

@@ -237,13 +237,19 @@ def _nvlink_note(gpu: ListedGpu, record: SmiListingRecord, config: Config, sourc
     the fabric manager or the links failed to train). On a listing that shows a single GPU 0 it WARNs
     instead: a one-GPU VM slice of such a board has no peer to link to, as ``gpu.nvlink`` SKIPs a
     node's only GPU, but the listing may also be a ``-i 0`` excerpt of a broken node. On any other GPU
-    it SKIPs: an optional bridge is not fitted. MIG mode SKIPs: nvidia-smi does not query NVLink there.
+    it SKIPs: an optional bridge is not fitted. MIG mode SKIPs: nvidia-smi does not query NVLink there;
+    so do counters the driver keeps to administrators: they say nothing about the links.
     """
     subject = f"{source}/gpu{gpu.index}"
     label = f"gpu{gpu.index}" + (f" ({gpu.name})" if gpu.name else "")
     if gpu.nvlink_note == "mig_mode":
         return Finding("gpu.nvlink", Status.SKIP, subject, "mig_mode",
                        f"{label}: nvidia-smi does not query NVLink of a GPU in MIG mode; not judged")
+    if gpu.nvlink_note == "no_permission":
+        return Finding("gpu.nvlink", Status.SKIP, subject, "no_permission",
+                       f"{label}: the driver keeps the NVLink counters to administrators (insufficient "
+                       "permissions); not judged", recommendation="Run `nvidia-smi nvlink -s` (link states need "
+                                                                  "no privilege) or the counters as root.")
     patterns = (*BASEBOARD_NVLINK_NAMES, *config.perf.allreduce_nvswitch_gpu_names)
     on_board = bool(gpu.name) and any(_matches(p, gpu.name or "") for p in patterns)
     if not on_board and not settings_of(config, LinkSettings).nvlink_expected_links:

@@ -25,11 +25,13 @@ _NOT_AVAILABLE = frozenset({
     "not applicable", "requested functionality has been deprecated", "insufficient permissions",
     "gpu is lost", "err!", "<unknown>",
 })
-_PROMPT = re.compile(r"^\s*(?:[\w.-]+@[\w.-]+:[^\s$#]*)?\$\s+\S")
+# A conda or virtualenv shell prefixes its prompt with the environment's name: "(base) user@host:~$ ".
+_ENV = r"(?:\([\w.-]+\)\s+)?"
+_PROMPT = re.compile(r"^\s*" + _ENV + r"(?:[\w.-]+@[\w.-]+:[^\s$#]*)?\$\s+\S")
 # A root shell's prompt is '#', which tool output uses too (nccl-tests' '# nThread 1', dmon's '# gpu   pwr'):
 # a '#' line is a prompt only when a command this tool reads the output of follows it ('# nvidia-smi -q',
 # 'root@gpu-7:~# dcgmi diag -r 1', '[root@node ~]# sudo ibstat'; a paste may join its words with '_').
-_ROOT_PROMPT = re.compile(r"^\s*(?:[\w.-]+@[\w.-]+:[^\s$#]*|\[[^\]\n]+\])?#\s*(?:sudo\s+)?(?:[\w./-]*/)?"
+_ROOT_PROMPT = re.compile(r"^\s*" + _ENV + r"(?:[\w.-]+@[\w.-]+:[^\s$#]*|\[[^\]\n]+\])?#\s*(?:sudo\s+)?(?:[\w./-]*/)?"
                           r"(?:nvidia-smi|dcgmi|nvvs|ibstat|ibstatus|ibv_devinfo|ibv_devices|lspci|dmesg|journalctl"
                           r"|fi_info|fi_pingpong|ib_(?:read|write|send)_(?:bw|lat)|\w+_perf)(?=[\s_]|$)")
 _RC = re.compile(r"^\s*rc=-?\d+\s*$")
@@ -212,7 +214,8 @@ def chunk_lines(chunk: bytes) -> list[str]:
 
 
 def is_prompt(line: str) -> bool:
-    """A pasted shell command line: ``$ cmd``, ``user@host:~$ cmd``, or a root shell's ``# nvidia-smi ...``."""
+    """A pasted shell command line: ``$ cmd``, ``user@host:~$ cmd`` (after a conda/venv ``(base)`` too), or a
+    root shell's ``# nvidia-smi ...``."""
     return ("$" in line and bool(_PROMPT.match(line))) or ("#" in line and bool(_ROOT_PROMPT.match(line)))
 
 

@@ -157,11 +157,13 @@ class MigInstance(msgspec.Struct):
     uuid: str
 
 
-NVLINK_NOTES = ("all_inactive", "not_supported", "mig_mode")
+NVLINK_NOTES = ("all_inactive", "not_supported", "mig_mode", "no_permission")
 """What ``nvidia-smi nvlink -s`` prints under a GPU instead of its links (driver 525 and later):
 ``NVML: Unable to retrieve NVLink information as all links are inActive`` (``all_inactive``),
 ``Device does not have or support Nvlink`` (``not_supported``), ``Nvlink queries are not
-supported for Devices in MIG mode`` (``mig_mode``)."""
+supported for Devices in MIG mode`` (``mig_mode``); and what ``nvlink -g``/``-e`` print when the
+driver keeps the link counters to administrators (``RmProfilingAdminOnly``): ``NVML: Unable to get
+the NvLink link utilization counter control for link 0: Insufficient Permissions`` (``no_permission``)."""
 
 
 class ListedGpu(msgspec.Struct):

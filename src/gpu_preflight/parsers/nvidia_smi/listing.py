@@ -8,7 +8,8 @@ listing is flagged so a judge does not count links that were cut out as missing.
 without NVLink makes ``nvidia-smi nvlink -s`` print nothing: that empty output is an
 answer (no links), not an error. Newer drivers print a message under the GPU instead
 (:data:`~gpu_preflight.records.smi.NVLINK_NOTES`): all links inactive, no NVLink on this
-device, or no NVLink query in MIG mode; the GPU keeps it as ``nvlink_note``. nvidia-smi wraps
+device, no NVLink query in MIG mode, or (``nvlink -g``/``-e`` as a user) counters kept to
+administrators; the GPU keeps it as ``nvlink_note``. nvidia-smi wraps
 the first at 80 columns in some captures (``... as all`` / ``links are inActive``), so a
 continuation line is read as part of it. A paste cut above its first ``GPU`` line starts with
 the last links (or MIG lines) of a GPU it does not name: they are passed over and the listing
@@ -39,6 +40,8 @@ _NOTES = (
         r"^(?:NVML:\s*)?Unable to retrieve NVLink information as all(?:\s+links are inactive\.?)?$", re.IGNORECASE)),
     ("not_supported", re.compile(r"^Device does not (?:have or )?support NVLink\.?$", re.IGNORECASE)),
     ("mig_mode", re.compile(r"^NVLink queries are not supported for Devices in MIG mode\.?$", re.IGNORECASE)),
+    ("no_permission", re.compile(r"^(?:NVML:\s*)?Unable to (?:get|retrieve|read|query)\b.*:\s*"
+                                 r"Insufficient Permissions\.?$", re.IGNORECASE)),
 )
 _WRAPPED = re.compile(r"^links are inactive\.?$", re.IGNORECASE)  # the second half of a wrapped all_inactive
 
