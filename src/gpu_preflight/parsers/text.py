@@ -24,6 +24,7 @@ _NOT_AVAILABLE = frozenset({
     "", "n/a", "na", "-", "none", "unknown", "unknown error", "not available", "not supported",
     "not applicable", "requested functionality has been deprecated", "insufficient permissions",
     "gpu is lost", "err!", "<unknown>",
+    "not found",  # nvidia-smi's CUDA Version where no CUDA driver is installed (a vGPU or ESXi host)
 })
 # A conda or virtualenv shell prefixes its prompt with the environment's name: "(base) user@host:~$ ".
 _ENV = r"(?:\([\w.-]+\)\s+)?"

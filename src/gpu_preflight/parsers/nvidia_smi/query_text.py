@@ -37,6 +37,9 @@ from .failures import failures_in
 KIND = "nvidia-smi-q"
 
 _GPU_HEADER = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])(?:\s+[^:]*)?$")
+# A GPU section's node (:func:`_tree` names it from the header line): not a section that starts with "GPU" ("GPU
+# Operation Mode", "GPU Reset Status"), which an excerpt without the header has at its top level.
+_GPU_KEY = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$")
 _SELECTED = re.compile(r"nvidia-smi\b[^\n]*\s(?:-i|--id)[\s=]*\S")
 _ENTRY = re.compile(r"^(?P<key>[^:]*?[^:\s])\s*(?::\s?(?P<value>.*))?$")
 _REASONS = {
@@ -98,7 +101,7 @@ def parse(text: str) -> NvidiaSmiRecord:
     """Parse ``nvidia-smi -q`` output, whole or a pasted section of it."""
     lines = prepare(KIND, text)
     root = _tree(lines)
-    headers = [n for n in root.children if n.key.startswith("GPU ") and n.value is None]
+    headers = [n for n in root.children if _GPU_KEY.match(n.key)]
     gpu_nodes = [n for n in headers if n.children]
     excerpt = not gpu_nodes
     if excerpt:

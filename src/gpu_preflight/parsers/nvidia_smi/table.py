@@ -16,6 +16,11 @@ passed on the readings that are left.
 A table pasted without its banner (the GPU table cut out from its header row down, the way
 issues quote the one GPU that misbehaves) is a ``fragment``: its labelled cells are read the
 same way, judged on the GPUs it shows, and nothing is assumed of the driver or the GPU count.
+
+A table copied from a terminal narrower than it can come back with each wrapped line re-joined by
+a run of blanks at the wrap column (``+-----...-----`` then 150 blanks then ``----------+``):
+the border rows, which hold no blank of their own, show that column and the run's width, and the
+run is taken out of every row before the cells are read (:func:`_unwrap`).
 """
 
 from __future__ import annotations
@@ -57,6 +62,23 @@ _STANDARD_HEADER = (["GPU  Name", "Bus-Id  Disp.A", "Volatile Uncorr. ECC"],
                     ["Fan  Temp  Perf  Pwr:Usage/Cap", "Memory-Usage", "GPU-Util  Compute M."], ["", "", "MIG M."])
 # The first data cell ends with the mode its (lost) header row names: Persistence-M on Linux, Driver-Model on Windows.
 _MODE_LABEL = {"On": "Persistence-M", "Off": "Persistence-M", "WDDM": "Driver-Model", "TCC": "Driver-Model"}
+# A border row a terminal's wrap was re-joined into with blanks: dashes, the blank run, the rest of the border.
+_WRAPPED_BORDER = re.compile(r"^(?P<head>[+|][-=+]{20,})(?P<gap> {8,})[-=+]+[+|]$")
+
+
+def _unwrap(lines: list[str]) -> list[str]:
+    """The table's rows with the blanks a terminal's wrap left in them taken out (see the module's doc).
+
+    Only where at least two border rows agree on the wrap column and the run's width: a row of cells
+    keeps its own blanks, and a table pasted whole is returned as it is.
+    """
+    gaps = {(len(m.group("head")), len(m.group("gap"))) for line in lines if (m := _WRAPPED_BORDER.match(line))}
+    count = sum(1 for line in lines if _WRAPPED_BORDER.match(line))
+    if len(gaps) != 1 or count < 2:
+        return lines
+    [(column, width)] = gaps
+    return [line[:column] + line[column + width:]
+            if len(line) > column + width and not line[column:column + width].strip() else line for line in lines]
 
 
 def sniff(text: str) -> int:
@@ -105,7 +127,7 @@ def _data_block(lines: list[str]) -> int | None:
 @parser(KIND, sniff=sniff, title="nvidia-smi (the default table)")
 def parse(text: str) -> NvidiaSmiRecord:
     """Parse the default ``nvidia-smi`` table, with its MIG and process boxes when present."""
-    lines = [line.rstrip() for line in prepare(KIND, text)]
+    lines = _unwrap([line.rstrip() for line in prepare(KIND, text)])
     top = next((i for i, line in enumerate(lines) if _VERSIONS.search(line)), None)
     if top is None:
         return _fragment(lines)
