@@ -76,25 +76,18 @@ def test_rows_of_another_tool_saying_pass_are_not_dcgmi() -> None:
     assert detect_kind("| build | Pass |\n| lint  | Fail |\n") is None
 
 
-def test_a_paste_cut_inside_its_last_row_is_read_and_marked_cut() -> None:
-    start = next(i for i, line in enumerate(DCGM_264) if line.startswith("| GPU Memory"))
-    cut = "\n".join(DCGM_264[start:start + 3]) + "\n|                           | t DCGM. Rerun"
-    record = parse_text(cut)[1]
-    assert record.tests[0].status == "fail"
-    assert any("cut before its closing" in m for m in record.incomplete)
-    judged = statuses(cut)
-    assert judged["dcgm.diag"] == {Status.FAIL} and judged["evidence.complete"] == {Status.ERROR}
-
-
-
-def test_a_row_cut_and_followed_by_an_elision_is_read_and_marked_cut() -> None:
+@pytest.mark.parametrize(("tail", "notes"), [
+    ("\n|                           | t DCGM. Rerun", ("cut before its closing",)),
     # the shape of DCGM#49's paste: a failing test, its wrapped warning cut mid-row, then '...'
+    ("\n|                           | t DCGM. Rerun   \n...\n", ("cut before its closing", "elided")),
+], ids=["cut-in-last-row", "cut-row-then-elision"])
+def test_a_paste_cut_inside_a_row_is_read_and_marked_cut(tail: str, notes: tuple[str, ...]) -> None:
     start = next(i for i, line in enumerate(DCGM_264) if line.startswith("| GPU Memory"))
-    cut = "\n".join(DCGM_264[start:start + 3]) + "\n|                           | t DCGM. Rerun   \n...\n"
+    cut = "\n".join(DCGM_264[start:start + 3]) + tail
     record = parse_text(cut)[1]
     assert record.tests[0].status == "fail"
-    assert any("cut before its closing" in m for m in record.incomplete)
-    assert any("elided" in m for m in record.incomplete)
+    for note in notes:
+        assert any(note in m for m in record.incomplete)
     judged = statuses(cut)
     assert judged["dcgm.diag"] == {Status.FAIL} and judged["evidence.complete"] == {Status.ERROR}
 
