@@ -1143,6 +1143,37 @@ def test_nvlink(facts: GpuFacts, nvlinks: list[NvLink] | NA, config: dict[str, A
     assert_advice(findings)
 
 
+BRIDGED = links(18, down=[4, 5, 10, 11, 16, 17])  # two H100 PCIe joined by three bridges: 12 of 18 ports
+
+
+@pytest.mark.parametrize(("name", "nvlinks", "config", "expected"), [
+    ("NVIDIA H100 PCIe", BRIDGED, {}, [(PASS, "bridged_pcie")]),  # the ports no bridge joins
+    ("NVIDIA A100-PCIE-40GB", links(12, down=list(range(4, 12))), {}, [(PASS, "bridged_pcie")]),
+    ("NVIDIA RTX A6000", links(4, down=[1, 2, 3]), {}, [(PASS, "bridged_pcie")]),  # one active beside three
+    ("NVIDIA H100 NVL", BRIDGED, {}, [(PASS, "bridged_pcie")]),
+    ("NVIDIA H100 PCIe", links(18, down=list(range(18))), {}, [(SKIP, "no_bridge")]),  # no bridge: no NVLink
+    ("NVIDIA H100 PCIe", links(18), {}, [(PASS, "ok")]),  # every port joined: nothing down to explain
+    ("NVIDIA H100 PCIe", BRIDGED, {"nvlink_expected_links": 12}, [(PASS, "bridged_pcie")]),  # as the profile says
+    ("NVIDIA H100 PCIe", BRIDGED, {"nvlink_expected_links": 18}, [(FAIL, "nvlink_down")]),
+    ("NVIDIA H100 PCIe", links(18, down=list(range(18))), {"nvlink_expected_links": 12}, [(FAIL, "nvlink_down")]),
+    ("NVIDIA H100 PCIe", links(18, down=[4], crc_flit=500), {}, [(WARN, "nvlink_crc_errors")]),  # errors still count
+    ("NVIDIA H100 80GB HBM3", BRIDGED, {}, [(FAIL, "nvlink_down")]),  # SXM5 module: links on the baseboard
+    ("NVIDIA A100-SXM4-80GB", links(12, down=list(range(12))), {}, [(FAIL, "nvlink_down")]),
+    ("NVIDIA A40", links(4, down=[1]), {}, [(FAIL, "nvlink_down")]),  # the name does not say PCIe: today's rule
+    (NA("not listed"), links(4, down=[1]), {}, [(FAIL, "nvlink_down")]),  # unknown form factor: today's rule
+])
+def test_nvlink_on_a_bridged_pcie_card(facts: GpuFacts, name: str | NA, nvlinks: list[NvLink],
+                                      config: dict[str, Any], expected: list[tuple[Status, str]]) -> None:
+    """Inactive links beside active ones are what an NVLink bridge gives a PCIe card; SXM or an
+    unknown form factor keeps the FAIL."""
+    findings = judge("gpu.nvlink", edited(facts, name=name, nvlinks=nvlinks), gpu_config(**config))
+    assert outcome(findings) == expected
+    assert_advice(findings)
+    if expected == [(PASS, "bridged_pcie")]:
+        active = sum(link.active for link in nvlinks)
+        assert f"{active} of {len(nvlinks)} links active (bridged PCIe card)" in findings[0].summary
+
+
 def test_nvlink_missing_beside_a_peer_fails(facts: GpuFacts) -> None:
     """With two GPUs on the node, NVLink has work to do: links expected and none reported is a FAIL."""
     one = replace(facts.gpus[0], nvlinks=NA("GPU has no NVLink"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import msgspec
@@ -130,6 +131,19 @@ retrains the links; CRC errors below a failure are watched (DCGM_FR_NVLINK_ERROR
 "Monitor the NVLink. It can still perform workload")."""
 
 
+PCIE_CARD_NAMES = (r"\bPCIe\b", r"\bNVL\b", r"\bGeForce\b", r"\bQuadro\b", r"\bTITAN\b", r"\bRTX\b")
+"""NVML names that say the GPU is a PCIe card (``NVIDIA H100 PCIe``, ``A100-PCIE-40GB``, ``H100 NVL``,
+``NVIDIA RTX A6000``, GeForce/Quadro/TITAN): NVLink on such a card is an optional bridge to one
+neighbour, which joins only some of the card's ports (two H100 PCIe bridged use 12 of 18), so the
+other ports are inactive by design. A name that says none of this (SXM, HGX, or just ``A40``) is
+not taken for a card: its inactive links stay a fault."""
+
+
+def pcie_card(name: object) -> bool:
+    """Whether a GPU's product name says it is a PCIe card (:data:`PCIE_CARD_NAMES`)."""
+    return isinstance(name, str) and any(re.search(p, name, re.IGNORECASE) for p in PCIE_CARD_NAMES)
+
+
 @check("gpu.nvlink", needs=("gpu",), group="gpu_links", component="hardware_health", core=True,
        actions=NVLINK_ACTIONS)
 @per_gpu
@@ -144,6 +158,12 @@ def nvlink(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]
     shows a single GPU (a one-GPU VM or pod on an HGX board, where the hypervisor hides
     NVLink): NVLink carries traffic between GPUs of one node, so with no peer there is
     nothing for it to do and nothing to judge — SKIP ``single_gpu``, saying so.
+
+    A PCIe card (:func:`pcie_card`) is judged as a bridged card: inactive links beside active ones
+    are the ports its bridge does not join, PASS ``bridged_pcie`` ("N of M links active") unless
+    the profile's ``gpu.nvlink_expected_links`` asks for more active links; with no such profile,
+    every link inactive is a card with no bridge fitted, not NVLink-connected at all: SKIP
+    ``no_bridge``. A GPU whose name does not say it is a card (SXM, unknown) keeps the FAIL.
     """
     cfg = settings_of(ctx.config, LinkSettings)
     links = gpu.nvlinks
@@ -167,8 +187,14 @@ def nvlink(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]
     totals = {name: sum(int(v) for link in links if is_number(v := link.errors.get(name)))
               for name in ("replay", "recovery", "crc_flit", "crc_data", "ecc_data")}
     details = {"links": len(links), "active": active, "down": down, "errors": totals}
+    bridged = bool(down) and pcie_card(gpu.name)
+    if bridged and not active and not cfg.nvlink_expected_links:
+        yield ctx.finding(Status.SKIP, subject, "no_bridge",
+                          f"{gpu.label}: every NVLink inactive on a PCIe card: no NVLink bridge is fitted, so it is "
+                          "not NVLink-connected; not judged", observed=0, unit="links", details=details)
+        return
     flagged = False
-    if down or (cfg.nvlink_expected_links and active < cfg.nvlink_expected_links):
+    if (down and not bridged) or (cfg.nvlink_expected_links and active < cfg.nvlink_expected_links):
         flagged = True
         yield ctx.finding(Status.FAIL, subject, "nvlink_down",
                           f"{gpu.label}: {active} NVLink(s) active, down: {down or 'none'}", observed=active,
@@ -188,6 +214,10 @@ def nvlink(ctx: CheckContext, gpu: GpuRecord, subject: str) -> Iterator[Finding]
                           f"{gpu.label}: {totals['recovery']} NVLink recovery events", observed=totals["recovery"],
                           expected=f"<= {cfg.nvlink_recovery_errors_warn}", unit="events", details=details,
                           recommendation="Links are retraining: reset the GPU and watch for recurrence.")
-    if not flagged:
+    if not flagged and bridged:
+        yield ctx.finding(Status.PASS, subject, "bridged_pcie",
+                          f"{gpu.label}: {active} of {len(links)} links active (bridged PCIe card)",
+                          observed=active, unit="links", details=details)
+    elif not flagged:
         yield ctx.finding(Status.PASS, subject, "ok", f"{gpu.label}: {active} NVLink(s) up",
                           observed=active, unit="links", details=details)
