@@ -137,7 +137,8 @@ def judge_nvidia_smi(record: NvidiaSmiRecord, config: Config, source: str) -> It
     if record.format == "error":
         return
     if record.fragment is None:
-        yield from _inventory(record.format, len(record.gpus), record.attached_gpus, record.driver_version, source)
+        yield from _inventory(record.format, len(record.gpus), record.attached_gpus, record.driver_version, source,
+                              selected=record.selected)
     if not record.gpus:
         return
     facts = _facts(f"nvidia-smi {record.format}", record.driver_version, record.cuda_version,
@@ -363,10 +364,23 @@ def _xids(record: DmesgRecord, config: Config, source: str) -> Iterator[Finding]
 
 
 def _inventory(what: str, listed: int, attached: int | None, driver: str | None, source: str,
-               tool: str = "nvidia-smi") -> Iterator[Finding]:
+               tool: str = "nvidia-smi", selected: list[str] | None = None) -> Iterator[Finding]:
+    """How many GPUs the output lists against how many it says are attached. A pasted ``-i``/``--id``
+    selection (``selected``) makes nvidia-smi list only the GPUs asked for: those are the count to
+    meet, and the attached GPUs not asked for were not meant to be listed."""
     if listed == 0:
         yield Finding("nvidia_smi.gpu", Status.ERROR, source, "no_gpus",
                       f"the {tool} {what} output lists no GPU: nothing to judge")
+    elif selected is not None and attached is not None and attached > listed:
+        asked = f"-i {','.join(selected)}"
+        if listed < min(len(selected), attached):
+            yield Finding("nvidia_smi.gpu", Status.WARN, source, "gpus_not_listed",
+                          f"the command asked for {len(selected)} GPU(s) ({asked}) but nvidia-smi lists {listed}: "
+                          "the others were not judged", observed=listed, expected=len(selected), unit="GPUs")
+        else:
+            yield Finding("nvidia_smi.gpu", Status.PASS, source, "ok",
+                          f"{listed} GPU(s) judged from {tool} {what}, as selected by {asked} ({attached} attached)"
+                          + (f" (driver {driver})" if driver else ""), observed=listed, unit="GPUs")
     elif attached is not None and attached > listed:
         yield Finding("nvidia_smi.gpu", Status.WARN, source, "gpus_not_listed",
                       f"nvidia-smi reports {attached} attached GPUs but lists {listed}: the others were not judged",

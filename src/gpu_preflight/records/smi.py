@@ -118,7 +118,9 @@ class NvidiaSmiRecord(msgspec.Struct):
     reader found missing or unreadable (see :mod:`gpu_preflight.checks.evidence`).
     ``failures`` are nvidia-smi's own failure messages. ``fragment`` is set (to the number of
     readings in it) when the text is a pasted excerpt without the report's header: what it
-    does not show (how many GPUs, which driver) is not inferred.
+    does not show (how many GPUs, which driver) is not inferred. ``selected`` holds the GPU ids
+    the pasted command line asked for with ``-i``/``--id`` (nvidia-smi then lists only those,
+    while ``attached_gpus`` still counts every GPU); ``None`` when no selection is shown.
     """
 
     format: str
@@ -130,6 +132,7 @@ class NvidiaSmiRecord(msgspec.Struct):
     incomplete: list[str] = []
     failures: list[SmiFailure] = []
     fragment: int | None = None
+    selected: list[str] | None = None
 
 
 class DmonRecord(msgspec.Struct):

@@ -22,6 +22,7 @@ from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, prepare, to_bool, to_float, to_int
 from . import CLOCK_REASON_BITS, NvidiaSmiRecord, SmiGpu, as_compute_mode, as_mode, as_string
+from .command import selected_ids
 
 KIND = "nvidia-smi-csv"
 
@@ -73,6 +74,7 @@ def parse(text: str) -> NvidiaSmiRecord:
         cuda_version=None,
         attached_gpus=next((c for c in counts if c is not None), None),
         gpus=gpus,
+        selected=selected_ids(text),
     )
 
 

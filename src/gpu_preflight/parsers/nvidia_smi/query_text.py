@@ -32,6 +32,7 @@ from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, is_not_available, prepare, to_bool, to_float, to_int
 from . import NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string
+from .command import selected_ids
 from .failures import failures_in
 
 KIND = "nvidia-smi-q"
@@ -40,7 +41,6 @@ _GPU_HEADER = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2
 # A GPU section's node (:func:`_tree` names it from the header line): not a section that starts with "GPU" ("GPU
 # Operation Mode", "GPU Reset Status"), which an excerpt without the header has at its top level.
 _GPU_KEY = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$")
-_SELECTED = re.compile(r"nvidia-smi\b[^\n]*\s(?:-i|--id)[\s=]*\S")
 _ENTRY = re.compile(r"^(?P<key>[^:]*?[^:\s])\s*(?::\s?(?P<value>.*))?$")
 _REASONS = {
     "idle": "gpu_idle", "gpu idle": "gpu_idle", "applications clocks setting": "applications_clocks_setting",
@@ -123,7 +123,8 @@ def parse(text: str) -> NvidiaSmiRecord:
         record.fragment = sum(1 for g in gpu_nodes for n in g.walk() if n.value is not None)
     if record.driver_version is None and not any(g.has_readings() for g in record.gpus):
         raise ParseError(KIND, "no nvidia-smi -q field found")
-    record.incomplete = _missing(root, headers, gpu_nodes, record.attached_gpus, bool(_SELECTED.search(text)))
+    record.selected = selected_ids(text)
+    record.incomplete = _missing(root, headers, gpu_nodes, record.attached_gpus, record.selected is not None)
     record.incomplete += [f"{n.key} (line {n.line}): section present but no reading in it"
                           for n, g in zip(gpu_nodes, record.gpus, strict=True) if not g.has_readings()]
     return record

@@ -1,0 +1,46 @@
+"""What a pasted ``nvidia-smi`` command line says about the output under it.
+
+People paste the command with its output (``[root@dx01 ~]# nvidia-smi -i 0 -q``,
+``$ nvidia-smi --query-gpu=index,name --format=csv,noheader``), and some of what the output
+means is only on that line: ``-i``/``--id`` makes nvidia-smi report only the GPUs named (by
+index, UUID, PCI bus id or board serial; several joined by commas), so a ``-q`` that says
+``Attached GPUs : 4`` and shows one GPU listed what was asked, not a cut report.
+Only a line that is a pasted command is read (a shell prompt, or the command alone on its line),
+never a mention of nvidia-smi in a tool's own output.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..text import is_prompt
+
+_COMMAND = re.compile(r"^\s*(?:sudo\s+)?(?:[\w./-]*/)?nvidia-smi(?=\s|$)")
+_AT = re.compile(r"(?:^|[\s#$])(?:sudo\s+)?(?:[\w./-]*/)?nvidia-smi(?=\s|$)")
+_ID = re.compile(r"(?:^|\s)(?:-i|--id)(?:[\s=]+|(?=[0-9]))(?P<ids>[^\s|;&<>]+)")
+
+
+def smi_commands(text: str) -> list[str]:
+    """The pasted nvidia-smi command lines of a text, from ``nvidia-smi`` on (prompt and ``sudo`` dropped)."""
+    commands = []
+    for line in text.splitlines():
+        if "nvidia-smi" not in line or not (is_prompt(line) or _COMMAND.match(line)):
+            continue
+        if m := _AT.search(line):
+            commands.append(line[line.index("nvidia-smi", m.start()):].strip())
+    return commands
+
+
+def selected_ids(text: str) -> list[str] | None:
+    """The GPU ids the pasted nvidia-smi command(s) selected with ``-i``/``--id``, in order; ``None``
+    when no command is pasted or one of them selected nothing (it reports every GPU)."""
+    commands = smi_commands(text)
+    if not commands:
+        return None
+    ids: list[str] = []
+    for command in commands:
+        m = _ID.search(command)
+        if m is None:
+            return None
+        ids.extend(i for i in m.group("ids").split(",") if i and i not in ids)
+    return ids or None
