@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from bench_field import FIELD, Case, false_pass, held_out, judge, load_cases, matched
+from bench_field import FIELD, Case, Outcome, _by_source, false_pass, held_out, judge, load_cases, matched
 
 CASES = load_cases()
 
@@ -33,6 +33,17 @@ def test_every_file_is_a_case() -> None:
     listed = {c.path for c in CASES}
     on_disk = {p for p in FIELD.glob("*/*") if p.name != "SOURCES.toml" and p.is_file()}
     assert on_disk - listed == set()
+
+
+def test_the_score_by_source_weighs_each_source_once() -> None:
+    """A page with three pastes, all missed, and a thread with one, matched: 1 of 4 cases, but half the sources."""
+    def result(source: str, got: str) -> tuple[Case, Outcome]:
+        case = Case("f", Path("t.txt"), source, "c", "PASS")
+        return case, Outcome(got, 0 if got == "PASS" else 2, "k", {}, [])
+
+    results = [result("page", "FAIL")] * 3 + [result("thread", "PASS")]
+    assert _by_source(results) == "2 sources, mean share matched 50.0 %, 1 source(s) with a miss"
+    assert _by_source([]) == "0 sources"
 
 
 def test_the_split_is_by_source_with_a_fixed_seed() -> None:
