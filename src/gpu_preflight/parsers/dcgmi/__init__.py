@@ -16,7 +16,18 @@ from ...records.dcgm import DcgmDiagRecord as DcgmDiagRecord
 from ...records.dcgm import DcgmTest as DcgmTest
 from ..detect import parser
 from ..text import is_noise
-from .common import KIND, MIG_REFUSAL, STATUSES, gpu_ids_in, normalize_status, overall_of, worst_status
+from .common import (
+    HOSTENGINE_DOWN,
+    HOSTENGINE_STARTED,
+    KIND,
+    MIG_REFUSAL,
+    NVVS_LOG_ERROR,
+    STATUSES,
+    gpu_ids_in,
+    normalize_status,
+    overall_of,
+    worst_status,
+)
 
 __all__ = [
     "KIND", "STATUSES", "DcgmDiagRecord", "DcgmTest", "gpu_ids_in", "normalize_status", "overall_of", "worst_status",
@@ -78,11 +89,15 @@ def sniff(text: str) -> int:
     if re.search(r"^[|+][-=+ ]*(?:Deployment|Integration|Hardware|Stress|Metadata)[-=+ ]*[|+]", text, re.MULTILINE):
         return 70
     if re.search(r"DCGM GPU Diagnostic returned an error|Unable to (?:complete|run) diagnostic", text) or \
-            _REFUSED.search(text) or MIG_REFUSAL.search(text):
+            _REFUSED.search(text) or MIG_REFUSAL.search(text) or HOSTENGINE_DOWN.search(text):
         return 90
     if _RESULT_ROW.search(text) or len(_LEGACY_ROW.findall(text)) >= 2 or _DCGMI_ERROR.search(text) or \
             _WRAPPED_MESSAGE.search(text):
         return 60  # rows pasted without the header (a test's result, or its wrapped warning); dcgmi's error answers
+    if any(NVVS_LOG_ERROR.match(line) for line in text.splitlines()):
+        return 58  # the diagnostic's debug log: its ERROR lines, no result
+    if any(HOSTENGINE_STARTED.match(line) for line in text.splitlines()):
+        return 55  # the host engine's start log: read, and judged as holding no result
     return 0
 
 

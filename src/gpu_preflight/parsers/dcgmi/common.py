@@ -20,6 +20,35 @@ _GPU_IN_TEXT = re.compile(r"\bGPU\s*(\d+)\b")
 # configuration is incompatible with the diagnostic because it prevents access to the entire GPU."),
 # printed by `dcgmi diag` and by nvvs run by hand: nothing was tested, and DCGM says the GPU is in MIG mode.
 MIG_REFUSAL = re.compile(r"\bGPU (?P<id>\d+)'s MIG configuration is incompatible with the diagnostic\b[^\n]*")
+# nv-hostengine's own answers when DCGM cannot run (hostengine/src/main.cpp: "Err: Failed to start DCGM Server: <ret>",
+# "Unable to terminate host engine, it may not be running."; DCGM 1.x-2.x, as exporters' start scripts log them:
+# "Failed to start host engine server", "Error: Failed to initialize NVML"), and DCGM's error strings as its clients
+# quote them (dcgmlib/src/dcgm_errors.c's "This GPU is not supported by DCGM"; dcgm-exporter's "Error starting
+# nv-hostengine: <DCGM's error>"): DCGM measured nothing, wherever the line sits in a client's log.
+HOSTENGINE_DOWN = re.compile(r"(?:Err: )?Failed to start DCGM Server: -?\d+|Failed to start host engine server"
+                             r"|Unable to terminate host engine, it may not be running"
+                             r"|^\s*Error: Failed to initialize NVML\s*$"
+                             r"|Error starting nv-hostengine: [^\"\n]+|This GPU is not supported by DCGM", re.MULTILINE)
+# nv-hostengine's start line (hostengine/src/main.cpp: "Started host engine version <v> using port number: <p>"): the
+# engine started, nothing was measured yet; a text holding nothing else holds no result (the container runtime's
+# "nvidia driver modules are not yet loaded" before it says why none will come).
+HOSTENGINE_STARTED = re.compile(r"^\s*Started host engine version \S+ using "
+                                r"(?:port number|socket path|vsock CID:PORT):")
+# A line of the diagnostic's own debug log (nvvs, ``--debugLogFile``/nvvs.log, DCGM 2.x-4.x: "<date> <time> ERROR
+# [pid:tid] <message> [<source under nvvs/>:<line>] [<function>]"): its ERROR lines are why a run produced no result
+# (a config it could not read, a test it could not start). Only nvvs' own sources count: that is the diagnostic's log.
+NVVS_LOG_ERROR = re.compile(r"^\s*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? ERROR\s+\[\d+:\d+\]\s+(?P<msg>.*?)\s+"
+                            r"\[/\S*/nvvs/\S+:\d+\]\s+\[[^\]]*\]\s*$")
+_DRIVER_NOT_LOADED = re.compile(r"driver modules? (?:are|is) not (?:yet )?loaded")
+
+
+def hostengine_start_errors(lines: list[str]) -> list[str]:
+    """A start log's lines as errors (:data:`HOSTENGINE_STARTED`): the start, and why nothing will be measured."""
+    started = [line.strip() for line in lines if HOSTENGINE_STARTED.match(line)]
+    if not started:
+        return []
+    why = [line.strip() for line in lines if _DRIVER_NOT_LOADED.search(line)]
+    return [*why, f"{started[0]} (the host engine's start, and no result after it)"]
 
 
 def normalize_status(text: str) -> str | None:

@@ -10,9 +10,11 @@ Report"]}`` (DcgmiOutputJson: ``value``, ``children``, ``overflow``). When it ca
 watches were never set, or the check failed) it prints one ``Error: ...`` line instead: an error record.
 
 ``dcgmi/DeviceMonitor.cpp`` prints ``dcgmi discovery -l`` as ``<n> GPU(s) found.`` and a box per GPU
-(``GPU ID``, ``Name:``, ``PCI Bus ID:``, ``Device UUID:``), then the NvSwitches; it is read into the GPU
-listing that ``nvidia-smi -L`` fills, so the inventory checks judge both alike. A box cut out of a paste
-(fewer boxes than the count line says) makes the listing ``elided``.
+(``GPU ID``, ``Name:``, ``PCI Bus ID:``, ``Device UUID:``), then the NvSwitches; DCGM 4.x (``dcgmi/Query.cpp``)
+says which GPUs it counted: ``<n> GPUs found (Active).`` or ``(All).``. It is read into the GPU listing that
+``nvidia-smi -L`` fills, so the inventory checks judge both alike. A box cut out of a paste (fewer boxes than
+the count line says) makes the listing ``elided``; a paste indented as a whole (a Markdown list's code block)
+keeps its boxes, so a row is read after its leading blanks.
 """
 
 from __future__ import annotations
@@ -39,25 +41,40 @@ _SYSTEM_ROW = re.compile(r"^\|\s*(?:->\s*)?(?P<system>[A-Za-z][\w ]*? system|Dri
 _ENTITY_ROW = re.compile(r"^\|\s*->\s*(?P<id>\d+)\s*\|")
 _GROUP_ROW = re.compile(r"^\|\s*(?P<group>GPU|Switch|NvSwitch|CPU|CPU Core|Link|ConnectX|GPU_I|GPU_CI)\s*\|\s*\|")
 _MESSAGE_ROW = re.compile(r"^\|\s*\|\s*(?P<text>.*?)\s*\|\s*$")
-_FOUND = re.compile(r"^(?P<count>\d+) GPUs? found\.\s*$")
+_FOUND = re.compile(r"^(?P<count>\d+) GPUs? found(?: \((?:All|Active)\))?\.\s*$")
 _DEVICE_ROW = re.compile(r"^\|\s*(?P<id>\d+)?\s*\|\s*(?P<field>Name|PCI Bus ID|Device UUID):\s*(?P<value>.*?)\s*\|\s*$")
 _COMMAND = re.compile(r"^\s*(?:[>$#]\s*)?dcgmi\s+(?:health|discovery)\b")
 # Health::CheckWatches' answers when it cannot check (dcgmi/Health.cpp): the group's watches were never set
 # (``dcgmi health -s`` first), or the check itself failed ("Unable to check health watches. Return: ...").
 _REFUSAL = re.compile(r"^\s*Error: (?:Health watches not enabled\. Please enable watches\.?"
                       r"|Unable to check health watches\. Return: .*)\s*$")
+# DcgmHealthWatch::SetResponse (modules/health/DcgmHealthWatch.cpp) writes every incident a health check finds to
+# the host engine's log as well: "[[Health]] Detected a WARNING in health system Thermal: '<DCGM's message>'"
+# (GetHealthResultAsString: WARNING or FAILURE), the log line's own source position after it; a paste of that line
+# is the same verdict as the report's row. The GPU is the one DCGM's message names.
+_LOG_INCIDENT = re.compile(r"\[\[Health\]\] Detected a (?P<health>WARNING|FAILURE) "
+                           r"in health system (?P<system>[\w ]+?): "
+                           r"'?(?P<message>.*?)'?(?:\s+\[/[^\]\s]+:\d+\]\s+\[[^\]]*\])?\s*$")
+_LOG_HEALTH = {"WARNING": "Warning", "FAILURE": "Failure"}
+# Health::SetWatches' confirmation (dcgmi/Health.cpp): what dcgmi prints when the call set the group's watches
+# instead of checking them (``-s``, or a ``-c`` DCGM took as one, as on a group of CPUs): no health was reported.
+_SET_ONLY = re.compile(r"^\s*Health monitor systems set successfully\.\s*$")
 
 
 def sniff_health(text: str) -> int:
     if _REPORT_BOX.search(text) or _JSON_HEALTH.search(text) or any(_REFUSAL.match(x) for x in text.splitlines()):
         return 95
+    if any(_SET_ONLY.match(x) for x in text.splitlines()):
+        return 80
+    if any(_LOG_INCIDENT.search(x) for x in text.splitlines()):
+        return 75
     return 60 if any(_OVERALL_ROW.match(line) for line in text.splitlines()) else 0
 
 
 def sniff_discovery(text: str) -> int:
     lines = text.splitlines()
     found = any(_FOUND.match(line.strip()) for line in lines)
-    device = any((m := _DEVICE_ROW.match(line)) and m.group("field") == "Device UUID" for line in lines)
+    device = any((m := _DEVICE_ROW.match(line.lstrip())) and m.group("field") == "Device UUID" for line in lines)
     return 90 if found and device else 60 if device else 0
 
 
@@ -71,6 +88,13 @@ def parse_health(text: str) -> DcgmHealthRecord:
     refusals = [line.strip() for line in lines if _REFUSAL.match(line)]
     if refusals:
         return DcgmHealthRecord(overall=None, errors=refusals)
+    reported = bool(_REPORT_BOX.search(body)) or any(_OVERALL_ROW.match(line) for line in lines)
+    if not reported and (logged := _logged_incidents(lines)):
+        worst = "Failure" if any(i.health == "Failure" for i in logged) else "Warning"
+        return DcgmHealthRecord(overall=worst, incidents=logged)
+    if not reported and any(_SET_ONLY.match(line) for line in lines):
+        return DcgmHealthRecord(overall=None, errors=[
+            "dcgmi answered 'Health monitor systems set successfully.' (it set the watches) and reported no health"])
     record: DcgmHealthRecord | None = None
     group, entity = "GPU", ""
     incident: DcgmHealthIncident | None = None
@@ -131,6 +155,18 @@ def _walk(record: DcgmHealthRecord, name: str, node: Any, path: list[str]) -> No
         _walk(record, child, sub, [*path, child])
 
 
+def _logged_incidents(lines: list[str]) -> list[DcgmHealthIncident]:
+    """The incidents the host engine's log lines name (:data:`_LOG_INCIDENT`), each on the GPU its message names."""
+    incidents = []
+    for line in lines:
+        if m := _LOG_INCIDENT.search(line):
+            gpu = re.search(r"\bGPU (\d+)\b", m.group("message"))
+            system = m.group("system").strip()
+            incidents.append(DcgmHealthIncident(f"GPU {gpu.group(1)}" if gpu else "GPU", f"{system} system",
+                                                _LOG_HEALTH[m.group("health")], [m.group("message").strip()]))
+    return incidents
+
+
 @parser(DISCOVERY_KIND, sniff=sniff_discovery, title="dcgmi discovery -l (the GPUs DCGM sees)")
 def parse_discovery(text: str) -> SmiListingRecord:
     """Parse ``dcgmi discovery -l`` into a GPU listing (id, name, UUID)."""
@@ -144,7 +180,7 @@ def parse_discovery(text: str) -> SmiListingRecord:
             count = int(m.group("count")) if count is None else count
         elif re.match(r"^\d+ NvSwitch(?:es)? found\.", stripped):
             in_gpus = False
-        elif in_gpus and (m := _DEVICE_ROW.match(line)):
+        elif in_gpus and (m := _DEVICE_ROW.match(stripped)):
             if m.group("id") is not None:
                 gpu = ListedGpu(int(m.group("id")), None, None)
                 record.gpus.append(gpu)

@@ -36,7 +36,17 @@ import re
 from ...records.dcgm import DcgmDiagRecord, DcgmTest
 from ..errors import ParseError
 from ..text import is_elision, is_noise, prepare
-from .common import KIND, MIG_REFUSAL, gpu_ids_in, normalize_status, overall_of, worst_status
+from .common import (
+    HOSTENGINE_DOWN,
+    KIND,
+    MIG_REFUSAL,
+    NVVS_LOG_ERROR,
+    gpu_ids_in,
+    hostengine_start_errors,
+    normalize_status,
+    overall_of,
+    worst_status,
+)
 
 _CATEGORY = re.compile(r"^[|+]-+\s+(?P<name>[A-Za-z][\w /]*?)\s+-+[+|]")
 # dcgmi's "Error: ..." line (quoted '"Error: ..."' or '> Error: ...' in some pastes), and the diagnostic's
@@ -89,6 +99,12 @@ def parse_table(text: str) -> DcgmDiagRecord:
         if m := MIG_REFUSAL.search(line):
             record.errors.append(m.group(0).strip())
             record.mig_gpus.append(int(m.group("id")))
+            continue
+        if m := NVVS_LOG_ERROR.match(line):
+            record.errors.append(f"nvvs: {m.group('msg')}")
+            continue
+        if m := HOSTENGINE_DOWN.search(line):
+            record.errors.append(m.group(0).strip())
             continue
         if m := _ERROR.match(line):
             record.errors.append(m.group("msg").strip())
@@ -143,6 +159,8 @@ def parse_table(text: str) -> DcgmDiagRecord:
         _status_part(current, result, first=True)
         record.tests.append(current)
     flush()
+    if not saw_table and not record.errors:
+        record.errors.extend(hostengine_start_errors(lines))
     if not saw_table and not record.errors:
         raise ParseError(KIND, "no dcgmi diag result table and no DCGM error line")
     if foreign and not record.tests and not record.errors:
