@@ -42,6 +42,7 @@ from ..findings.model import (
     HealthAssessment,
     HealthScores,
     Issue,
+    NetworkSection,
     NodeSections,
     Number,
     OverallTarget,
@@ -186,9 +187,10 @@ def pair_latencies(report: ClusterReport) -> list[dict[str, Any]]:
     judged = {int(f.details["pair"]): f.status.value for f in typed.findings
               if f.check_id == PINGPONG_ID and isinstance(f.details.get("pair"), int)}
     out = []
+    network: NetworkSection | None
     for i, network in enumerate(typed.nodes.blocks("network")):
-        test = (network or {}).get("efa_communication_test") or {}
-        for side in test.get("pairs") or []:
+        test = network.efa_communication_test if network is not None else None
+        for side in test.pairs if test is not None else []:
             if side.get("test_role") != "client" or not side.get("raw_output"):
                 continue
             from ..cluster.pingpong_tables import side_rows  # a node run keeps no fi_pingpong table: no parser import
