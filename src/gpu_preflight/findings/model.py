@@ -504,12 +504,16 @@ class NcclTestsRun(_Block, frozen=True, kw_only=True):
 class NcclSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
     """``nodes.node_<i>.nccl``: whether nccl-tests is installed, each local run by binary name, and
     the collectives a distributed run measured (``communication_tests``, by ``<scope>_<op>``: the
-    gathered entries as they are, free-form, filled by the cluster aggregation). ``reason``: why
-    nothing ran (no key otherwise)."""
+    gathered entries as they are, filled by the cluster aggregation). ``reason``: why nothing ran
+    (no key otherwise).
+
+    The entries are read as the JSON objects they are (``Any``, not ``JsonObject``): checking and
+    copying each of a 10,000-node report's 60,000 entries made typing every node's block 7 times
+    slower (0.15 s against 0.02 s), for readers that look up a few keys of each."""
 
     nccl_tests_available: bool
     nccl_tests: dict[str, NcclTestsRun]
-    communication_tests: dict[str, JsonObject]
+    communication_tests: dict[str, Any]
     reason: str | None = None
     extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
