@@ -627,6 +627,15 @@ class NodeSections(Mapping[str, NodeSection]):
         value = self._raw[key]
         return value.to_dict() if isinstance(value, NodeSection) else value
 
+    @typing.overload
+    def blocks(self, name: typing.Literal["network"]) -> Iterator[NetworkSection | None]: ...
+    @typing.overload
+    def blocks(self, name: typing.Literal["dcgm"]) -> Iterator[DcgmSection | None]: ...
+    @typing.overload
+    def blocks(self, name: typing.Literal["nccl"]) -> Iterator[NcclSection | None]: ...
+    @typing.overload
+    def blocks(self, name: str) -> Iterator[Any]: ...
+
     def blocks(self, name: str) -> Iterator[Any]:
         """Every node's block ``name`` (one of :data:`BLOCKS`: ``gpu``, ``nccl``, ``network``, ...)
         in node order, as :class:`NodeSection` holds it (``{}`` for an absent ``gpu``/``system``,

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from ..findings.model import ClusterReport, GpuEntry, HealthScores, NcclSection, ReportFinding
+from ..findings.model import ClusterReport, GpuEntry, HealthScores, ReportFinding
 from ..ids import GEMM_ID, MEMORY_BANDWIDTH_ID
 from ..report.measurements import num
 
@@ -265,7 +265,6 @@ def _bus_bandwidth(nodes: NodeIndex, report: ClusterReport) -> list[Measurement]
     """
     out, seen = [], set()
     single = len(nodes.names) == 1
-    nccl: NcclSection | None
     for i, nccl in enumerate(report.nodes.blocks("nccl")):  # the one block read: no section typed for it
         tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():

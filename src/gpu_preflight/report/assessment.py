@@ -42,7 +42,6 @@ from ..findings.model import (
     HealthAssessment,
     HealthScores,
     Issue,
-    NetworkSection,
     NodeSections,
     Number,
     OverallTarget,
@@ -187,7 +186,6 @@ def pair_latencies(report: ClusterReport) -> list[dict[str, Any]]:
     judged = {int(f.details["pair"]): f.status.value for f in typed.findings
               if f.check_id == PINGPONG_ID and isinstance(f.details.get("pair"), int)}
     out = []
-    network: NetworkSection | None
     for i, network in enumerate(typed.nodes.blocks("network")):
         test = network.efa_communication_test if network is not None else None
         for side in test.pairs if test is not None else []:

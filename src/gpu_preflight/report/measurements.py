@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from ..findings.model import ClusterReport, NcclSection, ReportFinding
+from ..findings.model import ClusterReport, ReportFinding
 from ..ids import GEMM_ID
 from ..model import Status
 from .connectivity import node_names
@@ -129,7 +129,6 @@ def busbw_curves(report: ClusterReport) -> dict[str, list[Curve]]:
     curves: dict[str, dict[tuple[str, str], Curve]] = {}
     typed = report
     names = node_names(typed)
-    nccl: NcclSection | None
     for i, nccl in enumerate(typed.nodes.blocks("nccl")):
         tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():
@@ -151,7 +150,6 @@ def node_peak_busbw(report: ClusterReport) -> dict[str, dict[str, float]]:
     typed = report
     names = node_names(typed)
     ops: dict[str, str] = {}  # test key -> collective: a handful of keys over 60,000 entries at 10,000 nodes
-    nccl: NcclSection | None
     for name, nccl in zip(names, typed.nodes.blocks("nccl"), strict=False):
         tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():

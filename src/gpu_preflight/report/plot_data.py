@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from ..findings.model import ClusterReport, NcclSection
+from ..findings.model import ClusterReport
 from ..ids import GEMM_ID
 from .connectivity import node_names
 from .measurements import Curve, num
@@ -207,7 +207,6 @@ def local_sweeps(report: ClusterReport, keep: int,
     peaks: dict[str, list[tuple[float, int, int, str, Mapping[str, Any]]]] = {}
     ops: dict[str, tuple[str, str]] = {}  # test key -> (scope, collective): a handful of keys, 60,000 entries
     count = 0
-    nccl: NcclSection | None
     for i, nccl in enumerate(typed.nodes.blocks("nccl")):
         tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():

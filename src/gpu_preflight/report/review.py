@@ -151,7 +151,6 @@ def _network_line(report: ClusterReport, scores: HealthScores | None) -> str:
     providers: dict[str, int] = {}
     efa = ports = active = plugin = 0
     rates: set[float] = set()
-    net: NetworkSection | None
     for net in report.nodes.blocks("network"):
         if net is None:
             continue
