@@ -83,7 +83,7 @@ def test_efa_without_efa_device_is_a_skip_without_running_fi_info(libfabric: str
     assert both(facts, cfg) == [("SKIP", "n1", "not_expected"), ("SKIP", "n1", "not_expected")]
     (skip,) = check("fabric.fi_info", "fabric", facts, cfg)
     assert "`fi_info -p efa` not run: no EFA device" in skip.summary and "efa_expected = true" in skip.summary
-    section = network_section(jsonable({"fabric": facts}))
+    section = network_section(jsonable({"fabric": facts})).to_dict()
     assert (section["efa_available"], section["efa_providers"], section["efa_provider_count"]) == (False, [], 0)
     assert section["fi_info"] is None
     assert section["aws_ofi_nccl_plugin"] == {"installed": False, "path": None}
@@ -112,7 +112,7 @@ def test_efa_node_with_providers_and_plugin_passes(bindir: Path, tmp_path: Path,
     assert both(facts, cfg) == [("PASS", "n1", "ok"), ("PASS", "n1", "ok")]
     efa = check("fabric.efa", "fabric", facts, cfg)[0]
     assert efa.details["env"] == {"FI_EFA_USE_DEVICE_RDMA": "1"}
-    section = network_section(jsonable({"fabric": facts}))
+    section = network_section(jsonable({"fabric": facts})).to_dict()
     assert section["efa_available"] is True and section["efa_provider_count"] == 2
     assert section["efa_providers"] == ["provider: efa", "provider: efa"]
     assert section["aws_ofi_nccl_plugin"] == {"installed": True, "path": str(lib / "libnccl-net.so")}

@@ -38,14 +38,14 @@ def test_sections_of_a_node_run_reference_the_saved_raw_output(bindir: Path, tmp
     replay(bindir, "dcgmi", SPEC, rc=226)
     replay(bindir, "all_reduce_perf", corpus / "nccl-tests/hcdeep-all_reduce-gcp-a3-h100x8-single-node.txt")
     node = run_checks(include=["dcgm.*", "nccl_tests.*", "fabric.*"], report_dir=str(tmp_path / "out"))
-    unsaved = diagnostic_sections(node.facts, node.artifacts)
+    unsaved = diagnostic_sections(node.facts, node.artifacts).to_dict()  # the blocks as written
     assert unsaved["dcgm"]["diagnostics"]["basic"]["raw_output_artifact"]["path"] is None
     assert unsaved["dcgm"]["diagnostics"]["basic"]["raw_output"] == ""  # no raw outputs given: nothing inline
     node.artifacts = save_artifacts(node, tmp_path / "out", "node_0")
     fill_artifact_paths({"node_0": unsaved}, node.artifacts)  # what write_report does once it saved them
     saved = unsaved["dcgm"]["diagnostics"]["basic"]["raw_output_artifact"]["path"]
     assert saved == "artifacts/node_0/dcgmi_diag_r1.txt"
-    sections = diagnostic_sections(node.facts, node.artifacts)
+    sections = diagnostic_sections(node.facts, node.artifacts).to_dict()
     dcgm = sections["dcgm"]
     assert dcgm["dcgm_available"] is True and list(dcgm["diagnostics"]) == ["basic"]
     basic = dcgm["diagnostics"]["basic"]
@@ -55,10 +55,12 @@ def test_sections_of_a_node_run_reference_the_saved_raw_output(bindir: Path, tmp
     assert ref == {"name": "dcgm_diag_r1", "file": "dcgmi_diag_r1.txt", "path": "artifacts/node_0/dcgmi_diag_r1.txt"}
     assert (tmp_path / "out" / ref["path"]).read_text() == SPEC.read_text()
     assert "Successfully ran diagnostic" not in json.dumps(sections)  # referenced; inlined only from raw outputs
-    inline = diagnostic_sections(node.facts, node.artifacts, raw=node.raw_artifacts)["dcgm"]["diagnostics"]["basic"]
-    assert inline["raw_output"] == inline["stdout"] == SPEC.read_text() and inline["raw_output_truncated"] is False
+    inline = diagnostic_sections(node.facts, node.artifacts, raw=node.raw_artifacts).dcgm.diagnostics.basic
+    assert inline is not None
+    assert inline.raw_output == inline.stdout == SPEC.read_text() and inline.raw_output_truncated is False
     hidden = diagnostic_sections(node.facts, node.artifacts, raw=node.raw_artifacts, inline=False)
-    assert hidden["dcgm"]["diagnostics"]["basic"]["raw_output"] == ""  # large clusters: the artifact has it
+    hidden_basic = hidden.dcgm.diagnostics.basic
+    assert hidden_basic is not None and hidden_basic.raw_output == ""  # large clusters: the artifact has it
     nccl = sections["nccl"]
     assert nccl["nccl_tests_available"] is True and nccl["nccl_tests"] == {} and nccl["communication_tests"] == {}
     assert "no NVIDIA GPU" in nccl["reason"]
@@ -76,13 +78,13 @@ def test_levels_2_and_3_fill_extended_and_local_runs_fill_nccl() -> None:
             "record": {"test": "all_reduce_perf", "nranks": 8, "avg_busbw_gbps": 145.47, "peak_busbw_gbps": 479.93,
                        "wrong_total": 0, "errors": []}}]},
     }
-    dcgm = dcgm_section(facts)
+    dcgm = dcgm_section(facts).to_dict()
     assert list(dcgm["diagnostics"]) == ["extended"]
     assert dcgm["diagnostics"]["extended"]["parsed_output"]["gpu_device_id_list"] == ["2330"]
     assert dcgm["diagnostics"]["extended"]["overall_status"] == "Pass"
     assert dcgm["diagnostics"]["extended"]["raw_output_artifact"] == {"name": "dcgm_diag_r2", "file": "d.txt",
                                                                       "path": None}
-    nccl = nccl_section(facts)
+    nccl = nccl_section(facts).to_dict()
     assert nccl["nccl_tests_available"] is True
     assert nccl["nccl_tests"]["all_reduce_perf"]["success"] is True
     assert nccl["nccl_tests"]["all_reduce_perf"]["peak_busbw_gbps"] == 479.93
@@ -92,7 +94,7 @@ def test_absent_tools_give_false_availability_with_reasons() -> None:
     facts = {"dcgm": {"available": False, "level": 1, "reason": "dcgmi not found (looked in PATH)"},
              "nccl_tests": {"available": False, "reason": "no nccl-tests binary found", "runs": []},
              "fabric": {"provider": "efa", "fi_info": None, "plugin": {"installed": False, "path": None}}}
-    sections = diagnostic_sections(facts)
+    sections = diagnostic_sections(facts).to_dict()
     assert sections["dcgm"] == {"dcgm_available": False, "diagnostics": {},
                                 "reason": "dcgmi not found (looked in PATH)"}
     assert sections["nccl"]["nccl_tests_available"] is False
@@ -102,10 +104,10 @@ def test_absent_tools_give_false_availability_with_reasons() -> None:
 def test_pingpong_results_become_the_efa_communication_test() -> None:
     pingpong = [{"test_role": "server", "provider": "efa", "success": True, "raw_output": "bytes #sent ...\n",
                  "pair": 0, "peer_node": 1}]
-    section = diagnostic_sections({}, pingpong=pingpong)["network"]
-    test = section["efa_communication_test"]
-    assert (test["success"], test["test_role"], test["raw_output"]) == (True, "server", "bytes #sent ...\n")
-    assert communication_test(pingpong, 4)["rank"] == 4
+    test = diagnostic_sections({}, pingpong=pingpong).network.efa_communication_test
+    assert test is not None
+    assert (test.success, test.test_role, test.raw_output) == (True, "server", "bytes #sent ...\n")
+    assert communication_test(pingpong, 4).rank == 4
 
 
 def test_a_full_run_keeps_both_levels_and_says_why_one_did_not_run() -> None:
@@ -116,13 +118,13 @@ def test_a_full_run_keeps_both_levels_and_says_why_one_did_not_run() -> None:
          "gpu_status": {"0": "pass", "1": "fail", "2": "pass"}},
         {"category": "Hardware", "name": "GPU Memory", "status": "pass", "gpu_status": {"0": "pass", "1": "pass"}}]}}
     both = dcgm_section({"dcgm": {"available": True, "level": 2, "run": {**run, "artifact": "dcgm_diag_r2"},
-                                  "record": {"overall": "pass", "tests": []}, "basic": basic}})
+                                  "record": {"overall": "pass", "tests": []}, "basic": basic}}).to_dict()
     assert list(both["diagnostics"]) == ["basic", "extended"] and "reason" not in both
     assert both["diagnostics"]["basic"]["parsed_output"]["test_results"] == {
         "deployment": {"Denylist": "Pass"}, "stress": {"Targeted Power": "Pass - GPUs: 0, 2; Fail - GPU: 1"},
         "hardware": {"GPU Memory": "Pass - All"}}
     refused = dcgm_section({"dcgm": {"available": True, "level": 2, "reason": "level 2 stresses the GPUs",
-                                     "basic": basic}})
+                                     "basic": basic}}).to_dict()
     assert list(refused["diagnostics"]) == ["basic"] and refused["reason"] == "level 2 stresses the GPUs"
 
 

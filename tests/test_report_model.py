@@ -393,3 +393,43 @@ def test_the_cluster_blocks_go_in_before_the_assessment() -> None:
     assert out["cluster_info"]["test_parameters"] == {"sizes": [1, 2]}
     assert list(out["cluster_info"])[-1] == "test_parameters"
     assert out["cluster_summary"]["reachability"] == {"ok": True} and typed.cluster_summary.health_scores is not None
+
+
+def test_the_diagnostics_blocks_are_typed_and_written_as_they_were_read() -> None:
+    from gpu_preflight.findings.model import DcgmSection, NcclSection, NetworkSection
+
+    report = cluster_report()
+    typed = ClusterReport.from_dict(report).nodes
+    for key in typed:
+        section, raw = typed[key], report["nodes"][key]
+        assert isinstance(section.network, NetworkSection) and isinstance(section.dcgm, DcgmSection)
+        assert isinstance(section.nccl, NcclSection)
+        for name in ("network", "dcgm", "nccl"):
+            assert json.dumps(getattr(section, name).to_dict()) == json.dumps(raw[name]), (key, name)
+    first = report["nodes"]["node_0"]
+    assert typed["node_0"].nccl is not None
+    assert list(typed["node_0"].nccl.communication_tests) == list(first["nccl"]["communication_tests"])
+    assert typed["node_0"].network is not None
+    assert typed["node_0"].network.efa_available is first["network"]["efa_available"]
+
+
+def test_a_diagnostics_block_keeps_unknown_keys_and_reads_an_empty_one_as_absent() -> None:
+    report = cluster_report()
+    report["nodes"]["node_0"]["network"]["vendor_check"] = {"ok": True}  # a report from elsewhere
+    report["nodes"]["node_1"]["dcgm"] = {}  # as schema 1.0 reports wrote a block they did not fill
+    nodes = ClusterReport.from_dict(report).nodes
+    network = next(nodes.blocks("network"))
+    assert network is not None and network.extra == {"vendor_check": {"ok": True}}
+    assert list(network.to_dict())[-1] == "vendor_check"
+    assert list(nodes.blocks("dcgm"))[1] is None and nodes["node_1"].dcgm is None
+    assert nodes["node_0"].network == network
+
+
+def test_a_mistyped_diagnostics_block_is_refused_with_its_path() -> None:
+    report = cluster_report()
+    report["nodes"]["node_1"]["network"]["efa_available"] = "yes"
+    where = r"Expected `bool`, got `str` - at `\$\.nodes\.node_1\.network\.efa_available`"
+    with pytest.raises(msgspec.ValidationError, match=where):
+        list(ClusterReport.from_dict(report).nodes.blocks("network"))
+    with pytest.raises(msgspec.ValidationError, match=where):
+        ClusterReport.from_dict(report).nodes["node_1"]

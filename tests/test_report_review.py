@@ -215,8 +215,8 @@ def test_the_aws_ofi_nccl_version_is_read_from_the_library(tmp_path: Path) -> No
     other.write_bytes(b"\x7fELF some other net plugin")
     assert find_ofi_plugin([str(other.parent)], {}).version is None
     section = network_section({"fabric": {"plugin": {"installed": True, "path": str(lib), "version": "1.11.0-aws"}}})
-    assert section["aws_ofi_nccl_plugin"] == {"installed": True, "path": str(lib), "version": "1.11.0-aws"}
-    assert network_section({"fabric": {"plugin": {"installed": False}}})["aws_ofi_nccl_plugin"] == \
+    assert section.to_dict()["aws_ofi_nccl_plugin"] == {"installed": True, "path": str(lib), "version": "1.11.0-aws"}
+    assert network_section({"fabric": {"plugin": {"installed": False}}}).to_dict()["aws_ofi_nccl_plugin"] == \
         {"installed": False, "path": None}  # the SageMaker layout, unchanged where no version was read
 
 

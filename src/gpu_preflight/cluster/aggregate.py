@@ -241,7 +241,7 @@ def _nccl_sections(facts: ClusterFacts, detail: bool = True) -> tuple[
         extra: dict[str, Any] = {"nccl": {"communication_tests": tests.get(node, {})}}
         pingpong = facts.leaders.get(node, {}).get("pingpong")
         if pingpong:
-            extra["network"] = {"efa_communication_test": communication_test(pingpong, node * per_node)}
+            extra["network"] = {"efa_communication_test": communication_test(pingpong, node * per_node).to_dict()}
         extras[node] = extra
     for dtype, col in facts.columns.gemm.items():
         correct = col.correct

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         ClusterReport,
         ClusterSummary,
         GpuEntry,
+        NcclSection,
         NodeSection,
         Number,
         ReportFinding,
@@ -297,18 +298,19 @@ def _system_section(facts: dict[str, Any]) -> dict[str, Any]:
     return section
 
 
-def node_performance(sections: Mapping[str, Any]) -> dict[str, float]:
+def node_performance(nccl: NcclSection | None) -> dict[str, float]:
     """A node's own figures for its ``summary.performance_summary``: the peak bandwidth of each
     collective it measured (``distributed_all_reduce_bandwidth_gbps``, the SageMaker key) and of
     each local nccl-tests run (``nccl_tests_all_reduce_perf_busbw_gbps``)."""
-    nccl = sections.get("nccl") or {}
     out: dict[str, float] = {}
-    for key, test in (nccl.get("communication_tests") or {}).items():
+    if nccl is None:
+        return out
+    for key, test in nccl.communication_tests.items():
         peak = test.get("peak_bandwidth_gbps") if isinstance(test, Mapping) else None
         if isinstance(peak, (int, float)) and not isinstance(peak, bool):
             out[f"{key}_bandwidth_gbps"] = peak
-    for name, run in (nccl.get("nccl_tests") or {}).items():
-        peak = run.get("peak_busbw_gbps") if isinstance(run, Mapping) else None
+    for name, run in nccl.nccl_tests.items():
+        peak = run.peak_busbw_gbps
         if isinstance(peak, (int, float)) and not isinstance(peak, bool):
             out[f"nccl_tests_{name}_busbw_gbps"] = peak
     return out
@@ -332,13 +334,13 @@ def node_section(report: NodeReport, node_info: Mapping[str, Any] | None = None,
         "config_sources": report.config_sources, **(node_info or {}),
     }
     diagnostics = diagnostic_sections(report.facts, report.artifacts, raw=report.raw_artifacts, inline=inline)
-    summary = summarize(report.findings, report.fail_on, performance_summary=node_performance(diagnostics))
+    summary = summarize(report.findings, report.fail_on, performance_summary=node_performance(diagnostics.nccl))
     return NodeSection(
         timestamp=report.timestamp, node_info=NodeInfo.from_dict(info),
         summary=msgspec.structs.replace(
             summary, operator_action=_stronger(None, node_action(f.details for f in report.findings))),
-        gpu=gpus, system=_system_section(report.facts), network=diagnostics["network"], dcgm=diagnostics["dcgm"],
-        nccl=diagnostics["nccl"],
+        gpu=gpus, system=_system_section(report.facts), network=diagnostics.network, dcgm=diagnostics.dcgm,
+        nccl=diagnostics.nccl,
         checks=[CheckRow(check_id=r.check_id, title=r.title, status=r.status.value,
                          duration_s=round(r.duration_s, 6), findings=len(r.findings)) for r in report.results],
         facts=report.facts, duration_s=round(report.duration_s, 4))

@@ -10,21 +10,39 @@ library names one); ``dcgm.dcgm_available``,
 an artifact and referenced (``raw_output_artifact``: the artifact's name, file and, once
 saved, its path beside the report); DCGM's is also inlined (``raw_output``, ``stdout``,
 ``stderr``) up to a size limit, as that report has it.
+
+The sections are built typed (:class:`~.model.NetworkSection`, :class:`~.model.DcgmSection`,
+:class:`~.model.NcclSection`): their fields are the keys, in the order the report writes them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["communication_test", "dcgm_section", "diagnostic_sections", "fill_artifact_paths", "nccl_section",
-           "network_section", "result_cell", "seed_parsed_output"]
+from .model import (
+    ArtifactRef,
+    DcgmDiagnostics,
+    DcgmLevel,
+    DcgmSection,
+    FiInfoRun,
+    JsonObject,
+    NcclSection,
+    NcclTestsRun,
+    NetworkSection,
+    OfiPluginInfo,
+    PingpongTest,
+    RdmaPort,
+)
+
+__all__ = ["Diagnostics", "communication_test", "dcgm_section", "diagnostic_sections", "fill_artifact_paths",
+           "nccl_section", "network_section", "result_cell", "seed_parsed_output"]
 
 
-def _artifact(run: Mapping[str, Any] | None, paths: Mapping[str, str]) -> dict[str, Any] | None:
+def _artifact(run: Mapping[str, Any] | None, paths: Mapping[str, str]) -> ArtifactRef | None:
     if not run or not run.get("artifact"):
         return None
-    return {"name": run["artifact"], "file": run.get("artifact_file"), "path": paths.get(run["artifact"])}
+    return ArtifactRef(name=run["artifact"], file=run.get("artifact_file"), path=paths.get(run["artifact"]))
 
 
 def _paths(artifacts: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -32,51 +50,45 @@ def _paths(artifacts: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def network_section(facts: Mapping[str, Any], paths: Mapping[str, str] | None = None,
-                    pingpong: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                    pingpong: list[dict[str, Any]] | None = None) -> NetworkSection:
     """``network``: EFA providers and devices, the aws-ofi-nccl plugin, RDMA ports, fi_pingpong."""
     fabric = facts.get("fabric") or {}
     record = fabric.get("fi_info_record") or {}
     providers = [p for p in record.get("providers") or [] if isinstance(p, Mapping)]
     plugin = fabric.get("plugin") or {}
     provider = fabric.get("provider")
-    found: dict[str, Any] = {"installed": bool(plugin.get("installed")), "path": plugin.get("path")}
-    if plugin.get("version"):  # the release the library names (absent where none was read: older reports)
-        found["version"] = plugin["version"]
-    section: dict[str, Any] = {
-        "aws_ofi_nccl_plugin": found,
-        "efa_available": bool(providers) if provider == "efa" else bool(fabric.get("efa_devices")),
-        "efa_providers": [f"provider: {p.get('provider')}" for p in providers] if provider == "efa" else [],
-        "efa_provider_count": len(providers) if provider == "efa" else 0,
-        "efa_devices": list(fabric.get("efa_devices") or []),
-        "fi_info": None,
-        "environment": dict(fabric.get("env") or {}),
-    }
     run = fabric.get("fi_info")
-    if run:
-        section["fi_info"] = {"provider": provider, "command": run.get("argv"), "exit_code": run.get("rc"),
-                              "error_code": record.get("error_code"), "provider_count": len(providers),
-                              "domains": sorted({str(p.get("domain")) for p in providers if p.get("domain")}),
-                              "raw_output_artifact": _artifact(run, paths or {})}
     ib = facts.get("infiniband") or {}
-    if ib.get("devices"):
-        section["rdma_ports"] = [{"device": d.get("name"), **{k: p.get(k) for k in (
-            "port", "state", "physical_state", "rate_gbps", "link_layer")}}
-            for d in (ib.get("ports") or {}).get("devices", []) for p in d.get("ports", [])]
-    if pingpong:
-        section["efa_communication_test"] = communication_test(pingpong)
-    return section
+    return NetworkSection(
+        # the release the library names (no key where none was read: older reports)
+        aws_ofi_nccl_plugin=OfiPluginInfo(installed=bool(plugin.get("installed")), path=plugin.get("path"),
+                                          version=plugin.get("version") or None),
+        efa_available=bool(providers) if provider == "efa" else bool(fabric.get("efa_devices")),
+        efa_providers=[f"provider: {p.get('provider')}" for p in providers] if provider == "efa" else [],
+        efa_provider_count=len(providers) if provider == "efa" else 0,
+        efa_devices=list(fabric.get("efa_devices") or []),
+        fi_info=FiInfoRun(provider=provider, command=run.get("argv"), exit_code=run.get("rc"),
+                          error_code=record.get("error_code"), provider_count=len(providers),
+                          domains=sorted({str(p.get("domain")) for p in providers if p.get("domain")}),
+                          raw_output_artifact=_artifact(run, paths or {})) if run else None,
+        environment=dict(fabric.get("env") or {}),
+        rdma_ports=[RdmaPort(device=d.get("name"), port=p.get("port"), state=p.get("state"),
+                             physical_state=p.get("physical_state"), rate_gbps=p.get("rate_gbps"),
+                             link_layer=p.get("link_layer"))
+                    for d in (ib.get("ports") or {}).get("devices", []) for p in d.get("ports", [])]
+        if ib.get("devices") else None,
+        efa_communication_test=communication_test(pingpong) if pingpong else None)
 
 
-def communication_test(pingpong: list[dict[str, Any]], rank: int | None = None) -> dict[str, Any]:
+def communication_test(pingpong: list[dict[str, Any]], rank: int | None = None) -> PingpongTest:
     """``network.efa_communication_test`` from one node's fi_pingpong records (the rank payload's ``pingpong``).
 
     The first pair's role and table, and the rank that ran them (the node's local rank 0),
     as the SageMaker report shows them, plus every pair.
     """
     first = pingpong[0]
-    return {"success": all(p.get("success") for p in pingpong), "test_role": first.get("test_role"),
-            "rank": rank, "provider": first.get("provider"), "raw_output": first.get("raw_output"),
-            "pairs": pingpong}
+    return PingpongTest(success=all(p.get("success") for p in pingpong), test_role=first.get("test_role"),
+                        rank=rank, provider=first.get("provider"), raw_output=first.get("raw_output"), pairs=pingpong)
 
 
 _CELL_WORDS = {"pass": "Pass", "fail": "Fail", "warn": "Warn", "skip": "Skip"}
@@ -144,7 +156,7 @@ def _inline(raw: Raw, name: str | None, limit: int) -> tuple[str, bool]:
     return (text, False) if len(text) <= limit else (text[:limit], True)
 
 
-def _dcgm_level(dcgm: Mapping[str, Any], paths: Mapping[str, str], raw: Raw, inline: bool) -> dict[str, Any]:
+def _dcgm_level(dcgm: Mapping[str, Any], paths: Mapping[str, str], raw: Raw, inline: bool) -> DcgmLevel:
     """One level's entry: the SageMaker report's keys (``success``, ``parsed_output``,
     ``raw_output``, ``stdout``, ``stderr``, ``exit_code_zero``) and ours."""
     run = dcgm["run"]
@@ -155,26 +167,26 @@ def _dcgm_level(dcgm: Mapping[str, Any], paths: Mapping[str, str], raw: Raw, inl
     stderr, _ = _inline(raw, f"{run['artifact']}_stderr" if run.get("artifact") else None, limit)
     if not stderr and limit:
         stderr = str(run.get("stderr_tail") or "")[:limit]
-    return {
-        "success": isinstance(record, Mapping) and overall != "error",
-        "level": dcgm.get("level"),
-        "command": run.get("argv"),
-        "exit_code": run.get("rc"),
-        "exit_code_zero": run.get("rc") == 0,
-        "duration_s": run.get("duration_s"),
-        "overall_status": str(overall).capitalize() if overall else "Error",
-        "parsed_output": seed_parsed_output(record) if isinstance(record, Mapping) else None,
-        "raw_output": stdout,
-        "raw_output_truncated": cut,
-        "stdout": stdout,
-        "stderr": stderr,
-        "error": run.get("problem") or dcgm.get("parse_error"),
-        "raw_output_artifact": _artifact(run, paths),
-    }
+    return DcgmLevel(
+        success=isinstance(record, Mapping) and overall != "error",
+        level=dcgm.get("level"),
+        command=run.get("argv"),
+        exit_code=run.get("rc"),
+        exit_code_zero=run.get("rc") == 0,
+        duration_s=run.get("duration_s"),
+        overall_status=str(overall).capitalize() if overall else "Error",
+        parsed_output=seed_parsed_output(record) if isinstance(record, Mapping) else None,
+        raw_output=stdout,
+        raw_output_truncated=cut,
+        stdout=stdout,
+        stderr=stderr,
+        error=run.get("problem") or dcgm.get("parse_error"),
+        raw_output_artifact=_artifact(run, paths),
+    )
 
 
 def dcgm_section(facts: Mapping[str, Any], paths: Mapping[str, str] | None = None, raw: Raw | None = None,
-                 *, inline: bool = True) -> dict[str, Any]:
+                 *, inline: bool = True) -> DcgmSection:
     """``dcgm``: whether dcgmi is installed, and each level that ran: level 1 as ``basic``,
     level 2 or 3 as ``extended`` (a full run has both).
 
@@ -184,55 +196,63 @@ def dcgm_section(facts: Mapping[str, Any], paths: Mapping[str, str] | None = Non
     A level that did not run is left out, with its reason in ``reason``.
     """
     dcgm = facts.get("dcgm") or {}
-    section: dict[str, Any] = {"dcgm_available": bool(dcgm.get("available")), "diagnostics": {}}
     basic = dcgm.get("basic")
     reasons = []
+    levels: dict[str, DcgmLevel] = {}
     for level in ([basic] if isinstance(basic, Mapping) else []) + [dcgm]:
         if not level.get("run"):
             if level.get("reason"):
                 reasons.append(str(level["reason"]))
             continue
-        key = "basic" if level.get("level") == 1 else "extended"
-        section["diagnostics"][key] = _dcgm_level(level, paths or {}, raw or {}, inline)
-    if reasons:
-        section["reason"] = "; ".join(reasons)
-    return section
+        levels["basic" if level.get("level") == 1 else "extended"] = _dcgm_level(level, paths or {}, raw or {}, inline)
+    return DcgmSection(dcgm_available=bool(dcgm.get("available")), diagnostics=DcgmDiagnostics(
+                           basic=levels.get("basic"), extended=levels.get("extended")),
+                       reason="; ".join(reasons) if reasons else None)
 
 
-def nccl_section(facts: Mapping[str, Any], paths: Mapping[str, str] | None = None) -> dict[str, Any]:
+def nccl_section(facts: Mapping[str, Any], paths: Mapping[str, str] | None = None) -> NcclSection:
     """``nccl``: whether nccl-tests is installed, and each local run's summary.
 
     ``communication_tests`` (the collectives a distributed run measured with torch) is
     filled by the cluster aggregation; a node-only run has none.
     """
     nccl = facts.get("nccl_tests") or {}
-    section: dict[str, Any] = {"nccl_tests_available": bool(nccl.get("available")), "nccl_tests": {},
-                               "communication_tests": {}}
-    if not nccl.get("runs") and nccl.get("reason"):
-        section["reason"] = nccl.get("reason")
+    runs: dict[str, NcclTestsRun] = {}
     for entry in nccl.get("runs") or []:
         record = entry.get("record") if isinstance(entry.get("record"), Mapping) else {}
         run = entry.get("run") or {}
-        section["nccl_tests"][entry.get("name")] = {
-            "success": bool(record) and not record.get("errors") and not record.get("wrong_total"),
-            "gpus": nccl.get("gpus"), "command": run.get("argv"), "exit_code": run.get("rc"),
-            "test": record.get("test"), "nranks": record.get("nranks"),
-            "avg_busbw_gbps": record.get("avg_busbw_gbps"), "peak_busbw_gbps": record.get("peak_busbw_gbps"),
-            "wrong_total": record.get("wrong_total"),
-            "error": run.get("problem") or entry.get("parse_error"),
-            "raw_output_artifact": _artifact(run, paths or {}),
-        }
-    return section
+        runs[str(entry.get("name"))] = NcclTestsRun(
+            success=bool(record) and not record.get("errors") and not record.get("wrong_total"),
+            gpus=nccl.get("gpus"), command=run.get("argv"), exit_code=run.get("rc"),
+            test=record.get("test"), nranks=record.get("nranks"),
+            avg_busbw_gbps=record.get("avg_busbw_gbps"), peak_busbw_gbps=record.get("peak_busbw_gbps"),
+            wrong_total=record.get("wrong_total"),
+            error=run.get("problem") or entry.get("parse_error"),
+            raw_output_artifact=_artifact(run, paths or {}))
+    return NcclSection(nccl_tests_available=bool(nccl.get("available")), nccl_tests=runs, communication_tests={},
+                       reason=nccl.get("reason") if not nccl.get("runs") and nccl.get("reason") else None)
+
+
+class Diagnostics(NamedTuple):
+    """A node's three diagnostics blocks, typed."""
+
+    network: NetworkSection
+    dcgm: DcgmSection
+    nccl: NcclSection
+
+    def to_dict(self) -> dict[str, JsonObject]:
+        """``{"network": ..., "dcgm": ..., "nccl": ...}``: each block's JSON object."""
+        return {"network": self.network.to_dict(), "dcgm": self.dcgm.to_dict(), "nccl": self.nccl.to_dict()}
 
 
 def diagnostic_sections(facts: Mapping[str, Any], artifacts: Iterable[Mapping[str, Any]] = (),
                         pingpong: list[dict[str, Any]] | None = None, raw: Raw | None = None, *,
-                        inline: bool = True) -> dict[str, dict[str, Any]]:
-    """``{"network": ..., "dcgm": ..., "nccl": ...}`` for one node's JSON facts, saved artifacts
-    and raw outputs (``raw``: a node report's ``raw_artifacts``, inlined in ``dcgm`` up to its limit)."""
+                        inline: bool = True) -> Diagnostics:
+    """The ``network``, ``dcgm`` and ``nccl`` blocks for one node's JSON facts, saved artifacts and
+    raw outputs (``raw``: a node report's ``raw_artifacts``, inlined in ``dcgm`` up to its limit)."""
     paths = _paths(artifacts)
-    return {"network": network_section(facts, paths, pingpong), "dcgm": dcgm_section(facts, paths, raw, inline=inline),
-            "nccl": nccl_section(facts, paths)}
+    return Diagnostics(network_section(facts, paths, pingpong), dcgm_section(facts, paths, raw, inline=inline),
+                       nccl_section(facts, paths))
 
 
 def _refs(section: Mapping[str, Any]) -> Iterable[dict[str, Any]]:

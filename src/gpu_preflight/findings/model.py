@@ -22,15 +22,18 @@ A new field is one line. Two conventions carry what the hand-written code did:
   node's ``identity``, a newer version's additions) in an :data:`EXTRA` field, written in
   that field's place: the field's position is where the unknown keys go.
 
-Large free-form blocks (a node's facts, the DCGM/NCCL/network diagnostics) stay JSON
-objects (``JsonObject``); high-volume leaf records (one
-per GPU, one per check of a node, one per measured node pair) are ``TypedDict``\\ s. A
-10,000-node report's node sections are typed on first read (:class:`NodeSections`).
+Large free-form blocks (a node's facts, a DCGM run's parsed output, the collectives' gathered
+entries in ``nccl.communication_tests``, the fi_pingpong pairs) stay JSON objects
+(``JsonObject``); high-volume leaf records (one per GPU, one per check of a node, one per
+measured node pair, one per RDMA port) are ``TypedDict``\\ s. A 10,000-node report's node
+sections are typed on first read (:class:`NodeSections`), and a reader walking one
+block over every node types only that block (:meth:`NodeSections.blocks`).
 """
 
 from __future__ import annotations
 
 import functools
+import types
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, NotRequired, TypedDict, TypeVar
@@ -145,8 +148,9 @@ def _layout(cls: type) -> _Layout:
     one, many = [], []
     for f in fields:
         args = typing.get_args(f.type) if typing.get_origin(f.type) is list else ()
-        if isinstance(f.type, type) and issubclass(f.type, _Block) and not _layout(f.type).plain:
-            one.append((f.encode_name, f.type))
+        block = _optional(f.type)
+        if isinstance(block, type) and issubclass(block, _Block) and not _layout(block).plain:
+            one.append((f.encode_name, block))
         elif args and isinstance(args[0], type) and issubclass(args[0], _Block) and not _layout(args[0]).plain:
             many.append((f.encode_name, args[0]))
     upgrades = any("upgrade" in vars(c) for c in cls.__mro__ if c is not _Block)
@@ -154,11 +158,19 @@ def _layout(cls: type) -> _Layout:
                    tuple(many))
 
 
+def _optional(tp: Any) -> Any:
+    """``X`` of a field typed ``X | None`` (a block left out or null when absent), else the type itself."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (types.UnionType, typing.Union) and len(args) == 2 and type(None) in args:
+        return next(a for a in args if a is not type(None))
+    return tp
+
+
 def _spliced(block: _Block, out: JsonObject) -> JsonObject:
     """``out`` (``block``'s builtins) with each open block's unknown keys in its :data:`EXTRA` field's place."""
     layout = _layout(type(block))
     for name, _ in layout.one:
-        if name in out:
+        if out.get(name) is not None:
             out[name] = _spliced(getattr(block, name), out[name])
     if layout.known is None or EXTRA not in out:
         return out
@@ -374,6 +386,156 @@ class NodeInfo(_Block, frozen=True, kw_only=True, omit_defaults=True):
                               "gpus_per_host": _zero, "profile": _none, "config_sources": _list}
 
 
+class ArtifactRef(_Block, frozen=True, kw_only=True):
+    """``raw_output_artifact``: where a tool's raw output was saved, the artifact's ``name``, its
+    ``file`` and, once the file is written, its ``path`` beside the report (None until then)."""
+
+    name: str
+    file: str | None
+    path: str | None
+
+
+class OfiPluginInfo(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``network.aws_ofi_nccl_plugin``: whether NCCL's net plugin was found, where, and the
+    release the library names (``version``: no key where none was read, as older reports have it)."""
+
+    installed: bool
+    path: str | None
+    version: str | None = None
+
+
+class FiInfoRun(_Block, frozen=True, kw_only=True):
+    """``network.fi_info``: the ``fi_info -p <provider>`` run, how many provider entries it listed,
+    their domains and where its output was saved."""
+
+    provider: str | None
+    command: list[str] | None
+    exit_code: int | None
+    error_code: int | None
+    provider_count: int
+    domains: list[str]
+    raw_output_artifact: ArtifactRef | None
+
+
+class RdmaPort(TypedDict):
+    """One RDMA port in ``network.rdma_ports`` (ibstat's view): its device, number, states, rate and link layer."""
+
+    device: str | None
+    port: int | None
+    state: str | None
+    physical_state: str | None
+    rate_gbps: Number | None
+    link_layer: str | None
+
+
+class PingpongTest(_Block, frozen=True, kw_only=True):
+    """``network.efa_communication_test``: a node's fi_pingpong runs, as the SageMaker report shows
+    them (the first pair's role, provider and table, and the rank that ran them), plus every pair
+    as recorded (``pairs``: free-form records, read by the latency table)."""
+
+    success: bool
+    test_role: str | None
+    rank: int | None
+    provider: str | None
+    raw_output: str | None
+    pairs: list[JsonObject]
+
+
+class NetworkSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``nodes.node_<i>.network``: EFA providers and devices, the aws-ofi-nccl plugin, the fi_info
+    run and the fabric environment; RDMA ports where the node has any, the fi_pingpong test where
+    a distributed run ran one. Keys a report from elsewhere adds are kept (``extra``)."""
+
+    aws_ofi_nccl_plugin: OfiPluginInfo
+    efa_available: bool
+    efa_providers: list[str]
+    efa_provider_count: int
+    efa_devices: list[str]
+    fi_info: FiInfoRun | None
+    environment: dict[str, str]
+    rdma_ports: list[RdmaPort] | None = None
+    efa_communication_test: PingpongTest | None = None
+    extra: JsonObject = field(default_factory=dict, name=EXTRA)
+
+
+class DcgmLevel(_Block, frozen=True, kw_only=True):
+    """One ``dcgmi diag`` level in ``dcgm.diagnostics``: the SageMaker report's keys (``success``,
+    ``parsed_output``, ``raw_output``, ``stdout``, ``stderr``, ``exit_code_zero``) and ours.
+    ``parsed_output`` is the parser's record with that report's keys beside it (free-form)."""
+
+    success: bool
+    level: int | None
+    command: list[str] | None
+    exit_code: int | None
+    exit_code_zero: bool
+    duration_s: Number | None
+    overall_status: str
+    parsed_output: JsonObject | None
+    raw_output: str
+    raw_output_truncated: bool
+    stdout: str
+    stderr: str
+    error: str | None
+    raw_output_artifact: ArtifactRef | None
+
+
+class DcgmDiagnostics(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``dcgm.diagnostics``: level 1 as ``basic``, level 2 or 3 as ``extended``; a level that did
+    not run has no key."""
+
+    basic: DcgmLevel | None = None
+    extended: DcgmLevel | None = None
+    extra: JsonObject = field(default_factory=dict, name=EXTRA)
+
+
+class DcgmSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``nodes.node_<i>.dcgm``: whether dcgmi is installed, each level that ran, and why one did
+    not (``reason``, no key where every level ran)."""
+
+    dcgm_available: bool
+    diagnostics: DcgmDiagnostics
+    reason: str | None = None
+    extra: JsonObject = field(default_factory=dict, name=EXTRA)
+
+
+class NcclTestsRun(_Block, frozen=True, kw_only=True):
+    """One local nccl-tests binary's run in ``nccl.nccl_tests``: its command and summary figures."""
+
+    success: bool
+    gpus: int | None
+    command: list[str] | None
+    exit_code: int | None
+    test: str | None
+    nranks: int | None
+    avg_busbw_gbps: Number | None
+    peak_busbw_gbps: Number | None
+    wrong_total: int | None
+    error: str | None
+    raw_output_artifact: ArtifactRef | None
+
+
+class NcclSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``nodes.node_<i>.nccl``: whether nccl-tests is installed, each local run by binary name, and
+    the collectives a distributed run measured (``communication_tests``, by ``<scope>_<op>``: the
+    gathered entries as they are, filled by the cluster aggregation). ``reason``: why nothing ran
+    (no key otherwise).
+
+    The entries are read as the JSON objects they are (``Any``, not ``JsonObject``): checking and
+    copying each of a 10,000-node report's 60,000 entries made typing every node's block 7 times
+    slower (0.15 s against 0.02 s), for readers that look up a few keys of each."""
+
+    nccl_tests_available: bool
+    nccl_tests: dict[str, NcclTestsRun]
+    communication_tests: dict[str, Any]
+    reason: str | None = None
+    extra: JsonObject = field(default_factory=dict, name=EXTRA)
+
+    # Reports before the local runs or the collectives were listed lack these keys; a trimmed one
+    # may list only the collectives (no nccl-tests known).
+    OLDER: ClassVar[Older] = {"nccl_tests_available": lambda _: False, "nccl_tests": _dict,
+                              "communication_tests": _dict}
+
+
 class NodeSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
     """``nodes.node_<i>``: one node's info, summary, GPUs, host, diagnostics (``network``,
     ``dcgm``, ``nccl``), checks and facts. ``checks`` is a list of rows, or on clusters
@@ -384,9 +546,9 @@ class NodeSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
     summary: ClusterSummary
     gpu: dict[str, GpuEntry]
     system: JsonObject
-    network: JsonObject | None = None
-    dcgm: JsonObject | None = None
-    nccl: JsonObject | None = None
+    network: NetworkSection | None = None
+    dcgm: DcgmSection | None = None
+    nccl: NcclSection | None = None
     checks: list[CheckRow] | dict[str, str]
     facts: JsonObject | None = None
     duration_s: Number
@@ -398,7 +560,12 @@ class NodeSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
     @classmethod
     def upgrade(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:
         """Reports before the findings moved to the top level listed each check's findings in its
-        row: a row now counts them."""
+        row: a row now counts them. Reports before the SageMaker layout (schema 1.0) wrote
+        ``network`` and ``dcgm`` (a node-only run also ``nccl``) as ``{}``: not recorded, read
+        as absent (:func:`diagnostics_block`)."""
+        empty = [name for name in DIAGNOSTICS if data.get(name) == {}]
+        if empty:
+            data = {k: v for k, v in data.items() if k not in empty}
         rows = data.get("checks")
         if not (isinstance(rows, list) and rows and isinstance(rows[0], Mapping)
                 and isinstance(rows[0].get("findings"), list)):
@@ -408,7 +575,19 @@ class NodeSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
         return {**data, "checks": counted}
 
 
-# NodeSection's free-form JSON blocks, and what an absent one reads as (None: stays None).
+# NodeSection's diagnostics blocks (the SageMaker health check's layout), typed.
+DIAGNOSTICS: Mapping[str, type[NetworkSection | DcgmSection | NcclSection]] = {
+    "network": NetworkSection, "dcgm": DcgmSection, "nccl": NcclSection}
+
+
+def diagnostics_block(name: str, data: Mapping[str, Any] | None) -> NetworkSection | DcgmSection | NcclSection | None:
+    """A section's diagnostics block ``name`` (``network``, ``dcgm``, ``nccl``) typed from its JSON
+    object, as :class:`NodeSection` reads it: None where there is none, or an empty one (written
+    so before the SageMaker layout)."""
+    return DIAGNOSTICS[name].from_dict(data) if data else None
+
+
+# NodeSection's blocks a reader walks over every node, and what an absent one reads as (None: stays None).
 BLOCKS: Mapping[str, Callable[[], Any] | None] = {"gpu": dict, "system": dict, "network": None, "dcgm": None,
                                                  "nccl": None, "facts": None, "load": None}
 
@@ -426,11 +605,12 @@ class NodeSections(Mapping[str, NodeSection]):
     very dicts it was read from (``to_dict(from_dict(d)) == d`` holds for each section).
     """
 
-    __slots__ = ("_raw", "_typed")
+    __slots__ = ("_blocks", "_raw", "_typed")
 
     def __init__(self, sections: Mapping[str, Mapping[str, Any] | NodeSection]) -> None:
         self._raw = sections
         self._typed: dict[str, NodeSection] = {}
+        self._blocks: dict[str, list[Any]] = {}  # diagnostics block name -> every node's, typed once
 
     def __getitem__(self, key: str) -> NodeSection:
         typed = self._typed.get(key)
@@ -460,11 +640,24 @@ class NodeSections(Mapping[str, NodeSection]):
         value = self._raw[key]
         return value.to_dict() if isinstance(value, NodeSection) else value
 
+    @typing.overload
+    def blocks(self, name: typing.Literal["network"]) -> Iterator[NetworkSection | None]: ...
+    @typing.overload
+    def blocks(self, name: typing.Literal["dcgm"]) -> Iterator[DcgmSection | None]: ...
+    @typing.overload
+    def blocks(self, name: typing.Literal["nccl"]) -> Iterator[NcclSection | None]: ...
+    @typing.overload
+    def blocks(self, name: str) -> Iterator[Any]: ...
+
     def blocks(self, name: str) -> Iterator[Any]:
-        """Every node's free-form block ``name`` (one of :data:`BLOCKS`: ``gpu``, ``nccl``,
-        ``network``, ...) in node order, as :class:`NodeSection` holds it (``{}`` for an absent
-        ``gpu``/``system``, None for the others), without typing the sections: the readers that
-        walk all 10,000 nodes of a report for one block each (scores, plots) need no more."""
+        """Every node's block ``name`` (one of :data:`BLOCKS`: ``gpu``, ``nccl``, ``network``, ...)
+        in node order, as :class:`NodeSection` holds it (``{}`` for an absent ``gpu``/``system``,
+        None for the others; the diagnostics blocks typed), without typing the sections: the
+        readers that walk all 10,000 nodes of a report for one block each (scores, plots) need
+        no more."""
+        if name in DIAGNOSTICS:
+            yield from self._diagnostics(name)
+            return
         default = BLOCKS[name]
         typed = self._typed
         for key, value in self._raw.items():
@@ -474,6 +667,25 @@ class NodeSections(Mapping[str, NodeSection]):
             else:
                 found = section.get(name)
                 yield found if found is not None or default is None else default()
+
+    def _diagnostics(self, name: str) -> list[Any]:
+        """Every node's diagnostics block ``name``, typed on the first call and kept: three readers
+        walk ``nccl`` (scores, plots, the history) and three ``network`` over 10,000 nodes."""
+        done = self._blocks.get(name)
+        if done is not None:
+            return done
+        out = []
+        for key, value in self._raw.items():
+            section = self._typed.get(key, value)
+            if isinstance(section, NodeSection):
+                out.append(getattr(section, name))
+                continue
+            try:
+                out.append(diagnostics_block(name, section.get(name)))
+            except msgspec.ValidationError as exc:
+                raise _rooted(exc, f"$.nodes.{key}.{name}") from None
+        self._blocks[name] = out
+        return out
 
     def node_infos(self) -> Iterator[tuple[str, NodeInfo]]:
         """Each node's key and typed ``node_info``, in node order, typing only that block of a

@@ -265,8 +265,8 @@ def _bus_bandwidth(nodes: NodeIndex, report: ClusterReport) -> list[Measurement]
     """
     out, seen = [], set()
     single = len(nodes.names) == 1
-    for i, section in enumerate(report.nodes.values()):
-        tests = (section.nccl or {}).get("communication_tests") or {}
+    for i, nccl in enumerate(report.nodes.blocks("nccl")):  # the one block read: no section typed for it
+        tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():
             scope = str(entry.get("test_type") or "")
             op = key[len(scope) + 1:] if scope and key.startswith(scope + "_") else key

@@ -189,8 +189,8 @@ def pair_latencies(report: ClusterReport) -> list[dict[str, Any]]:
               if f.check_id == PINGPONG_ID and isinstance(f.details.get("pair"), int)}
     out = []
     for i, network in enumerate(typed.nodes.blocks("network")):
-        test = (network or {}).get("efa_communication_test") or {}
-        for side in test.get("pairs") or []:
+        test = network.efa_communication_test if network is not None else None
+        for side in test.pairs if test is not None else []:
             if side.get("test_role") != "client" or not side.get("raw_output"):
                 continue
             from ..cluster.pingpong_tables import side_rows  # a node run keeps no fi_pingpong table: no parser import

@@ -130,7 +130,7 @@ def busbw_curves(report: ClusterReport) -> dict[str, list[Curve]]:
     typed = report
     names = node_names(typed)
     for i, nccl in enumerate(typed.nodes.blocks("nccl")):
-        tests = ((nccl or {}).get("communication_tests") or {})
+        tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():
             scope, op = _scope_op(key, entry)
             group = str(entry.get("group") or key)
@@ -151,7 +151,7 @@ def node_peak_busbw(report: ClusterReport) -> dict[str, dict[str, float]]:
     names = node_names(typed)
     ops: dict[str, str] = {}  # test key -> collective: a handful of keys over 60,000 entries at 10,000 nodes
     for name, nccl in zip(names, typed.nodes.blocks("nccl"), strict=False):
-        tests = ((nccl or {}).get("communication_tests") or {})
+        tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():
             if entry.get("test_type") != "intra_node" or not entry.get("success"):
                 continue

@@ -208,7 +208,7 @@ def local_sweeps(report: ClusterReport, keep: int,
     ops: dict[str, tuple[str, str]] = {}  # test key -> (scope, collective): a handful of keys, 60,000 entries
     count = 0
     for i, nccl in enumerate(typed.nodes.blocks("nccl")):
-        tests = (nccl or {}).get("communication_tests") or {}
+        tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():
             scope = entry.get("test_type") or ""
             known = ops.get(key)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config.report_schema import ReportConfig
 from ..findings.canonical import Judged, group_statuses, report_groups
-from ..findings.model import ClusterReport, HealthScores, ReportFinding
+from ..findings.model import ClusterReport, HealthScores, NetworkSection, ReportFinding
 from ..ids import STACK_CUDA_ID
 from ..model import Status
 from .connectivity import node_names
@@ -152,18 +152,18 @@ def _network_line(report: ClusterReport, scores: HealthScores | None) -> str:
     efa = ports = active = plugin = 0
     rates: set[float] = set()
     for net in report.nodes.blocks("network"):
-        if not isinstance(net, Mapping):
+        if net is None:
             continue
-        provider = (net.get("fi_info") or {}).get("provider")
+        provider = net.fi_info.provider if net.fi_info is not None else None
         if provider:
             providers[str(provider)] = providers.get(str(provider), 0) + 1
-        efa += len(net.get("efa_devices") or [])
-        plugin += bool((net.get("aws_ofi_nccl_plugin") or {}).get("installed"))
-        for port in net.get("rdma_ports") or []:
+        efa += len(net.efa_devices)
+        plugin += net.aws_ofi_nccl_plugin.installed
+        for port in net.rdma_ports or []:
             ports += 1
-            active += str(port.get("state") or "").upper().endswith("ACTIVE")
-            if num(port.get("rate_gbps")) is not None:
-                rates.add(float(port["rate_gbps"]))
+            active += str(port["state"] or "").upper().endswith("ACTIVE")
+            if (rate := num(port["rate_gbps"])) is not None:
+                rates.add(float(rate))
     parts = []
     if providers:
         parts.append("libfabric " + ", ".join(f"{p} on {n} node(s)" for p, n in sorted(providers.items())))
@@ -216,13 +216,13 @@ def _stack_readings(report: ClusterReport) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _plugin_cell(network: Any) -> str | None:
-    if not isinstance(network, Mapping) or "aws_ofi_nccl_plugin" not in network:
+def _plugin_cell(network: NetworkSection | None) -> str | None:
+    if network is None:
         return None
-    plugin = network["aws_ofi_nccl_plugin"] or {}
-    if not plugin.get("installed"):
+    plugin = network.aws_ofi_nccl_plugin
+    if not plugin.installed:
         return "not installed"
-    return str(plugin.get("version") or "installed (version not read)")
+    return plugin.version or "installed (version not read)"
 
 
 def _stack_rows(report: ClusterReport) -> list[dict[str, str | None]]:
