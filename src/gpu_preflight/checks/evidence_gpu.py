@@ -125,7 +125,7 @@ SMI_FAILURES: dict[str, tuple[Status, str, str]] = {
 }
 
 
-@judges("nvidia-smi-xml", "nvidia-smi-q", "nvidia-smi-csv", "nvidia-smi-table", "nvidia-smi-error")
+@judges("nvidia-smi-xml", "nvidia-smi-q", "nvidia-smi-csv", "nvidia-smi-table", "nvidia-smi-error", "nvidia-smi-pmon")
 def judge_nvidia_smi(record: NvidiaSmiRecord, config: Config, source: str) -> Iterator[Finding]:
     """The GPUs an nvidia-smi report describes, judged by the ``gpu.*`` node checks.
 
@@ -239,13 +239,18 @@ def _nvlink_note(gpu: ListedGpu, record: SmiListingRecord, config: Config, sourc
     instead: a one-GPU VM slice of such a board has no peer to link to, as ``gpu.nvlink`` SKIPs a
     node's only GPU, but the listing may also be a ``-i 0`` excerpt of a broken node. On any other GPU
     it SKIPs: an optional bridge is not fitted. MIG mode SKIPs: nvidia-smi does not query NVLink there;
-    so do counters the driver keeps to administrators: they say nothing about the links.
+    so do counters the driver keeps to administrators and ``--capabilities`` (what a link supports):
+    they say nothing about whether the links are up.
     """
     subject = f"{source}/gpu{gpu.index}"
     label = f"gpu{gpu.index}" + (f" ({gpu.name})" if gpu.name else "")
     if gpu.nvlink_note == "mig_mode":
         return Finding("gpu.nvlink", Status.SKIP, subject, "mig_mode",
                        f"{label}: nvidia-smi does not query NVLink of a GPU in MIG mode; not judged")
+    if gpu.nvlink_note == "capabilities":
+        return Finding("gpu.nvlink", Status.SKIP, subject, "capabilities_only",
+                       f"{label}: nvidia-smi nvlink --capabilities lists what each link supports, not whether it is "
+                       "up; not judged", recommendation="Run `nvidia-smi nvlink -s` for the links' state.")
     if gpu.nvlink_note == "no_permission":
         return Finding("gpu.nvlink", Status.SKIP, subject, "no_permission",
                        f"{label}: the driver keeps the NVLink counters to administrators (insufficient "

@@ -160,13 +160,15 @@ class MigInstance(msgspec.Struct):
     uuid: str
 
 
-NVLINK_NOTES = ("all_inactive", "not_supported", "mig_mode", "no_permission")
+NVLINK_NOTES = ("all_inactive", "not_supported", "mig_mode", "no_permission", "capabilities")
 """What ``nvidia-smi nvlink -s`` prints under a GPU instead of its links (driver 525 and later):
 ``NVML: Unable to retrieve NVLink information as all links are inActive`` (``all_inactive``),
 ``Device does not have or support Nvlink`` (``not_supported``), ``Nvlink queries are not
 supported for Devices in MIG mode`` (``mig_mode``); and what ``nvlink -g``/``-e`` print when the
 driver keeps the link counters to administrators (``RmProfilingAdminOnly``): ``NVML: Unable to get
-the NvLink link utilization counter control for link 0: Insufficient Permissions`` (``no_permission``)."""
+the NvLink link utilization counter control for link 0: Insufficient Permissions`` (``no_permission``);
+and ``nvlink -c``/``--capabilities``, which lists what each link supports (``Link 0, P2P is supported:
+true``) and nothing about whether it is up (``capabilities``)."""
 
 
 class ListedGpu(msgspec.Struct):

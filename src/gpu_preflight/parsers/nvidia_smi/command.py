@@ -4,7 +4,9 @@ People paste the command with its output (``[root@dx01 ~]# nvidia-smi -i 0 -q``,
 ``$ nvidia-smi --query-gpu=index,name --format=csv,noheader``), and some of what the output
 means is only on that line: ``-i``/``--id`` makes nvidia-smi report only the GPUs named (by
 index, UUID, PCI bus id or board serial; several joined by commas), so a ``-q`` that says
-``Attached GPUs : 4`` and shows one GPU listed what was asked, not a cut report.
+``Attached GPUs : 4`` and shows one GPU listed what was asked, not a cut report; and
+``--format=csv,noheader`` prints rows without the line naming their columns, which only
+``--query-gpu=<fields>`` on the command line names.
 Only a line that is a pasted command is read (a shell prompt, or the command alone on its line),
 never a mention of nvidia-smi in a tool's own output.
 """
@@ -17,6 +19,8 @@ from ..text import is_prompt
 
 _COMMAND = re.compile(r"^\s*(?:sudo\s+)?(?:[\w./-]*/)?nvidia-smi(?=\s|$)")
 _AT = re.compile(r"(?:^|[\s#$])(?:sudo\s+)?(?:[\w./-]*/)?nvidia-smi(?=\s|$)")
+_QUERY = re.compile(r"(?:^|\s)--query-gpu[=\s]+(?P<fields>[^\s|;&<>]+)")
+_FORMAT = re.compile(r"(?:^|\s)--format[=\s]+(?P<options>[^\s|;&<>]+)")
 _ID = re.compile(r"(?:^|\s)(?:-i|--id)(?:[\s=]+|(?=[0-9]))(?P<ids>[^\s|;&<>]+)")
 
 
@@ -44,3 +48,20 @@ def selected_ids(text: str) -> list[str] | None:
             return None
         ids.extend(i for i in m.group("ids").split(",") if i and i not in ids)
     return ids or None
+
+
+def noheader_fields(text: str) -> list[str] | None:
+    """The ``--query-gpu`` fields of a pasted command whose CSV has no header line
+    (``--format=csv,noheader``): the names of the columns in order. ``None`` when no such command is
+    pasted, or more than one command is (whose rows would be whose is not said)."""
+    commands = smi_commands(text)
+    if len(commands) != 1:
+        return None
+    query, form = _QUERY.search(commands[0]), _FORMAT.search(commands[0])
+    if query is None or form is None:
+        return None
+    options = [o.strip().lower() for o in form.group("options").strip("'\"").split(",")]
+    if "csv" not in options or "noheader" not in options:
+        return None
+    fields = [f.strip().lower() for f in query.group("fields").strip("'\"").split(",")]
+    return fields if all(fields) else None

@@ -9,7 +9,9 @@ without NVLink makes ``nvidia-smi nvlink -s`` print nothing: that empty output i
 answer (no links), not an error. Newer drivers print a message under the GPU instead
 (:data:`~gpu_preflight.records.smi.NVLINK_NOTES`): all links inactive, no NVLink on this
 device, no NVLink query in MIG mode, or (``nvlink -g``/``-e`` as a user) counters kept to
-administrators; the GPU keeps it as ``nvlink_note``. nvidia-smi wraps
+administrators; the GPU keeps it as ``nvlink_note``. ``nvlink -c``/``--capabilities`` lists, per
+link, what it supports (``Link 0, P2P is supported: true``, six lines a link): a GPU listed
+so carries the ``capabilities`` note, since none of it says whether a link is up. nvidia-smi wraps
 the first at 80 columns in some captures (``... as all`` / ``links are inActive``), so a
 continuation line is read as part of it. A paste cut above its first ``GPU`` line starts with
 the last links (or MIG lines) of a GPU it does not name: they are passed over and the listing
@@ -43,6 +45,7 @@ _NOTES = (
     ("no_permission", re.compile(r"^(?:NVML:\s*)?Unable to (?:get|retrieve|read|query)\b.*:\s*"
                                  r"Insufficient Permissions\.?$", re.IGNORECASE)),
 )
+_CAPABILITY = re.compile(r"^Link\s+\d+,\s*[A-Za-z][\w ]*?:\s*(?:true|false)$", re.IGNORECASE)  # nvlink -c
 _WRAPPED = re.compile(r"^links are inactive\.?$", re.IGNORECASE)  # the second half of a wrapped all_inactive
 
 
@@ -50,7 +53,7 @@ def sniff_nvlink(text: str) -> int:
     has_gpu = re.search(r"^GPU\s+\d+:.*\(UUID:", text, re.MULTILINE)
     if not has_gpu:
         return 0
-    if re.search(r"^\s*Link\s+\d+:", text, re.MULTILINE):
+    if re.search(r"^\s*Link\s+\d+(?::|,\s*[A-Za-z][\w ]*?:\s*(?:true|false)\s*$)", text, re.MULTILINE):
         return 85
     lines = (line.strip() for line in text.splitlines())
     return 85 if any(_note(line) for line in lines) else 0
@@ -104,9 +107,11 @@ def _parse(kind: str, text: str, fmt: str) -> SmiListingRecord:
             current.mig_devices.append(MigInstance(m.group("profile"), int(m.group("index")), m.group("uuid")))
         elif current is not None and fmt == "nvlink" and (note := _note(line)):
             current.nvlink_note = note
+        elif current is not None and fmt == "nvlink" and _CAPABILITY.match(line):
+            current.nvlink_note = current.nvlink_note or "capabilities"
         elif current is not None and current.nvlink_note == "all_inactive" and _WRAPPED.match(line):
             continue
-        elif current is None and (_LINK.match(line) or _MIG.match(line) or _note(line)):
+        elif current is None and (_LINK.match(line) or _MIG.match(line) or _note(line) or _CAPABILITY.match(line)):
             record.elided = True  # a cut paste: the GPU these lines belong to is not shown
         else:
             raise ParseError(kind, f"unexpected line {line[:60]!r}", number)

@@ -2,9 +2,11 @@
 
 Columns are found by their header names (units such as `` [MiB]`` stripped), so any
 subset and order of fields works, with or without ``nounits``. Fields the header does not
-name stay ``None``. ``noheader`` output cannot be read: without names a column could be
-anything, so it is refused rather than guessed. Unsupported fields print ``[N/A]`` or
-``[Requested functionality has been deprecated]`` and read as ``None``.
+name stay ``None``. ``noheader`` output is read only where the pasted command line names
+its fields (``--query-gpu=index,name,... --format=csv,noheader``) and every row has that
+many columns; otherwise a column could be anything, so it is refused rather than guessed.
+Unsupported fields print ``[N/A]`` or ``[Requested functionality has been deprecated]`` and
+read as ``None``.
 
 ``--query-retired-pages=gpu_bus_id,...,retired_pages.address,retired_pages.cause`` has one row
 per retired page instead of one per GPU; its rows are counted per GPU and cause (``Single Bit
@@ -22,7 +24,7 @@ from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, prepare, to_bool, to_float, to_int
 from . import CLOCK_REASON_BITS, NvidiaSmiRecord, SmiGpu, as_compute_mode, as_mode, as_string
-from .command import selected_ids
+from .command import noheader_fields, selected_ids
 
 KIND = "nvidia-smi-csv"
 
@@ -42,12 +44,20 @@ def sniff(text: str) -> int:
         names = [_UNIT.sub("", c).strip() for c in line.split(",")]
         if all(c in names for c in _PAGE_COLUMNS):
             return 80
-        hits = sum(1 for n in names if n in _KNOWN or n.startswith(("clocks.", "ecc.", "pcie.", "power.")))
-        return 80 if hits >= 2 and len(names) >= 2 else 0
+        if _known(names):
+            return 80
+        fields = noheader_fields(text)
+        return 80 if fields is not None and _known(fields) and len(fields) == len(names) else 0
     return 0
 
 
-@parser(KIND, sniff=sniff, title="nvidia-smi --query-gpu=... --format=csv (with header)")
+def _known(names: list[str]) -> bool:
+    """Whether column names are those of a ``--query-gpu`` header (two or more that it prints)."""
+    hits = sum(1 for n in names if n in _KNOWN or n.startswith(("clocks.", "ecc.", "pcie.", "power.")))
+    return hits >= 2 and len(names) >= 2
+
+
+@parser(KIND, sniff=sniff, title="nvidia-smi --query-gpu=... --format=csv (with header, or its command)")
 def parse(text: str) -> NvidiaSmiRecord:
     """Parse ``--query-gpu`` CSV output; the first non-command line must be the header."""
     numbered = [(n, line) for n, line in enumerate(prepare(KIND, text), 1) if line.strip() and not is_noise(line)]
@@ -55,6 +65,10 @@ def parse(text: str) -> NvidiaSmiRecord:
         raise ParseError(KIND, "no CSV lines")
     rows = [next(csv.reader([line], skipinitialspace=True), []) for _, line in numbered]
     header = [_UNIT.sub("", c).strip() for c in rows[0]]
+    fields = noheader_fields(text)
+    if not any(h in _KNOWN for h in header) and fields is not None and _known(fields):
+        header = fields  # the rows start at once: the command line named their columns
+        rows, numbered = [fields, *rows], [(0, ""), *numbered]
     if all(c in header for c in _PAGE_COLUMNS):
         return _retired_pages(numbered, rows, header)
     if not any(h in _KNOWN for h in header):
