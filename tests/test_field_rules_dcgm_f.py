@@ -3,7 +3,8 @@
 * nv-hostengine's own failures (``Err: Failed to start DCGM Server: -7``, ``Failed to start host engine
   server``, ``Unable to terminate host engine, it may not be running.``, ``Error: Failed to initialize NVML``)
   and DCGM's refusal strings as its clients log them (dcgm-exporter's ``Error starting nv-hostengine: DCGM
-  initialization error``, ``This GPU is not supported by DCGM``) are a DCGM that measured nothing: ERROR.
+  initialization error``, ``This GPU is not supported by DCGM``; any client's ``Host engine connection
+  invalid/disconnected``) are a DCGM that measured nothing: ERROR.
 * A host engine's start log with nothing after it (``Started host engine version 4.4.2 using port number``)
   holds no result: ERROR, never a pass.
 * The diagnostic's own debug log (nvvs) with ERROR lines and no result: ERROR, naming nvvs' message.
@@ -39,7 +40,11 @@ def verdicts(text: str) -> list[tuple[str, Status, str]]:
     'time="2020-07-21T18:49:33Z" level=fatal msg="Error starting nv-hostengine: DCGM initialization error"\n',
     "   INFO[0000] Initializing system entities of type: GPU\n"
     "   FATA[0000] Error adding GPU 1 to group: This GPU is not supported by DCGM\n",
-], ids=["err-server", "server", "start-script", "terminate", "nvml", "exporter-init", "not-supported"])
+    "ERROR     : dcgm_sampler dcgmConnect() failed: Host engine connection invalid/disconnected(-21)\n",
+    '{"level":"error","msg":"failed to reconcile DCGM state","error":"failed to initialize DCGM: error connecting to '
+    'nv-hostengine: Host engine connection invalid/disconnected"}\n',
+], ids=["err-server", "server", "start-script", "terminate", "nvml", "exporter-init", "not-supported", "sampler",
+        "agent-json"])
 def test_a_host_engine_that_could_not_run_is_an_error(text: str) -> None:
     assert detect_kind(text) == "dcgmi-diag"
     assert verdicts(text) == [("dcgm.diag", Status.ERROR, "diag_error")]

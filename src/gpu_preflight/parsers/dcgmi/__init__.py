@@ -105,7 +105,10 @@ def sniff(text: str) -> int:
 def parse(text: str) -> DcgmDiagRecord:
     """Parse ``dcgmi diag`` output: JSON when it holds a JSON document, else the table."""
     body = [line for line in text.splitlines() if line.strip() and not is_noise(line)]
-    if any(line.lstrip().startswith("{") for line in body[:50]) or re.search(r'"DCGM (?:GPU )?Diagnostic"', text):
+    root = re.search(r'"DCGM (?:GPU )?Diagnostic"', text)
+    # a client's JSON log line that quotes DCGM's refusal is a log, not a -j document: the table reader keeps its line
+    logged_refusal = HOSTENGINE_DOWN.search(text) and not root and not _JSON_TEST.search(text)
+    if not logged_refusal and (any(line.lstrip().startswith("{") for line in body[:50]) or root):
         from .json_report import parse_json
 
         return parse_json(text)

@@ -23,12 +23,15 @@ MIG_REFUSAL = re.compile(r"\bGPU (?P<id>\d+)'s MIG configuration is incompatible
 # nv-hostengine's own answers when DCGM cannot run (hostengine/src/main.cpp: "Err: Failed to start DCGM Server: <ret>",
 # "Unable to terminate host engine, it may not be running."; DCGM 1.x-2.x, as exporters' start scripts log them:
 # "Failed to start host engine server", "Error: Failed to initialize NVML"), and DCGM's error strings as its clients
-# quote them (dcgmlib/src/dcgm_errors.c's "This GPU is not supported by DCGM"; dcgm-exporter's "Error starting
-# nv-hostengine: <DCGM's error>"): DCGM measured nothing, wherever the line sits in a client's log.
+# quote them (dcgmlib/src/dcgm_errors.c's "This GPU is not supported by DCGM" and "Host engine connection
+# invalid/disconnected", DCGM_ST_CONNECTION_NOT_VALID, which every client that found no nv-hostengine logs: ldmsd's
+# dcgm_sampler, go-dcgm agents; dcgm-exporter's "Error starting nv-hostengine: <DCGM's error>"): DCGM measured
+# nothing, wherever the line sits in a client's log.
 HOSTENGINE_DOWN = re.compile(r"(?:Err: )?Failed to start DCGM Server: -?\d+|Failed to start host engine server"
                              r"|Unable to terminate host engine, it may not be running"
                              r"|^\s*Error: Failed to initialize NVML\s*$"
-                             r"|Error starting nv-hostengine: [^\"\n]+|This GPU is not supported by DCGM", re.MULTILINE)
+                             r"|Error starting nv-hostengine: [^\"\n]+|This GPU is not supported by DCGM"
+                             r"|Host engine connection invalid/disconnected", re.MULTILINE)
 # nv-hostengine's start line (hostengine/src/main.cpp: "Started host engine version <v> using port number: <p>"): the
 # engine started, nothing was measured yet; a text holding nothing else holds no result (the container runtime's
 # "nvidia driver modules are not yet loaded" before it says why none will come).

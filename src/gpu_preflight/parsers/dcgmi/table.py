@@ -103,13 +103,13 @@ def parse_table(text: str) -> DcgmDiagRecord:
         if m := NVVS_LOG_ERROR.match(line):
             record.errors.append(f"nvvs: {m.group('msg')}")
             continue
-        if m := HOSTENGINE_DOWN.search(line):
-            record.errors.append(m.group(0).strip())
-            continue
         if m := _ERROR.match(line):
             record.errors.append(m.group("msg").strip())
             if (code := _RETURN.search(line)) is not None:
                 record.return_code = int(code.group("code"))
+            continue
+        if m := HOSTENGINE_DOWN.search(line):  # inside a client's log line: DCGM's words only
+            record.errors.append(m.group(0).strip())
             continue
         if m := _CATEGORY.match(line.strip()):
             flush()
