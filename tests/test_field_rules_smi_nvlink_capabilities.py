@@ -50,3 +50,17 @@ def test_a_state_listing_beside_it_is_still_judged() -> None:
               "         Link 0: 25 GB/s\n         Link 1: <inactive>\n")
     findings = judge_text(states + capabilities(gpus=1, prompt=""), Config(), source="n1")
     assert ("gpu.nvlink", Status.FAIL, "nvlink_down") in [(f.check_id, f.status, f.code) for f in findings]
+
+
+def test_gpu_lines_whose_uuid_the_poster_cut_are_read_under_nvlink_only() -> None:
+    """The Microway article's DGX-1 listing: 'GPU 0: Tesla V100-SXM2-32GB' (UUID removed), its links, and
+    the author's '[snip]'. The link lines say the tool; a UUID-less line alone is no ``-L`` listing."""
+    text = ("nvidia-smi nvlink --capabilities\n\nGPU 0: Tesla V100-SXM2-32GB\n"
+            "\t Link 0, P2P is supported: true\n\t Link 0, Link is supported: false\n\t \n         [snip]\n\n"
+            "\t Link 5, P2P is supported: true\n")
+    assert detect_kind(text) == "nvidia-smi-nvlink"
+    record = parse_text(text)[1]
+    assert [(g.index, g.name, g.uuid, g.nvlink_note) for g in record.gpus] == [
+        (0, "Tesla V100-SXM2-32GB", None, "capabilities")]
+    assert record.elided
+    assert detect_kind("GPU 0: Tesla V100-SXM2-32GB\nGPU 1: Tesla V100-SXM2-32GB\n") is None

@@ -16,6 +16,7 @@ from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Status
 from gpu_preflight.parsers.detect import detect_kind, parse_text
 from gpu_preflight.parsers.errors import ParseError
+from gpu_preflight.parsers.text import is_command, is_elision
 
 OLD = ("# gpu        pid  type    sm   mem   enc   dec   command\n"
        "# Idx          #   C/G     %     %     %     %   name\n")
@@ -74,3 +75,19 @@ def test_dmon_is_not_taken_for_pmon() -> None:
     dmon = ("# gpu   pwr  gtemp  mtemp     sm    mem\n# Idx     W      C      C      %      %\n"
             "    0    60     35     40      0      0\n")
     assert detect_kind(dmon) == "nvidia-smi-dmon"
+
+
+def test_the_command_pasted_alone_above_its_output_is_read_past() -> None:
+    """An article quotes ``nvidia-smi pmon`` on its own line, no prompt, then the samples (the Microway
+    nvidia-smi article); a line that only starts with the program's name is still output."""
+    text = "nvidia-smi pmon\n\n" + OLD + "    0      14835     C    45    15     0     0   python         \n"
+    assert detect_kind(text) == "nvidia-smi-pmon"
+    assert busy(text) == [("n1/gpu0", Status.WARN, busy(text)[0][2])]
+    assert is_command("nvidia-smi pmon") and is_command("sudo /usr/bin/nvidia-smi -q -i 0")
+    assert is_command("dcgmi diag -r 1") and not is_command("nvidia-smi has failed because it couldn't talk")
+    assert not is_command("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+
+
+@pytest.mark.parametrize("line", ["[snip]", "<snip>", "   [ snip ]", "...snip...", "[snipped]"])
+def test_an_authors_snip_marks_an_elision(line: str) -> None:
+    assert is_elision(line) and not is_elision("snippet of the log")

@@ -35,7 +35,14 @@ _PROMPT = re.compile(r"^\s*" + _ENV + r"(?:[\w.-]+@[\w.-]+:[^\s$#]*)?\$\s+\S")
 _ROOT_PROMPT = re.compile(r"^\s*" + _ENV + r"(?:[\w.-]+@[\w.-]+:[^\s$#]*|\[[^\]\n]+\])?#\s*(?:sudo\s+)?(?:[\w./-]*/)?"
                           r"(?:nvidia-smi|dcgmi|nvvs|ibstat|ibstatus|ibv_devinfo|ibv_devices|lspci|dmesg|journalctl"
                           r"|fi_info|fi_pingpong|ib_(?:read|write|send)_(?:bw|lat)|\w+_perf)(?=[\s_]|$)")
+# The command pasted alone on its line above its output ('nvidia-smi pmon', 'sudo dcgmi diag -r 1'): the
+# program, then nothing, an option or one of its subcommands; never a sentence that starts with its name.
+_BARE_COMMAND = re.compile(
+    r"^\s*(?:sudo\s+)?(?:[\w./-]*/)?(?:nvidia-smi|dcgmi)(?:\s+(?:-\S+|topo|nvlink|pmon|dmon|mig|vgpu|drain"
+    r"|clocks|conf-compute|c2c|gpm|discovery|diag|health|group|fieldgroup|config|policy|stats|introspect|profile"
+    r"|modules|version)(?:\s.*)?)?\s*$")
 _RC = re.compile(r"^\s*rc=-?\d+\s*$")
+_SNIP = re.compile(r"^[\[(<]?\s*(?:\.+\s*)?snip(?:ped)?(?:\s*\.+)?\s*[\])>]?$", re.IGNORECASE)
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 _TRUE = frozenset({"yes", "enabled", "enable", "active", "on", "true", "supported"})
 _FALSE = frozenset({"no", "disabled", "disable", "not active", "off", "false"})
@@ -221,13 +228,20 @@ def is_prompt(line: str) -> bool:
 
 
 def is_elision(line: str) -> bool:
-    """A line an author put in place of omitted output: ``...``, ``[...]``, ``…``."""
-    return line.strip() in ("...", "[...]", "…")
+    """A line an author put in place of omitted output: ``...``, ``[...]``, ``…``, ``[snip]``, ``<snip>``."""
+    text = line.strip()
+    return text in ("...", "[...]", "…") or ("snip" in text.lower() and bool(_SNIP.match(text)))
+
+
+def is_command(line: str) -> bool:
+    """A pasted shell command line, with its prompt (:func:`is_prompt`) or without one: ``nvidia-smi pmon``
+    or ``dcgmi diag -r 1`` alone on its line above the output it printed."""
+    return is_prompt(line) or (("nvidia-smi" in line or "dcgmi" in line) and bool(_BARE_COMMAND.match(line)))
 
 
 def is_noise(line: str) -> bool:
     """A line that is not tool output: a pasted command, an elision, a capture script's ``rc=N``."""
-    return is_prompt(line) or is_elision(line) or ("rc=" in line and bool(_RC.match(line)))
+    return is_command(line) or is_elision(line) or ("rc=" in line and bool(_RC.match(line)))
 
 
 def is_not_available(value: str | None) -> bool:

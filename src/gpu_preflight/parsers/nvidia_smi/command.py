@@ -5,7 +5,8 @@ People paste the command with its output (``[root@dx01 ~]# nvidia-smi -i 0 -q``,
 means is only on that line: ``-i``/``--id`` makes nvidia-smi report only the GPUs named (by
 index, UUID, PCI bus id or board serial; several joined by commas), so a ``-q`` that says
 ``Attached GPUs : 4`` and shows one GPU listed what was asked, not a cut report; and
-``--format=csv,noheader`` prints rows without the line naming their columns, which only
+``--format=csv,noheader`` prints rows without the line naming their columns (as does a paste that
+left the header out), which only
 ``--query-gpu=<fields>`` on the command line names.
 Only a line that is a pasted command is read (a shell prompt, or the command alone on its line),
 never a mention of nvidia-smi in a tool's own output.
@@ -15,9 +16,8 @@ from __future__ import annotations
 
 import re
 
-from ..text import is_prompt
+from ..text import is_command
 
-_COMMAND = re.compile(r"^\s*(?:sudo\s+)?(?:[\w./-]*/)?nvidia-smi(?=\s|$)")
 _AT = re.compile(r"(?:^|[\s#$])(?:sudo\s+)?(?:[\w./-]*/)?nvidia-smi(?=\s|$)")
 _QUERY = re.compile(r"(?:^|\s)--query-gpu[=\s]+(?P<fields>[^\s|;&<>]+)")
 _FORMAT = re.compile(r"(?:^|\s)--format[=\s]+(?P<options>[^\s|;&<>]+)")
@@ -28,7 +28,7 @@ def smi_commands(text: str) -> list[str]:
     """The pasted nvidia-smi command lines of a text, from ``nvidia-smi`` on (prompt and ``sudo`` dropped)."""
     commands = []
     for line in text.splitlines():
-        if "nvidia-smi" not in line or not (is_prompt(line) or _COMMAND.match(line)):
+        if "nvidia-smi" not in line or not is_command(line):
             continue
         if m := _AT.search(line):
             commands.append(line[line.index("nvidia-smi", m.start()):].strip())
@@ -50,10 +50,11 @@ def selected_ids(text: str) -> list[str] | None:
     return ids or None
 
 
-def noheader_fields(text: str) -> list[str] | None:
-    """The ``--query-gpu`` fields of a pasted command whose CSV has no header line
-    (``--format=csv,noheader``): the names of the columns in order. ``None`` when no such command is
-    pasted, or more than one command is (whose rows would be whose is not said)."""
+def query_fields(text: str) -> list[str] | None:
+    """The ``--query-gpu`` fields of the one pasted nvidia-smi command (``--format=csv``): the names of
+    its CSV's columns in order, which rows printed without their header line need (``noheader``, or a
+    paste that left the header out). ``None`` when no such command is pasted, or more than one is
+    (whose rows would be whose is not said)."""
     commands = smi_commands(text)
     if len(commands) != 1:
         return None
@@ -61,7 +62,7 @@ def noheader_fields(text: str) -> list[str] | None:
     if query is None or form is None:
         return None
     options = [o.strip().lower() for o in form.group("options").strip("'\"").split(",")]
-    if "csv" not in options or "noheader" not in options:
+    if "csv" not in options:
         return None
     fields = [f.strip().lower() for f in query.group("fields").strip("'\"").split(",")]
     return fields if all(fields) else None

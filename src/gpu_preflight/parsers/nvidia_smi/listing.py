@@ -1,6 +1,7 @@
 """``nvidia-smi nvlink -s|--status|-e`` and ``nvidia-smi -L``: per-GPU listings.
 
-Both start each GPU with ``GPU <n>: <name> (UUID: <uuid>)``. Under it, ``nvlink`` prints
+Both start each GPU with ``GPU <n>: <name> (UUID: <uuid>)`` (a paste may cut the UUID off: read
+under ``nvlink``, whose link lines below say what it is). Under it, ``nvlink`` prints
 one line per link (``Link 0: 26.562 GB/s``, ``Link 3: <inactive>``, or with ``-e``
 ``Link 0: Replay Errors: 0``) and ``-L`` one line per MIG instance. Indentation (tabs,
 two or nine spaces) and pasted elisions (``[...]``) vary and are ignored; an elided
@@ -34,6 +35,9 @@ NVLINK_KIND = "nvidia-smi-nvlink"
 LIST_KIND = "nvidia-smi-list"
 
 _GPU = re.compile(r"^GPU\s+(?P<index>\d+):\s*(?P<name>.*?)\s*\(UUID:\s*(?P<uuid>[^)]+)\)\s*$")
+# Under ``nvlink``, a GPU line whose UUID the poster cut off ('GPU 0: Tesla V100-SXM2-32GB'): the links
+# under it say which tool printed it. ``-L`` has nothing else to go by and keeps the UUID required.
+_GPU_NO_UUID = re.compile(r"^GPU\s+(?P<index>\d+):\s*(?P<name>[^()]*?)\s*$")
 _LINK = re.compile(r"^Link\s+(?P<link>\d+):\s*(?P<rest>.*)$")
 _COUNTER = re.compile(r"^(?P<label>[A-Za-z][\w ./-]*?):\s*(?P<value>\S+)\s*$")
 _MIG = re.compile(r"^MIG\s+(?P<profile>\S+)\s+Device\s+(?P<index>\d+):\s*\(UUID:\s*(?P<uuid>[^)]+)\)")
@@ -50,7 +54,8 @@ _WRAPPED = re.compile(r"^links are inactive\.?$", re.IGNORECASE)  # the second h
 
 
 def sniff_nvlink(text: str) -> int:
-    has_gpu = re.search(r"^GPU\s+\d+:.*\(UUID:", text, re.MULTILINE)
+    has_gpu = re.search(r"^GPU\s+\d+:.*\(UUID:", text, re.MULTILINE) or re.search(
+        r"^GPU\s+\d+:[^()\n]*\n\s*Link\s+\d+[:,]", text, re.MULTILINE)
     if not has_gpu:
         return 0
     if re.search(r"^\s*Link\s+\d+(?::|,\s*[A-Za-z][\w ]*?:\s*(?:true|false)\s*$)", text, re.MULTILINE):
@@ -98,8 +103,9 @@ def _parse(kind: str, text: str, fmt: str) -> SmiListingRecord:
         if not line or is_noise(raw):
             record.elided = record.elided or is_elision(raw)
             continue
-        if m := _GPU.match(line):
-            current = ListedGpu(int(m.group("index")), m.group("name") or None, m.group("uuid").strip())
+        if (m := _GPU.match(line)) or (fmt == "nvlink" and (m := _GPU_NO_UUID.match(line))):
+            uuid = m.groupdict().get("uuid")
+            current = ListedGpu(int(m.group("index")), m.group("name") or None, uuid.strip() if uuid else None)
             record.gpus.append(current)
         elif current is not None and (m := _LINK.match(line)):
             _add_link(current, int(m.group("link")), m.group("rest"))

@@ -24,7 +24,7 @@ from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, prepare, to_bool, to_float, to_int
 from . import CLOCK_REASON_BITS, NvidiaSmiRecord, SmiGpu, as_compute_mode, as_mode, as_string
-from .command import noheader_fields, selected_ids
+from .command import query_fields, selected_ids
 
 KIND = "nvidia-smi-csv"
 
@@ -46,7 +46,7 @@ def sniff(text: str) -> int:
             return 80
         if _known(names):
             return 80
-        fields = noheader_fields(text)
+        fields = query_fields(text)
         return 80 if fields is not None and _known(fields) and len(fields) == len(names) else 0
     return 0
 
@@ -65,7 +65,7 @@ def parse(text: str) -> NvidiaSmiRecord:
         raise ParseError(KIND, "no CSV lines")
     rows = [next(csv.reader([line], skipinitialspace=True), []) for _, line in numbered]
     header = [_UNIT.sub("", c).strip() for c in rows[0]]
-    fields = noheader_fields(text)
+    fields = query_fields(text)
     if not any(h in _KNOWN for h in header) and fields is not None and _known(fields):
         header = fields  # the rows start at once: the command line named their columns
         rows, numbered = [fields, *rows], [(0, ""), *numbered]
