@@ -303,8 +303,9 @@ def judge_lspci(record: LspciRecord, config: Config, source: str) -> Iterator[Fi
     linked = [d for d in record.devices if d.downgraded is not None]
     if not linked:
         yield Finding("pcie.lnksta", Status.SKIP, source, "no_link_status",
-                      f"{len(record.devices)} device(s) listed without link status: capture `lspci -vvv` "
-                      "(as root) to judge PCIe links", details={"devices": len(record.devices)})
+                      f"{len(record.devices)} device(s) listed without a link status to judge (LnkSta against "
+                      "LnkCap): capture `lspci -vvv` (as root) to judge PCIe links",
+                      details={"devices": len(record.devices)})
         return
     flagged = False
     for device in linked:
@@ -313,9 +314,12 @@ def judge_lspci(record: LspciRecord, config: Config, source: str) -> Iterator[Fi
             flagged = flagged or finding.status is not Status.PASS
             yield finding
     if not flagged:
+        slow = [d for d in linked if d.speed_downgraded]
         yield Finding("pcie.lnksta", Status.PASS, source, "ok",
-                      f"{len(linked)} PCIe link(s) at full width" + ("" if all(not d.speed_downgraded for d in linked)
-                                                                   else " (idle GPUs at reduced speed, not judged)"),
+                      f"{len(linked)} PCIe link(s) at full width" + (
+                          "" if not slow else " (idle GPUs at reduced speed, not judged)"
+                          if all(d.device_class for d in slow) else
+                          " (reduced speed of a device whose class is not shown, not judged)"),
                       observed=len(linked), unit="links")
 
 
@@ -332,7 +336,9 @@ def _link_finding(device: PciDevice, source: str) -> Finding | None:
                        observed=device.sta_width, expected=device.cap_width, unit="lanes", details=details,
                        recommendation="A link trained narrower than it can: reseat the card or riser, check the "
                                       "slot; bandwidth to this device is cut proportionally.")
-    if device.speed_downgraded and not device.device_class.startswith(_GPU_CLASSES):
+    # Speed is judged for a device shown not to be a GPU (idle GPUs drop to 2.5 GT/s); a fragment that
+    # does not show the device line does not say which it is, and nothing is assumed.
+    if device.speed_downgraded and device.device_class and not device.device_class.startswith(_GPU_CLASSES):
         return Finding("pcie.lnksta", Status.WARN, subject, "speed_downgraded", f"{device.address} {link}",
                        observed=device.sta_speed_gts, expected=device.cap_speed_gts, unit="GT/s", details=details,
                        recommendation="The link trained at a lower generation: check the slot/switch generation "

@@ -8,6 +8,12 @@ can do: ``Speed 32GT/s, Width x16``) and ``LnkSta:`` (what it trained to: ``Spee
 true when the trained speed or width is below the capability — pciutils' own
 ``(downgraded)`` mark, or the numbers, whichever says so; ``None`` when the device shows
 no link at all.
+
+People paste the link lines without the device line above them: ``lspci -vv | grep -E
+'LnkCap:|LnkSta:'``, two lines quoted in a sentence, a slice of one device's capabilities. Such
+a text (no device line, a ``LnkSta: Speed ...`` line) is a fragment of one device whose address
+and class are not shown: it is read as that one device (``record.fragment``), judged on the link
+lines it shows, and nothing it does not show (which device, its class) is made up.
 """
 
 from __future__ import annotations
@@ -27,6 +33,10 @@ _DEVICE = re.compile(r"^(?P<address>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-f
 _IDS = re.compile(r"\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]")
 _SPEED = re.compile(r"Speed\s+(?P<speed>[\d.]+)GT/s(?P<note>\s*\((?:downgraded|ok)\))?", re.IGNORECASE)
 _WIDTH = re.compile(r"Width\s+x(?P<width>\d+)(?P<note>\s*\((?:downgraded|ok)\))?", re.IGNORECASE)
+_LNKSTA = re.compile(r"^\s*LnkSta:\s*Speed\s+[\d.]+GT/s")
+# A capability line: indented under its device, or a key such as ``LnkSta:`` quoted at column 0.
+_CAPABILITY_LINE = re.compile(r"^(?:\s|[A-Z][A-Za-z0-9]*:\s)")
+_UNSHOWN = "(device line not shown)"
 
 
 def sniff(text: str) -> int:
@@ -35,6 +45,8 @@ def sniff(text: str) -> int:
         return 0
     if "LnkSta:" in text and _DEVICE.match(lines[0]):
         return 90
+    if _is_link_fragment(lines):
+        return 60
     hits = sum(1 for line in lines if _DEVICE.match(line))
     return 75 if hits >= max(1, len([x for x in lines if not x.startswith(("\t", " "))]) * 0.8) else 0
 
@@ -44,10 +56,15 @@ def parse(text: str) -> LspciRecord:
     """Parse lspci output; with ``-vvv`` also each device's link capability and status."""
     record = LspciRecord()
     current: PciDevice | None = None
-    for number, raw in enumerate(prepare(KIND, text), 1):
+    lines = list(prepare(KIND, text))
+    if _is_link_fragment([line for line in lines if line.strip() and not is_noise(line)]):
+        current = PciDevice(address="?", device_class="", name=_UNSHOWN)
+        record.devices.append(current)
+        record.fragment = 1
+    for number, raw in enumerate(lines, 1):
         if not raw.strip() or is_noise(raw):
             continue
-        if not raw[0].isspace():
+        if not raw[0].isspace() and record.fragment is None:
             m = _DEVICE.match(raw.rstrip())
             if m is None:
                 raise ParseError(KIND, f"not an lspci device line: {raw.strip()[:60]!r}", number)
@@ -73,6 +90,12 @@ def parse(text: str) -> LspciRecord:
     if not record.devices:
         raise ParseError(KIND, "no lspci device line")
     return record
+
+
+def _is_link_fragment(lines: list[str]) -> bool:
+    """Link lines without a device line: a ``LnkSta: Speed ...`` line, and every line a capability line."""
+    return (any(_LNKSTA.match(line) for line in lines) and not any(_DEVICE.match(line) for line in lines)
+            and all(_CAPABILITY_LINE.match(line) for line in lines))
 
 
 def _link(line: str) -> tuple[float | None, int | None, str | None, str | None]:

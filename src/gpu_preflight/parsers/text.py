@@ -41,6 +41,8 @@ _BARE_COMMAND = re.compile(
     r"^\s*(?:sudo\s+)?(?:[\w./-]*/)?(?:nvidia-smi|dcgmi)(?:\s+(?:-\S+|topo|nvlink|pmon|dmon|mig|vgpu|drain"
     r"|clocks|conf-compute|c2c|gpm|discovery|diag|health|group|fieldgroup|config|policy|stats|introspect|profile"
     r"|modules|version)(?:\s.*)?)?\s*$")
+# lspci alone, or with its options first (``sudo lspci -s 2f:00.0 -vv | grep -E 'LnkCap:|LnkSta:'``).
+_BARE_LSPCI = re.compile(r"^\s*(?:sudo\s+)?(?:[\w./-]*/)?lspci(?:\s+-\S+(?:\s.*)?)?\s*$")
 _RC = re.compile(r"^\s*rc=-?\d+\s*$")
 _SNIP = re.compile(r"^[\[(<]?\s*(?:\.+\s*)?snip(?:ped)?(?:\s*\.+)?\s*[\])>]?$", re.IGNORECASE)
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
@@ -234,9 +236,10 @@ def is_elision(line: str) -> bool:
 
 
 def is_command(line: str) -> bool:
-    """A pasted shell command line, with its prompt (:func:`is_prompt`) or without one: ``nvidia-smi pmon``
-    or ``dcgmi diag -r 1`` alone on its line above the output it printed."""
-    return is_prompt(line) or (("nvidia-smi" in line or "dcgmi" in line) and bool(_BARE_COMMAND.match(line)))
+    """A pasted shell command line, with its prompt (:func:`is_prompt`) or without one: ``nvidia-smi pmon``,
+    ``dcgmi diag -r 1`` or ``sudo lspci -s 2f:00.0 -vv | grep ...`` alone on its line above the output it printed."""
+    return is_prompt(line) or (("nvidia-smi" in line or "dcgmi" in line) and bool(_BARE_COMMAND.match(line))) or (
+        "lspci" in line and bool(_BARE_LSPCI.match(line)))
 
 
 def is_noise(line: str) -> bool:

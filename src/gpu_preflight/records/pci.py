@@ -28,3 +28,4 @@ class LspciRecord(msgspec.Struct):
 
     verbose: bool = False
     devices: list[PciDevice] = []
+    fragment: int | None = None  # link lines pasted without their device line: one device, address and class not shown
