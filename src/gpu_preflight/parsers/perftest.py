@@ -36,6 +36,15 @@ _ERROR = re.compile(r"unable to|failed|error|couldn't|cannot|^Port number \d+ st
                     r"|^Problems? (?:with|in) |is not supported on this GPU|^unexpected CM event", re.IGNORECASE)
 
 
+# rdma-core's loader warns for each provider listed in /etc/libibverbs.d whose library is not installed
+# ("libibverbs: Warning: couldn't load driver 'libmana-rdmav34.so': ..."): the device in use has its provider,
+# and a run left without one says so on its own line ("Did not detect devices"), so these are warnings.
+_LOADER_WARNING = re.compile(r"^libibverbs: Warning: ")
+# The result table's columns by name; a paste that lost the second '#' ("#bytes  iterations  BW peak...")
+# still names the iterations column.
+_COLUMN = re.compile(r"#\w+|\biterations\b|BW peak\[[^\]]+\]|BW average\[[^\]]+\]|MsgRate\[[^\]]+\]")
+
+
 # perftest's own failure lines (perftest_communication.c, perftest_resources.c): a run that never
 # connected prints only these, and people paste them alone (quoted with '>' too, indented under a list item,
 # which the paste reader does not unwrap).
@@ -108,12 +117,15 @@ def parse(text: str) -> PerftestRecord:
             record.test = m.group("test")
             continue
         if line.startswith("#bytes"):
-            columns = re.findall(r"#\w+|BW peak\[[^\]]+\]|BW average\[[^\]]+\]|MsgRate\[[^\]]+\]", line)
+            columns = ["#iterations" if c == "iterations" else c for c in _COLUMN.findall(line)]
             unit = re.search(r"BW peak\[([^\]]+)\]", line)
             record.bw_unit = unit.group(1) if unit else None
             continue
         if columns is not None and line[:1].isdigit():
             record.rows.append(_row(record, columns, line, number))
+            continue
+        if _LOADER_WARNING.match(line):
+            record.warnings.append(line)
             continue
         if columns is None and ":" in line and not _ERROR.search(line):
             _header(record, raw)
