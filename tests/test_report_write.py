@@ -29,16 +29,19 @@ def test_write_fills_the_artifact_paths_in_a_new_report_and_changes_nothing_it_w
     node = run_checks(include=["dcgm.*"])
     report = build([node])
     before = json.dumps(report.to_dict())
-    assert report.nodes["node_0"].dcgm["diagnostics"]["basic"]["raw_output_artifact"]["path"] is None  # type: ignore[index]
+    basic = report.nodes["node_0"].dcgm.diagnostics.basic  # type: ignore[union-attr]
+    assert basic is not None and basic.raw_output_artifact is not None and basic.raw_output_artifact.path is None
 
     written = write(report, [node], tmp_path / "out", name="preflight.json")
 
     assert json.dumps(report.to_dict()) == before  # the report it was given is the same value
-    ref = written.report.nodes["node_0"].dcgm["diagnostics"]["basic"]["raw_output_artifact"]  # type: ignore[index]
-    assert ref["path"] == "artifacts/node_0/dcgmi_diag_r1.txt"
-    assert (tmp_path / "out" / ref["path"]).read_text() == SPEC.read_text()
-    assert [a["path"] for a in written.report.artifacts] == [ref["path"]]
-    assert written.artifacts == (tmp_path / "out" / ref["path"],)
+    filled = written.report.nodes["node_0"].dcgm.diagnostics.basic  # type: ignore[union-attr]
+    assert filled is not None and filled.raw_output_artifact is not None
+    ref = filled.raw_output_artifact.path
+    assert ref == "artifacts/node_0/dcgmi_diag_r1.txt"
+    assert (tmp_path / "out" / ref).read_text() == SPEC.read_text()
+    assert [a["path"] for a in written.report.artifacts] == [ref]
+    assert written.artifacts == (tmp_path / "out" / ref,)
     assert written.path == tmp_path / "out" / "preflight.json"
     assert json.loads(written.path.read_text()) == written.report.to_dict()  # the file is the value returned
 
