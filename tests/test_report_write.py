@@ -29,12 +29,14 @@ def test_write_fills_the_artifact_paths_in_a_new_report_and_changes_nothing_it_w
     node = run_checks(include=["dcgm.*"])
     report = build([node])
     before = json.dumps(report.to_dict())
-    assert report.nodes["node_0"].dcgm["diagnostics"]["basic"]["raw_output_artifact"]["path"] is None  # type: ignore[index]
+    built = report.nodes["node_0"].dcgm
+    assert built is not None and built.diagnostics.basic is not None and built.diagnostics.basic.raw_output_artifact
+    assert built.diagnostics.basic.raw_output_artifact.path is None
 
     written = write(report, [node], tmp_path / "out", name="preflight.json")
 
     assert json.dumps(report.to_dict()) == before  # the report it was given is the same value
-    ref = written.report.nodes["node_0"].dcgm["diagnostics"]["basic"]["raw_output_artifact"]  # type: ignore[index]
+    ref = written.report.to_dict()["nodes"]["node_0"]["dcgm"]["diagnostics"]["basic"]["raw_output_artifact"]
     assert ref["path"] == "artifacts/node_0/dcgmi_diag_r1.txt"
     assert (tmp_path / "out" / ref["path"]).read_text() == SPEC.read_text()
     assert [a["path"] for a in written.report.artifacts] == [ref["path"]]
