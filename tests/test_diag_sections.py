@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpu_preflight.engine import run_checks
-from gpu_preflight.findings.canonical import save_artifacts
+from gpu_preflight.findings.canonical import node_section, save_artifacts
 from gpu_preflight.findings.diagnostic_sections import (
     communication_test,
     dcgm_section,
@@ -17,6 +17,7 @@ from gpu_preflight.findings.diagnostic_sections import (
     fill_artifact_paths,
     nccl_section,
 )
+from gpu_preflight.findings.model import NodeSections
 
 from .conftest import REPO
 from .diag_tools import replay
@@ -41,10 +42,22 @@ def test_sections_of_a_node_run_reference_the_saved_raw_output(bindir: Path, tmp
     unsaved = diagnostic_sections(node.facts, node.artifacts).to_dict()  # the blocks as written
     assert unsaved["dcgm"]["diagnostics"]["basic"]["raw_output_artifact"]["path"] is None
     assert unsaved["dcgm"]["diagnostics"]["basic"]["raw_output"] == ""  # no raw outputs given: nothing inline
+    built = node_section(node)  # the node's section as built before its raw outputs were saved
     node.artifacts = save_artifacts(node, tmp_path / "out", "node_0")
-    fill_artifact_paths({"node_0": unsaved}, node.artifacts)  # what write_report does once it saved them
-    saved = unsaved["dcgm"]["diagnostics"]["basic"]["raw_output_artifact"]["path"]
-    assert saved == "artifacts/node_0/dcgmi_diag_r1.txt"
+    filled = fill_artifact_paths(NodeSections({"node_0": built}), node.artifacts)  # what write does then
+    saved = filled["node_0"].to_dict()
+    assert saved["dcgm"]["diagnostics"]["basic"]["raw_output_artifact"]["path"] == "artifacts/node_0/dcgmi_diag_r1.txt"
+    before = built.to_dict()  # a new value: the built section still has no path, and differs only by the paths
+    assert before["dcgm"]["diagnostics"]["basic"]["raw_output_artifact"]["path"] is None
+    for name, run in saved["nccl"]["nccl_tests"].items():
+        ref = before["nccl"]["nccl_tests"][name]["raw_output_artifact"]
+        ref["path"] = run["raw_output_artifact"]["path"]
+        assert ref["path"] == f"artifacts/node_0/{ref['file']}"
+    before["dcgm"]["diagnostics"]["basic"]["raw_output_artifact"]["path"] = "artifacts/node_0/dcgmi_diag_r1.txt"
+    if before["network"]["fi_info"] and before["network"]["fi_info"]["raw_output_artifact"]:
+        before["network"]["fi_info"]["raw_output_artifact"] = saved["network"]["fi_info"]["raw_output_artifact"]
+    assert json.dumps(saved) == json.dumps(before)
+    assert fill_artifact_paths(NodeSections({"node_0": filled["node_0"]}), node.artifacts) == {}  # nothing left
     sections = diagnostic_sections(node.facts, node.artifacts).to_dict()
     dcgm = sections["dcgm"]
     assert dcgm["dcgm_available"] is True and list(dcgm["diagnostics"]) == ["basic"]

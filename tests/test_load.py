@@ -361,3 +361,19 @@ def test_load_xid_follows_the_xid_policy(watch: dict[str, Any], status: Status, 
                            "topology": {"world_size": 1, "num_nodes": 1, "local_world_size": 1, "hosts": ["h0"]}})
     [f] = judge("load.xid", facts)
     assert (f.status, f.code) == (status, code)
+
+
+def test_the_report_reads_back_every_key_the_sampler_writes() -> None:
+    """``LoadSummary`` is a closed block (a key it does not know is dropped on reading): the
+    sampler's summary, with its work per watt, and the large-cluster form without series, must
+    read back and write again unchanged."""
+    from gpu_preflight.findings.model import LoadSummary
+    from gpu_preflight.records.efficiency import work_per_watt
+
+    rec = h100_record()
+    full = summarize(rec)
+    full["work_per_watt"] = work_per_watt([{"dtype": "bf16", "tflops": 700.0, "correct": True}], full)
+    assert full["work_per_watt"]["bf16"]["samples"] > 0
+    for summary in (full, summarize(rec, max_points=0)):
+        written = json.loads(json.dumps(summary))
+        assert json.dumps(LoadSummary.from_dict(written).to_dict()) == json.dumps(written)

@@ -86,11 +86,13 @@ def test_unknown_blocks_keep_their_place() -> None:
     scored = {k: summary.pop(k) for k in ("earlier_scores", "health_scores", "recommendations_by_urgency",
                                           "cost_benefit", "assessment") if k in summary}
     summary.update(localization={"rounds": 2}, **scored)  # where a run puts it: before the history and scores
-    report["nodes"]["node_1"]["load"] = {"gpu0": {"max_temp_c": 61}}
+    report["nodes"]["node_1"]["system"]["numa_nodes"] = 2
+    report["nodes"]["node_1"]["power"] = {"gpu0": {"max_w": 610}}
     report["extension"] = [1]
     typed = ClusterReport.from_dict(report)
     assert typed.cluster_summary.extra == {"localization": {"rounds": 2}}
-    assert typed.nodes["node_1"].load == {"gpu0": {"max_temp_c": 61}}
+    assert typed.nodes["node_1"].system.extra == {"numa_nodes": 2}
+    assert typed.nodes["node_1"].extra == {"power": {"gpu0": {"max_w": 610}}}
     assert json.dumps(typed.to_dict()) == json.dumps(report)
 
 
@@ -431,5 +433,43 @@ def test_a_mistyped_diagnostics_block_is_refused_with_its_path() -> None:
     where = r"Expected `bool`, got `str` - at `\$\.nodes\.node_1\.network\.efa_available`"
     with pytest.raises(msgspec.ValidationError, match=where):
         list(ClusterReport.from_dict(report).nodes.blocks("network"))
+    with pytest.raises(msgspec.ValidationError, match=where):
+        ClusterReport.from_dict(report).nodes["node_1"]
+
+
+CAPTURED = "tests/fixtures/captured"
+
+
+@pytest.mark.parametrize("path", [f"{CAPTURED}/h200-run-2026-11-26/cluster_report.json",  # schema 1.0
+                                  f"{CAPTURED}/h100-run-2026-11-26c/cluster_report.json"])  # 1.1, with load
+def test_the_system_and_load_blocks_are_typed_and_written_as_they_were_read(path: str) -> None:
+    from gpu_preflight.findings.model import SystemSection
+
+    with open(path) as f:
+        report = json.load(f)
+    nodes = ClusterReport.from_dict(report).nodes
+    for key, system, load in zip(nodes, nodes.blocks("system"), nodes.blocks("load"), strict=True):
+        raw = report["nodes"][key]
+        assert isinstance(system, SystemSection) and system.cpu is not None and system.cpu.count == 16
+        assert json.dumps(system.to_dict()) == json.dumps(raw["system"])
+        assert nodes[key].system == system and nodes[key].load == load
+        assert (load is None) == ("load" not in raw)
+        for gpu, summary in (load or {}).items():
+            assert summary.series.t and summary.static["power_limit_w"] == 700.0
+            assert json.dumps(summary.to_dict()) == json.dumps(raw["load"][gpu])
+
+
+def test_a_section_without_system_reads_an_empty_one_and_a_mistyped_load_is_refused_with_its_path() -> None:
+    report = cluster_report()
+    del report["nodes"]["node_0"]["system"]
+    nodes = ClusterReport.from_dict(report).nodes
+    assert next(nodes.blocks("system")).to_dict() == {} and nodes["node_0"].system.memory is None
+    report = cluster_report()
+    report["nodes"]["node_1"]["load"] = {"gpu0": {"gpu": "GPU-0", "static": {}, "phases": {}, "series": {"t": "x"},
+                                                  "errors": {}, "lost": None, "ecc_delta": {}}}
+    # msgspec names a map's key [...]
+    where = r"Expected `array \| null`, got `str` - at `\$\.nodes\.node_1\.load\[\.\.\.\]\.series\.t`"
+    with pytest.raises(msgspec.ValidationError, match=where):
+        list(ClusterReport.from_dict(report).nodes.blocks("load"))
     with pytest.raises(msgspec.ValidationError, match=where):
         ClusterReport.from_dict(report).nodes["node_1"]

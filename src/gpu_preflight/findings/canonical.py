@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         NodeSection,
         Number,
         ReportFinding,
+        SystemSection,
     )
 
     # Scores and advice for a report (typed or its dict) under the [report] settings (None: the
@@ -274,28 +275,30 @@ def _gpu_section(facts: dict[str, Any]) -> dict[str, GpuEntry]:
     return out
 
 
-def _system_section(facts: dict[str, Any]) -> dict[str, Any]:
+def _system_section(facts: dict[str, Any]) -> SystemSection:
+    """The section's ``system`` block: the system probe's memory, first disk and CPU, each where read."""
+    from .model import CpuInfo, DiskInfo, MemoryInfo, SystemSection
+
     s = facts.get("system") or {}
 
     def num(v: Any) -> float | None:
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
     total, avail = num(s.get("memory_total_bytes")), num(s.get("memory_available_bytes"))
-    section: dict[str, Any] = {}
+    memory = disk = cpu = None
     if total is not None and avail is not None:
-        section["memory"] = {"total_gb": round(total / GB, 2), "available_gb": round(avail / GB, 2),
-                             "used_percent": round(100 * (total - avail) / total, 2) if total else None}
+        memory = MemoryInfo(total_gb=round(total / GB, 2), available_gb=round(avail / GB, 2),
+                            used_percent=round(100 * (total - avail) / total, 2) if total else None)
     disks = s.get("disks") or []
     if disks:
         d = disks[0]
         dt, df = num(d.get("total_bytes")), num(d.get("free_bytes"))
         if dt is not None and df is not None:
-            section["disk"] = {"path": d.get("path"), "total_gb": round(dt / GB, 2), "free_gb": round(df / GB, 2),
-                               "used_percent": round(100 * (dt - df) / dt, 2) if dt else None}
-    if num(s.get("cpu_count")) is not None:
-        section["cpu"] = {"usage_percent": num(s.get("cpu_percent")), "count": s.get("cpu_count"),
-                          "load_1m": num(s.get("load_1m"))}
-    return section
+            disk = DiskInfo(path=d.get("path"), total_gb=round(dt / GB, 2), free_gb=round(df / GB, 2),
+                            used_percent=round(100 * (dt - df) / dt, 2) if dt else None)
+    if (count := s.get("cpu_count")) is not None and num(count) is not None:
+        cpu = CpuInfo(usage_percent=num(s.get("cpu_percent")), count=count, load_1m=num(s.get("load_1m")))
+    return SystemSection(memory=memory, disk=disk, cpu=cpu)
 
 
 def node_performance(nccl: NcclSection | None) -> dict[str, float]:

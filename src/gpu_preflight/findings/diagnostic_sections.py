@@ -18,7 +18,9 @@ The sections are built typed (:class:`~.model.NetworkSection`, :class:`~.model.D
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
+
+from msgspec.structs import replace
 
 from .model import (
     ArtifactRef,
@@ -30,13 +32,25 @@ from .model import (
     NcclSection,
     NcclTestsRun,
     NetworkSection,
+    NodeSection,
+    NodeSections,
     OfiPluginInfo,
     PingpongTest,
     RdmaPort,
 )
 
-__all__ = ["Diagnostics", "communication_test", "dcgm_section", "diagnostic_sections", "fill_artifact_paths",
-           "nccl_section", "network_section", "result_cell", "seed_parsed_output"]
+__all__ = [
+    "Diagnostics",
+    "communication_test",
+    "dcgm_section",
+    "diagnostic_sections",
+    "fill_artifact_paths",
+    "nccl_section",
+    "network_section",
+    "result_cell",
+    "seed_parsed_output",
+    "with_artifact_paths",
+]
 
 
 def _artifact(run: Mapping[str, Any] | None, paths: Mapping[str, str]) -> ArtifactRef | None:
@@ -255,28 +269,63 @@ def diagnostic_sections(facts: Mapping[str, Any], artifacts: Iterable[Mapping[st
                        nccl_section(facts, paths))
 
 
-def _refs(section: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
-    """Every ``raw_output_artifact`` reference in a node section's network, dcgm and nccl blocks."""
+def _refs(section: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
+    """Every ``raw_output_artifact`` reference in a node section's network, dcgm and nccl blocks, read
+    from its JSON object: which of a 10,000-node report's sections need filling is found without
+    typing them (their nodes saved their raw outputs before building them, so usually none do)."""
     fi_info = (section.get("network") or {}).get("fi_info")
     levels = ((section.get("dcgm") or {}).get("diagnostics") or {}).values()
     runs = ((section.get("nccl") or {}).get("nccl_tests") or {}).values()
     for holder in [fi_info, *levels, *runs]:
         ref = holder.get("raw_output_artifact") if isinstance(holder, Mapping) else None
-        if isinstance(ref, dict):
+        if isinstance(ref, Mapping):
             yield ref
 
 
-def fill_artifact_paths(sections: Mapping[str, dict[str, Any]], artifacts: Iterable[Mapping[str, Any]]) -> None:
-    """Set each section's ``raw_output_artifact.path`` from the artifacts just written
-    (``{"name", "node", "path"}``), for sections built before their raw outputs were saved."""
+_Run = TypeVar("_Run", FiInfoRun, DcgmLevel, NcclTestsRun)
+
+
+def _with_path(run: _Run, paths: Mapping[str, str]) -> _Run:
+    """``run`` with its ``raw_output_artifact`` given the saved path ``paths`` names for it (``run``
+    itself where it has a path already, or ``paths`` does not name it)."""
+    ref = run.raw_output_artifact
+    if ref is None or ref.path is not None or ref.name not in paths:
+        return run
+    return replace(run, raw_output_artifact=replace(ref, path=paths[ref.name]))
+
+
+def with_artifact_paths(section: NodeSection, paths: Mapping[str, str]) -> NodeSection:
+    """``section`` with each ``raw_output_artifact`` that ``paths`` (artifact name to its path beside
+    the report) names and that has no path yet given that path: a new value, the unchanged
+    blocks shared (``section`` itself where nothing changes)."""
+    network, dcgm, nccl = section.network, section.dcgm, section.nccl
+    if network is not None and network.fi_info is not None \
+            and (fi_info := _with_path(network.fi_info, paths)) is not network.fi_info:
+        network = replace(network, fi_info=fi_info)
+    if dcgm is not None:
+        levels = dcgm.diagnostics
+        basic = None if levels.basic is None else _with_path(levels.basic, paths)
+        extended = None if levels.extended is None else _with_path(levels.extended, paths)
+        if basic is not levels.basic or extended is not levels.extended:
+            dcgm = replace(dcgm, diagnostics=replace(levels, basic=basic, extended=extended))
+    if nccl is not None:
+        runs = {name: _with_path(run, paths) for name, run in nccl.nccl_tests.items()}
+        if any(run is not nccl.nccl_tests[name] for name, run in runs.items()):
+            nccl = replace(nccl, nccl_tests=runs)
+    if network is section.network and dcgm is section.dcgm and nccl is section.nccl:
+        return section
+    return replace(section, network=network, dcgm=dcgm, nccl=nccl)
+
+
+def fill_artifact_paths(nodes: NodeSections, artifacts: Iterable[Mapping[str, Any]]) -> dict[str, NodeSection]:
+    """The node sections whose ``raw_output_artifact.path`` the artifacts just written
+    (``{"name", "node", "path"}``) fill, by node key, as new values (usually one node's, the
+    run's own: a cluster's nodes saved theirs before building their sections); only those
+    sections are typed."""
     by_node: dict[str, dict[str, str]] = {}
     for a in artifacts:
         if a.get("name") and a.get("path") and a.get("node"):
             by_node.setdefault(str(a["node"]), {})[str(a["name"])] = str(a["path"])
-    for key, paths in by_node.items():
-        section = sections.get(key)
-        if not isinstance(section, Mapping):
-            continue
-        for ref in _refs(section):
-            if ref.get("path") is None and ref.get("name") in paths:
-                ref["path"] = paths[ref["name"]]
+    return {key: with_artifact_paths(nodes[key], paths) for key, paths in by_node.items()
+            if key in nodes and any(ref.get("path") is None and ref.get("name") in paths
+                                    for ref in _refs(nodes.raw(key)))}

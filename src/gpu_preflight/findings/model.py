@@ -25,9 +25,10 @@ A new field is one line. Two conventions carry what the hand-written code did:
 Large free-form blocks (a node's facts, a DCGM run's parsed output, the collectives' gathered
 entries in ``nccl.communication_tests``, the fi_pingpong pairs) stay JSON objects
 (``JsonObject``); high-volume leaf records (one per GPU, one per check of a node, one per
-measured node pair, one per RDMA port) are ``TypedDict``\\ s. A 10,000-node report's node
-sections are typed on first read (:class:`NodeSections`), and a reader walking one
-block over every node types only that block (:meth:`NodeSections.blocks`).
+measured node pair, one per RDMA port, one per sampled phase of a GPU under load) are
+``TypedDict``\\ s. Every block of a node's section is typed but ``facts``. A 10,000-node
+report's node sections are typed on first read (:class:`NodeSections`), and a reader walking
+one block over every node types only that block (:meth:`NodeSections.blocks`).
 """
 
 from __future__ import annotations
@@ -46,11 +47,13 @@ from ..model import Status
 
 __all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
            "ClusterTopology", "ComponentScore", "ComponentTarget", "Connectivity", "ConnectivityCell",
-           "ConnectivityPair", "CostBenefit", "EarlierScore", "GpuEntry", "HealthAssessment", "HealthScores",
-           "Issue", "JsonObject", "MissingCore", "NodeInfo", "NodeSection", "NodeSections", "Number", "OverallScore",
+           "ConnectivityPair", "CostBenefit", "CpuInfo", "DiskInfo", "EarlierScore", "GpuEntry", "HealthAssessment",
+           "HealthScores", "Issue", "JsonObject", "LoadPhase", "LoadSeries", "LoadStats", "LoadSummary", "MemoryInfo",
+           "MissingCore",
+           "NodeInfo", "NodeSection", "NodeSections", "Number", "OverallScore",
            "OverallTarget", "Readiness", "ReadinessLevels", "Recommendation", "ReportFinding", "RunInfo", "Schedule",
            "ScheduleItem", "ScoreCap", "ScoreDeduction", "ScoreMeasurement", "ScoreSettings", "StabilityRow",
-           "SummaryClusterInfo", "Targets", "Tool", "Trend"]
+           "SummaryClusterInfo", "SystemSection", "Targets", "Tool", "Trend", "WorkPerWatt"]
 
 JsonObject = dict[str, Any]
 # A JSON number: an integer stays one when read back and written again (``float`` alone would
@@ -536,23 +539,131 @@ class NcclSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
                               "communication_tests": _dict}
 
 
+class MemoryInfo(_Block, frozen=True, kw_only=True):
+    """``system.memory``: the node's memory in GB and the share in use (null where the total was 0)."""
+
+    total_gb: Number
+    available_gb: Number
+    used_percent: Number | None
+
+
+class DiskInfo(_Block, frozen=True, kw_only=True):
+    """``system.disk``: the first checked disk path, its size and free space in GB, the share in use."""
+
+    path: str | None
+    total_gb: Number
+    free_gb: Number
+    used_percent: Number | None
+
+
+class CpuInfo(_Block, frozen=True, kw_only=True):
+    """``system.cpu``: the CPU usage, core count and 1-minute load average as the system probe read them."""
+
+    usage_percent: Number | None
+    count: Number
+    load_1m: Number | None
+
+
+class SystemSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``nodes.node_<i>.system``: memory, disk and CPU, each only where the system probe read it
+    (no key otherwise: a replayed or failed probe writes ``{}``). Keys a report from elsewhere
+    adds are kept (``extra``)."""
+
+    memory: MemoryInfo | None = None
+    disk: DiskInfo | None = None
+    cpu: CpuInfo | None = None
+    extra: JsonObject = field(default_factory=dict, name=EXTRA)
+
+
+class LoadStats(TypedDict):
+    """One sampled quantity over a phase in ``load.<gpu>.phases``: its min, median and max."""
+
+    min: Number
+    median: Number
+    max: Number
+
+
+class LoadPhase(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """One workload phase of a GPU's under-load summary (``load.<gpu>.phases.<phase>``): its sample
+    count, start and length, the statistics of each quantity read in it, the share of samples with
+    each clock-event reason bit set and the peak power as a share of the limit (no key for a
+    quantity never read, or a GPU without a power limit)."""
+
+    n: int
+    start_s: Number | None = None
+    seconds: Number
+    sm_mhz: LoadStats | None = None
+    mem_mhz: LoadStats | None = None
+    power_w: LoadStats | None = None
+    temp_c: LoadStats | None = None
+    mem_temp_c: LoadStats | None = None
+    util_gpu: LoadStats | None = None
+    reason_share: dict[str, Number]
+    power_max_fraction: Number | None = None
+
+
+class LoadSeries(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``load.<gpu>.series``: the downsampled samples the plots draw (time, phase index, SM clock,
+    power, temperature); ``{}`` where the cluster was too large to send series."""
+
+    t: list[Number] | None = None
+    phase: list[int] | None = None
+    sm_mhz: list[Number | None] | None = None
+    power_w: list[Number | None] | None = None
+    temp_c: list[Number | None] | None = None
+
+
+class WorkPerWatt(TypedDict):
+    """One GEMM precision's ``load.<gpu>.work_per_watt`` entry: TFLOP/s over the phase's median power."""
+
+    tflops: Number
+    power_w_median: Number
+    tflops_per_watt: Number
+    samples: int
+
+
+class LoadSummary(_Block, frozen=True, kw_only=True, omit_defaults=True):
+    """``nodes.node_<i>.load.<gpu>``: what a rank's under-load sampler sent (``nvml_sampler.summarize``):
+    the GPU's limits (``static``), the sampling rate and count, per-phase statistics, the series,
+    NVML's refusals by code, why the GPU was lost (null if not), the ECC counters' growth, and the
+    work per watt where the rank ran GEMMs. ``hz``, ``samples`` and ``phase_names``: no key in a
+    summary built without them (the tests' synthetic payloads).
+
+    A closed block (no ``extra``): it sits in a map by GPU label, which the report model does not
+    prepare, so a key this class does not know would be dropped on reading; the sampler is the
+    only writer."""
+
+    gpu: str
+    static: dict[str, Number | None]
+    hz: Number | None = None
+    samples: int | None = None
+    phase_names: list[str] | None = None
+    phases: dict[str, LoadPhase]
+    series: LoadSeries
+    errors: dict[str, int]
+    lost: str | None
+    ecc_delta: dict[str, int]
+    work_per_watt: dict[str, WorkPerWatt] | None = None
+
+
 class NodeSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
-    """``nodes.node_<i>``: one node's info, summary, GPUs, host, diagnostics (``network``,
-    ``dcgm``, ``nccl``), checks and facts. ``checks`` is a list of rows, or on clusters
-    above ``report.detail_max_nodes`` a map of check id to status (and no full ``facts``)."""
+    """``nodes.node_<i>``: one node's info, summary, GPUs, host (``system``), diagnostics
+    (``network``, ``dcgm``, ``nccl``), checks, facts and its GPUs under load (``load``, by GPU
+    label). ``checks`` is a list of rows, or on clusters above ``report.detail_max_nodes`` a map
+    of check id to status (and no full ``facts``)."""
 
     timestamp: str
     node_info: NodeInfo
     summary: ClusterSummary
     gpu: dict[str, GpuEntry]
-    system: JsonObject
+    system: SystemSection
     network: NetworkSection | None = None
     dcgm: DcgmSection | None = None
     nccl: NcclSection | None = None
     checks: list[CheckRow] | dict[str, str]
     facts: JsonObject | None = None
     duration_s: Number
-    load: JsonObject | None = None
+    load: dict[str, LoadSummary] | None = None
     extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
     OLDER: ClassVar[Older] = {"system": _dict, "checks": _list, "duration_s": lambda _: 0.0}
@@ -587,9 +698,19 @@ def diagnostics_block(name: str, data: Mapping[str, Any] | None) -> NetworkSecti
     return DIAGNOSTICS[name].from_dict(data) if data else None
 
 
-# NodeSection's blocks a reader walks over every node, and what an absent one reads as (None: stays None).
-BLOCKS: Mapping[str, Callable[[], Any] | None] = {"gpu": dict, "system": dict, "network": None, "dcgm": None,
-                                                 "nccl": None, "facts": None, "load": None}
+def _load_block(data: Mapping[str, Any] | None) -> dict[str, LoadSummary] | None:
+    """A section's ``load`` block (GPU label to its under-load summary) typed, None where there is none."""
+    return None if data is None else msgspec.convert(data, dict[str, LoadSummary])
+
+
+# NodeSection's typed blocks a reader walks over every node, each typed from its JSON object (or None) as
+# NodeSection reads it.
+TYPED_BLOCKS: Mapping[str, Callable[[Mapping[str, Any] | None], Any]] = {
+    **{name: functools.partial(diagnostics_block, name) for name in DIAGNOSTICS},
+    "system": lambda data: SystemSection.from_dict(data or {}), "load": _load_block}
+
+# NodeSection's free-form blocks a reader walks over every node, and what an absent one reads as (None: stays None).
+BLOCKS: Mapping[str, Callable[[], Any] | None] = {"gpu": dict, "facts": None}
 
 
 def _rooted(exc: msgspec.ValidationError, at: str) -> msgspec.ValidationError:
@@ -647,16 +768,20 @@ class NodeSections(Mapping[str, NodeSection]):
     @typing.overload
     def blocks(self, name: typing.Literal["nccl"]) -> Iterator[NcclSection | None]: ...
     @typing.overload
+    def blocks(self, name: typing.Literal["system"]) -> Iterator[SystemSection]: ...
+    @typing.overload
+    def blocks(self, name: typing.Literal["load"]) -> Iterator[dict[str, LoadSummary] | None]: ...
+    @typing.overload
     def blocks(self, name: str) -> Iterator[Any]: ...
 
     def blocks(self, name: str) -> Iterator[Any]:
-        """Every node's block ``name`` (one of :data:`BLOCKS`: ``gpu``, ``nccl``, ``network``, ...)
-        in node order, as :class:`NodeSection` holds it (``{}`` for an absent ``gpu``/``system``,
-        None for the others; the diagnostics blocks typed), without typing the sections: the
-        readers that walk all 10,000 nodes of a report for one block each (scores, plots) need
-        no more."""
-        if name in DIAGNOSTICS:
-            yield from self._diagnostics(name)
+        """Every node's block ``name`` (one of :data:`TYPED_BLOCKS` or :data:`BLOCKS`: ``gpu``,
+        ``nccl``, ``network``, ``load``, ...) in node order, as :class:`NodeSection` holds it
+        (``{}`` for an absent ``gpu``, an empty :class:`SystemSection` for an absent ``system``,
+        None for the others), without typing the sections: the readers that walk all 10,000
+        nodes of a report for one block each (scores, plots) need no more."""
+        if name in TYPED_BLOCKS:
+            yield from self._typed_blocks(name)
             return
         default = BLOCKS[name]
         typed = self._typed
@@ -668,8 +793,8 @@ class NodeSections(Mapping[str, NodeSection]):
                 found = section.get(name)
                 yield found if found is not None or default is None else default()
 
-    def _diagnostics(self, name: str) -> list[Any]:
-        """Every node's diagnostics block ``name``, typed on the first call and kept: three readers
+    def _typed_blocks(self, name: str) -> list[Any]:
+        """Every node's typed block ``name``, typed on the first call and kept: three readers
         walk ``nccl`` (scores, plots, the history) and three ``network`` over 10,000 nodes."""
         done = self._blocks.get(name)
         if done is not None:
@@ -681,7 +806,7 @@ class NodeSections(Mapping[str, NodeSection]):
                 out.append(getattr(section, name))
                 continue
             try:
-                out.append(diagnostics_block(name, section.get(name)))
+                out.append(TYPED_BLOCKS[name](section.get(name)))
             except msgspec.ValidationError as exc:
                 raise _rooted(exc, f"$.nodes.{key}.{name}") from None
         self._blocks[name] = out

@@ -9,34 +9,32 @@ at most :data:`MAX_NODES` nodes are drawn, so the page stays small on a large cl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from ..findings.model import ClusterReport
+from ..findings.model import ClusterReport, LoadSummary
 from .measurements import worst_status
 from .svg import Band, Ref, Series, time_chart
 
 __all__ = ["MAX_NODES", "load_plots", "node_loads"]
 
 MAX_NODES = 8
+# (a LoadSeries field, its title, unit, the LoadSummary.static key of its limit)
 QUANTITIES = (("sm_mhz", "SM clock", "MHz", None), ("power_w", "power", "W", "power_limit_w"),
               ("temp_c", "GPU temperature", "°C", "temp_slowdown_c"))
 
 
-def node_loads(report: ClusterReport) -> dict[str, dict[str, Mapping[str, Any]]]:
+def node_loads(report: ClusterReport) -> dict[str, dict[str, LoadSummary]]:
     """``{node name: {gpu label: load summary}}`` for nodes whose report section carries series."""
-    out: dict[str, dict[str, Mapping[str, Any]]] = {}
+    out: dict[str, dict[str, LoadSummary]] = {}
     nodes = report.nodes
     for key, loads in zip(nodes, nodes.blocks("load"), strict=True):
-        drawn = {gpu: load for gpu, load in (loads or {}).items() if (load.get("series") or {}).get("t")}
+        drawn = {gpu: load for gpu, load in (loads or {}).items() if load.series.t}
         if drawn:  # only these sections are typed, for their names
             out[str(nodes[key].node_info.hostname or key)] = drawn
     return out
 
 
-def _bands(load: Mapping[str, Any]) -> list[Band]:
-    series, names = load.get("series") or {}, load.get("phase_names") or []
-    t, phase = series.get("t") or [], series.get("phase") or []
+def _bands(load: LoadSummary) -> list[Band]:
+    names = load.phase_names or []
+    t, phase = load.series.t or [], load.series.phase or []
     bands: list[Band] = []
     for x, p in zip(t, phase, strict=False):
         label = names[p] if 0 <= p < len(names) else str(p)
@@ -68,12 +66,12 @@ def load_plots(report: ClusterReport) -> list[str]:
         for key, what, unit, limit_key in QUANTITIES:
             series = []
             for gpu in sorted(gpus):
-                s = gpus[gpu].get("series") or {}
-                pts = [(float(x), float(y)) for x, y in zip(s.get("t") or [], s.get(key) or [], strict=False)
+                s = gpus[gpu].series
+                pts = [(float(x), float(y)) for x, y in zip(s.t or [], getattr(s, key) or [], strict=False)
                        if y is not None]
                 if pts:
                     series.append(Series(gpu, pts))
-            limits = sorted({float(v) for g in gpus.values() if (v := (g.get("static") or {}).get(limit_key))}) \
+            limits = sorted({float(v) for g in gpus.values() if (v := g.static.get(limit_key))}) \
                 if limit_key else []
             refs = [Ref(limits[0], "limit", "#c62828")] if limits else []
             if series:

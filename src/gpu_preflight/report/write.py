@@ -10,14 +10,13 @@ that hold the report's dict.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..findings.canonical import save_artifacts
-from ..findings.diagnostic_sections import _refs, fill_artifact_paths
-from ..findings.model import ClusterReport
+from ..findings.diagnostic_sections import fill_artifact_paths
+from ..findings.model import ClusterReport, NodeSections
 from ..safeio import open_dir
 from .jsonio import dump_report
 
@@ -33,26 +32,6 @@ class Written(NamedTuple):
     path: Path
     artifacts: tuple[Path, ...]
     report: ClusterReport
-
-
-def _unfilled(section: Mapping[str, Any], paths: Mapping[str, str]) -> bool:
-    """Whether a section refers to one of ``paths``' artifacts without its path yet."""
-    return any(ref.get("path") is None and ref.get("name") in paths for ref in _refs(section))
-
-
-def _filled(report: ClusterReport, artifacts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Copies of the node sections whose artifact references get a path (usually one node, the
-    run's own: a cluster's nodes saved theirs before building their sections)."""
-    by_node: dict[str, dict[str, str]] = {}
-    for a in artifacts:
-        if a.get("name") and a.get("path") and a.get("node"):
-            by_node.setdefault(str(a["node"]), {})[str(a["name"])] = str(a["path"])
-    changed: dict[str, dict[str, Any]] = {}
-    for key, paths in by_node.items():
-        if key in report.nodes and _unfilled(report.nodes.raw(key), paths):
-            changed[key] = copy.deepcopy(dict(report.nodes.raw(key)))
-    fill_artifact_paths(changed, artifacts)
-    return changed
 
 
 REPORT_DIR_WAIT_S = 30.0  # outputs.report_dir_wait_s's default, for callers without a config
@@ -85,7 +64,7 @@ def write(report: ClusterReport, nodes: Sequence[NodeReport], report_dir: str | 
         artifacts = [a for a in typed.artifacts if a.get("path")]  # saved on their nodes already
         for i, node in enumerate(nodes):
             artifacts += save_artifacts(node, out, f"node_{i}")
-        typed = typed.with_artifacts(artifacts, _filled(typed, artifacts))
+        typed = typed.with_artifacts(artifacts, fill_artifact_paths(typed.nodes, artifacts))
         data = typed.to_dict()
         with out.batch() as batch:
             with batch.writer("report.html") as fh:
@@ -103,5 +82,6 @@ def write_report(report: dict[str, Any] | ClusterReport, nodes: Sequence[NodeRep
     written = write(ClusterReport.of(report), nodes, report_dir, pretty=pretty, name=name)
     if isinstance(report, dict):
         report["artifacts"] = list(written.report.artifacts)
-        fill_artifact_paths(report.get("nodes") or {}, report["artifacts"])
+        for key in fill_artifact_paths(NodeSections(report.get("nodes") or {}), report["artifacts"]):
+            report["nodes"][key] = written.report.nodes.raw(key)
     return written.path
