@@ -10,6 +10,8 @@ was read as four columns for five values (exit 3); the iterations column is name
 
 from __future__ import annotations
 
+import pytest
+
 from gpu_preflight.config import Config
 from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Status
@@ -51,3 +53,11 @@ def test_a_header_without_the_second_hash_is_read() -> None:
     record = parse_text(text)[1]
     assert [(r.size_bytes, r.iterations) for r in record.rows] == [(2, 1000), (65536, 1000)]
     assert record.bw_avg_max_gbps == round(22990.50 * 1024 * 1024 * 8 / 1e9, 4)
+
+
+@pytest.mark.parametrize("tag", ["gpu-node-07: ", "[rank3]: ", "2024-03-01T12:00:00Z "])
+def test_a_loader_warning_behind_a_launchers_tag_is_still_a_warning(tag: str) -> None:
+    """A host, rank or time tag on every line (pdsh, torchrun, a log shipper) leaves the warning a warning."""
+    line = "libibverbs: Warning: couldn't load driver 'libmana-rdmav34.so': cannot open shared object file\n"
+    record = parse_text(tag + line + tag + "RDMA_Write BW Test\n", kind="perftest")[1]
+    assert record.warnings and not record.errors

@@ -39,7 +39,8 @@ _ERROR = re.compile(r"unable to|failed|error|couldn't|cannot|^Port number \d+ st
 # rdma-core's loader warns for each provider listed in /etc/libibverbs.d whose library is not installed
 # ("libibverbs: Warning: couldn't load driver 'libmana-rdmav34.so': ..."): the device in use has its provider,
 # and a run left without one says so on its own line ("Did not detect devices"), so these are warnings.
-_LOADER_WARNING = re.compile(r"^libibverbs: Warning: ")
+# Searched, not anchored: a launcher's host or rank tag may stand before it ("gpu-node-07: libibverbs: ...").
+_LOADER_WARNING = re.compile(r"(?:^|[\s:\]])libibverbs: Warning: ")
 # The result table's columns by name; a paste that lost the second '#' ("#bytes  iterations  BW peak...")
 # still names the iterations column.
 _COLUMN = re.compile(r"#\w+|\biterations\b|BW peak\[[^\]]+\]|BW average\[[^\]]+\]|MsgRate\[[^\]]+\]")
@@ -124,7 +125,7 @@ def parse(text: str) -> PerftestRecord:
         if columns is not None and line[:1].isdigit():
             record.rows.append(_row(record, columns, line, number))
             continue
-        if _LOADER_WARNING.match(line):
+        if _LOADER_WARNING.search(line):
             record.warnings.append(line)
             continue
         if columns is None and ":" in line and not _ERROR.search(line):
