@@ -39,7 +39,8 @@ from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import NoReturn
 
-__all__ = ["GRACE_S", "HOLD_S", "Interrupted", "at_stop", "exit_code", "held", "install", "requested", "settle",
+__all__ = ["GRACE_S", "HOLD_S", "Interrupted", "at_stop", "exit_code", "exiting", "held", "install", "requested",
+           "settle",
            "stop"]
 
 CAUGHT = (signal.SIGINT, signal.SIGTERM)
@@ -188,6 +189,21 @@ def settle() -> None:
     """The program is leaving with its verdict: a signal from here on no longer raises (a hung
     exit is still ended by the watcher)."""
     _state.settled = True
+
+
+def exiting() -> None:
+    """The verdict is in and the interpreter is about to finish: ignore SIGINT and SIGTERM from here.
+
+    Why: as it finalizes, CPython puts every Python-level handler back to the default, so a
+    SIGTERM in the last milliseconds of a run that has finished (its report written, its line
+    printed) killed it with no line and no verdict code (exit -15). All our threads are daemons and
+    the exit runs no job of ours that could hang, so nothing is left for a signal to stop; a
+    signal that came before this call is still honoured by the caller (:func:`requested`)."""
+    if _state.pid != os.getpid():
+        return
+    for signum in CAUGHT:
+        if signal.getsignal(signum) is _handler:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 def stop(signum: int, *, flush: bool = True) -> NoReturn:

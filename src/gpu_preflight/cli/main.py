@@ -183,7 +183,8 @@ def program() -> NoReturn:
         if (signum := interrupts.requested()) is not None:
             interrupts.stop(signum)
         raise
-    if (signum := interrupts.requested()) is not None:
+    interrupts.exiting()
+    if (signum := interrupts.requested()) is not None:  # one that came before the handlers were set aside
         interrupts.stop(signum)
     raise SystemExit(code)
 
