@@ -44,7 +44,8 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 class FakeApiServer:
-    """Nodes in memory; records every request; ``on_get`` may change a node after a read."""
+    """Nodes in memory; records every request; ``on_get`` may change a node once its copy was read
+    (the edit lands before the answer goes out, so the reader's copy is stale whatever the load)."""
 
     def __init__(self, nodes: dict[str, list[dict[str, str]]]) -> None:
         self.nodes = {name: {"apiVersion": "v1", "kind": "Node",
@@ -70,9 +71,9 @@ class FakeApiServer:
                     self._send(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                                      "reason": "NotFound", "code": 404})
                     return
-                self._send(200, node)
-                if outer.on_get:
+                if outer.on_get:  # before the answer: the client must not patch before the edit lands
                     outer.on_get(name)
+                self._send(200, node)
 
             def do_PATCH(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
