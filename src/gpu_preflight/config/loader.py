@@ -96,7 +96,8 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
     Every TOML text we read (the shipped profiles and Xid policy, a site's files) comes
     through here, and what it parses to is kept nowhere: a site file may hold a credential
     (an MLflow URL with a password), and a copy of it in a cache would outlive the file's
-    mode, owner and rotation (see :mod:`gpu_preflight.bytecache`).
+    mode, owner and rotation (the start-up cache that once copied parsed TOML into a
+    world-readable file is gone, issue 30).
     """
     import tomllib
 
