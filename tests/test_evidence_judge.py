@@ -334,7 +334,7 @@ def test_dmon_and_topo(corpus: Path) -> None:
     thermal = only(dmon, "gpu.thermal")
     assert (thermal.status, thermal.observed) == (Status.PASS, 65)
     topo = only(corpus_judge(corpus, "nvidia-smi-text/h100-80gb-hbm3-590.48.01-topo-m.txt"), "nvidia_smi.topo")
-    assert topo.status is Status.SKIP
+    assert (topo.status, topo.code) == (Status.SKIP, "single_gpu")  # one GPU: no pair to judge
 
 
 # --- the machinery ------------------------------------------------------------------------

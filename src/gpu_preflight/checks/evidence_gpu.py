@@ -23,6 +23,7 @@ from .evidence import judges
 from .evidence_fabric import judge_kernel_network
 from .evidence_kernel import judge_kernel_host
 from .gpu_links import LinkSettings
+from .gpu_topology import TopologyMatrix, judge_topology
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -39,11 +40,23 @@ NVIDIA_SMI_GPU = declare(
     it lists none, WARN when it reports more attached GPUs than it lists (those were not judged).
     The GPUs it lists are judged by the node checks' own rules (``gpu.*``).""",
     group=(), component="hardware_health", core=True)
+TOPO_ACTIONS = {"nvlink_down": Action.RESET_GPU, "nvlink_irregular": Action.RESET_GPU,
+                "gpus_missing": Action.REBOOT_NODE}
+"""A GPU short of NVLinks in the matrix is ``gpu.nvlink``'s down link (a reset retrains it); a GPU
+missing from it is ``gpu.inventory.count``'s missing GPU (reboot first)."""
 NVIDIA_SMI_TOPO = declare(
-    "nvidia_smi.topo", "GPU topology recorded",
-    """``nvidia-smi topo -m`` is recorded (links and CPU affinity per device), not judged: SKIP,
-    since there is no expected topology to compare it with.""",
-    group=(), component="hardware_health", core=True)
+    "nvidia_smi.topo", "GPU topology as the matrix states it",
+    """``nvidia-smi topo -m`` states how every GPU pair is connected, and is judged on that
+    (``checks/gpu_topology.py``): a cell that is not a legend token (``X``, ``NV#``, ``PIX``, ``PXB``,
+    ``PHB``, ``NODE``, ``SYS``, legacy ``SOC``), a missing cell or a pair whose two cells disagree is
+    ERROR. Without ``gpu.nvlink_expected_links``: no NVLink PASSes (PCIe peers, farthest path named);
+    NVLink that is regular (every GPU the same NVLink counts to its peers: NVSwitch clique, hybrid cube
+    mesh, bridged pairs) PASSes; irregular NVLink WARNs naming the odd GPUs and pairs. With it (L): a
+    GPU whose largest pair count or whose sum of pair counts reaches L meets it, else FAIL. Fewer GPUs
+    than ``gpu.expected_count`` FAIL (more WARN). One GPU has no pair: SKIP. NICs and CPU/NUMA affinity
+    are stated, not judged.""",
+    group=(), component="hardware_health", core=True, settings=("gpu.nvlink_expected_links", "gpu.expected_count"),
+    actions=TOPO_ACTIONS)
 SMI_FAILURE_ACTIONS = {
     "gpu_unreachable": Action.REBOOT_NODE,
     "gpu_lost": Action.REBOOT_NODE,
@@ -310,13 +323,22 @@ def judge_dmon(record: DmonRecord, config: Config, source: str) -> Iterator[Find
 
 @judges("nvidia-smi-topo")
 def judge_topo(record: TopoRecord, config: Config, source: str) -> Iterator[Finding]:
-    """Topology is recorded, not judged: there is no expected matrix to compare it with."""
-    gpus = [d.name for d in record.devices if d.name.startswith("GPU")]
-    yield Finding("nvidia_smi.topo", Status.SKIP, source, "not_judged",
-                  f"topology of {len(gpus)} GPU(s) and {len(record.devices) - len(gpus)} other device(s) recorded; "
-                  "no expected topology to judge it against",
-                  observed={d.name: d.links for d in record.devices},
-                  details={"affinity": {d.name: d.cpu_affinity for d in record.devices}})
+    """The matrix judged by :func:`~.gpu_topology.judge_topology` against the profile's NVLinks per GPU and
+    the configured GPU count; each device's links and CPU/NUMA affinity are kept as observed/details."""
+    gpus = tuple(d.name for d in record.devices if d.name.startswith("GPU"))
+    nics = tuple(d.name for d in record.devices if d.name.startswith(("NIC", "mlx")))
+    matrix = TopologyMatrix(gpus=gpus, cells={d.name: d.links for d in record.devices}, nics=nics,
+                            expected_links=settings_of(config, LinkSettings).nvlink_expected_links,
+                            expected_gpus=config.gpu.expected_count)
+    affinity = {"affinity": {d.name: d.cpu_affinity for d in record.devices},
+                "numa_affinity": {d.name: d.numa_affinity for d in record.devices if d.numa_affinity},
+                "nic_names": dict(record.nic_names)}
+    for verdict in judge_topology(matrix):
+        yield Finding("nvidia_smi.topo", verdict.status, source, verdict.code, verdict.message,
+                      observed=verdict.observed if verdict.observed is not None else {
+                          d.name: d.links for d in record.devices},
+                      expected=verdict.expected, unit=verdict.unit, recommendation=verdict.recommendation,
+                      details=verdict.details | affinity)
 
 
 @judges("dmesg")
