@@ -133,6 +133,10 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("system_error", re.compile(r"unhandled system error|ncclSystemError|Error while (?:creating|attaching to) shared "
                                 r"memory segment|failed to extend /dev/shm/|Call to posix_fallocate failed"
                                 r"|Socket creation failed"
+                                # topology detection could not resolve a GPU's PCI path under /sys (graph/xml.cc,
+                                # graph/topo.cc return ncclSystemError: a VM, WSL or a container without the PCI
+                                # tree); NET/IB's own "of mlx5_0 (/sys/class/infiniband/...)" form is not fatal
+                                r"|Could not find real path of /sys/class/pci_bus/"
                                 # a verbs call NCCL's IB transport made (misc/ibvwrap.cc, mlx5dvwrap.cc,
                                 # include/ibvwrap.h; NCCL returns ncclSystemError for them): memory it could not
                                 # register (ulimit -l, peermem/DMA-BUF), a CQ or QP it could not create, a device
@@ -163,6 +167,11 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                   r"|internal error - please report this issue to the NCCL developers"
                                   r"|has no transport for (?:send|recv) peer \d+"
                                   r"|ring \d+ does not loop back to start", re.IGNORECASE)),
+    # torchrun's agent reports the first worker of its node that died (elastic/multiprocessing/api.py: "failed
+    # (exitcode: -6) local_rank: 0 (pid: 970611) of binary: ..."; "of fn: ..." for a spawned function): the rank
+    # that exited first on that node, whatever the frames above it were (an abort from the watchdog thread, -6).
+    ("rank_exited", re.compile(r"\bfailed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: \d+\) "
+                               r"of (?:binary|fn):")),
     ("rendezvous_timeout", re.compile(r"DistStoreError|RendezvousTimeoutError|Timed out after \d+ seconds waiting "
                                       r"for clients|TCPStore.*(?:timed out|Timeout)", re.IGNORECASE)),
     ("segfault", re.compile(r"Caught signal 11|Segmentation fault|SIGSEGV")),
@@ -230,9 +239,11 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
                     r"|^ncclRemoteError|^ncclSystemError|^ncclInvalidUsage|^ncclInternalError|^ncclUnhandledCudaError"
                     r"|^terminate called after throwing an instance of 'c10::DistBackendError'", re.M)),
     # NCCL's own WARN format (debug.cc: "<file>:<line> NCCL WARN"), whatever prefix a launcher or a redaction left.
-    # The file name starts where a path token starts: tried from every character of a long token, the
-    # match would be quadratic (64 KiB of "0." took 20 s).
-    (70, re.compile(r"(?<![\w/.-])[\w/.-]+\.(?:c|cc|cpp|cu|h):\d+ NCCL WARN\b", re.M)),
+    # The logger prints the caller's file (NCCL itself) or its function (a net plugin: aws-ofi-nccl passes
+    # __func__, "register_rail_mr_buffer:617 NCCL WARN NET/OFI ..."); a hand-copied line may lose the number
+    # ("ibvwrap.cc: NCCL WARN ..."). The name starts where a path token starts: tried from every character of a
+    # long token, the match would be quadratic (64 KiB of "0." took 20 s).
+    (70, re.compile(r"(?<![\w/.-])(?:[\w/.-]+:\d+|[\w/.-]+\.(?:c|cc|cpp|cu|h):?) NCCL WARN\b", re.M)),
     # NCCL before 2.3 printed "WARN"/"INFO" without "NCCL": after its host:pid:tid [dev] prefix
     # ("gpu-1:18553:18611 [0] include/socket.h:360 WARN Call to connect failed"), or alone with a path in NCCL's
     # source tree ("include/socket.h:344 WARN Socket creation failed").
@@ -338,7 +349,8 @@ def parse(text: str) -> NcclLogRecord:
     record.comms_initialised = sum(inits.values())
     record.comms_unfinished = len(inits) - record.comms_initialised
     root = _root_cause(raw_lines)
-    if root is not None:
+    if root is not None:  # the summary names the global rank its agent's "failed (exitcode ...)" line reported
+        record.signatures = [s for s in record.signatures if s.kind != "rank_exited"]
         record.signatures.append(root)
         if root.rank is not None:
             ranks.add(root.rank)
