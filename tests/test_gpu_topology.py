@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,6 +127,8 @@ TABLE = [
     ("L with no NVLink", grid(PCIE4, links=18), [(FAIL, "nvlink_down")], "GPU3: no NVLink"),
     ("L on a clique with a GPU cut off", grid(clique(4, odd={(2, 0): "SYS", (2, 1): "SYS", (2, 3): "SYS"}), links=18),
      [(FAIL, "nvlink_down")], "1 of 4 GPUs short of the profile's 18 NVLinks per GPU (GPU2: no NVLink)"),
+    ("L met by every GPU, a pair down", grid(clique(8, odd={(3, 5): "SYS"}), links=18), [(WARN, "nvlink_irregular")],
+     "GPU3 reaches GPU5 over SYS"),
     ("L = 0: none expected", grid(PCIE4, links=0), [(PASS, "no_nvlink")], "no NVLink"),
     ("L on one GPU", grid("X", links=18), [(SKIP, "single_gpu")], "not judged"),
     # --- the configured GPU count, as gpu.inventory.count judges it
@@ -163,7 +166,19 @@ def test_an_irregular_matrix_names_the_odd_gpus_and_the_weak_pairs() -> None:
     assert verdict.recommendation and "nvidia-smi nvlink -s" in verdict.recommendation
 
 
-def _judge(tmp_path: Path, text: str, *args: str) -> tuple[int, list[dict[str, object]]]:
+def test_an_old_driver_matrix_with_soc_and_an_mlx_row(tmp_path: Path) -> None:
+    """Drivers before R384 print ``SOC`` for ``SYS`` and name NIC rows ``mlx5_0`` (no NIC legend)."""
+    text = ("\tGPU0\tGPU1\tmlx5_0\tCPU Affinity\nGPU0\t X \tSOC\tPHB\t0-13\nGPU1\tSOC\t X \tSOC\t14-27\n"
+            "mlx5_0\tPHB\tSOC\t X \t\n\nLegend:\n\n  X   = Self\n"
+            "  SOC  = Connection traversing PCIe as well as the SMP link between CPU sockets(e.g. QPI)\n")
+    code, (finding,) = _judge(tmp_path, text)
+    assert (code, finding["status"], finding["code"]) == (0, "PASS", "no_nvlink")
+    assert finding["summary"] == ("2 GPUs, no NVLink: peers over PCIe, farthest path SYS (across CPU sockets); "
+                                  "1 NIC, nearest GPU path PHB")
+    assert finding["details"]["affinity"] == {"GPU0": "0-13", "GPU1": "14-27", "mlx5_0": None}
+
+
+def _judge(tmp_path: Path, text: str, *args: str) -> tuple[int, list[dict[str, Any]]]:
     path = tmp_path / "topo.txt"
     path.write_text(text, encoding="utf-8")
     out = io.StringIO()
