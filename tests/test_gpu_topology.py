@@ -129,6 +129,9 @@ TABLE = [
      [(FAIL, "nvlink_down")], "1 of 4 GPUs short of the profile's 18 NVLinks per GPU (GPU2: no NVLink)"),
     ("L met by every GPU, a pair down", grid(clique(8, odd={(3, 5): "SYS"}), links=18), [(WARN, "nvlink_irregular")],
      "GPU3 reaches GPU5 over SYS"),
+    ("L met by the sum, a GPU's links down behind NVSwitch",
+     grid(clique(4, odd={(2, 0): "NV12", (2, 1): "NV12", (2, 3): "NV12"}), links=18), [(WARN, "nvlink_irregular")],
+     "GPU2 has NVLink to 3 peers (NV12) while the other 3 GPU(s) each have NVLink to 3 peers (NV18 x2, NV12 x1)"),
     ("L = 0: none expected", grid(PCIE4, links=0), [(PASS, "no_nvlink")], "no NVLink"),
     ("L on one GPU", grid("X", links=18), [(SKIP, "single_gpu")], "not judged"),
     # --- the configured GPU count, as gpu.inventory.count judges it

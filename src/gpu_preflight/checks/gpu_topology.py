@@ -15,7 +15,9 @@ it (AWS's gpu-cluster-healthcheck step 3, Azure's ``check_hw_topology``):
   peers or fewer links to a peer than the others has links down (or a bridge missing);
 * a profile's ``gpu.nvlink_expected_links`` = L: a GPU meets it when its largest pair count is at
   least L (through NVSwitch every pair shows all its links) or the sum of its pair counts is
-  (a direct mesh splits them among peers); a GPU that meets neither FAILs;
+  (a direct mesh splits them among peers); a GPU that meets neither FAILs. The sum is never below
+  the largest pair, so the sum decides; a GPU with links down behind an NVSwitch shows fewer links
+  to every peer than the others do, which the regularity rule WARNs, L or not;
 * a configured GPU count (``gpu.expected_count``, ``--expect-gpus``) that the matrix falls short of
   FAILs as ``gpu.inventory.count`` does; more GPUs than that WARN, as there;
 * NICs and CPU/NUMA affinity are stated, not judged: a VM hides PCIe switches, so a NIC at
@@ -183,7 +185,8 @@ def _links(matrix: TopologyMatrix, pairs: Mapping[tuple[str, str], Link]) -> Top
             "nothing between GPUs to judge"
         return TopologyVerdict(Status.SKIP, "single_gpu", f"1 GPU ({gpus[0]}), no GPU pair: {why}{nics}",
                                details=details)
-    short = [g for g, c in counts.items() if wanted and not (c and (c[0] >= wanted or sum(c) >= wanted))]
+    # met by the largest pair (NVSwitch) or by the sum (direct mesh); the sum is never below the largest pair
+    short = [g for g, c in counts.items() if wanted and sum(c) < wanted]
     if short:
         shown = "; ".join(f"{g}: {_shape(counts[g])}" + (f", {sum(counts[g])} in all" if len(counts[g]) > 1 else "")
                           for g in short)
