@@ -15,7 +15,8 @@ from .evidence import judge_record
 from .ib_rails import HCA_MISSING
 from .verdicts import not_run, unreadable
 
-IB_PORT_ACTIONS = {"port_down": Action.CHECK_MECHANICALS, "rate_low": Action.CHECK_MECHANICALS,
+IB_PORT_ACTIONS = {"port_down": Action.CHECK_MECHANICALS, "netdev_down": Action.CHECK_MECHANICALS,
+                   "rate_low": Action.CHECK_MECHANICALS,
                    "ports_missing": Action.CHECK_MECHANICALS, "device_error": Action.REBOOT_NODE,
                    HCA_MISSING: Action.ISOLATE_NODE}
 """A port down, trained below its rate or missing is a cable, transceiver or switch port (NVIDIA's

@@ -10,7 +10,8 @@
   :func:`.ib_rails.rail_sets`), for an HCA that vanished while listed
   (``ibpanic``), for a rail adapter that is missing (:func:`.ib_rails.missing_hcas`) and for
   fewer active ports than ``evidence.ib_expected_ports``; WARN for an active port slower than
-  ``evidence.ib_min_rate_gbps``.
+  ``evidence.ib_min_rate_gbps``. ``rdma link`` and ``ibdev2netdev -v`` listings are judged so too; plain
+  ``ibdev2netdev`` shows only the interface's carrier, and an interface Down WARNs (``netdev_down``).
 * ``ib.perftest``: FAIL when the test could not connect, or its best average bandwidth is
   below ``evidence.perftest_min_bw_gbps`` (SKIP with the value when unset).
 * ``kernel.nic``: an RDMA NIC driver message in a saved kernel log (:data:`NIC_VERDICTS`):
@@ -41,7 +42,7 @@ from .ib_rails import hca_missing_findings, rail_sets
 if TYPE_CHECKING:
     from ..config import Config
     from ..records.dmesg import DmesgRecord
-    from ..records.fabric import IbDevicesRecord
+    from ..records.fabric import IbDevicesRecord, IbPort
     from ..records.libfabric import FiInfoRecord, PingpongRecord
     from ..records.pci import LspciRecord, PciDevice
     from ..records.perftest import PerftestRecord
@@ -170,7 +171,19 @@ def judge_pingpong(record: PingpongRecord, config: Config, source: str) -> Itera
                       expected=f">= {floor:g}" if floor is not None else None, unit="MB/s")
 
 
-@judges("ibstat", "ibstatus", "ibv-devinfo")
+def _netdev_down(device: str, port: IbPort, subject: str) -> Finding:
+    """A port whose interface ``ibdev2netdev`` shows Down: no carrier, or an interface that is down or unconfigured
+    (an unused IPoIB interface reads Down on a healthy IB port). The port's own state is not in the text, so this
+    WARNs and never FAILs: ``ibstat`` or ``ibdev2netdev -v`` shows whether the link itself is down."""
+    return Finding("ib.ports", Status.WARN, subject, "netdev_down",
+                   f"{device} port {port.port}: its interface {port.netdev} is Down (no carrier, or the interface "
+                   "is down); the port's own state is not shown", observed="Down", expected="Up",
+                   recommendation="Run ibstat (or ibdev2netdev -v) for the port's state: a port that is not ACTIVE "
+                                  "is a cable or switch port (IB: also the subnet manager; an SR-IOV VF: its link "
+                                  "state); an ACTIVE port whose interface is down only lacks its IP configuration.")
+
+
+@judges("ibstat", "ibstatus", "ibv-devinfo", "ibdev2netdev", "rdma-link")
 def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iterator[Finding]:
     """Every IB/RoCE port up, at its rate, and as many as the node should have."""
     cfg = evidence_config(config)
@@ -186,6 +199,13 @@ def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iter
         for port in device.ports:
             subject = f"{source}/{device.name}/port{port.port}"
             state = f"{port.state or '?'}/{port.physical_state or '?'}"
+            if port.state is None and port.carrier is not None:  # plain ibdev2netdev: the interface's carrier only
+                if port.carrier:
+                    active.append(f"{device.name}/{port.port}")
+                    continue
+                flagged = True
+                yield _netdev_down(device.name, port, subject)
+                continue
             if port.state == "ACTIVE" and port.physical_state in ("LINKUP", None):
                 active.append(f"{device.name}/{port.port}")
                 if port.rate_gbps is not None:

@@ -12,7 +12,11 @@ import msgspec
 
 
 class IbPort(msgspec.Struct):
-    """One InfiniBand port as ``ibstat`` shows it: state, physical state, rate, link layer and LIDs."""
+    """One InfiniBand port as ``ibstat`` shows it: state, physical state, rate, link layer and LIDs.
+
+    ``netdev`` is the network interface a listing pairs with the port (``rdma link``, ``ibdev2netdev``) and
+    ``carrier`` that interface's carrier as ``ibdev2netdev`` prints it (``Up``/``Down``): the interface's, not
+    the port's state, which plain ``ibdev2netdev`` does not show."""
 
     port: int
     state: str | None = None
@@ -21,6 +25,8 @@ class IbPort(msgspec.Struct):
     link_layer: str | None = None
     lid: int | None = None
     sm_lid: int | None = None
+    netdev: str | None = None
+    carrier: bool | None = None
 
 
 class IbDevice(msgspec.Struct):
