@@ -11,7 +11,10 @@ A held-out case may carry a second, blind label (``expect_rules`` with its ``rul
 thread's conclusion under the product's documented readiness rules (a persistence mode off that
 the text shows WARNs even where the thread saw a healthy node), written without seeing our output,
 so that the held-out score can be read twice: against what the thread concluded and against what
-our rules call for.
+our rules call for. A documented rule can change after such a label was written: the case then says
+``rules_superseded = "<commit>: <the rule that replaced it>"`` (its labels stay as written: they are
+never revised) and its blind rules label is no longer scored, since it measured a rule the product
+no longer has; how many are left out is printed beside the rules figure.
 
 Why a held-out quarter: the parsers were built on the corpus they were tested on, so a score
 on the same texts says how well they learned those files. A quarter of the *sources* (every
@@ -41,6 +44,7 @@ import io
 import json
 import sys
 import tomllib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -67,6 +71,7 @@ class Case:
     expect_profile: str | None = None
     inspected: str | None = None  # why a held-out source's outcome was seen: it no longer measures generalisation
     expect_rules: str | None = None  # a held-out case's blind second label: the conclusion under the documented rules
+    rules_superseded: str | None = None  # its expect_rules applied a rule replaced since: not scored
 
     @property
     def held_out(self) -> bool:
@@ -98,6 +103,12 @@ class Outcome:
     summaries: list[str]
 
 
+def scored_under_rules(results: Sequence[tuple[Case, Outcome]]) -> list[tuple[Case, Outcome]]:
+    """The cases scored against the documented rules: each under its blind label, less those whose label
+    applied a rule replaced since (``rules_superseded``)."""
+    return [(case.under_rules(), outcome) for case, outcome in results if case.rules_superseded is None]
+
+
 def held_out(source: str) -> bool:
     """Whether a source is in the held-out quarter: by source, never by file, with a fixed seed."""
     return int(hashlib.sha256((SEED + source).encode()).hexdigest(), 16) % 4 == 0
@@ -126,7 +137,7 @@ def load_cases(root: Path = FIELD, families: Sequence[str] = ()) -> list[Case]:
             _check_rules_label(where, entry)
             cases.append(Case(family, path, entry["source"], entry["concluded"], entry["expect"],
                               entry.get("expect_check"), entry.get("expect_profile"), entry.get("inspected"),
-                              entry.get("expect_rules")))
+                              entry.get("expect_rules"), entry.get("rules_superseded")))
     return cases
 
 
@@ -134,8 +145,9 @@ def _check_rules_label(where: str, entry: dict[str, object]) -> None:
     """``expect_rules`` is written blind, so only a case whose outcome nobody has seen may carry it (a held-out
     source, not ``inspected``); it is a verdict, and it comes with ``rules_why`` saying which rule the text shows."""
     if "expect_rules" not in entry:
-        if "rules_why" in entry:
-            raise ValueError(f"{where}: 'rules_why' without 'expect_rules'")
+        for key in ("rules_why", "rules_superseded"):
+            if key in entry:
+                raise ValueError(f"{where}: '{key}' without 'expect_rules'")
         return
     if not held_out(str(entry["source"])) or "inspected" in entry:
         raise ValueError(f"{where}: 'expect_rules' is for a held-out case only (a held-out source, not inspected)")
@@ -230,8 +242,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     seen = [c.name for c, _ in results if c.inspected]
     if seen:
         print(f"  ({len(seen)} held-out case(s) inspected and counted with the rest: {', '.join(seen)})")
-    ruled = [(case.under_rules(), outcome) for case, outcome in kept]
+    ruled = scored_under_rules(kept)
     print(_table("held-out quarter, thread conclusions under the documented rules", ruled)[0])
+    withdrawn = Counter(case.rules_superseded for case, _ in kept if case.rules_superseded is not None)
+    for why, count in sorted(withdrawn.items()):
+        print(f"  ({count} held-out case(s) not scored under the rules: their blind label applied a rule replaced "
+              f"since, {why})")
     print(f"held-out quarter by source: threads {_by_source(kept)}; documented rules {_by_source(ruled)}")
     print("\n".join(_table("whole field corpus", results)))
     if args.show:

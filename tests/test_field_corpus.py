@@ -17,7 +17,18 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from bench_field import FIELD, Case, Outcome, _by_source, false_pass, held_out, judge, load_cases, matched
+from bench_field import (
+    FIELD,
+    Case,
+    Outcome,
+    _by_source,
+    false_pass,
+    held_out,
+    judge,
+    load_cases,
+    matched,
+    scored_under_rules,
+)
 
 CASES = load_cases()
 
@@ -90,6 +101,11 @@ def test_a_rules_label_is_a_verdict_on_a_held_out_case_with_its_reason(tmp_path:
     assert case.held_out and case.expect_rules == "WARN"
     ruled = case.under_rules()
     assert (ruled.expect, ruled.expect_check) == ("WARN", None)
+    manifest.write_text(head.format(out) + label + 'rules_superseded = "abc123: judged since"\n')
+    (replaced,) = load_cases(tmp_path)
+    assert replaced.held_out and replaced.rules_superseded == "abc123: judged since"
+    said = Outcome("PASS", 0, "dmesg", {}, [])
+    assert scored_under_rules([(replaced, said)]) == [] and scored_under_rules([(case, said)]) == [(ruled, said)]
     manifest.write_text(head.format(out))
     (plain,) = load_cases(tmp_path)
     assert plain.under_rules() == plain
@@ -97,7 +113,8 @@ def test_a_rules_label_is_a_verdict_on_a_held_out_case_with_its_reason(tmp_path:
                           (head.format(out) + label + 'inspected = "seen"\n', "held-out case only"),
                           (head.format(out) + label.replace("WARN", "MAYBE"), "not one of"),
                           (head.format(out) + 'expect_rules = "WARN"\n', "without 'rules_why'"),
-                          (head.format(out) + 'rules_why = "w"\n', "without 'expect_rules'")):
+                          (head.format(out) + 'rules_why = "w"\n', "without 'expect_rules'"),
+                          (head.format(out) + 'rules_superseded = "c: r"\n', "without 'expect_rules'")):
         manifest.write_text(text)
         with pytest.raises(ValueError, match=message) as raised:
             load_cases(tmp_path)
