@@ -12,6 +12,8 @@
   fewer active ports than ``evidence.ib_expected_ports``; WARN for an active port slower than
   ``evidence.ib_min_rate_gbps``. ``rdma link`` and ``ibdev2netdev -v`` listings are judged so too; plain
   ``ibdev2netdev`` shows only the interface's carrier, and an interface Down WARNs (``netdev_down``).
+* ``ib.counters`` (a saved ``perfquery``): WARN for an error counter over its ``diagnostics.ib_counters_*``
+  limit, as a total since the last clear (never FAIL: not known to be recent); PASS otherwise.
 * ``ib.perftest``: FAIL when the test could not connect, or its best average bandwidth is
   below ``evidence.perftest_min_bw_gbps`` (SKIP with the value when unset).
 * ``kernel.nic``: an RDMA NIC driver message in a saved kernel log (:data:`NIC_VERDICTS`):
@@ -31,7 +33,8 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..actions import Action
+from ..actions import Action, with_action
+from ..config.diagnostics import diagnostics_config
 from ..config.evidence import evidence_config
 from ..model import Finding, Status
 from ..registry import declare
@@ -42,7 +45,7 @@ from .ib_rails import hca_missing_findings, rail_sets
 if TYPE_CHECKING:
     from ..config import Config
     from ..records.dmesg import DmesgRecord
-    from ..records.fabric import IbDevicesRecord, IbPort
+    from ..records.fabric import IbDevicesRecord, IbPort, PerfqueryRecord
     from ..records.libfabric import FiInfoRecord, PingpongRecord
     from ..records.pci import LspciRecord, PciDevice
     from ..records.perftest import PerftestRecord
@@ -282,6 +285,40 @@ def judge_kernel_network(record: DmesgRecord, window: XidWindow, source: str) ->
                       details={"gained": changes.gained, "first": changes.first_lost, "last": changes.last_lost},
                       recommendation="Check the cable, transceiver and switch port of this link (ibstat, the switch "
                                      "log); drain the node if an InfiniBand rail keeps flapping.")
+
+
+@judges("perfquery")
+def judge_perfquery(record: PerfqueryRecord, config: Config, source: str) -> Iterator[Finding]:
+    """A saved ``perfquery``: its error counters against the ``ib.counters`` limits, as totals.
+
+    The live check judges increases during a run; a saved text holds only totals since the counters were
+    last cleared, which cannot say whether the errors are recent. So a counter above its limit
+    (``diagnostics.ib_counters_fail_above`` or ``ib_counters_warn_above``) WARNs, naming the total, and never
+    FAILs; a port whose error counters are all within their limits PASSes."""
+    cfg = diagnostics_config(config)
+    limits = {**cfg.ib_counters_warn_above, **cfg.ib_counters_fail_above}
+    flagged = False
+    for block in record.blocks:
+        port = f"lid {block.lid} port {block.port}" if block.lid is not None else "port (header not pasted)"
+        subject = f"{source}/{port.replace(' ', '')}"
+        for name, limit in sorted(limits.items()):
+            total = block.counters.get(name)
+            if total is None or total <= limit:
+                continue
+            flagged = True
+            yield Finding("ib.counters", Status.WARN, subject, name,
+                          f"{port}: {name} is {total} since the counters were last cleared (limit {limit} per run)",
+                          observed=total, expected=f"<= {limit}", unit="errors",
+                          details=with_action({"total": total}, Action.CHECK_MECHANICALS),
+                          recommendation="A total, not a rate: clear the counters (perfquery -R), run the job or "
+                                         "ib_write_bw, and read them again; errors that come back are a link that "
+                                         "flaps or corrupts packets (cable, switch port).")
+    if not flagged:
+        judged = sorted({name for block in record.blocks for name in block.counters if name in limits})
+        yield Finding("ib.counters", Status.PASS if judged else Status.SKIP, source, "ok" if judged else "no_counters",
+                      f"{len(record.blocks)} port(s): none of {len(judged)} error counter(s) over its limit since "
+                      "the counters were last cleared" if judged else "no error counter in the text to judge",
+                      observed=len(record.blocks), unit="ports", details={"counters": judged})
 
 
 @judges("perftest")

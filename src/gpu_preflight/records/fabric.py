@@ -81,3 +81,19 @@ class OfiPlugin(msgspec.Struct):
     requested: str | None = None
     searched: list[str] = []
     version: str | None = None
+
+
+class PortCounters(msgspec.Struct):
+    """One ``perfquery`` block: the port it names (``# Port counters: Lid 10 port 1``) and its counters, named as
+    sysfs names them (``symbol_error``, ``link_downed``...; ``counters/`` under ``/sys/class/infiniband``)."""
+
+    lid: int | None = None
+    port: int | None = None
+    extended: bool = False
+    counters: dict[str, int] = {}
+
+
+class PerfqueryRecord(msgspec.Struct):
+    """Every port block ``perfquery`` printed: lifetime totals since the counters were last cleared."""
+
+    blocks: list[PortCounters] = []
