@@ -59,6 +59,10 @@ def test_the_notice_after_an_xid_79_line_is_judged_once() -> None:
     # driver 358 (Bumblebee-Project/Bumblebee#722): the old wording names no GPU
     ("[87669.726564] NVRM: RmInitAdapter failed! (0x26:0xffff:1375)", "nvrm_rm_init_failed"),
     ("[  115.083750] NVRM: GPU6 RmInitAdapter: Cannot initialize GSP firmware RM", "nvrm_gsp_init_failed"),
+    # H100 in a TDX guest, R550 (NVIDIA/nvtrust#54): the FSP never answered the GSP boot command, no Xid line
+    ("[  121.802181] NVRM: kfspPollForResponse_IMPL: FSP command timed out", "nvrm_gsp_init_failed"),
+    # R570+ wording of the same timeout (kern_fsp.c's kfspWaitForResponse)
+    ("[  391.925000] NVRM: kfspWaitForResponse: FSP command timed out", "nvrm_gsp_init_failed"),
     ("               NVRM: This PCI I/O region assigned to your NVIDIA device is invalid:", "nvrm_pci_region_invalid"),
     # GB200, no Xid line (kubernetes-sigs/dra-driver-nvidia-gpu#982): the GPU refuses work until reset
     ("[373871.354096] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] "

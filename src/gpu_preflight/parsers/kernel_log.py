@@ -313,9 +313,16 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     # Drivers before ~R390 print it without the GPU: "NVRM: RmInitAdapter failed! (0x26:0xffff:1375)".
     ("rm_init_failed", 143, re.compile(
         r"NVRM: (?:GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+): )?RmInitAdapter failed!")),
+    # On Hopper and later the FSP (the GPU's security processor) boots GSP; kern_fsp.c / kern_fsp_gh100.c say when
+    # it did not answer or refused: "kfspPollForResponse_IMPL: FSP command timed out" (R535-R560; R570+
+    # "kfspWaitForResponse: ..."), "FSP boot cmds failed. RM cannot boot.", "FSP secure boot partition timed out.",
+    # "FSP response reported error. Task ID: ...". GSP then never starts (or, after a GPU was lost, can no longer be
+    # reached): the GPU is unusable until reset, the failure Xid 120 reports at run time.
     ("gsp_init_failed", 120, re.compile(
         r"NVRM: (?:GPU\d+ )?(?:RmInitAdapter: Cannot initialize GSP firmware RM"
-        r"|_kgspBootGspRm: .*cannot proceed with booting GSP|kgspBootstrap\w*: .*reported an error)")),
+        r"|_kgspBootGspRm: .*cannot proceed with booting GSP|kgspBootstrap\w*: .*reported an error"
+        r"|_?kfsp\w*: (?:FSP command timed out|FSP boot cmds failed|FSP secure boot partition timed out"
+        r"|FSP response reported error))")),
     ("gsp_heartbeat", 119, re.compile(r"NVRM: (?:GPU\d+ )?_kgspIsHeartbeatTimedOut: Heartbeat timed out")),
     # The GSP falcon's core dump (its TRACE/register lines): kernel_gsp.c dumps it only once GSP has stopped
     # answering, from the RPC-timeout and the periodic health-check paths alike, so a pasted dump without its
