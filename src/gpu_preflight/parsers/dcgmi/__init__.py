@@ -23,6 +23,7 @@ from .common import (
     MIG_REFUSAL,
     NVVS_LOG_ERROR,
     STATUSES,
+    exporter_fatal,
     gpu_ids_in,
     normalize_status,
     overall_of,
@@ -88,6 +89,8 @@ def sniff(text: str) -> int:
         return 95
     if re.search(r"^[|+][-=+ ]*(?:Deployment|Integration|Hardware|Stress|Metadata)[-=+ ]*[|+]", text, re.MULTILINE):
         return 70
+    if exporter_fatal(text):
+        return 96  # dcgm-exporter's start and fatal exit: its result, above a table another tool printed with it
     if re.search(r"DCGM GPU Diagnostic returned an error|Unable to (?:complete|run) diagnostic", text) or \
             _REFUSED.search(text) or MIG_REFUSAL.search(text) or HOSTENGINE_DOWN.search(text):
         return 90
@@ -107,7 +110,7 @@ def parse(text: str) -> DcgmDiagRecord:
     body = [line for line in text.splitlines() if line.strip() and not is_noise(line)]
     root = re.search(r'"DCGM (?:GPU )?Diagnostic"', text)
     # a client's JSON log line that quotes DCGM's refusal is a log, not a -j document: the table reader keeps its line
-    logged_refusal = HOSTENGINE_DOWN.search(text) and not root and not _JSON_TEST.search(text)
+    logged_refusal = (HOSTENGINE_DOWN.search(text) or exporter_fatal(text)) and not root and not _JSON_TEST.search(text)
     if not logged_refusal and (any(line.lstrip().startswith("{") for line in body[:50]) or root):
         from .json_report import parse_json
 

@@ -32,6 +32,13 @@ HOSTENGINE_DOWN = re.compile(r"(?:Err: )?Failed to start DCGM Server: -?\d+|Fail
                              r"|^\s*Error: Failed to initialize NVML\s*$"
                              r"|Error starting nv-hostengine: [^\"\n]+|This GPU is not supported by DCGM"
                              r"|Host engine connection invalid/disconnected", re.MULTILINE)
+# dcgm-exporter's own fatal exit (its logrus logger, 2.x-3.x: 'level=fatal msg="..."' when not on a terminal,
+# "FATA[0000] ..." on one): the exporter stopped before exporting anything, whatever DCGM call it names ("Error
+# retrieving DCGM MIG hierarchy: API version mismatch", "Error getting device busid: API version mismatch").
+# Read only where the text shows the exporter's own start line ("Starting dcgm-exporter"): a fatal line alone is
+# any logrus program's.
+EXPORTER_STARTED = re.compile(r"\bStarting dcgm-exporter\b")
+EXPORTER_FATAL = re.compile(r'\blevel=fatal msg="(?P<msg>[^"\n]+)"|^\s*FATA\[\d+\]\s+(?P<tty>\S.*?)\s*$', re.MULTILINE)
 # nv-hostengine's start line (hostengine/src/main.cpp: "Started host engine version <v> using port number: <p>"): the
 # engine started, nothing was measured yet; a text holding nothing else holds no result (the container runtime's
 # "nvidia driver modules are not yet loaded" before it says why none will come).
@@ -52,6 +59,18 @@ def hostengine_start_errors(lines: list[str]) -> list[str]:
         return []
     why = [line.strip() for line in lines if _DRIVER_NOT_LOADED.search(line)]
     return [*why, f"{started[0]} (the host engine's start, and no result after it)"]
+
+
+def fatal_message(match: re.Match[str]) -> str:
+    """An :data:`EXPORTER_FATAL` match as the error it records."""
+    return f"dcgm-exporter stopped: {match.group('msg') or match.group('tty')}"
+
+
+def exporter_fatal(text: str) -> list[str]:
+    """dcgm-exporter's fatal messages (:data:`EXPORTER_FATAL`), when the text is dcgm-exporter's log."""
+    if not EXPORTER_STARTED.search(text):
+        return []
+    return [fatal_message(m) for m in EXPORTER_FATAL.finditer(text)]
 
 
 def normalize_status(text: str) -> str | None:

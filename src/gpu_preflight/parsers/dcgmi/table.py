@@ -37,10 +37,13 @@ from ...records.dcgm import DcgmDiagRecord, DcgmTest
 from ..errors import ParseError
 from ..text import is_elision, is_noise, prepare
 from .common import (
+    EXPORTER_FATAL,
+    EXPORTER_STARTED,
     HOSTENGINE_DOWN,
     KIND,
     MIG_REFUSAL,
     NVVS_LOG_ERROR,
+    fatal_message,
     gpu_ids_in,
     hostengine_start_errors,
     normalize_status,
@@ -74,6 +77,7 @@ def parse_table(text: str) -> DcgmDiagRecord:
     foreign = False  # header-less rows whose result is no status were passed over (``dcgmi stats``' rows)
     ended = False  # the table's closing border was read: what follows is another command's output
     elided: list[int] = []
+    exporter_log = bool(EXPORTER_STARTED.search(text))  # dcgm-exporter's log: its fatal lines are the result
 
     def flush() -> None:
         nonlocal message
@@ -111,6 +115,9 @@ def parse_table(text: str) -> DcgmDiagRecord:
         if m := HOSTENGINE_DOWN.search(line):  # inside a client's log line: DCGM's words only
             record.errors.append(m.group(0).strip())
             continue
+        if exporter_log and (m := EXPORTER_FATAL.search(line)):
+            record.errors.append(fatal_message(m))
+            continue
         if m := _CATEGORY.match(line.strip()):
             flush()
             category, current, saw_table = m.group("name").strip(), None, True
@@ -124,6 +131,8 @@ def parse_table(text: str) -> DcgmDiagRecord:
             # read the text it has, say it was cut (the elision is noted on its own)
             record.incomplete.append(f"the last row (line {number}) is cut before its closing '|'")
             cells.append("")
+        if len(cells) < 4 and not saw_table and record.errors:
+            continue  # after DCGM's own error lines, a one-cell row is another tool's table pasted along (nvidia-smi's)
         if len(cells) < 4:
             raise ParseError(KIND, "table row without a label and a result cell", number)
         saw_table = True
