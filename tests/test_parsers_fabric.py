@@ -179,3 +179,32 @@ def test_perftest_corpus(corpus: Path) -> None:
 def test_malformed_fabric_outputs(parse: Any, text: str, message: str) -> None:
     with pytest.raises(ParseError, match=message):
         parse(text)
+
+
+# --- issue 27, fourth field round: ibv_devinfo -v's physical state and quoted port lines -------------------------
+
+def test_devinfo_v_link_up_is_the_linkup_physical_state() -> None:
+    """ibv_devinfo -v prints 'phys_state: LINK_UP (5)'; read as ibstat's LinkUp, an ACTIVE port with it is up."""
+    from gpu_preflight.config import Config
+    from gpu_preflight.evidence import judge_text
+    from gpu_preflight.model import Status
+    text = ("hca_id:\tmlx5_bond_0\n\ttransport:\t\t\tInfiniBand (0)\n\tphys_port_cnt:\t\t\t1\n\t\tport:\t1\n"
+            "\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\t\t\tphys_state:\t\tLINK_UP (5)\n\t\t\tlink_layer:\t\tEthernet\n")
+    findings = [(f.status, f.code) for f in judge_text(text, Config(), source="x") if f.check_id == "ib.ports"]
+    assert findings == [(Status.PASS, "ok")]
+
+
+def test_quoted_devinfo_port_lines_are_a_fragment_whose_state_is_not_shown() -> None:
+    """The lines people quote about a RoCE GID index (nccl#769): physical state and GIDs, no port state. Read as a
+    fragment of ibv_devinfo; the port is neither passed nor judged down, and the verdict is ERROR (incomplete)."""
+    from gpu_preflight.config import Config
+    from gpu_preflight.evidence import judge_text
+    from gpu_preflight.model import Status
+    from gpu_preflight.parsers.detect import detect_kind
+    text = ("\t\t\tphys_state:\t\tLINK_UP (5)\n"
+            "\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:0ac0:ebff:feda:1cfb, RoCE v1\n"
+            "\t\t\tGID[  3]:\t\t::ffff:200.0.209.6, RoCE v2\n")
+    assert detect_kind(text) == "ibv-devinfo"
+    findings = judge_text(text, Config(), source="x")
+    assert not any(f.check_id == "ib.ports" and f.code == "port_down" for f in findings)
+    assert Status.worst(f.status for f in findings) is Status.ERROR

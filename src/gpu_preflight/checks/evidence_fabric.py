@@ -209,6 +209,8 @@ def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iter
                 flagged = True
                 yield _netdev_down(device.name, port, subject)
                 continue
+            if port.state is None and port.physical_state in ("LINKUP", None):
+                continue  # its state not shown (a cut block, a quoted line): not a pass, not a port down either
             if port.state == "ACTIVE" and port.physical_state in ("LINKUP", None):
                 active.append(f"{device.name}/{port.port}")
                 if port.rate_gbps is not None:

@@ -45,11 +45,12 @@ _WIDTH = re.compile(r"(?<!\d)(\d+)X", re.IGNORECASE)
 
 
 def canonical_state(value: str | None) -> str | None:
-    """``Active``, ``4: ACTIVE``, ``PORT_ACTIVE (4)`` → ``ACTIVE``; ``LinkUp``/``5: LinkUp`` → ``LINKUP``."""
+    """``Active``, ``4: ACTIVE``, ``PORT_ACTIVE (4)`` → ``ACTIVE``; ``LinkUp``/``5: LinkUp`` and ``ibv_devinfo -v``'s
+    ``LINK_UP (5)`` → ``LINKUP``."""
     if value is None:
         return None
     text = re.sub(r"\(\d+\)|^\s*\d+\s*:", "", value).strip().upper()
-    text = text.removeprefix("PORT_").replace(" ", "")
+    text = text.removeprefix("PORT_").replace(" ", "").replace("_", "")
     return {"INITIALIZE": "INIT", "INITIALIZING": "INIT"}.get(text, text) or None
 
 
@@ -92,12 +93,20 @@ _DEVINFO_DEVICE_KEYS = frozenset({"transport", "fw_ver", "node_guid", "sys_image
                                   "vendor_part_id", "hw_ver", "board_id", "phys_port_cnt", "port"})
 
 
+# ibv_devinfo -v's port lines people quote when a RoCE GID index is in question: the physical state as only it
+# prints it ("phys_state: LINK_UP (5)") and its GID table ("GID[  3]: ::ffff:200.0.209.6, RoCE v2").
+_DEVINFO_PHYS = re.compile(r"^\s*phys_state:\s*[A-Z_]+\s*\(\d+\)", re.MULTILINE)
+_DEVINFO_GID = re.compile(r"^\s*GID\[\s*\d+\]:\s*\S", re.MULTILINE)
+
+
 def sniff_devinfo(text: str) -> int:
     """An ``hca_id:`` block (90), or (a pasted fragment) a port state printed as ibv_devinfo prints it
-    (``PORT_ACTIVE (4)``) among three of its labels (60)."""
+    (``PORT_ACTIVE (4)``) among three of its labels, or ``-v``'s ``phys_state`` with its GID table (60)."""
     if re.search(r"^hca_id:\s*\S+", text, re.MULTILINE) or _NO_DEVICES.search(text):
         return 90
-    return 60 if _DEVINFO_STATE.search(text) and len(set(_DEVINFO_LABELS.findall(text))) >= 3 else 0
+    if _DEVINFO_STATE.search(text) and len(set(_DEVINFO_LABELS.findall(text))) >= 3:
+        return 60
+    return 60 if _DEVINFO_PHYS.search(text) and _DEVINFO_GID.search(text) else 0
 
 
 def _lines(kind: str, text: str) -> list[tuple[int, str]]:
@@ -234,6 +243,10 @@ def parse_devinfo(text: str) -> IbDevicesRecord:
             continue
         if device is None and not record.devices and key in _DEVINFO_DEVICE_KEYS:  # lines pasted without hca_id
             device = IbDevice(FRAGMENT_DEVICE)
+            record.devices.append(device)
+        elif device is None and not record.devices and key in ("state", "phys_state"):  # one port's lines alone
+            device, port = IbDevice(FRAGMENT_DEVICE), IbPort(0)  # its "port:" line not pasted: number unknown
+            device.ports.append(port)
             record.devices.append(device)
         if device is None:
             continue
