@@ -4,6 +4,9 @@
   one), in a log that shows the exporter's own start line: the exporter stopped, nothing was exported: ERROR,
   naming DCGM's message, even with another tool's table header pasted after it. A fatal line of some other program
   is no DCGM text.
+* ``dcgmi dmon`` is read (kind ``dcgmi-dmon``: the ``#Entity`` header's short names, a row per entity, blanks for
+  fields an entity lacks) and judged as ``nvidia-smi dmon`` is: the GPUs sampled, each GPU's hottest ``TMPTR``/
+  ``MMTMP`` and highest ``POWER`` by ``gpu.thermal``; a dmon that could not watch its fields sampled nothing: ERROR.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import pytest
 from gpu_preflight.config import Config
 from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Status
+from gpu_preflight.parsers.dcgmi.dmon import parse as parse_dmon
 from gpu_preflight.parsers.detect import detect_kind
 
 # gpu-monitoring-tools#165 (dcgm-exporter built for DCGM 2.1 against a 2.0.13 host engine), shortened
@@ -48,3 +52,50 @@ def test_an_exporter_that_exited_fatally_measured_nothing(text: str) -> None:
 def test_a_fatal_line_without_the_exporters_start_is_no_dcgm_text() -> None:
     text = 'time="2021-03-11T18:34:25+08:00" level=fatal msg="listen tcp :8080: bind: address already in use"\n'
     assert detect_kind(text) != "dcgmi-diag"
+
+
+# dcgmi/DeviceMonitor.cpp's layout: '#Entity' and the short names, then 'ID' and the units, then a row per entity;
+# a MIG instance has no temperature or power field, so its row is blank there
+DMON = (
+    "#Entity    TMPTR        POWER             GRACT\n"
+    "ID         C            W\n"
+    "GPU 0      44           251.310           0.998\n"
+    "GPU-I 1                                   0.500\n"
+    "GPU 0      46           N/A               0.997\n"
+)
+# NVIDIA/DCGM#119 (DCGM 3.1.3, A100): a per-link NVLink profiling field the GPU does not support
+DMON_REFUSED = (
+    "#Entity   NVL0T                       \n"
+    "ID                                    \n"
+    "Error setting watches. Result: -6: Feature not supported\n"
+)
+
+
+def test_dcgmi_dmon_rows_are_read_by_the_headers_names_and_columns() -> None:
+    assert detect_kind(DMON) == "dcgmi-dmon"
+    record = parse_dmon(DMON)
+    assert record.fields == ["TMPTR", "POWER", "GRACT"]
+    assert [(s.entity, s.index, s.values) for s in record.samples] == [
+        ("GPU", 0, {"TMPTR": 44.0, "POWER": 251.31, "GRACT": 0.998}),
+        ("GPU-I", 1, {"TMPTR": None, "POWER": None, "GRACT": 0.5}),
+        ("GPU", 0, {"TMPTR": 46.0, "POWER": None, "GRACT": 0.997}),
+    ]
+
+
+def test_dcgmi_dmon_is_judged_like_nvidia_smi_dmon() -> None:
+    found = {(f.check_id, f.subject.rsplit("/", 1)[-1]): f for f in judge_text(DMON, Config(), source="n1")}
+    assert found[("nvidia_smi.gpu", "n1")].status is Status.PASS and found[("nvidia_smi.gpu", "n1")].observed == 1
+    thermal = found[("gpu.thermal", "gpu0")]
+    assert thermal.status is Status.PASS and thermal.observed == 46  # the hottest sample of GPU 0
+
+
+def test_a_dcgmi_dmon_that_could_not_watch_its_fields_measured_nothing() -> None:
+    assert detect_kind(DMON_REFUSED) == "dcgmi-dmon"
+    (finding,) = judge_text(DMON_REFUSED, Config(), source="n1")
+    assert (finding.status, finding.code) == (Status.ERROR, "dmon_error")
+    assert "Feature not supported" in finding.summary
+
+
+def test_nvidia_smi_dmon_stays_nvidia_smi() -> None:
+    assert detect_kind("# gpu   pwr gtemp mtemp    sm   mem\n# Idx     W     C     C     %     %\n"
+                       "    0    62    41     -     0     0\n") == "nvidia-smi-dmon"

@@ -30,7 +30,7 @@ from .evidence import judges
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..records.dcgm import DcgmDiagRecord, DcgmHealthRecord, DcgmTest
+    from ..records.dcgm import DcgmDiagRecord, DcgmDmonRecord, DcgmHealthRecord, DcgmTest
 
 CHECK = "dcgm.diag"
 _SOFTWARE_CATEGORIES = frozenset({"deployment", "metadata", "software"})  # the level-1 checks; the rest test the GPU
@@ -192,3 +192,46 @@ def judge_dcgm_health(record: DcgmHealthRecord, config: Config, source: str) -> 
                                 observed=incident.health, expected="Healthy",
                                 details={"system": incident.system, "messages": incident.messages}))
     yield from stamp_actions(findings)
+
+
+# dcgmi dmon's field short names (dcgm_fields: DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_MEMORY_TEMP, DCGM_FI_DEV_POWER_USAGE)
+# for the readings ``gpu.thermal`` judges on an nvidia-smi dmon
+_DMON_TEMPERATURE, _DMON_MEMORY_TEMPERATURE, _DMON_POWER = "TMPTR", "MMTMP", "POWER"
+
+
+@judges("dcgmi-dmon")
+def judge_dcgm_dmon(record: DcgmDmonRecord, config: Config, source: str) -> Iterator[Finding]:
+    """``dcgmi dmon`` judged as ``nvidia-smi dmon`` is: the GPUs it sampled, and each one's hottest and most
+    power-hungry sample by ``gpu.thermal`` where the fields were asked for (``TMPTR``, ``MMTMP``, ``POWER``).
+    Profiling activity (``GRACT``, ``SMACT``, ``DRAMA``...) has no healthy range to hold a GPU to. A dmon that
+    could not watch its fields and sampled no GPU measured nothing: an ERROR quoting dmon's own line."""
+    from ..model import NA
+    from ..records import GpuRecord
+    from .evidence_gpu import _facts, _inventory, run_gpu_checks
+
+    by_gpu: dict[int, list[dict[str, float | None]]] = {}
+    for sample in record.samples:
+        if sample.entity == "GPU":
+            by_gpu.setdefault(sample.index, []).append(sample.values)
+    if record.errors and not by_gpu:
+        yield Finding("nvidia_smi.gpu", Status.ERROR, source, "dmon_error",
+                      f"dcgmi dmon sampled nothing: {'; '.join(record.errors)[:300]}",
+                      details={"errors": record.errors, "fields": record.fields},
+                      recommendation="Watch fields this GPU and DCGM support (`dcgmi dmon -l`; profiling fields "
+                                     "need a supported GPU and a host engine with the profiling module).")
+        return
+    yield from _inventory("dmon", len(by_gpu), None, None, source, tool="dcgmi")
+
+    def peak(samples: list[dict[str, float | None]], field: str) -> float | NA:
+        values = [v for s in samples if (v := s.get(field)) is not None]
+        return max(values) if values else NA(f"field {field!r} not sampled")
+
+    def as_int(value: float | NA) -> int | NA:
+        return value if isinstance(value, NA) else round(value)
+
+    gpus = [GpuRecord(index=i, temperature_c=as_int(peak(s, _DMON_TEMPERATURE)),
+                      memory_temperature_c=as_int(peak(s, _DMON_MEMORY_TEMPERATURE)),
+                      power_draw_w=peak(s, _DMON_POWER)) for i, s in sorted(by_gpu.items())]
+    if gpus:
+        yield from run_gpu_checks(_facts("dcgmi dmon", None, None, gpus), config, source,
+                                  lambda check_id: check_id == "gpu.thermal")

@@ -69,3 +69,22 @@ class DcgmHealthRecord(msgspec.Struct):
     overall: str | None
     incidents: list[DcgmHealthIncident] = []
     errors: list[str] = []
+
+
+class DcgmDmonSample(msgspec.Struct):
+    """One row of ``dcgmi dmon``: the entity (``GPU``, ``GPU-I``, ``GPU-CI``, ``Switch``, ``LINK``, ``CPU``...), its
+    id, and each field's value by the short name dmon's header gives it (``TMPTR``, ``POWER``, ``GRACT``...);
+    ``N/A`` and a blank cell (a field the entity does not have) read as ``None``."""
+
+    entity: str
+    index: int
+    values: dict[str, float | None] = {}
+
+
+class DcgmDmonRecord(msgspec.Struct):
+    """``dcgmi dmon``: the fields its header names, one sample per entity row, and dmon's own error lines
+    (``Error setting watches. Result: -6: Feature not supported``) when it could not sample them."""
+
+    fields: list[str] = []
+    samples: list[DcgmDmonSample] = []
+    errors: list[str] = []
