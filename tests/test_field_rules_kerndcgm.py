@@ -7,6 +7,8 @@
 * ``dcgmi dmon`` is read (kind ``dcgmi-dmon``: the ``#Entity`` header's short names, a row per entity, blanks for
   fields an entity lacks) and judged as ``nvidia-smi dmon`` is: the GPUs sampled, each GPU's hottest ``TMPTR``/
   ``MMTMP`` and highest ``POWER`` by ``gpu.thermal``; a dmon that could not watch its fields sampled nothing: ERROR.
+* The host engine's log lines where its Health module failed (``ERROR [...] [[Health]] Error 'API version mismatch'
+  while attempting to get entities for group 0 ...``) are a health check that could not run: ``dcgm.health`` ERROR.
 """
 
 from __future__ import annotations
@@ -99,3 +101,42 @@ def test_a_dcgmi_dmon_that_could_not_watch_its_fields_measured_nothing() -> None
 def test_nvidia_smi_dmon_stays_nvidia_smi() -> None:
     assert detect_kind("# gpu   pwr gtemp mtemp    sm   mem\n# Idx     W     C     C     %     %\n"
                        "    0    62    41     -     0     0\n") == "nvidia-smi-dmon"
+
+
+# NVIDIA/DCGM#314 (DCGM 4.7.0): the host engine's log while 'dcgmi health' failed
+HEALTH_LOG = (
+    "2026-09-21 15:58:36.273 INFO  [45265:45271] Loaded module 4 [./dcgmlib/src/DcgmHostEngineHandler.cpp:2775] "
+    "[DcgmHostEngineHandler::LoadModule]\n"
+    "2026-09-21 15:58:36.273 ERROR [45265:45271] [[Health]] Error 'API version mismatch' while attempting to get "
+    "entities for group 0 [/builds/dcgm/dcgm/modules/common/DcgmCoreProxy.cpp:667] [DcgmCoreProxy::GetGroupEntities]\n"
+)
+
+
+def test_the_health_modules_own_error_lines_are_a_check_that_could_not_run() -> None:
+    assert detect_kind(HEALTH_LOG) == "dcgmi-health"
+    (finding,) = judge_text(HEALTH_LOG, Config(), source="n1")
+    assert (finding.check_id, finding.status, finding.code) == ("dcgm.health", Status.ERROR, "health_not_checked")
+    assert "API version mismatch" in finding.summary and "DcgmCoreProxy" not in finding.summary
+
+
+# NVIDIA/dcgm-exporter#507: two GPUs split into two GPU instances each; a third GPU (made up) without MIG
+HIERARCHY = (
+    "+-------------------+--------------------------------------------------------------------+\n"
+    "| Instance Hierarchy                                                                     |\n"
+    "+===================+====================================================================+\n"
+    "| GPU 0             | GPU GPU-e48e2dd6-5b6f-f75b-9d3b-39d6ac744225 (EntityID: 0)         |\n"
+    "| -> I 0/1          | GPU Instance (EntityID: 0)                                         |\n"
+    "|    -> CI 0/1/0    | Compute Instance (EntityID: 0)                                     |\n"
+    "| -> I 0/2          | GPU Instance (EntityID: 1)                                         |\n"
+    "|    -> CI 0/2/0    | Compute Instance (EntityID: 1)                                     |\n"
+    "+-------------------+--------------------------------------------------------------------+\n"
+    "| GPU 1             | GPU GPU-d5f98c67-e581-45b1-9c08-025b7a08a9c1 (EntityID: 1)         |\n"
+    "+-------------------+--------------------------------------------------------------------+\n"
+)
+
+
+def test_discovery_c_shows_which_gpus_are_in_mig_mode() -> None:
+    assert detect_kind(HIERARCHY) == "dcgmi-discovery"
+    mig = {f.subject.rsplit("/", 1)[-1]: f.status for f in judge_text(HIERARCHY, Config(), source="n1")
+           if f.check_id == "gpu.inventory.mig"}
+    assert mig["gpu0"] is Status.FAIL and mig.get("gpu1", Status.PASS) is not Status.FAIL

@@ -1,4 +1,4 @@
-"""``dcgmi health -c`` (``--check``), the tree table or ``-j`` JSON; and ``dcgmi discovery -l``.
+"""``dcgmi health -c`` (``--check``), the tree table or ``-j`` JSON; and ``dcgmi discovery -l``/``-c``.
 
 ``dcgmi/Health.cpp`` (GenerateOutputFromResponse, DCGM 2.x-4.x) prints a ``Health Monitor Report`` box
 whose first row is ``Overall Health`` (HelperHealthToString: ``Healthy``, ``Warning``, ``Failure`` or
@@ -14,7 +14,8 @@ watches were never set, or the check failed) it prints one ``Error: ...`` line i
 says which GPUs it counted: ``<n> GPUs found (Active).`` or ``(All).``. It is read into the GPU listing that
 ``nvidia-smi -L`` fills, so the inventory checks judge both alike. A box cut out of a paste (fewer boxes than
 the count line says) makes the listing ``elided``; a paste indented as a whole (a Markdown list's code block)
-keeps its boxes, so a row is read after its leading blanks.
+keeps its boxes, so a row is read after its leading blanks. ``dcgmi discovery -c`` (the MIG instance hierarchy) adds
+each GPU's GPU instances to that listing: a GPU with instances is in MIG mode, as ``nvidia-smi -L`` shows it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import re
 from typing import Any
 
 from ...records.dcgm import DcgmHealthIncident, DcgmHealthRecord
-from ...records.smi import ListedGpu, SmiListingRecord
+from ...records.smi import ListedGpu, MigInstance, SmiListingRecord
 from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, prepare
@@ -43,6 +44,12 @@ _GROUP_ROW = re.compile(r"^\|\s*(?P<group>GPU|Switch|NvSwitch|CPU|CPU Core|Link|
 _MESSAGE_ROW = re.compile(r"^\|\s*\|\s*(?P<text>.*?)\s*\|\s*$")
 _FOUND = re.compile(r"^(?P<count>\d+) GPUs? found(?: \((?:All|Active)\))?\.\s*$")
 _DEVICE_ROW = re.compile(r"^\|\s*(?P<id>\d+)?\s*\|\s*(?P<field>Name|PCI Bus ID|Device UUID):\s*(?P<value>.*?)\s*\|\s*$")
+# ``dcgmi discovery -c`` (dcgmi/Query.cpp's DisplayHierarchyInfo): an ``Instance Hierarchy`` box, per GPU a row
+# ``GPU <n> | GPU <uuid> (EntityID: <n>)``, then each of its GPU instances (``-> I <gpu>/<gi>``) and their
+# compute instances (``-> CI <gpu>/<gi>/<ci>``): a GPU with instances is in MIG mode.
+_HIERARCHY_BOX = re.compile(r"^\|\s*Instance Hierarchy\s*\|", re.MULTILINE)
+_HIERARCHY_GPU = re.compile(r"^\|\s*GPU (?P<id>\d+)\s*\|\s*GPU (?P<uuid>\S+) \(EntityID: \d+\)\s*\|")
+_HIERARCHY_GI = re.compile(r"^\|\s*-> I (?P<gpu>\d+)/(?P<gi>\d+)\s*\|\s*GPU Instance\b")
 _COMMAND = re.compile(r"^\s*(?:[>$#]\s*)?dcgmi\s+(?:health|discovery)\b")
 # Health::CheckWatches' answers when it cannot check (dcgmi/Health.cpp): the group's watches were never set
 # (``dcgmi health -s`` first), or the check itself failed ("Unable to check health watches. Return: ...").
@@ -56,6 +63,11 @@ _LOG_INCIDENT = re.compile(r"\[\[Health\]\] Detected a (?P<health>WARNING|FAILUR
                            r"in health system (?P<system>[\w ]+?): "
                            r"'?(?P<message>.*?)'?(?:\s+\[/[^\]\s]+:\d+\]\s+\[[^\]]*\])?\s*$")
 _LOG_HEALTH = {"WARNING": "Warning", "FAILURE": "Failure"}
+# The Health module's own ERROR lines in the host engine's log (modules/health/DcgmHealthWatch.cpp and the core proxy
+# it calls, DCGM 3.x-4.x: "<date> <time> ERROR [pid:tid] [[Health]] Error 'API version mismatch' while attempting to get
+# entities for group 0 [<source>:<line>] [<function>]"): the module could not serve the check, so no health exists.
+_LOG_HEALTH_ERROR = re.compile(r"^\s*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? ERROR\s+\[\d+:\d+\]\s+\[\[Health\]\]\s+"
+                               r"(?P<message>.*?)(?:\s+\[[^\]\s]+:\d+\]\s+\[[^\]]*\])?\s*$")
 # Health::SetWatches' confirmation (dcgmi/Health.cpp): what dcgmi prints when the call set the group's watches
 # instead of checking them (``-s``, or a ``-c`` DCGM took as one, as on a group of CPUs): no health was reported.
 _SET_ONLY = re.compile(r"^\s*Health monitor systems set successfully\.\s*$")
@@ -68,6 +80,8 @@ def sniff_health(text: str) -> int:
         return 80
     if any(_LOG_INCIDENT.search(x) for x in text.splitlines()):
         return 75
+    if any(_LOG_HEALTH_ERROR.match(x) for x in text.splitlines()):
+        return 70
     return 60 if any(_OVERALL_ROW.match(line) for line in text.splitlines()) else 0
 
 
@@ -75,7 +89,8 @@ def sniff_discovery(text: str) -> int:
     lines = text.splitlines()
     found = any(_FOUND.match(line.strip()) for line in lines)
     device = any((m := _DEVICE_ROW.match(line.lstrip())) and m.group("field") == "Device UUID" for line in lines)
-    return 90 if found and device else 60 if device else 0
+    hierarchy = bool(_HIERARCHY_BOX.search(text)) or any(_HIERARCHY_GPU.match(line.lstrip()) for line in lines)
+    return 90 if (found and device) or hierarchy else 60 if device else 0
 
 
 @parser(HEALTH_KIND, sniff=sniff_health, title="dcgmi health -c (health watches: table or -j JSON)")
@@ -92,6 +107,9 @@ def parse_health(text: str) -> DcgmHealthRecord:
     if not reported and (logged := _logged_incidents(lines)):
         worst = "Failure" if any(i.health == "Failure" for i in logged) else "Warning"
         return DcgmHealthRecord(overall=worst, incidents=logged)
+    if not reported and (failed := [f"host engine, Health module: {m.group('message')}" for line in lines
+                                    if (m := _LOG_HEALTH_ERROR.match(line))]):
+        return DcgmHealthRecord(overall=None, errors=failed)
     if not reported and any(_SET_ONLY.match(line) for line in lines):
         return DcgmHealthRecord(overall=None, errors=[
             "dcgmi answered 'Health monitor systems set successfully.' (it set the watches) and reported no health"])
@@ -167,9 +185,9 @@ def _logged_incidents(lines: list[str]) -> list[DcgmHealthIncident]:
     return incidents
 
 
-@parser(DISCOVERY_KIND, sniff=sniff_discovery, title="dcgmi discovery -l (the GPUs DCGM sees)")
+@parser(DISCOVERY_KIND, sniff=sniff_discovery, title="dcgmi discovery -l / -c (the GPUs DCGM sees, MIG instances)")
 def parse_discovery(text: str) -> SmiListingRecord:
-    """Parse ``dcgmi discovery -l`` into a GPU listing (id, name, UUID)."""
+    """Parse ``dcgmi discovery -l`` (and ``-c``'s instance hierarchy) into a GPU listing (id, name, UUID, MIG)."""
     record = SmiListingRecord(format="list", tool="dcgmi")
     count: int | None = None
     gpu: ListedGpu | None = None
@@ -180,6 +198,15 @@ def parse_discovery(text: str) -> SmiListingRecord:
             count = int(m.group("count")) if count is None else count
         elif re.match(r"^\d+ NvSwitch(?:es)? found\.", stripped):
             in_gpus = False
+        elif m := _HIERARCHY_GPU.match(stripped):
+            gpu = next((g for g in record.gpus if g.index == int(m.group("id"))), None)
+            if gpu is None:
+                gpu = ListedGpu(int(m.group("id")), None, m.group("uuid"))
+                record.gpus.append(gpu)
+        elif m := _HIERARCHY_GI.match(stripped):
+            owner = next((g for g in record.gpus if g.index == int(m.group("gpu"))), None)
+            if owner is not None:  # -c names no profile nor MIG UUID: the instance's index is what it shows
+                owner.mig_devices.append(MigInstance("", int(m.group("gi")), ""))
         elif in_gpus and (m := _DEVICE_ROW.match(stripped)):
             if m.group("id") is not None:
                 gpu = ListedGpu(int(m.group("id")), None, None)
@@ -189,6 +216,6 @@ def parse_discovery(text: str) -> SmiListingRecord:
             elif gpu is not None and m.group("field") == "Device UUID":
                 gpu.uuid = m.group("value") or None
     if count is None and not record.gpus:
-        raise ParseError(DISCOVERY_KIND, "no '<n> GPUs found.' line and no GPU box")
+        raise ParseError(DISCOVERY_KIND, "no '<n> GPUs found.' line, no GPU box and no instance hierarchy")
     record.elided = count is not None and count > len(record.gpus)
     return record
