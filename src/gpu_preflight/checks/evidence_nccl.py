@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 NCCL_LOG_ACTIONS = {
     **dict.fromkeys(("watchdog_timeout", "remote_error", "connection_refused", "invalid_usage", "duplicate_gpu",
                      "system_error", "cuda_error", "out_of_memory", "internal_error", "rendezvous_timeout",
-                     "segfault", "rank_exited"), Action.RESTART_JOB),
+                     "segfault", "rank_exited", "ras_error"), Action.RESTART_JOB),
     "ib_completion_error": Action.CHECK_MECHANICALS,
     "ib_qp_error": Action.CHECK_MECHANICALS,
     "ib_async_event": Action.CHECK_MECHANICALS,
@@ -135,6 +135,13 @@ ADVICE: dict[str, Advice] = {
     "nccl_warn": Advice(Status.WARN, "NCCL printed a warning no known signature names",
                         "Read the WARN line: NCCL warns before most of its failures and when it corrects a setting "
                         "(a thread or socket count capped); if the job failed, the first WARN is where to start."),
+    "ras_error": Advice(Status.FAIL, "NCCL's RAS reports a communicator error",
+                        "RAS lists processes it considers dead or has no data from, and communicators that are "
+                        "incomplete, aborted or in error: start with the processes and nodes it names (their logs, "
+                        "Xids, OOM kills), then restart the job."),
+    "ras_warning": Advice(Status.WARN, "NCCL's RAS reports a communicator whose ranks disagree",
+                          "Ranks at different collective counts or states: if it persists across RAS queries the job "
+                          "is hung behind the ranks that lag (ncclras -v names them; py-spy dump them)."),
     "rank_exited": Advice(Status.FAIL, "the rank that exited first (root cause)",
                           "Start triage with this rank's own log: its first error is the cause, the other ranks' "
                           "errors are consequences."),
@@ -368,7 +375,8 @@ def _is_all_reduce(record: NcclTestsRecord) -> bool:
 def _no_signature(record: NcclLogRecord, source: str) -> Finding:
     """A log without a failure signature: PASS only on what it states, communicators that finished their init.
 
-    A healthy NCCL_DEBUG=INFO log says so itself ("... - Init COMPLETE" per communicator rank); a
+    A healthy NCCL_DEBUG=INFO log says so itself ("... - Init COMPLETE" per communicator rank), as does a RAS
+    report whose communicators run without errors or warnings; a
     fragment without those lines, or one whose last init never completed (a hang, or a paste cut
     there), shows no failure and no success either: SKIP, which is no evidence the job ran.
     """
@@ -377,7 +385,8 @@ def _no_signature(record: NcclLogRecord, source: str) -> Finding:
     none = f"no known NCCL/torch.distributed failure signature in {record.lines} line(s)"
     if record.comms_initialised and not record.comms_unfinished:
         return Finding("nccl_log.triage", Status.PASS, source, "ok",
-                       f"{none}; {record.comms_initialised} communicator rank(s) initialised (Init COMPLETE)"
+                       f"{none}; {record.comms_initialised} communicator rank(s) initialised (Init COMPLETE, or "
+                       "past init in a RAS report)"
                        f"{f', NCCL {record.nccl_version}' if record.nccl_version else ''}",
                        observed=record.comms_initialised, unit="ranks", details=details)
     if record.comms_unfinished:

@@ -175,6 +175,15 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("rendezvous_timeout", re.compile(r"DistStoreError|RendezvousTimeoutError|Timed out after \d+ seconds waiting "
                                       r"for clients|TCPStore.*(?:timed out|Timeout)", re.IGNORECASE)),
     ("segfault", re.compile(r"Caught signal 11|Segmentation fault|SIGSEGV")),
+    # NCCL's RAS report (ncclras, NCCL >= 2.24; ras/client_support.cc): what it lists under "Errors" (processes it
+    # considers dead or has no data from, a communicator INCOMPLETE or in ERROR: "Asynchronous error on N ranks")
+    # and what under "Warnings" (a communicator whose ranks disagree: MISMATCH of status or of collective counts;
+    # timeouts while it gathered data). NCCL's own split is the verdict's: an error FAILs, a warning WARNs.
+    ("ras_error", re.compile(r"^#\d+-\d+ \([0-9a-f]{16}\) (?:INCOMPLETE|ERROR)\b"
+                             r"|^\d+ job process(?:es)? considered dead \(unreachable via the RAS network\)"
+                             r"|^Missing communicator data from \d+ job process")),
+    ("ras_warning", re.compile(r"^#\d+-\d+ \([0-9a-f]{16}\) MISMATCH\b"
+                               r"|^Encountered \d+ communication timeouts? while gathering communicator data")),
     # Any other WARN NCCL printed: its source has some three hundred, and a line no signature above names is
     # still NCCL saying something went wrong (at most a warning: it may be a setting NCCL corrected and ran on).
     (UNCLASSIFIED_WARN, re.compile(r"NCCL WARN \S")),
@@ -205,6 +214,11 @@ _HOST_PREFIX = re.compile(r"^(?P<host>[\w.-]+):\s+Test (?:NCCL|CUDA) failure")
 _VERSION = re.compile(r"NCCL version[:\s]+(?P<v>\d+\.\d+\.\d+(?:\+\S+)?)")
 _STARTS_ENTRY = re.compile(r"^(?:\[|\w[\w.-]*:\d+:\d+\s|[A-Z]\d{4}\s|#|\s*File |Traceback|\w+(?:Error|Exception)\b"
                            r"|terminate called|\s*what\(\)|NCCL|\w+:\s)")
+# A row of the RAS report's communicator table ("Group Comms Nodes Ranks Ranks Ranks Status Errors"): group, comms in
+# group, nodes per comm, ranks per node (a range "1-8" where they differ), ranks per comm, ranks in group, status.
+_RAS_ROW = re.compile(r"^\d+\s+\d+\s+\d+\s+\S+\s+\d+\s+(?P<ranks>\d{1,9})\s+"
+                      r"(?P<status>NOCOMM|INIT|RUNNING|FINALIZE|ABORT)\s+[A-Z,]+$")
+_RAS_ENTRY = re.compile(r"^#\d+-\d+ \([0-9a-f]{16}\) [A-Z]")  # "#0-0 (fa93daea854b060b) MISMATCH": not a comment
 # A communicator rank's init: "ncclCommInitRank comm 0x55fa rank 0 nranks 4 ... - Init START" (2.12+), then "...
 # - Init COMPLETE" (every version; ncclCommSplit and ncclCommInitRankConfig too). Keyed by host, pid and comm.
 _COMM_INIT = re.compile(r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks \d+\b[^\n]{0,300}? - Init "
@@ -269,6 +283,8 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
                     r"|System call|Call to CUDA function failed)|\bncclInvalidUsage: This usually reflects"
                     r"|\bnccl[A-Z]\w+ failed: (?:unhandled (?:system|cuda) error|internal error"
                     r"|invalid (?:usage|argument)|remote process exited)", re.M)),
+    # NCCL's RAS report (ncclras): its communicator table's header, as only it prints it.
+    (80, re.compile(r"^Group\s+Comms\s+Nodes\s+Ranks\s+Ranks\s+Ranks\s+Status\s+Errors\s*$", re.M)),
     # torch's C++ exception from ProcessGroupNCCL pasted without its message: its frames and where it was raised.
     (60, re.compile(r"^(?:frame #\d+: )?c10d::ProcessGroupNCCL::\w+"
                     r"|^Exception raised from \w+ at \S*ProcessGroupNCCL\.cpp:\d+", re.M)),
@@ -305,9 +321,17 @@ def parse(text: str) -> NcclLogRecord:
     ranks: set[int] = set()
     hosts: set[str] = set()
     inits: dict[tuple[str | None, int | None, str], bool] = {}  # (host, pid, comm) -> Init COMPLETE seen
+    ras_ranks = [0, 0]  # communicator ranks a RAS report shows past init, and still in init
     ib_in_use = False
     for number, line in _logical_lines(raw_lines):
-        if line.lstrip().startswith("#"):
+        if line.lstrip().startswith("#") and not _RAS_ENTRY.match(line.lstrip()):
+            continue
+        if ras := _RAS_ROW.match(line.strip()):  # RAS's running communicators are initialised; INIT ones are not
+            status = ras.group("status")
+            ras_ranks[status == "INIT"] += int(ras.group("ranks")) if status != "NOCOMM" else 0
+            if status == "ABORT":
+                record.signatures.append(NcclSignature(kind="ras_error", rank=None, line=number,
+                                                       detail=f"RAS: communicator group aborted: {line.strip()}"))
             continue
         if record.nccl_version is None and (v := _VERSION.search(line)):
             record.nccl_version = v.group("v")
@@ -346,8 +370,8 @@ def parse(text: str) -> NcclLogRecord:
         record.signatures.append(sig)
     if ib_in_use:
         record.signatures = [s for s in record.signatures if s.kind != "net_plugin_fallback"]
-    record.comms_initialised = sum(inits.values())
-    record.comms_unfinished = len(inits) - record.comms_initialised
+    record.comms_initialised = sum(inits.values()) + ras_ranks[0]
+    record.comms_unfinished = len(inits) - sum(inits.values()) + ras_ranks[1]
     root = _root_cause(raw_lines)
     if root is not None:  # the summary names the global rank its agent's "failed (exitcode ...)" line reported
         record.signatures = [s for s in record.signatures if s.kind != "rank_exited"]
