@@ -7,6 +7,8 @@
 * ``dcgmi dmon`` is read (kind ``dcgmi-dmon``: the ``#Entity`` header's short names, a row per entity, blanks for
   fields an entity lacks) and judged as ``nvidia-smi dmon`` is: the GPUs sampled, each GPU's hottest ``TMPTR``/
   ``MMTMP`` and highest ``POWER`` by ``gpu.thermal``; a dmon that could not watch its fields sampled nothing: ERROR.
+* nv_peer_mem's ``nv_mem nv_get_p2p_free_callback ... invalid page_table`` (a GPU driver bug its maintainer names) is
+  ``kernel.nic`` WARN (monitor; upgrade the driver), bare or on a kernel-log line.
 * The host engine's log lines where its Health module failed (``ERROR [...] [[Health]] Error 'API version mismatch'
   while attempting to get entities for group 0 ...``) are a health check that could not run: ``dcgm.health`` ERROR.
 """
@@ -140,3 +142,12 @@ def test_discovery_c_shows_which_gpus_are_in_mig_mode() -> None:
     mig = {f.subject.rsplit("/", 1)[-1]: f.status for f in judge_text(HIERARCHY, Config(), source="n1")
            if f.check_id == "gpu.inventory.mig"}
     assert mig["gpu0"] is Status.FAIL and mig.get("gpu1", Status.PASS) is not Status.FAIL
+
+
+def test_nv_peer_mems_invalid_page_table_is_a_driver_bug_to_upgrade_away() -> None:
+    # Mellanox/nv_peer_memory#112, the maintainer's quote: bare, as the module prints it
+    text = "nv_mem nv_get_p2p_free_callback:144 nv_get_p2p_free_callback -- invalid page_table \n" * 2
+    assert detect_kind(text) == "dmesg"
+    (finding,) = [f for f in judge_text(text, Config(), source="n1") if f.check_id == "kernel.nic"]
+    assert (finding.status, finding.code) == (Status.WARN, "peermem_invalid_page_table")
+    assert finding.observed == 2  # both lines counted on one finding

@@ -19,7 +19,8 @@
 * ``kernel.nic``: an RDMA NIC driver message in a saved kernel log (:data:`NIC_VERDICTS`):
   FAIL for a device that stopped answering (EFA admin queue closed or command timed out,
   mlx5 firmware unresponsive), WARN for an event worth a look (a failed admin command, a TX/RX
-  timeout the driver recovers from, nvidia-peermem's invalid-context errors).
+  timeout the driver recovers from, nvidia-peermem's invalid-context errors, nv_peer_mem's invalid
+  page_table, a GPU driver bug fixed in later drivers).
 * ``kernel.link_flap``: FAIL for an InfiniBand interface that lost its carrier, WARN for any
   other physical interface (container and bridge ends are not judged).
 * ``pcie.lnksta``: FAIL for a link trained narrower than it can (``lspci -vvv`` LnkSta
@@ -100,6 +101,11 @@ NIC_VERDICTS: dict[str, tuple[Status, Action, str, str]] = {
                                 "nvidia-peermem could not free a GPUDirect RDMA mapping (invalid context)",
                                 "A GPU-NIC communication problem may be building up: watch for repeats and for NCCL "
                                 "errors in the job, and restart nvidia-peermem (or reboot) if they persist."),
+    "peermem_invalid_page_table": (Status.WARN, Action.MONITOR,
+                                   "nv_peer_mem freed a GPUDirect RDMA mapping under an invalid page table, a known "
+                                   "GPU driver bug",
+                                   "Upgrade the GPU driver (R510 or later, or an R470 from mid-2021 on): the fix is "
+                                   "in the driver; until then GPUDirect RDMA transfers may fail."),
 }
 """Fatal NIC messages mean the adapter stopped answering its driver: NVSentinel's REPLACE_VM, our
 isolate. The others are events a healthy node also logs now and then: a look, not a drain."""
@@ -110,7 +116,7 @@ KERNEL_NIC = declare(
     command timeout, not ready, unrecoverable error, lost heartbeat) or the driver could not bring
     it up (probe failed), WARN for events worth a look (a failed admin command, a TX/RX timeout the
     driver recovers from, a port whose link went down, a hot or unplugged transceiver, GPUDirect
-    RDMA invalid-context errors). Messages older than the Xid window are
+    RDMA invalid-context or invalid page_table errors). Messages older than the Xid window are
     counted, not judged.""",
     group="efa_network", component="network_infrastructure", settings=("xid.window_hours",),
     actions={code: action for code, (_, action, _, _) in NIC_VERDICTS.items()})

@@ -12,7 +12,7 @@ The EFA and mlx5 patterns are NVIDIA NVSentinel's syslog-health-monitor NIC-driv
 anchored as there on the driver's own prefix: ``efa <PCI address>:`` before the RDMA device is
 registered, ``infiniband <rdmap…|efa_…>:`` after (the ENA network driver shares some texts, so
 an unanchored text would misfire), and ``mlx5_core`` for ConnectX. The peermem line is the one
-gpud's peermem component and konduktor's dmesg check flag.
+gpud's peermem component and konduktor's dmesg check flag; its predecessor module logs as ``nv_mem``.
 
 A carrier change is what ``systemd-networkd`` (and NetworkManager-less hosts' syslog) prints when
 a link goes down and up: ``ib6: Lost carrier`` / ``ib6: Gained carrier``. It is counted per
@@ -59,6 +59,10 @@ NIC_MESSAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("mlx5_link_down", re.compile(_MLX5 + r" (?P<netdev>[A-Za-z][\w.@-]{0,31}): Link down\b")),
     ("peermem_invalid_context", re.compile(
         r"\bnvidia-peermem\b.*nv_get_p2p_free_callback.*ERROR detected invalid context")),
+    # nvidia-peermem's out-of-tree predecessor nv_peer_mem logs as "nv_mem": "nv_mem nv_get_p2p_free_callback:144
+    # nv_get_p2p_free_callback -- invalid page_table" is a GPU driver bug its maintainer names (fixed from R510, and
+    # in R470 from about May 2021; Mellanox/nv_peer_memory#112): GPUDirect RDMA mappings freed under a stale table.
+    ("peermem_invalid_page_table", re.compile(r"\bnv_mem\b.*nv_get_p2p_free_callback.*invalid page_table")),
 )
 """Code, pattern; the first that matches a line names it. Most specific first where texts overlap."""
 
@@ -83,7 +87,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "mlx5_rx_timeout": ("RX timeout",), "mlx5_module_high_temp": ("High Temperature",),
     "mlx5_module_unplugged": ("Cable unplugged",), "mlx5_pcie_power": ("insufficient power",),
     "mlx5_probe_failed": ("failed with error",), "mlx5_link_down": ("Link down",),
-    "peermem_invalid_context": ("invalid context",),
+    "peermem_invalid_context": ("invalid context",), "peermem_invalid_page_table": ("invalid page_table",),
 }
 _FAMILIES: dict[str, tuple[re.Pattern[str], tuple[tuple[str, re.Pattern[str]], ...]]] = {
     family: (re.compile("|".join(re.escape(k) for code, _ in members for k in _KEYS[code])), members)
@@ -100,7 +104,7 @@ def nic_message(line: str) -> tuple[str, str | None, str] | None:
     """
     if "mlx5_core" in line:
         family = "mlx5"
-    elif "nvidia-peermem" in line:
+    elif "nvidia-peermem" in line or "nv_mem " in line:
         family = "peermem"
     elif ("efa " in line or "infiniband " in line) and _EFA_PREFIX.search(line):
         family = "efa"
