@@ -14,6 +14,8 @@
   ``ibdev2netdev`` shows only the interface's carrier, and an interface Down WARNs (``netdev_down``).
 * ``ib.counters`` (a saved ``perfquery``): WARN for an error counter over its ``diagnostics.ib_counters_*``
   limit, as a total since the last clear (never FAIL: not known to be recent); PASS otherwise.
+* ``ib.gids`` (a saved ``show_gids``): FAIL when it lists no GID, WARN for a RoCE port whose v2 GIDs are all
+  link-local, PASS otherwise.
 * ``ib.perftest``: FAIL when the test could not connect, or its best average bandwidth is
   below ``evidence.perftest_min_bw_gbps`` (SKIP with the value when unset).
 * ``kernel.nic``: an RDMA NIC driver message in a saved kernel log (:data:`NIC_VERDICTS`):
@@ -46,7 +48,7 @@ from .ib_rails import hca_missing_findings, rail_sets
 if TYPE_CHECKING:
     from ..config import Config
     from ..records.dmesg import DmesgRecord
-    from ..records.fabric import IbDevicesRecord, IbPort, PerfqueryRecord
+    from ..records.fabric import GidEntry, GidTableRecord, IbDevicesRecord, IbPort, PerfqueryRecord
     from ..records.libfabric import FiInfoRecord, PingpongRecord
     from ..records.pci import LspciRecord, PciDevice
     from ..records.perftest import PerftestRecord
@@ -58,6 +60,15 @@ IB_PERFTEST = declare(
     could not connect or its best average bandwidth is below ``evidence.perftest_min_bw_gbps``;
     SKIP with the measured value when that floor is unset.""",
     group="efa_network", component="network_infrastructure", settings=("evidence.perftest_min_bw_gbps",))
+
+IB_GIDS = declare(
+    "ib.gids", "Every RoCE port has a GID RoCE v2 can route",
+    """A saved ``show_gids``: FAIL when it lists no GID at all (no address reaches the device: a pod
+    whose network gave the RDMA device none, a netdev without an IP); WARN for a RoCE port (a netdev
+    that is not IPoIB) whose RoCE v2 GIDs are all link-local (fe80::, only reachable inside one L2
+    segment; NCCL prefers an IPv4-mapped or routable IPv6 v2 GID); PASS otherwise. InfiniBand GIDs
+    (typed v1, an IPoIB netdev or none) need no v2 entry.""",
+    group="efa_network", component="network_infrastructure")
 
 # RDMA NIC driver messages (parsers/nic_log.py codes): status, operator action, what it means, what to do.
 # NVSentinel's pattern table classifies them (fatal: REPLACE_VM; non-fatal: NONE, an event).
@@ -327,6 +338,43 @@ def judge_perfquery(record: PerfqueryRecord, config: Config, source: str) -> Ite
                       f"{len(record.blocks)} port(s): none of {len(judged)} error counter(s) over its limit since "
                       "the counters were last cleared" if judged else "no error counter in the text to judge",
                       observed=len(record.blocks), unit="ports", details={"counters": judged})
+
+
+@judges("show-gids")
+def judge_gids(record: GidTableRecord, config: Config, source: str) -> Iterator[Finding]:
+    """Does each port have a GID its transport can use? (see :data:`IB_GIDS`)"""
+    del config
+    if not record.entries:
+        yield Finding("ib.gids", Status.FAIL, source, "no_gids",
+                      "show_gids lists no GID" + (f" (n_gids_found={record.found})" if record.found is not None
+                                                  else ""), observed=0, unit="GIDs",
+                      recommendation="No address reaches the RDMA device: give its netdev an IP (in a pod, a CNI "
+                                     "that attaches the RDMA device's interface: SR-IOV, macvlan or host-device), "
+                                     "then check show_gids again.")
+        return
+    ports: dict[tuple[str, int], list[GidEntry]] = {}
+    for entry in record.entries:
+        ports.setdefault((entry.device, entry.port), []).append(entry)
+    last = (record.entries[-1].device, record.entries[-1].port)
+    flagged = False
+    for (device, port), entries in ports.items():
+        if record.incomplete and (device, port) == last:
+            continue  # the listing may be cut inside it (evidence.complete says so)
+        netdevs = {e.netdev for e in entries}
+        if all(n is None or n.startswith("ib") for n in netdevs):
+            continue  # InfiniBand: its GIDs are the subnet prefix and port GUID
+        if any(e.version == "v2" and (e.ipv4 or not e.gid.startswith("fe80:")) for e in entries):
+            continue
+        flagged = True
+        yield Finding("ib.gids", Status.WARN, f"{source}/{device}/port{port}", "no_routable_v2_gid",
+                      f"{device} port {port}: no RoCE v2 GID with an IPv4 or routable IPv6 address (only "
+                      "link-local ones), so RoCE v2 reaches only its own L2 segment", observed=len(entries),
+                      unit="GIDs", recommendation="Give the interface an IP address; set NCCL_IB_GID_INDEX to the "
+                                                  "v2 GID of that address if NCCL does not pick it.")
+    if not flagged:
+        yield Finding("ib.gids", Status.PASS, source, "ok",
+                      f"{len(ports)} port(s) with GIDs ({len(record.entries)} listed)", observed=len(ports),
+                      unit="ports")
 
 
 @judges("perftest")

@@ -97,3 +97,25 @@ class PerfqueryRecord(msgspec.Struct):
     """Every port block ``perfquery`` printed: lifetime totals since the counters were last cleared."""
 
     blocks: list[PortCounters] = []
+
+
+class GidEntry(msgspec.Struct):
+    """One row of ``show_gids``: a port's GID table entry, the IPv4 address it maps (if any), its RoCE version
+    (``v1``/``v2``; InfiniBand GIDs show as ``v1``) and the netdev it belongs to."""
+
+    device: str
+    port: int
+    index: int
+    gid: str
+    ipv4: str | None = None
+    version: str | None = None
+    netdev: str | None = None
+
+
+class GidTableRecord(msgspec.Struct):
+    """Every GID ``show_gids`` listed, and its closing count (``n_gids_found=N``) when the paste has it; without
+    that line the listing may be cut inside its last port, which ``incomplete`` says."""
+
+    entries: list[GidEntry] = []
+    found: int | None = None
+    incomplete: list[str] = []
