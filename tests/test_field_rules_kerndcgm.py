@@ -151,3 +151,35 @@ def test_nv_peer_mems_invalid_page_table_is_a_driver_bug_to_upgrade_away() -> No
     (finding,) = [f for f in judge_text(text, Config(), source="n1") if f.check_id == "kernel.nic"]
     assert (finding.status, finding.code) == (Status.WARN, "peermem_invalid_page_table")
     assert finding.observed == 2  # both lines counted on one finding
+
+
+# dcgmi stats' job box as DCGM's user guide prints it (made up: the Event Stats counts and health are ours)
+STATS = (
+    "Successfully retrieved statistics for job: 1.\n"
+    "+------------------------------------------------------------------------------+\n"
+    "| GPU ID: 0                                                                    |\n"
+    "+====================================+=========================================+\n"
+    "|-----  Execution Stats  ------------+-----------------------------------------|\n"
+    "| Start Time *                       | Wed Mar  7 15:07:34 2018                |\n"
+    "| No. of Processes *                 | 1                                       |\n"
+    "+-----  Event Stats  ----------------+-----------------------------------------+\n"
+    "| Single Bit ECC Errors              | 0                                       |\n"
+    "| Double Bit ECC Errors              | {dbe}                                       |\n"
+    "| PCIe Replay Warnings               | 0                                       |\n"
+    "| Critical XID Errors                | 0                                       |\n"
+    "+-----  Overall Health  -------------+-----------------------------------------+\n"
+    "| Overall Health                     | {health}                                 |\n"
+    "+------------------------------------+-----------------------------------------+\n"
+)
+
+
+def test_dcgmi_stats_fails_a_job_that_met_double_bit_ecc_errors() -> None:
+    text = STATS.format(dbe=2, health="Failure")
+    assert detect_kind(text) == "dcgmi-stats"
+    health = [(f.status, f.code) for f in judge_text(text, Config(), source="n1") if f.check_id == "dcgm.health"]
+    assert health == [(Status.FAIL, "health_failure"), (Status.FAIL, "health_failure")]
+
+
+def test_dcgmi_stats_of_a_healthy_job_passes_and_performance_rows_are_not_judged() -> None:
+    findings = judge_text(STATS.format(dbe=0, health="Healthy"), Config(), source="n1")
+    assert {(f.check_id, f.status) for f in findings} == {("nvidia_smi.gpu", Status.PASS), ("dcgm.health", Status.PASS)}

@@ -30,7 +30,7 @@ from .evidence import judges
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..records.dcgm import DcgmDiagRecord, DcgmDmonRecord, DcgmHealthRecord, DcgmTest
+    from ..records.dcgm import DcgmDiagRecord, DcgmDmonRecord, DcgmHealthRecord, DcgmStatsRecord, DcgmTest
 
 CHECK = "dcgm.diag"
 _SOFTWARE_CATEGORIES = frozenset({"deployment", "metadata", "software"})  # the level-1 checks; the rest test the GPU
@@ -235,3 +235,37 @@ def judge_dcgm_dmon(record: DcgmDmonRecord, config: Config, source: str) -> Iter
     if gpus:
         yield from run_gpu_checks(_facts("dcgmi dmon", None, None, gpus), config, source,
                                   lambda check_id: check_id == "gpu.thermal")
+
+
+# dcgmi stats' Event Stats rows that count faults DCGM's health watches fail a GPU for (ProcessStats.cpp)
+_STATS_FAULTS = ("Double Bit ECC Errors", "Critical XID Errors")
+
+
+@judges("dcgmi-stats")
+def judge_dcgm_stats(record: DcgmStatsRecord, config: Config, source: str) -> Iterator[Finding]:
+    """``dcgmi stats`` (a job's or process's statistics): the GPUs it reports on (``nvidia_smi.gpu``), and
+    by ``dcgm.health`` what its Event Stats count while the job ran (double-bit ECC errors, critical Xids:
+    any is a FAIL) and the Overall Health it prints (``Healthy``/``Warning``/``Failure``). Execution and
+    performance statistics (times, energy, clocks, utilisation) have no healthy range to hold a GPU to."""
+    from ..registry import stamp_actions
+    from .evidence_gpu import _inventory
+
+    yield from _inventory("stats", len({box.gpu for box in record.gpus if box.gpu is not None}), None, None,
+                          source, tool="dcgmi")
+    findings = []
+    for box in record.gpus:
+        where = f"{source}/gpu{box.gpu}" if box.gpu is not None else f"{source}/summary"
+        name = f"GPU {box.gpu}" if box.gpu is not None else "the job summary"
+        for label in _STATS_FAULTS:
+            value = box.rows.get(label, "")
+            if value.isdigit() and int(value) > 0:
+                findings.append(Finding(HEALTH, Status.FAIL, where, "health_failure",
+                                        f"dcgmi stats: {name} counted {value} {label} during the job",
+                                        observed=int(value), expected=0))
+        overall = box.rows.get("Overall Health", "").strip()
+        status = next((s for word, s in _HEALTH_STATUS.items() if overall.lower().startswith(word.lower())), None)
+        if status is not None:
+            code = "overall" if status is Status.PASS else f"health_{overall.split()[0].lower()}"
+            findings.append(Finding(HEALTH, status, where, code, f"dcgmi stats: {name} overall health {overall}",
+                                    observed=overall, expected="Healthy"))
+    yield from stamp_actions(findings)

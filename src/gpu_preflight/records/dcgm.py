@@ -88,3 +88,17 @@ class DcgmDmonRecord(msgspec.Struct):
     fields: list[str] = []
     samples: list[DcgmDmonSample] = []
     errors: list[str] = []
+
+
+class DcgmStatsGpu(msgspec.Struct):
+    """One ``GPU ID: <n>`` (or ``Summary``) box of ``dcgmi stats``: each row's label and value as printed, by
+    label (``Double Bit ECC Errors``, ``Critical XID Errors``, ``Overall Health``...)."""
+
+    gpu: int | None
+    rows: dict[str, str] = {}
+
+
+class DcgmStatsRecord(msgspec.Struct):
+    """``dcgmi stats -j <job>`` / ``-p <pid>``: DCGM's statistics of a job or process, one box per GPU."""
+
+    gpus: list[DcgmStatsGpu] = []

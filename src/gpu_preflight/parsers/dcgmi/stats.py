@@ -1,0 +1,49 @@
+"""``dcgmi stats``: DCGM's job (``-j``) and process (``-p``) statistics, one box per GPU.
+
+dcgmi/ProcessStats.cpp prints, per GPU, a header box ``| GPU ID: <n> |`` (``| Summary |`` for a job's summary
+box), then sections headed ``|-----  Execution Stats  ---...`` / ``+-----  Performance Stats  ---...`` (also
+``Event Stats``, ``Slowdown Stats``, ``Overall Health`` and the process utilisation sections), each a list of
+``| <label> | <value> |`` rows: ``Double Bit ECC Errors``, ``PCIe Replay Warnings``, ``Critical XID Errors``,
+``Overall Health``... Rows are kept by label as printed; what they mean is the judge's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ...records.dcgm import DcgmStatsGpu, DcgmStatsRecord
+from ..detect import parser
+from ..errors import ParseError
+from ..text import is_noise, prepare
+
+KIND = "dcgmi-stats"
+
+_BOX = re.compile(r"^\|\s*(?:GPU ID: (?P<gpu>\d+)|Summary)\s*\|$")
+_SECTION = re.compile(r"^[|+]-{3,}\s+(?P<name>Execution Stats|Performance Stats|Event Stats|Slowdown Stats"
+                      r"|Overall Health|Compute Process Utilization|Graphics Process Utilization"
+                      r"|Process Utilization)\s+-+[+|]", re.IGNORECASE)
+_ROW = re.compile(r"^\|\s*(?P<label>[^|]*?)\s*\|\s*(?P<value>[^|]*?)\s*\|$")
+
+
+def sniff(text: str) -> int:
+    lines = [line.strip() for line in text.splitlines()]
+    return 80 if any(_SECTION.match(line) for line in lines) and any(_BOX.match(line) for line in lines) else 0
+
+
+@parser(KIND, sniff=sniff, title="dcgmi stats (a job's or process's DCGM statistics per GPU)")
+def parse(text: str) -> DcgmStatsRecord:
+    """Parse ``dcgmi stats`` boxes; a paste cut inside a box keeps the rows it has."""
+    record = DcgmStatsRecord()
+    current: DcgmStatsGpu | None = None
+    for raw in prepare(KIND, text):
+        line = raw.strip()
+        if not line or is_noise(raw):
+            continue
+        if m := _BOX.match(line):
+            current = DcgmStatsGpu(int(m.group("gpu")) if m.group("gpu") is not None else None)
+            record.gpus.append(current)
+        elif current is not None and not _SECTION.match(line) and (m := _ROW.match(line)) and m.group("label"):
+            current.rows.setdefault(m.group("label").rstrip(" *"), m.group("value"))
+    if not record.gpus:
+        raise ParseError(KIND, "no 'GPU ID: <n>' or 'Summary' box")
+    return record
