@@ -64,20 +64,31 @@ SMI_FAILURE_ACTIONS = {
     "driver_unreachable": Action.REBOOT_NODE,
     "nvml_init_failed": Action.REBOOT_NODE,
     "gpu_requires_reset": Action.RESET_GPU,
+    "reset_failed": Action.RESET_GPU,
     "inforom_corrupted": Action.MONITOR,
 }
 """nvidia-smi's failure texts, in the words gpu.nvml uses for the same states: a GPU it cannot reach
 or that the driver lost is NVIDIA's Xid 79 resolution (RESTART_BM); no GPU or no driver is the driver
 not bound or loaded, which a reboot (after the driver is fixed) brings back; ``GPU requires reset``
-names its own action; a corrupted infoROM leaves a working GPU (nvidia-smi exit code 14) whose stored
-data is suspect: a reflash to plan."""
+names its own action, as does a reset nvidia-smi could not do (retried once the clients that hold the GPU
+are stopped: persistence daemon, fabric manager, DCGM); a corrupted infoROM leaves a working GPU
+(nvidia-smi exit code 14) whose stored data is suspect: a reflash to plan."""
 NVIDIA_SMI_FAILURE = declare(
     "nvidia_smi.failure", "nvidia-smi could read every GPU",
     """nvidia-smi printed one of its own failure messages instead of a reading: FAIL when it cannot
     reach a GPU (``Unable to determine the device handle``: fallen off the bus, lost, needs a
-    reset), finds none (``No devices were found``) or cannot talk to the driver; WARN on a
+    reset), finds none (``No devices were found``), cannot talk to the driver or could not reset a GPU
+    (``The following GPUs could not be reset``: it is still in the state that called for the reset); WARN on a
     corrupted infoROM (nvidia-smi's exit code 14: the GPU works, its stored data is suspect).""",
     group=(), component="hardware_health", core=True, actions=SMI_FAILURE_ACTIONS)
+NVIDIA_SMI_ANSWER = declare(
+    "nvidia_smi.answer", "What an nvidia-smi answer states that no check judges",
+    """An answer of nvidia-smi to a command (``-pl``, ``-ac``, ``-lgc``, a reset that worked, a MIG
+    listing that names no GPU: ``No MIG-enabled devices found.``) states something no readiness rule
+    judges: SKIP, saying what it states. The settings an answer does state (persistence, compute and
+    MIG mode, a pending ECC mode) are judged by their own ``gpu.inventory.*``/``gpu.ecc.mode`` checks; a
+    text with nothing else is judged nothing (ERROR), never SUCCESS.""",
+    group=(), component="software_stack")
 KERNEL_SEGFAULT = declare(
     "kernel.segfault", "No GPU library crashed",
     """A saved kernel log shows a process segfaulting inside a GPU library (libnccl, libcuda,
@@ -132,13 +143,17 @@ SMI_FAILURES: dict[str, tuple[Status, str, str]] = {
     "unreadable_reading": (Status.WARN, "nvidia-smi printed ERR! for a reading (the driver could not read it)",
                            "Check the sensor the column names (fan, power, temperature): rerun nvidia-smi -q on the "
                            "GPU, and if ERR! persists, inspect or replace the part; the reading was not judged."),
+    "reset_failed": (Status.FAIL, "nvidia-smi could not reset the GPU",
+                     "Stop what holds the GPU (nvidia-persistenced or persistence mode, fabric manager, DCGM, "
+                     "running jobs) and reset it again; reboot the node if the reset keeps failing."),
     "inforom_corrupted": (Status.WARN, "the GPU's infoROM is corrupted",
                           "Plan an infoROM reflash or RMA: the GPU runs, but its stored ECC/page-retirement data "
                           "cannot be trusted."),
 }
 
 
-@judges("nvidia-smi-xml", "nvidia-smi-q", "nvidia-smi-csv", "nvidia-smi-table", "nvidia-smi-error", "nvidia-smi-pmon")
+@judges("nvidia-smi-xml", "nvidia-smi-q", "nvidia-smi-csv", "nvidia-smi-table", "nvidia-smi-error", "nvidia-smi-pmon",
+        "nvidia-smi-mig", "nvidia-smi-set")
 def judge_nvidia_smi(record: NvidiaSmiRecord, config: Config, source: str) -> Iterator[Finding]:
     """The GPUs an nvidia-smi report describes, judged by the ``gpu.*`` node checks.
 
@@ -147,6 +162,8 @@ def judge_nvidia_smi(record: NvidiaSmiRecord, config: Config, source: str) -> It
     does not say how many GPUs there are, so no count is inferred and none is checked.
     """
     yield from _smi_failures(record, source)
+    yield from (Finding("nvidia_smi.answer", Status.SKIP, source, "stated", f"nvidia-smi {record.format}: {line}; "
+                        "no readiness rule judges it") for line in record.stated)
     if record.format == "error":
         return
     if record.fragment is None:

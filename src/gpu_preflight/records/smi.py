@@ -121,6 +121,9 @@ class NvidiaSmiRecord(msgspec.Struct):
     does not show (how many GPUs, which driver) is not inferred. ``selected`` holds the GPU ids
     the pasted command line asked for with ``-i``/``--id`` (nvidia-smi then lists only those,
     while ``attached_gpus`` still counts every GPU); ``None`` when no selection is shown.
+    ``stated`` holds what an answer of nvidia-smi says that no check judges (a power limit set or
+    refused, a reset done, ``No MIG-enabled devices found.``): reported, not judged, so a text of
+    nothing else is judged nothing.
     """
 
     format: str
@@ -133,6 +136,7 @@ class NvidiaSmiRecord(msgspec.Struct):
     failures: list[SmiFailure] = []
     fragment: int | None = None
     selected: list[str] | None = None
+    stated: list[str] = []
 
 
 class DmonRecord(msgspec.Struct):

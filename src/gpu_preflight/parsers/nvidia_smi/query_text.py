@@ -10,7 +10,10 @@ Parity``) or by bits (``Double Bit / Total``); ``Remapped Rows : N/A`` as a scal
 relative ``T.Limit`` temperatures of Hopper, which are not thresholds and are ignored.
 An excerpt without the ``GPU <bus id>`` header (a pasted ``ECC Errors`` block) is read
 as one GPU of unknown address and marked a ``fragment`` (the number of readings it shows):
-its GPU count and driver are not in the text, so nothing is inferred about them. A header
+its GPU count and driver are not in the text, so nothing is inferred about them. So is a text
+with GPU headers but without the report's banner (neither ``Driver Version`` nor ``Attached
+GPUs``: a ``-q -d CLOCK`` pasted from its first ``GPU`` line): a header names a GPU, not how many
+there are, and "1 GPU(s) found" would be a PASS the text does not state. A header
 with a suffix (``GPU 00000000:00:09.0 (MIG)``) is still a GPU.
 
 Completeness (``incomplete``): a full report announces ``Attached GPUs`` and gives each
@@ -88,9 +91,11 @@ def sniff(text: str) -> int:
         return 0
     if "NVSMI LOG" in text:
         return 90
-    score = 0
+    score = 30 if re.search(r"^Attached GPUs\s+:\s*\d+\s*$", text, re.MULTILINE) else 0
+    # the sections `-q -d <SECTION>` prints alone too (TEMPERATURE, POWER), and their first keys
     for label in ("Product Name", "ECC Errors", "Retired Pages", "Retired pages", "Remapped Rows",
-                  "Clocks Event Reasons", "Clocks Throttle Reasons", "FB Memory Usage", "GPU Power Readings"):
+                  "Clocks Event Reasons", "Clocks Throttle Reasons", "FB Memory Usage", "GPU Power Readings",
+                  "Power Readings", "Temperature", "GPU Current Temp"):
         if re.search(rf"^\s+{label}\s*(?::|$)", text, re.MULTILINE):
             score += 15
     return min(score, 60)
@@ -119,7 +124,7 @@ def parse(text: str) -> NvidiaSmiRecord:
         gpus=[_gpu(i, n) for i, n in enumerate(gpu_nodes)],
         failures=failures_in(lines),
     )
-    if excerpt and record.driver_version is None and record.attached_gpus is None:
+    if record.driver_version is None and record.attached_gpus is None:  # no banner: how many GPUs is not shown
         record.fragment = sum(1 for g in gpu_nodes for n in g.walk() if n.value is not None)
     if record.driver_version is None and not any(g.has_readings() for g in record.gpus):
         raise ParseError(KIND, "no nvidia-smi -q field found")

@@ -1,0 +1,102 @@
+"""nvidia-smi's answers to the commands that change a GPU: read for the setting each one states.
+
+``nvidia-smi -pm 1`` answers ``Enabled persistence mode for GPU 00000000:01:00.0.`` (``Enabled Legacy
+persistence mode ...`` on recent drivers, ``Persistence mode is already Enabled ...`` when nothing
+changed), ``-c 3`` ``Set compute mode to EXCLUSIVE_PROCESS for GPU ...``, ``-mig 1`` ``Enabled MIG Mode
+for GPU ...`` (or ``Warning: MIG mode is in pending enable state for GPU ...`` until a reset), ``-e 1``
+``Enabled ECC support for GPU ...`` (applied at the next reboot: a pending mode), then ``All done.``.
+Those settings are judged by the checks that judge them in a report (``gpu.inventory.persistence``,
+``.compute_mode``, ``.mig``, ``gpu.ecc.mode``), each GPU named by its bus id. ``-pl``, ``-ac``/``-lgc``
+and their refusals (``Changing power management limit is not supported for GPU: ... Treating as
+warning and moving on.``), and a reset that worked (``GPU ... was successfully reset.``) state
+nothing those checks judge: they are kept in ``stated``. A reset nvidia-smi could not do (``The
+following GPUs could not be reset:`` then ``  GPU <bus id>: <why>``, or ``Unable to reset GPU ...``)
+is a failure (``reset_failed``): the GPU is still in the state that called for the reset.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ...records.smi import NvidiaSmiRecord, SmiFailure, SmiGpu
+from ..detect import parser
+from ..errors import ParseError
+from ..text import is_noise, prepare
+from . import as_compute_mode
+
+KIND = "nvidia-smi-set"
+
+_BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
+_BUS = rf"(?P<gpu>{_BUS_ID})"
+_FOR = rf"for GPU:?\s*{_BUS}"
+_ANY = rf"for GPU:?\s*{_BUS_ID}"  # the same, captured nowhere: several in one pattern
+# (field, value, pattern): the setting a line states, for the GPU the pattern names.
+SETTINGS: tuple[tuple[str, object, re.Pattern[str]], ...] = (
+    ("persistence_mode", True, re.compile(rf"^Enabled (?:Legacy )?persistence mode {_FOR}", re.I)),
+    ("persistence_mode", False, re.compile(rf"^Disabled (?:Legacy )?persistence mode {_FOR}", re.I)),
+    ("persistence_mode", None, re.compile(rf"^Persistence mode is already (?P<value>Enabled|Disabled) {_FOR}", re.I)),
+    ("compute_mode", None, re.compile(rf"^(?:Set compute mode to|Compute mode is already set to) (?P<value>\w+) {_FOR}",
+                                      re.I)),
+    ("mig_mode", "enabled", re.compile(rf"^Enabled MIG Mode {_FOR}", re.I)),
+    ("mig_mode", "disabled", re.compile(rf"^Disabled MIG Mode {_FOR}", re.I)),
+    ("mig_mode_pending", None, re.compile(rf"^Warning: MIG mode is in pending (?P<value>enable|disable) state {_FOR}",
+                                          re.I)),
+    ("ecc_mode_pending", True, re.compile(rf"^Enabled ECC support {_FOR}", re.I)),
+    ("ecc_mode_pending", False, re.compile(rf"^Disabled ECC support {_FOR}", re.I)),
+)
+# Answers that state something no check judges (a limit or clocks set or refused, a reset done).
+_STATED = re.compile(rf"^(?:Power limit {_ANY} was set to .*|Changing power management limit is not supported {_ANY}.*"
+                     rf"|Provided power limit .* {_ANY}.*|Applications clocks (?:set to .*|commands have been set to "
+                     rf"\w+) {_ANY}.*|GPU clocks set to .* {_ANY}.*|(?:Setting|Changing) .* is not supported {_ANY}.*"
+                     rf"|GPU {_BUS_ID} was successfully reset\.?)$", re.I)
+_DONE = re.compile(r"^(?:All done|Treating as warning and moving on|Reboot required)\.?$", re.I)  # closing words
+_RESET_HEAD = re.compile(r"^The following GPUs could not be reset:$", re.I)
+_RESET_FAILED = re.compile(rf"^(?:GPU {_BUS}: .+|Unable to reset GPU:?\s*(?P<unable>{_BUS_ID}).*)$", re.I)
+
+
+def _setting(line: str) -> tuple[str, object, str] | None:
+    """(field, value, bus id) of a line that states a setting, or ``None``."""
+    for field, value, pattern in SETTINGS:
+        if m := pattern.match(line):
+            if value is None:
+                word = m.group("value").lower()
+                value = (as_compute_mode(word) if field == "compute_mode"
+                         else word == "enabled" if field == "persistence_mode" else f"{word}d")
+            return field, value, m.group("gpu")
+    return None
+
+
+def sniff(text: str) -> int:
+    """A setter's answer naming a GPU by bus id at the start of a line."""
+    lines = [line.strip() for line in text.splitlines()[:200]]
+    strong = any(_setting(line) or _STATED.match(line) or _RESET_HEAD.match(line) for line in lines)
+    return 80 if strong else 0
+
+
+@parser(KIND, sniff=sniff, title="nvidia-smi -pm / -c / -mig / -e / -pl / -ac / -lgc / -r answers")
+def parse(text: str) -> NvidiaSmiRecord:
+    """The settings stated per GPU (in order of first mention), what is stated but not judged, failed resets."""
+    gpus: dict[str, SmiGpu] = {}
+    stated: list[str] = []
+    failures: list[SmiFailure] = []
+    in_reset = False
+    for number, raw in enumerate(prepare(KIND, text), 1):
+        line = raw.strip()
+        if not line or is_noise(raw):
+            continue
+        if found := _setting(line):
+            field, value, bus = found
+            gpu = gpus.setdefault(bus, SmiGpu(index=len(gpus), pci_bus_id=bus))
+            setattr(gpu, field, value)
+        elif _RESET_HEAD.match(line):
+            in_reset = True
+        elif (m := _RESET_FAILED.match(line)) and (in_reset or line.lower().startswith("unable")):
+            failures.append(SmiFailure("reset_failed", line, m.group("gpu") or m.group("unable"), number))
+        elif _STATED.match(line):
+            stated.append(line)
+        elif not (_DONE.match(line) or in_reset):  # after a refused reset nvidia-smi explains it in prose
+            raise ParseError(KIND, f"unexpected line {line[:60]!r}", number)
+    if not gpus and not stated and not failures:
+        raise ParseError(KIND, "no answer of an nvidia-smi setter")
+    listed = list(gpus.values())
+    return NvidiaSmiRecord(format="set", gpus=listed, fragment=len(listed), stated=stated, failures=failures)
