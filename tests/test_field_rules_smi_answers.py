@@ -187,3 +187,36 @@ def test_a_q_section_under_a_gpu_header_without_the_banner_infers_no_count() -> 
     findings = judge_text(text, Config(), source="n1", kind="nvidia-smi-q")
     assert {f.check_id for f in findings if f.status == Status.PASS} == set()
     assert {f.status for f in findings} == {Status.SKIP}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("gpu_bus_id, remapped_rows.correctable, remapped_rows.uncorrectable, remapped_rows.pending, "
+     "remapped_rows.failure\n00000000:07:00.0, 0, 4, Yes, No\n00000000:0F:00.0, 0, 0, No, No\n",
+     [("n1/gpu0", Status.WARN), ("n1/gpu1", Status.PASS)]),
+    ("$ nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.failure --format=csv,noheader\n"
+     "00000000:07:00.0, Yes\n", [("n1/gpu0", Status.FAIL)]),
+])
+def test_query_remapped_rows_is_judged_as_the_query_gpu_columns_are(
+        text: str, expected: list[tuple[str, Status]]) -> None:
+    assert detect_kind(text) == "nvidia-smi-csv"
+    assert [(s, st) for s, st, _ in statuses(text, "gpu.memory.remap")] == expected
+
+
+def test_query_compute_apps_lists_processes_under_their_gpu() -> None:
+    text = ("$ nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv\n"
+            "gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n"
+            "GPU-d0180485-9584-433c-6782-c335d5df2cb3, 4121, python, 10436 MiB\n"
+            "GPU-777ead31-954e-837f-590f-6c4974d8e571, 4122, python, 2048 MiB\n"
+            "GPU-777ead31-954e-837f-590f-6c4974d8e571, 4123, trainer, 1024 MiB\n")
+    assert detect_kind(text) == "nvidia-smi-csv"
+    record = parse_text(text)[1]
+    assert [(g.uuid, [p.pid for p in g.processes or []]) for g in record.gpus] == [
+        ("GPU-d0180485-9584-433c-6782-c335d5df2cb3", [4121]), ("GPU-777ead31-954e-837f-590f-6c4974d8e571", [4122, 4123])]
+    assert [st for _, st, _ in statuses(text, "gpu.busy")] == [Status.WARN, Status.WARN]
+    assert statuses(text, "gpu.inventory.count") == []  # an idle GPU has no row: no count
+
+
+def test_query_compute_apps_with_no_process_names_no_gpu_and_judges_nothing() -> None:
+    text = "pid, process_name, used_gpu_memory [MiB]\n"
+    assert detect_kind(text) == "nvidia-smi-csv"
+    assert judged_nothing(text)

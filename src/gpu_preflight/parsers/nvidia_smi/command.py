@@ -19,7 +19,9 @@ import re
 from ..text import is_command
 
 _AT = re.compile(r"(?:^|[\s#$])(?:sudo\s+)?(?:[\w./-]*/)?nvidia-smi(?=\s|$)")
-_QUERY = re.compile(r"(?:^|\s)--query-gpu[=\s]+(?P<fields>[^\s|;&<>]+)")
+# --query-gpu, and the per-row queries whose CSV the same reader reads (remapped rows, compute apps, retired pages)
+_QUERY = re.compile(r"(?:^|\s)--query-(?:gpu|remapped-rows|compute-apps|accounted-apps|retired-pages)[=\s]+"
+                    r"(?P<fields>[^\s|;&<>]+)")
 _FORMAT = re.compile(r"(?:^|\s)--format[=\s]+(?P<options>[^\s|;&<>]+)")
 _ID = re.compile(r"(?:^|\s)(?:-i|--id)(?:[\s=]+|(?=[0-9]))(?P<ids>[^\s|;&<>]+)")
 
@@ -51,7 +53,8 @@ def selected_ids(text: str) -> list[str] | None:
 
 
 def query_fields(text: str) -> list[str] | None:
-    """The ``--query-gpu`` fields of the one pasted nvidia-smi command (``--format=csv``): the names of
+    """The ``--query-gpu`` (or ``--query-remapped-rows``, ``--query-compute-apps``...) fields of the one
+    pasted nvidia-smi command (``--format=csv``): the names of
     its CSV's columns in order, which rows printed without their header line need (``noheader``, or a
     paste that left the header out). ``None`` when no such command is pasted, or more than one is
     (whose rows would be whose is not said)."""

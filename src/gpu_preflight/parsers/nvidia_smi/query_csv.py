@@ -13,6 +13,16 @@ per retired page instead of one per GPU; its rows are counted per GPU and cause 
 ECC``, ``Double Bit ECC``) into the same record. A row whose address is ``[N/A]`` is no page: a
 GPU that retires none (an H100, which remaps rows instead) prints one such row per cause. The
 output does not say whether a retirement is pending, so that stays unknown.
+
+``--query-remapped-rows=gpu_bus_id,remapped_rows.correctable,...,remapped_rows.pending,remapped_rows.failure``
+has one row per GPU, named ``gpu_bus_id``/``gpu_uuid``: read as ``--query-gpu`` rows are (a pending remap
+WARNs, a failed one FAILs, by ``gpu.memory.remap``). ``--query-compute-apps`` (and ``--query-accounted-apps``)
+has one row per process (``pid``, ``process_name``, ``used_gpu_memory [MiB]``, the GPU's ``gpu_uuid``/
+``gpu_bus_id``/``gpu_name`` where asked for): its processes are listed under their GPU (one GPU of unknown
+address when the columns name none), judged by ``gpu.busy``; a GPU with no process has no row, so the
+output says nothing of how many GPUs there are (a ``fragment``). Its header alone (no process at all)
+names no GPU: kept in ``stated``, not judged. A process is known by its pid: a query without ``pid`` is
+not read as one.
 """
 
 from __future__ import annotations
@@ -23,17 +33,19 @@ import re
 from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, prepare, to_bool, to_float, to_int
-from . import CLOCK_REASON_BITS, NvidiaSmiRecord, SmiGpu, as_compute_mode, as_mode, as_string
+from . import CLOCK_REASON_BITS, NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string
 from .command import query_fields, selected_ids
 
 KIND = "nvidia-smi-csv"
 
 _UNIT = re.compile(r"(?<!\s)\s*\[[^\[\]]*\]\s*$")
 _KNOWN = ("name", "uuid", "pci.bus_id", "index", "driver_version", "temperature.gpu", "memory.total",
-          "power.draw", "utilization.gpu", "pstate", "vbios_version", "count", "serial")
+          "power.draw", "utilization.gpu", "pstate", "vbios_version", "count", "serial",
+          "gpu_bus_id", "gpu_uuid")  # the last two: how the per-row queries (--query-remapped-rows...) name the GPU
 
 
 _PAGE_COLUMNS = ("retired_pages.address", "retired_pages.cause")
+_APP_NAMES = ("process_name", "name", "used_gpu_memory", "used_memory")  # a compute-apps row's own columns
 _CAUSES = {"single bit ecc": "sbe", "double bit ecc": "dbe"}
 
 
@@ -42,7 +54,7 @@ def sniff(text: str) -> int:
         if is_noise(line) or not line.strip():
             continue
         names = [_UNIT.sub("", c).strip() for c in line.split(",")]
-        if all(c in names for c in _PAGE_COLUMNS):
+        if all(c in names for c in _PAGE_COLUMNS) or _apps(names):
             return 80
         if _known(names):
             return 80
@@ -53,8 +65,14 @@ def sniff(text: str) -> int:
 
 def _known(names: list[str]) -> bool:
     """Whether column names are those of a ``--query-gpu`` header (two or more that it prints)."""
-    hits = sum(1 for n in names if n in _KNOWN or n.startswith(("clocks.", "ecc.", "pcie.", "power.")))
+    prefixes = ("clocks.", "ecc.", "pcie.", "power.", "remapped_rows.")
+    hits = sum(1 for n in names if n in _KNOWN or n.startswith(prefixes))
     return hits >= 2 and len(names) >= 2
+
+
+def _apps(names: list[str]) -> bool:
+    """Whether column names are those of ``--query-compute-apps``: a ``pid`` and a process's own column."""
+    return "pid" in names and any(n in _APP_NAMES for n in names)
 
 
 @parser(KIND, sniff=sniff, title="nvidia-smi --query-gpu=... --format=csv (with header, or its command)")
@@ -71,7 +89,9 @@ def parse(text: str) -> NvidiaSmiRecord:
         rows, numbered = [fields, *rows], [(0, ""), *numbered]
     if all(c in header for c in _PAGE_COLUMNS):
         return _retired_pages(numbered, rows, header)
-    if not any(h in _KNOWN for h in header):
+    if _apps(header):
+        return _compute_apps(numbered, rows, header)
+    if not _known(header) and not any(h in _KNOWN for h in header):
         raise ParseError(KIND, "first line is not a --query-gpu header (was the output made with noheader?)",
                          numbered[0][0])
     gpus: list[SmiGpu] = []
@@ -115,6 +135,30 @@ def _retired_pages(numbered: list[tuple[int, str]], rows: list[list[str]], heade
     return NvidiaSmiRecord(format="retired-pages csv", gpus=list(gpus.values()))
 
 
+def _compute_apps(numbered: list[tuple[int, str]], rows: list[list[str]], header: list[str]) -> NvidiaSmiRecord:
+    """``--query-compute-apps`` rows: each process under its GPU (by bus id, else UUID, else one unnamed GPU)."""
+    gpus: dict[str, SmiGpu] = {}
+    for (number, _), row in zip(numbered[1:], rows[1:], strict=True):
+        if len(row) != len(header):
+            raise ParseError(KIND, f"{len(row)} fields where the header names {len(header)}", number)
+        v = {h: c.strip() for h, c in zip(header, row, strict=True)}
+        pid = to_int(v.get("pid"))
+        if pid is None:
+            raise ParseError(KIND, f"a process row without a pid: {v.get('pid')!r}", number)
+        bus, uuid = as_string(v.get("gpu_bus_id")), as_string(v.get("gpu_uuid"))
+        key = bus or uuid or "?"
+        gpu = gpus.get(key)
+        if gpu is None:
+            gpu = gpus[key] = SmiGpu(index=len(gpus), pci_bus_id=bus, uuid=uuid, name=as_string(v.get("gpu_name")),
+                                     serial=as_string(v.get("gpu_serial")), processes=[])
+        memory = to_int(v.get("used_gpu_memory") or v.get("used_memory"))
+        listed = gpu.processes if gpu.processes is not None else []
+        listed.append(SmiProcess(pid, as_string(v.get("process_name") or v.get("name")), "C", memory))
+        gpu.processes = listed
+    stated = [] if gpus else ["no compute process listed (the query names no GPU)"]
+    return NvidiaSmiRecord(format="compute-apps csv", gpus=list(gpus.values()), fragment=len(gpus), stated=stated)
+
+
 def _column(rows: list[list[str]], header: list[str], name: str) -> list[str]:
     if name not in header:
         return []
@@ -133,10 +177,10 @@ def _gpu(position: int, v: dict[str, str]) -> SmiGpu:
     index = to_int(v.get("index"))
     return SmiGpu(
         index=index if index is not None else position,
-        pci_bus_id=as_string(v.get("pci.bus_id")),
-        name=as_string(v.get("name")),
-        uuid=as_string(v.get("uuid")),
-        serial=as_string(v.get("serial")),
+        pci_bus_id=as_string(v.get("pci.bus_id") or v.get("gpu_bus_id")),  # --query-remapped-rows names it so
+        name=as_string(v.get("name") or v.get("gpu_name")),
+        uuid=as_string(v.get("uuid") or v.get("gpu_uuid")),
+        serial=as_string(v.get("serial") or v.get("gpu_serial")),
         vbios=as_string(v.get("vbios_version")),
         memory_total_mib=to_int(v.get("memory.total")),
         memory_used_mib=to_int(v.get("memory.used")),
