@@ -67,6 +67,17 @@ def test_the_notice_after_an_xid_79_line_is_judged_once() -> None:
     # GB200, no Xid line (kubernetes-sigs/dra-driver-nvidia-gpu#982): the GPU refuses work until reset
     ("[373871.354096] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] "
      "(0x00000062) returned from status @ kernel_channel.c:2827", "nvrm_reset_required"),
+    # RTX 4070 SUPER on resume, R570 (NVIDIA/open-gpu-kernel-modules#795): the GPU's firmware boot never completed
+    (" kernel: NVRM: kgspWaitForGfwBootOk_TU102: failed to wait for GFW boot complete: 0x55 VBIOS version "
+     "95.04.69.40.36", "nvrm_gsp_init_failed"),
+    (" kernel: NVRM: gpuWaitForGfwBootComplete_TU102: failed to wait for GFW_BOOT: (progress 0x3)",
+     "nvrm_gsp_init_failed"),
+    # the same paste, cut before its Xid 119 line: the driver's banner for that Xid
+    (" kernel: NVRM: _kgspLogXid119: ********************************* GSP Timeout "
+     "**********************************", "nvrm_gsp_timeout"),
+    # nvidia-modeset quoting the status after a resume (open-gpu-kernel-modules#472, R535, a Russian-locale journal)
+    ("июл 01 22:08:37 pc kernel: nvidia-modeset: ERROR: GPU:0: Failed to initialize display engine: 0x62 "
+     "(Reset required [NV_ERR_RESET_REQUIRED])", "nvrm_reset_required"),
 ])
 def test_driver_failure_messages_fail(line: str, code: str) -> None:
     (f,) = xids(line + "\n")

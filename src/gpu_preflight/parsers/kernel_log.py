@@ -322,7 +322,16 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
         r"NVRM: (?:GPU\d+ )?(?:RmInitAdapter: Cannot initialize GSP firmware RM"
         r"|_kgspBootGspRm: .*cannot proceed with booting GSP|kgspBootstrap\w*: .*reported an error"
         r"|_?kfsp\w*: (?:FSP command timed out|FSP boot cmds failed|FSP secure boot partition timed out"
-        r"|FSP response reported error))")),
+        r"|FSP response reported error)"
+        # Before GSP boots, the GPU's own firmware boot (GFW, the VBIOS's) must complete: kernel_gsp_tu102.c /
+        # gpu_tu102.c "kgspWaitForGfwBootOk_TU102: failed to wait for GFW boot complete: 0x55 VBIOS version ...",
+        # "gpuWaitForGfwBootComplete_TU102: failed to wait for GFW_BOOT: (progress 0x3)", followed by "(the GPU
+        # may be in a bad state and may need to be reset)": GSP cannot boot on it either.
+        r"|\w*WaitForGfwBoot\w*: failed to wait for GFW(?:_BOOT| boot complete))")),
+    # The driver's Xid 119 banner (kernel_gsp.c's _kgspLogXid119: "********* GSP Timeout *********", then its
+    # notes; the "NVRM: Xid (...): 119, Timeout ..." line follows): GSP stopped answering an RPC, even where the
+    # paste stops before the Xid line.
+    ("gsp_timeout", 119, re.compile(r"NVRM: (?:GPU\d+ )?_kgspLogXid119: ")),
     ("gsp_heartbeat", 119, re.compile(r"NVRM: (?:GPU\d+ )?_kgspIsHeartbeatTimedOut: Heartbeat timed out")),
     # The GSP falcon's core dump (its TRACE/register lines): kernel_gsp.c dumps it only once GSP has stopped
     # answering, from the RPC-timeout and the periodic health-check paths alike, so a pasted dump without its
@@ -338,8 +347,13 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     # A call that returned NV_ERR_RESET_REQUIRED (the driver's own assertion lines, e.g. "nvAssertOkFailedNoLog:
     # Assertion failed: Reset required [NV_ERR_RESET_REQUIRED]"): the GPU refuses work until it is reset, the
     # state Xid 154 announces as "GPU Reset Required"; recent drivers print it without any Xid line.
-    ("reset_required", 154, re.compile(r"NVRM: .*\[NV_ERR_RESET_REQUIRED\]")),
+    # nvidia-modeset and nvidia-drm quote the same status when a call into the GPU returned it ("nvidia-modeset:
+    # ERROR: GPU:0: Failed to initialize display engine: 0x62 (Reset required [NV_ERR_RESET_REQUIRED])").
+    ("reset_required", 154, re.compile(r"(?:NVRM|nvidia-modeset|nvidia-drm|\[drm\]).*\[NV_ERR_RESET_REQUIRED\]")),
 )
+# The status every NVIDIA kernel module quotes when the GPU refuses work until reset: a line holding it is read
+# even where it is not the resource manager's (NVRM) own.
+RESET_REQUIRED = "[NV_ERR_RESET_REQUIRED]"
 _MULTILINE_GPU = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+)\s*$")
 _CAUSE = re.compile(r"caused by previous Xid (?P<xid>\d{1,6})\b", re.IGNORECASE)
 _SELF_SEVERITY = re.compile(r"^[A-Z0-9_/]+\s+(?P<sev>Fatal|Nonfatal|Non-fatal)\b")
@@ -380,7 +394,7 @@ class KernelLineReader:
             return [found]
         if found is not None:
             return self._xid(found)
-        if "NVRM" in bounded:
+        if "NVRM" in bounded or RESET_REQUIRED in bounded:
             return self._driver(line, bounded)
         if "SXid" in bounded and (m := _SXID.search(bounded)):
             return self._sxid(m, line)
@@ -407,7 +421,8 @@ class KernelLineReader:
                 continue
             pci = m.groupdict().get("pci") or (self._pending_gpu if name == "fallen_off_bus" else None)
             self._pending_gpu = None
-            stamp = _safe_timestamp(bounded[: bounded.find("NVRM")], self.boot_time, self.now, self.zone)
+            cut = bounded.find("NVRM")
+            stamp = _safe_timestamp(bounded[: cut if cut >= 0 else m.start()], self.boot_time, self.now, self.zone)
             return [XidEvent(xid, pci, stamp, None, None, bounded[m.start():].strip()[:300], line, f"nvrm:{name}")]
         return []
 
