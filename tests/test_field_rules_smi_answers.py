@@ -211,7 +211,8 @@ def test_query_compute_apps_lists_processes_under_their_gpu() -> None:
     assert detect_kind(text) == "nvidia-smi-csv"
     record = parse_text(text)[1]
     assert [(g.uuid, [p.pid for p in g.processes or []]) for g in record.gpus] == [
-        ("GPU-d0180485-9584-433c-6782-c335d5df2cb3", [4121]), ("GPU-777ead31-954e-837f-590f-6c4974d8e571", [4122, 4123])]
+        ("GPU-d0180485-9584-433c-6782-c335d5df2cb3", [4121]),
+        ("GPU-777ead31-954e-837f-590f-6c4974d8e571", [4122, 4123])]
     assert [st for _, st, _ in statuses(text, "gpu.busy")] == [Status.WARN, Status.WARN]
     assert statuses(text, "gpu.inventory.count") == []  # an idle GPU has no row: no count
 
@@ -220,3 +221,50 @@ def test_query_compute_apps_with_no_process_names_no_gpu_and_judges_nothing() ->
     text = "pid, process_name, used_gpu_memory [MiB]\n"
     assert detect_kind(text) == "nvidia-smi-csv"
     assert judged_nothing(text)
+
+
+P2P_LEGEND = ("\nLegend:\n\n  X    = Self\n  OK   = Status Ok\n  CNS  = Chipset not supported\n"
+              "  GNS  = GPU not supported\n  TNS  = Topology not supported\n  NS   = Not supported\n"
+              "  DR   = Disabled by regkey\n  U    = Unknown\n")
+
+
+def p2p(command: str, rows: list[str]) -> str:
+    names = [f"GPU{i}" for i in range(len(rows))]
+    body = "".join(f" {name}\t" + "\t".join(cells.split()) + "\t\n" for name, cells in zip(names, rows, strict=True))
+    return command + " \t" + "\t".join(names) + "\t\n" + body + P2P_LEGEND
+
+
+@pytest.mark.parametrize(("command", "rows", "status", "code"), [
+    ("$ nvidia-smi topo -p2p r\n", ["X OK", "OK X"], Status.PASS, "ok"),
+    ("$ nvidia-smi topo -p2p w\n", ["X OK CNS", "OK X CNS", "CNS CNS X"], Status.WARN, "p2p_unavailable"),
+    ("$ nvidia-smi topo -p2p n\n", ["X NS", "NS X"], Status.SKIP, "not_judged"),  # no NVLink on a PCIe node
+    ("", ["X GNS", "GNS X"], Status.SKIP, "not_judged"),  # which capability is not shown
+    ("", ["X OK", "OK X"], Status.PASS, "ok"),  # OK whatever was asked
+    ("", ["X"], Status.SKIP, "single_gpu"),
+])
+def test_a_p2p_matrix_is_judged_for_read_and_write(command: str, rows: list[str], status: Status, code: str) -> None:
+    text = p2p(command, rows)
+    assert detect_kind(text) == "nvidia-smi-p2p"
+    [(_, got, got_code)] = statuses(text, "nvidia_smi.p2p")
+    assert (got, got_code) == (status, code)
+
+
+def test_a_p2p_matrix_with_spaces_and_no_legend_is_still_read() -> None:
+    text = "        GPU0    GPU1\n GPU0   X       OK\n GPU1   OK      X\n"
+    assert detect_kind(text) == "nvidia-smi-p2p"
+    assert [st for _, st, _ in statuses(text, "nvidia_smi.p2p")] == [Status.PASS]
+
+
+@pytest.mark.parametrize("text", [
+    " \tGPU0\tGPU1\t\n GPU0\tX\tNV4\t\n GPU1\tNV4\tX\t\n" + P2P_LEGEND,  # a topo -m token is no p2p status
+    " \tGPU0\tGPU1\t\n GPU0\tX\tOK\t\n" + P2P_LEGEND,  # a GPU's row is missing
+])
+def test_a_p2p_matrix_that_is_not_one_is_refused(text: str) -> None:
+    with pytest.raises(ParseError):
+        parse_text(text, kind="nvidia-smi-p2p")
+
+
+def test_topo_m_stays_topo_m() -> None:
+    text = ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
+            "GPU0\t X \tPHB\t0-63\t0\nGPU1\tPHB\t X \t0-63\t0\n")
+    assert detect_kind(text) == "nvidia-smi-topo"

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..records import GpuFacts, GpuRecord
     from ..records.dmesg import DmesgRecord
-    from ..records.smi import DmonRecord, ListedGpu, NvidiaSmiRecord, SmiGpu, SmiListingRecord, TopoRecord
+    from ..records.smi import DmonRecord, ListedGpu, NvidiaSmiRecord, P2pRecord, SmiGpu, SmiListingRecord, TopoRecord
 
 MIB = 1024 * 1024
 GPU_LIBRARIES = ("libnccl", "libcuda", "libnvidia", "libcudart", "libcublas", "libnvrm")
@@ -81,6 +81,16 @@ NVIDIA_SMI_FAILURE = declare(
     (``The following GPUs could not be reset``: it is still in the state that called for the reset); WARN on a
     corrupted infoROM (nvidia-smi's exit code 14: the GPU works, its stored data is suspect).""",
     group=(), component="hardware_health", core=True, actions=SMI_FAILURE_ACTIONS)
+NVIDIA_SMI_P2P = declare(
+    "nvidia_smi.p2p", "GPU pairs reach each other's memory directly",
+    """``nvidia-smi topo -p2p`` states each GPU pair's peer-to-peer status. Every pair ``OK`` PASSes. For
+    read or write (``-p2p r``/``w``, known from the pasted command), a pair not ``OK`` WARNs
+    ``p2p_unavailable`` naming it and nvidia-smi's reason (``CNS`` chipset, ``GNS`` GPU, ``TNS`` topology,
+    ``NS`` not supported, ``DR`` disabled by regkey, ``U`` unknown): NCCL cannot use its P2P transport
+    between them and copies through host memory, slower collectives. Pairs not ``OK`` for NVLink, atomics
+    or an unnamed capability are stated, not judged (SKIP): a PCIe-only node has no NVLink peers by
+    design. One GPU has no pair: SKIP.""",
+    group=(), component="hardware_health")
 NVIDIA_SMI_ANSWER = declare(
     "nvidia_smi.answer", "What an nvidia-smi answer states that no check judges",
     """An answer of nvidia-smi to a command (``-pl``, ``-ac``, ``-lgc``, a reset that worked, a MIG
@@ -356,6 +366,37 @@ def judge_topo(record: TopoRecord, config: Config, source: str) -> Iterator[Find
                           d.name: d.links for d in record.devices},
                       expected=verdict.expected, unit=verdict.unit, recommendation=verdict.recommendation,
                       details=verdict.details | affinity)
+
+
+@judges("nvidia-smi-p2p")
+def judge_p2p(record: P2pRecord, config: Config, source: str) -> Iterator[Finding]:
+    """Each pair's status, judged for read/write peer access (:data:`NVIDIA_SMI_P2P`)."""
+    from ..records.smi import P2P_STATUSES
+
+    pairs = {(a, b): record.cells[a][b] for i, a in enumerate(record.gpus) for b in record.gpus[i + 1:]}
+    blocked = {f"{a}-{b}": f"{cell} ({P2P_STATUSES[cell]})" for (a, b), cell in pairs.items() if cell != "OK"}
+    what = {"r": "read", "w": "write", "n": "NVLink", "a": "atomics", "p": "prop"}
+    asked = "/".join(what[c] for c in record.capability) if record.capability else "an unnamed capability"
+    details = {"capability": record.capability, "pairs": {f"{a}-{b}": c for (a, b), c in pairs.items()}}
+    if not pairs:
+        yield Finding("nvidia_smi.p2p", Status.SKIP, source, "single_gpu", "one GPU: no pair to judge",
+                      details=details)
+    elif not blocked:
+        yield Finding("nvidia_smi.p2p", Status.PASS, source, "ok",
+                      f"{len(record.gpus)} GPUs: every pair OK for {asked} peer access", observed=len(pairs),
+                      unit="pairs", details=details)
+    elif record.capability and set(record.capability) <= {"r", "w"}:
+        listed = ", ".join(f"{pair} {why}" for pair, why in blocked.items())
+        yield Finding("nvidia_smi.p2p", Status.WARN, source, "p2p_unavailable",
+                      f"{len(blocked)} of {len(pairs)} GPU pair(s) without {asked} peer access: {listed}",
+                      observed=blocked, expected="OK", details=details,
+                      recommendation="NCCL copies between these GPUs through host memory. CNS/TNS: check the "
+                                     "BIOS (ACS, IOMMU, PCIe switch settings); GNS: the GPUs do not support "
+                                     "peer access (most GeForce cards); DR: a driver registry key disables it.")
+    else:
+        yield Finding("nvidia_smi.p2p", Status.SKIP, source, "not_judged",
+                      f"{len(blocked)} of {len(pairs)} GPU pair(s) not OK for {asked}; only read/write peer access "
+                      "is judged (paste the command: nvidia-smi topo -p2p r)", observed=blocked, details=details)
 
 
 @judges("dmesg")

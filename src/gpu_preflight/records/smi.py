@@ -214,6 +214,23 @@ class TopoDevice(msgspec.Struct):
     gpu_numa_id: str | None = None
 
 
+P2P_STATUSES = {"OK": "status ok", "CNS": "chipset not supported", "GNS": "GPU not supported",
+                "TNS": "topology not supported", "NS": "not supported", "DR": "disabled by regkey", "U": "unknown"}
+"""The cells of ``nvidia-smi topo -p2p`` and what its legend says they mean (``X`` is the diagonal)."""
+
+
+class P2pRecord(msgspec.Struct):
+    """``nvidia-smi topo -p2p <r|w|n|a|p>``: each GPU pair's peer-to-peer status, GPU by GPU.
+
+    ``capability`` is what was asked (``r`` read, ``w`` write, ``n`` NVLink, ``a`` atomics, ``p`` prop),
+    known only from a pasted command line: the matrix itself does not say which it shows.
+    """
+
+    gpus: list[str] = []
+    cells: dict[str, dict[str, str]] = {}
+    capability: str | None = None
+
+
 class TopoRecord(msgspec.Struct):
     """The whole ``nvidia-smi topo -m`` matrix, and which of its devices are NICs."""
 
