@@ -93,7 +93,7 @@ def test_explain_shows_a_declared_ids_current_thresholds(capsys: pytest.CaptureF
 @pytest.mark.parametrize("wanted, suggested", [
     ("history.regresion", "did you mean history.regression"),
     ("evidence.pars", "did you mean evidence.parse"),
-    ("nvidia_smi", "did you mean nvidia_smi.failure, nvidia_smi.gpu, nvidia_smi.topo"),
+    ("nvidia_smi", "did you mean nvidia_smi.answer, nvidia_smi.failure, nvidia_smi.gpu, nvidia_smi.p2p"),
 ])
 def test_a_typo_of_a_declared_id_gets_a_suggestion(capsys: pytest.CaptureFixture[str], wanted: str,
                                                    suggested: str) -> None:
