@@ -48,6 +48,17 @@ def test_torchruns_record_of_the_worker_that_died_is_the_rank_that_exited(tail: 
     assert triage(text) == [(Status.FAIL, "rank_exited")]
 
 
+def test_torchruns_line_alone_is_a_job_log() -> None:
+    """A paste that kept torchrun's line but neither the watchdog's frames nor a torch traceback path (the
+    clean-clone run's middle cut of pytorch#126544) is still the log of a job that lost a rank."""
+    text = ("frame #4: <unknown function> + 0x126850 (0x7fefa8631850 in /lib/x86_64-linux-gnu/libc.so.6)\n\n"
+            "E0517 08:24:03.805000 140617718325696 torch/distributed/elastic/multiprocessing/api.py:826] failed "
+            "(exitcode: -6) local_rank: 0 (pid: 970611) of binary: /tmp/venv/bin/python3\n"
+            "Traceback (most recent call last):\n")
+    assert detect_kind(text) == "nccl-log"
+    assert triage(text) == [(Status.FAIL, "rank_exited")]
+
+
 def test_a_gpu_pci_path_topology_cannot_resolve_is_a_system_error() -> None:
     text = ("DESKTOP:36629:36635 [0] graph/xml.cc:332 NCCL WARN Could not find real path of "
             "/sys/class/pci_bus/0000:21/../../0000:21:00.0\n"

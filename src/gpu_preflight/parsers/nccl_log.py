@@ -265,8 +265,11 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
                     r"|^(?:include|misc|transport|graph|collectives)/[\w/.-]+\.(?:cc|cu|h):\d+ WARN \S", re.M)),
     # aws-ofi-nccl's old log format and libfabric's provider warnings (the network plugin below NCCL).
     (70, re.compile(r"^WARN: Function: \w+ Line: \d+: NET/OFI\b|^libfabric:\d+:\d+::\w+:\w+:\S+<warn> ", re.M)),
+    # torchrun's agent naming the worker that exited ("api.py:826] failed (exitcode: -6) local_rank: 0 (pid: N) of
+    # binary: ..."), which a paste may keep without the traceback under it.
     (60, re.compile(r"^torch\.distributed\.[\w.]+(?:Error|Exception)\b|^\s*Root Cause \(first observed failure\)"
-                    r"|^\s*File \"[^\"]*/torch/distributed/\w+\.py\", line \d+", re.M)),
+                    r"|^\s*File \"[^\"]*/torch/distributed/\w+\.py\", line \d+"
+                    r"|\bfailed \(exitcode: -?\d+\) local_rank: \d+ \(pid: \d+\) of (?:binary|fn)\b", re.M)),
     # PyTorch's watchdog record alone, as a one-line paste, wherever the line holds it (after a "[BUG] " tag, an
     # issue title): "Watchdog caught collective operation timeout: WorkNCCL("; an IB transport's completion error
     # or async event alone, without NCCL's prefix ("NET/IBP:Got completion").
