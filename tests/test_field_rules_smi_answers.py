@@ -268,3 +268,28 @@ def test_topo_m_stays_topo_m() -> None:
     text = ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
             "GPU0\t X \tPHB\t0-63\t0\nGPU1\tPHB\t X \t0-63\t0\n")
     assert detect_kind(text) == "nvidia-smi-topo"
+
+
+def test_a_pending_mig_mode_and_its_explanation_are_read() -> None:
+    text = ("Warning: MIG mode is in pending enable state for GPU 00000000:07:00.0:In use by another client\n"
+            "00000000:07:00.0 is currently being used by one or more other processes (e.g. CUDA application or a "
+            "monitoring application such as another instance of nvidia-smi). Please first kill all processes using "
+            "the device and retry the command or reboot the system to make MIG mode effective.\n"
+            "All done.\n")
+    assert detect_kind(text) == "nvidia-smi-set"
+    [gpu] = parse_text(text)[1].gpus
+    assert (gpu.pci_bus_id, gpu.mig_mode, gpu.mig_mode_pending) == ("00000000:07:00.0", None, "enabled")
+
+
+def test_a_refused_setting_is_stated_and_two_reset_gpus_too() -> None:
+    refused = ("Unable to set persistence mode for GPU 00000000:01:00.0: Insufficient Permissions\n"
+               "Terminating early due to previous errors.\n")
+    assert detect_kind(refused) == "nvidia-smi-set" and judged_nothing(refused)
+    reset = "GPU 00000000:14:00.0  was successfully reset.\nGPU 00000000:15:00.0  was successfully reset.\nAll done.\n"
+    assert len(parse_text(reset)[1].stated) == 2 and judged_nothing(reset)
+
+
+def test_a_gpu_nvidia_smi_cannot_reach_stays_a_failure_not_an_answer() -> None:
+    text = "Unable to determine the device handle for GPU 0000:02:00.0: Unknown Error\n"
+    assert detect_kind(text) == "nvidia-smi-error"
+    assert [st for _, st, _ in statuses(text, "nvidia_smi.failure")] == [Status.FAIL]

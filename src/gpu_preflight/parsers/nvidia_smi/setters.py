@@ -8,10 +8,13 @@ for GPU ...`` (or ``Warning: MIG mode is in pending enable state for GPU ...`` u
 Those settings are judged by the checks that judge them in a report (``gpu.inventory.persistence``,
 ``.compute_mode``, ``.mig``, ``gpu.ecc.mode``), each GPU named by its bus id. ``-pl``, ``-ac``/``-lgc``
 and their refusals (``Changing power management limit is not supported for GPU: ... Treating as
-warning and moving on.``), and a reset that worked (``GPU ... was successfully reset.``) state
-nothing those checks judge: they are kept in ``stated``. A reset nvidia-smi could not do (``The
-following GPUs could not be reset:`` then ``  GPU <bus id>: <why>``, or ``Unable to reset GPU ...``)
-is a failure (``reset_failed``): the GPU is still in the state that called for the reset.
+warning and moving on.``), a setting refused (``Unable to set persistence mode for GPU ...: Insufficient
+Permissions``, then ``Terminating early due to previous errors.``) and a reset that worked (``GPU ... was
+successfully reset.``) state nothing those checks judge: they are kept in ``stated``. A pending MIG mode and a
+refused reset are followed by nvidia-smi's own explanation in prose, which is read past. A reset
+nvidia-smi could not do (``The following GPUs could not be reset:`` then ``  GPU <bus id>: <why>``, or
+``Unable to reset GPU ...``) is a failure (``reset_failed``): the GPU is still in the state that called
+for the reset.
 """
 
 from __future__ import annotations
@@ -48,8 +51,11 @@ SETTINGS: tuple[tuple[str, object, re.Pattern[str]], ...] = (
 _STATED = re.compile(rf"^(?:Power limit {_ANY} was set to .*|Changing power management limit is not supported {_ANY}.*"
                      rf"|Provided power limit .* {_ANY}.*|Applications clocks (?:set to .*|commands have been set to "
                      rf"\w+) {_ANY}.*|GPU clocks set to .* {_ANY}.*|(?:Setting|Changing) .* is not supported {_ANY}.*"
-                     rf"|GPU {_BUS_ID} was successfully reset\.?)$", re.I)
-_DONE = re.compile(r"^(?:All done|Treating as warning and moving on|Reboot required)\.?$", re.I)  # closing words
+                     rf"|GPU {_BUS_ID}\s+was successfully reset\.?"
+                     # a setting refused, not applied (never 'Unable to determine the device handle': failures.py's)
+                     rf"|Unable to (?:set|change|enable|disable|lock|unlock)\b.*\bGPU:?\s*{_BUS_ID}.*)$", re.I)
+_DONE = re.compile(r"^(?:All done|Treating as warning and moving on|Reboot required"
+                   r"|Terminating early due to previous errors)\.?$", re.I)  # closing words
 _RESET_HEAD = re.compile(r"^The following GPUs could not be reset:$", re.I)
 _RESET_FAILED = re.compile(rf"^(?:GPU {_BUS}: .+|Unable to reset GPU:?\s*(?P<unable>{_BUS_ID}).*)$", re.I)
 
@@ -80,6 +86,7 @@ def parse(text: str) -> NvidiaSmiRecord:
     stated: list[str] = []
     failures: list[SmiFailure] = []
     in_reset = False
+    explaining = False  # after a refused reset or a pending MIG mode nvidia-smi explains itself in prose
     for number, raw in enumerate(prepare(KIND, text), 1):
         line = raw.strip()
         if not line or is_noise(raw):
@@ -88,13 +95,14 @@ def parse(text: str) -> NvidiaSmiRecord:
             field, value, bus = found
             gpu = gpus.setdefault(bus, SmiGpu(index=len(gpus), pci_bus_id=bus))
             setattr(gpu, field, value)
+            explaining = explaining or field == "mig_mode_pending"
         elif _RESET_HEAD.match(line):
-            in_reset = True
+            in_reset = explaining = True
         elif (m := _RESET_FAILED.match(line)) and (in_reset or line.lower().startswith("unable")):
             failures.append(SmiFailure("reset_failed", line, m.group("gpu") or m.group("unable"), number))
         elif _STATED.match(line):
             stated.append(line)
-        elif not (_DONE.match(line) or in_reset):  # after a refused reset nvidia-smi explains it in prose
+        elif not (_DONE.match(line) or explaining):
             raise ParseError(KIND, f"unexpected line {line[:60]!r}", number)
     if not gpus and not stated and not failures:
         raise ParseError(KIND, "no answer of an nvidia-smi setter")
