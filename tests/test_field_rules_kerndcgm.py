@@ -183,3 +183,17 @@ def test_dcgmi_stats_fails_a_job_that_met_double_bit_ecc_errors() -> None:
 def test_dcgmi_stats_of_a_healthy_job_passes_and_performance_rows_are_not_judged() -> None:
     findings = judge_text(STATS.format(dbe=0, health="Healthy"), Config(), source="n1")
     assert {(f.check_id, f.status) for f in findings} == {("nvidia_smi.gpu", Status.PASS), ("dcgm.health", Status.PASS)}
+
+
+def test_dcgmi_stats_cut_before_a_boxs_overall_health_is_incomplete() -> None:
+    """Every box ends with its Overall Health section: a paste cut before it (DCGM#171's excerpt) judged only the
+    GPU count, which is no SUCCESS; the rows it kept are still judged (a double-bit count above the cut FAILs)."""
+    healthy = STATS.format(dbe=0, health="Healthy")
+    cut = healthy[:healthy.index("+-----  Overall Health")]
+    findings = judge_text(cut, Config(), source="n1")
+    assert [(f.status, f.code) for f in findings if f.check_id == "evidence.complete"] == [(Status.ERROR, "incomplete")]
+    assert "GPU 0" in next(f.summary for f in findings if f.check_id == "evidence.complete")
+    failing = STATS.format(dbe=2, health="Failure")
+    kept = judge_text(failing[:failing.index("+-----  Overall Health")], Config(), source="n1")
+    assert (Status.FAIL, "health_failure") in [(f.status, f.code) for f in kept if f.check_id == "dcgm.health"]
+    assert not [f for f in judge_text(healthy, Config(), source="n1") if f.check_id == "evidence.complete"]

@@ -99,6 +99,8 @@ class DcgmStatsGpu(msgspec.Struct):
 
 
 class DcgmStatsRecord(msgspec.Struct):
-    """``dcgmi stats -j <job>`` / ``-p <pid>``: DCGM's statistics of a job or process, one box per GPU."""
+    """``dcgmi stats -j <job>`` / ``-p <pid>``: DCGM's statistics of a job or process, one box per GPU;
+    ``incomplete`` names each box that ends before its ``Overall Health`` row (a cut paste)."""
 
     gpus: list[DcgmStatsGpu] = []
+    incomplete: list[str] = []

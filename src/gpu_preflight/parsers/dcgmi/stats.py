@@ -4,7 +4,9 @@ dcgmi/ProcessStats.cpp prints, per GPU, a header box ``| GPU ID: <n> |`` (``| Su
 box), then sections headed ``|-----  Execution Stats  ---...`` / ``+-----  Performance Stats  ---...`` (also
 ``Event Stats``, ``Slowdown Stats``, ``Overall Health`` and the process utilisation sections), each a list of
 ``| <label> | <value> |`` rows: ``Double Bit ECC Errors``, ``PCIe Replay Warnings``, ``Critical XID Errors``,
-``Overall Health``... Rows are kept by label as printed; what they mean is the judge's.
+``Overall Health``... Rows are kept by label as printed; what they mean is the judge's. Every box ends with
+its ``Overall Health`` section, so a box without that row was cut: the record says so (``incomplete``), and
+the rows it kept are still judged.
 """
 
 from __future__ import annotations
@@ -46,4 +48,6 @@ def parse(text: str) -> DcgmStatsRecord:
             current.rows.setdefault(m.group("label").rstrip(" *"), m.group("value"))
     if not record.gpus:
         raise ParseError(KIND, "no 'GPU ID: <n>' or 'Summary' box")
+    record.incomplete = [f"the box of {f'GPU {box.gpu}' if box.gpu is not None else 'the job summary'} ends before "
+                         "its Overall Health row" for box in record.gpus if "Overall Health" not in box.rows]
     return record
