@@ -172,6 +172,18 @@ def test_a_q_d_temperature_section_without_the_banner_is_q() -> None:
     assert detect_kind("\n".join(text.splitlines()[2:]) + "\n") == "nvidia-smi-q"  # the section alone
 
 
+@pytest.mark.parametrize("command", ["nvidia-smi -q -d CLOCK", "$ nvidia-smi -i 0 -q -d CLOCK",
+                                     "PS C:\\> nvidia-smi.exe --query --display=CLOCK"])
+def test_a_q_section_under_its_own_command_is_q(command: str) -> None:
+    """``-q -d <SECTION>`` pasted with its command and a ``GPU <bus id>`` header, any section (here CLOCK, whose
+    keys no other -q label names): the command and the header together say which tool printed it."""
+    text = (f"{command}\n\nGPU 00000000:18:00.0\n    Clocks\n        Graphics                    : 1230 MHz\n"
+            "    Max Clocks\n        Graphics                    : 1380 MHz\n")
+    assert detect_kind(text) == "nvidia-smi-q"
+    assert detect_kind(text.split("\n", 2)[2]) is None  # the section alone names no tool
+    assert detect_kind(text.replace(command, "nvidia-smi --query-gpu=clocks.sm --format=csv")) is None
+
+
 def test_a_q_section_under_a_gpu_header_without_the_banner_infers_no_count() -> None:
     """A ``GPU <bus id>`` header names a GPU, not how many there are: without ``Driver Version`` or
     ``Attached GPUs`` the text is a fragment, and clocks alone judge nothing (no "1 GPU(s) found" PASS)."""

@@ -83,6 +83,9 @@ class Node(msgspec.Struct):
             yield from child.walk()
 
 
+_COMMAND_Q = re.compile(r"^\s*(?:.*[$#>%]\s*)?nvidia-smi(?:\.exe)?\s+(?:\S+\s+)*?(?:-q|--query)(?=\s|$)", re.MULTILINE)
+
+
 def sniff(text: str) -> int:
     """nvidia-smi -q indents with spaces only, and its parser reads the nesting from their depth: a paste
     indented with tabs is not read as given (detection reads it with the tabs expanded, see
@@ -92,6 +95,9 @@ def sniff(text: str) -> int:
     if "NVSMI LOG" in text:
         return 90
     score = 30 if re.search(r"^Attached GPUs\s+:\s*\d+\s*$", text, re.MULTILINE) else 0
+    # its own command pasted above a GPU's section (`nvidia-smi -q -d CLOCK`, whatever section was asked for)
+    if _COMMAND_Q.search(text) and re.search(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", text, re.MULTILINE):
+        score += 45
     # the sections `-q -d <SECTION>` prints alone too (TEMPERATURE, POWER), and their first keys
     for label in ("Product Name", "ECC Errors", "Retired Pages", "Retired pages", "Remapped Rows",
                   "Clocks Event Reasons", "Clocks Throttle Reasons", "FB Memory Usage", "GPU Power Readings",
