@@ -22,9 +22,8 @@ A new field is one line. Two conventions carry what the hand-written code did:
   node's ``identity``, a newer version's additions) in an :data:`EXTRA` field, written in
   that field's place: the field's position is where the unknown keys go.
 
-Large free-form blocks (a node's facts, a DCGM run's parsed output, the collectives' gathered
-entries in ``nccl.communication_tests``, the fi_pingpong pairs) stay JSON objects
-(``JsonObject``); high-volume leaf records (one per GPU, one per check of a node, one per
+Large free-form blocks (a node's facts, a DCGM run's parsed output, the fi_pingpong pairs) stay
+JSON objects (``JsonObject``); high-volume leaf records (one per GPU, one per check of a node, one per
 measured node pair, one per RDMA port, one per sampled phase of a GPU under load) are
 ``TypedDict``\\ s. Every block of a node's section is typed but ``facts``. A 10,000-node
 report's node sections are typed on first read (:class:`NodeSections`), and a reader walking
@@ -46,7 +45,8 @@ from msgspec.structs import replace
 from ..model import Status
 
 __all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
-           "ClusterTopology", "ComponentScore", "ComponentTarget", "Connectivity", "ConnectivityCell",
+           "ClusterTopology", "CollectiveSize", "CollectiveTest", "ComponentScore", "ComponentTarget", "Connectivity",
+           "ConnectivityCell",
            "ConnectivityPair", "CostBenefit", "CpuInfo", "DiskInfo", "EarlierScore", "GpuEntry", "HealthAssessment",
            "HealthScores", "Issue", "JsonObject", "LoadPhase", "LoadSeries", "LoadStats", "LoadSummary", "MemoryInfo",
            "MissingCore",
@@ -517,19 +517,65 @@ class NcclTestsRun(_Block, frozen=True, kw_only=True):
     raw_output_artifact: ArtifactRef | None
 
 
+class CollectiveSize(_Block, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """One message size of a collective's sweep (``communication_tests.<key>.results``), as the
+    rank measured it (:meth:`~gpu_preflight.workloads.collectives.CollectiveResult.to_dict`): bytes,
+    time, algorithm and bus bandwidth (``bandwidth_gbps``: the bus bandwidth under the SageMaker
+    report's name), latency, wrong elements and the fastest and slowest rank's time. Only
+    ``size_bytes`` and ``busbw_gbps`` (what the curves and tables read) are required; the others
+    have no key in a row written without them (reports before ``time_us_min``, the tests'
+    synthetic sweeps). A bandwidth that was not finite was written as null.
+
+    Closed and untracked by the garbage collector (``gc=False``: it holds no containers), as
+    :class:`CollectiveTest` is."""
+
+    size_bytes: int
+    time_us: Number | None = None
+    algbw_gbps: Number | None = None
+    busbw_gbps: Number | None
+    bandwidth_gbps: Number | None = None
+    latency_ms: Number | None = None
+    wrong: int | None = None
+    time_us_min: Number | None = None
+    time_us_max: Number | None = None
+
+
+class CollectiveTest(_Block, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """One collective in ``nccl.communication_tests`` (by ``<scope>_<op>``): the SageMaker layout's
+    fields (``success``, ``test_type``, ``group``, ``processes_tested``, ``results``,
+    ``peak_bandwidth_gbps``, ``error``) and the gathered entry's own (``op``, ``ranks``, ``wrong``,
+    ``scope``), in the order the rank writes them. No key for ``ranks`` in the copy listed on the
+    other nodes of a group (the group's rank list is on its home node only), for ``wrong`` in a
+    failure's entry, and for ``group``, ``scope`` and ``test_type`` where a hand-made entry had none.
+
+    A closed block (no ``extra``): it sits in a map by key, which the report model does not
+    prepare; the runner and the aggregation are its only writers. Not tracked by the garbage
+    collector (``gc=False``): a 10,000-node report types 60,000 of them (and 240,000 sizes) into
+    a heap of tens of millions of objects, and they hold no reference cycles (their lists hold
+    numbers and sizes).
+    """
+
+    op: str
+    group: str | None = None
+    ranks: list[int] | None = None
+    success: bool
+    processes_tested: int
+    error: str | None
+    wrong: int | None = None
+    peak_bandwidth_gbps: Number | None
+    results: list[CollectiveSize]
+    scope: str | None = None
+    test_type: str | None = None
+
+
 class NcclSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
     """``nodes.node_<i>.nccl``: whether nccl-tests is installed, each local run by binary name, and
-    the collectives a distributed run measured (``communication_tests``, by ``<scope>_<op>``: the
-    gathered entries as they are, filled by the cluster aggregation). ``reason``: why nothing ran
-    (no key otherwise).
-
-    The entries are read as the JSON objects they are (``Any``, not ``JsonObject``): checking and
-    copying each of a 10,000-node report's 60,000 entries made typing every node's block 7 times
-    slower (0.15 s against 0.02 s), for readers that look up a few keys of each."""
+    the collectives a distributed run measured (``communication_tests``, by ``<scope>_<op>``,
+    filled by the cluster aggregation). ``reason``: why nothing ran (no key otherwise)."""
 
     nccl_tests_available: bool
     nccl_tests: dict[str, NcclTestsRun]
-    communication_tests: dict[str, Any]
+    communication_tests: dict[str, CollectiveTest]
     reason: str | None = None
     extra: JsonObject = field(default_factory=dict, name=EXTRA)
 

@@ -268,25 +268,25 @@ def _bus_bandwidth(nodes: NodeIndex, report: ClusterReport) -> list[Measurement]
     for i, nccl in enumerate(report.nodes.blocks("nccl")):  # the one block read: no section typed for it
         tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():
-            scope = str(entry.get("test_type") or "")
+            scope = entry.test_type or ""
             op = key[len(scope) + 1:] if scope and key.startswith(scope + "_") else key
-            group = str(entry.get("group") or key)
-            results = [r for r in entry.get("results") or [] if num(r.get("busbw_gbps")) is not None]
-            if (scope, group, op) in seen or not entry.get("success") or not results:
+            group = entry.group or key
+            results = [(r.size_bytes, busbw) for r in entry.results if (busbw := num(r.busbw_gbps)) is not None]
+            if (scope, group, op) in seen or not entry.success or not results:
                 continue
             seen.add((scope, group, op))
-            top = max(results, key=lambda r: int(r.get("size_bytes") or 0))
+            top = max(results, key=lambda r: r[0])[1]  # the bandwidth at the largest size
             node_local = scope == "intra_node" or single
             label = "intra_node" if node_local else scope  # one node's world group is its node-local fabric
-            metric = f"busbw.{label}.{op}@{int(entry.get('processes_tested') or 0)}"
+            metric = f"busbw.{label}.{op}@{entry.processes_tested}"
             owner = i
             if scope == "intra_node" and group.startswith("node") and group[4:].isdigit():
                 owner = int(group[4:])
             if node_local and owner < len(nodes.names):
-                out.append(Measurement(metric, float(top["busbw_gbps"]), "GB/s", nodes.names[owner],
+                out.append(Measurement(metric, top, "GB/s", nodes.names[owner],
                                        nodes.names[owner], model=nodes.model(owner)))
             elif not node_local:
-                out.append(Measurement(metric, float(top["busbw_gbps"]), "GB/s", "cluster", None,
+                out.append(Measurement(metric, top, "GB/s", "cluster", None,
                                        model=nodes.model(0)))
     return out
 

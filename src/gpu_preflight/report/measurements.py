@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from ..findings.model import ClusterReport, ReportFinding
+from ..findings.model import ClusterReport, CollectiveTest, ReportFinding
 from ..ids import GEMM_ID
 from ..model import Status
 from .connectivity import node_names
@@ -114,10 +114,16 @@ class Curve(msgspec.Struct):
     success: bool = True
 
 
-def _scope_op(key: str, entry: Mapping[str, Any]) -> tuple[str, str]:
-    scope = str(entry.get("test_type") or "")
+def _scope_op(key: str, entry: CollectiveTest) -> tuple[str, str]:
+    scope = entry.test_type or ""
     op = key[len(scope) + 1:] if scope and key.startswith(scope + "_") else key
     return scope, op
+
+
+def sweep_points(entry: CollectiveTest) -> list[tuple[int, float]]:
+    """(message size, busbw) of a collective's sweep, sorted: the sizes with a finite bandwidth."""
+    return sorted((r.size_bytes, busbw) for r in entry.results
+                  if (busbw := num(r.busbw_gbps)) is not None and r.size_bytes)
 
 
 def busbw_curves(report: ClusterReport) -> dict[str, list[Curve]]:
@@ -133,14 +139,12 @@ def busbw_curves(report: ClusterReport) -> dict[str, list[Curve]]:
         tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():
             scope, op = _scope_op(key, entry)
-            group = str(entry.get("group") or key)
+            group = entry.group or key
             if (scope, group) in curves.get(op, {}):
                 continue
             label = f"{names[i]} (node-local)" if scope == "intra_node" else f"{group} ({scope or 'group'})"
-            points = [(int(r["size_bytes"]), float(r["busbw_gbps"])) for r in entry.get("results") or []
-                      if num(r.get("busbw_gbps")) is not None and num(r.get("size_bytes"))]
-            curves.setdefault(op, {})[(scope, group)] = Curve(op, scope, group, label, sorted(points),
-                                                              bool(entry.get("success")))
+            curves.setdefault(op, {})[(scope, group)] = Curve(op, scope, group, label, sweep_points(entry),
+                                                              entry.success)
     return {op: list(by_group.values()) for op, by_group in curves.items()}
 
 
@@ -153,9 +157,9 @@ def node_peak_busbw(report: ClusterReport) -> dict[str, dict[str, float]]:
     for name, nccl in zip(names, typed.nodes.blocks("nccl"), strict=False):
         tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():
-            if entry.get("test_type") != "intra_node" or not entry.get("success"):
+            if entry.test_type != "intra_node" or not entry.success:
                 continue
-            peak = entry.get("peak_bandwidth_gbps")
+            peak = entry.peak_bandwidth_gbps
             if type(peak) is not float or peak != peak:  # the common case is a plain float; NaN is no reading
                 peak = num(peak)
                 if peak is None:

@@ -19,10 +19,10 @@ from typing import Any
 
 import msgspec
 
-from ..findings.model import ClusterReport
+from ..findings.model import ClusterReport, CollectiveTest
 from ..ids import GEMM_ID
 from .connectivity import node_names
-from .measurements import Curve, num
+from .measurements import Curve, num, sweep_points
 
 __all__ = ["Spread", "gemm_spreads", "local_sweeps", "sensor_spreads"]
 
@@ -188,12 +188,6 @@ class Sweeps(msgspec.Struct):
     others: list[Curve] = []
 
 
-def _points(entry: Mapping[str, Any]) -> list[tuple[int, float]]:
-    """(message size, busbw) of a sweep, as :func:`.measurements.busbw_curves` reads them, sorted."""
-    return sorted((int(r["size_bytes"]), float(r["busbw_gbps"])) for r in entry.get("results") or ()
-                  if num(r.get("busbw_gbps")) is not None and num(r.get("size_bytes")))
-
-
 def local_sweeps(report: ClusterReport, keep: int,
                  names: list[str] | None = None) -> dict[str, Sweeps]:
     """Per collective, what :func:`.measurements.busbw_curves` reads (a group shared by several
@@ -204,18 +198,18 @@ def local_sweeps(report: ClusterReport, keep: int,
     names = names if names is not None else node_names(typed)
     out: dict[str, Sweeps] = {}
     seen: set[tuple[str, str, str]] = set()
-    peaks: dict[str, list[tuple[float, int, int, str, Mapping[str, Any]]]] = {}
+    peaks: dict[str, list[tuple[float, int, int, str, CollectiveTest]]] = {}
     ops: dict[str, tuple[str, str]] = {}  # test key -> (scope, collective): a handful of keys, 60,000 entries
     count = 0
     for i, nccl in enumerate(typed.nodes.blocks("nccl")):
         tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():
-            scope = entry.get("test_type") or ""
+            scope = entry.test_type or ""
             known = ops.get(key)
             if known is None or known[0] != scope:
                 known = ops[key] = (scope, key[len(scope) + 1:] if scope and key.startswith(scope + "_") else key)
             op = known[1]
-            group = entry.get("group") or key
+            group = entry.group or key
             if (op, scope, group) in seen:
                 continue
             seen.add((op, scope, group))
@@ -223,23 +217,18 @@ def local_sweeps(report: ClusterReport, keep: int,
             if sweeps is None:
                 sweeps = out[op] = Sweeps()
             if scope != "intra_node":
-                sweeps.others.append(Curve(op, scope, str(group), f"{group} ({scope or 'group'})", _points(entry),
-                                           bool(entry.get("success"))))
+                sweeps.others.append(Curve(op, scope, group, f"{group} ({scope or 'group'})", sweep_points(entry),
+                                           entry.success))
                 continue
             by_size = sweeps.by_size
             peak = None
-            for r in entry.get("results") or ():
-                y, x = r.get("busbw_gbps"), r.get("size_bytes")
-                if type(y) is not float or y != y:
+            for r in entry.results:
+                y, x = r.busbw_gbps, r.size_bytes
+                if type(y) is not float or y != y:  # the common case is a plain float; NaN is no reading
                     y = num(y)
                     if y is None:
                         continue
-                if type(x) is not int:
-                    x = num(x)
-                    if not x:
-                        continue
-                    x = int(x)
-                elif not x:
+                if not x:
                     continue
                 column = by_size.get(x)
                 if column is None:
@@ -254,15 +243,15 @@ def local_sweeps(report: ClusterReport, keep: int,
             count += 1
             found = peaks.get(op)
             if found is None:
-                peaks[op] = [(peak, count, i, str(group), entry)]
+                peaks[op] = [(peak, count, i, group, entry)]
             else:
-                found.append((peak, count, i, str(group), entry))
+                found.append((peak, count, i, group, entry))
     for op, found in peaks.items():
-        out[op].slowest = [Curve(op, "intra_node", group, f"{names[i]} (node-local)", _points(entry),
-                                 bool(entry.get("success")))
+        out[op].slowest = [Curve(op, "intra_node", group, f"{names[i]} (node-local)", sweep_points(entry),
+                                 entry.success)
                            for _, _, i, group, entry in heapq.nsmallest(keep, found, key=_rank)]
     return out
 
 
-def _rank(item: tuple[float, int, int, str, Mapping[str, Any]]) -> tuple[float, int]:
+def _rank(item: tuple[float, int, int, str, CollectiveTest]) -> tuple[float, int]:
     return item[0], item[1]
