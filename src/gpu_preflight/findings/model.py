@@ -22,8 +22,8 @@ A new field is one line. Two conventions carry what the hand-written code did:
   node's ``identity``, a newer version's additions) in an :data:`EXTRA` field, written in
   that field's place: the field's position is where the unknown keys go.
 
-Large free-form blocks (a node's facts, a DCGM run's parsed output, the fi_pingpong pairs) stay
-JSON objects (``JsonObject``); high-volume leaf records (one per GPU, one per check of a node, one per
+Large free-form blocks (a node's facts, the fi_pingpong pairs) stay JSON objects
+(``JsonObject``); high-volume leaf records (one per GPU, one per check of a node, one per
 measured node pair, one per RDMA port, one per sampled phase of a GPU under load) are
 ``TypedDict``\\ s. Every block of a node's section is typed but ``facts``. A 10,000-node
 report's node sections are typed on first read (:class:`NodeSections`), and a reader walking
@@ -43,17 +43,17 @@ from msgspec import Struct, field
 from msgspec.structs import replace
 
 from ..model import Status
+from ..records.dcgm import DcgmDiagRecord
 
 __all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
            "ClusterTopology", "CollectiveSize", "CollectiveTest", "ComponentScore", "ComponentTarget", "Connectivity",
-           "ConnectivityCell",
-           "ConnectivityPair", "CostBenefit", "CpuInfo", "DiskInfo", "EarlierScore", "GpuEntry", "HealthAssessment",
-           "HealthScores", "Issue", "JsonObject", "LoadPhase", "LoadSeries", "LoadStats", "LoadSummary", "MemoryInfo",
-           "MissingCore",
-           "NodeInfo", "NodeSection", "NodeSections", "Number", "OverallScore",
-           "OverallTarget", "Readiness", "ReadinessLevels", "Recommendation", "ReportFinding", "RunInfo", "Schedule",
-           "ScheduleItem", "ScoreCap", "ScoreDeduction", "ScoreMeasurement", "ScoreSettings", "StabilityRow",
-           "SummaryClusterInfo", "SystemSection", "Targets", "Tool", "Trend", "WorkPerWatt"]
+           "ConnectivityCell", "ConnectivityPair", "CostBenefit", "CpuInfo", "DcgmParsedOutput", "DiskInfo",
+           "EarlierScore", "GpuEntry", "HealthAssessment", "HealthScores", "Issue", "JsonObject", "LoadPhase",
+           "LoadSeries", "LoadStats", "LoadSummary", "MemoryInfo", "MissingCore", "NodeInfo", "NodeSection",
+           "NodeSections", "Number", "OverallScore", "OverallTarget", "Readiness", "ReadinessLevels",
+           "Recommendation", "ReportFinding", "RunInfo", "Schedule", "ScheduleItem", "ScoreCap", "ScoreDeduction",
+           "ScoreMeasurement", "ScoreSettings", "StabilityRow", "SummaryClusterInfo", "SystemSection", "Targets",
+           "Tool", "Trend", "WorkPerWatt"]
 
 JsonObject = dict[str, Any]
 # A JSON number: an integer stays one when read back and written again (``float`` alone would
@@ -461,10 +461,29 @@ class NetworkSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
     extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
 
+# msgspec freezes a subclass of a mutable Struct (the parser fills its record in place); mypy's dataclass rule does not
+class DcgmParsedOutput(DcgmDiagRecord, frozen=True):  # type: ignore[misc]
+    """``dcgm.diagnostics.<level>.parsed_output``: the dcgmi parser's record
+    (:class:`~gpu_preflight.records.dcgm.DcgmDiagRecord`: its fields in its order, each test a
+    :class:`~gpu_preflight.records.dcgm.DcgmTest`, so a field the parser adds is one here) with the
+    SageMaker report's keys: ``gpu_device_ids`` as DCGM prints it (``"2237,2237"``, in the record's
+    place), the list in ``gpu_device_id_list``, ``test_results.<category>.<test>`` (DCGM's cells,
+    categories lower-case) and ``overall_status`` (``Pass``, ``Fail``, ``Mixed``, ``Error``).
+
+    Written whole, as the record is (no ``omit_defaults``); keys a report before one of the
+    parser's fields lacks read as the record's defaults, and keys the record does not know are
+    not kept (the parser is the only writer)."""
+
+    gpu_device_ids: str = ""  # type: ignore[assignment]  # the record's list, as DCGM prints it
+    gpu_device_id_list: list[str] = field(default_factory=list)
+    test_results: dict[str, dict[str, str]] = field(default_factory=dict)
+    overall_status: str = ""
+
+
 class DcgmLevel(_Block, frozen=True, kw_only=True):
     """One ``dcgmi diag`` level in ``dcgm.diagnostics``: the SageMaker report's keys (``success``,
     ``parsed_output``, ``raw_output``, ``stdout``, ``stderr``, ``exit_code_zero``) and ours.
-    ``parsed_output`` is the parser's record with that report's keys beside it (free-form)."""
+    ``parsed_output`` is the parser's record with that report's keys beside it."""
 
     success: bool
     level: int | None
@@ -473,7 +492,7 @@ class DcgmLevel(_Block, frozen=True, kw_only=True):
     exit_code_zero: bool
     duration_s: Number | None
     overall_status: str
-    parsed_output: JsonObject | None
+    parsed_output: DcgmParsedOutput | None
     raw_output: str
     raw_output_truncated: bool
     stdout: str
