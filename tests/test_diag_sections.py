@@ -125,6 +125,23 @@ def test_pingpong_results_become_the_efa_communication_test() -> None:
     assert communication_test(pingpong, 4).rank == 4
 
 
+def test_pingpong_pairs_are_typed_and_written_as_recorded() -> None:
+    """A run's record (a server's null peer and error kept as nulls) and a side that never ran (its
+    server published no address: the keys of a run left out) read typed and write back the same
+    JSON text; a record that is not one is refused with its place."""
+    server = {"test_role": "server", "peer": None, "provider": "efa", "endpoint": "rdm", "port": 47592,
+              "argv": ["fi_pingpong", "-p", "efa"], "rc": 0, "timed_out": False, "missing": False,
+              "provider_missing": False, "attempts": 1, "duration_s": 1.234, "success": True, "error": None,
+              "raw_output": "bytes #sent ...\n", "pair": 0, "peer_node": 1}
+    unrun = {"test_role": "client", "provider": "efa", "rc": None, "timed_out": True, "success": False,
+             "error": "node 3 published no address within 60 s", "raw_output": "", "pair": 1, "peer_node": 3}
+    test = communication_test([server, unrun], 8)
+    assert test.success is False and test.pairs[0].peer is None and test.pairs[1].port is msgspec.UNSET
+    assert json.dumps(test.to_dict()["pairs"]) == json.dumps([server, unrun])
+    with pytest.raises(msgspec.ValidationError, match=r"\[1\].pair"):
+        communication_test([server, {**unrun, "pair": "1"}])
+
+
 def test_a_full_run_keeps_both_levels_and_says_why_one_did_not_run() -> None:
     run = {"argv": ["dcgmi", "diag", "-r", "1", "-j"], "rc": 0, "artifact": "dcgm_diag_r1"}
     basic = {"available": True, "level": 1, "run": run, "record": {"format": "json", "overall": "pass", "tests": [

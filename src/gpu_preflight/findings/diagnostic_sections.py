@@ -38,6 +38,7 @@ from .model import (
     NodeSection,
     NodeSections,
     OfiPluginInfo,
+    PingpongPair,
     PingpongTest,
     RdmaPort,
 )
@@ -101,11 +102,13 @@ def communication_test(pingpong: list[dict[str, Any]], rank: int | None = None) 
     """``network.efa_communication_test`` from one node's fi_pingpong records (the rank payload's ``pingpong``).
 
     The first pair's role and table, and the rank that ran them (the node's local rank 0),
-    as the SageMaker report shows them, plus every pair.
+    as the SageMaker report shows them, plus every pair (typed: ``msgspec.ValidationError``
+    names a record that is not one).
     """
-    first = pingpong[0]
-    return PingpongTest(success=all(p.get("success") for p in pingpong), test_role=first.get("test_role"),
-                        rank=rank, provider=first.get("provider"), raw_output=first.get("raw_output"), pairs=pingpong)
+    pairs = msgspec.convert(pingpong, list[PingpongPair])
+    first = pairs[0]
+    return PingpongTest(success=all(p.success for p in pairs), test_role=first.test_role, rank=rank,
+                        provider=first.provider, raw_output=first.raw_output, pairs=pairs)
 
 
 _CELL_WORDS = {"pass": "Pass", "fail": "Fail", "warn": "Warn", "skip": "Skip"}

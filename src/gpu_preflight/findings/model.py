@@ -22,8 +22,7 @@ A new field is one line. Two conventions carry what the hand-written code did:
   node's ``identity``, a newer version's additions) in an :data:`EXTRA` field, written in
   that field's place: the field's position is where the unknown keys go.
 
-Large free-form blocks (a node's facts, the fi_pingpong pairs) stay JSON objects
-(``JsonObject``); high-volume leaf records (one per GPU, one per check of a node, one per
+A node's facts stay a JSON object (``JsonObject``); high-volume leaf records (one per GPU, one per check of a node, one per
 measured node pair, one per RDMA port, one per sampled phase of a GPU under load) are
 ``TypedDict``\\ s. Every block of a node's section is typed but ``facts``. A 10,000-node
 report's node sections are typed on first read (:class:`NodeSections`), and a reader walking
@@ -39,7 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, NotRequired, TypedDict, TypeVar
 
 import msgspec
-from msgspec import Struct, field
+from msgspec import UNSET, Struct, UnsetType, field
 from msgspec.structs import replace
 
 from ..model import Status
@@ -431,17 +430,50 @@ class RdmaPort(TypedDict):
     link_layer: str | None
 
 
+class PingpongPair(_Block, frozen=True, kw_only=True):
+    """One side of an fi_pingpong pair in ``network.efa_communication_test.pairs``, as the node leader
+    recorded it (:func:`gpu_preflight.distributed.pingpong.run_pingpong_pair`, then ``pair`` and
+    ``peer_node``): its role, the peer's address, the provider, endpoint and control port, the command,
+    exit status, whether it timed out, the tool or the provider was missing, how many connection
+    attempts, its time, success, the error, the result table both sides print (``raw_output``) and
+    the pair and peer node.
+
+    A side that never ran (its server's node published no address) records only what it knows: its
+    role, pair, peer node, success, provider, ``timed_out``, ``rc``, ``raw_output`` and ``error``. The
+    fields such a side (or a report's hand-made pair) may lack default to ``UNSET``: no key, while a
+    recorded null (a server's ``peer``, a run's ``error``) stays a null. Closed: the leader is the only
+    writer."""
+
+    test_role: str
+    peer: str | UnsetType | None = UNSET
+    provider: str | None
+    endpoint: str | UnsetType = UNSET
+    port: int | UnsetType = UNSET
+    argv: list[str] | UnsetType = UNSET
+    rc: int | UnsetType | None = UNSET
+    timed_out: bool | UnsetType = UNSET
+    missing: bool | UnsetType = UNSET
+    provider_missing: bool | UnsetType = UNSET
+    attempts: int | UnsetType = UNSET
+    duration_s: Number | UnsetType = UNSET
+    success: bool
+    error: str | UnsetType | None = UNSET
+    raw_output: str
+    pair: int
+    peer_node: int
+
+
 class PingpongTest(_Block, frozen=True, kw_only=True):
     """``network.efa_communication_test``: a node's fi_pingpong runs, as the SageMaker report shows
     them (the first pair's role, provider and table, and the rank that ran them), plus every pair
-    as recorded (``pairs``: free-form records, read by the latency table)."""
+    as recorded (``pairs``, read by the latency table)."""
 
     success: bool
     test_role: str | None
     rank: int | None
     provider: str | None
     raw_output: str | None
-    pairs: list[JsonObject]
+    pairs: list[PingpongPair]
 
 
 class NetworkSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
