@@ -445,6 +445,24 @@ def test_a_collective_entry_is_typed_and_written_in_the_ranks_order() -> None:
         NcclSection.from_dict(block)
 
 
+def test_the_collectives_are_read_as_json_objects_without_typing_a_block() -> None:
+    """``NodeSections.collectives``: each node's entries as the dicts they are (nothing typed, so a
+    value typing would refuse passes), ``{}`` for a node without them, a typed section's as its JSON."""
+    report = cluster_report()
+    raw = report["nodes"]
+    raw["node_1"]["nccl"]["communication_tests"]["intra_node_all_reduce"]["success"] = "yes"
+    del raw["node_2"]["nccl"]
+    nodes = ClusterReport.from_dict(report).nodes
+    tests = list(nodes.collectives())
+    assert tests[0] is raw["node_0"]["nccl"]["communication_tests"] and tests[2] == {}
+    assert tests[1]["intra_node_all_reduce"]["success"] == "yes"
+    assert not nodes._typed and not nodes._blocks
+    with pytest.raises(msgspec.ValidationError, match=r"node_1\.nccl\.communication_tests"):
+        list(nodes.blocks("nccl"))
+    typed = NodeSections({"node_0": NodeSections(raw)["node_0"]})
+    assert next(typed.collectives()) == raw["node_0"]["nccl"]["communication_tests"]
+
+
 def test_a_diagnostics_block_keeps_unknown_keys_and_reads_an_empty_one_as_absent() -> None:
     report = cluster_report()
     report["nodes"]["node_0"]["network"]["vendor_check"] = {"ok": True}  # a report from elsewhere

@@ -22,7 +22,7 @@ import msgspec
 
 from ..findings.model import ClusterReport, GpuEntry, HealthScores, ReportFinding
 from ..ids import GEMM_ID, MEMORY_BANDWIDTH_ID
-from ..report.measurements import num
+from ..report.measurements import num, scope_op
 
 __all__ = ["FindingSeen", "GpuSeen", "Measurement", "NodeIndex", "RunRecord", "extract", "metric_kind", "run_key"]
 
@@ -265,20 +265,20 @@ def _bus_bandwidth(nodes: NodeIndex, report: ClusterReport) -> list[Measurement]
     """
     out, seen = [], set()
     single = len(nodes.names) == 1
-    for i, nccl in enumerate(report.nodes.blocks("nccl")):  # the one block read: no section typed for it
-        tests = nccl.communication_tests if nccl is not None else {}
+    # Read as JSON objects (the faster path, NodeSections.collectives): every entry of every node, on rank 0.
+    for i, tests in enumerate(report.nodes.collectives()):
         for key, entry in tests.items():
-            scope = entry.test_type or ""
-            op = key[len(scope) + 1:] if scope and key.startswith(scope + "_") else key
-            group = entry.group or key
-            results = [(r.size_bytes, busbw) for r in entry.results if (busbw := num(r.busbw_gbps)) is not None]
-            if (scope, group, op) in seen or not entry.success or not results:
+            scope, op = scope_op(key, entry.get("test_type"))
+            group = str(entry.get("group") or key)
+            results = [(int(r.get("size_bytes") or 0), busbw) for r in entry.get("results") or []
+                       if (busbw := num(r.get("busbw_gbps"))) is not None]
+            if (scope, group, op) in seen or not entry.get("success") or not results:
                 continue
             seen.add((scope, group, op))
             top = max(results, key=lambda r: r[0])[1]  # the bandwidth at the largest size
             node_local = scope == "intra_node" or single
             label = "intra_node" if node_local else scope  # one node's world group is its node-local fabric
-            metric = f"busbw.{label}.{op}@{entry.processes_tested}"
+            metric = f"busbw.{label}.{op}@{int(entry.get('processes_tested') or 0)}"
             owner = i
             if scope == "intra_node" and group.startswith("node") and group[4:].isdigit():
                 owner = int(group[4:])

@@ -19,7 +19,7 @@ from ..model import Status
 from .connectivity import node_names
 
 __all__ = ["Curve", "GemmPoint", "GpuSensors", "busbw_curves", "gemm_by_gpu", "gemm_points", "gpu_sensors",
-           "node_peak_busbw"]
+           "node_peak_busbw", "scope_op", "sweep_points"]
 
 _GPU_SUBJECT = re.compile(r"/gpu\d+$")
 
@@ -114,8 +114,10 @@ class Curve(msgspec.Struct):
     success: bool = True
 
 
-def _scope_op(key: str, entry: CollectiveTest) -> tuple[str, str]:
-    scope = entry.test_type or ""
+def scope_op(key: str, test_type: Any) -> tuple[str, str]:
+    """A collective's scope (its ``test_type``, ``""`` if none) and operation, from its key in
+    ``nccl.communication_tests`` (``intra_node_all_reduce``)."""
+    scope = str(test_type or "")
     op = key[len(scope) + 1:] if scope and key.startswith(scope + "_") else key
     return scope, op
 
@@ -138,7 +140,7 @@ def busbw_curves(report: ClusterReport) -> dict[str, list[Curve]]:
     for i, nccl in enumerate(typed.nodes.blocks("nccl")):
         tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():
-            scope, op = _scope_op(key, entry)
+            scope, op = scope_op(key, entry.test_type)
             group = entry.group or key
             if (scope, group) in curves.get(op, {}):
                 continue
@@ -149,24 +151,26 @@ def busbw_curves(report: ClusterReport) -> dict[str, list[Curve]]:
 
 
 def node_peak_busbw(report: ClusterReport) -> dict[str, dict[str, float]]:
-    """Per collective, each node's peak node-local bus bandwidth (its NVLink/PCIe fabric)."""
+    """Per collective, each node's peak node-local bus bandwidth (its NVLink/PCIe fabric).
+
+    Read from the entries' JSON objects (:meth:`~..findings.model.NodeSections.collectives`, the
+    faster path): the health scores read every node's, on rank 0 at any size."""
     out: dict[str, dict[str, float]] = {}
     typed = report
     names = node_names(typed)
     ops: dict[str, str] = {}  # test key -> collective: a handful of keys over 60,000 entries at 10,000 nodes
-    for name, nccl in zip(names, typed.nodes.blocks("nccl"), strict=False):
-        tests = nccl.communication_tests if nccl is not None else {}
+    for name, tests in zip(names, typed.nodes.collectives(), strict=False):
         for key, entry in tests.items():
-            if entry.test_type != "intra_node" or not entry.success:
+            if entry.get("test_type") != "intra_node" or not entry.get("success"):
                 continue
-            peak = entry.peak_bandwidth_gbps
+            peak = entry.get("peak_bandwidth_gbps")
             if type(peak) is not float or peak != peak:  # the common case is a plain float; NaN is no reading
                 peak = num(peak)
                 if peak is None:
                     continue
             op = ops.get(key)
             if op is None:
-                op = ops[key] = _scope_op(key, entry)[1]
+                op = ops[key] = scope_op(key, entry.get("test_type"))[1]
             per_node = out.get(op)
             if per_node is None:
                 per_node = out[op] = {}
