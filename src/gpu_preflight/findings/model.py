@@ -11,7 +11,7 @@ They are ``msgspec.Struct``\\ s, so neither direction is written by hand: ``to_d
 ``msgspec.to_builtins`` (fields in declaration order: the field order *is* the JSON key
 order) and ``from_dict`` is ``msgspec.convert``, which checks every value against its type
 and names the bad one's path (``Expected `str`, got `int` - at `$.findings[3].status```).
-A new field is one line. Two conventions carry what the hand-written code did:
+A new field is one line. Three conventions carry what the hand-written code did:
 
 - A class whose fields are *left out when None* (a node's ``operator_action``, a section's
   ``dcgm``) is declared ``omit_defaults=True`` and only those fields have a default
@@ -21,12 +21,31 @@ A new field is one line. Two conventions carry what the hand-written code did:
 - An *open* block keeps the keys it does not know (a localisation block in the summary, a
   node's ``identity``, a newer version's additions) in an :data:`EXTRA` field, written in
   that field's place: the field's position is where the unknown keys go.
+- A field a record may lack while a null is a value (an fi_pingpong side that never ran has
+  no ``peer``; a server's ``peer`` is null) defaults to ``msgspec.UNSET``: no key when unset.
 
-A node's facts stay a JSON object (``JsonObject``); high-volume leaf records (one per GPU, one per check of a node, one per
-measured node pair, one per RDMA port, one per sampled phase of a GPU under load) are
-``TypedDict``\\ s. Every block of a node's section is typed but ``facts``. A 10,000-node
-report's node sections are typed on first read (:class:`NodeSections`), and a reader walking
-one block over every node types only that block (:meth:`NodeSections.blocks`).
+High-volume leaf records (one per GPU, one per check of a node, one per measured node pair,
+one per RDMA port, one per sampled phase of a GPU under load) are ``TypedDict``\\ s; a
+collective's entry and its sizes (60,000 and 240,000 at 10,000 nodes) are Structs the garbage
+collector does not track, which rank 0's readers of every node's collectives skip all the same
+(:meth:`NodeSections.collectives`: typing them is what costs there). Every block of a node's
+section is typed but ``facts``. A 10,000-node report's node sections are typed on first read
+(:class:`NodeSections`), and a reader walking one block over every node types only that block
+(:meth:`NodeSections.blocks`).
+
+What stays a JSON object (``JsonObject``) or ``Any``, and why:
+
+- ``NodeSection.facts``: every probe's record as JSON, laid out by the probes' own record
+  classes (:mod:`gpu_preflight.records`), which the checks read; above
+  ``report.detail_max_nodes`` only the few facts the cluster checks read travel
+  (:func:`~.canonical.summary_facts`), and the report's readers look up a key or two.
+- ``ReportFinding.details``, ``observed`` and ``expected``: each check's own values (a number,
+  a list of subjects, a per-GPU map, a rolled-up pass's subjects...), as many shapes as there are
+  checks, owned by the rules (:class:`gpu_preflight.model.Finding` holds them so too).
+- ``ClusterReport.artifacts``: the saved raw outputs' references (``name``, ``node``, ``path``,
+  ``bytes``, ``sha256``: :func:`~.canonical.save_artifacts`), untyped in the node's own report
+  (``NodeReport.artifacts``) that carries them here: typed there first, then here.
+- each open block's ``extra``: the keys it does not know, by design.
 """
 
 from __future__ import annotations
