@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from gpu_preflight.engine import run_checks
@@ -17,7 +18,7 @@ from gpu_preflight.findings.diagnostic_sections import (
     fill_artifact_paths,
     nccl_section,
 )
-from gpu_preflight.findings.model import NodeSections
+from gpu_preflight.findings.model import DcgmSection, NodeSections
 
 from .conftest import REPO
 from .diag_tools import replay
@@ -85,7 +86,8 @@ def test_levels_2_and_3_fill_extended_and_local_runs_fill_nccl() -> None:
     facts = {
         "dcgm": {"available": True, "level": 2, "run": {"argv": ["dcgmi", "diag", "-r", "2", "-j"], "rc": 0,
                                                          "artifact": "dcgm_diag_r2", "artifact_file": "d.txt"},
-                 "record": {"dcgm_version": "4.4.1", "overall": "pass", "tests": [], "gpu_device_ids": ["2330"]}},
+                 "record": {"format": "json", "dcgm_version": "4.4.1", "overall": "pass", "tests": [],
+                            "gpu_device_ids": ["2330"]}},
         "nccl_tests": {"available": True, "gpus": 8, "runs": [{
             "name": "all_reduce_perf", "run": {"argv": ["all_reduce_perf", "-g", "8"], "rc": 0},
             "record": {"test": "all_reduce_perf", "nranks": 8, "avg_busbw_gbps": 145.47, "peak_busbw_gbps": 479.93,
@@ -123,15 +125,33 @@ def test_pingpong_results_become_the_efa_communication_test() -> None:
     assert communication_test(pingpong, 4).rank == 4
 
 
+def test_pingpong_pairs_are_typed_and_written_as_recorded() -> None:
+    """A run's record (a server's null peer and error kept as nulls) and a side that never ran (its
+    server published no address: the keys of a run left out) read typed and write back the same
+    JSON text; a record that is not one is refused with its place."""
+    server = {"test_role": "server", "peer": None, "provider": "efa", "endpoint": "rdm", "port": 47592,
+              "argv": ["fi_pingpong", "-p", "efa"], "rc": 0, "timed_out": False, "missing": False,
+              "provider_missing": False, "attempts": 1, "duration_s": 1.234, "success": True, "error": None,
+              "raw_output": "bytes #sent ...\n", "pair": 0, "peer_node": 1}
+    unrun = {"test_role": "client", "provider": "efa", "rc": None, "timed_out": True, "success": False,
+             "error": "node 3 published no address within 60 s", "raw_output": "", "pair": 1, "peer_node": 3}
+    test = communication_test([server, unrun], 8)
+    assert test.success is False and test.pairs[0].peer is None and test.pairs[1].port is msgspec.UNSET
+    assert json.dumps(test.to_dict()["pairs"]) == json.dumps([server, unrun])
+    with pytest.raises(msgspec.ValidationError, match=r"\[1\].pair"):
+        communication_test([server, {**unrun, "pair": "1"}])
+
+
 def test_a_full_run_keeps_both_levels_and_says_why_one_did_not_run() -> None:
     run = {"argv": ["dcgmi", "diag", "-r", "1", "-j"], "rc": 0, "artifact": "dcgm_diag_r1"}
-    basic = {"available": True, "level": 1, "run": run, "record": {"overall": "pass", "tests": [
+    basic = {"available": True, "level": 1, "run": run, "record": {"format": "json", "overall": "pass", "tests": [
         {"category": "Deployment", "name": "Denylist", "status": "pass", "gpu_status": {}},
         {"category": "Stress", "name": "Targeted Power", "status": "fail",
          "gpu_status": {"0": "pass", "1": "fail", "2": "pass"}},
         {"category": "Hardware", "name": "GPU Memory", "status": "pass", "gpu_status": {"0": "pass", "1": "pass"}}]}}
     both = dcgm_section({"dcgm": {"available": True, "level": 2, "run": {**run, "artifact": "dcgm_diag_r2"},
-                                  "record": {"overall": "pass", "tests": []}, "basic": basic}}).to_dict()
+                                  "record": {"format": "json", "overall": "pass", "tests": []},
+                                  "basic": basic}}).to_dict()
     assert list(both["diagnostics"]) == ["basic", "extended"] and "reason" not in both
     assert both["diagnostics"]["basic"]["parsed_output"]["test_results"] == {
         "deployment": {"Denylist": "Pass"}, "stress": {"Targeted Power": "Pass - GPUs: 0, 2; Fail - GPU: 1"},
@@ -139,6 +159,15 @@ def test_a_full_run_keeps_both_levels_and_says_why_one_did_not_run() -> None:
     refused = dcgm_section({"dcgm": {"available": True, "level": 2, "reason": "level 2 stresses the GPUs",
                                      "basic": basic}}).to_dict()
     assert list(refused["diagnostics"]) == ["basic"] and refused["reason"] == "level 2 stresses the GPUs"
+    # parsed_output is typed (the parser's record and the SageMaker keys) and reads back as it was written
+    typed = DcgmSection.from_dict(both).diagnostics.basic
+    assert typed is not None and typed.parsed_output is not None
+    parsed = typed.parsed_output
+    assert parsed.tests[1].gpu_status == {"0": "pass", "1": "fail", "2": "pass"} and parsed.overall_status == "Mixed"
+    assert json.dumps(DcgmSection.from_dict(both).to_dict()) == json.dumps(both)
+    both["diagnostics"]["basic"]["parsed_output"]["tests"][0]["status"] = 1
+    with pytest.raises(msgspec.ValidationError, match=r"parsed_output.tests\[0\].status"):
+        DcgmSection.from_dict(both)
 
 
 def test_a_node_without_any_tool_skips_every_diagnostic_with_a_reason(tmp_path: Path,

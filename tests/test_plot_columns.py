@@ -30,7 +30,9 @@ def test_local_sweeps_slowest_and_band() -> None:
     slowest are the lowest peaks (the first node first on a tie)."""
     nodes = {}
     for i, peak in enumerate([5.0, 1.0, 3.0, 1.0, 9.0]):
-        entry = {"test_type": "intra_node", "group": f"node{i}", "success": True, **_sweep([peak / 2, peak, peak / 4])}
+        entry = {"op": "all_reduce", "test_type": "intra_node", "group": f"node{i}", "success": True,
+                 "processes_tested": 8, "error": None, "peak_bandwidth_gbps": peak,
+                 **_sweep([peak / 2, peak, peak / 4])}
         nodes[f"node_{i}"] = {"timestamp": "", "node_info": {"current_host": f"h{i}"}, "summary": VERDICT,
                               "gpu": {}, "nccl": {"communication_tests": {"intra_node_all_reduce": entry}}}
     sweeps = local_sweeps(ClusterReport.of({"cluster_summary": VERDICT, "nodes": nodes}), keep=3)["all_reduce"]

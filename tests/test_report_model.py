@@ -406,13 +406,61 @@ def test_the_diagnostics_blocks_are_typed_and_written_as_they_were_read() -> Non
         section, raw = typed[key], report["nodes"][key]
         assert isinstance(section.network, NetworkSection) and isinstance(section.dcgm, DcgmSection)
         assert isinstance(section.nccl, NcclSection)
-        for name in ("network", "dcgm", "nccl"):
+        for name in ("network", "dcgm"):
             assert json.dumps(getattr(section, name).to_dict()) == json.dumps(raw[name]), (key, name)
+        # the same content; a collective's keys in the rank's order, not the hand-made entries' (next test)
+        assert section.nccl.to_dict() == raw["nccl"], key
     first = report["nodes"]["node_0"]
     assert typed["node_0"].nccl is not None
     assert list(typed["node_0"].nccl.communication_tests) == list(first["nccl"]["communication_tests"])
     assert typed["node_0"].network is not None
     assert typed["node_0"].network.efa_available is first["network"]["efa_available"]
+
+
+def test_a_collective_entry_is_typed_and_written_in_the_ranks_order() -> None:
+    """``nccl.communication_tests``' entries as the rank writes them (the sweep's fields, then its
+    group's scope) and the aggregation lists them (``test_type``) read back as the same JSON text;
+    the copy on a group's other nodes (no ``ranks``) and a failure in that order (no ``wrong``, no
+    sizes) too. A failure as the rank words it (``scope`` after ``group``) reads back with the same
+    content, written in this order where a typed section is written (an artifact path filled)."""
+    from gpu_preflight.findings.model import CollectiveTest, NcclSection
+    from gpu_preflight.workloads.collectives import CollectiveResult, SizeResult
+
+    sweep = CollectiveResult("all_reduce", "node0", [0, 1], [SizeResult(1 << 20, 20.5, 51.2, 51.2, 0, 19.0, 22.0),
+                                                               SizeResult(8 << 20, 60.0, 140.0, 140.0, 0, 58.5, 61.0)])
+    entry = {**sweep.to_dict(), "scope": "intra_node", "test_type": "intra_node"}
+    light = {k: v for k, v in entry.items() if k != "ranks"}
+    failed = {"op": "all_gather", "group": "all", "ranks": [0, 1], "success": False, "processes_tested": 2,
+              "error": "timed out", "peak_bandwidth_gbps": 0.0, "results": [], "scope": "distributed",
+              "test_type": "distributed"}
+    for data in (entry, light, failed):
+        typed = CollectiveTest.from_dict(data)
+        assert json.dumps(typed.to_dict()) == json.dumps(data)
+    typed = CollectiveTest.from_dict(entry)
+    assert typed.results[1].busbw_gbps == 140.0 and typed.results[0].time_us_min == 19.0 and typed.ranks == [0, 1]
+    assert CollectiveTest.from_dict(light).ranks is None and CollectiveTest.from_dict(failed).wrong is None
+    block = {"nccl_tests_available": False, "nccl_tests": {},
+             "communication_tests": {"intra_node_all_reduce": {**entry, "peak_bandwidth_gbps": "fast"}}}
+    with pytest.raises(msgspec.ValidationError, match=r"peak_bandwidth_gbps"):
+        NcclSection.from_dict(block)
+
+
+def test_the_collectives_are_read_as_json_objects_without_typing_a_block() -> None:
+    """``NodeSections.collectives``: each node's entries as the dicts they are (nothing typed, so a
+    value typing would refuse passes), ``{}`` for a node without them, a typed section's as its JSON."""
+    report = cluster_report()
+    raw = report["nodes"]
+    raw["node_1"]["nccl"]["communication_tests"]["intra_node_all_reduce"]["success"] = "yes"
+    del raw["node_2"]["nccl"]
+    nodes = ClusterReport.from_dict(report).nodes
+    tests = list(nodes.collectives())
+    assert tests[0] is raw["node_0"]["nccl"]["communication_tests"] and tests[2] == {}
+    assert tests[1]["intra_node_all_reduce"]["success"] == "yes"
+    assert not nodes._typed and not nodes._blocks
+    with pytest.raises(msgspec.ValidationError, match=r"node_1\.nccl\.communication_tests"):
+        list(nodes.blocks("nccl"))
+    typed = NodeSections({"node_0": NodeSections(raw)["node_0"]})
+    assert next(typed.collectives()) == raw["node_0"]["nccl"]["communication_tests"]
 
 
 def test_a_diagnostics_block_keeps_unknown_keys_and_reads_an_empty_one_as_absent() -> None:

@@ -309,8 +309,8 @@ def node_performance(nccl: NcclSection | None) -> dict[str, float]:
     if nccl is None:
         return out
     for key, test in nccl.communication_tests.items():
-        peak = test.get("peak_bandwidth_gbps") if isinstance(test, Mapping) else None
-        if isinstance(peak, (int, float)) and not isinstance(peak, bool):
+        peak = test.peak_bandwidth_gbps
+        if peak is not None:
             out[f"{key}_bandwidth_gbps"] = peak
     for name, run in nccl.nccl_tests.items():
         peak = run.peak_busbw_gbps

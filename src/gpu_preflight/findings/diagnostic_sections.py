@@ -20,12 +20,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
+import msgspec
 from msgspec.structs import replace
 
+from ..records.dcgm import DcgmDiagRecord, DcgmTest
 from .model import (
     ArtifactRef,
     DcgmDiagnostics,
     DcgmLevel,
+    DcgmParsedOutput,
     DcgmSection,
     FiInfoRun,
     JsonObject,
@@ -35,6 +38,7 @@ from .model import (
     NodeSection,
     NodeSections,
     OfiPluginInfo,
+    PingpongPair,
     PingpongTest,
     RdmaPort,
 )
@@ -98,11 +102,13 @@ def communication_test(pingpong: list[dict[str, Any]], rank: int | None = None) 
     """``network.efa_communication_test`` from one node's fi_pingpong records (the rank payload's ``pingpong``).
 
     The first pair's role and table, and the rank that ran them (the node's local rank 0),
-    as the SageMaker report shows them, plus every pair.
+    as the SageMaker report shows them, plus every pair (typed: ``msgspec.ValidationError``
+    names a record that is not one).
     """
-    first = pingpong[0]
-    return PingpongTest(success=all(p.get("success") for p in pingpong), test_role=first.get("test_role"),
-                        rank=rank, provider=first.get("provider"), raw_output=first.get("raw_output"), pairs=pingpong)
+    pairs = msgspec.convert(pingpong, list[PingpongPair])
+    first = pairs[0]
+    return PingpongTest(success=all(p.success for p in pairs), test_role=first.test_role, rank=rank,
+                        provider=first.provider, raw_output=first.raw_output, pairs=pairs)
 
 
 _CELL_WORDS = {"pass": "Pass", "fail": "Fail", "warn": "Warn", "skip": "Skip"}
@@ -110,21 +116,20 @@ _SEVERITY = ("pass", "skip", "warn", "fail")
 Raw = Mapping[str, tuple[str, str]]  # artifact name -> (file name, content): a node report's raw outputs
 
 
-def result_cell(test: Mapping[str, Any]) -> str:
+def result_cell(test: DcgmTest) -> str:
     """A test's cell in DCGM's own words: ``Pass``, ``Pass - All``, ``Pass - GPUs: 0, 2, 3; Fail - GPU: 1``.
 
     What the SageMaker report's ``test_results.<category>.<test>`` holds, rebuilt from the
     parsed status and per-GPU statuses (its parser kept only a cell's first line; we keep
     every GPU's outcome, worst last, as DCGM's table lists them).
     """
-    status = str(test.get("status") or "")
+    status = test.status
     word = _CELL_WORDS.get(status, status.capitalize())
-    per_gpu = test.get("gpu_status") or {}
-    if not isinstance(per_gpu, Mapping) or not per_gpu:
+    if not test.gpu_status:
         return word
     groups: dict[str, list[str]] = {}
-    for gpu, value in per_gpu.items():
-        groups.setdefault(str(value), []).append(str(gpu))
+    for gpu, value in test.gpu_status.items():
+        groups.setdefault(value, []).append(gpu)
     if len(groups) == 1 and next(iter(groups)) == status:
         return f"{word} - All"
     order = sorted(groups, key=lambda s: _SEVERITY.index(s) if s in _SEVERITY else len(_SEVERITY))
@@ -132,7 +137,7 @@ def result_cell(test: Mapping[str, Any]) -> str:
                      f"{', '.join(groups[s])}" for s in order)
 
 
-def seed_parsed_output(record: Mapping[str, Any]) -> dict[str, Any]:
+def seed_parsed_output(record: DcgmDiagRecord) -> DcgmParsedOutput:
     """The parser's record with the SageMaker report's keys beside it.
 
     ``test_results.<category>.<test>`` (categories lower-case, as that report has them) =
@@ -141,27 +146,28 @@ def seed_parsed_output(record: Mapping[str, Any]) -> dict[str, Any]:
     per-GPU statuses, DCGM's messages) stays in ``tests``.
     """
     results: dict[str, dict[str, str]] = {}
-    tests = [t for t in record.get("tests") or [] if isinstance(t, Mapping) and t.get("name")]
+    tests = [t for t in record.tests if t.name]
     for test in tests:
-        cells = results.setdefault(str(test.get("category") or "other").lower(), {})
-        if test.get("rows"):  # DCGM's table: its own rows and words, a later row of one label replacing an earlier
-            cells.update({str(label): str(text) for label, text in test["rows"]})
+        cells = results.setdefault((test.category or "other").lower(), {})
+        if test.rows:  # DCGM's table: its own rows and words, a later row of one label replacing an earlier
+            cells.update({label: text for label, text in test.rows})
         else:
-            cells.setdefault(str(test["name"]), result_cell(test))
-    ids = [str(i) for i in record.get("gpu_device_ids") or []]
-    return {**record, "gpu_device_ids": ",".join(ids), "gpu_device_id_list": ids, "test_results": results,
-            "overall_status": overall_word(record.get("overall"), tests)}
+            cells.setdefault(test.name, result_cell(test))
+    fields = {name: getattr(record, name) for name in record.__struct_fields__}
+    return DcgmParsedOutput(**{**fields, "gpu_device_ids": ",".join(record.gpu_device_ids),
+                               "gpu_device_id_list": list(record.gpu_device_ids), "test_results": results,
+                               "overall_status": overall_word(record.overall, tests)})
 
 
-def overall_word(overall: Any, tests: list[Mapping[str, Any]]) -> str:
+def overall_word(overall: str, tests: list[DcgmTest]) -> str:
     """``overall_status`` as the SageMaker report words it: ``Pass``, ``Fail``, ``Mixed`` (some GPUs or
     tests passed and some failed or warned), ``Error`` (DCGM could not run, or nothing was parsed)."""
     if not overall or overall == "error":
         return "Error"
-    outcomes = {str(s) for t in tests for s in [t.get("status"), *(t.get("gpu_status") or {}).values()] if s}
+    outcomes = {s for t in tests for s in [t.status, *t.gpu_status.values()] if s}
     if "pass" in outcomes and outcomes & {"fail", "warn"}:
         return "Mixed"
-    return str(overall).capitalize()
+    return overall.capitalize()
 
 
 def _inline(raw: Raw, name: str | None, limit: int) -> tuple[str, bool]:
@@ -174,22 +180,23 @@ def _dcgm_level(dcgm: Mapping[str, Any], paths: Mapping[str, str], raw: Raw, inl
     """One level's entry: the SageMaker report's keys (``success``, ``parsed_output``,
     ``raw_output``, ``stdout``, ``stderr``, ``exit_code_zero``) and ours."""
     run = dcgm["run"]
-    record = dcgm.get("record")
-    overall = record.get("overall") if isinstance(record, Mapping) else None
+    found = dcgm.get("record")
+    record = msgspec.convert(found, DcgmDiagRecord) if isinstance(found, Mapping) else None
+    overall = record.overall if record is not None else None
     limit = int(dcgm.get("inline_max_bytes") or 0) if inline else 0
     stdout, cut = _inline(raw, run.get("artifact"), limit)
     stderr, _ = _inline(raw, f"{run['artifact']}_stderr" if run.get("artifact") else None, limit)
     if not stderr and limit:
         stderr = str(run.get("stderr_tail") or "")[:limit]
     return DcgmLevel(
-        success=isinstance(record, Mapping) and overall != "error",
+        success=record is not None and overall != "error",
         level=dcgm.get("level"),
         command=run.get("argv"),
         exit_code=run.get("rc"),
         exit_code_zero=run.get("rc") == 0,
         duration_s=run.get("duration_s"),
         overall_status=str(overall).capitalize() if overall else "Error",
-        parsed_output=seed_parsed_output(record) if isinstance(record, Mapping) else None,
+        parsed_output=seed_parsed_output(record) if record is not None else None,
         raw_output=stdout,
         raw_output_truncated=cut,
         stdout=stdout,

@@ -11,7 +11,7 @@ They are ``msgspec.Struct``\\ s, so neither direction is written by hand: ``to_d
 ``msgspec.to_builtins`` (fields in declaration order: the field order *is* the JSON key
 order) and ``from_dict`` is ``msgspec.convert``, which checks every value against its type
 and names the bad one's path (``Expected `str`, got `int` - at `$.findings[3].status```).
-A new field is one line. Two conventions carry what the hand-written code did:
+A new field is one line. Three conventions carry what the hand-written code did:
 
 - A class whose fields are *left out when None* (a node's ``operator_action``, a section's
   ``dcgm``) is declared ``omit_defaults=True`` and only those fields have a default
@@ -21,14 +21,31 @@ A new field is one line. Two conventions carry what the hand-written code did:
 - An *open* block keeps the keys it does not know (a localisation block in the summary, a
   node's ``identity``, a newer version's additions) in an :data:`EXTRA` field, written in
   that field's place: the field's position is where the unknown keys go.
+- A field a record may lack while a null is a value (an fi_pingpong side that never ran has
+  no ``peer``; a server's ``peer`` is null) defaults to ``msgspec.UNSET``: no key when unset.
 
-Large free-form blocks (a node's facts, a DCGM run's parsed output, the collectives' gathered
-entries in ``nccl.communication_tests``, the fi_pingpong pairs) stay JSON objects
-(``JsonObject``); high-volume leaf records (one per GPU, one per check of a node, one per
-measured node pair, one per RDMA port, one per sampled phase of a GPU under load) are
-``TypedDict``\\ s. Every block of a node's section is typed but ``facts``. A 10,000-node
-report's node sections are typed on first read (:class:`NodeSections`), and a reader walking
-one block over every node types only that block (:meth:`NodeSections.blocks`).
+High-volume leaf records (one per GPU, one per check of a node, one per measured node pair,
+one per RDMA port, one per sampled phase of a GPU under load) are ``TypedDict``\\ s; a
+collective's entry and its sizes (60,000 and 240,000 at 10,000 nodes) are Structs the garbage
+collector does not track, which rank 0's readers of every node's collectives skip all the same
+(:meth:`NodeSections.collectives`: typing them is what costs there). Every block of a node's
+section is typed but ``facts``. A 10,000-node report's node sections are typed on first read
+(:class:`NodeSections`), and a reader walking one block over every node types only that block
+(:meth:`NodeSections.blocks`).
+
+What stays a JSON object (``JsonObject``) or ``Any``, and why:
+
+- ``NodeSection.facts``: every probe's record as JSON, laid out by the probes' own record
+  classes (:mod:`gpu_preflight.records`), which the checks read; above
+  ``report.detail_max_nodes`` only the few facts the cluster checks read travel
+  (:func:`~.canonical.summary_facts`), and the report's readers look up a key or two.
+- ``ReportFinding.details``, ``observed`` and ``expected``: each check's own values (a number,
+  a list of subjects, a per-GPU map, a rolled-up pass's subjects...), as many shapes as there are
+  checks, owned by the rules (:class:`gpu_preflight.model.Finding` holds them so too).
+- ``ClusterReport.artifacts``: the saved raw outputs' references (``name``, ``node``, ``path``,
+  ``bytes``, ``sha256``: :func:`~.canonical.save_artifacts`), untyped in the node's own report
+  (``NodeReport.artifacts``) that carries them here: typed there first, then here.
+- each open block's ``extra``: the keys it does not know, by design.
 """
 
 from __future__ import annotations
@@ -40,20 +57,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, NotRequired, TypedDict, TypeVar
 
 import msgspec
-from msgspec import Struct, field
+from msgspec import UNSET, Struct, UnsetType, field
 from msgspec.structs import replace
 
 from ..model import Status
+from ..records.dcgm import DcgmDiagRecord
 
 __all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
-           "ClusterTopology", "ComponentScore", "ComponentTarget", "Connectivity", "ConnectivityCell",
-           "ConnectivityPair", "CostBenefit", "CpuInfo", "DiskInfo", "EarlierScore", "GpuEntry", "HealthAssessment",
-           "HealthScores", "Issue", "JsonObject", "LoadPhase", "LoadSeries", "LoadStats", "LoadSummary", "MemoryInfo",
-           "MissingCore",
-           "NodeInfo", "NodeSection", "NodeSections", "Number", "OverallScore",
-           "OverallTarget", "Readiness", "ReadinessLevels", "Recommendation", "ReportFinding", "RunInfo", "Schedule",
-           "ScheduleItem", "ScoreCap", "ScoreDeduction", "ScoreMeasurement", "ScoreSettings", "StabilityRow",
-           "SummaryClusterInfo", "SystemSection", "Targets", "Tool", "Trend", "WorkPerWatt"]
+           "ClusterTopology", "CollectiveSize", "CollectiveTest", "ComponentScore", "ComponentTarget", "Connectivity",
+           "ConnectivityCell", "ConnectivityPair", "CostBenefit", "CpuInfo", "DcgmParsedOutput", "DiskInfo",
+           "EarlierScore", "GpuEntry", "HealthAssessment", "HealthScores", "Issue", "JsonObject", "LoadPhase",
+           "LoadSeries", "LoadStats", "LoadSummary", "MemoryInfo", "MissingCore", "NodeInfo", "NodeSection",
+           "NodeSections", "Number", "OverallScore", "OverallTarget", "Readiness", "ReadinessLevels",
+           "Recommendation", "ReportFinding", "RunInfo", "Schedule", "ScheduleItem", "ScoreCap", "ScoreDeduction",
+           "ScoreMeasurement", "ScoreSettings", "StabilityRow", "SummaryClusterInfo", "SystemSection", "Targets",
+           "Tool", "Trend", "WorkPerWatt"]
 
 JsonObject = dict[str, Any]
 # A JSON number: an integer stays one when read back and written again (``float`` alone would
@@ -431,17 +449,50 @@ class RdmaPort(TypedDict):
     link_layer: str | None
 
 
+class PingpongPair(_Block, frozen=True, kw_only=True):
+    """One side of an fi_pingpong pair in ``network.efa_communication_test.pairs``, as the node leader
+    recorded it (:func:`gpu_preflight.distributed.pingpong.run_pingpong_pair`, then ``pair`` and
+    ``peer_node``): its role, the peer's address, the provider, endpoint and control port, the command,
+    exit status, whether it timed out, the tool or the provider was missing, how many connection
+    attempts, its time, success, the error, the result table both sides print (``raw_output``) and
+    the pair and peer node.
+
+    A side that never ran (its server's node published no address) records only what it knows: its
+    role, pair, peer node, success, provider, ``timed_out``, ``rc``, ``raw_output`` and ``error``. The
+    fields such a side (or a report's hand-made pair) may lack default to ``UNSET``: no key, while a
+    recorded null (a server's ``peer``, a run's ``error``) stays a null. Closed: the leader is the only
+    writer."""
+
+    test_role: str
+    peer: str | UnsetType | None = UNSET
+    provider: str | None
+    endpoint: str | UnsetType = UNSET
+    port: int | UnsetType = UNSET
+    argv: list[str] | UnsetType = UNSET
+    rc: int | UnsetType | None = UNSET
+    timed_out: bool | UnsetType = UNSET
+    missing: bool | UnsetType = UNSET
+    provider_missing: bool | UnsetType = UNSET
+    attempts: int | UnsetType = UNSET
+    duration_s: Number | UnsetType = UNSET
+    success: bool
+    error: str | UnsetType | None = UNSET
+    raw_output: str
+    pair: int
+    peer_node: int
+
+
 class PingpongTest(_Block, frozen=True, kw_only=True):
     """``network.efa_communication_test``: a node's fi_pingpong runs, as the SageMaker report shows
     them (the first pair's role, provider and table, and the rank that ran them), plus every pair
-    as recorded (``pairs``: free-form records, read by the latency table)."""
+    as recorded (``pairs``, read by the latency table)."""
 
     success: bool
     test_role: str | None
     rank: int | None
     provider: str | None
     raw_output: str | None
-    pairs: list[JsonObject]
+    pairs: list[PingpongPair]
 
 
 class NetworkSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
@@ -461,10 +512,29 @@ class NetworkSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
     extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
 
+# msgspec freezes a subclass of a mutable Struct (the parser fills its record in place); mypy's dataclass rule does not
+class DcgmParsedOutput(DcgmDiagRecord, frozen=True):  # type: ignore[misc]
+    """``dcgm.diagnostics.<level>.parsed_output``: the dcgmi parser's record
+    (:class:`~gpu_preflight.records.dcgm.DcgmDiagRecord`: its fields in its order, each test a
+    :class:`~gpu_preflight.records.dcgm.DcgmTest`, so a field the parser adds is one here) with the
+    SageMaker report's keys: ``gpu_device_ids`` as DCGM prints it (``"2237,2237"``, in the record's
+    place), the list in ``gpu_device_id_list``, ``test_results.<category>.<test>`` (DCGM's cells,
+    categories lower-case) and ``overall_status`` (``Pass``, ``Fail``, ``Mixed``, ``Error``).
+
+    Written whole, as the record is (no ``omit_defaults``); keys a report before one of the
+    parser's fields lacks read as the record's defaults, and keys the record does not know are
+    not kept (the parser is the only writer)."""
+
+    gpu_device_ids: str = ""  # type: ignore[assignment]  # the record's list, as DCGM prints it
+    gpu_device_id_list: list[str] = field(default_factory=list)
+    test_results: dict[str, dict[str, str]] = field(default_factory=dict)
+    overall_status: str = ""
+
+
 class DcgmLevel(_Block, frozen=True, kw_only=True):
     """One ``dcgmi diag`` level in ``dcgm.diagnostics``: the SageMaker report's keys (``success``,
     ``parsed_output``, ``raw_output``, ``stdout``, ``stderr``, ``exit_code_zero``) and ours.
-    ``parsed_output`` is the parser's record with that report's keys beside it (free-form)."""
+    ``parsed_output`` is the parser's record with that report's keys beside it."""
 
     success: bool
     level: int | None
@@ -473,7 +543,7 @@ class DcgmLevel(_Block, frozen=True, kw_only=True):
     exit_code_zero: bool
     duration_s: Number | None
     overall_status: str
-    parsed_output: JsonObject | None
+    parsed_output: DcgmParsedOutput | None
     raw_output: str
     raw_output_truncated: bool
     stdout: str
@@ -517,19 +587,68 @@ class NcclTestsRun(_Block, frozen=True, kw_only=True):
     raw_output_artifact: ArtifactRef | None
 
 
+class CollectiveSize(_Block, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """One message size of a collective's sweep (``communication_tests.<key>.results``), as the
+    rank measured it (:meth:`~gpu_preflight.workloads.collectives.CollectiveResult.to_dict`): bytes,
+    time, algorithm and bus bandwidth (``bandwidth_gbps``: the bus bandwidth under the SageMaker
+    report's name), latency, wrong elements and the fastest and slowest rank's time. Only
+    ``size_bytes`` and ``busbw_gbps`` (what the curves and tables read) are required; the others
+    have no key in a row written without them (reports before ``time_us_min``, the tests'
+    synthetic sweeps). A bandwidth that was not finite was written as null.
+
+    Closed and untracked by the garbage collector (``gc=False``: it holds no containers), as
+    :class:`CollectiveTest` is."""
+
+    size_bytes: int
+    time_us: Number | None = None
+    algbw_gbps: Number | None = None
+    busbw_gbps: Number | None
+    bandwidth_gbps: Number | None = None
+    latency_ms: Number | None = None
+    wrong: int | None = None
+    time_us_min: Number | None = None
+    time_us_max: Number | None = None
+
+
+class CollectiveTest(_Block, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """One collective in ``nccl.communication_tests`` (by ``<scope>_<op>``): the SageMaker layout's
+    fields (``success``, ``test_type``, ``group``, ``processes_tested``, ``results``,
+    ``peak_bandwidth_gbps``, ``error``) and the gathered entry's own (``op``, ``ranks``, ``wrong``,
+    ``scope``), in the order the rank writes them. No key for ``ranks`` in the copy listed on the
+    other nodes of a group (the group's rank list is on its home node only), for ``wrong`` in a
+    failure's entry, and for ``group``, ``scope`` and ``test_type`` where a hand-made entry had none.
+
+    A closed block (no ``extra``): it sits in a map by key, which the report model does not
+    prepare; the runner and the aggregation are its only writers. Not tracked by the garbage
+    collector (``gc=False``): a 10,000-node report types 60,000 of them (and 240,000 sizes) into
+    a heap of tens of millions of objects, and they hold no reference cycles (their lists hold
+    numbers and sizes).
+    """
+
+    op: str
+    group: str | None = None
+    ranks: list[int] | None = None
+    success: bool
+    processes_tested: int
+    error: str | None
+    wrong: int | None = None
+    peak_bandwidth_gbps: Number | None
+    results: list[CollectiveSize]
+    scope: str | None = None
+    test_type: str | None = None
+
+
 class NcclSection(_Block, frozen=True, kw_only=True, omit_defaults=True):
     """``nodes.node_<i>.nccl``: whether nccl-tests is installed, each local run by binary name, and
-    the collectives a distributed run measured (``communication_tests``, by ``<scope>_<op>``: the
-    gathered entries as they are, filled by the cluster aggregation). ``reason``: why nothing ran
-    (no key otherwise).
+    the collectives a distributed run measured (``communication_tests``, by ``<scope>_<op>``,
+    filled by the cluster aggregation). ``reason``: why nothing ran (no key otherwise).
 
-    The entries are read as the JSON objects they are (``Any``, not ``JsonObject``): checking and
-    copying each of a 10,000-node report's 60,000 entries made typing every node's block 7 times
-    slower (0.15 s against 0.02 s), for readers that look up a few keys of each."""
+    The readers that walk every node's collectives on rank 0 read them as JSON objects
+    (:meth:`NodeSections.collectives`: typing them is what costs there)."""
 
     nccl_tests_available: bool
     nccl_tests: dict[str, NcclTestsRun]
-    communication_tests: dict[str, Any]
+    communication_tests: dict[str, CollectiveTest]
     reason: str | None = None
     extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
@@ -811,6 +930,24 @@ class NodeSections(Mapping[str, NodeSection]):
                 raise _rooted(exc, f"$.nodes.{key}.{name}") from None
         self._blocks[name] = out
         return out
+
+    def collectives(self) -> Iterator[Mapping[str, Mapping[str, Any]]]:
+        """Every node's ``nccl.communication_tests`` as its JSON objects (key to entry), in node order,
+        typing nothing (``{}`` for a node without one).
+
+        The faster path for the readers that walk every entry of a report on rank 0 (the node
+        fabric score, a large cluster's bandwidth band, the history's bus bandwidth) and read a few
+        keys of each: typed (:class:`CollectiveTest`, as ``blocks("nccl")`` reads them), a
+        10,000-node report's 60,000 entries and 240,000 sizes took 0.30 to 0.45 s to read against
+        0.06 s as JSON objects, and made rank 0's aggregation 0.29 s slower and 45 MB bigger
+        (bench/bench_aggregate.py, 2 shared cores). A section already typed gives its entries' JSON.
+        """
+        for value in self._raw.values():
+            if isinstance(value, NodeSection):
+                tests = value.nccl.communication_tests if value.nccl is not None else {}
+                yield {key: entry.to_dict() for key, entry in tests.items()}
+            else:
+                yield ((value.get("nccl") or {}).get("communication_tests") or {})
 
     def node_infos(self) -> Iterator[tuple[str, NodeInfo]]:
         """Each node's key and typed ``node_info``, in node order, typing only that block of a

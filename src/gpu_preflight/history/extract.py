@@ -22,7 +22,7 @@ import msgspec
 
 from ..findings.model import ClusterReport, GpuEntry, HealthScores, ReportFinding
 from ..ids import GEMM_ID, MEMORY_BANDWIDTH_ID
-from ..report.measurements import num
+from ..report.measurements import num, scope_op
 
 __all__ = ["FindingSeen", "GpuSeen", "Measurement", "NodeIndex", "RunRecord", "extract", "metric_kind", "run_key"]
 
@@ -265,17 +265,17 @@ def _bus_bandwidth(nodes: NodeIndex, report: ClusterReport) -> list[Measurement]
     """
     out, seen = [], set()
     single = len(nodes.names) == 1
-    for i, nccl in enumerate(report.nodes.blocks("nccl")):  # the one block read: no section typed for it
-        tests = nccl.communication_tests if nccl is not None else {}
+    # Read as JSON objects (the faster path, NodeSections.collectives): every entry of every node, on rank 0.
+    for i, tests in enumerate(report.nodes.collectives()):
         for key, entry in tests.items():
-            scope = str(entry.get("test_type") or "")
-            op = key[len(scope) + 1:] if scope and key.startswith(scope + "_") else key
+            scope, op = scope_op(key, entry.get("test_type"))
             group = str(entry.get("group") or key)
-            results = [r for r in entry.get("results") or [] if num(r.get("busbw_gbps")) is not None]
+            results = [(int(r.get("size_bytes") or 0), busbw) for r in entry.get("results") or []
+                       if (busbw := num(r.get("busbw_gbps"))) is not None]
             if (scope, group, op) in seen or not entry.get("success") or not results:
                 continue
             seen.add((scope, group, op))
-            top = max(results, key=lambda r: int(r.get("size_bytes") or 0))
+            top = max(results, key=lambda r: r[0])[1]  # the bandwidth at the largest size
             node_local = scope == "intra_node" or single
             label = "intra_node" if node_local else scope  # one node's world group is its node-local fabric
             metric = f"busbw.{label}.{op}@{int(entry.get('processes_tested') or 0)}"
@@ -283,10 +283,10 @@ def _bus_bandwidth(nodes: NodeIndex, report: ClusterReport) -> list[Measurement]
             if scope == "intra_node" and group.startswith("node") and group[4:].isdigit():
                 owner = int(group[4:])
             if node_local and owner < len(nodes.names):
-                out.append(Measurement(metric, float(top["busbw_gbps"]), "GB/s", nodes.names[owner],
+                out.append(Measurement(metric, top, "GB/s", nodes.names[owner],
                                        nodes.names[owner], model=nodes.model(owner)))
             elif not node_local:
-                out.append(Measurement(metric, float(top["busbw_gbps"]), "GB/s", "cluster", None,
+                out.append(Measurement(metric, top, "GB/s", "cluster", None,
                                        model=nodes.model(0)))
     return out
 

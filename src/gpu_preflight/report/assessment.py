@@ -191,19 +191,19 @@ def pair_latencies(report: ClusterReport) -> list[dict[str, Any]]:
     for i, network in enumerate(typed.nodes.blocks("network")):
         test = network.efa_communication_test if network is not None else None
         for side in test.pairs if test is not None else []:
-            if side.get("test_role") != "client" or not side.get("raw_output"):
+            if side.test_role != "client" or not side.raw_output:
                 continue
             from ..cluster.pingpong_tables import side_rows  # a node run keeps no fi_pingpong table: no parser import
 
-            rows = [r for r in side_rows(str(side["raw_output"])) if r.usec_per_xfer is not None]
+            rows = [r for r in side_rows(side.raw_output) if r.usec_per_xfer is not None]
             if not rows:
                 continue
             first = min(rows, key=lambda r: r.size_bytes)
-            peer = side.get("peer_node")
-            peer_name = names[peer] if isinstance(peer, int) and 0 <= peer < len(names) else str(peer)
-            out.append({"a": peer_name, "b": names[i], "pair": side.get("pair"), "provider": side.get("provider"),
+            peer = side.peer_node
+            peer_name = names[peer] if 0 <= peer < len(names) else str(peer)
+            out.append({"a": peer_name, "b": names[i], "pair": side.pair, "provider": side.provider,
                         "size_bytes": first.size_bytes, "latency_us": first.usec_per_xfer,
-                        "status": judged.get(side["pair"]) if isinstance(side.get("pair"), int) else None})
+                        "status": judged.get(side.pair)})
     return out
 
 

@@ -13,13 +13,13 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from ..findings.model import ClusterReport, ReportFinding
+from ..findings.model import ClusterReport, CollectiveTest, ReportFinding
 from ..ids import GEMM_ID
 from ..model import Status
 from .connectivity import node_names
 
 __all__ = ["Curve", "GemmPoint", "GpuSensors", "busbw_curves", "gemm_by_gpu", "gemm_points", "gpu_sensors",
-           "node_peak_busbw"]
+           "node_peak_busbw", "scope_op", "sweep_points"]
 
 _GPU_SUBJECT = re.compile(r"/gpu\d+$")
 
@@ -114,10 +114,18 @@ class Curve(msgspec.Struct):
     success: bool = True
 
 
-def _scope_op(key: str, entry: Mapping[str, Any]) -> tuple[str, str]:
-    scope = str(entry.get("test_type") or "")
+def scope_op(key: str, test_type: Any) -> tuple[str, str]:
+    """A collective's scope (its ``test_type``, ``""`` if none) and operation, from its key in
+    ``nccl.communication_tests`` (``intra_node_all_reduce``)."""
+    scope = str(test_type or "")
     op = key[len(scope) + 1:] if scope and key.startswith(scope + "_") else key
     return scope, op
+
+
+def sweep_points(entry: CollectiveTest) -> list[tuple[int, float]]:
+    """(message size, busbw) of a collective's sweep, sorted: the sizes with a finite bandwidth."""
+    return sorted((r.size_bytes, busbw) for r in entry.results
+                  if (busbw := num(r.busbw_gbps)) is not None and r.size_bytes)
 
 
 def busbw_curves(report: ClusterReport) -> dict[str, list[Curve]]:
@@ -132,26 +140,26 @@ def busbw_curves(report: ClusterReport) -> dict[str, list[Curve]]:
     for i, nccl in enumerate(typed.nodes.blocks("nccl")):
         tests = nccl.communication_tests if nccl is not None else {}
         for key, entry in tests.items():
-            scope, op = _scope_op(key, entry)
-            group = str(entry.get("group") or key)
+            scope, op = scope_op(key, entry.test_type)
+            group = entry.group or key
             if (scope, group) in curves.get(op, {}):
                 continue
             label = f"{names[i]} (node-local)" if scope == "intra_node" else f"{group} ({scope or 'group'})"
-            points = [(int(r["size_bytes"]), float(r["busbw_gbps"])) for r in entry.get("results") or []
-                      if num(r.get("busbw_gbps")) is not None and num(r.get("size_bytes"))]
-            curves.setdefault(op, {})[(scope, group)] = Curve(op, scope, group, label, sorted(points),
-                                                              bool(entry.get("success")))
+            curves.setdefault(op, {})[(scope, group)] = Curve(op, scope, group, label, sweep_points(entry),
+                                                              entry.success)
     return {op: list(by_group.values()) for op, by_group in curves.items()}
 
 
 def node_peak_busbw(report: ClusterReport) -> dict[str, dict[str, float]]:
-    """Per collective, each node's peak node-local bus bandwidth (its NVLink/PCIe fabric)."""
+    """Per collective, each node's peak node-local bus bandwidth (its NVLink/PCIe fabric).
+
+    Read from the entries' JSON objects (:meth:`~..findings.model.NodeSections.collectives`, the
+    faster path): the health scores read every node's, on rank 0 at any size."""
     out: dict[str, dict[str, float]] = {}
     typed = report
     names = node_names(typed)
     ops: dict[str, str] = {}  # test key -> collective: a handful of keys over 60,000 entries at 10,000 nodes
-    for name, nccl in zip(names, typed.nodes.blocks("nccl"), strict=False):
-        tests = nccl.communication_tests if nccl is not None else {}
+    for name, tests in zip(names, typed.nodes.collectives(), strict=False):
         for key, entry in tests.items():
             if entry.get("test_type") != "intra_node" or not entry.get("success"):
                 continue
@@ -162,7 +170,7 @@ def node_peak_busbw(report: ClusterReport) -> dict[str, dict[str, float]]:
                     continue
             op = ops.get(key)
             if op is None:
-                op = ops[key] = _scope_op(key, entry)[1]
+                op = ops[key] = scope_op(key, entry.get("test_type"))[1]
             per_node = out.get(op)
             if per_node is None:
                 per_node = out[op] = {}

@@ -19,10 +19,10 @@ from typing import Any
 
 import msgspec
 
-from ..findings.model import ClusterReport
+from ..findings.model import ClusterReport, CollectiveTest
 from ..ids import GEMM_ID
 from .connectivity import node_names
-from .measurements import Curve, num
+from .measurements import Curve, num, scope_op, sweep_points
 
 __all__ = ["Spread", "gemm_spreads", "local_sweeps", "sensor_spreads"]
 
@@ -188,18 +188,16 @@ class Sweeps(msgspec.Struct):
     others: list[Curve] = []
 
 
-def _points(entry: Mapping[str, Any]) -> list[tuple[int, float]]:
-    """(message size, busbw) of a sweep, as :func:`.measurements.busbw_curves` reads them, sorted."""
-    return sorted((int(r["size_bytes"]), float(r["busbw_gbps"])) for r in entry.get("results") or ()
-                  if num(r.get("busbw_gbps")) is not None and num(r.get("size_bytes")))
-
-
 def local_sweeps(report: ClusterReport, keep: int,
                  names: list[str] | None = None) -> dict[str, Sweeps]:
     """Per collective, what :func:`.measurements.busbw_curves` reads (a group shared by several
     nodes once), the node-local groups reduced to their values per size and the ``keep``
     slowest of them (lowest peak) as curves. A node-local sweep's values go straight into
-    their size's column: 60,000 sweeps at 10,000 nodes, and only the slowest become curves."""
+    their size's column: 60,000 sweeps at 10,000 nodes, and only the slowest become curves.
+
+    The sweeps are read as their JSON objects (:meth:`~..findings.model.NodeSections.collectives`,
+    the faster path: this plot is drawn for large clusters only); the few that become curves are
+    typed (:func:`_curve`)."""
     typed = report
     names = names if names is not None else node_names(typed)
     out: dict[str, Sweeps] = {}
@@ -207,13 +205,12 @@ def local_sweeps(report: ClusterReport, keep: int,
     peaks: dict[str, list[tuple[float, int, int, str, Mapping[str, Any]]]] = {}
     ops: dict[str, tuple[str, str]] = {}  # test key -> (scope, collective): a handful of keys, 60,000 entries
     count = 0
-    for i, nccl in enumerate(typed.nodes.blocks("nccl")):
-        tests = nccl.communication_tests if nccl is not None else {}
+    for i, tests in enumerate(typed.nodes.collectives()):
         for key, entry in tests.items():
             scope = entry.get("test_type") or ""
             known = ops.get(key)
             if known is None or known[0] != scope:
-                known = ops[key] = (scope, key[len(scope) + 1:] if scope and key.startswith(scope + "_") else key)
+                known = ops[key] = scope_op(key, scope)
             op = known[1]
             group = entry.get("group") or key
             if (op, scope, group) in seen:
@@ -223,14 +220,13 @@ def local_sweeps(report: ClusterReport, keep: int,
             if sweeps is None:
                 sweeps = out[op] = Sweeps()
             if scope != "intra_node":
-                sweeps.others.append(Curve(op, scope, str(group), f"{group} ({scope or 'group'})", _points(entry),
-                                           bool(entry.get("success"))))
+                sweeps.others.append(_curve(op, scope, str(group), f"{group} ({scope or 'group'})", entry))
                 continue
             by_size = sweeps.by_size
             peak = None
             for r in entry.get("results") or ():
                 y, x = r.get("busbw_gbps"), r.get("size_bytes")
-                if type(y) is not float or y != y:
+                if type(y) is not float or y != y:  # the common case is a plain float; NaN is no reading
                     y = num(y)
                     if y is None:
                         continue
@@ -258,10 +254,16 @@ def local_sweeps(report: ClusterReport, keep: int,
             else:
                 found.append((peak, count, i, str(group), entry))
     for op, found in peaks.items():
-        out[op].slowest = [Curve(op, "intra_node", group, f"{names[i]} (node-local)", _points(entry),
-                                 bool(entry.get("success")))
+        out[op].slowest = [_curve(op, "intra_node", group, f"{names[i]} (node-local)", entry)
                            for _, _, i, group, entry in heapq.nsmallest(keep, found, key=_rank)]
     return out
+
+
+def _curve(op: str, scope: str, group: str, label: str, entry: Mapping[str, Any]) -> Curve:
+    """A sweep drawn as a line: its entry typed (:class:`~..findings.model.CollectiveTest`), its points
+    as :func:`.measurements.busbw_curves` reads them."""
+    test = CollectiveTest.from_dict(entry)
+    return Curve(op, scope, group, label, sweep_points(test), test.success)
 
 
 def _rank(item: tuple[float, int, int, str, Mapping[str, Any]]) -> tuple[float, int]:

@@ -82,8 +82,11 @@ def _object(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
                 open_ = True
                 continue
             hint = f.type
-            if omits and not f.required:  # left out when None: present means a value
-                hint = typing.Union[tuple(a for a in typing.get_args(hint) if a is not type(None))]  # noqa: UP007
+            args = typing.get_args(hint)
+            if msgspec.UnsetType in args:  # no key when unset; a null stays one
+                hint = typing.Union[tuple(a for a in args if a is not msgspec.UnsetType)]  # noqa: UP007
+            elif omits and not f.required:  # left out when None: present means a value
+                hint = typing.Union[tuple(a for a in args if a is not type(None))]  # noqa: UP007
             else:
                 required.append(f.encode_name)
             properties[f.encode_name] = _type(hint, defs)
