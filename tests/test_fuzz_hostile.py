@@ -6,9 +6,9 @@ long run is ``bench/bench_fuzz.py``. Formats whose output carries a completeness
 ``ibv_devinfo`` announce, nvidia-smi's GPU sections) must never turn a failing fixture
 into a PASS when cut or when a value is garbled. Listings without one (dmesg, lspci,
 ``nvlink -s``, ``ibstatus``, ``ibdev2netdev`` and ``rdma link show`` (a line per port, no count),
-and ``ibstat``/``ibv_devinfo`` cut exactly between two devices) cannot tell a cut from a clean end; for them the test still demands no crash,
-hang or blow-up, and the bench counts their false passes. The slice is seeded per
-fixture, so it is the same on every run.
+and ``ibstat``/``ibv_devinfo`` cut exactly between two devices) cannot tell a cut from a clean
+end; for them the test still demands no crash, hang or blow-up, and the bench counts their
+false passes. The slice is seeded per fixture, so it is the same on every run.
 """
 
 from __future__ import annotations
