@@ -90,7 +90,7 @@ NVIDIA_SMI_P2P = declare(
     between them and copies through host memory, slower collectives. Pairs not ``OK`` for NVLink, atomics
     or an unnamed capability are stated, not judged (SKIP): a PCIe-only node has no NVLink peers by
     design. One GPU has no pair: SKIP.""",
-    group=(), component="hardware_health")
+    group=(), component="hardware_health", core=True)
 NVIDIA_SMI_ANSWER = declare(
     "nvidia_smi.answer", "What an nvidia-smi answer states that no check judges",
     """An answer of nvidia-smi to a command (``-pl``, ``-ac``, ``-lgc``, a reset that worked, a MIG
