@@ -289,3 +289,22 @@ def test_pair_failures_are_monitored(client: dict[str, Any], floor: float | None
     found = judge(_pair(client), floor)
     assert [(f.status.value, f.code, f.details.get("operator_action")) for f in found] == want
     assert {f.subject for f in found} == {"host1<->host2"}  # the pair: no node summary takes it
+
+
+def test_a_leaders_unreadable_pingpong_records_leave_the_block_out_not_the_report() -> None:
+    """A payload's ``pingpong`` is not validated on the wire: a record that does not read as a
+    :class:`PingpongPair` (here a string ``pair``) leaves that node's ``efa_communication_test`` out,
+    the other node keeps its own, and the report is built."""
+    from gpu_preflight.report.build import build_cluster_report
+
+    from .report_data import gathered_cluster
+
+    gathered = gathered_cluster(nodes=2, per_node=2)
+    srv = {"test_role": "server", "provider": "tcp", "success": True, "raw_output": TABLE, "pair": 0, "peer_node": 1}
+    gathered["payloads"][0]["pingpong"] = [srv]
+    gathered["payloads"][2]["pingpong"] = [{**srv, "test_role": "client", "pair": "0", "peer_node": 0}]
+    report, _ = build_cluster_report(gathered, Config(), fail_on="fail", include=[], exclude=[], suite="quick",
+                                     timeout_s=30.0)
+    nodes = report.to_dict()["nodes"]
+    assert nodes["node_0"]["network"]["efa_communication_test"]["pairs"] == [srv]
+    assert "efa_communication_test" not in nodes["node_1"]["network"]

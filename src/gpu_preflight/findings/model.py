@@ -913,8 +913,8 @@ class NodeSections(Mapping[str, NodeSection]):
                 yield found if found is not None or default is None else default()
 
     def _typed_blocks(self, name: str) -> list[Any]:
-        """Every node's typed block ``name``, typed on the first call and kept: three readers
-        walk ``nccl`` (scores, plots, the history) and three ``network`` over 10,000 nodes."""
+        """Every node's typed block ``name``, typed on the first call and kept: three readers walk
+        ``network`` over 10,000 nodes (those of ``nccl``'s collectives read :meth:`collectives`)."""
         done = self._blocks.get(name)
         if done is not None:
             return done
