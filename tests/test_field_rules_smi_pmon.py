@@ -91,3 +91,15 @@ def test_the_command_pasted_alone_above_its_output_is_read_past() -> None:
 @pytest.mark.parametrize("line", ["[snip]", "<snip>", "   [ snip ]", "...snip...", "[snipped]"])
 def test_an_authors_snip_marks_an_elision(line: str) -> None:
     assert is_elision(line) and not is_elision("snippet of the log")
+
+
+@pytest.mark.parametrize("elision", ["...", "[snip]"])
+def test_samples_elided_from_a_paste_make_it_incomplete(elision: str) -> None:
+    """Rows cut out may have shown a process on any GPU: a GPU the rows left show idle is not known to be idle
+    (the clean-clone run's elided pmon fixture, its compute process cut out, was judged SUCCESS)."""
+    text = (NEW_UM + f"{elision}\n"
+            "    1          -     -      -      -      -      -      -      -      -   -\n")
+    findings = judge_text(text, Config(), source="n1")
+    assert [(f.status, f.code) for f in findings if f.check_id == "evidence.complete"] == [(Status.ERROR, "incomplete")]
+    whole = NEW_UM + "    1          -     -      -      -      -      -      -      -      -   -\n"
+    assert not [f for f in judge_text(whole, Config(), source="n1") if f.check_id == "evidence.complete"]

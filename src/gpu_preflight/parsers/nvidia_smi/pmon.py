@@ -10,7 +10,9 @@ The command name, last, is what is left of the row.
 
 The record is the one every nvidia-smi reader fills (:class:`~gpu_preflight.records.smi.NvidiaSmiRecord`):
 the GPUs sampled, each with the processes seen on it (once each, by pid), so the node checks'
-own process rule judges them; nothing else about the GPUs is shown.
+own process rule judges them; nothing else about the GPUs is shown. Samples elided from a paste
+(``...``, ``[snip]``) may have shown a process on any GPU, so such a record is incomplete: a GPU
+its remaining rows show idle is not known to be idle.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 
 from ..detect import parser
 from ..errors import ParseError
-from ..text import is_noise, prepare, to_int
+from ..text import is_elision, is_noise, prepare, to_int
 from . import NvidiaSmiRecord, SmiGpu, SmiProcess
 
 KIND = "nvidia-smi-pmon"
@@ -35,8 +37,12 @@ def parse(text: str) -> NvidiaSmiRecord:
     """Parse ``nvidia-smi pmon`` output (repeated header blocks are allowed)."""
     columns: list[str] = []
     gpus: dict[int, SmiGpu] = {}
+    elided = 0
     for number, raw in enumerate(prepare(KIND, text), 1):
         line = raw.strip()
+        if line and is_elision(raw):
+            elided += 1
+            continue
         if not line or is_noise(raw):
             continue
         if line.startswith("#"):
@@ -63,4 +69,6 @@ def parse(text: str) -> NvidiaSmiRecord:
         raise ParseError(KIND, "no '# gpu pid type ...' header line")
     if not gpus:
         raise ParseError(KIND, "a header and no sample")
-    return NvidiaSmiRecord(format="pmon", gpus=[gpus[i] for i in sorted(gpus)])
+    return NvidiaSmiRecord(format="pmon", gpus=[gpus[i] for i in sorted(gpus)],
+                           incomplete=[f"{elided} elision(s) in the samples: rows cut out may show processes"]
+                           if elided else [])
