@@ -83,7 +83,8 @@ class Node(msgspec.Struct):
             yield from child.walk()
 
 
-_COMMAND_Q = re.compile(r"^\s*(?:.*[$#>%]\s*)?nvidia-smi(?:\.exe)?\s+(?:\S+\s+)*?(?:-q|--query)(?=\s|$)", re.MULTILINE)
+# whatever prompt stands before it; at most eight other arguments before -q (bounded: linear on any line)
+_COMMAND_Q = re.compile(r"(?<![\w.-])nvidia-smi(?:\.exe)?[ \t]+(?:[^\s|]+[ \t]+){0,8}?(?:-q|--query)(?=\s|$)")
 
 
 def sniff(text: str) -> int:
