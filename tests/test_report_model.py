@@ -150,6 +150,16 @@ def test_an_earlier_score_of_the_wrong_type_is_refused_with_its_path() -> None:
         ClusterReport.from_dict(report)
 
 
+def test_a_saved_artifact_is_typed_and_one_without_its_checksum_is_refused_with_its_path() -> None:
+    report = cluster_report()
+    ref = {"name": "dcgm", "node": "node_0", "path": "artifacts/node_0/dcgm.txt", "bytes": 12, "sha256": "ab" * 32}
+    report["artifacts"] = [ref]
+    assert ClusterReport.from_dict(report).to_dict()["artifacts"] == [ref]  # written as it was read, key order too
+    report["artifacts"] = [{k: v for k, v in ref.items() if k != "sha256"}]
+    with pytest.raises(msgspec.ValidationError, match=r"missing required field `sha256` - at `\$\.artifacts\[0\]`"):
+        ClusterReport.from_dict(report)
+
+
 # -- renderers ------------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ import enum
 import fnmatch
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import msgspec
 
@@ -158,6 +158,18 @@ class CheckResult(msgspec.Struct):
         }
 
 
+class SavedArtifact(TypedDict):
+    """A raw output saved beside the report (``artifacts/<node>/<file>``), as the node's report and
+    the cluster report list it: where it is and what it was, so a reader can check the file is the
+    one the run wrote (:func:`gpu_preflight.findings.canonical.save_artifacts` writes them)."""
+
+    name: str
+    node: str
+    path: str
+    bytes: int
+    sha256: str
+
+
 class NodeReport(msgspec.Struct):
     """The result of running the node checks on one host.
 
@@ -171,7 +183,7 @@ class NodeReport(msgspec.Struct):
     facts: dict[str, Any] = {}
     profile: str | None = None
     config_sources: list[str] = []
-    artifacts: list[dict[str, Any]] = []
+    artifacts: list[SavedArtifact] = []
     duration_s: float = 0.0
     fail_on: str = "fail"
     raw_artifacts: dict[str, tuple[str, str]] = {}

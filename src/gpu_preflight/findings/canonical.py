@@ -28,6 +28,7 @@ from ..model import (
     CheckResult,
     Finding,
     NodeReport,
+    SavedArtifact,
     Status,
     gated_exit_code,
     gating_statuses,
@@ -594,13 +595,13 @@ def assemble(entries: list[dict[str, Any]], *, fail_on: str, expected_total_gpus
     return report.with_assessment(assess(report, config))
 
 
-def save_artifacts(node: NodeReport, out: SafeDir | str | Path, node_key: str) -> list[dict[str, Any]]:
+def save_artifacts(node: NodeReport, out: SafeDir | str | Path, node_key: str) -> list[SavedArtifact]:
     """Write a node's raw outputs under ``out/artifacts/<node_key>/``; return their references."""
     import hashlib  # only when there are artifacts to write (2.7 ms of every run's start-up otherwise)
 
     from ..safeio import SafeDir, open_dir
 
-    refs: list[dict[str, Any]] = []
+    refs: list[SavedArtifact] = []
     if not node.raw_artifacts:
         return refs
     if not isinstance(out, SafeDir):
@@ -610,8 +611,8 @@ def save_artifacts(node: NodeReport, out: SafeDir | str | Path, node_key: str) -
         for name, (filename, content) in sorted(node.raw_artifacts.items()):
             data = content.encode("utf-8")
             directory.write_bytes(filename, data)
-            refs.append({"name": name, "node": node_key, "path": str(Path("artifacts") / node_key / filename),
-                         "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+            refs.append(SavedArtifact(name=name, node=node_key, path=str(Path("artifacts") / node_key / filename),
+                                      bytes=len(data), sha256=hashlib.sha256(data).hexdigest()))
     return refs
 
 

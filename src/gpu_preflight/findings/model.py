@@ -42,9 +42,6 @@ What stays a JSON object (``JsonObject``) or ``Any``, and why:
 - ``ReportFinding.details``, ``observed`` and ``expected``: each check's own values (a number,
   a list of subjects, a per-GPU map, a rolled-up pass's subjects...), as many shapes as there are
   checks, owned by the rules (:class:`gpu_preflight.model.Finding` holds them so too).
-- ``ClusterReport.artifacts``: the saved raw outputs' references (``name``, ``node``, ``path``,
-  ``bytes``, ``sha256``: :func:`~.canonical.save_artifacts`), untyped in the node's own report
-  (``NodeReport.artifacts``) that carries them here: typed there first, then here.
 - each open block's ``extra``: the keys it does not know, by design.
 """
 
@@ -60,7 +57,7 @@ import msgspec
 from msgspec import UNSET, Struct, UnsetType, field
 from msgspec.structs import replace
 
-from ..model import Status
+from ..model import SavedArtifact, Status
 from ..records.dcgm import DcgmDiagRecord
 
 __all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "ClusterReport", "ClusterSummary",
@@ -1377,7 +1374,7 @@ class ClusterReport(_Block, frozen=True, kw_only=True):
     cluster_checks: list[ClusterCheck] = field(default_factory=list)
     nodes: NodeSections = field(default_factory=lambda: NodeSections({}))
     findings: list[ReportFinding] = field(default_factory=list)
-    artifacts: list[JsonObject] = field(default_factory=list)
+    artifacts: list[SavedArtifact] = field(default_factory=list)
     run: RunInfo = field(default_factory=RunInfo)
     extra: JsonObject = field(default_factory=dict, name=EXTRA)
 
@@ -1415,7 +1412,7 @@ class ClusterReport(_Block, frozen=True, kw_only=True):
         """This report with ``run`` blocks added or replaced (``wall_s``, the run's whole wall time)."""
         return replace(self, run=replace(self.run, extra={**self.run.extra, **blocks}))
 
-    def with_artifacts(self, artifacts: Sequence[JsonObject],
+    def with_artifacts(self, artifacts: Sequence[SavedArtifact],
                        sections: Mapping[str, Mapping[str, Any] | NodeSection] | None = None) -> ClusterReport:
         """This report listing ``artifacts``, with node ``sections`` replaced (the ones whose
         ``raw_output_artifact`` paths were filled once the files were written): a new value."""
