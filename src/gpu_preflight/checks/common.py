@@ -80,6 +80,13 @@ def impossible(ctx: CheckContext, subject: str, what: str, value: float, low: fl
                                       "(nvidia-smi -q); reset the GPU or drain the node if it persists.")
 
 
+# What to do about a GPU count that is not the expected one, wherever the count was read (NVML,
+# a topology matrix): one wording, so the same fault reads the same in every report.
+GPUS_MISSING_ADVICE = ("Check nvidia-smi and dmesg for GPUs that fell off the bus (Xid 79); drain the node until "
+                       "every GPU is back.")
+GPUS_EXTRA_ADVICE = "Check the node type or the configured expected_count."
+
+
 # The readings every working GPU answers (attribute, name in findings). A GPU that answers
 # none of them is not a GPU we can say anything about, whatever its other checks SKIP.
 CORE_READINGS = (("name", "name"), ("uuid", "UUID"), ("memory_total_bytes", "memory total"),

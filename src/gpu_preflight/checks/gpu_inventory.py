@@ -15,6 +15,8 @@ from ..model import NA, Finding, Status
 from ..records import GpuFacts, GpuRecord
 from ..registry import CheckContext, check
 from .common import (
+    GPUS_EXTRA_ADVICE,
+    GPUS_MISSING_ADVICE,
     gpu_subject,
     gpu_targets,
     impossible,
@@ -156,12 +158,11 @@ def gpu_count(ctx: CheckContext) -> Iterator[Finding]:
     elif expected is not None and found < expected:
         yield ctx.finding(Status.FAIL, ctx.host, "gpus_missing",
                           f"{found} usable GPU(s), expected {expected}{why}", observed=found, expected=expected,
-                          unit="GPUs", recommendation="Check nvidia-smi and dmesg for GPUs that fell off the bus "
-                                                      "(Xid 79); drain the node until every GPU is back.")
+                          unit="GPUs", recommendation=GPUS_MISSING_ADVICE)
     elif expected is not None and found > expected:
         yield ctx.finding(Status.WARN, ctx.host, "gpus_extra",
                           f"{found} GPUs, expected {expected}", observed=found, expected=expected, unit="GPUs",
-                          recommendation="Check the node type or the configured expected_count.")
+                          recommendation=GPUS_EXTRA_ADVICE)
     elif expected is None and found == 0:
         yield ctx.finding(Status.WARN, ctx.host, "no_gpus",
                           f"no usable NVIDIA GPU on this node{why}: it cannot run GPU training", observed=0,

@@ -37,6 +37,7 @@ from typing import Any
 import msgspec
 
 from ..model import Status
+from .common import GPUS_EXTRA_ADVICE, GPUS_MISSING_ADVICE
 
 PCIE_PATHS: dict[str, tuple[int, str]] = {
     "PIX": (1, "at most one PCIe bridge"),
@@ -157,13 +158,10 @@ def _count(matrix: TopologyMatrix) -> TopologyVerdict | None:
         return None
     if found < expected:
         return TopologyVerdict(Status.FAIL, "gpus_missing", f"the topology matrix shows {found} GPU(s), expected "
-                               f"{expected}", found, expected, "GPUs",
-                               "Check nvidia-smi and dmesg for GPUs that fell off the bus (Xid 79); drain the node "
-                               "until every GPU is back.")
+                               f"{expected}", found, expected, "GPUs", GPUS_MISSING_ADVICE)
     if found > expected:
         return TopologyVerdict(Status.WARN, "gpus_extra", f"the topology matrix shows {found} GPUs, expected "
-                               f"{expected}", found, expected, "GPUs",
-                               "Check the node type or the configured expected_count.")
+                               f"{expected}", found, expected, "GPUs", GPUS_EXTRA_ADVICE)
     return TopologyVerdict(Status.PASS, "gpu_count", f"{found} GPU(s), as expected", found, expected, "GPUs")
 
 
