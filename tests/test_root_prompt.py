@@ -59,3 +59,23 @@ def test_a_query_csv_after_a_root_prompt_is_still_a_csv() -> None:
 
 def test_a_listing_after_a_conda_prompt_is_still_a_listing() -> None:
     assert detect_kind("(base) user@gpu-7:~$ nvidia-smi -L\n" + LISTING) == "nvidia-smi-list"
+
+
+@pytest.mark.parametrize("line", ["$", "$ ", "user@gpu-7:~$", "(base) user@gpu-7:~/work$", "[root@node01 ~]#",
+                                  "root@gpu-7:~#"])
+def test_a_prompt_alone_is_the_shell_waiting(line: str) -> None:
+    """go-dcgm#30 pasted ``$ nvidia-smi -L``, the listing, then the next ``$`` with nothing after it."""
+    assert is_prompt(line)
+
+
+@pytest.mark.parametrize("line", ["#", "# ", "[...]", "$5", "cost: 5$"])
+def test_a_bare_hash_or_a_dollar_in_text_is_not_a_prompt(line: str) -> None:
+    assert not is_prompt(line)
+
+
+def test_a_listing_ended_by_an_idle_prompt_is_read() -> None:
+    from gpu_preflight.parsers.nvidia_smi.listing import parse_list
+
+    text = "$ nvidia-smi -L\n" + LISTING + "$\n"
+    assert detect_kind(text) == "nvidia-smi-list"
+    assert [g.index for g in parse_list(text).gpus] == [0, 1]

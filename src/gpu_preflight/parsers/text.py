@@ -35,6 +35,9 @@ _PROMPT = re.compile(r"^\s*" + _ENV + r"(?:[\w.-]+@[\w.-]+:[^\s$#]*)?\$\s+\S")
 _ROOT_PROMPT = re.compile(r"^\s*" + _ENV + r"(?:[\w.-]+@[\w.-]+:[^\s$#]*|\[[^\]\n]+\])?#\s*(?:sudo\s+)?(?:[\w./-]*/)?"
                           r"(?:nvidia-smi|dcgmi|nvvs|ibstat|ibstatus|ibv_devinfo|ibv_devices|lspci|dmesg|journalctl"
                           r"|fi_info|fi_pingpong|ib_(?:read|write|send)_(?:bw|lat)|\w+_perf)(?=[\s_]|$)")
+# A prompt with no command after it: the shell waiting once the pasted output ended ('$', 'user@host:~$',
+# '[root@node ~]#'), never a bare '#' (nccl-tests prints those in its header).
+_IDLE_PROMPT = re.compile(r"^\s*" + _ENV + r"(?:[\w.-]+@[\w.-]+:[^\s$#]*[$#]|\[[^\]\n]+\][$#]|\$)\s*$")
 # The command pasted alone on its line above its output ('nvidia-smi pmon', 'sudo dcgmi diag -r 1'): the
 # program, then nothing, an option or one of its subcommands; never a sentence that starts with its name.
 _BARE_COMMAND = re.compile(
@@ -225,8 +228,9 @@ def chunk_lines(chunk: bytes) -> list[str]:
 
 def is_prompt(line: str) -> bool:
     """A pasted shell command line: ``$ cmd``, ``user@host:~$ cmd`` (after a conda/venv ``(base)`` too), or a
-    root shell's ``# nvidia-smi ...``."""
-    return ("$" in line and bool(_PROMPT.match(line))) or ("#" in line and bool(_ROOT_PROMPT.match(line)))
+    root shell's ``# nvidia-smi ...``; or the prompt alone, the shell waiting after the output (``$``)."""
+    return (("$" in line and bool(_PROMPT.match(line))) or ("#" in line and bool(_ROOT_PROMPT.match(line)))
+            or (("$" in line or "#" in line) and bool(_IDLE_PROMPT.match(line))))
 
 
 def is_elision(line: str) -> bool:
