@@ -85,6 +85,43 @@ def test_driver_failure_messages_fail(line: str, code: str) -> None:
 
 
 
+# An RTX 5090's previous boot (NVIDIA/open-gpu-kernel-modules#1080, `journalctl -b -1 | grep ...`): every GSP RPC
+# fails with status 0x0000000f, NV_ERR_GPU_IS_LOST, and no Xid line made it into the paste.
+GPU_LOST_RPCS = """\
+May 02 21:43:54 ethan-desktop kernel: NVRM: nvAssertFailedNoLog: Assertion failed: (status == NV_OK) || (status == \
+NV_ERR_GPU_IN_FULLCHIP_RESET) @ rs_server.c:1375
+May 02 21:43:54 ethan-desktop kernel: NVRM: GPU0 _issueRpcAndWait: rpcSendMessage failed with status 0x0000000f for \
+fn 10 sequence 12303!
+May 02 21:43:54 ethan-desktop kernel: NVRM: GPU0 rpcRmApiFree_GSP: GspRmFree failed: hClient=0xc1d00029; \
+hObject=0xbeef0100; paramsStatus=0x00000000; status=0x0000000f
+"""
+
+
+def test_rpcs_failing_with_gpu_is_lost_fail_as_a_gpu_off_the_bus() -> None:
+    (lost,) = xids(GPU_LOST_RPCS)
+    assert (lost.code, lost.status, lost.details[DETAIL_KEY]) == ("nvrm_gpu_lost", Status.FAIL, "reboot_node")
+    assert lost.details["events_in_window"] == 2  # the RPC failure and the free after it; not the assertion
+
+
+@pytest.mark.parametrize("line", [
+    # the status text where a check quotes it (a macOS port's log of the same driver, 2026)
+    "07:54:35.973 NVRM: Check failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST] (0x0000000F)",
+    # an interrupt read that returned all ones
+    "[ 9.5] NVRM: GPU0 _intrServiceStallCommonCheckBegin: Failed GPU reg read : 0xffffffff. Check whether GPU is "
+    "present on the bus",
+])
+def test_the_driver_saying_the_gpu_is_lost_in_words_fails(line: str) -> None:
+    (f,) = xids(line + "\n")
+    assert (f.code, f.status) == ("nvrm_gpu_lost", Status.FAIL)
+
+
+def test_an_rpc_failing_with_another_status_is_not_a_lost_gpu() -> None:
+    """0x00000065 is NV_ERR_TIMEOUT, 0x0000001f NV_ERR_INVALID_ARGUMENT...: only 0x0f says the GPU left the bus."""
+    for status in ("0x00000065", "0x0000001f", "0x000000f0"):
+        line = f"[1.0] NVRM: GPU0 _issueRpcAndWait: rpcSendMessage failed with status {status} for fn 76!\n"
+        assert all(f.code != "nvrm_gpu_lost" for f in xids(line))
+
+
 def test_a_driver_that_probed_no_gpu_fails_and_one_that_skipped_some_warns() -> None:
     """No Xid stands for these (another driver bound the GPUs): the node cannot use them; one passed
     through to a VM on purpose is only a warning (driver 384's wording, mattshma/bigdata#133)."""

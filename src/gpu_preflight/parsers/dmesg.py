@@ -79,7 +79,8 @@ _MAYBE_WALL = re.compile(rb"\n(?!\[[ 0-9])")
 _NEEDLES_LOWER = (b"nvrm",)  # _SHAPE is case-insensitive: searched in the lower-cased chunk
 _NEEDLES = (b"segfault at", b"limited by", b"SXid", b"Linux version ", b"-- Boot ", b"-- Reboot --", b"efa ",
             b"infiniband rdmap", b"infiniband efa_", b"mlx5_core", b"nvidia-peermem", b"nv_mem ",
-            b"NV_ERR_RESET_REQUIRED", b"arrier", *HOST_KEYS)  # "arrier": Lost/Gained/lost carrier
+            b"NV_ERR_RESET_REQUIRED", b"NV_ERR_GPU_IS_LOST",
+            b"arrier", *HOST_KEYS)  # "arrier": Lost/Gained/lost carrier
 _DENIAL_NEEDLES = (b"dmesg: ", b"No journal files", b"/dev/kmsg: ")
 _SNIFF_LINES = 2000  # lines of the sniff window searched for a NIC driver message
 _TAIL_LINES = 32  # lines read back from a chunk's end for its last timestamp before searching all of it

@@ -350,10 +350,24 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     # nvidia-modeset and nvidia-drm quote the same status when a call into the GPU returned it ("nvidia-modeset:
     # ERROR: GPU:0: Failed to initialize display engine: 0x62 (Reset required [NV_ERR_RESET_REQUIRED])").
     ("reset_required", 154, re.compile(r"(?:NVRM|nvidia-modeset|nvidia-drm|\[drm\]).*\[NV_ERR_RESET_REQUIRED\]")),
+    # The GPU no longer answers on the bus, said without an Xid line: every call into it fails with
+    # NV_ERR_GPU_IS_LOST (status 0x0000000F, nvstatuscodes.h "GPU lost from the bus"). GSP-RM drivers print the
+    # number in their RPC failures ("_issueRpcAndWait: rpcSendMessage failed with status 0x0000000f for fn 10
+    # sequence 12303!", "rpcRmApiFree_GSP: GspRmFree failed: ...; status=0x0000000f"), the status text where a
+    # check quotes it ("Check failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST] (0x0000000F)", also from
+    # nvidia-modeset/nvidia-drm), and an interrupt read that returned all ones says so in words
+    # ("_intrServiceStallCommonCheckBegin: Failed GPU reg read : 0xffffffff. Check whether GPU is present on the
+    # bus"). The state Xid 79 reports (open-gpu-kernel-modules#1080: a previous boot ending in these lines).
+    ("gpu_lost", 79, re.compile(
+        r"NVRM: (?:GPU\d+ )?(?:_issueRpcAndWait: rpcSendMessage failed with status 0x0*[fF]\b"
+        r"|rpcRmApi\w*_GSP: GspRm\w* failed: .*\bstatus=0x0*[fF]\b"
+        r"|\w+: Failed GPU reg read : 0xffffffff\. Check whether GPU is present on the bus)"
+        r"|(?:NVRM|nvidia-modeset|nvidia-drm|\[drm\]).*\[NV_ERR_GPU_IS_LOST\]")),
 )
-# The status every NVIDIA kernel module quotes when the GPU refuses work until reset: a line holding it is read
-# even where it is not the resource manager's (NVRM) own.
+# The statuses every NVIDIA kernel module quotes when the GPU refuses work until reset or is lost from the bus: a
+# line holding one is read even where it is not the resource manager's (NVRM) own.
 RESET_REQUIRED = "[NV_ERR_RESET_REQUIRED]"
+GPU_IS_LOST = "[NV_ERR_GPU_IS_LOST]"
 _MULTILINE_GPU = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+)\s*$")
 _CAUSE = re.compile(r"caused by previous Xid (?P<xid>\d{1,6})\b", re.IGNORECASE)
 _SELF_SEVERITY = re.compile(r"^[A-Z0-9_/]+\s+(?P<sev>Fatal|Nonfatal|Non-fatal)\b")
@@ -394,7 +408,7 @@ class KernelLineReader:
             return [found]
         if found is not None:
             return self._xid(found)
-        if "NVRM" in bounded or RESET_REQUIRED in bounded:
+        if "NVRM" in bounded or RESET_REQUIRED in bounded or GPU_IS_LOST in bounded:
             return self._driver(line, bounded)
         if "SXid" in bounded and (m := _SXID.search(bounded)):
             return self._sxid(m, line)
