@@ -43,6 +43,9 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("watchdog_timeout", re.compile(r"Watchdog caught collective operation timeout|collective operation timeout"
                                     r"|NCCL (?:watchdog )?timeout|watchdog got stuck for \d+ seconds"
                                     r"|Heartbeat monitor timed out"
+                                    # torch 2.2-2.3's watchdog dump names the work that never finished ("[PG 1 Rank
+                                    # 11] Timeout at NCCL work: 15734, last enqueued NCCL work: 15735, ...")
+                                    r"|Timeout at NCCL work: \d+"
                                     # a paste of the watchdog exception's frames alone: only a timeout raises there
                                     r"|ProcessGroupNCCL::WorkNCCL::checkTimeout|Exception raised from checkTimeout at "
                                     r"\S*ProcessGroupNCCL\.cpp", re.IGNORECASE)),
@@ -153,6 +156,9 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                               r"|NCCL WARN Cuda failure (?:\d+ )?'(?!out of memory)"
                               # a CUDA or NVML call under NCCL (transport/p2p.cc, nvls.cc, misc/nvmlwrap.cc)
                               r"|failed to peer with device|\bcuda\w+ failed\s*:|CUDA error \d+ '(?!out of memory)"
+                              # P2P transport's IPC import (transport/p2p.cc, p2p.cu before 2.3: "failed to open CUDA
+                              # IPC handle : 64 peer access is not supported ..."), returned as ncclUnhandledCudaError
+                              r"|failed to open CUDA IPC handle\s*:\s*\d+"
                               r"|\bnvml\w+\([^)]*\) failed:",
                               re.IGNORECASE)),
     ("out_of_memory", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
@@ -174,7 +180,9 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                r"of (?:binary|fn):")),
     ("rendezvous_timeout", re.compile(r"DistStoreError|RendezvousTimeoutError|Timed out after \d+ seconds waiting "
                                       r"for clients|TCPStore.*(?:timed out|Timeout)", re.IGNORECASE)),
-    ("segfault", re.compile(r"Caught signal 11|Segmentation fault|SIGSEGV")),
+    # A process that crashed: UCX's and glibc's handlers ("Caught signal 11 (Segmentation fault: ...)"), or Open MPI's
+    # ("[host:pid] *** Process received signal ***", which the signal's name follows on the next line).
+    ("segfault", re.compile(r"Caught signal 11|Segmentation fault|SIGSEGV|\*\*\* Process received signal \*\*\*")),
     # NCCL's RAS report (ncclras, NCCL >= 2.24; ras/client_support.cc): what it lists under "Errors" (processes it
     # considers dead or has no data from, a communicator INCOMPLETE or in ERROR: "Asynchronous error on N ranks")
     # and what under "Warnings" (a communicator whose ranks disagree: MISMATCH of status or of collective counts;
@@ -261,8 +269,11 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
     # NCCL before 2.3 printed "WARN"/"INFO" without "NCCL": after its host:pid:tid [dev] prefix
     # ("gpu-1:18553:18611 [0] include/socket.h:360 WARN Call to connect failed"), or alone with a path in NCCL's
     # source tree ("include/socket.h:344 WARN Socket creation failed").
+    # A paste may shorten the prefix to the host and device ("machine [0] misc/ibvwrap.cu:269 WARN Call to
+    # ibv_create_qp failed", NCCL 2.1): the path in NCCL's tree still names the line.
     (65, re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] (?:[\w/.-]+\.(?:cc|cu|h):\d+ )?(?:WARN|INFO) \S"
-                    r"|^(?:include|misc|transport|graph|collectives)/[\w/.-]+\.(?:cc|cu|h):\d+ WARN \S", re.M)),
+                    r"|^(?:[\w.-]+ \[\d+\] )?(?:include|misc|transport|graph|collectives)/[\w/.-]+\.(?:cc|cu|h):\d+"
+                    r" WARN \S", re.M)),
     # aws-ofi-nccl's old log format and libfabric's provider warnings (the network plugin below NCCL).
     (70, re.compile(r"^WARN: Function: \w+ Line: \d+: NET/OFI\b|^libfabric:\d+:\d+::\w+:\w+:\S+<warn> ", re.M)),
     # torchrun's agent naming the worker that exited ("api.py:826] failed (exitcode: -6) local_rank: 0 (pid: N) of
@@ -288,6 +299,10 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
                     r"|invalid (?:usage|argument)|remote process exited)", re.M)),
     # NCCL's RAS report (ncclras): its communicator table's header, as only it prints it.
     (80, re.compile(r"^Group\s+Comms\s+Nodes\s+Ranks\s+Ranks\s+Ranks\s+Status\s+Errors\s*$", re.M)),
+    # A crash inside NCCL: the frames a signal handler printed (UCX's " 3  /opt/nccl/lib/libnccl.so(+0x120057)
+    # [0x7ff1c18c1057]", Open MPI's "[host:pid] [ 3] .../libnccl.so.2(+0x...)[0x...]") name the library.
+    (60, re.compile(r"^(?:\[[\w.-]+:\d+\] ?)?(?:\[ {0,3}\d{1,3}\]|\d{1,3}) +\S{0,300}libnccl\.so[\w.]{0,12}"
+                    r"\([^()\n]{0,200}\) ?\[0x[0-9a-fA-F]{1,16}\]", re.M)),
     # torch's C++ exception from ProcessGroupNCCL pasted without its message: its frames and where it was raised.
     (60, re.compile(r"^(?:frame #\d+: )?c10d::ProcessGroupNCCL::\w+"
                     r"|^Exception raised from \w+ at \S*ProcessGroupNCCL\.cpp:\d+", re.M)),
