@@ -318,7 +318,9 @@ def judge_perfquery(record: PerfqueryRecord, config: Config, source: str) -> Ite
     limits = {**cfg.ib_counters_warn_above, **cfg.ib_counters_fail_above}
     flagged = False
     for block in record.blocks:
-        port = f"lid {block.lid} port {block.port}" if block.lid is not None else "port (header not pasted)"
+        port = (f"lid {block.lid} port {block.port}" if block.lid is not None
+                else f"guid {block.guid} port {'ALL' if block.port is None else block.port}" if block.guid
+                else "port (header not pasted)")
         subject = f"{source}/{port.replace(' ', '')}"
         for name, limit in sorted(limits.items()):
             total = block.counters.get(name)
@@ -332,6 +334,17 @@ def judge_perfquery(record: PerfqueryRecord, config: Config, source: str) -> Ite
                           recommendation="A total, not a rate: clear the counters (perfquery -R), run the job or "
                                          "ib_write_bw, and read them again; errors that come back are a link that "
                                          "flaps or corrupts packets (cable, switch port).")
+    if not flagged and not record.blocks and record.ports_checked is not None:
+        # ibqueryerrors' summary alone: it lists only ports over its own thresholds, so none listed is its verdict
+        clean = record.ports_over_threshold == 0
+        yield Finding("ib.counters", Status.PASS if clean else Status.ERROR, source, "ok" if clean else "incomplete",
+                      f"ibqueryerrors: {record.ports_checked} port(s) checked, none with errors beyond its thresholds"
+                      if clean else f"ibqueryerrors counts {record.ports_over_threshold} port(s) with errors beyond "
+                      "its thresholds but their lines are not in the text",
+                      observed=record.ports_over_threshold, expected=0, unit="ports",
+                      recommendation="" if clean else "Paste ibqueryerrors' whole output: its port lines name the "
+                                                      "counters.")
+        return
     if not flagged:
         judged = sorted({name for block in record.blocks for name in block.counters if name in limits})
         yield Finding("ib.counters", Status.PASS if judged else Status.SKIP, source, "ok" if judged else "no_counters",

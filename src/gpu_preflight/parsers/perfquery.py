@@ -8,6 +8,13 @@ sysfs names them (``/sys/class/infiniband/<dev>/ports/<n>/counters/``), which is
 ``ib.counters`` check reads, so one configuration names a counter for both. The values are totals since
 the counters were last cleared (``perfquery -R``, a subnet manager's sweep), not a rate over a known
 window. A pasted block without its header is one port of unknown LID.
+
+``ibqueryerrors`` (the same package) sweeps the fabric and prints, per node with a counter over its threshold,
+``Errors for <node>`` and one line per port: ``   GUID 0x... port 1: [LinkDownedCounter == 25]
+[PortXmitDiscards == 2846 (2.779K)]`` (``port ALL`` when the switch sums its ports; the bracketed value is
+followed by a human-readable one for 64-bit counters), then ``## Summary: N nodes checked, M bad nodes found`` and
+``##  N ports checked, M ports have errors beyond threshold``. Its counters are the same PortCounters totals,
+named by ibmad as perfquery names them, so each port line is read as a block of this record.
 """
 
 from __future__ import annotations
@@ -41,26 +48,51 @@ SYSFS_NAMES = {
     "PortMulticastXmitPkts": "multicast_xmit_packets", "PortMulticastRcvPkts": "multicast_rcv_packets",
 }
 _SELECTORS = frozenset({"PortSelect", "CounterSelect", "CounterSelect2"})  # which counters were read, not counts
+# ibqueryerrors (ibqueryerrors.c print_results / print_data_cnts): "GUID 0x<guid> port <n|ALL>:" then
+# " [<name> == <value>]" or " [<name> == <value> (<human>)]" per counter over its threshold. Bounded: linear.
+_QE_PORT = re.compile(r"^GUID (?P<guid>0x[0-9a-fA-F]{1,16}) port (?P<port>\d{1,3}|ALL):(?P<rest>(?: \[[^\]]{1,120}\])*)"
+                      r"\s*$")
+_QE_COUNTER = re.compile(r"\[(?P<name>[A-Za-z][A-Za-z0-9]{1,60}) == (?P<value>\d{1,20})(?: \([^()]{0,24}\))?\]")
+_QE_NODES = re.compile(r"^## Summary: \d{1,9} nodes checked, \d{1,9} bad nodes found")
+_QE_PORTS = re.compile(r"^##\s+(?P<checked>\d{1,9}) ports checked, (?P<bad>\d{1,9}) ports have errors beyond "
+                       r"threshold")
 
 
 def sniff(text: str) -> int:
-    """A perfquery header, or (a block pasted without it) three of its dotted error-counter lines."""
+    """A perfquery header, an ibqueryerrors port line or summary, or (a block pasted without its header) three of
+    perfquery's dotted error-counter lines."""
     lines = [line.strip() for line in text.splitlines()[:300]]
     if any(_HEADER.match(line) for line in lines):
         return 90
+    if any((m := _QE_PORT.match(line)) and _QE_COUNTER.search(m.group("rest")) for line in lines):
+        return 90
+    if any(_QE_NODES.match(line) or _QE_PORTS.match(line) for line in lines):
+        return 85
     named = {m.group("name") for line in lines if (m := _COUNTER.match(line)) and m.group("name") in SYSFS_NAMES}
     return 70 if len(named & {"SymbolErrorCounter", "LinkDownedCounter", "PortRcvErrors",
                               "LinkErrorRecoveryCounter", "PortXmitDiscards"}) >= 3 else 0
 
 
-@parser(KIND, sniff=sniff, title="perfquery (port counters, -x extended)")
+@parser(KIND, sniff=sniff, title="perfquery (port counters, -x extended), ibqueryerrors")
 def parse(text: str) -> PerfqueryRecord:
-    """Every port block: its LID and port from the header, its counters under their sysfs names."""
+    """Every port block: its LID and port from the header (or ibqueryerrors' node GUID and port), its counters
+    under their sysfs names."""
     record = PerfqueryRecord()
     block: PortCounters | None = None
     for line in prepare(KIND, text):
         line = line.strip()
         if not line or is_noise(line):
+            continue
+        if m := _QE_PORT.match(line):
+            port = m.group("port")
+            record.blocks.append(PortCounters(port=None if port == "ALL" else int(port), guid=m.group("guid"),
+                                              counters={SYSFS_NAMES.get(c.group("name"), c.group("name")):
+                                                        int(c.group("value"))
+                                                        for c in _QE_COUNTER.finditer(m.group("rest"))}))
+            block = None
+            continue
+        if m := _QE_PORTS.match(line):
+            record.ports_checked, record.ports_over_threshold = int(m.group("checked")), int(m.group("bad"))
             continue
         if m := _HEADER.match(line):
             block = PortCounters(lid=int(m.group("lid")), port=int(m.group("port")), extended=bool(m.group("ext")))
@@ -74,6 +106,6 @@ def parse(text: str) -> PerfqueryRecord:
         name = SYSFS_NAMES.get(m.group("name"), m.group("name"))
         block.counters[name] = int(m.group("value"), 0)
     record.blocks = [b for b in record.blocks if b.counters]
-    if not record.blocks:
+    if not record.blocks and record.ports_checked is None:
         raise ParseError(KIND, "no port counter line")
     return record

@@ -88,15 +88,20 @@ class PortCounters(msgspec.Struct):
     sysfs names them (``symbol_error``, ``link_downed``...; ``counters/`` under ``/sys/class/infiniband``)."""
 
     lid: int | None = None
-    port: int | None = None
+    port: int | None = None  # None with a ``guid``: ibqueryerrors' "port ALL" (a switch's ports summed)
     extended: bool = False
     counters: dict[str, int] = {}
+    guid: str | None = None  # the node GUID ibqueryerrors names a port by (it prints no LID)
 
 
 class PerfqueryRecord(msgspec.Struct):
-    """Every port block ``perfquery`` printed: lifetime totals since the counters were last cleared."""
+    """Every port block ``perfquery`` printed (or every port line of ``ibqueryerrors``): lifetime totals since the
+    counters were last cleared. ``ports_checked`` / ``ports_over_threshold`` are ibqueryerrors' summary, which a
+    clean fabric prints alone (it lists only ports with a counter over its own threshold)."""
 
     blocks: list[PortCounters] = []
+    ports_checked: int | None = None
+    ports_over_threshold: int | None = None
 
 
 class GidEntry(msgspec.Struct):
