@@ -1,5 +1,5 @@
 """Judging the host side of a saved kernel log: PCIe AER errors, OOM kills, hung tasks, CPU thermal throttling,
-disabled interrupt lines and the NVIDIA display stack's own errors.
+disabled interrupt lines, the NVIDIA display stack's own errors and machine checks.
 
 A GPU node can be unfit for a job while no GPU driver line says so: the link to the GPU reports
 uncorrectable PCIe errors, the job was killed for host memory, a process sits in D state inside
@@ -21,6 +21,8 @@ code and subject (a PCI address, a process, a CPU), counting the repeats.
   cared``): every device on it, a GPU or a NIC among them, stops getting interrupts until a reboot.
 * ``kernel.display_driver``: WARN when the NVIDIA display stack (nvidia-drm, nvidia-modeset) logs an
   error about a GPU: not an Xid, but the driver saying an operation on that GPU failed.
+* ``kernel.mce``: FAIL when a machine check reports an uncorrected host memory or CPU error (the node can
+  freeze: replace the DIMM or CPU), WARN for corrected ones (a DIMM to watch).
 
 Messages older than the Xid window are counted, not judged, as for ``kernel.nic``.
 """
@@ -89,6 +91,14 @@ HOST_VERDICTS: dict[str, tuple[str, Status, Action, str, str]] = {
                              "the NVIDIA mode-setting driver (nvidia-modeset) reported an error on a GPU",
                              "Not an Xid: the display engine of this GPU did not answer as expected. Watch for a "
                              "repeat; if the GPU then stops responding, reboot the node."),
+    "mce_uncorrected": ("kernel.mce", Status.FAIL, Action.ISOLATE_NODE,
+                        "a machine check reported an uncorrected host memory or CPU error",
+                        "The host's memory or CPU failed: jobs on this node can crash or freeze it. Drain the node "
+                        "and have the DIMM (EDAC names the memory controller and channel) or the CPU replaced."),
+    "mce_corrected": ("kernel.mce", Status.WARN, Action.MONITOR,
+                      "machine checks reported corrected host memory or CPU errors",
+                      "Watch the count (edac-util, rasdaemon): a DIMM that keeps correcting errors, or a CMCI storm, "
+                      "tends to turn into an uncorrected error that takes the node down."),
 }
 """Uncorrectable link errors take a GPU off the bus (NVIDIA's Xid 79 calls for a reboot); the others
 are events a job feels but the node survives: a look, not a drain."""
@@ -137,6 +147,16 @@ KERNEL_DISPLAY_DRIVER = declare(
     counted, not judged.""",
     group="gpu_health", component="hardware_health", settings=("xid.window_hours",),
     actions=_actions("kernel.display_driver"))
+KERNEL_MCE = declare(
+    "kernel.mce", "No machine check reported a host memory or CPU error",
+    """A saved kernel log holds machine-check reports of the host: an ``MCi_STATUS`` printed with its bank
+    (``Machine Check Event: 0 Bank 8: fc00010001010092``), EDAC's ``EDAC MC3: 1 UE memory read error`` /
+    ``1 CE ...`` counts, AMD's ``Error Status:`` decode, ``Machine check events logged``: FAIL
+    (``isolate_node``) for an uncorrected error (the status's UC bit, ``UE``, ``Uncorrected``, a fatal
+    machine-check panic: the host's memory or CPU failed and the node may freeze), WARN (``monitor``) for
+    corrected ones. Reports older than the Xid window are counted, not judged.""",
+    group="system_resources", component="hardware_health", settings=("xid.window_hours",),
+    actions=_actions("kernel.mce"))
 KERNEL_THERMAL = declare(
     "kernel.thermal", "No CPU was throttled for heat",
     """A saved kernel log holds ``CPU<N>: Core/Package temperature above threshold, cpu clock
@@ -158,9 +178,9 @@ def in_window(messages: Iterable[D], start: datetime | None) -> tuple[list[D], l
 
 
 def judge_kernel_host(record: DmesgRecord, window: XidWindow, source: str) -> Iterator[Finding]:
-    """``kernel.pcie_aer``, ``kernel.oom``, ``kernel.hung_task``, ``kernel.thermal``, ``kernel.irq`` and
-    ``kernel.display_driver`` findings of a saved kernel log (called by its judge): one per code and
-    subject, with the count and the first texts."""
+    """``kernel.pcie_aer``, ``kernel.oom``, ``kernel.hung_task``, ``kernel.thermal``, ``kernel.irq``,
+    ``kernel.display_driver`` and ``kernel.mce`` findings of a saved kernel log (called by its judge): one per
+    code and subject, with the count and the first texts."""
     recent, older = in_window(record.host_messages, window.start)
     groups: dict[tuple[str, str | None], list[str]] = {}
     for message in recent:
