@@ -290,7 +290,47 @@ def test_a_pending_mig_mode_and_its_explanation_are_read() -> None:
             "All done.\n")
     assert detect_kind(text) == "nvidia-smi-set"
     [gpu] = parse_text(text)[1].gpus
-    assert (gpu.pci_bus_id, gpu.mig_mode, gpu.mig_mode_pending) == ("00000000:07:00.0", None, "enabled")
+    # pending enable: MIG is off until the GPU's next reset (NVML's pending mode is the target of that trigger)
+    assert (gpu.pci_bus_id, gpu.mig_mode, gpu.mig_mode_pending) == ("00000000:07:00.0", "disabled", "enabled")
+    assert statuses(text, "gpu.inventory.mig") == [("n1/gpu0", Status.WARN, "mig_pending")]
+
+
+PENDING_DISABLE = ("Warning: MIG mode is in pending disable state for GPU 00000000:C1:00.0:In use by another client\n"
+                   "00000000:C1:00.0 is currently being used by one or more other processes (e.g. CUDA application or "
+                   "a monitoring application such as another instance of nvidia-smi). Please first kill all processes "
+                   "using the device and retry the command or reboot the system to make MIG mode effective.\n"
+                   "All done.\n\n")
+REFUSED_R450 = ("$ nvidia-smi --gpu-reset\nGPU 00000000:C1:00.0 is currently in use by another process.\n\n"
+                "1 device is currently being used by one or more other processes (e.g., Fabric Manager, CUDA "
+                "application, graphics application such as an X server, or a monitoring application such as another "
+                "instance of nvidia-smi). Please first kill all processes using this device and all compute "
+                "applications running in the system.\n\n")
+
+
+def test_a_pending_disable_states_mig_on_until_a_reset() -> None:
+    [gpu] = parse_text(PENDING_DISABLE)[1].gpus
+    assert (gpu.mig_mode, gpu.mig_mode_pending) == ("enabled", "disabled")
+    assert [st for _, st, _ in statuses(PENDING_DISABLE, "gpu.inventory.mig")] == [Status.FAIL]
+
+
+def test_a_reset_refused_in_the_older_wording_fails() -> None:
+    assert detect_kind(REFUSED_R450) == "nvidia-smi-set"
+    assert statuses(REFUSED_R450, "nvidia_smi.failure") == [("n1/00000000:C1:00.0", Status.FAIL, "reset_failed")]
+
+
+def test_a_reset_that_worked_applies_the_pending_mig_mode_and_ends_an_earlier_refusal() -> None:
+    """gpu-operator#118: MIG disable pending, the reset refused while nvidia-persistenced held the GPU,
+    persistenced killed, the same GPU reset: MIG is off and no refusal stands."""
+    text = PENDING_DISABLE + REFUSED_R450 + "$ killall nvidia-persistenced\n\n$ nvidia-smi --gpu-reset\n" \
+        "GPU 00000000:C1:00.0 was successfully reset.\n"
+    record = parse_text(text)[1]
+    assert record.failures == [] and record.gpus[0].mig_mode == "disabled"
+    assert statuses(text, "gpu.inventory.mig") == [("n1/gpu0", Status.PASS, "ok")]
+    assert statuses(text, "nvidia_smi.failure") == []
+    other = REFUSED_R450 + "GPU 0000:c2:00.0 was successfully reset.\n"  # another GPU's reset: the refusal stands
+    assert [st for _, st, _ in statuses(other, "nvidia_smi.failure")] == [Status.FAIL]
+    same = REFUSED_R450 + "GPU 0000:c1:00.0 was successfully reset.\n"  # the same address, spelled shorter
+    assert statuses(same, "nvidia_smi.failure") == []
 
 
 def test_a_refused_setting_is_stated_and_two_reset_gpus_too() -> None:

@@ -13,8 +13,14 @@ Permissions``, then ``Terminating early due to previous errors.``) and a reset t
 successfully reset.``) state nothing those checks judge: they are kept in ``stated``. A pending MIG mode and a
 refused reset are followed by nvidia-smi's own explanation in prose, which is read past. A reset
 nvidia-smi could not do (``The following GPUs could not be reset:`` then ``  GPU <bus id>: <why>``, or
-``Unable to reset GPU ...``) is a failure (``reset_failed``): the GPU is still in the state that called
-for the reset.
+``Unable to reset GPU ...``; before R470 ``GPU <bus id> is currently in use by another process.``) is a
+failure (``reset_failed``): the GPU is still in the state that called for the reset.
+
+The answers are read in the order they were given. A MIG mode pending (``... in pending disable state``)
+states the current mode too: the other one, which the GPU keeps until its next reset (NVML: the pending
+mode is "the target mode following the next activation trigger"). A reset that worked is that trigger:
+the GPU's pending MIG mode becomes its mode, and a refusal to reset the same GPU earlier in the text no
+longer holds (gpu-operator#118: the reset refused while nvidia-persistenced held the GPU, then done).
 """
 
 from __future__ import annotations
@@ -51,13 +57,14 @@ SETTINGS: tuple[tuple[str, object, re.Pattern[str]], ...] = (
 _STATED = re.compile(rf"^(?:Power limit {_ANY} was set to .*|Changing power management limit is not supported {_ANY}.*"
                      rf"|Provided power limit .* {_ANY}.*|Applications clocks (?:set to .*|commands have been set to "
                      rf"\w+) {_ANY}.*|GPU clocks set to .* {_ANY}.*|(?:Setting|Changing) .* is not supported {_ANY}.*"
-                     rf"|GPU {_BUS_ID}\s+was successfully reset\.?"
                      # a setting refused, not applied (never 'Unable to determine the device handle': failures.py's)
                      rf"|Unable to (?:set|change|enable|disable|lock|unlock)\b.*\bGPU:?\s*{_BUS_ID}.*)$", re.I)
 _DONE = re.compile(r"^(?:All done|Treating as warning and moving on|Reboot required"
                    r"|Terminating early due to previous errors)\.?$", re.I)  # closing words
 _RESET_HEAD = re.compile(r"^The following GPUs could not be reset:$", re.I)
 _RESET_FAILED = re.compile(rf"^(?:GPU {_BUS}: .+|Unable to reset GPU:?\s*(?P<unable>{_BUS_ID}).*)$", re.I)
+_IN_USE = re.compile(rf"^GPU {_BUS} is currently in use by another process\.?$", re.I)  # a refused reset, pre-R470
+_RESET_DONE = re.compile(rf"^GPU {_BUS}\s+was successfully reset\.?$", re.I)
 
 
 def _setting(line: str) -> tuple[str, object, str] | None:
@@ -75,7 +82,8 @@ def _setting(line: str) -> tuple[str, object, str] | None:
 def sniff(text: str) -> int:
     """A setter's answer naming a GPU by bus id at the start of a line."""
     lines = [line.strip() for line in text.splitlines()[:200]]
-    strong = any(_setting(line) or _STATED.match(line) or _RESET_HEAD.match(line) for line in lines)
+    strong = any(_setting(line) or _STATED.match(line) or _RESET_HEAD.match(line) or _RESET_DONE.match(line)
+                 or _IN_USE.match(line) for line in lines)
     return 80 if strong else 0
 
 
@@ -95,11 +103,19 @@ def parse(text: str) -> NvidiaSmiRecord:
             field, value, bus = found
             gpu = gpus.setdefault(bus, SmiGpu(index=len(gpus), pci_bus_id=bus))
             setattr(gpu, field, value)
-            explaining = explaining or field == "mig_mode_pending"
+            if field == "mig_mode_pending":
+                gpu.mig_mode = gpu.mig_mode or ("disabled" if value == "enabled" else "enabled")
+                explaining = True
         elif _RESET_HEAD.match(line):
             in_reset = explaining = True
         elif (m := _RESET_FAILED.match(line)) and (in_reset or line.lower().startswith("unable")):
             failures.append(SmiFailure("reset_failed", line, m.group("gpu") or m.group("unable"), number))
+        elif m := _IN_USE.match(line):
+            failures.append(SmiFailure("reset_failed", line, m.group("gpu"), number))
+            explaining = True
+        elif m := _RESET_DONE.match(line):
+            _reset_done(m.group("gpu"), gpus, failures)
+            stated.append(line)
         elif _STATED.match(line):
             stated.append(line)
         elif not (_DONE.match(line) or explaining):
@@ -108,3 +124,17 @@ def parse(text: str) -> NvidiaSmiRecord:
         raise ParseError(KIND, "no answer of an nvidia-smi setter")
     listed = list(gpus.values())
     return NvidiaSmiRecord(format="set", gpus=listed, fragment=len(listed), stated=stated, failures=failures)
+
+
+def _reset_done(bus: str, gpus: dict[str, SmiGpu], failures: list[SmiFailure]) -> None:
+    """A reset of ``bus`` that worked: its pending MIG mode is applied, an earlier refusal to reset it is over."""
+    for key, gpu in gpus.items():
+        if _same_bus(key, bus) and gpu.mig_mode_pending is not None:
+            gpu.mig_mode = gpu.mig_mode_pending
+    failures[:] = [f for f in failures if not (f.code == "reset_failed" and f.gpu and _same_bus(f.gpu, bus))]
+
+
+def _same_bus(a: str, b: str) -> bool:
+    """One PCI address however spelled (``00000000:C1:00.0``, ``0000:c1:00.0``)."""
+    (da, ra), (db, rb) = a.split(":", 1), b.split(":", 1)
+    return int(da, 16) == int(db, 16) and ra.lower() == rb.lower()

@@ -135,14 +135,23 @@ def parse(text: str) -> NvidiaSmiRecord:
     assert versions is not None
     header, first_data = _header(lines, top)
     gpus = [_gpu(header, block) for block in _blocks(lines, first_data, len(header))]
-    if not gpus:
-        raise ParseError(KIND, "the GPU table has no rows", first_data + 1)
+    incomplete = [] if gpus else [_no_rows(lines, first_data)]
     _add_mig_devices(lines, gpus)
     _add_processes(lines, gpus)
     stamp = next((line.strip() for line in lines[:top] if line.strip() and not line.startswith(("$", "+"))), None)
     return NvidiaSmiRecord(format="table", driver_version=versions.group("driver"),
                            cuda_version=versions.group("cuda"), attached_gpus=len(gpus), timestamp=stamp,
-                           gpus=gpus, failures=failures_in(lines) + _errors(header, lines, first_data))
+                           gpus=gpus, failures=failures_in(lines) + _errors(header, lines, first_data),
+                           incomplete=incomplete)
+
+
+def _no_rows(lines: list[str], first_data: int) -> str:
+    """Why a table with its banner and header has no GPU row: nvidia-smi never prints that header without one
+    (with no GPU it prints ``No devices were found`` instead), so the output stopped there: cut, or nvidia-smi
+    died, which the shell then says on the next line (``Segmentation fault (core dumped)``)."""
+    after = next((line.strip() for line in lines[first_data:] if line.strip()), "")
+    said = f": {after[:120]!r} follows" if after and not after.startswith(("|", "+")) else ""
+    return f"the GPU table ends after its header (line {first_data}), no GPU row{said}"
 
 
 def _fragment(lines: list[str]) -> NvidiaSmiRecord:
