@@ -6,7 +6,10 @@ the legacy one without ``root`` and with a float ``error`` column; ``#wrong`` co
 in-place for sendrecv); 2.17's ``# nccl-tests version`` line; 2.18's ``unalign`` and
 two-decimal times. Every line may carry a launcher prefix — ``0: `` (``srun --label``) or
 ``[1,0]<stdout>:`` (Open MPI ``--tag-output``) — which is stripped first; preambles
-(kubectl, mpirun, markdown) and elisions are skipped.
+(kubectl, mpirun, markdown) and elisions are skipped. A paste that starts below the column header (the tail of
+a run quoted with its summary) is read by its rows' own cells (``_HEADERLESS``). rccl-tests' ``--output_file``
+JSON records (one per size and placement) are read as rows too; they carry no end-of-run line, so such a file is
+always listed incomplete (a run that died between sizes reads the same as one that finished).
 
 Derived values: ``peak_busbw_gbps`` is the maximum out-of-place bus bandwidth (not the
 last row: it can peak earlier), ``avg_busbw_gbps`` the tool's own ``Avg bus bandwidth``
@@ -94,12 +97,16 @@ _PREFIX_STARTS = frozenset("[ \t0123456789")
 # '#' lost when a paste went through markdown; "size time algbw busbw" where an author abridged the table to the
 # columns that matter (the cells are read by their header's names, so the row is read the same)
 _HEADER = re.compile(r"^#?\s*size\s+(?:count\s+type|time\s+algbw\s+busbw)\b")
-_RANK = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+"
+# The host is every word between "on" and "device": nccl-tests prints the hostname, but a paste that hides it
+# often writes words ("on NODE A device 0", nccl-tests#347), which are still one host.
+_HOST = r"(?P<host>\S++(?:[ \t]++\S++)*?)"
+_RANK = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+" + _HOST + r"\s+"
                    r"device\s+(?P<device>\d+)\s+\[(?P<pci>[^\]]+)\]\s*(?P<name>.*)$")
 # The parameter line every nccl-tests version prints first, and a rank's device line found anywhere in a line
 # (after a launcher's prefix too): what only nccl-tests prints, before any table (see sniff).
 _PARAMS = re.compile(r"\bnThread\s+\d+\s+nGpus\s+\d+\s+minBytes\s+\d+")
-_RANK_ANYWHERE = re.compile(r"(?:^|[:#\s])Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+\S+\s+device\s+\d+\s+\[",
+_RANK_ANYWHERE = re.compile(r"(?:^|[:#\s])Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+\S++(?:[ \t]++\S++)*?\s+"
+                            r"device\s+\d+\s+\[",
                             re.MULTILINE)
 _TEST_NAME = re.compile(r"\b(?P<name>[a-z_]+_perf)\b")
 _NCCL_VERSION = re.compile(r"NCCL version\s+(?P<v>[\d.]+(?:\+\S+)?)")
@@ -133,6 +140,14 @@ _REFUSAL = re.compile(r"nccl-tests was compiled with NCCL"
                       r"|Option -[A-Za-z] \([^)]*\) requires")
 # busbw = algbw * factor(n): invert it where the factor depends on the rank count.
 _FACTORS = {"all_reduce": "2(n-1)/n", "all_gather": "(n-1)/n", "reduce_scatter": "(n-1)/n", "alltoall": "(n-1)/n"}
+# rccl-tests' --output_file (ROCm/rccl-tests#93, json the default format): one object per line for each size and
+# placement, {"#wrong":"0","algBw":0.053,"busBw":0.080,"gpus":4,"inPlace":0,"name":"AllReduce","redop":"sum",
+# "size":1024,"time":19.18,"type":"float"}; other builds write "wrong" as a number and add "numCycle". Keys are
+# written sorted, so a record is found by its keys, not their order.
+_JSON_RECORD = re.compile(r'^\s*\{(?=.*"busBw"\s*:)(?=.*"algBw"\s*:)(?=.*"size"\s*:)', re.MULTILINE)
+_JSON_COLLECTIVES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+                     "alltoall": "alltoall", "alltoallv": "alltoallv", "broadcast": "broadcast", "reduce": "reduce",
+                     "sendrecv": "sendrecv", "gather": "gather", "scatter": "scatter", "hypercube": "hypercube"}
 
 
 def sniff(text: str) -> int:
@@ -155,6 +170,8 @@ def sniff(text: str) -> int:
         return 90
     if (_PARAMS.search(text) or _RANK_ANYWHERE.search(text)) and not _names_failure(text):
         return 90
+    if _JSON_RECORD.search(text):
+        return 85  # rccl-tests' JSON records (--output_file)
     # the summary alone (a paste of the one line that said FAILED): nccl-tests' verdict over every size it ran
     if re.search(r"^\s*#?\s*Out of bounds values\s*:\s*\d+\s+(?:OK|FAILED)\s*$", clean, re.MULTILINE):
         return 80
@@ -204,6 +221,9 @@ class NcclTestsScanner:
         self.started = False  # the parameter line was read: the run started, table or not
         self.relayed: list[tuple[str, re.Match[str]]] = []  # TESTCHECK relays: a failure only when nothing else says
         self.refusals: list[str] = []  # its argument checks' answers (_REFUSAL)
+        # rccl-tests' JSON records by (collective, size, type, redop, root): [out-of-place, in-place], in file order
+        self.json_rows: dict[tuple[str, int, object, object, object], list[PlacementResult | None]] = {}
+        self.json_ranks: int | None = None
 
     def feed(self, raw: str) -> None:
         self.number += 1
@@ -244,6 +264,9 @@ class NcclTestsScanner:
         if "NCCL WARN" in line and (m := _WARN.search(line)):
             self._warned(raw, line, m)
             return
+        if stripped[0] == "{" and '"busBw"' in line:
+            self._json_record(stripped)
+            return
         if stripped[0] == "#" or not stripped[0].isdigit():
             if "nThread" in line and _PARAMS.search(line):
                 self.started = True
@@ -256,7 +279,9 @@ class NcclTestsScanner:
                 record.test = m.group("name").removesuffix("_perf")
             return
         if self.columns is None:
-            return  # numbers before the table (a pasted pod listing, a command's output)
+            if (columns := _headerless(line)) is None:
+                return  # numbers before the table (a pasted pod listing, a command's output)
+            self.columns, self.layout = columns, _layout(tuple(columns))  # a paste that starts below its header
         assert self.layout is not None
         if (m := self.layout.pattern.fullmatch(line)) is not None:
             self._add_rows(self.layout, [m.groups()])
@@ -265,6 +290,29 @@ class NcclTestsScanner:
                 self._add(_row(self.columns, line, self._line_number(), self.problem))
             except _ShortRow as exc:
                 self.cut_row = exc  # the last line of a paste cut mid-row; any row or summary after it re-raises
+
+    def _json_record(self, line: str) -> None:
+        """One of rccl-tests' JSON records: a size's out-of-place or in-place result (see ``_JSON_RECORD``), kept
+        until :meth:`finish` pairs the two into one row. A line that does not decode is a record cut or damaged."""
+        try:
+            data = msgspec.json.decode(line)
+        except msgspec.DecodeError:
+            data = None
+        if not isinstance(data, dict) or not isinstance(data.get("size"), int):
+            self.problem(f"unreadable JSON record (line {self._line_number()}): {line[:80]!r}")
+            return
+        name = str(data.get("name", "")).lower().replace("_", "").removesuffix("perf")
+        if self.record.test is None and name in _JSON_COLLECTIVES:
+            self.record.test = _JSON_COLLECTIVES[name]
+        if isinstance(gpus := data.get("gpus"), int) and gpus > 0:
+            self.json_ranks = max(self.json_ranks or 0, gpus)
+        key = (name, data["size"], data.get("type"), data.get("redop"), data.get("root"))
+        if key not in self.json_rows and len(self.json_rows) >= MAX_SIZES:
+            return
+        slots = self.json_rows.setdefault(key, [None, None])
+        slots[1 if data.get("inPlace") else 0] = PlacementResult(
+            time_us=_json_number(data.get("time")), algbw_gbps=_json_number(data.get("algBw")),
+            busbw_gbps=_json_number(data.get("busBw")), wrong=_json_wrong(data.get("#wrong", data.get("wrong"))))
 
     def _failure(self, raw: str, host: str | None, what: str, file: str, number: str, message: str,
                  known: str | None = None) -> None:
@@ -555,6 +603,12 @@ class NcclTestsScanner:
 
     def finish(self) -> NcclTestsRecord:
         record = self.record
+        for (_, size, kind, redop, root), (out, in_place) in self.json_rows.items():
+            first = out or PlacementResult(None, None, None, None)
+            self._add(NcclTestRow(size, None, kind if isinstance(kind, str) else None,
+                                  redop if isinstance(redop, str) else None, _int(str(root)) if root is not None
+                                  else None, first.time_us, first.algbw_gbps, first.busbw_gbps, first.wrong,
+                                  in_place=in_place))
         # A relay is read only where nothing else says why the run failed: no failure line (lost, or cut from the
         # paste) and no result row (with rows, the relay is the run's final check, common.cu's exit on #wrong or
         # on an average bandwidth below -c, which the rows and summary already show).
@@ -589,7 +643,13 @@ class NcclTestsScanner:
             record.incomplete.insert(0, "the output ends after the column header: cut before any result row")
         if self.problem_count > len(self.problems):
             record.incomplete.append(f"{self.problem_count - len(self.problems)} more unreadable value(s)")
-        if record.rows and record.out_of_bounds is None and not record.errors_total:
+        if record.rows and record.out_of_bounds is None and not record.errors_total and self.json_rows \
+                and self.columns is None:
+            # records are written as each size finishes and no line ends the file: a run that died reads the same
+            record.incomplete.append("rccl-tests' JSON records have no end-of-run line (its 'Out of bounds values' "
+                                     "summary is printed to stdout only): whether the run finished cannot be told "
+                                     "from them; judge the run's stdout")
+        elif record.rows and record.out_of_bounds is None and not record.errors_total:
             record.incomplete.append("no 'Out of bounds values' summary line: the output ends before the run finished")
         elif record.out_of_bounds is not None and self.rows_since_summary and not record.errors_total:
             record.incomplete.append(f"{self.rows_since_summary} row(s) after the last 'Out of bounds values' "
@@ -600,6 +660,8 @@ class NcclTestsScanner:
         if record.avg_busbw_gbps is None and self.busbw_n:
             record.avg_busbw_gbps = round((self.busbw_sum[0] + self.busbw_sum[1]) / self.busbw_n, 4)
             record.avg_busbw_source = "computed"
+        if record.nranks is None and self.json_ranks is not None:
+            record.nranks = self.json_ranks  # the records' own "gpus"
         if record.nranks is None:
             record.nranks = _infer_ranks(record, self.largest_measured)
             record.nranks_inferred = record.nranks is not None
@@ -670,6 +732,29 @@ def _header_line(record: NcclTestsRecord, rank: Callable[[int, str, str], None],
     elif "NCCL version" in line and (m := _NCCL_VERSION.search(line)):
         record.nccl_version = m.group("v")
     return columns
+
+
+_NUM = r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_CHECK = r"(?:\d+|N/A|\d+\.?\d*[eE][-+]?\d+)"  # a #wrong count (N/A in-place for sendrecv) or a legacy error
+# A result row as nccl-tests prints it (common.cu's format: size, count, a datatype name, the reduction and root
+# where the collective has them, then time, algbw, busbw and its check out-of-place and in-place), recognised by
+# its own cells where the paste left out the column header above it: the datatype and reduction names and the
+# cell count say which columns are there, so a pod listing or a command's numbers are never read as one.
+_HEADERLESS = re.compile(
+    r"\s*\d+\s+\d+\s+(?:u?int(?:8|32|64)|half|float|double|bfloat16|f8e4m3|f8e5m2|fp8_e4m3|fp8_e5m2)"
+    r"(?P<redop>\s+(?:sum|prod|max|min|avg|none|mulsum|premulsum))?(?P<root>\s+-?\d+)?"
+    r"(?:\s+" + _NUM + r"){3}\s+(?P<check>" + _CHECK + r")(?:\s+" + _NUM + r"){3}\s+" + _CHECK + r"\s*")
+
+
+def _headerless(line: str) -> list[str] | None:
+    """The column header a result row implies when the paste starts below the header (the tail of a run quoted
+    with its summary): ``#wrong`` or the legacy ``error`` by the check cell's form, ``redop``/``root`` where the
+    row has them. None for any other line."""
+    if not (m := _HEADERLESS.fullmatch(line)):
+        return None
+    check = "#wrong" if re.fullmatch(r"\d+|N/A", m.group("check")) else "error"
+    head = ["size", "count", "type", *(["redop"] if m.group("redop") else []), *(["root"] if m.group("root") else [])]
+    return [*head, "time", "algbw", "busbw", check, "time", "algbw", "busbw", check]
 
 
 class _Layout(msgspec.Struct, frozen=True):
@@ -772,6 +857,17 @@ def _placement(values: dict[str, str]) -> PlacementResult:
     return PlacementResult(time_us=_float(values.get("time")), algbw_gbps=_float(values.get("algbw")),
                            busbw_gbps=_float(values.get("busbw")), wrong=_int(values.get("wrong")),
                            error=_float(values.get("error")))
+
+
+def _json_number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _json_wrong(value: object) -> int | None:
+    """A JSON record's wrong count: ``"0"`` (rccl-tests#93), ``0``, or ``"N/A"`` (not checked) as None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return _int(value) if isinstance(value, str) else None
 
 
 def _decimal(value: str) -> bool:
