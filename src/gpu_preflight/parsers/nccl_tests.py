@@ -224,6 +224,7 @@ class NcclTestsScanner:
         # rccl-tests' JSON records by (collective, size, type, redop, root): [out-of-place, in-place], in file order
         self.json_rows: dict[tuple[str, int, object, object, object], list[PlacementResult | None]] = {}
         self.json_ranks: int | None = None
+        self.commanded: str | None = None  # the test a pasted command line ran (*_perf), used where none is printed
 
     def feed(self, raw: str) -> None:
         self.number += 1
@@ -240,6 +241,11 @@ class NcclTestsScanner:
         line = _PREFIX.sub("", raw, count=1).rstrip() if prefixed else raw.rstrip()
         stripped = line.lstrip()
         if not stripped or is_noise(line):
+            # a pasted command line ('$ ./build/broadcast_perf -g 2', 'mpirun ... all_reduce_perf'): the binary it
+            # ran names the collective where the output does not (nccl-tests before 2.14 prints no test name; see
+            # finish)
+            if self.commanded is None and "_perf" in line and (m := _TEST_NAME.search(line)):
+                self.commanded = m.group("name").removesuffix("_perf")
             return
         record = self.record
         if self.cut_row is not None and (stripped[0].isdigit() or "Out of bounds" in line or "bus bandwidth" in line):
@@ -660,6 +666,8 @@ class NcclTestsScanner:
         if record.avg_busbw_gbps is None and self.busbw_n:
             record.avg_busbw_gbps = round((self.busbw_sum[0] + self.busbw_sum[1]) / self.busbw_n, 4)
             record.avg_busbw_source = "computed"
+        if record.test is None:
+            record.test = self.commanded
         if record.nranks is None and self.json_ranks is not None:
             record.nranks = self.json_ranks  # the records' own "gpus"
         if record.nranks is None:
