@@ -23,7 +23,7 @@ from ..text import is_not_available, to_bool
 
 __all__ = [
     "CLOCK_REASON_BITS", "NvidiaSmiRecord", "SmiGpu", "SmiProcess", "as_compute_mode", "as_mode", "as_string",
-    "clock_mask",
+    "clock_mask", "recovery_from_reset_status",
 ]
 
 
@@ -52,3 +52,17 @@ def as_compute_mode(value: str | None) -> str | None:
     return text.lower().replace(" ", "_") if text else None
 
 
+def recovery_from_reset_status(reset_required: str | None, drain_and_reset: str | None) -> str | None:
+    """The recovery action a driver's ``GPU Reset Status`` states (``Reset Required``, ``Drain and Reset
+    Recommended``: drivers 525-550, before ``GPU Recovery Action`` replaced them), in that field's words.
+
+    nvidia-smi's own help: "Either of these being 'Yes' indicates that an unrecoverable error has occurred":
+    a reset required is NVML's ``GPU_RESET``, a drain-and-reset recommended its ``DRAIN_AND_RESET``; both ``No``
+    is ``None`` (nothing to do). ``None`` (no reading) when neither is shown or either is N/A.
+    """
+    required, drain = to_bool(reset_required), to_bool(drain_and_reset)
+    if required:
+        return "GPU Reset"
+    if drain:
+        return "Drain and Reset"
+    return "None" if required is False and drain is False else None

@@ -33,7 +33,16 @@ import re
 from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, prepare, to_bool, to_float, to_int
-from . import CLOCK_REASON_BITS, NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string
+from . import (
+    CLOCK_REASON_BITS,
+    NvidiaSmiRecord,
+    SmiGpu,
+    SmiProcess,
+    as_compute_mode,
+    as_mode,
+    as_string,
+    recovery_from_reset_status,
+)
 from .command import query_fields, selected_ids
 
 KIND = "nvidia-smi-csv"
@@ -219,7 +228,8 @@ def _gpu(position: int, v: dict[str, str]) -> SmiGpu:
         pcie_width_max=to_int(v.get("pcie.link.width.max")),
         mig_mode=as_mode(v.get("mig.mode.current")),
         mig_mode_pending=as_mode(v.get("mig.mode.pending")),
-        recovery_action=as_string(v.get("gpu_recovery_action"), keep_none=True),
+        recovery_action=as_string(v.get("gpu_recovery_action"), keep_none=True) or recovery_from_reset_status(
+            v.get("reset_status.reset_required"), v.get("reset_status.drain_and_reset_recommended")),
     )
 
 

@@ -34,7 +34,7 @@ import msgspec
 from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, is_not_available, prepare, to_bool, to_float, to_int
-from . import NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string
+from . import NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string, recovery_from_reset_status
 from .command import selected_ids
 from .failures import failures_in
 
@@ -102,7 +102,10 @@ def sniff(text: str) -> int:
     # the sections `-q -d <SECTION>` prints alone too (TEMPERATURE, POWER), and their first keys
     for label in ("Product Name", "ECC Errors", "Retired Pages", "Retired pages", "Remapped Rows",
                   "Clocks Event Reasons", "Clocks Throttle Reasons", "FB Memory Usage", "GPU Power Readings",
-                  "Power Readings", "Temperature", "GPU Current Temp"):
+                  "Power Readings", "Temperature", "GPU Current Temp",
+                  # a block a rule judges, pasted alone: reset status, ECC mode, one PCI block's link (not clocks:
+                  # their keys alone name no tool, and judge nothing)
+                  "GPU Reset Status", "GPU Recovery Action", "ECC Mode", "Ecc Mode", "GPU Link Info", "Link Width"):
         if re.search(rf"^\s+{label}\s*(?::|$)", text, re.MULTILINE):
             score += 15
     return min(score, 60)
@@ -223,7 +226,7 @@ def _gpu(index: int, g: Node) -> SmiGpu:
     remap = g.find("Remapped Rows")
     remap_ok = remap is not None and bool(remap.children)
     retired = g.find("Retired Pages")
-    link = g.find("PCI", "GPU Link Info")
+    link = g.find("PCI", "GPU Link Info") or g.find("GPU Link Info")  # a PCI block pasted from its link info on
     mig_devices = [c for c in g.children if c.key.lower() == "mig device"]
     return SmiGpu(
         index=index,
@@ -275,7 +278,8 @@ def _gpu(index: int, g: Node) -> SmiGpu:
         mig_mode=as_mode(g.get("MIG Mode", "Current")),
         mig_mode_pending=as_mode(g.get("MIG Mode", "Pending")),
         mig_devices=len(mig_devices) if as_mode(g.get("MIG Mode", "Current")) is not None else None,
-        recovery_action=as_string(g.get("GPU Recovery Action"), keep_none=True),
+        recovery_action=as_string(g.get("GPU Recovery Action"), keep_none=True) or recovery_from_reset_status(
+            g.get("GPU Reset Status", "Reset Required"), g.get("GPU Reset Status", "Drain and Reset Recommended")),
         processes=_processes(g.find("Processes")),
     )
 

@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from ..detect import parser
 from ..errors import ParseError
 from ..text import prepare, to_bool, to_float, to_int
-from . import NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string
+from . import NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string, recovery_from_reset_status
 
 KIND = "nvidia-smi-xml"
 
@@ -169,7 +169,8 @@ def _gpu(index: int, g: ET.Element) -> SmiGpu:
         mig_mode_pending=as_mode(_text(g, "mig_mode/pending_mig")),
         mig_devices=len(mig_devices.findall("mig_device"))
         if mig_devices is not None and as_mode(_text(g, "mig_mode/current_mig")) is not None else None,
-        recovery_action=as_string(_text(g, "gpu_recovery_action"), keep_none=True),
+        recovery_action=as_string(_text(g, "gpu_recovery_action"), keep_none=True) or recovery_from_reset_status(
+            _text(g, "gpu_reset_status/reset_required"), _text(g, "gpu_reset_status/drain_and_reset_recommended")),
         processes=_processes(g),
     )
 
