@@ -289,7 +289,8 @@ def sniff(text: str) -> int:
         return 60  # the kernel's own AER / OOM-kill / hung-task / thermal text on a kernel-log line
     if any(_pasted_bare(line, found[2]) for line, found in host):
         return 25  # such a message pasted bare ("INFO: task x:1 blocked for more than 120 seconds."): a line of its own
-    if re.search(r"^(?:\[\s*\d+\.\d+\]|" + _RELTIME + ") ", text, re.MULTILINE) or _KMSG_RECORD.search(text) \
+    # the kernel stamps seconds since boot: ten integer digits are a wall clock (UCX's '[1700554343.440877] [host:pid')
+    if re.search(r"^(?:\[\s*\d{1,9}\.\d+\]|" + _RELTIME + ") ", text, re.MULTILINE) or _KMSG_RECORD.search(text) \
             or _DMESG_CLOCK.search(text):
         return 30  # plain dmesg, dmesg -H / -T / --time-format iso / -x, or /dev/kmsg records ("6,3964,20676,-;msg")
     if _JOURNAL_KERNEL.search(text):
