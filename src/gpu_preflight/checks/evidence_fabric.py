@@ -32,6 +32,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -48,7 +49,7 @@ from .ib_rails import hca_missing_findings, rail_sets
 if TYPE_CHECKING:
     from ..config import Config
     from ..records.dmesg import DmesgRecord
-    from ..records.fabric import GidEntry, GidTableRecord, IbDevicesRecord, IbPort, PerfqueryRecord
+    from ..records.fabric import GidEntry, GidTableRecord, IbDevice, IbDevicesRecord, IbPort, PerfqueryRecord
     from ..records.libfabric import FiInfoRecord, PingpongRecord
     from ..records.pci import LspciRecord, PciDevice
     from ..records.perftest import PerftestRecord
@@ -203,7 +204,18 @@ def _netdev_down(device: str, port: IbPort, subject: str) -> Finding:
                                   "state); an ACTIVE port whose interface is down only lacks its IP configuration.")
 
 
-@judges("ibstat", "ibstatus", "ibv-devinfo", "ibdev2netdev", "rdma-link")
+def _guid_unset(device: IbDevice) -> bool:
+    """A node GUID of zeros on an InfiniBand or RoCE device: one never given its identity (an SR-IOV virtual
+    function the operator or firmware did not assign a GUID), which RDMA CM and verbs' memory registration fail
+    on (k8snetworkplumbingwg/sriov-network-operator#267, sriov-network-device-plugin#20 and #590). EFA reports
+    a zero node GUID by design (its link layer is ``Unknown``): not this fault."""
+    digits = re.sub(r"[^0-9a-fA-F]", "", (device.node_guid or "").removeprefix("0x"))
+    efa = device.name.startswith(("efa_", "rdmap")) or any((p.link_layer or "").lower() == "unknown"
+                                                             for p in device.ports)
+    return len(digits) >= 12 and set(digits) == {"0"} and not efa
+
+
+@judges("ibstat", "ibstatus", "ibv-devinfo", "ibdev2netdev", "rdma-link", "ibv-devices")
 def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iterator[Finding]:
     """Every IB/RoCE port up, at its rate, and as many as the node should have."""
     cfg = evidence_config(config)
@@ -213,6 +225,20 @@ def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iter
         yield Finding("ib.ports", Status.FAIL, source, "device_error", f"{record.format}: {error}",
                       recommendation="An HCA disappeared or cannot be read: check dmesg for mlx5 errors, "
                                      "reseat/reset the adapter, drain the node.")
+    for device in record.devices:
+        if _guid_unset(device):
+            flagged = True
+            yield Finding("ib.ports", Status.FAIL, f"{source}/{device.name}", "guid_unset",
+                          f"{device.name}: node GUID {device.node_guid} (never assigned): RDMA CM and memory "
+                          "registration fail on it", observed=device.node_guid, expected="a non-zero GUID",
+                          recommendation="Give the device its GUID: for an SR-IOV virtual function set the VF's node "
+                                         "and port GUID (ip link set <pf> vf <n> node_guid/port_guid, or the SR-IOV "
+                                         "operator) and rebind its driver.")
+    if record.format == "ibv_devices" and record.devices and not flagged:
+        yield Finding("ib.ports", Status.SKIP, source, "no_port_state",
+                      f"ibv_devices lists {len(record.devices)} device(s) with their GUIDs and no port state: "
+                      "the ports are not judged", observed=len(record.devices), unit="devices")
+        return
     active, rates = [], []
     rails = rail_sets(record)
     for device in record.devices:

@@ -168,6 +168,8 @@ def parse_ibstat(text: str) -> IbDevicesRecord:
                 device.firmware = value or None
             elif key == "system image guid":
                 device.system_guid = value or None
+            elif key == "node guid":
+                device.node_guid = value or None
             elif key == "number of ports" and (n := to_int(value)) is not None:
                 announced[device.name] = n
         else:
@@ -260,6 +262,8 @@ def parse_devinfo(text: str) -> IbDevicesRecord:
                 device.ca_type = value or None
             elif key == "sys_image_guid":
                 device.system_guid = value or None
+            elif key == "node_guid":
+                device.node_guid = value or None
             elif key == "phys_port_cnt" and (n := to_int(value)) is not None and not one_port:
                 announced[device.name] = n
         elif key == "state":

@@ -34,13 +34,15 @@ class IbDevice(msgspec.Struct):
 
     ``system_guid`` (ibstat's ``System image GUID``, ibv_devinfo's ``sys_image_guid``) is the
     physical adapter's: the ports and PCIe functions of one card share it, so it tells a card's
-    spare port from another card (a rail)."""
+    spare port from another card (a rail). ``node_guid`` is the device's own (ibstat's ``Node GUID``,
+    ibv_devinfo's ``node_guid``, ``ibv_devices``' column), as the tool printed it."""
 
     name: str
     ca_type: str | None = None
     firmware: str | None = None
     ports: list[IbPort] = []
     system_guid: str | None = None
+    node_guid: str | None = None
 
 
 class IbDevicesRecord(msgspec.Struct):

@@ -1,0 +1,62 @@
+"""``ibv_devices`` (libibverbs): the RDMA devices verbs can see, each with its node GUID.
+
+libibverbs/examples/device_list.c prints a two-line header (``    device          \t   node GUID`` and its
+dashes, ``    ------          \t----------------``) and one row per device: its name and its node GUID as
+16 hex digits. It says nothing of ports, so a listing tells only which devices exist: an empty one (the
+header alone: no provider for the driver, a container without ``/dev/infiniband``, a Soft-RoCE device never
+created) is a node without an RDMA device, and a GUID of zeros is a device never given its identity (an SR-IOV
+virtual function the operator did not assign one), which RDMA CM and perftest cannot use. A paste may hold
+several listings (one per node of a pair): their rows are read in order.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import pairwise
+
+from ..records.fabric import IbDevice, IbDevicesRecord
+from .detect import parser
+from .errors import ParseError
+from .text import is_noise, prepare
+
+KIND = "ibv-devices"
+
+_HEADER = re.compile(r"^\s*device\s+node GUID\s*$")
+_RULE = re.compile(r"^\s*-{6}\s+-{16}\s*$")
+_ROW = re.compile(r"^\s*(?P<name>[\w.:-]{1,64})\s+(?P<guid>[0-9a-fA-F]{16})\s*$")
+
+
+def sniff(text: str) -> int:
+    """ibv_devices' header line with its rule of dashes right under it. Weak evidence (50): a paste that also
+    holds ibv_devinfo, ibstat or perftest's lines (one session's commands) is read as that tool, which says more
+    than which devices exist."""
+    lines = text.splitlines()[:400]
+    return 50 if any(_HEADER.match(a) and _RULE.match(b) for a, b in pairwise(lines)) else 0
+
+
+@parser(KIND, sniff=sniff, title="ibv_devices (RDMA devices and their node GUIDs)")
+def parse(text: str) -> IbDevicesRecord:
+    """Every listed device with its node GUID; a listing with no row is a node verbs sees no device on."""
+    record = IbDevicesRecord(format="ibv_devices")
+    tables = 0
+    headed = in_table = False  # a header is a listing only with its rule of dashes right under it
+    for line in prepare(KIND, text):
+        if not line.strip() or is_noise(line):
+            continue
+        if _HEADER.match(line):
+            headed, in_table = True, False
+            continue
+        if _RULE.match(line) and headed:
+            tables += 1
+            headed, in_table = False, True
+            continue
+        headed = False
+        if in_table and (m := _ROW.match(line)):
+            record.devices.append(IbDevice(m.group("name"), node_guid=m.group("guid")))
+            continue
+        in_table = False  # anything else ends a listing (a prompt, the next node's heading)
+    if not tables:
+        raise ParseError(KIND, "no 'device  node GUID' header with its rule of dashes")
+    if not record.devices:
+        record.errors.append("ibv_devices lists no device (verbs sees no RDMA device on this node)")
+    return record
