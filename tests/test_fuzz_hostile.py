@@ -4,7 +4,7 @@ A bounded slice of :mod:`tests.fuzz_engine` (seeded, so a failure reproduces); t
 long run is ``bench/bench_fuzz.py``. Formats whose output carries a completeness marker
 (dcgmi's closing border and JSON document, nccl-tests' summary, the ports ``ibstat`` and
 ``ibv_devinfo`` announce, nvidia-smi's GPU sections) must never turn a failing fixture
-into a PASS when cut or when a value is garbled. Listings without one (dmesg, lspci,
+into a PASS when cut or when a value is garbled. Listings without one (dmesg, the fabric manager's log, lspci,
 ``nvlink -s``, ``ibstatus``, ``ibdev2netdev`` and ``rdma link show`` (a line per port, no count),
 and ``ibstat``/``ibv_devinfo`` cut exactly between two devices) cannot tell a cut from a clean
 end; for them the test still demands no crash, hang or blow-up, and the bench counts their
@@ -35,7 +35,7 @@ from .fuzz_engine import (
 from .path_cases import COMMANDS, KINDS, hostile_path, run_command
 
 TIME_S, MEMORY_MIB = 10.0, 256.0
-NO_END_MARKER = ("dmesg-", "lspci-", "nvlink", "ibstatus-", "ibdev2netdev-", "rdma-link-show-")
+NO_END_MARKER = ("dmesg-", "lspci-", "nvlink", "ibstatus-", "ibdev2netdev-", "rdma-link-show-", "fabricmanager-log-")
 
 
 DEVICE_LISTINGS = {"ibstat-": "CA '", "ibv_devinfo-": "hca_id:"}  # listing -> the line that opens a device

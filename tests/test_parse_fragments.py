@@ -102,7 +102,8 @@ def _shows(record: Any) -> bool:
 
 CUTS = ("head_cut", "tail_cut", "middle")
 # Logs judged by the absence of a failure line: a clean stretch of one is a clean log, not "nothing shown".
-LOG_KINDS = frozenset({"dmesg", "nccl-log", "nccl-tests", "perftest", "fi-pingpong", "nvidia-smi-dmon"})
+LOG_KINDS = frozenset({"dmesg", "fabricmanager-log", "nccl-log", "nccl-tests", "perftest", "fi-pingpong",
+                       "nvidia-smi-dmon"})
 # Transcripts of commands read in order, where a later answer ends what an earlier one stated (a reset that worked
 # ends a refusal to reset that GPU and applies its pending MIG mode): a cut before it shows that earlier state,
 # a real one the whole moved past, not a failure the parser made up.

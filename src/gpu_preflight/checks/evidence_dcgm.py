@@ -254,8 +254,8 @@ def judge_dcgm_stats(record: DcgmStatsRecord, config: Config, source: str) -> It
                           source, tool="dcgmi")
     findings = []
     for box in record.gpus:
-        where = f"{source}/gpu{box.gpu}" if box.gpu is not None else f"{source}/summary"
-        name = f"GPU {box.gpu}" if box.gpu is not None else "the job summary"
+        where = f"{source}/gpu{box.gpu}" if box.gpu is not None else f"{source}/{'rows' if box.fragment else 'summary'}"
+        name = f"GPU {box.gpu}" if box.gpu is not None else ("the pasted rows" if box.fragment else "the job summary")
         for label in _STATS_FAULTS:
             value = box.rows.get(label, "")
             if value.isdigit() and int(value) > 0:

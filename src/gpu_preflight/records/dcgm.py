@@ -96,6 +96,7 @@ class DcgmStatsGpu(msgspec.Struct):
 
     gpu: int | None
     rows: dict[str, str] = {}
+    fragment: bool = False  # rows pasted without their box's header: which GPU (or the summary) is not shown
 
 
 class DcgmStatsRecord(msgspec.Struct):
