@@ -45,9 +45,12 @@ _RULE = re.compile(r"^\|?[=|+]+\|?$")
 _BORDER = re.compile(r"^\+[-+]+\+$")
 _BUS = re.compile(r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])(?:\s+(\S+))?")
 _POWER = re.compile(r"(?<!\d)(\d+|N/A)W\s*/\s*(\d+|N/A)W")
-_MEMORY = re.compile(r"(?<!\d)(\d+)MiB\s*/\s*(\d+)MiB")
+_MEMORY = re.compile(r"(?<!\d)(\d+)Mi?B\s*/\s*(\d+)Mi?B")  # MiB; 'MB' before R346 (the same mebibytes)
 _PROCESS = re.compile(r"^\|\s*(?P<gpu>\d+)\s+(?:(?P<gi>\S+)\s+(?P<ci>\S+)\s+)?(?P<pid>\d+)\s+"
-                      r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>.*?)\s+(?P<mem>\d+MiB|N/A)\s*\|$")
+                      r"(?:(?P<type>C\+G|M\+C|C|G|M)\s+)?(?P<name>.*?)\s+(?P<mem>\d+Mi?B|N/A)\s*\|$")
+# The process box's title: ``Processes:``; before R346 ``Compute processes:``, compute ones only, no Type column,
+# and on a GeForce of then a row ``0  Not Supported``: its processes are not shown (unknown, not none).
+_PROCESS_TITLES = ("Processes:", "Compute processes:")
 _MIG_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|")
 # The cells a table without its banner is known by, read cell by cell (linear on any line): the GPU table's
 # first header row (``GPU  Name ... | Bus-Id ...``), its second (``Fan  Temp ... | Memory-Usage |``), and a GPU
@@ -56,7 +59,7 @@ _GPU_LABEL = re.compile(r"GPU\s+Name\b")
 _FAN_LABEL = re.compile(r"Fan\s+Temp\b")
 _INDEX_CELL = re.compile(r"\d+\s+\S")
 _BUS_CELL = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]\b")
-_MEMORY_CELL = re.compile(r"\d+MiB\s*/\s*\d+MiB")
+_MEMORY_CELL = re.compile(r"\d+Mi?B\s*/\s*\d+Mi?B")
 # The header nvidia-smi prints above every GPU table, but for the first row's mode label (see _MODE_LABEL).
 _STANDARD_HEADER = (["GPU  Name", "Bus-Id  Disp.A", "Volatile Uncorr. ECC"],
                     ["Fan  Temp  Perf  Pwr:Usage/Cap", "Memory-Usage", "GPU-Util  Compute M."], ["", "", "MIG M."])
@@ -349,15 +352,19 @@ def _add_mig_devices(lines: list[str], gpus: list[SmiGpu]) -> None:
 
 
 def _add_processes(lines: list[str], gpus: list[SmiGpu]) -> None:
-    if not any("Processes:" in line for line in lines):
+    title = next((t for t in _PROCESS_TITLES if any(t in line for line in lines)), None)
+    if title is None:
         return
     by_index = {g.index: g for g in gpus}
     for g in gpus:
         g.processes = []
-    for row in _section(lines, "Processes:"):
-        m = _PROCESS.match(row)
-        if m is None or (gpu := by_index.get(int(m.group("gpu")))) is None:
+    for row in _section(lines, title):
+        if (cells := _cells(row)) and (m := re.match(r"(\d+)\s+Not Supported$", cells[0])) \
+                and (gpu := by_index.get(int(m.group(1)))) is not None:
+            gpu.processes = None
             continue
-        assert gpu.processes is not None
+        m = _PROCESS.match(row)
+        if m is None or (gpu := by_index.get(int(m.group("gpu")))) is None or gpu.processes is None:
+            continue
         gpu.processes.append(SmiProcess(pid=int(m.group("pid")), name=m.group("name").strip() or None,
-                                        type=m.group("type"), used_memory_mib=to_int(m.group("mem"))))
+                                        type=m.group("type") or "C", used_memory_mib=to_int(m.group("mem"))))
