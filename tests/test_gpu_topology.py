@@ -35,6 +35,14 @@ def grid(text: str, *, links: int | None = None, gpus: int | None = None, nics: 
                           nics=tuple(n for n in names if n.startswith("NIC")), expected_links=links, expected_gpus=gpus)
 
 
+def cut(text: str, shown: int, *, gpus: int | None = None, nics: int = 0) -> TopologyMatrix:
+    """``grid(text)`` pasted only down to its row ``shown - 1``: every column, the first ``shown`` rows."""
+    whole = grid(text, nics=nics)
+    rows = (*whole.gpus, *whole.nics)[:shown]
+    return TopologyMatrix(gpus=tuple(r for r in rows if r.startswith("GPU")), cells={r: whole.cells[r] for r in rows},
+                          nics=tuple(r for r in rows if r.startswith("NIC")), expected_gpus=gpus)
+
+
 def clique(n: int, token: str = "NV18", odd: dict[tuple[int, int], str] | None = None) -> str:
     """n GPUs, every pair ``token`` except the pairs in ``odd`` (both cells set)."""
     odd = odd or {}
@@ -113,6 +121,12 @@ TABLE = [
                                                                   "GPU1": {"GPU1": "X"}}),
      [(ERROR, "cell_missing")], "no GPU1->GPU0 cell"),
     ("no GPU row", TopologyMatrix(gpus=(), cells={}), [(ERROR, "no_gpus")], "no GPU row"),
+    ("cut after GPU3 of 8", cut(clique(8), 4), [(ERROR, "matrix_cut")],
+     "names 8 GPUs in its columns but shows rows for 4 (GPU4, GPU5, GPU6, GPU7 not shown)"),
+    ("cut one row short, 8 GPUs expected", cut(clique(8), 7, gpus=8), [(ERROR, "matrix_cut")],
+     "shows rows for 7 (GPU7 not shown)"),  # not gpus_missing: the matrix names all 8
+    ("cut before its NIC rows only", cut("X NV4 PIX\nNV4 X SYS\nPIX SYS X", 2, nics=1), [(PASS, "nvlink_regular")],
+     "2 GPUs"),  # NIC rows are stated, not judged
     ("one GPU", grid("X"), [(SKIP, "single_gpu")], "1 GPU (GPU0), no GPU pair"),
     # --- the profile's NVLinks per GPU (L): met by the largest pair or by the sum, else FAIL
     ("L met by the largest pair", grid(clique(8), links=18), [(PASS, "nvlink_regular")],

@@ -7,7 +7,9 @@ it (AWS's gpu-cluster-healthcheck step 3, Azure's ``check_hw_topology``):
 
 * a cell that is not one of nvidia-smi's legend tokens, a missing cell, a self cell that is not
   ``X`` or a pair whose two cells disagree is ERROR: the matrix was mis-read or mis-pasted, and a
-  cell we cannot read is never a pass;
+  cell we cannot read is never a pass. A matrix cut before its last GPU row (its columns name GPUs
+  it shows no row for) is such a case: the links between the GPUs not shown are not stated, and
+  judging the rows shown as the whole node would count fewer GPUs than it has;
 * no profile expectation (``gpu.nvlink_expected_links`` unset or 0): no NVLink at all PASSes (PCIe
   peers, the farthest path named); NVLink that is *regular* (every GPU has the same sorted list of
   NVLink counts to its peers: an NVSwitch clique, a DGX-1 hybrid cube mesh, bridged pairs of cards)
@@ -56,6 +58,7 @@ NVLINK_ADVICE = ("Run `nvidia-smi nvlink -s` on the GPUs named; reset them (link
                  "down, drain the node and check the NVSwitch tray / fabric manager logs (on PCIe cards: the "
                  "NVLink bridges).")
 """The advice ``gpu.nvlink`` gives for a down link, for the GPUs a matrix shows short of links."""
+PASTE_WHOLE = "Paste the whole `nvidia-smi topo -m` output as printed (tabs kept)."
 
 
 class Link(msgspec.Struct, frozen=True):
@@ -111,11 +114,17 @@ def judge_topology(matrix: TopologyMatrix) -> list[TopologyVerdict]:
     configured one (when there is one) and the links (see the module's docstring)."""
     if not matrix.gpus:
         return [TopologyVerdict(Status.ERROR, "no_gpus", "the topology matrix has no GPU row: nothing to judge")]
+    named = list(dict.fromkeys(c for row in matrix.gpus for c in matrix.cells.get(row, {}) if c.startswith("GPU")))
+    if cut := [c for c in named if c not in matrix.gpus]:
+        return [TopologyVerdict(Status.ERROR, "matrix_cut",
+                                f"the topology matrix names {len(named)} GPUs in its columns but shows rows for "
+                                f"{len(matrix.gpus)} ({', '.join(cut)} not shown): it was cut, so their links are "
+                                "not stated", observed=len(matrix.gpus), expected=len(named), unit="GPU rows",
+                                recommendation=PASTE_WHOLE)]
     try:
         pairs = _pairs(matrix)
     except _Unreadable as exc:
-        return [TopologyVerdict(Status.ERROR, exc.code, str(exc),
-                                recommendation="Paste the whole `nvidia-smi topo -m` output as printed (tabs kept).")]
+        return [TopologyVerdict(Status.ERROR, exc.code, str(exc), recommendation=PASTE_WHOLE)]
     verdicts = [v for v in (_count(matrix),) if v is not None]
     verdicts.append(_links(matrix, pairs))
     return verdicts
