@@ -46,13 +46,19 @@ def test_nccl_tests_run_that_stopped_before_its_table_is_an_unfinished_run() -> 
         parse_nccl_tests(_INFO)
 
 
-def test_nccl_tests_run_that_stopped_on_a_named_nccl_failure_stays_with_the_log_triage() -> None:
-    """The run stopped, and an NCCL WARN says why: the job-log triage names it (an unfinished table cannot);
-    a plugin fallback alone is no such reason."""
+def test_nccl_tests_run_that_stopped_on_a_named_nccl_failure_is_judged_on_that_warning() -> None:
+    """The run stopped, and an NCCL WARN says why: nccl-tests reads it as the run's cause (``warn_causes``, since
+    a09eb6b), so the text stays nccl-tests whether or not a paste kept the WARN line (nccl-tests#217, cut above
+    it, flipped to nccl-log and back) and FAILs on the named failure; a plugin fallback alone is no such reason."""
     failing = _STARTED + _INFO + ("gpu-host:15833:15840 [0] misc/socket.cc:484 NCCL WARN Net : Connect to "
                                   "10.2.3.33<43677> failed : Connection refused\n")
-    assert detect_kind(failing) == "nccl-log"
+    assert detect_kind(failing) == "nccl-tests"
     assert detect_kind(_STARTED + _INFO) == "nccl-tests"
+    record = parse_nccl_tests(failing)
+    assert [group.signature for group in record.warn_causes] != []
+    findings = list(judge_record("nccl-tests", record, Config(), source="t"))
+    assert Status.FAIL in {f.status for f in findings}
+    assert not parse_nccl_tests(_STARTED + _INFO).warn_causes  # the plugin fallback names no cause
 
 
 def test_fi_pingpong_log_lines_are_a_pingpong_that_did_not_complete() -> None:

@@ -157,9 +157,10 @@ def sniff(text: str) -> int:
     A run that never reached its table (hung in communicator setup, or a paste cut there) is
     still nccl-tests when it printed what only nccl-tests prints: its parameter line
     (``nThread 1 nGpus 4 minBytes 8 maxBytes ...``, every version since 2.0) or a rank's device
-    line. Such a text is judged as an unfinished run (:meth:`NcclTestsScanner.finish`), unless
-    one of its lines names an NCCL failure (:func:`.nccl_log.classify`): the job-log triage
-    then says why the run stopped, which an unfinished table cannot."""
+    line. Such a text is judged as an unfinished run (:meth:`NcclTestsScanner.finish`), and the
+    ``NCCL WARN`` lines in it that name a failure say why it stopped (``warn_causes``, judged for a
+    run that stopped), so one that names a failure stays nccl-tests too: its kind does not flip to
+    ``nccl-log`` as a paste gains or loses the WARN line (nccl-tests#217's middle, cut above it)."""
     clean = "\n".join(_PREFIX.sub("", line) for line in text.splitlines()
                       if "size" in line or "failure" in line or "Collective test" in line or "Test timeout" in line
                       or "Out of bounds" in line)
@@ -168,7 +169,7 @@ def sniff(text: str) -> int:
     if re.search(r"Test (?:NCCL|CUDA) failure \S+:\d+", clean) or "# Collective test starting" in clean \
             or _RELAY.search(clean) or _TIMEOUT.search(clean) or _REFUSAL.search(text) or _OLD_FAILURE.search(clean):
         return 90
-    if (_PARAMS.search(text) or _RANK_ANYWHERE.search(text)) and not _names_failure(text):
+    if _PARAMS.search(text) or _RANK_ANYWHERE.search(text):
         return 90
     if _JSON_RECORD.search(text):
         return 85  # rccl-tests' JSON records (--output_file)
@@ -176,17 +177,6 @@ def sniff(text: str) -> int:
     if re.search(r"^\s*#?\s*Out of bounds values\s*:\s*\d+\s+(?:OK|FAILED)\s*$", clean, re.MULTILINE):
         return 80
     return 0
-
-
-def _names_failure(text: str) -> bool:
-    """Whether a line of ``text`` carries an NCCL failure signature (a plugin fallback is a fact, not one; a WARN
-    no signature names says nothing of why the run stopped)."""
-    for line in text.splitlines():
-        if "WARN" in line or "rror" in line or "ailed" in line:
-            found = classify(line)
-            if found is not None and found[0] not in ("net_plugin_fallback", UNCLASSIFIED_WARN):
-                return True
-    return False
 
 
 class NcclTestsScanner:
