@@ -58,8 +58,13 @@ def test_a_table_with_another_header_is_not_ibv_devices() -> None:
     assert detect_kind("device   node GUID\nmlx5_0   506b4b0300285028\n") != "ibv-devices"
 
 
-def test_rows_cut_from_their_header_and_a_header_cut_from_its_rows_are_no_listing() -> None:
-    """A paste cut inside a listing says neither that the node has no device nor which ones it has."""
+def test_rows_cut_from_their_header_are_read_and_a_header_cut_from_its_rule_is_no_listing() -> None:
+    """A paste cut above the rule keeps the rows it shows (a zero GUID still fails); one that keeps a header
+    without its rule, or a rule without rows, says neither that the node has no device nor which ones it has."""
     cut = "    ------          \t----------------\n    mlx5_0          \t0000000000000000\n" + HEAD.splitlines()[0]
+    assert detect_kind(cut) == "ibv-devices"
+    assert [(s, c) for s, c, _ in verdicts(cut)] == [(Status.FAIL, "guid_unset")]
     with pytest.raises(ParseError):
-        parse_text(cut, "ibv-devices")
+        parse_text(HEAD.splitlines()[0] + "\nmlx5_0 is down\n", "ibv-devices")
+    with pytest.raises(ParseError):
+        parse_text(HEAD.splitlines()[1] + "\n", "ibv-devices")

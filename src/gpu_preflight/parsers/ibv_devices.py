@@ -12,7 +12,6 @@ several listings (one per node of a pair): their rows are read in order.
 from __future__ import annotations
 
 import re
-from itertools import pairwise
 
 from ..records.fabric import IbDevice, IbDevicesRecord
 from .detect import parser
@@ -27,27 +26,28 @@ _ROW = re.compile(r"^\s*(?P<name>[\w.:-]{1,64})\s+(?P<guid>[0-9a-fA-F]{16})\s*$"
 
 
 def sniff(text: str) -> int:
-    """ibv_devices' header line with its rule of dashes right under it. Weak evidence (50): a paste that also
-    holds ibv_devinfo, ibstat or perftest's lines (one session's commands) is read as that tool, which says more
-    than which devices exist."""
+    """ibv_devices' rule of dashes under its header, or over a device row (a paste cut above the rule). Weak
+    evidence (50): a paste that also holds ibv_devinfo, ibstat or perftest's lines (one session's commands) is read
+    as that tool, which says more than which devices exist."""
     lines = text.splitlines()[:400]
-    return 50 if any(_HEADER.match(a) and _RULE.match(b) for a, b in pairwise(lines)) else 0
+    return 50 if any(_RULE.match(b) and (_HEADER.match(a) or _ROW.match(c))
+                     for a, b, c in zip(["", *lines], lines, [*lines[1:], ""], strict=True)) else 0
 
 
 @parser(KIND, sniff=sniff, title="ibv_devices (RDMA devices and their node GUIDs)")
 def parse(text: str) -> IbDevicesRecord:
     """Every listed device with its node GUID; a listing with no row is a node verbs sees no device on."""
     record = IbDevicesRecord(format="ibv_devices")
-    tables = 0
-    headed = in_table = False  # a header is a listing only with its rule of dashes right under it
+    tables = headed_tables = 0
+    headed = in_table = False
     for line in prepare(KIND, text):
         if not line.strip() or is_noise(line):
             continue
         if _HEADER.match(line):
             headed, in_table = True, False
             continue
-        if _RULE.match(line) and headed:
-            tables += 1
+        if _RULE.match(line):  # its rows follow; a paste may have lost the header above it
+            tables, headed_tables = tables + 1, headed_tables + headed
             headed, in_table = False, True
             continue
         headed = False
@@ -55,8 +55,8 @@ def parse(text: str) -> IbDevicesRecord:
             record.devices.append(IbDevice(m.group("name"), node_guid=m.group("guid")))
             continue
         in_table = False  # anything else ends a listing (a prompt, the next node's heading)
-    if not tables:
-        raise ParseError(KIND, "no 'device  node GUID' header with its rule of dashes")
+    if not record.devices and not headed_tables:  # rows cut from their header are read; a bare rule is nothing
+        raise ParseError(KIND, "no device row and no 'device  node GUID' header over its rule of dashes")
     if not record.devices:
         record.errors.append("ibv_devices lists no device (verbs sees no RDMA device on this node)")
     return record

@@ -3,10 +3,11 @@
 ``fi_info`` prints one block per (provider, endpoint type) as ``provider:`` followed by
 indented ``key: value`` lines; ``fi_info -v`` prints a nested tree per entry whose
 provider, fabric and domain live under ``fi_fabric_attr``/``fi_domain_attr``. Both are
-read. When no provider matches, fi_info prints ``fi_getinfo: -61`` (``(No data
-available)`` on newer versions) and exits 61: that is a record with ``error_code=-61`` and
-no providers — the answer "no such provider", which a judge must not confuse with a
-parse failure.
+read; a paste that starts or stops inside an entry (a ``-v`` tree cut in its attributes, before the
+provider it names last) keeps the entries it shows whole, and the cut one is not counted. When no
+provider matches, fi_info prints ``fi_getinfo: -61`` (``(No data available)`` on newer versions) and
+exits 61: that is a record with ``error_code=-61`` and no providers — the answer "no such provider",
+which a judge must not confuse with a parse failure.
 
 ``fi_pingpong`` prints a table whose columns are found by name (``bytes``, ``#sent`` or
 ``iters``, ``MB/sec``, ``usec/xfer``...); sizes use k/m/g suffixes (powers of 1024). A run
@@ -67,6 +68,7 @@ def parse_info(text: str) -> FiInfoRecord:
     entry: dict[str, str] | None = None
     section: list[tuple[int, str]] = []
     entries: list[dict[str, str]] = []
+    headless = False  # the first entry's own line was not pasted: a -v paste that starts inside an entry
     for raw in prepare(INFO_KIND, text):
         if not raw.strip() or is_noise(raw):
             continue
@@ -86,7 +88,10 @@ def parse_info(text: str) -> FiInfoRecord:
                 entry["provider"] = value
             continue
         if entry is None:
-            continue
+            if indent == 0:
+                continue
+            entry, headless = {}, True  # attribute lines before any "fi_info:" / "provider:" line
+            entries.append(entry)
         while section and section[-1][0] >= indent:
             section.pop()
         path = ".".join([name for _, name in section] + [key])
@@ -94,8 +99,10 @@ def parse_info(text: str) -> FiInfoRecord:
             section.append((indent, key))
         else:
             entry[path] = value
-    for e in entries:
+    for i, e in enumerate(entries):
         provider = e.get("provider") or e.get("fi_fabric_attr.prov_name")
+        if not provider and ((i == 0 and headless) or i == len(entries) - 1):
+            continue  # a paste cut inside its first or last entry (-v prints the provider last): judged on the rest
         if not provider:
             raise ParseError(INFO_KIND, "an fi_info entry without a provider name")
         record.providers.append(FiProvider(
