@@ -68,3 +68,9 @@ def test_rows_cut_from_their_header_are_read_and_a_header_cut_from_its_rule_is_n
         parse_text(HEAD.splitlines()[0] + "\nmlx5_0 is down\n", "ibv-devices")
     with pytest.raises(ParseError):
         parse_text(HEAD.splitlines()[1] + "\n", "ibv-devices")
+
+
+def test_the_sniffer_answers_zero_for_any_other_text() -> None:
+    """Scored directly (detect_kind hides a sniffer that raises): no listing, no score, whatever the length."""
+    from gpu_preflight.parsers.ibv_devices import sniff
+    assert [sniff(t) for t in ("", "x", "a\nb\nc\n", "------ ----------------\n")] == [0, 0, 0, 0]

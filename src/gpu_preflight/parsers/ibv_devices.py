@@ -30,8 +30,9 @@ def sniff(text: str) -> int:
     evidence (50): a paste that also holds ibv_devinfo, ibstat or perftest's lines (one session's commands) is read
     as that tool, which says more than which devices exist."""
     lines = text.splitlines()[:400]
-    return 50 if any(_RULE.match(b) and (_HEADER.match(a) or _ROW.match(c))
-                     for a, b, c in zip(["", *lines], lines, [*lines[1:], ""], strict=True)) else 0
+    return 50 if any(_RULE.match(line) and ((i > 0 and _HEADER.match(lines[i - 1]))
+                                           or (i + 1 < len(lines) and _ROW.match(lines[i + 1])))
+                     for i, line in enumerate(lines)) else 0
 
 
 @parser(KIND, sniff=sniff, title="ibv_devices (RDMA devices and their node GUIDs)")
