@@ -41,6 +41,7 @@ from ..actions import Action, with_action
 from ..config.diagnostics import diagnostics_config
 from ..config.evidence import evidence_config
 from ..model import Finding, Status
+from ..records.fabric import EFA_NAMES
 from ..registry import declare
 from .evidence import judges
 from .evidence_kernel import in_window
@@ -210,7 +211,7 @@ def _guid_unset(device: IbDevice) -> bool:
     on (k8snetworkplumbingwg/sriov-network-operator#267, sriov-network-device-plugin#20 and #590). EFA reports
     a zero node GUID by design (its link layer is ``Unknown``): not this fault."""
     digits = re.sub(r"[^0-9a-fA-F]", "", (device.node_guid or "").removeprefix("0x"))
-    efa = device.name.startswith(("efa_", "rdmap")) or any((p.link_layer or "").lower() == "unknown"
+    efa = device.name.startswith(EFA_NAMES) or any((p.link_layer or "").lower() == "unknown"
                                                              for p in device.ports)
     return len(digits) >= 12 and set(digits) == {"0"} and not efa
 

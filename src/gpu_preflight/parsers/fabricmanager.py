@@ -19,11 +19,12 @@ Fabric Manager 535.161.08, Dec 2024), tests/fixtures/field/kernel.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC
 
 from ..records.nvswitch import FabricManagerLog, FmMessage
 from .detect import parser
 from .errors import ParseError
+from .kernel_log import civil_time
 from .text import prepare
 
 KIND = "fabricmanager-log"
@@ -33,19 +34,6 @@ _LINE = re.compile(r"^\s*\[(?P<mon>[A-Z][a-z]{2}) {1,2}(?P<day>\d{1,2}) (?P<year
 _START = re.compile(r"^\s*Fabric Manager Log initializing at: (?P<stamp>\d{1,2}/\d{1,2}/\d{4} \d{2}:\d{2}:\d{2})")
 _SWITCH_ERROR = re.compile(r"detected NVSwitch (?P<sev>fatal|non-fatal) error (?P<sxid>\d{1,6}) on fid \d+ on NVSwitch "
                            r"pci bus id (?P<pci>[0-9A-Fa-f:.]{7,16}) physical id (?P<phys>\d+)(?: port (?P<port>\d+))?")
-_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
-                                       "Nov", "Dec"), 1)}
-
-
-def _stamp(m: re.Match[str]) -> str | None:
-    month = _MONTHS.get(m.group("mon"))
-    if month is None:
-        return None
-    hh, mm, ss = (int(p) for p in m.group("time").split(":"))
-    try:
-        return datetime(int(m.group("year")), month, int(m.group("day")), hh, mm, ss, tzinfo=UTC).isoformat()
-    except ValueError:
-        return None
 
 
 def sniff(text: str) -> int:
@@ -67,7 +55,8 @@ def parse(text: str) -> FabricManagerLog:
         if (m := _LINE.match(line)) is None:
             continue
         record.lines += 1
-        stamp = _stamp(m)
+        when = civil_time(int(m.group("year")), m.group("mon"), m.group("day"), m.group("time"), UTC)
+        stamp = when.isoformat() if when is not None else None
         record.last_timestamp = stamp or record.last_timestamp
         level, message = m.group("level"), m.group("msg").strip()[:300]
         if (e := _SWITCH_ERROR.search(message)) is not None:

@@ -39,7 +39,7 @@ from ..records.xid import UnparsedXid, XidEvent, normalize_pci
 from ..records.xid import pci_key as pci_key
 
 __all__ = [
-    "DRIVER_MESSAGES", "MAX_LINE", "KernelLineReader", "UnparsedXid", "XidEvent", "kernel_log_denied",
+    "DRIVER_MESSAGES", "MAX_LINE", "KernelLineReader", "UnparsedXid", "XidEvent", "civil_time", "kernel_log_denied",
     "line_timestamp", "normalize_pci", "parse_xid_events", "scan_xid_line",
 ]
 
@@ -249,28 +249,32 @@ def _iso(prefix: str, now: datetime | None, zone: tzinfo) -> datetime | None:
 
 def _ctime(prefix: str, now: datetime | None, zone: tzinfo) -> datetime | None:
     m = _CTIME.match(prefix)
-    if m is None or m.group("mon") not in _MONTHS:
+    if m is None:
         return None
-    return _civil(int(m.group("year")), m.group("mon"), m.group("day"), m.group("time"), zone)
+    return civil_time(int(m.group("year")), m.group("mon"), m.group("day"), m.group("time"), zone)
 
 
 def _syslog(prefix: str, now: datetime | None, zone: tzinfo) -> datetime | None:
     """``Jan 21 02:21:33 host kernel:``: the year is now's, or last year's if that is ahead."""
     m = _SYSLOG.match(prefix)
-    if m is None or m.group("mon") not in _MONTHS or now is None:
+    if m is None or now is None:
         return None
     local_now = now.astimezone(zone)
-    stamp = _civil(local_now.year, m.group("mon"), m.group("day"), m.group("time"), zone)
+    stamp = civil_time(local_now.year, m.group("mon"), m.group("day"), m.group("time"), zone)
     if stamp is not None and stamp > local_now + timedelta(days=1):
-        stamp = _civil(local_now.year - 1, m.group("mon"), m.group("day"), m.group("time"), zone)
+        stamp = civil_time(local_now.year - 1, m.group("mon"), m.group("day"), m.group("time"), zone)
     frac = m.group("frac")
     return stamp.replace(microsecond=int(frac[:6].ljust(6, "0"))) if stamp is not None and frac else stamp
 
 
-def _civil(year: int, month: str, day: str, clock: str, zone: tzinfo) -> datetime | None:
+def civil_time(year: int, month: str, day: str, clock: str, zone: tzinfo) -> datetime | None:
+    """A log's printed date (``Jan``, ``21``, ``02:21:33``) in ``zone``; None where it is no date."""
+    number = _MONTHS.get(month)
+    if number is None:
+        return None
     hour, minute, second = (int(p) for p in clock.split(":"))
     try:
-        return datetime(year, _MONTHS[month], int(day), hour, minute, second, tzinfo=zone)
+        return datetime(year, number, int(day), hour, minute, second, tzinfo=zone)
     except ValueError:
         return None
 

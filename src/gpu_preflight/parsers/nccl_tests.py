@@ -878,7 +878,7 @@ def _float(value: str | None) -> float | None:
 
 
 def _number(value: str) -> float | None:
-    return to_float(value) if re.fullmatch(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", value) else None
+    return to_float(value) if re.fullmatch(r"[-+]?" + _NUM, value) else None
 
 
 def _int(value: str | None) -> int | None:

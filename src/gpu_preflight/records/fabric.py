@@ -57,6 +57,7 @@ class IbDevicesRecord(msgspec.Struct):
 
 
 EFA_DRIVER = "efa"
+EFA_NAMES = ("efa_", "rdmap")  # what the efa driver names its RDMA devices (efa_0; rdmap16s27 on newer kernels)
 
 
 class RdmaDevice(msgspec.Struct):
@@ -71,7 +72,7 @@ class RdmaDevice(msgspec.Struct):
 
     @property
     def is_efa(self) -> bool:
-        return self.driver == EFA_DRIVER or self.name.startswith(("efa_", "rdmap"))
+        return self.driver == EFA_DRIVER or self.name.startswith(EFA_NAMES)
 
 
 class OfiPlugin(msgspec.Struct):

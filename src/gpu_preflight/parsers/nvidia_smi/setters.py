@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 
 from ...records.smi import NvidiaSmiRecord, SmiFailure, SmiGpu
+from ...records.xid import pci_key
 from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, prepare
@@ -129,12 +130,7 @@ def parse(text: str) -> NvidiaSmiRecord:
 def _reset_done(bus: str, gpus: dict[str, SmiGpu], failures: list[SmiFailure]) -> None:
     """A reset of ``bus`` that worked: its pending MIG mode is applied, an earlier refusal to reset it is over."""
     for key, gpu in gpus.items():
-        if _same_bus(key, bus) and gpu.mig_mode_pending is not None:
+        if pci_key(key) == pci_key(bus) and gpu.mig_mode_pending is not None:
             gpu.mig_mode = gpu.mig_mode_pending
-    failures[:] = [f for f in failures if not (f.code == "reset_failed" and f.gpu and _same_bus(f.gpu, bus))]
+    failures[:] = [f for f in failures if not (f.code == "reset_failed" and pci_key(f.gpu) == pci_key(bus))]
 
-
-def _same_bus(a: str, b: str) -> bool:
-    """One PCI address however spelled (``00000000:C1:00.0``, ``0000:c1:00.0``)."""
-    (da, ra), (db, rb) = a.split(":", 1), b.split(":", 1)
-    return int(da, 16) == int(db, 16) and ra.lower() == rb.lower()
