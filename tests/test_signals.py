@@ -117,6 +117,35 @@ def test_a_signal_inside_held_waits_for_its_end(tmp_path: Path) -> None:
     assert (tmp_path / "after").exists()
 
 
+def test_a_signal_inside_a_finaliser_prints_no_traceback_and_still_ends_the_run() -> None:
+    """The handler raised inside a weak reference's callback (importlib's module lock, at an
+    import's end) or a ``__del__``, where the interpreter swallows and prints what is raised: CI
+    saw a traceback ending ``Interrupted: 15`` before the one line. Swallowed, the exception is
+    owed again: here at the held block's end, which the run does not get past."""
+    proc = _program("""
+        import os, signal, sys
+        from gpu_preflight import interrupts
+        from gpu_preflight.cli import main as cli
+
+        class Finalised:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGTERM)
+                sum(range(1000))  # the handler runs here, inside the finaliser
+
+        def main():
+            Finalised()
+            print("went on", file=sys.stderr, flush=True)
+            with interrupts.held():
+                pass
+            print("not reached", file=sys.stderr, flush=True)
+            return 0
+
+        cli.main = main
+        cli.program()
+    """)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (EXIT_SIGTERM, "", "went on\n" + interrupt_line(signal.SIGTERM) + "\n")
+
 
 def test_a_signal_that_surfaces_as_another_exception_still_ends_the_run_in_one_line() -> None:
     """Python 3.11 wraps an exception raised while a class is made (a descriptor's ``__set_name__``:

@@ -37,7 +37,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from types import FrameType
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from sys import UnraisableHookArgs
 
 __all__ = ["GRACE_S", "HOLD_S", "Interrupted", "at_stop", "exit_code", "exiting", "held", "install", "requested",
            "settle",
@@ -107,8 +110,26 @@ def install() -> None:
     for signum in caught:
         signal.signal(signum, _handler)
     signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    sys.unraisablehook = _unraisable_hook(sys.unraisablehook)
     os.register_at_fork(after_in_child=_forget)
     threading.Thread(target=_watch, args=(read_fd,), name="gpu-preflight-signals", daemon=True).start()
+
+
+def _unraisable_hook(previous: Callable[[UnraisableHookArgs], object]) -> Callable[[UnraisableHookArgs], object]:
+    """The interpreter's report of an exception nothing could catch, minus ours.
+
+    Why: the handler runs wherever the main thread is, and that can be code whose exceptions
+    the interpreter swallows and prints, a finaliser or a weak reference's callback (importlib
+    drops a module lock through one: a signal at an import's end printed seven lines of
+    traceback ending ``Interrupted: 15``, then the run went on). Swallowed, our exception is
+    owed again: the next point that may raise (a :func:`held` block's end) raises it, else the
+    program's end or the watcher stops the run, with the one line and the signal's code."""
+    def hook(unraisable: UnraisableHookArgs) -> None:
+        if isinstance(unraisable.exc_value, Interrupted):
+            _state.raised = False
+            return
+        previous(unraisable)
+    return hook
 
 
 def _forget() -> None:
