@@ -853,7 +853,7 @@ def _row(columns: list[str], line: str, number: int, problem: Callable[[str], No
 
 def _placement(values: dict[str, str]) -> PlacementResult:
     return PlacementResult(time_us=_float(values.get("time")), algbw_gbps=_float(values.get("algbw")),
-                           busbw_gbps=_float(values.get("busbw")), wrong=_int(values.get("wrong")),
+                           busbw_gbps=_float(values.get("busbw")), wrong=_count(values.get("wrong")),
                            error=_float(values.get("error")))
 
 
@@ -889,9 +889,20 @@ def _int(value: str | None) -> int | None:
     return int(value) if _INTEGER.fullmatch(value) else None
 
 
+def _count(value: str | None) -> int | None:
+    """A ``#wrong`` cell: nccl-tests 2.13+ prints the count with ``%5g`` (``%6g`` from 2.17.4, util.cu), so a
+    count of a million or more reads ``1e+06`` or ``3.35544e+07``: six significant digits of a count that is
+    above zero all the same, not an unreadable cell (a row of 33 million wrong values must not leave the run
+    validated)."""
+    if value is not None and _G_COUNT.fullmatch(value):
+        return round(float(value))
+    return _int(value)
+
+
 _INTEGER = re.compile(r"-?\d+")
+_G_COUNT = re.compile(r"\d(?:\.\d+)?e\+\d+")  # printf's %g of an integer too large for its six digits
 _NUMERIC: dict[str, Callable[[str], float | int | None]] = {
-    "time": _number, "algbw": _number, "busbw": _number, "error": _number, "wrong": _int}
+    "time": _number, "algbw": _number, "busbw": _number, "error": _number, "wrong": _count}
 
 
 def _infer_ranks(record: NcclTestsRecord, best: tuple[int, float, float] | None) -> int | None:
