@@ -53,10 +53,12 @@ _TABLES = ("catalogue", "default", "xid", "driver", "sxid")
 _CATALOGUE = {"edition": str, "first": int, "last": int}
 # Xid 154's named recovery action (NVIDIA: "None", "Drain P2P", "Drain and Reset", "GPU Reset Required",
 # "Node Reboot Required"; 590-series drivers also print "PF FLR"), as the line's own severity and action.
+# R595 adds "Recover IMEX Domain" (gpu.c: fabric memory allocation disabled): judged as NVML's RECOVER_IMEX_DOMAIN
+# is by gpu.recovery_action, FAIL and isolate the node until its NVLink domain is recovered.
 RECOVERY_ACTIONS = {
     "none": ("info", "NONE"), "drain_p2p": ("warn", "RESTART_APP"), "drain_and_reset": ("fail", "RESET_GPU"),
     "gpu_reset_required": ("fail", "RESET_GPU"), "pf_flr": ("fail", "RESET_GPU"),
-    "node_reboot_required": ("fail", "REBOOT"),
+    "node_reboot_required": ("fail", "REBOOT"), "recover_imex_domain": ("fail", "ISOLATE"),
 }
 
 

@@ -53,8 +53,12 @@ _REDACTED = (r"\.{2,}|\u2026|[xX*#]{2,}(?::[xX*#]{1,4}){0,2}(?:\.[xX*#])?|<[A-Za
 # The driver prints "NVRM: Xid (PCI:...): N"; a line copied off a console by hand loses the colon after
 # NVRM or gains a space before the Xid's colon ("NVRM Xid (PCI:0000:0b:00) : 32", fireice-uk/xmr-stak#2054):
 # still the event its number names. "NVRM Xid" without the parenthesis (prose) is no event shape.
+# With MIG enabled the driver names the GPU instance, and the compute instance where it knows it, after the
+# address (kernel_rc.c, every release since 515: "NVRM: Xid (PCI:0000:01:00 GPU-I:05 GPU-CI:00): 95, ..."):
+# still an event of that GPU; the instance stays in the raw line.
 _XID = re.compile(r"NVRM:? Xid \((?:PCI:)?(?:(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+(?::[0-9A-Fa-f.]+)?)"
-                  r"|(?:" + _REDACTED + r"))\) ?: (?P<xid>\d{1,6})(?=[,\s]|$)(?P<rest>.*)$")
+                  r"|(?:" + _REDACTED + r"))(?: GPU-I:\d{1,3}(?: GPU-CI:\d{1,3})?)?\) ?: (?P<xid>\d{1,6})(?=[,\s]|$)"
+                  r"(?P<rest>.*)$")
 _SHAPE = re.compile(r"NVRM:\s*Xid\b|NVRM Xid \(", re.IGNORECASE)
 _HEAD = re.compile(r"NVRM:? Xid \(")
 _XID_NUMBER = re.compile(r"\) ?: (?P<xid>\S*)")
@@ -314,9 +318,13 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     # it (0): the GPUs are fine, but no CUDA, NVML or nvidia-smi client can use them until the versions agree.
     ("api_mismatch", 0, re.compile(r"NVRM: API mismatch: the client\b")),
     ("pci_region_invalid", 79, re.compile(r"NVRM: This PCI I/O region assigned to your NVIDIA device is invalid")),
-    # Drivers before ~R390 print it without the GPU: "NVRM: RmInitAdapter failed! (0x26:0xffff:1375)".
+    # Drivers before ~R390 print it without the GPU: "NVRM: RmInitAdapter failed! (0x26:0xffff:1375)". nv.c's
+    # nv_start_device then says it again in its own words, the line a paste may keep alone: "NVRM: GPU 0000:3b:00.0:
+    # rm_init_adapter failed, device minor number 0" (R515 on), "NVRM: rm_init_adapter failed for device bearing
+    # minor number 0" (older drivers).
     ("rm_init_failed", 143, re.compile(
-        r"NVRM: (?:GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+): )?RmInitAdapter failed!")),
+        r"NVRM: (?:GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+): )?"
+        r"(?:RmInitAdapter failed!|rm_init_adapter failed(?:,| for) device)")),
     # On Hopper and later the FSP (the GPU's security processor) boots GSP; kern_fsp.c / kern_fsp_gh100.c say when
     # it did not answer or refused: "kfspPollForResponse_IMPL: FSP command timed out" (R535-R560; R570+
     # "kfspWaitForResponse: ..."), "FSP boot cmds failed. RM cannot boot.", "FSP secure boot partition timed out.",
@@ -336,7 +344,10 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     # notes; the "NVRM: Xid (...): 119, Timeout ..." line follows): GSP stopped answering an RPC, even where the
     # paste stops before the Xid line.
     ("gsp_timeout", 119, re.compile(r"NVRM: (?:GPU\d+ )?_kgspLogXid119: ")),
-    ("gsp_heartbeat", 119, re.compile(r"NVRM: (?:GPU\d+ )?_kgspIsHeartbeatTimedOut: Heartbeat timed out")),
+    # R595's RPC poll names which heartbeat stopped after the line above ("_kgspRpcRecvPoll: GSP RM heartbeat
+    # timed out", "... LibOS heartbeat timed out"): the same timeout where a paste keeps only that line.
+    ("gsp_heartbeat", 119, re.compile(r"NVRM: (?:GPU\d+ )?(?:_kgspIsHeartbeatTimedOut: Heartbeat timed out"
+                                      r"|_kgspRpcRecvPoll: (?:GSP RM|LibOS) heartbeat timed out)")),
     # The GSP falcon's core dump (its TRACE/register lines): kernel_gsp.c dumps it only once GSP has stopped
     # answering, from the RPC-timeout and the periodic health-check paths alike, so a pasted dump without its
     # Xid 119 line still reports that timeout.

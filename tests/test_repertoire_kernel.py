@@ -1,0 +1,61 @@
+"""The NVIDIA kernel driver's fault messages, rendered from their format strings (docs/repertoire/kernel.md).
+
+The fixtures (tests/fixtures/repertoire/kernel, provenance in its PROVENANCE.md) render format strings of
+NVIDIA/open-gpu-kernel-modules in the log forms users paste (plain dmesg, dmesg -T, journalctl -k, syslog); each
+is judged as the Xid or fault it stands for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpu_preflight.actions import DETAIL_KEY
+from gpu_preflight.config import Config
+from gpu_preflight.evidence import judge_text
+from gpu_preflight.model import Finding, Status
+from gpu_preflight.parsers.kernel_log import parse_xid_events
+
+FORMS = Path(__file__).parent / "fixtures" / "repertoire" / "kernel"
+
+
+def form(name: str) -> str:
+    return (FORMS / name).read_text(encoding="utf-8")
+
+
+def xids(text: str) -> list[Finding]:
+    return [f for f in judge_text(text, Config(), kind="dmesg", source="n1") if f.check_id == "gpu.xid"]
+
+
+def test_xid_lines_attributed_to_a_mig_instance_are_events_of_their_gpu() -> None:
+    events = parse_xid_events(form("mig-xids-94-95-31-dmesg-T-journal.txt"))
+    assert [(e.xid, e.pci, e.pid) for e in events] == [
+        (94, "0000:01:00", 7194), (95, "0000:01:00", 7062), (31, "0000:41:00", 1234)]
+
+
+def test_a_mig_instance_xid_is_judged_as_its_xid_not_as_an_unreadable_line() -> None:
+    found = {f.code: f for f in xids(form("mig-xids-94-95-31-dmesg-T-journal.txt"))}
+    assert found["xid_95"].status is Status.FAIL and found["xid_95"].subject.endswith("pci:0000:01:00")
+    assert found["xid_94"].status is Status.WARN and found["xid_31"].status is Status.WARN
+    assert not any(f.status is Status.ERROR for f in found.values())
+
+
+def test_xid_154_asking_to_recover_the_imex_domain_fails_and_isolates_the_node() -> None:
+    (f,) = xids(form("xid154-recover-imex-domain-595.txt"))
+    assert f.status is Status.FAIL and f.details[DETAIL_KEY] == "isolate_node"
+
+
+@pytest.mark.parametrize("name", [
+    "rm-init-adapter-failed-515.txt", "rm-init-adapter-failed-595-dmesg-T.txt",
+    "rm-init-adapter-failed-pre515-syslog.txt",
+])
+def test_nv_c_saying_rm_init_adapter_failed_is_a_gpu_that_did_not_initialise(name: str) -> None:
+    (f,) = xids(form(name))
+    assert (f.code, f.status) == ("nvrm_rm_init_failed", Status.FAIL)
+
+
+@pytest.mark.parametrize("name", ["gsp-rpc-poll-rm-heartbeat-595.txt", "gsp-rpc-poll-libos-heartbeat-595-journal.txt"])
+def test_the_rpc_poll_naming_a_stopped_gsp_heartbeat_is_a_gsp_timeout(name: str) -> None:
+    (f,) = xids(form(name))
+    assert (f.code, f.status) == ("nvrm_gsp_heartbeat", Status.FAIL)
