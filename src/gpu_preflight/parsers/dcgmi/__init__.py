@@ -19,6 +19,7 @@ from ..text import is_noise
 from .common import (
     HOSTENGINE_DOWN,
     HOSTENGINE_STARTED,
+    ITERATIONS_ABORTED,
     KIND,
     MIG_REFUSAL,
     NVVS_LOG_ERROR,
@@ -92,7 +93,8 @@ def sniff(text: str) -> int:
     if exporter_fatal(text):
         return 96  # dcgm-exporter's start and fatal exit: its result, above a table another tool printed with it
     if re.search(r"DCGM GPU Diagnostic returned an error|Unable to (?:complete|run) diagnostic", text) or \
-            _REFUSED.search(text) or MIG_REFUSAL.search(text) or HOSTENGINE_DOWN.search(text):
+            _REFUSED.search(text) or MIG_REFUSAL.search(text) or HOSTENGINE_DOWN.search(text) or \
+            ITERATIONS_ABORTED.search(text):
         return 90
     if _RESULT_ROW.search(text) or len(_LEGACY_ROW.findall(text)) >= 2 or _DCGMI_ERROR.search(text) or \
             _WRAPPED_MESSAGE.search(text):

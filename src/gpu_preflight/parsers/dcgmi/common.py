@@ -49,6 +49,11 @@ HOSTENGINE_STARTED = re.compile(r"^\s*Started host engine version \S+ using "
 # (a config it could not read, a test it could not start). Only nvvs' own sources count: that is the diagnostic's log.
 NVVS_LOG_ERROR = re.compile(r"^\s*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? ERROR\s+\[\d+:\d+\]\s+(?P<msg>.*?)\s+"
                             r"\[/\S*/nvvs/\S+:\d+\]\s+\[[^\]]*\]\s*$")
+# `dcgmi diag --iterations N`'s closing line when a run could not complete (dcgmi/Diag.cpp, DCGM 2.4-4.x: "Aborting the
+# iterative runs of the diagnostic due to failure: <DCGM's error string>"): the loop stopped, the runs after it never
+# happened. Beside tables that passed it is still an error, never a pass.
+ITERATIONS_ABORTED = re.compile(r"^[>\s]*Aborting the iterative runs of the diagnostic due to failure: [^\n]*?(?=\s*$)",
+                                re.MULTILINE)
 _DRIVER_NOT_LOADED = re.compile(r"driver modules? (?:are|is) not (?:yet )?loaded")
 
 

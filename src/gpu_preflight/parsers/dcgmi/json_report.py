@@ -54,12 +54,23 @@ def parse_json(text: str) -> DcgmDiagRecord:
     if not isinstance(data, dict):
         raise ParseError(KIND, "the JSON document is not an object")
     key = next((k for k in _ROOTS if k in data), None)
+    if key is None and isinstance(data.get("iterations"), list):
+        return _iterations(data)
     if key is None:
         if _is_test(data):
             return _excerpt(text, start)
         if cut := _cut_document(text):
             return cut
         raise ParseError(KIND, f"no {' or '.join(map(repr, _ROOTS))} key in the JSON document")
+    record = _document(data, key)
+    if not record.tests and not record.errors:
+        raise ParseError(KIND, "the diagnostic holds neither tests nor a runtime error")
+    record.overall = overall_of(record)
+    return record
+
+
+def _document(data: dict[str, Any], key: str) -> DcgmDiagRecord:
+    """One run's document under its root ``key``: versions, runtime error and tests (``overall`` left to the caller)."""
     root = _object(data[key], key)
     metadata = _object(data.get("metadata", root.get("metadata", {})), "metadata")
     groups = data.get("entity_groups", root.get("entity_groups"))
@@ -83,8 +94,40 @@ def parse_json(text: str) -> DcgmDiagRecord:
         for test in _list(cat.get("tests", []), "tests"):
             if test is not None:
                 record.tests.append(_test(_str(cat.get("category")), _object(test, "tests[]")))
+    return record
+
+
+def _iterations(data: dict[str, Any]) -> DcgmDiagRecord:
+    """``dcgmi diag --iterations N -j`` (DCGM 2.4-4.x): ``{"iterations": [each run's document], "Overall Result":
+    "Pass" | "Fail", "warning": <DCGM's error string>}`` (dcgmi/Diag.cpp's RunDiagIterations).
+
+    Every run's tests are read, in order. ``Overall Result`` says whether every run *ran*, not how its tests went
+    (a run with a failed test is still ``Pass`` there); ``Fail`` is a run that could not complete, the loop stopped
+    there: an error beside the results, with DCGM's ``warning``. A failed run leaves the document before it in its
+    slot, so that run's tests are not shown.
+    """
+    record = DcgmDiagRecord(format="json-iterations")
+    for number, run in enumerate(_list(data["iterations"], "iterations"), 1):
+        if run is None:
+            continue
+        doc = _object(run, f"iterations[{number - 1}]")
+        key = next((k for k in _ROOTS if k in doc), None)
+        if key is None:
+            raise ParseError(KIND, f"iteration {number} holds no {' or '.join(map(repr, _ROOTS))} document")
+        one = _document(doc, key)
+        record.format = f"{one.format}-iterations"
+        record.dcgm_version = record.dcgm_version or one.dcgm_version
+        record.driver_version = record.driver_version or one.driver_version
+        record.gpu_device_ids = record.gpu_device_ids or one.gpu_device_ids
+        record.tests.extend(one.tests)
+        record.errors.extend(f"iteration {number}: {e}" for e in one.errors)
+        record.return_code = record.return_code if record.return_code is not None else one.return_code
+    result = _str(data.get("Overall Result"))
+    if result is None or normalize_status(result) != "pass":
+        why = _str(data.get("warning")) or "no reason given"
+        record.errors.append(f"the iterative runs stopped (Overall Result {result or 'missing'}): {why}")
     if not record.tests and not record.errors:
-        raise ParseError(KIND, "the diagnostic holds neither tests nor a runtime error")
+        raise ParseError(KIND, "the iterations hold neither tests nor a runtime error")
     record.overall = overall_of(record)
     return record
 

@@ -40,6 +40,7 @@ from .common import (
     EXPORTER_FATAL,
     EXPORTER_STARTED,
     HOSTENGINE_DOWN,
+    ITERATIONS_ABORTED,
     KIND,
     MIG_REFUSAL,
     NVVS_LOG_ERROR,
@@ -58,7 +59,10 @@ _ERROR = re.compile(r'^[>\s]*"?(?:Error|(?i:error when executing the diagnostic)
 _RETURN = re.compile(r"Return:\s*\((?P<code>-?\d+)\)")
 _PART = re.compile(r"^(?P<status>Pass|Fail|Warn|Skip|Skipped|Error|Not Run)\b\s*(?:-\s*(?P<scope>.*))?$",
                    re.IGNORECASE)
-_PER_GPU = re.compile(r"^GPU\s*(?P<id>\d+)\s*:\s*(?P<status>\w[\w ]*)$", re.IGNORECASE)
+# 4.x's result row per entity ("<entity group><id>: <result>", dcgmi/Diag.cpp): GPU0, and where the run tested them
+# CPU0 (the CPU EUD), Switch0, LINK0... (DcgmFieldsGetEntityGroupString's names). Only a GPU's goes by its id.
+_PER_GPU = re.compile(r"^(?P<group>GPU|vGPU|GPU_I|GPU_CI|Switch|LINK|CPU|CPU_CORE|ConnectX)\s*(?P<id>\d+)\s*:\s*"
+                      r"(?P<status>\w[\w ]*)$", re.IGNORECASE)
 _MESSAGE_LABELS = ("warning", "info", "error", "note")
 _CLOSING = re.compile(r"^\+-+\+-+\+$")
 _HEADER = re.compile(r"^\|\s*Diagnostic\s*\|\s*Result\s*\|$")
@@ -106,6 +110,9 @@ def parse_table(text: str) -> DcgmDiagRecord:
             continue
         if m := NVVS_LOG_ERROR.match(line):
             record.errors.append(f"nvvs: {m.group('msg')}")
+            continue
+        if m := ITERATIONS_ABORTED.match(line):
+            record.errors.append(m.group(0).strip(" >"))
             continue
         if m := _ERROR.match(line):
             record.errors.append(m.group("msg").strip())
@@ -204,9 +211,13 @@ def _status_part(test: DcgmTest, result: str, first: bool = False) -> bool:
     """
     if m := _PER_GPU.match(result):
         status = normalize_status(m.group("status"))
-        if status:
+        if status == "fail" and _headline(test) == "warn":
+            status = "warn"  # 4.x prints a warned entity "Fail" under its test's "Warn" (no entity of it failed)
+        if status and m.group("group").upper() == "GPU":
             test.gpu_status[m.group("id")] = status
             _fold(test, status, [int(m.group("id"))])
+        elif status:
+            _fold(test, status, [])
         return status is not None
     m = _PART.match(result)
     if m is None:
@@ -223,6 +234,17 @@ def _status_part(test: DcgmTest, result: str, first: bool = False) -> bool:
         test.status = status
     _fold(test, status, ids)
     return True
+
+
+def _headline(test: DcgmTest) -> str | None:
+    """The status of a test's own row, as printed (``Warn`` in 4.x's ``| targeted_power | Warn |``).
+
+    4.x prints the test's result with its warnings (the worst of its entities') and each entity's without them:
+    an entity that warned reads ``GPU0: Fail`` (dcgmi/Diag.cpp, HelperDisplayDiagResult's DDR_NO_DISPLAY_WARN), so
+    under a ``Warn`` headline no entity failed.
+    """
+    m = _PART.match(test.rows[0][1]) if test.rows else None
+    return normalize_status(m.group("status")) if m else None
 
 
 def _fold(test: DcgmTest, status: str, ids: list[int]) -> None:
