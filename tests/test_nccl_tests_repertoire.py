@@ -46,3 +46,30 @@ def test_a_legacy_error_cell_is_not_read_as_a_count() -> None:
             "     128      32  float     sum  20.34    0.01    0.01  1e+00  20.12    0.01    0.01  0e+00\n")
     record = parse(text)
     assert record.rows[0].error == 1.0 and record.rows[0].wrong is None and record.max_error == 1.0
+
+
+def test_the_timestamp_column_of_report_timestamps_is_two_cells() -> None:
+    """``-S 1`` (2.18+) ends the header with ``timestamp`` and each row with ``2026-03-06 12:00:00``: the rows
+    were 'more values than columns', a parse ERROR for the whole run, its wrong values unjudged."""
+    ok = fixture("all_reduce-2.19.6-timestamps-ok.txt")
+    record = parse(ok)
+    assert record.rows_total == 4 and record.out_of_bounds == 0 and not record.incomplete
+    assert record.peak_busbw_gbps == 102.27 and record.wrong_total == 0
+    assert statuses(ok)["nccl_tests.correctness"] is Status.PASS
+    cut = fixture("all_reduce-2.19.6-timestamps-wrong-cut.txt")
+    assert parse(cut).wrong_sizes == [1024]
+    assert statuses(cut)["nccl_tests.correctness"] is Status.FAIL
+    # the same rows quoted from below their header, with the summary line
+    rows = "".join(line + "\n" for line in cut.splitlines() if not line.startswith("#"))
+    tail = rows + "# Out of bounds values : 0 OK\n"
+    assert parse(tail).wrong_sizes == [1024]
+    assert statuses(tail)["nccl_tests.correctness"] is Status.FAIL
+
+
+def test_the_per_iteration_columns_are_read_by_their_names() -> None:
+    """``-I 1`` adds ``i_min i_max i_p99 i_cv%`` to each placement: the busbw and #wrong cells are still found
+    by their names (out-of-place first, in-place second)."""
+    record = parse(fixture("all_reduce-2.19.6-per-iteration-ok.txt"))
+    assert record.rows_total == 4 and not record.incomplete and record.out_of_bounds == 0
+    assert record.peak_busbw_gbps == 102.27 and record.peak_busbw_in_place_gbps == 102.27
+    assert record.wrong_total == 0

@@ -716,7 +716,7 @@ def _header_line(record: NcclTestsRecord, rank: Callable[[int, str, str], None],
     log are NCCL INFO lines that match none.
     """
     if "size" in line and _HEADER.match(line):
-        return [t for t in line.lstrip("#").split()]
+        return _stamped([t for t in line.lstrip("#").split()])
     if "Rank" in line and (m := _RANK.match(line)):
         rank(int(m.group("rank")), m.group("host"), m.group("name").strip())
     elif "Avg" in line and (m := _AVG.match(line)):
@@ -732,6 +732,13 @@ def _header_line(record: NcclTestsRecord, rank: Callable[[int, str, str], None],
     return columns
 
 
+def _stamped(columns: list[str]) -> list[str]:
+    """A header's names, one per cell of its rows: nccl-tests 2.18+ with ``-S 1`` (``--report_timestamps``) ends
+    the header with ``timestamp`` over strftime's ``%Y-%m-%d %H:%M:%S`` (util.cu), two cells in every row, so
+    the one name stands for a date and a clock."""
+    return [*columns[:-1], "timestamp", "timestamp-clock"] if columns and columns[-1] == "timestamp" else columns
+
+
 _NUM = r"(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _CHECK = r"(?:\d+|N/A|\d+\.?\d*[eE][-+]?\d+)"  # a #wrong count (N/A in-place for sendrecv) or a legacy error
 # A result row as nccl-tests prints it (common.cu's format: size, count, a datatype name, the reduction and root
@@ -741,7 +748,8 @@ _CHECK = r"(?:\d+|N/A|\d+\.?\d*[eE][-+]?\d+)"  # a #wrong count (N/A in-place fo
 _HEADERLESS = re.compile(
     r"\s*\d+\s+\d+\s+(?:u?int(?:8|32|64)|half|float|double|bfloat16|f8e4m3|f8e5m2|fp8_e4m3|fp8_e5m2)"
     r"(?P<redop>\s+(?:sum|prod|max|min|avg|none|mulsum|premulsum))?(?P<root>\s+-?\d+)?"
-    r"(?:\s+" + _NUM + r"){3}\s+(?P<check>" + _CHECK + r")(?:\s+" + _NUM + r"){3}\s+" + _CHECK + r"\s*")
+    r"(?:\s+" + _NUM + r"){3}\s+(?P<check>" + _CHECK + r")(?:\s+" + _NUM + r"){3}\s+" + _CHECK +
+    r"(?P<stamp>\s+\d{4}-\d\d-\d\d\s+\d\d:\d\d:\d\d)?\s*")  # -S 1's timestamp (see _stamped)
 
 
 def _headerless(line: str) -> list[str] | None:
@@ -752,7 +760,8 @@ def _headerless(line: str) -> list[str] | None:
         return None
     check = "#wrong" if re.fullmatch(r"\d+|N/A", m.group("check")) else "error"
     head = ["size", "count", "type", *(["redop"] if m.group("redop") else []), *(["root"] if m.group("root") else [])]
-    return [*head, "time", "algbw", "busbw", check, "time", "algbw", "busbw", check]
+    stamp = ["timestamp", "timestamp-clock"] if m.group("stamp") else []
+    return [*head, "time", "algbw", "busbw", check, "time", "algbw", "busbw", check, *stamp]
 
 
 class _Layout(msgspec.Struct, frozen=True):
