@@ -59,3 +59,14 @@ def test_nv_c_saying_rm_init_adapter_failed_is_a_gpu_that_did_not_initialise(nam
 def test_the_rpc_poll_naming_a_stopped_gsp_heartbeat_is_a_gsp_timeout(name: str) -> None:
     (f,) = xids(form(name))
     assert (f.code, f.status) == ("nvrm_gsp_heartbeat", Status.FAIL)
+
+
+@pytest.mark.parametrize("name", ["rpc-recv-poll-timedout-595.txt", "rpc-recv-poll-timedout-535-dmesg-T.txt"])
+def test_an_rpc_that_got_no_answer_from_gsp_is_a_gsp_timeout(name: str) -> None:
+    (f,) = xids(form(name))
+    assert (f.code, f.status) == ("nvrm_gsp_timeout", Status.FAIL)
+
+
+def test_an_rpc_poll_failing_with_gpu_is_lost_is_a_gpu_off_the_bus() -> None:
+    (f,) = xids(form("rpc-recv-poll-gpu-lost-595-journal.txt"))
+    assert (f.code, f.status, f.details[DETAIL_KEY]) == ("nvrm_gpu_lost", Status.FAIL, "reboot_node")

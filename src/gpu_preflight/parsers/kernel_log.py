@@ -343,7 +343,9 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     # The driver's Xid 119 banner (kernel_gsp.c's _kgspLogXid119: "********* GSP Timeout *********", then its
     # notes; the "NVRM: Xid (...): 119, Timeout ..." line follows): GSP stopped answering an RPC, even where the
     # paste stops before the Xid line.
-    ("gsp_timeout", 119, re.compile(r"NVRM: (?:GPU\d+ )?_kgspLogXid119: ")),
+    # rpc.c's callers then say the RPC got no answer: "_issueRpcAndWait: rpcRecvPoll timedout for fn 76!" (R525-R590;
+    # R595 adds "sequence N"), printed at error level only for a real timeout: the same GSP timeout.
+    ("gsp_timeout", 119, re.compile(r"NVRM: (?:GPU\d+ )?(?:_kgspLogXid119: |\w+: rpcRecvPoll timedout for fn \d+)")),
     # R595's RPC poll names which heartbeat stopped after the line above ("_kgspRpcRecvPoll: GSP RM heartbeat
     # timed out", "... LibOS heartbeat timed out"): the same timeout where a paste keeps only that line.
     ("gsp_heartbeat", 119, re.compile(r"NVRM: (?:GPU\d+ )?(?:_kgspIsHeartbeatTimedOut: Heartbeat timed out"
@@ -368,13 +370,14 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     # The GPU no longer answers on the bus, said without an Xid line: every call into it fails with
     # NV_ERR_GPU_IS_LOST (status 0x0000000F, nvstatuscodes.h "GPU lost from the bus"). GSP-RM drivers print the
     # number in their RPC failures ("_issueRpcAndWait: rpcSendMessage failed with status 0x0000000f for fn 10
-    # sequence 12303!", "rpcRmApiFree_GSP: GspRmFree failed: ...; status=0x0000000f"), the status text where a
+    # sequence 12303!", its "rpcRecvPoll failed with status 0x0000000f for fn ...", rpc.c in every tag since 525,
+    # "rpcRmApiFree_GSP: GspRmFree failed: ...; status=0x0000000f"), the status text where a
     # check quotes it ("Check failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST] (0x0000000F)", also from
     # nvidia-modeset/nvidia-drm), and an interrupt read that returned all ones says so in words
     # ("_intrServiceStallCommonCheckBegin: Failed GPU reg read : 0xffffffff. Check whether GPU is present on the
     # bus"). The state Xid 79 reports (open-gpu-kernel-modules#1080: a previous boot ending in these lines).
     ("gpu_lost", 79, re.compile(
-        r"NVRM: (?:GPU\d+ )?(?:_issueRpcAndWait: rpcSendMessage failed with status 0x0*[fF]\b"
+        r"NVRM: (?:GPU\d+ )?(?:\w+: rpc(?:SendMessage|RecvPoll) failed with status 0x0*[fF]\b"
         r"|rpcRmApi\w*_GSP: GspRm\w* failed: .*\bstatus=0x0*[fF]\b"
         r"|\w+: Failed GPU reg read : 0xffffffff\. Check whether GPU is present on the bus)"
         r"|(?:NVRM|nvidia-modeset|nvidia-drm|\[drm\]).*\[NV_ERR_GPU_IS_LOST\]")),
