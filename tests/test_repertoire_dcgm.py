@@ -91,3 +91,19 @@ def test_the_abort_line_alone_is_dcgmi_diag() -> None:
             "Aborting the iterative runs of the diagnostic due to failure: Generic unspecified error\n")
     assert sniff_diag(text) >= 90
     assert [(f.check_id, f.status) for f in judge_text(text, Config(), source="n1")] == [("dcgm.diag", Status.ERROR)]
+
+
+def test_health_nvswitch_incident_under_the_internal_error_system_is_read() -> None:
+    """DCGM names the NvSwitch watches' system 'Internal error'; the incident (which switch, which link) was dropped."""
+    for name in ("health-c-switch-nvswitch-fatal-internal-error-system.txt",
+                 "health-c-j-switch-nvswitch-fatal-internal-error-system.json"):
+        findings = judge_text(_text(name), Config(), source="n1")
+        assert [(f.check_id, f.status, f.summary) for f in findings if f.subject.endswith("switch0")] == [
+            ("dcgm.health", Status.FAIL,
+             "Switch 0 Internal error: Failure: Detected fatal errors on NvSwitch 0 link 12")]
+
+
+def test_health_watches_report_is_no_health() -> None:
+    """`dcgmi health -f` lists which watches are on: read, and no health (ERROR), as 'set successfully' is."""
+    findings = judge_text(_text("health-f-watches-report.txt"), Config(), source="n1")
+    assert [(f.check_id, f.status) for f in findings] == [("dcgm.health", Status.ERROR)]

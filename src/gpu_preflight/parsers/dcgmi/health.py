@@ -37,7 +37,10 @@ HEALTH_WORDS = ("Healthy", "Warning", "Failure", "Internal error")
 _OVERALL_ROW = re.compile(r"^\|\s*Overall Health\s*\|\s*(?P<health>Healthy|Warning|Failure|Internal error)\s*\|")
 _REPORT_BOX = re.compile(r"^\|\s*Health Monitor Report\s*\|", re.MULTILINE)
 _JSON_HEALTH = re.compile(r'"header"\s*:\s*\[\s*"Health Monitor Report"|"Overall Health"\s*:\s*\{')
-_SYSTEM_ROW = re.compile(r"^\|\s*(?:->\s*)?(?P<system>[A-Za-z][\w ]*? system|Driver)\s*\|\s*"
+# A watched system's row under an entity's Errors (Health::HelperSystemToString): "<name> system", "Driver", and
+# "Internal error", the name it gives a system it has no word for: the NvSwitch fatal and non-fatal watches
+# (DCGM 2.x-4.x; "Detected fatal errors on NvSwitch 0 link 12" under a Switch). Kept as DCGM prints it.
+_SYSTEM_ROW = re.compile(r"^\|\s*(?:->\s*)?(?P<system>[A-Za-z][\w ]*? system|Driver|(?<=-> )Internal error)\s*\|\s*"
                          r"(?P<health>Healthy|Warning|Failure|Internal error)\s*\|")
 _ENTITY_ROW = re.compile(r"^\|\s*->\s*(?P<id>\d+)\s*\|")
 _GROUP_ROW = re.compile(r"^\|\s*(?P<group>GPU|Switch|NvSwitch|CPU|CPU Core|Link|ConnectX|GPU_I|GPU_CI)\s*\|\s*\|")
@@ -71,12 +74,15 @@ _LOG_HEALTH_ERROR = re.compile(r"^\s*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? ER
 # Health::SetWatches' confirmation (dcgmi/Health.cpp): what dcgmi prints when the call set the group's watches
 # instead of checking them (``-s``, or a ``-c`` DCGM took as one, as on a group of CPUs): no health was reported.
 _SET_ONLY = re.compile(r"^\s*Health monitor systems set successfully\.\s*$")
+# Health::GetWatches' report (``dcgmi health -f``, dcgmi/Health.cpp, DCGM 2.x-4.x): "Health monitor systems report"
+# over a box of the watched systems, each On or Off. Which watches are set, not what they found: no health reported.
+_WATCHES_ONLY = re.compile(r"^\s*Health monitor systems report\s*$")
 
 
 def sniff_health(text: str) -> int:
     if _REPORT_BOX.search(text) or _JSON_HEALTH.search(text) or any(_REFUSAL.match(x) for x in text.splitlines()):
         return 95
-    if any(_SET_ONLY.match(x) for x in text.splitlines()):
+    if any(_SET_ONLY.match(x) or _WATCHES_ONLY.match(x) for x in text.splitlines()):
         return 80
     if any(_LOG_INCIDENT.search(x) for x in text.splitlines()):
         return 75
@@ -113,6 +119,9 @@ def parse_health(text: str) -> DcgmHealthRecord:
     if not reported and any(_SET_ONLY.match(line) for line in lines):
         return DcgmHealthRecord(overall=None, errors=[
             "dcgmi answered 'Health monitor systems set successfully.' (it set the watches) and reported no health"])
+    if not reported and any(_WATCHES_ONLY.match(line) for line in lines):
+        return DcgmHealthRecord(overall=None, errors=[
+            "dcgmi answered 'Health monitor systems report' (which watches are on: health -f) and reported no health"])
     record: DcgmHealthRecord | None = None
     group, entity = "GPU", ""
     incident: DcgmHealthIncident | None = None
@@ -165,7 +174,8 @@ def _walk(record: DcgmHealthRecord, name: str, node: Any, path: list[str]) -> No
     if not isinstance(node, dict):
         return
     value = node.get("value")
-    if (name.endswith(" system") or name == "Driver") and value in HEALTH_WORDS:
+    system = name.endswith(" system") or name == "Driver" or (name == "Internal error" and "Errors" in path)
+    if system and value in HEALTH_WORDS:
         entity = " ".join(p for p in path[:-1] if p != "Errors") or "?"
         messages = [str(x) for x in node.get("overflow", []) if isinstance(x, str | int)]
         record.incidents.append(DcgmHealthIncident(entity, name, str(value), messages))
