@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 NCCL_LOG_ACTIONS = {
     **dict.fromkeys(("watchdog_timeout", "remote_error", "connection_refused", "invalid_usage", "duplicate_gpu",
                      "system_error", "cuda_error", "out_of_memory", "internal_error", "rendezvous_timeout",
+                     "collective_failed",
                      "segfault", "rank_exited", "ras_error"), Action.RESTART_JOB),
     "ib_completion_error": Action.CHECK_MECHANICALS,
     "ib_qp_error": Action.CHECK_MECHANICALS,
@@ -127,6 +128,9 @@ ADVICE: dict[str, Advice] = {
                             "process holds GPU memory."),
     "internal_error": Advice(Status.FAIL, "NCCL internal error",
                              "Rerun with NCCL_DEBUG=INFO; check NCCL, plugin and driver versions for known bugs."),
+    "collective_failed": Advice(Status.FAIL, "torch's watchdog found a collective that failed or timed out",
+                                "The job stopped on a failed collective; the cause is the first error before this "
+                                "line or on another rank (an NCCL WARN, a CUDA error, a rank that exited first)."),
     "rendezvous_timeout": Advice(Status.FAIL, "ranks did not all reach the rendezvous",
                                  "Check that every node started, that MASTER_ADDR:MASTER_PORT is reachable from "
                                  "all nodes, and the job's node count."),

@@ -46,6 +46,8 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                     # torch 2.2-2.3's watchdog dump names the work that never finished ("[PG 1 Rank
                                     # 11] Timeout at NCCL work: 15734, last enqueued NCCL work: 15735, ...")
                                     r"|Timeout at NCCL work: \d+"
+                                    # torch 2.3+'s flight recorder on a rank told of (or that had) the timeout
+                                    r"|Received a dump signal due to a collective timeout from"
                                     # a paste of the watchdog exception's frames alone: only a timeout raises there
                                     r"|ProcessGroupNCCL::WorkNCCL::checkTimeout|Exception raised from checkTimeout at "
                                     r"\S*ProcessGroupNCCL\.cpp", re.IGNORECASE)),
@@ -173,6 +175,20 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                   r"|internal error - please report this issue to the NCCL developers"
                                   r"|has no transport for (?:send|recv) peer \d+"
                                   r"|ring \d+ does not loop back to start", re.IGNORECASE)),
+    # torch's watchdog saying a collective failed without saying why (ProcessGroupNCCL.cpp; the cause is an earlier
+    # line or another rank's log): "Exception (either an error or timeout) detected by watchdog at work: N" (torch
+    # 2.2-2.4), "failure detected by watchdog at work sequence id: N" (2.5+), "Some NCCL operations have failed or
+    # timed out" and "... we are taking the entire process down" (WorkNCCL::handleException, 1.x-2.x), NCCLUtils'
+    # "NCCL communicator was aborted on rank N.", "watchdog thread terminated with exception", the flight recorder's
+    # "Observed flight recorder dump signal from another rank" and the abort that hung ("Future for ProcessGroup
+    # abort timed out after N ms"). A line that names the cause is classified by it above.
+    ("collective_failed", re.compile(r"detected by watchdog at work(?: sequence id)?: \d+"
+                                     r"|Some NCCL operations have failed or timed out"
+                                     r"|we are taking the entire process down"
+                                     r"|NCCL communicator was aborted on rank \d+"
+                                     r"|watchdog thread terminated with exception"
+                                     r"|Observed flight recorder dump signal from another rank"
+                                     r"|Future for ProcessGroup abort timed out after \d+ ?ms")),
     # torchrun's agent reports the first worker of its node that died (elastic/multiprocessing/api.py: "failed
     # (exitcode: -6) local_rank: 0 (pid: 970611) of binary: ..."; "of fn: ..." for a spawned function): the rank
     # that exited first on that node, whatever the frames above it were (an abort from the watchdog thread, -6).
