@@ -70,3 +70,8 @@ def test_an_rpc_that_got_no_answer_from_gsp_is_a_gsp_timeout(name: str) -> None:
 def test_an_rpc_poll_failing_with_gpu_is_lost_is_a_gpu_off_the_bus() -> None:
     (f,) = xids(form("rpc-recv-poll-gpu-lost-595-journal.txt"))
     assert (f.code, f.status, f.details[DETAIL_KEY]) == ("nvrm_gpu_lost", Status.FAIL, "reboot_node")
+
+
+def test_gsp_rpc_prints_rate_limited_after_repeated_timeouts_fail_on_the_gpu_they_name() -> None:
+    (f,) = xids(form("gsp-rpc-rate-limiting-needs-reset-535-journal.txt"))
+    assert (f.code, f.status) == ("nvrm_gsp_timeout", Status.FAIL) and f.subject.endswith("pci:0000:c1:00")

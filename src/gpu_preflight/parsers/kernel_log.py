@@ -346,6 +346,11 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     # rpc.c's callers then say the RPC got no answer: "_issueRpcAndWait: rpcRecvPoll timedout for fn 76!" (R525-R590;
     # R595 adds "sequence N"), printed at error level only for a real timeout: the same GSP timeout.
     ("gsp_timeout", 119, re.compile(r"NVRM: (?:GPU\d+ )?(?:_kgspLogXid119: |\w+: rpcRecvPoll timedout for fn \d+)")),
+    # After more timeouts than the reset threshold kernel_gsp.c rate-limits its RPC error prints and says why (every
+    # tag since 535): "NVRM: Rate limiting GSP RPC error prints for GPU at PCI:0000:c1:00 (printing 1 of every 30).
+    # The GPU likely needs to be reset." The same timeout, on the GPU it names, the last line a long log may keep.
+    ("gsp_timeout", 119, re.compile(
+        r"NVRM: Rate limiting GSP RPC error prints for GPU at PCI:(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+)")),
     # R595's RPC poll names which heartbeat stopped after the line above ("_kgspRpcRecvPoll: GSP RM heartbeat
     # timed out", "... LibOS heartbeat timed out"): the same timeout where a paste keeps only that line.
     ("gsp_heartbeat", 119, re.compile(r"NVRM: (?:GPU\d+ )?(?:_kgspIsHeartbeatTimedOut: Heartbeat timed out"
