@@ -107,3 +107,13 @@ def test_health_watches_report_is_no_health() -> None:
     """`dcgmi health -f` lists which watches are on: read, and no health (ERROR), as 'set successfully' is."""
     findings = judge_text(_text("health-f-watches-report.txt"), Config(), source="n1")
     assert [(f.check_id, f.status) for f in findings] == [("dcgm.health", Status.ERROR)]
+
+
+def test_dmon_4_6_link_rows_are_the_links_not_their_gpu() -> None:
+    """'GPU 0 LINK 3' was read as GPU 0 with the link id as its first value; 'SW 0 LINK 12' was dropped."""
+    from gpu_preflight.parsers.dcgmi.dmon import parse as parse_dmon
+
+    record = parse_dmon(_text("dmon-4.6-link-rows-named-by-owner.txt"))
+    assert [(s.entity, s.index, s.values) for s in record.samples[:4]] == [
+        ("GPU", 0, {"TMPTR": 31.0, "SWNVLNKST": None}), ("GPU", 1, {"TMPTR": 33.0, "SWNVLNKST": None}),
+        ("GPU 0 LINK", 3, {"TMPTR": None, "SWNVLNKST": None}), ("SW 0 LINK", 12, {"TMPTR": None, "SWNVLNKST": 1.0})]

@@ -2,10 +2,10 @@
 
 dcgmi/DeviceMonitor.cpp prints a header of the fields' short names after ``#Entity`` and a second line of
 their units after ``ID`` (both again every 14 samples), then a row per entity: its group and id (``GPU 0``,
-``GPU-I 1``, ``GPU-CI 2``, ``Switch 0``, ``LINK 3``, ``CPU Core 4``...) and each field's value in a column as
-wide as the header's, ``N/A`` where DCGM has no value and blanks where the entity has no such field. Samples
-are keyed by the header's names (the fields are whatever ``-e``/``-f`` asked for), never by position alone.
-When dmon cannot watch the fields it says so after the header (``Error setting watches. Result: -6: Feature
+``GPU-I 1``, ``GPU-CI 2``, ``Switch 0``, ``LINK 3``, from 4.6 ``GPU 0 LINK 3``, ``CPU Core 4``...) and each field's
+value in a column as wide as the header's, ``N/A`` where DCGM has no value and blanks where the entity has no such
+field. Samples are keyed by the header's names (the fields are whatever ``-e``/``-f`` asked for), never by position
+alone. When dmon cannot watch the fields it says so after the header (``Error setting watches. Result: -6: Feature
 not supported``) and samples nothing: the record keeps that line.
 """
 
@@ -21,7 +21,10 @@ from ..text import is_noise, prepare, to_float
 KIND = "dcgmi-dmon"
 
 _HEADER = re.compile(r"^\s*#Entity\s+\S")
-_ROW = re.compile(r"^\s*(?P<entity>GPU-CI|GPU-I|vGPU|GPU|Switch|LINK|CPU Core|CPU|CX|UNKNOWN) (?P<index>\d+)(?=\s|$)")
+# DCGM 4.6 names a link by its owner (PrintMetricsRow: "GPU 0 LINK 3", "SW 1 LINK 5"); before, "LINK <id>". A GPU's link
+# is not that GPU: the row is the link's, its entity the owner and "LINK".
+_ROW = re.compile(r"^\s*(?P<entity>(?:GPU|SW) \d+ LINK|GPU-CI|GPU-I|vGPU|GPU|Switch|LINK|CPU Core|CPU|CX|UNKNOWN) "
+                  r"(?P<index>\d+)(?=\s|$)")
 # dmon's own failures (DeviceMonitor.cpp: the watch, the reads, the entity group) and dcgmi's connection answer
 _ERROR = re.compile(r"^\s*(?:Error setting watches\. Result: .+|Error getting values information\. .+"
                     r"|No data returned from the hostengine\.|Unable to get DCGM sorted entities\. .+"
