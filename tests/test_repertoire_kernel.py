@@ -7,6 +7,7 @@ is judged as the Xid or fault it stands for.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from gpu_preflight.config import Config
 from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Finding, Status
 from gpu_preflight.parsers.kernel_log import parse_xid_events
+from gpu_preflight.probes.kernel_log import snapshot_log_facts
 
 FORMS = Path(__file__).parent / "fixtures" / "repertoire" / "kernel"
 
@@ -75,3 +77,27 @@ def test_an_rpc_poll_failing_with_gpu_is_lost_is_a_gpu_off_the_bus() -> None:
 def test_gsp_rpc_prints_rate_limited_after_repeated_timeouts_fail_on_the_gpu_they_name() -> None:
     (f,) = xids(form("gsp-rpc-rate-limiting-needs-reset-535-journal.txt"))
     assert (f.code, f.status) == ("nvrm_gsp_timeout", Status.FAIL) and f.subject.endswith("pci:0000:c1:00")
+
+
+def test_an_nvswitch_the_driver_could_not_bring_up_fails_and_its_sxids_are_still_read() -> None:
+    found = {f.code: f for f in xids(form("nvswitch-init-failed-and-sxid-515.txt"))}
+    assert found["nvrm_nvswitch_init_failed"].status is Status.FAIL
+    assert found["nvrm_nvswitch_init_failed"].details[DETAIL_KEY] == "reboot_node"
+    assert found["sxid_20034"].status is Status.FAIL
+
+
+@pytest.mark.parametrize(("name", "code"), [
+    ("nvswitch-blacklisted-595-dmesg-T.txt", "nvrm_nvswitch_blacklisted"),
+    ("nvswitch-post-init-failed-595-journal.txt", "nvrm_nvswitch_init_failed"),
+])
+def test_an_nvswitch_out_of_service_fails(name: str, code: str) -> None:
+    (f,) = xids(form(name))
+    assert (f.code, f.status) == (code, Status.FAIL)
+
+
+def test_the_live_path_reads_the_nvswitch_drivers_own_failures() -> None:
+    now = datetime(2026, 12, 7, 10, 30, tzinfo=UTC)
+    host = {"kernel_log": {"available": True, "read_at": now.isoformat(), "source": "dmesg",
+                           "lines": form("nvswitch-init-failed-and-sxid-515.txt").splitlines()}}
+    tally = snapshot_log_facts(host, 2.0, now).tally
+    assert tally is not None and sorted(g.kind for g in tally.groups) == ["nvrm:nvswitch_init_failed", "sxid:fatal"]

@@ -77,7 +77,8 @@ _KERNEL_LINE_BYTES = re.compile(_KERNEL_LINE.pattern.encode(), re.MULTILINE)
 # but plain dmesg's "[  123.456789]"; each candidate is confirmed by line_timestamp, newest first.
 _MAYBE_WALL = re.compile(rb"\n(?!\[[ 0-9])")
 _NEEDLES_LOWER = (b"nvrm",)  # _SHAPE is case-insensitive: searched in the lower-cased chunk
-_NEEDLES = (b"segfault at", b"limited by", b"SXid", b"Linux version ", b"-- Boot ", b"-- Reboot --", b"efa ",
+_NEEDLES = (b"segfault at", b"limited by", b"SXid", b"nvidia-nvswitch", b"Linux version ", b"-- Boot ", b"-- Reboot --",
+            b"efa ",
             b"infiniband rdmap", b"infiniband efa_", b"mlx5_core", b"nvidia-peermem", b"nv_mem ",
             b"NV_ERR_RESET_REQUIRED", b"NV_ERR_GPU_IS_LOST",
             b"arrier", *HOST_KEYS)  # "arrier": Lost/Gained/lost carrier
@@ -331,6 +332,7 @@ def log_lines(chunks: Iterable[bytes], keep: int = 10_000) -> tuple[list[str], s
         lower = chunk.lower()
         _line_starts(lower, b"nvrm", starts)
         _line_starts(lower, b"xid", starts)
+        _line_starts(chunk, b"nvidia-nvswitch", starts)
         _line_starts(chunk, b"limited by", starts)
         if denied is None:
             for needle in _DENIAL_NEEDLES:
@@ -342,7 +344,7 @@ def log_lines(chunks: Iterable[bytes], keep: int = 10_000) -> tuple[list[str], s
                     denied = found
                 elif "limited by" in line:
                     limited.append(line)
-                elif "xid" in line.lower() or "nvrm" in line.lower():
+                elif "xid" in line.lower() or "nvrm" in line.lower() or "nvidia-nvswitch" in line:
                     nvrm.append(line)
     return [*limited, *nvrm], denied
 

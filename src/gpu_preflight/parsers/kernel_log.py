@@ -363,6 +363,15 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     # failure an NVLink Xid 74 reports when it happens at run time.
     ("nvlink_discovery_failed", 74, re.compile(
         r"NVRM: (?:GPU\d+ )?knvlinkDiscoverPostRxDetLinks_\w+: Getting peer\d+'?s? postRxDetLinkMask failed")),
+    # The NVSwitch driver (linux_nvswitch.c, every tag 515-595) names a switch it could not bring up, or one it keeps
+    # out of service, with its own prefix and no SXid: "nvidia-nvswitch3: Failed to initialize device : -5" (also
+    # "... interrupt", "Failed during device post init", "Failed to enable PCI device", "Failed to map BAR0 region"),
+    # "nvidia-nvswitch2: Blacklisted nvswitch device" (Fabric Manager excluded it after a fault). No Xid stands for
+    # them (0): the switch carries no NVLink traffic, so the GPUs behind it cannot use the fabric as built.
+    ("nvswitch_init_failed", 0, re.compile(
+        r"nvidia-nvswitch\d+: ?(?:Failed (?:to (?:initialize (?:device|interrupt)|enable PCI device|map BAR0 region"
+        r"|request memory regions)|during device post init) ?: -?\d+)")),
+    ("nvswitch_blacklisted", 0, re.compile(r"nvidia-nvswitch\d+: Blacklisted nvswitch device")),
     ("power_cables", 54, re.compile(
         r"NVRM: GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+): GPU does not have the necessary power "
         r"cables connected")),
@@ -391,6 +400,7 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
 # line holding one is read even where it is not the resource manager's (NVRM) own.
 RESET_REQUIRED = "[NV_ERR_RESET_REQUIRED]"
 GPU_IS_LOST = "[NV_ERR_GPU_IS_LOST]"
+NVSWITCH = "nvidia-nvswitch"  # the NVSwitch driver's prefix: its SXid lines and its own failures
 _MULTILINE_GPU = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+)\s*$")
 _CAUSE = re.compile(r"caused by previous Xid (?P<xid>\d{1,6})\b", re.IGNORECASE)
 _SELF_SEVERITY = re.compile(r"^[A-Z0-9_/]+\s+(?P<sev>Fatal|Nonfatal|Non-fatal)\b")
@@ -431,8 +441,9 @@ class KernelLineReader:
             return [found]
         if found is not None:
             return self._xid(found)
-        if "NVRM" in bounded or RESET_REQUIRED in bounded or GPU_IS_LOST in bounded:
-            return self._driver(line, bounded)
+        if ("NVRM" in bounded or RESET_REQUIRED in bounded or GPU_IS_LOST in bounded or NVSWITCH in bounded) and (
+                driver := self._driver(line, bounded)):
+            return driver
         if "SXid" in bounded and (m := _SXID.search(bounded)):
             return self._sxid(m, line)
         return []

@@ -118,7 +118,8 @@ def _count(ctx: ProbeContext | None, source: str, read_at: datetime, window: Any
     nvrm: deque[str] = deque(maxlen=NVRM_ARTIFACT_LINES)
     read: Callable[[str], Any] | None = None  # the parser and its patterns load only for a log with NVRM/Xid lines
     for line in lines:
-        if "Xid" not in line and "xid" not in line and "XID" not in line and "NVRM" not in line:
+        if "Xid" not in line and "xid" not in line and "XID" not in line and "NVRM" not in line \
+                and "nvidia-nvswitch" not in line:
             continue
         if read is None:
             from ..parsers.kernel_log import KernelLineReader
