@@ -33,7 +33,34 @@ TORCH = (
     ("torch-dump-signal-collective-timeout.txt", "watchdog_timeout"),
 )
 
-NCCL: tuple[tuple[str, str], ...] = ()
+# NCCL WARNs that stop a job, by the ncclResult_t NCCL returns after them or what they say; before, all but two
+# were the unnamed 'nccl_warn' (WARN).
+NCCL = (
+    ("nccl-2.23-ib-got-async-error-event.txt", "ib_async_event"),
+    ("nccl-2.30-ib-error-is-fatal.txt", "ib_completion_error"),
+    ("nccl-2.21-socket-poll-connect-returned.txt", "connection_refused"),
+    ("nccl-2.16-socket-poll-connect-exceeded-timeouts.txt", "connection_refused"),
+    ("nccl-2.16-socket-start-connect-exceeded-retries.txt", "connection_refused"),
+    ("nccl-2.28-connect-exceeded-error-retry-count.txt", "connection_refused"),
+    ("nccl-2.28-try-accept-failed.txt", "system_error"),
+    ("nccl-2.25-shm-create-failed.txt", "system_error"),
+    ("nccl-2.19-uds-socket-creation-error.txt", "system_error"),
+    ("nccl-2.27-mnnvl-imex-not-working.txt", "system_error"),
+    ("nccl-2.12-no-transport-for-rank.txt", "system_error"),
+    ("nccl-2.14-async-job-failed.txt", "system_error"),  # job error 2: ncclSystemError
+    ("nccl-2.21-proxy-uds-call-failed.txt", "remote_error"),  # ... failed : 6: ncclRemoteError
+    ("nccl-2.12-p2p-disabled-nvlink.txt", "cuda_error"),
+    ("nccl-2.4-collective-mismatch-hang.txt", "invalid_usage"),
+    ("nccl-2.4-bootstrap-rank-count-mismatch.txt", "invalid_usage"),
+    ("nccl-2.28-bootstrap-message-truncated.txt", "invalid_usage"),
+    ("nccl-2.21-ib-merge-different-link-layer.txt", "invalid_usage"),
+    ("nccl-2.14-use-before-success.txt", "invalid_usage"),
+    ("nccl-2.12-send-to-self-without-recv.txt", "invalid_usage"),
+    ("nccl-2.30-nvls-same-nvml-device.txt", "duplicate_gpu"),
+    ("nccl-2.4-ring-does-not-contain-rank.txt", "internal_error"),
+    ("nccl-2.8-no-transport-found.txt", "internal_error"),
+    ("nccl-2.23-no-algorithm-protocol.txt", "internal_error"),
+)
 
 
 @pytest.mark.parametrize(("name", "kind"), TORCH + NCCL)
@@ -46,7 +73,7 @@ def test_a_source_form_is_the_failure_it_names(name: str, kind: str) -> None:
 
 def test_every_fixture_is_covered() -> None:
     """A fixture added to the folder without a row here would test nothing."""
-    assert {p.name for p in FORMS.glob("torch-*.txt")} == {name for name, _ in TORCH + NCCL}
+    assert {p.name for p in FORMS.glob("*.txt")} == {name for name, _ in TORCH + NCCL}
 
 
 def test_a_watchdog_line_that_names_its_cause_is_read_as_that_cause() -> None:
@@ -58,3 +85,10 @@ def test_a_watchdog_line_that_names_its_cause_is_read_as_that_cause() -> None:
     text = ("[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] Process group watchdog thread terminated with "
             "exception: CUDA error: an illegal memory access was encountered\n")
     assert kinds(text) == ["cuda_error"]
+
+
+def test_the_non_fatal_async_events_of_2_23_read_as_the_later_forms_do() -> None:
+    """2.23-2.27's 'Got async error event' is the event 2.28+ prints as 'Got non-fatal async event' (and before 2.23
+    as 'Got async event :')."""
+    later = "gpu-node-07:48213:48390 [3] NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: port error(10)\n"
+    assert kinds(later) == kinds((FORMS / "nccl-2.23-ib-got-async-error-event.txt").read_text())

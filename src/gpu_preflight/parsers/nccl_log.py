@@ -37,7 +37,13 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # Its service thread's own form of the same: "[Service thread] Error encountered progressing operation=Connect,
     # res=3, closing connection" (proxy.cc).
     (PROXY_RESULT, re.compile(r"(?:\[Proxy Service \d+\] Failed to execute operation \w+ from rank \d+, retcode "
-                              r"|\[Service thread\] Error encountered progressing operation=\w+, res=)(?P<code>\d+)")),
+                              r"|\[Service thread\] Error encountered progressing operation=\w+, res="
+                              # group.cc's async job (an init or connect run on its own thread, 2.14+) and the
+                              # proxy's calls over its Unix socket (2.19+) print the same code
+                              r"|ncclAsyncJobComplete: job \S+ failed, job error "
+                              r"|ncclProxy\w+ call to tpRank \d+\S*(?: handle 0x[0-9a-fA-F]+| localFd -?\d+)?"
+                              r" failed : )"
+                              r"(?P<code>\d+)")),
     # torch's heartbeat monitor ("ProcessGroupNCCL's watchdog got stuck for 600 seconds", "Heartbeat monitor timed
     # out!") kills ranks whose watchdog itself hung: the same incident, a rank that stopped making progress.
     ("watchdog_timeout", re.compile(r"Watchdog caught collective operation timeout|collective operation timeout"
@@ -52,21 +58,26 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                     r"|ProcessGroupNCCL::WorkNCCL::checkTimeout|Exception raised from checkTimeout at "
                                     r"\S*ProcessGroupNCCL\.cpp", re.IGNORECASE)),
     ("duplicate_gpu", re.compile(r"Duplicate GPU detected\s*:\s*rank (?P<a>\d+) and rank (?P<b>\d+) both on "
-                                 r"CUDA device (?P<dev>\S+)|Multiple Ranks are using the same GPU")),
+                                 r"CUDA device (?P<dev>\S+)|Multiple Ranks are using the same GPU"
+                                 # nvls.cc (2.30): "communicator has multiple ranks using the same NVML device"
+                                 r"|has multiple ranks using the same NVML device")),
     # NET/IB, or a vendor's IB plugin that names itself after it (NET/IBP, NET/IBext). NCCL before 2.12 printed no
     # peer ("Got completion with error 4, opcode ...").
+    # NCCL 2.30's resiliency path gives up on one ("NET/IB: The error is fatal (IBV_WC_...). Cannot continue.").
     # NCCL 2.19+ names the status ("with status=IBV_WC_RETRY_EXC_ERR(12)"), its GIN path says "NET/IB/GIN", and the
     # poller's own report of a failed work completion is "Got CQE with error (devIndex=0, ...)" (net_ib/p2p.cc).
     ("ib_completion_error", re.compile(r"NET/IB[\w/]*\s*:\s*(?:Got completion (?:from peer (?P<peer>\S+) )?with "
-                                       r"(?:error|status)[ =](?:\w+\()?(?P<code>\d+)|Got CQE with error\b)")),
+                                       r"(?:error|status)[ =](?:\w+\()?(?P<code>\d+)|Got CQE with error\b"
+                                       r"|The error is fatal \()")),
+    # NCCL 2.23-2.27 printed the non-fatal ones as "mlx5_0:1 Got async error event: port error".
     # The HCA itself reported an asynchronous event (port error: a flapping link; local catastrophic error: the
     # adapter failed; work queue errors): the fabric below NCCL, whatever the collective was doing.
     # net_ib/common.cc's forms: "Got async event : port error" (before 2.19), "mlx5_0:1 Got non-fatal async event:
     # port error(10)", "mlx5_0:1 async fatal event[ on QP (...) ...]: local catastrophic error"; then the
     # communicator it poisoned ("communicator encountered a fatal error (detected in ncclIbTest)") and the
     # resiliency path that ran out of devices ("NET/IB: Fatal error. Detected 2 failed devices out of 2").
-    ("ib_async_event", re.compile(r"NET/IB\s*:\s*(?:\S+:\d+ )?(?:Got (?:non-fatal )?async event|async fatal event\b"
-                                  r"[^:\n]*)\s*:\s*(?P<why>[\w ]+)"
+    ("ib_async_event", re.compile(r"NET/IB\s*:\s*(?:\S+:\d+ )?(?:Got (?:non-fatal )?async (?:error )?event"
+                                  r"|async fatal event\b[^:\n]*)\s*:\s*(?P<why>[\w ]+)"
                                   r"|NET/IB\s*:\s*Fatal error\. Detected \d+ failed devices"
                                   r"|communicator encountered a fatal error \(detected in \w+\)")),
     ("ib_qp_error", re.compile(r"Call to ibv_modify_qp failed with (?:error )?(?:(?P<code>\d+) )?(?P<why>[^,.]+)"
@@ -82,6 +93,13 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                       r"(?!Connection reset by peer)\w"  # a peer that went away: remote_error
                                       r"|NCCL WARN (?:\w+: )?Connect "
                                       r"to \S+$|Connection refused(?!, retrying)"
+                                      # misc/socket.cc, os/linux.cc (2.16+): the connect that gave up
+                                      # ("socketPollConnect: Connect to <peer> returned 111(Connection refused) errno
+                                      # ...", "exceeded retries (N)" / "exceeded timeouts (N)", "<func>: connect [to
+                                      # <peer>] returned <strerror>, exceeded error retry count")
+                                      r"|socketPollConnect: Connect to \S+ returned \d+\("
+                                      r"|socket(?:Start|Poll)Connect: exceeded (?:retries|timeouts) \(\d+\)"
+                                      r"|: connect (?:to \S+ )?returned [^,\n]+, exceeded error retry count"
                                       r"|Call to connect failed\s*:\s*(?:Connection timed out"
                                       r"|No route to host|Network is unreachable)", re.IGNORECASE)),
     ("net_plugin_missing", re.compile(r"NCCL WARN .*network (?P<net>.+?) not found|Failed to initialize any NET "
@@ -116,8 +134,13 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # argument (run with NCCL_DEBUG=WARN for details)"; a CUDA 'invalid argument' has no such tail.
     ("invalid_usage", re.compile(r"invalid usage|ncclInvalidUsage|collective mismatch error"
                                  r"|invalid argument \(run with NCCL_DEBUG=WARN"
-                                 r"|Mismatched collective detected"
-                                 r"|message truncated\s*:\s*(?:peer \S+ )?receiv(?:ed|ing) \d+ bytes instead of \d+"
+                                 r"|Mismatched collective detected|caused by a collective mismatch around rank \d+"
+                                 r"|Attempt to use communicator before the previous operation returned ncclSuccess"
+                                 r"|Trying to (?:send|recv) to self without a matching"
+                                 r"|Can't (?:merge|connect) net devices with different link_layer"
+                                 r"|Trying to merge multiple devices together"
+                                 r"|message truncated\s*:\s*(?:peer \S+ )?receiv(?:ed|ing) \d+(?:,\d+)? bytes instead "
+                                 r"of \d+"
                                  r"|Mismatched NCCL version detected|Detected mixed local \w+ device counts"
                                  r"|Invalid (?:rank requested|device count requested|device \d+ \(totalnDev"
                                  r"|config \w+(?:/\w+)? attribute)|invalid device count \(\d+\) requested"
@@ -130,8 +153,8 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                  r"|NET/IB\s*:\s*(?:No IP interface found|Attempted to (?:connect|merge) incompatible "
                                  r"devices|Remote \w+ device is incompatible)|Invalid NCCL_COMM_ID"
                                  r"|Net : (?:No valid \S+ pair found|error encountered when getting address info)"
-                                 r"|Bootstrap Root : (?:mismatch in info from procs|rank \d+ of \d+ ranks has already "
-                                 r"checked in)",
+                                 r"|Bootstrap Root : (?:mismatch in (?:info|rank count) from procs"
+                                 r"|rank \d+ of \d+ ranks has already checked in)",
                                  re.IGNORECASE)),
     # A failed system call inside NCCL: its shared-memory segment (/dev/shm full or too small, a container's 64 MB
     # default), or a socket it could not create.
@@ -152,7 +175,16 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                 # SYSCHECK's "Call to <syscall> failed: <strerror>" (include/checks.h), host memory,
                                 # threads and the proxy's Unix domain socket
                                 r"|Call to (?!connect\b)\w+ failed\s*:|Failed to malloc \d+ bytes"
-                                r"|Unrecoverable error detected: malloc|Thread creation failed|UDS: [^\n]*? failed",
+                                r"|Unrecoverable error detected: malloc|Thread creation failed"
+                                r"|UDS: [^\n]*? (?:failed|creation error)"
+                                # shared memory the host refused (misc/shmutils.cc, os/linux.cc 2.12+), an accept
+                                # on NCCL's listening socket that failed (misc/socket.cc), no transport between two
+                                # ranks (transport.cc 2.12+, ncclSystemError), MNNVL without a working IMEX
+                                # (mnnvl.cc 2.25+, ncclSystemError)
+                                r"|failed to create shared memory file|\bCould not map \S*/dev/shm/"
+                                r"|\b(?:socket|ncclOsSocket)TryAccept: (?:exceeded error retry count|Accept failed)"
+                                r"|No transport found for rank \d+"
+                                r"|MNNVL \(cliqueSize \d+\) is available but not (?:working|supported) on this system",
                                 re.IGNORECASE)),
     ("cuda_error", re.compile(r"unhandled cuda error|ncclUnhandledCudaError|CUDA error: (?!out of memory)"
                               r"|NCCL WARN Cuda failure (?:\d+ )?'(?!out of memory)"
@@ -161,7 +193,10 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                               # P2P transport's IPC import (transport/p2p.cc, p2p.cu before 2.3: "failed to open CUDA
                               # IPC handle : 64 peer access is not supported ..."), returned as ncclUnhandledCudaError
                               r"|failed to open CUDA IPC handle\s*:\s*\d+"
-                              r"|\bnvml\w+\([^)]*\) failed:",
+                              r"|\bnvml\w+\([^)]*\) failed:"
+                              # graph/paths.cc (2.12+), ncclUnhandledCudaError: NVML says P2P is off between two
+                              # NVLink-connected GPUs, "probably due to a hardware issue"
+                              r"|P2P is disabled between NVLINK connected GPUs",
                               re.IGNORECASE)),
     ("out_of_memory", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
                                  r"|NCCL WARN Cuda failure (?:\d+ )?'out of memory'|CUDA error \d+ 'out of memory'"
@@ -174,7 +209,9 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("internal_error", re.compile(r"ncclInternalError|NCCL error[^\n]{0,500}?internal error"
                                   r"|internal error - please report this issue to the NCCL developers"
                                   r"|has no transport for (?:send|recv) peer \d+"
-                                  r"|ring \d+ does not loop back to start", re.IGNORECASE)),
+                                  r"|ring \d+ does not loop back to start|ring \d+ does not contain rank \d+"
+                                  # init.cu/transport.cc before 2.12 (ncclInternalError); enqueue.cc 2.5+
+                                  r"|No transport found !|no algorithm/protocol available", re.IGNORECASE)),
     # torch's watchdog saying a collective failed without saying why (ProcessGroupNCCL.cpp; the cause is an earlier
     # line or another rank's log): "Exception (either an error or timeout) detected by watchdog at work: N" (torch
     # 2.2-2.4), "failure detected by watchdog at work sequence id: N" (2.5+), "Some NCCL operations have failed or
