@@ -11,6 +11,7 @@ from pathlib import Path
 from gpu_preflight.config import Config
 from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Status
+from gpu_preflight.parsers.detect import detect_kind
 from gpu_preflight.parsers.nccl_tests import parse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "repertoire" / "nccl-tests"
@@ -73,3 +74,44 @@ def test_the_per_iteration_columns_are_read_by_their_names() -> None:
     assert record.rows_total == 4 and not record.incomplete and record.out_of_bounds == 0
     assert record.peak_busbw_gbps == 102.27 and record.peak_busbw_in_place_gbps == 102.27
     assert record.wrong_total == 0
+
+
+def test_the_json_report_is_read_like_the_run_it_records() -> None:
+    """``-J FILE.json`` (2.17.3+) writes one JSON document: it was no tool's text (exit 3), a run with 7 wrong
+    values included. Its devices, results (doubles for #wrong) and summary are read as the stdout's would be."""
+    text = fixture("all_reduce-2.19.6-report-wrong.json")
+    assert detect_kind(text) == "nccl-tests"
+    record = parse(text)
+    assert record.test == "all_reduce" and record.nccl_version == "2.28.5"
+    assert record.nranks == 2 and record.hosts == ["node01"]
+    assert [g.name for g in record.gpus] == ["NVIDIA H100 80GB HBM3"] * 2
+    assert [(r.size_bytes, r.wrong, r.root) for r in record.rows] == [(8, 0, -1), (1024, 7, -1)]
+    assert record.out_of_bounds == 0 and record.avg_busbw_gbps == 51.2 and not record.incomplete
+    assert statuses(text)["nccl_tests.correctness"] is Status.FAIL
+    # the same report pretty-printed (jq .), and 2.17.3-2.17.8's "average_bus_bandwidith" spelling
+    for name in ("all_reduce-2.19.6-report-pretty.json", "all_reduce-2.17.3-report-bandwidith.json"):
+        other = fixture(name)
+        assert detect_kind(other) == "nccl-tests"
+        record = parse(other)
+        assert record.rows_total == 4 and record.out_of_bounds == 0 and record.avg_busbw_gbps == 51.2
+        assert record.peak_busbw_gbps == 102.27 and record.wrong_total == 0 and not record.incomplete
+        assert statuses(other)["nccl_tests.correctness"] is Status.PASS
+
+
+def test_a_json_report_that_does_not_close_is_incomplete() -> None:
+    """The report is closed only when the run ends: one cut (or left by a run that died) keeps its whole result
+    objects and is an unfinished run, never a pass."""
+    text = fixture("all_reduce-2.19.6-report-cut.json")
+    assert detect_kind(text) == "nccl-tests"
+    record = parse(text)
+    assert [r.size_bytes for r in record.rows] == [8, 1024] and record.nranks == 2 and record.test == "all_reduce"
+    assert record.incomplete and "does not close" in record.incomplete[0]
+    assert statuses(text)["evidence.complete"] is Status.ERROR
+
+
+def test_a_compact_report_pasted_after_the_command_is_read() -> None:
+    report = fixture("all_reduce-2.19.6-report-wrong.json")
+    text = "$ ./build/all_reduce_perf -b 8 -e 128M -f 2 -J out.json\n# Writing JSON output to out.json\n" + report
+    assert detect_kind(text) == "nccl-tests"
+    assert parse(text).wrong_sizes == [1024]
+    assert statuses(text)["nccl_tests.correctness"] is Status.FAIL

@@ -9,7 +9,8 @@ two-decimal times. Every line may carry a launcher prefix — ``0: `` (``srun --
 (kubectl, mpirun, markdown) and elisions are skipped. A paste that starts below the column header (the tail of
 a run quoted with its summary) is read by its rows' own cells (``_HEADERLESS``). rccl-tests' ``--output_file``
 JSON records (one per size and placement) are read as rows too; they carry no end-of-run line, so such a file is
-always listed incomplete (a run that died between sizes reads the same as one that finished).
+always listed incomplete (a run that died between sizes reads the same as one that finished). nccl-tests' own ``-J``
+report (2.17.3+, one JSON document) is read like its stdout: devices, results, summary (``_JSON_REPORT``).
 
 Derived values: ``peak_busbw_gbps`` is the maximum out-of-place bus bandwidth (not the
 last row: it can peak earlier), ``avg_busbw_gbps`` the tool's own ``Avg bus bandwidth``
@@ -53,7 +54,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache, reduce
 from itertools import chain, compress, islice, repeat
 from operator import add, eq, gt, itemgetter, methodcaller, not_, or_
@@ -145,6 +146,15 @@ _FACTORS = {"all_reduce": "2(n-1)/n", "all_gather": "(n-1)/n", "reduce_scatter":
 # "size":1024,"time":19.18,"type":"float"}; other builds write "wrong" as a number and add "numCycle". Keys are
 # written sorted, so a record is found by its keys, not their order.
 _JSON_RECORD = re.compile(r'^\s*\{(?=.*"busBw"\s*:)(?=.*"algBw"\s*:)(?=.*"size"\s*:)', re.MULTILINE)
+# nccl-tests' own report (-J/--output_file FILE.json, 2.17.3+, src/util.cu): one JSON document, written without
+# blanks and closed only when the run ends: {"version":N,"start_time":..,"args":[..],"env":[..],"nccl_version":N,
+# "config":{..,"devices":[{"rank","group","pid","hostname","device","device_hex","device_info"}]},"results":[{"size",
+# "count","type","redop","root","out_of_place":{"time"|"cpu_time","alg_bw","bus_bw","nwrong"}|null,"in_place":{..},
+# ..}],"out_of_bounds":{"count","okay"},"average_bus_bandwidth":{"bandwidth","okay"},"errors":[..],"end_time":..};
+# 2.17.3-2.17.8 spell the average "average_bus_bandwidith":{"bandwidith":..}. A report that does not close is a
+# run that died (or a file cut): its whole result objects are read (see _json_objects).
+_JSON_REPORT = re.compile(r'\{\s*"version"\s*:\s*\d+\s*,\s*"start_time"\s*:')
+_JSON_RESULT = re.compile(r'"(?:out_of_place|in_place)"\s*:\s*\{\s*"(?:cpu_)?time"\s*:')
 _JSON_COLLECTIVES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
                      "alltoall": "alltoall", "alltoallv": "alltoallv", "broadcast": "broadcast", "reduce": "reduce",
                      "sendrecv": "sendrecv", "gather": "gather", "scatter": "scatter", "hypercube": "hypercube"}
@@ -173,6 +183,8 @@ def sniff(text: str) -> int:
         return 90
     if _JSON_RECORD.search(text):
         return 85  # rccl-tests' JSON records (--output_file)
+    if _JSON_REPORT.search(text) or _JSON_RESULT.search(text):
+        return 85  # nccl-tests' JSON report (-J), or a piece of one
     # the summary alone (a paste of the one line that said FAILED): nccl-tests' verdict over every size it ran
     if re.search(r"^\s*#?\s*Out of bounds values\s*:\s*\d+\s+(?:OK|FAILED)\s*$", clean, re.MULTILINE):
         return 80
@@ -236,6 +248,9 @@ class NcclTestsScanner:
             # finish)
             if self.commanded is None and "_perf" in line and (m := _TEST_NAME.search(line)):
                 self.commanded = m.group("name").removesuffix("_perf")
+            return
+        if stripped[0] == "{" and _JSON_REPORT.match(stripped):
+            self.json_report(stripped)  # a compact report pasted after (or without) the run's stdout
             return
         record = self.record
         if self.cut_row is not None and (stripped[0].isdigit() or "Out of bounds" in line or "bus bandwidth" in line):
@@ -309,6 +324,59 @@ class NcclTestsScanner:
         slots[1 if data.get("inPlace") else 0] = PlacementResult(
             time_us=_json_number(data.get("time")), algbw_gbps=_json_number(data.get("algBw")),
             busbw_gbps=_json_number(data.get("busBw")), wrong=_json_wrong(data.get("#wrong", data.get("wrong"))))
+
+    def json_report(self, text: str) -> None:
+        """nccl-tests' JSON report (see ``_JSON_REPORT``), whole or cut: its devices, results and summary read as
+        the same lines of its stdout would be. A report that does not close keeps the results it holds whole and
+        is listed incomplete (the run died, or the file was cut, before its summary)."""
+        try:
+            data = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            data = None
+        if not isinstance(data, dict):
+            self.problem("the JSON report does not close: the run died, or the file was cut, before its end")
+            code = re.search(r'"nccl_version"\s*:\s*(\d+)', text)
+            binary = re.search(r'"args"\s*:\s*\[\s*("[^"]*")', text)
+            data = {"nccl_version": int(code.group(1)) if code else None,
+                    "args": [msgspec.json.decode(binary.group(1))] if binary else None,
+                    "config": {"devices": list(_json_objects(text, "rank"))}, "results": _json_objects(text, "size")}
+        self.started = True
+        record = self.record
+        if isinstance(code := data.get("nccl_version"), int) and code > 0:
+            record.nccl_version = record.nccl_version or _version_from_code(code)
+        if isinstance(args := data.get("args"), list) and args and isinstance(args[0], str) \
+                and (m := _TEST_NAME.search(args[0])):
+            self.commanded = self.commanded or m.group("name").removesuffix("_perf")
+        config = data.get("config")
+        for device in config.get("devices", ()) if isinstance(config, dict) else ():
+            if isinstance(device, dict) and isinstance(rank := device.get("rank"), int) \
+                    and isinstance(host := device.get("hostname"), str):
+                self._rank(rank, host, str(device.get("device_info") or "").strip())
+        for result in data.get("results") or ():
+            self._json_result(result)
+        if isinstance(oob := data.get("out_of_bounds"), dict) and isinstance(count := oob.get("count"), int):
+            record.out_of_bounds = (record.out_of_bounds or 0) + count
+            self.rows_since_summary = 0
+        average = data.get("average_bus_bandwidth", data.get("average_bus_bandwidith"))
+        if isinstance(average, dict):
+            record.avg_busbw_gbps = _json_number(average.get("bandwidth", average.get("bandwidith")))
+            record.avg_busbw_source = "reported" if record.avg_busbw_gbps is not None else None
+            record.avg_busbw_failed = average.get("okay") is False
+
+    def _json_result(self, result: object) -> None:
+        """One size of the JSON report: out-of-place (null where only in-place ran) and in-place figures."""
+        if not isinstance(result, dict) or not isinstance(size := result.get("size"), int):
+            self.problem(f"unreadable result in the JSON report: {str(result)[:80]!r}")
+            return
+        out, in_place = (_json_placement(result.get(key)) for key in ("out_of_place", "in_place"))
+        if out is None and in_place is None:
+            self.problem(f"a result of the JSON report with no figures (size {size})")
+            return
+        first = out or PlacementResult(None, None, None, None)
+        kind, redop, count = result.get("type"), result.get("redop"), result.get("count")
+        self._add(NcclTestRow(size, count if isinstance(count, int) else None, kind if isinstance(kind, str) else None,
+                              redop if isinstance(redop, str) else None, _int(str(result.get("root", "")).strip()),
+                              first.time_us, first.algbw_gbps, first.busbw_gbps, first.wrong, in_place=in_place))
 
     def _failure(self, raw: str, host: str | None, what: str, file: str, number: str, message: str,
                  known: str | None = None) -> None:
@@ -686,10 +754,19 @@ def scan(chunks: Iterable[bytes]) -> NcclTestsRecord:
     """nccl-tests output streamed as chunks of whole lines (see :func:`gpu_preflight.boundedio.iter_chunks`)."""
     gate = ContentGate(KIND)
     scanner = NcclTestsScanner()
+    report: list[str] | None = None  # the pieces of a file that is nccl-tests' JSON report (pretty-printed too)
     for chunk in chunks:
         gate.check(chunk)
-        scanner.feed_text(chunk.decode("utf-8", errors="replace"))
+        text = chunk.decode("utf-8", errors="replace")
+        if report is None and not scanner.number and _JSON_REPORT.match(text.lstrip()):
+            report = []
+        if report is not None:
+            report.append(text)
+        else:
+            scanner.feed_text(text)
     gate.finish()
+    if report is not None:
+        scanner.json_report("".join(report))
     return scanner.finish()
 
 
@@ -871,10 +948,46 @@ def _json_number(value: object) -> float | None:
 
 
 def _json_wrong(value: object) -> int | None:
-    """A JSON record's wrong count: ``"0"`` (rccl-tests#93), ``0``, or ``"N/A"`` (not checked) as None."""
+    """A JSON record's wrong count: ``"0"`` (rccl-tests#93), ``0``, nccl-tests' ``0.000000`` (a double), or
+    ``"N/A"`` and null (not checked) as None."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     return _int(value) if isinstance(value, str) else None
+
+
+def _json_placement(value: object) -> PlacementResult | None:
+    """One placement of nccl-tests' JSON report: ``{"time"|"cpu_time","alg_bw","bus_bw","nwrong"}``."""
+    if not isinstance(value, dict):
+        return None
+    return PlacementResult(time_us=_json_number(value.get("time", value.get("cpu_time"))),
+                           algbw_gbps=_json_number(value.get("alg_bw")), busbw_gbps=_json_number(value.get("bus_bw")),
+                           wrong=_json_wrong(value.get("nwrong")))
+
+
+def _json_objects(text: str, key: str) -> Iterator[dict[str, object]]:
+    """The objects of a cut JSON report that start with ``key`` and close before the cut, decoded one by one."""
+    for start in re.finditer(r'\{\s*"' + key + r'"\s*:', text):
+        depth, quoted, escaped = 0, False, False
+        for at in range(start.start(), len(text)):
+            c = text[at]
+            if quoted:
+                escaped, quoted = (False, True) if escaped else (c == "\\", c != '"')
+            elif c == '"':
+                quoted = True
+            elif c in "{[":
+                depth += 1
+            elif c in "}]":
+                depth -= 1
+                if depth == 0:
+                    try:
+                        found = msgspec.json.decode(text[start.start():at + 1])
+                    except msgspec.DecodeError:
+                        break
+                    if isinstance(found, dict):
+                        yield found
+                    break
 
 
 def _decimal(value: str) -> bool:
