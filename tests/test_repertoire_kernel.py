@@ -101,3 +101,14 @@ def test_the_live_path_reads_the_nvswitch_drivers_own_failures() -> None:
                            "lines": form("nvswitch-init-failed-and-sxid-515.txt").splitlines()}}
     tally = snapshot_log_facts(host, 2.0, now).tally
     assert tally is not None and sorted(g.kind for g in tally.groups) == ["nvrm:nvswitch_init_failed", "sxid:fatal"]
+
+
+def test_a_missing_gsp_firmware_image_is_a_gsp_that_cannot_boot() -> None:
+    (f,) = xids(form("gsp-no-firmware-image-535.txt"))
+    assert (f.code, f.status) == ("nvrm_gsp_init_failed", Status.FAIL)
+
+
+@pytest.mark.parametrize("name", ["probe-aborted-one-gpu-515.txt", "probe-pci-enable-failed-595-dmesg-T.txt"])
+def test_a_probe_aborted_for_one_gpu_is_a_failed_probe(name: str) -> None:
+    (f,) = xids(form(name))
+    assert (f.code, f.status) == ("nvrm_probe_failed", Status.FAIL)

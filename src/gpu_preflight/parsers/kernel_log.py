@@ -296,6 +296,11 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
         r"has fallen off the bus")),
     ("fallen_off_bus", 79, re.compile(r"NVRM: (?:\(PCI ID: [^)]*\) )?fallen off the bus and is not responding")),
     ("probe_failed", 79, re.compile(r"NVRM: The NVIDIA probe routine failed for \d+ device")),
+    # nv-pci.c's probe aborting for one GPU, each before the summary line above (every tag 515-595): the PCI device
+    # could not be enabled, has no IRQ, or its registers are claimed by another driver.
+    ("probe_failed", 79, re.compile(
+        r"NVRM: (?:pci_enable_device failed, aborting|Can't find an IRQ for your NVIDIA card!"
+        r"|request_mem_region failed for \d+M @ 0x)")),
     # The driver loaded but owns no GPU, or not all of them: another driver (nouveau, vfio-pci) bound
     # them first. No Xid stands for these (0): the GPUs are not broken, the node cannot use them.
     # nv.c's wordings across releases: "No NVIDIA graphics adapter found!", "No NVIDIA GPU found." (no supported
@@ -331,7 +336,10 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     # "FSP response reported error. Task ID: ...". GSP then never starts (or, after a GPU was lost, can no longer be
     # reached): the GPU is unusable until reset, the failure Xid 120 reports at run time.
     ("gsp_init_failed", 120, re.compile(
+        # osinit.c (R535 on) when the GSP firmware file of this driver version is missing: "RmFetchGspRmImages: No
+        # firmware image found"; GSP cannot boot without it.
         r"NVRM: (?:GPU\d+ )?(?:RmInitAdapter: Cannot initialize GSP firmware RM"
+        r"|RmFetchGspRmImages: No firmware image found"
         r"|_kgspBootGspRm: .*cannot proceed with booting GSP|kgspBootstrap\w*: .*reported an error"
         r"|_?kfsp\w*: (?:FSP command timed out|FSP boot cmds failed|FSP secure boot partition timed out"
         r"|FSP response reported error)"
