@@ -117,3 +117,17 @@ def test_dmon_4_6_link_rows_are_the_links_not_their_gpu() -> None:
     assert [(s.entity, s.index, s.values) for s in record.samples[:4]] == [
         ("GPU", 0, {"TMPTR": 31.0, "SWNVLNKST": None}), ("GPU", 1, {"TMPTR": 33.0, "SWNVLNKST": None}),
         ("GPU 0 LINK", 3, {"TMPTR": None, "SWNVLNKST": None}), ("SW 0 LINK", 12, {"TMPTR": None, "SWNVLNKST": 1.0})]
+
+
+def test_diag_telemetry_listener_failure_is_a_run_that_could_not_happen() -> None:
+    """dcgmi diag's 'Err: Can't listen ...' (its own listener failed, the run stops) was unrecognised."""
+    findings = judge_text(_text("diag-err-telemetry-listener.txt"), Config(), source="n1")
+    assert [(f.check_id, f.status) for f in findings] == [("dcgm.diag", Status.ERROR)]
+
+
+def test_text_iterations_cut_inside_the_loop_is_incomplete() -> None:
+    """Run 1 of 3 passed and the paste stops: the two other runs are not shown (it was PASS)."""
+    record = parse(_text("diag-text-iterations-cut-after-run-1-of-3.txt"))
+    assert record.incomplete == ["the output stops in run 1 of the 3 iterations asked for, before dcgmi's closing "
+                                 "line ('Passed all ...' or 'Aborting ...')"]
+    assert _verdicts("diag-text-iterations-cut-after-run-1-of-3.txt") == [("evidence.complete", Status.ERROR)]

@@ -26,8 +26,11 @@ MIG_REFUSAL = re.compile(r"\bGPU (?P<id>\d+)'s MIG configuration is incompatible
 # quote them (dcgmlib/src/dcgm_errors.c's "This GPU is not supported by DCGM" and "Host engine connection
 # invalid/disconnected", DCGM_ST_CONNECTION_NOT_VALID, which every client that found no nv-hostengine logs: ldmsd's
 # dcgm_sampler, go-dcgm agents; dcgm-exporter's "Error starting nv-hostengine: <DCGM's error>"): DCGM measured
-# nothing, wherever the line sits in a client's log.
+# nothing, wherever the line sits in a client's log. dcgmi diag's own listener for the diagnostic's telemetry failing
+# to start (dcgmi/Diag.cpp StartListenerServer, 2.x-4.x: "Err: Can't listen for incoming queries, so DCGM Diag can't
+# get telemetry: <ret>.") stops the run the same way.
 HOSTENGINE_DOWN = re.compile(r"(?:Err: )?Failed to start DCGM Server: -?\d+|Failed to start host engine server"
+                             r"|(?:Err: )?Can't listen for incoming queries, so DCGM Diag can't get telemetry: -?\d+"
                              r"|Unable to terminate host engine, it may not be running"
                              r"|^\s*Error: Failed to initialize NVML\s*$"
                              r"|Error starting nv-hostengine: [^\"\n]+|This GPU is not supported by DCGM"

@@ -67,6 +67,11 @@ _MESSAGE_LABELS = ("warning", "info", "error", "note")
 _CLOSING = re.compile(r"^\+-+\+-+\+$")
 _HEADER = re.compile(r"^\|\s*Diagnostic\s*\|\s*Result\s*\|$")
 _METADATA = {"dcgm version": "dcgm_version", "driver version detected": "driver_version"}
+# `dcgmi diag --iterations N` (dcgmi/Diag.cpp, 2.4-4.x) opens each run with "Running iteration i of N..." and always
+# ends with "Passed all N runs of the diagnostic" or its abort line (ITERATIONS_ABORTED): without either the paste
+# stops inside the loop, and the runs after the last one shown are not shown.
+_ITERATION = re.compile(r"^[>\s]*Running iteration (?P<i>\d+) of (?P<n>\d+)\.\.\.\s*$")
+_PASSED_ALL = re.compile(r"^[>\s]*Passed all \d+ runs of the diagnostic\s*$")
 
 
 def parse_table(text: str) -> DcgmDiagRecord:
@@ -82,6 +87,7 @@ def parse_table(text: str) -> DcgmDiagRecord:
     ended = False  # the table's closing border was read: what follows is another command's output
     elided: list[int] = []
     exporter_log = bool(EXPORTER_STARTED.search(text))  # dcgm-exporter's log: its fatal lines are the result
+    iteration: re.Match[str] | None = None  # the last "Running iteration i of N..." until the loop's closing line
 
     def flush() -> None:
         nonlocal message
@@ -111,8 +117,15 @@ def parse_table(text: str) -> DcgmDiagRecord:
         if m := NVVS_LOG_ERROR.match(line):
             record.errors.append(f"nvvs: {m.group('msg')}")
             continue
+        if m := _ITERATION.match(line):
+            iteration = m
+            continue
+        if _PASSED_ALL.match(line):
+            iteration = None
+            continue
         if m := ITERATIONS_ABORTED.match(line):
             record.errors.append(m.group(0).strip(" >"))
+            iteration = None
             continue
         if m := _ERROR.match(line):
             record.errors.append(m.group("msg").strip())
@@ -185,6 +198,10 @@ def parse_table(text: str) -> DcgmDiagRecord:
         record.incomplete.append(f"lines elided from the table (line {elided[0]})")
     if saw_table and record.tests and not closed:
         record.incomplete.append("the table has no closing border: the output was cut after its last row")
+    if iteration is not None:
+        run, runs = iteration.group("i"), iteration.group("n")
+        record.incomplete.append(f"the output stops in run {run} of the {runs} iterations asked for, before dcgmi's "
+                                 "closing line ('Passed all ...' or 'Aborting ...')")
     if saw_table and not headed:
         record.fragment = len(record.tests)
     record.overall = overall_of(record)
