@@ -351,7 +351,7 @@ DRIVER_MESSAGES: tuple[tuple[str, int, re.Pattern[str]], ...] = (
     # The driver's Xid 119 banner (kernel_gsp.c's _kgspLogXid119: "********* GSP Timeout *********", then its
     # notes; the "NVRM: Xid (...): 119, Timeout ..." line follows): GSP stopped answering an RPC, even where the
     # paste stops before the Xid line.
-    # rpc.c's callers then say the RPC got no answer: "_issueRpcAndWait: rpcRecvPoll timedout for fn 76!" (R525-R590;
+    # rpc.c's callers then say the RPC got no answer: "_issueRpcAndWait: rpcRecvPoll timedout for fn 76!" (R515-R590;
     # R595 adds "sequence N"), printed at error level only for a real timeout: the same GSP timeout.
     ("gsp_timeout", 119, re.compile(r"NVRM: (?:GPU\d+ )?(?:_kgspLogXid119: |\w+: rpcRecvPoll timedout for fn \d+)")),
     # After more timeouts than the reset threshold kernel_gsp.c rate-limits its RPC error prints and says why (every
