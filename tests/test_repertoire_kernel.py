@@ -112,3 +112,8 @@ def test_a_missing_gsp_firmware_image_is_a_gsp_that_cannot_boot() -> None:
 def test_a_probe_aborted_for_one_gpu_is_a_failed_probe(name: str) -> None:
     (f,) = xids(form(name))
     assert (f.code, f.status) == ("nvrm_probe_failed", Status.FAIL)
+
+
+def test_an_nvswitch_shutting_down_for_overtemperature_is_a_fatal_sxid() -> None:
+    found = {(f.code, f.details.get("kind")): f.status for f in xids(form("nvswitch-sxid-thermal-shutdown-535.txt"))}
+    assert found[("sxid_10006", "sxid:fatal")] is Status.FAIL

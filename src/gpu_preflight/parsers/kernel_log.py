@@ -414,6 +414,9 @@ _CAUSE = re.compile(r"caused by previous Xid (?P<xid>\d{1,6})\b", re.IGNORECASE)
 _SELF_SEVERITY = re.compile(r"^[A-Z0-9_/]+\s+(?P<sev>Fatal|Nonfatal|Non-fatal)\b")
 _RECOVERY = re.compile(r"recovery action changed from .*? to 0x[0-9A-Fa-f]+ \((?P<action>[^)]+)\)", re.IGNORECASE)
 _SXID_CONTINUATION = re.compile(r"^(?:Severity \d+\b|Data \{)", re.IGNORECASE)
+# An SXid that states no severity but says the switch powers itself off (therm_lr10.c / therm_ls10.c, every tag 515-595:
+# "10006, TSENSE OVERT Threshold reached. Shutting Down", "PMGR OVERT ..."): its NVLinks are gone, a fatal one.
+_SXID_SHUTDOWN = re.compile(r"\bOVERT Threshold reached\. Shutting Down")
 _SXID = re.compile(r"nvidia-nvswitch\d*: SXid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+)\): "
                    r"(?P<sxid>\d{1,6}), (?P<rest>.*)$")
 
@@ -489,6 +492,8 @@ class KernelLineReader:
         if head in ("fatal", "non-fatal", "nonfatal"):
             kind = "sxid:fatal" if head == "fatal" else "sxid:nonfatal"
             self._sxid_headlines.add(key)
+        elif _SXID_SHUTDOWN.search(rest):
+            kind = "sxid:fatal"
         elif key in self._sxid_headlines and _SXID_CONTINUATION.match(rest):
             return []
         else:
