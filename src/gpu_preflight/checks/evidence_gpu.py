@@ -176,15 +176,35 @@ def judge_nvidia_smi(record: NvidiaSmiRecord, config: Config, source: str) -> It
                         "no readiness rule judges it") for line in record.stated)
     if record.format == "error":
         return
-    if record.fragment is None:
+    findings: list[Finding] = []
+    if record.gpus:
+        facts = _facts(f"nvidia-smi {record.format}", record.driver_version, record.cuda_version,
+                       [to_gpu_record(g, record.format) for g in record.gpus])
+        findings = run_gpu_checks(facts, config, source, _report_check if record.fragment is None else _fragment_check)
+    if record.fragment is None and record.format == "q" and record.gpus and _nothing_judged(findings):
+        yield Finding("nvidia_smi.gpu", Status.ERROR, source, "nothing_judged",
+                      f"the {len(record.gpus)} GPU section(s) of this nvidia-smi -q show no reading a check judges "
+                      "(a '-q -d' selection such as ACCOUNTING, CLOCK or UTILIZATION): the GPUs were not judged",
+                      observed=len(record.gpus), unit="GPUs",
+                      recommendation="Save the whole 'nvidia-smi -q' (or the sections that judge the GPU: "
+                                     "-d MEMORY,ECC,TEMPERATURE,POWER,PERFORMANCE,ROW_REMAPPER) and judge it again.")
+    elif record.fragment is None:
         yield from _inventory(record.format, len(record.gpus), record.attached_gpus, record.driver_version, source,
                               selected=record.selected)
-    if not record.gpus:
-        return
-    facts = _facts(f"nvidia-smi {record.format}", record.driver_version, record.cuda_version,
-                   [to_gpu_record(g, record.format) for g in record.gpus])
-    wanted = _report_check if record.fragment is None else _fragment_check
-    yield from run_gpu_checks(facts, config, source, wanted)
+    yield from findings
+
+
+_REPORT_LEVEL = ("gpu.inventory.count", "gpu.inventory.driver")
+"""The checks that judge what the report's banner states (``Attached GPUs``, ``Driver Version``), not a GPU."""
+
+
+def _nothing_judged(findings: list[Finding]) -> bool:
+    """Whether every check of a GPU skipped: the report's banner was judged, none of its GPUs.
+
+    ``nvidia-smi -q -d ACCOUNTING`` prints the banner and, under each GPU's header, only the sections asked
+    for; when none of them is a reading a check judges, a PASS would rest on the GPU count and driver alone.
+    """
+    return all(f.status is Status.SKIP for f in findings if f.check_id not in _REPORT_LEVEL)
 
 
 def _fragment_check(check_id: str) -> bool:
