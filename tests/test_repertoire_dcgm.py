@@ -131,3 +131,16 @@ def test_text_iterations_cut_inside_the_loop_is_incomplete() -> None:
     assert record.incomplete == ["the output stops in run 1 of the 3 iterations asked for, before dcgmi's closing "
                                  "line ('Passed all ...' or 'Aborting ...')"]
     assert _verdicts("diag-text-iterations-cut-after-run-1-of-3.txt") == [("evidence.complete", Status.ERROR)]
+
+
+def test_exporter_4x_slog_fatal_exit_is_an_error() -> None:
+    """4.x logs through log/slog: a fatal exit is an ERROR line the exporter always exits after (was unrecognised)."""
+    for name in ("exporter-4.x-slog-text-collector-cannot-be-initialized.txt",
+                 "exporter-4.x-slog-json-fields-module-init-failed.txt"):
+        findings = judge_text(_text(name), Config(), source="n1")
+        assert [(f.check_id, f.status) for f in findings] == [("dcgm.diag", Status.ERROR)], name
+        assert "dcgm-exporter stopped: " in findings[0].summary
+
+
+def test_exporter_4x_error_it_survives_is_not_a_fatal_exit() -> None:
+    assert sniff_diag(_text("exporter-4.x-slog-text-error-not-fatal.txt")) == 0

@@ -41,7 +41,18 @@ HOSTENGINE_DOWN = re.compile(r"(?:Err: )?Failed to start DCGM Server: -?\d+|Fail
 # Read only where the text shows the exporter's own start line ("Starting dcgm-exporter"): a fatal line alone is
 # any logrus program's.
 EXPORTER_STARTED = re.compile(r"\bStarting dcgm-exporter\b")
-EXPORTER_FATAL = re.compile(r'\blevel=fatal msg="(?P<msg>[^"\n]+)"|^\s*FATA\[\d+\]\s+(?P<tty>\S.*?)\s*$', re.MULTILINE)
+# From 4.x (log/slog, text or JSON handler) a fatal exit is an ERROR line and os.Exit(1); only the messages the exporter
+# always exits after count (NVIDIA/dcgm-exporter, 4.1.1-4.0.4 to 4.5.3-4.8.2: internal/pkg/dcgmprovider/dcgm.go's
+# "Failed to connect to remote hostengine" and "Failed to initialize DCGM Fields module; err: <n>",
+# internal/pkg/collector/collector_factory.go's "collector '<name>' cannot be initialized; err: ..." and "DCGM collector
+# for entity type '<type>' cannot be initialized; err: ..." (fatal unless startup validation is off: its metrics are
+# missing either way), pkg/cmd/app.go's "Encountered a failure." after a panic); other ERROR lines are not fatal.
+_SLOG_FATAL = (r"(?:Failed to connect to remote hostengine|Failed to initialize DCGM Fields module; err: -?\d+"
+               r"|(?:DCGM )?collector (?:for entity type )?'[^'\n]+' cannot be initialized; err: [^\"\n]*"
+               r"|Encountered a failure\.)")
+EXPORTER_FATAL = re.compile(r'\blevel=fatal msg="(?P<msg>[^"\n]+)"|^\s*FATA\[\d+\]\s+(?P<tty>\S.*?)\s*$'
+                            rf'|\blevel=ERROR msg="?(?P<slog>{_SLOG_FATAL})'
+                            rf'|"level"\s*:\s*"ERROR"\s*,\s*"msg"\s*:\s*"(?P<json>{_SLOG_FATAL})', re.MULTILINE)
 # nv-hostengine's start line (hostengine/src/main.cpp: "Started host engine version <v> using port number: <p>"): the
 # engine started, nothing was measured yet; a text holding nothing else holds no result (the container runtime's
 # "nvidia driver modules are not yet loaded" before it says why none will come).
@@ -71,7 +82,8 @@ def hostengine_start_errors(lines: list[str]) -> list[str]:
 
 def fatal_message(match: re.Match[str]) -> str:
     """An :data:`EXPORTER_FATAL` match as the error it records."""
-    return f"dcgm-exporter stopped: {match.group('msg') or match.group('tty')}"
+    message = match.group("msg") or match.group("tty") or match.group("slog") or match.group("json")
+    return f"dcgm-exporter stopped: {message}"
 
 
 def exporter_fatal(text: str) -> list[str]:
