@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gpu_preflight.config import Config
 from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Status
@@ -115,3 +117,47 @@ def test_a_compact_report_pasted_after_the_command_is_read() -> None:
     assert detect_kind(text) == "nccl-tests"
     assert parse(text).wrong_sizes == [1024]
     assert statuses(text)["nccl_tests.correctness"] is Status.FAIL
+
+
+@pytest.mark.parametrize("lines", [
+    # NVIDIA/nccl-tests v2.19.6 src/util.cu:680-682 (writeDeviceReport), after its parameter lines or alone
+    "# nThread 1 nGpus 16 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 1 iters: 20 agg iters: 1 "
+    "validation: 1 graph: 0 unalign: 0\n#\n# Using devices\nInvalid number of GPUs: 16 requested but only 8 were "
+    "found.\nPlease check the number of processes and GPUs per process.\n",
+    "Invalid number of GPUs: 16 requested but only 8 were found.\n",
+    # v2.19.6 src/common.cu:1054 (a -D device implementation the test has none of)
+    "Device implementation 1 is not supported by this test\n",
+    # ROCm/rccl-tests ae3e635 src/common.cu:1151 and :1199
+    "[ERROR] The number of requested GPUs (8) is greater than the number of GPUs available (4)\n",
+    "[ERROR] The number of requested GPUs (16) is greater than the number of GPUs available (8) on node (mi250-01)\n",
+])
+def test_a_refusal_to_run_is_a_run_that_measured_nothing(lines: str) -> None:
+    """Its refusals alone were no tool's text (exit 3): a run that measured nothing, ERROR, never a pass."""
+    assert detect_kind(lines) == "nccl-tests"
+    record = parse(lines)
+    assert not record.rows and record.incomplete[0].startswith("nccl-tests refused to run")
+    got = statuses(lines)
+    assert got["evidence.complete"] is Status.ERROR and Status.PASS not in got.values()
+
+
+def test_the_device_lines_of_nccl_tests_1_0_are_read() -> None:
+    """v1.0.0 (2018, src/common.cu:660) printed '#   Rank %2d on %10s device %2d [0x%02x] %s', without Pid: the
+    ranks and their GPUs are read (the rank count was only inferred from the bandwidths)."""
+    text = ("nThread 1 nGpus 2 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 validation: 1 \n"
+            "# Using devices\n#   Rank  0 on       dgx1 device  0 [0x06] Tesla V100-SXM2-16GB\n"
+            "#   Rank  1 on       dgx1 device  1 [0x07] Tesla V100-SXM2-16GB\n")
+    record = parse(text)
+    assert record.nranks == 2 and record.hosts == ["dgx1"] and not record.nranks_inferred
+    assert [g.name for g in record.gpus] == ["Tesla V100-SXM2-16GB"] * 2
+
+
+def test_an_option_warning_that_goes_on_is_no_refusal() -> None:
+    """v2.19.6 src/common.cu:1418-1434 and :1346: '... (-I) is incompatible with CUDA graph mode (-G). Disabling.'
+    and '... (-V) must be positive ... Using default value 16.' turn the option off and run on: not a refusal."""
+    params = ("# nThread 1 nGpus 8 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 1 iters: 20 agg iters: 1 "
+              "validation: 1 graph: 1 unalign: 0\n")
+    for warning in ("per-iteration timing (-I) is incompatible with CUDA graph mode (-G). Disabling.\n",
+                    "device_cta_count (-V) must be positive and less than 128, got 0. Using default value 16.\n"):
+        record = parse(warning + params)
+        assert not any("refused" in problem for problem in record.incomplete)
+        assert "before its first result" in record.incomplete[0]

@@ -101,7 +101,8 @@ _HEADER = re.compile(r"^#?\s*size\s+(?:count\s+type|time\s+algbw\s+busbw)\b")
 # The host is every word between "on" and "device": nccl-tests prints the hostname, but a paste that hides it
 # often writes words ("on NODE A device 0", nccl-tests#347), which are still one host.
 _HOST = r"(?P<host>\S++(?:[ \t]++\S++)*?)"
-_RANK = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+" + _HOST + r"\s+"
+# nccl-tests before 2.0 (v1.0.0, 2018) printed no Pid: "#   Rank  0 on dgx1 device  0 [0x06] Tesla V100-SXM2-16GB".
+_RANK = re.compile(r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+(?P<pid>\d+)\s+)?on\s+" + _HOST + r"\s+"
                    r"device\s+(?P<device>\d+)\s+\[(?P<pci>[^\]]+)\]\s*(?P<name>.*)$")
 # The parameter line every nccl-tests version prints first, and a rank's device line found anywhere in a line
 # (after a launcher's prefix too): what only nccl-tests prints, before any table (see sniff).
@@ -134,10 +135,16 @@ _WARN = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\d+:\d+ \[\d+\] )?(?:(?P<fi
                    r"(?P<line>\d+) )?NCCL WARN (?P<message>.*)")
 _NOT_A_CAUSE = frozenset({UNCLASSIFIED_WARN, "net_plugin_fallback"})  # a WARN naming no failure; a fact, not one
 # Its refusals to run (common.cu's argument checks): an NCCL other than the one it was built for, sizes it cannot
-# step through, an option the NCCL it runs on lacks or another option excludes. Nothing was measured.
+# step through, an option the NCCL it runs on lacks or another option excludes, more GPUs than the node has
+# (util.cu's "Invalid number of GPUs", 2.19+; rccl-tests' "[ERROR] The number of requested GPUs"), a device
+# implementation the test lacks (2.19+). Nothing was measured.
 _REFUSAL = re.compile(r"nccl-tests was compiled with NCCL"
+                      r"|Invalid number of GPUs: \d+ requested but only \d+ were found"
+                      r"|The number of requested GPUs \(\d+\) is greater than the number of GPUs available"
+                      r"|Device implementation \d+ is not supported by this test"
                       r"|invalid sizes? (?:specified )?for '(?:minbytes|maxbytes|stepBytes)'"
                       r"|\(-[A-Za-z](?: [^)]*)?\) (?:requires|must be|only supports|is incompatible)"
+                      r"(?!.*(?:Disabling\.|Using default value))"  # 2.19's warnings that go on with the option off
                       r"|Option -[A-Za-z] \([^)]*\) requires")
 # busbw = algbw * factor(n): invert it where the factor depends on the rank count.
 _FACTORS = {"all_reduce": "2(n-1)/n", "all_gather": "(n-1)/n", "reduce_scatter": "(n-1)/n", "alltoall": "(n-1)/n"}
