@@ -16,8 +16,9 @@
   limit, as a total since the last clear (never FAIL: not known to be recent); PASS otherwise.
 * ``ib.gids`` (a saved ``show_gids``): FAIL when it lists no GID, WARN for a RoCE port whose v2 GIDs are all
   link-local, PASS otherwise.
-* ``ib.perftest``: FAIL when the test could not connect, or its best average bandwidth is
-  below ``evidence.perftest_min_bw_gbps`` (SKIP with the value when unset).
+* ``ib.perftest``: FAIL when the test could not connect or stopped on an error after some rows, or its best
+  average bandwidth is below ``evidence.perftest_min_bw_gbps`` (SKIP with the value when unset; SKIP for a latency
+  test, which measures no bandwidth).
 * ``kernel.nic``: an RDMA NIC driver message in a saved kernel log (:data:`NIC_VERDICTS`):
   FAIL for a device that stopped answering (EFA admin queue closed or command timed out,
   mlx5 firmware unresponsive), WARN for an event worth a look (a failed admin command, a TX/RX
@@ -59,8 +60,9 @@ if TYPE_CHECKING:
 IB_PERFTEST = declare(
     "ib.perftest", "perftest reaches the bandwidth floor",
     """A saved perftest run (``ib_write_bw``, ``ib_read_bw``, ``ib_send_bw``): FAIL when the test
-    could not connect or its best average bandwidth is below ``evidence.perftest_min_bw_gbps``;
-    SKIP with the measured value when that floor is unset.""",
+    could not connect, stopped on an error after some message sizes, or its best average bandwidth is below
+    ``evidence.perftest_min_bw_gbps``; SKIP with the measured value when that floor is unset, and for a latency
+    test (``ib_*_lat``: no bandwidth measured).""",
     group="efa_network", component="network_infrastructure", settings=("evidence.perftest_min_bw_gbps",))
 
 IB_GIDS = declare(
@@ -419,7 +421,8 @@ def judge_gids(record: GidTableRecord, config: Config, source: str) -> Iterator[
 
 @judges("perftest")
 def judge_perftest(record: PerftestRecord, config: Config, source: str) -> Iterator[Finding]:
-    """A perftest bandwidth run: did it connect, and did it reach the floor?"""
+    """A perftest run: did it connect, and did its bandwidth reach the floor? (A latency run measured no
+    bandwidth: SKIP, with its latency.)"""
     floor = evidence_config(config).perftest_min_bw_gbps
     if not record.rows and not record.errors:  # cut before its table: evidence.complete says so (ERROR)
         yield Finding("ib.perftest", Status.SKIP, source, "no_result",
@@ -430,6 +433,21 @@ def judge_perftest(record: PerftestRecord, config: Config, source: str) -> Itera
                       f"perftest did not measure: {'; '.join(record.errors)[:300]}",
                       recommendation="The two ends could not connect: check the server is running, the device "
                                      "and GID index (-d, -x), and that the ports are ACTIVE.")
+        return
+    if record.errors:  # rows for the sizes it finished, then its failure (a -a run whose completion failed at a size)
+        yield Finding("ib.perftest", Status.FAIL, source, "perftest_failed",
+                      f"perftest failed after {len(record.rows)} message size(s): {'; '.join(record.errors)[:300]}",
+                      recommendation="The run stopped on an error: a completion error (retry exceeded, remote access) "
+                                     "points at the link or the remote side; check both ports (ibstat) and the "
+                                     "counters (perfquery).")
+        return
+    latencies = [r.latency_usec for r in record.rows if r.latency_usec is not None]
+    if record.bw_avg_max_gbps is None and latencies:  # a latency test measured: no bandwidth to hold to a floor
+        yield Finding("ib.perftest", Status.SKIP, source, "latency_run",
+                      f"{record.test or 'perftest latency test'} on {record.device or '?'} "
+                      f"({record.connection_type or '?'}): latency {min(latencies):g} usec; no bandwidth "
+                      "to judge (run ib_*_bw for the floor)", observed=min(latencies), unit="usec",
+                      details={"warnings": record.warnings})
         return
     best = record.bw_avg_max_gbps
     what = (f"{record.test or 'perftest'} on {record.device or '?'} ({record.connection_type or '?'}): "

@@ -1,4 +1,4 @@
-"""perftest bandwidth tests (``ib_write_bw``, ``ib_send_bw``, ``ib_read_bw``): header and results.
+"""perftest bandwidth and latency tests (``ib_write_bw``, ``ib_send_bw``, ``ib_read_bw``, ``ib_*_lat``).
 
 The header block is ``key : value`` pairs, two per line (``Dual-port : OFF<TAB>Device :
 mlx5_0``); the result table's columns are found by name. Bandwidth is reported in
@@ -10,7 +10,9 @@ warnings; connection failures (``Unable to init the socket connection``) as erro
 run that never measured reads as "could not measure". Those failure lines alone (a client
 that never reached its server prints nothing else) are recognised as perftest too. A banner
 and header with neither a result row nor a failure line (cut, or a run that hung before it
-measured) is a perftest run marked incomplete.
+measured) is a perftest run marked incomplete. A latency test's rows (``t_min[usec] ... t_typical[usec]``)
+keep their typical latency and no bandwidth: the run connected and measured, but there is no bandwidth to
+hold against a floor.
 """
 
 from __future__ import annotations
@@ -42,8 +44,12 @@ _ERROR = re.compile(r"unable to|failed|error|couldn't|cannot|^Port number \d+ st
 # Searched, not anchored: a launcher's host or rank tag may stand before it ("gpu-node-07: libibverbs: ...").
 _LOADER_WARNING = re.compile(r"(?:^|[\s:\]])libibverbs: Warning: ")
 # The result table's columns by name; a paste that lost the second '#' ("#bytes  iterations  BW peak...")
-# still names the iterations column.
-_COLUMN = re.compile(r"#\w+|\biterations\b|BW peak\[[^\]]+\]|BW average\[[^\]]+\]|MsgRate\[[^\]]+\]")
+# still names the iterations column. perftest_parameters.h's other headers add columns: --report-per-port's
+# "BW Port1[MiB/sec]   MsgRate Port1[Mpps]" pairs, --cpu_util's "CPU_Util[%]", and the latency tests' (ib_*_lat)
+# "t_min[usec] ... t_typical[usec] ... 99% percentile[usec]" (-D: "t_avg[usec]    tps average").
+_COLUMN = re.compile(r"#\w+|\biterations\b|BW peak\[[^\]]+\]|BW average\[[^\]]+\]|MsgRate\[[^\]]+\]"
+                     r"|(?:BW|MsgRate) Port\d\[[^\]]+\]|CPU_Util\[%\]|t_\w+\[usec\]|[\d.]+% percentile\[usec\]"
+                     r"|tps average")
 
 
 # perftest's own failure lines (perftest_communication.c, perftest_resources.c): a run that never
@@ -97,15 +103,15 @@ _PROMPT_RUN = re.compile(r"^(?:\$|[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s?[$#]|\[[^\]\n]
 
 
 def sniff(text: str) -> int:
-    if re.search(r"#bytes\s+#iterations\s+BW peak", text):
+    if re.search(r"#bytes\s+#iterations\s+(?:BW peak|t_min\[usec\]|t_avg\[usec\]\s+tps average)", text):
         return 95
-    if re.search(r"\b(?:RDMA_Write|RDMA_Read|Send|Atomic)(?: [\w ]+?)? BW Test\b", text) \
+    if re.search(r"\b(?:RDMA_Write|RDMA_Read|Send|Atomic)(?: [\w ]+?)? (?:BW|Latency) Test\b", text) \
             or _PROMPT_RUN.search(text):
         return 80
     return 65 if _FAILURE_LINE.search(text) else 0
 
 
-@parser(KIND, sniff=sniff, title="perftest ib_*_bw (Gb/sec or MiB/sec)")
+@parser(KIND, sniff=sniff, title="perftest ib_*_bw (Gb/sec or MiB/sec) and ib_*_lat")
 def parse(text: str) -> PerftestRecord:
     """Parse a perftest bandwidth run: header facts, result rows, warnings and errors."""
     record = PerftestRecord()
@@ -114,7 +120,7 @@ def parse(text: str) -> PerftestRecord:
         line = raw.strip().lstrip("> \t")  # an indented quote ("  > Couldn't ...") the paste reader leaves
         if not line or is_noise(raw) or set(line) <= {"-"}:
             continue
-        if m := re.match(r"^(?P<test>\w+(?: [\w ]+?)? BW Test)$", line):  # "RDMA_Write Post List BW Test" too
+        if m := re.match(r"^(?P<test>\w+(?: [\w ]+?)? (?:BW|Latency) Test)$", line):  # "... Post List BW Test" too
             record.test = m.group("test")
             continue
         if line.startswith("#bytes"):
@@ -168,6 +174,9 @@ def _row(record: PerftestRecord, columns: list[str], line: str, number: int) -> 
     peak = next((to_float(v) for k, v in cells.items() if k.startswith("BW peak")), None)
     avg = next((to_float(v) for k, v in cells.items() if k.startswith("BW average")), None)
     rate = next((to_float(v) for k, v in cells.items() if k.startswith("MsgRate")), None)
+    # A latency row's median (t_typical) or, in a timed (-D) run, its mean (t_avg): no bandwidth in it.
+    latency = to_float(cells.get("t_typical[usec]", cells.get("t_avg[usec]")))
     return PerftestRow(size_bytes=size, iterations=to_int(cells.get("#iterations")),
                        bw_peak_gbps=round(peak * scale, 4) if peak is not None else None,
-                       bw_avg_gbps=round(avg * scale, 4) if avg is not None else None, msg_rate_mpps=rate)
+                       bw_avg_gbps=round(avg * scale, 4) if avg is not None else None, msg_rate_mpps=rate,
+                       latency_usec=latency)

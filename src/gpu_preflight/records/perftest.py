@@ -1,4 +1,4 @@
-"""An ``ib_*_bw`` perftest run: its settings and one row per message size."""
+"""A perftest run (``ib_*_bw``, ``ib_*_lat``): its settings and one row per message size."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import msgspec
 
 
 class PerftestRow(msgspec.Struct):
-    """One message size of a perftest bandwidth run (``ib_write_bw`` and kin): peak and average bandwidth, message
-    rate."""
+    """One message size of a perftest run: peak and average bandwidth and message rate (``ib_write_bw`` and kin),
+    or the typical latency (``ib_write_lat`` and kin)."""
 
     size_bytes: int
     iterations: int | None
     bw_peak_gbps: float | None
     bw_avg_gbps: float | None
     msg_rate_mpps: float | None
+    latency_usec: float | None = None  # a latency test's (ib_*_lat) typical latency, or -D's average
 
 
 class PerftestRecord(msgspec.Struct):

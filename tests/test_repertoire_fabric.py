@@ -1,0 +1,73 @@
+"""The fabric tools' output forms derived from their own source (issue 27; docs/repertoire/fabric.md).
+
+Each fixture under ``tests/fixtures/repertoire/fabric/`` renders one format string of the tool's source with
+plausible values (the README there names the repository, commit and file:line of each). The test says what
+``gpu-preflight judge`` must make of it: the kind it is read as and the ``ib.*`` finding it gives.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpu_preflight.config import Config
+from gpu_preflight.config.evidence import EvidenceConfig
+from gpu_preflight.evidence import judge_text
+from gpu_preflight.model import Status
+from gpu_preflight.parsers.detect import detect_kind, parse_text
+
+FORMS = Path(__file__).parent / "fixtures" / "repertoire" / "fabric"
+
+
+def form(name: str) -> str:
+    return (FORMS / name).read_text()
+
+
+def findings(text: str, check: str, config: Config | None = None) -> list[tuple[Status, str]]:
+    return [(f.status, f.code) for f in judge_text(text, config or Config(), source="n1") if f.check_id == check]
+
+
+def floor(gbps: float) -> Config:
+    """A config with a perftest bandwidth floor (as tests/test_evidence_judge.py builds its [evidence] section)."""
+    cfg = Config()
+    setattr(cfg, "evidence", EvidenceConfig(perftest_min_bw_gbps=gbps))  # noqa: B010 - as test_evidence_judge
+    return cfg
+
+
+# perftest: the result tables of perftest_parameters.h beside the plain one
+
+@pytest.mark.parametrize(("name", "rows", "peak_gbps"), [
+    ("perftest-ib_write_bw-cpu-util.txt", 1, 97.4603),  # RESULT_FMT + RESULT_EXT_CPU_UTIL (--cpu_util)
+    ("perftest-ib_write_bw-report-per-port.txt", 1, 192.9388),  # RESULT_FMT_PER_PORT (--report-per-port)
+])
+def test_perftest_bandwidth_tables_with_more_columns_are_read(name: str, rows: int, peak_gbps: float) -> None:
+    text = form(name)
+    assert detect_kind(text) == "perftest"
+    _, record = parse_text(text)
+    assert len(record.rows) == rows and record.bw_peak_max_gbps == peak_gbps and not record.errors
+    assert findings(text, "ib.perftest") == [(Status.SKIP, "no_floor")]
+
+
+@pytest.mark.parametrize(("name", "latency"), [
+    ("perftest-ib_write_lat-rc.txt", 1.04),  # RESULT_FMT_LAT: t_typical
+    ("perftest-ib_write_lat-D-duration.txt", 1.07),  # RESULT_FMT_LAT_DUR (-D): t_avg
+])
+def test_perftest_latency_runs_are_read_and_not_held_to_the_bandwidth_floor(name: str, latency: float) -> None:
+    text = form(name)
+    assert detect_kind(text) == "perftest"
+    _, record = parse_text(text)
+    assert record.test == "RDMA_Write Latency Test"
+    assert [r.latency_usec for r in record.rows] == [latency] and record.bw_avg_max_gbps is None
+    for config in (Config(), floor(100.0)):  # a floor set must not FAIL a run that measured no bandwidth
+        assert findings(text, "ib.perftest", config) == [(Status.SKIP, "latency_run")]
+
+
+def test_perftest_failure_after_result_rows_fails() -> None:
+    """A -a run prints a row per size it finished, then NOTIFY_COMP_ERROR_SEND and exits: not a pass on its rows."""
+    text = form("perftest-ib_write_bw-a-completion-error-after-rows.txt")
+    _, record = parse_text(text)
+    assert len(record.rows) == 3 and record.errors[0] == "Completion with error at client"
+    for config in (Config(), floor(0.0001)):  # its rows clear any floor: the failure still FAILs
+        assert findings(text, "ib.perftest", config) == [(Status.FAIL, "perftest_failed")]
+
