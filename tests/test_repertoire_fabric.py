@@ -71,3 +71,37 @@ def test_perftest_failure_after_result_rows_fails() -> None:
     for config in (Config(), floor(0.0001)):  # its rows clear any floor: the failure still FAILs
         assert findings(text, "ib.perftest", config) == [(Status.FAIL, "perftest_failed")]
 
+
+# ibstat and ibstatus (rdma-core's infiniband-diags)
+
+def test_ibstat_one_port_form_names_its_ca() -> None:
+    """``ibstat mlx5_0 1`` prints ``CA: 'mlx5_0'`` and that port's lines unindented: a whole answer, not a fragment."""
+    text = form("ibstat-ca-port-alone-down.txt")
+    assert detect_kind(text) == "ibstat"
+    _, record = parse_text(text)
+    assert [d.name for d in record.devices] == ["mlx5_0"] and record.fragment is None and not record.incomplete
+    assert findings(text, "ib.ports") == [(Status.FAIL, "port_down")]
+
+
+@pytest.mark.parametrize(("name", "kind"), [
+    ("ibstat-ibpanic-umad.txt", "ibstat"),  # no ib_umad: ibstat sees no HCA
+    ("ibstat-ibpanic-not-found.txt", "ibstat"),  # the CA asked for is not there
+    ("ibstat-ibwarn-only.txt", "ibstat"),  # the CA listed could not be read
+    ("ibstatus-fatal-no-devices.txt", "ibstatus"),  # no /sys/class/infiniband
+    ("ibstatus-fatal-sys-files.txt", "ibstatus"),  # the device asked for has no ports
+])
+def test_the_port_tools_own_failure_lines_alone_fail(name: str, kind: str) -> None:
+    text = form(name)
+    assert detect_kind(text) == kind
+    _, record = parse_text(text)
+    assert not record.devices and record.errors
+    assert findings(text, "ib.ports") == [(Status.FAIL, "device_error")]
+
+
+@pytest.mark.parametrize("text", [
+    "ibwarn: [20511] main: can't sort list IB device names\n",  # a warning ibstat goes on after
+    "ibpanic: [4242] mad_rpc_open_port: can't open UMAD port (mlx5_0:1)\n",  # another diag tool's panic
+    "Fatal error: something else\n",
+])
+def test_other_lines_of_the_same_prefix_are_not_the_port_tools(text: str) -> None:
+    assert detect_kind(text) not in ("ibstat", "ibstatus")

@@ -6,8 +6,9 @@ and link layer. Each tool spells the same facts differently — ``Active`` / ``4
 land on one canonical form (``state="ACTIVE"``, ``physical_state="LINKUP"``,
 ``rate_gbps=200.0``). Indentation (tabs or spaces), CA order (lexical: ``mlx5_1,
 mlx5_10``) and a leading ``#ibstat`` line do not matter. ``ibstat``'s stderr ``ibpanic:``
-lines (a CA that vanished while listing) and ``ibv_devinfo``'s ``Failed to open device`` (a device
-libibverbs lists but cannot open) are kept as errors: a missing or unusable device is a fact.
+lines (a CA that vanished while listing, no UMAD, a CA it cannot find) and ``ibv_devinfo``'s ``Failed to open
+device`` (a device libibverbs lists but cannot open) are kept as errors, and so is ``ibstatus``'s ``Fatal error:
+No devices``: a missing or unusable device is a fact, and those lines alone are their tool's whole answer.
 
 Completeness: ``ibstat`` announces each CA's ``Number of ports`` and ``ibv_devinfo`` its
 ``phys_port_cnt``; fewer port blocks than announced (unless the pasted command asked for
@@ -61,18 +62,40 @@ _IBSTAT_LABELS = re.compile(r"^\s*(CA type|Number of ports|Firmware version|Hard
                             r"|Port GUID|Link layer):", re.MULTILINE)
 
 
+# ibstat's CA line: "CA '<name>'" over its CA and port blocks (ibstat.c ca_dump), "CA: '<name>'" over the one port
+# that ``ibstat <ca> <port>`` asks for (ca_stat: that port's lines follow unindented).
+_CA_LINE = re.compile(r"^CA:? '(?P<name>[^']+)'")
+# ibstat's own stderr when it cannot list or read a device (ibstat.c main and ca_stat, through libibmad's IBPANIC
+# "ibpanic: [pid] func: ...: %m" and IBWARN "ibwarn: [pid] func: ..."): a node whose HCAs ibstat cannot see. Pasted
+# alone they are all the run printed.
+_IBSTAT_FAILURE = re.compile(r"^\s*(?:ibpanic|ibwarn): \[\d+\] (?:main: (?:can't init UMAD library"
+                             r"|can't list IB device names|'[^']+' IB device can't be found|can't list ports"
+                             r"|stat of IB device '[^']+' failed)|ca_stat: \S+ '[^']+' has no port number \d+)",
+                             re.MULTILINE)
+
+
 def sniff_ibstat(text: str) -> int:
     """A ``CA '<name>'`` block, or (a pasted fragment) a ``Port N:`` block with ibstat's ``Physical state:``,
-    or three of ibstat's labels (a CA's or a port's lines without their header)."""
-    if re.search(r"^CA '[^']+'", text, re.MULTILINE) and "Port " in text:
+    or three of ibstat's labels (a CA's or a port's lines without their header), or ibstat's own failure lines."""
+    if re.search(r"^CA:? '[^']+'", text, re.MULTILINE) and "Port " in text:
         return 90
+    if _IBSTAT_FAILURE.search(text):
+        return 60
     if re.search(r"^\s*Port \d+:\s*$", text, re.MULTILINE) and re.search(r"^\s*Physical state:\s*\w", text, re.M):
         return 60
     return 60 if len(set(_IBSTAT_LABELS.findall(text))) >= 3 else 0
 
 
+# The ibstatus script's fatal() lines (infiniband-diags/scripts/ibstatus): no /sys/class/infiniband at all, or the
+# device asked for has no ports directory. Each is all it prints.
+_IBSTATUS_FATAL = re.compile(r"^\s*Fatal error:\s+(?:No devices|device '[^']+': sys files not found \(\S+\))\s*$",
+                             re.MULTILINE)
+
+
 def sniff_ibstatus(text: str) -> int:
-    return 90 if re.search(r"^Infiniband device '[^']+' port \d+ status:", text, re.MULTILINE) else 0
+    if re.search(r"^Infiniband device '[^']+' port \d+ status:", text, re.MULTILINE) or _IBSTATUS_FATAL.search(text):
+        return 90
+    return 0
 
 
 # libibverbs' answer when it finds no device it can open (no provider for the driver, a provider that does not
@@ -135,7 +158,8 @@ def _set_port_field(port: IbPort, key: str, value: str) -> None:
 
 @parser(IBSTAT_KIND, sniff=sniff_ibstat, title="ibstat")
 def parse_ibstat(text: str) -> IbDevicesRecord:
-    """Parse ``ibstat`` (every CA, or one), keeping ``ibpanic:`` lines as errors."""
+    """Parse ``ibstat`` (every CA, one CA, or ``ibstat <ca> <port>``'s one port), keeping ``ibpanic:`` lines as
+    errors."""
     record = IbDevicesRecord(format="ibstat")
     device: IbDevice | None = None
     port: IbPort | None = None
@@ -144,7 +168,7 @@ def parse_ibstat(text: str) -> IbDevicesRecord:
         if line.startswith("ibpanic:") or line.startswith("ibwarn:"):
             record.errors.append(line)
             continue
-        if m := re.match(r"^CA '(?P<name>[^']+)'", line):
+        if m := _CA_LINE.match(line):
             device, port = IbDevice(m.group("name")), None
             record.devices.append(device)
             continue
@@ -175,6 +199,8 @@ def parse_ibstat(text: str) -> IbDevicesRecord:
         else:
             _set_port_field(port, key, value)
     if not record.devices:
+        if record.errors and _IBSTAT_FAILURE.search(text):  # it could not list or read a device: that is the fact
+            return record
         raise ParseError(IBSTAT_KIND, "no \"CA '<name>'\" block")
     if record.devices[0].name == FRAGMENT_DEVICE:
         ports = record.devices[0].ports
@@ -216,9 +242,14 @@ def parse_ibstatus(text: str) -> IbDevicesRecord:
             port = IbPort(int(m.group("port")))
             device.ports.append(port)
             continue
+        if _IBSTATUS_FATAL.match(line):
+            record.errors.append(line)
+            continue
         if port is None or (m := _KEY.match(line)) is None:
             continue
         _set_port_field(port, m.group("key").lower(), m.group("value").strip())
+    if not record.devices and record.errors:  # no device to list: that is the fact
+        return record
     if not record.devices:
         raise ParseError(IBSTATUS_KIND, "no \"Infiniband device '<name>' port <n> status:\" block")
     _check_ports(record, {})
