@@ -161,3 +161,20 @@ def test_an_option_warning_that_goes_on_is_no_refusal() -> None:
         record = parse(warning + params)
         assert not any("refused" in problem for problem in record.incomplete)
         assert "before its first result" in record.incomplete[0]
+
+
+def test_the_table_of_nccl_tests_1_0_is_read_by_its_own_names() -> None:
+    """v1.0.0 (2018) headed its table '# bytes N type op|root time algbw busbw res' (src/broadcast.cu:13,
+    src/all_reduce.cu:12): one placement for broadcast, whose rows no other rule reads. ``res`` is the largest
+    deviation (``%7.0le``, common.cu:573), read as the legacy ``error``; the time is in ms, kept out of ``time_us``."""
+    text = ("nThread 1 nGpus 2 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 validation: 1 \n"
+            "# Using devices\n#   Rank  0 on       dgx1 device  0 [0x06] Tesla V100-SXM2-16GB\n\n"
+            "#      bytes             N    type    root     time  algbw  busbw      res\n"
+            "           8             2   float       0    0.025   0.33   0.33    0e+00\n"
+            "        1024           256   float       0    0.025   0.33   0.33    1e+00\n"
+            "\n Out of bounds values : 0 OK\n Avg bus bandwidth    : 0.33 \n\n")
+    record = parse(text)
+    assert [(r.size_bytes, r.error, r.root, r.time_us) for r in record.rows] == [(8, 0.0, 0, None),
+                                                                                 (1024, 1.0, 0, None)]
+    assert record.max_error == 1.0 and not record.incomplete
+    assert statuses(text)["nccl_tests.correctness"] is Status.FAIL

@@ -92,12 +92,16 @@ _GROUPS = methodcaller("groups")
 _WINDOW = 1024  # lines matched at once against a header's row regex
 _REPEATS = 4096  # distinct lines remembered by NcclTestsScanner._repeatable, messages and failure lines by _failure
 _REMEMBERED = 2 * FAILURE_MESSAGE_CHARS  # longer lines are not remembered: 4096 of up to 16 MiB would not be flat
-_ACTIVE = ("Out of bounds", "size", "Rank", "Avg", "nccl-tests", "NCCL version", "_perf", "failure",
+_ACTIVE = ("Out of bounds", "size", "bytes", "Rank", "Avg", "nccl-tests", "NCCL version", "_perf", "failure",
            "Test timeout", "NCCL WARN")  # see feed
 _PREFIX_STARTS = frozenset("[ \t0123456789")
 # '#' lost when a paste went through markdown; "size time algbw busbw" where an author abridged the table to the
 # columns that matter (the cells are read by their header's names, so the row is read the same)
 _HEADER = re.compile(r"^#?\s*size\s+(?:count\s+type|time\s+algbw\s+busbw)\b")
+# nccl-tests 1.0 (2018, each test's src/*.cu): "# bytes N type op time algbw busbw res ...", time in ms and "res" the
+# largest deviation (%7.0le), read under today's names (the time kept apart: it is not microseconds)
+_V1_HEADER = re.compile(r"^#?\s*bytes\s+N\s+type\b")
+_V1_NAMES = {"bytes": "size", "N": "count", "op": "redop", "res": "error", "time": "time(ms)"}
 # The host is every word between "on" and "device": nccl-tests prints the hostname, but a paste that hides it
 # often writes words ("on NODE A device 0", nccl-tests#347), which are still one host.
 _HOST = r"(?P<host>\S++(?:[ \t]++\S++)*?)"
@@ -801,6 +805,8 @@ def _header_line(record: NcclTestsRecord, rank: Callable[[int, str, str], None],
     """
     if "size" in line and _HEADER.match(line):
         return _stamped([t for t in line.lstrip("#").split()])
+    if "bytes" in line and _V1_HEADER.match(line):
+        return [_V1_NAMES.get(t, t) for t in line.lstrip("#").split()]
     if "Rank" in line and (m := _RANK.match(line)):
         rank(int(m.group("rank")), m.group("host"), m.group("name").strip())
     elif "Avg" in line and (m := _AVG.match(line)):
