@@ -105,3 +105,31 @@ def test_the_port_tools_own_failure_lines_alone_fail(name: str, kind: str) -> No
 ])
 def test_other_lines_of_the_same_prefix_are_not_the_port_tools(text: str) -> None:
     assert detect_kind(text) not in ("ibstat", "ibstatus")
+
+
+# ibv_devinfo (rdma-core's libibverbs/examples/devinfo.c)
+
+@pytest.mark.parametrize("name", [
+    "ibv_devinfo-not-found.txt",  # -d names a device the node does not have
+    "ibv_devinfo-perror.txt",  # ibv_get_device_list failed: no uverbs
+    "ibv_devinfo-query-device-failed.txt",
+    "ibv_devinfo-query-port-failed.txt",  # after the device's lines: its port cannot be queried
+])
+def test_ibv_devinfo_failure_lines_fail(name: str) -> None:
+    text = form(name)
+    assert detect_kind(text) == "ibv-devinfo"
+    _, record = parse_text(text)
+    assert record.errors
+    assert (Status.FAIL, "device_error") in findings(text, "ib.ports")
+
+
+def test_ibv_devinfo_l_lists_devices_without_ports() -> None:
+    """``ibv_devinfo -l`` says which devices exist, as ibv_devices does: ports not judged; none is a node without."""
+    text = form("ibv_devinfo-l.txt")
+    assert detect_kind(text) == "ibv-devices"
+    _, record = parse_text(text)
+    assert (record.format, [d.name for d in record.devices]) == ("ibv_devinfo -l", ["mlx5_0", "mlx5_1"])
+    assert findings(text, "ib.ports") == [(Status.SKIP, "no_port_state")]
+    assert findings(form("ibv_devinfo-l-zero.txt"), "ib.ports") == [(Status.FAIL, "device_error")]
+    _, cut = parse_text("3 HCAs found:\n\tmlx5_0\n\tmlx5_1\n")
+    assert cut.incomplete == ["2 of the 3 HCAs it counts are listed"]

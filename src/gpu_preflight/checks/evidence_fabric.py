@@ -29,6 +29,7 @@
 * ``pcie.lnksta``: FAIL for a link trained narrower than it can (``lspci -vvv`` LnkSta
   width below LnkCap); WARN for a NIC or bridge trained slower. A GPU's *speed* is
   reported, not judged: idle GPUs drop to 2.5 GT/s to save power (as ``gpu.pcie`` does).
+  A device that does not answer, capabilities denied (not root) and ``pcie.aer``: :mod:`.evidence_pcie`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from ..records.fabric import EFA_NAMES
 from ..registry import declare
 from .evidence import judges
 from .evidence_kernel import in_window
+from .evidence_pcie import device_findings
 from .ib_rails import hca_missing_findings, rail_sets
 
 if TYPE_CHECKING:
@@ -237,9 +239,10 @@ def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iter
                           recommendation="Give the device its GUID: for an SR-IOV virtual function set the VF's node "
                                          "and port GUID (ip link set <pf> vf <n> node_guid/port_guid, or the SR-IOV "
                                          "operator) and rebind its driver.")
-    if record.format == "ibv_devices" and record.devices and not flagged:
+    if record.format in ("ibv_devices", "ibv_devinfo -l") and record.devices and not flagged:
+        guids = " with their GUIDs" if record.format == "ibv_devices" else ""
         yield Finding("ib.ports", Status.SKIP, source, "no_port_state",
-                      f"ibv_devices lists {len(record.devices)} device(s) with their GUIDs and no port state: "
+                      f"{record.format} lists {len(record.devices)} device(s){guids} and no port state: "
                       "the ports are not judged", observed=len(record.devices), unit="devices")
         return
     active, rates = [], []
@@ -470,9 +473,13 @@ def judge_perftest(record: PerftestRecord, config: Config, source: str) -> Itera
 
 @judges("lspci")
 def judge_lspci(record: LspciRecord, config: Config, source: str) -> Iterator[Finding]:
-    """PCIe links trained below their capability (``lspci -vvv``)."""
+    """PCIe links trained below their capability (``lspci -vvv``); devices that do not answer, capabilities
+    lspci could not read and AER's uncorrectable status (:mod:`.evidence_pcie`)."""
+    yield from device_findings(record, source)
     linked = [d for d in record.devices if d.downgraded is not None]
     if not linked:
+        if any(d.capabilities_denied or d.config_unreadable for d in record.devices):
+            return  # said above: an ERROR (not root) or a FAIL (the device does not answer)
         yield Finding("pcie.lnksta", Status.SKIP, source, "no_link_status",
                       f"{len(record.devices)} device(s) listed without a link status to judge (LnkSta against "
                       "LnkCap): capture `lspci -vvv` (as root) to judge PCIe links",

@@ -106,6 +106,13 @@ _NO_DEVICES = re.compile(r"^\s*No IB devices found\s*$", re.MULTILINE)
 _CANNOT_OPEN = re.compile(r"^\s*Failed to open device\s*$", re.MULTILINE)
 
 
+# devinfo.c's other stderr lines: the device asked for (-d) not listed, a device or port it cannot query, and
+# perror's "Failed to get IB devices list: <errno text>" (no uverbs in the kernel: nothing to list). Each stands
+# where the device's block would be; alone they are its whole answer.
+_DEVINFO_FAILURE = re.compile(r"^\s*(?:IB device '[^']+' wasn't found|Failed to query (?:device|port \d+) props"
+                              r"|Failed to get IB devices list: .+)\s*$", re.MULTILINE)
+
+
 # ibv_devinfo's own labels (lower case, with underscores, as only it prints them) and its port state's shape.
 _DEVINFO_LABELS = re.compile(r"^\s*(transport|fw_ver|node_guid|sys_image_guid|vendor_id|vendor_part_id|hw_ver"
                              r"|board_id|phys_port_cnt|max_mtu|active_mtu|sm_lid|port_lid|port_lmc|link_layer"
@@ -124,10 +131,13 @@ _DEVINFO_GID = re.compile(r"^\s*GID\[\s*\d+\]:\s*\S", re.MULTILINE)
 
 def sniff_devinfo(text: str) -> int:
     """An ``hca_id:`` block (90), or (a pasted fragment) a port state printed as ibv_devinfo prints it
-    (``PORT_ACTIVE (4)``) among three of its labels, or ``-v``'s ``phys_state`` with its GID table (60)."""
+    (``PORT_ACTIVE (4)``) among three of its labels, or ``-v``'s ``phys_state`` with its GID table, or its own
+    failure lines (60)."""
     if re.search(r"^hca_id:\s*\S+", text, re.MULTILINE) or _NO_DEVICES.search(text):
         return 90
     if _DEVINFO_STATE.search(text) and len(set(_DEVINFO_LABELS.findall(text))) >= 3:
+        return 60
+    if _DEVINFO_FAILURE.search(text):
         return 60
     return 60 if _DEVINFO_PHYS.search(text) and _DEVINFO_GID.search(text) else 0
 
@@ -314,8 +324,9 @@ def parse_devinfo(text: str) -> IbDevicesRecord:
     if unopened := len(_CANNOT_OPEN.findall(text)):
         # a device the node lists but verbs cannot open is a device a job that picks it cannot use
         record.errors.append(f"Failed to open device ({unopened} listed device(s) libibverbs cannot open)")
+    record.errors.extend(dict.fromkeys(m.group(0).strip() for m in _DEVINFO_FAILURE.finditer(text)))
     if not record.devices:
-        if unopened:
+        if record.errors:
             return record
         if _NO_DEVICES.search(text) is None:
             raise ParseError(DEVINFO_KIND, "no 'hca_id:' line")
