@@ -178,3 +178,12 @@ def test_the_table_of_nccl_tests_1_0_is_read_by_its_own_names() -> None:
                                                                                  (1024, 1.0, 0, None)]
     assert record.max_error == 1.0 and not record.incomplete
     assert statuses(text)["nccl_tests.correctness"] is Status.FAIL
+
+
+def test_the_relay_line_without_its_pid_is_read() -> None:
+    """v2.0.0-v2.10.x's TESTCHECK printed ' .. %s: Test failure %s:%d' (src/common.h:57), the pid came in 2.11:
+    alone (its cause cut from the paste) it is an aborted run, as the later form is."""
+    for line in (" .. node01: Test failure common.cu:401\n", " .. node01 pid 1234: Test failure common.cu:401\n"):
+        assert detect_kind(line) == "nccl-tests"
+        assert [g.host for g in parse(line).failure_groups] == ["node01"]
+        assert statuses(line)["nccl_tests.correctness"] is Status.FAIL

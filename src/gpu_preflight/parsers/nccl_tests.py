@@ -130,7 +130,8 @@ _FAILURE = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\s*)?Test (?P<what>NCCL|
 # neither host nor "Test": "NCCL failure common.cu:874 'unhandled system error'", "Cuda failure common.cu:90 '...'".
 _OLD_FAILURE = re.compile(r"(?<![\w'])(?P<what>NCCL|Cuda) failure (?P<file>[\w./-]+\.(?:cu|cc|c|h)):(?P<line>\d+)\s*"
                           r"'(?P<message>[^']*)'")
-_RELAY = re.compile(r"\.\. (?P<host>[\w.-]+) pid \d+: Test failure (?P<file>[\w./-]+):(?P<line>\d+)")
+# (" .. host: Test failure common.cu:401" without the pid through 2.10, common.h:57)
+_RELAY = re.compile(r"\.\. (?P<host>[\w.-]+)(?: pid \d+)?: Test failure (?P<file>[\w./-]+):(?P<line>\d+)")
 _TIMEOUT = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\s*)?Test timeout \((?P<secs>\d+)s\) "
                       r"(?P<file>[\w./-]+):(?P<line>\d+)")
 # NCCL's own warning (debug.cc): "host:pid:tid [dev] file.cc:N NCCL WARN message", the file omitted by some
@@ -140,8 +141,8 @@ _WARN = re.compile(r"(?:(?<![\w.-])(?P<host>[\w.-]+):\d+:\d+ \[\d+\] )?(?:(?P<fi
 _NOT_A_CAUSE = frozenset({UNCLASSIFIED_WARN, "net_plugin_fallback"})  # a WARN naming no failure; a fact, not one
 # Its refusals to run (common.cu's argument checks): an NCCL other than the one it was built for, sizes it cannot
 # step through, an option the NCCL it runs on lacks or another option excludes, more GPUs than the node has
-# (util.cu's "Invalid number of GPUs", 2.19+; rccl-tests' "[ERROR] The number of requested GPUs"), a device
-# implementation the test lacks (2.19+). Nothing was measured.
+# (util.cu's "Invalid number of GPUs", 2.17.3+; rccl-tests' "[ERROR] The number of requested GPUs"), a device
+# implementation the test lacks (2.17.4+). Nothing was measured.
 _REFUSAL = re.compile(r"nccl-tests was compiled with NCCL"
                       r"|Invalid number of GPUs: \d+ requested but only \d+ were found"
                       r"|The number of requested GPUs \(\d+\) is greater than the number of GPUs available"
