@@ -133,3 +133,33 @@ def test_ibv_devinfo_l_lists_devices_without_ports() -> None:
     assert findings(form("ibv_devinfo-l-zero.txt"), "ib.ports") == [(Status.FAIL, "device_error")]
     _, cut = parse_text("3 HCAs found:\n\tmlx5_0\n\tmlx5_1\n")
     assert cut.incomplete == ["2 of the 3 HCAs it counts are listed"]
+
+
+# libfabric: fi_info -l and fi_pingpong (util/info.c, util/pingpong.c)
+
+def test_fi_info_provider_list_is_read_and_not_counted_as_entries() -> None:
+    """``fi_info -l`` names the providers built in (FI_PROV_ATTR_ONLY): no device shown, so not a PASS."""
+    text = form("fi_info-l.txt")
+    assert detect_kind(text) == "fi-info"
+    _, record = parse_text(text)
+    assert not record.providers and [p.provider for p in record.provider_list][:2] == ["tcp", "udp"]
+    assert findings(text, "fabric.fi_info") == [(Status.SKIP, "provider_list")]
+
+
+@pytest.mark.parametrize("name", [
+    "fi_pingpong-rows-then-data-check-error.txt",  # -c found a corrupted message at the next size
+    "fi_pingpong-rows-then-cq-readerr.txt",  # a completion error at the next size
+])
+def test_fi_pingpong_error_after_rows_fails(name: str) -> None:
+    text = form(name)
+    assert detect_kind(text) == "fi-pingpong"
+    _, record = parse_text(text)
+    assert len(record.rows) == 2 and len(record.errors) == 1
+    assert findings(text, "fabric.pingpong") == [(Status.FAIL, "pingpong_failed")]
+
+
+@pytest.mark.parametrize("name", ["fi_pingpong-printerr-eq-sread-timeout.txt", "fi_pingpong-printerr-getinfo-61.txt"])
+def test_fi_pingpong_failed_call_lines_alone_fail(name: str) -> None:
+    text = form(name)
+    assert detect_kind(text) == "fi-pingpong"
+    assert findings(text, "fabric.pingpong") == [(Status.FAIL, "pingpong_failed")]

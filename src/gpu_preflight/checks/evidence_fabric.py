@@ -2,9 +2,9 @@
 
 * ``fabric.fi_info``: FAIL when fi_info lists fewer provider entries than
   ``evidence.fi_info_min_entries`` (``fi_getinfo: -61`` is none: the provider the job
-  needs is not there).
-* ``fabric.pingpong``: FAIL when fi_pingpong did not complete, or its bandwidth at the
-  largest size is below ``evidence.pingpong_min_mb_per_s``.
+  needs is not there); SKIP for ``fi_info -l`` (the providers built in, no device shown).
+* ``fabric.pingpong``: FAIL when fi_pingpong did not complete (no row, or an error after its rows), or its
+  bandwidth at the largest size is below ``evidence.pingpong_min_mb_per_s``.
 * ``ib.ports``: FAIL for an InfiniBand port that is not ACTIVE/LinkUp (WARN for an
   Ethernet/RoCE port, which may be an unused NIC, unless it is a missing rail: see
   :func:`.ib_rails.rail_sets`), for an HCA that vanished while listed
@@ -156,6 +156,13 @@ _GPU_CLASSES = ("3D controller", "VGA compatible controller", "Display controlle
 def judge_fi_info(record: FiInfoRecord, config: Config, source: str) -> Iterator[Finding]:
     """Does libfabric offer the provider the job will use?"""
     minimum = evidence_config(config).fi_info_min_entries
+    if record.provider_list and not record.providers and record.error_code is None:
+        listed = ", ".join(p.provider for p in record.provider_list)
+        yield Finding("fabric.fi_info", Status.SKIP, source, "provider_list",
+                      f"fi_info -l lists the {len(record.provider_list)} provider(s) libfabric has ({listed[:200]}), "
+                      "not the endpoints a device offers: not judged", observed=len(record.provider_list),
+                      unit="providers", recommendation="Run `fi_info -p <provider>` (e.g. efa, verbs) to judge it.")
+        return
     names = sorted({p.provider for p in record.providers})
     domains = sorted({p.domain for p in record.providers if p.domain})
     if len(record.providers) < minimum:
@@ -183,6 +190,12 @@ def judge_pingpong(record: PingpongRecord, config: Config, source: str) -> Itera
                       f"fi_pingpong did not complete: {'; '.join(record.errors)[:300]}",
                       recommendation="Check that both ends use the same provider and endpoint type, that the server "
                                      "was reachable, and the provider's own error above.")
+        return
+    if record.errors:  # rows for the sizes it finished, then the error that stopped it
+        yield Finding("fabric.pingpong", Status.FAIL, source, "pingpong_failed",
+                      f"fi_pingpong failed after {len(record.rows)} size(s): {'; '.join(record.errors)[:300]}",
+                      recommendation="The exchange stopped on an error (a completion error, corrupted data, a "
+                                     "timeout): check the provider's error above, the link and the remote host.")
         return
     largest = max(record.rows, key=lambda r: r.size_bytes)
     observed = largest.mb_per_s

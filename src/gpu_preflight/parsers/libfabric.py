@@ -7,13 +7,16 @@ read; a paste that starts or stops inside an entry (a ``-v`` tree cut in its att
 provider it names last) keeps the entries it shows whole, and the cut one is not counted. When no
 provider matches, fi_info prints ``fi_getinfo: -61`` (``(No data available)`` on newer versions) and
 exits 61: that is a record with ``error_code=-61`` and no providers — the answer "no such provider",
-which a judge must not confuse with a parse failure.
+which a judge must not confuse with a parse failure. ``fi_info -l`` lists the providers libfabric was built with
+(``tcp:`` / ``    version: 121.0``), device or not: kept apart (``provider_list``), never counted as entries.
 
 ``fi_pingpong`` prints a table whose columns are found by name (``bytes``, ``#sent`` or
 ``iters``, ``MB/sec``, ``usec/xfer``...); sizes use k/m/g suffixes (powers of 1024). A run
 that failed before its table prints its log lines (``[error] util/pingpong.c:373 : failed
-to connect: Connection refused``; ``[debug]`` ones too with ``-v``): those are recognised,
-and the ``[error]`` lines are the record's errors (a pingpong that did not complete).
+to connect: Connection refused``; ``[debug]`` ones too with ``-v``) or its failed calls (``fi_eq_sread():
+util/pingpong.c:1762, ret=-110 (Connection timed out)``): those are recognised, and the ``[error]`` and failed-call
+lines are the record's errors (a pingpong that did not complete), as is ``-c``'s ``Error at iteration=..`` (a
+message that arrived corrupted), after rows too: the run stopped there.
 """
 
 from __future__ import annotations
@@ -37,9 +40,17 @@ _SUFFIX = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 _SIZE = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[kmgt]?)$", re.IGNORECASE)
 
 
+# fi_info -l (util/info.c print_providers, with FI_PROV_ATTR_ONLY): "<prov_name>:" then "    version: M.m" per
+# provider libfabric has, whether or not a device for it is there.
+_PROVIDER_LIST = re.compile(r"^(?P<provider>[\w;.-]+):[ \t]*\n[ \t]+version:[ \t]*(?P<version>\d+\.\d+)[ \t]*$",
+                            re.MULTILINE)
+
+
 def sniff_info(text: str) -> int:
     if re.search(r"^\s*" + _GETINFO_ERROR.pattern, text, re.MULTILINE):
         return 90
+    if _PROVIDER_LIST.search(text) and not re.search(r"^provider:", text, re.MULTILINE):
+        return 70
     if re.search(r"^provider:\s*\S+", text, re.MULTILINE) and re.search(r"^\s+(?:fabric|domain):", text, re.MULTILINE):
         return 90
     if re.search(r"^fi_info:\s*$", text, re.MULTILINE) and "fi_fabric_attr:" in text:
@@ -50,20 +61,29 @@ def sniff_info(text: str) -> int:
 # fi_pingpong's own log lines (util/pingpong.c: ``[error] util/pingpong.c:373 : failed to connect: ...``, with
 # ``-v`` its ``[debug]`` lines too): a run that never exchanged a message prints only these.
 _FABTESTS_LOG = re.compile(r"^\[(?P<level>error|warn|warning|debug|info)\]\s+[\w/.-]+\.c:\s*\d+\s*:", re.IGNORECASE)
+# Its failed calls (util/pingpong.c PP_PRINTERR, fabtests' FT_PRINTERR before it: "%s(): %s:%-4d, ret=%d (%s)",
+# e.g. "fi_eq_sread(): util/pingpong.c:1762, ret=-110 (Connection timed out)"), and the data check of -c
+# ("Error at iteration=%d size=%d byte=%d": a message arrived corrupted). Each ends the run.
+_PRINTERR = re.compile(r"^[\w/()-]+\(\): [\w/.-]+\.c:\s*\d+\s*, ret=-?\d+ \([^)]*\)\s*$")
+_CORRUPTED = re.compile(r"^Error at iteration=\d+ size=\d+ byte=\d+$")
 
 
 def sniff_pingpong(text: str) -> int:
     """The result table, or (a run that failed before it) fi_pingpong's own log lines."""
     if re.search(r"^bytes\s+(?:#sent|iters)\s+.*MB/sec", text, re.MULTILINE):
         return 90
-    if "pingpong" in text and any(_FABTESTS_LOG.match(line) for line in text.splitlines()):
+    lines = text.splitlines()
+    if "pingpong" in text and any(_FABTESTS_LOG.match(line) or _PRINTERR.match(line) for line in lines):
         return 85
     return 0
 
 
 @parser(INFO_KIND, sniff=sniff_info, title="fi_info (short or -v listing, or fi_getinfo error)")
 def parse_info(text: str) -> FiInfoRecord:
-    """Parse ``fi_info`` output: provider entries, or the ``fi_getinfo: -61`` answer."""
+    """Parse ``fi_info`` output: provider entries, or the ``fi_getinfo: -61`` answer, or ``-l``'s provider list."""
+    if not re.search(r"^(?:provider|fi_info):", text, re.MULTILINE) and _PROVIDER_LIST.search(text):
+        return FiInfoRecord(provider_list=[FiProvider(m.group("provider"), version=m.group("version"))
+                                           for m in _PROVIDER_LIST.finditer(text)])
     record = FiInfoRecord()
     entry: dict[str, str] | None = None
     section: list[tuple[int, str]] = []
@@ -130,6 +150,9 @@ def parse_pingpong(text: str) -> PingpongRecord:
         if m := _FABTESTS_LOG.match(line):  # fabtests' log: only its [error] lines are failures
             if m.group("level").lower() == "error":
                 record.errors.append(line)
+            continue
+        if _PRINTERR.match(line) or _CORRUPTED.match(line):
+            record.errors.append(line)
             continue
         tokens = line.split()
         if tokens[0] == "bytes" and any("MB/sec" in t for t in tokens):

@@ -17,11 +17,13 @@ class FiProvider(msgspec.Struct):
 
 
 class FiInfoRecord(msgspec.Struct):
-    """What ``fi_info`` listed, or the error code and message it ended with."""
+    """What ``fi_info`` listed, or the error code and message it ended with; ``fi_info -l``'s provider names and
+    versions (what the library has, not what a device offers) are ``provider_list``."""
 
     providers: list[FiProvider] = []
     error_code: int | None = None
     error: str | None = None
+    provider_list: list[FiProvider] = []
 
 
 class PingpongRow(msgspec.Struct):
