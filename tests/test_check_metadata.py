@@ -81,6 +81,7 @@ PINNED: dict[str, tuple[Any, ...]] = {
     'network.node_links': ((), 'network_infrastructure'),
     'nvidia_smi.gpu': ((), 'hardware_health'),
     'nvidia_smi.topo': ((), 'hardware_health'),
+    'pcie.aer': ((), 'hardware_health'),
     'pcie.limited_by': ((), 'hardware_health'),
     'pcie.lnksta': ((), 'hardware_health'),
     'run.coverage': ((), 'service_reliability'),

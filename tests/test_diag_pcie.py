@@ -104,3 +104,12 @@ def test_replay_reads_only_a_given_kernel_log(bindir: Path, tmp_path: Path, corp
     assert [f.status.value for f in check("pcie.limited_by", "pcie", facts)] == ["WARN", "WARN"]
     bare = pcie_probe(probe_ctx(config(), replay="snap.json"))
     assert statuses(check("pcie.limited_by", "pcie", bare)) == [("SKIP", "n1", "log_unreadable")]
+
+
+def test_capabilities_denied_on_the_node_is_a_skip_that_asks_for_root(bindir: Path, quiet_log: str) -> None:
+    # A saved paste showing '<access denied>' is an ERROR (tests/test_repertoire_lspci.py); on the node it is
+    # the run's setting (not root), a SKIP as for any capability lspci hides.
+    denied = Path(__file__).parent / "fixtures" / "repertoire" / "lspci" / "capabilities-access-denied.txt"
+    replay(bindir, "lspci", denied)
+    findings = check("pcie.lnksta", "pcie", pcie_probe(probe_ctx(kernel_log=quiet_log)))
+    assert statuses(findings) == [("SKIP", "n1", "capabilities_denied")] and "run as root" in findings[0].summary

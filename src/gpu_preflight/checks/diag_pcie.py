@@ -11,9 +11,11 @@ from ..registry import CheckContext, check
 from .evidence import judge_record
 from .verdicts import not_run, unreadable
 
-LNKSTA_ACTIONS = {"width_downgraded": Action.CHECK_MECHANICALS, "speed_downgraded": Action.CHECK_MECHANICALS}
+LNKSTA_ACTIONS = {"width_downgraded": Action.CHECK_MECHANICALS, "speed_downgraded": Action.CHECK_MECHANICALS,
+                  "device_unreachable": Action.REBOOT_NODE}
 """A link trained below its capability is seated, cabled or slotted badly (reseat the card or
-riser): the same fault gpu.pcie calls ``link_downtrained``. Also applied to saved lspci output."""
+riser): the same fault gpu.pcie calls ``link_downtrained``. A device whose config space reads all
+ones fell off the bus (as Xid 79: reboot). Also applied to saved lspci output."""
 
 
 @check("pcie.lnksta", needs=("pcie",), tags=("diagnostics",), group=(), component="hardware_health",
@@ -24,8 +26,10 @@ def lnksta(ctx: CheckContext) -> Iterator[Finding]:
     Runs ``lspci -vvv -nn`` and applies the ``lspci`` rules to NVIDIA GPUs and network
     controllers: FAIL for a link narrower than its capability (``LnkSta`` width below
     ``LnkCap``: bandwidth cut proportionally), WARN for a NIC trained at a lower speed; a
-    GPU's speed is not judged (idle GPUs drop to 2.5 GT/s). SKIP when lspci is not
-    installed, lists no GPU or NIC, or hides link capabilities (run as root).
+    GPU's speed is not judged (idle GPUs drop to 2.5 GT/s); FAIL for a device whose config
+    space reads all ones (it fell off the bus). The same output's AER registers give ``pcie.aer``
+    (:mod:`.evidence_pcie`). SKIP when lspci is not installed, lists no GPU or NIC, or hides link
+    capabilities (run as root).
     """
     facts: PcieFacts = ctx.fact("pcie")
     if facts.lspci is None or facts.reason:
@@ -40,6 +44,10 @@ def lnksta(ctx: CheckContext) -> Iterator[Finding]:
     if not facts.record.devices:
         yield ctx.finding(Status.SKIP, ctx.host, "no_devices",
                           f"lspci lists {facts.devices_listed} device(s), none an NVIDIA GPU or a network controller")
+        return
+    if all(d.capabilities_denied for d in facts.record.devices):  # a saved paste so is an ERROR; here, a setting
+        yield ctx.finding(Status.SKIP, ctx.host, "capabilities_denied",
+                          "lspci shows 'Capabilities: <access denied>': run as root to judge PCIe links")
         return
     for finding in judge_record("lspci", facts.record, ctx.config, source=ctx.host):
         finding.details.setdefault("artifact", facts.lspci.artifact_file)

@@ -14,6 +14,13 @@ People paste the link lines without the device line above them: ``lspci -vv | gr
 a text (no device line, a ``LnkSta: Speed ...`` line) is a fragment of one device whose address
 and class are not shown: it is read as that one device (``record.fragment``), judged on the link
 lines it shows, and nothing it does not show (which device, its class) is made up.
+
+The rest of what ``lspci -vv`` prints that a judgement needs (docs/repertoire/lspci.md): the AER
+capability's ``UESta``/``UEMsk``/``UESvrt`` bits (one line up to pciutils 3.12, three lines from 3.13),
+``Capabilities: <access denied>`` (not run as root: no capability was read), and a device whose config
+space reads all ones (``(rev ff)``, ``!!! Unknown header type 7f``: it does not answer). pcilib's
+warnings (``pcilib: sysfs_read_vpd: read failed: ...``) and ``-x`` hex dump rows pasted with the listing
+are read past; the warnings are kept.
 """
 
 from __future__ import annotations
@@ -37,10 +44,19 @@ _LNKSTA = re.compile(r"^\s*LnkSta:\s*Speed\s+[\d.]+GT/s")
 # A capability line: indented under its device, or a key such as ``LnkSta:`` quoted at column 0.
 _CAPABILITY_LINE = re.compile(r"^(?:\s|[A-Z][A-Za-z0-9]*:\s)")
 _UNSHOWN = "(device line not shown)"
+# pcilib's warnings and lspci's own errors go to stderr (lib/init.c pci_generic_warn, common.c die).
+_WARNING = re.compile(r"^(?:pcilib|lspci): \S")
+_HEXDUMP = re.compile(r"^[0-9a-f]{2,3}:(?: [0-9a-f]{2}){1,16}\s*$")
+# The AER capability's uncorrectable-error registers (ls-ecaps.c cap_aer); their bits go on on
+# continuation lines from pciutils 3.13.
+_AER_KEYS = {"UESta:": "ue_status", "UEMsk:": "ue_masked", "UESvrt:": "ue_fatal"}
+_FLAG = re.compile(r"([A-Za-z][A-Za-z0-9_]*)([+-])(?=\s|$)")
+_FLAGS_ONLY = re.compile(r"^(?:[A-Za-z][A-Za-z0-9_]*[+-]\s*)+$")
 
 
 def sniff(text: str) -> int:
-    lines = [line for line in text.splitlines()[:200] if line.strip() and not is_noise(line)]
+    lines = [line for line in text.splitlines()[:200] if line.strip() and not is_noise(line)
+             and not _WARNING.match(line) and not _HEXDUMP.match(line)]
     if not lines:
         return 0
     if "LnkSta:" in text and _DEVICE.match(lines[0]):
@@ -61,8 +77,14 @@ def parse(text: str) -> LspciRecord:
         current = PciDevice(address="?", device_class="", name=_UNSHOWN)
         record.devices.append(current)
         record.fragment = 1
+    aer: str | None = None  # the UE register whose bits a continuation line carries on
     for number, raw in enumerate(lines, 1):
         if not raw.strip() or is_noise(raw):
+            continue
+        if _WARNING.match(raw):
+            record.warnings.append(raw.strip())
+            continue
+        if _HEXDUMP.match(raw):
             continue
         if not raw[0].isspace() and record.fragment is None:
             m = _DEVICE.match(raw.rstrip())
@@ -73,13 +95,25 @@ def parse(text: str) -> LspciRecord:
                                 name=m.group("name").strip(), class_id=m.group("class_id"),
                                 vendor_id=ids.group("vendor") if ids else None,
                                 device_id=ids.group("device") if ids else None)
+            current.config_unreadable = current.name.endswith("(rev ff)")
             record.devices.append(current)
+            aer = None
             continue
         if current is None:
             continue
         line = raw.strip()
         record.verbose = True
-        if line.startswith("LnkCap:"):
+        if aer is not None and _FLAGS_ONLY.match(line):
+            _add_flags(current, aer, line)
+            continue
+        aer = next((field for key, field in _AER_KEYS.items() if line.startswith(key)), None)
+        if aer is not None:
+            _add_flags(current, aer, line.split(":", 1)[1])
+        elif line == "Capabilities: <access denied>":
+            current.capabilities_denied = True
+        elif line.startswith("!!! Unknown header type 7f"):
+            current.config_unreadable = True
+        elif line.startswith("LnkCap:"):
             current.cap_speed_gts, current.cap_width, _, _ = _link(line)
         elif line.startswith("LnkSta:"):
             current.sta_speed_gts, current.sta_width, speed_note, width_note = _link(line)
@@ -90,6 +124,15 @@ def parse(text: str) -> LspciRecord:
     if not record.devices:
         raise ParseError(KIND, "no lspci device line")
     return record
+
+
+def _add_flags(device: PciDevice, field: str, text: str) -> None:
+    """The bits an AER register line shows set (``CmpltTO+``); a UESta line shown makes the status read."""
+    set_bits = [name for name, sign in _FLAG.findall(text) if sign == "+"]
+    if field == "ue_status":
+        device.ue_status = (device.ue_status or []) + set_bits
+    else:
+        setattr(device, field, getattr(device, field) + set_bits)
 
 
 def _is_link_fragment(lines: list[str]) -> bool:

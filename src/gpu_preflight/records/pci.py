@@ -21,6 +21,12 @@ class PciDevice(msgspec.Struct):
     speed_downgraded: bool | None = None
     width_downgraded: bool | None = None
     downgraded: bool | None = None
+    # AER (-vv as root): the uncorrectable error bits set in UESta, UEMsk and UESvrt; None when not shown
+    ue_status: list[str] | None = None
+    ue_masked: list[str] = []
+    ue_fatal: list[str] = []
+    capabilities_denied: bool = False  # ``Capabilities: <access denied>``: lspci was not run as root
+    config_unreadable: bool = False  # ``(rev ff)`` / ``!!! Unknown header type 7f``: config space reads all ones
 
 
 class LspciRecord(msgspec.Struct):
@@ -29,3 +35,4 @@ class LspciRecord(msgspec.Struct):
     verbose: bool = False
     devices: list[PciDevice] = []
     fragment: int | None = None  # link lines pasted without their device line: one device, address and class not shown
+    warnings: list[str] = []  # pcilib's (and lspci's own) stderr lines pasted with the listing

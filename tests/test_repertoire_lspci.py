@@ -1,0 +1,94 @@
+"""lspci's output forms across pciutils 3.5-3.14, rendered from its format strings (docs/repertoire/lspci.md).
+
+The fixtures (tests/fixtures/repertoire/lspci, provenance in its PROVENANCE.md) render ls-caps.c,
+ls-ecaps.c, lspci.c and pcilib's format strings. A link below its capability is judged in every
+version's spelling (no mark, ``(ok)``/``(downgraded)``, ``" (downgraded)"``, ``unknown`` speeds);
+an uncorrectable AER status bit set is never a pass (``pcie.aer``); ``<access denied>`` is an ERROR
+of that reading; a device that reads all ones FAILs; pcilib's warnings and hex rows are read past.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpu_preflight.config import Config
+from gpu_preflight.evidence import judge_text
+from gpu_preflight.model import Finding, Status
+from gpu_preflight.parsers.detect import detect_kind, parse_text
+
+FORMS = Path(__file__).parent / "fixtures" / "repertoire" / "lspci"
+
+
+def form(name: str) -> str:
+    return (FORMS / name).read_text(encoding="utf-8")
+
+
+def pcie(name: str) -> list[Finding]:
+    return [f for f in judge_text(form(name), Config(), source="n1") if f.check_id.startswith("pcie.")]
+
+
+def outcomes(name: str) -> list[tuple[str, Status, str]]:
+    return [(f.check_id, f.status, f.code) for f in pcie(name)]
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("v3.5-gpu-width-x8.txt", [("pcie.lnksta", Status.FAIL, "width_downgraded")]),
+    ("v3.6-nic-speed-downgraded.txt", [("pcie.lnksta", Status.WARN, "speed_downgraded")]),
+    ("v3.8-gpu-link-down-speed-unknown-x0.txt", [("pcie.lnksta", Status.FAIL, "width_downgraded")]),
+    ("v3.6-gen5-gpu-speed-unknown-full-width.txt", [("pcie.lnksta", Status.PASS, "ok")]),
+])
+def test_a_link_is_judged_in_every_versions_spelling(name: str, expected: list[tuple[str, Status, str]]) -> None:
+    assert detect_kind(form(name)) == "lspci"
+    assert outcomes(name) == expected
+
+
+def test_an_unknown_speed_is_not_read_as_a_number() -> None:
+    device = parse_text(form("v3.6-gen5-gpu-speed-unknown-full-width.txt"))[1].devices[0]
+    assert (device.cap_speed_gts, device.sta_speed_gts, device.cap_width, device.sta_width) == (None, None, 16, 16)
+
+
+def test_an_uncorrectable_aer_status_bit_is_not_a_pass() -> None:
+    name = "v3.12-aer-uesta-cmpltto.txt"
+    device = parse_text(form(name))[1].devices[0]
+    assert (device.ue_status, device.ue_masked) == (["CmpltTO"], [])
+    assert device.ue_fatal == ["DLP", "SDES", "FCP", "RxOF", "MalfTLP"]
+    assert outcomes(name) == [("pcie.aer", Status.WARN, "aer_uncorrectable"), ("pcie.lnksta", Status.PASS, "ok")]
+    aer = pcie(name)[0]
+    assert "CmpltTO+" in aer.summary and "(fatal)" not in aer.summary and aer.subject == "n1/18:00.0"
+
+
+def test_pciutils_313_prints_uesta_on_three_lines_and_a_masked_bit_is_named_so() -> None:
+    masked = parse_text(form("v3.13-aer-uesta-multiline-masked-unsupreq.txt"))[1].devices[0]
+    assert (masked.ue_status, masked.ue_masked, masked.ue_fatal) == (["UnsupReq"], ["UnsupReq"], [])
+    assert outcomes("v3.13-aer-uesta-multiline-masked-unsupreq.txt")[0] == (
+        "pcie.aer", Status.WARN, "aer_uncorrectable_masked")
+    third = parse_text(form("v3.13-aer-uesta-multiline-third-line.txt"))[1].devices[0]
+    assert third.ue_status == ["TLPXlatBlocked"]
+    assert outcomes("v3.13-aer-uesta-multiline-third-line.txt")[0] == ("pcie.aer", Status.WARN, "aer_uncorrectable")
+
+
+def test_a_clear_uesta_passes_and_says_what_it_read() -> None:
+    assert outcomes("v3.13-aer-clear.txt") == [("pcie.aer", Status.PASS, "ok"), ("pcie.lnksta", Status.PASS, "ok")]
+
+
+def test_capabilities_access_denied_is_an_error_of_that_reading() -> None:
+    findings = pcie("capabilities-access-denied.txt")
+    assert [(f.check_id, f.status, f.code) for f in findings] == [("pcie.lnksta", Status.ERROR, "capabilities_denied")]
+    assert findings[0].observed == 2 and "not run as root" in findings[0].summary
+
+
+def test_a_device_that_reads_all_ones_fails() -> None:
+    record = parse_text(form("rev-ff-unknown-header-type.txt"))[1]
+    assert [d.config_unreadable for d in record.devices] == [True, False]
+    assert outcomes("rev-ff-unknown-header-type.txt") == [
+        ("pcie.lnksta", Status.FAIL, "device_unreachable"), ("pcie.lnksta", Status.PASS, "ok")]
+
+
+def test_pcilib_warnings_and_hex_rows_are_read_past() -> None:
+    text = form("pcilib-vpd-warning-and-hexdump.txt")
+    assert detect_kind(text) == "lspci"
+    record = parse_text(text)[1]
+    assert record.warnings == ["pcilib: sysfs_read_vpd: read failed: Input/output error"]
+    assert outcomes("pcilib-vpd-warning-and-hexdump.txt") == [("pcie.lnksta", Status.FAIL, "width_downgraded")]
