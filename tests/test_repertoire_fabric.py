@@ -163,3 +163,15 @@ def test_fi_pingpong_failed_call_lines_alone_fail(name: str) -> None:
     text = form(name)
     assert detect_kind(text) == "fi-pingpong"
     assert findings(text, "fabric.pingpong") == [(Status.FAIL, "pingpong_failed")]
+
+
+# perfquery / ibqueryerrors (rdma-core's infiniband-diags)
+
+@pytest.mark.parametrize("name", ["perfquery-iberror-cannot-resolve.txt", "perfquery-iberror-failed-to-open.txt"])
+def test_perfquery_that_could_not_query_is_not_judged(name: str) -> None:
+    """IBEXIT's 'perfquery: iberror: failed: ...': no counter was read, so ib.counters is ERROR, never PASS."""
+    text = form(name)
+    assert detect_kind(text) == "perfquery"
+    _, record = parse_text(text)
+    assert not record.blocks and len(record.errors) == 1
+    assert findings(text, "ib.counters") == [(Status.ERROR, "counters_unreadable")]

@@ -13,7 +13,8 @@
   ``evidence.ib_min_rate_gbps``. ``rdma link`` and ``ibdev2netdev -v`` listings are judged so too; plain
   ``ibdev2netdev`` shows only the interface's carrier, and an interface Down WARNs (``netdev_down``).
 * ``ib.counters`` (a saved ``perfquery``): WARN for an error counter over its ``diagnostics.ib_counters_*``
-  limit, as a total since the last clear (never FAIL: not known to be recent); PASS otherwise.
+  limit, as a total since the last clear (never FAIL: not known to be recent); ERROR for a port the tool could not
+  query (``iberror: failed``); PASS otherwise.
 * ``ib.gids`` (a saved ``show_gids``): FAIL when it lists no GID, WARN for a RoCE port whose v2 GIDs are all
   link-local, PASS otherwise.
 * ``ib.perftest``: FAIL when the test could not connect or stopped on an error after some rows, or its best
@@ -361,6 +362,12 @@ def judge_perfquery(record: PerfqueryRecord, config: Config, source: str) -> Ite
     FAILs; a port whose error counters are all within their limits PASSes."""
     cfg = diagnostics_config(config)
     limits = {**cfg.ib_counters_warn_above, **cfg.ib_counters_fail_above}
+    for error in record.errors:  # a port it could not open or query: no counter read there, so not a pass
+        yield Finding("ib.counters", Status.ERROR, source, "counters_unreadable", f"not read: {error}"[:300],
+                      recommendation="Check the LID and port asked for (ibstat), that the port is ACTIVE, and that "
+                                     "ib_umad is loaded; then read the counters again.")
+    if record.errors and not record.blocks and record.ports_checked is None:
+        return
     flagged = False
     for block in record.blocks:
         port = (f"lid {block.lid} port {block.port}" if block.lid is not None

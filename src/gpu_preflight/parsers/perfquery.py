@@ -15,6 +15,9 @@ window. A pasted block without its header is one port of unknown LID.
 followed by a human-readable one for 64-bit counters), then ``## Summary: N nodes checked, M bad nodes found`` and
 ``##  N ports checked, M ports have errors beyond threshold``. Its counters are the same PortCounters totals,
 named by ibmad as perfquery names them, so each port line is read as a block of this record.
+
+Either tool's ``<prog>: iberror: failed: ...`` line (it could not open its port, resolve the LID, or query the
+counters) is kept as an error: the counters it names were not read.
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ _SELECTORS = frozenset({"PortSelect", "CounterSelect", "CounterSelect2"})  # whi
 _QE_PORT = re.compile(r"^GUID (?P<guid>0x[0-9a-fA-F]{1,16}) port (?P<port>\d{1,3}|ALL):(?P<rest>(?: \[[^\]]{1,120}\])*)"
                       r"\s*$")
 _QE_COUNTER = re.compile(r"\[(?P<name>[A-Za-z][A-Za-z0-9]{1,60}) == (?P<value>\d{1,20})(?: \([^()]{0,24}\))?\]")
+# infiniband-diags' IBEXIT (ibdiag_common.c ibexit: "%s: iberror: failed: %s", with -d "[pid N] fn: " before
+# "failed"): perfquery or ibqueryerrors could not open its port, resolve the LID asked for, or query the counters
+# ("perfquery: iberror: failed: can't resolve destination port 12"). The counters were not read.
+_IBERROR = re.compile(r"^(?:perfquery|ibqueryerrors): iberror: (?:\[pid \d{1,9}\] [\w ]{1,60}: )?failed: .{1,300}$")
 _QE_NODES = re.compile(r"^## Summary: \d{1,9} nodes checked, \d{1,9} bad nodes found")
 _QE_PORTS = re.compile(r"^##\s+(?P<checked>\d{1,9}) ports checked, (?P<bad>\d{1,9}) ports have errors beyond "
                        r"threshold")
@@ -68,6 +75,8 @@ def sniff(text: str) -> int:
         return 90
     if any(_QE_NODES.match(line) or _QE_PORTS.match(line) for line in lines):
         return 85
+    if any(_IBERROR.match(line) for line in lines):
+        return 80
     named = {m.group("name") for line in lines if (m := _COUNTER.match(line)) and m.group("name") in SYSFS_NAMES}
     return 70 if len(named & {"SymbolErrorCounter", "LinkDownedCounter", "PortRcvErrors",
                               "LinkErrorRecoveryCounter", "PortXmitDiscards"}) >= 3 else 0
@@ -91,6 +100,9 @@ def parse(text: str) -> PerfqueryRecord:
                                                         for c in _QE_COUNTER.finditer(m.group("rest"))}))
             block = None
             continue
+        if _IBERROR.match(line):
+            record.errors.append(line)
+            continue
         if m := _QE_PORTS.match(line):
             record.ports_checked, record.ports_over_threshold = int(m.group("checked")), int(m.group("bad"))
             continue
@@ -106,6 +118,6 @@ def parse(text: str) -> PerfqueryRecord:
         name = SYSFS_NAMES.get(m.group("name"), m.group("name"))
         block.counters[name] = int(m.group("value"), 0)
     record.blocks = [b for b in record.blocks if b.counters]
-    if not record.blocks and record.ports_checked is None:
+    if not record.blocks and record.ports_checked is None and not record.errors:
         raise ParseError(KIND, "no port counter line")
     return record

@@ -105,6 +105,7 @@ class PerfqueryRecord(msgspec.Struct):
     blocks: list[PortCounters] = []
     ports_checked: int | None = None
     ports_over_threshold: int | None = None
+    errors: list[str] = []  # the tool's "iberror: failed: ..." lines: counters it could not read
 
 
 class GidEntry(msgspec.Struct):
