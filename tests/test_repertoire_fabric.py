@@ -98,6 +98,14 @@ def test_the_port_tools_own_failure_lines_alone_fail(name: str, kind: str) -> No
     assert findings(text, "ib.ports") == [(Status.FAIL, "device_error")]
 
 
+def test_ibstatus_default_link_layer_ib_is_infiniband() -> None:
+    """ibstatus prints 'IB' where sysfs has no link_layer file: an InfiniBand port, so a down one FAILs (was WARN)."""
+    text = form("ibstatus-link-layer-default-ib-down.txt")
+    _, record = parse_text(text)
+    assert record.devices[0].ports[0].link_layer == "InfiniBand"
+    assert findings(text, "ib.ports") == [(Status.FAIL, "port_down")]
+
+
 @pytest.mark.parametrize("text", [
     "ibwarn: [20511] main: can't sort list IB device names\n",  # a warning ibstat goes on after
     "ibpanic: [4242] mad_rpc_open_port: can't open UMAD port (mlx5_0:1)\n",  # another diag tool's panic

@@ -258,6 +258,10 @@ def parse_ibstatus(text: str) -> IbDevicesRecord:
         if port is None or (m := _KEY.match(line)) is None:
             continue
         _set_port_field(port, m.group("key").lower(), m.group("value").strip())
+    for device in record.devices:
+        for each in device.ports:
+            if each.link_layer == "IB":  # the script's own default where sysfs has no link_layer file (an IB-only
+                each.link_layer = "InfiniBand"  # kernel, before RoCE): `... || echo IB`
     if not record.devices and record.errors:  # no device to list: that is the fact
         return record
     if not record.devices:
