@@ -92,3 +92,20 @@ def test_pcilib_warnings_and_hex_rows_are_read_past() -> None:
     record = parse_text(text)[1]
     assert record.warnings == ["pcilib: sysfs_read_vpd: read failed: Input/output error"]
     assert outcomes("pcilib-vpd-warning-and-hexdump.txt") == [("pcie.lnksta", Status.FAIL, "width_downgraded")]
+
+
+def test_ports_that_train_to_their_partner_are_not_judged_on_their_own_link() -> None:
+    # pciutils 3.8+ marks no downgrade on a root or downstream port (link_compare): it trains to the device
+    # below, whose own LnkSta is judged. An empty slot's root port reads x0, a switch port to an NVMe x4.
+    name = "v3.8-ports-train-to-partner-empty-slot-x0.txt"
+    record = parse_text(form(name))[1]
+    assert [(d.port_type, d.sta_width, d.downgraded) for d in record.devices] == [
+        ("Root Port", 0, None), ("Downstream Port", 4, None), ("Endpoint", 4, False), ("Endpoint", 16, False)]
+    assert outcomes(name) == [("pcie.lnksta", Status.PASS, "ok")]
+    assert pcie(name)[0].observed == 2
+
+
+def test_a_switch_upstream_port_below_its_capability_still_fails() -> None:
+    record = parse_text(form("v3.8-switch-upstream-port-downgraded.txt"))[1]
+    assert record.devices[0].port_type == "Upstream Port"
+    assert outcomes("v3.8-switch-upstream-port-downgraded.txt") == [("pcie.lnksta", Status.FAIL, "width_downgraded")]

@@ -20,7 +20,9 @@ capability's ``UESta``/``UEMsk``/``UESvrt`` bits (one line up to pciutils 3.12, 
 ``Capabilities: <access denied>`` (not run as root: no capability was read), and a device whose config
 space reads all ones (``(rev ff)``, ``!!! Unknown header type 7f``: it does not answer). pcilib's
 warnings (``pcilib: sysfs_read_vpd: read failed: ...``) and ``-x`` hex dump rows pasted with the listing
-are read past; the warnings are kept.
+are read past; the warnings are kept. A Root Port, Downstream Port or PCI/PCI-X-to-PCIe bridge trains
+to whatever sits below it (an empty slot reads x0): as pciutils 3.8+ does, its link is shown, not judged
+(``downgraded`` None); the device below it shows its own.
 """
 
 from __future__ import annotations
@@ -44,8 +46,14 @@ _LNKSTA = re.compile(r"^\s*LnkSta:\s*Speed\s+[\d.]+GT/s")
 # A capability line: indented under its device, or a key such as ``LnkSta:`` quoted at column 0.
 _CAPABILITY_LINE = re.compile(r"^(?:\s|[A-Z][A-Za-z0-9]*:\s)")
 _UNSHOWN = "(device line not shown)"
+# ``Capabilities: [60] Express (v2) Root Port (Slot+), MSI 00`` (ls-caps.c cap_express; ``-v`` prints no version).
+_EXPRESS = re.compile(r"^Capabilities: \[[0-9a-fA-F]+\] Express (?:\(v\d+\) )?"
+                      r"(?P<type>[^,(]+?)\s*(?:\(Slot[+-]\))?(?:,|$)")
+# Ports that train to whatever sits below them: pciutils 3.8+ (ls-caps.c link_compare) prints no
+# ``(downgraded)`` for them, since the device below shows its own link; an empty slot reads x0.
+_PARTNER_PORTS = ("Root Port", "Downstream Port", "PCI/PCI-X to PCI-Express Bridge")
 # pcilib's warnings and lspci's own errors go to stderr (lib/init.c pci_generic_warn, common.c die).
-_WARNING = re.compile(r"^(?:pcilib|lspci): \S")
+_WARNING = re.compile(r"^(?:(?:pcilib|lspci): \S|WARNING: Cannot show hex-dump)")
 _HEXDUMP = re.compile(r"^[0-9a-f]{2,3}:(?: [0-9a-f]{2}){1,16}\s*$")
 # The AER capability's uncorrectable-error registers (ls-ecaps.c cap_aer); their bits go on on
 # continuation lines from pciutils 3.13.
@@ -115,6 +123,10 @@ def parse(text: str) -> LspciRecord:
             current.config_unreadable = True
         elif line.startswith("LnkCap:"):
             current.cap_speed_gts, current.cap_width, _, _ = _link(line)
+        elif (express := _EXPRESS.match(line)) is not None:
+            current.port_type = express.group("type")
+        elif line.startswith("LnkSta:") and current.port_type in _PARTNER_PORTS:
+            current.sta_speed_gts, current.sta_width, _, _ = _link(line)  # shown, not judged: see _PARTNER_PORTS
         elif line.startswith("LnkSta:"):
             current.sta_speed_gts, current.sta_width, speed_note, width_note = _link(line)
             current.speed_downgraded = _below(current.sta_speed_gts, current.cap_speed_gts, speed_note)

@@ -21,6 +21,7 @@ class PciDevice(msgspec.Struct):
     speed_downgraded: bool | None = None
     width_downgraded: bool | None = None
     downgraded: bool | None = None
+    port_type: str | None = None  # the Express capability's type: ``Endpoint``, ``Root Port``, ``Downstream Port``...
     # AER (-vv as root): the uncorrectable error bits set in UESta, UEMsk and UESvrt; None when not shown
     ue_status: list[str] | None = None
     ue_masked: list[str] = []
