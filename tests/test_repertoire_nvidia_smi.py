@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gpu_preflight.actions import DETAIL_KEY
 from gpu_preflight.config import Config
 from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Finding, Status, verdict
@@ -40,3 +41,56 @@ def test_a_q_d_section_a_check_judges_is_judged_on_it() -> None:
     findings = judged("q-d-temperature-590.txt")
     assert {(f.check_id, f.status) for f in findings} >= {("gpu.thermal", Status.PASS), ("nvidia_smi.gpu", Status.PASS)}
     assert verdict(f.status for f in findings) is Status.PASS
+
+
+def fabric(name: str) -> list[Finding]:
+    return [f for f in judged(name) if f.check_id == "nvidia_smi.failure"]
+
+
+def test_a_full_q_whose_gpu_has_not_joined_its_nvlink_fabric_fails() -> None:
+    """A whole 590 ``-q`` of an HGX H100 whose ``Fabric`` State is ``In Progress`` (the fabric manager has not
+    registered the GPU: CUDA refuses it, error 802) PASSed on every other reading: now FAIL, node kept out."""
+    (f,) = fabric("q-h100-590-fabric-in-progress.txt")
+    assert (f.status, f.code, f.subject) == (Status.FAIL, "fabric_not_ready", "n1/00000000:00:09.0")
+    assert "In Progress" in f.summary and f.details[DETAIL_KEY] == "isolate_node"
+
+
+@pytest.mark.parametrize(("name", "code", "status"), [
+    ("q-fabric-in-progress-580-excerpt.txt", "fabric_not_ready", Status.FAIL),
+    ("q-fabric-completed-insufficient-resources-excerpt.txt", "fabric_probe_failed", Status.FAIL),
+    ("q-fabric-health-unhealthy-excerpt.txt", "fabric_unhealthy", Status.FAIL),
+    ("q-fabric-health-limited-capacity-excerpt.txt", "fabric_degraded", Status.WARN),
+])
+def test_a_pasted_fabric_block_is_judged_on_its_state_status_and_health(name: str, code: str, status: Status) -> None:
+    """The ``Fabric`` block pasted alone (``nvidia-smi -q | grep -A4 Fabric``) was not recognised (exit 3): a GPU
+    that never joined, or whose probe completed with an error (Status is checked once State is Completed, as
+    nvml.h says), or an unhealthy fabric, is a FAIL; limited capacity a WARN. A fragment: nothing else inferred."""
+    findings = judged(name)
+    assert [(f.code, f.status) for f in findings if f.check_id == "nvidia_smi.failure"] == [(code, status)]
+    assert verdict(f.status for f in findings) is status
+    assert any(f.check_id == "evidence.fragment" for f in findings)
+
+
+def test_a_joined_healthy_fabric_adds_nothing_to_a_full_report() -> None:
+    """State Completed, Status Success (the real 590 report): no fabric finding, the report PASSes as before."""
+    findings = judge_text((FORMS.parents[1] / "field" / "nvidia-smi" / "exporter-q-h100-590.48.01-idle.txt")
+                          .read_text(encoding="utf-8"), Config(), source="n1")
+    assert not [f for f in findings if f.check_id == "nvidia_smi.failure"]
+    assert verdict(f.status for f in findings) is Status.PASS
+
+
+def test_query_gpu_fabric_columns_are_judged_like_the_q_block() -> None:
+    """``--query-gpu=fabric.state,fabric.status`` (fabric manager checks query it alone) was not recognised; beside
+    other columns it was ignored, so a GPU whose probe ended ``Insufficient Resources`` PASSed."""
+    (f,) = fabric("csv-fabric-state-status-x8-one-in-progress.txt")
+    assert (f.status, f.code) == (Status.FAIL, "fabric_not_ready")
+    (f,) = fabric("csv-index-bus-name-memory-fabric-insufficient-resources.txt")
+    assert (f.status, f.code, f.subject) == (Status.FAIL, "fabric_probe_failed", "n1/00000000:2A:00.0")
+
+
+def test_query_gpu_of_a_healthy_fabric_alone_judges_no_gpu() -> None:
+    """Completed/Success on every GPU, and no column a check reads: not a PASS on the row count alone."""
+    findings = judged("csv-fabric-state-status-x2-completed.txt")
+    gpu = [(f.status, f.code) for f in findings if f.check_id == "nvidia_smi.gpu"]
+    assert gpu == [(Status.ERROR, "nothing_judged")]
+    assert not fabric("csv-fabric-state-status-x2-completed.txt")

@@ -66,20 +66,30 @@ SMI_FAILURE_ACTIONS = {
     "gpu_requires_reset": Action.RESET_GPU,
     "reset_failed": Action.RESET_GPU,
     "inforom_corrupted": Action.MONITOR,
+    "fabric_not_ready": Action.ISOLATE_NODE,
+    "fabric_probe_failed": Action.ISOLATE_NODE,
+    "fabric_unhealthy": Action.ISOLATE_NODE,
+    "fabric_degraded": Action.MONITOR,
 }
 """nvidia-smi's failure texts, in the words gpu.nvml uses for the same states: a GPU it cannot reach
 or that the driver lost is NVIDIA's Xid 79 resolution (RESTART_BM); no GPU or no driver is the driver
 not bound or loaded, which a reboot (after the driver is fixed) brings back; ``GPU requires reset``
 names its own action, as does a reset nvidia-smi could not do (retried once the clients that hold the GPU
 are stopped: persistence daemon, fabric manager, DCGM); a corrupted infoROM leaves a working GPU
-(nvidia-smi exit code 14) whose stored data is suspect: a reflash to plan."""
+(nvidia-smi exit code 14) whose stored data is suspect: a reflash to plan. A GPU that has not joined its NVLink
+fabric (or joined an unhealthy one) runs no CUDA or NVLink work until the fabric manager or NVSwitch side is
+fixed: kept out (DCGM's DCGM_FR_IMEX_UNHEALTHY is ISOLATE too); a fabric of limited capacity is watched."""
 NVIDIA_SMI_FAILURE = declare(
     "nvidia_smi.failure", "nvidia-smi could read every GPU",
     """nvidia-smi printed one of its own failure messages instead of a reading: FAIL when it cannot
     reach a GPU (``Unable to determine the device handle``: fallen off the bus, lost, needs a
     reset), finds none (``No devices were found``), cannot talk to the driver or could not reset a GPU
     (``The following GPUs could not be reset``: it is still in the state that called for the reset); WARN on a
-    corrupted infoROM (nvidia-smi's exit code 14: the GPU works, its stored data is suspect).""",
+    corrupted infoROM (nvidia-smi's exit code 14: the GPU works, its stored data is suspect). ``-q``'s ``Fabric``
+    block of an NVSwitch GPU: FAIL while its State is ``Not Started``/``In Progress`` (not registered: CUDA
+    refuses it), when a completed probe's Status is not ``Success``, or when its Health says ``Unhealthy``, a
+    ``Route Unhealthy`` or an ``Incorrect Configuration``; WARN on ``Limited Capacity``, degraded bandwidth or a
+    recovery in progress.""",
     group=(), component="hardware_health", core=True, actions=SMI_FAILURE_ACTIONS)
 NVIDIA_SMI_P2P = declare(
     "nvidia_smi.p2p", "GPU pairs reach each other's memory directly",
@@ -159,6 +169,18 @@ SMI_FAILURES: dict[str, tuple[Status, str, str]] = {
     "inforom_corrupted": (Status.WARN, "the GPU's infoROM is corrupted",
                           "Plan an infoROM reflash or RMA: the GPU runs, but its stored ECC/page-retirement data "
                           "cannot be trusted."),
+    "fabric_not_ready": (Status.FAIL, "the GPU has not joined its NVLink fabric (CUDA refuses it until it does)",
+                         "Start nvidia-fabricmanager (the driver's version) and check its log; on NVLink 5 systems "
+                         "reset the GPUs once it runs. Keep the node out until every GPU's Fabric State is "
+                         "Completed with Status Success."),
+    "fabric_probe_failed": (Status.FAIL, "the GPU's fabric registration completed with an error",
+                            "Read the fabric manager log for this GPU, fix its NVSwitch/NVLink cause and restart the "
+                            "fabric manager (reset the GPUs or reboot); keep the node out until Status is Success."),
+    "fabric_unhealthy": (Status.FAIL, "the GPU's NVLink fabric is unhealthy",
+                         "Check the NVSwitches and the fabric manager/NMX log for the route or configuration it names; "
+                         "keep the node out of multi-node NVLink jobs until Health Summary is Healthy."),
+    "fabric_degraded": (Status.WARN, "the GPU's NVLink fabric runs at limited capacity",
+                        "NVLink jobs run, slower: watch the fabric health and plan the NVSwitch/link repair it names."),
 }
 
 
@@ -181,10 +203,11 @@ def judge_nvidia_smi(record: NvidiaSmiRecord, config: Config, source: str) -> It
         facts = _facts(f"nvidia-smi {record.format}", record.driver_version, record.cuda_version,
                        [to_gpu_record(g, record.format) for g in record.gpus])
         findings = run_gpu_checks(facts, config, source, _report_check if record.fragment is None else _fragment_check)
-    if record.fragment is None and record.format == "q" and record.gpus and _nothing_judged(findings):
+    if record.fragment is None and record.format in ("q", "csv") and record.gpus and _nothing_judged(findings):
         yield Finding("nvidia_smi.gpu", Status.ERROR, source, "nothing_judged",
-                      f"the {len(record.gpus)} GPU section(s) of this nvidia-smi -q show no reading a check judges "
-                      "(a '-q -d' selection such as ACCOUNTING, CLOCK or UTILIZATION): the GPUs were not judged",
+                      f"the {len(record.gpus)} GPU(s) of this nvidia-smi {record.format} show no reading a check "
+                      "judges (a '-q -d' selection such as ACCOUNTING, CLOCK or UTILIZATION, or --query-gpu columns "
+                      "no check reads): the GPUs were not judged",
                       observed=len(record.gpus), unit="GPUs",
                       recommendation="Save the whole 'nvidia-smi -q' (or the sections that judge the GPU: "
                                      "-d MEMORY,ECC,TEMPERATURE,POWER,PERFORMANCE,ROW_REMAPPER) and judge it again.")
@@ -202,7 +225,8 @@ def _nothing_judged(findings: list[Finding]) -> bool:
     """Whether every check of a GPU skipped: the report's banner was judged, none of its GPUs.
 
     ``nvidia-smi -q -d ACCOUNTING`` prints the banner and, under each GPU's header, only the sections asked
-    for; when none of them is a reading a check judges, a PASS would rest on the GPU count and driver alone.
+    for (``--query-gpu`` only the columns asked for); when none of them is a reading a check judges, a PASS would
+    rest on the GPU count and driver alone.
     """
     return all(f.status is Status.SKIP for f in findings if f.check_id not in _REPORT_LEVEL)
 

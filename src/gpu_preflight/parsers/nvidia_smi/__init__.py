@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ...records.smi import CLOCK_REASON_BITS as CLOCK_REASON_BITS
 from ...records.smi import NvidiaSmiRecord as NvidiaSmiRecord
+from ...records.smi import SmiFailure
 from ...records.smi import SmiGpu as SmiGpu
 from ...records.smi import SmiProcess as SmiProcess
 from ...records.smi import clock_mask as clock_mask
@@ -23,7 +24,7 @@ from ..text import is_not_available, to_bool
 
 __all__ = [
     "CLOCK_REASON_BITS", "NvidiaSmiRecord", "SmiGpu", "SmiProcess", "as_compute_mode", "as_mode", "as_string",
-    "clock_mask", "recovery_from_reset_status",
+    "clock_mask", "fabric_failure", "recovery_from_reset_status",
 ]
 
 
@@ -66,3 +67,46 @@ def recovery_from_reset_status(reset_required: str | None, drain_and_reset: str 
     if drain:
         return "Drain and Reset"
     return "None" if required is False and drain is False else None
+
+
+# NVML's nvmlGpuFabricInfo_t as nvidia-smi prints it (-q ``Fabric``, drivers 525+; its ``Health`` 555+, ``Summary``
+# 570+; --query-gpu ``fabric.state``/``fabric.status``): go-nvml pkg/nvml/nvml.h NVML_GPU_FABRIC_STATE_* and
+# NVML_GPU_FABRIC_HEALTH_*. A GPU without an NVLink fabric prints N/A (or Not Supported) throughout.
+_FABRIC_NOT_READY = ("not started", "in progress")
+# nvmlErrorString of the probe's status: any other is the error the probe ended with ("Unknown Error" included)
+_FABRIC_STATUS_FINE = ("success", "", "n/a", "not supported", "[n/a]", "[not supported]")
+_FABRIC_UNHEALTHY = (("Summary", "unhealthy"), ("Route Unhealthy", "true"))
+_FABRIC_DEGRADED = (("Summary", "limited capacity"), ("Bandwidth", "degraded"), ("Route Recovery in progress", "true"),
+                    ("Access Timeout Recovery", "true"))
+
+
+def fabric_failure(state: str | None, status: str | None, health: dict[str, str | None], gpu: str | None,
+                   line: int | None) -> SmiFailure | None:
+    """The GPU's NVLink fabric state as a failure nvidia-smi shows; ``None`` for a healthy fabric or none.
+
+    Until the fabric manager has registered the GPU (State ``Not Started``/``In Progress``) CUDA refuses it
+    (cudaErrorSystemNotReady, 802): ``fabric_not_ready``. The probe's Status "must be checked only if state returns
+    complete" (nvml.h): anything but ``Success`` then is ``fabric_probe_failed`` (``Insufficient Resources``).
+    ``health`` is the ``Health`` block by label: Summary ``Unhealthy``, ``Route Unhealthy : True`` or an
+    ``Incorrect Configuration`` other than ``None`` is ``fabric_unhealthy``; Summary ``Limited Capacity``,
+    ``Bandwidth : Degraded`` or a recovery in progress is ``fabric_degraded``.
+    """
+    state, status = (state or "").strip(), (status or "").strip()
+    if state.lower() in _FABRIC_NOT_READY:
+        return SmiFailure("fabric_not_ready", f"Fabric State : {state}", gpu, line)
+    if state.lower() == "completed" and status.lower() not in _FABRIC_STATUS_FINE:
+        return SmiFailure("fabric_probe_failed", f"Fabric State : {state}, Status : {status}", gpu, line)
+    shown = {k.lower(): (v or "").strip() for k, v in health.items()}
+
+    def flagged(pairs: tuple[tuple[str, str], ...]) -> list[str]:
+        return [f"{label} : {shown[label.lower()]}" for label, value in pairs
+                if shown.get(label.lower(), "").lower() == value]
+
+    unhealthy = flagged(_FABRIC_UNHEALTHY)
+    wrong = shown.get("incorrect configuration")
+    if wrong is not None and not is_not_available(wrong):
+        unhealthy.append(f"Incorrect Configuration : {wrong}")
+    if unhealthy:
+        return SmiFailure("fabric_unhealthy", "Fabric Health " + ", ".join(unhealthy), gpu, line)
+    degraded = flagged(_FABRIC_DEGRADED)
+    return SmiFailure("fabric_degraded", "Fabric Health " + ", ".join(degraded), gpu, line) if degraded else None

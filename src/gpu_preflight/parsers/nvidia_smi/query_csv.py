@@ -30,6 +30,7 @@ from __future__ import annotations
 import csv
 import re
 
+from ...records.smi import SmiFailure
 from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, prepare, to_bool, to_float, to_int
@@ -41,6 +42,7 @@ from . import (
     as_compute_mode,
     as_mode,
     as_string,
+    fabric_failure,
     recovery_from_reset_status,
 )
 from .command import query_fields, selected_ids
@@ -74,7 +76,8 @@ def sniff(text: str) -> int:
 
 def _known(names: list[str]) -> bool:
     """Whether column names are those of a ``--query-gpu`` header (two or more that it prints)."""
-    prefixes = ("clocks.", "ecc.", "pcie.", "power.", "remapped_rows.")
+    # fabric.: the NVLink fabric queried alone (fabric.state,fabric.status), as fabric manager checks do
+    prefixes = ("clocks.", "ecc.", "pcie.", "power.", "remapped_rows.", "fabric.")
     hits = sum(1 for n in names if n in _KNOWN or n.startswith(prefixes))
     return hits >= 2 and len(names) >= 2
 
@@ -104,11 +107,16 @@ def parse(text: str) -> NvidiaSmiRecord:
         raise ParseError(KIND, "first line is not a --query-gpu header (was the output made with noheader?)",
                          numbered[0][0])
     gpus: list[SmiGpu] = []
+    failures: list[SmiFailure] = []
     for (number, _), row in zip(numbered[1:], rows[1:], strict=True):
         if len(row) != len(header):
             raise ParseError(KIND, f"{len(row)} fields where the header names {len(header)}", number)
         values = {h: v.strip() for h, v in zip(header, row, strict=True)}
-        gpus.append(_gpu(len(gpus), values))
+        gpus.append(gpu := _gpu(len(gpus), values))
+        # --query-gpu's fabric.state / fabric.status (the -q Fabric block's State and Status)
+        if (fabric := fabric_failure(values.get("fabric.state"), values.get("fabric.status"), {},
+                                     gpu.pci_bus_id or gpu.uuid, number)) is not None:
+            failures.append(fabric)
     counts = [to_int(v) for v in _column(rows, header, "count")]
     drivers = [as_string(v) for v in _column(rows, header, "driver_version")]
     return NvidiaSmiRecord(
@@ -117,6 +125,7 @@ def parse(text: str) -> NvidiaSmiRecord:
         cuda_version=None,
         attached_gpus=next((c for c in counts if c is not None), None),
         gpus=gpus,
+        failures=failures,
         selected=selected_ids(text),
     )
 

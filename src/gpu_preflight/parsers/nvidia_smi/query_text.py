@@ -31,10 +31,20 @@ from collections.abc import Iterator
 
 import msgspec
 
+from ...records.smi import SmiFailure
 from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, is_not_available, prepare, to_bool, to_float, to_int
-from . import NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string, recovery_from_reset_status
+from . import (
+    NvidiaSmiRecord,
+    SmiGpu,
+    SmiProcess,
+    as_compute_mode,
+    as_mode,
+    as_string,
+    fabric_failure,
+    recovery_from_reset_status,
+)
 from .command import selected_ids
 from .failures import failures_in
 
@@ -105,7 +115,9 @@ def sniff(text: str) -> int:
                   "Power Readings", "Temperature", "GPU Current Temp",
                   # a block a rule judges, pasted alone: reset status, ECC mode, one PCI block's link (not clocks:
                   # their keys alone name no tool, and judge nothing)
-                  "GPU Reset Status", "GPU Recovery Action", "ECC Mode", "Ecc Mode", "GPU Link Info", "Link Width"):
+                  "GPU Reset Status", "GPU Recovery Action", "ECC Mode", "Ecc Mode", "GPU Link Info", "Link Width",
+                  # the GPU's NVLink fabric (525+: State, Status; 550+: CliqueId, ClusterUUID), pasted to show its state
+                  "Fabric", "CliqueId"):
         if re.search(rf"^\s+{label}\s*(?::|$)", text, re.MULTILINE):
             score += 15
     return min(score, 60)
@@ -124,6 +136,7 @@ def parse(text: str) -> NvidiaSmiRecord:
         if not body:
             raise ParseError(KIND, "no GPU section and no indented nvidia-smi -q block")
         gpu_nodes = [Node("GPU", None, body[0].line, body)]
+    fabric = [_fabric_failure(g) for g in gpu_nodes]
     record = NvidiaSmiRecord(
         format="q",
         # driver 610 marks these two deprecated ("610.57.04 [Deprecated; ...]") and adds the new names
@@ -132,17 +145,29 @@ def parse(text: str) -> NvidiaSmiRecord:
         attached_gpus=to_int(root.get("Attached GPUs")),
         timestamp=as_string(root.get("Timestamp")),
         gpus=[_gpu(i, n) for i, n in enumerate(gpu_nodes)],
-        failures=failures_in(lines),
+        failures=failures_in(lines) + [f for f in fabric if f is not None],
     )
     if record.driver_version is None and record.attached_gpus is None:  # no banner: how many GPUs is not shown
         record.fragment = sum(1 for g in gpu_nodes for n in g.walk() if n.value is not None)
-    if record.driver_version is None and not any(g.has_readings() for g in record.gpus):
+    if record.driver_version is None and not any(g.has_readings() for g in record.gpus) and not any(fabric):
         raise ParseError(KIND, "no nvidia-smi -q field found")
     record.selected = selected_ids(text)
     record.incomplete = _missing(root, headers, gpu_nodes, record.attached_gpus, record.selected is not None)
     record.incomplete += [f"{n.key} (line {n.line}): section present but no reading in it"
-                          for n, g in zip(gpu_nodes, record.gpus, strict=True) if not g.has_readings()]
+                          for n, g, f in zip(gpu_nodes, record.gpus, fabric, strict=True)
+                          if not g.has_readings() and f is None]
     return record
+
+
+def _fabric_failure(g: Node) -> SmiFailure | None:
+    """The ``Fabric`` block of a GPU section as the failure it shows (see :func:`fabric_failure`)."""
+    node = g.find("Fabric")
+    if node is None:
+        return None
+    health = node.find("Health")
+    return fabric_failure(node.get("State"), node.get("Status"),
+                          {c.key: c.value for c in health.children} if health is not None else {},
+                          g.key[4:] if g.key.startswith("GPU ") else None, node.line)
 
 
 def _undeprecated(value: str | None) -> str | None:
