@@ -187,3 +187,13 @@ def test_the_relay_line_without_its_pid_is_read() -> None:
         assert detect_kind(line) == "nccl-tests"
         assert [g.host for g in parse(line).failure_groups] == ["node01"]
         assert statuses(line)["nccl_tests.correctness"] is Status.FAIL
+
+
+def test_a_pretty_report_pasted_under_its_command_and_followed_by_more_is_read() -> None:
+    """'$ cat out.json | jq .' above the indented report, another prompt after it: the report between is read whole
+    (it was 'no nccl-tests result row', ERROR)."""
+    pretty = fixture("all_reduce-2.19.6-report-pretty.json")
+    for text in ("$ jq . out.json\n" + pretty, "$ jq . out.json\n" + pretty + "$ echo done\ndone\n"):
+        record = parse(text)
+        assert record.rows_total == 4 and record.out_of_bounds == 0 and not record.incomplete
+        assert statuses(text)["nccl_tests.correctness"] is Status.PASS

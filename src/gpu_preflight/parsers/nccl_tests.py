@@ -166,6 +166,7 @@ _JSON_RECORD = re.compile(r'^\s*\{(?=.*"busBw"\s*:)(?=.*"algBw"\s*:)(?=.*"size"\
 # 2.17.3-2.17.8 spell the average "average_bus_bandwidith":{"bandwidith":..}. A report that does not close is a
 # run that died (or a file cut): its whole result objects are read (see _json_objects).
 _JSON_REPORT = re.compile(r'\{\s*"version"\s*:\s*\d+\s*,\s*"start_time"\s*:')
+_JSON_REPORT_LINE = re.compile(r'^[ \t]*(?=\{\s*"version"\s*:\s*\d+\s*,\s*"start_time"\s*:)', re.MULTILINE)
 _JSON_RESULT = re.compile(r'"(?:out_of_place|in_place)"\s*:\s*\{\s*"(?:cpu_)?time"\s*:')
 _JSON_COLLECTIVES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
                      "alltoall": "alltoall", "alltoallv": "alltoallv", "broadcast": "broadcast", "reduce": "reduce",
@@ -343,8 +344,8 @@ class NcclTestsScanner:
         is listed incomplete (the run died, or the file was cut, before its summary)."""
         try:
             data = msgspec.json.decode(text)
-        except msgspec.DecodeError:
-            data = None
+        except msgspec.DecodeError:  # cut, or lines after it (a paste's next command): the report's own braces
+            data = next(_json_objects(text, "version"), None)
         if not isinstance(data, dict):
             self.problem("the JSON report does not close: the run died, or the file was cut, before its end")
             code = re.search(r'"nccl_version"\s*:\s*(\d+)', text)
@@ -770,8 +771,9 @@ def scan(chunks: Iterable[bytes]) -> NcclTestsRecord:
     for chunk in chunks:
         gate.check(chunk)
         text = chunk.decode("utf-8", errors="replace")
-        if report is None and not scanner.number and _JSON_REPORT.match(text.lstrip()):
-            report = []
+        if report is None and not scanner.number and (start := _JSON_REPORT_LINE.search(text)):
+            scanner.feed_text(text[:start.start()])  # what was pasted above the report ('$ cat out.json')
+            report, text = [], text[start.start():]
         if report is not None:
             report.append(text)
         else:
