@@ -94,3 +94,16 @@ def test_query_gpu_of_a_healthy_fabric_alone_judges_no_gpu() -> None:
     gpu = [(f.status, f.code) for f in findings if f.check_id == "nvidia_smi.gpu"]
     assert gpu == [(Status.ERROR, "nothing_judged")]
     assert not fabric("csv-fabric-state-status-x2-completed.txt")
+
+
+@pytest.mark.parametrize(("name", "code", "subject"), [
+    ("csv-query-gpu-x2-gpu-is-lost.txt", "gpu_lost", "n1"),
+    ("csv-query-gpu-x2-gpu-requires-reset.txt", "gpu_requires_reset", "n1/00000000:0F:00.0"),
+])
+def test_a_query_gpu_row_of_nvml_errors_is_the_failure_it_names(name: str, code: str, subject: str) -> None:
+    """--query-gpu prints NVML's error in each cell it could not read: ``[GPU is lost]``, ``[GPU requires reset]``.
+    Read as "no reading", the row's GPU SKIPped every check and the other GPU PASSed the report."""
+    findings = judged(name)
+    assert [(f.code, f.status, f.subject) for f in findings if f.check_id == "nvidia_smi.failure"] == [
+        (code, Status.FAIL, subject)]
+    assert verdict(f.status for f in findings) is Status.FAIL

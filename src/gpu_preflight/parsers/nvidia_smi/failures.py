@@ -26,7 +26,9 @@ _BUS = r"(?P<gpu>[0-9A-Fa-f]{3,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])"
 _HANDLE = rf"Unable to (?:determine|detect) the device handle for GPU\s*{_BUS}\s*:\s*"
 # (code, pattern): the first match classifies a line.
 FAILURES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("gpu_lost", re.compile(rf"{_HANDLE}GPU is lost|\bGPU is lost\b.*Reboot the system", re.IGNORECASE)),
+    # ... or in place of a reading: NVML_ERROR_GPU_IS_LOST's nvmlErrorString in a --query-gpu cell, ``[GPU is lost]``
+    ("gpu_lost", re.compile(rf"{_HANDLE}GPU is lost|\bGPU is lost\b.*Reboot the system|\[GPU is lost\]",
+                            re.IGNORECASE)),
     ("gpu_requires_reset", re.compile(rf"{_HANDLE}.*requires reset|\bGPU requires reset\b", re.IGNORECASE)),
     ("gpu_unreachable", re.compile(rf"{_HANDLE}(?P<why>.*)", re.IGNORECASE)),
     ("no_devices", re.compile(r"^\W*No devices were found\b", re.IGNORECASE)),

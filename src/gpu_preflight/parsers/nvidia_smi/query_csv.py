@@ -46,6 +46,7 @@ from . import (
     recovery_from_reset_status,
 )
 from .command import query_fields, selected_ids
+from .failures import failures_in
 
 KIND = "nvidia-smi-csv"
 
@@ -108,11 +109,14 @@ def parse(text: str) -> NvidiaSmiRecord:
                          numbered[0][0])
     gpus: list[SmiGpu] = []
     failures: list[SmiFailure] = []
-    for (number, _), row in zip(numbered[1:], rows[1:], strict=True):
+    for (number, line), row in zip(numbered[1:], rows[1:], strict=True):
         if len(row) != len(header):
             raise ParseError(KIND, f"{len(row)} fields where the header names {len(header)}", number)
         values = {h: v.strip() for h, v in zip(header, row, strict=True)}
         gpus.append(gpu := _gpu(len(gpus), values))
+        # a cell nvidia-smi filled with NVML's error for a GPU it cannot read ([GPU is lost], [GPU requires reset])
+        failures += [SmiFailure(f.code, f.message, f.gpu or gpu.pci_bus_id or gpu.uuid, number)
+                     for f in failures_in([line])]
         # --query-gpu's fabric.state / fabric.status (the -q Fabric block's State and Status)
         if (fabric := fabric_failure(values.get("fabric.state"), values.get("fabric.status"), {},
                                      gpu.pci_bus_id or gpu.uuid, number)) is not None:
