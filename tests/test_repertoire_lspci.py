@@ -109,3 +109,19 @@ def test_a_switch_upstream_port_below_its_capability_still_fails() -> None:
     record = parse_text(form("v3.8-switch-upstream-port-downgraded.txt"))[1]
     assert record.devices[0].port_type == "Upstream Port"
     assert outcomes("v3.8-switch-upstream-port-downgraded.txt") == [("pcie.lnksta", Status.FAIL, "width_downgraded")]
+
+
+def test_numeric_classes_of_lspci_n_are_class_ids_and_an_idle_gpu_speed_is_not_judged() -> None:
+    name = "n-numeric-idle-gpu-slow-nic.txt"
+    record = parse_text(form(name))[1]
+    assert [(d.class_id, d.vendor_id, d.device_id) for d in record.devices] == [
+        ("0302", "10de", "2330"), ("0207", "15b3", "1021")]
+    assert [(f.subject, f.code) for f in pcie(name)] == [("n1/1a:00.0", "speed_downgraded")]
+
+
+def test_bridge_paths_of_lspci_p_and_pp_are_device_lines() -> None:
+    name = "pp-and-p-bridge-paths.txt"
+    assert detect_kind(form(name)) == "lspci"
+    assert [d.address for d in parse_text(form(name))[1].devices] == [
+        "0000:15:01.0/16:00.0/17:00.0/18:00.0", "15:01.0/00.0/02.0/00.0"]
+    assert outcomes(name) == [("pcie.lnksta", Status.FAIL, "width_downgraded")]

@@ -536,7 +536,8 @@ def _link_finding(device: PciDevice, source: str) -> Finding | None:
                                       "slot; bandwidth to this device is cut proportionally.")
     # Speed is judged for a device shown not to be a GPU (idle GPUs drop to 2.5 GT/s); a fragment that
     # does not show the device line does not say which it is, and nothing is assumed.
-    if device.speed_downgraded and device.device_class and not device.device_class.startswith(_GPU_CLASSES):
+    if device.speed_downgraded and device.device_class and not (
+            device.device_class.startswith(_GPU_CLASSES) or (device.class_id or "").startswith("03")):  # -n: 0302
         return Finding("pcie.lnksta", Status.WARN, subject, "speed_downgraded", f"{device.address} {link}",
                        observed=device.sta_speed_gts, expected=device.cap_speed_gts, unit="GT/s", details=details,
                        recommendation="The link trained at a lower generation: check the slot/switch generation "

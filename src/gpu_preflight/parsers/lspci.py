@@ -37,9 +37,15 @@ from .text import is_noise, prepare
 
 KIND = "lspci"
 
-_DEVICE = re.compile(r"^(?P<address>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+"
+# ``-P``/``-PP`` print the bridge path before the device: ``00:01.0/00.0`` or ``00:01.0/01:00.0`` (lspci.c
+# show_slot_path); the whole path is the address.
+_DEVICE = re.compile(r"^(?P<address>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+                     r"(?:/(?:[0-9a-fA-F]{2}:)?[0-9a-fA-F]{2}\.[0-7])*)\s+"
                      r"(?P<class>[^:\[]+?)(?:\s+\[(?P<class_id>[0-9a-fA-F]{4})\])?:\s+(?P<name>.*)$")
 _IDS = re.compile(r"\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]")
+# ``-n`` prints numbers only: ``18:00.0 0302: 10de:2330 (rev a1)`` (the class id where the class name goes).
+_CLASS_NUMBER = re.compile(r"^[0-9a-fA-F]{4}$")
+_NUMERIC_IDS = re.compile(r"^(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\b")
 _SPEED = re.compile(r"Speed\s+(?P<speed>[\d.]+)GT/s(?P<note>\s*\((?:downgraded|ok)\))?", re.IGNORECASE)
 _WIDTH = re.compile(r"Width\s+x(?P<width>\d+)(?P<note>\s*\((?:downgraded|ok)\))?", re.IGNORECASE)
 _LNKSTA = re.compile(r"^\s*LnkSta:\s*Speed\s+[\d.]+GT/s")
@@ -98,9 +104,12 @@ def parse(text: str) -> LspciRecord:
             m = _DEVICE.match(raw.rstrip())
             if m is None:
                 raise ParseError(KIND, f"not an lspci device line: {raw.strip()[:60]!r}", number)
-            ids = _IDS.search(m.group("name"))
-            current = PciDevice(address=m.group("address"), device_class=m.group("class").strip(),
-                                name=m.group("name").strip(), class_id=m.group("class_id"),
+            device_class = m.group("class").strip()
+            numeric = _CLASS_NUMBER.match(device_class) is not None and m.group("class_id") is None
+            ids = (_NUMERIC_IDS if numeric else _IDS).search(m.group("name"))
+            current = PciDevice(address=m.group("address"), device_class=device_class,
+                                name=m.group("name").strip(),
+                                class_id=device_class if numeric else m.group("class_id"),
                                 vendor_id=ids.group("vendor") if ids else None,
                                 device_id=ids.group("device") if ids else None)
             current.config_unreadable = current.name.endswith("(rev ff)")
