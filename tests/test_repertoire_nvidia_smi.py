@@ -107,3 +107,11 @@ def test_a_query_gpu_row_of_nvml_errors_is_the_failure_it_names(name: str, code:
     assert [(f.code, f.status, f.subject) for f in findings if f.check_id == "nvidia_smi.failure"] == [
         (code, Status.FAIL, subject)]
     assert verdict(f.status for f in findings) is Status.FAIL
+
+
+def test_the_r3xx_temperature_gpu_row_is_the_gpu_temperature() -> None:
+    """Drivers 304-325 print ``Temperature / Gpu : 52 C`` where later ones print ``GPU Current Temp``: it was not
+    read, so ``-q -d TEMPERATURE`` of those drivers judged no GPU; now gpu.thermal judges each."""
+    findings = judged("q-d-temperature-325-gpu.txt")
+    assert [(f.subject, f.status, f.observed) for f in findings if f.check_id == "gpu.thermal"] == [
+        ("n1/gpu0", Status.PASS, 52), ("n1/gpu1", Status.PASS, 47)]

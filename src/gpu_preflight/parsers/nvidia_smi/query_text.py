@@ -262,7 +262,7 @@ def _gpu(index: int, g: Node) -> SmiGpu:
         vbios=as_string(g.get("VBIOS Version")),
         memory_total_mib=to_int(g.get("FB Memory Usage", "Total")),
         memory_used_mib=to_int(g.get("FB Memory Usage", "Used")),
-        temperature_c=_temp(temps, "GPU Current Temp"),
+        temperature_c=_temp(temps, "GPU Current Temp", "Gpu"),  # "Gpu : 49 C": the R304-R325 form
         temp_slowdown_c=_temp(temps, "GPU Slowdown Temp"),
         temp_shutdown_c=_temp(temps, "GPU Shutdown Temp"),
         temp_gpu_max_c=_temp(temps, "GPU Max Operating Temp"),
@@ -309,8 +309,11 @@ def _gpu(index: int, g: Node) -> SmiGpu:
     )
 
 
-def _temp(temps: Node | None, label: str) -> int | None:
-    return to_int(temps.get(label)) if temps is not None else None
+def _temp(temps: Node | None, *labels: str) -> int | None:
+    """The first of ``labels`` under ``Temperature`` that holds a reading."""
+    if temps is None:
+        return None
+    return next((t for label in labels if (t := to_int(temps.get(label))) is not None), None)
 
 
 def _first(section: Node | None, *labels: str) -> float | None:
