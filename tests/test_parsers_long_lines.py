@@ -31,10 +31,17 @@ def long_line(unit: str) -> str:
 
 
 def within_budget(fn: Callable[[str], object], text: str) -> float:
-    start = time.perf_counter()
-    with contextlib.suppress(ParseError):
-        fn(text)
-    return time.perf_counter() - start
+    """The call's time, the least of up to three tries where one is over budget: a loaded machine
+    (CI's two cores shared) stalls one try, never all three; a quadratic pattern is slow every time."""
+    took = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        with contextlib.suppress(ParseError):
+            fn(text)
+        took = min(took, time.perf_counter() - start)
+        if took <= BUDGET_S:
+            break
+    return took
 
 
 @pytest.mark.parametrize("unit", UNITS)
@@ -54,8 +61,7 @@ def test_every_parser_and_sniffer_reads_a_long_line_in_linear_time(unit: str) ->
 
 def test_xid_scanner_bounds_a_long_xid_line_and_keeps_its_event() -> None:
     line = "2025-01-21T02:21:33+00:00 NVRM: Xid (PCI:0000:38:00): 79, " + "x" * (4 * LINE)
-    start = time.perf_counter()
+    assert within_budget(scan_xid_line, line) < BUDGET_S
     event = scan_xid_line(line)
-    assert time.perf_counter() - start < BUDGET_S
     assert event is not None and not isinstance(event, str)
     assert [e.xid for e in parse_xid_events(line)] == [79]
