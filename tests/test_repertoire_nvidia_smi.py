@@ -115,3 +115,18 @@ def test_the_r3xx_temperature_gpu_row_is_the_gpu_temperature() -> None:
     findings = judged("q-d-temperature-325-gpu.txt")
     assert [(f.subject, f.status, f.observed) for f in findings if f.check_id == "gpu.thermal"] == [
         ("n1/gpu0", Status.PASS, 52), ("n1/gpu1", Status.PASS, 47)]
+
+
+@pytest.mark.parametrize(("word", "action", "operator"), [
+    ("Reset", "GPU_RESET", "reset_gpu"), ("Reboot", "NODE_REBOOT", "reboot_node"),
+    ("GPU Reset", "GPU_RESET", "reset_gpu"), ("Drain and Reset", "DRAIN_AND_RESET", "reset_gpu"),
+])
+def test_the_recovery_action_words_nvidia_smi_prints_are_the_action(word: str, action: str, operator: str) -> None:
+    """570-590 reports print ``GPU Recovery Action : Reset`` / ``: Reboot``, not NVML's names: they were an
+    "unknown recovery action" (SKIP) and a GPU the driver wants reset PASSed the whole report."""
+    text = (FORMS / "q-h100-590-recovery-action-reset.txt").read_text(encoding="utf-8")
+    text = text.replace("GPU Recovery Action                                : Reset",
+                        f"GPU Recovery Action                                : {word}")
+    findings = judge_text(text, Config(), source="n1")
+    (f,) = [f for f in findings if f.check_id == "gpu.recovery_action"]
+    assert (f.status, f.observed, f.details[DETAIL_KEY]) == (Status.FAIL, action, operator)

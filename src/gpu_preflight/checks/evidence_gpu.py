@@ -588,14 +588,22 @@ def _pstate(state: str | None, why: NA) -> Any:
     return why
 
 
+# What nvidia-smi prints for NVML's GPU_RESET and NODE_REBOOT besides their names: real 570-590 reports read
+# ``GPU Recovery Action : Reset`` / ``: Reboot`` (the words scripts grep for, nvidia_gpu_exporter maps); Xid 154
+# names them ``GPU Reset Required`` / ``Node Reboot Required``.
+_RECOVERY_WORDS = {"RESET": "GPU_RESET", "REBOOT": "NODE_REBOOT", "GPU_RESET_REQUIRED": "GPU_RESET",
+                   "NODE_REBOOT_REQUIRED": "NODE_REBOOT"}
+
+
 def _recovery(action: str | None, why: NA) -> Any:
-    """nvidia-smi's printed recovery action (``None``, ``GPU Reset``...) → NVML's value."""
+    """nvidia-smi's printed recovery action (``None``, ``GPU Reset``, ``Reset``...) → NVML's value."""
     from ..recovery import RECOVERY_ACTIONS
 
     if action is None:
         return why
     by_name = {a.name: value for value, a in RECOVERY_ACTIONS.items()}
-    return by_name.get(action.upper().replace(" ", "_"), NA(f"unknown recovery action {action!r}"))
+    name = action.upper().replace(" ", "_")
+    return by_name.get(_RECOVERY_WORDS.get(name, name), NA(f"unknown recovery action {action!r}"))
 
 
 def _link_errors(errors: dict[str, int]) -> dict[str, int | NA]:
