@@ -17,6 +17,7 @@ from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Finding, Status, verdict
 
 FORMS = Path(__file__).parent / "fixtures" / "repertoire" / "nvidia-smi"
+REAL_590 = Path(__file__).parent / "fixtures" / "field" / "nvidia-smi" / "exporter-q-h100-590.48.01-idle.txt"
 
 
 def judged(name: str) -> list[Finding]:
@@ -73,8 +74,7 @@ def test_a_pasted_fabric_block_is_judged_on_its_state_status_and_health(name: st
 
 def test_a_joined_healthy_fabric_adds_nothing_to_a_full_report() -> None:
     """State Completed, Status Success (the real 590 report): no fabric finding, the report PASSes as before."""
-    findings = judge_text((FORMS.parents[1] / "field" / "nvidia-smi" / "exporter-q-h100-590.48.01-idle.txt")
-                          .read_text(encoding="utf-8"), Config(), source="n1")
+    findings = judge_text(REAL_590.read_text(encoding="utf-8"), Config(), source="n1")
     assert not [f for f in findings if f.check_id == "nvidia_smi.failure"]
     assert verdict(f.status for f in findings) is Status.PASS
 
@@ -130,3 +130,20 @@ def test_the_recovery_action_words_nvidia_smi_prints_are_the_action(word: str, a
     findings = judge_text(text, Config(), source="n1")
     (f,) = [f for f in findings if f.check_id == "gpu.recovery_action"]
     assert (f.status, f.observed, f.details[DETAIL_KEY]) == (Status.FAIL, action, operator)
+
+
+@pytest.mark.parametrize(("label", "code", "status"), [
+    ("SRAM Threshold Exceeded                    ", "sram_threshold_exceeded", Status.FAIL),
+    ("Unrepairable Memory                            ", "unrepairable_memory", Status.FAIL),
+    ("Channel Repair Pending                         ", "repair_pending", Status.WARN),
+    ("TPC Repair Pending                             ", "repair_pending", Status.WARN),
+])
+def test_the_ecc_errors_memory_flags_are_judged(label: str, code: str, status: Status) -> None:
+    """The real 590 H100 ``-q`` (field corpus) with one ``ECC Errors`` flag set to ``Yes`` (nvml.h's
+    bThresholdExceeded, bUnrepairableMemory, bChannelRepairPending/bTpcRepairPending): each was ignored and the
+    report PASSed; SRAM past its threshold and unrepairable memory now FAIL (isolate), a pending repair WARNs."""
+    real = REAL_590.read_text(encoding="utf-8")
+    assert f"{label}: No" in real
+    findings = judge_text(real.replace(f"{label}: No", f"{label}: Yes"), Config(), source="n1")
+    assert [(f.code, f.status) for f in findings if f.check_id == "nvidia_smi.failure"] == [(code, status)]
+    assert verdict(f.status for f in findings) is status

@@ -70,6 +70,9 @@ SMI_FAILURE_ACTIONS = {
     "fabric_probe_failed": Action.ISOLATE_NODE,
     "fabric_unhealthy": Action.ISOLATE_NODE,
     "fabric_degraded": Action.MONITOR,
+    "sram_threshold_exceeded": Action.ISOLATE_NODE,
+    "unrepairable_memory": Action.ISOLATE_NODE,
+    "repair_pending": Action.RESET_GPU,
 }
 """nvidia-smi's failure texts, in the words gpu.nvml uses for the same states: a GPU it cannot reach
 or that the driver lost is NVIDIA's Xid 79 resolution (RESTART_BM); no GPU or no driver is the driver
@@ -78,7 +81,9 @@ names its own action, as does a reset nvidia-smi could not do (retried once the 
 are stopped: persistence daemon, fabric manager, DCGM); a corrupted infoROM leaves a working GPU
 (nvidia-smi exit code 14) whose stored data is suspect: a reflash to plan. A GPU that has not joined its NVLink
 fabric (or joined an unhealthy one) runs no CUDA or NVLink work until the fabric manager or NVSwitch side is
-fixed: kept out (DCGM's DCGM_FR_IMEX_UNHEALTHY is ISOLATE too); a fabric of limited capacity is watched."""
+fixed: kept out (DCGM's DCGM_FR_IMEX_UNHEALTHY is ISOLATE too); a fabric of limited capacity is watched. SRAM past
+its error threshold is DCGM's SRAM_THRESHOLD (ISOLATE), and so is memory the GPU cannot repair; a pending channel or
+TPC repair completes at the next GPU reset."""
 NVIDIA_SMI_FAILURE = declare(
     "nvidia_smi.failure", "nvidia-smi could read every GPU",
     """nvidia-smi printed one of its own failure messages instead of a reading: FAIL when it cannot
@@ -89,7 +94,9 @@ NVIDIA_SMI_FAILURE = declare(
     block of an NVSwitch GPU: FAIL while its State is ``Not Started``/``In Progress`` (not registered: CUDA
     refuses it), when a completed probe's Status is not ``Success``, or when its Health says ``Unhealthy``, a
     ``Route Unhealthy`` or an ``Incorrect Configuration``; WARN on ``Limited Capacity``, degraded bandwidth or a
-    recovery in progress.""",
+    recovery in progress. ``ECC Errors`` flags (555+, 590+): ``SRAM Threshold Exceeded : Yes`` and
+    ``Unrepairable Memory : Yes`` FAIL (the memory is past repair), ``Channel``/``TPC Repair Pending : Yes`` WARNs
+    (a reset completes it).""",
     group=(), component="hardware_health", core=True, actions=SMI_FAILURE_ACTIONS)
 NVIDIA_SMI_P2P = declare(
     "nvidia_smi.p2p", "GPU pairs reach each other's memory directly",
@@ -181,6 +188,15 @@ SMI_FAILURES: dict[str, tuple[Status, str, str]] = {
                          "keep the node out of multi-node NVLink jobs until Health Summary is Healthy."),
     "fabric_degraded": (Status.WARN, "the GPU's NVLink fabric runs at limited capacity",
                         "NVLink jobs run, slower: watch the fabric health and plan the NVSwitch/link repair it names."),
+    "sram_threshold_exceeded": (Status.FAIL, "the GPU's SRAM uncorrectable errors passed their threshold",
+                                "Take the GPU out of service and open an RMA: its SRAM errors passed the threshold "
+                                "of NVIDIA's field diagnostics (nvml.h; DCGM's SRAM_THRESHOLD is ISOLATE)."),
+    "unrepairable_memory": (Status.FAIL, "the GPU has memory it cannot repair",
+                            "Take the GPU out of service and open an RMA: no row remap or repair can retire this "
+                            "memory."),
+    "repair_pending": (Status.WARN, "a memory channel or TPC repair waits for a GPU reset",
+                       "Drain the GPU and reset it (nvidia-smi -r -i N) to complete the repair, then check the ECC "
+                       "Errors flags again."),
 }
 
 

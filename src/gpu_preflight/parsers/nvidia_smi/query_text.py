@@ -137,6 +137,7 @@ def parse(text: str) -> NvidiaSmiRecord:
             raise ParseError(KIND, "no GPU section and no indented nvidia-smi -q block")
         gpu_nodes = [Node("GPU", None, body[0].line, body)]
     fabric = [_fabric_failure(g) for g in gpu_nodes]
+    memory = [f for g in gpu_nodes for f in _memory_flags(g)]
     record = NvidiaSmiRecord(
         format="q",
         # driver 610 marks these two deprecated ("610.57.04 [Deprecated; ...]") and adds the new names
@@ -145,7 +146,7 @@ def parse(text: str) -> NvidiaSmiRecord:
         attached_gpus=to_int(root.get("Attached GPUs")),
         timestamp=as_string(root.get("Timestamp")),
         gpus=[_gpu(i, n) for i, n in enumerate(gpu_nodes)],
-        failures=failures_in(lines) + [f for f in fabric if f is not None],
+        failures=failures_in(lines) + [f for f in fabric if f is not None] + memory,
     )
     if record.driver_version is None and record.attached_gpus is None:  # no banner: how many GPUs is not shown
         record.fragment = sum(1 for g in gpu_nodes for n in g.walk() if n.value is not None)
@@ -157,6 +158,24 @@ def parse(text: str) -> NvidiaSmiRecord:
                           for n, g, f in zip(gpu_nodes, record.gpus, fabric, strict=True)
                           if not g.has_readings() and f is None]
     return record
+
+
+# The memory flags under ``ECC Errors`` (SRAM threshold 555+, the others 590+) (NVML nvmlEccSramErrorStatus_t.bThresholdExceeded,
+# nvmlRepairStatus_t, nvmlUnrepairableMemoryStatus_v1_t: go-nvml nvml.h:414-432, 1441): label path -> failure code.
+_MEMORY_FLAGS = ((("Aggregate", "SRAM Threshold Exceeded"), "sram_threshold_exceeded"),
+                 (("Unrepairable Memory",), "unrepairable_memory"),
+                 (("Channel Repair Pending",), "repair_pending"), (("TPC Repair Pending",), "repair_pending"))
+
+
+def _memory_flags(g: Node) -> Iterator[SmiFailure]:
+    """The ``ECC Errors`` flags set to ``Yes``: memory past its SRAM error threshold, memory the GPU cannot repair,
+    a channel or TPC repair that waits for a reset."""
+    ecc = g.find("ECC Errors")
+    gpu = g.key[4:] if g.key.startswith("GPU ") else None
+    for path, code in _MEMORY_FLAGS:
+        node = ecc.find(*path) if ecc is not None else None
+        if node is not None and to_bool(node.value) is True:
+            yield SmiFailure(code, f"ECC Errors / {' / '.join(path)} : {node.value}", gpu, node.line)
 
 
 def _fabric_failure(g: Node) -> SmiFailure | None:
