@@ -160,8 +160,9 @@ def parse(text: str) -> NvidiaSmiRecord:
     return record
 
 
-# The memory flags under ``ECC Errors`` (SRAM threshold 555+, the others 590+) (NVML nvmlEccSramErrorStatus_t.bThresholdExceeded,
-# nvmlRepairStatus_t, nvmlUnrepairableMemoryStatus_v1_t: go-nvml nvml.h:414-432, 1441): label path -> failure code.
+# The memory flags under ``ECC Errors`` (SRAM threshold 555+, the others 590+): NVML's
+# nvmlEccSramErrorStatus_t.bThresholdExceeded, nvmlRepairStatus_t, nvmlUnrepairableMemoryStatus_v1_t
+# (go-nvml nvml.h:414-432, 1441). Label path -> failure code.
 _MEMORY_FLAGS = ((("Aggregate", "SRAM Threshold Exceeded"), "sram_threshold_exceeded"),
                  (("Unrepairable Memory",), "unrepairable_memory"),
                  (("Channel Repair Pending",), "repair_pending"), (("TPC Repair Pending",), "repair_pending"))
