@@ -147,3 +147,16 @@ def test_the_ecc_errors_memory_flags_are_judged(label: str, code: str, status: S
     findings = judge_text(real.replace(f"{label}: No", f"{label}: Yes"), Config(), source="n1")
     assert [(f.code, f.status) for f in findings if f.check_id == "nvidia_smi.failure"] == [(code, status)]
     assert verdict(f.status for f in findings) is status
+
+
+def test_grepped_recovery_action_lines_are_one_gpu_each() -> None:
+    """``nvidia-smi -q | grep "GPU Recovery Action"`` (the check scripts run) prints one indented line per GPU: it
+    was "no GPU section" (ERROR). Each line is now a GPU of the fragment: a ``Reset`` FAILs that GPU, all ``None``
+    PASS on the actions shown (no GPU count is inferred)."""
+    findings = judged("q-grep-recovery-action-x4-one-reset.txt")
+    assert [(f.subject, f.status) for f in findings if f.check_id == "gpu.recovery_action"] == [
+        ("n1/gpu0", Status.PASS), ("n1/gpu1", Status.FAIL), ("n1/gpu2", Status.PASS), ("n1/gpu3", Status.PASS)]
+    findings = judged("q-grep-recovery-action-x2-none.txt")
+    assert verdict(f.status for f in findings) is Status.PASS
+    assert any(f.check_id == "evidence.fragment" for f in findings)
+    assert not any(f.check_id == "gpu.inventory.count" for f in findings)

@@ -133,9 +133,12 @@ def parse(text: str) -> NvidiaSmiRecord:
     excerpt = not gpu_nodes
     if excerpt:
         body = [n for n in root.children if n.children]
-        if not body:
+        # `nvidia-smi -q | grep "GPU Recovery Action"`: one line per GPU, each a GPU of its own
+        actions = [n for n in root.children if n.key.lower() == "gpu recovery action" and n.value is not None]
+        if not body and not actions:
             raise ParseError(KIND, "no GPU section and no indented nvidia-smi -q block")
-        gpu_nodes = [Node("GPU", None, body[0].line, body)]
+        gpu_nodes = [Node("GPU", None, body[0].line, body)] if body else [Node("GPU", None, n.line, [n])
+                                                                          for n in actions]
     fabric = [_fabric_failure(g) for g in gpu_nodes]
     memory = [f for g in gpu_nodes for f in _memory_flags(g)]
     record = NvidiaSmiRecord(
