@@ -6,6 +6,10 @@
   kernel log's ``kernel.pcie_aer`` judges the report with its time). A bit that ``UEMsk`` masks was
   never signalled (``aer_uncorrectable_masked``, monitor); one unmasked is
   ``aer_uncorrectable`` (check the slot, riser and seating). ``UESvrt`` says which were fatal.
+  ``UnsupReq`` alone is no WARN: config reads of absent device numbers during enumeration answer
+  with an Unsupported Request that a freshly booted healthy port keeps latched where firmware owns
+  AER (linux-pci, "Clearing error bits in the root port post enumeration", 2023-11), and a UR a
+  completer logs as an Advisory Non-Fatal error is no failure of the link; the PASS counts it.
 * ``pcie.lnksta`` (with :func:`.evidence_fabric.judge_lspci`): FAIL ``device_unreachable`` for a device
   whose config space reads all ones (``(rev ff)``, ``!!! Unknown header type 7f``: it fell off the
   bus, as an Xid 79 GPU does); ERROR ``capabilities_denied`` for devices lspci could not read
@@ -31,7 +35,8 @@ PCIE_AER = declare(
     and which ``UESvrt`` marks fatal; ``aer_uncorrectable_masked`` when ``UEMsk`` masks every one of them
     (never signalled to the OS). The register latches until cleared, so its time is unknown: never a
     FAIL (the kernel log's ``kernel.pcie_aer`` judges reports with their time); PASS when every ``UESta``
-    shown is clear.""",
+    shown is clear or has only ``UnsupReq+`` (an Unsupported Request, which enumeration's config probes
+    leave latched on healthy ports).""",
     group=(), component="hardware_health",
     actions={"aer_uncorrectable": Action.CHECK_MECHANICALS, "aer_uncorrectable_masked": Action.MONITOR})
 
@@ -56,23 +61,30 @@ def device_findings(record: LspciRecord, source: str) -> Iterator[Finding]:
     yield from _aer_findings(record, source)
 
 
+_UNSUPPORTED_REQUEST = "UnsupReq"
+"""The UESta bit enumeration leaves set on a healthy port (see the module docstring): not judged alone."""
+
+
 def _aer_findings(record: LspciRecord, source: str) -> Iterator[Finding]:
     shown = [d for d in record.devices if d.ue_status is not None]
     if not shown:
         return
-    flagged = [d for d in shown if d.ue_status]
+    flagged = [d for d in shown if set(d.ue_status or []) - {_UNSUPPORTED_REQUEST}]
     for device in flagged:
         yield _aer_finding(device, source)
     if not flagged:
+        probed = sum(1 for d in shown if d.ue_status)
         yield Finding("pcie.aer", Status.PASS, source, "ok",
-                      f"{len(shown)} device(s) with no uncorrectable error in UESta", observed=len(shown),
-                      unit="devices")
+                      f"{len(shown)} device(s) with no uncorrectable error in UESta"
+                      + (f" ({probed} with only UnsupReq+ latched: an Unsupported Request, as config probes of "
+                         "absent functions leave)" if probed else ""),
+                      observed=len(shown), unit="devices")
 
 
 def _aer_finding(device: PciDevice, source: str) -> Finding:
     bits = device.ue_status or []
     fatal = [b for b in bits if b in device.ue_fatal]
-    unmasked = [b for b in bits if b not in device.ue_masked]
+    unmasked = [b for b in bits if b not in device.ue_masked and b != _UNSUPPORTED_REQUEST]
     code = "aer_uncorrectable" if unmasked else "aer_uncorrectable_masked"
     what = ", ".join(f"{b}+" + (" (fatal)" if b in fatal else "") for b in bits)
     return Finding("pcie.aer", Status.WARN, f"{source}/{device.address}", code,
