@@ -62,6 +62,9 @@ NCCL = (
     ("nccl-2.23-no-algorithm-protocol.txt", "internal_error"),
 )
 
+# The same format strings with what a healthy run prints through them: no failure named.
+HEALTHY = ("nccl-2.23-ib-benign-async-events-sm-handover.txt",)
+
 
 @pytest.mark.parametrize(("name", "kind"), TORCH + NCCL)
 def test_a_source_form_is_the_failure_it_names(name: str, kind: str) -> None:
@@ -73,7 +76,7 @@ def test_a_source_form_is_the_failure_it_names(name: str, kind: str) -> None:
 
 def test_every_fixture_is_covered() -> None:
     """A fixture added to the folder without a row here would test nothing."""
-    assert {p.name for p in FORMS.glob("*.txt")} == {name for name, _ in TORCH + NCCL}
+    assert {p.name for p in FORMS.glob("*.txt")} == {name for name, _ in TORCH + NCCL} | set(HEALTHY)
 
 
 def test_a_watchdog_line_that_names_its_cause_is_read_as_that_cause() -> None:
@@ -85,6 +88,19 @@ def test_a_watchdog_line_that_names_its_cause_is_read_as_that_cause() -> None:
     text = ("[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] Process group watchdog thread terminated with "
             "exception: CUDA error: an illegal memory access was encountered\n")
     assert kinds(text) == ["cuda_error"]
+
+
+def test_async_events_a_healthy_fabric_raises_are_no_ib_failure() -> None:
+    """NCCL prints every non-fatal verbs event through the same WARN ('port active', 'SM change', 'client
+    reregistration'...): an SM handover on a healthy fabric is not an HCA failure (it stays the unnamed WARN, as
+    before 2.23's form was read); 'port error' still is, in every version's wording."""
+    healthy = (FORMS / HEALTHY[0]).read_text()
+    assert kinds(healthy) == ["nccl_warn", "nccl_warn"]
+    assert triage(healthy) == [(Status.WARN, "nccl_warn")]
+    for line in ("NCCL WARN NET/IB : Got async event : port active", "NCCL WARN NET/IB : Got async event :  SM change",
+                 "NCCL WARN NET/IB : mlx5_0:1 Got non-fatal async event: client reregistration(18)"):
+        assert "ib_async_event" not in kinds(line + "\n"), line
+    assert kinds("NCCL WARN NET/IB : mlx5_0:1 Got non-fatal async event: port error(10)\n") == ["ib_async_event"]
 
 
 def test_the_non_fatal_async_events_of_2_23_read_as_the_later_forms_do() -> None:
