@@ -98,7 +98,8 @@ def test_async_events_a_healthy_fabric_raises_are_no_ib_failure() -> None:
     assert kinds(healthy) == ["nccl_warn", "nccl_warn"]
     assert triage(healthy) == [(Status.WARN, "nccl_warn")]
     for line in ("NCCL WARN NET/IB : Got async event : port active", "NCCL WARN NET/IB : Got async event :  SM change",
-                 "NCCL WARN NET/IB : mlx5_0:1 Got non-fatal async event: client reregistration(18)"):
+                 "NCCL WARN NET/IB : mlx5_0:1 Got non-fatal async event: client reregistration(18)",
+                 "NCCL WARN NET/IB : Got async event : GID table change"):
         assert "ib_async_event" not in kinds(line + "\n"), line
     assert kinds("NCCL WARN NET/IB : mlx5_0:1 Got non-fatal async event: port error(10)\n") == ["ib_async_event"]
 

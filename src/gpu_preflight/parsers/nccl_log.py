@@ -78,13 +78,15 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # resiliency path that ran out of devices ("NET/IB: Fatal error. Detected 2 failed devices out of 2").
     # The same "Got ... async ... event" line also reports events that are no error (every NCCL from 2.4 to 2.30
     # passes these ibv_event_type_str names through it: a port coming up, an SM handover or client reregistration,
-    # a LID/P_Key change, a drained queue, a link speed change): a healthy fabric prints them, so they are not
-    # this failure (a job that then fails says so in its own line).
+    # a LID/P_Key change, a drained queue, a link speed change; a GID table change, which 2.19+ prints apart as "GID
+    # table changed" and never as fatal): a healthy fabric prints them, so they are not this failure (a job that
+    # then fails says so in its own line).
     ("ib_async_event", re.compile(r"NET/IB\s*:\s*(?:\S+:\d+ )?(?:Got (?:non-fatal )?async (?:error )?event"
                                   r"|async fatal event\b[^:\n]*)\s*:\s*"
                                   r"(?!\s*(?:port active|LID change|P_Key change|SM change|client reregistration"
                                   r"|send queue drained|path migrated|last WQE reached|SRQ limit reached"
-                                  r"|communication established|Device link speed change)\b)(?P<why>[\w ]+)"
+                                  r"|communication established|Device link speed change|GID table change)\b)"
+                                  r"(?P<why>[\w ]+)"
                                   r"|NET/IB\s*:\s*Fatal error\. Detected \d+ failed devices"
                                   r"|communicator encountered a fatal error \(detected in \w+\)")),
     ("ib_qp_error", re.compile(r"Call to ibv_modify_qp failed with (?:error )?(?:(?P<code>\d+) )?(?P<why>[^,.]+)"
