@@ -101,6 +101,22 @@ def test_a_device_that_reads_all_ones_fails() -> None:
         ("pcie.lnksta", Status.FAIL, "device_unreachable"), ("pcie.lnksta", Status.PASS, "ok")]
 
 
+def test_a_revision_of_ff_is_off_the_bus_only_where_that_revision_cannot_be_the_parts_own() -> None:
+    """A design may give itself revision ff (a programmed FPGA in firesim's setup): its plain listing is not a
+    device off the bus (nothing judged: an ERROR of the run, not a FAIL), nor is a -vv one whose capability list was
+    read; a GPU, NIC or NVIDIA part shown '(rev ff)' alone still FAILs."""
+    assert outcomes("rev-ff-fpga-plain-listing.txt") == []
+    device = parse_text(form("rev-ff-fpga-config-readable.txt"))[1].devices[0]
+    assert device.name.endswith("(rev ff)") and device.config_unreadable is False
+    assert outcomes("rev-ff-fpga-config-readable.txt") == [("pcie.lnksta", Status.PASS, "ok")]
+    for line in ("18:00.0 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev ff)",
+                 "07:00.0 Bridge: NVIDIA Corporation Device 22a3 (rev ff)",
+                 "01:00.0 Ethernet controller [0200]: Intel Corporation I350 Gigabit Network Connection [8086:1521] "
+                 "(rev ff)"):
+        assert [(f.check_id, f.status, f.code) for f in judge_text(line + "\n", Config(), source="n1")
+                if f.check_id.startswith("pcie.")] == [("pcie.lnksta", Status.FAIL, "device_unreachable")], line
+
+
 def test_pcilib_warnings_and_hex_rows_are_read_past() -> None:
     text = form("pcilib-vpd-warning-and-hexdump.txt")
     assert detect_kind(text) == "lspci"

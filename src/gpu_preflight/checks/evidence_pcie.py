@@ -41,10 +41,27 @@ PCIE_AER = declare(
     actions={"aer_uncorrectable": Action.CHECK_MECHANICALS, "aer_uncorrectable_masked": Action.MONITOR})
 
 
+# A plain listing (no register lines) shows a device off the bus only by its ``(rev ff)``, which is also the
+# revision some designs give themselves (firesim's Alveo setup: ``04:00.0 Serial controller: Xilinx Corporation
+# Device 903f (rev ff)``, a programmed FPGA). There it is read as all ones only for the parts a GPU node's
+# readiness rests on, whose revision is never ff: GPUs and network controllers, and NVIDIA or Mellanox parts
+# (an NVSwitch lists as a bridge). ``-v``'s ``!!! Unknown header type 7f`` says it of any device.
+_REV_FF_CLASSES = ("3D controller", "VGA compatible controller", "Display controller", "Ethernet controller",
+                   "Network controller", "Infiniband controller")
+
+
+def _off_the_bus(record: LspciRecord, device: PciDevice) -> bool:
+    """Whether the listing shows ``device``'s config space reading all ones (see ``_REV_FF_CLASSES``)."""
+    if not device.config_unreadable or record.verbose:
+        return device.config_unreadable
+    return (device.device_class.startswith(_REV_FF_CLASSES) or (device.class_id or "")[:2] in ("02", "03")
+            or device.vendor_id in ("10de", "15b3") or device.name.startswith(("NVIDIA", "Mellanox")))
+
+
 def device_findings(record: LspciRecord, source: str) -> Iterator[Finding]:
     """``device_unreachable`` and ``capabilities_denied`` (``pcie.lnksta``), then ``pcie.aer``."""
     for device in record.devices:
-        if device.config_unreadable:
+        if _off_the_bus(record, device):
             yield Finding("pcie.lnksta", Status.FAIL, f"{source}/{device.address}", "device_unreachable",
                           f"{device.address} {device.name}: its config space reads all ones (the device does not "
                           "answer on the bus)", details={"address": device.address, "class": device.device_class},

@@ -120,6 +120,10 @@ def parse(text: str) -> LspciRecord:
             continue
         line = raw.strip()
         record.verbose = True
+        if line.startswith("Capabilities: ["):
+            # a capability list was read: the config space answers, whatever the revision byte says (a design
+            # may set it to ff); a device off the bus shows '!!! Unknown header type 7f' and no capability
+            current.config_unreadable = False
         if aer is not None and _FLAGS_ONLY.match(line):
             _add_flags(current, aer, line)
             continue
