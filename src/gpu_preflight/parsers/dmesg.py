@@ -62,12 +62,23 @@ _SEGFAULT = re.compile(r"(?<![^\s\[\]])(?P<process>[^\s\[\]]+)\[(?P<pid>\d+)\]: 
                        r"(?: in (?P<library>[^\[\s]+))?")
 # dmesg -H / --reltime print "[Feb22 04:01]" on a line that starts a minute and "[  +0.000844]" on the others.
 _RELTIME = r"\[\s*\+\d+\.\d+\]|\[[A-Z][a-z]{2}\d{1,2} \d{2}:\d{2}\]"
-_KERNEL_LINE = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]|" + _RELTIME + r"|[a-z]+\s*:\s*[a-z]+\s*:|\d{4}-\d{2}-\d{2}[T ]\d|"
-                          r"\[[A-Z][a-z]{2} [A-Z][a-z]{2}|[A-Z][a-z]{2}\s+\d+ \d{2}:\d{2}:\d{2} "
-                          r"|\d{1,3},\d+,\d+,[-+c][^;\n]*;)|NVRM:|kernel:")
+# dmesg's stamp with -d's delta ("[ 12.345678 <    0.000123>]", journalctl short-delta's "<    0.000123 >"), -d
+# alone ("[<    0.000123>]"), and -r's syslog priority in front ("<3>[ 12.345678]"): util-linux dmesg.c print_record.
+_UPTIME = r"(?:<\d{1,3}>)?\[\s*\d{1,9}\.\d+(?: <\s*\d+\.\d+ ?\*?>)?\]|\[<\s*\d+\.\d+>\]"
+# Records that carry the kernel's name in a field of their own: RFC 5424 ("<3>1 2026-12-07T12:00:00Z host kernel
+# - - -"), journalctl -o json/json-pretty/export/verbose ("_TRANSPORT":"kernel", _TRANSPORT=kernel), dmesg -J's
+# '"dmesg": ['.
+_KERNEL_RECORD = (r'<\d{1,3}>1 \S+ \S+ kernel |"_TRANSPORT"\s*:\s*"kernel"|(?m:^[ \t]*_TRANSPORT=kernel[ \t]*$)'
+                  r'|(?m:^[ \t]*"dmesg"[ \t]*:[ \t]*\[)')
+_KERNEL_LINE = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]|" + _UPTIME + "|" + _RELTIME
+                          + r"|[a-z]+\s*:\s*[a-z]+\s*:|\d{4}-\d{2}-\d{2}[T ]\d|\[[A-Z][a-z]{2} [A-Z][a-z]{2}"
+                          r"|[A-Z][a-z]{2}\s+\d+ \d{2}:\d{2}:\d{2} |\d{1,3},\d+,\d+,[-+c][^;\n]*;)|NVRM:|kernel:|"
+                          + _KERNEL_RECORD)
 _JOURNAL_KERNEL = re.compile(r"^(?:\S+\s+\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"
-                             r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?) \S+ kernel: ",
-                             re.MULTILINE)  # journalctl -o short / short-precise / short-iso(-precise), any locale
+                             r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
+                             r"|[A-Z][a-z]{2} \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+|\d{10}\.\d{6})"
+                             r" \S+ kernel: ",
+                             re.MULTILINE)  # journalctl -o short(-precise, -iso, -iso-precise, -full, -unix), with-unit
 # A syslog file's line from any program ("Aug 17 06:18:01 host systemd-networkd[5398]: ib6: lost carrier").
 _SYSLOG_LINE = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [\w./@-]+(?:\[\d+\])?: \S", re.MULTILINE)
 # The kernel's /dev/kmsg record: "<syslog prio>,<sequence>,<microseconds>,<flags>;<message>".
@@ -242,8 +253,9 @@ class DmesgScanner:
 # A line as only dmesg itself prints it with a wall clock or --decode: -T's "[Sat Oct 12 18:38:44 2024] ",
 # --time-format iso's "2025-01-17T15:36:15,345059+00:00 " (comma, microseconds, offset), -x's
 # "kern  :info  : ". A paste of such lines without a driver message is still a kernel log.
-_DMESG_CLOCK = re.compile(r"^(?:\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}\] "
-                          r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2},\d{6}[+-]\d{2}:\d{2} "
+_DMESG_CLOCK = re.compile(r"^(?:\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}"
+                          r"(?: <\s*\d+\.\d+>)?\] "
+                          r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2},\d{6}[+-]\d{2}:?\d{2} "
                           r"|(?:kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp|local[0-7])\s*:"
                           r"(?:emerg|alert|crit|err|warn|notice|info|debug)\s*: )", re.MULTILINE)
 
@@ -291,8 +303,8 @@ def sniff(text: str) -> int:
     if any(_pasted_bare(line, found[2]) for line, found in host):
         return 25  # such a message pasted bare ("INFO: task x:1 blocked for more than 120 seconds."): a line of its own
     # the kernel stamps seconds since boot: ten integer digits are a wall clock (UCX's '[1700554343.440877] [host:pid')
-    if re.search(r"^(?:\[\s*\d{1,9}\.\d+\]|" + _RELTIME + ") ", text, re.MULTILINE) or _KMSG_RECORD.search(text) \
-            or _DMESG_CLOCK.search(text):
+    if re.search(r"^(?:" + _UPTIME + "|" + _RELTIME + ") ", text, re.MULTILINE) or _KMSG_RECORD.search(text) \
+            or _DMESG_CLOCK.search(text) or re.search(_KERNEL_RECORD, text):
         return 30  # plain dmesg, dmesg -H / -T / --time-format iso / -x, or /dev/kmsg records ("6,3964,20676,-;msg")
     if _JOURNAL_KERNEL.search(text):
         return 20  # "<month> <day> <time> <host> kernel: ..." or its ISO form

@@ -63,6 +63,7 @@ _SHAPE = re.compile(r"NVRM:\s*Xid\b|NVRM Xid \(", re.IGNORECASE)
 _HEAD = re.compile(r"NVRM:? Xid \(")
 _XID_NUMBER = re.compile(r"\) ?: (?P<xid>\S*)")
 _STAMP_PREFIX = 96  # a timestamp prefix is never longer than this
+_JSON_PREFIX = 384  # journalctl -o json: __CURSOR (about 150 characters) then __REALTIME_TIMESTAMP
 _PID = re.compile(r"^pid=(?:'?<unknown>'?|(?P<pid>\d+))(?:,\s*|$)")
 _NAME = re.compile(r"^name=(?P<name>[^,]*)(?:,\s*|$)")
 
@@ -70,8 +71,20 @@ _KMSG = re.compile(r"^\s*\d+,\d+,(?P<usec>\d+),[^;]*;\s*$")
 _DECODE = re.compile(r"^\s*[a-z0-9]+\s*:\s*(?:emerg|alert|crit|err|warn|notice|info|debug)\s*:\s*")
 _ISO = re.compile(r"^\s*(?P<date>\d{4}-\d{2}-\d{2})[T ](?P<time>\d{2}:\d{2}:\d{2})"
                   r"(?:[.,](?P<frac>\d+))?(?P<tz>Z|[+-]\d{2}:?\d{2})?")
+# dmesg -T, and -T -d's "[Mon Dec  7 12:00:00 2026 <    0.000123>]" (util-linux dmesg.c "[%s <%12.06f>] ").
 _CTIME = re.compile(r"^\s*\[(?:[A-Z][a-z]{2}\s+)?(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+"
-                    r"(?P<time>\d{2}:\d{2}:\d{2})\s+(?P<year>\d{4})\]")
+                    r"(?P<time>\d{2}:\d{2}:\d{2})\s+(?P<year>\d{4})(?: <\s*\d+\.\d+>)?\]")
+# A syslog priority in front of the stamp: dmesg -r's "<3>[ 12.345678] ", RFC 5424's "<3>1 2026-12-07T12:00:00..."
+# (rsyslog RSYSLOG_SyslogProtocol23Format, syslog-ng), RFC 3164 as sent on the wire ("<3>Dec  7 12:00:00 host").
+_PRI = re.compile(r"^\s*<\d{1,3}>(?:1 )?")
+# journalctl -o short-full / with-unit / verbose: "Mon 2026-12-07 12:00:00[.123456] UTC" (systemd logs-show.c,
+# format_timestamp: weekday, date, time, the zone's abbreviation).
+_FULL = re.compile(r"^\s*(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<date>\d{4}-\d{2}-\d{2}) (?P<time>\d{2}:\d{2}:\d{2})"
+                   r"(?:\.(?P<frac>\d{1,6}))? (?P<zone>[A-Za-z][A-Za-z0-9+-]{0,9}|[+-]\d{2}:?\d{2})\s")
+# journalctl -o short-unix: seconds since 1970 with microseconds, "%10lu.%06lu" (logs-show.c).
+_UNIX = re.compile(r"^\s*(?P<sec>\d{10})\.(?P<usec>\d{6})\s")
+# journalctl -o json / json-seq / json-sse: the entry's wall clock in microseconds since 1970, a field before MESSAGE.
+_JSON_REALTIME = re.compile(r'"__REALTIME_TIMESTAMP"\s*:\s*"(?P<usec>\d{1,20})"')
 _SYSLOG = re.compile(r"^\s*(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+(?P<time>\d{2}:\d{2}:\d{2})"
                      r"(?:\.(?P<frac>\d{1,9}))?\s")  # journalctl -o short / short-precise, syslog files
 _MONO = re.compile(r"\[\s*(?P<sec>\d+\.\d+)\]")
@@ -129,6 +142,8 @@ def scan_xid_line(line: str, *, boot_time: datetime | None = None, now: datetime
 def line_timestamp(line: str, *, boot_time: datetime | None = None, now: datetime | None = None,
                    zone: tzinfo = UTC) -> datetime | None:
     """The wall-clock time a kernel-log line was written at, by the same prefix rules as an Xid."""
+    if line[:8].lstrip("\x1e").startswith(("{", "data: {")) and (stamp := _epoch(line[:_JSON_PREFIX], now, zone)):
+        return stamp  # a journal JSON entry: its __REALTIME_TIMESTAMP follows the long __CURSOR
     head = line[:_STAMP_PREFIX]
     semicolon = head.find(";")
     if semicolon > 0 and _KMSG.match(head[: semicolon + 1]):
@@ -209,6 +224,7 @@ def _fields(rest: str) -> tuple[int | None, str | None, str]:
 def _timestamp(prefix: str, boot_time: datetime | None, now: datetime | None,
                zone: tzinfo) -> datetime | None:
     """Wall-clock UTC time from a line prefix, absolute stamps first, then boot-relative."""
+    prefix = _PRI.sub("", prefix, count=1)
     head = prefix.lstrip()
     if head[:1] == "[" and not head[1:2].isalpha():  # plain dmesg's "[ 8391.220110]": only boot-relative
         m = _MONO.search(prefix)
@@ -283,7 +299,28 @@ def civil_time(year: int, month: str, day: str, clock: str, zone: tzinfo) -> dat
         return None
 
 
-_ABSOLUTE = (_iso, _ctime, _syslog)
+def _full(prefix: str, now: datetime | None, zone: tzinfo) -> datetime | None:
+    """``Mon 2026-12-07 12:00:00 UTC``: UTC/GMT and numeric offsets say their zone; a named local zone (CET) is
+    ``zone``, as dmesg -T's unzoned local time is."""
+    m = _FULL.match(prefix)
+    if m is None:
+        return None
+    tz = m.group("zone")
+    suffix = "Z" if tz in ("UTC", "GMT") else tz if tz[0] in "+-" else ""
+    return _iso(f"{m.group('date')}T{m.group('time')}.{m.group('frac') or '0'}{suffix}", now, zone)
+
+
+def _epoch(prefix: str, now: datetime | None, zone: tzinfo) -> datetime | None:
+    """journalctl's short-unix stamp, or a JSON entry's ``__REALTIME_TIMESTAMP``: seconds since 1970, in UTC."""
+    if m := _UNIX.match(prefix):
+        return datetime.fromtimestamp(int(m.group("sec")), UTC).replace(microsecond=int(m.group("usec")))
+    if '"__REALTIME_TIMESTAMP"' in prefix and (m := _JSON_REALTIME.search(prefix)):
+        usec = int(m.group("usec"))
+        return datetime.fromtimestamp(usec // 1_000_000, UTC).replace(microsecond=usec % 1_000_000)
+    return None
+
+
+_ABSOLUTE = (_iso, _ctime, _syslog, _full, _epoch)
 
 
 
