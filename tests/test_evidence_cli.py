@@ -36,7 +36,8 @@ def cli(*argv: str) -> int:
 def test_parse_prints_kind_and_record(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli("parse", str(corpus / "libfabric/cscs-fi_info-p-cxi-not-working-61.txt")) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out == {"kind": "fi-info", "record": {"providers": [], "error_code": -61, "error": "No data available"}}
+    assert out == {"kind": "fi-info", "record": {"providers": [], "error_code": -61, "error": "No data available",
+                                                     "provider_list": []}}
 
 
 def test_parse_with_kind_and_nulls(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
