@@ -90,3 +90,18 @@ def test_a_journal_json_entry_is_dated_past_its_long_cursor() -> None:
     last = form("journalctl-json-xid79.txt").splitlines()[-1]
     assert last.index("__REALTIME_TIMESTAMP") > 96
     assert line_timestamp(last) == AT
+
+
+def test_journalctl_k_run_without_access_to_the_system_journal_is_a_refused_read_not_an_unknown_text() -> None:
+    """The hint and '-- No entries --' (the kernel's messages are in the system journal the user cannot read): as
+    'No journal files were opened due to insufficient permissions', the kernel log could not be read (ERROR)."""
+    text = form("journalctl-k-unprivileged.txt")
+    assert detect_kind(text) == "dmesg"
+    (f,) = judge_text(text, Config(), source="n1")
+    assert (f.check_id, f.status) == ("gpu.xid", Status.ERROR) and "could not be read" in f.summary
+
+
+def test_the_journal_hint_above_readable_kernel_lines_is_no_refusal() -> None:
+    hint = form("journalctl-k-unprivileged.txt").split("-- No entries --")[0]
+    findings = judge_text(hint + form("journalctl-short-full-healthy.txt"), Config(), source="n1")
+    assert not [f for f in findings if f.status in (Status.FAIL, Status.WARN, Status.ERROR)]

@@ -40,7 +40,9 @@ from .detect import parser
 from .errors import ParseError
 from .host_log import HOST_KEYS, host_message
 from .kernel_log import (
+    JOURNAL_HINT,
     MAX_LINE,
+    NO_ENTRIES,
     KernelLineReader,
     UnparsedXid,
     XidEvent,
@@ -93,7 +95,7 @@ _NEEDLES = (b"segfault at", b"limited by", b"SXid", b"nvidia-nvswitch", b"Linux 
             b"infiniband rdmap", b"infiniband efa_", b"mlx5_core", b"nvidia-peermem", b"nv_mem ",
             b"NV_ERR_RESET_REQUIRED", b"NV_ERR_GPU_IS_LOST",
             b"arrier", *HOST_KEYS)  # "arrier": Lost/Gained/lost carrier
-_DENIAL_NEEDLES = (b"dmesg: ", b"No journal files", b"/dev/kmsg: ")
+_DENIAL_NEEDLES = (b"dmesg: ", b"No journal files", b"/dev/kmsg: ", JOURNAL_HINT.encode(), NO_ENTRIES.encode())
 _SNIFF_LINES = 2000  # lines of the sniff window searched for a NIC driver message
 _TAIL_LINES = 32  # lines read back from a chunk's end for its last timestamp before searching all of it
 CLOCK_JUMP = timedelta(days=1)  # a line dated this far beyond the one before it (or now) is a clock jump
@@ -142,6 +144,7 @@ class DmesgScanner:
         self.timeline = XidTimeline()
         self.lines = 0
         self.denied: str | None = None
+        self.journal_notes: set[str] = set()  # journalctl's hint and '-- No entries --': a refusal together
         self.kernel_line = False
         self.last: datetime | None = None
         self.reader = KernelLineReader(now=now)
@@ -207,6 +210,9 @@ class DmesgScanner:
         if self.denied is None and not self._anything() and (
                 "failed:" in line or "No journal files" in line or "/dev/kmsg:" in line):
             self.denied = kernel_log_denied(line)
+        if self.denied is None and (note := next((n for n in (JOURNAL_HINT, NO_ENTRIES) if n in line), None)):
+            self.journal_notes.add(note)
+            self.denied = kernel_log_denied("\n".join(self.journal_notes))
 
     def _carrier(self, interface: str, link: str, lost: bool, stamp: str | None) -> None:
         changes = self.carrier.get(interface)

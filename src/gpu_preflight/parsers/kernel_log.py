@@ -39,7 +39,8 @@ from ..records.xid import UnparsedXid, XidEvent, normalize_pci
 from ..records.xid import pci_key as pci_key
 
 __all__ = [
-    "DRIVER_MESSAGES", "MAX_LINE", "KernelLineReader", "UnparsedXid", "XidEvent", "civil_time", "kernel_log_denied",
+    "DRIVER_MESSAGES", "JOURNAL_HINT", "MAX_LINE", "NO_ENTRIES", "KernelLineReader", "UnparsedXid", "XidEvent",
+    "civil_time", "kernel_log_denied",
     "line_timestamp", "normalize_pci", "parse_xid_events", "scan_xid_line",
 ]
 
@@ -156,10 +157,22 @@ def kernel_log_denied(text: str) -> str | None:
 
     An unprivileged ``dmesg`` (``kernel.dmesg_restrict=1``, a container without
     CAP_SYSLOG) prints this instead of the log; treating it as an empty log would report
-    a node with Xid 79 as clean.
+    a node with Xid 79 as clean. ``journalctl -k`` run by a user outside the journal's groups
+    prints :data:`JOURNAL_HINT` and :data:`NO_ENTRIES`: both together are the refusal (the hint
+    alone may head lines the user can read).
     """
     m = _DENIED.search(text)
-    return m.group(0).strip() if m else None
+    if m:
+        return m.group(0).strip()
+    return JOURNAL_HINT if JOURNAL_HINT in text and _NO_ENTRIES.search(text) else None
+
+
+# systemd journalctl's notice to a user who cannot read the system journal (journalctl.c, log_notice "Hint: You are
+# currently not seeing messages from other users and the system.\n      Users in groups '%s' can see all messages."),
+# and the line it prints where no entry matched: the kernel's messages are in the system journal.
+JOURNAL_HINT = "Hint: You are currently not seeing messages from other users and the system."
+NO_ENTRIES = "-- No entries --"
+_NO_ENTRIES = re.compile(r"^" + re.escape(NO_ENTRIES) + r"\s*$", re.MULTILINE)
 
 
 def _require_aware(**values: datetime | None) -> None:
