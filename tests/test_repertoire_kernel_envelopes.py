@@ -29,7 +29,7 @@ BOOT = AT - timedelta(seconds=3600.5)
 ENVELOPES = ["dmesg-r", "dmesg-d", "dmesg-t-d", "dmesg-iso-v2.30", "dmesg-T-d", "dmesg-caller-id", "dmesg-J-x",
              "journalctl-short-full", "journalctl-short-unix", "journalctl-short-delta", "journalctl-json",
              "journalctl-json-seq", "journalctl-json-pretty", "journalctl-export", "journalctl-verbose",
-             "rsyslog-rfc5424"]
+             "journalctl-short-no-hostname", "rsyslog-rfc5424"]
 # The envelopes that state a wall-clock time on the Xid's own line (the others state seconds since boot, or put the
 # time on another line of a multi-line record): there the Xid is dated, as under dmesg -T or --time-format iso.
 DATED = {"dmesg-iso-v2.30", "dmesg-T-d", "journalctl-short-full", "journalctl-short-unix", "journalctl-json",

@@ -79,7 +79,7 @@ _KERNEL_LINE = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]|" + _UPTIME + "|" + _RELTIME
 _JOURNAL_KERNEL = re.compile(r"^(?:\S+\s+\d{1,2} \d{2}:\d{2}:\d{2}(?:\.\d+)?"
                              r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
                              r"|[A-Z][a-z]{2} \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \S+|\d{10}\.\d{6})"
-                             r" \S+ kernel: ",
+                             r"(?: \S+)? kernel: ",  # no host under --no-hostname (logs-show.c output_short)
                              re.MULTILINE)  # journalctl -o short(-precise, -iso, -iso-precise, -full, -unix), with-unit
 # A syslog file's line from any program ("Aug 17 06:18:01 host systemd-networkd[5398]: ib6: lost carrier").
 _SYSLOG_LINE = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \S+ [\w./@-]+(?:\[\d+\])?: \S", re.MULTILINE)
