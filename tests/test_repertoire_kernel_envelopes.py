@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from gpu_preflight.config import Config
-from gpu_preflight.evidence import judge_text
+from gpu_preflight.evidence import judge_text, parse_as
 from gpu_preflight.model import Status
 from gpu_preflight.parsers.detect import detect_kind
+from gpu_preflight.parsers.dmesg import scan
 from gpu_preflight.parsers.kernel_log import line_timestamp, parse_xid_events
 
 FORMS = Path(__file__).parent / "fixtures" / "repertoire" / "kernel-envelopes"
@@ -30,10 +31,13 @@ ENVELOPES = ["dmesg-r", "dmesg-d", "dmesg-t-d", "dmesg-iso-v2.30", "dmesg-T-d", 
              "journalctl-short-full", "journalctl-short-unix", "journalctl-short-delta", "journalctl-json",
              "journalctl-json-seq", "journalctl-json-pretty", "journalctl-export", "journalctl-verbose",
              "journalctl-short-no-hostname", "rsyslog-rfc5424"]
-# The envelopes that state a wall-clock time on the Xid's own line (the others state seconds since boot, or put the
-# time on another line of a multi-line record): there the Xid is dated, as under dmesg -T or --time-format iso.
+# The envelopes that state a wall-clock time on the Xid's own line (the others state seconds since boot): there the
+# Xid is dated, as under dmesg -T or --time-format iso.
 DATED = {"dmesg-iso-v2.30", "dmesg-T-d", "journalctl-short-full", "journalctl-short-unix", "journalctl-json",
          "journalctl-json-seq", "rsyslog-rfc5424"}
+# Multi-line journal records: the time is on the record's own earlier line (__REALTIME_TIMESTAMP, verbose's header),
+# which the streamed log reader looks back for.
+RECORDS = {"journalctl-json-pretty", "journalctl-export", "journalctl-verbose"}
 
 
 def form(name: str) -> str:
@@ -57,6 +61,8 @@ def test_an_xid_79_under_each_envelope_fails_as_under_plain_dmesg(envelope: str)
     (event,) = parse_xid_events(text)
     stamp = event.timestamp and event.timestamp.replace(microsecond=0)  # dmesg -T and short-full print no fraction
     assert stamp == (AT.replace(microsecond=0) if envelope in DATED else None)
+    (xid,) = parse_as("dmesg", text).xid_events  # the streamed reader judge uses
+    assert (xid.timestamp or "")[:19] == ("2026-12-07T12:00:00" if envelope in DATED | RECORDS else "")
 
 
 @pytest.mark.parametrize(("line", "expected"), [
@@ -105,3 +111,14 @@ def test_the_journal_hint_above_readable_kernel_lines_is_no_refusal() -> None:
     hint = form("journalctl-k-unprivileged.txt").split("-- No entries --")[0]
     findings = judge_text(hint + form("journalctl-short-full-healthy.txt"), Config(), source="n1")
     assert not [f for f in findings if f.status in (Status.FAIL, Status.WARN, Status.ERROR)]
+
+
+def test_a_journal_record_cut_by_the_chunk_start_stays_undated() -> None:
+    """The streamed reader looks back for the record's time only in the chunk holding its MESSAGE line: a record
+    whose head is in the chunk before is undated (kept in every window), never given an earlier record's time."""
+    text = form("journalctl-export-xid79.txt").encode()
+    cut = text.rindex(b"__MONOTONIC_TIMESTAMP=")  # after the last record's __REALTIME_TIMESTAMP line
+    (xid,) = scan([text[:cut], text[cut:]]).xid_events
+    assert xid.timestamp is None
+    (whole,) = scan([text]).xid_events
+    assert whole.timestamp is not None and whole.timestamp.startswith("2026-12-07T12:00:00")

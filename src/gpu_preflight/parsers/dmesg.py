@@ -28,6 +28,8 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Generic, TypeVar
 
+from msgspec.structs import replace
+
 from ..records.dmesg import CarrierChanges as CarrierChanges
 from ..records.dmesg import DmesgRecord as DmesgRecord
 from ..records.dmesg import HostMessage as HostMessage
@@ -171,17 +173,20 @@ class DmesgScanner:
         for start in sorted(starts):
             end = chunk.find(b"\n", start)
             for line in chunk[start:end if end >= 0 else len(chunk)].decode("utf-8", errors="replace").splitlines():
-                self._line(line)
+                self._line(line, _record_stamp(chunk, start, self.now))
         if not self.kernel_line:
             self.kernel_line = _KERNEL_LINE_BYTES.search(chunk) is not None
         last, jumps = _last_stamp(chunk, self.now)
         self.last = last or self.last
         self.clock_jumps.extend(jumps[:KEPT - len(self.clock_jumps)])
 
-    def _line(self, line: str) -> None:
+    def _line(self, line: str, record_stamp: datetime | None = None) -> None:
         if reset_mark(line):  # a driver load or a boot: older Xids before it are not left unreset
             self.timeline.add_reset()
         items = self.reader.read(line)
+        if record_stamp is not None:  # a MESSAGE field of a multi-line journal record: the record's time
+            items = [replace(i, timestamp=record_stamp) if isinstance(i, XidEvent) and i.timestamp is None else i
+                     for i in items]
         if items and self.recent is not None:
             self.recent.append(line[:1024])
         for found in items:
@@ -365,6 +370,31 @@ def log_lines(chunks: Iterable[bytes], keep: int = 10_000) -> tuple[list[str], s
                 elif "xid" in line.lower() or "nvrm" in line.lower() or "nvidia-nvswitch" in line:
                     nvrm.append(line)
     return [*limited, *nvrm], denied
+
+
+# The MESSAGE field of a journal record that spans lines: export ("MESSAGE="), verbose ("    MESSAGE="), json-pretty
+# ('\t"MESSAGE" : '). The record's time is on a line before it in the same record: export's and json-pretty's
+# __REALTIME_TIMESTAMP, verbose's header ("Mon 2026-12-07 12:00:00.500000 UTC [s=<cursor>]").
+_RECORD_MESSAGE = re.compile(rb'[ \t]*(?:MESSAGE=|"MESSAGE"[ \t]*:)')
+_RECORD_BYTES = 16384  # a record's fields before MESSAGE are looked back for this far (journal fields are short)
+
+
+def _record_stamp(chunk: bytes, start: int, now: datetime | None) -> datetime | None:
+    """The wall-clock time of the journal record whose MESSAGE line starts at ``start``, else ``None``.
+
+    Each record states its time before its MESSAGE, so the nearest such line before it in the chunk is its own; a
+    record cut by the chunk's start has none here and stays undated.
+    """
+    if not _RECORD_MESSAGE.match(chunk, start):
+        return None
+    low = max(0, start - _RECORD_BYTES)
+    head = max(chunk.rfind(b"__REALTIME_TIMESTAMP", low, start), chunk.rfind(b" [s=", low, start))  # nearest first
+    if head < 0:
+        return None
+    line_start = chunk.rfind(b"\n", 0, head) + 1
+    line_end = chunk.find(b"\n", head)
+    line = chunk[line_start:line_end if line_end >= 0 else len(chunk)].decode("utf-8", errors="replace")
+    return line_timestamp(line, now=now)
 
 
 def _line_starts(haystack: bytes, needle: bytes, starts: set[int]) -> None:

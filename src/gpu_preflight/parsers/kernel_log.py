@@ -84,8 +84,10 @@ _FULL = re.compile(r"^\s*(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<date>\d{4}-\d{2}-\d
                    r"(?:\.(?P<frac>\d{1,6}))? (?P<zone>[A-Za-z][A-Za-z0-9+-]{0,9}|[+-]\d{2}:?\d{2})\s")
 # journalctl -o short-unix: seconds since 1970 with microseconds, "%10lu.%06lu" (logs-show.c).
 _UNIX = re.compile(r"^\s*(?P<sec>\d{10})\.(?P<usec>\d{6})\s")
-# journalctl -o json / json-seq / json-sse: the entry's wall clock in microseconds since 1970, a field before MESSAGE.
-_JSON_REALTIME = re.compile(r'"__REALTIME_TIMESTAMP"\s*:\s*"(?P<usec>\d{1,20})"')
+# journalctl -o json / json-seq / json-sse: the entry's wall clock in microseconds since 1970, a field before MESSAGE;
+# json-pretty and export (logs-show.c output_export "__REALTIME_TIMESTAMP=" USEC_FMT) put it on a line of its own.
+_JSON_REALTIME = re.compile(r'"__REALTIME_TIMESTAMP"\s*:\s*"(?P<usec>\d{1,20})"'
+                            r'|^\s*__REALTIME_TIMESTAMP=(?P<field>\d{1,20})')
 _SYSLOG = re.compile(r"^\s*(?P<mon>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})\s+(?P<time>\d{2}:\d{2}:\d{2})"
                      r"(?:\.(?P<frac>\d{1,9}))?\s")  # journalctl -o short / short-precise, syslog files
 _MONO = re.compile(r"\[\s*(?P<sec>\d+\.\d+)\]")
@@ -327,8 +329,8 @@ def _epoch(prefix: str, now: datetime | None, zone: tzinfo) -> datetime | None:
     """journalctl's short-unix stamp, or a JSON entry's ``__REALTIME_TIMESTAMP``: seconds since 1970, in UTC."""
     if m := _UNIX.match(prefix):
         return datetime.fromtimestamp(int(m.group("sec")), UTC).replace(microsecond=int(m.group("usec")))
-    if '"__REALTIME_TIMESTAMP"' in prefix and (m := _JSON_REALTIME.search(prefix)):
-        usec = int(m.group("usec"))
+    if "__REALTIME_TIMESTAMP" in prefix and (m := _JSON_REALTIME.search(prefix)):
+        usec = int(m.group("usec") or m.group("field"))
         return datetime.fromtimestamp(usec // 1_000_000, UTC).replace(microsecond=usec % 1_000_000)
     return None
 
