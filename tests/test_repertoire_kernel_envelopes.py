@@ -122,3 +122,13 @@ def test_a_journal_record_cut_by_the_chunk_start_stays_undated() -> None:
     assert xid.timestamp is None
     (whole,) = scan([text]).xid_events
     assert whole.timestamp is not None and whole.timestamp.startswith("2026-12-07T12:00:00")
+
+
+def test_dmesg_color_always_is_read_once_its_colours_are_removed() -> None:
+    """dmesg --color=always colours the stamp, the subsystem prefix up to its ': ' ('NVRM: ') and an err-level message
+    apart (dmesg.c print_record), which splits 'NVRM: Xid' with escape sequences; the paste reader removes them first,
+    so the Xid is judged and dated as under dmesg -T, and the healthy log passes."""
+    (f,) = [f for f in judge_text(form("dmesg-T-color-xid79.txt"), Config(), source="n1") if f.check_id == "gpu.xid"]
+    assert (f.code, f.status) == ("xid_79", Status.FAIL) and "2026-12-07 12:00" in f.summary
+    healthy = judge_text(form("dmesg-T-color-healthy.txt"), Config(), source="n1")
+    assert healthy and not [f for f in healthy if f.status in (Status.FAIL, Status.WARN, Status.ERROR)]
