@@ -132,3 +132,12 @@ def test_dmesg_color_always_is_read_once_its_colours_are_removed() -> None:
     assert (f.code, f.status) == ("xid_79", Status.FAIL) and "2026-12-07 12:00" in f.summary
     healthy = judge_text(form("dmesg-T-color-healthy.txt"), Config(), source="n1")
     assert healthy and not [f for f in healthy if f.status in (Status.FAIL, Status.WARN, Status.ERROR)]
+
+
+def test_a_coloured_log_streamed_without_the_paste_reader_still_shows_its_xid() -> None:
+    """--kernel-log FILE streams the saved log straight to the kernel-log reader (no paste reader): a coloured dmesg
+    there read 'no Xid events' and passed a node whose GPU fell off the bus."""
+    record = scan([form("dmesg-T-color-xid79.txt").encode()])
+    (xid,) = record.xid_events
+    assert (xid.xid, xid.pci_bus_id, xid.timestamp) == (79, "0000:3b:00", "2026-12-07T12:00:00+00:00")
+    assert record.last_timestamp == "2026-12-07T12:00:00+00:00"

@@ -60,6 +60,7 @@ _FALSE = frozenset({"no", "disabled", "disable", "not active", "off", "false"})
 # clush, ansible: "gpu-7: "; a message's level, "Error: " on every line, is no host); a container tag
 # (docker compose, stern: "trainer-0  | ").
 _ANSI_SEQ = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+ANSI_SEQ = _ANSI_SEQ  # also a streamed kernel log's (dmesg --color=always), read without the paste reader
 _FENCE = re.compile(r"^[>\s]*(?:```|~~~)[\w+.-]*\s*$")
 _PASTE_PREFIXES = (  # in nesting order: a paste's quoting holds a log's date, which holds a launcher's tag...
     re.compile(r"^(?:>[ \t]?)+"),
