@@ -72,6 +72,21 @@ def test_perftest_failure_after_result_rows_fails() -> None:
         assert findings(text, "ib.perftest", config) == [(Status.FAIL, "perftest_failed")]
 
 
+
+def test_perftest_teardown_error_below_the_closed_table_is_a_warning_not_a_failure() -> None:
+    """destroy_ctx runs after the closing RESULT_LINE and logs a verbs object it could not release ('Failed to
+    deallocate PD - Device or resource busy'): the measurement above it stands. Before the table closes (a -a run
+    cut by a completion error goes to destroy_context too) the run's own failure line is still read first."""
+    text = form("perftest-ib_write_bw-teardown-error-after-result-line.txt")
+    _, record = parse_text(text)
+    assert len(record.rows) == 1 and record.errors == []
+    assert record.warnings == ["Failed to deallocate PD - Device or resource busy"]
+    assert findings(text, "ib.perftest", floor(300.0)) == [(Status.PASS, "ok")]
+    cut = text.replace("-" * 87 + "\nFailed to deallocate", "Failed to deallocate")  # no closing line: not teardown
+    _, open_table = parse_text(cut)
+    assert open_table.errors == ["Failed to deallocate PD - Device or resource busy"]
+
+
 # ibstat and ibstatus (rdma-core's infiniband-diags)
 
 def test_ibstat_one_port_form_names_its_ca() -> None:

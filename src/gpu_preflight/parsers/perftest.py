@@ -95,6 +95,11 @@ _FAILURE_LINE = re.compile(r"^[\s>]*(?:Couldn't connect to \S+:\d+|Unable to ini
                            r"|Error: (?:BW result|Msg rate) +is below"
                            r"|DMA-BUF is not supported on this GPU|Parser function exited with Error"
                            r"|Test exited with Error)", re.M)
+# After the closing RESULT_LINE a run releases its verbs objects and its out-of-band connection (write_bw.c:562-604 @
+# 00b55b66: ctx_close_connection, then destroy_ctx, perftest_resources.c:1609-1754: "Failed to destroy CQ - ...",
+# "Couldn't destroy QP - ...", "Failed to deallocate PD - ...", "Failed to deregister MR #1", "Failed to close device
+# context"): below a closed table such a line is teardown, not a measurement that stopped: a warning.
+_TEARDOWN = re.compile(r"^(?:Failed to (?:destroy|deallocate|deregister|close)|Couldn't (?:destroy|close)) ")
 # A pasted shell prompt running a perftest binary ("$ ib_write_bw ...", "[root@host perftest]# ./ib_send_bw ...",
 # "user@host:~$ sudo ib_read_bw ...", "host:~# ib_send_bw"); a Markdown heading ("# ib_write_bw") or a shell
 # history is no prompt.
@@ -116,9 +121,13 @@ def parse(text: str) -> PerftestRecord:
     """Parse a perftest bandwidth run: header facts, result rows, warnings and errors."""
     record = PerftestRecord()
     columns: list[str] | None = None
+    closed = False  # the dashed RESULT_LINE came after the rows: the measurement ended
     for number, raw in enumerate(prepare(KIND, text), 1):
         line = raw.strip().lstrip("> \t")  # an indented quote ("  > Couldn't ...") the paste reader leaves
-        if not line or is_noise(raw) or set(line) <= {"-"}:
+        if line and set(line) <= {"-"}:
+            closed = closed or bool(record.rows)
+            continue
+        if not line or is_noise(raw):
             continue
         if m := re.match(r"^(?P<test>\w+(?: [\w ]+?)? (?:BW|Latency) Test)$", line):  # "... Post List BW Test" too
             record.test = m.group("test")
@@ -137,7 +146,7 @@ def parse(text: str) -> PerftestRecord:
         if columns is None and ":" in line and not _ERROR.search(line):
             _header(record, raw)
             continue
-        if _ERROR.search(line) and not line.startswith("Conflicting"):
+        if _ERROR.search(line) and not line.startswith("Conflicting") and not (closed and _TEARDOWN.match(line)):
             record.errors.append(line)
         elif columns is not None or line.startswith(("Conflicting", "Warning", "WARNING")):
             record.warnings.append(line)
