@@ -52,7 +52,7 @@ from .kernel_log import (
     line_timestamp,
 )
 from .nic_log import carrier_change, interface_class, nic_message
-from .text import ANSI_SEQ, ContentGate
+from .text import ContentGate, strip_ansi
 from .xid_timeline import XidTimeline, moment, reset_mark
 
 KIND = "dmesg"
@@ -181,8 +181,7 @@ class DmesgScanner:
         self.clock_jumps.extend(jumps[:KEPT - len(self.clock_jumps)])
 
     def _line(self, line: str, record_stamp: datetime | None = None) -> None:
-        if "\x1b" in line:  # dmesg --color=always splits "NVRM: " from "Xid" with SGR sequences (dmesg.c print_record)
-            line = ANSI_SEQ.sub("", line)
+        line = strip_ansi(line)  # dmesg --color=always splits "NVRM: " from "Xid" (dmesg.c print_record)
         if reset_mark(line):  # a driver load or a boot: older Xids before it are not left unreset
             self.timeline.add_reset()
         items = self.reader.read(line)
@@ -452,7 +451,7 @@ def _jumped(stamp: datetime, before: datetime | None, now: datetime | None) -> b
 def _stamp_of(chunk: bytes, start: int, now: datetime | None) -> datetime | None:
     head = chunk[start:start + _STAMP_BYTES].split(b"\n", 1)[0].decode("utf-8", errors="replace")
     for line in reversed(head.splitlines()):
-        if (stamp := line_timestamp(ANSI_SEQ.sub("", line) if "\x1b" in line else line, now=now)) is not None:
+        if (stamp := line_timestamp(strip_ansi(line), now=now)) is not None:
             return stamp
     return None
 

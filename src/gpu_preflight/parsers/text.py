@@ -17,6 +17,7 @@ from .errors import ParseError
 
 __all__ = [
     "ContentGate", "PasteReader", "chunk_lines", "is_elision", "is_noise", "is_not_available", "is_prompt", "prepare",
+    "strip_ansi",
     "to_bool", "to_float", "to_int",
 ]
 
@@ -60,8 +61,13 @@ _FALSE = frozenset({"no", "disabled", "disable", "not active", "off", "false"})
 # clush, ansible: "gpu-7: "; a message's level, "Error: " on every line, is no host); a container tag
 # (docker compose, stern: "trainer-0  | ").
 _ANSI_SEQ = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
-ANSI_SEQ = _ANSI_SEQ  # also a streamed kernel log's (dmesg --color=always), read without the paste reader
 _FENCE = re.compile(r"^[>\s]*(?:```|~~~)[\w+.-]*\s*$")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without its terminal colour and control sequences: a paste's, and a streamed kernel log's read
+    without the paste reader (``dmesg --color=always`` splits ``NVRM: `` from ``Xid`` with them)."""
+    return _ANSI_SEQ.sub("", text) if "\x1b" in text else text
 _PASTE_PREFIXES = (  # in nesting order: a paste's quoting holds a log's date, which holds a launcher's tag...
     re.compile(r"^(?:>[ \t]?)+"),
     re.compile(r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]"),
