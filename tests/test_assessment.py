@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -239,9 +240,10 @@ def test_html_sections_stay_small_at_ten_thousand_nodes() -> None:
 def test_history_keeps_each_runs_scores_for_the_trend(tmp_path: Path) -> None:
     report = stored()
     with HistoryStore(tmp_path / "h.sqlite") as store:
-        first, _ = store.record(extract(ClusterReport.of(report)), "c1")
+        now = datetime(2026, 12, 1, tzinfo=UTC)  # a fixed clock after both runs: the test reads no calendar
+        first, _ = store.record(extract(ClusterReport.of(report)), "c1", now=now)
         again = dict(report, timestamp="2026-11-21T06:00:00+00:00")
-        second, _ = store.record(extract(ClusterReport.of(again)), "c1")
+        second, _ = store.record(extract(ClusterReport.of(again)), "c1", now=now)
         got = store.earlier_scores("c1", 5)
         assert [e.run for e in got] == [first, second]
         assert [e.timestamp for e in got] == [report["timestamp"], "2026-11-21T06:00:00+00:00"]

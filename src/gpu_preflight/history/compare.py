@@ -30,6 +30,7 @@ from ..ids import HISTORY_REGRESSION_ID, HISTORY_REPEAT_OFFENDER_ID
 from ..model import Finding, Status
 from .extract import Measurement, RunRecord, extract, metric_kind
 from .store import Baseline, HistoryStore
+from .when import TimestampError, checked
 
 if TYPE_CHECKING:
     from ..findings.model import ClusterReport
@@ -40,20 +41,22 @@ _LABELS = {"gemm": "GEMM", "memory": "memory", "busbw": "bus bandwidth"}
 
 
 def history_findings(report: ClusterReport, store: HistoryStore, config: object,
-                     cluster: str = "default") -> list[Finding]:
+                     cluster: str = "default", *, now: datetime | None = None) -> list[Finding]:
     """Findings (``history.regression``, ``history.repeat_offender``) for a report against the store.
 
     Only runs filed before this one count: judging a report that is already in the
     history compares it with what came before it, not with itself or later runs.
+    ``now``: this machine's clock unless given (a test's fixed clock).
     """
-    return list(judge_run(extract(report), store, config, cluster))
+    return list(judge_run(extract(report), store, config, cluster, now=now))
 
 
-def judge_run(run: RunRecord, store: HistoryStore, config: object, cluster: str) -> Iterator[Finding]:
+def judge_run(run: RunRecord, store: HistoryStore, config: object, cluster: str, *,
+              now: datetime | None = None) -> Iterator[Finding]:
     cfg = history_config(config)
     before = store.run_id(run.key)
     yield from _regressions(run, store, cfg, cluster, before)
-    yield from _repeat_offenders(run, store, cfg, before)
+    yield from _repeat_offenders(run, store, cfg, before, _window_end(run, now or datetime.now(UTC)))
 
 
 def _own(m: Measurement, cluster: str) -> dict[str, str | None]:
@@ -162,13 +165,25 @@ def _advice(m: Measurement) -> str:
             "NUMA placement; compare with `gpu-preflight history trends --node`.")
 
 
-def _repeat_offenders(run: RunRecord, store: HistoryStore, cfg: Any, before: int | None) -> Iterator[Finding]:
-    since = (datetime.now(UTC) - timedelta(days=cfg.repeat_offender_window_days)).isoformat()
+def _window_end(run: RunRecord, now: datetime) -> datetime:
+    """Where the repeat-offender window ends: the run's own time, so a report judged later (``history
+    import``, a replayed run) looks back from when it ran, as a live run does; ``now`` where the
+    run's timestamp is not a sane date by it (the store refuses such a run before filing it)."""
+    try:
+        return checked(run.timestamp, now)
+    except TimestampError:
+        return now
+
+
+def _repeat_offenders(run: RunRecord, store: HistoryStore, cfg: Any, before: int | None,
+                      end: datetime) -> Iterator[Finding]:
+    since = (end - timedelta(days=cfg.repeat_offender_window_days)).isoformat()
     known = [g for g in run.gpus if g.uuid or g.serial]
     offenders = 0
     for gpu in known:
         past = [p for p in store.past_failures(uuid=gpu.uuid, serial=gpu.serial,
-                                               statuses=cfg.repeat_offender_statuses, since=since, before=before)
+                                               statuses=cfg.repeat_offender_statuses, since=since, before=before,
+                                               now=end)
                 if any(fnmatch.fnmatchcase(p.check_id, pat) for pat in cfg.repeat_offender_checks)]
         if not past:
             continue
