@@ -431,11 +431,16 @@ def judge_gids(record: GidTableRecord, config: Config, source: str) -> Iterator[
         if any(e.version == "v2" and (e.ipv4 or not e.gid.startswith("fe80:")) for e in entries):
             continue
         flagged = True
+        typed = any(e.version for e in entries)  # show_gids prints no version where gid_attrs/types is unread
+        why = ("with an IPv4 or routable IPv6 address (only link-local ones), so RoCE v2 reaches only its own L2 "
+               "segment") if typed else \
+            "known: show_gids shows no RoCE version for its GIDs (the kernel's gid_attrs/types not read)"
         yield Finding("ib.gids", Status.WARN, f"{source}/{device}/port{port}", "no_routable_v2_gid",
-                      f"{device} port {port}: no RoCE v2 GID with an IPv4 or routable IPv6 address (only "
-                      "link-local ones), so RoCE v2 reaches only its own L2 segment", observed=len(entries),
+                      f"{device} port {port}: no RoCE v2 GID {why}", observed=len(entries),
                       unit="GIDs", recommendation="Give the interface an IP address; set NCCL_IB_GID_INDEX to the "
-                                                  "v2 GID of that address if NCCL does not pick it.")
+                                                  "v2 GID of that address if NCCL does not pick it."
+                      if typed else "Read the GID types (cat /sys/class/infiniband/<dev>/"
+                      "ports/<port>/gid_attrs/types/<index>); a kernel without them has no RoCE v2.")
     if not flagged:
         yield Finding("ib.gids", Status.PASS, source, "ok",
                       f"{len(ports)} port(s) with GIDs ({len(record.entries)} listed)", observed=len(ports),

@@ -3,7 +3,10 @@
 The script prints a header (``DEV PORT INDEX GID IPv4 VER DEV``, then a dashed line), one row per
 non-empty GID (``mlx5_0  1  5  0000:...:ffff:ac13:003c  172.19.0.60  v2  ens1f0``: the device, port,
 GID index, the GID, the IPv4 address an IPv4-mapped GID carries, the RoCE version from
-``gid_attrs/types`` and the netdev from ``gid_attrs/ndevs``) and ``n_gids_found=N``. An InfiniBand
+``gid_attrs/types`` and the netdev from ``gid_attrs/ndevs``) and ``n_gids_found=N``. Where the kernel has no
+``gid_attrs`` (or a read of it fails) the script prints the row with the version and netdev columns empty
+(``echo -e "$d\t$p\t$g\t$gid\t\t\t$_type\t$_ndev"``, sbin/show_gids:95-99): a GID all the same, its
+version not read. An InfiniBand
 port's GIDs are its subnet prefix and port GUID, typed ``v1`` and tied to an IPoIB netdev or none.
 Rows pasted without the header are read as rows; a header with ``n_gids_found=0`` is a table that
 lists nothing, which is what a device no interface addresses shows (a pod whose CNI gave the RDMA
@@ -24,8 +27,8 @@ KIND = "show-gids"
 
 _HEADER = re.compile(r"^DEV\s+PORT\s+INDEX\s+GID\s+IPv4\s+VER\s+DEV\s*$")
 _ROW = re.compile(r"^(?P<dev>[\w.-]{1,64})\s+(?P<port>\d{1,3})\s+(?P<index>\d{1,5})\s+"
-                  r"(?P<gid>[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7})\s+(?:(?P<ipv4>\d{1,3}(?:\.\d{1,3}){3})\s+)?"
-                  r"(?P<ver>v[12])(?:\s+(?P<netdev>\S{1,64}))?\s*$")
+                  r"(?P<gid>[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){7})(?:\s+(?P<ipv4>\d{1,3}(?:\.\d{1,3}){3}))?"
+                  r"(?:\s+(?P<ver>v[12]))?(?:\s+(?P<netdev>\S{1,64}))?\s*$")
 _FOUND = re.compile(r"^n_gids_found=(?P<n>\d{1,7})\s*$")
 
 
