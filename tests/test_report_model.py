@@ -14,7 +14,15 @@ import pytest
 
 from gpu_preflight.cli.main import build_parser
 from gpu_preflight.findings.canonical import node_entry
-from gpu_preflight.findings.model import Assessment, ClusterReport, EarlierScore, NodeSections, ReportFinding
+from gpu_preflight.findings.model import (
+    Assessment,
+    ClusterReport,
+    EarlierScore,
+    NcclSection,
+    NodeSection,
+    NodeSections,
+    ReportFinding,
+)
 from gpu_preflight.model import SCHEMA_VERSION, Status
 from gpu_preflight.report import FORMATS, render, reporters
 from gpu_preflight.report.advice import add_advice, advise
@@ -115,6 +123,24 @@ def test_assemble_is_the_typed_assemble_report() -> None:
     assert bare.cluster_summary.health_scores is None and bare.cluster_summary.assessment is None
     assert typed.cluster_summary.health_scores is not None
     assert typed.cluster_summary.health_scores.to_dict() == plain["cluster_summary"]["health_scores"]
+
+
+def test_what_the_aggregation_adds_to_a_node_lands_where_the_class_has_it() -> None:
+    """A block a node did not write (here ``dcgm``, taken out and added back by the merge) and a key
+    added to a block it did write (``nccl.nccl_tests``, taken out and added back) are placed in :class:`NodeSection`'s
+    and the block's field order, as a typed section writes them: before, an added block went after
+    ``duration_s`` and report.json's key order hung on where the aggregation happened to add it."""
+    entries = _entries()
+    section = entries[0]["section"]
+    dcgm = section.pop("dcgm")
+    tests = section["nccl"].pop("nccl_tests")
+    extras = {0: {"load": {}, "dcgm": dcgm, "nccl": {"nccl_tests": tests}}}  # not in the class's order
+    got = assemble_report(copy.deepcopy(entries), fail_on="fail", node_extras=extras)["nodes"]["node_0"]
+    assert list(got) == [k for k in NodeSection.__struct_encode_fields__ if k in got]
+    assert list(got).index("dcgm") < list(got).index("checks")
+    assert list(got["nccl"]) == [k for k in NcclSection.__struct_encode_fields__ if k in got["nccl"]]
+    assert list(got["nccl"]).index("nccl_tests") < list(got["nccl"]).index("communication_tests")
+    assert json.dumps(NodeSection.from_dict(got).to_dict()) == json.dumps(got)  # what a typed section writes
 
 
 def test_advice_is_a_value_and_leaves_the_report_alone() -> None:

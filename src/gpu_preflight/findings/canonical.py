@@ -528,16 +528,14 @@ def assemble(entries: list[dict[str, Any]], *, fail_on: str, expected_total_gpus
         ReportFinding,
         RunInfo,
         Tool,
+        merged_section,
     )
 
     if not entries:
         raise ValueError("a report needs at least one node")
     sections = {f"node_{i}": e["section"] for i, e in enumerate(entries)}
     for index, extra in (node_extras or {}).items():
-        section = entries[index]["section"]
-        for name, value in extra.items():  # extras add to a section (nccl, network), never wipe what the node said
-            current = section.get(name)
-            section[name] = {**current, **value} if isinstance(current, dict) and isinstance(value, dict) else value
+        sections[f"node_{index}"] = merged_section(sections[f"node_{index}"], extra)
     listed: list[dict[str, Any]] = []
     for e in entries:
         listed.extend(e["findings"])

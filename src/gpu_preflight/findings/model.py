@@ -68,7 +68,7 @@ __all__ = ["EXTRA", "Assessment", "CheckRow", "ClusterCheck", "ClusterInfo", "Cl
            "NodeSections", "Number", "OverallScore", "OverallTarget", "Readiness", "ReadinessLevels",
            "Recommendation", "ReportFinding", "RunInfo", "Schedule", "ScheduleItem", "ScoreCap", "ScoreDeduction",
            "ScoreMeasurement", "ScoreSettings", "StabilityRow", "SummaryClusterInfo", "SystemSection", "Targets",
-           "Tool", "Trend", "WorkPerWatt"]
+           "Tool", "Trend", "WorkPerWatt", "in_field_order", "merged_section"]
 
 JsonObject = dict[str, Any]
 # A JSON number: an integer stays one when read back and written again (``float`` alone would
@@ -202,6 +202,28 @@ def _spliced(block: _Block, out: JsonObject) -> JsonObject:
         else:
             spliced[key] = value
     return spliced
+
+
+def in_field_order(cls: type[_Block], data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` (a JSON object of block ``cls``) with its keys in the order ``cls.to_dict`` writes
+    them: the fields in class order, keys the class does not know at its :data:`EXTRA` field's
+    place (last where it has none). What the aggregation merges into a node section it keeps as
+    a dict goes through here, so such a key lands where the field stands in the class, as a
+    typed section would write it, wherever the merge added it."""
+    names = _field_names(cls)
+    out: dict[str, Any] = {}
+    for name in names:
+        if name == EXTRA:
+            out.update((k, v) for k, v in data.items() if k not in names)
+        elif name in data:
+            out[name] = data[name]
+    out.update((k, v) for k, v in data.items() if k not in out)
+    return out
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.encode_name for f in msgspec.structs.fields(cls))
 
 
 def _prepared(cls: type, data: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -832,6 +854,34 @@ BLOCKS: Mapping[str, Callable[[], Any] | None] = {"gpu": dict, "facts": None}
 def _rooted(exc: msgspec.ValidationError, at: str) -> msgspec.ValidationError:
     """``exc`` with its path from the report's root (``at``), not from the block it was read from."""
     return msgspec.ValidationError(str(exc).replace("`$", f"`{at}"))
+
+
+def merged_section(section: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """A node section's JSON object with what the aggregation adds to it (``nccl.communication_tests``,
+    ``network.efa_communication_test``, ``load``, the summary's figures): a block the node wrote is
+    added to key by key, never wiped, and every key lands where :class:`NodeSection` and its blocks
+    have the field (:func:`in_field_order`), as a typed section would write it."""
+    out = dict(section)
+    blocks = _blocks_of(NodeSection)
+    for name, value in extra.items():
+        current = out.get(name)
+        if isinstance(current, dict) and isinstance(value, dict):
+            merged = {**current, **value}
+            block = blocks.get(name)
+            value = in_field_order(block, merged) if block is not None else merged
+        out[name] = value
+    return in_field_order(NodeSection, out)
+
+
+@functools.cache
+def _blocks_of(cls: type) -> dict[str, type[_Block]]:
+    """``cls``'s fields that hold one block (``X`` or ``X | None``), by key."""
+    out = {}
+    for f in msgspec.structs.fields(cls):
+        tp = _optional(f.type)
+        if isinstance(tp, type) and issubclass(tp, _Block):
+            out[f.encode_name] = tp
+    return out
 
 
 class NodeSections(Mapping[str, NodeSection]):
