@@ -339,8 +339,8 @@ def _nvlink_note(gpu: ListedGpu, record: SmiListingRecord, config: Config, sourc
     instead: a one-GPU VM slice of such a board has no peer to link to, as ``gpu.nvlink`` SKIPs a
     node's only GPU, but the listing may also be a ``-i 0`` excerpt of a broken node. On any other GPU
     it SKIPs: an optional bridge is not fitted. MIG mode SKIPs: nvidia-smi does not query NVLink there;
-    so do counters the driver keeps to administrators and ``--capabilities`` (what a link supports):
-    they say nothing about whether the links are up.
+    so do counters the driver keeps to administrators, ``--capabilities`` (what a link supports) and
+    ``-gt``/``-g`` (traffic counters): they say nothing about whether the links are up.
     """
     subject = f"{source}/gpu{gpu.index}"
     label = f"gpu{gpu.index}" + (f" ({gpu.name})" if gpu.name else "")
@@ -350,6 +350,10 @@ def _nvlink_note(gpu: ListedGpu, record: SmiListingRecord, config: Config, sourc
     if gpu.nvlink_note == "capabilities":
         return Finding("gpu.nvlink", Status.SKIP, subject, "capabilities_only",
                        f"{label}: nvidia-smi nvlink --capabilities lists what each link supports, not whether it is "
+                       "up; not judged", recommendation="Run `nvidia-smi nvlink -s` for the links' state.")
+    if gpu.nvlink_note == "throughput":
+        return Finding("gpu.nvlink", Status.SKIP, subject, "throughput_only",
+                       f"{label}: nvidia-smi nvlink -gt/-g lists each link's traffic counters, not whether it is "
                        "up; not judged", recommendation="Run `nvidia-smi nvlink -s` for the links' state.")
     if gpu.nvlink_note == "no_permission":
         return Finding("gpu.nvlink", Status.SKIP, subject, "no_permission",
@@ -384,9 +388,20 @@ def _matches(pattern: str, name: str) -> bool:
         return False
 
 
+_DMON_CHECKS = ("gpu.thermal", "gpu.ecc.errors")
+"""What ``dmon`` samples that a GPU check judges: the ``p`` group's temperatures and (when ``-s e`` printed them)
+the ``e`` group's ECC counts."""
+
+
 @judges("nvidia-smi-dmon")
 def judge_dmon(record: DmonRecord, config: Config, source: str) -> Iterator[Finding]:
-    """The hottest and most power-hungry sample per GPU, judged like a live reading."""
+    """The hottest and most power-hungry sample per GPU, and its largest ECC counts, judged like a live reading.
+
+    The GPU temperature is ``gtemp`` (``temp`` in drivers before the GPU/memory split, which was not read: a GPU
+    at its slowdown temperature PASSed); ``-s e``'s ``dbecc``/``sbecc`` are the volatile uncorrected/corrected
+    counts ``gpu.ecc.errors`` judges. A run whose groups show neither (``-s u``, ``c``, ``v``, ``m``, ``t``)
+    judges no GPU: ERROR ``nothing_judged``, as a ``-q -d`` selection no check reads, not a PASS on the GPU count.
+    """
     from ..records import GpuRecord
 
     by_gpu: dict[int, list[dict[str, float | None]]] = {}
@@ -394,18 +409,29 @@ def judge_dmon(record: DmonRecord, config: Config, source: str) -> Iterator[Find
         index = sample.get("gpu")
         if index is not None:
             by_gpu.setdefault(int(index), []).append(sample)
-    yield from _inventory("dmon", len(by_gpu), None, None, source)
 
     def peak(samples: list[dict[str, float | None]], column: str) -> Any:
         values = [v for s in samples if (v := s.get(column)) is not None]
         return max(values) if values else NA(f"column {column!r} not sampled")
 
-    gpus = [GpuRecord(index=i, temperature_c=_as_int(peak(s, "gtemp")),
-                      memory_temperature_c=_as_int(peak(s, "mtemp")), power_draw_w=peak(s, "pwr"))
+    temperature = "temp" if "temp" in record.columns and "gtemp" not in record.columns else "gtemp"
+    gpus = [GpuRecord(index=i, temperature_c=_as_int(peak(s, temperature)),
+                      memory_temperature_c=_as_int(peak(s, "mtemp")), power_draw_w=peak(s, "pwr"),
+                      ecc_volatile_uncorrected=_as_int(peak(s, "dbecc")),
+                      ecc_volatile_corrected=_as_int(peak(s, "sbecc")))
             for i, s in sorted(by_gpu.items())]
-    if gpus:
-        yield from run_gpu_checks(_facts("nvidia-smi dmon", None, None, gpus), config, source,
-                                  lambda check_id: check_id == "gpu.thermal")
+    wanted = _DMON_CHECKS if {"sbecc", "dbecc"} & set(record.columns) else ("gpu.thermal",)
+    findings = run_gpu_checks(_facts("nvidia-smi dmon", None, None, gpus), config, source,
+                              lambda check_id: check_id in wanted) if gpus else []
+    if gpus and all(f.status is Status.SKIP for f in findings):
+        yield Finding("nvidia_smi.gpu", Status.ERROR, source, "nothing_judged",
+                      f"the {len(gpus)} GPU(s) this nvidia-smi dmon samples show no column a check judges "
+                      f"({' '.join(record.columns[1:]) or 'none'}): the GPUs were not judged",
+                      observed=len(gpus), unit="GPUs",
+                      recommendation="Sample the temperatures and ECC counts (nvidia-smi dmon -s pe) and judge that.")
+    else:
+        yield from _inventory("dmon", len(by_gpu), None, None, source)
+    yield from findings
 
 
 @judges("nvidia-smi-topo")

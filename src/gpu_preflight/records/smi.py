@@ -164,7 +164,7 @@ class MigInstance(msgspec.Struct):
     uuid: str
 
 
-NVLINK_NOTES = ("all_inactive", "not_supported", "mig_mode", "no_permission", "capabilities")
+NVLINK_NOTES = ("all_inactive", "not_supported", "mig_mode", "no_permission", "capabilities", "throughput")
 """What ``nvidia-smi nvlink -s`` prints under a GPU instead of its links (driver 525 and later):
 ``NVML: Unable to retrieve NVLink information as all links are inActive`` (``all_inactive``),
 ``Device does not have or support Nvlink`` (``not_supported``), ``Nvlink queries are not
@@ -172,7 +172,9 @@ supported for Devices in MIG mode`` (``mig_mode``); and what ``nvlink -g``/``-e`
 driver keeps the link counters to administrators (``RmProfilingAdminOnly``): ``NVML: Unable to get
 the NvLink link utilization counter control for link 0: Insufficient Permissions`` (``no_permission``);
 and ``nvlink -c``/``--capabilities``, which lists what each link supports (``Link 0, P2P is supported:
-true``) and nothing about whether it is up (``capabilities``)."""
+true``) and nothing about whether it is up (``capabilities``); and ``nvlink -gt d``/``-gt r`` (``Link 0: Data Tx:
+5863784 KiB``, ``Raw Rx``) or older drivers' ``-g 0`` (``Link 0: Rx0: 0 KBytes, Tx0: 0 KBytes``): traffic
+counters, which say nothing of the link's state either (``throughput``)."""
 
 
 class ListedGpu(msgspec.Struct):

@@ -12,8 +12,10 @@ answer (no links), not an error. Newer drivers print a message under the GPU ins
 device, no NVLink query in MIG mode, or (``nvlink -g``/``-e`` as a user) counters kept to
 administrators; the GPU keeps it as ``nvlink_note``. ``nvlink -c``/``--capabilities`` lists, per
 link, what it supports (``Link 0, P2P is supported: true``, six lines a link): a GPU listed
-so carries the ``capabilities`` note, since none of it says whether a link is up. nvidia-smi wraps
-the first at 80 columns in some captures (``... as all`` / ``links are inActive``), so a
+so carries the ``capabilities`` note, since none of it says whether a link is up; so do the
+traffic counters of ``nvlink -gt d``/``-gt r`` (``Link 0: Data Tx: 5863784 KiB``) and older
+drivers' ``-g 0`` (``Link 0: Rx0: 0 KBytes, Tx0: 0 KBytes``), which carry the ``throughput`` note.
+nvidia-smi wraps the all-inactive message at 80 columns in some captures (``... as all`` / ``links are inActive``), so a
 continuation line is read as part of it. A paste cut above its first ``GPU`` line starts with
 the last links (or MIG lines) of a GPU it does not name: they are passed over and the listing
 is flagged ``elided``, judged on the GPUs it names.
@@ -50,6 +52,9 @@ _NOTES = (
                                  r"Insufficient Permissions\.?$", re.IGNORECASE)),
 )
 _CAPABILITY = re.compile(r"^Link\s+\d+,\s*[A-Za-z][\w ]*?:\s*(?:true|false)$", re.IGNORECASE)  # nvlink -c
+# nvlink -gt d|r (Data/Raw Tx/Rx in KiB) and older drivers' -g 0|1 (Rx0/Tx0 in KBytes): traffic, not state
+_THROUGHPUT = re.compile(r"^(?:(?:Data|Raw)\s+[TR]x:\s*[\d,]+\s*KiB|Rx\d:\s*\d+\s*KBytes,\s*Tx\d:\s*\d+\s*KBytes)$",
+                         re.IGNORECASE)
 _WRAPPED = re.compile(r"^links are inactive\.?$", re.IGNORECASE)  # the second half of a wrapped all_inactive
 
 
@@ -107,6 +112,8 @@ def _parse(kind: str, text: str, fmt: str) -> SmiListingRecord:
             uuid = m.groupdict().get("uuid")
             current = ListedGpu(int(m.group("index")), m.group("name") or None, uuid.strip() if uuid else None)
             record.gpus.append(current)
+        elif current is not None and fmt == "nvlink" and (m := _LINK.match(line)) and _THROUGHPUT.match(m["rest"]):
+            current.nvlink_note = current.nvlink_note or "throughput"
         elif current is not None and (m := _LINK.match(line)):
             _add_link(current, int(m.group("link")), m.group("rest"))
         elif current is not None and (m := _MIG.match(line)):

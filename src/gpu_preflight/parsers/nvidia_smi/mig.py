@@ -4,7 +4,9 @@
 ``| GPU instance profiles:``, ``| Compute instances:``, ``| Compute instance profiles:``) whose rows
 start with the GPU's index (``|   0  MIG 1g.10gb   19   9   2:1   |``; the compute tables put the GPU
 instance id between them); ``-cgi``/``-cci``/``-dgi``/``-dci`` answer ``Successfully created GPU
-instance ID  1 on GPU  0 using profile ...`` or ``Unable to create a GPU instance on GPU  0 ...: <why>``.
+instance ID  1 on GPU  0 using profile ...`` or ``Unable to create a GPU instance on GPU  0 ...: <why>``;
+``-lgipp`` one line per GPU instance profile, its possible placements (``GPU  0 Profile ID 19 Placements:
+{0,1,2,3,4,5,6}:1``, ``GPU  0 Profile ID  0 Placement : {0}:8``).
 nvidia-smi has such answers only for a GPU in MIG mode: on one without it, it prints ``No
 MIG-enabled devices found.`` instead. So every GPU a listing or answer names is a GPU whose MIG mode
 is enabled, and that is what the record states (``SmiGpu.mig_mode``), to be judged by
@@ -31,6 +33,7 @@ _BOX = re.compile(r"^(?:\+[-=+]+\+|\|[=+]+\||\|[^|]*\|)$")  # borders, header ro
 _ON_GPU = re.compile(r"^(?:Successfully (?:created|destroyed) (?:GPU|compute) instance ID\s+\d+ (?:on|from) GPU\s+"
                      r"|Unable to (?:create|destroy) an? (?:GPU|compute) instance on GPU\s+)(?P<gpu>\d+)\b",
                      re.IGNORECASE)
+_PLACEMENT = re.compile(r"^GPU\s+(?P<gpu>\d+)\s+Profile ID\s+\d+\s+Placements?\s*:\s*\{[\d,\s]*\}:\d+$")  # -lgipp
 _NO_GPU = re.compile(r"^(?:No MIG-enabled devices found\.?|No (?:GPU|compute) instances? (?:profiles )?found\b.*"
                      r"|Failed to (?:display|create|destroy) (?:GPU|compute) instances?(?: profiles)?\s*:.*)$",
                      re.IGNORECASE)
@@ -42,7 +45,7 @@ def sniff(text: str) -> int:
     lines = [line.strip() for line in text.splitlines()[:400]]
     if any(_TITLE.match(line) for line in lines):
         return 85
-    if any(_ON_GPU.match(line) or _NO_GPU.match(line) for line in lines):
+    if any(_ON_GPU.match(line) or _NO_GPU.match(line) or _PLACEMENT.match(line) for line in lines):
         return 80
     # an excerpt of a listing without its title: instance rows inside the box and nothing else
     boxed = [line for line in lines if line and not is_noise(line)]
@@ -50,7 +53,7 @@ def sniff(text: str) -> int:
     return 70 if rows and all(_ROW.match(line) or _BOX.match(line) for line in boxed) else 0
 
 
-@parser(KIND, sniff=sniff, title="nvidia-smi mig -lgi / -lgip / -lci / -lcip and -cgi/-cci answers")
+@parser(KIND, sniff=sniff, title="nvidia-smi mig -lgi / -lgip / -lgipp / -lci / -lcip and -cgi/-cci answers")
 def parse(text: str) -> NvidiaSmiRecord:
     """The GPUs the text shows in MIG mode (by index, in order), and what it says of none."""
     gpus: dict[int, SmiGpu] = {}
@@ -62,7 +65,7 @@ def parse(text: str) -> NvidiaSmiRecord:
             continue
         if _TITLE.match(line):
             titled = True
-        elif (m := _ROW.match(line)) or (m := _ON_GPU.match(line)):
+        elif (m := _ROW.match(line)) or (m := _ON_GPU.match(line)) or (m := _PLACEMENT.match(line)):
             index = int(m.group("gpu"))
             gpus.setdefault(index, SmiGpu(index=index, mig_mode="enabled"))
         elif _NO_GPU.match(line):
