@@ -117,3 +117,38 @@ def test_show_gids_ib_and_roce_rows() -> None:
     assert [(e.version, e.ipv4, e.netdev) for e in record.entries] == [("v1", None, None),
                                                                        ("v2", "10.0.0.2", "ens1f0np0")]
     assert findings(text, "ib.gids") == [(Status.PASS, "ok")]
+
+
+# ibportstate / smpquery portinfo (rdma-core infiniband-diags, libibmad's PortInfo dump)
+
+@pytest.mark.parametrize(("name", "port", "verdict"), [
+    ("ibportstate-query-ca-active.txt", ("Lid 13399", 1, "ACTIVE", "LINKUP", "InfiniBand"), [(Status.PASS, "ok")]),
+    ("ibportstate-query-ca-down.txt", ("Lid 13400", 1, "DOWN", "POLLING", "InfiniBand"),
+     [(Status.FAIL, "port_down")]),
+    # 'Initial CA/RT PortInfo:' Down, then 'After PortInfo set:' Active: the port as it is now
+    ("ibportstate-enable-initial-then-after.txt", ("Lid 13400", 1, "ACTIVE", "LINKUP", "InfiniBand"),
+     [(Status.PASS, "ok")]),
+])
+def test_a_portinfo_dump_is_judged_as_ibstat_port(name: str, port: tuple[str, int, str, str, str],
+                                                  verdict: list[tuple[Status, str]]) -> None:
+    """ibportstate's query (and smpquery portinfo) print LinkState/PhysLinkState with libibmad's names: the
+    ib.ports rules judge them as ibstat's (they were unrecognised, a port Down/Polling included)."""
+    text = form(name)
+    assert detect_kind(text) == "ibportstate"
+    assert ports(text) == [port]
+    assert findings(text, "ib.ports") == verdict
+
+
+def test_a_portinfo_dump_rate_is_width_times_the_lanes_data_rate() -> None:
+    """4X at LinkSpeedExtActive 53.125 Gbps (HDR signalling) is ibstat's Rate 200, not 212.5."""
+    _, record = parse_text(form("ibportstate-query-ca-active.txt"))
+    assert record.devices[0].ports[0].rate_gbps == 200.0
+
+
+def test_a_failed_portinfo_query_is_read_but_not_judged() -> None:
+    """IBEXIT's 'ibportstate: iberror: failed: smp query portinfo failed' alone: the port was not read (ERROR, never
+    a pass, and not a port down: the LID may be one no SMP reaches)."""
+    text = form("ibportstate-iberror-portinfo.txt")
+    assert detect_kind(text) == "ibportstate"
+    assert [(f.check_id, f.status) for f in judge_text(text, Config(), source="n1")] == [
+        ("evidence.parse", Status.ERROR)]

@@ -234,7 +234,7 @@ def _guid_unset(device: IbDevice) -> bool:
     return len(digits) >= 12 and set(digits) == {"0"} and not efa
 
 
-@judges("ibstat", "ibstatus", "ibv-devinfo", "ibdev2netdev", "rdma-link", "ibv-devices")
+@judges("ibstat", "ibstatus", "ibv-devinfo", "ibdev2netdev", "rdma-link", "ibv-devices", "ibportstate")
 def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iterator[Finding]:
     """Every IB/RoCE port up, at its rate, and as many as the node should have."""
     cfg = evidence_config(config)
