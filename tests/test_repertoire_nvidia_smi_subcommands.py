@@ -106,3 +106,12 @@ def test_list_with_mig_devices_shows_mig_mode(name: str) -> None:
     later ``MIG 3g.40gb     Device  0: (UUID: MIG-...)``): that GPU is in MIG mode (no change: pinned)."""
     mig = statuses(judged(name), "gpu.inventory.mig")
     assert mig[0][:2] == ("n1/gpu0", Status.FAIL)
+
+
+def test_nvlink5_recovery_events_are_judged_as_recovery_errors() -> None:
+    """GB200/B200 ``nvlink -e`` prints NVML's NVLink5 counters (``Total link recovery events``, ``Link recovery
+    successful/failed events``, effective and symbol errors, BER, ``FEC Errors - N``) and no ``Recovery Errors``
+    line: a link that had recovered 505 times (the warning sign before an Xid 149 link down) PASSed. The recovery
+    events are now gpu.nvlink's recovery count (WARN ``nvlink_recovery``); the other counters are not read."""
+    nvlink = statuses(judged("nvlink-e-gb200-x2-recovery-events.txt"), "gpu.nvlink")
+    assert nvlink == [("n1/gpu0", Status.WARN, "nvlink_recovery"), ("n1/gpu1", Status.PASS, "ok")]

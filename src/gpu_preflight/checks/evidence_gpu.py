@@ -649,10 +649,20 @@ def _recovery(action: str | None, why: NA) -> Any:
 
 
 def _link_errors(errors: dict[str, int]) -> dict[str, int | NA]:
-    """nvlink -e labels → the NVML counter names gpu.nvlink sums (``crc`` counts as flit CRC)."""
+    """nvlink -e labels → the NVML counter names gpu.nvlink sums (``crc`` counts as flit CRC).
+
+    NVLink5 GPUs (GB200, B200: NVML's NVLINK_COUNT_* fields) print no ``Replay``/``Recovery``/``CRC Errors``
+    but ``Total link recovery events`` (with ``Link recovery successful events`` and ``... failed events``): those
+    are the link's recoveries, judged as ``Recovery Errors`` are. Their other counters (effective and symbol
+    errors, BER, FEC histogram) match no gpu.nvlink rule and are not read.
+    """
     names = {"replay": "replay", "recovery": "recovery", "crc": "crc_flit", "crc_flit": "crc_flit",
-             "crc_data": "crc_data", "ecc_data": "ecc_data"}
-    return {names[k]: v for k, v in errors.items() if k in names}
+             "crc_data": "crc_data", "ecc_data": "ecc_data", "total_link_recovery_events": "recovery"}
+    found: dict[str, int | NA] = {names[k]: v for k, v in errors.items() if k in names}
+    parts = [errors[k] for k in ("link_recovery_successful_events", "link_recovery_failed_events") if k in errors]
+    if "recovery" not in found and parts:
+        found["recovery"] = sum(parts)
+    return found
 
 
 def _as_int(value: Any) -> Any:
