@@ -326,7 +326,7 @@ def test_captured_h200_outputs_agree_across_formats() -> None:
 
 
 @pytest.mark.parametrize(("parse", "text", "where"), [
-    (xml_log.parse, "<nvidia_smi_log><gpu id='1'>", "malformed XML"),
+    (xml_log.parse, "<nvidia_smi_log><gpu id='1'></nvidia_smi_log>", "malformed XML"),
     (xml_log.parse, '<!DOCTYPE x [<!ENTITY a "aaaa">]><nvidia_smi_log/>', "entity"),
     (xml_log.parse, "<other/>", "no <nvidia_smi_log>"),
     (query_text.parse, "just some words\n", "no GPU section"),

@@ -23,8 +23,8 @@ from ...records.smi import clock_mask as clock_mask
 from ..text import is_not_available, to_bool
 
 __all__ = [
-    "CLOCK_REASON_BITS", "NvidiaSmiRecord", "SmiGpu", "SmiProcess", "as_compute_mode", "as_mode", "as_string",
-    "clock_mask", "fabric_failure", "recovery_from_reset_status",
+    "CLOCK_REASON_BITS", "MEMORY_FLAGS", "NvidiaSmiRecord", "SmiGpu", "SmiProcess", "as_compute_mode", "as_mode",
+    "as_string", "clock_mask", "fabric_failure", "recovery_from_reset_status",
 ]
 
 
@@ -67,6 +67,15 @@ def recovery_from_reset_status(reset_required: str | None, drain_and_reset: str 
     if drain:
         return "Drain and Reset"
     return "None" if required is False and drain is False else None
+
+
+# The memory flags under ``ECC Errors`` (SRAM threshold 555+, the others 590+): NVML's
+# nvmlEccSramErrorStatus_t.bThresholdExceeded, nvmlRepairStatus_t, nvmlUnrepairableMemoryStatus_v1_t
+# (go-nvml nvml.h:414-432, 1441). ``-q`` label path under ``ECC Errors`` -> failure code; ``-q -x`` prints the same
+# flags under ``<ecc_errors>`` as the labels in lower case joined by ``_`` (``aggregate/sram_threshold_exceeded``).
+MEMORY_FLAGS = ((("Aggregate", "SRAM Threshold Exceeded"), "sram_threshold_exceeded"),
+                (("Unrepairable Memory",), "unrepairable_memory"),
+                (("Channel Repair Pending",), "repair_pending"), (("TPC Repair Pending",), "repair_pending"))
 
 
 # NVML's nvmlGpuFabricInfo_t as nvidia-smi prints it (-q ``Fabric``, drivers 525+; its ``Health`` 555+, ``Summary``

@@ -36,6 +36,7 @@ from ..detect import parser
 from ..errors import ParseError
 from ..text import is_noise, is_not_available, prepare, to_bool, to_float, to_int
 from . import (
+    MEMORY_FLAGS,
     NvidiaSmiRecord,
     SmiGpu,
     SmiProcess,
@@ -163,20 +164,12 @@ def parse(text: str) -> NvidiaSmiRecord:
     return record
 
 
-# The memory flags under ``ECC Errors`` (SRAM threshold 555+, the others 590+): NVML's
-# nvmlEccSramErrorStatus_t.bThresholdExceeded, nvmlRepairStatus_t, nvmlUnrepairableMemoryStatus_v1_t
-# (go-nvml nvml.h:414-432, 1441). Label path -> failure code.
-_MEMORY_FLAGS = ((("Aggregate", "SRAM Threshold Exceeded"), "sram_threshold_exceeded"),
-                 (("Unrepairable Memory",), "unrepairable_memory"),
-                 (("Channel Repair Pending",), "repair_pending"), (("TPC Repair Pending",), "repair_pending"))
-
-
 def _memory_flags(g: Node) -> Iterator[SmiFailure]:
     """The ``ECC Errors`` flags set to ``Yes``: memory past its SRAM error threshold, memory the GPU cannot repair,
     a channel or TPC repair that waits for a reset."""
     ecc = g.find("ECC Errors")
     gpu = g.key[4:] if g.key.startswith("GPU ") else None
-    for path, code in _MEMORY_FLAGS:
+    for path, code in MEMORY_FLAGS:
         node = ecc.find(*path) if ecc is not None else None
         if node is not None and to_bool(node.value) is True:
             yield SmiFailure(code, f"ECC Errors / {' / '.join(path)} : {node.value}", gpu, node.line)
@@ -378,12 +371,15 @@ def _reasons(g: Node) -> list[str] | None:
     section = g.find("Clocks Event Reasons") or g.find("Clocks Throttle Reasons")
     if section is None:
         return None
-    active = []
+    active, read = [], False
     for node in section.walk():
         name = _REASONS.get(node.key.lower())
-        if name and (node.value or "").strip().lower() == "active":
+        value = (node.value or "").strip().lower()
+        read = read or (name is not None and value in ("active", "not active"))
+        if name and value == "active":
             active.append(name)
-    return active
+    # ``Clocks Throttle Reasons : N/A`` (a vGPU, WSL), or every reason N/A: no reading, not "none active"
+    return active if read else None
 
 
 def _processes(section: Node | None) -> list[SmiProcess] | None:

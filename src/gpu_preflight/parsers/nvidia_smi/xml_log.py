@@ -7,6 +7,14 @@ driver 535 inside DTD v12), ``instant_power_draw`` / ``power_draw`` (v13), the E
 counters split by memory (``dram_uncorrectable``, ``sram_uncorrectable_parity``) or by
 bit count (``double_bit/total``, pre-Ampere). The XML is parsed with the standard
 library after refusing entity declarations, which nvidia-smi never writes.
+
+Each health-bearing element is judged as the same value in ``-q`` text is, by the same rule: the
+GPU's ``<fabric>`` (state, status, 555+ ``<health>``) by :func:`fabric_failure`, the
+``<ecc_errors>`` flags (SRAM threshold, unrepairable memory, pending repairs) by :data:`MEMORY_FLAGS`,
+nvidia-smi's failure sentences (``GPU requires reset`` in place of a value, ``Unable to determine the
+device handle`` printed above the document) by :func:`failures_in`, and a value that is neither a
+reading nor "not available" is named (``incomplete``). A document cut before ``</nvidia_smi_log>`` is
+read up to the cut (an element cut inside its value has no value) and marked incomplete.
 """
 
 from __future__ import annotations
@@ -14,10 +22,22 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+from ...records.smi import SmiFailure
 from ..detect import parser
 from ..errors import ParseError
-from ..text import prepare, to_bool, to_float, to_int
-from . import NvidiaSmiRecord, SmiGpu, SmiProcess, as_compute_mode, as_mode, as_string, recovery_from_reset_status
+from ..text import is_not_available, prepare, to_bool, to_float, to_int
+from . import (
+    MEMORY_FLAGS,
+    NvidiaSmiRecord,
+    SmiGpu,
+    SmiProcess,
+    as_compute_mode,
+    as_mode,
+    as_string,
+    fabric_failure,
+    recovery_from_reset_status,
+)
+from .failures import failures_in
 
 KIND = "nvidia-smi-xml"
 
@@ -36,7 +56,7 @@ def sniff(text: str) -> int:
 @parser(KIND, sniff=sniff, title="nvidia-smi -q -x (XML, DTD v10-v13)")
 def parse(text: str) -> NvidiaSmiRecord:
     """Parse an ``nvidia-smi -q -x`` report (pasted prompt lines before it are ignored)."""
-    prepare(KIND, text)
+    lines = prepare(KIND, text)
     if re.search(r"<!ENTITY", text, re.IGNORECASE):
         raise ParseError(KIND, "XML entity declarations are not nvidia-smi output")
     start = text.find("<?xml")
@@ -46,24 +66,113 @@ def parse(text: str) -> NvidiaSmiRecord:
         raise ParseError(KIND, "no <nvidia_smi_log> element")
     end = text.rfind("</nvidia_smi_log>")
     body = text[start:end + len("</nvidia_smi_log>")] if end > start else text[start:]
-    try:
-        root = ET.fromstring(body)  # noqa: S314 - no entities (refused above), no external DTD fetch in expat
-    except ET.ParseError as exc:
-        line = exc.position[0] + text[:start].count("\n") if exc.position else None
-        raise ParseError(KIND, f"malformed XML: {exc}", line) from None
+    root, cut = _read(body, text[:start].count("\n"))
     if root.tag != "nvidia_smi_log":
         raise ParseError(KIND, f"root element is <{root.tag}>, expected <nvidia_smi_log>")
+    gpus = root.findall("gpu")
+    health = [_health(g) for g in gpus]
     record = NvidiaSmiRecord(
         format="xml",
         driver_version=_text(root, "driver_version"),
         cuda_version=_text(root, "cuda_version"),
         attached_gpus=to_int(_text(root, "attached_gpus")),
         timestamp=_text(root, "timestamp"),
-        gpus=[_gpu(i, g) for i, g in enumerate(root.findall("gpu"))],
+        gpus=[_gpu(i, g) for i, g in enumerate(gpus)],
+        failures=failures_in(lines) + [f for shown in health for f in shown],
     )
-    record.incomplete = [f"<gpu id={g.pci_bus_id!r}> (GPU {g.index}): element present but no reading in it"
-                         for g in record.gpus if not g.has_readings()]
+    if cut is not None:
+        record.incomplete.append(cut)
+    record.incomplete += [f"<gpu id={g.pci_bus_id!r}> (GPU {g.index}): element present but no reading in it"
+                          for g, shown in zip(record.gpus, health, strict=True) if not g.has_readings() and not shown]
+    record.incomplete += [f"<gpu id={e.get('id')!r}> (GPU {i}): unreadable <{path}> {value!r}"
+                          for i, e in enumerate(gpus) for path, value in _unreadable(e)]
     return record
+
+
+def _read(body: str, offset: int) -> tuple[ET.Element, str | None]:
+    """The document's root element, and what says it was cut (``None`` when it is whole).
+
+    A text that stops before ``</nvidia_smi_log>`` (a paste cut short, an ``-f`` file read while it was written)
+    is read up to the cut: the elements closed before it keep their values, the one cut inside its value has none
+    (the tree builder keeps a value back until its element ends), so nothing is judged on half a number. An
+    error before the end is a garbled document, not a cut, and is refused.
+    """
+    # no entities (refused above), no external DTD fetch in expat
+    reader: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start",))
+    try:
+        reader.feed(body)
+        # the reader queues an error among the events: reading them all raises it (a mismatched tag mid-document)
+        root = next((e for event in list(reader.read_events()) if isinstance(e := event[-1], ET.Element)), None)
+    except ET.ParseError as exc:
+        line = exc.position[0] + offset if exc.position else None
+        raise ParseError(KIND, f"malformed XML: {exc}", line) from None
+    try:
+        reader.close()
+    except ET.ParseError:
+        if root is None:
+            raise ParseError(KIND, "malformed XML: no element") from None
+        last = root.findall("gpu")
+        where = f" inside <gpu id={last[-1].get('id')!r}> (GPU {len(last) - 1})" if last else ""
+        return root, f"document cut{where}: no </nvidia_smi_log>"
+    assert root is not None
+    return root, None
+
+
+def _health(g: ET.Element) -> list[SmiFailure]:
+    """The GPU's fabric and ECC memory flags as the failures they show: the ``-q`` rules, on the XML's elements."""
+    bus = g.get("id")
+    out = []
+    fabric = g.find("fabric")
+    if fabric is not None:
+        health = fabric.find("health")
+        shown = {c.tag.replace("_", " "): c.text for c in health} if health is not None else {}
+        failure = fabric_failure(_text(fabric, "state"), _text(fabric, "status"), shown, bus, None)
+        if failure is not None:
+            out.append(failure)
+    errors = g.find("ecc_errors")
+    for path, code in MEMORY_FLAGS:
+        value = _text(errors, "/".join(label.lower().replace(" ", "_") for label in path))
+        if to_bool(value) is True:
+            out.append(SmiFailure(code, f"ECC Errors / {' / '.join(path)} : {value}", bus))
+    return out
+
+
+# The readings the checks use, as ``-q``'s reader names them (query_text._BOOL_FIELDS, _INT_FIELDS), by their tags.
+_BOOL_FIELDS = ("persistence_mode", "ecc_mode/current_ecc", "ecc_mode/pending_ecc",
+                "remapped_rows/remapped_row_pending", "remapped_rows/remapped_row_failure",
+                "retired_pages/pending_retirement", "retired_pages/pending_blacklist")
+_INT_FIELDS = ("remapped_rows/remapped_row_corr", "remapped_rows/remapped_row_unc",
+               "retired_pages/multiple_single_bit_retirement/retired_count",
+               "retired_pages/double_bit_retirement/retired_count", "fb_memory_usage/total", "fb_memory_usage/used",
+               "temperature/gpu_temp", "pci/replay_counter", "pci/pci_gpu_link_info/pcie_gen/current_link_gen",
+               "pci/pci_gpu_link_info/link_widths/current_link_width")
+
+
+def _unreadable(g: ET.Element) -> list[tuple[str, str]]:
+    """Readings the checks use whose value is neither a value nor "not available" (``Yås``): named, as in ``-q``."""
+    out = []
+    for paths, convert in ((_BOOL_FIELDS, to_bool), (_INT_FIELDS, to_int)):
+        for path in paths:
+            value = _text(g, path)
+            if value and not is_not_available(value) and convert(value) is None:  # type: ignore[operator]
+                out.append((path, value))
+    errors = g.find("ecc_errors")
+    for leaf in errors.iter() if errors is not None else ():
+        value = (leaf.text or "").strip()
+        if len(leaf) == 0 and value and not is_not_available(value) and to_int(value) is None \
+                and to_bool(value) is None:
+            out.append((f"ecc_errors/.../{leaf.tag}", value))
+    reasons = g.find("clocks_event_reasons")
+    if reasons is None:
+        reasons = g.find("clocks_throttle_reasons")
+    if reasons is None:
+        return out
+    for child in reasons:
+        value = (child.text or "").strip()
+        if _REASON_PREFIX.match(child.tag) and value and not is_not_available(value) \
+                and value.lower() not in ("active", "not active"):
+            out.append((f"{reasons.tag}/{child.tag}", value))
+    return out
 
 
 def _text(elem: ET.Element | None, path: str) -> str | None:
@@ -181,12 +290,15 @@ def _reasons(g: ET.Element) -> list[str] | None:
         reasons = g.find("clocks_throttle_reasons")
     if reasons is None:
         return None
-    active = []
+    active, read = [], False
     for child in reasons:
-        if (child.text or "").strip().lower() == "active":
+        value = (child.text or "").strip().lower()
+        read = read or (_REASON_PREFIX.match(child.tag) is not None and value in ("active", "not active"))
+        if value == "active":
             name = _REASON_PREFIX.sub("", child.tag)
             active.append(_REASON_ALIASES.get(name, name))
-    return active
+    # ``<clocks_throttle_reasons>N/A</clocks_throttle_reasons>`` (a vGPU), or every reason N/A: no reading, as in -q
+    return active if read else None
 
 
 def _processes(g: ET.Element) -> list[SmiProcess] | None:
