@@ -15,7 +15,13 @@ from gpu_preflight.config.evidence import EvidenceConfig, evidence_config
 from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Finding, Status
 from gpu_preflight.parsers.detect import parse_text
-from gpu_preflight.parsers.nccl_log import NCCL_RESULT_KINDS, PROXY_RESULT, SIGNATURES
+from gpu_preflight.parsers.nccl_log import (
+    NCCL_RESULT_KINDS,
+    NCCL_RESULT_TEXTS,
+    PROXY_RESULT,
+    RESULT_TEXT,
+    SIGNATURES,
+)
 
 from .test_parsers_dcgmi import SPEC_WARNING
 
@@ -231,11 +237,13 @@ def test_xid_policy_overrides_apply_to_evidence(corpus: Path) -> None:
 
 
 def test_every_signature_has_advice() -> None:
-    """Every kind a log line can be classified as has its advice; the proxy's placeholder is never one (its
-    ncclResult_t code names the kind) and every kind a code names is a signature's."""
-    kinds = {k for k, _ in SIGNATURES} - {PROXY_RESULT}
+    """Every kind a log line can be classified as has its advice; the placeholders are never one (the proxy's
+    ncclResult_t code, or a framework's ncclGetErrorString words, names the kind), every kind a code names is a
+    signature's and every such word names a code."""
+    kinds = {k for k, _ in SIGNATURES} - {PROXY_RESULT, RESULT_TEXT}
     assert kinds | {"rank_exited"} == set(ADVICE)
     assert {*NCCL_RESULT_KINDS.values(), "internal_error"} <= kinds
+    assert set(NCCL_RESULT_TEXTS.values()) <= set(NCCL_RESULT_KINDS)
 
 
 @pytest.mark.parametrize(("name", "codes"), [

@@ -29,6 +29,25 @@ PROXY_RESULT = "proxy_result"  # a placeholder kind: classify() names the signat
 # ncclResult_t (nccl.h) -> the signature that code stands for; an unknown code is NCCL's internal error.
 NCCL_RESULT_KINDS = {1: "cuda_error", 2: "system_error", 3: "internal_error", 4: "invalid_usage", 5: "invalid_usage",
                      6: "remote_error"}
+RESULT_TEXT = "result_text"  # a placeholder kind: classify() names the signature from ncclGetErrorString's words
+# ncclGetErrorString's words for each failing ncclResult_t (init.cc, every NCCL 2.x; 2.18+ add "(run with
+# NCCL_DEBUG=... for details)" or " - please report this issue to the NCCL developers" after the same words).
+NCCL_RESULT_TEXTS = {"unhandled cuda error": 1, "unhandled system error": 2, "internal error": 3,
+                     "invalid argument": 4, "invalid usage": 5,
+                     "remote process exited or there was a network error": 6}
+# How the frameworks raise a failed NCCL call: the words above after their own framing (docs/repertoire/
+# framework-nccl.md). XLA/JAX "<file>:<line>: NCCL operation <expr> failed: " (nccl_utils.cc, nccl_api.cc,
+# nccl_errors.h), its ncclMemAlloc "... from device collective memory: " and async checker "Aborting communicator:
+# <comm> due to async NCCL error: "; cupy "NcclError: NCCL_ERROR_<NAME>: "; vLLM's pynccl "NCCL error: "; Horovod
+# "<ncclCall> failed: " and "NCCL async error: "; TensorFlow's NcclManager "NCCL: " and "Error invoking NCCL: ";
+# Paddle "NCCL error(<code>), "; torch's c10d "NCCL error in: <file>:<line>, " and 1.0's "NCCL Error <code>: ".
+# An absl status code may sit between ("... async NCCL error: INTERNAL: ...").
+_FRAMEWORK_RESULT = (r"(?:NCCL operation [^\n]{1,400}? failed|from device collective memory|async NCCL error"
+                     r"|NCCL async error|Error invoking NCCL|\bnccl[A-Z]\w* failed|\bNCCL_ERROR_[A-Z_]+"
+                     r"|\bNCCL error(?:\(\d+\))?|\bNCCL Error \d+|\bNCCL error in: \S{1,300}?:\d+|\bNCCL)"
+                     r"[:,] (?:[A-Z_]+: )?"
+                     r"(?P<text>unhandled (?:cuda|system) error|internal error|invalid (?:argument|usage)"
+                     r"|remote process exited or there was a network error)\b")
 
 # (kind, pattern): order matters, the first match classifies the line.
 SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -121,6 +140,11 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                     r"|<warn> fi_getinfo: provider efa output empty list")),
     ("net_plugin_fallback", re.compile(r"NET/Plugin\s*:\s*(?:Could not find:?\s*(?P<plugin>.*?)\.?\s*Using internal"
                                        r"|No plugin found)", re.IGNORECASE)),
+    # A framework's own report of a failed NCCL call (JAX/XLA, cupy, vLLM, Horovod, TensorFlow, Paddle, torch's
+    # c10d): the ncclResult_t it names by ncclGetErrorString's words, read by :data:`NCCL_RESULT_TEXTS` as NCCL's own
+    # return code is. It comes after the fabric, socket, watchdog and plugin signatures: a cause the same line quotes
+    # (XLA appends NCCL's last warning) is read as that cause.
+    (RESULT_TEXT, re.compile(_FRAMEWORK_RESULT)),
     ("remote_error", re.compile(r"remote process exited or there was a network error|ncclRemoteError"
                                 r"|Connection closed by remote peer|Connection reset by peer"
                                 # the proxy's socket to a peer failed mid-operation (the peer died or the link did)
@@ -307,6 +331,8 @@ def classify(text: str) -> tuple[str, re.Match[str]] | None:
         if m := pattern.search(text):
             if kind == PROXY_RESULT:
                 kind = NCCL_RESULT_KINDS.get(int(m.group("code")), "internal_error")
+            elif kind == RESULT_TEXT:
+                kind = NCCL_RESULT_KINDS[NCCL_RESULT_TEXTS[m.group("text")]]
             return kind, m
     return None
 
@@ -359,6 +385,10 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
                     r"|System call|Call to CUDA function failed)|\bncclInvalidUsage: This usually reflects"
                     r"|\bnccl[A-Z]\w+ failed: (?:unhandled (?:system|cuda) error|internal error"
                     r"|invalid (?:usage|argument)|remote process exited)", re.M)),
+    # A framework's report of a failed NCCL call (JAX/XLA, cupy, vLLM, Horovod, TensorFlow, Paddle, torch's c10d:
+    # :data:`_FRAMEWORK_RESULT`), on a line that is no author's ``#`` note: the reader skips those, and a text whose
+    # only such line is a note is no log it can read.
+    (70, re.compile(r"^(?!#)[^\n]*?" + _FRAMEWORK_RESULT, re.M)),
     # NCCL's RAS report (ncclras): its communicator table's header, as only it prints it.
     (80, re.compile(r"^Group\s+Comms\s+Nodes\s+Ranks\s+Ranks\s+Ranks\s+Status\s+Errors\s*$", re.M)),
     # A crash inside NCCL: the frames a signal handler printed (UCX's " 3  /opt/nccl/lib/libnccl.so(+0x120057)
