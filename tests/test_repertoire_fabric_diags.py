@@ -152,3 +152,30 @@ def test_a_failed_portinfo_query_is_read_but_not_judged() -> None:
     assert detect_kind(text) == "ibportstate"
     assert [(f.check_id, f.status) for f in judge_text(text, Config(), source="n1")] == [
         ("evidence.parse", Status.ERROR)]
+
+
+# mlxlink (Mellanox/mstflint mlxlink/, NVIDIA MFT): the PHY's view of one port
+
+@pytest.mark.parametrize(("name", "port", "verdict"), [
+    # State is the PHY manager's: Active is a link up; for Ethernet (RoCE) that is the port up
+    ("mlxlink-eth-400g-active.txt", ("mlxlink", 1, "ACTIVE", "LINKUP", "Ethernet"), [(Status.PASS, "ok")]),
+    ("mlxlink-eth-disable.txt", ("mlxlink", 1, "DOWN", "DISABLE", "Ethernet"), [(Status.WARN, "port_down")]),
+    # Polling with Speed N/A: InfiniBand by Supported Info's IB speed names; a port down
+    ("mlxlink-ib-polling-unplugged.txt", ("mlxlink", 1, "DOWN", "POLLING", "InfiniBand"),
+     [(Status.FAIL, "port_down")]),
+    # an InfiniBand link up: the port's logical state (Init until the SM brings it Active) is not shown
+    ("mlxlink-ib-hdr-active.txt", ("mlxlink", 1, None, "LINKUP", "InfiniBand"), [(Status.SKIP, "no_port_state")]),
+])
+def test_mlxlink_operational_info_is_judged_by_ib_ports(name: str, port: tuple[str, int, str | None, str, str],
+                                                        verdict: list[tuple[Status, str]]) -> None:
+    """mlxlink was unrecognised (exit 3), a port whose cable is unplugged included."""
+    text = form(name)
+    assert detect_kind(text) == "mlxlink"
+    assert ports(text) == [port]
+    assert findings(text, "ib.ports") == verdict
+
+
+def test_an_infiniband_link_up_in_mlxlink_alone_is_no_pass() -> None:
+    """The physical link up is not the port up (no subnet manager leaves it Init): nothing PASSes, the run is ERROR."""
+    found = judge_text(form("mlxlink-ib-hdr-active.txt"), Config(), source="n1")
+    assert Status.PASS not in {f.status for f in found}

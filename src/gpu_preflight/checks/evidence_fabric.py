@@ -234,7 +234,8 @@ def _guid_unset(device: IbDevice) -> bool:
     return len(digits) >= 12 and set(digits) == {"0"} and not efa
 
 
-@judges("ibstat", "ibstatus", "ibv-devinfo", "ibdev2netdev", "rdma-link", "ibv-devices", "ibportstate")
+@judges("ibstat", "ibstatus", "ibv-devinfo", "ibdev2netdev", "rdma-link", "ibv-devices", "ibportstate",
+        "mlxlink")
 def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iterator[Finding]:
     """Every IB/RoCE port up, at its rate, and as many as the node should have."""
     cfg = evidence_config(config)
@@ -303,6 +304,12 @@ def judge_ib_ports(record: IbDevicesRecord, config: Config, source: str) -> Iter
     for finding in hca_missing_findings(record, config, source):
         flagged = True
         yield finding
+    if record.format == "mlxlink" and not flagged and not active:
+        yield Finding("ib.ports", Status.SKIP, source, "no_port_state",
+                      "mlxlink shows the physical link up (State: Active), not the InfiniBand port's logical state "
+                      "(Init until a subnet manager brings it Active): the port is not judged",
+                      recommendation="Run ibstat (or rdma link) for the port's state.")
+        return
     expected = cfg.ib_expected_ports
     if expected is not None and len(active) < expected:
         flagged = True
