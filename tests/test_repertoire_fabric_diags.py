@@ -37,7 +37,7 @@ def ports(text: str) -> list[tuple[str, int, str | None, str | None, str | None]
 # rdma link (iproute2 rdma/link.c)
 
 @pytest.mark.parametrize(("name", "expected", "verdict"), [
-    # v4.14-v5.4: "%u/%u: %s: " (index/port: dev/port:) before the same fields
+    # v4.13-v5.4: "%u/%u: %s: " (index/port: dev/port:) before the same fields
     ("rdma-link-v4-ib-down.txt", [("mlx5_0", 1, "ACTIVE", "LINKUP", "InfiniBand"),
                                   ("mlx5_1", 1, "DOWN", "POLLING", "InfiniBand")], [(Status.FAIL, "port_down")]),
     ("rdma-link-v5.0-ib-active.txt", [("mlx5_0", 1, "ACTIVE", "LINKUP", "InfiniBand"),

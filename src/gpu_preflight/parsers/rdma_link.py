@@ -8,8 +8,8 @@ only what it prints:
 * ``rdma link show`` (rdma/link.c) prints the port's own state and physical state
   (``link mlx5_7/1 subnet_prefix fe80:... lid 3403 sm_lid 1 lmc 0 state DOWN physical_state POLLING``,
   ``link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev p1p1``); the subnet prefix and LIDs are
-  printed for InfiniBand ports only, so a port without them is an Ethernet (RoCE) port. iproute2 v4.14-v5.4
-  (RHEL 8's, Ubuntu 18.04's) began the line with the device index instead of ``link``
+  printed for InfiniBand ports only, so a port without them is an Ethernet (RoCE) port. iproute2 v4.13-v5.4
+  (Ubuntu 18.04's 4.15, Debian 10's 4.20, RHEL 8.0's 4.18) began the line with the device index instead of ``link``
   (``1/1: mlx5_0/1: subnet_prefix ... state ACTIVE physical_state LINK_UP``; ``%u/%u: %s: ``, rewritten to
   ``link %s/`` in v5.5's b0a688a5); the rest of the line is the same. ``rdma -j link`` (``-jp`` pretty) prints
   the same fields as a JSON array of one object per port (``"ifname":"mlx5_0","port":1,...,"state":"ACTIVE",
