@@ -21,6 +21,7 @@ from gpu_preflight.parsers.nccl_log import (
     PROXY_RESULT,
     RESULT_TEXT,
     SIGNATURES,
+    TRANSPORT_KINDS,
 )
 
 from .test_parsers_dcgmi import SPEC_WARNING
@@ -241,7 +242,7 @@ def test_every_signature_has_advice() -> None:
     ncclResult_t code, or a framework's ncclGetErrorString words, names the kind), every kind a code names is a
     signature's and every such word names a code."""
     kinds = {k for k, _ in SIGNATURES} - {PROXY_RESULT, RESULT_TEXT}
-    assert kinds | {"rank_exited"} == set(ADVICE)
+    assert kinds | {"rank_exited", *TRANSPORT_KINDS} == set(ADVICE)
     assert {*NCCL_RESULT_KINDS.values(), "internal_error"} <= kinds
     assert set(NCCL_RESULT_TEXTS.values()) <= set(NCCL_RESULT_KINDS)
 

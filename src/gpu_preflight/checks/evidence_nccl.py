@@ -95,6 +95,19 @@ ADVICE: dict[str, Advice] = {
     "net_plugin_fallback": Advice(Status.WARN, "NCCL fell back to its internal network transport",
                                   "No external net plugin was loaded: on EFA or Slingshot NCCL then uses sockets, "
                                   "far slower. Install the plugin or set NCCL_NET_PLUGIN."),
+    # The transport NCCL_DEBUG=INFO lines state (parsers/nccl_log.py _judge_transport): a job that runs, slower than
+    # the node was built for; a software or configuration cause as often as a device, so no operator action.
+    "net_socket_transport": Advice(Status.WARN, "NCCL carries traffic between ranks over TCP sockets, not IB/RoCE "
+                                                "or EFA",
+                                   "The job runs several times slower than on the fabric. If NET/IB found no device: "
+                                   "check the HCAs on the node (ibstat, ibv_devinfo), that the RDMA stack is up and "
+                                   "the devices reach the container (/dev/infiniband); on EFA install aws-ofi-nccl "
+                                   "and put libnccl-net*.so on LD_LIBRARY_PATH; unset NCCL_IB_DISABLE and "
+                                   "NCCL_NET=Socket."),
+    "p2p_unavailable": Advice(Status.WARN, "GPUs of one node exchange through host shared memory: P2P is off",
+                              "NCCL says P2P between these GPUs is unavailable (NCCL_P2P_DISABLE, the PCIe topology, "
+                              "or peer access refused: ACS or IOMMU on the PCIe switches, a VM without P2P): unset "
+                              "NCCL_P2P_DISABLE, check nvidia-smi topo -m and that ACS is off on bare metal."),
     "net_plugin_error": Advice(Status.FAIL, "the network below NCCL failed (aws-ofi-nccl / libfabric error)",
                                "The fabric reported the error, not NCCL: check the EFA/NIC devices on both hosts "
                                "(fi_info -p efa, the instance's EFA count), the security group allowing all traffic "

@@ -433,7 +433,8 @@ def parse(text: str) -> NcclLogRecord:
     inits: dict[tuple[str | None, int | None, str], bool] = {}  # (host, pid, comm) -> Init COMPLETE seen
     ras_ranks = [0, 0]  # communicator ranks a RAS report shows past init, and still in init
     ib_in_use = False
-    for number, line in _logical_lines(raw_lines):
+    logical = _logical_lines(raw_lines)
+    for number, line in logical:
         if line.lstrip().startswith("#") and not _RAS_ENTRY.match(line.lstrip()):
             continue
         if ras := _RAS_ROW.match(line.strip()):  # RAS's running communicators are initialised; INIT ones are not
@@ -480,6 +481,7 @@ def parse(text: str) -> NcclLogRecord:
         record.signatures.append(sig)
     if ib_in_use:
         record.signatures = [s for s in record.signatures if s.kind != "net_plugin_fallback"]
+    _judge_transport(record, logical)
     record.comms_initialised = sum(inits.values()) + ras_ranks[0]
     record.comms_unfinished = len(inits) - sum(inits.values()) + ras_ranks[1]
     root = _root_cause(raw_lines)
@@ -542,3 +544,102 @@ def _root_cause(lines: list[str]) -> NcclSignature | None:
 
 def _looks_like_log(text: str) -> bool:
     return bool(re.search(r"\bNCCL\b|torch[./]distributed|ProcessGroup|\[rank\d+\]", text))
+
+
+# --- The transport NCCL chose, as its NCCL_DEBUG=INFO lines state it (docs/repertoire/nccl-info.md) -------------
+# A healthy job's INFO log is no failure, but it says which transport carries each channel: a job across nodes on
+# NCCL's socket transport runs, several times slower than on IB/RoCE or EFA, and nothing else in the log fails.
+SOCKET_TRANSPORT = "net_socket_transport"  # channels between ranks on NET/Socket, or a job across nodes on Socket
+P2P_UNAVAILABLE = "p2p_unavailable"  # GPUs of one node through host shared memory where the log says P2P is off
+TRANSPORT_KINDS = (SOCKET_TRANSPORT, P2P_UNAVAILABLE)
+# A channel's connection (transport/net.cc, p2p.cc, shm.cc): "Ring 00 : 0 -> 1 [send] via NET/Socket/0" (2.4),
+# "Channel 00 : 0[1b000] -> 1[1b000] [send] via NET/IB/0/GDRDMA" (2.5-2.11), "Channel 00/0 : 0[0] -> 1[0] [send] via
+# NET/Socket/0" (2.12+: /connIndex, 2.19+: the nvml device), "... via P2P/IPC", "... via SHM/direct/direct". The
+# network's name is the plugin's own ("AWS Libfabric", "Libfabric", "OFI" for aws-ofi-nccl).
+_CHANNEL = re.compile(r"\b(?:Ring|Channel) \d+(?:/\d+)? : \d+(?:\[[0-9a-fA-F]+\])? -> \d+(?:\[[0-9a-fA-F]+\])?"
+                      r"(?: \[(?:send|receive)\])? via (?:NET/(?P<net>[^/\n]{1,40}?)/\d|(?P<shm>SHM)/|P2P/)")
+# init.cc 2.20+: "comm 0x.. rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0"; older versions state no
+# node count (their "nranks" is the communicator's size), so a job across nodes is read from its channels only.
+_NNODES = re.compile(r"\bcomm 0x[0-9a-fA-F]+ rank \d+ nRanks \d+ nNodes (?P<nodes>\d+)\b")
+_USING_NETWORK = re.compile(r"\bUsing network (?P<net>[\w ]{1,40}?)\s*$")  # init.cc 2.6+, the comm's network
+# aws-ofi-nccl's provider choice ("NET/OFI Selected Provider is efa", 1.x; "... provider is efa, fabric is efa (found
+# 4 nics)", later): the plugin is in use.
+_OFI_IN_USE = re.compile(r"NET/OFI Selected [Pp]rovider is \S")
+# Why NCCL had no faster network, as it says: NET/IB found no HCA (net_ib.cc, every 2.x), no external plugin was
+# loaded (net.cc / plugin/plugin_open.cc: "No plugin found (libnccl-net.so)", 2.19's "dlerror=... No plugin found",
+# 2.23+'s "Could not find: libnccl-net.so. Using internal network plugin.", "Plugin load returned N : ..."), or the
+# environment turned IB off (param.cc). "Failed to find ncclNetPlugin_vN symbol" is no cause: an older symbol of the
+# same library may load on the next line.
+_NO_IB_DEVICE = re.compile(r"NET/IB\s*:\s*No device found")
+_NO_NET_PLUGIN = re.compile(r"NET/Plugin\s*:\s*(?:[^\n]{0,200}?No plugin found|Could not find:|Plugin load returned"
+                            r"|Using internal network plugin)")
+_IB_DISABLED = re.compile(r"\bNCCL_IB_DISABLE set by environment to [1-9]")
+# P2P stated unavailable between GPUs of the node: cudaDeviceCanAccessPeer said no (p2p.cc 2.5+, "Could not enable
+# P2P between dev 0(=1b000) and dev 1(=3d000)"), the topology ruled it out (graph/paths.cc 2.12+, "P2P is disabled
+# between connected GPUs 0 and 1. You can repress ..."), or the environment did ("NCCL_P2P_DISABLE set by environment
+# to 1.", param.cc).
+_P2P_OFF = re.compile(r"Could not enable P2P between dev \d+|P2P is disabled between connected GPUs \d+ and \d+"
+                      r"|\bNCCL_P2P_DISABLE set by environment to [1-9]")
+
+_TRANSPORT_FACTS = (("no_ib", _NO_IB_DEVICE), ("no_plugin", _NO_NET_PLUGIN), ("ib_disabled", _IB_DISABLED),
+                    ("p2p_off", _P2P_OFF), ("ofi", _OFI_IN_USE))
+
+
+def _judge_transport(record: NcclLogRecord, lines: list[tuple[int, str]]) -> None:
+    """Add what the log states about the transport NCCL chose: :data:`SOCKET_TRANSPORT` where a channel goes via
+    NET/Socket, or a communicator across nodes (nNodes > 1) uses network Socket and no channel shows another; and
+    :data:`P2P_UNAVAILABLE` where a channel goes via SHM and the log says P2P is off. Nothing is read from host
+    names or rank counts: a log that states neither its node count nor a network channel is not judged on it.
+    A plugin fall-back stated on one node, or one this finding already names as the cause, is no second warning."""
+    first: dict[str, tuple[int, str]] = {}  # what was stated -> its first (line, text)
+    nets: set[str] = set()  # networks the channels use
+    nodes = 0
+    for number, line in lines:
+        if line.lstrip().startswith("#"):
+            continue
+        if " via " in line and (ch := _CHANNEL.search(line)):
+            what = f"net:{ch.group('net').strip()}" if ch.group("net") else ("shm" if ch.group("shm") else "p2p")
+            if what.startswith("net:"):
+                nets.add(what[4:])
+            first.setdefault(what, (number, line))
+            continue
+        if "nNodes" in line and (n := _NNODES.search(line)):
+            nodes = max(nodes, int(n.group("nodes")))
+        if "Using network" in line and (u := _USING_NETWORK.search(line)):
+            first.setdefault(f"using:{u.group('net')}", (number, line))
+        for key, pattern in _TRANSPORT_FACTS:
+            if key not in first and pattern.search(line):
+                first[key] = (number, line)
+    using = {k[6:] for k in first if k.startswith("using:")}
+    socket = first.get("net:Socket")
+    if socket is None and nodes > 1 and using == {"Socket"} and nets <= {"Socket"} and "ofi" not in first:
+        socket = first["using:Socket"]
+    found: list[NcclSignature] = []
+    if socket is not None:
+        found.append(_transport_signature(SOCKET_TRANSPORT, socket, _socket_detail(socket[1], nodes, first)))
+    if "shm" in first and "p2p_off" in first:
+        shm, off = first["shm"], first["p2p_off"]
+        found.append(_transport_signature(P2P_UNAVAILABLE, shm, f"{_detail(shm[1])}; P2P is off: {_detail(off[1])}"))
+    if socket is not None or (nodes == 1 and not nets):
+        record.signatures = [s for s in record.signatures if s.kind != "net_plugin_fallback"]
+    record.signatures.extend(found)
+
+
+def _socket_detail(line: str, nodes: int, first: dict[str, tuple[int, str]]) -> str:
+    """The socket finding's words: the line that states it, the node count, and the causes the log states."""
+    causes = [why for key, why in (("no_ib", "NET/IB found no device (no InfiniBand/RoCE HCA visible to NCCL)"),
+                                   ("ib_disabled", "NCCL_IB_DISABLE is set"),
+                                   ("no_plugin", "no external net plugin was loaded (aws-ofi-nccl on EFA)"))
+              if key in first]
+    across = f" ({nodes} nodes)" if nodes > 1 else ""
+    return f"{_detail(line)}{across}; {'; '.join(causes) if causes else 'the log does not say why'}"
+
+
+def _transport_signature(kind: str, at: tuple[int, str], detail: str) -> NcclSignature:
+    """One transport finding at the line that states it, with NCCL's prefix read for where."""
+    prefix = _NCCL_PREFIX.match(at[1])
+    return NcclSignature(kind=kind, rank=None, detail=detail[:300], line=at[0],
+                         host=prefix.group("host") if prefix else None,
+                         pid=int(prefix.group("pid")) if prefix else None,
+                         device=int(prefix.group("dev")) if prefix else None)
+
