@@ -862,15 +862,16 @@ def merged_section(section: Mapping[str, Any], extra: Mapping[str, Any]) -> dict
     added to key by key, never wiped, and every key lands where :class:`NodeSection` and its blocks
     have the field (:func:`in_field_order`), as a typed section would write it."""
     out = dict(section)
-    blocks = _blocks_of(NodeSection)
+    added = False  # only a key the section lacked can be out of place (10,000 sections: reorder none needlessly)
     for name, value in extra.items():
         current = out.get(name)
         if isinstance(current, dict) and isinstance(value, dict):
             merged = {**current, **value}
-            block = blocks.get(name)
-            value = in_field_order(block, merged) if block is not None else merged
+            block = _blocks_of(NodeSection).get(name)
+            value = in_field_order(block, merged) if block is not None and len(merged) > len(current) else merged
+        added = added or name not in out
         out[name] = value
-    return in_field_order(NodeSection, out)
+    return in_field_order(NodeSection, out) if added else out
 
 
 @functools.cache
