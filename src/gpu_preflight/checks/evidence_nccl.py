@@ -50,6 +50,7 @@ NCCL_LOG_ACTIONS = {
     "ib_qp_error": Action.CHECK_MECHANICALS,
     "ib_async_event": Action.CHECK_MECHANICALS,
     "net_plugin_error": Action.CHECK_MECHANICALS,
+    "store_listen_failed": Action.RESTART_JOB,
 }
 """A job log shows that the job died, not which node is bad: restart it (GPU faults behind a CUDA
 error are judged by the Xids of the node's kernel log, which name their own action). IB completion
@@ -147,6 +148,12 @@ ADVICE: dict[str, Advice] = {
     "rendezvous_timeout": Advice(Status.FAIL, "ranks did not all reach the rendezvous",
                                  "Check that every node started, that MASTER_ADDR:MASTER_PORT is reachable from "
                                  "all nodes, and the job's node count."),
+    "store_listen_failed": Advice(Status.FAIL, "the rendezvous store could not listen on its port",
+                                  "torch's TCPStore on MASTER_ADDR could not bind MASTER_PORT: errno 98 (EADDRINUSE) "
+                                  "means another process on that host holds the port (a previous job's torchrun or "
+                                  "workers still running, a second job on the node; ss -ltnp shows it): end it or "
+                                  "choose a free port, then restart the job. errno 99 means MASTER_ADDR is not an "
+                                  "address of this host."),
     "segfault": Advice(Status.FAIL, "a process crashed (segmentation fault)",
                        "Find the first crash: check for mismatched NCCL/CUDA libraries and Xid errors at that time."),
     "nccl_warn": Advice(Status.WARN, "NCCL printed a warning no known signature names",

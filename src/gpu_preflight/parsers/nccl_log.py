@@ -16,6 +16,7 @@ incident only shows as a remote error.
 from __future__ import annotations
 
 import re
+import signal
 
 from ..records.nccl import NcclLogRecord as NcclLogRecord
 from ..records.nccl import NcclSignature as NcclSignature
@@ -75,7 +76,18 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                     r"|Received a dump signal due to a collective timeout from"
                                     # a paste of the watchdog exception's frames alone: only a timeout raises there
                                     r"|ProcessGroupNCCL::WorkNCCL::checkTimeout|Exception raised from checkTimeout at "
-                                    r"\S*ProcessGroupNCCL\.cpp", re.IGNORECASE)),
+                                    r"\S*ProcessGroupNCCL\.cpp"
+                                    # gloo (docs/repertoire/torch-distributed.md): an operation that waited past its
+                                    # timeout (transport/*/unbound_buffer.cc "Timed out waiting <N>ms for recv
+                                    # operation to complete"), the pairs it closed for it, a socket's read/write timeout
+                                    # (tcp/pair.cc); ProcessGroupGloo's monitoredBarrier naming the ranks that never
+                                    # arrived ("[Rank 0]: Rank 6 failed to pass monitoredBarrier in 30000 ms", "Ranks 2,
+                                    # 5 ..."): the rank it names is the one that stopped
+                                    r"|Timed out waiting \d+ ?ms for (?:recv|send) operation to complete"
+                                    r"|Application timeout caused pair closure"
+                                    r"|gloo/[\w/.-]{1,300}:\d+\] (?:Read|Write) timeout"
+                                    r"|\bRanks? (?P<culprit>\d+(?:, \d+)*) failed to pass monitoredBarrier",
+                                    re.IGNORECASE)),
     ("duplicate_gpu", re.compile(r"Duplicate GPU detected\s*:\s*rank (?P<a>\d+) and rank (?P<b>\d+) both on "
                                  r"CUDA device (?P<dev>\S+)|Multiple Ranks are using the same GPU"
                                  # nvls.cc (2.30): "communicator has multiple ranks using the same NVML device"
@@ -120,7 +132,14 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("connection_refused", re.compile(r"Connect to (?P<peer>\S+?)\s+failed(?:\s*:| with error)\s*"
                                       r"(?!Connection reset by peer)\w"  # a peer that went away: remote_error
                                       r"|NCCL WARN (?:\w+: )?Connect "
-                                      r"to \S+$|Connection refused(?!, retrying)"
+                                      r"to \S+$|(?<!errno: 111 - )Connection refused(?!, retrying)"
+                                      # c10d's socket.cpp: "[W socket.cpp:663] [c10d] The client socket has failed to
+                                      # connect to [host]:port (errno: 111 - Connection refused)." is a retry (above);
+                                      # its final error names the store it never reached. gloo's tcp/pair.h "Connect
+                                      # timeout [ip]:port".
+                                      r"|The client socket has failed to connect to any network address of "
+                                      r"\((?P<store>[^,()\s]{1,300}), ?(?P<store_port>\d+)\)"
+                                      r"|gloo/[\w/.-]{1,300}:\d+\] Connect timeout (?P<gpeer>\[[^\]\s]{1,300}\]:\d+)"
                                       # misc/socket.cc, os/linux.cc (2.16+): the connect that gave up
                                       # ("socketPollConnect: Connect to <peer> returned 111(Connection refused) errno
                                       # ...", "exceeded retries (N)" / "exceeded timeouts (N)", "<func>: connect [to
@@ -150,7 +169,17 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                 # the proxy's socket to a peer failed mid-operation (the peer died or the link did)
                                 r"|Socket recv failed while polling"
                                 # a send or receive on a peer's socket failed (os/linux.cc), NET/Socket's poller
-                                r"|Call to (?:send to|recv from) \S+ failed|NET/Socket\s*:\s*socket progress error",
+                                r"|Call to (?:send to|recv from) \S+ failed|NET/Socket\s*:\s*socket progress error"
+                                # gloo's tcp/pair.cc: the peer closed its socket or it failed ("Connection closed by
+                                # peer [ip]:port", "Socket closed", "Read error [ip]:port: <strerror>", "writev ...");
+                                # c10d's TCPStore client whose server (the store's host) went away ("Failed to recv,
+                                # got 0 bytes. Connection was likely closed. Did the remote server shutdown or
+                                # crash?"); torchrun's rendezvous that another node's agent closed (the job is being
+                                # torn down there: RendezvousClosedError)
+                                r"|gloo/[\w/.-]{1,300}:\d+\] (?:Connection closed by peer"
+                                r"|Socket (?:unexpectedly )?closed|Read error|writev) (?P<gpeer>\[[^\]\s]{1,300}\]:\d+)"
+                                r"|Connection closed by peer|Connection was likely closed\. Did the remote server"
+                                r"|RendezvousClosedError",
                                 re.IGNORECASE)),
     # A message longer than the receiver posted ("Message truncated : received 256 bytes instead of 4" in bootstrap,
     # "NET/Socket : message truncated : receiving X bytes instead of Y"): ranks disagree on a collective's size or on
@@ -187,7 +216,11 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                  r"devices|Remote \w+ device is incompatible)|Invalid NCCL_COMM_ID"
                                  r"|Net : (?:No valid \S+ pair found|error encountered when getting address info)"
                                  r"|Bootstrap Root : (?:mismatch in (?:info|rank count) from procs"
-                                 r"|rank \d+ of \d+ ranks has already checked in)",
+                                 r"|rank \d+ of \d+ ranks has already checked in)"
+                                 # torch's ProcessGroupWrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL) found ranks running
+                                 # different collectives ("... Rank 0 is running collective: CollectiveFingerPrint(...),
+                                 # but Rank 1 is running collective: ..."): the job's ranks disagree, as above
+                                 r"|Detected mismatch between collectives on ranks",
                                  re.IGNORECASE)),
     # A failed system call inside NCCL: its shared-memory segment (/dev/shm full or too small, a container's 64 MB
     # default), or a socket it could not create.
@@ -258,14 +291,30 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                      r"|NCCL communicator was aborted on rank \d+"
                                      r"|watchdog thread terminated with exception"
                                      r"|Observed flight recorder dump signal from another rank"
-                                     r"|Future for ProcessGroup abort timed out after \d+ ?ms")),
+                                     r"|Future for ProcessGroup abort timed out after \d+ ?ms"
+                                     # ProcessGroupGloo's monitoredBarrier on a rank other than 0 ("Rank 3 successfully
+                                     # reached monitoredBarrier, but received errors while waiting for send/recv from
+                                     # rank 0. Please check rank 0 logs for faulty rank.")
+                                     r"|successfully reached monitoredBarrier, but received errors")),
     # torchrun's agent reports the first worker of its node that died (elastic/multiprocessing/api.py: "failed
     # (exitcode: -6) local_rank: 0 (pid: 970611) of binary: ..."; "of fn: ..." for a spawned function): the rank
     # that exited first on that node, whatever the frames above it were (an abort from the watchdog thread, -6).
     ("rank_exited", re.compile(r"\bfailed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: \d+\) "
                                r"of (?:binary|fn):")),
     ("rendezvous_timeout", re.compile(r"DistStoreError|RendezvousTimeoutError|Timed out after \d+ seconds waiting "
-                                      r"for clients|TCPStore.*(?:timed out|Timeout)", re.IGNORECASE)),
+                                      r"for clients|TCPStore.*(?:timed out|Timeout)"
+                                      # c10d's socket.cpp (SocketConnectOp::throwTimeoutError), the store at
+                                      # MASTER_ADDR:MASTER_PORT never answered; torchrun's c10d rendezvous backend
+                                      # that lost its store ("The connection to the C10d store has failed")
+                                      r"|The client socket has timed out after \S+ while trying to connect to "
+                                      r"\((?P<store>[^,()\s]{1,300}), ?(?P<store_port>\d+)\)"
+                                      r"|RendezvousConnectionError", re.IGNORECASE)),
+    # c10d's TCPStore server could not listen on its port (socket.cpp SocketListenOp, 1.x-2.x: "The server socket has
+    # failed to listen on any local network address. The server socket has failed to bind to [::]:29500 (errno: 98 -
+    # Address already in use)."; TCPStoreLibUvBackend.cpp, 2.4+: "... port: 29500, useIpv6: false, code: -98, name:
+    # EADDRINUSE, message: address already in use"): the rendezvous never started. The per-address bind warnings
+    # before it are not read: a host without IPv6 prints one for [::] and listens on 0.0.0.0.
+    ("store_listen_failed", re.compile(r"The server socket has failed to listen on any local network address")),
     # A process that crashed: UCX's and glibc's handlers ("Caught signal 11 (Segmentation fault: ...)"), or Open MPI's
     # ("[host:pid] *** Process received signal ***", which the signal's name follows on the next line).
     ("segfault", re.compile(r"Caught signal 11|Segmentation fault|SIGSEGV|\*\*\* Process received signal \*\*\*")),
@@ -320,6 +369,8 @@ _COMM_INIT = re.compile(r"\bcomm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nra
 # NCCL's own InfiniBand transport is in use: "No plugin found ... using internal implementation" before it is
 # not a fall-back to sockets (the internal IB transport is NCCL's fast path on IB and RoCE).
 _IB_IN_USE = re.compile(r"NET/IB\s*:\s*Using \[\d+\]|\bUsing network IB\b")
+# A traceback frame's source line ("    raise RendezvousClosedError"): the exception line below it is the message.
+_PY_RAISE = re.compile(r"^\s*raise [A-Za-z_][\w.]*(?:\(|$)")
 _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
 _ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)")
 _ROOT_HOST = re.compile(r"^\s*host\s*:\s*(?P<host>\S+)")
@@ -369,6 +420,15 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
     (60, re.compile(r"^torch\.distributed\.[\w.]+(?:Error|Exception)\b|^\s*Root Cause \(first observed failure\)"
                     r"|^\s*File \"[^\"]*/torch/distributed/\w+\.py\", line \d+"
                     r"|\bfailed \(exitcode: -?\d+\) local_rank: \d+ \(pid: \d+\) of (?:binary|fn)\b", re.M)),
+    # c10d's store sockets and gloo's transport (docs/repertoire/torch-distributed.md): gloo's "[<path>/gloo/
+    # transport/tcp/pair.cc:544] Connection closed by peer ..." after torch's "RuntimeError: ", c10d's socket.cpp
+    # sentences, ProcessGroupGloo's monitoredBarrier, TCPStore's lost server.
+    (60, re.compile(r"\[[^\]\s]{0,300}gloo/[\w/.-]{1,300}\.(?:cc|h):\d+\] \w"
+                    r"|\bThe (?:server|client) socket has (?:failed to (?:listen|bind|connect)|timed out)\b"
+                    r"|\b(?:failed to pass|successfully reached) monitoredBarrier\b"
+                    r"|\bDetected mismatch between collectives on ranks\b"
+                    r"|\bApplication timeout caused pair closure\b"
+                    r"|Connection was likely closed\. Did the remote server", re.M)),
     # PyTorch's watchdog record alone, as a one-line paste, wherever the line holds it (after a "[BUG] " tag, an
     # issue title): "Watchdog caught collective operation timeout: WorkNCCL("; an IB transport's completion error
     # or async event alone, without NCCL's prefix ("NET/IBP:Got completion").
@@ -461,6 +521,8 @@ def parse(text: str) -> NcclLogRecord:
             host = h.group("host")
         if host:
             hosts.add(host)
+        if _PY_RAISE.match(_message(line)):  # a traceback's source line: the exception's own line says it
+            continue
         found = classify(_message(line) if rank_m else line)  # the rank is read; the message may follow its tag
         if found is None:
             continue
@@ -468,7 +530,11 @@ def parse(text: str) -> NcclLogRecord:
         groups = m.groupdict()
         if kind == "duplicate_gpu" and groups.get("a") is not None:
             rank = int(groups["a"])
-        detail = _detail(line)
+        if groups.get("culprit"):  # monitoredBarrier names the ranks that never arrived, not the one that reports
+            named = [int(r) for r in groups["culprit"].split(",")]
+            ranks.update(named)
+            rank = named[0] if len(named) == 1 else None
+        detail = _detail(line) + (_exit_note(groups.get("code")) if kind == "rank_exited" else "")
         key = (kind, rank, host, detail)
         if key in seen:
             seen[key].count += 1
@@ -476,7 +542,7 @@ def parse(text: str) -> NcclLogRecord:
         sig = NcclSignature(kind=kind, rank=rank, detail=detail, line=number, host=host,
                             pid=int(prefix.group("pid")) if prefix else None,
                             device=int(prefix.group("dev")) if prefix else None,
-                            peer=groups.get("peer"))
+                            peer=_peer(groups))
         seen[key] = sig
         record.signatures.append(sig)
     if ib_in_use:
@@ -539,11 +605,36 @@ def _root_cause(lines: list[str]) -> NcclSignature | None:
     if rank is None:
         return None
     return NcclSignature(kind="rank_exited", rank=rank, host=host, line=start + 1,
-                         detail=f"torchrun: rank {rank} exited first (exitcode {code})")
+                         detail=f"torchrun: rank {rank} exited first (exitcode {code}){_exit_note(code)}")
+
+
+def _exit_note(code: str | None) -> str:
+    """What torchrun's negative exit code says (elastic/multiprocessing: -N is the signal that ended the worker).
+    SIGKILL is named with its usual sender as a lead, not as the finding: nothing in the log says who sent it."""
+    if code is None or not code.startswith("-"):
+        return ""
+    number = int(code[1:])
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        return f"; killed by signal {number}"
+    if number == signal.SIGKILL:
+        return (f"; killed by signal {number} ({name}): the log does not say by whom; the host's OOM killer is the "
+                "usual sender (its kernel log: 'Out of memory: Killed process <pid>'), else the scheduler or an "
+                "operator")
+    return f"; killed by signal {number} ({name})"
+
+
+def _peer(groups: dict[str, str | None]) -> str | None:
+    """The peer a line names: NCCL's, gloo's ``[ip]:port``, or the c10d store's ``(host, port)`` as host:port."""
+    if groups.get("store"):
+        return f"{groups['store']}:{groups['store_port']}"
+    return groups.get("peer") or groups.get("gpeer")
 
 
 def _looks_like_log(text: str) -> bool:
-    return bool(re.search(r"\bNCCL\b|torch[./]distributed|ProcessGroup|\[rank\d+\]", text))
+    # c10d's log tag ("[W socket.cpp:663] [c10d] ..."): torch.distributed's own lines, a retry among them
+    return bool(re.search(r"\bNCCL\b|torch[./]distributed|ProcessGroup|\[rank\d+\]|\[c10d\]", text))
 
 
 # --- The transport NCCL chose, as its NCCL_DEBUG=INFO lines state it (docs/repertoire/nccl-info.md) -------------
