@@ -16,6 +16,8 @@ from gpu_preflight.evidence import judge_text
 from gpu_preflight.model import Finding, Status
 from gpu_preflight.parsers.detect import parse_text
 from gpu_preflight.parsers.nccl_log import (
+    CUDA_ERROR_KINDS,
+    CUDA_TEXT,
     NCCL_RESULT_KINDS,
     NCCL_RESULT_TEXTS,
     PROXY_RESULT,
@@ -241,8 +243,8 @@ def test_every_signature_has_advice() -> None:
     """Every kind a log line can be classified as has its advice; the placeholders are never one (the proxy's
     ncclResult_t code, or a framework's ncclGetErrorString words, names the kind), every kind a code names is a
     signature's and every such word names a code."""
-    kinds = {k for k, _ in SIGNATURES} - {PROXY_RESULT, RESULT_TEXT}
-    assert kinds | {"rank_exited", *TRANSPORT_KINDS} == set(ADVICE)
+    kinds = {k for k, _ in SIGNATURES} - {PROXY_RESULT, RESULT_TEXT, CUDA_TEXT}
+    assert kinds | {"rank_exited", *TRANSPORT_KINDS, *CUDA_ERROR_KINDS.values()} == set(ADVICE)
     assert {*NCCL_RESULT_KINDS.values(), "internal_error"} <= kinds
     assert set(NCCL_RESULT_TEXTS.values()) <= set(NCCL_RESULT_KINDS)
 

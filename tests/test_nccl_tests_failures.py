@@ -35,7 +35,7 @@ MESSAGES = (
     ("NCCL", "common.cu:958", "invalid usage (run with NCCL_DEBUG=WARN for details)", "invalid_usage"),
     ("NCCL", "common.cu:1032", "unhandled system error (run with NCCL_DEBUG=INFO for details)", "system_error"),
     ("NCCL", "all_reduce.cu:44", "remote process exited or there was a network error", "remote_error"),
-    ("CUDA", "common.cu:892", "an illegal memory access was encountered", "cuda_error"),
+    ("CUDA", "common.cu:892", "an illegal memory access was encountered", "cuda_kernel_fault"),
 )
 HOSTS = tuple(f"gpu-node-{i:03d}" for i in range(8))
 
@@ -173,11 +173,12 @@ def test_long_failure_lines_are_cut_and_not_remembered(tmp_path: Path) -> None:
 
 def test_a_cuda_failure_is_classified_as_the_cuda_error_it_quotes() -> None:
     """nccl-tests' ``Test CUDA failure`` quotes cudaGetErrorString: 'out of memory' is the out-of-memory
-    signature (advice: smaller -e / fewer GPUs per process), any other CUDA error a CUDA error."""
+    signature (advice: smaller -e / fewer GPUs per process), a kernel's own fault (an illegal address) a kernel fault
+    (docs/repertoire/cuda-errors.md), any other CUDA error a CUDA error."""
     text = ("n1: Test CUDA failure common.cu:892 'out of memory'\n"
             "n1: Test CUDA failure common.cu:892 'an illegal memory access was encountered'\n"
             "n2: Test NCCL failure common.cu:958 'unhandled cuda error (run with NCCL_DEBUG=INFO for details)'\n"
             "n3: Test NCCL failure common.cu:958 'out of memory'\n")  # NCCL's own words: no CUDA error said
     record = scan(text)
     assert [(g.signature, g.host, g.count) for g in record.failure_groups] == [
-        ("out_of_memory", "n1", 1), ("cuda_error", "n1", 1), ("cuda_error", "n2", 1), (None, "n3", 1)]
+        ("out_of_memory", "n1", 1), ("cuda_kernel_fault", "n1", 1), ("cuda_error", "n2", 1), (None, "n3", 1)]

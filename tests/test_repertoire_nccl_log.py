@@ -87,7 +87,7 @@ def test_a_watchdog_line_that_names_its_cause_is_read_as_that_cause() -> None:
     assert kinds(text) == ["watchdog_timeout"]
     text = ("[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] Process group watchdog thread terminated with "
             "exception: CUDA error: an illegal memory access was encountered\n")
-    assert kinds(text) == ["cuda_error"]
+    assert kinds(text) == ["cuda_kernel_fault"]  # CUDA's words name the fault (docs/repertoire/cuda-errors.md)
 
 
 def test_async_events_a_healthy_fabric_raises_are_no_ib_failure() -> None:

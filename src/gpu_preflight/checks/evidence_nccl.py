@@ -44,8 +44,12 @@ if TYPE_CHECKING:
 NCCL_LOG_ACTIONS = {
     **dict.fromkeys(("watchdog_timeout", "remote_error", "connection_refused", "invalid_usage", "duplicate_gpu",
                      "system_error", "cuda_error", "out_of_memory", "internal_error", "rendezvous_timeout",
-                     "collective_failed",
+                     "collective_failed", "cuda_kernel_fault",
                      "segfault", "rank_exited", "ras_error"), Action.RESTART_JOB),
+    "cuda_ecc_uncorrectable": Action.RESET_GPU,
+    "cuda_nvlink_uncorrectable": Action.RESET_GPU,
+    "cuda_no_device": Action.REBOOT_NODE,
+    "cuda_driver_mismatch": Action.REBOOT_NODE,
     "ib_completion_error": Action.CHECK_MECHANICALS,
     "ib_qp_error": Action.CHECK_MECHANICALS,
     "ib_async_event": Action.CHECK_MECHANICALS,
@@ -56,7 +60,12 @@ NCCL_LOG_ACTIONS = {
 error are judged by the Xids of the node's kernel log, which name their own action). IB completion
 and queue-pair errors, and errors the fabric's own plugin reports, are the link between hosts: cable,
 transceiver, switch port (or the security group on EFA). A missing or
-bypassed network plugin is a software install, no routing action."""
+bypassed network plugin is a software install, no routing action. A CUDA error whose own words name a
+hardware fault takes that fault's Xid action: uncorrectable ECC (Xid 48/95: WORKFLOW_XID_48, RESET_GPU) and
+uncorrectable NVLink (Xid 74: WORKFLOW_NVLINK_ERR) reset the GPU; no device, no driver or a driver that cannot
+run the job's CUDA are nvidia-smi's no_devices/nvml_init_failed (reboot_node, once the driver is fixed); a
+kernel's own fault (illegal address, device-side assert, launch failure: Xid 13/31/43, RESTART_APP) restarts
+the job."""
 NCCL_LOG_TRIAGE = declare(
     "nccl_log.triage", "No known failure signature in the job log",
     """A job's NCCL / torch.distributed log is searched for known failure signatures (timeouts,
@@ -137,6 +146,29 @@ ADVICE: dict[str, Advice] = {
     "cuda_error": Advice(Status.FAIL, "a CUDA error inside NCCL",
                          "Check the GPU (Xid errors in dmesg, nvidia-smi) and that the CUDA runtime matches the "
                          "driver."),
+    "cuda_ecc_uncorrectable": Advice(Status.FAIL, "a GPU reported an uncorrectable ECC error (CUDA's own words)",
+                                     "A fault of the GPU's memory (Xid 48/94/95 in the node's kernel log name the "
+                                     "GPU): drain the GPU and reset it (nvidia-smi -r), then check nvidia-smi -q -d "
+                                     "ECC,ROW_REMAPPER; replace the GPU if the errors return or a row cannot be "
+                                     "remapped."),
+    "cuda_nvlink_uncorrectable": Advice(Status.FAIL, "an uncorrectable NVLink error stopped the job (CUDA's words)",
+                                        "An NVLink between GPUs failed (Xid 74 in the kernel log names the GPU and "
+                                        "link): drain the node and reset its GPUs; check nvidia-smi nvlink -e and the "
+                                        "fabric manager log, and reseat or replace the part if it recurs."),
+    "cuda_no_device": Advice(Status.FAIL, "CUDA found no usable GPU (no device, or no driver)",
+                             "Check that the NVIDIA driver is loaded and bound to the GPUs (nvidia-smi, lspci -k, the "
+                             "kernel log) and that the job sees them (the container's --gpus or device plugin, "
+                             "CUDA_VISIBLE_DEVICES); reboot once the driver is fixed."),
+    "cuda_driver_mismatch": Advice(Status.FAIL, "the NVIDIA driver cannot run the job's CUDA (too old or mismatched)",
+                                   "Match the driver to the job's CUDA: upgrade the driver or use a build for the "
+                                   "CUDA it supports; forward compatibility (cuda-compat's libcuda) works only on "
+                                   "data-centre GPUs; after a driver upgrade, reboot so the kernel module and the "
+                                   "libraries agree."),
+    "cuda_kernel_fault": Advice(Status.FAIL, "a CUDA kernel of the job faulted (illegal address, assert, launch "
+                                "failure)",
+                                "An application fault, not a node fault (Xid 13/31/43's kind): rerun with "
+                                "CUDA_LAUNCH_BLOCKING=1 to find the kernel; suspect the GPU only when the same fault "
+                                "repeats on it across jobs (its Xids in the kernel log)."),
     "out_of_memory": Advice(Status.FAIL, "a GPU ran out of memory",
                             "Lower the batch size or enable activation checkpointing; make sure no leftover "
                             "process holds GPU memory."),

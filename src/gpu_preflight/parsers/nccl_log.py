@@ -36,6 +36,63 @@ RESULT_TEXT = "result_text"  # a placeholder kind: classify() names the signatur
 NCCL_RESULT_TEXTS = {"unhandled cuda error": 1, "unhandled system error": 2, "internal error": 3,
                      "invalid argument": 4, "invalid usage": 5,
                      "remote process exited or there was a network error": 6}
+CUDA_TEXT = "cuda_text"  # a placeholder kind: classify() names the signature from CUDA's own error words or name
+# The CUDA errors that say more about the node than "a CUDA call failed" (docs/repertoire/cuda-errors.md): (the
+# signature, cudaError_t's name (driver_types.h), CUresult's name (cuda.h), cudaGetErrorString/cuGetErrorString's
+# words, CUDA 11-13). An uncorrectable ECC or NVLink error is the hardware fault of Xid 48/94/95 and 74; no device,
+# a driver older than the runtime or a forward-compatibility library on a GPU that has none are the node's driver
+# state (nvidia-smi's no_devices/nvml_init_failed); the kernel faults (Xid 13/31/43's kind) are the job's own code.
+# Any other CUDA error stays ``cuda_error``; "out of memory" is ``out_of_memory``.
+CUDA_ERRORS: tuple[tuple[str, str, str, str], ...] = (
+    ("cuda_ecc_uncorrectable", "cudaErrorECCUncorrectable", "CUDA_ERROR_ECC_UNCORRECTABLE",
+     "uncorrectable ECC error encountered"),
+    ("cuda_nvlink_uncorrectable", "cudaErrorNvlinkUncorrectable", "CUDA_ERROR_NVLINK_UNCORRECTABLE",
+     "uncorrectable NVLink error detected during the execution"),
+    ("cuda_no_device", "cudaErrorNoDevice", "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"),
+    ("cuda_driver_mismatch", "cudaErrorInsufficientDriver", "",  # the driver API has no such result
+     "CUDA driver version is insufficient for CUDA runtime version"),
+    ("cuda_driver_mismatch", "cudaErrorSystemDriverMismatch", "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+     "system has unsupported display driver / cuda driver combination"),
+    ("cuda_driver_mismatch", "cudaErrorCompatNotSupportedOnDevice", "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+     "forward compatibility was attempted on non supported HW"),
+    ("cuda_kernel_fault", "cudaErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"),
+    ("cuda_kernel_fault", "cudaErrorAssert", "CUDA_ERROR_ASSERT", "device-side assert triggered"),
+    ("cuda_kernel_fault", "cudaErrorHardwareStackError", "CUDA_ERROR_HARDWARE_STACK_ERROR", "hardware stack error"),
+    ("cuda_kernel_fault", "cudaErrorIllegalInstruction", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+     "an illegal instruction was encountered"),
+    ("cuda_kernel_fault", "cudaErrorMisalignedAddress", "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"),
+    ("cuda_kernel_fault", "cudaErrorInvalidAddressSpace", "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+     "operation not supported on global/shared address space"),
+    ("cuda_kernel_fault", "cudaErrorInvalidPc", "CUDA_ERROR_INVALID_PC", "invalid program counter"),
+    ("cuda_kernel_fault", "cudaErrorLaunchFailure", "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"),
+    ("cuda_kernel_fault", "cudaErrorLaunchTimeout", "CUDA_ERROR_LAUNCH_TIMEOUT",
+     "the launch timed out and was terminated"),
+    ("cuda_kernel_fault", "cudaErrorNoKernelImageForDevice", "CUDA_ERROR_NO_BINARY_FOR_GPU",
+     "no kernel image is available for execution on the device"),
+)
+CUDA_ERROR_KINDS = {key: kind for kind, runtime, driver, words in CUDA_ERRORS for key in (runtime, driver, words)
+                    if key}
+# The frameworks' own sentences for the same states: torch's (c10/cuda/CUDAFunctions.cpp device_count_impl,
+# torch/cuda/__init__.py): no driver at all, a driver older than the build's CUDA, cudaErrorInitializationError at
+# cudaGetDeviceCount, no GPU; TensorFlow/XLA's cuInit that could not load libcuda (stream_executor cuda_driver.cc:
+# "failed call to cuInit: UNKNOWN ERROR (303)", since 2024 after "INTERNAL: CUDA error: Failed call to cuInit: ").
+_SENTENCES = (("cuda_no_device", "Found no NVIDIA driver on your system"),
+              ("cuda_driver_mismatch", "The NVIDIA driver on your system is too old"),
+              ("cuda_no_device", "CUDA driver initialization failed, you might not have a CUDA gpu"),
+              ("cuda_no_device", "No CUDA GPUs are available"),
+              ("cuda_no_device", "all to cuInit: UNKNOWN ERROR (303)"))
+CUDA_ERROR_KINDS.update({words: kind for kind, words in _SENTENCES})
+# Where CUDA's words are printed: torch's C10_CUDA_CHECK "CUDA error: ", THC's "cuda runtime error (N) : " and
+# "THCudaCheck FAIL file=... line=... error=N : ", its cudaGetDeviceCount failure "Error N: ", NCCL's "Cuda failure
+# [N] '", TensorFlow's "cudaGetDevice() failed. Status: ", cupy's "cudaError<Name>: " and "CUDA_ERROR_<NAME>: "
+# (which XLA, TensorFlow and the driver API's users print too), or the name alone ("failed call to cuInit:
+# CUDA_ERROR_NO_DEVICE"; not a header's "= 100" or a list's ","). Bounded alternations: linear.
+_CUDA_TEXT = (r"(?:(?:\bCUDA error|\bcuda runtime error \(\d+\)|\berror=\d+|\bCuda failure(?: \d+)?|\bError \d+"
+              r"|\bcuda\w+\(\) failed\. Status|\bcudaError\w+|\bCUDA_ERROR_\w+)\s?:?\s?'?"
+              r"(?P<words>" + "|".join(re.escape(w) for _k, _r, _d, w in CUDA_ERRORS) + r")"
+              r"|\b(?P<name>" + "|".join(n for _k, r, d, _w in CUDA_ERRORS for n in (r, d) if n) + r")\b(?!\s*[=,(])"
+              r"|(?P<sentence>" + "|".join(re.escape(w) for _k, w in _SENTENCES) + r"))")
 # How the frameworks raise a failed NCCL call: the words above after their own framing (docs/repertoire/
 # framework-nccl.md). XLA/JAX "<file>:<line>: NCCL operation <expr> failed: " (nccl_utils.cc, nccl_api.cc,
 # nccl_errors.h), its ncclMemAlloc "... from device collective memory: " and async checker "Aborting communicator:
@@ -252,7 +309,13 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                                 r"|No transport found for rank \d+"
                                 r"|MNNVL \(cliqueSize \d+\) is available but not (?:working|supported) on this system",
                                 re.IGNORECASE)),
-    ("cuda_error", re.compile(r"unhandled cuda error|ncclUnhandledCudaError|CUDA error: (?!out of memory)"
+    # CUDA's own error words or enum name, where they say which fault it was (:data:`CUDA_ERRORS`): after the
+    # NCCL signatures (a framework's 'unhandled cuda error' is NCCL's result), before any other CUDA error.
+    (CUDA_TEXT, re.compile(_CUDA_TEXT)),
+    # Any other CUDA error, and cupy's "<name>: <words>" of any runtime or driver error (out of memory aside).
+    ("cuda_error", re.compile(r"unhandled cuda error|ncclUnhandledCudaError"
+                              r"|CUDA error: (?!out of memory|CUBLAS_STATUS_ALLOC_FAILED)"
+                              r"|\b(?:cudaError(?!MemoryAllocation)\w+|CUDA_ERROR_(?!OUT_OF_MEMORY)\w+): \w"
                               r"|NCCL WARN Cuda failure (?:\d+ )?'(?!out of memory)"
                               # a CUDA or NVML call under NCCL (transport/p2p.cc, nvls.cc, misc/nvmlwrap.cc)
                               r"|failed to peer with device|\bcuda\w+ failed\s*:|CUDA error \d+ '(?!out of memory)"
@@ -262,9 +325,15 @@ SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
                               r"|\bnvml\w+\([^)]*\) failed:"
                               # graph/paths.cc (2.12+), ncclUnhandledCudaError: NVML says P2P is off between two
                               # NVLink-connected GPUs, "probably due to a hardware issue"
-                              r"|P2P is disabled between NVLINK connected GPUs",
+                              r"|P2P is disabled between NVLINK connected GPUs"
+                              # torch's cudaGetDeviceCount() that returned cudaErrorUnknown (CUDAFunctions.cpp)
+                              r"|CUDA unknown error - this may be due to an incorrectly set up environment",
                               re.IGNORECASE)),
+    # cuBLAS's allocation failure (torch's TORCH_CUDABLAS_CHECK: "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when
+    # calling ...") and cupy's names of CUDA's own
     ("out_of_memory", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
+                                 r"|CUBLAS_STATUS_ALLOC_FAILED|\bcudaErrorMemoryAllocation: "
+                                 r"|\bCUDA_ERROR_OUT_OF_MEMORY: "
                                  r"|NCCL WARN Cuda failure (?:\d+ )?'out of memory'|CUDA error \d+ 'out of memory'"
                                  r"|Failed to CUDA (?:calloc|malloc|host alloc)",
                                  re.IGNORECASE)),
@@ -379,11 +448,15 @@ _ROOT_HOST = re.compile(r"^\s*host\s*:\s*(?P<host>\S+)")
 def classify(text: str) -> tuple[str, re.Match[str]] | None:
     """The signature kind of one message and its match, or ``None`` (used by other parsers too)."""
     for kind, pattern in SIGNATURES:
+        if kind == CUDA_TEXT and not _CUDA_SNIFF_GATE.search(text):
+            continue  # no line without these letters names a CUDA error: the long alternation is not tried
         if m := pattern.search(text):
             if kind == PROXY_RESULT:
                 kind = NCCL_RESULT_KINDS.get(int(m.group("code")), "internal_error")
             elif kind == RESULT_TEXT:
                 kind = NCCL_RESULT_KINDS[NCCL_RESULT_TEXTS[m.group("text")]]
+            elif kind == CUDA_TEXT:
+                kind = CUDA_ERROR_KINDS[m.group("words") or m.group("name") or m.group("sentence")]
             return kind, m
     return None
 
@@ -461,6 +534,33 @@ _LOG_LINES: tuple[tuple[int, re.Pattern[str]], ...] = (
 )
 
 
+# A CUDA error as a training job prints it (torch, cupy, JAX/XLA, TensorFlow, NCCL): CUDA's own words or names
+# (:data:`CUDA_ERRORS`), the frameworks' sentences for a node without a usable GPU, or an exception whose message is
+# torch's "CUDA error: <words>" (cuBLAS's "CUDA error: CUBLAS_STATUS_<NAME> when calling ..." too) or cupy's
+# "<cudaError name>: <words>", on a line that is no author's note. Tried only on the lines a literal search finds
+# (every such line names CUDA, cuInit or the NVIDIA driver): the long alternation at every character of a head
+# without them made detection of every other kind a quarter slower.
+_CUDA_SNIFF_GATE = re.compile(r"cuda|CUDA|Cuda|NVIDIA driver|cuInit")
+_CUDA_SNIFF_LINE = re.compile(r"(?:" + _CUDA_TEXT + r"|CUDA unknown error - this may be due to an incorrectly)"
+                              r"|^[\w.]*(?:Error|Exception): (?:CUDA error: \w|cudaError\w+: \w|CUDA_ERROR_\w+: \w)")
+_CUDA_SNIFF_SCORE = 70
+
+
+def _has_cuda_error_line(text: str) -> bool:
+    """Whether a line of ``text`` that is no ``#`` note shows a CUDA error (:data:`_CUDA_SNIFF_LINE`)."""
+    pos = 0
+    while m := _CUDA_SNIFF_GATE.search(text, pos):
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.end())
+        line = text[start:] if end < 0 else text[start:end]
+        if not line.startswith("#") and _CUDA_SNIFF_LINE.search(line):
+            return True
+        if end < 0:
+            return False
+        pos = end + 1
+    return False
+
+
 # torch's rank tag ("[rank3]:", "[rank3]:[E429 ...]"): any line a rank prints carries it, a Python traceback
 # or a README pasted through torchrun as much as NCCL's own lines, so the sniffer reads what follows it.
 _SNIFF_RANK_TAG = re.compile(r"^\[rank\d+\]:\s*")
@@ -479,7 +579,7 @@ def sniff(text: str) -> int:
     for score, pattern in _LOG_LINES:
         if pattern.search(text):
             return score
-    return 0
+    return _CUDA_SNIFF_SCORE if _has_cuda_error_line(text) else 0
 
 
 @parser(KIND, sniff=sniff, title="NCCL / torch.distributed job log (failure signature triage)")
