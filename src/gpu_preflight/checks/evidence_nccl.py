@@ -55,6 +55,12 @@ NCCL_LOG_ACTIONS = {
     "ib_async_event": Action.CHECK_MECHANICALS,
     "net_plugin_error": Action.CHECK_MECHANICALS,
     "store_listen_failed": Action.RESTART_JOB,
+    # Slurm's lines (parsers/slurm_job.py, docs/repertoire/slurm-job.md): a node Slurm lost, or one that could not
+    # start the step, is kept out until repaired; an OOM kill, a task's exit and a failed step are the job's.
+    "node_failure": Action.ISOLATE_NODE,
+    "task_launch_failed": Action.ISOLATE_NODE,
+    **dict.fromkeys(("oom_killed", "task_exited", "step_aborted", "step_create_failed", "exec_failed"),
+                    Action.RESTART_JOB),
 }
 """A job log shows that the job died, not which node is bad: restart it (GPU faults behind a CUDA
 error are judged by the Xids of the node's kernel log, which name their own action). IB completion
@@ -198,6 +204,46 @@ ADVICE: dict[str, Advice] = {
     "ras_warning": Advice(Status.WARN, "NCCL's RAS reports a communicator whose ranks disagree",
                           "Ranks at different collective counts or states: if it persists across RAS queries the job "
                           "is hung behind the ranks that lag (ncclras -v names them; py-spy dump them)."),
+    # Slurm's own lines (docs/repertoire/slurm-job.md): the node a line names is the finding's host.
+    "node_failure": Advice(Status.FAIL, "Slurm lost a node of the job (NODE FAILURE)",
+                           "srun's 'Node failure on <node>' names the node that stopped answering slurmctld; the "
+                           "stepd's 'CANCELLED ... DUE TO NODE FAILURE' names only where the job was cancelled, and "
+                           "slurmctld's log or 'sinfo -R' names the failed node. Drain it and keep it out until its "
+                           "kernel log (Xids, panics), BMC and health checks are clean, then resubmit the job."),
+    "task_launch_failed": Advice(Status.FAIL, "Slurm could not start the job's tasks on a node",
+                                 "The node named refused the step: the words after it say why ('Job prolog failed': "
+                                 "its prolog or health check failed, and Slurm drains it as 'Prolog error'; a slurmd "
+                                 "or credential error). Drain the node, read its slurmd log and prolog output, and "
+                                 "resubmit the job on other nodes."),
+    "oom_killed": Advice(Status.FAIL, "the kernel's OOM killer killed the job's tasks (host memory)",
+                         "The step used more host memory than its cgroup allows (--mem, --mem-per-cpu, "
+                         "--mem-per-gpu): request more or use less (dataloader workers, pinned buffers, a checkpoint "
+                         "loaded on every rank). A job's memory, not a node fault."),
+    "task_exited": Advice(Status.FAIL, "a task of the job ended with an error",
+                          "srun names the node and task: start with that task's own output, whose first error is "
+                          "the cause. An exit code or signal is the job's failure, not a node's fault unless that "
+                          "output shows one (an Xid, a CUDA or NCCL error); 'Killed' is a SIGKILL (the OOM killer, "
+                          "the scheduler or an operator)."),
+    "step_aborted": Advice(Status.FAIL, "the job step was aborted",
+                           "srun stopped the step after a task failed or the job was cancelled; this text does not "
+                           "say which: the first error in the tasks' output, or in the other nodes' logs, is the "
+                           "cause."),
+    "step_create_failed": Advice(Status.FAIL, "srun could not create the job step",
+                                 "Not a node fault: the words after the colon say why (the job already ending, more "
+                                 "tasks, GPUs or memory than the allocation holds, nodes busy with another step). "
+                                 "Fix the srun request or resubmit."),
+    "exec_failed": Advice(Status.FAIL, "a task's program could not be started (execve failed)",
+                          "The command or its interpreter is missing or not executable on that node ('No such file "
+                          "or directory', 'Permission denied'): check the job's PATH, container image and the "
+                          "shared file systems it runs from."),
+    "job_time_limit": Advice(Status.WARN, "Slurm stopped the job at its time limit: it did not finish",
+                             "Not a node fault: ask for more time (--time) or checkpoint and resume. If the job "
+                             "stopped making progress long before its limit, its last lines (a collective timeout, "
+                             "a rank that stopped) say where."),
+    "job_cancelled": Advice(Status.WARN, "the job was cancelled before it finished (scancel, a signal, preemption "
+                                         "or requeue)",
+                            "Not a node fault by itself: sacct -j <job> shows who or what ended it. Judge the run "
+                            "by the errors before the cancel, if any."),
     "rank_exited": Advice(Status.FAIL, "the rank that exited first (root cause)",
                           "Start triage with this rank's own log: its first error is the cause, the other ranks' "
                           "errors are consequences."),

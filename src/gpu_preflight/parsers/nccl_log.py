@@ -22,6 +22,7 @@ from ..records.nccl import NcclLogRecord as NcclLogRecord
 from ..records.nccl import NcclSignature as NcclSignature
 from .detect import parser
 from .errors import ParseError
+from .slurm_job import CONSEQUENCE, SLURM_SIGNATURES, SLURM_SNIFF, SLURM_SNIFF_SCORE
 from .text import is_noise, prepare
 
 KIND = "nccl-log"
@@ -107,8 +108,10 @@ _FRAMEWORK_RESULT = (r"(?:NCCL operation [^\n]{1,400}? failed|from device collec
                      r"(?P<text>unhandled (?:cuda|system) error|internal error|invalid (?:argument|usage)"
                      r"|remote process exited or there was a network error)\b")
 
-# (kind, pattern): order matters, the first match classifies the line.
+# (kind, pattern): order matters, the first match classifies the line. Slurm's own lines (parsers/slurm_job.py) first:
+# srun's "task 3: Segmentation fault" names the node and task, which the bare crash signature would not.
 SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    *SLURM_SIGNATURES,
     # NCCL's proxy thread failed an operation for a rank ("[Proxy Service 8] Failed to execute operation Connect from
     # rank 8, retcode 2"): what failed is the ncclResult_t it returned, read by :data:`NCCL_RESULT_KINDS`.
     # Its service thread's own form of the same: "[Service thread] Error encountered progressing operation=Connect,
@@ -565,6 +568,10 @@ def _has_cuda_error_line(text: str) -> bool:
 # or a README pasted through torchrun as much as NCCL's own lines, so the sniffer reads what follows it.
 _SNIFF_RANK_TAG = re.compile(r"^\[rank\d+\]:\s*")
 
+# srun's and slurmstepd's error lines (parsers/slurm_job.py): tried after every NCCL and torch form, so a log with both
+# scores as the NCCL log it also is, and after any tool whose own header is in the text.
+_LOG_LINES += ((SLURM_SNIFF_SCORE, SLURM_SNIFF),)
+
 
 def _message(line: str) -> str:
     """A line read past torch's rank tag and what a launcher put after it (``[rank3]:     libfabric:...``): the
@@ -628,6 +635,7 @@ def parse(text: str) -> NcclLogRecord:
             continue
         kind, m = found
         groups = m.groupdict()
+        host = groups.get("node") or host  # the node a Slurm line names
         if kind == "duplicate_gpu" and groups.get("a") is not None:
             rank = int(groups["a"])
         if groups.get("culprit"):  # monitoredBarrier names the ranks that never arrived, not the one that reports
@@ -647,6 +655,8 @@ def parse(text: str) -> NcclLogRecord:
         record.signatures.append(sig)
     if ib_in_use:
         record.signatures = [s for s in record.signatures if s.kind != "net_plugin_fallback"]
+    if any(s.kind != CONSEQUENCE for s in record.signatures):  # srun's step abort follows the failure named
+        record.signatures = [s for s in record.signatures if s.kind != CONSEQUENCE]
     _judge_transport(record, logical)
     record.comms_initialised = sum(inits.values()) + ras_ranks[0]
     record.comms_unfinished = len(inits) - sum(inits.values()) + ras_ranks[1]
