@@ -107,3 +107,11 @@ def test_srun_lines_that_are_no_failure_are_not_read_as_one() -> None:
 def test_every_fixture_is_covered() -> None:
     """A fixture added to the folder without a row here would test nothing."""
     assert {p.name for p in FORMS.glob("*.txt")} == {c[0] for c in CASES}
+
+
+def test_a_cancel_after_a_task_failure_is_the_task_s_failure() -> None:
+    """Before 25.05 a step ended by a failed task (SIG_TERM_KILL, --kill-on-bad-exit) printed the plain cancel banner
+    (req.c:773 @ 20.11): with srun's task line beside it the job FAILs on that task and node, the cancel WARNs."""
+    text = ("srun: error: gpu-node-03: task 5: Exited with exit code 1\n"
+            + (FORMS / "stepd-cancelled-20.11.txt").read_text())
+    assert triage(text) == [(Status.FAIL, "task_exited"), (Status.WARN, "job_cancelled")]

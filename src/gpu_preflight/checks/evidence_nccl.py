@@ -243,7 +243,9 @@ ADVICE: dict[str, Advice] = {
     "job_cancelled": Advice(Status.WARN, "the job was cancelled before it finished (scancel, a signal, preemption "
                                          "or requeue)",
                             "Not a node fault by itself: sacct -j <job> shows who or what ended it. Judge the run "
-                            "by the errors before the cancel, if any."),
+                            "by the errors before the cancel, if any: before 25.05 the same banner also follows a "
+                            "task that failed under --kill-on-bad-exit, whose srun line ('task N: Exited ...') names "
+                            "it."),
     "rank_exited": Advice(Status.FAIL, "the rank that exited first (root cause)",
                           "Start triage with this rank's own log: its first error is the cause, the other ranks' "
                           "errors are consequences."),
