@@ -69,7 +69,7 @@ def test_unusable_input_exit_codes(argv: tuple[str, ...], code: int, message: st
 def test_list_kinds(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli("parse", "--list-kinds") == 0
     kinds = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert "dcgmi-diag" in kinds and "nccl-log" in kinds and len(kinds) == 37
+    assert "dcgmi-diag" in kinds and "nccl-log" in kinds and len(kinds) == 38
 
 
 def test_judge_spec_dcgm_console(capsys: pytest.CaptureFixture[str]) -> None:
