@@ -27,9 +27,9 @@ CONSEQUENCE = "step_aborted"  # srun stopping the step after another failure: a 
 # (kind, pattern), most specific first; nccl_log.SIGNATURES starts with these.
 SLURM_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # srun/salloc told by slurmctld that a node of the allocation failed (api/step_launch.c _node_fail_handler,
-    # srun/allocate.c): the node named is the one that failed.
-    ("node_failure", re.compile(r"\b(?:srun|salloc): error: Node failure on " + _NODE)),
-    ("node_failure", re.compile(_CANCELLED + r" DUE TO NODE FAILURE\b")),
+    # srun/allocate.c): the node named is the one that failed; the stepd's cancel banner for the same names none.
+    ("node_failure", re.compile(r"\b(?:srun|salloc): error: Node failure on " + _NODE
+                                + "|" + _CANCELLED + r" DUE TO NODE FAILURE\b")),
     ("job_time_limit", re.compile(_CANCELLED + r" DUE TO TIME LIMIT\b")),
     # 25.05's cancel after a task failed (--kill-on-bad-exit) and the stepd's "FAILED (non-zero exit code ...)": the
     # task's own exit line names the failure; srun's "Job step aborted: Waiting up to 32 seconds for job step to
