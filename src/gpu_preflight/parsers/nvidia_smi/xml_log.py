@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 
 from ...records.smi import SmiFailure
 from ..detect import parser
@@ -151,10 +152,12 @@ _INT_FIELDS = ("remapped_rows/remapped_row_corr", "remapped_rows/remapped_row_un
 def _unreadable(g: ET.Element) -> list[tuple[str, str]]:
     """Readings the checks use whose value is neither a value nor "not available" (``Yås``): named, as in ``-q``."""
     out = []
-    for paths, convert in ((_BOOL_FIELDS, to_bool), (_INT_FIELDS, to_int)):
+    readers: tuple[tuple[tuple[str, ...], Callable[[str], object]], ...] = ((_BOOL_FIELDS, to_bool),
+                                                                            (_INT_FIELDS, to_int))
+    for paths, convert in readers:
         for path in paths:
             value = _text(g, path)
-            if value and not is_not_available(value) and convert(value) is None:  # type: ignore[operator]
+            if value and not is_not_available(value) and convert(value) is None:
                 out.append((path, value))
     errors = g.find("ecc_errors")
     for leaf in errors.iter() if errors is not None else ():
