@@ -149,7 +149,7 @@ ADVICE: dict[str, Advice] = {
     "system_error": Advice(Status.FAIL, "a system call failed inside NCCL",
                            "Check /dev/shm size, the locked-memory limit (ulimit -l), open-file limits and the "
                            "network interface NCCL chose (NCCL_SOCKET_IFNAME)."),
-    "cuda_error": Advice(Status.FAIL, "a CUDA error inside NCCL",
+    "cuda_error": Advice(Status.FAIL, "a CUDA call failed (inside NCCL or in the job's own code)",
                          "Check the GPU (Xid errors in dmesg, nvidia-smi) and that the CUDA runtime matches the "
                          "driver."),
     "cuda_ecc_uncorrectable": Advice(Status.FAIL, "a GPU reported an uncorrectable ECC error (CUDA's own words)",
