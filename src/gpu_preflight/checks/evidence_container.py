@@ -20,7 +20,7 @@ from ..model import Finding, Status
 from ..records.smi import NvidiaSmiRecord
 from ..registry import declare
 from .evidence import judges
-from .evidence_gpu import SMI_FAILURE_ACTIONS, SMI_FAILURES, judge_nvidia_smi
+from .evidence_gpu import SMI_FAILURE_ACTIONS, SMI_FAILURES, judge_nvidia_smi, judge_xid_tally
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -103,18 +103,11 @@ def _finding(failure: StackFailure, source: str) -> Finding:
 def _xids(xids: list[StackFailure], config: Config, source: str) -> Iterator[Finding]:
     """The health checker's Xids as kernel-log events of the GPU it names (undated: klog has no year), judged
     by the registered ``gpu.xid`` check and its catalogue; the device is named by its UUID, not a bus id."""
-    from datetime import UTC, datetime
-
-    from ..records import GpuFacts, KernelLogFacts
     from ..records.xid import XidEvent, count_events, xid_window
-    from ..registry import CheckContext, get_check
 
     events = [XidEvent(f.xid or 0, f.device, None, None, None, f.message, f.message) for f in xids]
     window = xid_window(config.xid.window_hours, saved=True, basis="the device plugin's log")
-    facts = {"kernel_log": KernelLogFacts(True, source, datetime(1970, 1, 1, tzinfo=UTC),
-                                          tally=count_events(events, window)),
-             "gpu": GpuFacts(source="device plugin log", available=True)}
-    for finding in get_check("gpu.xid").fn(CheckContext(host=source, facts=facts, config=config)):
+    for finding in judge_xid_tally(count_events(events, window), None, config, source, "device plugin log"):
         for device in {f.device for f in xids if f.device}:
             named = re.compile(re.escape(f"pci:{device}"), re.IGNORECASE)  # the catalogue keys a bus id, lower-cased
             finding.subject = named.sub(device, finding.subject)

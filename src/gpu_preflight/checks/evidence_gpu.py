@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ..records import GpuFacts, GpuRecord
     from ..records.dmesg import DmesgRecord
     from ..records.smi import DmonRecord, ListedGpu, NvidiaSmiRecord, P2pRecord, SmiGpu, SmiListingRecord, TopoRecord
+    from ..records.xid import XidTally
 
 MIB = 1024 * 1024
 GPU_LIBRARIES = ("libnccl", "libcuda", "libnvidia", "libcudart", "libcublas", "libnvrm")
@@ -523,14 +524,19 @@ def judge_dmesg(record: DmesgRecord, config: Config, source: str) -> Iterator[Fi
 
 
 def _xids(record: DmesgRecord, config: Config, source: str) -> Iterator[Finding]:
+    window = record.window(config.xid.window_hours)
+    yield from judge_xid_tally(record.xid_tally(window), window.end, config, source, "kernel log")
+
+
+def judge_xid_tally(tally: XidTally, end: datetime | None, config: Config, source: str,
+                    gpu_source: str) -> Iterator[Finding]:
+    """The registered ``gpu.xid`` check (and its one Xid catalogue) over the Xid events a saved text holds, as
+    over a live kernel log's: a kernel log's, or a device plugin's health checker's (``gpu_source`` says which)."""
     from ..records import GpuFacts, KernelLogFacts
     from ..registry import CheckContext, get_check
 
-    window = record.window(config.xid.window_hours)
-    end = window.end
-    tally = record.xid_tally(window)
     facts = {"kernel_log": KernelLogFacts(True, source, end or datetime(1970, 1, 1, tzinfo=UTC), tally=tally),
-             "gpu": GpuFacts(source="kernel log", available=True)}
+             "gpu": GpuFacts(source=gpu_source, available=True)}
     yield from get_check("gpu.xid").fn(CheckContext(host=source, facts=facts, config=config))
 
 
